@@ -1,0 +1,38 @@
+# One command for the demo, one for the tests (see README.md).
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+export DJANGO_SETTINGS_MODULE := opsconsole.settings
+
+.PHONY: demo test lint venv bench clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+# The demo runs with DEBUG on (a development secret key) on the embedded SQLite database.
+# qcluster is started in its own session so that Ctrl-C reaches only the web server; the trap
+# then stops the cluster by signalling its main pid (signalling the group can hang it).
+demo: venv
+	DEBUG=1 $(PY) manage.py migrate --noinput
+	DEBUG=1 $(PY) manage.py demo_setup --url http://127.0.0.1:8000/
+	DEBUG=1 setsid $(PY) manage.py qcluster > var-qcluster.log 2>&1 & QPID=$$!; \
+	trap 'kill $$QPID 2>/dev/null' EXIT INT TERM; \
+	echo "qcluster running (pid $$QPID, log var-qcluster.log); Ctrl-C stops the demo."; \
+	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
+
+test: venv
+	SECRET_KEY=insecure-test-only-key $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+bench: venv
+	DEBUG=1 $(PY) bench/drain.py
+
+clean:
+	rm -rf $(VENV) db.sqlite3* var-qcluster.log

@@ -1,0 +1,82 @@
+"""What an action type declares. Definitions are code, not rows; ``registry`` holds one of each."""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import cached_property
+from typing import ClassVar
+
+from pydantic import BaseModel
+
+from ledger.outcomes import Success
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str
+    message: str
+
+    def as_dict(self) -> dict:
+        return {"field": self.field, "message": self.message}
+
+
+class UnknownAction(LookupError):
+    pass
+
+
+class ActionDefinition:
+    name: ClassVar[str]
+    schema: ClassVar[type[BaseModel]]
+    identity_fields: ClassVar[tuple[str, ...]] = ("request_id", "version")
+    fingerprint_fields: ClassVar[tuple[str, ...]]
+    # Internal effects are rows in our own database, committed with the outcome; external ones
+    # call another system, outside any transaction.
+    external: ClassVar[bool] = False
+    honours_idempotency_keys: ClassVar[bool] = False
+    consequential: ClassVar[bool] = False
+    max_attempts: ClassVar[int] = 5
+    backoff_base_seconds: ClassVar[float] = 2.0
+    backoff_cap_seconds: ClassVar[float] = 300.0
+    deadline: ClassVar[timedelta] = timedelta(hours=24)
+    sensitive_fields: ClassVar[tuple[str, ...]] = ()
+
+    def check(self, workspace, data: dict) -> list[FieldError]:
+        """Business rules the schema cannot state (they depend on the workspace)."""
+        return []
+
+    def perform(self, operation) -> Success:
+        raise NotImplementedError
+
+    @cached_property
+    def version(self) -> str:
+        """A short hash of the settings, stored on each operation: a changed definition shows."""
+        settings = {
+            "schema": self.schema.model_json_schema(),
+            "identity": self.identity_fields,
+            "fingerprint": self.fingerprint_fields,
+            "external": self.external,
+            "idempotency_keys": self.honours_idempotency_keys,
+            "consequential": self.consequential,
+            "retry": [self.max_attempts, self.backoff_base_seconds, self.backoff_cap_seconds],
+            "deadline": self.deadline.total_seconds(),
+        }
+        encoded = json.dumps(settings, sort_keys=True, default=str).encode()
+        return hashlib.sha256(encoded).hexdigest()[:12]
+
+
+registry: dict[str, ActionDefinition] = {}
+
+
+def register(cls: type[ActionDefinition]) -> type[ActionDefinition]:
+    if cls.name in registry:
+        raise ValueError(f"Action {cls.name!r} is registered twice.")
+    registry[cls.name] = cls()
+    return cls
+
+
+def get_action(name: str) -> ActionDefinition:
+    try:
+        return registry[name]
+    except KeyError:
+        raise UnknownAction(name) from None

@@ -1,0 +1,24 @@
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from ledger import services
+
+
+class Command(BaseCommand):
+    help = "Create a workspace and its first API token. The token is printed once, alone on the last line."
+
+    def add_arguments(self, parser):
+        parser.add_argument("slug")
+        parser.add_argument("--owners", default="", help="Comma-separated approved owners, e.g. ops,finance")
+
+    def handle(self, *args, slug, owners, **options):
+        approved = [owner.strip() for owner in owners.split(",") if owner.strip()]
+        try:
+            workspace, token = services.create_workspace(slug=slug, approved_owners=approved, actor="cli")
+        except services.WorkspaceExists as exc:
+            raise CommandError(str(exc)) from None
+        except ValidationError as exc:
+            raise CommandError("; ".join(f"{f}: {' '.join(m)}" for f, m in exc.message_dict.items())) from None
+        self.stdout.write(f"Created workspace {workspace.slug} (approved owners: {', '.join(approved) or 'none'}).")
+        self.stdout.write("API token (shown once, store it now):")
+        self.stdout.write(token)

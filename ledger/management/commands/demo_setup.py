@@ -1,0 +1,59 @@
+import json
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from ledger import intake, services
+from ledger.models import Delivery, Workspace
+
+DEMO_PASSWORD = "demo-password"
+STAFF = [("admin", True), ("operator", False), ("approver", False)]
+
+# The seed's R-42 story: new, a re-delivery, a changed title without a new version, version 4.
+R42 = {"request_id": "R-42", "version": 3, "title": "Review renewal options", "owner": "ops"}
+EVENTS = [
+    {"action": "prepare-brief", "delivery_id": "delivery-1", "data": R42},
+    {"action": "prepare-brief", "delivery_id": "delivery-2", "data": R42},
+    {"action": "prepare-brief", "delivery_id": "delivery-3", "data": R42 | {"title": "Changed without a new version"}},
+    {"action": "prepare-brief", "delivery_id": "delivery-4", "data": R42 | {"version": 4}},
+]
+
+
+class Command(BaseCommand):
+    help = "Set up the demo: workspace 'demo' (owner ops), staff users, a fresh API token, the R-42 events."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--url", default="http://127.0.0.1:8000/")
+
+    def handle(self, *args, url, **options):
+        workspace = Workspace.objects.filter(slug="demo").first()
+        if workspace is None:
+            workspace, token = services.create_workspace(slug="demo", approved_owners=["ops"], actor="demo")
+        else:
+            token = services.issue_token(workspace=workspace, name="demo", actor="demo")
+        self._ensure_staff()
+        self.stdout.write("Submitting the R-42 example:")
+        for event in EVENTS:
+            result = intake.submit_event(workspace=workspace, raw=event, source=Delivery.Source.CLI,
+                                         submitted_by="demo")
+            body = result.as_dict()
+            outcome = " ".join(filter(None, [body["status"], body.get("reason"), body.get("key")]))
+            self.stdout.write(f"  {event['delivery_id']}: {outcome}")
+        self.stdout.write("")
+        self.stdout.write(f"Console:  {url}admin/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
+        self.stdout.write(f"API:      {url}api/v1/docs  (OpenAPI: {url}api/v1/openapi.json)")
+        self.stdout.write(f"Metrics:  {url}metrics")
+        example = json.dumps({"action": "prepare-brief", "data": R42 | {"version": 5}})
+        self.stdout.write(f"Try:      curl -s -H 'Authorization: Bearer {token}' -d '{example}' {url}api/v1/events")
+        self.stdout.write(f"API token for workspace demo: {token}")
+
+    @transaction.atomic
+    def _ensure_staff(self):
+        users = get_user_model()
+        for username, superuser in STAFF:
+            user, _ = users.objects.get_or_create(username=username, defaults={"is_staff": True})
+            user.is_staff = True
+            user.is_superuser = superuser
+            user.set_password(DEMO_PASSWORD)
+            user.save()

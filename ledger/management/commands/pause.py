@@ -1,0 +1,17 @@
+from django.core.management.base import BaseCommand
+
+from ledger import services
+from ledger.management.commands._scope import add_scope_arguments, resolve_scope
+
+
+class Command(BaseCommand):
+    help = "Pause processing: globally (no option), for a workspace, an action, or both."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--reason", required=True)
+        add_scope_arguments(parser)
+
+    def handle(self, *args, reason, workspace, action, **options):
+        target, action = resolve_scope(workspace, action)
+        control = services.set_paused(paused=True, reason=reason, workspace=target, action=action, actor="cli")
+        self.stdout.write(f"Paused {control.scope_label}: {reason}")

@@ -1,0 +1,16 @@
+from django.core.management.base import BaseCommand
+
+from ledger import services
+from ledger.management.commands._scope import add_scope_arguments, resolve_scope
+
+
+class Command(BaseCommand):
+    help = "Resume processing for a scope paused before (no option: the global switch); held work drains."
+
+    def add_arguments(self, parser):
+        add_scope_arguments(parser)
+
+    def handle(self, *args, workspace, action, **options):
+        target, action = resolve_scope(workspace, action)
+        control = services.set_paused(paused=False, workspace=target, action=action, actor="cli")
+        self.stdout.write(f"Resumed {control.scope_label}.")

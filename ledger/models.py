@@ -1,0 +1,350 @@
+"""The ledger's tables. Rows change only through ``ledger.services`` and ``ledger.processing``."""
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.core.validators import validate_slug
+from django.db import models
+from django.db.models import Q
+
+from ledger.states import State
+
+
+def _choices_check(field: str, choices) -> Q:
+    return Q(**{f"{field}__in": [value for value, _ in choices]})
+
+
+class Workspace(models.Model):
+    slug = models.CharField(max_length=50, unique=True, validators=[validate_slug])
+    approved_owners = models.JSONField(default=list, blank=True)
+    retry_budget_per_hour = models.PositiveIntegerField(
+        default=settings.OPSCONSOLE_RETRY_BUDGET_PER_HOUR,
+        help_text="Retries the workspace may schedule per hour; when spent, retries wait.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self):
+        return self.slug
+
+
+class ApiToken(models.Model):
+    """A workspace's bearer token. Only its SHA-256 is stored; the token is shown once."""
+
+    PREFIX = "oc_"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=100, blank=True)
+    token_hash = models.CharField(max_length=64, unique=True)
+    hint = models.CharField(max_length=12, help_text="The token's first characters, to tell tokens apart.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"{self.workspace.slug} {self.hint}…"
+
+    @staticmethod
+    def hash(token: str) -> str:
+        # Tokens carry 256 random bits, so a plain SHA-256 is enough (no password stretching).
+        return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+    @classmethod
+    def generate(cls) -> str:
+        return cls.PREFIX + secrets.token_urlsafe(32)
+
+
+class DeliverySource(models.TextChoices):
+    API = "api"
+    CLI = "cli"
+    REPLAY = "replay"
+
+
+class DeliveryOutcome(models.TextChoices):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    CONFLICT = "conflict"
+    INVALID = "invalid"
+    STALE = "stale"
+
+
+class Delivery(models.Model):
+    """One transport arrival (an HTTP request, a command-line line, a replay), whatever became of it."""
+
+    Source = DeliverySource
+
+    Outcome = DeliveryOutcome
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="deliveries")
+    operation = models.ForeignKey(
+        "Operation", on_delete=models.PROTECT, null=True, blank=True, related_name="deliveries"
+    )
+    delivery_id = models.CharField(max_length=200, blank=True)
+    correlation_id = models.CharField(max_length=200, blank=True)
+    source = models.CharField(max_length=10, choices=DeliverySource.choices)
+    submitted_by = models.CharField(max_length=150, blank=True)
+    action = models.CharField(max_length=100, blank=True)
+    key = models.TextField(blank=True)
+    outcome = models.CharField(max_length=10, choices=DeliveryOutcome.choices)
+    # [{"field": ..., "message": ...}]: messages only, never the submitted values.
+    errors = models.JSONField(default=list, blank=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        ordering = ["-received_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=_choices_check("outcome", DeliveryOutcome.choices), name="delivery_outcome_valid"
+            ),
+            models.CheckConstraint(
+                condition=_choices_check("source", DeliverySource.choices), name="delivery_source_valid"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.outcome} {self.key or self.action or '-'}"
+
+
+class Operation(models.Model):
+    """One business action, unique per (workspace, key)."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="operations")
+    action = models.CharField(max_length=100)
+    key = models.TextField()
+    key_recipe = models.PositiveSmallIntegerField()
+    definition_version = models.CharField(max_length=16)
+    fingerprint = models.CharField(max_length=64)
+    payload = models.JSONField()
+    first_delivery = models.OneToOneField(
+        Delivery, on_delete=models.PROTECT, related_name="created_operation"
+    )
+    correlation_id = models.CharField(max_length=200, blank=True)
+    submitted_by = models.CharField(max_length=150, blank=True)
+
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True)
+
+    # The lease of the worker that claimed it; the fencing token grows with every claim, and an
+    # outcome is recorded only while the token it was claimed with still matches.
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    fencing_token = models.PositiveBigIntegerField(default=0)
+
+    last_error_category = models.CharField(max_length=20, blank=True)
+    last_error_message = models.CharField(max_length=500, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    external_id = models.CharField(max_length=200, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "key"], name="operation_unique_key"),
+            models.CheckConstraint(
+                condition=_choices_check("state", State.choices), name="operation_state_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["state", "next_attempt_at"], name="operation_due_idx")]
+
+    def __str__(self):
+        return self.key
+
+    @property
+    def last_error(self) -> dict | None:
+        if not self.last_error_category:
+            return None
+        return {"category": self.last_error_category, "message": self.last_error_message}
+
+
+class AttemptOutcome(models.TextChoices):
+    OK = "ok"
+    TRANSIENT = "transient"
+    PERMANENT = "permanent"
+    AMBIGUOUS = "ambiguous"
+    STALE = "stale"  # the worker lost its claim before it could record the outcome
+    ABANDONED = "abandoned"  # the worker died; the sweep found the lease expired
+
+
+class Attempt(models.Model):
+    """One try at an operation's effect, begun under one claim (fencing token)."""
+
+    Outcome = AttemptOutcome
+
+    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="attempt_rows")
+    number = models.PositiveIntegerField()
+    fencing_token = models.PositiveBigIntegerField()
+    worker = models.CharField(max_length=200, blank=True)
+    idempotency_key = models.TextField(blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=AttemptOutcome.choices, blank=True)
+    error_type = models.CharField(max_length=200, blank=True)
+    error_message = models.CharField(max_length=500, blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["operation", "number"]
+        constraints = [
+            # One try per claim: a worker that lost its claim cannot begin another try under it.
+            models.UniqueConstraint(fields=["operation", "fencing_token"], name="attempt_one_per_claim"),
+            models.CheckConstraint(
+                condition=Q(outcome="") | _choices_check("outcome", AttemptOutcome.choices),
+                name="attempt_outcome_valid",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.operation_id} #{self.number} {self.outcome or 'running'}"
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.finished_at is None:
+            return None
+        return int((self.finished_at - self.started_at).total_seconds() * 1000)
+
+
+class ConflictStatus(models.TextChoices):
+    OPEN = "open"
+    DISMISSED = "dismissed"
+    APPLIED = "applied"
+
+
+class Conflict(models.Model):
+    """A delivery that reused a key with a different payload: blocked and queued for review."""
+
+    Status = ConflictStatus
+
+    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="conflicts")
+    delivery = models.OneToOneField(Delivery, on_delete=models.PROTECT, related_name="conflict")
+    incoming_fingerprint = models.CharField(max_length=64)
+    incoming_payload = models.JSONField()
+    # [{"field": ..., "recorded": ..., "incoming": ...}] for every business field that differs.
+    differences = models.JSONField()
+    status = models.CharField(max_length=10, choices=ConflictStatus.choices, default=ConflictStatus.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=_choices_check("status", ConflictStatus.choices), name="conflict_status_valid"
+            ),
+        ]
+
+    def __str__(self):
+        return f"conflict on {self.operation.key}"
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise PermissionError("Audit events are append-only.")
+
+    def delete(self):
+        raise PermissionError("Audit events are append-only.")
+
+
+class AuditEvent(models.Model):
+    """Append-only history: updates and deletes are refused here and by database triggers."""
+
+    operation = models.ForeignKey(
+        Operation, on_delete=models.PROTECT, null=True, blank=True, related_name="audit_events"
+    )
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.PROTECT, null=True, blank=True, related_name="audit_events"
+    )
+    attempt = models.ForeignKey(Attempt, on_delete=models.PROTECT, null=True, blank=True)
+    actor = models.CharField(max_length=150)
+    kind = models.CharField(max_length=40)
+    from_state = models.CharField(max_length=20, blank=True)
+    to_state = models.CharField(max_length=20, blank=True)
+    error_category = models.CharField(max_length=20, blank=True)
+    # Never payload text: a state, a reason, a field name.
+    message = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["workspace", "kind", "created_at"], name="audit_workspace_kind_time_idx")]
+
+    def __str__(self):
+        return f"{self.kind} {self.from_state}->{self.to_state}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise PermissionError("Audit events are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise PermissionError("Audit events are append-only.")
+
+
+class Control(models.Model):
+    """A pause switch. Scope: no workspace and no action is global; either or both narrow it."""
+
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, null=True, blank=True, related_name="controls"
+    )
+    action = models.CharField(max_length=100, blank=True)
+    paused = models.BooleanField(default=False)
+    reason = models.CharField(max_length=500, blank=True)
+    changed_by = models.CharField(max_length=150, blank=True)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            # Partial unique indexes: one switch per scope, with or without a workspace.
+            models.UniqueConstraint(
+                fields=["action"], condition=Q(workspace__isnull=True), name="control_unique_unscoped"
+            ),
+            models.UniqueConstraint(
+                fields=["workspace", "action"],
+                condition=Q(workspace__isnull=False),
+                name="control_unique_workspace",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.scope_label}: {'paused' if self.paused else 'running'}"
+
+    @property
+    def scope_label(self) -> str:
+        parts = [f"workspace {self.workspace.slug}" if self.workspace_id else "",
+                 f"action {self.action}" if self.action else ""]
+        return ", ".join(p for p in parts if p) or "global"
+
+
+class Heartbeat(models.Model):
+    """When a periodic job last ran: the ledger's own liveness signal for the worker cluster."""
+
+    name = models.CharField(max_length=50, unique=True)
+    beat_at = models.DateTimeField()
+    detail = models.JSONField(default=dict, blank=True)
+
+    def __str__(self):
+        return f"{self.name} at {self.beat_at:%Y-%m-%d %H:%M:%S}"
+
+
+class ReviewDraft(models.Model):
+    """The internal destination of ``prepare-brief``: one per operation, by a one-to-one."""
+
+    operation = models.OneToOneField(Operation, on_delete=models.PROTECT, related_name="review_draft")
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="review_drafts")
+    title = models.CharField(max_length=500)
+    owner = models.CharField(max_length=100)
+    state = models.CharField(max_length=20, default="awaiting_review")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"draft-{self.pk}: {self.title}"

@@ -1,0 +1,43 @@
+"""How an action's effect ended. Actions return ``Success`` or raise one of the errors below;
+``ledger.processing`` turns each into a state (DESIGN.md rule 6 for the ambiguous case)."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Success:
+    result: dict = field(default_factory=dict)
+    external_id: str = ""
+
+
+class OutcomeError(Exception):
+    """Base of the classified failures. ``message`` must not contain payload text."""
+
+    category = ""
+
+    def __init__(self, message: str, *, http_status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.http_status = http_status
+
+
+class TransientError(OutcomeError):
+    """May improve with time (rate limit, 5xx, refused connection): retry with backoff."""
+
+    category = "transient"
+
+    def __init__(self, message: str, *, retry_after: float | None = None, http_status: int | None = None):
+        super().__init__(message, http_status=http_status)
+        self.retry_after = retry_after
+
+
+class PermanentError(OutcomeError):
+    """Will not improve by repeating (invalid request, forbidden): a person must look."""
+
+    category = "permanent"
+
+
+class AmbiguousError(OutcomeError):
+    """The request may have reached the destination (timeout, reset after sending)."""
+
+    category = "ambiguous"

@@ -1,0 +1,387 @@
+"""Processing: claim due operations, perform their effect, record the outcome under a fence.
+
+1. ``claim_due_operations``: one short transaction locks due, unpaused operations with
+   ``SELECT .. FOR UPDATE SKIP LOCKED`` and moves them to ``processing`` with a lease and a new
+   fencing token (the token grows by one with every claim).
+2. ``perform_claimed``: internal actions write their effect in the same transaction that records
+   ``succeeded``; external actions record the start of an attempt, call the destination outside
+   any transaction, then record the outcome.
+3. Every outcome is written by a guarded UPDATE that also requires the claim's token: a worker
+   whose lease expired and whose operation someone else took over changes nothing (its completion
+   is refused and audited).
+
+On SQLite the same code is correct: ``FOR UPDATE`` is dropped, but IMMEDIATE transactions
+serialise writers, and the guarded updates still decide every race.
+"""
+
+import logging
+import math
+import os
+import socket
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from ledger import faults
+from ledger.actions import ActionDefinition, UnknownAction, get_action
+from ledger.models import Attempt, AuditEvent, Heartbeat, Operation
+from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
+from ledger.retry import retry_delay
+from ledger.services import paused_filter, record_audit_event, transition_operation
+from ledger.states import CLAIMABLE_STATES, State
+
+logger = logging.getLogger("ledger")
+
+RETRY_BUDGET_WINDOW = timedelta(hours=1)
+
+
+class _StaleClaim(Exception):
+    """The claim's fencing token no longer matches: someone else owns the operation now."""
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def due_operations(now: datetime | None = None):
+    """Operations a worker may claim now: claimable, due, within their deadline, not paused."""
+    now = now or timezone.now()
+    queryset = Operation.objects.filter(
+        Q(state__in=CLAIMABLE_STATES),
+        Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now),
+        Q(deadline__isnull=True) | Q(deadline__gt=now),
+    )
+    held = paused_filter()
+    return queryset.exclude(held) if held is not None else queryset
+
+
+def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None) -> list[Operation]:
+    """Claim up to ``limit`` due operations for ``worker``; returns them with their new tokens.
+
+    Locks: the claimed rows, ``FOR UPDATE SKIP LOCKED`` (other workers pass over them instead of
+    waiting). Commits before returning, so no effect ever runs inside the claim's transaction.
+    """
+    now = now or timezone.now()
+    lease_expires_at = now + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
+    with transaction.atomic():
+        claimed = list(
+            due_operations(now).select_for_update(skip_locked=True, of=("self",))
+            .select_related("workspace").order_by("id")[:limit]
+        )
+        if not claimed:
+            return []
+        events = []
+        for operation in claimed:
+            events.append(AuditEvent(
+                operation=operation, workspace_id=operation.workspace_id, actor=worker, kind="claimed",
+                from_state=operation.state, to_state=State.PROCESSING,
+                message=f"claim {operation.fencing_token + 1}",
+            ))
+            operation.state = State.PROCESSING
+            operation.attempts += 1
+            operation.fencing_token += 1
+            operation.lease_owner = worker
+            operation.lease_expires_at = lease_expires_at
+            operation.updated_at = now
+        # The rows are locked (PostgreSQL) or the database is (SQLite), so these writes are the
+        # compare-and-set; bulk_update keeps the claim to one statement for the batch.
+        Operation.objects.bulk_update(
+            claimed, ["state", "attempts", "fencing_token", "lease_owner", "lease_expires_at", "updated_at"]
+        )
+        AuditEvent.objects.bulk_create(events)
+    faults.crash_point("after_claim")
+    return claimed
+
+
+def process_due_operations(*, limit: int | None = None, worker: str | None = None) -> int:
+    """Claim one batch and perform it. Returns how many operations were claimed."""
+    worker = worker or worker_name()
+    claimed = claim_due_operations(limit=limit or settings.OPSCONSOLE_CLAIM_BATCH, worker=worker)
+    for index, operation in enumerate(claimed):
+        if index == 1:
+            faults.crash_point("mid_batch")
+        perform_claimed(operation, worker=worker)
+    return len(claimed)
+
+
+def perform_claimed(operation: Operation, *, worker: str) -> None:
+    """Perform one claimed operation and record its outcome (guarded by the claim's token)."""
+    try:
+        action = get_action(operation.action)
+    except UnknownAction:
+        _record_failure(operation, None, PermanentError(f"action {operation.action!r} is not registered"),
+                        started_at=timezone.now(), worker=worker)
+        return
+    if action.external:
+        _perform_external(operation, action, worker=worker)
+    else:
+        _perform_internal(operation, action, worker=worker)
+
+
+def _perform_internal(operation: Operation, action: ActionDefinition, *, worker: str) -> None:
+    token = operation.fencing_token
+    started_at = timezone.now()
+    try:
+        with transaction.atomic():
+            success = action.perform(operation)
+            attempt = _attempt(operation, worker=worker, started_at=started_at, outcome=Attempt.Outcome.OK)
+            _record_success(operation, success, attempt=attempt, worker=worker, token=token)
+    except _StaleClaim:
+        # The effect was rolled back with the refused outcome: nothing happened twice.
+        _refuse_stale(operation, worker=worker, token=token, started_at=started_at)
+        return
+    except Exception as exc:  # noqa: BLE001  classified below, never swallowed: recorded and logged
+        _record_failure(operation, action, exc, started_at=started_at, worker=worker)
+        return
+    faults.crash_point("after_commit")
+
+
+def _perform_external(operation: Operation, action: ActionDefinition, *, worker: str) -> None:
+    token = operation.fencing_token
+    started_at = timezone.now()
+    attempt = _begin_attempt(operation, action, worker=worker, started_at=started_at)
+    if attempt is None:
+        _refuse_stale(operation, worker=worker, token=token, started_at=started_at, begun=False)
+        return
+    try:
+        success = action.perform(operation)  # outside any transaction: this is the network call
+    except Exception as exc:  # noqa: BLE001  classified in _record_failure
+        _record_failure(operation, action, exc, started_at=started_at, worker=worker, attempt=attempt)
+        return
+    try:
+        with transaction.atomic():
+            _finish_attempt(attempt, Attempt.Outcome.OK)
+            _record_success(operation, success, attempt=attempt, worker=worker, token=token)
+    except _StaleClaim:
+        _refuse_stale(operation, worker=worker, token=token, started_at=started_at, attempt=attempt)
+
+
+def _begin_attempt(operation, action, *, worker, started_at) -> Attempt | None:
+    """Record that a try is about to reach the destination, and renew the lease for it."""
+    lease_expires_at = started_at + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
+    with transaction.atomic():
+        renewed = Operation.objects.filter(
+            pk=operation.pk, state=State.PROCESSING, fencing_token=operation.fencing_token
+        ).update(lease_expires_at=lease_expires_at)
+        if not renewed:
+            return None
+        operation.lease_expires_at = lease_expires_at
+        return Attempt.objects.create(
+            operation=operation, number=operation.attempts, fencing_token=operation.fencing_token,
+            worker=worker, started_at=started_at,
+            idempotency_key=operation.key if action.honours_idempotency_keys else "",
+        )
+
+
+def _attempt(operation, *, worker, started_at, outcome, error: Exception | None = None) -> Attempt:
+    return Attempt.objects.create(
+        operation=operation, number=operation.attempts, fencing_token=operation.fencing_token,
+        worker=worker, started_at=started_at, finished_at=timezone.now(), outcome=outcome,
+        **_error_fields(error),
+    )
+
+
+def _finish_attempt(attempt: Attempt, outcome: str, error: Exception | None = None) -> None:
+    attempt.finished_at = timezone.now()
+    attempt.outcome = outcome
+    for name, value in _error_fields(error).items():
+        setattr(attempt, name, value)
+    attempt.save(update_fields=["finished_at", "outcome", "error_type", "error_message", "http_status"])
+
+
+def _error_fields(error: Exception | None) -> dict:
+    if error is None:
+        return {}
+    return {
+        "error_type": type(error).__qualname__[:200],
+        "error_message": _short_message(error),
+        "http_status": getattr(error, "http_status", None),
+    }
+
+
+def _short_message(error: Exception) -> str:
+    return (getattr(error, "message", None) or str(error) or type(error).__name__)[:500]
+
+
+def _record_success(operation, success: Success, *, attempt, worker, token) -> None:
+    done = transition_operation(
+        operation, to_state=State.SUCCEEDED, actor=worker, kind="succeeded", fencing_token=token,
+        attempt=attempt, result=success.result, external_id=success.external_id,
+        lease_owner="", lease_expires_at=None, next_attempt_at=None,
+        last_error_category="", last_error_message="",
+    )
+    if not done:
+        raise _StaleClaim
+
+
+def _classify(error: Exception, action: ActionDefinition | None) -> OutcomeError:
+    if isinstance(error, OutcomeError):
+        return error
+    message = f"unexpected {type(error).__name__}"
+    if action is not None and action.external:
+        # We cannot tell whether an unexpected failure happened before or after the request
+        # left: treat it as ambiguous (reconcile before retrying), never as a clean failure.
+        return AmbiguousError(message)
+    # Inside our own transaction the effect was rolled back, so trying again is safe.
+    return TransientError(message)
+
+
+def _record_failure(operation, action, error: Exception, *, started_at, worker, attempt=None) -> None:
+    outcome_error = _classify(error, action)
+    if not isinstance(error, OutcomeError):
+        logger.exception("unexpected error performing %s", operation.key, exc_info=error)
+    category = outcome_error.category
+    to_state, fields, reason = _next_state_after(operation, action, outcome_error)
+    token = operation.fencing_token
+    with transaction.atomic():
+        if attempt is None:
+            attempt = _attempt(operation, worker=worker, started_at=started_at, outcome=category, error=error)
+        else:
+            _finish_attempt(attempt, category, error)
+        done = transition_operation(
+            operation, to_state=to_state, actor=worker, kind=_failure_kind(to_state),
+            fencing_token=token, attempt=attempt, error_category=category, message=reason,
+            last_error_category=category, last_error_message=reason[:500],
+            lease_owner="", lease_expires_at=None, **fields,
+        )
+        if not done:
+            transaction.set_rollback(True)
+    if not done:
+        _refuse_stale(operation, worker=worker, token=token, started_at=started_at)
+
+
+def _failure_kind(to_state: State) -> str:
+    return {State.RETRYING: "retry_scheduled", State.UNKNOWN: "outcome_unknown",
+            State.NEEDS_REVIEW: "needs_review"}[to_state]
+
+
+def _next_state_after(operation, action, error: OutcomeError) -> tuple[State, dict, str]:
+    """Where a failed try leads: (state, extra fields, reason for people)."""
+    message = _short_message(error)
+    if action is None or isinstance(error, PermanentError):
+        return State.NEEDS_REVIEW, {"next_attempt_at": None}, f"permanent: {message}"
+    retry_allowed = operation.attempts < action.max_attempts
+    if isinstance(error, AmbiguousError):
+        if action.honours_idempotency_keys and retry_allowed:
+            # The destination deduplicates by our key, so the same key can safely be sent again.
+            return _retry_or_review(operation, action, error, f"ambiguous, retry with same key: {message}")
+        return State.UNKNOWN, {"next_attempt_at": None}, f"ambiguous: {message}"
+    if not retry_allowed:
+        limit = f"{operation.attempts} of {action.max_attempts}"
+        return State.NEEDS_REVIEW, {"next_attempt_at": None}, f"attempt limit reached ({limit}): {message}"
+    return _retry_or_review(operation, action, error, f"transient: {message}")
+
+
+def _retry_or_review(operation, action, error: OutcomeError, reason: str) -> tuple[State, dict, str]:
+    now = timezone.now()
+    delay = retry_delay(operation.attempts, base=action.backoff_base_seconds, cap=action.backoff_cap_seconds,
+                        retry_after=getattr(error, "retry_after", None))
+    next_attempt_at = now + timedelta(seconds=delay)
+    budget_frees_at = _retry_budget_frees_at(operation.workspace, now)
+    if budget_frees_at and budget_frees_at > next_attempt_at:
+        next_attempt_at = budget_frees_at
+        reason += f" (workspace retry budget spent; waits until {budget_frees_at:%H:%M:%S})"
+    if operation.deadline and next_attempt_at > operation.deadline:
+        return State.NEEDS_REVIEW, {"next_attempt_at": None}, f"processing deadline passed: {reason}"
+    return State.RETRYING, {"next_attempt_at": next_attempt_at}, reason
+
+
+def _retry_budget_frees_at(workspace, now) -> datetime | None:
+    """When the workspace may schedule its next retry, if its hourly budget is spent now."""
+    window_start = now - RETRY_BUDGET_WINDOW
+    recent = AuditEvent.objects.filter(
+        workspace=workspace, kind="retry_scheduled", created_at__gt=window_start
+    ).order_by("-created_at").values_list("created_at", flat=True)
+    budget = workspace.retry_budget_per_hour
+    spent = list(recent[:budget])
+    if len(spent) < budget:
+        return None
+    # The budget frees when the oldest of the last `budget` retries leaves the window.
+    return spent[-1] + RETRY_BUDGET_WINDOW
+
+
+def _refuse_stale(operation, *, worker, token, started_at, attempt=None, begun=True) -> None:
+    """Audit a completion that arrived after the claim was lost; apply nothing."""
+    with transaction.atomic():
+        if attempt is not None:
+            _finish_attempt(attempt, Attempt.Outcome.STALE)
+        elif begun:
+            _attempt(operation, worker=worker, started_at=started_at, outcome=Attempt.Outcome.STALE)
+        record_audit_event(
+            actor=worker, kind="stale_completion_refused", operation=operation,
+            message=f"claim {token} no longer holds the operation; outcome not applied",
+        )
+    logger.warning("stale completion refused for %s (claim %s)", operation.key, token)
+
+
+# --- the sweep -----------------------------------------------------------------------------------
+
+@dataclass
+class SweepReport:
+    leases_expired: int = 0
+    deadlines_passed: int = 0
+    due: int = 0
+    nudges: int = 0
+    oldest_due_seconds: float | None = None
+
+
+def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
+    """Re-drive what lost tasks left behind, and record a heartbeat.
+
+    - expired leases: internal actions (and external ones that never began a try) go back to
+      pending; an external try that may have reached the destination becomes unknown;
+    - passed deadlines: due work that can no longer finish in time goes to needs_review;
+    - due work (lost nudges, due retries, resumed pauses): enough processing tasks are enqueued.
+    """
+    from ledger import tasks
+
+    now = now or timezone.now()
+    report = SweepReport()
+    for operation in Operation.objects.filter(state=State.PROCESSING, lease_expires_at__lt=now)[:batch]:
+        report.leases_expired += _recover_expired_lease(operation)
+    for operation in Operation.objects.filter(state__in=CLAIMABLE_STATES, deadline__lte=now)[:batch]:
+        report.deadlines_passed += transition_operation(
+            operation, to_state=State.NEEDS_REVIEW, actor="sweep", kind="deadline_passed",
+            error_category="deadline", message="processing deadline passed before the operation ran",
+            last_error_category="deadline", last_error_message="processing deadline passed",
+            next_attempt_at=None,
+        )
+    due = due_operations(now)
+    report.due = due.count()
+    oldest = due.order_by("created_at").values_list("created_at", flat=True).first()
+    report.oldest_due_seconds = (now - oldest).total_seconds() if oldest else None
+    report.nudges = min(math.ceil(report.due / settings.OPSCONSOLE_CLAIM_BATCH),
+                        settings.OPSCONSOLE_SWEEP_MAX_NUDGES)
+    Heartbeat.objects.update_or_create(name="sweep", defaults={"beat_at": now, "detail": asdict(report)})
+    if report.nudges:
+        tasks.enqueue_drain(report.nudges)
+    return report
+
+
+def _recover_expired_lease(operation: Operation) -> bool:
+    token = operation.fencing_token
+    open_attempt = Attempt.objects.filter(operation=operation, fencing_token=token, finished_at__isnull=True).first()
+    action_external = _is_external(operation.action)
+    reached_destination = action_external and open_attempt is not None
+    to_state = State.UNKNOWN if reached_destination else State.PENDING
+    message = f"lease of {operation.lease_owner or 'a worker'} expired (claim {token})"
+    with transaction.atomic():
+        done = transition_operation(
+            operation, to_state=to_state, actor="sweep", kind="lease_expired", fencing_token=token,
+            error_category="ambiguous" if reached_destination else "", message=message,
+            lease_owner="", lease_expires_at=None,
+        )
+        if done and open_attempt is not None:
+            _finish_attempt(open_attempt, Attempt.Outcome.ABANDONED)
+    return done
+
+
+def _is_external(action_name: str) -> bool:
+    try:
+        return get_action(action_name).external
+    except UnknownAction:
+        return False

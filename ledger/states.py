@@ -1,0 +1,50 @@
+"""The operation state machine: one table, read at a glance.
+
+The table is enforced where states change, by ``ledger.services.transition_operation``: a guarded
+``UPDATE ... WHERE id = .. AND state = ..`` that only moves along an edge listed here, plus a
+``CheckConstraint`` on the column so no other write can store an unknown state.
+"""
+
+from django.db import models
+
+
+class State(models.TextChoices):
+    PENDING_APPROVAL = "pending_approval"
+    PENDING = "pending"
+    PROCESSING = "processing"
+    RETRYING = "retrying"
+    UNKNOWN = "unknown"
+    NEEDS_REVIEW = "needs_review"
+    SUCCEEDED = "succeeded"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
+
+
+S = State
+
+# from state -> the states it may move to (DESIGN.md section 4).
+TRANSITIONS: dict[State, frozenset[State]] = {
+    S.PENDING_APPROVAL: frozenset({S.PENDING, S.REJECTED}),
+    # pending/retrying -> needs_review: the sweep found the processing deadline passed.
+    S.PENDING: frozenset({S.PROCESSING, S.CANCELLED, S.SUPERSEDED, S.NEEDS_REVIEW}),
+    # processing -> pending: the sweep found the lease of an internal action expired; nothing
+    # outside our database happened, so the operation simply runs again.
+    S.PROCESSING: frozenset({S.SUCCEEDED, S.RETRYING, S.NEEDS_REVIEW, S.UNKNOWN, S.PENDING}),
+    S.RETRYING: frozenset({S.PROCESSING, S.CANCELLED, S.NEEDS_REVIEW}),
+    S.UNKNOWN: frozenset({S.SUCCEEDED, S.RETRYING, S.NEEDS_REVIEW}),
+    S.NEEDS_REVIEW: frozenset({S.PENDING, S.PENDING_APPROVAL, S.SUCCEEDED, S.CANCELLED}),
+    S.SUCCEEDED: frozenset(),
+    S.REJECTED: frozenset(),
+    S.CANCELLED: frozenset(),
+    S.SUPERSEDED: frozenset(),
+}
+
+TERMINAL_STATES = frozenset(state for state, targets in TRANSITIONS.items() if not targets)
+
+# States a worker may claim from (when due and not paused).
+CLAIMABLE_STATES = frozenset({S.PENDING, S.RETRYING})
+
+
+def can_transition(from_state: str, to_state: str) -> bool:
+    return State(to_state) in TRANSITIONS[State(from_state)]

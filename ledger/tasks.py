@@ -1,0 +1,38 @@
+"""django-q2 tasks: thin, idempotent, carrying ids only. The ledger is the truth; a task is a nudge.
+
+A task may run twice or never (the ORM broker delivers at least once, Redis at most once): running
+one twice only finds less to claim, and the sweep re-drives whatever a lost task left behind.
+"""
+
+from django.conf import settings
+from django_q.tasks import async_task
+
+from ledger import processing
+
+PROCESS = "ledger.tasks.process_operations"
+SWEEP = "ledger.tasks.sweep"
+
+
+def process_operations(operation_id: int | None = None) -> int:
+    """Claim and perform one batch of due operations; a full batch asks for another run.
+
+    ``operation_id`` names the operation whose arrival sent the nudge (kept for the task list);
+    the claim takes the oldest due operations, that one included when it is still due.
+    """
+    claimed = processing.process_due_operations()
+    if claimed >= settings.OPSCONSOLE_CLAIM_BATCH:
+        enqueue_processing()
+    return claimed
+
+
+def sweep() -> dict:
+    return processing.sweep().__dict__
+
+
+def enqueue_processing(operation_id: int | None = None) -> None:
+    async_task(PROCESS, operation_id, task_name=f"process-{operation_id or 'next'}")
+
+
+def enqueue_drain(count: int = 1) -> None:
+    for _ in range(count):
+        enqueue_processing()

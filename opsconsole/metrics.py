@@ -1,0 +1,36 @@
+"""Prometheus text metrics: counts by state, the age of the oldest due operation, and the sweep's
+heartbeat (the ledger's own liveness signal: a wedged cluster shows as a stale heartbeat)."""
+
+from django.db.models import Count
+from django.http import HttpResponse
+from django.utils import timezone
+
+from ledger.models import Conflict, Heartbeat, Operation
+from ledger.processing import due_operations
+
+
+def metrics_view(request):
+    now = timezone.now()
+    lines = [
+        "# HELP opsconsole_operations Operations by action and state.",
+        "# TYPE opsconsole_operations gauge",
+    ]
+    by_state = Operation.objects.values("action", "state").annotate(n=Count("id")).order_by("action", "state")
+    for row in by_state:
+        lines.append(f'opsconsole_operations{{action="{row["action"]}",state="{row["state"]}"}} {row["n"]}')
+    oldest = due_operations(now).order_by("created_at").values_list("created_at", flat=True).first()
+    lines += [
+        "# HELP opsconsole_oldest_due_seconds Age of the oldest operation waiting to be claimed.",
+        "# TYPE opsconsole_oldest_due_seconds gauge",
+        f"opsconsole_oldest_due_seconds {(now - oldest).total_seconds() if oldest else 0:.3f}",
+        "# HELP opsconsole_open_conflicts Conflicts waiting for review.",
+        "# TYPE opsconsole_open_conflicts gauge",
+        f"opsconsole_open_conflicts {Conflict.objects.filter(status=Conflict.Status.OPEN).count()}",
+    ]
+    beat = Heartbeat.objects.filter(name="sweep").first()
+    lines += [
+        "# HELP opsconsole_sweep_heartbeat_age_seconds Seconds since the sweep last ran (-1: never).",
+        "# TYPE opsconsole_sweep_heartbeat_age_seconds gauge",
+        f"opsconsole_sweep_heartbeat_age_seconds {(now - beat.beat_at).total_seconds() if beat else -1:.3f}",
+    ]
+    return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4")
