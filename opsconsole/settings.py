@@ -101,7 +101,8 @@ LOGIN_URL = "admin:login"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "opsconsole.logging.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
     "loggers": {
         "ledger": {"handlers": ["console"], "level": env.str("LEDGER_LOG_LEVEL", default="INFO")},
     },
