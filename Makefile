@@ -23,6 +23,7 @@ demo: venv
 	DEBUG=1 setsid $(PY) manage.py qcluster > var-qcluster.log 2>&1 & QPID=$$!; \
 	trap 'kill $$QPID 2>/dev/null' EXIT INT TERM; \
 	echo "qcluster running (pid $$QPID, log var-qcluster.log); Ctrl-C stops the demo."; \
+	DEBUG=1 $(PY) manage.py demo_drafts; \
 	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
 
 test: venv

@@ -67,9 +67,10 @@ def _decode(request: HttpRequest, limit: int):
     try:
         return json.loads(request.body), None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return None, _blocked_response(
-            request, reason="malformed_json", http_status=400, message=f"malformed JSON: {exc}"
-        )
+        message = f"malformed JSON: {exc}"
+    except RecursionError:
+        message = "malformed JSON: nested too deeply"
+    return None, _blocked_response(request, reason="malformed_json", http_status=400, message=message)
 
 
 _event_body = {"content": {"application/json": {"schema": Envelope.model_json_schema()}}, "required": True}

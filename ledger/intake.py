@@ -23,6 +23,9 @@ from ledger.states import State
 
 Outcome = Delivery.Outcome
 
+# PostgreSQL stores no NUL character in text or jsonb; refused as input rather than failing the insert.
+NUL = "\x00"
+
 Label = Annotated[StrictStr, StringConstraints(min_length=1, max_length=200)]
 
 
@@ -124,12 +127,36 @@ def record_blocked_delivery(*, workspace: Workspace, source: str, reason: str, e
 
 
 def _label(value, limit: int) -> str:
-    return value[:limit] if isinstance(value, str) else ""
+    return value.replace(NUL, "")[:limit] if isinstance(value, str) else ""
+
+
+def _nul_errors(raw: dict) -> list[FieldError]:
+    """Every field whose name or text holds a NUL character (PostgreSQL cannot store one).
+
+    Walked with an explicit stack: a deeply nested body must not exhaust Python's recursion.
+    """
+    found = []
+    stack = [((), raw)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            for name, item in value.items():
+                child = (*path, str(name).replace(NUL, "\\u0000"))
+                if NUL in str(name):
+                    found.append(FieldError(".".join(child), "must not contain NUL characters"))
+                stack.append((child, item))
+        elif isinstance(value, list):
+            stack.extend(((*path, str(index)), item) for index, item in enumerate(value))
+        elif isinstance(value, str) and NUL in value:
+            found.append(FieldError(".".join(path), "must not contain NUL characters"))
+    return sorted(found, key=lambda error: error.field)
 
 
 def _parse(workspace, raw) -> tuple[Envelope | None, ActionDefinition | None, dict | None, list[dict]]:
     if not isinstance(raw, dict):
         return None, None, None, [FieldError("body", "must be a JSON object").as_dict()]
+    if nul := _nul_errors(raw):
+        return None, None, None, [e.as_dict() for e in nul]
     errors: list[FieldError] = []
     envelope = action = data = None
     try:

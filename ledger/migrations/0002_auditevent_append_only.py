@@ -34,7 +34,7 @@ def _run(sql_by_vendor):
     def run(apps, schema_editor):
         sql = sql_by_vendor.get(schema_editor.connection.vendor)
         if sql:
-            schema_editor.execute(sql)
+            schema_editor.execute(sql, params=None)
     return run
 
 

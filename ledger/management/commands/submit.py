@@ -41,8 +41,12 @@ class Command(BaseCommand):
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
-            return intake.record_blocked_delivery(
-                workspace=workspace, source=source, submitted_by="cli", reason="malformed_json",
-                errors=[{"field": "body", "message": f"malformed JSON: {exc}"}], http_status=400,
-            )
-        return intake.submit_event(workspace=workspace, raw=raw, source=source, submitted_by="cli")
+            message = f"malformed JSON: {exc}"
+        except RecursionError:
+            message = "malformed JSON: nested too deeply"
+        else:
+            return intake.submit_event(workspace=workspace, raw=raw, source=source, submitted_by="cli")
+        return intake.record_blocked_delivery(
+            workspace=workspace, source=source, submitted_by="cli", reason="malformed_json",
+            errors=[{"field": "body", "message": message}], http_status=400,
+        )

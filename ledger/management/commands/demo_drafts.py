@@ -1,0 +1,27 @@
+import time
+
+from django.core.management.base import BaseCommand
+
+from ledger.models import Operation, ReviewDraft
+from ledger.states import State
+
+
+class Command(BaseCommand):
+    help = "Wait (bounded) for the running qcluster to prepare the demo's drafts, then list them."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--workspace", default="demo")
+        parser.add_argument("--wait", type=float, default=30.0, help="Seconds to wait at most.")
+
+    def handle(self, *args, workspace, wait, **options):
+        waiting = Operation.objects.filter(
+            workspace__slug=workspace, state__in=[State.PENDING, State.PROCESSING, State.RETRYING]
+        )
+        give_up_at = time.monotonic() + wait
+        while waiting.exists() and time.monotonic() < give_up_at:
+            time.sleep(0.5)
+        if waiting.exists():
+            self.stdout.write(f"{waiting.count()} operation(s) still waiting: is the qcluster running?")
+        for draft in ReviewDraft.objects.filter(workspace__slug=workspace).select_related("operation"):
+            self.stdout.write(f"Prepared by the qcluster: draft-{draft.pk} {draft.title!r} "
+                              f"(owner {draft.owner}) for {draft.operation.key}")

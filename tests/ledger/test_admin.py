@@ -1,0 +1,94 @@
+"""The ledger in the admin: visible, searchable, and read-only even for a superuser."""
+
+import pytest
+from django.apps import apps
+from django.contrib import admin
+from django.test import RequestFactory
+
+from ledger import intake
+from ledger.models import AuditEvent, Delivery, Operation
+from tests.conftest import event
+
+LEDGER_MODELS = list(apps.get_app_config("ledger").get_models())
+
+
+@pytest.fixture
+def superuser_request(admin_user):
+    request = RequestFactory().get("/admin/")
+    request.user = admin_user
+    return request
+
+
+@pytest.fixture
+def r42(workspace):
+    return intake.submit_event(workspace=workspace, raw=event(), source="api").operation
+
+
+@pytest.mark.parametrize("model", LEDGER_MODELS, ids=[m.__name__ for m in LEDGER_MODELS])
+def test_it_registers_every_ledger_model_read_only(model, superuser_request, r42):
+    assert admin.site.is_registered(model)
+    model_admin = admin.site.get_model_admin(model)
+    assert model_admin.has_view_permission(superuser_request)
+    assert not model_admin.has_add_permission(superuser_request)
+    assert not model_admin.has_change_permission(superuser_request)
+    assert not model_admin.has_delete_permission(superuser_request)
+    instance = model.objects.first()
+    if instance is not None:
+        assert not model_admin.has_change_permission(superuser_request, instance)
+        assert not model_admin.has_delete_permission(superuser_request, instance)
+
+
+def test_it_refuses_the_add_page_and_changes_to_an_operation(admin_client, r42):
+    assert admin_client.get("/admin/ledger/operation/add/").status_code == 403
+    response = admin_client.post(f"/admin/ledger/operation/{r42.pk}/change/", {"state": "succeeded"})
+    assert response.status_code == 403
+    assert admin_client.post(f"/admin/ledger/operation/{r42.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert Operation.objects.get(pk=r42.pk).state == "pending"
+
+
+def test_it_shows_an_operation_to_a_superuser(admin_client, r42):
+    response = admin_client.get(f"/admin/ledger/operation/{r42.pk}/change/")
+    assert response.status_code == 200
+    assert "demo:R-42:v3:prepare-brief" in response.content.decode()
+
+
+def changelist_keys(admin_client, path, q) -> set[str]:
+    response = admin_client.get(path, {"q": q})
+    assert response.status_code == 200
+    return {str(row.key) for row in response.context["cl"].result_list}
+
+
+def test_it_searches_operations_by_key(admin_client, workspace, r42):
+    intake.submit_event(workspace=workspace, raw=event("delivery-2", version=4), source="api")
+
+    assert changelist_keys(admin_client, "/admin/ledger/operation/", "demo:R-42:v4") == {"demo:R-42:v4:prepare-brief"}
+    assert changelist_keys(admin_client, "/admin/ledger/operation/", "R-42") == {
+        "demo:R-42:v3:prepare-brief", "demo:R-42:v4:prepare-brief",
+    }
+    assert changelist_keys(admin_client, "/admin/ledger/operation/", "R-99") == set()
+
+
+def test_it_searches_operations_by_request_id(admin_client, workspace, r42):
+    """Request 'R:7' is keyed 'R%3A7', so finding it by 'R:7' proves the search reads the request id."""
+    other = intake.submit_event(workspace=workspace, raw=event(request_id="R:7"), source="api").operation
+    assert "R:7" not in other.key
+
+    assert changelist_keys(admin_client, "/admin/ledger/operation/", "R:7") == {other.key}
+
+
+def test_it_lists_r42_in_the_operation_changelist_search(admin_client, r42):
+    found = admin_client.get("/admin/ledger/operation/", {"q": "R-42"}).content.decode()
+    missing = admin_client.get("/admin/ledger/operation/", {"q": "R-99"}).content.decode()
+    assert "demo:R-42:v3:prepare-brief" in found
+    assert "demo:R-42:v3:prepare-brief" not in missing
+
+
+def test_it_searches_deliveries_and_audit_events_by_request_id(admin_client, workspace):
+    intake.submit_event(workspace=workspace, raw=event(request_id="R:7"), source="api")
+    assert Delivery.objects.count() == 1 and AuditEvent.objects.filter(operation__isnull=False).count() == 1
+
+    deliveries = admin_client.get("/admin/ledger/delivery/", {"q": "R:7"}).context["cl"].result_list
+    audit = admin_client.get("/admin/ledger/auditevent/", {"q": "R:7"}).context["cl"].result_list
+    assert len(deliveries) == 1
+    assert len(audit) == 1
+    assert len(admin_client.get("/admin/ledger/delivery/", {"q": "R:8"}).context["cl"].result_list) == 0

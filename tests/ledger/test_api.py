@@ -1,0 +1,231 @@
+"""The HTTP API beyond the single event: batches, reading an operation, the schema, the worker nudge."""
+
+import pytest
+from django.test import override_settings
+from django_q.models import OrmQ
+
+from ledger import services
+from ledger.models import Delivery, Operation
+from ledger.tasks import PROCESS
+from tests.conftest import event
+
+OPERATION_FIELDS = {
+    "id", "key", "workspace", "action", "state", "attempts", "result", "external_id", "last_error",
+    "correlation_id", "created_at", "updated_at",
+}
+
+
+# --- batches --------------------------------------------------------------------------------------
+
+def test_it_answers_each_event_of_a_batch_on_its_own(api):
+    """One bad event blocks no other: each gets its own result, index and HTTP status."""
+    events = [
+        event("delivery-1"),
+        event("delivery-2", version=0),
+        event("delivery-3"),
+        event("delivery-4", title="Changed without a new version"),
+        "not an event",
+        event("delivery-6", version=4),
+    ]
+
+    response = api.post("/api/v1/events/batch", {"events": events})
+
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert [(r["index"], r["http_status"], r["status"]) for r in results] == [
+        (0, 201, "accepted"),
+        (1, 422, "blocked"),
+        (2, 200, "duplicate"),
+        (3, 409, "blocked"),
+        (4, 422, "blocked"),
+        (5, 201, "accepted"),
+    ]
+    assert results[1]["reason"] == "invalid_input"
+    assert [e["field"] for e in results[1]["errors"]] == ["data.version"]
+    assert results[3]["reason"] == "payload_conflict"
+    assert results[2]["operation"]["id"] == results[0]["operation"]["id"]
+    assert Operation.objects.count() == 2
+    assert sorted(Delivery.objects.values_list("outcome", flat=True)) == sorted(
+        ["accepted", "invalid", "duplicate", "conflict", "invalid", "accepted"]
+    )
+
+
+def test_it_gives_a_batch_item_the_same_body_as_a_single_event(api):
+    single = api.post("/api/v1/events", event("delivery-1")).json()
+    batched = api.post("/api/v1/events/batch", {"events": [event("delivery-2")]}).json()["results"][0]
+    assert batched.pop("index") == 0
+    assert batched.pop("http_status") == 200
+    single["status"] = "duplicate"
+    assert batched == single
+
+
+@override_settings(OPSCONSOLE_MAX_BATCH=3)
+def test_it_refuses_a_batch_over_the_limit_whole_and_records_nothing(api):
+    response = api.post("/api/v1/events/batch", {"events": [event(f"delivery-{i}") for i in range(4)]})
+
+    assert response.status_code == 413
+    assert response.json()["status"] == "blocked"
+    assert response.json()["reason"] == "batch_too_large"
+    assert Delivery.objects.count() == 0
+    assert Operation.objects.count() == 0
+
+
+@override_settings(OPSCONSOLE_MAX_BATCH=3)
+def test_it_takes_a_batch_at_the_limit(api):
+    response = api.post("/api/v1/events/batch", {"events": [event(f"delivery-{i}") for i in range(3)]})
+    assert response.status_code == 200
+    assert [r["status"] for r in response.json()["results"]] == ["accepted", "duplicate", "duplicate"]
+
+
+def test_it_defaults_the_batch_limit_to_500(settings):
+    assert settings.OPSCONSOLE_MAX_BATCH == 500
+
+
+@pytest.mark.parametrize("body", [{"events": {"0": event()}}, {"events": None}, {}, [event()]])
+def test_it_answers_422_when_events_is_not_a_list(api, body):
+    response = api.post("/api/v1/events/batch", body)
+
+    assert response.status_code == 422
+    assert response.json()["reason"] == "invalid_input"
+    assert [e["field"] for e in response.json()["errors"]] == ["events"]
+    assert Operation.objects.count() == 0
+    assert Delivery.objects.get().outcome == Delivery.Outcome.INVALID
+
+
+def test_it_answers_malformed_json_in_a_batch_with_400(api):
+    response = api.post("/api/v1/events/batch", '{"events": [')
+    assert response.status_code == 400
+    assert response.json()["reason"] == "malformed_json"
+
+
+def test_it_requires_a_token_for_a_batch(client, workspace):
+    response = client.post("/api/v1/events/batch", {"events": [event()]}, content_type="application/json")
+    assert response.status_code == 401
+    assert Delivery.objects.count() == 0
+
+
+@override_settings(OPSCONSOLE_MAX_BODY_BYTES=200)
+def test_it_holds_each_batch_item_to_the_single_event_limit(api):
+    response = api.post("/api/v1/events/batch", {"events": [event("delivery-1", title="x" * 300), event()]})
+    results = response.json()["results"]
+    assert [(r["http_status"], r.get("reason")) for r in results] == [(413, "too_large"), (201, None)]
+
+
+# --- reading an operation -------------------------------------------------------------------------
+
+def test_it_returns_an_operation_by_key(api):
+    accepted = api.post("/api/v1/events", event() | {"correlation_id": "run-7"}).json()
+
+    response = api.get("/api/v1/operations/demo:R-42:v3:prepare-brief")
+
+    assert response.status_code == 200
+    assert response.json() == accepted["operation"]
+    assert response.json()["correlation_id"] == "run-7"
+
+
+def test_it_describes_an_operation_with_exactly_the_documented_fields(api):
+    api.post("/api/v1/events", event())
+    operation = api.get("/api/v1/operations/demo:R-42:v3:prepare-brief").json()
+
+    assert set(operation) == OPERATION_FIELDS
+    stored = Operation.objects.get()
+    assert operation["id"] == stored.pk
+    assert operation["key"] == "demo:R-42:v3:prepare-brief"
+    assert operation["workspace"] == "demo"
+    assert operation["action"] == "prepare-brief"
+    assert operation["state"] == "pending"
+    assert operation["attempts"] == 0
+    assert operation["result"] is None
+    assert operation["external_id"] == ""
+    assert operation["last_error"] is None
+    assert operation["created_at"] == stored.created_at.isoformat()
+    assert operation["updated_at"] == stored.updated_at.isoformat()
+
+
+def test_it_shows_the_last_error_as_category_and_message(api):
+    api.post("/api/v1/events", event())
+    Operation.objects.update(last_error_category="transient", last_error_message="HTTP 503 from the destination")
+    operation = api.get("/api/v1/operations/demo:R-42:v3:prepare-brief").json()
+    assert operation["last_error"] == {"category": "transient", "message": "HTTP 503 from the destination"}
+
+
+def test_it_finds_an_operation_whose_key_holds_an_encoded_colon(api):
+    """The key of request 'R:1' is 'demo:R%3A1:v3:prepare-brief'; the URL encodes its '%' once more."""
+    accepted = api.post("/api/v1/events", event(request_id="R:1")).json()
+    assert accepted["key"] == "demo:R%3A1:v3:prepare-brief"
+
+    response = api.get("/api/v1/operations/demo:R%253A1:v3:prepare-brief")
+
+    assert response.status_code == 200
+    assert response.json()["key"] == "demo:R%3A1:v3:prepare-brief"
+
+
+def test_it_answers_404_for_an_unknown_key(api):
+    api.post("/api/v1/events", event())
+    response = api.get("/api/v1/operations/demo:R-42:v9:prepare-brief")
+    assert response.status_code == 404
+    assert response.json()["status"] == "not_found"
+
+
+def test_it_answers_404_for_a_key_of_another_workspace(api, client):
+    """A token sees its own workspace only, even when it knows another workspace's key."""
+    other, other_token = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    client.post("/api/v1/events", event(), content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {other_token}")
+    assert Operation.objects.filter(workspace=other, key="other:R-42:v3:prepare-brief").exists()
+
+    assert api.get("/api/v1/operations/other:R-42:v3:prepare-brief").status_code == 404
+
+
+def test_it_requires_a_token_to_read_an_operation(api, client):
+    api.post("/api/v1/events", event())
+    assert client.get("/api/v1/operations/demo:R-42:v3:prepare-brief").status_code == 401
+
+
+# --- the schema -----------------------------------------------------------------------------------
+
+def test_it_publishes_an_openapi_schema_with_the_three_paths(client):
+    response = client.get("/api/v1/openapi.json")
+
+    assert response.status_code == 200
+    paths = response.json()["paths"]
+    assert set(paths) == {"/api/v1/events", "/api/v1/events/batch", "/api/v1/operations/{key}"}
+    assert "post" in paths["/api/v1/events"]
+    assert "post" in paths["/api/v1/events/batch"]
+    assert "get" in paths["/api/v1/operations/{key}"]
+    body = paths["/api/v1/events"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert {"action", "data"} <= set(body["properties"])
+
+
+# --- the worker nudge -----------------------------------------------------------------------------
+
+def queued_tasks():
+    return [(task.func(), task.args()) for task in OrmQ.objects.all()]
+
+
+def test_it_enqueues_processing_once_the_intake_commits(api, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = api.post("/api/v1/events", event())
+        assert queued_tasks() == []
+
+    assert len(callbacks) == 1
+    for callback in callbacks:
+        callback()
+    assert queued_tasks() == [(PROCESS, (response.json()["operation"]["id"],))]
+
+
+@pytest.mark.parametrize("body", [
+    event("delivery-2"),
+    event("delivery-2", title="Changed without a new version"),
+    event("delivery-2", version=0),
+])
+def test_it_enqueues_nothing_for_a_duplicate_a_conflict_or_invalid_input(api, django_capture_on_commit_callbacks,
+                                                                         body):
+    api.post("/api/v1/events", event("delivery-1"))
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = api.post("/api/v1/events", body)
+
+    assert response.json()["status"] in ("duplicate", "blocked")
+    assert callbacks == []
+    assert queued_tasks() == []

@@ -1,0 +1,96 @@
+"""The state machine, walked edge by edge through the one transition service."""
+
+import itertools
+
+import pytest
+from django.db import IntegrityError, transaction
+
+from ledger import intake
+from ledger.models import AuditEvent, Operation
+from ledger.services import IllegalTransition, transition_operation
+from ledger.states import TERMINAL_STATES, TRANSITIONS, State
+from tests.conftest import event
+
+ALL_PAIRS = list(itertools.product(State, State))
+
+
+def make_operation(workspace, state: State) -> Operation:
+    """A recorded operation, put into ``state`` directly (test setup only, not a transition)."""
+    result = intake.submit_event(workspace=workspace, raw=event(), source="api")
+    Operation.objects.filter(pk=result.operation.pk).update(state=state)
+    return Operation.objects.get(pk=result.operation.pk)
+
+
+def test_it_lists_every_state_in_the_table():
+    assert set(TRANSITIONS) == set(State)
+    assert TERMINAL_STATES == {State.SUCCEEDED, State.REJECTED, State.CANCELLED, State.SUPERSEDED}
+
+
+@pytest.mark.parametrize("from_state, to_state", ALL_PAIRS, ids=[f"{a}->{b}" for a, b in ALL_PAIRS])
+def test_it_moves_along_an_edge_exactly_when_the_table_lists_it(workspace, from_state, to_state):
+    """Allowed: the row moves and one audit event records it. Not allowed: IllegalTransition, no change."""
+    operation = make_operation(workspace, from_state)
+    events_before = AuditEvent.objects.count()
+    last_event = AuditEvent.objects.order_by("-id").values_list("id", flat=True).first()
+
+    if to_state in TRANSITIONS[from_state]:
+        assert transition_operation(operation, to_state=to_state, actor="test", kind="walk") is True
+        assert Operation.objects.get(pk=operation.pk).state == to_state
+        assert operation.state == to_state
+        written = AuditEvent.objects.filter(pk__gt=last_event)
+        assert [(e.from_state, e.to_state, e.kind, e.operation_id) for e in written] == [
+            (from_state, to_state, "walk", operation.pk)
+        ]
+    else:
+        with pytest.raises(IllegalTransition):
+            transition_operation(operation, to_state=to_state, actor="test", kind="walk")
+        assert Operation.objects.get(pk=operation.pk).state == from_state
+        assert AuditEvent.objects.count() == events_before
+
+
+def test_it_changes_nothing_when_another_process_moved_the_row_first(workspace):
+    """Compare-and-set: a copy loaded before the move holds a stale from-state and loses."""
+    operation = make_operation(workspace, State.PENDING)
+    stale_copy = Operation.objects.get(pk=operation.pk)
+    assert transition_operation(operation, to_state=State.PROCESSING, actor="worker-1", kind="claimed")
+    events_before = AuditEvent.objects.count()
+
+    assert transition_operation(stale_copy, to_state=State.CANCELLED, actor="worker-2", kind="cancelled") is False
+
+    assert Operation.objects.get(pk=operation.pk).state == State.PROCESSING
+    assert AuditEvent.objects.count() == events_before
+    assert stale_copy.state == State.PENDING
+
+
+def test_it_changes_nothing_under_a_wrong_fencing_token(workspace):
+    operation = make_operation(workspace, State.PROCESSING)
+    Operation.objects.filter(pk=operation.pk).update(fencing_token=7)
+    operation.refresh_from_db()
+    events_before = AuditEvent.objects.count()
+
+    moved = transition_operation(operation, to_state=State.SUCCEEDED, actor="worker", kind="succeeded",
+                                 fencing_token=6)
+
+    assert moved is False
+    assert Operation.objects.get(pk=operation.pk).state == State.PROCESSING
+    assert AuditEvent.objects.count() == events_before
+
+
+def test_it_moves_under_the_current_fencing_token(workspace):
+    operation = make_operation(workspace, State.PROCESSING)
+    Operation.objects.filter(pk=operation.pk).update(fencing_token=7)
+    operation.refresh_from_db()
+
+    assert transition_operation(operation, to_state=State.SUCCEEDED, actor="worker", kind="succeeded",
+                                fencing_token=7, external_id="draft-1")
+
+    stored = Operation.objects.get(pk=operation.pk)
+    assert (stored.state, stored.external_id) == (State.SUCCEEDED, "draft-1")
+
+
+def test_it_refuses_an_unknown_state_written_directly(workspace):
+    """The CheckConstraint stands behind the table: no write can store a state it does not know."""
+    operation = make_operation(workspace, State.PENDING)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Operation.objects.filter(pk=operation.pk).update(state="exploded")
+    assert Operation.objects.get(pk=operation.pk).state == State.PENDING
