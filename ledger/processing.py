@@ -237,6 +237,7 @@ def _record_failure(operation, action, error: Exception, *, started_at, worker, 
     category = outcome_error.category
     to_state, fields, reason = _next_state_after(operation, action, outcome_error)
     token = operation.fencing_token
+    begun_attempt = attempt
     with transaction.atomic():
         if attempt is None:
             attempt = _attempt(operation, worker=worker, started_at=started_at, outcome=category, error=error)
@@ -251,7 +252,9 @@ def _record_failure(operation, action, error: Exception, *, started_at, worker, 
         if not done:
             transaction.set_rollback(True)
     if not done:
-        _refuse_stale(operation, worker=worker, token=token, started_at=started_at)
+        # An external try's attempt row was begun under this claim: mark that one stale (a second
+        # row for the same claim would break attempt_one_per_claim).
+        _refuse_stale(operation, worker=worker, token=token, started_at=started_at, attempt=begun_attempt)
 
 
 def _failure_kind(to_state: State) -> str:
@@ -297,6 +300,8 @@ def _retry_budget_frees_at(workspace, now) -> datetime | None:
         workspace=workspace, kind="retry_scheduled", created_at__gt=window_start
     ).order_by("-created_at").values_list("created_at", flat=True)
     budget = workspace.retry_budget_per_hour
+    if budget == 0:
+        return now + RETRY_BUDGET_WINDOW  # no budget at all: every retry waits a full window
     spent = list(recent[:budget])
     if len(spent) < budget:
         return None

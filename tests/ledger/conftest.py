@@ -1,0 +1,93 @@
+"""Test-only action types and a scripted destination: the one boundary where a fake is allowed."""
+
+import itertools
+
+import pytest
+from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
+
+from ledger.actions import base
+from ledger.actions.base import ActionDefinition
+from ledger.intake import submit_event
+from ledger.models import Operation
+from ledger.outcomes import Success
+
+
+class ScriptedData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: StrictStr
+    version: StrictInt
+
+
+class Destination:
+    """The far side of a test action: each call takes the next scripted reply.
+
+    A reply is a ``Success``, an exception (raised, as the destination's client would), or a
+    callable taking the operation (to let time pass or a sweep run while the call is in flight).
+    With no reply left, the call succeeds.
+    """
+
+    def __init__(self):
+        self.replies = []
+        self.calls = []
+
+    def answer(self, *replies):
+        self.replies.extend(replies)
+
+    def __call__(self, operation):
+        self.calls.append((operation.key, operation.fencing_token))
+        reply = self.replies.pop(0) if self.replies else Success(result={"sent": True})
+        if callable(reply):
+            reply = reply(operation)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+
+class ScriptedAction(ActionDefinition):
+    schema = ScriptedData
+    identity_fields = ("request_id", "version")
+    fingerprint_fields = ("request_id", "version")
+    destination: Destination
+
+    def perform(self, operation):
+        return self.destination(operation)
+
+
+_names = itertools.count(1)
+
+
+@pytest.fixture
+def scripted_action():
+    """Register test-only action types (``scripted_action(external=True, ...)``); removed afterwards."""
+    registered = []
+
+    def make(**declared):
+        name = declared.pop("name", None) or f"test-scripted-{next(_names)}"
+        cls = type("TestScriptedAction", (ScriptedAction,), {"name": name, **declared})
+        base.register(cls)
+        registered.append(name)
+        action = base.registry[name]
+        action.destination = Destination()
+        return action
+
+    yield make
+    for name in registered:
+        base.registry.pop(name, None)
+
+
+def submit(workspace, action: str, request_id: str = "R-1", version: int = 1) -> Operation:
+    """Reserve one operation through intake, as an automation would."""
+    result = submit_event(
+        workspace=workspace, source="api",
+        raw={"action": action, "data": {"request_id": request_id, "version": version}},
+    )
+    assert result.outcome == "accepted", result.as_dict()
+    return result.operation
+
+
+def submit_brief(workspace, request_id: str = "R-42", version: int = 3) -> Operation:
+    data = {"request_id": request_id, "version": version, "title": "Review renewal options", "owner": "ops"}
+    result = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": data})
+    assert result.outcome == "accepted", result.as_dict()
+    return result.operation

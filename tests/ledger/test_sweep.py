@@ -1,0 +1,194 @@
+"""The sweep re-drives what lost tasks and dead workers left behind, and records a heartbeat."""
+
+import json
+from datetime import UTC, datetime, timedelta
+from io import StringIO
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.test import override_settings
+from django_q.models import OrmQ
+
+from ledger.models import Attempt, AuditEvent, Heartbeat, Operation, ReviewDraft
+from ledger.processing import claim_due_operations, process_due_operations, sweep
+from ledger.services import set_paused
+from tests.ledger.conftest import submit, submit_brief
+
+START = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)
+LATER = START + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS + 1)
+
+
+class WorkerDied(BaseException):
+    """Stands for SIGKILL in the middle of a destination call: nothing after it runs."""
+
+
+@pytest.fixture
+def frozen(time_machine):
+    time_machine.move_to(START, tick=False)
+    return time_machine
+
+
+def lease_event(operation):
+    return AuditEvent.objects.get(operation=operation, kind="lease_expired")
+
+
+def test_it_returns_an_internal_operation_with_an_expired_lease_to_pending(workspace, frozen):
+    """Nothing outside our database happened, so the operation simply runs again."""
+    operation = submit_brief(workspace)
+    claim_due_operations(limit=10, worker="dead")
+
+    report = sweep(now=LATER)
+
+    operation.refresh_from_db()
+    assert operation.state == "pending"
+    assert (operation.lease_owner, operation.lease_expires_at) == ("", None)
+    assert report.leases_expired == 1
+    event = lease_event(operation)
+    assert (event.actor, event.from_state, event.to_state) == ("sweep", "processing", "pending")
+    assert event.message == "lease of dead expired (claim 1)"
+
+    frozen.move_to(LATER)
+    process_due_operations(worker="alive")
+    operation.refresh_from_db()
+    assert operation.state == "succeeded"
+    assert ReviewDraft.objects.count() == 1
+
+
+def test_it_marks_an_external_operation_unknown_when_its_try_had_begun(workspace, scripted_action, frozen):
+    """The request may have reached the destination: reconcile, do not resend."""
+    action = scripted_action(external=True)
+    action.destination.answer(WorkerDied())
+    operation = submit(workspace, action.name)
+    with pytest.raises(WorkerDied):
+        process_due_operations(worker="dead")
+
+    report = sweep(now=LATER)
+
+    operation.refresh_from_db()
+    assert operation.state == "unknown"
+    assert report.leases_expired == 1
+    attempt = Attempt.objects.get()
+    assert (attempt.outcome, attempt.finished_at) == ("abandoned", START)
+    event = lease_event(operation)
+    assert (event.to_state, event.error_category) == ("unknown", "ambiguous")
+    assert claim_due_operations(limit=10, worker="alive", now=LATER) == []
+
+
+def test_it_returns_an_external_operation_to_pending_when_no_try_had_begun(workspace, scripted_action, frozen):
+    """A worker that died between claim and the start of its try sent nothing."""
+    action = scripted_action(external=True)
+    operation = submit(workspace, action.name)
+    claim_due_operations(limit=10, worker="dead")
+
+    sweep(now=LATER)
+
+    operation.refresh_from_db()
+    assert operation.state == "pending"
+    assert Attempt.objects.count() == 0
+    assert action.destination.calls == []
+
+
+def test_it_leaves_a_live_lease_alone(workspace, frozen):
+    """A claim whose lease still holds belongs to a worker that may still finish."""
+    operation = submit_brief(workspace)
+    claim_due_operations(limit=10, worker="busy")
+
+    report = sweep(now=LATER - timedelta(seconds=2))
+
+    operation.refresh_from_db()
+    assert (operation.state, operation.lease_owner) == ("processing", "busy")
+    assert report.leases_expired == 0
+
+
+def test_it_sends_operations_past_their_deadline_to_review(workspace, scripted_action, frozen):
+    """Pending or retrying work that can no longer run in time waits for a person, not a worker."""
+    action = scripted_action(deadline=timedelta(minutes=5))
+    pending = submit(workspace, action.name, request_id="R-1")
+    retrying = submit(workspace, action.name, request_id="R-2")
+    Operation.objects.filter(pk=retrying.pk).update(state="retrying", next_attempt_at=START + timedelta(minutes=10))
+    on_time = submit_brief(workspace)
+
+    report = sweep(now=START + timedelta(minutes=5))
+
+    assert report.deadlines_passed == 2
+    states = dict(Operation.objects.values_list("pk", "state"))
+    assert states == {pending.pk: "needs_review", retrying.pk: "needs_review", on_time.pk: "pending"}
+    event = AuditEvent.objects.get(operation=pending, kind="deadline_passed")
+    assert (event.actor, event.from_state, event.error_category) == ("sweep", "pending", "deadline")
+    pending.refresh_from_db()
+    assert pending.last_error == {"category": "deadline", "message": "processing deadline passed"}
+
+
+@override_settings(OPSCONSOLE_CLAIM_BATCH=2)
+def test_it_enqueues_enough_processing_tasks_for_the_due_work(workspace, frozen):
+    """Lost nudges and due retries are found; one task per claim batch is enqueued."""
+    due = [submit_brief(workspace, request_id=f"R-{n}") for n in range(5)]
+    not_yet = submit_brief(workspace, request_id="R-later")
+    Operation.objects.filter(pk=not_yet.pk).update(state="retrying", next_attempt_at=START + timedelta(hours=1))
+    OrmQ.objects.all().delete()
+
+    report = sweep(now=START + timedelta(minutes=2))
+
+    assert (report.due, report.nudges) == (5, 3)
+    assert report.oldest_due_seconds == 120
+    assert OrmQ.objects.count() == 3
+    assert {op.state for op in due} == {"pending"}
+
+
+def test_it_drains_the_due_work_it_finds(workspace, sync_queue, frozen):
+    """With the queue running the enqueued tasks, the sweep's nudges process every due operation."""
+    for n in range(3):
+        submit_brief(workspace, request_id=f"R-{n}")
+
+    sweep()
+
+    assert set(Operation.objects.values_list("state", flat=True)) == {"succeeded"}
+    assert ReviewDraft.objects.count() == 3
+
+
+def test_it_does_not_nudge_for_paused_work(workspace, frozen):
+    """Held operations are not due; resuming re-drives them, not the sweep."""
+    submit_brief(workspace)
+    set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
+    OrmQ.objects.all().delete()
+
+    report = sweep()
+
+    assert (report.due, report.nudges) == (0, 0)
+    assert OrmQ.objects.count() == 0
+
+
+def test_it_records_a_heartbeat_on_every_run(workspace, frozen):
+    """The ledger's own liveness signal: when the sweep last ran and what it found."""
+    submit_brief(workspace)
+
+    sweep(now=START + timedelta(seconds=30))
+    sweep(now=START + timedelta(seconds=90))
+
+    heartbeat = Heartbeat.objects.get(name="sweep")
+    assert heartbeat.beat_at == START + timedelta(seconds=90)
+    assert heartbeat.detail == {"leases_expired": 0, "deadlines_passed": 0, "due": 1, "nudges": 1,
+                                "oldest_due_seconds": 90.0}
+
+
+def test_it_is_safe_to_run_twice(workspace, frozen):
+    """A second sweep finds the expired lease already handled and changes nothing."""
+    operation = submit_brief(workspace)
+    claim_due_operations(limit=10, worker="dead")
+
+    first = sweep(now=LATER)
+    second = sweep(now=LATER)
+
+    assert (first.leases_expired, second.leases_expired) == (1, 0)
+    assert AuditEvent.objects.filter(operation=operation, kind="lease_expired").count() == 1
+
+
+def test_it_runs_from_the_command_line(workspace, frozen):
+    """`manage.py sweep` prints the report as JSON."""
+    submit_brief(workspace)
+    out = StringIO()
+    call_command("sweep", stdout=out)
+
+    assert json.loads(out.getvalue()) == {"leases_expired": 0, "deadlines_passed": 0, "due": 1, "nudges": 1,
+                                          "oldest_due_seconds": 0.0}
