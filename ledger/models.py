@@ -188,6 +188,8 @@ class Attempt(models.Model):
     error_type = models.CharField(max_length=200, blank=True)
     error_message = models.CharField(max_length=500, blank=True)
     http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    # The destination's record id, when it answered with one (kept even on a stale attempt).
+    external_id = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["operation", "number"]

@@ -128,7 +128,8 @@ def _perform_internal(operation: Operation, action: ActionDefinition, *, worker:
     try:
         with transaction.atomic():
             success = action.perform(operation)
-            attempt = _attempt(operation, worker=worker, started_at=started_at, outcome=Attempt.Outcome.OK)
+            attempt = _attempt(operation, worker=worker, started_at=started_at, outcome=Attempt.Outcome.OK,
+                               external_id=success.external_id)
             _record_success(operation, success, attempt=attempt, worker=worker, token=token)
     except _StaleClaim:
         # The effect was rolled back with the refused outcome: nothing happened twice.
@@ -152,6 +153,8 @@ def _perform_external(operation: Operation, action: ActionDefinition, *, worker:
     except Exception as exc:  # noqa: BLE001  classified in _record_failure
         _record_failure(operation, action, exc, started_at=started_at, worker=worker, attempt=attempt)
         return
+    # Kept on the attempt even if the outcome is refused as stale: reconciliation can use it.
+    attempt.external_id = success.external_id
     try:
         with transaction.atomic():
             _finish_attempt(attempt, Attempt.Outcome.OK)
@@ -177,11 +180,12 @@ def _begin_attempt(operation, action, *, worker, started_at) -> Attempt | None:
         )
 
 
-def _attempt(operation, *, worker, started_at, outcome, error: Exception | None = None) -> Attempt:
+def _attempt(operation, *, worker, started_at, outcome, error: Exception | None = None,
+             external_id: str = "") -> Attempt:
     return Attempt.objects.create(
         operation=operation, number=operation.attempts, fencing_token=operation.fencing_token,
         worker=worker, started_at=started_at, finished_at=timezone.now(), outcome=outcome,
-        **_error_fields(error),
+        external_id=external_id, **_error_fields(error),
     )
 
 
@@ -190,7 +194,8 @@ def _finish_attempt(attempt: Attempt, outcome: str, error: Exception | None = No
     attempt.outcome = outcome
     for name, value in _error_fields(error).items():
         setattr(attempt, name, value)
-    attempt.save(update_fields=["finished_at", "outcome", "error_type", "error_message", "http_status"])
+    attempt.save(update_fields=["finished_at", "outcome", "error_type", "error_message", "http_status",
+                                "external_id"])
 
 
 def _error_fields(error: Exception | None) -> dict:

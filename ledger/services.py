@@ -23,6 +23,10 @@ class IllegalTransition(Exception):
     pass
 
 
+class NotPaused(Exception):
+    pass
+
+
 def record_audit_event(*, actor: str, kind: str, operation: Operation | None = None,
                        workspace: Workspace | None = None, from_state: str = "", to_state: str = "",
                        error_category: str = "", message: str = "", attempt=None) -> AuditEvent:
@@ -116,10 +120,19 @@ def set_paused(*, paused: bool, actor: str, reason: str = "", workspace: Workspa
     """Pull or release one pause switch (global, a workspace, an action, or both), audited.
 
     Paused operations keep their state; workers simply do not claim them. Releasing a switch
-    nudges the workers on commit so the held operations drain.
+    nudges the workers on commit so the held operations drain. Releasing a switch that is not
+    pulled raises NotPaused (a mistyped scope must not look like a successful resume).
     """
     with transaction.atomic():
-        control, _ = Control.objects.select_for_update().get_or_create(workspace=workspace, action=action)
+        if paused:
+            control, _ = Control.objects.select_for_update().get_or_create(workspace=workspace, action=action)
+        else:
+            control = Control.objects.select_for_update().filter(
+                workspace=workspace, action=action, paused=True
+            ).first()
+            if control is None:
+                scope = Control(workspace=workspace, action=action).scope_label
+                raise NotPaused(f"Nothing to resume: {scope} is not paused.")
         control.paused = paused
         control.reason = reason
         control.changed_by = actor

@@ -163,3 +163,12 @@ def test_it_refuses_an_unknown_scope_on_the_command_line(workspace, command, opt
 
     assert Control.objects.count() == 0
     assert not AuditEvent.objects.filter(kind__in=["paused", "resumed"]).exists()
+
+
+def test_it_refuses_to_resume_a_scope_that_is_not_paused(workspace):
+    """A resume of a scope nobody paused is an error, not a silent success, and writes nothing."""
+    services.set_paused(paused=True, reason="outage", workspace=workspace, actor="alice")
+    with pytest.raises(CommandError, match="Nothing to resume: action prepare-brief is not paused."):
+        call_command("resume", "--action", "prepare-brief", stdout=StringIO())
+    assert not AuditEvent.objects.filter(kind="resumed").exists()
+    assert Control.objects.filter(paused=True).count() == 1

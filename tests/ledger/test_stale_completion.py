@@ -138,4 +138,6 @@ def test_it_refuses_an_external_completion_that_arrives_after_a_takeover(
     assert refusals(operation).get().actor == "old"
     attempt = Attempt.objects.get(fencing_token=1)
     assert (attempt.worker, attempt.outcome, attempt.idempotency_key) == ("old", "stale", operation.key)
+    # What the destination said is kept on the stale attempt, for reconciliation to use.
+    assert attempt.external_id == getattr(late_reply, "external_id", "")
     assert not AuditEvent.objects.filter(operation=operation, kind__in=["succeeded", "retry_scheduled"]).exists()

@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from ledger import services
 from ledger.management.commands._scope import add_scope_arguments, resolve_scope
@@ -12,5 +12,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, workspace, action, **options):
         target, action = resolve_scope(workspace, action)
-        control = services.set_paused(paused=False, workspace=target, action=action, actor="cli")
+        try:
+            control = services.set_paused(paused=False, workspace=target, action=action, actor="cli")
+        except services.NotPaused as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(f"Resumed {control.scope_label}.")
