@@ -4,6 +4,8 @@ A task may run twice or never (the ORM broker delivers at least once, Redis at m
 one twice only finds less to claim, and the sweep re-drives whatever a lost task left behind.
 """
 
+import math
+
 from django.conf import settings
 from django_q.tasks import async_task
 
@@ -33,6 +35,15 @@ def enqueue_processing(operation_id: int | None = None) -> None:
     async_task(PROCESS, operation_id, task_name=f"process-{operation_id or 'next'}")
 
 
-def enqueue_drain(count: int = 1) -> None:
+def enqueue_drain(count: int | None = None) -> None:
+    """Enqueue ``count`` processing tasks; by default one per claim batch of the due backlog.
+
+    One nudge is not enough for a backlog (after a resume, say): the chain of full batches runs
+    one task at a time, each waiting for the cluster's next poll (~100 operations/s measured
+    against ~600 with a nudge per batch, bench/README.md).
+    """
+    if count is None:
+        due = processing.due_operations().count()
+        count = min(math.ceil(due / settings.OPSCONSOLE_CLAIM_BATCH), settings.OPSCONSOLE_SWEEP_MAX_NUDGES)
     for _ in range(count):
         enqueue_processing()
