@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from ledger import faults
@@ -74,6 +74,15 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
         )
         if not claimed:
             return []
+        # The rows are locked (PostgreSQL) or the whole database is (SQLite's IMMEDIATE
+        # transaction), so one guarded UPDATE for the batch is the compare-and-set, and each
+        # row's new token is its old one plus one.
+        changed = Operation.objects.filter(pk__in=[op.pk for op in claimed], state__in=CLAIMABLE_STATES).update(
+            state=State.PROCESSING, attempts=F("attempts") + 1, fencing_token=F("fencing_token") + 1,
+            lease_owner=worker, lease_expires_at=lease_expires_at, updated_at=now,
+        )
+        if changed != len(claimed):
+            raise RuntimeError("claimed rows changed under their lock; the claim is rolled back")
         events = []
         for operation in claimed:
             events.append(AuditEvent(
@@ -87,11 +96,6 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
             operation.lease_owner = worker
             operation.lease_expires_at = lease_expires_at
             operation.updated_at = now
-        # The rows are locked (PostgreSQL) or the database is (SQLite), so these writes are the
-        # compare-and-set; bulk_update keeps the claim to one statement for the batch.
-        Operation.objects.bulk_update(
-            claimed, ["state", "attempts", "fencing_token", "lease_owner", "lease_expires_at", "updated_at"]
-        )
         AuditEvent.objects.bulk_create(events)
     faults.crash_point("after_claim")
     return claimed

@@ -51,8 +51,8 @@ def transition_operation(operation: Operation, *, to_state: State, actor: str, k
 
     A guarded UPDATE (``WHERE id = .. AND state = <loaded state>`` and, when given, ``AND
     fencing_token = ..``) makes the move a compare-and-set: it returns False and changes nothing
-    when another process moved the row first. Runs in its own atomic block (a savepoint when the
-    caller already holds a transaction), so the row and its audit event commit together.
+    when another process moved the row first. The row and its audit event commit together: in the
+    caller's transaction when there is one, else in a transaction of their own.
     """
     from_state = operation.state
     if not can_transition(from_state, to_state):
@@ -61,7 +61,9 @@ def transition_operation(operation: Operation, *, to_state: State, actor: str, k
     if fencing_token is not None:
         guard &= Q(fencing_token=fencing_token)
     now = timezone.now()
-    with transaction.atomic():
+    # No savepoint: inside a caller's transaction a failure here fails the whole transaction
+    # anyway, and a savepoint would cost two round trips per transition.
+    with transaction.atomic(savepoint=False):
         changed = Operation.objects.filter(guard).update(state=to_state, updated_at=now, **fields)
         if not changed:
             return False

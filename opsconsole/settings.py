@@ -117,7 +117,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = OPSCONSOLE_MAX_BATCH_BODY_BYTES + 1024
 
 # Processing: how many operations one claim takes, how long a claim's lease lasts, and the
 # default retry budget of a workspace (retries per hour; when spent, retries wait).
-OPSCONSOLE_CLAIM_BATCH = env.int("OPSCONSOLE_CLAIM_BATCH", default=20)
+OPSCONSOLE_CLAIM_BATCH = env.int("OPSCONSOLE_CLAIM_BATCH", default=50)
 OPSCONSOLE_LEASE_SECONDS = env.int("OPSCONSOLE_LEASE_SECONDS", default=60)
 OPSCONSOLE_RETRY_BUDGET_PER_HOUR = env.int("OPSCONSOLE_RETRY_BUDGET_PER_HOUR", default=1000)
 OPSCONSOLE_SWEEP_MAX_NUDGES = env.int("OPSCONSOLE_SWEEP_MAX_NUDGES", default=200)
