@@ -6,13 +6,12 @@ on commit, nudge the workers.
 """
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
 from typing import Annotated, Any
 
 from django.db import transaction
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, StrictStr, StringConstraints, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, StrictStr, StringConstraints, ValidationError
 
 from ledger import tasks
 from ledger.actions import ActionDefinition, FieldError, UnknownAction, get_action, registry
@@ -37,7 +36,7 @@ class Envelope(BaseModel):
     action: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100)]
     delivery_id: Label | None = None
     correlation_id: Label | None = None
-    occurred_at: datetime | None = None
+    occurred_at: AwareDatetime | None = None
     data: dict[str, Any]
 
 
@@ -204,7 +203,7 @@ def _reserve(*, workspace, envelope: Envelope, action: ActionDefinition, data: d
         delivery = Delivery.objects.create(
             workspace=workspace, source=source, submitted_by=submitted_by, action=action.name, key=key,
             delivery_id=envelope.delivery_id or "", correlation_id=envelope.correlation_id or "",
-            outcome=Outcome.ACCEPTED,
+            occurred_at=envelope.occurred_at, outcome=Outcome.ACCEPTED,
         )
         # The database decides who reserves the key: INSERT .. ON CONFLICT DO NOTHING, then read
         # back. The row is ours exactly when its first delivery is the one we just wrote.

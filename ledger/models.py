@@ -83,6 +83,7 @@ class Delivery(models.Model):
     )
     delivery_id = models.CharField(max_length=200, blank=True)
     correlation_id = models.CharField(max_length=200, blank=True)
+    occurred_at = models.DateTimeField(null=True, blank=True, help_text="When the sender says the event happened.")
     source = models.CharField(max_length=10, choices=DeliverySource.choices)
     submitted_by = models.CharField(max_length=150, blank=True)
     action = models.CharField(max_length=100, blank=True)

@@ -68,6 +68,8 @@ INVALID = {
     "data not an object": (brief() | {"data": ["R-42", 3]}, "data"),
     "extra field in the envelope": (brief() | {"priority": "urgent"}, "priority"),
     "delivery_id not a string": (brief() | {"delivery_id": 99}, "delivery_id"),
+    "occurred_at not a time": (brief() | {"occurred_at": "yesterday"}, "occurred_at"),
+    "occurred_at without a time zone": (brief() | {"occurred_at": "2026-11-29T10:00:00"}, "occurred_at"),
     "envelope a list": ([brief()], "body"),
     "envelope a string": ("prepare-brief R-42", "body"),
     "envelope null": (None, "body"),
@@ -235,3 +237,8 @@ def test_it_answers_json_nested_too_deeply_as_malformed(api, path):
     assert response.status_code == 400
     assert response.json()["reason"] == "malformed_json"
     assert Delivery.objects.get().outcome == Delivery.Outcome.INVALID
+
+
+def test_it_records_when_the_sender_says_the_event_happened(api):
+    api.post("/api/v1/events", brief() | {"occurred_at": "2026-11-29T10:00:00+01:00"})
+    assert Delivery.objects.get().occurred_at.isoformat() == "2026-11-29T09:00:00+00:00"
