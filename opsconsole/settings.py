@@ -127,7 +127,7 @@ OPSCONSOLE_SWEEP_MAX_NUDGES = env.int("OPSCONSOLE_SWEEP_MAX_NUDGES", default=200
 # (ledger.checks enforces this). save_limit=-1 keeps no successful results: saving them takes a
 # lock over all results per save (measured ~4x slower), and the ledger is the record anyway.
 Q_CLUSTER = {
-    "name": "opsconsole",
+    "name": env.str("Q_CLUSTER_NAME", default="opsconsole"),
     "workers": env.int("Q_WORKERS", default=2),
     "timeout": env.int("Q_TIMEOUT", default=90),
     "retry": env.int("Q_RETRY", default=120),
