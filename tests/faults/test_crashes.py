@@ -13,10 +13,8 @@ import pytest
 from ledger import faults, processing
 from ledger.models import Operation
 from ledger.states import State
-from tests.conftest import requires_postgres
 from tests.faults.qcluster import (
     assert_each_performed_exactly_once,
-    cluster_pool,
     operation_states,
     submit_prepare_briefs,
     wait_for,
@@ -26,14 +24,6 @@ from tests.faults.qcluster import (
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 OPERATIONS = 30
-
-
-@pytest.fixture
-def start_cluster(transactional_db, tmp_path):
-    """Starts qclusters against the test database; stops them before the database is flushed."""
-    requires_postgres()
-    with cluster_pool(tmp_path) as start:
-        yield start
 
 
 def all_succeeded(operation_ids):

@@ -9,10 +9,8 @@ from django.db import transaction
 
 from ledger.models import Attempt, Operation
 from ledger.states import State
-from tests.conftest import requires_postgres
 from tests.faults.qcluster import (
     assert_each_performed_exactly_once,
-    cluster_pool,
     operation_states,
     submit_prepare_briefs,
     wait_for,
@@ -21,14 +19,6 @@ from tests.faults.qcluster import (
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 OPERATIONS = 2000
-
-
-@pytest.fixture
-def start_cluster(transactional_db, tmp_path):
-    """Starts qclusters against the test database; stops them before the database is flushed."""
-    requires_postgres()
-    with cluster_pool(tmp_path) as start:
-        yield start
 
 
 def test_it_performs_each_operation_once_when_two_clusters_drain_together(workspace, start_cluster):
