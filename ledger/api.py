@@ -15,15 +15,16 @@ from ninja.security import HttpBearer
 from ledger import intake
 from ledger.intake import Envelope, IntakeResult
 from ledger.models import Delivery, Operation
-from ledger.services import workspace_for_token
+from ledger.services import authenticate_token
 
 
 class WorkspaceToken(HttpBearer):
     def authenticate(self, request, token):
-        workspace = workspace_for_token(token)
-        if workspace is not None:
-            request.workspace = workspace
-        return workspace
+        api_token = authenticate_token(token)
+        if api_token is not None:
+            request.workspace = api_token.workspace
+            request.submitter = f"token:{api_token.hint}"
+        return api_token
 
 
 api = NinjaAPI(title="opsconsole", version="1", urls_namespace="api-v1", auth=WorkspaceToken())
@@ -53,7 +54,7 @@ def _respond(result: IntakeResult) -> JsonResponse:
 
 
 def _submitter(request) -> str:
-    return f"token:{request.workspace.slug}"
+    return request.submitter
 
 
 def _decode(request: HttpRequest, limit: int):

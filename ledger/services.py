@@ -102,17 +102,40 @@ def issue_token(*, workspace: Workspace, name: str, actor: str) -> str:
         ApiToken.objects.create(
             workspace=workspace, name=name, token_hash=ApiToken.hash(token), hint=token[:8]
         )
-        record_audit_event(actor=actor, kind="token_issued", workspace=workspace, message=name)
+        record_audit_event(actor=actor, kind="token_issued", workspace=workspace, message=f"{name} {token[:8]}")
     return token
 
 
-def workspace_for_token(token: str) -> Workspace | None:
-    found = (
+def authenticate_token(token: str) -> ApiToken | None:
+    """The live (not revoked) API token with this value, with its workspace."""
+    return (
         ApiToken.objects.select_related("workspace")
         .filter(token_hash=ApiToken.hash(token), revoked_at__isnull=True)
         .first()
     )
-    return found.workspace if found else None
+
+
+class TokenNotFound(Exception):
+    pass
+
+
+def revoke_token(*, workspace: Workspace, hint: str, actor: str) -> ApiToken:
+    """Revoke the workspace's live token whose hint (first characters) is ``hint``; audited."""
+    with transaction.atomic():
+        found = list(ApiToken.objects.select_for_update().filter(
+            workspace=workspace, hint=hint, revoked_at__isnull=True
+        ))
+        if len(found) != 1:
+            raise TokenNotFound(
+                f"No live token {hint!r} in workspace {workspace.slug}." if not found
+                else f"{len(found)} live tokens start with {hint!r}; revoke them from the admin."
+            )
+        api_token = found[0]
+        api_token.revoked_at = timezone.now()
+        api_token.save(update_fields=["revoked_at"])
+        record_audit_event(actor=actor, kind="token_revoked", workspace=workspace,
+                           message=f"{api_token.name} {api_token.hint}")
+    return api_token
 
 
 # --- pause and resume --------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from ledger.models import Delivery, Operation, Workspace
-from ledger.services import workspace_for_token
+from ledger.services import authenticate_token
 from tests.conftest import event
 
 
@@ -38,7 +38,7 @@ def test_it_prints_the_new_token_alone_on_the_last_line():
     assert token == token.strip() and " " not in token and token.startswith("oc_")
     workspace = Workspace.objects.get(slug="acme")
     assert workspace.approved_owners == ["ops", "finance"]
-    assert workspace_for_token(token) == workspace
+    assert authenticate_token(token).workspace == workspace
     assert all(token not in line for line in lines[:-1])
 
 

@@ -1,0 +1,42 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from ledger import services
+from ledger.models import ApiToken, Workspace
+
+
+class Command(BaseCommand):
+    help = "Manage a workspace's API tokens: list, issue (printed once, alone on the last line), revoke."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="verb", required=True)
+        listing = sub.add_parser("list", help="The workspace's tokens (hints only).")
+        listing.add_argument("workspace")
+        issue = sub.add_parser("issue", help="A new token; the value is shown this once.")
+        issue.add_argument("workspace")
+        issue.add_argument("--name", default="", help="What the token is for, e.g. the sending system.")
+        revoke = sub.add_parser("revoke", help="Refuse the token from now on.")
+        revoke.add_argument("workspace")
+        revoke.add_argument("hint", help="The token's first characters, as `list` shows them.")
+
+    def handle(self, *args, verb, workspace, **options):
+        target = Workspace.objects.filter(slug=workspace).first()
+        if target is None:
+            raise CommandError(f"No workspace {workspace!r}.")
+        getattr(self, f"_{verb}")(target, **options)
+
+    def _list(self, workspace, **options):
+        for api_token in ApiToken.objects.filter(workspace=workspace).order_by("created_at"):
+            status = f"revoked {api_token.revoked_at:%Y-%m-%d %H:%M}" if api_token.revoked_at else "live"
+            self.stdout.write(f"{api_token.hint}  {status:<22} {api_token.name}")
+
+    def _issue(self, workspace, *, name, **options):
+        token = services.issue_token(workspace=workspace, name=name, actor="cli")
+        self.stdout.write(f"New API token for {workspace.slug} (shown once, store it now):")
+        self.stdout.write(token)
+
+    def _revoke(self, workspace, *, hint, **options):
+        try:
+            api_token = services.revoke_token(workspace=workspace, hint=hint, actor="cli")
+        except services.TokenNotFound as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"Revoked {api_token.hint} ({api_token.name or 'unnamed'}) of {workspace.slug}.")
