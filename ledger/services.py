@@ -83,9 +83,12 @@ def transition_operation(operation: Operation, *, to_state: State, actor: str, k
 
 # --- workspaces and tokens ---------------------------------------------------------------------
 
-def create_workspace(*, slug: str, approved_owners: list[str], actor: str) -> tuple[Workspace, str]:
+def create_workspace(*, slug: str, approved_owners: list[str], actor: str,
+                     retry_budget_per_hour: int | None = None) -> tuple[Workspace, str]:
     """Create a workspace and its first API token; returns the token (shown once, stored hashed)."""
     workspace = Workspace(slug=slug, approved_owners=approved_owners)
+    if retry_budget_per_hour is not None:
+        workspace.retry_budget_per_hour = retry_budget_per_hour
     workspace.full_clean()
     try:
         with transaction.atomic():

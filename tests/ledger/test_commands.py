@@ -69,6 +69,19 @@ def test_it_refuses_a_bad_slug(slug):
     assert Workspace.objects.count() == 0
 
 
+@pytest.mark.django_db
+def test_it_sets_the_retry_budget_of_a_new_workspace():
+    run("create_workspace", "acme", "--retry-budget", "30")
+    assert Workspace.objects.get(slug="acme").retry_budget_per_hour == 30
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_negative_retry_budget():
+    with pytest.raises(CommandError, match="retry_budget_per_hour"):
+        run("create_workspace", "acme", "--retry-budget", "-1")
+    assert Workspace.objects.count() == 0
+
+
 # --- submit ---------------------------------------------------------------------------------------
 
 def test_it_submits_json_lines_from_a_file(workspace, tmp_path):

@@ -10,15 +10,20 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("slug")
         parser.add_argument("--owners", default="", help="Comma-separated approved owners, e.g. ops,finance")
+        parser.add_argument("--retry-budget", type=int, default=None,
+                            help="Retries per hour it may schedule (default: OPSCONSOLE_RETRY_BUDGET_PER_HOUR)")
 
-    def handle(self, *args, slug, owners, **options):
+    def handle(self, *args, slug, owners, retry_budget, **options):
         approved = [owner.strip() for owner in owners.split(",") if owner.strip()]
         try:
-            workspace, token = services.create_workspace(slug=slug, approved_owners=approved, actor="cli")
+            workspace, token = services.create_workspace(
+                slug=slug, approved_owners=approved, actor="cli", retry_budget_per_hour=retry_budget
+            )
         except services.WorkspaceExists as exc:
             raise CommandError(str(exc)) from None
         except ValidationError as exc:
             raise CommandError("; ".join(f"{f}: {' '.join(m)}" for f, m in exc.message_dict.items())) from None
-        self.stdout.write(f"Created workspace {workspace.slug} (approved owners: {', '.join(approved) or 'none'}).")
+        self.stdout.write(f"Created workspace {workspace.slug} (approved owners: {', '.join(approved) or 'none'}; "
+                          f"retry budget {workspace.retry_budget_per_hour}/hour).")
         self.stdout.write("API token (shown once, store it now):")
         self.stdout.write(token)
