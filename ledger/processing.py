@@ -15,10 +15,8 @@ serialise writers, and the guarded updates still decide every race.
 """
 
 import logging
-import math
 import os
 import socket
-from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -28,7 +26,7 @@ from django.utils import timezone
 
 from ledger import faults
 from ledger.actions import ActionDefinition, UnknownAction, get_action
-from ledger.models import Attempt, AuditEvent, Heartbeat, Operation
+from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
 from ledger.retry import retry_delay
 from ledger.services import paused_filter, record_audit_event, transition_operation
@@ -161,7 +159,7 @@ def _perform_external(operation: Operation, action: ActionDefinition, *, worker:
     attempt.external_id = success.external_id
     try:
         with transaction.atomic():
-            _finish_attempt(attempt, Attempt.Outcome.OK)
+            finish_attempt(attempt, Attempt.Outcome.OK)
             _record_success(operation, success, attempt=attempt, worker=worker, token=token)
     except _StaleClaim:
         _refuse_stale(operation, worker=worker, token=token, started_at=started_at, attempt=attempt)
@@ -193,7 +191,7 @@ def _attempt(operation, *, worker, started_at, outcome, error: Exception | None 
     )
 
 
-def _finish_attempt(attempt: Attempt, outcome: str, error: Exception | None = None) -> None:
+def finish_attempt(attempt: Attempt, outcome: str, error: Exception | None = None) -> None:
     attempt.finished_at = timezone.now()
     attempt.outcome = outcome
     for name, value in _error_fields(error).items():
@@ -251,7 +249,7 @@ def _record_failure(operation, action, error: Exception, *, started_at, worker, 
         if attempt is None:
             attempt = _attempt(operation, worker=worker, started_at=started_at, outcome=category, error=error)
         else:
-            _finish_attempt(attempt, category, error)
+            finish_attempt(attempt, category, error)
         done = transition_operation(
             operation, to_state=to_state, actor=worker, kind=_failure_kind(to_state),
             fencing_token=token, attempt=attempt, error_category=category, message=reason,
@@ -322,7 +320,7 @@ def _refuse_stale(operation, *, worker, token, started_at, attempt=None, begun=T
     """Audit a completion that arrived after the claim was lost; apply nothing."""
     with transaction.atomic():
         if attempt is not None:
-            _finish_attempt(attempt, Attempt.Outcome.STALE)
+            finish_attempt(attempt, Attempt.Outcome.STALE)
         elif begun:
             _attempt(operation, worker=worker, started_at=started_at, outcome=Attempt.Outcome.STALE)
         record_audit_event(
@@ -330,72 +328,3 @@ def _refuse_stale(operation, *, worker, token, started_at, attempt=None, begun=T
             message=f"claim {token} no longer holds the operation; outcome not applied",
         )
     logger.warning("stale completion refused for %s (claim %s)", operation.key, token)
-
-
-# --- the sweep -----------------------------------------------------------------------------------
-
-@dataclass
-class SweepReport:
-    leases_expired: int = 0
-    deadlines_passed: int = 0
-    due: int = 0
-    nudges: int = 0
-    oldest_due_seconds: float | None = None
-
-
-def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
-    """Re-drive what lost tasks left behind, and record a heartbeat.
-
-    - expired leases: internal actions (and external ones that never began a try) go back to
-      pending; an external try that may have reached the destination becomes unknown;
-    - passed deadlines: due work that can no longer finish in time goes to needs_review;
-    - due work (lost nudges, due retries, resumed pauses): enough processing tasks are enqueued.
-    """
-    from ledger import tasks
-
-    now = now or timezone.now()
-    report = SweepReport()
-    for operation in Operation.objects.filter(state=State.PROCESSING, lease_expires_at__lt=now)[:batch]:
-        report.leases_expired += _recover_expired_lease(operation)
-    for operation in Operation.objects.filter(state__in=CLAIMABLE_STATES, deadline__lte=now)[:batch]:
-        report.deadlines_passed += transition_operation(
-            operation, to_state=State.NEEDS_REVIEW, actor="sweep", kind="deadline_passed",
-            error_category="deadline", message="processing deadline passed before the operation ran",
-            last_error_category="deadline", last_error_message="processing deadline passed",
-            next_attempt_at=None,
-        )
-    due = due_operations(now)
-    report.due = due.count()
-    oldest = due.order_by("created_at").values_list("created_at", flat=True).first()
-    report.oldest_due_seconds = (now - oldest).total_seconds() if oldest else None
-    report.nudges = min(math.ceil(report.due / settings.OPSCONSOLE_CLAIM_BATCH),
-                        settings.OPSCONSOLE_SWEEP_MAX_NUDGES)
-    Heartbeat.objects.update_or_create(name="sweep", defaults={"beat_at": now, "detail": asdict(report)})
-    if report.nudges:
-        tasks.enqueue_drain(report.nudges)
-    return report
-
-
-def _recover_expired_lease(operation: Operation) -> bool:
-    token = operation.fencing_token
-    open_attempt = Attempt.objects.filter(operation=operation, fencing_token=token, finished_at__isnull=True).first()
-    action_external = _is_external(operation.action)
-    reached_destination = action_external and open_attempt is not None
-    to_state = State.UNKNOWN if reached_destination else State.PENDING
-    message = f"lease of {operation.lease_owner or 'a worker'} expired (claim {token})"
-    with transaction.atomic():
-        done = transition_operation(
-            operation, to_state=to_state, actor="sweep", kind="lease_expired", fencing_token=token,
-            error_category="ambiguous" if reached_destination else "", message=message,
-            lease_owner="", lease_expires_at=None,
-        )
-        if done and open_attempt is not None:
-            _finish_attempt(open_attempt, Attempt.Outcome.ABANDONED)
-    return done
-
-
-def _is_external(action_name: str) -> bool:
-    try:
-        return get_action(action_name).external
-    except UnknownAction:
-        return False

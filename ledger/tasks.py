@@ -10,6 +10,7 @@ from django.conf import settings
 from django_q.tasks import async_task
 
 from ledger import processing
+from ledger import sweep as sweeping
 
 PROCESS = "ledger.tasks.process_operations"
 SWEEP = "ledger.tasks.sweep"
@@ -28,7 +29,7 @@ def process_operations(operation_id: int | None = None) -> int:
 
 
 def sweep() -> dict:
-    return processing.sweep().__dict__
+    return sweeping.sweep().__dict__
 
 
 def enqueue_processing(operation_id: int | None = None) -> None:

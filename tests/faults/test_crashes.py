@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from ledger import faults, processing
+from ledger import faults, sweep
 from ledger.models import Operation
 from ledger.states import State
 from tests.faults.qcluster import (
@@ -48,10 +48,10 @@ def test_it_loses_no_operation_and_repeats_none_when_a_worker_is_killed(point, w
     stranded_ids = sorted(stranded.values_list("pk", flat=True))
     assert stranded_ids, f"the crash at {point} left no claimed operation behind"
     lease_ends = max(stranded.values_list("lease_expires_at", flat=True))
-    assert not processing.sweep(now=lease_ends - timedelta(seconds=1)).leases_expired, (
+    assert not sweep.sweep(now=lease_ends - timedelta(seconds=1)).leases_expired, (
         "the sweep took back a claim whose lease still held")
 
-    report = processing.sweep(now=lease_ends + timedelta(seconds=1))
+    report = sweep.sweep(now=lease_ends + timedelta(seconds=1))
 
     assert report.leases_expired == len(stranded_ids)
     assert sorted(Operation.objects.filter(pk__in=stranded_ids, state=State.PENDING)

@@ -8,9 +8,10 @@ from django.conf import settings
 
 from ledger.models import Attempt, AuditEvent, Operation, ReviewDraft
 from ledger.outcomes import Success, TransientError
-from ledger.processing import claim_due_operations, perform_claimed, sweep
+from ledger.processing import claim_due_operations, perform_claimed
 from ledger.services import transition_operation
 from ledger.states import State
+from ledger.sweep import sweep
 from tests.ledger.conftest import submit, submit_brief
 
 START = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)

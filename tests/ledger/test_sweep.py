@@ -11,8 +11,9 @@ from django.test import override_settings
 from django_q.models import OrmQ
 
 from ledger.models import Attempt, AuditEvent, Heartbeat, Operation, ReviewDraft
-from ledger.processing import claim_due_operations, process_due_operations, sweep
+from ledger.processing import claim_due_operations, process_due_operations
 from ledger.services import set_paused
+from ledger.sweep import sweep
 from tests.ledger.conftest import submit, submit_brief
 
 START = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)

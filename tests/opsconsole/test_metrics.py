@@ -1,6 +1,7 @@
 """/metrics speaks Prometheus text and shows the ledger's liveness signals."""
 
-from ledger.processing import process_due_operations, sweep
+from ledger.processing import process_due_operations
+from ledger.sweep import sweep
 from tests.conftest import event
 
 
