@@ -231,6 +231,8 @@ class Conflict(models.Model):
     # [{"field": ..., "recorded": ..., "incoming": ...}] for every business field that differs.
     differences = models.JSONField()
     status = models.CharField(max_length=10, choices=ConflictStatus.choices, default=ConflictStatus.OPEN)
+    decided_by = models.CharField(max_length=150, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -238,6 +240,12 @@ class Conflict(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=_choices_check("status", ConflictStatus.choices), name="conflict_status_valid"
+            ),
+            # A decided conflict says who decided and when; an open one has neither.
+            models.CheckConstraint(
+                condition=Q(status=ConflictStatus.OPEN, decided_at__isnull=True)
+                | (~Q(status=ConflictStatus.OPEN) & Q(decided_at__isnull=False) & ~Q(decided_by="")),
+                name="conflict_decision_recorded",
             ),
         ]
 

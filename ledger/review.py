@@ -1,4 +1,5 @@
-"""What a person does with an operation: replay it under its own key, or cancel it.
+"""What a person does with an operation: replay it under its own key, or cancel it; and with a
+conflict: dismiss it, or apply its payload while the operation has not run.
 
 Console views, admin actions and commands call these; like every write they go through
 ``transition_operation``, so each is a guarded state change with its audit event.
@@ -11,8 +12,8 @@ from django.utils import timezone
 
 from ledger import tasks
 from ledger.actions import UnknownAction, get_action
-from ledger.models import Delivery, Operation
-from ledger.services import transition_operation
+from ledger.models import Conflict, Delivery, Operation
+from ledger.services import record_audit_event, transition_operation
 from ledger.states import TRANSITIONS, State
 
 
@@ -66,6 +67,57 @@ def cancel_operation(operation: Operation, *, actor: str, reason: str) -> Operat
     if not cancelled:
         raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
     return operation
+
+
+def dismiss_conflict(conflict: Conflict, *, actor: str, reason: str) -> Conflict:
+    """Keep the recorded payload: the incoming one was a mistake (or is stale) and stays unapplied."""
+    with transaction.atomic():
+        _decide(conflict, Conflict.Status.DISMISSED, actor=actor)
+        record_audit_event(actor=actor, kind="conflict_dismissed", operation=conflict.operation,
+                           message=_conflict_message(conflict, reason))
+    return conflict
+
+
+def apply_conflict(conflict: Conflict, *, actor: str, reason: str) -> Conflict:
+    """Replace the operation's payload with the conflict's, allowed only while the operation has
+    not run (pending or awaiting approval, no attempt yet): what already happened is never rewritten.
+
+    Locks: the operation row, by a guarded UPDATE that also requires the payload the conflict was
+    measured against, so a worker's claim or another decision in between makes this refuse.
+    """
+    operation = conflict.operation
+    with transaction.atomic():
+        applied = Operation.objects.filter(
+            pk=operation.pk, state__in=[State.PENDING, State.PENDING_APPROVAL], attempts=0,
+            fingerprint=operation.fingerprint,
+        ).update(payload=conflict.incoming_payload, fingerprint=conflict.incoming_fingerprint,
+                 updated_at=timezone.now())
+        if not applied:
+            raise ReviewError(
+                f"{operation.key} has already run or changed ({operation.state}, {operation.attempts} attempt(s)); "
+                "a conflict can only be applied before the operation runs. Dismiss it, or submit a new version."
+            )
+        _decide(conflict, Conflict.Status.APPLIED, actor=actor)
+        record_audit_event(actor=actor, kind="conflict_applied", operation=operation,
+                           message=_conflict_message(conflict, reason))
+    operation.payload, operation.fingerprint = conflict.incoming_payload, conflict.incoming_fingerprint
+    return conflict
+
+
+def _decide(conflict: Conflict, status: str, *, actor: str) -> None:
+    now = timezone.now()
+    decided = Conflict.objects.filter(pk=conflict.pk, status=Conflict.Status.OPEN).update(
+        status=status, decided_by=actor, decided_at=now
+    )
+    if not decided:
+        conflict.refresh_from_db(fields=["status"])
+        raise ReviewError(f"Conflict {conflict.pk} is already {conflict.status}.")
+    conflict.status, conflict.decided_by, conflict.decided_at = status, actor, now
+
+
+def _conflict_message(conflict: Conflict, reason: str) -> str:
+    fields = ", ".join(d["field"] for d in conflict.differences)
+    return f"conflict {conflict.pk} ({fields}): {reason}" if reason else f"conflict {conflict.pk} ({fields})"
 
 
 def _action_of(operation: Operation):

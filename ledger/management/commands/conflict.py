@@ -1,0 +1,40 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from ledger import review
+from ledger.models import Conflict
+
+
+class Command(BaseCommand):
+    help = "Review conflicts (a key reused with a different payload): list the open ones, dismiss or apply one."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="verb", required=True)
+        listing = sub.add_parser("list", help="Open conflicts, oldest first.")
+        listing.add_argument("--workspace", help="Only this workspace (slug).")
+        for verb, text in [("dismiss", "Keep the recorded payload."),
+                           ("apply", "Use the incoming payload (only before the operation runs).")]:
+            decide = sub.add_parser(verb, help=text)
+            decide.add_argument("conflict_id", type=int)
+            decide.add_argument("--reason", required=True, help="Why: kept in the audit trail.")
+
+    def handle(self, *args, verb, **options):
+        if verb == "list":
+            return self._list(options.get("workspace"))
+        conflict = Conflict.objects.select_related("operation").filter(pk=options["conflict_id"]).first()
+        if conflict is None:
+            raise CommandError(f"No conflict {options['conflict_id']}.")
+        decide = review.apply_conflict if verb == "apply" else review.dismiss_conflict
+        try:
+            decide(conflict, actor="cli", reason=options["reason"])
+        except review.ReviewError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"Conflict {conflict.pk} on {conflict.operation.key}: {conflict.status}.")
+
+    def _list(self, workspace):
+        conflicts = Conflict.objects.filter(status=Conflict.Status.OPEN).select_related("operation").order_by("id")
+        if workspace:
+            conflicts = conflicts.filter(operation__workspace__slug=workspace)
+        for conflict in conflicts:
+            fields = ", ".join(d["field"] for d in conflict.differences)
+            operation = conflict.operation
+            self.stdout.write(f"{conflict.pk}  {operation.key}  ({operation.state})  differs in: {fields}")
