@@ -8,7 +8,10 @@ file does not exist yet (and creates it first), so the restarted worker carries 
 import os
 import signal
 
+# Points on the internal path (prepare-brief), and the one external point: after the destination
+# acted, before the outcome is recorded.
 POINTS = ("after_claim", "after_commit", "mid_batch")
+EXTERNAL_POINTS = ("after_external_call",)
 
 
 def crash_point(name: str) -> None:

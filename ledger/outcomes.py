@@ -41,3 +41,25 @@ class AmbiguousError(OutcomeError):
     """The request may have reached the destination (timeout, reset after sending)."""
 
     category = "ambiguous"
+
+
+# What reconciliation learns when it asks the destination about an operation whose outcome is unknown.
+
+@dataclass(frozen=True)
+class Found:
+    """The destination has the record: the operation succeeded."""
+
+    external_id: str
+    result: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Absent:
+    """The destination confirms it has no such record: trying again is safe."""
+
+
+@dataclass(frozen=True)
+class CannotTell:
+    """The destination could not answer (or answered ambiguously): a person must look."""
+
+    reason: str

@@ -155,6 +155,7 @@ def _perform_external(operation: Operation, action: ActionDefinition, *, worker:
     except Exception as exc:  # noqa: BLE001  classified in _record_failure
         _record_failure(operation, action, exc, started_at=started_at, worker=worker, attempt=attempt)
         return
+    faults.crash_point("after_external_call")  # the destination acted; we have not recorded it
     # Kept on the attempt even if the outcome is refused as stale: reconciliation can use it.
     attempt.external_id = success.external_id
     try:

@@ -1,29 +1,38 @@
-"""The django-q2 schedules the ledger relies on, created idempotently."""
+"""The django-q2 schedules opsconsole relies on, created idempotently by data migrations."""
 
 from datetime import timedelta
 
 from django.utils import timezone
 
 SWEEP_SCHEDULE = "opsconsole-sweep"
+RECONCILE_SCHEDULE = "opsconsole-reconcile"
 
 
-def ensure_sweep_schedule(schedule_model) -> None:
-    """Exactly one sweep schedule, every minute, however often this runs.
+def ensure_schedule(schedule_model, *, name: str, func: str, minutes: int = 1) -> None:
+    """Exactly one schedule named ``name``, running ``func`` every ``minutes``, however often this runs.
 
     ``Schedule.name`` is not unique in django-q2, so duplicates left by two concurrent deployments
     are removed here. ``next_run`` is set so a fresh schedule does not fire at once, and the
     schedule has no ``args``: one schedule with bad args stops every schedule of its cluster.
     """
-    schedules = list(schedule_model.objects.filter(name=SWEEP_SCHEDULE).order_by("id"))
-    keep = schedules[0] if schedules else schedule_model(name=SWEEP_SCHEDULE)
+    schedules = list(schedule_model.objects.filter(name=name).order_by("id"))
+    keep = schedules[0] if schedules else schedule_model(name=name)
     for extra in schedules[1:]:
         extra.delete()
-    keep.func = "ledger.tasks.sweep"
+    keep.func = func
     keep.args = None
     keep.kwargs = None
     keep.schedule_type = "I"  # MINUTES
-    keep.minutes = 1
+    keep.minutes = minutes
     keep.repeats = -1
     if keep.next_run is None or keep.pk is None:
-        keep.next_run = timezone.now() + timedelta(minutes=1)
+        keep.next_run = timezone.now() + timedelta(minutes=minutes)
     keep.save()
+
+
+def ensure_sweep_schedule(schedule_model) -> None:
+    ensure_schedule(schedule_model, name=SWEEP_SCHEDULE, func="ledger.tasks.sweep")
+
+
+def ensure_reconcile_schedule(schedule_model) -> None:
+    ensure_schedule(schedule_model, name=RECONCILE_SCHEDULE, func="reconciliation.tasks.reconcile")

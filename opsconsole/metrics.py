@@ -1,5 +1,6 @@
 """Prometheus text metrics: counts by state, the age of the oldest due operation, and the sweep's
-heartbeat (the ledger's own liveness signal: a wedged cluster shows as a stale heartbeat)."""
+and reconciliation's heartbeats (the ledger's own liveness signal: a wedged cluster shows as a
+stale heartbeat)."""
 
 from django.db.models import Count
 from django.http import HttpResponse
@@ -27,10 +28,12 @@ def metrics_view(request):
         "# TYPE opsconsole_open_conflicts gauge",
         f"opsconsole_open_conflicts {Conflict.objects.filter(status=Conflict.Status.OPEN).count()}",
     ]
-    beat = Heartbeat.objects.filter(name="sweep").first()
-    lines += [
-        "# HELP opsconsole_sweep_heartbeat_age_seconds Seconds since the sweep last ran (-1: never).",
-        "# TYPE opsconsole_sweep_heartbeat_age_seconds gauge",
-        f"opsconsole_sweep_heartbeat_age_seconds {(now - beat.beat_at).total_seconds() if beat else -1:.3f}",
-    ]
+    beats = dict(Heartbeat.objects.values_list("name", "beat_at"))
+    for job in ("sweep", "reconcile"):
+        beat = beats.get(job)
+        lines += [
+            f"# HELP opsconsole_{job}_heartbeat_age_seconds Seconds since the {job} job last ran (-1: never).",
+            f"# TYPE opsconsole_{job}_heartbeat_age_seconds gauge",
+            f"opsconsole_{job}_heartbeat_age_seconds {(now - beat).total_seconds() if beat else -1:.3f}",
+        ]
     return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4")

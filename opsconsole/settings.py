@@ -122,6 +122,10 @@ OPSCONSOLE_LEASE_SECONDS = env.int("OPSCONSOLE_LEASE_SECONDS", default=60)
 OPSCONSOLE_RETRY_BUDGET_PER_HOUR = env.int("OPSCONSOLE_RETRY_BUDGET_PER_HOUR", default=1000)
 OPSCONSOLE_SWEEP_MAX_NUDGES = env.int("OPSCONSOLE_SWEEP_MAX_NUDGES", default=200)
 
+# External destinations: the stand-in (standin/, `python -m standin`) and the HTTP timeout.
+OPSCONSOLE_STANDIN_URL = env.str("OPSCONSOLE_STANDIN_URL", default="http://127.0.0.1:8765")
+OPSCONSOLE_HTTP_TIMEOUT_SECONDS = env.float("OPSCONSOLE_HTTP_TIMEOUT_SECONDS", default=5.0)
+
 # --- django-q2 ---------------------------------------------------------------------------------
 # retry must exceed timeout and the lease, or the queue re-runs tasks that are still running
 # (ledger.checks enforces this). save_limit=-1 keeps no successful results: saving them takes a

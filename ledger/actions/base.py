@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from ledger.outcomes import Success
+from ledger.outcomes import CannotTell, Success
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,9 @@ class ActionDefinition:
     backoff_cap_seconds: ClassVar[float] = 300.0
     deadline: ClassVar[timedelta] = timedelta(hours=24)
     sensitive_fields: ClassVar[tuple[str, ...]] = ()
+    # External actions: how long after a try began its request may still land at the
+    # destination; reconciliation waits that long before it believes a lookup that finds nothing.
+    settle_after: ClassVar[timedelta] = timedelta(0)
 
     def check(self, workspace, data: dict) -> list[FieldError]:
         """Business rules the schema cannot state (they depend on the workspace)."""
@@ -47,6 +50,10 @@ class ActionDefinition:
 
     def perform(self, operation) -> Success:
         raise NotImplementedError
+
+    def lookup(self, operation):
+        """Ask the destination about ``operation``: ``Found``, ``Absent`` or ``CannotTell``."""
+        return CannotTell(f"action {self.name} cannot look its records up at the destination")
 
     @cached_property
     def version(self) -> str:

@@ -1,0 +1,72 @@
+"""Calling an external destination over HTTP, and what each failure means (DESIGN.md rule 6).
+
+| what happened                                   | outcome   | why                                   |
+| ----------------------------------------------- | --------- | ------------------------------------- |
+| no connection, connect timeout, pool timeout    | transient | the request never left                |
+| read/write timeout, reset, no answer            | ambiguous | it may have reached the destination   |
+| 2xx                                             | success   |                                       |
+| 429, 503, 408                                   | transient | refused before acting; Retry-After    |
+| 500, 502, 504                                   | ambiguous | the destination may have acted        |
+| other 4xx                                       | permanent | repeating the same request won't help |
+"""
+
+from email.utils import parsedate_to_datetime
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+
+from ledger.outcomes import AmbiguousError, PermanentError, TransientError
+
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+MAYBE_SENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+REFUSED_STATUSES = {408, 429, 503}
+AMBIGUOUS_STATUSES = {500, 502, 504}
+
+
+def client() -> httpx.Client:
+    return httpx.Client(timeout=settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS)
+
+
+def send(method: str, url: str, *, json: dict | None = None, headers: dict | None = None,
+         params: dict | None = None) -> httpx.Response:
+    """Send one request; return a 2xx response or raise the classified outcome error."""
+    try:
+        with client() as http:
+            response = http.request(method, url, json=json, headers=headers, params=params)
+    except NOT_SENT as exc:
+        raise TransientError(f"{type(exc).__name__}: the request did not reach {_host(url)}") from exc
+    except MAYBE_SENT as exc:
+        raise AmbiguousError(f"{type(exc).__name__}: no answer from {_host(url)}") from exc
+    return classify_response(response)
+
+
+def classify_response(response: httpx.Response) -> httpx.Response:
+    status = response.status_code
+    if 200 <= status < 300:
+        return response
+    message = f"HTTP {status} from {_host(str(response.request.url))}"
+    if status in REFUSED_STATUSES:
+        raise TransientError(message, retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+                             http_status=status)
+    if status in AMBIGUOUS_STATUSES or status >= 500:
+        raise AmbiguousError(message, http_status=status)
+    raise PermanentError(message, http_status=status)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """``Retry-After`` as seconds from now: a number of seconds or an HTTP date; None if absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (moment - timezone.now()).total_seconds())
+
+
+def _host(url: str) -> str:
+    return httpx.URL(url).host or "the destination"

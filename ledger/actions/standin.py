@@ -1,0 +1,90 @@
+"""Two external actions against the stand-in destination (``standin/``), one per ambiguity policy.
+
+``file-ticket``: the destination honours our idempotency key (the operation key, sent as
+``Idempotency-Key``), so an ambiguous try is simply retried with the same key.
+``send-notice``: the destination does not deduplicate; the operation key travels as the record's
+``reference`` instead, an ambiguous try becomes ``unknown``, and reconciliation looks the
+reference up before anything is sent again.
+"""
+
+from datetime import timedelta
+from typing import Annotated
+
+from django.conf import settings
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, StringConstraints
+
+from ledger.actions import http
+from ledger.actions.base import ActionDefinition, FieldError, register
+from ledger.outcomes import Absent, CannotTell, Found, OutcomeError, Success
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+class RecordData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: Annotated[StrictStr, StringConstraints(max_length=200), AfterValidator(_not_blank)]
+    version: Annotated[StrictInt, Field(ge=1, le=2_147_483_647)]
+    summary: Annotated[StrictStr, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
+    owner: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100)]
+
+
+class StandinRecordAction(ActionDefinition):
+    """Creates one record at the stand-in destination per request version."""
+
+    schema = RecordData
+    identity_fields = ("request_id", "version")
+    fingerprint_fields = ("request_id", "version", "summary", "owner")
+    external = True
+    max_attempts = 5
+    backoff_base_seconds = 2.0
+    backoff_cap_seconds = 120.0
+    deadline = timedelta(hours=6)
+    # How long after a try began its request may still land at the destination (our timeout plus
+    # the destination's own processing): reconciliation waits this long before believing "absent".
+    settle_after = timedelta(seconds=30)
+
+    def check(self, workspace, data):
+        if data["owner"] not in workspace.approved_owners:
+            allowed = ", ".join(workspace.approved_owners) or "none configured"
+            return [FieldError("data.owner", f"must be one of the workspace's approved owners ({allowed})")]
+        return []
+
+    def perform(self, operation) -> Success:
+        headers = {"Idempotency-Key": operation.key} if self.honours_idempotency_keys else {}
+        body = {"reference": operation.key,
+                "payload": {"summary": operation.payload["summary"], "owner": operation.payload["owner"]}}
+        record = http.send("POST", _records_url(), json=body, headers=headers).json()
+        return Success(result={"record_id": record["id"]}, external_id=record["id"])
+
+    def lookup(self, operation) -> Found | Absent | CannotTell:
+        query = {"idempotency_key": operation.key} if self.honours_idempotency_keys else {"reference": operation.key}
+        try:
+            records = http.send("GET", _records_url(), params=query).json()["records"]
+        except (OutcomeError, KeyError, ValueError) as exc:
+            return CannotTell(f"lookup failed: {getattr(exc, 'message', type(exc).__name__)}")
+        if len(records) > 1:
+            return CannotTell(f"{len(records)} records carry this key at the destination")
+        if records:
+            return Found(external_id=records[0]["id"], result={"record_id": records[0]["id"]})
+        return Absent()
+
+
+def _records_url() -> str:
+    return settings.OPSCONSOLE_STANDIN_URL.rstrip("/") + "/records"
+
+
+@register
+class FileTicket(StandinRecordAction):
+    name = "file-ticket"
+    honours_idempotency_keys = True
+
+
+@register
+class SendNotice(StandinRecordAction):
+    name = "send-notice"
+    honours_idempotency_keys = False
