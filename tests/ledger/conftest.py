@@ -1,6 +1,7 @@
 """Test-only action types and a scripted destination: the one boundary where a fake is allowed."""
 
 import itertools
+from datetime import UTC, datetime
 
 import pytest
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
@@ -52,6 +53,16 @@ class ScriptedAction(ActionDefinition):
 
     def perform(self, operation):
         return self.destination(operation)
+
+
+START = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def frozen(time_machine):
+    """Time stands still at START until the test moves it."""
+    time_machine.move_to(START, tick=False)
+    return time_machine
 
 
 _names = itertools.count(1)

@@ -1,23 +1,13 @@
 """Performing claimed operations: each outcome class leads to its state, with one Attempt row per try."""
 
 import logging
-from datetime import UTC, datetime, timedelta
-
-import pytest
+from datetime import timedelta
 
 from ledger.actions import base
 from ledger.models import Attempt, AuditEvent, ReviewDraft
 from ledger.outcomes import AmbiguousError, PermanentError, Success, TransientError
 from ledger.processing import process_due_operations
-from tests.ledger.conftest import submit, submit_brief
-
-START = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def frozen(time_machine):
-    time_machine.move_to(START, tick=False)
-    return time_machine
+from tests.ledger.conftest import START, submit, submit_brief
 
 
 def kinds(operation):

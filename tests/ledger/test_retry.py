@@ -1,7 +1,7 @@
 """The retry schedule: exponential ceilings with full jitter and a cap, never before Retry-After,
 and an operation that keeps failing reaches needs_review exactly at its attempt limit."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import time_machine
 from django.db import transaction
@@ -12,7 +12,7 @@ from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import TransientError
 from ledger.processing import claim_due_operations, process_due_operations
 from ledger.retry import backoff_ceiling, retry_delay
-from tests.ledger.conftest import submit
+from tests.ledger.conftest import START, submit
 
 # Mostly attempts below the cap, where a wrong exponent or jitter shows, plus some far beyond it.
 attempts = st.one_of(st.integers(min_value=0, max_value=16), st.integers(min_value=0, max_value=200))
@@ -61,7 +61,6 @@ def test_it_never_retries_before_retry_after(attempt, base, cap, draw, retry_aft
     assert delay == max(draw * ceiling, retry_after)
 
 
-START = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)
 
 
 def test_it_sends_an_always_failing_operation_to_review_exactly_at_the_attempt_limit(workspace, scripted_action):

@@ -1,7 +1,7 @@
 """A worker whose lease expired and whose operation someone else took over changes nothing: its
 completion is refused under the fencing token, and the refusal is audited."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
@@ -12,15 +12,7 @@ from ledger.processing import claim_due_operations, perform_claimed
 from ledger.services import transition_operation
 from ledger.states import State
 from ledger.sweep import sweep
-from tests.ledger.conftest import submit, submit_brief
-
-START = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def frozen(time_machine):
-    time_machine.move_to(START, tick=False)
-    return time_machine
+from tests.ledger.conftest import START, submit, submit_brief
 
 
 def after_lease():

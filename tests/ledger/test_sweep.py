@@ -1,7 +1,7 @@
 """The sweep re-drives what lost tasks and dead workers left behind, and records a heartbeat."""
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from io import StringIO
 
 import pytest
@@ -14,20 +14,13 @@ from ledger.models import Attempt, AuditEvent, Heartbeat, Operation, ReviewDraft
 from ledger.processing import claim_due_operations, process_due_operations
 from ledger.services import set_paused
 from ledger.sweep import sweep
-from tests.ledger.conftest import submit, submit_brief
+from tests.ledger.conftest import START, submit, submit_brief
 
-START = datetime(2030, 1, 7, 9, 0, tzinfo=UTC)
 LATER = START + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS + 1)
 
 
 class WorkerDied(BaseException):
     """Stands for SIGKILL in the middle of a destination call: nothing after it runs."""
-
-
-@pytest.fixture
-def frozen(time_machine):
-    time_machine.move_to(START, tick=False)
-    return time_machine
 
 
 def lease_event(operation):
