@@ -59,3 +59,45 @@ R42 = {"request_id": "R-42", "version": 3, "title": "Review renewal options", "o
 
 def event(delivery_id="delivery-1", **data):
     return {"action": "prepare-brief", "delivery_id": delivery_id, "data": R42 | data}
+
+
+class Standin:
+    """A real stand-in destination (standin/) on a free port, and a client for its test controls."""
+
+    def __init__(self, url: str):
+        import httpx
+
+        self.url = url
+        self.http = httpx.Client(base_url=url, timeout=5)
+
+    def fail_next(self, *faults: dict) -> None:
+        self.http.post("/_faults", json={"faults": list(faults)}).raise_for_status()
+
+    def records(self, **query) -> list[dict]:
+        return self.http.get("/records", params=query).json()["records"]
+
+    def create(self, reference: str, payload: dict | None = None) -> dict:
+        return self.http.post("/records", json={"reference": reference, "payload": payload or {}}).json()
+
+    def requests(self, route: str = "POST /records") -> int:
+        return self.http.get("/_stats").json()["requests"].get(route, 0)
+
+
+@pytest.fixture
+def standin(settings):
+    """Points the external actions at a stand-in destination served from a thread of this process."""
+    from standin.server import start_in_thread
+
+    server, url = start_in_thread()
+    settings.OPSCONSOLE_STANDIN_URL = url
+    settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS = 2.0
+    destination = Standin(url)
+    yield destination
+    destination.http.close()
+    server.shutdown()
+    server.server_close()
+
+
+def external_event(action="send-notice", delivery_id="d-1", **data):
+    base = {"request_id": "R-42", "version": 3, "summary": "Renewal notice", "owner": "ops"}
+    return {"action": action, "delivery_id": delivery_id, "data": base | data}

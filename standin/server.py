@@ -1,0 +1,379 @@
+"""The stand-in destination: a tiny records API with faults that tests can inject.
+
+Stdlib only on purpose: it plays another company's API, so it shares nothing with opsconsole
+(no Django, no project imports) and can run as its own process or in a test's thread.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import socketserver
+import sys
+import threading
+from collections import Counter, deque
+from datetime import UTC, datetime
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+MAX_BODY_BYTES = 1_000_000
+RECORD_FILTERS = ("reference", "idempotency_key")
+RECORD_PATH = re.compile(r"^/records/(?P<record_id>[^/]+)$")
+
+
+class BadRequest(Exception):
+    """A request the stand-in refuses; becomes a JSON error answer."""
+
+    def __init__(self, error, detail, *, status=400):
+        super().__init__(detail)
+        self.error = error
+        self.detail = detail
+        self.status = status
+
+
+def validate_fault(fault):
+    """Returns a normalised copy of one fault, or raises BadRequest saying what is wrong."""
+    if not isinstance(fault, dict):
+        raise BadRequest("invalid_fault", "each fault must be an object")
+    kind = fault.get("kind")
+    if kind == "status":
+        status = fault.get("status")
+        if type(status) is not int or not 400 <= status <= 599:
+            raise BadRequest("invalid_fault", "status fault needs an integer 'status' between 400 and 599")
+        normalised = {"kind": kind, "status": status}
+        if fault.get("retry_after") is not None:
+            retry_after = fault["retry_after"]
+            if type(retry_after) is not int or retry_after < 0:
+                raise BadRequest("invalid_fault", "'retry_after' must be a non-negative integer (seconds)")
+            normalised["retry_after"] = retry_after
+        return normalised
+    if kind in ("reset_before", "drop_after_commit"):
+        return {"kind": kind}
+    if kind == "delay":
+        seconds = fault.get("seconds")
+        if type(seconds) not in (int, float) or seconds < 0:
+            raise BadRequest("invalid_fault", "delay fault needs a non-negative number 'seconds'")
+        return {"kind": kind, "seconds": seconds}
+    raise BadRequest("invalid_fault", f"unknown fault kind {kind!r}")
+
+
+def _canonical(reference, payload):
+    return json.dumps({"reference": reference, "payload": payload}, sort_keys=True, separators=(",", ":"))
+
+
+class Store:
+    """All in-memory state. Every method holds ``lock`` for its whole body, so an idempotency
+    check and the record it creates are one step even when requests arrive concurrently."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self._clear()
+
+    def _clear(self):
+        self._records = {}  # id -> record, in creation order
+        self._keys = {}  # idempotency key -> (canonical body, record id)
+        self._faults = deque()
+        self._requests = Counter()
+        self._next_id = 1
+
+    def reset(self):
+        with self.lock:
+            self._clear()
+
+    def count_request(self, route):
+        with self.lock:
+            self._requests[route] += 1
+
+    def add_faults(self, faults):
+        with self.lock:
+            self._faults.extend(faults)
+            return list(self._faults)
+
+    def pending_faults(self):
+        with self.lock:
+            return list(self._faults)
+
+    def next_fault(self):
+        with self.lock:
+            return self._faults.popleft() if self._faults else None
+
+    def create(self, *, reference, payload, idempotency_key):
+        """Returns ("created" | "replayed", record) or ("key_reused", None)."""
+        body = _canonical(reference, payload)
+        with self.lock:
+            if idempotency_key is not None and idempotency_key in self._keys:
+                seen_body, record_id = self._keys[idempotency_key]
+                if seen_body != body:
+                    return "key_reused", None
+                return "replayed", self._records[record_id]
+            record = {
+                "id": f"rec-{self._next_id}",
+                "reference": reference,
+                "payload": payload,
+                "idempotency_key": idempotency_key,
+                "created_at": datetime.now(UTC).isoformat(),
+            }
+            self._next_id += 1
+            self._records[record["id"]] = record
+            if idempotency_key is not None:
+                self._keys[idempotency_key] = (body, record["id"])
+            return "created", record
+
+    def get(self, record_id):
+        with self.lock:
+            return self._records.get(record_id)
+
+    def find(self, filters):
+        with self.lock:
+            return [r for r in self._records.values() if all(r[name] == value for name, value in filters.items())]
+
+    def stats(self):
+        with self.lock:
+            return {"records": len(self._records), "requests": dict(self._requests)}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, like a real API behind a pooled client
+    server_version = "standin/1"
+    timeout = 30  # idle keep-alive connections do not pin a thread forever
+    disable_nagle_algorithm = True  # headers and body go out in two writes; no 40 ms delayed-ACK stall
+
+    def do_GET(self):
+        self._dispatch()
+
+    def do_POST(self):
+        self._dispatch()
+
+    def do_PUT(self):
+        self._dispatch()
+
+    def do_PATCH(self):
+        self._dispatch()
+
+    def do_DELETE(self):
+        self._dispatch()
+
+    @property
+    def store(self):
+        return self.server.store
+
+    def _dispatch(self):
+        url = urlsplit(self.path)
+        route, args = self._route(url.path)
+        self.store.count_request(f"{self.command} {route or url.path}")
+        try:
+            # Read the body before anything else so a keep-alive connection stays in step.
+            raw = self._read_body()
+            if route is None:
+                raise BadRequest("not_found", f"no route for {url.path}", status=404)
+            handler = ROUTES.get((self.command, route))
+            if handler is None:
+                raise BadRequest("method_not_allowed", f"{self.command} is not allowed on {route}", status=405)
+            handler(self, raw=raw, query=parse_qs(url.query, keep_blank_values=True), **args)
+        except BadRequest as refused:
+            self._answer(refused.status, {"error": refused.error, "detail": refused.detail})
+
+    @staticmethod
+    def _route(path):
+        if path in ("/records", "/health", "/_faults", "/_reset", "/_stats"):
+            return path, {}
+        match = RECORD_PATH.match(path)
+        if match:
+            return "/records/<id>", match.groupdict()
+        return None, {}
+
+    def _read_body(self):
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            self.close_connection = True
+            raise BadRequest("length_required", "send a Content-Length body, not chunked", status=411)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self.close_connection = True
+            raise BadRequest("invalid_body", "Content-Length is not an integer") from None
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True
+            raise BadRequest("body_too_large", f"body is over {MAX_BODY_BYTES} bytes", status=413)
+        return self.rfile.read(length) if length > 0 else b""
+
+    @staticmethod
+    def _json_object(raw):
+        try:
+            body = json.loads(raw)
+        except ValueError as error:
+            raise BadRequest("invalid_json", f"body is not JSON: {error}") from None
+        if not isinstance(body, dict):
+            raise BadRequest("invalid_body", "body must be a JSON object")
+        return body
+
+    def _answer(self, status, body, headers=()):
+        data = json.dumps(body).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers:
+                self.send_header(name, value)
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+        except (ConnectionError, TimeoutError):
+            # The client gave up (for example while a delay fault slept): nobody is listening.
+            self.close_connection = True
+
+    def _hang_up(self):
+        """Closes the connection without writing a status line."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def send_error(self, code, message=None, explain=None):
+        # http.server's own errors (bad request line, unknown method) are HTML; keep every answer JSON.
+        self.close_connection = True
+        error = HTTPStatus(code).phrase.lower().replace(" ", "_") if code in HTTPStatus._value2member_map_ else "error"
+        self._answer(code, {"error": error, "detail": message or ""})
+
+    def log_message(self, format, *args):
+        if self.server.verbose:
+            super().log_message(format, *args)
+
+    # Routes. Each takes the raw body and the parsed query string.
+
+    def post_records(self, *, raw, query):
+        fault = self.store.next_fault()
+        kind = fault["kind"] if fault else None
+        if kind == "status":
+            headers = [("Retry-After", str(fault["retry_after"]))] if "retry_after" in fault else []
+            self._answer(fault["status"], {"error": "injected_fault", "detail": f"status {fault['status']}"}, headers)
+            return
+        if kind == "reset_before":
+            self._hang_up()
+            return
+        try:
+            status, body, headers = self._create_record(raw)
+        except BadRequest as refused:
+            status, body, headers = refused.status, {"error": refused.error, "detail": refused.detail}, []
+        if kind == "drop_after_commit":
+            self._hang_up()
+            return
+        if kind == "delay":
+            # Wakes early only when the server shuts down, so a stopping test never waits it out.
+            self.server.stopping.wait(fault["seconds"])
+        self._answer(status, body, headers)
+
+    def _create_record(self, raw):
+        body = self._json_object(raw)
+        reference = body.get("reference")
+        if not isinstance(reference, str) or not reference:
+            raise BadRequest("invalid_body", "'reference' is required and must be a non-empty string")
+        if "payload" not in body or not isinstance(body["payload"], dict):
+            raise BadRequest("invalid_body", "'payload' is required and must be a JSON object")
+        key = self.headers.get("Idempotency-Key")
+        if key is not None and not key.strip():
+            raise BadRequest("invalid_body", "Idempotency-Key must not be blank when sent")
+        outcome, record = self.store.create(reference=reference, payload=body["payload"], idempotency_key=key)
+        if outcome == "key_reused":
+            raise BadRequest("idempotency_key_reused", "this Idempotency-Key was used with a different body",
+                             status=422)
+        if outcome == "replayed":
+            return 200, record, [("Idempotent-Replayed", "true")]
+        return 201, record, []
+
+    def get_records(self, *, raw, query):
+        unknown = sorted(set(query) - set(RECORD_FILTERS))
+        if unknown:
+            raise BadRequest("unknown_filter", f"unknown filter(s) {', '.join(unknown)}; use {RECORD_FILTERS}")
+        filters = {name: values[0] for name, values in query.items()}
+        self._answer(200, {"records": self.store.find(filters)})
+
+    def get_record(self, *, raw, query, record_id):
+        record = self.store.get(record_id)
+        if record is None:
+            raise BadRequest("not_found", f"no record {record_id}", status=404)
+        self._answer(200, record)
+
+    def get_health(self, *, raw, query):
+        self._answer(200, {"ok": True})
+
+    def post_faults(self, *, raw, query):
+        body = self._json_object(raw)
+        faults = body.get("faults")
+        if not isinstance(faults, list):
+            raise BadRequest("invalid_body", "'faults' must be a list of faults")
+        # Validate all before queueing any, so a bad list queues nothing.
+        pending = self.store.add_faults([validate_fault(fault) for fault in faults])
+        self._answer(200, {"faults": pending})
+
+    def get_faults(self, *, raw, query):
+        self._answer(200, {"faults": self.store.pending_faults()})
+
+    def post_reset(self, *, raw, query):
+        self.store.reset()
+        self._answer(200, {"ok": True})
+
+    def get_stats(self, *, raw, query):
+        self._answer(200, self.store.stats())
+
+
+ROUTES = {
+    ("POST", "/records"): Handler.post_records,
+    ("GET", "/records"): Handler.get_records,
+    ("GET", "/records/<id>"): Handler.get_record,
+    ("GET", "/health"): Handler.get_health,
+    ("POST", "/_faults"): Handler.post_faults,
+    ("GET", "/_faults"): Handler.get_faults,
+    ("POST", "/_reset"): Handler.post_reset,
+    ("GET", "/_stats"): Handler.get_stats,
+}
+
+
+class StandinServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 64  # concurrent test clients must not overflow the listen backlog
+
+    def __init__(self, address, *, verbose=False):
+        self.store = Store()
+        self.stopping = threading.Event()
+        self.verbose = verbose
+        self.host = address[0]
+        super().__init__(address, Handler)
+
+    def server_bind(self):
+        # HTTPServer.server_bind calls socket.getfqdn(), a reverse DNS lookup that can stall; skip it.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+    @property
+    def base_url(self):
+        return f"http://{self.host or self.server_address[0]}:{self.server_address[1]}"
+
+    def shutdown(self):
+        """Stops serving, wakes sleeping delay faults and closes the listening socket."""
+        self.stopping.set()
+        super().shutdown()
+        self.server_close()
+
+    def handle_error(self, request, client_address):
+        # Clients hanging up are part of the job here (timeouts, faults); anything else is a bug worth printing.
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
+
+
+def start_in_thread(host="127.0.0.1", port=0, *, verbose=False):
+    """Starts a stand-in on a daemon thread; returns (server, base_url). ``server.shutdown()`` stops it.
+
+    The socket listens before this returns, so the base URL is usable at once.
+    """
+    server = StandinServer((host, port), verbose=verbose)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="standin", daemon=True
+    )
+    thread.start()
+    return server, server.base_url

@@ -1,0 +1,122 @@
+"""Reconciliation asks the destination about every unknown operation before anything is sent
+again: found -> succeeded, confirmed absent -> retried under the same reference, cannot tell ->
+a person. Against a real HTTP destination (the stand-in)."""
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+from django_q.models import OrmQ
+
+from ledger.actions import get_action
+from ledger.intake import submit_event
+from ledger.models import AuditEvent, Heartbeat, Operation
+from ledger.processing import process_due_operations
+from reconciliation.reconcile import reconcile_operation, reconcile_unknown_operations
+from tests.conftest import external_event
+
+SETTLE = get_action("send-notice").settle_after
+
+
+def unknown_operation(workspace, standin, fault) -> Operation:
+    standin.fail_next(fault)
+    result = submit_event(workspace=workspace, raw=external_event("send-notice"), source="api")
+    process_due_operations(worker="w1")
+    operation = Operation.objects.get(pk=result.operation.pk)
+    assert operation.state == "unknown"
+    return operation
+
+
+def settled(time_machine):
+    time_machine.move_to(timezone.now() + SETTLE + timedelta(seconds=1))
+
+
+def test_it_waits_while_a_request_may_still_land(workspace, standin):
+    operation = unknown_operation(workspace, standin, {"kind": "reset_before"})
+
+    assert reconcile_operation(operation) == "settling"
+
+    operation.refresh_from_db()
+    assert operation.state == "unknown"
+    assert standin.requests("GET /records") == 0
+
+
+def test_it_records_success_when_the_destination_has_the_record(workspace, standin, time_machine):
+    operation = unknown_operation(workspace, standin, {"kind": "drop_after_commit"})
+    [record] = standin.records()
+    settled(time_machine)
+
+    report = reconcile_unknown_operations()
+
+    operation.refresh_from_db()
+    assert (report.found, operation.state, operation.external_id) == (1, "succeeded", record["id"])
+    assert operation.result == {"record_id": record["id"]}
+    event = AuditEvent.objects.get(kind="reconciled_found")
+    assert (event.actor, event.from_state, event.to_state) == ("reconciler", "unknown", "succeeded")
+    assert standin.records() == [record]
+    assert standin.requests() == 1
+
+
+def test_it_sends_again_once_the_destination_confirms_it_has_nothing(
+    workspace, standin, time_machine, django_capture_on_commit_callbacks
+):
+    operation = unknown_operation(workspace, standin, {"kind": "reset_before"})
+    settled(time_machine)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        report = reconcile_unknown_operations()
+
+    operation.refresh_from_db()
+    assert (report.absent, operation.state) == (1, "retrying")
+    assert OrmQ.objects.count() == 1  # the nudge, sent once the verdict committed
+    process_due_operations(worker="w2")
+    operation.refresh_from_db()
+    [record] = standin.records()
+    assert (operation.state, operation.external_id) == ("succeeded", record["id"])
+
+
+def test_it_asks_a_person_when_the_destination_cannot_answer(workspace, standin, settings, time_machine):
+    operation = unknown_operation(workspace, standin, {"kind": "reset_before"})
+    settled(time_machine)
+    settings.OPSCONSOLE_STANDIN_URL = "http://127.0.0.1:9"  # the destination went away
+
+    assert reconcile_operation(operation) == "cannot_tell"
+
+    operation.refresh_from_db()
+    assert operation.state == "needs_review"
+    assert operation.last_error["category"] == "unknown"
+    assert operation.last_error["message"].startswith("reconciliation: lookup failed")
+
+
+def test_it_asks_a_person_when_several_records_carry_the_key(workspace, standin, time_machine):
+    operation = unknown_operation(workspace, standin, {"kind": "drop_after_commit"})
+    standin.create(operation.key)
+    settled(time_machine)
+
+    assert reconcile_operation(operation) == "cannot_tell"
+
+    operation.refresh_from_db()
+    assert operation.state == "needs_review"
+    assert "2 records carry this key" in operation.last_error["message"]
+
+
+def test_it_changes_nothing_when_the_operation_moved_meanwhile(workspace, standin, time_machine):
+    operation = unknown_operation(workspace, standin, {"kind": "drop_after_commit"})
+    settled(time_machine)
+    Operation.objects.filter(pk=operation.pk).update(state="needs_review")
+
+    reconcile_operation(operation)
+
+    assert Operation.objects.get(pk=operation.pk).state == "needs_review"
+    assert not AuditEvent.objects.filter(kind="reconciled_found").exists()
+
+
+@pytest.mark.django_db
+def test_it_records_a_heartbeat_and_runs_from_the_command_line():
+    out = StringIO()
+    call_command("reconcile", stdout=out)
+
+    assert out.getvalue().strip() == '{"found": 0, "absent": 0, "cannot_tell": 0, "settling": 0}'
+    assert Heartbeat.objects.filter(name="reconcile").exists()

@@ -1,0 +1,123 @@
+import httpx
+import pytest
+
+from tests.standin.conftest import add_faults, records
+
+BODY = {"reference": "INV-1", "payload": {"amount": 42}}
+KEY = {"Idempotency-Key": "op-1"}
+
+
+def test_it_answers_an_injected_status_without_creating_anything(http):
+    """A status fault answers that status (with Retry-After when given) and creates nothing."""
+    add_faults(http, {"kind": "status", "status": 503, "retry_after": 2})
+
+    response = http.post("/records", json=BODY, headers=KEY)
+
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "2"
+    assert response.json()["error"] == "injected_fault"
+    assert records(http) == []
+    # The key was not used up: the retry creates the record.
+    assert http.post("/records", json=BODY, headers=KEY).status_code == 201
+
+
+def test_it_omits_retry_after_when_the_fault_has_none(http):
+    """retry_after is optional."""
+    add_faults(http, {"kind": "status", "status": 500})
+
+    response = http.post("/records", json=BODY)
+
+    assert response.status_code == 500
+    assert "retry-after" not in response.headers
+
+
+def test_it_hangs_up_before_creating_on_reset_before(http):
+    """reset_before closes the connection unanswered; nothing is created."""
+    add_faults(http, {"kind": "reset_before"})
+
+    with pytest.raises(httpx.RemoteProtocolError):
+        http.post("/records", json=BODY, headers=KEY)
+
+    assert records(http) == []
+    assert http.get("/_stats").json()["records"] == 0
+
+
+def test_it_hangs_up_after_creating_on_drop_after_commit(http):
+    """drop_after_commit creates the record, then hangs up: the client errors but the record exists,
+    findable by reference and by idempotency key, and a keyed retry replays it."""
+    add_faults(http, {"kind": "drop_after_commit"})
+
+    with pytest.raises(httpx.RemoteProtocolError):
+        http.post("/records", json=BODY, headers=KEY)
+
+    [by_reference] = records(http, reference="INV-1")
+    assert records(http, idempotency_key="op-1") == [by_reference]
+    assert by_reference["payload"] == {"amount": 42}
+
+    retry = http.post("/records", json=BODY, headers=KEY)
+    assert retry.status_code == 200
+    assert retry.headers["Idempotent-Replayed"] == "true"
+    assert retry.json() == by_reference
+
+
+def test_it_has_acted_before_a_delayed_answer_times_out(http):
+    """delay creates the record before sleeping, so a client that times out still caused the effect."""
+    add_faults(http, {"kind": "delay", "seconds": 30})
+
+    with pytest.raises(httpx.ReadTimeout):
+        http.post("/records", json=BODY, headers=KEY, timeout=0.2)
+
+    assert [r["idempotency_key"] for r in records(http, reference="INV-1")] == ["op-1"]
+
+
+def test_it_answers_after_the_delay(http):
+    """A client that waits out the delay gets the normal 201."""
+    add_faults(http, {"kind": "delay", "seconds": 0.05})
+
+    response = http.post("/records", json=BODY)
+
+    assert response.status_code == 201
+    assert records(http) == [response.json()]
+
+
+def test_it_consumes_faults_in_order_one_per_post(http):
+    """Faults form a FIFO queue, one per POST /records; after the queue drains, POSTs succeed."""
+    add_faults(http, {"kind": "status", "status": 503})
+    pending = add_faults(http, {"kind": "status", "status": 429, "retry_after": 1}, {"kind": "status", "status": 500})
+    assert [f["status"] for f in pending] == [503, 429, 500]
+
+    assert http.post("/records", json=BODY).status_code == 503
+    assert [f["status"] for f in http.get("/_faults").json()["faults"]] == [429, 500]
+    assert http.post("/records", json=BODY).status_code == 429
+    assert http.post("/records", json=BODY).status_code == 500
+    assert http.post("/records", json=BODY).status_code == 201
+    assert http.get("/_faults").json() == {"faults": []}
+
+
+def test_it_serves_lookups_while_faults_are_pending(http):
+    """Faults affect only POST /records: lookups and health answer and leave the queue alone."""
+    created = http.post("/records", json=BODY).json()
+    add_faults(http, {"kind": "reset_before"}, {"kind": "drop_after_commit"})
+
+    assert http.get("/health").status_code == 200
+    assert http.get(f"/records/{created['id']}").json() == created
+    assert records(http, reference="INV-1") == [created]
+    assert [f["kind"] for f in http.get("/_faults").json()["faults"]] == ["reset_before", "drop_after_commit"]
+
+
+@pytest.mark.parametrize("fault", [
+    {"kind": "explode"},
+    {"kind": "status"},
+    {"kind": "status", "status": 200},
+    {"kind": "status", "status": 503, "retry_after": -1},
+    {"kind": "delay"},
+    {"kind": "delay", "seconds": "3"},
+    "reset_before",
+])
+def test_it_refuses_a_bad_fault_and_queues_none_of_the_list(http, fault):
+    """A bad fault is a 400 and no fault from that list is queued."""
+    response = http.post("/_faults", json={"faults": [{"kind": "reset_before"}, fault]})
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_fault"
+    assert http.get("/_faults").json() == {"faults": []}
