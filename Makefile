@@ -15,14 +15,16 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 venv: $(VENV)/.installed
 
 # The demo runs with DEBUG on (a development secret key) on the embedded SQLite database.
+# The stand-in destination (standin/) plays the external system of file-ticket and send-notice.
 # qcluster is started in its own session so that Ctrl-C reaches only the web server; the trap
 # then stops the cluster by signalling its main pid (signalling the group can hang it).
 demo: venv
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py demo_setup --url http://127.0.0.1:8000/
+	$(PY) -m standin --port 8765 > var-standin.log 2>&1 & SPID=$$!; \
 	DEBUG=1 setsid $(PY) manage.py qcluster > var-qcluster.log 2>&1 & QPID=$$!; \
-	trap 'kill $$QPID 2>/dev/null' EXIT INT TERM; \
-	echo "qcluster running (pid $$QPID, log var-qcluster.log); Ctrl-C stops the demo."; \
+	trap 'kill $$QPID $$SPID 2>/dev/null' EXIT INT TERM; \
+	echo "qcluster running (pid $$QPID, log var-qcluster.log), stand-in destination on :8765; Ctrl-C stops the demo."; \
 	DEBUG=1 $(PY) manage.py demo_drafts; \
 	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
 
@@ -36,4 +38,4 @@ bench: venv
 	DEBUG=1 $(PY) bench/drain.py
 
 clean:
-	rm -rf $(VENV) db.sqlite3* var-qcluster.log
+	rm -rf $(VENV) db.sqlite3* var-qcluster.log var-standin.log

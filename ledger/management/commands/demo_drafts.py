@@ -7,7 +7,7 @@ from ledger.states import State
 
 
 class Command(BaseCommand):
-    help = "Wait (bounded) for the running qcluster to prepare the demo's drafts, then list them."
+    help = "Wait (bounded) for the running qcluster to work the demo's operations, then list what it did."
 
     def add_arguments(self, parser):
         parser.add_argument("--workspace", default="demo")
@@ -25,3 +25,7 @@ class Command(BaseCommand):
         for draft in ReviewDraft.objects.filter(workspace__slug=workspace).select_related("operation"):
             self.stdout.write(f"Prepared by the qcluster: draft-{draft.pk} {draft.title!r} "
                               f"(owner {draft.owner}) for {draft.operation.key}")
+        external = Operation.objects.filter(workspace__slug=workspace, action__in=["file-ticket", "send-notice"])
+        for operation in external.order_by("id"):
+            where = f"record {operation.external_id}" if operation.external_id else operation.state
+            self.stdout.write(f"Sent by the qcluster: {operation.key} -> stand-in destination: {where}")

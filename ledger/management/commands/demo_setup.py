@@ -17,6 +17,9 @@ EVENTS = [
     {"action": "prepare-brief", "delivery_id": "delivery-2", "data": R42},
     {"action": "prepare-brief", "delivery_id": "delivery-3", "data": R42 | {"title": "Changed without a new version"}},
     {"action": "prepare-brief", "delivery_id": "delivery-4", "data": R42 | {"version": 4}},
+    # An external action: a record at the stand-in destination, sent with our idempotency key.
+    {"action": "file-ticket", "delivery_id": "delivery-5",
+     "data": {"request_id": "R-42", "version": 3, "summary": "Renewal review needed", "owner": "ops"}},
 ]
 
 
