@@ -4,6 +4,7 @@ from django.contrib import admin
 
 from ledger.models import (
     ApiToken,
+    Approval,
     Attempt,
     AuditEvent,
     Conflict,
@@ -78,6 +79,13 @@ class AttemptAdmin(ReadOnlyAdmin):
     list_display = ["operation", "number", "outcome", "started_at", "finished_at", "error_type"]
     list_filter = ["outcome"]
     search_fields = ["operation__key", "operation__payload__request_id", "idempotency_key"]
+
+
+@admin.register(Approval)
+class ApprovalAdmin(ReadOnlyAdmin):
+    list_display = ["decided_at", "operation", "decision", "approver", "note"]
+    list_filter = ["decision"]
+    search_fields = ["operation__key", "operation__payload__request_id", "approver"]
 
 
 @admin.register(Workspace)

@@ -153,6 +153,7 @@ class Operation(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["state", "next_attempt_at"], name="operation_due_idx")]
+        permissions = [("approve_operation", "Can approve or reject consequential operations")]
 
     def __str__(self):
         return self.key
@@ -251,6 +252,39 @@ class Conflict(models.Model):
 
     def __str__(self):
         return f"conflict on {self.operation.key}"
+
+
+class ApprovalDecision(models.TextChoices):
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class Approval(models.Model):
+    """A person's decision on a consequential operation, for the exact payload they saw.
+
+    An operation may collect several over its life (a replay asks for a new sign-off); the worker
+    performs it only under the latest, if that approved the payload as it is now.
+    """
+
+    Decision = ApprovalDecision
+
+    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="approvals")
+    fingerprint = models.CharField(max_length=64, help_text="The payload fingerprint that was decided on.")
+    decision = models.CharField(max_length=10, choices=ApprovalDecision.choices)
+    approver = models.CharField(max_length=150)
+    note = models.CharField(max_length=500, blank=True)
+    decided_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-decided_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=_choices_check("decision", ApprovalDecision.choices), name="approval_decision_valid"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.decision} by {self.approver}"
 
 
 class AuditEventQuerySet(models.QuerySet):

@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from ledger import faults
 from ledger.actions import ActionDefinition, UnknownAction, get_action
+from ledger.approvals import approval_covers
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
 from ledger.retry import retry_delay
@@ -116,6 +117,11 @@ def perform_claimed(operation: Operation, *, worker: str) -> None:
         action = get_action(operation.action)
     except UnknownAction:
         _record_failure(operation, None, PermanentError(f"action {operation.action!r} is not registered"),
+                        started_at=timezone.now(), worker=worker)
+        return
+    if action.consequential and not approval_covers(operation):
+        # Defence in depth: the state machine already keeps unapproved work out of `pending`.
+        _record_failure(operation, action, PermanentError("no approval covers this payload"),
                         started_at=timezone.now(), worker=worker)
         return
     if action.external:

@@ -80,16 +80,20 @@ def dismiss_conflict(conflict: Conflict, *, actor: str, reason: str) -> Conflict
 
 def apply_conflict(conflict: Conflict, *, actor: str, reason: str) -> Conflict:
     """Replace the operation's payload with the conflict's, allowed only while the operation has
-    not run (pending or awaiting approval, no attempt yet): what already happened is never rewritten.
+    not run (pending or awaiting approval, no attempt yet; for a consequential action only while
+    awaiting approval): what already happened, or was approved, is never rewritten.
 
     Locks: the operation row, by a guarded UPDATE that also requires the payload the conflict was
     measured against, so a worker's claim or another decision in between makes this refuse.
     """
     operation = conflict.operation
+    # A consequential operation's approval covers the payload it was given for: once approved,
+    # the payload stays as approved (the conflict can be dismissed, or a new version submitted).
+    not_run = [State.PENDING_APPROVAL] if _action_of(operation).consequential else [State.PENDING,
+                                                                                     State.PENDING_APPROVAL]
     with transaction.atomic():
         applied = Operation.objects.filter(
-            pk=operation.pk, state__in=[State.PENDING, State.PENDING_APPROVAL], attempts=0,
-            fingerprint=operation.fingerprint,
+            pk=operation.pk, state__in=not_run, attempts=0, fingerprint=operation.fingerprint,
         ).update(payload=conflict.incoming_payload, fingerprint=conflict.incoming_fingerprint,
                  updated_at=timezone.now())
         if not applied:

@@ -1,4 +1,5 @@
-"""Two external actions against the stand-in destination (``standin/``), one per ambiguity policy.
+"""External actions against the stand-in destination (``standin/``), one per ambiguity policy,
+and one that moves money and so needs approval (``issue-refund``).
 
 ``file-ticket``: the destination honours our idempotency key (the operation key, sent as
 ``Idempotency-Key``), so an ambiguous try is simply retried with the same key.
@@ -54,10 +55,13 @@ class StandinRecordAction(ActionDefinition):
             return [FieldError("data.owner", f"must be one of the workspace's approved owners ({allowed})")]
         return []
 
+    def record_payload(self, operation) -> dict:
+        """What the destination's record holds: the business fields, without the identity."""
+        return {name: operation.payload[name] for name in self.fingerprint_fields if name not in self.identity_fields}
+
     def perform(self, operation) -> Success:
         headers = {"Idempotency-Key": operation.key} if self.honours_idempotency_keys else {}
-        body = {"reference": operation.key,
-                "payload": {"summary": operation.payload["summary"], "owner": operation.payload["owner"]}}
+        body = {"reference": operation.key, "payload": self.record_payload(operation)}
         record = http.send("POST", _records_url(), json=body, headers=headers).json()
         return Success(result={"record_id": record["id"]}, external_id=record["id"])
 
@@ -88,3 +92,27 @@ class FileTicket(StandinRecordAction):
 class SendNotice(StandinRecordAction):
     name = "send-notice"
     honours_idempotency_keys = False
+
+
+class RefundData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: Annotated[StrictStr, StringConstraints(max_length=200), AfterValidator(_not_blank)]
+    version: Annotated[StrictInt, Field(ge=1, le=2_147_483_647)]
+    customer_id: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100)]
+    amount_cents: Annotated[StrictInt, Field(ge=1, le=100_000_000)]
+    currency: Annotated[StrictStr, StringConstraints(pattern=r"^[A-Z]{3}$")]
+
+
+@register
+class IssueRefund(StandinRecordAction):
+    """Moves money: consequential, so a person with the approve permission signs off first."""
+
+    name = "issue-refund"
+    schema = RefundData
+    fingerprint_fields = ("request_id", "version", "customer_id", "amount_cents", "currency")
+    honours_idempotency_keys = True
+    consequential = True
+
+    def check(self, workspace, data):
+        return []

@@ -1,10 +1,11 @@
-"""The shape shared by commands that act on one operation (replay, cancel)."""
+"""The shape shared by commands that act on one operation (replay, cancel, approve, reject)."""
 
 from collections.abc import Callable
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import review
+from ledger import approvals, review
 from ledger.models import Operation
 
 
@@ -19,11 +20,39 @@ class OperationCommand(BaseCommand):
         parser.add_argument("--reason", required=True, help="Why: kept in the audit trail.")
 
     def handle(self, *args, key, workspace, reason, **options):
-        operation = Operation.objects.select_related("workspace").filter(workspace__slug=workspace, key=key).first()
-        if operation is None:
-            raise CommandError(f"No operation {key!r} in workspace {workspace!r}.")
+        operation = find_operation(key=key, workspace=workspace)
         try:
             self.service(operation, actor="cli", reason=reason)
         except review.ReviewError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{operation.key} is now {operation.state}.")
+
+
+class ApprovalCommand(BaseCommand):
+    """Decides on a consequential operation as a named user, who needs the approve permission."""
+
+    service: Callable[..., object]
+
+    def add_arguments(self, parser):
+        parser.add_argument("key", help="The operation key, e.g. demo:R-7:v1:issue-refund")
+        parser.add_argument("--workspace", required=True)
+        parser.add_argument("--as", dest="username", required=True, help="The approver's username.")
+        parser.add_argument("--note", default="", help="Kept with the decision and in the audit trail.")
+
+    def handle(self, *args, key, workspace, username, note, **options):
+        operation = find_operation(key=key, workspace=workspace)
+        user = get_user_model().objects.filter(username=username, is_active=True).first()
+        if user is None:
+            raise CommandError(f"No active user {username!r}.")
+        try:
+            self.service(operation, user=user, note=note)
+        except approvals.ApprovalError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"{operation.key} is now {operation.state}.")
+
+
+def find_operation(*, key: str, workspace: str) -> Operation:
+    operation = Operation.objects.select_related("workspace").filter(workspace__slug=workspace, key=key).first()
+    if operation is None:
+        raise CommandError(f"No operation {key!r} in workspace {workspace!r}.")
+    return operation

@@ -2,6 +2,7 @@ import time
 
 from django.core.management.base import BaseCommand
 
+from ledger.actions import registry
 from ledger.models import Operation, ReviewDraft
 from ledger.states import State
 
@@ -25,7 +26,8 @@ class Command(BaseCommand):
         for draft in ReviewDraft.objects.filter(workspace__slug=workspace).select_related("operation"):
             self.stdout.write(f"Prepared by the qcluster: draft-{draft.pk} {draft.title!r} "
                               f"(owner {draft.owner}) for {draft.operation.key}")
-        external = Operation.objects.filter(workspace__slug=workspace, action__in=["file-ticket", "send-notice"])
+        external_actions = [name for name, action in registry.items() if action.external]
+        external = Operation.objects.filter(workspace__slug=workspace, action__in=external_actions)
         for operation in external.order_by("id"):
             where = f"record {operation.external_id}" if operation.external_id else operation.state
-            self.stdout.write(f"Sent by the qcluster: {operation.key} -> stand-in destination: {where}")
+            self.stdout.write(f"External: {operation.key} -> stand-in destination: {where}")

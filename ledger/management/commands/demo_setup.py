@@ -1,6 +1,7 @@
 import json
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
@@ -20,6 +21,9 @@ EVENTS = [
     # An external action: a record at the stand-in destination, sent with our idempotency key.
     {"action": "file-ticket", "delivery_id": "delivery-5",
      "data": {"request_id": "R-42", "version": 3, "summary": "Renewal review needed", "owner": "ops"}},
+    # Moves money: waits for the approver (python manage.py approve ... --as approver).
+    {"action": "issue-refund", "delivery_id": "delivery-6",
+     "data": {"request_id": "R-42", "version": 3, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}},
 ]
 
 
@@ -49,14 +53,18 @@ class Command(BaseCommand):
         self.stdout.write(f"Metrics:  {url}metrics")
         example = json.dumps({"action": "prepare-brief", "data": R42 | {"version": 5}})
         self.stdout.write(f"Try:      curl -s -H 'Authorization: Bearer {token}' -d '{example}' {url}api/v1/events")
+        self.stdout.write("Approve:  python manage.py approve demo:R-42:v3:issue-refund --workspace demo --as approver")
         self.stdout.write(f"API token for workspace demo: {token}")
 
     @transaction.atomic
     def _ensure_staff(self):
         users = get_user_model()
+        approve = Permission.objects.get(codename="approve_operation", content_type__app_label="ledger")
         for username, superuser in STAFF:
             user, _ = users.objects.get_or_create(username=username, defaults={"is_staff": True})
             user.is_staff = True
             user.is_superuser = superuser
             user.set_password(DEMO_PASSWORD)
             user.save()
+            if username == "approver":
+                user.user_permissions.add(approve)
