@@ -107,8 +107,28 @@ def process_due_operations(*, limit: int | None = None, worker: str | None = Non
     for index, operation in enumerate(claimed):
         if index == 1:
             faults.crash_point("mid_batch")
+        keep_leases(claimed[index:], worker=worker)
         perform_claimed(operation, worker=worker)
     return len(claimed)
+
+
+def keep_leases(remaining: list[Operation], *, worker: str) -> None:
+    """Renew the leases of a batch's remaining operations once half a lease has passed.
+
+    A batch of slow external calls must not outlive its own claims: otherwise the sweep would hand
+    the operations still waiting in this batch to another worker. One UPDATE, guarded per row by
+    the claim's fencing token; a row someone else took over keeps its lease.
+    """
+    lease = timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
+    now = timezone.now()
+    if not remaining or now < remaining[0].lease_expires_at - lease / 2:
+        return
+    ours = Q()
+    for operation in remaining:
+        ours |= Q(pk=operation.pk, fencing_token=operation.fencing_token)
+    Operation.objects.filter(ours, state=State.PROCESSING).update(lease_expires_at=now + lease)
+    for operation in remaining:
+        operation.lease_expires_at = now + lease
 
 
 def perform_claimed(operation: Operation, *, worker: str) -> None:

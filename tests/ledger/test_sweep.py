@@ -11,6 +11,7 @@ from django.test import override_settings
 from django_q.models import OrmQ
 
 from ledger.models import Attempt, AuditEvent, Heartbeat, Operation, ReviewDraft
+from ledger.outcomes import Success
 from ledger.processing import claim_due_operations, process_due_operations
 from ledger.services import set_paused
 from ledger.sweep import sweep
@@ -186,3 +187,25 @@ def test_it_runs_from_the_command_line(workspace, frozen):
 
     assert json.loads(out.getvalue()) == {"leases_expired": 0, "deadlines_passed": 0, "due": 1, "nudges": 1,
                                           "oldest_due_seconds": 0.0}
+
+
+def test_it_keeps_the_leases_of_a_slow_batch_so_the_sweep_leaves_them_alone(workspace, scripted_action, frozen):
+    """Each external call takes 40 s of a 60 s lease: without renewal, the third operation's claim
+    would have expired while the batch was still working through the first two."""
+    action = scripted_action(external=True)
+
+    def slow_success(operation):
+        frozen.shift(40)
+        sweep()  # the sweep runs meanwhile, as it would every minute
+        return Success(result={"sent": True})
+
+    action.destination.answer(slow_success, slow_success, slow_success)
+    operations = [submit(workspace, action.name, request_id=f"R-{n}") for n in range(3)]
+
+    process_due_operations(worker="w1")
+
+    for operation in operations:
+        operation.refresh_from_db()
+    assert [operation.state for operation in operations] == ["succeeded"] * 3
+    assert not AuditEvent.objects.filter(kind__in=["lease_expired", "stale_completion_refused"]).exists()
+    assert [fencing for _, fencing in action.destination.calls] == [1, 1, 1]
