@@ -39,13 +39,6 @@ def reject_operation(operation: Operation, *, user, note: str, fingerprint: str 
                    note=note, fingerprint=fingerprint)
 
 
-def approval_covers(operation: Operation) -> bool:
-    """Whether the latest decision on ``operation`` approved its payload as it is now."""
-    latest = Approval.objects.filter(operation=operation).order_by("-id").first()
-    return latest is not None and latest.decision == Approval.Decision.APPROVED and (
-        latest.fingerprint == operation.fingerprint)
-
-
 def _decide(operation, *, user, decision, to_state, note, fingerprint) -> Approval:
     if not user.has_perm(PERMISSION):
         raise ApprovalError(f"{user.get_username()} may not approve or reject operations.")

@@ -153,7 +153,11 @@ class Operation(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["state", "next_attempt_at"], name="operation_due_idx")]
-        permissions = [("approve_operation", "Can approve or reject consequential operations")]
+        permissions = [
+            ("approve_operation", "Can approve or reject consequential operations"),
+            ("review_operation", "Can replay or cancel operations and decide conflicts"),
+            ("pause_processing", "Can pause and resume processing"),
+        ]
 
     def __str__(self):
         return self.key
@@ -163,6 +167,12 @@ class Operation(models.Model):
         if not self.last_error_category:
             return None
         return {"category": self.last_error_category, "message": self.last_error_message}
+
+    def approved_as_is(self) -> bool:
+        """Whether the latest approval decision on this operation approved its payload as it is now."""
+        latest = self.approvals.order_by("-id").first()
+        return latest is not None and latest.decision == ApprovalDecision.APPROVED and (
+            latest.fingerprint == self.fingerprint)
 
 
 class AttemptOutcome(models.TextChoices):

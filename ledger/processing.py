@@ -26,7 +26,6 @@ from django.utils import timezone
 
 from ledger import faults
 from ledger.actions import ActionDefinition, UnknownAction, get_action
-from ledger.approvals import approval_covers
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
 from ledger.retry import retry_delay
@@ -139,7 +138,7 @@ def perform_claimed(operation: Operation, *, worker: str) -> None:
         _record_failure(operation, None, PermanentError(f"action {operation.action!r} is not registered"),
                         started_at=timezone.now(), worker=worker)
         return
-    if action.consequential and not approval_covers(operation):
+    if action.consequential and not operation.approved_as_is():
         # Defence in depth: the state machine already keeps unapproved work out of `pending`.
         _record_failure(operation, action, PermanentError("no approval covers this payload"),
                         started_at=timezone.now(), worker=worker)

@@ -1,12 +1,16 @@
 from django.contrib import admin
-from django.urls import path
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
 from django.views.generic import RedirectView
 
 from ledger.api import api
 from opsconsole import metrics
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("", RedirectView.as_view(pattern_name="console:queue", permanent=False)),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(next_page="login"), name="logout"),
+    path("console/", include("opsconsole.console.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("metrics", metrics.metrics_view, name="metrics"),

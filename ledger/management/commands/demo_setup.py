@@ -10,6 +10,11 @@ from ledger.models import Delivery, Workspace
 
 DEMO_PASSWORD = "demo-password"
 STAFF = [("admin", True), ("operator", False), ("approver", False)]
+# What each non-superuser may do in the console (/console/).
+PERMISSIONS = {
+    "operator": ["view_operation", "view_auditevent", "review_operation", "pause_processing"],
+    "approver": ["view_operation", "view_auditevent", "approve_operation"],
+}
 
 # The seed's R-42 story: new, a re-delivery, a changed title without a new version, version 4.
 R42 = {"request_id": "R-42", "version": 3, "title": "Review renewal options", "owner": "ops"}
@@ -48,7 +53,7 @@ class Command(BaseCommand):
             outcome = " ".join(filter(None, [body["status"], body.get("reason"), body.get("key")]))
             self.stdout.write(f"  {event['delivery_id']}: {outcome}")
         self.stdout.write("")
-        self.stdout.write(f"Console:  {url}admin/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
+        self.stdout.write(f"Console:  {url}console/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
         self.stdout.write(f"API:      {url}api/v1/docs  (OpenAPI: {url}api/v1/openapi.json)")
         self.stdout.write(f"Metrics:  {url}metrics")
         example = json.dumps({"action": "prepare-brief", "data": R42 | {"version": 5}})
@@ -59,12 +64,12 @@ class Command(BaseCommand):
     @transaction.atomic
     def _ensure_staff(self):
         users = get_user_model()
-        approve = Permission.objects.get(codename="approve_operation", content_type__app_label="ledger")
         for username, superuser in STAFF:
             user, _ = users.objects.get_or_create(username=username, defaults={"is_staff": True})
             user.is_staff = True
             user.is_superuser = superuser
             user.set_password(DEMO_PASSWORD)
             user.save()
-            if username == "approver":
-                user.user_permissions.add(approve)
+            codenames = PERMISSIONS.get(username, [])
+            user.user_permissions.add(*Permission.objects.filter(codename__in=codenames,
+                                                                 content_type__app_label="ledger"))

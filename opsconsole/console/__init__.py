@@ -1,0 +1,1 @@
+"""The operator console: Django templates over the ledger; every change goes through a service."""

@@ -1,0 +1,66 @@
+"""django-filter sets for the queue and the audit list."""
+
+from datetime import datetime, time, timedelta
+
+import django_filters
+from django import forms
+from django.db.models import Q
+from django.utils import timezone
+
+from ledger.models import AuditEvent, Operation, Workspace
+from ledger.states import State
+from opsconsole.console.forms import action_choices
+
+ATTENTION_STATES = [State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL]
+
+
+class QueueFilter(django_filters.FilterSet):
+    state = django_filters.ChoiceFilter(
+        label="State", empty_label=None, method="filter_state",
+        choices=[("all", "all")] + [(state.value, state.value) for state in ATTENTION_STATES],
+    )
+    workspace = django_filters.ModelChoiceFilter(label="Workspace", queryset=Workspace.objects.all(),
+                                                 empty_label="All workspaces")
+    action = django_filters.ChoiceFilter(label="Action", empty_label=None,
+                                         choices=lambda: action_choices("All actions"))
+    q = django_filters.CharFilter(label="Key or request id", method="filter_q")
+
+    class Meta:
+        model = Operation
+        fields = ["state", "workspace", "action", "q"]
+
+    def filter_state(self, queryset, name, value):
+        return queryset if value == "all" else queryset.filter(state=value)
+
+    def filter_q(self, queryset, name, value):
+        value = value.strip()
+        if not value:
+            return queryset
+        return queryset.filter(Q(key__icontains=value) | Q(payload__request_id__icontains=value))
+
+
+def _start_of(day) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+class AuditFilter(django_filters.FilterSet):
+    kind = django_filters.CharFilter(label="Kind", lookup_expr="exact")
+    actor = django_filters.CharFilter(label="Actor", lookup_expr="icontains")
+    workspace = django_filters.ModelChoiceFilter(label="Workspace", queryset=Workspace.objects.all(),
+                                                 empty_label="All workspaces")
+    key = django_filters.CharFilter(label="Key", field_name="operation__key", lookup_expr="icontains")
+    # Both dates are inclusive; compared as a range on created_at so the index stays usable.
+    created_after = django_filters.DateFilter(label="Created after", method="filter_after",
+                                              widget=forms.DateInput(attrs={"type": "date"}))
+    created_before = django_filters.DateFilter(label="Created before", method="filter_before",
+                                               widget=forms.DateInput(attrs={"type": "date"}))
+
+    class Meta:
+        model = AuditEvent
+        fields = ["kind", "actor", "workspace", "key", "created_after", "created_before"]
+
+    def filter_after(self, queryset, name, value):
+        return queryset.filter(created_at__gte=_start_of(value))
+
+    def filter_before(self, queryset, name, value):
+        return queryset.filter(created_at__lt=_start_of(value + timedelta(days=1)))

@@ -1,0 +1,47 @@
+"""The console's input: a person's reason or note, and the scope of a pause switch."""
+
+from django import forms
+
+from ledger.actions import registry
+from ledger.models import Workspace
+
+
+def action_choices(empty_label: str) -> list[tuple[str, str]]:
+    return [("", empty_label)] + [(name, name) for name in sorted(registry)]
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(label="Reason", max_length=500, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class DecisionForm(forms.Form):
+    """Approve or reject: the note is optional to approve, required to reject (the service says so)."""
+
+    note = forms.CharField(label="Note", max_length=500, required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    fingerprint = forms.CharField(label="Payload fingerprint", widget=forms.HiddenInput)
+
+
+class PauseForm(forms.Form):
+    workspace = forms.ModelChoiceField(label="Workspace", queryset=Workspace.objects.all(), required=False,
+                                       empty_label="All workspaces")
+    action = forms.ChoiceField(label="Action", required=False)
+    reason = forms.CharField(label="Reason", max_length=500)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["action"].choices = action_choices("All actions")
+
+
+class ResumeForm(forms.Form):
+    workspace = forms.ModelChoiceField(queryset=Workspace.objects.all(), required=False, widget=forms.HiddenInput)
+    action = forms.CharField(required=False, widget=forms.HiddenInput)
+
+
+def first_error(form: forms.Form) -> str:
+    """One readable message for a rejected form; nothing was changed when a form is rejected."""
+    for field, errors in form.errors.as_data().items():
+        label = form.fields[field].label or field
+        if errors[0].code == "required":
+            return f"{label} is required; nothing was changed."
+        return f"{label}: {errors[0].messages[0]} Nothing was changed."
+    return "The form was not valid; nothing was changed."

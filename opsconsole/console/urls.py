@@ -1,0 +1,20 @@
+from django.urls import path
+
+from opsconsole.console import views
+
+app_name = "console"
+
+urlpatterns = [
+    path("", views.queue, name="queue"),
+    path("operations/<int:pk>/", views.operation, name="operation"),
+    path("operations/<int:pk>/replay/", views.replay, name="replay"),
+    path("operations/<int:pk>/cancel/", views.cancel, name="cancel"),
+    path("operations/<int:pk>/approve/", views.approve, name="approve"),
+    path("operations/<int:pk>/reject/", views.reject, name="reject"),
+    path("conflicts/<int:pk>/apply/", views.apply_conflict, name="apply_conflict"),
+    path("conflicts/<int:pk>/dismiss/", views.dismiss_conflict, name="dismiss_conflict"),
+    path("controls/", views.controls, name="controls"),
+    path("controls/pause/", views.pause, name="pause"),
+    path("controls/resume/", views.resume, name="resume"),
+    path("audit/", views.audit, name="audit"),
+]

@@ -1,0 +1,241 @@
+"""Console views: thin. Each checks a permission, calls one ledger service and reports the outcome
+through the messages framework (POST/redirect/GET); none of them writes a ledger row itself."""
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from ledger import approvals, review, services
+from ledger.actions import UnknownAction, get_action
+from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
+from ledger.processing import due_operations
+from ledger.states import TRANSITIONS, State
+from opsconsole.console.filters import ATTENTION_STATES, AuditFilter, QueueFilter
+from opsconsole.console.forms import DecisionForm, PauseForm, ReasonForm, ResumeForm, first_error
+
+VIEW = "ledger.view_operation"
+REVIEW = "ledger.review_operation"
+APPROVE = approvals.PERMISSION
+PAUSE = "ledger.pause_processing"
+MASK = "••••"
+QUEUE_PAGE_SIZE = 50
+AUDIT_PAGE_SIZE = 100
+
+
+def console_page(permission=VIEW):
+    """Login (redirect to the login page), then the permission (403)."""
+    def decorate(view):
+        return login_required(permission_required(permission, raise_exception=True)(view))
+    return decorate
+
+
+def console_action(permission):
+    """A POST-only action: login, then 405 for other methods, then the permission (403)."""
+    def decorate(view):
+        return login_required(require_POST(permission_required(permission, raise_exception=True)(view)))
+    return decorate
+
+
+def _actor(request) -> str:
+    return request.user.get_username()
+
+
+# --- pages -------------------------------------------------------------------------------------
+
+@console_page()
+def queue(request):
+    attention = Operation.objects.filter(state__in=ATTENTION_STATES).only(
+        "pk", "key", "action", "state", "attempts", "last_error_category", "last_error_message", "updated_at",
+    ).order_by("-updated_at", "-id")
+    filterset = QueueFilter(request.GET or None, queryset=attention)
+    page = Paginator(filterset.qs, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "console/queue.html", {
+        "nav": "queue",
+        "filter": filterset,
+        "page": page,
+        "open_conflicts": Conflict.objects.filter(status=Conflict.Status.OPEN).count(),
+        "health": _health(),
+    })
+
+
+def _health() -> dict:
+    now = timezone.now()
+    beat = Heartbeat.objects.filter(name="sweep").values_list("beat_at", flat=True).first()
+    oldest = due_operations(now).order_by("created_at").values_list("created_at", flat=True).first()
+    return {
+        "sweep_seconds": int((now - beat).total_seconds()) if beat else None,
+        "oldest_due_seconds": int((now - oldest).total_seconds()) if oldest else None,
+    }
+
+
+@console_page()
+def operation(request, pk):
+    op = get_object_or_404(Operation.objects.select_related("workspace"), pk=pk)
+    sensitive = _sensitive_fields(op.action)
+    user = request.user
+    can_review, can_approve = user.has_perm(REVIEW), user.has_perm(APPROVE)
+    conflicts = [
+        {"conflict": conflict, "differences": [
+            d | {"recorded": MASK, "incoming": MASK} if d["field"] in sensitive else d
+            for d in conflict.differences
+        ]}
+        for conflict in op.conflicts.order_by("-created_at", "-id")
+    ]
+    return render(request, "console/operation.html", {
+        "nav": "queue",
+        "operation": op,
+        "payload": _masked(op.payload, sensitive),
+        "result": json.dumps(_masked(op.result, sensitive), indent=2, sort_keys=True) if op.result else "",
+        "attempts": op.attempt_rows.order_by("number", "id"),
+        "deliveries": op.deliveries.order_by("received_at", "id"),
+        "conflicts": conflicts,
+        "approvals": op.approvals.order_by("decided_at", "id"),
+        "audit_events": op.audit_events.order_by("created_at", "id"),
+        "can_review": can_review,
+        "can_replay": can_review and op.state == State.NEEDS_REVIEW,
+        "can_cancel": can_review and State.CANCELLED in TRANSITIONS[State(op.state)],
+        "can_decide": can_approve and op.state == State.PENDING_APPROVAL,
+    })
+
+
+def _sensitive_fields(action: str) -> frozenset[str]:
+    try:
+        return frozenset(get_action(action).sensitive_fields)
+    except UnknownAction:
+        return frozenset()
+
+
+def _masked(data, sensitive: frozenset[str]):
+    if not isinstance(data, dict):
+        return data
+    return {name: MASK if name in sensitive else value for name, value in data.items()}
+
+
+@console_page()
+def controls(request):
+    return render(request, "console/controls.html", {
+        "nav": "controls",
+        "controls": Control.objects.filter(paused=True).select_related("workspace").order_by("-changed_at", "-id"),
+        "form": PauseForm(),
+        "can_pause": request.user.has_perm(PAUSE),
+    })
+
+
+@console_page()
+def audit(request):
+    events = AuditEvent.objects.select_related("operation", "workspace").order_by("-created_at", "-id")
+    filterset = AuditFilter(request.GET or None, queryset=events)
+    page = Paginator(filterset.qs, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "console/audit.html", {"nav": "audit", "filter": filterset, "page": page})
+
+
+# --- actions on an operation -------------------------------------------------------------------
+
+def _back(op_pk):
+    return redirect("console:operation", pk=op_pk)
+
+
+def _with_reason(request, op_pk, decide, success):
+    """Run ``decide(reason)`` when the form has a reason; report the outcome on the operation page."""
+    form = ReasonForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, first_error(form))
+        return _back(op_pk)
+    try:
+        decide(form.cleaned_data["reason"])
+    except review.ReviewError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, success)
+    return _back(op_pk)
+
+
+@console_action(REVIEW)
+def replay(request, pk):
+    op = get_object_or_404(Operation, pk=pk)
+    return _with_reason(request, pk, lambda reason: review.replay_operation(op, actor=_actor(request), reason=reason),
+                        f"Replayed {op.key}.")
+
+
+@console_action(REVIEW)
+def cancel(request, pk):
+    op = get_object_or_404(Operation, pk=pk)
+    return _with_reason(request, pk, lambda reason: review.cancel_operation(op, actor=_actor(request), reason=reason),
+                        f"Cancelled {op.key}.")
+
+
+@console_action(REVIEW)
+def apply_conflict(request, pk):
+    conflict = get_object_or_404(Conflict.objects.select_related("operation"), pk=pk)
+    return _with_reason(
+        request, conflict.operation_id,
+        lambda reason: review.apply_conflict(conflict, actor=_actor(request), reason=reason),
+        f"Applied the incoming payload of conflict {conflict.pk} to {conflict.operation.key}.",
+    )
+
+
+@console_action(REVIEW)
+def dismiss_conflict(request, pk):
+    conflict = get_object_or_404(Conflict.objects.select_related("operation"), pk=pk)
+    return _with_reason(
+        request, conflict.operation_id,
+        lambda reason: review.dismiss_conflict(conflict, actor=_actor(request), reason=reason),
+        f"Dismissed conflict {conflict.pk} on {conflict.operation.key}.",
+    )
+
+
+def _decision(decide, verb):
+    @console_action(APPROVE)
+    def view(request, pk):
+        op = get_object_or_404(Operation, pk=pk)
+        form = DecisionForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, first_error(form))
+            return _back(pk)
+        try:
+            decide(op, user=request.user, note=form.cleaned_data["note"], fingerprint=form.cleaned_data["fingerprint"])
+        except approvals.ApprovalError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"{verb} {op.key}.")
+        return _back(pk)
+    return view
+
+
+approve = _decision(approvals.approve_operation, "Approved")
+reject = _decision(approvals.reject_operation, "Rejected")
+
+
+# --- pause switches ----------------------------------------------------------------------------
+
+@console_action(PAUSE)
+def pause(request):
+    form = PauseForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, first_error(form))
+        return redirect("console:controls")
+    control = services.set_paused(paused=True, actor=_actor(request), reason=form.cleaned_data["reason"],
+                                  workspace=form.cleaned_data["workspace"], action=form.cleaned_data["action"])
+    messages.success(request, f"Paused {control.scope_label}.")
+    return redirect("console:controls")
+
+
+@console_action(PAUSE)
+def resume(request):
+    form = ResumeForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, first_error(form))
+        return redirect("console:controls")
+    try:
+        control = services.set_paused(paused=False, actor=_actor(request), workspace=form.cleaned_data["workspace"],
+                                      action=form.cleaned_data["action"])
+    except services.NotPaused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Resumed {control.scope_label}.")
+    return redirect("console:controls")

@@ -1,0 +1,118 @@
+"""The operation page shows everything the ledger knows about one operation, sensitive values masked,
+and offers only the decisions the person may take in the operation's state."""
+
+import re
+
+from ledger import approvals, review
+from ledger.models import Attempt, Operation
+
+MASK = "••••"
+
+
+def test_it_shows_the_fields_of_the_operation(client, login, make_operation):
+    login("viewer")
+    operation = make_operation("needs_review", external_id="ext-77", correlation_id="corr-5",
+                               last_error_category="permanent", last_error_message="owner does not exist")
+
+    page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+
+    assert f"<h1>{operation.key}</h1>" in page
+    for label in ["State", "Action", "Workspace", "Attempts", "Next attempt", "Deadline", "External id",
+                  "Last error", "Correlation id", "Created", "Updated"]:
+        assert f"<dt>{label}</dt>" in page
+    for value in ["needs_review", operation.action, "demo", "ext-77", "corr-5", "owner does not exist"]:
+        assert value in page
+
+
+def test_it_masks_the_sensitive_fields_of_payload_and_conflicts(client, login, noted):
+    login("viewer")
+    operation = noted(note="first note", secret="s3cr3t-one").operation
+    assert noted(note="second note", secret="s3cr3t-two").outcome == "conflict"
+
+    page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+
+    assert "s3cr3t" not in page
+    assert "<dt>secret</dt><dd>••••</dd>" in page
+    assert "<dt>note</dt><dd>first note</dd>" in page
+    differences = re.sub(r"\s+", " ", page)
+    note = '<strong>note</strong>: <span class="recorded">first note</span> → <span class="incoming">second note</span>'
+    assert note in differences
+    assert f'<strong>secret</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>' \
+        in differences
+
+
+def test_it_shows_attempts_deliveries_and_the_audit_trail(client, login, needing_review):
+    login("viewer")
+    attempt = Attempt.objects.get(operation=needing_review)
+
+    page = client.get(f"/console/operations/{needing_review.pk}/").content.decode()
+
+    for heading in ["Payload", "Result", "Attempts", "Deliveries", "Conflicts", "Approvals", "Audit trail"]:
+        assert f"<h2>{heading}</h2>" in page
+    for column in ["Number", "Outcome", "Started", "Duration ms", "Error", "HTTP status", "Idempotency key",
+                   "Received", "Source", "Delivery id", "Time", "Actor", "Kind", "From → to", "Message"]:
+        assert f'<th scope="col">{column}</th>' in page
+    assert attempt.outcome == "permanent" and "permanent" in page
+    assert "owner does not exist" in page
+    assert "accepted" in page  # the delivery's outcome
+    assert "processing → needs_review" in page  # an audit row
+
+
+def test_it_shows_approvals(client, login, workspace, scripted_action, django_user_model):
+    from tests.ledger.conftest import submit
+
+    consequential = scripted_action(consequential=True)
+    operation = submit(workspace, consequential.name)
+    assert operation.state == "pending_approval"
+    approver = login("approver")
+    approvals.reject_operation(operation, user=approver, note="wrong customer")
+
+    page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+
+    assert "rejected" in page and "wrong customer" in page and ">approver<" in page
+
+
+def forms_on(client, operation) -> set[str]:
+    page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+    return {label for label in ["Replay", "Cancel", "Approve", "Reject", "Apply incoming payload", "Dismiss"]
+            if f">{label}</button>" in page}
+
+
+def test_it_offers_replay_and_cancel_to_a_reviewer_of_an_operation_needing_review(client, login, make_operation):
+    login("operator")
+    assert forms_on(client, make_operation("needs_review", request_id="R-1")) == {"Replay", "Cancel"}
+    assert forms_on(client, make_operation("pending", request_id="R-2")) == {"Cancel"}
+    assert forms_on(client, make_operation("retrying", request_id="R-3")) == {"Cancel"}
+    for state in ["unknown", "succeeded", "cancelled", "processing", "pending_approval"]:
+        assert forms_on(client, make_operation(state, request_id=f"R-{state}")) == set(), state
+
+
+def test_it_offers_approve_and_reject_to_an_approver_of_an_operation_awaiting_approval(client, login,
+                                                                                        make_operation):
+    login("approver")
+    waiting = make_operation("pending_approval", request_id="R-1")
+    page = client.get(f"/console/operations/{waiting.pk}/").content.decode()
+
+    assert forms_on(client, waiting) == {"Approve", "Reject"}
+    assert f'name="fingerprint" value="{waiting.fingerprint}"' in page
+    assert forms_on(client, make_operation("needs_review", request_id="R-2")) == set()
+
+
+def test_it_offers_no_decision_to_a_viewer(client, login, make_operation, noted):
+    login("viewer")
+    noted(note="one")
+    noted(note="two")
+    for operation in [make_operation("needs_review", request_id="R-1"),
+                      make_operation("pending_approval", request_id="R-2"), Operation.objects.get(key__contains="R-9")]:
+        assert forms_on(client, operation) == set()
+
+
+def test_it_offers_conflict_decisions_only_while_the_conflict_is_open(client, login, noted):
+    login("operator")
+    operation = noted(note="one").operation
+    conflict = noted(note="two").conflict
+    assert forms_on(client, operation) == {"Cancel", "Apply incoming payload", "Dismiss"}
+
+    review.dismiss_conflict(conflict, actor="operator", reason="stale")
+
+    assert forms_on(client, operation) == {"Cancel"}

@@ -1,0 +1,125 @@
+"""The queue lists the operations that need a person, filtered and paginated at a fixed cost."""
+
+import re
+from datetime import timedelta
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from ledger import services
+from ledger.models import Heartbeat
+from tests.ledger.conftest import submit
+
+
+def keys_on(response) -> set[str]:
+    return set(re.findall(r'<a href="/console/operations/\d+/">([^<]+)</a>', response.content.decode()))
+
+
+def test_it_lists_exactly_the_operations_needing_attention(client, login, make_operation):
+    login("viewer")
+    shown = {make_operation(state, request_id=f"R-{state}").key for state in
+             ["needs_review", "unknown", "pending_approval"]}
+    for state in ["pending", "retrying", "processing", "succeeded", "cancelled", "rejected"]:
+        make_operation(state, request_id=f"R-{state}")
+
+    response = client.get("/console/")
+
+    assert response.status_code == 200
+    assert keys_on(response) == shown
+    assert client.get("/console/", {"state": "all"}).status_code == 200
+    assert keys_on(client.get("/console/", {"state": "all"})) == shown
+
+
+def test_it_filters_by_state(client, login, make_operation):
+    login("viewer")
+    review = make_operation("needs_review", request_id="R-1")
+    make_operation("unknown", request_id="R-2")
+
+    assert keys_on(client.get("/console/", {"state": "needs_review"})) == {review.key}
+
+
+def test_it_filters_by_workspace_and_action(client, login, make_operation, scripted_action):
+    login("viewer")
+    here = make_operation("needs_review", request_id="R-1")
+    other_workspace, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other_action = scripted_action()
+    elsewhere = submit(other_workspace, here.action, request_id="R-1")
+    other_kind = submit(here.workspace, other_action.name, request_id="R-1")
+    for operation in (elsewhere, other_kind):
+        type(operation).objects.filter(pk=operation.pk).update(state="needs_review")
+
+    assert keys_on(client.get("/console/", {"workspace": other_workspace.pk})) == {elsewhere.key}
+    assert keys_on(client.get("/console/", {"action": other_action.name})) == {other_kind.key}
+    both = {"workspace": here.workspace.pk, "action": here.action}
+    assert keys_on(client.get("/console/", both)) == {here.key}
+
+
+def test_it_searches_by_key_or_request_id(client, login, make_operation):
+    login("viewer")
+    first = make_operation("needs_review", request_id="INV-1001")
+    second = make_operation("unknown", request_id="INV-2002")
+
+    assert keys_on(client.get("/console/", {"q": "inv-1001"})) == {first.key}
+    assert keys_on(client.get("/console/", {"q": second.key})) == {second.key}
+    assert keys_on(client.get("/console/", {"q": "INV-"})) == {first.key, second.key}
+    assert keys_on(client.get("/console/", {"q": "nothing-like-it"})) == set()
+
+
+def test_it_shows_the_columns_of_each_operation(client, login, make_operation):
+    login("viewer")
+    operation = make_operation("needs_review", attempts=3, last_error_category="permanent",
+                               last_error_message="owner does not exist")
+
+    page = client.get("/console/").content.decode()
+
+    for column in ["Key", "Action", "State", "Attempts", "Last error", "Updated"]:
+        assert f'<th scope="col">{column}</th>' in page
+    assert operation.action in page
+    assert "needs_review" in page
+    assert "owner does not exist" in page
+
+
+def test_it_pages_by_fifty_at_a_cost_that_does_not_grow_with_the_page(client, login, make_operation):
+    login("viewer")
+    for number in range(5):
+        make_operation("needs_review", request_id=f"R-{number}")
+    with CaptureQueriesContext(connection) as few:
+        response = client.get("/console/")
+    assert len(keys_on(response)) == 5
+
+    for number in range(5, 60):
+        make_operation("needs_review", request_id=f"R-{number}")
+    with CaptureQueriesContext(connection) as full:
+        response = client.get("/console/")
+
+    assert len(keys_on(response)) == 50
+    assert len(full) == len(few)
+    assert "Page 1 of 2" in response.content.decode()
+    second = client.get("/console/", {"page": 2, "state": "needs_review"})
+    assert len(keys_on(second)) == 10
+    assert "state=needs_review" in second.content.decode()  # the previous-page link keeps the filter
+
+
+def test_it_shows_the_health_of_the_sweep_and_the_due_work(client, login, make_operation):
+    login("viewer")
+    page = client.get("/console/").content.decode()
+    assert "Sweep has not run" in page
+    assert "No operation is due" in page
+
+    Heartbeat.objects.create(name="sweep", beat_at=timezone.now() - timedelta(seconds=42))
+    make_operation("pending")
+    page = client.get("/console/").content.decode()
+
+    assert re.search(r"Sweep last ran 4[23]s ago", page)
+    assert "Oldest due operation waiting" in page
+
+
+def test_it_counts_the_open_conflicts(client, login, noted):
+    login("viewer")
+    noted(note="first")
+    assert "Open conflicts: 0" in client.get("/console/").content.decode()
+
+    assert noted(note="second").outcome == "conflict"
+
+    assert "Open conflicts: 1" in client.get("/console/").content.decode()
