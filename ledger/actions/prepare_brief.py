@@ -1,26 +1,19 @@
 """``prepare-brief``: the teaching action. One internal review draft per request version."""
 
-from typing import Annotated
+from pydantic import BaseModel, ConfigDict
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, StringConstraints
-
-from ledger.actions.base import ActionDefinition, FieldError, register
+from ledger.actions.base import ActionDefinition, register
+from ledger.actions.fields import Owner, RequestId, Text, Version, approved_owner_errors
 from ledger.outcomes import Success
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be blank")
-    return value
 
 
 class PrepareBriefData(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    request_id: Annotated[StrictStr, StringConstraints(max_length=200), AfterValidator(_not_blank)]
-    version: Annotated[StrictInt, Field(ge=1, le=2_147_483_647)]
-    title: Annotated[StrictStr, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
-    owner: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100)]
+    request_id: RequestId
+    version: Version
+    title: Text
+    owner: Owner
 
 
 @register
@@ -31,10 +24,7 @@ class PrepareBrief(ActionDefinition):
     fingerprint_fields = ("request_id", "version", "title", "owner")
 
     def check(self, workspace, data):
-        if data["owner"] not in workspace.approved_owners:
-            allowed = ", ".join(workspace.approved_owners) or "none configured"
-            return [FieldError("data.owner", f"must be one of the workspace's approved owners ({allowed})")]
-        return []
+        return approved_owner_errors(workspace, data["owner"])
 
     def perform(self, operation):
         # Runs inside the transaction that records `succeeded`; the one-to-one from draft to

@@ -12,26 +12,21 @@ from datetime import timedelta
 from typing import Annotated
 
 from django.conf import settings
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, StringConstraints
 
 from ledger.actions import http
-from ledger.actions.base import ActionDefinition, FieldError, register
+from ledger.actions.base import ActionDefinition, register
+from ledger.actions.fields import Owner, RequestId, Text, Version, approved_owner_errors
 from ledger.outcomes import Absent, CannotTell, Found, OutcomeError, Success
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be blank")
-    return value
 
 
 class RecordData(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    request_id: Annotated[StrictStr, StringConstraints(max_length=200), AfterValidator(_not_blank)]
-    version: Annotated[StrictInt, Field(ge=1, le=2_147_483_647)]
-    summary: Annotated[StrictStr, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
-    owner: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100)]
+    request_id: RequestId
+    version: Version
+    summary: Text
+    owner: Owner
 
 
 class StandinRecordAction(ActionDefinition):
@@ -50,10 +45,7 @@ class StandinRecordAction(ActionDefinition):
     settle_after = timedelta(seconds=30)
 
     def check(self, workspace, data):
-        if data["owner"] not in workspace.approved_owners:
-            allowed = ", ".join(workspace.approved_owners) or "none configured"
-            return [FieldError("data.owner", f"must be one of the workspace's approved owners ({allowed})")]
-        return []
+        return approved_owner_errors(workspace, data["owner"])
 
     def record_payload(self, operation) -> dict:
         """What the destination's record holds: the business fields, without the identity."""
@@ -97,8 +89,8 @@ class SendNotice(StandinRecordAction):
 class RefundData(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    request_id: Annotated[StrictStr, StringConstraints(max_length=200), AfterValidator(_not_blank)]
-    version: Annotated[StrictInt, Field(ge=1, le=2_147_483_647)]
+    request_id: RequestId
+    version: Version
     customer_id: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100)]
     amount_cents: Annotated[StrictInt, Field(ge=1, le=100_000_000)]
     currency: Annotated[StrictStr, StringConstraints(pattern=r"^[A-Z]{3}$")]
