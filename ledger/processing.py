@@ -57,6 +57,13 @@ def due_operations(now: datetime | None = None):
     return queryset.exclude(held) if held is not None else queryset
 
 
+def oldest_due_seconds(now: datetime | None = None) -> float | None:
+    """How long the oldest due operation has waited to be claimed; None when nothing is due."""
+    now = now or timezone.now()
+    oldest = due_operations(now).order_by("created_at").values_list("created_at", flat=True).first()
+    return (now - oldest).total_seconds() if oldest else None
+
+
 def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None) -> list[Operation]:
     """Claim up to ``limit`` due operations for ``worker``; returns them with their new tokens.
 

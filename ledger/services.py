@@ -12,9 +12,6 @@ from ledger.states import State, can_transition
 
 logger = logging.getLogger("ledger")
 
-SYSTEM = "system"
-
-
 class WorkspaceExists(Exception):
     pass
 
@@ -131,7 +128,7 @@ def revoke_token(*, workspace: Workspace, hint: str, actor: str) -> ApiToken:
         if len(found) != 1:
             raise TokenNotFound(
                 f"No live token {hint!r} in workspace {workspace.slug}." if not found
-                else f"{len(found)} live tokens start with {hint!r}; revoke them from the admin."
+                else f"{len(found)} live tokens share the hint {hint!r}; none was revoked."
             )
         api_token = found[0]
         api_token.revoked_at = timezone.now()

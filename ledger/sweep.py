@@ -4,17 +4,15 @@ django-q2 may lose a task (Redis broker, a killed worker) or deliver it late; th
 minute from a django-q2 schedule (``ledger.schedules``) and needs nothing from the queue but that.
 """
 
-import math
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from ledger.actions import UnknownAction, get_action
 from ledger.models import Attempt, Heartbeat, Operation
-from ledger.processing import due_operations, finish_attempt
+from ledger.processing import due_operations, finish_attempt, oldest_due_seconds
 from ledger.services import transition_operation
 from ledger.states import CLAIMABLE_STATES, State
 
@@ -51,10 +49,8 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
         )
     due = due_operations(now)
     report.due = due.count()
-    oldest = due.order_by("created_at").values_list("created_at", flat=True).first()
-    report.oldest_due_seconds = (now - oldest).total_seconds() if oldest else None
-    report.nudges = min(math.ceil(report.due / settings.OPSCONSOLE_CLAIM_BATCH),
-                        settings.OPSCONSOLE_SWEEP_MAX_NUDGES)
+    report.oldest_due_seconds = oldest_due_seconds(now)
+    report.nudges = tasks.nudges_for(report.due)
     Heartbeat.objects.update_or_create(name="sweep", defaults={"beat_at": now, "detail": asdict(report)})
     if report.nudges:
         tasks.enqueue_drain(report.nudges)

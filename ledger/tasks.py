@@ -36,6 +36,11 @@ def enqueue_processing(operation_id: int | None = None) -> None:
     async_task(PROCESS, operation_id, task_name=f"process-{operation_id or 'next'}")
 
 
+def nudges_for(due: int) -> int:
+    """Processing tasks to enqueue for ``due`` operations: one per claim batch, capped."""
+    return min(math.ceil(due / settings.OPSCONSOLE_CLAIM_BATCH), settings.OPSCONSOLE_SWEEP_MAX_NUDGES)
+
+
 def enqueue_drain(count: int | None = None) -> None:
     """Enqueue ``count`` processing tasks; by default one per claim batch of the due backlog.
 
@@ -44,7 +49,6 @@ def enqueue_drain(count: int | None = None) -> None:
     against ~600 with a nudge per batch, bench/README.md).
     """
     if count is None:
-        due = processing.due_operations().count()
-        count = min(math.ceil(due / settings.OPSCONSOLE_CLAIM_BATCH), settings.OPSCONSOLE_SWEEP_MAX_NUDGES)
+        count = nudges_for(processing.due_operations().count())
     for _ in range(count):
         enqueue_processing()

@@ -7,7 +7,7 @@ from django.http import HttpResponse
 from django.utils import timezone
 
 from ledger.models import Conflict, Heartbeat, Operation
-from ledger.processing import due_operations
+from ledger.processing import oldest_due_seconds
 
 
 def metrics_view(request):
@@ -19,11 +19,11 @@ def metrics_view(request):
     by_state = Operation.objects.values("action", "state").annotate(n=Count("id")).order_by("action", "state")
     for row in by_state:
         lines.append(f'opsconsole_operations{{action="{row["action"]}",state="{row["state"]}"}} {row["n"]}')
-    oldest = due_operations(now).order_by("created_at").values_list("created_at", flat=True).first()
+    oldest = oldest_due_seconds(now)
     lines += [
         "# HELP opsconsole_oldest_due_seconds Age of the oldest operation waiting to be claimed.",
         "# TYPE opsconsole_oldest_due_seconds gauge",
-        f"opsconsole_oldest_due_seconds {(now - oldest).total_seconds() if oldest else 0:.3f}",
+        f"opsconsole_oldest_due_seconds {oldest or 0:.3f}",
         "# HELP opsconsole_open_conflicts Conflicts waiting for review.",
         "# TYPE opsconsole_open_conflicts gauge",
         f"opsconsole_open_conflicts {Conflict.objects.filter(status=Conflict.Status.OPEN).count()}",

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from ledger import approvals, review, services
 from ledger.actions import UnknownAction, get_action
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
-from ledger.processing import due_operations
+from ledger.processing import oldest_due_seconds
 from ledger.states import TRANSITIONS, State
 from opsconsole.console.filters import ATTENTION_STATES, AuditFilter, QueueFilter
 from opsconsole.console.forms import DecisionForm, PauseForm, ReasonForm, ResumeForm, first_error
@@ -66,10 +66,10 @@ def queue(request):
 def _health() -> dict:
     now = timezone.now()
     beat = Heartbeat.objects.filter(name="sweep").values_list("beat_at", flat=True).first()
-    oldest = due_operations(now).order_by("created_at").values_list("created_at", flat=True).first()
+    oldest = oldest_due_seconds(now)
     return {
         "sweep_seconds": int((now - beat).total_seconds()) if beat else None,
-        "oldest_due_seconds": int((now - oldest).total_seconds()) if oldest else None,
+        "oldest_due_seconds": int(oldest) if oldest is not None else None,
     }
 
 
