@@ -50,10 +50,9 @@ def _decide(operation, *, user, decision, to_state, note, fingerprint) -> Approv
         raise ApprovalError(f"The payload of {operation.key} changed since it was shown; look at it again.")
     with transaction.atomic():
         # The payload decided on is part of the guard: a conflict applied meanwhile refuses this.
-        locked = Operation.objects.select_for_update().filter(pk=operation.pk, fingerprint=operation.fingerprint)
-        if not locked.exists() or not transition_operation(
+        if not transition_operation(
             operation, to_state=to_state, actor=user.get_username(), kind=f"approval_{decision}",
-            message=note[:500],
+            also_requires={"fingerprint": operation.fingerprint}, message=note[:500],
         ):
             raise ApprovalError(f"{operation.key} changed meanwhile; reload it and decide again.")
         approval = Approval.objects.create(operation=operation, fingerprint=operation.fingerprint,

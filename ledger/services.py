@@ -42,14 +42,15 @@ def record_audit_event(*, actor: str, kind: str, operation: Operation | None = N
 
 
 def transition_operation(operation: Operation, *, to_state: State, actor: str, kind: str,
-                         fencing_token: int | None = None, message: str = "",
-                         error_category: str = "", attempt=None, **fields) -> bool:
+                         fencing_token: int | None = None, also_requires: dict | None = None,
+                         message: str = "", error_category: str = "", attempt=None, **fields) -> bool:
     """Move ``operation`` from its current state (as loaded) to ``to_state``, with an audit event.
 
     A guarded UPDATE (``WHERE id = .. AND state = <loaded state>`` and, when given, ``AND
-    fencing_token = ..``) makes the move a compare-and-set: it returns False and changes nothing
-    when another process moved the row first. The row and its audit event commit together: in the
-    caller's transaction when there is one, else in a transaction of their own.
+    fencing_token = ..`` and the ``also_requires`` columns) makes the move a compare-and-set: it
+    returns False and changes nothing when another process moved the row first. The row and its
+    audit event commit together: in the caller's transaction when there is one, else in a
+    transaction of their own.
     """
     from_state = operation.state
     if not can_transition(from_state, to_state):
@@ -57,6 +58,8 @@ def transition_operation(operation: Operation, *, to_state: State, actor: str, k
     guard = Q(pk=operation.pk, state=from_state)
     if fencing_token is not None:
         guard &= Q(fencing_token=fencing_token)
+    if also_requires:
+        guard &= Q(**also_requires)
     now = timezone.now()
     # No savepoint: inside a caller's transaction a failure here fails the whole transaction
     # anyway, and a savepoint would cost two round trips per transition.

@@ -176,3 +176,16 @@ def test_it_explains_a_refused_decision_on_the_command_line(refund_waiting, user
     User.objects.create_user("clerk")
     with pytest.raises(CommandError, match=message):
         call_command("approve", refund_waiting.key, "--workspace", "demo", "--as", username, stdout=StringIO())
+
+
+def test_it_refuses_an_approval_made_on_a_copy_loaded_before_the_payload_changed(workspace, refund_waiting, approver):
+    """The database guard itself requires the payload the approver's copy holds."""
+    stale_copy = Operation.objects.get(pk=refund_waiting.pk)
+    conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=450000).as_dict()["conflict_id"])
+    review.apply_conflict(conflict, actor="operator", reason="sender corrected the amount")
+
+    with pytest.raises(ApprovalError, match="changed meanwhile"):
+        approve_operation(stale_copy, user=approver)
+
+    assert Operation.objects.get().state == "pending_approval"
+    assert not Approval.objects.exists()
