@@ -277,24 +277,24 @@ def _record_failure(operation, action, error: Exception, *, started_at, worker, 
     category = outcome_error.category
     to_state, fields, reason = _next_state_after(operation, action, outcome_error)
     token = operation.fencing_token
-    begun_attempt = attempt
-    with transaction.atomic():
-        if attempt is None:
-            attempt = _attempt(operation, worker=worker, started_at=started_at, outcome=category, error=error)
-        else:
-            finish_attempt(attempt, category, error)
-        done = transition_operation(
-            operation, to_state=to_state, actor=worker, kind=_failure_kind(to_state),
-            fencing_token=token, attempt=attempt, error_category=category, message=reason,
-            last_error_category=category, last_error_message=reason[:500],
-            lease_owner="", lease_expires_at=None, **fields,
-        )
-        if not done:
-            transaction.set_rollback(True)
-    if not done:
-        # An external try's attempt row was begun under this claim: mark that one stale (a second
-        # row for the same claim would break attempt_one_per_claim).
-        _refuse_stale(operation, worker=worker, token=token, started_at=started_at, attempt=begun_attempt)
+    try:
+        with transaction.atomic():
+            if attempt is None:
+                row = _attempt(operation, worker=worker, started_at=started_at, outcome=category, error=error)
+            else:
+                finish_attempt(attempt, category, error)
+                row = attempt
+            if not transition_operation(
+                operation, to_state=to_state, actor=worker, kind=_failure_kind(to_state),
+                fencing_token=token, attempt=row, error_category=category, message=reason,
+                last_error_category=category, last_error_message=reason[:500],
+                lease_owner="", lease_expires_at=None, **fields,
+            ):
+                raise _StaleClaim
+    except _StaleClaim:
+        # An external try's attempt row was begun under this claim: that one is marked stale (a
+        # second row for the same claim would break attempt_one_per_claim).
+        _refuse_stale(operation, worker=worker, token=token, started_at=started_at, attempt=attempt)
 
 
 def _failure_kind(to_state: State) -> str:
