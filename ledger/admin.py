@@ -8,6 +8,7 @@ from ledger.models import (
     Attempt,
     AuditEvent,
     Conflict,
+    Contribution,
     Control,
     Delivery,
     Heartbeat,
@@ -88,6 +89,14 @@ class ApprovalAdmin(ReadOnlyAdmin):
     search_fields = ["operation__key", "operation__payload__request_id", "approver"]
 
 
+@admin.register(Contribution)
+class ContributionAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "operation", "user", "kind"]
+    list_filter = ["kind"]
+    list_select_related = ["operation", "user"]
+    search_fields = ["operation__key", "user__username"]
+
+
 @admin.register(Workspace)
 class WorkspaceAdmin(ReadOnlyAdmin):
     list_display = ["slug", "approved_owners", "retry_budget_per_hour", "created_at"]
@@ -96,7 +105,8 @@ class WorkspaceAdmin(ReadOnlyAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(ReadOnlyAdmin):
-    list_display = ["workspace", "name", "hint", "created_at", "revoked_at"]
+    list_display = ["workspace", "name", "hint", "user", "created_at", "revoked_at"]
+    list_select_related = ["workspace", "user"]
     exclude = ["token_hash"]
 
 

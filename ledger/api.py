@@ -23,7 +23,9 @@ class WorkspaceToken(HttpBearer):
         api_token = authenticate_token(token)
         if api_token is not None:
             request.workspace = api_token.workspace
-            request.submitter = f"token:{api_token.hint}"
+            # A person's token submits as that person (who then cannot approve what they sent).
+            request.person = api_token.user
+            request.submitter = api_token.user.get_username() if api_token.user else f"token:{api_token.hint}"
         return api_token
 
 
@@ -43,7 +45,7 @@ def unauthorized(request, exc):
 def _blocked_response(request, *, reason: str, message: str, http_status: int, field: str = "body",
                       extra: dict | None = None) -> JsonResponse:
     result = intake.record_blocked_delivery(
-        workspace=request.workspace, source=SOURCE, submitted_by=_submitter(request), reason=reason,
+        workspace=request.workspace, source=SOURCE, **_sender(request), reason=reason,
         errors=[{"field": field, "message": message}], http_status=http_status, extra=extra,
     )
     return _respond(result)
@@ -53,8 +55,9 @@ def _respond(result: IntakeResult) -> JsonResponse:
     return JsonResponse(result.as_dict(), status=result.http_status)
 
 
-def _submitter(request) -> str:
-    return request.submitter
+def _sender(request) -> dict:
+    """Who sent the request, as intake records it: the label and the person (if the token is one's)."""
+    return {"submitted_by": request.submitter, "person": request.person}
 
 
 def _decode(request: HttpRequest, limit: int):
@@ -84,7 +87,7 @@ def submit_event(request):
     if problem:
         return problem
     return _respond(intake.submit_event(
-        workspace=request.workspace, raw=raw, source=SOURCE, submitted_by=_submitter(request)
+        workspace=request.workspace, raw=raw, source=SOURCE, **_sender(request)
     ))
 
 
@@ -122,12 +125,12 @@ def _submit_batch_item(request, event) -> IntakeResult:
     limit = settings.OPSCONSOLE_MAX_BODY_BYTES
     if size > limit:
         return intake.record_blocked_delivery(
-            workspace=request.workspace, source=SOURCE, submitted_by=_submitter(request), reason="too_large",
+            workspace=request.workspace, source=SOURCE, **_sender(request), reason="too_large",
             errors=[{"field": "body", "message": f"the event is larger than the limit of {limit} bytes"}],
             http_status=413, raw=event, extra={"limit_bytes": limit},
         )
     return intake.submit_event(workspace=request.workspace, raw=event, source=SOURCE,
-                               submitted_by=_submitter(request))
+                               **_sender(request))
 
 
 @api.get("/operations/{key}", summary="One operation of this workspace, by key")

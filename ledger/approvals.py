@@ -1,15 +1,19 @@
 """Approvals: a person signs off on a consequential operation, for its exact payload, before it runs.
 
-Who may decide is a permission (``ledger.approve_operation``); the submitter of an operation may
-never approve it. Each decision is an Approval row plus a guarded transition, in one transaction.
+Who may decide is a permission (``ledger.approve_operation``). Four eyes: nobody who submitted,
+changed (applied a conflict to) or replayed an operation may approve it; those people are its
+``Contribution`` rows, written by every entry point that acts for a person. Each decision is an
+Approval row plus a guarded transition, in one transaction.
 """
 
 from functools import partial
 
 from django.db import transaction
+from django.utils import timezone
 
-from ledger import tasks
-from ledger.models import Approval, Operation
+from ledger import nudges
+from ledger.actions import UnknownAction, get_action
+from ledger.models import Approval, Contribution, Operation
 from ledger.services import transition_operation
 from ledger.states import State
 
@@ -24,9 +28,8 @@ def approve_operation(operation: Operation, *, user, note: str = "", fingerprint
     """``pending_approval`` -> ``pending``; the workers are nudged on commit.
 
     ``fingerprint`` is the payload the approver looked at: if it changed since, nothing is approved.
+    The processing deadline starts now. Refused to anyone who submitted, changed or replayed it.
     """
-    if operation.submitted_by == user.get_username():
-        raise ApprovalError("The submitter of an operation cannot approve it.")
     return _decide(operation, user=user, decision=Approval.Decision.APPROVED, to_state=State.PENDING,
                    note=note, fingerprint=fingerprint)
 
@@ -39,6 +42,20 @@ def reject_operation(operation: Operation, *, user, note: str, fingerprint: str 
                    note=note, fingerprint=fingerprint)
 
 
+_ROLES = {Contribution.Kind.SUBMITTED: "submitted", Contribution.Kind.CHANGED: "changed",
+          Contribution.Kind.REPLAYED: "replayed"}
+
+
+def _refuse_own_work(operation: Operation, user) -> None:
+    kinds = sorted(set(operation.contributions.filter(user=user).values_list("kind", flat=True)))
+    if kinds:
+        roles = " and ".join(_ROLES[kind] for kind in kinds)
+        raise ApprovalError(
+            f"{user.get_username()} {roles} {operation.key}, so cannot approve it: four eyes means "
+            "another person with the approve permission must."
+        )
+
+
 def _decide(operation, *, user, decision, to_state, note, fingerprint) -> Approval:
     if not user.has_perm(PERMISSION):
         raise ApprovalError(f"{user.get_username()} may not approve or reject operations.")
@@ -48,15 +65,27 @@ def _decide(operation, *, user, decision, to_state, note, fingerprint) -> Approv
         )
     if fingerprint is not None and fingerprint != operation.fingerprint:
         raise ApprovalError(f"The payload of {operation.key} changed since it was shown; look at it again.")
+    deadline = {}
+    if decision == Approval.Decision.APPROVED:
+        _refuse_own_work(operation, user)
+        # The processing deadline starts at approval: time spent waiting for a person is not the worker's.
+        deadline = {"deadline": timezone.now() + _action_of(operation).deadline}
     with transaction.atomic():
         # The payload decided on is part of the guard: a conflict applied meanwhile refuses this.
         if not transition_operation(
             operation, to_state=to_state, actor=user.get_username(), kind=f"approval_{decision}",
-            also_requires={"fingerprint": operation.fingerprint}, message=note[:500],
+            also_requires={"fingerprint": operation.fingerprint}, message=note[:500], **deadline,
         ):
             raise ApprovalError(f"{operation.key} changed meanwhile; reload it and decide again.")
         approval = Approval.objects.create(operation=operation, fingerprint=operation.fingerprint,
                                            decision=decision, approver=user.get_username(), note=note[:500])
         if decision == Approval.Decision.APPROVED:
-            transaction.on_commit(partial(tasks.enqueue_processing, operation.pk))
+            transaction.on_commit(partial(nudges.enqueue_processing, operation.pk))
     return approval
+
+
+def _action_of(operation: Operation):
+    try:
+        return get_action(operation.action)
+    except UnknownAction:
+        raise ApprovalError(f"Action {operation.action!r} is not registered; {operation.key} cannot run.") from None

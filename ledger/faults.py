@@ -1,8 +1,11 @@
-"""Crash points for the fault tests (tests/faults/). Inert unless a test sets the environment.
+"""Fault points for the fault tests (tests/faults/). Inert unless a test sets the environment.
 
 ``OPSCONSOLE_CRASH_AT=<point>`` makes the process that reaches that point kill itself with
-SIGKILL, as a power cut would. With ``OPSCONSOLE_CRASH_ONCE_FILE=<path>`` it crashes only if that
-file does not exist yet (and creates it first), so the restarted worker carries on.
+SIGKILL, as a power cut would. ``OPSCONSOLE_TERMINATE_AT=<point>`` makes it have PostgreSQL
+terminate its own database connection (``pg_terminate_backend``), as a database restart or a
+network cut would: the statement fails and the open transaction is lost. With
+``OPSCONSOLE_CRASH_ONCE_FILE=<path>`` either fault happens only if that file does not exist yet
+(and creates it first), so the restarted worker, or the next operation, carries on.
 """
 
 import os
@@ -12,16 +15,32 @@ import signal
 # acted, before the outcome is recorded.
 POINTS = ("after_claim", "after_commit", "mid_batch")
 EXTERNAL_POINTS = ("after_external_call",)
+# Inside the transaction that records an outcome, after its writes, before its commit.
+TERMINATE_POINTS = ("before_outcome_commit",)
 
 
 def crash_point(name: str) -> None:
-    if os.environ.get("OPSCONSOLE_CRASH_AT") != name:
-        return
+    if os.environ.get("OPSCONSOLE_CRASH_AT") == name and _first_time(name):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fault_point(name: str) -> None:
+    """A point where a crash or a lost database connection can be injected."""
+    crash_point(name)
+    if os.environ.get("OPSCONSOLE_TERMINATE_AT") == name and _first_time(name):
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+
+def _first_time(name: str) -> bool:
     once_file = os.environ.get("OPSCONSOLE_CRASH_ONCE_FILE")
-    if once_file:
-        try:
-            with open(once_file, "x") as marker:
-                marker.write(f"{name} {os.getpid()}\n")
-        except FileExistsError:
-            return
-    os.kill(os.getpid(), signal.SIGKILL)
+    if not once_file:
+        return True
+    try:
+        with open(once_file, "x") as marker:
+            marker.write(f"{name} {os.getpid()}\n")
+    except FileExistsError:
+        return False
+    return True

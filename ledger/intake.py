@@ -13,10 +13,10 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import AwareDatetime, BaseModel, ConfigDict, StrictStr, StringConstraints, ValidationError
 
-from ledger import tasks
+from ledger import nudges
 from ledger.actions import ActionDefinition, FieldError, UnknownAction, get_action, registry
 from ledger.keys import KEY_RECIPE, build_key, canonical_json, fingerprint
-from ledger.models import Conflict, Delivery, Operation, Workspace
+from ledger.models import Conflict, Contribution, Delivery, Operation, Workspace
 from ledger.services import record_audit_event
 from ledger.states import State
 
@@ -87,27 +87,33 @@ def operation_as_dict(operation: Operation) -> dict:
     }
 
 
-def submit_event(*, workspace: Workspace, raw: Any, source: str, submitted_by: str = "") -> IntakeResult:
-    """Record one arriving event (already decoded from JSON) and reserve its operation."""
+def submit_event(*, workspace: Workspace, raw: Any, source: str, submitted_by: str = "",
+                 person=None) -> IntakeResult:
+    """Record one arriving event (already decoded from JSON) and reserve its operation.
+
+    ``submitted_by`` labels the sender in deliveries and audit events; ``person`` is the user
+    behind it, if any (a person's token, ``submit --as``): a person who submits an operation can
+    never approve it.
+    """
     envelope, action, data, errors = _parse(workspace, raw)
     if errors:
         return record_blocked_delivery(
-            workspace=workspace, source=source, submitted_by=submitted_by, reason="invalid_input",
-            errors=errors, http_status=422, raw=raw,
+            workspace=workspace, source=source, submitted_by=submitted_by, person=person,
+            reason="invalid_input", errors=errors, http_status=422, raw=raw,
         )
     return _reserve(workspace=workspace, envelope=envelope, action=action, data=data,
-                    source=source, submitted_by=submitted_by)
+                    source=source, submitted_by=submitted_by, person=person)
 
 
-def submit_batch(*, workspace: Workspace, raw_events: list, source: str, submitted_by: str = ""
-                 ) -> list[IntakeResult]:
+def submit_batch(*, workspace: Workspace, raw_events: list, source: str, submitted_by: str = "",
+                 person=None) -> list[IntakeResult]:
     """Each event stands alone: its own transaction, so one bad event blocks no other."""
-    return [submit_event(workspace=workspace, raw=raw, source=source, submitted_by=submitted_by)
+    return [submit_event(workspace=workspace, raw=raw, source=source, submitted_by=submitted_by, person=person)
             for raw in raw_events]
 
 
 def record_blocked_delivery(*, workspace: Workspace, source: str, reason: str, errors: list[dict],
-                            http_status: int, submitted_by: str = "", raw: Any = None,
+                            http_status: int, submitted_by: str = "", person=None, raw: Any = None,
                             extra: dict | None = None) -> IntakeResult:
     """Record a delivery that cannot become an operation. Keeps its errors, never its content."""
     raw = raw if isinstance(raw, dict) else {}
@@ -115,6 +121,7 @@ def record_blocked_delivery(*, workspace: Workspace, source: str, reason: str, e
         workspace=workspace,
         source=source,
         submitted_by=submitted_by,
+        person=person,
         action=_label(raw.get("action"), 100),
         delivery_id=_label(raw.get("delivery_id"), 200),
         correlation_id=_label(raw.get("correlation_id"), 200),
@@ -195,13 +202,13 @@ def _message(error: dict) -> str:
 
 
 def _reserve(*, workspace, envelope: Envelope, action: ActionDefinition, data: dict, source: str,
-             submitted_by: str) -> IntakeResult:
+             submitted_by: str, person) -> IntakeResult:
     key = build_key(workspace.slug, action.name, [(f, data[f]) for f in action.identity_fields])
     payload_fingerprint = fingerprint(data, action.fingerprint_fields)
     now = timezone.now()
     with transaction.atomic():
         delivery = Delivery.objects.create(
-            workspace=workspace, source=source, submitted_by=submitted_by, action=action.name, key=key,
+            workspace=workspace, source=source, submitted_by=submitted_by, person=person, action=action.name, key=key,
             delivery_id=envelope.delivery_id or "", correlation_id=envelope.correlation_id or "",
             occurred_at=envelope.occurred_at, outcome=Outcome.ACCEPTED,
         )
@@ -211,7 +218,7 @@ def _reserve(*, workspace, envelope: Envelope, action: ActionDefinition, data: d
             workspace=workspace, action=action.name, key=key, key_recipe=KEY_RECIPE,
             definition_version=action.version, fingerprint=payload_fingerprint, payload=data,
             first_delivery=delivery, correlation_id=delivery.correlation_id,
-            submitted_by=submitted_by, deadline=now + action.deadline,
+            submitted_by=submitted_by, deadline=action.first_deadline(now),
             state=State.PENDING_APPROVAL if action.consequential else State.PENDING,
         )], ignore_conflicts=True)
         operation = Operation.objects.select_related("workspace").get(workspace=workspace, key=key)
@@ -221,7 +228,9 @@ def _reserve(*, workspace, envelope: Envelope, action: ActionDefinition, data: d
             outcome, http_status = Outcome.ACCEPTED, 201
             record_audit_event(actor=submitted_by or source, kind="reserved", operation=operation,
                                to_state=operation.state, message=f"delivery {delivery.pk} via {source}")
-            transaction.on_commit(partial(tasks.enqueue_processing, operation.pk))
+            if person is not None:
+                Contribution.objects.create(operation=operation, user=person, kind=Contribution.Kind.SUBMITTED)
+            transaction.on_commit(partial(nudges.enqueue_processing, operation.pk))
         elif operation.fingerprint == payload_fingerprint:
             outcome, http_status = Outcome.DUPLICATE, 200
             record_audit_event(actor=submitted_by or source, kind="duplicate_delivery",

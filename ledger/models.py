@@ -32,12 +32,19 @@ class Workspace(models.Model):
 
 
 class ApiToken(models.Model):
-    """A workspace's bearer token. Only its SHA-256 is stored; the token is shown once."""
+    """A workspace's bearer token. Only its SHA-256 is stored; the token is shown once.
+
+    A token with a ``user`` is that person's: what it submits is theirs, so they cannot approve
+    it. A token without one is a machine's.
+    """
 
     PREFIX = "oc_"
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="tokens")
     name = models.CharField(max_length=100, blank=True)
+    # PROTECT: deleting the person would silently turn their token into a machine's (revoke it first).
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                             related_name="api_tokens")
     token_hash = models.CharField(max_length=64, unique=True)
     hint = models.CharField(max_length=12, help_text="The token's first characters, to tell tokens apart.")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -86,6 +93,9 @@ class Delivery(models.Model):
     occurred_at = models.DateTimeField(null=True, blank=True, help_text="When the sender says the event happened.")
     source = models.CharField(max_length=10, choices=DeliverySource.choices)
     submitted_by = models.CharField(max_length=150, blank=True)
+    # The person behind the arrival (a person's token, a replay): who authored this payload or run.
+    person = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                               related_name="+")
     action = models.CharField(max_length=100, blank=True)
     key = models.TextField(blank=True)
     outcome = models.CharField(max_length=10, choices=DeliveryOutcome.choices)
@@ -127,7 +137,9 @@ class Operation(models.Model):
 
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveIntegerField(default=0)
+    # pending/retrying: when the next try is due. unknown: when the next lookup at the destination is.
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # pending_approval: when the approval request expires. Otherwise: the processing deadline.
     deadline = models.DateTimeField(null=True, blank=True)
 
     # The lease of the worker that claimed it; the fencing token grows with every claim, and an
@@ -169,10 +181,40 @@ class Operation(models.Model):
         return {"category": self.last_error_category, "message": self.last_error_message}
 
     def approved_as_is(self) -> bool:
-        """Whether the latest approval decision on this operation approved its payload as it is now."""
+        """Whether the latest approval decision approved this payload as it is now, by a person who
+        neither submitted, changed nor replayed the operation (four eyes)."""
         latest = self.approvals.order_by("-id").first()
-        return latest is not None and latest.decision == ApprovalDecision.APPROVED and (
-            latest.fingerprint == self.fingerprint)
+        return (latest is not None and latest.decision == ApprovalDecision.APPROVED
+                and latest.fingerprint == self.fingerprint
+                and not self.contributions.filter(user__username=latest.approver).exists())
+
+
+class ContributionKind(models.TextChoices):
+    SUBMITTED = "submitted"  # sent the payload: as the operation's first delivery, or a conflict later applied
+    CHANGED = "changed"  # applied a conflict's payload
+    REPLAYED = "replayed"  # ran it again
+
+
+class Contribution(models.Model):
+    """A person behind an operation's payload or run. None of them may approve it (four eyes)."""
+
+    Kind = ContributionKind
+
+    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="contributions")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="contributions")
+    kind = models.CharField(max_length=10, choices=ContributionKind.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["operation", "created_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=_choices_check("kind", ContributionKind.choices), name="contribution_kind_valid"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.user} {self.kind} {self.operation_id}"
 
 
 class AttemptOutcome(models.TextChoices):
@@ -350,6 +392,8 @@ class Control(models.Model):
     )
     action = models.CharField(max_length=100, blank=True)
     paused = models.BooleanField(default=False)
+    # When the switch was last pulled: resuming credits the time since to the deadlines it held.
+    paused_since = models.DateTimeField(null=True, blank=True)
     reason = models.CharField(max_length=500, blank=True)
     changed_by = models.CharField(max_length=150, blank=True)
     changed_at = models.DateTimeField(auto_now=True)

@@ -60,6 +60,8 @@ class Absent:
 
 @dataclass(frozen=True)
 class CannotTell:
-    """The destination could not answer (or answered ambiguously): a person must look."""
+    """The destination could not answer. Asking again later may help (it was down, it timed
+    out), unless ``final``: no lookup exists, or several records carry our key; a person must look."""
 
     reason: str
+    final: bool = False

@@ -18,18 +18,20 @@ import logging
 import os
 import socket
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from ledger import faults
+from ledger import faults, nudges
 from ledger.actions import ActionDefinition, UnknownAction, get_action
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
 from ledger.retry import retry_delay
-from ledger.services import paused_filter, record_audit_event, transition_operation
+from ledger.selectors import due_operations
+from ledger.services import record_audit_event, transition_operation
 from ledger.states import CLAIMABLE_STATES, State
 
 logger = logging.getLogger("ledger")
@@ -43,25 +45,6 @@ class _StaleClaim(Exception):
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def due_operations(now: datetime | None = None):
-    """Operations a worker may claim now: claimable, due, within their deadline, not paused."""
-    now = now or timezone.now()
-    queryset = Operation.objects.filter(
-        Q(state__in=CLAIMABLE_STATES),
-        Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now),
-        Q(deadline__isnull=True) | Q(deadline__gt=now),
-    )
-    held = paused_filter()
-    return queryset.exclude(held) if held is not None else queryset
-
-
-def oldest_due_seconds(now: datetime | None = None) -> float | None:
-    """How long the oldest due operation has waited to be claimed; None when nothing is due."""
-    now = now or timezone.now()
-    oldest = due_operations(now).order_by("created_at").values_list("created_at", flat=True).first()
-    return (now - oldest).total_seconds() if oldest else None
 
 
 def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None) -> list[Operation]:
@@ -107,14 +90,23 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
 
 
 def process_due_operations(*, limit: int | None = None, worker: str | None = None) -> int:
-    """Claim one batch and perform it. Returns how many operations were claimed."""
+    """Claim one batch and perform it. Returns how many operations were claimed.
+
+    A database failure while one operation is worked on (its outcome could not be recorded even
+    on a fresh connection) is logged and leaves that operation to the sweep; the rest of the
+    batch goes on, so their claims do not sit out their leases.
+    """
     worker = worker or worker_name()
     claimed = claim_due_operations(limit=limit or settings.OPSCONSOLE_CLAIM_BATCH, worker=worker)
     for index, operation in enumerate(claimed):
         if index == 1:
             faults.crash_point("mid_batch")
-        keep_leases(claimed[index:], worker=worker)
-        perform_claimed(operation, worker=worker)
+        try:
+            keep_leases(claimed[index:], worker=worker)
+            perform_claimed(operation, worker=worker)
+        except DatabaseError:
+            logger.exception("database failure working on %s; the sweep will recover it", operation.key)
+            connection.close_if_unusable_or_obsolete()
     return len(claimed)
 
 
@@ -159,12 +151,18 @@ def perform_claimed(operation: Operation, *, worker: str) -> None:
 def _perform_internal(operation: Operation, action: ActionDefinition, *, worker: str) -> None:
     token = operation.fencing_token
     started_at = timezone.now()
-    try:
+
+    def perform_and_record():
         with transaction.atomic():
             success = action.perform(operation)
             attempt = _attempt(operation, worker=worker, started_at=started_at, outcome=Attempt.Outcome.OK,
                                external_id=success.external_id)
             _record_success(operation, success, attempt=attempt, worker=worker, token=token)
+            faults.fault_point("before_outcome_commit")
+
+    try:
+        # Safe to run twice: a transaction that did not commit took its effect with it.
+        _commit_outcome(operation, perform_and_record)
     except _StaleClaim:
         # The effect was rolled back with the refused outcome: nothing happened twice.
         _refuse_stale(operation, worker=worker, token=token, started_at=started_at)
@@ -190,12 +188,63 @@ def _perform_external(operation: Operation, action: ActionDefinition, *, worker:
     faults.crash_point("after_external_call")  # the destination acted; we have not recorded it
     # Kept on the attempt even if the outcome is refused as stale: reconciliation can use it.
     attempt.external_id = success.external_id
-    try:
+
+    def record():
         with transaction.atomic():
             finish_attempt(attempt, Attempt.Outcome.OK)
             _record_success(operation, success, attempt=attempt, worker=worker, token=token)
+            faults.fault_point("before_outcome_commit")
+
+    try:
+        # The destination acted: if the database loses this write, it is written again rather than
+        # left to the lease (whose expiry would make the operation unknown and cost a lookup).
+        _commit_outcome(operation, record)
     except _StaleClaim:
         _refuse_stale(operation, worker=worker, token=token, started_at=started_at, attempt=attempt)
+
+
+# What the engine changes on an operation while a claim holds it.
+_ENGINE_FIELDS = ("state", "attempts", "fencing_token", "lease_owner", "lease_expires_at", "next_attempt_at",
+                  "deadline", "result", "external_id", "last_error_category", "last_error_message", "updated_at")
+
+
+def _commit_outcome(operation: Operation, write):
+    """Run ``write``, the transaction that records this claim's outcome, and keep the operation in
+    memory true to the database whatever happens to it.
+
+    ``transition_operation`` applies a move to the object as soon as its UPDATE ran; if the
+    transaction then fails (a terminated connection, at the commit or before), the object would
+    claim a state the database never stored, and the next step would start from it (``succeeded
+    -> retrying``). So a failed ``write`` leaves the object as it was before. When the failure was
+    the connection itself, the database is asked on a fresh connection: if the row is still ours
+    and unrecorded, ``write`` runs once more; if it moved (the commit went through after all, or
+    the claim was lost), the object is reloaded and there is nothing left to write.
+    """
+    token = operation.fencing_token
+    before = {name: getattr(operation, name) for name in _ENGINE_FIELDS}
+    try:
+        return write()
+    except (OperationalError, InterfaceError):
+        _restore(operation, before)
+        logger.warning("database connection lost recording the outcome of %s; writing it again",
+                       operation.key, exc_info=True)
+    except BaseException:
+        _restore(operation, before)
+        raise
+    connection.close_if_unusable_or_obsolete()
+    if not Operation.objects.filter(pk=operation.pk, state=State.PROCESSING, fencing_token=token).exists():
+        operation.refresh_from_db(fields=_ENGINE_FIELDS)
+        return None
+    try:
+        return write()
+    except BaseException:
+        _restore(operation, before)
+        raise
+
+
+def _restore(operation: Operation, values: dict) -> None:
+    for name, value in values.items():
+        setattr(operation, name, value)
 
 
 def _begin_attempt(operation, action, *, worker, started_at) -> Attempt | None:
@@ -275,9 +324,10 @@ def _record_failure(operation, action, error: Exception, *, started_at, worker, 
     if not isinstance(error, OutcomeError):
         logger.exception("unexpected error performing %s", operation.key, exc_info=error)
     category = outcome_error.category
-    to_state, fields, reason = _next_state_after(operation, action, outcome_error)
     token = operation.fencing_token
-    try:
+
+    def record():
+        to_state, fields, reason = _next_state_after(operation, action, outcome_error)
         with transaction.atomic():
             if attempt is None:
                 row = _attempt(operation, worker=worker, started_at=started_at, outcome=category, error=error)
@@ -291,6 +341,15 @@ def _record_failure(operation, action, error: Exception, *, started_at, worker, 
                 lease_owner="", lease_expires_at=None, **fields,
             ):
                 raise _StaleClaim
+            # Wake a worker when the retry is due, or the reconciler when the lookup is, rather
+            # than when the sweep or the reconcile schedule next looks.
+            if to_state == State.RETRYING:
+                transaction.on_commit(partial(nudges.enqueue_processing, operation.pk, at=fields["next_attempt_at"]))
+            elif to_state == State.UNKNOWN:
+                transaction.on_commit(partial(nudges.enqueue_lookup, operation.pk, at=fields["next_attempt_at"]))
+
+    try:
+        _commit_outcome(operation, record)
     except _StaleClaim:
         # An external try's attempt row was begun under this claim: that one is marked stale (a
         # second row for the same claim would break attempt_one_per_claim).
@@ -312,7 +371,8 @@ def _next_state_after(operation, action, error: OutcomeError) -> tuple[State, di
         if action.honours_idempotency_keys and retry_allowed:
             # The destination deduplicates by our key, so the same key can safely be sent again.
             return _retry_or_review(operation, action, error, f"ambiguous, retry with same key: {message}")
-        return State.UNKNOWN, {"next_attempt_at": None}, f"ambiguous: {message}"
+        # Unknown: reconciliation asks the destination once the request can no longer land.
+        return State.UNKNOWN, {"next_attempt_at": timezone.now() + action.settle_after}, f"ambiguous: {message}"
     if not retry_allowed:
         limit = f"{operation.attempts} of {action.max_attempts}"
         return State.NEEDS_REVIEW, {"next_attempt_at": None}, f"attempt limit reached ({limit}): {message}"

@@ -1,67 +1,171 @@
-"""What a person does with an operation: replay it under its own key, or cancel it; and with a
-conflict: dismiss it, or apply its payload while the operation has not run.
+"""What a person does with an operation: replay it under its own key, resolve it with evidence from
+the destination, or cancel it; and with a conflict: dismiss it, or apply its payload while the
+operation has not run.
 
-Console views, admin actions and commands call these; like every write they go through
-``transition_operation``, so each is a guarded state change with its audit event.
+Console views and commands call these with the person acting (a user with the review
+permission); like every write they go through ``transition_operation``, so each is a guarded
+state change with its audit event. Whoever replays an operation or applies a conflict to it is
+recorded as one of its contributors, who may not approve it (``ledger.approvals``).
 """
 
+from dataclasses import dataclass
 from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
 
-from ledger import tasks
+from ledger import nudges
 from ledger.actions import UnknownAction, get_action
-from ledger.models import Conflict, Delivery, Operation
+from ledger.lookups import ask_destination, may_have_acted
+from ledger.models import Conflict, Contribution, Delivery, Operation
+from ledger.outcomes import CannotTell, Found
 from ledger.services import record_audit_event, transition_operation
 from ledger.states import TRANSITIONS, State
+
+PERMISSION = "ledger.review_operation"
+EXTERNAL_ID_MAX = 200
 
 
 class ReviewError(Exception):
     """The action is not possible for this operation now; the message says why."""
 
 
-def replay_operation(operation: Operation, *, actor: str, reason: str) -> Operation:
+class DuplicateRisk(ReviewError):
+    """A replay was refused: the destination cannot tell whether the operation already acted there."""
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What a replay did. ``verdict``: ``replayed`` (it will run again), ``found`` (the destination
+    already had the record: the operation is succeeded and nothing is sent), or ``forced`` (it
+    will run again although the destination could not tell, as the person accepted)."""
+
+    operation: Operation
+    verdict: str
+    lookup: str = ""  # what the destination said, when it was asked
+
+
+def replay_operation(operation: Operation, *, user, reason: str, accept_duplicate_risk: bool = False) -> Replay:
     """Run an operation that needs review again, under the same key (so the same idempotency key
     reaches the destination): ``needs_review`` -> ``pending`` (``pending_approval`` when the action
     is consequential), with a fresh attempt budget and deadline.
 
-    The replay is recorded as a delivery (source ``replay``) and audited with the actor and reason;
-    when the action's definition changed since the operation was reserved, the audit message says
-    so and the operation takes the new version. Workers are nudged on commit.
+    If a try may already have reached the destination, the destination is asked first (outside
+    any transaction): found -> ``succeeded`` with its record id, nothing is sent; absent -> the
+    replay goes ahead; cannot tell -> ``DuplicateRisk``, unless ``accept_duplicate_risk`` (audited
+    as ``replay_forced``, with the person and the reason). The replay is recorded as a delivery
+    (source ``replay``) and the person as a contributor; a definition change since the
+    operation was reserved is called out. Workers are nudged on commit.
     """
+    _require_permission(user)
+    actor = user.get_username()
     if operation.state != State.NEEDS_REVIEW:
         raise ReviewError(f"Only an operation that needs review can be replayed; {operation.key} is {operation.state}.")
+    if accept_duplicate_risk and not reason.strip():
+        raise ReviewError("Say why the replay may risk a duplicate: the reason is kept in the audit trail.")
     action = _action_of(operation)
+    risk = ""
+    lookup = ""
+    if may_have_acted(operation, action):
+        answer = ask_destination(operation, action)
+        if isinstance(answer, Found):
+            _succeed_found_on_replay(operation, answer, actor=actor, reason=reason)
+            return Replay(operation, "found", lookup=f"the destination has record {answer.external_id}")
+        if isinstance(answer, CannotTell):
+            risk = answer.reason
+            if not accept_duplicate_risk:
+                record_audit_event(actor=actor, kind="replay_refused", operation=operation,
+                                   message=f"the destination cannot tell whether it acted: {risk}")
+                raise DuplicateRisk(
+                    f"Replay refused: the destination cannot tell whether {operation.key} already acted there "
+                    f"({risk}). Sending it again could make a second {operation.action}. Check the destination "
+                    "by hand: if the record is there, resolve the operation with its id; if it is not, replay "
+                    "again accepting the duplicate risk."
+                )
+        lookup = "the destination has no record" if not risk else f"the destination cannot tell: {risk}"
+    _replay(operation, action, actor=actor, user=user, reason=reason, forced_because=risk, lookup=lookup)
+    return Replay(operation, "forced" if risk else "replayed", lookup=lookup)
+
+
+def _succeed_found_on_replay(operation, answer: Found, *, actor, reason) -> None:
+    found = transition_operation(
+        operation, to_state=State.SUCCEEDED, actor=actor, kind="reconciled_on_replay",
+        message=f"replay asked the destination first: it has record {answer.external_id}; nothing was sent"
+                + (f" ({reason})" if reason else ""),
+        external_id=answer.external_id, result=answer.result, next_attempt_at=None,
+        last_error_category="", last_error_message="",
+    )
+    if not found:
+        raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
+
+
+def _replay(operation, action, *, actor, user, reason, forced_because, lookup) -> None:
     message = f"replay: {reason}" if reason else "replay"
+    if forced_because:
+        message = f"replay accepting the duplicate risk: {reason}"
     if operation.definition_version != action.version:
         message += f" (definition changed {operation.definition_version} -> {action.version})"
     message += f" after {operation.attempts} attempt(s)"
+    if lookup:
+        message += f"; {lookup}"
+    now = timezone.now()
     with transaction.atomic():
         replayed = transition_operation(
             operation, to_state=State.PENDING_APPROVAL if action.consequential else State.PENDING,
-            actor=actor, kind="replayed", message=message,
-            attempts=0, next_attempt_at=None, deadline=timezone.now() + action.deadline,
+            actor=actor, kind="replay_forced" if forced_because else "replayed", message=message,
+            attempts=0, next_attempt_at=None, deadline=action.first_deadline(now),
             definition_version=action.version, last_error_category="", last_error_message="",
         )
         if not replayed:
             raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
         Delivery.objects.create(
             workspace_id=operation.workspace_id, operation=operation, source=Delivery.Source.REPLAY,
-            submitted_by=actor, action=operation.action, key=operation.key,
+            submitted_by=actor, person=user, action=operation.action, key=operation.key,
             correlation_id=operation.correlation_id, outcome=Delivery.Outcome.ACCEPTED,
         )
-        transaction.on_commit(partial(tasks.enqueue_processing, operation.pk))
+        Contribution.objects.create(operation=operation, user=user, kind=Contribution.Kind.REPLAYED)
+        transaction.on_commit(partial(nudges.enqueue_processing, operation.pk))
+
+
+def resolve_operation(operation: Operation, *, user, external_id: str, reason: str) -> Operation:
+    """A person who checked the destination by hand records what they found there: an ``unknown``
+    or ``needs_review`` operation becomes ``succeeded`` with the destination's record id, audited
+    with the person and how they checked."""
+    _require_permission(user)
+    external_id = external_id.strip()
+    if not external_id:
+        raise ReviewError("Give the destination's record id you found.")
+    if len(external_id) > EXTERNAL_ID_MAX or not external_id.isprintable():
+        raise ReviewError(f"The record id must be printable text of at most {EXTERNAL_ID_MAX} characters.")
+    if not reason.strip():
+        raise ReviewError("Say how you checked the destination: the reason is kept in the audit trail.")
+    if operation.state not in (State.UNKNOWN, State.NEEDS_REVIEW):
+        raise ReviewError(
+            f"Only an unknown operation or one that needs review can be resolved; {operation.key} is {operation.state}."
+        )
+    if not _action_of(operation).external:
+        raise ReviewError(f"{operation.action} has no external destination to find a record at; "
+                          "replay or cancel the operation instead.")
+    actor = user.get_username()
+    resolved = transition_operation(
+        operation, to_state=State.SUCCEEDED, actor=actor, kind="resolved",
+        message=f"resolved by hand: the destination has record {external_id}: {reason}",
+        external_id=external_id, result={"external_id": external_id, "resolved_by": actor},
+        next_attempt_at=None, last_error_category="", last_error_message="",
+    )
+    if not resolved:
+        raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
     return operation
 
 
-def cancel_operation(operation: Operation, *, actor: str, reason: str) -> Operation:
+def cancel_operation(operation: Operation, *, user, reason: str) -> Operation:
     """Give up on an operation that has not run to an end (pending, retrying or needing review)."""
+    _require_permission(user)
     if State.CANCELLED not in TRANSITIONS[State(operation.state)]:
         allowed = ", ".join(sorted(s for s, targets in TRANSITIONS.items() if State.CANCELLED in targets))
         raise ReviewError(f"{operation.key} is {operation.state}; only {allowed} operations can be cancelled.")
     cancelled = transition_operation(
-        operation, to_state=State.CANCELLED, actor=actor, kind="cancelled",
+        operation, to_state=State.CANCELLED, actor=user.get_username(), kind="cancelled",
         message=f"cancel: {reason}" if reason else "cancel", next_attempt_at=None,
     )
     if not cancelled:
@@ -69,8 +173,10 @@ def cancel_operation(operation: Operation, *, actor: str, reason: str) -> Operat
     return operation
 
 
-def dismiss_conflict(conflict: Conflict, *, actor: str, reason: str) -> Conflict:
+def dismiss_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     """Keep the recorded payload: the incoming one was a mistake (or is stale) and stays unapplied."""
+    _require_permission(user)
+    actor = user.get_username()
     with transaction.atomic():
         _decide(conflict, Conflict.Status.DISMISSED, actor=actor)
         record_audit_event(actor=actor, kind="conflict_dismissed", operation=conflict.operation,
@@ -78,14 +184,18 @@ def dismiss_conflict(conflict: Conflict, *, actor: str, reason: str) -> Conflict
     return conflict
 
 
-def apply_conflict(conflict: Conflict, *, actor: str, reason: str) -> Conflict:
+def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     """Replace the operation's payload with the conflict's, allowed only while the operation has
     not run (pending or awaiting approval, no attempt yet; for a consequential action only while
-    awaiting approval): what already happened, or was approved, is never rewritten.
+    awaiting approval): what already happened, or was approved, is never rewritten. The person who
+    applies it, and the person who sent the conflicting payload (if a person did), become
+    contributors of the operation.
 
     Locks: the operation row, by a guarded UPDATE that also requires the payload the conflict was
     measured against, so a worker's claim or another decision in between makes this refuse.
     """
+    _require_permission(user)
+    actor = user.get_username()
     operation = conflict.operation
     # A consequential operation's approval covers the payload it was given for: once approved,
     # the payload stays as approved (the conflict can be dismissed, or a new version submitted).
@@ -102,6 +212,11 @@ def apply_conflict(conflict: Conflict, *, actor: str, reason: str) -> Conflict:
                 "a conflict can only be applied before the operation runs. Dismiss it, or submit a new version."
             )
         _decide(conflict, Conflict.Status.APPLIED, actor=actor)
+        contributions = [Contribution(operation=operation, user=user, kind=Contribution.Kind.CHANGED)]
+        if conflict.delivery.person_id is not None:
+            contributions.append(Contribution(operation=operation, user_id=conflict.delivery.person_id,
+                                              kind=Contribution.Kind.SUBMITTED))
+        Contribution.objects.bulk_create(contributions)
         record_audit_event(actor=actor, kind="conflict_applied", operation=operation,
                            message=_conflict_message(conflict, reason))
     operation.payload, operation.fingerprint = conflict.incoming_payload, conflict.incoming_fingerprint
@@ -122,6 +237,12 @@ def _decide(conflict: Conflict, status: str, *, actor: str) -> None:
 def _conflict_message(conflict: Conflict, reason: str) -> str:
     fields = ", ".join(d["field"] for d in conflict.differences)
     return f"conflict {conflict.pk} ({fields}): {reason}" if reason else f"conflict {conflict.pk} ({fields})"
+
+
+def _require_permission(user) -> None:
+    if not user.has_perm(PERMISSION):
+        raise ReviewError(f"{user.get_username()} may not replay, resolve, cancel or decide conflicts "
+                          "(the review permission is needed).")
 
 
 def _action_of(operation: Operation):

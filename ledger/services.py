@@ -7,8 +7,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from ledger import nudges
+from ledger.actions import registry
 from ledger.models import ApiToken, AuditEvent, Control, Operation, Workspace
-from ledger.states import State, can_transition
+from ledger.selectors import due_operations, scope_filter
+from ledger.states import CLAIMABLE_STATES, State, can_transition
 
 logger = logging.getLogger("ledger")
 
@@ -84,8 +87,9 @@ def transition_operation(operation: Operation, *, to_state: State, actor: str, k
 # --- workspaces and tokens ---------------------------------------------------------------------
 
 def create_workspace(*, slug: str, approved_owners: list[str], actor: str,
-                     retry_budget_per_hour: int | None = None) -> tuple[Workspace, str]:
-    """Create a workspace and its first API token; returns the token (shown once, stored hashed)."""
+                     retry_budget_per_hour: int | None = None, user=None) -> tuple[Workspace, str]:
+    """Create a workspace and its first API token (``user``'s, when given; else a machine's);
+    returns the token (shown once, stored hashed)."""
     workspace = Workspace(slug=slug, approved_owners=approved_owners)
     if retry_budget_per_hour is not None:
         workspace.retry_budget_per_hour = retry_budget_per_hour
@@ -93,26 +97,30 @@ def create_workspace(*, slug: str, approved_owners: list[str], actor: str,
     try:
         with transaction.atomic():
             workspace.save()
-            token = issue_token(workspace=workspace, name="initial", actor=actor)
+            token = issue_token(workspace=workspace, name="initial", actor=actor, user=user)
     except IntegrityError:
         raise WorkspaceExists(f"Workspace {slug!r} already exists.") from None
     return workspace, token
 
 
-def issue_token(*, workspace: Workspace, name: str, actor: str) -> str:
+def issue_token(*, workspace: Workspace, name: str, actor: str, user=None) -> str:
+    """A new token for ``workspace``; with ``user`` it is that person's (what it submits is theirs,
+    so they cannot approve it), without one a machine's. Returns the token, shown once."""
     token = ApiToken.generate()
     with transaction.atomic():
         ApiToken.objects.create(
-            workspace=workspace, name=name, token_hash=ApiToken.hash(token), hint=token[:8]
+            workspace=workspace, name=name, token_hash=ApiToken.hash(token), hint=token[:8], user=user,
         )
-        record_audit_event(actor=actor, kind="token_issued", workspace=workspace, message=f"{name} {token[:8]}")
+        owner = f" for {user.get_username()}" if user is not None else ""
+        record_audit_event(actor=actor, kind="token_issued", workspace=workspace,
+                           message=f"{name} {token[:8]}{owner}")
     return token
 
 
 def authenticate_token(token: str) -> ApiToken | None:
     """The live (not revoked) API token with this value, with its workspace."""
     return (
-        ApiToken.objects.select_related("workspace")
+        ApiToken.objects.select_related("workspace", "user")
         .filter(token_hash=ApiToken.hash(token), revoked_at__isnull=True)
         .first()
     )
@@ -147,13 +155,19 @@ def set_paused(*, paused: bool, actor: str, reason: str = "", workspace: Workspa
                action: str = "") -> Control:
     """Pull or release one pause switch (global, a workspace, an action, or both), audited.
 
-    Paused operations keep their state; workers simply do not claim them. Releasing a switch
-    nudges the workers on commit so the held operations drain. Releasing a switch that is not
-    pulled raises NotPaused (a mistyped scope must not look like a successful resume).
+    Paused operations keep their state; workers simply do not claim them, and their processing
+    deadline does not run while they wait: releasing a switch gives the operations it held the
+    time it held them (``_credit_held_time``) and nudges the workers on commit so they drain.
+    Releasing a switch that is not pulled raises NotPaused (a mistyped scope must not look like a
+    successful resume).
     """
+    now = timezone.now()
+    message = ""
     with transaction.atomic():
         if paused:
             control, _ = Control.objects.select_for_update().get_or_create(workspace=workspace, action=action)
+            if not control.paused:
+                control.paused_since = now
         else:
             control = Control.objects.select_for_update().filter(
                 workspace=workspace, action=action, paused=True
@@ -161,32 +175,49 @@ def set_paused(*, paused: bool, actor: str, reason: str = "", workspace: Workspa
             if control is None:
                 scope = Control(workspace=workspace, action=action).scope_label
                 raise NotPaused(f"Nothing to resume: {scope} is not paused.")
+            credited = _credit_held_time(control, now)
+            message = f"; {credited} held operation(s) keep the time they waited" if credited else ""
         control.paused = paused
         control.reason = reason
         control.changed_by = actor
         control.save()
         record_audit_event(
             actor=actor, kind="paused" if paused else "resumed", workspace=workspace,
-            message=f"{control.scope_label}: {reason}" if reason else control.scope_label,
+            message=(f"{control.scope_label}: {reason}" if reason else control.scope_label) + message,
         )
         if not paused:
-            from ledger import tasks
-
-            transaction.on_commit(tasks.enqueue_drain)
+            transaction.on_commit(_drain_due_backlog)
     return control
 
 
-def paused_filter() -> Q | None:
-    """A filter matching the operations that the active pause switches hold.
+def _credit_held_time(control: Control, now) -> int:
+    """Add the time ``control`` was pulled to the processing deadlines of the work it held.
 
-    Returns None when nothing is paused. A global pause matches everything.
+    Each pending or retrying operation in its scope whose deadline had not passed when the switch
+    was pulled gets ``now - paused_since`` more, but never more than a full fresh deadline from
+    now. So one that arrived during the pause gets exactly its own deadline from now, and one held
+    by overlapping switches, credited by each as it is released, is never credited less than it
+    waited. Two UPDATEs per action, each comparing with constants; returns the rows credited.
     """
-    held = None
-    for workspace_id, action in Control.objects.filter(paused=True).values_list("workspace_id", "action"):
-        if workspace_id is None and not action:
-            return Q(pk__isnull=False)  # the global switch holds everything
-        scope = Q(workspace_id=workspace_id) if workspace_id is not None else Q(action=action)
-        if workspace_id is not None and action:
-            scope &= Q(action=action)
-        held = scope if held is None else held | scope
-    return held
+    if control.paused_since is None:
+        return 0
+    held_for = now - control.paused_since
+    held = Operation.objects.filter(
+        scope_filter(control.workspace_id, control.action),
+        state__in=CLAIMABLE_STATES, deadline__gt=control.paused_since,
+    )
+    credited = 0
+    for definition in registry.values():
+        if control.action and definition.name != control.action:
+            continue
+        cap = now + definition.deadline
+        of_action = held.filter(action=definition.name)
+        # Capped first: the rows the second UPDATE moves can then no longer match the first.
+        credited += of_action.filter(deadline__gt=cap - held_for).update(deadline=cap, updated_at=now)
+        credited += of_action.filter(deadline__lte=cap - held_for).update(
+            deadline=F("deadline") + held_for, updated_at=now)
+    return credited
+
+
+def _drain_due_backlog() -> None:
+    nudges.enqueue_drain(nudges.nudges_for(due_operations().count()))

@@ -25,7 +25,8 @@ S = State
 
 # from state -> the states it may move to (DESIGN.md section 4).
 TRANSITIONS: dict[State, frozenset[State]] = {
-    S.PENDING_APPROVAL: frozenset({S.PENDING, S.REJECTED}),
+    # pending_approval -> needs_review: nobody decided within the action's approval window.
+    S.PENDING_APPROVAL: frozenset({S.PENDING, S.REJECTED, S.NEEDS_REVIEW}),
     # pending/retrying -> needs_review: the sweep found the processing deadline passed.
     S.PENDING: frozenset({S.PROCESSING, S.CANCELLED, S.SUPERSEDED, S.NEEDS_REVIEW}),
     # processing -> pending: the sweep found the lease of an internal action expired; nothing

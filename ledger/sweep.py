@@ -6,13 +6,16 @@ minute from a django-q2 schedule (``ledger.schedules``) and needs nothing from t
 
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
 
+from ledger import nudges
 from ledger.actions import UnknownAction, get_action
 from ledger.models import Attempt, Heartbeat, Operation
-from ledger.processing import due_operations, finish_attempt, oldest_due_seconds
+from ledger.processing import finish_attempt
+from ledger.selectors import due_operations, oldest_due_seconds, paused_filter
 from ledger.services import transition_operation
 from ledger.states import CLAIMABLE_STATES, State
 
@@ -21,6 +24,7 @@ from ledger.states import CLAIMABLE_STATES, State
 class SweepReport:
     leases_expired: int = 0
     deadlines_passed: int = 0
+    approvals_expired: int = 0
     due: int = 0
     nudges: int = 0
     oldest_due_seconds: float | None = None
@@ -31,52 +35,65 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
 
     - expired leases: internal actions (and external ones that never began a try) go back to
       pending; an external try that may have reached the destination becomes unknown;
-    - passed deadlines: due work that can no longer finish in time goes to needs_review;
+    - passed deadlines: due work that can no longer finish in time goes to needs_review, unless a
+      pause holds it (paused time does not count: resuming gives it back, ``set_paused``);
+    - expired approval requests: nobody decided within the action's approval window;
     - due work (lost nudges, due retries, resumed pauses): enough processing tasks are enqueued.
     """
-    from ledger import tasks
-
     now = now or timezone.now()
     report = SweepReport()
     for operation in Operation.objects.filter(state=State.PROCESSING, lease_expires_at__lt=now)[:batch]:
-        report.leases_expired += _recover_expired_lease(operation)
-    for operation in Operation.objects.filter(state__in=CLAIMABLE_STATES, deadline__lte=now)[:batch]:
+        report.leases_expired += _recover_expired_lease(operation, now)
+    late = Operation.objects.filter(state__in=CLAIMABLE_STATES, deadline__lte=now)
+    held = paused_filter()
+    for operation in (late.exclude(held) if held is not None else late)[:batch]:
         report.deadlines_passed += transition_operation(
             operation, to_state=State.NEEDS_REVIEW, actor="sweep", kind="deadline_passed",
             error_category="deadline", message="processing deadline passed before the operation ran",
             last_error_category="deadline", last_error_message="processing deadline passed",
             next_attempt_at=None,
         )
+    for operation in Operation.objects.filter(state=State.PENDING_APPROVAL, deadline__lte=now)[:batch]:
+        report.approvals_expired += transition_operation(
+            operation, to_state=State.NEEDS_REVIEW, actor="sweep", kind="approval_expired",
+            error_category="approval", message="approval expired: nobody approved or rejected it in time",
+            last_error_category="approval", last_error_message="approval expired", next_attempt_at=None,
+        )
     due = due_operations(now)
     report.due = due.count()
     report.oldest_due_seconds = oldest_due_seconds(now)
-    report.nudges = tasks.nudges_for(report.due)
+    report.nudges = nudges.nudges_for(report.due)
     Heartbeat.objects.update_or_create(name="sweep", defaults={"beat_at": now, "detail": asdict(report)})
     if report.nudges:
-        tasks.enqueue_drain(report.nudges)
+        nudges.enqueue_drain(report.nudges)
     return report
 
 
-def _recover_expired_lease(operation: Operation) -> bool:
+def _recover_expired_lease(operation: Operation, now: datetime) -> bool:
     token = operation.fencing_token
     open_attempt = Attempt.objects.filter(operation=operation, fencing_token=token, finished_at__isnull=True).first()
-    action_external = _is_external(operation.action)
-    reached_destination = action_external and open_attempt is not None
-    to_state = State.UNKNOWN if reached_destination else State.PENDING
+    action = _action_or_none(operation.action)
+    reached_destination = action is not None and action.external and open_attempt is not None
+    fields = {}
+    if reached_destination:
+        # Reconciliation asks the destination once the abandoned request can no longer land.
+        fields["next_attempt_at"] = max(now, open_attempt.started_at + action.settle_after)
     message = f"lease of {operation.lease_owner or 'a worker'} expired (claim {token})"
     with transaction.atomic():
         done = transition_operation(
-            operation, to_state=to_state, actor="sweep", kind="lease_expired", fencing_token=token,
-            error_category="ambiguous" if reached_destination else "", message=message,
-            lease_owner="", lease_expires_at=None,
+            operation, to_state=State.UNKNOWN if reached_destination else State.PENDING, actor="sweep",
+            kind="lease_expired", fencing_token=token, error_category="ambiguous" if reached_destination else "",
+            message=message, lease_owner="", lease_expires_at=None, **fields,
         )
         if done and open_attempt is not None:
             finish_attempt(open_attempt, Attempt.Outcome.ABANDONED)
+        if done and reached_destination:
+            transaction.on_commit(partial(nudges.enqueue_lookup, operation.pk, at=fields["next_attempt_at"]))
     return done
 
 
-def _is_external(action_name: str) -> bool:
+def _action_or_none(action_name: str):
     try:
-        return get_action(action_name).external
+        return get_action(action_name)
     except UnknownAction:
-        return False
+        return None

@@ -7,7 +7,7 @@ from django.http import HttpResponse
 from django.utils import timezone
 
 from ledger.models import Conflict, Heartbeat, Operation
-from ledger.processing import oldest_due_seconds
+from ledger.selectors import oldest_due_seconds
 
 
 def metrics_view(request):

@@ -124,6 +124,10 @@ OPSCONSOLE_LEASE_SECONDS = env.int("OPSCONSOLE_LEASE_SECONDS", default=60)
 OPSCONSOLE_RETRY_BUDGET_PER_HOUR = env.int("OPSCONSOLE_RETRY_BUDGET_PER_HOUR", default=1000)
 OPSCONSOLE_SWEEP_MAX_NUDGES = env.int("OPSCONSOLE_SWEEP_MAX_NUDGES", default=200)
 
+# Reconciliation: how long after an unknown operation's last try began lookups that cannot tell
+# are repeated (with backoff) before a person is asked.
+OPSCONSOLE_RECONCILE_GIVE_UP_SECONDS = env.int("OPSCONSOLE_RECONCILE_GIVE_UP_SECONDS", default=3600)
+
 # External destinations: the stand-in (standin/, `python -m standin`) and the HTTP timeout.
 OPSCONSOLE_STANDIN_URL = env.str("OPSCONSOLE_STANDIN_URL", default="http://127.0.0.1:8765")
 OPSCONSOLE_HTTP_TIMEOUT_SECONDS = env.float("OPSCONSOLE_HTTP_TIMEOUT_SECONDS", default=5.0)
@@ -145,7 +149,11 @@ Q_CLUSTER = {
     "bulk": 1,
     "label": "Task queue",
 }
+# The brokers are django-q2's, able to deliver a task later too (ledger.brokers): a retry or a
+# lookup is nudged for its due time rather than waiting for the next sweep.
 if env.str("Q_BROKER", default="orm") == "redis":
     Q_CLUSTER["redis"] = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
+    Q_CLUSTER["broker_class"] = "ledger.brokers.Redis"
 else:
     Q_CLUSTER["orm"] = "default"
+    Q_CLUSTER["broker_class"] = "ledger.brokers.ORM"

@@ -2,8 +2,16 @@
 
 from dataclasses import asdict
 
-from reconciliation.reconcile import reconcile_unknown_operations
+from ledger.models import Operation
+from ledger.states import State
+from reconciliation.reconcile import reconcile_operation, reconcile_unknown_operations
 
 
 def reconcile() -> dict:
     return asdict(reconcile_unknown_operations())
+
+
+def reconcile_one(operation_id: int) -> str:
+    """Ask about one unknown operation whose next lookup is due (enqueued for that time)."""
+    operation = Operation.objects.filter(pk=operation_id, state=State.UNKNOWN).first()
+    return reconcile_operation(operation) if operation else "not_due"

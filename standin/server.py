@@ -21,6 +21,9 @@ from urllib.parse import parse_qs, urlsplit
 MAX_BODY_BYTES = 1_000_000
 RECORD_FILTERS = ("reference", "idempotency_key")
 RECORD_PATH = re.compile(r"^/records/(?P<record_id>[^/]+)$")
+# Which request a fault waits for: "create" = the next POST /records, "lookup" = the next GET /records.
+FAULT_TARGETS = ("create", "lookup")
+LOOKUP_FAULT_KINDS = ("status", "reset_before", "delay")  # drop_after_commit: a lookup commits nothing
 
 
 class BadRequest(Exception):
@@ -34,10 +37,24 @@ class BadRequest(Exception):
 
 
 def validate_fault(fault):
-    """Returns a normalised copy of one fault, or raises BadRequest saying what is wrong."""
+    """Returns (target, normalised copy of one fault), or raises BadRequest saying what is wrong.
+
+    ``target`` is "create" or "lookup" (the fault's ``on``, default "create"); the copy leaves ``on``
+    out, since the queue it goes to already says it.
+    """
     if not isinstance(fault, dict):
         raise BadRequest("invalid_fault", "each fault must be an object")
+    target = fault.get("on", "create")
+    if target not in FAULT_TARGETS:
+        raise BadRequest("invalid_fault", f"'on' must be one of {FAULT_TARGETS}, not {target!r}")
     kind = fault.get("kind")
+    if target == "lookup" and kind == "drop_after_commit":
+        raise BadRequest("invalid_fault", "drop_after_commit cannot apply to a lookup (a lookup commits nothing); "
+                                          f"lookup faults are {', '.join(LOOKUP_FAULT_KINDS)}")
+    return target, _normalised_fault(fault, kind)
+
+
+def _normalised_fault(fault, kind):
     if kind == "status":
         status = fault.get("status")
         if type(status) is not int or not 400 <= status <= 599:
@@ -74,7 +91,7 @@ class Store:
     def _clear(self):
         self._records = {}  # id -> record, in creation order
         self._keys = {}  # idempotency key -> (canonical body, record id)
-        self._faults = deque()
+        self._faults = {target: deque() for target in FAULT_TARGETS}
         self._requests = Counter()
         self._next_id = 1
 
@@ -87,17 +104,25 @@ class Store:
             self._requests[route] += 1
 
     def add_faults(self, faults):
+        """Queues (target, fault) pairs, in order; returns the pending faults as pending_faults does."""
         with self.lock:
-            self._faults.extend(faults)
-            return list(self._faults)
+            for target, fault in faults:
+                self._faults[target].append(fault)
+            return self._pending()
 
     def pending_faults(self):
         with self.lock:
-            return list(self._faults)
+            return self._pending()
 
-    def next_fault(self):
+    def _pending(self):
+        # "faults" is the create queue, as it was before lookup faults existed.
+        return {"faults": list(self._faults["create"]), "lookup_faults": list(self._faults["lookup"])}
+
+    def next_fault(self, target):
+        """Takes the next fault for ``target`` ("create" or "lookup"), or None when that queue is empty."""
         with self.lock:
-            return self._faults.popleft() if self._faults else None
+            queue = self._faults[target]
+            return queue.popleft() if queue else None
 
     def create(self, *, reference, payload, idempotency_key):
         """Returns ("created" | "replayed", record) or ("key_reused", None)."""
@@ -243,18 +268,30 @@ class Handler(BaseHTTPRequestHandler):
         if self.server.verbose:
             super().log_message(format, *args)
 
-    # Routes. Each takes the raw body and the parsed query string.
-
-    def post_records(self, *, raw, query):
-        fault = self.store.next_fault()
+    def _fail_before_acting(self, fault):
+        """Plays a status or reset_before fault; returns True when it answered (or hung up) instead."""
         kind = fault["kind"] if fault else None
         if kind == "status":
             headers = [("Retry-After", str(fault["retry_after"]))] if "retry_after" in fault else []
             self._answer(fault["status"], {"error": "injected_fault", "detail": f"status {fault['status']}"}, headers)
-            return
+            return True
         if kind == "reset_before":
             self._hang_up()
+            return True
+        return False
+
+    def _delay(self, fault):
+        if fault and fault["kind"] == "delay":
+            # Wakes early only when the server shuts down, so a stopping test never waits it out.
+            self.server.stopping.wait(fault["seconds"])
+
+    # Routes. Each takes the raw body and the parsed query string.
+
+    def post_records(self, *, raw, query):
+        fault = self.store.next_fault("create")
+        if self._fail_before_acting(fault):
             return
+        kind = fault["kind"] if fault else None
         try:
             status, body, headers = self._create_record(raw)
         except BadRequest as refused:
@@ -262,9 +299,7 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "drop_after_commit":
             self._hang_up()
             return
-        if kind == "delay":
-            # Wakes early only when the server shuts down, so a stopping test never waits it out.
-            self.server.stopping.wait(fault["seconds"])
+        self._delay(fault)
         self._answer(status, body, headers)
 
     def _create_record(self, raw):
@@ -286,11 +321,22 @@ class Handler(BaseHTTPRequestHandler):
         return 201, record, []
 
     def get_records(self, *, raw, query):
+        fault = self.store.next_fault("lookup")
+        if self._fail_before_acting(fault):
+            return
+        try:
+            status, body = 200, {"records": self._find_records(query)}
+        except BadRequest as refused:
+            status, body = refused.status, {"error": refused.error, "detail": refused.detail}
+        # The answer is what the records were when the request arrived, however late it is sent.
+        self._delay(fault)
+        self._answer(status, body)
+
+    def _find_records(self, query):
         unknown = sorted(set(query) - set(RECORD_FILTERS))
         if unknown:
             raise BadRequest("unknown_filter", f"unknown filter(s) {', '.join(unknown)}; use {RECORD_FILTERS}")
-        filters = {name: values[0] for name, values in query.items()}
-        self._answer(200, {"records": self.store.find(filters)})
+        return self.store.find({name: values[0] for name, values in query.items()})
 
     def get_record(self, *, raw, query, record_id):
         record = self.store.get(record_id)
@@ -307,11 +353,10 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(faults, list):
             raise BadRequest("invalid_body", "'faults' must be a list of faults")
         # Validate all before queueing any, so a bad list queues nothing.
-        pending = self.store.add_faults([validate_fault(fault) for fault in faults])
-        self._answer(200, {"faults": pending})
+        self._answer(200, self.store.add_faults([validate_fault(fault) for fault in faults]))
 
     def get_faults(self, *, raw, query):
-        self._answer(200, {"faults": self.store.pending_faults()})
+        self._answer(200, self.store.pending_faults())
 
     def post_reset(self, *, raw, query):
         self.store.reset()

@@ -49,6 +49,25 @@ def sync_queue(monkeypatch):
     monkeypatch.setattr(Conf, "SYNC", True)
 
 
+@pytest.fixture
+def person(django_user_model):
+    """Make a user with the named ledger permissions: ``person("alice", "review_operation")``."""
+    from django.contrib.auth.models import Permission
+
+    def make(username: str, *codenames: str):
+        user = django_user_model.objects.create_user(username=username, password="pw")
+        user.user_permissions.add(*Permission.objects.filter(codename__in=codenames, content_type__app_label="ledger"))
+        return django_user_model.objects.get(pk=user.pk)  # reloaded: permissions are cached per instance
+
+    return make
+
+
+@pytest.fixture
+def reviewer(person):
+    """An operator who may replay, resolve, cancel and decide conflicts (not approve)."""
+    return person("operator", "view_operation", "review_operation")
+
+
 def requires_postgres():
     if connection.vendor != "postgresql":
         pytest.skip(f"needs PostgreSQL for real concurrency (running on {connection.vendor})")
@@ -72,6 +91,10 @@ class Standin:
 
     def fail_next(self, *faults: dict) -> None:
         self.http.post("/_faults", json={"faults": list(faults)}).raise_for_status()
+
+    def fail_next_lookup(self, *faults: dict) -> None:
+        """Queues faults for the next GET /records lookups (status, reset_before or delay)."""
+        self.http.post("/_faults", json={"faults": [{**fault, "on": "lookup"} for fault in faults]}).raise_for_status()
 
     def records(self, **query) -> list[dict]:
         return self.http.get("/records", params=query).json()["records"]

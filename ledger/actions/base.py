@@ -38,7 +38,12 @@ class ActionDefinition:
     max_attempts: ClassVar[int] = 5
     backoff_base_seconds: ClassVar[float] = 2.0
     backoff_cap_seconds: ClassVar[float] = 300.0
+    # The processing deadline: how long after it may first run (arrival, or approval when
+    # consequential) an operation may still run. Time held by a pause does not count.
     deadline: ClassVar[timedelta] = timedelta(hours=24)
+    # Consequential actions: how long an approval request waits for a decision before it goes to
+    # needs_review ("approval expired").
+    approval_window: ClassVar[timedelta] = timedelta(days=7)
     sensitive_fields: ClassVar[tuple[str, ...]] = ()
     # External actions: how long after a try began its request may still land at the
     # destination; reconciliation waits that long before it believes a lookup that finds nothing.
@@ -53,7 +58,12 @@ class ActionDefinition:
 
     def lookup(self, operation):
         """Ask the destination about ``operation``: ``Found``, ``Absent`` or ``CannotTell``."""
-        return CannotTell(f"action {self.name} cannot look its records up at the destination")
+        return CannotTell(f"action {self.name} cannot look its records up at the destination", final=True)
+
+    def first_deadline(self, now):
+        """The deadline an operation starts with: its approval window when consequential (the
+        processing deadline starts at approval), else its processing deadline."""
+        return now + (self.approval_window if self.consequential else self.deadline)
 
     @cached_property
     def version(self) -> str:
@@ -67,6 +77,7 @@ class ActionDefinition:
             "consequential": self.consequential,
             "retry": [self.max_attempts, self.backoff_base_seconds, self.backoff_cap_seconds],
             "deadline": self.deadline.total_seconds(),
+            "approval_window": self.approval_window.total_seconds(),
         }
         encoded = json.dumps(settings, sort_keys=True, default=str).encode()
         return hashlib.sha256(encoded).hexdigest()[:12]

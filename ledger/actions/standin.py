@@ -64,7 +64,7 @@ class StandinRecordAction(ActionDefinition):
         except (OutcomeError, KeyError, ValueError) as exc:
             return CannotTell(f"lookup failed: {getattr(exc, 'message', type(exc).__name__)}")
         if len(records) > 1:
-            return CannotTell(f"{len(records)} records carry this key at the destination")
+            return CannotTell(f"{len(records)} records carry this key at the destination", final=True)
         if records:
             return Found(external_id=records[0]["id"], result={"record_id": records[0]["id"]})
         return Absent()

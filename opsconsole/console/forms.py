@@ -14,6 +14,19 @@ class ReasonForm(forms.Form):
     reason = forms.CharField(label="Reason", max_length=500, widget=forms.Textarea(attrs={"rows": 2}))
 
 
+class ReplayForm(ReasonForm):
+    accept_duplicate_risk = forms.BooleanField(
+        label="Replay even if the destination cannot tell whether it already acted (it may act twice)",
+        required=False,
+    )
+
+
+class ResolveForm(ReasonForm):
+    external_id = forms.CharField(label="Destination record id", max_length=200)
+
+    field_order = ["external_id", "reason"]
+
+
 class DecisionForm(forms.Form):
     """Approve or reject: the note is optional to approve, required to reject (the service says so)."""
 

@@ -12,11 +12,21 @@ from django.views.decorators.http import require_POST
 
 from ledger import approvals, review, services
 from ledger.actions import UnknownAction, get_action
+from ledger.lookups import may_have_acted
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
-from ledger.processing import oldest_due_seconds
+from ledger.selectors import oldest_due_seconds
 from ledger.states import TRANSITIONS, State
 from opsconsole.console.filters import ATTENTION_STATES, AuditFilter, QueueFilter
-from opsconsole.console.forms import DecisionForm, PauseForm, ReasonForm, ResumeForm, first_error
+from opsconsole.console.forms import (
+    DecisionForm,
+    PauseForm,
+    ReasonForm,
+    ReplayForm,
+    ResolveForm,
+    ResumeForm,
+    first_error,
+)
+from reconciliation.reconcile import lookups_give_up_at, reconcile_operation
 
 VIEW = "ledger.view_operation"
 REVIEW = "ledger.review_operation"
@@ -76,9 +86,13 @@ def _health() -> dict:
 @console_page()
 def operation(request, pk):
     op = get_object_or_404(Operation.objects.select_related("workspace"), pk=pk)
-    sensitive = _sensitive_fields(op.action)
+    definition = _definition(op.action)
+    sensitive = frozenset(definition.sensitive_fields) if definition else frozenset()
     user = request.user
     can_review, can_approve = user.has_perm(REVIEW), user.has_perm(APPROVE)
+    contributions = list(op.contributions.select_related("user").order_by("created_at", "id"))
+    own_work = sorted({c.kind for c in contributions if c.user_id == user.pk})
+    external = bool(definition and definition.external)
     conflicts = [
         {"conflict": conflict, "differences": [
             d | {"recorded": MASK, "incoming": MASK} if d["field"] in sensitive else d
@@ -96,18 +110,26 @@ def operation(request, pk):
         "conflicts": conflicts,
         "approvals": op.approvals.order_by("decided_at", "id"),
         "audit_events": op.audit_events.order_by("created_at", "id"),
+        "contributions": contributions,
+        "own_work": own_work,
         "can_review": can_review,
         "can_replay": can_review and op.state == State.NEEDS_REVIEW,
+        # The replay form names the risk (and offers to accept it) when a try may have reached the destination.
+        "replay_may_duplicate": op.state == State.NEEDS_REVIEW and definition and may_have_acted(op, definition),
+        "can_resolve": can_review and op.state in (State.UNKNOWN, State.NEEDS_REVIEW) and external,
+        "can_look_up": can_review and op.state == State.UNKNOWN,
         "can_cancel": can_review and State.CANCELLED in TRANSITIONS[State(op.state)],
         "can_decide": can_approve and op.state == State.PENDING_APPROVAL,
+        "approval_needed": op.state == State.PENDING_APPROVAL,
+        "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
     })
 
 
-def _sensitive_fields(action: str) -> frozenset[str]:
+def _definition(action: str):
     try:
-        return frozenset(get_action(action).sensitive_fields)
+        return get_action(action)
     except UnknownAction:
-        return frozenset()
+        return None
 
 
 def _masked(data, sensitive: frozenset[str]):
@@ -140,53 +162,101 @@ def _back(op_pk):
     return redirect("console:operation", pk=op_pk)
 
 
-def _with_reason(request, op_pk, decide, success):
-    """Run ``decide(reason)`` when the form has a reason; report the outcome on the operation page."""
-    form = ReasonForm(request.POST)
+def _decide(request, op_pk, form, decide):
+    """Run ``decide(**cleaned_data)`` (it returns what to tell the person) when ``form`` is valid;
+    report the outcome on the operation page. A refused form or decision changes nothing."""
     if not form.is_valid():
         messages.error(request, first_error(form))
         return _back(op_pk)
     try:
-        decide(form.cleaned_data["reason"])
+        said = decide(**form.cleaned_data)
     except review.ReviewError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, success)
+        messages.success(request, said)
     return _back(op_pk)
 
 
 @console_action(REVIEW)
 def replay(request, pk):
     op = get_object_or_404(Operation, pk=pk)
-    return _with_reason(request, pk, lambda reason: review.replay_operation(op, actor=_actor(request), reason=reason),
-                        f"Replayed {op.key}.")
+
+    def decide(reason, accept_duplicate_risk):
+        done = review.replay_operation(op, user=request.user, reason=reason,
+                                       accept_duplicate_risk=accept_duplicate_risk)
+        if done.verdict == "found":
+            return f"Nothing was sent: {done.lookup}. {op.key} is now succeeded."
+        if done.verdict == "forced":
+            return f"Replayed {op.key} accepting the duplicate risk ({done.lookup}); audited as replay_forced."
+        return f"Replayed {op.key}" + (f" ({done.lookup})." if done.lookup else ".")
+
+    return _decide(request, pk, ReplayForm(request.POST), decide)
+
+
+@console_action(REVIEW)
+def resolve(request, pk):
+    op = get_object_or_404(Operation, pk=pk)
+
+    def decide(external_id, reason):
+        review.resolve_operation(op, user=request.user, external_id=external_id, reason=reason)
+        return f"Resolved {op.key}: succeeded with destination record {op.external_id}."
+
+    return _decide(request, pk, ResolveForm(request.POST), decide)
+
+
+LOOKUP_VERDICTS = {
+    "found": "The destination has the record: {key} is now succeeded.",
+    "absent": "The destination has no record: {key} will be sent again under the same key.",
+    "cannot_tell": "The destination could not tell ({why}); {key} stays unknown and is asked again at {next}.",
+    "gave_up": "The destination could not tell ({why}); {key} now needs review.",
+    "not_due": "{key} is no longer unknown; nothing was asked.",
+}
+
+
+@console_action(REVIEW)
+def look_up(request, pk):
+    """Ask the destination now about an unknown operation, instead of waiting for its next lookup."""
+    op = get_object_or_404(Operation, pk=pk)
+    verdict = reconcile_operation(op, actor=_actor(request), asked_by_person=True)
+    op.refresh_from_db()
+    text = LOOKUP_VERDICTS[verdict].format(key=op.key, why=op.last_error_message or "no answer",
+                                           next=f"{op.next_attempt_at:%Y-%m-%d %H:%M:%S} UTC"
+                                           if op.next_attempt_at else "—")
+    (messages.success if verdict in ("found", "absent") else messages.warning)(request, text)
+    return _back(pk)
 
 
 @console_action(REVIEW)
 def cancel(request, pk):
     op = get_object_or_404(Operation, pk=pk)
-    return _with_reason(request, pk, lambda reason: review.cancel_operation(op, actor=_actor(request), reason=reason),
-                        f"Cancelled {op.key}.")
+
+    def decide(reason):
+        review.cancel_operation(op, user=request.user, reason=reason)
+        return f"Cancelled {op.key}."
+
+    return _decide(request, pk, ReasonForm(request.POST), decide)
 
 
 @console_action(REVIEW)
 def apply_conflict(request, pk):
     conflict = get_object_or_404(Conflict.objects.select_related("operation"), pk=pk)
-    return _with_reason(
-        request, conflict.operation_id,
-        lambda reason: review.apply_conflict(conflict, actor=_actor(request), reason=reason),
-        f"Applied the incoming payload of conflict {conflict.pk} to {conflict.operation.key}.",
-    )
+
+    def decide(reason):
+        review.apply_conflict(conflict, user=request.user, reason=reason)
+        return f"Applied the incoming payload of conflict {conflict.pk} to {conflict.operation.key}."
+
+    return _decide(request, conflict.operation_id, ReasonForm(request.POST), decide)
 
 
 @console_action(REVIEW)
 def dismiss_conflict(request, pk):
     conflict = get_object_or_404(Conflict.objects.select_related("operation"), pk=pk)
-    return _with_reason(
-        request, conflict.operation_id,
-        lambda reason: review.dismiss_conflict(conflict, actor=_actor(request), reason=reason),
-        f"Dismissed conflict {conflict.pk} on {conflict.operation.key}.",
-    )
+
+    def decide(reason):
+        review.dismiss_conflict(conflict, user=request.user, reason=reason)
+        return f"Dismissed conflict {conflict.pk} on {conflict.operation.key}."
+
+    return _decide(request, conflict.operation_id, ReasonForm(request.POST), decide)
 
 
 def _decision(decide, verb):

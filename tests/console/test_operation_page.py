@@ -108,11 +108,11 @@ def test_it_offers_no_decision_to_a_viewer(client, login, make_operation, noted)
 
 
 def test_it_offers_conflict_decisions_only_while_the_conflict_is_open(client, login, noted):
-    login("operator")
+    operator = login("operator")
     operation = noted(note="one").operation
     conflict = noted(note="two").conflict
     assert forms_on(client, operation) == {"Cancel", "Apply incoming payload", "Dismiss"}
 
-    review.dismiss_conflict(conflict, actor="operator", reason="stale")
+    review.dismiss_conflict(conflict, user=operator, reason="stale")
 
     assert forms_on(client, operation) == {"Cancel"}

@@ -6,7 +6,7 @@ from django_q.models import OrmQ
 
 from ledger import services
 from ledger.models import Delivery, Operation
-from ledger.tasks import PROCESS
+from ledger.nudges import PROCESS
 from tests.conftest import event
 
 OPERATION_FIELDS = {

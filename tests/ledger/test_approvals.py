@@ -81,13 +81,20 @@ def test_it_refuses_a_decision_from_someone_without_the_permission(refund_waitin
     assert not Approval.objects.exists()
 
 
-def test_it_refuses_an_approval_by_the_submitter(workspace, approver):
-    operation = refund(workspace, submitted_by="approver").operation
+def test_it_refuses_to_run_an_approval_whose_payload_changed_afterwards(refund_waiting, approver, standin):
+    """The worker's own check: an approval covers the payload it was given for, even if something
+    outside the services (here a direct database write) changed the payload after approval."""
+    approve_operation(refund_waiting, user=approver)
+    Operation.objects.filter(pk=refund_waiting.pk).update(payload=REFUND | {"amount_cents": 999_999},
+                                                           fingerprint="0" * 64)
 
-    with pytest.raises(ApprovalError, match="The submitter of an operation cannot approve it."):
-        approve_operation(operation, user=approver)
+    process_due_operations()
 
-    assert not Approval.objects.exists()
+    operation = Operation.objects.get()
+    assert (operation.state, operation.last_error["message"]) == (
+        "needs_review", "permanent: no approval covers this payload")
+    assert standin.records() == []
+    assert standin.requests() == 0
 
 
 def test_it_refuses_a_rejection_without_a_reason(refund_waiting, approver):
@@ -96,10 +103,10 @@ def test_it_refuses_a_rejection_without_a_reason(refund_waiting, approver):
     assert Operation.objects.get().state == "pending_approval"
 
 
-def test_it_refuses_to_approve_a_payload_other_than_the_one_shown(workspace, refund_waiting, approver):
+def test_it_refuses_to_approve_a_payload_other_than_the_one_shown(workspace, refund_waiting, approver, reviewer):
     shown = refund_waiting.fingerprint
     conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=450000).as_dict()["conflict_id"])
-    review.apply_conflict(conflict, actor="operator", reason="sender corrected the amount")
+    review.apply_conflict(conflict, user=reviewer, reason="sender corrected the amount")
     operation = Operation.objects.get()
 
     with pytest.raises(ApprovalError, match="changed since it was shown"):
@@ -122,12 +129,12 @@ def test_it_decides_once_when_two_approvers_race(refund_waiting, approver):
     assert list(Approval.objects.values_list("decision", flat=True)) == ["approved"]
 
 
-def test_it_refuses_to_apply_a_conflict_to_an_approved_operation(workspace, refund_waiting, approver):
+def test_it_refuses_to_apply_a_conflict_to_an_approved_operation(workspace, refund_waiting, approver, reviewer):
     approve_operation(refund_waiting, user=approver)
     conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=999).as_dict()["conflict_id"])
 
     with pytest.raises(review.ReviewError, match="can only be applied before the operation runs"):
-        review.apply_conflict(conflict, actor="operator", reason="too late")
+        review.apply_conflict(conflict, user=reviewer, reason="too late")
 
     assert Operation.objects.get().payload["amount_cents"] == 4500
 
@@ -144,14 +151,15 @@ def test_it_does_not_run_a_consequential_operation_whose_approval_does_not_cover
     assert standin.records() == []
 
 
-def test_it_asks_for_a_new_approval_when_a_consequential_operation_is_replayed(refund_waiting, approver, standin):
+def test_it_asks_for_a_new_approval_when_a_consequential_operation_is_replayed(refund_waiting, approver, standin,
+                                                                              reviewer):
     standin.fail_next({"kind": "status", "status": 422})
     approve_operation(refund_waiting, user=approver)
     process_due_operations()
     operation = Operation.objects.get()
     assert operation.state == "needs_review"
 
-    review.replay_operation(operation, actor="operator", reason="customer record fixed")
+    review.replay_operation(operation, user=reviewer, reason="customer record fixed")
 
     assert Operation.objects.get().state == "pending_approval"
     approve_operation(Operation.objects.get(), user=approver, note="again")
@@ -178,11 +186,12 @@ def test_it_explains_a_refused_decision_on_the_command_line(refund_waiting, user
         call_command("approve", refund_waiting.key, "--workspace", "demo", "--as", username, stdout=StringIO())
 
 
-def test_it_refuses_an_approval_made_on_a_copy_loaded_before_the_payload_changed(workspace, refund_waiting, approver):
+def test_it_refuses_an_approval_made_on_a_copy_loaded_before_the_payload_changed(workspace, refund_waiting, approver,
+                                                                                 reviewer):
     """The database guard itself requires the payload the approver's copy holds."""
     stale_copy = Operation.objects.get(pk=refund_waiting.pk)
     conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=450000).as_dict()["conflict_id"])
-    review.apply_conflict(conflict, actor="operator", reason="sender corrected the amount")
+    review.apply_conflict(conflict, user=reviewer, reason="sender corrected the amount")
 
     with pytest.raises(ApprovalError, match="changed meanwhile"):
         approve_operation(stale_copy, user=approver)

@@ -14,14 +14,24 @@ from tests.conftest import event
 
 
 @pytest.fixture
+def alice(person):
+    return person("alice", "review_operation")
+
+
+@pytest.fixture
+def bob(person):
+    return person("bob", "review_operation")
+
+
+@pytest.fixture
 def conflict(api):
     api.post("/api/v1/events", event("d-1"))
     response = api.post("/api/v1/events", event("d-2", title="Review renewal options, EMEA only"))
     return Conflict.objects.get(pk=response.json()["conflict_id"])
 
 
-def test_it_applies_the_incoming_payload_before_the_operation_runs(conflict):
-    review.apply_conflict(conflict, actor="alice", reason="sender corrected the title")
+def test_it_applies_the_incoming_payload_before_the_operation_runs(conflict, alice):
+    review.apply_conflict(conflict, user=alice, reason="sender corrected the title")
 
     operation = Operation.objects.get()
     assert operation.payload["title"] == "Review renewal options, EMEA only"
@@ -35,19 +45,19 @@ def test_it_applies_the_incoming_payload_before_the_operation_runs(conflict):
     assert ReviewDraft.objects.get().title == "Review renewal options, EMEA only"
 
 
-def test_it_treats_a_resend_of_the_applied_payload_as_a_duplicate(api, conflict):
-    review.apply_conflict(conflict, actor="alice", reason="corrected")
+def test_it_treats_a_resend_of_the_applied_payload_as_a_duplicate(api, conflict, alice):
+    review.apply_conflict(conflict, user=alice, reason="corrected")
 
     response = api.post("/api/v1/events", event("d-3", title="Review renewal options, EMEA only"))
 
     assert response.json()["status"] == "duplicate"
 
 
-def test_it_refuses_to_apply_once_the_operation_has_run(conflict):
+def test_it_refuses_to_apply_once_the_operation_has_run(conflict, alice):
     process_due_operations()
 
     with pytest.raises(review.ReviewError, match="a conflict can only be applied before the operation runs"):
-        review.apply_conflict(conflict, actor="alice", reason="too late")
+        review.apply_conflict(conflict, user=alice, reason="too late")
 
     conflict.refresh_from_db()
     assert conflict.status == "open"
@@ -56,8 +66,8 @@ def test_it_refuses_to_apply_once_the_operation_has_run(conflict):
     assert not AuditEvent.objects.filter(kind="conflict_applied").exists()
 
 
-def test_it_dismisses_a_conflict_and_keeps_the_recorded_payload(conflict):
-    review.dismiss_conflict(conflict, actor="bob", reason="stale resend")
+def test_it_dismisses_a_conflict_and_keeps_the_recorded_payload(conflict, bob):
+    review.dismiss_conflict(conflict, user=bob, reason="stale resend")
 
     conflict.refresh_from_db()
     assert (conflict.status, conflict.decided_by) == ("dismissed", "bob")
@@ -66,12 +76,12 @@ def test_it_dismisses_a_conflict_and_keeps_the_recorded_payload(conflict):
 
 
 @pytest.mark.parametrize("decide", [review.apply_conflict, review.dismiss_conflict])
-def test_it_decides_a_conflict_only_once(conflict, decide):
+def test_it_decides_a_conflict_only_once(conflict, decide, alice, bob):
     stale_copy = Conflict.objects.get(pk=conflict.pk)
-    review.dismiss_conflict(conflict, actor="bob", reason="first")
+    review.dismiss_conflict(conflict, user=bob, reason="first")
 
     with pytest.raises(review.ReviewError, match=f"Conflict {conflict.pk} is already dismissed."):
-        decide(stale_copy, actor="alice", reason="second")
+        decide(stale_copy, user=alice, reason="second")
 
     assert Operation.objects.get().payload["title"] == "Review renewal options"
     assert AuditEvent.objects.filter(kind__startswith="conflict_").exclude(kind="conflict_detected").count() == 1
@@ -82,27 +92,33 @@ def test_it_refuses_a_decided_conflict_without_a_decider_in_the_database(conflic
         Conflict.objects.filter(pk=conflict.pk).update(status="dismissed")
 
 
-def test_it_lists_and_decides_conflicts_from_the_command_line(conflict):
+def test_it_lists_and_decides_conflicts_from_the_command_line(conflict, alice):
     out = StringIO()
     call_command("conflict", "list", stdout=out)
-    call_command("conflict", "apply", str(conflict.pk), "--reason", "corrected", stdout=out)
+    call_command("conflict", "apply", str(conflict.pk), "--as", "alice", "--reason", "corrected", stdout=out)
     call_command("conflict", "list", "--workspace", "demo", stdout=out)
 
     assert out.getvalue().splitlines() == [
         f"{conflict.pk}  demo:R-42:v3:prepare-brief  (pending)  differs in: title",
         f"Conflict {conflict.pk} on demo:R-42:v3:prepare-brief: applied.",
     ]
+    assert AuditEvent.objects.get(kind="conflict_applied").actor == "alice"
+    assert list(Operation.objects.get().contributions.values_list("user__username", "kind")) == [("alice", "changed")]
 
 
 @pytest.mark.parametrize("args, message", [
-    (["dismiss", "999", "--reason", "x"], "No conflict 999."),
+    (["dismiss", "999", "--as", "alice", "--reason", "x"], "No conflict 999."),
+    (["dismiss", "{conflict}", "--as", "nobody", "--reason", "x"], "No active user 'nobody'."),
+    (["dismiss", "{conflict}", "--as", "clerk", "--reason", "x"], "clerk may not replay, resolve, cancel"),
 ])
-def test_it_explains_what_the_command_cannot_do(conflict, args, message):
+def test_it_explains_what_the_command_cannot_do(conflict, args, message, alice, person):
+    person("clerk", "view_operation")
+    args = [arg.format(conflict=conflict.pk) for arg in args]
     with pytest.raises(CommandError, match=message):
         call_command("conflict", *args, stdout=StringIO())
 
 
-def test_it_explains_a_refused_apply_on_the_command_line(conflict):
+def test_it_explains_a_refused_apply_on_the_command_line(conflict, alice):
     process_due_operations()
     with pytest.raises(CommandError, match="has already run or changed"):
-        call_command("conflict", "apply", str(conflict.pk), "--reason", "late", stdout=StringIO())
+        call_command("conflict", "apply", str(conflict.pk), "--as", "alice", "--reason", "late", stdout=StringIO())

@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from ledger.actions import get_action
 from ledger.actions.http import retry_after_seconds
 from ledger.intake import submit_event
 from ledger.models import Attempt, Operation
@@ -71,7 +72,9 @@ def test_it_marks_an_answer_that_may_hide_an_effect_unknown(workspace, standin, 
     operation = processed(submitted(workspace, "send-notice"))
 
     assert (operation.state, operation.last_error["category"]) == ("unknown", "ambiguous")
-    assert operation.next_attempt_at is None
+    # The first lookup waits until the request can no longer land at the destination.
+    settle = get_action("send-notice").settle_after
+    assert operation.next_attempt_at >= Attempt.objects.get().started_at + settle
     assert process_due_operations() == 0
 
 

@@ -118,7 +118,7 @@ def test_it_marks_an_ambiguous_external_outcome_unknown_when_keys_are_not_honour
 
     operation.refresh_from_db()
     assert operation.state == "unknown"
-    assert operation.next_attempt_at is None
+    assert operation.next_attempt_at == START + action.settle_after  # when reconciliation may first ask
     assert operation.last_error == {"category": "ambiguous", "message": "ambiguous: read timeout"}
     attempt = Attempt.objects.get()
     assert (attempt.outcome, attempt.idempotency_key, attempt.error_type) == ("ambiguous", "", "AmbiguousError")

@@ -1,5 +1,6 @@
 """A person can replay an operation that needs review (same key) or cancel one that has not ended."""
 
+import re
 from io import StringIO
 
 import pytest
@@ -13,6 +14,16 @@ from ledger.processing import process_due_operations
 from tests.ledger.conftest import submit, submit_brief
 
 
+@pytest.fixture
+def alice(person):
+    return person("alice", "review_operation")
+
+
+@pytest.fixture
+def bob(person):
+    return person("bob", "review_operation")
+
+
 def needing_review(workspace, scripted_action, **declared):
     action = scripted_action(**declared)
     action.destination.answer(PermanentError("owner does not exist"))
@@ -24,12 +35,12 @@ def needing_review(workspace, scripted_action, **declared):
 
 
 def test_it_replays_under_the_same_key_and_the_operation_then_succeeds(workspace, scripted_action,
-                                                                     django_capture_on_commit_callbacks):
+                                                                     django_capture_on_commit_callbacks, alice):
     action, operation = needing_review(workspace, scripted_action, external=True, honours_idempotency_keys=True)
     deadline_before = operation.deadline
 
     with django_capture_on_commit_callbacks(execute=True):
-        review.replay_operation(operation, actor="alice", reason="owner created in the CRM")
+        review.replay_operation(operation, user=alice, reason="owner created in the CRM")
 
     operation.refresh_from_db()
     assert (operation.state, operation.attempts, operation.last_error) == ("pending", 0, None)
@@ -52,62 +63,62 @@ def test_it_replays_under_the_same_key_and_the_operation_then_succeeds(workspace
     assert keys_sent == [operation.key, operation.key]
 
 
-def test_it_calls_out_a_replay_after_the_definition_changed(workspace, scripted_action):
+def test_it_calls_out_a_replay_after_the_definition_changed(workspace, scripted_action, alice):
     action, operation = needing_review(workspace, scripted_action)
     Operation.objects.filter(pk=operation.pk).update(definition_version="old-version")
     operation.refresh_from_db()
 
-    review.replay_operation(operation, actor="alice", reason="retry")
+    review.replay_operation(operation, user=alice, reason="retry")
 
     operation.refresh_from_db()
     assert operation.definition_version == action.version
     assert f"(definition changed old-version -> {action.version})" in AuditEvent.objects.get(kind="replayed").message
 
 
-def test_it_replays_a_consequential_operation_into_approval(workspace, scripted_action):
+def test_it_replays_a_consequential_operation_into_approval(workspace, scripted_action, alice):
     action, operation = needing_review(workspace, scripted_action)
     type(action).consequential = True  # declared consequential after the operation needed review
 
-    review.replay_operation(operation, actor="alice", reason="retry")
+    review.replay_operation(operation, user=alice, reason="retry")
 
     operation.refresh_from_db()
     assert operation.state == "pending_approval"
 
 
 @pytest.mark.parametrize("state", ["pending", "retrying", "unknown", "succeeded", "cancelled"])
-def test_it_refuses_to_replay_an_operation_that_does_not_need_review(workspace, state):
+def test_it_refuses_to_replay_an_operation_that_does_not_need_review(workspace, state, alice):
     operation = submit_brief(workspace)
     Operation.objects.filter(pk=operation.pk).update(state=state)
     operation.refresh_from_db()
 
     refusal = f"Only an operation that needs review can be replayed; .* is {state}."
     with pytest.raises(review.ReviewError, match=refusal):
-        review.replay_operation(operation, actor="alice", reason="retry")
+        review.replay_operation(operation, user=alice, reason="retry")
 
     assert not AuditEvent.objects.filter(kind="replayed").exists()
     assert not Delivery.objects.filter(source="replay").exists()
 
 
-def test_it_refuses_a_replay_that_lost_a_race(workspace, scripted_action):
+def test_it_refuses_a_replay_that_lost_a_race(workspace, scripted_action, alice, bob):
     """Two people replay the same operation at once: the second finds it moved and writes nothing."""
     _, operation = needing_review(workspace, scripted_action)
     stale_copy = Operation.objects.get(pk=operation.pk)
-    review.replay_operation(operation, actor="alice", reason="first")
+    review.replay_operation(operation, user=alice, reason="first")
 
     with pytest.raises(review.ReviewError, match="changed meanwhile"):
-        review.replay_operation(stale_copy, actor="bob", reason="second")
+        review.replay_operation(stale_copy, user=bob, reason="second")
 
     assert list(AuditEvent.objects.filter(kind="replayed").values_list("actor", flat=True)) == ["alice"]
     assert Delivery.objects.filter(source="replay").count() == 1
 
 
 @pytest.mark.parametrize("state", ["pending", "retrying", "needs_review"])
-def test_it_cancels_an_operation_that_has_not_ended(workspace, state):
+def test_it_cancels_an_operation_that_has_not_ended(workspace, state, alice):
     operation = submit_brief(workspace)
     Operation.objects.filter(pk=operation.pk).update(state=state)
     operation.refresh_from_db()
 
-    review.cancel_operation(operation, actor="alice", reason="request withdrawn")
+    review.cancel_operation(operation, user=alice, reason="request withdrawn")
 
     operation.refresh_from_db()
     assert operation.state == "cancelled"
@@ -117,39 +128,44 @@ def test_it_cancels_an_operation_that_has_not_ended(workspace, state):
 
 
 @pytest.mark.parametrize("state", ["processing", "unknown", "succeeded", "pending_approval"])
-def test_it_refuses_to_cancel_an_operation_in_flight_or_ended(workspace, state):
+def test_it_refuses_to_cancel_an_operation_in_flight_or_ended(workspace, state, alice):
     operation = submit_brief(workspace)
     Operation.objects.filter(pk=operation.pk).update(state=state)
     operation.refresh_from_db()
 
     with pytest.raises(review.ReviewError, match="only needs_review, pending, retrying operations can be cancelled"):
-        review.cancel_operation(operation, actor="alice", reason="no")
+        review.cancel_operation(operation, user=alice, reason="no")
 
     operation.refresh_from_db()
     assert operation.state == state
 
 
-def test_it_replays_and_cancels_from_the_command_line(workspace, scripted_action):
+def test_it_replays_and_cancels_from_the_command_line(workspace, scripted_action, alice):
     _, operation = needing_review(workspace, scripted_action)
     out = StringIO()
 
-    call_command("replay", operation.key, "--workspace", "demo", "--reason", "fixed", stdout=out)
-    call_command("cancel", operation.key, "--workspace", "demo", "--reason", "withdrawn", stdout=out)
+    call_command("replay", operation.key, "--workspace", "demo", "--as", "alice", "--reason", "fixed", stdout=out)
+    call_command("cancel", operation.key, "--workspace", "demo", "--as", "alice", "--reason", "withdrawn", stdout=out)
 
     assert out.getvalue().splitlines() == [f"{operation.key} is now pending.", f"{operation.key} is now cancelled."]
     assert list(AuditEvent.objects.filter(kind__in=["replayed", "cancelled"]).values_list("actor", flat=True)) == [
-        "cli", "cli"]
+        "alice", "alice"]
 
 
 @pytest.mark.parametrize("args, message", [
-    (["replay", "demo:nope:v1:prepare-brief", "--workspace", "demo", "--reason", "x"],
+    (["replay", "demo:nope:v1:prepare-brief", "--workspace", "demo", "--as", "alice", "--reason", "x"],
      "No operation 'demo:nope:v1:prepare-brief' in workspace 'demo'."),
-    (["cancel", "demo:R-42:v3:prepare-brief", "--workspace", "other", "--reason", "x"],
+    (["cancel", "demo:R-42:v3:prepare-brief", "--workspace", "other", "--as", "alice", "--reason", "x"],
      "No operation 'demo:R-42:v3:prepare-brief' in workspace 'other'."),
-    (["replay", "demo:R-42:v3:prepare-brief", "--workspace", "demo", "--reason", "x"],
+    (["replay", "demo:R-42:v3:prepare-brief", "--workspace", "demo", "--as", "alice", "--reason", "x"],
      "Only an operation that needs review can be replayed; demo:R-42:v3:prepare-brief is pending."),
+    (["replay", "demo:R-42:v3:prepare-brief", "--workspace", "demo", "--as", "nobody", "--reason", "x"],
+     "No active user 'nobody'."),
+    (["cancel", "demo:R-42:v3:prepare-brief", "--workspace", "demo", "--as", "clerk", "--reason", "x"],
+     "clerk may not replay, resolve, cancel or decide conflicts (the review permission is needed)."),
 ])
-def test_it_explains_what_a_command_cannot_do(workspace, args, message):
+def test_it_explains_what_a_command_cannot_do(workspace, args, message, alice, person):
+    person("clerk", "view_operation")
     submit_brief(workspace)
-    with pytest.raises(CommandError, match=message.replace(".", r"\.")):
+    with pytest.raises(CommandError, match=re.escape(message)):
         call_command(*args, stdout=StringIO())

@@ -11,7 +11,39 @@ from ledger.services import IllegalTransition, transition_operation
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
 from tests.conftest import event
 
-ALL_PAIRS = list(itertools.product(State, State))
+# The edges, written out by hand: DESIGN.md section 4, the extra edges of docs/architecture.md
+# "States", and the ones added since. Never derived from TRANSITIONS, so a wrong edge in the
+# table (say pending -> succeeded) fails the walk below instead of being taken as expected.
+EDGES = {
+    # DESIGN.md section 4
+    ("pending_approval", "pending"),  # approve
+    ("pending_approval", "rejected"),  # reject
+    ("pending", "processing"),  # claim
+    ("pending", "cancelled"),  # cancel
+    ("pending", "superseded"),  # newer version already done (latest_wins)
+    ("processing", "succeeded"),  # ok
+    ("processing", "retrying"),  # transient, budget left
+    ("processing", "needs_review"),  # permanent / budget spent / deadline passed
+    ("processing", "unknown"),  # ambiguous outcome / lease expired (external, try begun)
+    ("retrying", "processing"),  # due
+    ("retrying", "cancelled"),  # cancel
+    ("unknown", "succeeded"),  # reconciled: found
+    ("unknown", "retrying"),  # reconciled: absent
+    ("unknown", "needs_review"),  # cannot tell
+    ("needs_review", "pending"),  # replay (same key)
+    ("needs_review", "pending_approval"),  # replay of a consequential action
+    ("needs_review", "succeeded"),  # resolve with evidence
+    ("needs_review", "cancelled"),  # cancel
+    # docs/architecture.md "States"
+    ("processing", "pending"),  # lease expired, nothing left our database
+    ("pending", "needs_review"),  # the sweep found the processing deadline passed
+    ("retrying", "needs_review"),  # the sweep found the processing deadline passed
+    # added since
+    ("pending_approval", "needs_review"),  # nobody decided within the approval window
+}
+TERMINAL = {"succeeded", "rejected", "cancelled", "superseded"}
+
+ALL_PAIRS = [(a.value, b.value) for a, b in itertools.product(State, State)]
 
 
 def make_operation(workspace, state: State) -> Operation:
@@ -23,17 +55,27 @@ def make_operation(workspace, state: State) -> Operation:
 
 def test_it_lists_every_state_in_the_table():
     assert set(TRANSITIONS) == set(State)
-    assert TERMINAL_STATES == {State.SUCCEEDED, State.REJECTED, State.CANCELLED, State.SUPERSEDED}
+    assert TERMINAL_STATES == TERMINAL
+
+
+def test_it_holds_exactly_the_designed_edges():
+    """The table has every designed edge and no other: an edge added or dropped by mistake shows here."""
+    table = {(from_state.value, to_state.value) for from_state, targets in TRANSITIONS.items()
+             for to_state in targets}
+    assert table - EDGES == set(), "edges in TRANSITIONS that the design does not have"
+    assert EDGES - table == set(), "designed edges missing from TRANSITIONS"
+    assert {from_state for from_state, _ in EDGES}.isdisjoint(TERMINAL)
 
 
 @pytest.mark.parametrize("from_state, to_state", ALL_PAIRS, ids=[f"{a}->{b}" for a, b in ALL_PAIRS])
-def test_it_moves_along_an_edge_exactly_when_the_table_lists_it(workspace, from_state, to_state):
-    """Allowed: the row moves and one audit event records it. Not allowed: IllegalTransition, no change."""
+def test_it_moves_along_an_edge_exactly_when_the_design_lists_it(workspace, from_state, to_state):
+    """A designed edge: the row moves and one audit event records it. Any other pair:
+    IllegalTransition, and nothing changes."""
     operation = make_operation(workspace, from_state)
     events_before = AuditEvent.objects.count()
     last_event = AuditEvent.objects.order_by("-id").values_list("id", flat=True).first()
 
-    if to_state in TRANSITIONS[from_state]:
+    if (from_state, to_state) in EDGES:
         assert transition_operation(operation, to_state=to_state, actor="test", kind="walk") is True
         assert Operation.objects.get(pk=operation.pk).state == to_state
         assert operation.state == to_state

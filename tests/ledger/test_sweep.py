@@ -71,17 +71,29 @@ def test_it_marks_an_external_operation_unknown_when_its_try_had_begun(workspace
 
 
 def test_it_returns_an_external_operation_to_pending_when_no_try_had_begun(workspace, scripted_action, frozen):
-    """A worker that died between claim and the start of its try sent nothing."""
+    """A worker that died between claim and the start of its try sent nothing: the operation runs
+    again, and the destination is called exactly once, by the next worker's claim."""
     action = scripted_action(external=True)
     operation = submit(workspace, action.name)
     claim_due_operations(limit=10, worker="dead")
 
-    sweep(now=LATER)
+    report = sweep(now=LATER)
 
     operation.refresh_from_db()
     assert operation.state == "pending"
+    assert (operation.lease_owner, operation.lease_expires_at) == ("", None)
+    assert report.leases_expired == 1
+    event = lease_event(operation)
+    assert (event.from_state, event.to_state) == ("processing", "pending")
     assert Attempt.objects.count() == 0
-    assert action.destination.calls == []
+
+    frozen.move_to(LATER)
+    assert process_due_operations(worker="alive") == 1
+
+    operation.refresh_from_db()
+    assert operation.state == "succeeded"
+    assert action.destination.calls == [(operation.key, 2)]  # once, under the second claim's token
+    assert list(Attempt.objects.values_list("operation", "outcome")) == [(operation.pk, "ok")]
 
 
 def test_it_leaves_a_live_lease_alone(workspace, frozen):
@@ -128,7 +140,9 @@ def test_it_enqueues_enough_processing_tasks_for_the_due_work(workspace, frozen)
     assert (report.due, report.nudges) == (5, 3)
     assert report.oldest_due_seconds == 120
     assert OrmQ.objects.count() == 3
-    assert {op.state for op in due} == {"pending"}
+    # The sweep only nudges: it claims nothing and leaves the not-yet-due retry alone.
+    states = dict(Operation.objects.values_list("pk", "state"))
+    assert states == {**{op.pk: "pending" for op in due}, not_yet.pk: "retrying"}
 
 
 def test_it_drains_the_due_work_it_finds(workspace, sync_queue, frozen):
@@ -163,7 +177,8 @@ def test_it_records_a_heartbeat_on_every_run(workspace, frozen):
 
     heartbeat = Heartbeat.objects.get(name="sweep")
     assert heartbeat.beat_at == START + timedelta(seconds=90)
-    assert heartbeat.detail == {"leases_expired": 0, "deadlines_passed": 0, "due": 1, "nudges": 1,
+    assert heartbeat.detail == {"leases_expired": 0, "deadlines_passed": 0, "approvals_expired": 0,
+                                "due": 1, "nudges": 1,
                                 "oldest_due_seconds": 90.0}
 
 
@@ -185,7 +200,8 @@ def test_it_runs_from_the_command_line(workspace, frozen):
     out = StringIO()
     call_command("sweep", stdout=out)
 
-    assert json.loads(out.getvalue()) == {"leases_expired": 0, "deadlines_passed": 0, "due": 1, "nudges": 1,
+    assert json.loads(out.getvalue()) == {"leases_expired": 0, "deadlines_passed": 0, "approvals_expired": 0,
+                                          "due": 1, "nudges": 1,
                                           "oldest_due_seconds": 0.0}
 
 

@@ -21,9 +21,17 @@ def http(standin):
 
 
 def add_faults(http, *faults):
+    """Queues faults (for POST /records unless a fault says "on": "lookup"); returns the create queue."""
     response = http.post("/_faults", json={"faults": list(faults)})
     assert response.status_code == 200, response.text
     return response.json()["faults"]
+
+
+def add_lookup_faults(http, *faults):
+    """Queues faults for GET /records; returns the lookup queue."""
+    response = http.post("/_faults", json={"faults": [{**fault, "on": "lookup"} for fault in faults]})
+    assert response.status_code == 200, response.text
+    return response.json()["lookup_faults"]
 
 
 def records(http, **filters):

@@ -5,6 +5,7 @@ from tests.standin.conftest import add_faults, records
 
 BODY = {"reference": "INV-1", "payload": {"amount": 42}}
 KEY = {"Idempotency-Key": "op-1"}
+NO_FAULTS = {"faults": [], "lookup_faults": []}
 
 
 def test_it_answers_an_injected_status_without_creating_anything(http):
@@ -91,11 +92,11 @@ def test_it_consumes_faults_in_order_one_per_post(http):
     assert http.post("/records", json=BODY).status_code == 429
     assert http.post("/records", json=BODY).status_code == 500
     assert http.post("/records", json=BODY).status_code == 201
-    assert http.get("/_faults").json() == {"faults": []}
+    assert http.get("/_faults").json() == NO_FAULTS
 
 
 def test_it_serves_lookups_while_faults_are_pending(http):
-    """Faults affect only POST /records: lookups and health answer and leave the queue alone."""
+    """Create faults affect only POST /records: lookups and health answer and leave the queue alone."""
     created = http.post("/records", json=BODY).json()
     add_faults(http, {"kind": "reset_before"}, {"kind": "drop_after_commit"})
 
@@ -120,4 +121,4 @@ def test_it_refuses_a_bad_fault_and_queues_none_of_the_list(http, fault):
 
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_fault"
-    assert http.get("/_faults").json() == {"faults": []}
+    assert http.get("/_faults").json() == NO_FAULTS

@@ -159,7 +159,7 @@ def test_it_clears_everything_on_reset(http):
 
     assert http.post("/_reset").status_code == 200
 
-    assert http.get("/_faults").json() == {"faults": []}
+    assert http.get("/_faults").json() == {"faults": [], "lookup_faults": []}
     assert records(http) == []
     assert http.get("/_stats").json() == {"records": 0, "requests": {"GET /_faults": 1, "GET /records": 1,
                                                                      "GET /_stats": 1}}

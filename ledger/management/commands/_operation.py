@@ -1,6 +1,5 @@
-"""The shape shared by commands that act on one operation (replay, cancel, approve, reject)."""
-
-from collections.abc import Callable
+"""The shape shared by commands that act on one operation as a named person (replay, resolve,
+cancel, approve, reject) and the lookups they share."""
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -10,28 +9,32 @@ from ledger.models import Operation
 
 
 class OperationCommand(BaseCommand):
-    """Finds the operation by workspace and key, calls ``service`` on it, reports its new state."""
-
-    service: Callable[..., Operation]
+    """Finds the operation by workspace and key and the person by username, calls ``act``, reports
+    the new state. The person needs the review permission; they are named in the audit trail."""
 
     def add_arguments(self, parser):
         parser.add_argument("key", help="The operation key, e.g. demo:R-42:v3:prepare-brief")
         parser.add_argument("--workspace", required=True)
+        parser.add_argument("--as", dest="username", required=True,
+                            help="Who acts: a user with the review permission (kept in the audit trail).")
         parser.add_argument("--reason", required=True, help="Why: kept in the audit trail.")
 
-    def handle(self, *args, key, workspace, reason, **options):
+    def act(self, operation: Operation, *, user, reason: str, **options) -> str:
+        """Call the service; returns what to print, or raises ReviewError."""
+        raise NotImplementedError
+
+    def handle(self, *args, key, workspace, username, reason, **options):
         operation = find_operation(key=key, workspace=workspace)
+        user = find_user(username)
         try:
-            self.service(operation, actor="cli", reason=reason)
+            said = self.act(operation, user=user, reason=reason, **options)
         except review.ReviewError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"{operation.key} is now {operation.state}.")
+        self.stdout.write(said or f"{operation.key} is now {operation.state}.")
 
 
 class ApprovalCommand(BaseCommand):
     """Decides on a consequential operation as a named user, who needs the approve permission."""
-
-    service: Callable[..., object]
 
     def add_arguments(self, parser):
         parser.add_argument("key", help="The operation key, e.g. demo:R-7:v1:issue-refund")
@@ -39,13 +42,14 @@ class ApprovalCommand(BaseCommand):
         parser.add_argument("--as", dest="username", required=True, help="The approver's username.")
         parser.add_argument("--note", default="", help="Kept with the decision and in the audit trail.")
 
+    def decide(self, operation: Operation, *, user, note: str):
+        raise NotImplementedError
+
     def handle(self, *args, key, workspace, username, note, **options):
         operation = find_operation(key=key, workspace=workspace)
-        user = get_user_model().objects.filter(username=username, is_active=True).first()
-        if user is None:
-            raise CommandError(f"No active user {username!r}.")
+        user = find_user(username)
         try:
-            self.service(operation, user=user, note=note)
+            self.decide(operation, user=user, note=note)
         except approvals.ApprovalError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{operation.key} is now {operation.state}.")
@@ -56,3 +60,10 @@ def find_operation(*, key: str, workspace: str) -> Operation:
     if operation is None:
         raise CommandError(f"No operation {key!r} in workspace {workspace!r}.")
     return operation
+
+
+def find_user(username: str):
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise CommandError(f"No active user {username!r}.")
+    return user

@@ -3,5 +3,8 @@ from ledger.management.commands._operation import ApprovalCommand
 
 
 class Command(ApprovalCommand):
-    help = "Approve an operation awaiting approval, as a user with the approve permission (not its submitter)."
-    service = staticmethod(approvals.approve_operation)
+    help = ("Approve an operation awaiting approval, as a user with the approve permission who did not submit, "
+            "change or replay it.")
+
+    def decide(self, operation, *, user, note):
+        approvals.approve_operation(operation, user=user, note=note)

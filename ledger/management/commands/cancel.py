@@ -4,4 +4,6 @@ from ledger.management.commands._operation import OperationCommand
 
 class Command(OperationCommand):
     help = "Cancel an operation that is pending, retrying or needs review."
-    service = staticmethod(review.cancel_operation)
+
+    def act(self, operation, *, user, reason, **options):
+        review.cancel_operation(operation, user=user, reason=reason)

@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger import review
+from ledger.management.commands._operation import find_user
 from ledger.models import Conflict
 
 
@@ -15,6 +16,8 @@ class Command(BaseCommand):
                            ("apply", "Use the incoming payload (only before the operation runs).")]:
             decide = sub.add_parser(verb, help=text)
             decide.add_argument("conflict_id", type=int)
+            decide.add_argument("--as", dest="username", required=True,
+                                help="Who decides: a user with the review permission.")
             decide.add_argument("--reason", required=True, help="Why: kept in the audit trail.")
 
     def handle(self, *args, verb, **options):
@@ -23,9 +26,10 @@ class Command(BaseCommand):
         conflict = Conflict.objects.select_related("operation").filter(pk=options["conflict_id"]).first()
         if conflict is None:
             raise CommandError(f"No conflict {options['conflict_id']}.")
+        user = find_user(options["username"])
         decide = review.apply_conflict if verb == "apply" else review.dismiss_conflict
         try:
-            decide(conflict, actor="cli", reason=options["reason"])
+            decide(conflict, user=user, reason=options["reason"])
         except review.ReviewError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"Conflict {conflict.pk} on {conflict.operation.key}: {conflict.status}.")

@@ -2,6 +2,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger import services
+from ledger.management.commands._operation import find_user
 
 
 class Command(BaseCommand):
@@ -12,12 +13,16 @@ class Command(BaseCommand):
         parser.add_argument("--owners", default="", help="Comma-separated approved owners, e.g. ops,finance")
         parser.add_argument("--retry-budget", type=int, default=None,
                             help="Retries per hour it may schedule (default: OPSCONSOLE_RETRY_BUDGET_PER_HOUR)")
+        parser.add_argument("--user", default=None,
+                            help="The person the first token belongs to (they cannot approve what it submits); "
+                                 "without --user it is a machine's.")
 
-    def handle(self, *args, slug, owners, retry_budget, **options):
+    def handle(self, *args, slug, owners, retry_budget, user, **options):
         approved = [owner.strip() for owner in owners.split(",") if owner.strip()]
+        person = find_user(user) if user else None
         try:
             workspace, token = services.create_workspace(
-                slug=slug, approved_owners=approved, actor="cli", retry_budget_per_hour=retry_budget
+                slug=slug, approved_owners=approved, actor="cli", retry_budget_per_hour=retry_budget, user=person,
             )
         except services.WorkspaceExists as exc:
             raise CommandError(str(exc)) from None

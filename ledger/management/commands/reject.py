@@ -4,4 +4,6 @@ from ledger.management.commands._operation import ApprovalCommand
 
 class Command(ApprovalCommand):
     help = "Reject an operation awaiting approval (final), as a user with the approve permission; --note says why."
-    service = staticmethod(approvals.reject_operation)
+
+    def decide(self, operation, *, user, note):
+        approvals.reject_operation(operation, user=user, note=note)

@@ -4,6 +4,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger import intake
+from ledger.management.commands._operation import find_user
 from ledger.models import Delivery, Workspace
 
 
@@ -14,12 +15,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("file", nargs="?", default="-")
         parser.add_argument("--workspace", required=True)
+        parser.add_argument("--as", dest="username", default=None,
+                            help="The person submitting (they then cannot approve what they submit); "
+                                 "without --as the submitter is the machine 'cli'.")
 
-    def handle(self, *args, file, workspace, **options):
+    def handle(self, *args, file, workspace, username, **options):
         try:
             target = Workspace.objects.get(slug=workspace)
         except Workspace.DoesNotExist:
             raise CommandError(f"No workspace {workspace!r}.") from None
+        person = find_user(username) if username else None
+        sender = {"submitted_by": person.get_username() if person else "cli", "person": person}
         try:
             stream = sys.stdin if file == "-" else open(file, encoding="utf-8")
         except OSError as exc:
@@ -29,14 +35,14 @@ class Command(BaseCommand):
             for line_number, line in enumerate(stream, start=1):
                 if not line.strip():
                     continue
-                result = self._submit_line(target, line)
+                result = self._submit_line(target, line, sender)
                 blocked += result.blocked
                 self.stdout.write(json.dumps({"line": line_number, "http_status": result.http_status,
                                               **result.as_dict()}))
         if blocked:
             raise SystemExit(1)
 
-    def _submit_line(self, workspace, line):
+    def _submit_line(self, workspace, line, sender):
         source = Delivery.Source.CLI
         try:
             raw = json.loads(line)
@@ -45,8 +51,8 @@ class Command(BaseCommand):
         except RecursionError:
             message = "malformed JSON: nested too deeply"
         else:
-            return intake.submit_event(workspace=workspace, raw=raw, source=source, submitted_by="cli")
+            return intake.submit_event(workspace=workspace, raw=raw, source=source, **sender)
         return intake.record_blocked_delivery(
-            workspace=workspace, source=source, submitted_by="cli", reason="malformed_json",
+            workspace=workspace, source=source, **sender, reason="malformed_json",
             errors=[{"field": "body", "message": message}], http_status=400,
         )

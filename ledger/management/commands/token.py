@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger import services
+from ledger.management.commands._operation import find_user
 from ledger.models import ApiToken, Workspace
 
 
@@ -14,6 +15,9 @@ class Command(BaseCommand):
         issue = sub.add_parser("issue", help="A new token; the value is shown this once.")
         issue.add_argument("workspace")
         issue.add_argument("--name", default="", help="What the token is for, e.g. the sending system.")
+        issue.add_argument("--user", default=None,
+                           help="The person the token belongs to: what it submits is theirs, so they cannot "
+                                "approve it. Without --user the token is a machine's.")
         revoke = sub.add_parser("revoke", help="Refuse the token from now on.")
         revoke.add_argument("workspace")
         revoke.add_argument("hint", help="The token's first characters, as `list` shows them.")
@@ -25,13 +29,16 @@ class Command(BaseCommand):
         getattr(self, f"_{verb}")(target, **options)
 
     def _list(self, workspace, **options):
-        for api_token in ApiToken.objects.filter(workspace=workspace).order_by("created_at"):
+        for api_token in ApiToken.objects.filter(workspace=workspace).select_related("user").order_by("created_at"):
             status = f"revoked {api_token.revoked_at:%Y-%m-%d %H:%M}" if api_token.revoked_at else "live"
-            self.stdout.write(f"{api_token.hint}  {status:<22} {api_token.name}")
+            owner = api_token.user.get_username() if api_token.user else "machine"
+            self.stdout.write(f"{api_token.hint}  {status:<22} {owner:<20} {api_token.name}")
 
-    def _issue(self, workspace, *, name, **options):
-        token = services.issue_token(workspace=workspace, name=name, actor="cli")
-        self.stdout.write(f"New API token for {workspace.slug} (shown once, store it now):")
+    def _issue(self, workspace, *, name, user, **options):
+        person = find_user(user) if user else None
+        token = services.issue_token(workspace=workspace, name=name, actor="cli", user=person)
+        owner = f", belonging to {person.get_username()}" if person else " (a machine's: no person)"
+        self.stdout.write(f"New API token for {workspace.slug}{owner} (shown once, store it now):")
         self.stdout.write(token)
 
     def _revoke(self, workspace, *, hint, **options):

@@ -1,0 +1,41 @@
+"""Asking a destination what became of an operation whose try may have reached it.
+
+Reconciliation asks about ``unknown`` operations; a replay asks before it sends anything again
+(DESIGN.md rule 9). The lookup is a network call: callers run it outside any transaction.
+"""
+
+from datetime import datetime
+
+from django.utils import timezone
+
+from ledger.actions import ActionDefinition
+from ledger.models import Attempt, Operation
+from ledger.outcomes import Absent, CannotTell, Found
+
+# A try with one of these outcomes was refused before the destination acted; any other try
+# (ok, ambiguous, stale, abandoned, or never finished) may have left a record there.
+_REFUSED = (Attempt.Outcome.TRANSIENT, Attempt.Outcome.PERMANENT)
+
+
+def may_have_acted(operation: Operation, action: ActionDefinition) -> bool:
+    """Whether any try of ``operation`` may have reached its (external) destination."""
+    return action.external and operation.attempt_rows.exclude(outcome__in=_REFUSED).exists()
+
+
+def settles_at(operation: Operation, action: ActionDefinition) -> datetime | None:
+    """When the last try's request can no longer land at the destination (``settle_after`` past
+    its start); before that, a lookup that finds nothing proves nothing."""
+    last_try = operation.attempt_rows.order_by("-fencing_token").values_list("started_at", flat=True).first()
+    return last_try + action.settle_after if last_try else None
+
+
+def ask_destination(operation: Operation, action: ActionDefinition, *,
+                    now: datetime | None = None) -> Found | Absent | CannotTell:
+    """The destination's answer about ``operation``; an "absent" while a request may still be
+    landing is not believed (it becomes a ``CannotTell`` that says when to ask again)."""
+    now = now or timezone.now()
+    answer = action.lookup(operation)
+    settled = settles_at(operation, action)
+    if isinstance(answer, Absent) and settled and now < settled:
+        return CannotTell(f"no record yet, but the last request may still land until {settled:%Y-%m-%d %H:%M:%S} UTC")
+    return answer

@@ -1,0 +1,50 @@
+"""Reads shared by the engine, the console and the metrics: what is held, what is due."""
+
+from datetime import datetime
+
+from django.db.models import Q
+from django.utils import timezone
+
+from ledger.models import Control, Operation
+from ledger.states import CLAIMABLE_STATES
+
+
+def scope_filter(workspace_id: int | None, action: str) -> Q:
+    """The operations one pause switch covers (no workspace and no action: all of them)."""
+    scope = Q(pk__isnull=False)
+    if workspace_id is not None:
+        scope &= Q(workspace_id=workspace_id)
+    if action:
+        scope &= Q(action=action)
+    return scope
+
+
+def paused_filter() -> Q | None:
+    """A filter matching the operations that the active pause switches hold.
+
+    Returns None when nothing is paused. A global pause matches everything.
+    """
+    held = None
+    for workspace_id, action in Control.objects.filter(paused=True).values_list("workspace_id", "action"):
+        scope = scope_filter(workspace_id, action)
+        held = scope if held is None else held | scope
+    return held
+
+
+def due_operations(now: datetime | None = None):
+    """Operations a worker may claim now: claimable, due, within their deadline, not paused."""
+    now = now or timezone.now()
+    queryset = Operation.objects.filter(
+        Q(state__in=CLAIMABLE_STATES),
+        Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now),
+        Q(deadline__isnull=True) | Q(deadline__gt=now),
+    )
+    held = paused_filter()
+    return queryset.exclude(held) if held is not None else queryset
+
+
+def oldest_due_seconds(now: datetime | None = None) -> float | None:
+    """How long the oldest due operation has waited to be claimed; None when nothing is due."""
+    now = now or timezone.now()
+    oldest = due_operations(now).order_by("created_at").values_list("created_at", flat=True).first()
+    return (now - oldest).total_seconds() if oldest else None
