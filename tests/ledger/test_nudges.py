@@ -1,0 +1,127 @@
+"""Retries and lookups on time: when a retry or a lookup is scheduled, a task is enqueued for its
+due time (django-q2 has no delay of its own; ``ledger.brokers`` adds one to the ORM and Redis
+brokers), so an idle cluster acts within seconds of it instead of at the next one-minute sweep."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+import redis
+from django.utils import timezone
+from django_q.brokers import orm
+from django_q.models import OrmQ
+from django_q.signing import SignedPackage
+
+from ledger import nudges
+from ledger.brokers import ORM, Redis
+from ledger.models import Operation
+from ledger.outcomes import AmbiguousError, TransientError
+from ledger.processing import process_due_operations
+from tests.ledger.conftest import START, submit
+
+
+def test_it_enqueues_a_retry_for_its_due_time(workspace, scripted_action, frozen, django_capture_on_commit_callbacks):
+    action = scripted_action()
+    action.destination.answer(TransientError("busy", retry_after=40))
+    operation = submit(workspace, action.name)
+    OrmQ.objects.all().delete()  # intake's own nudge
+
+    with django_capture_on_commit_callbacks(execute=True):
+        process_due_operations(worker="w1")
+
+    operation.refresh_from_db()
+    assert operation.state == "retrying"
+    [task] = OrmQ.objects.all()
+    assert task.lock == operation.next_attempt_at >= START + timedelta(seconds=40)
+    assert SignedPackage.loads(task.payload)["func"] == nudges.PROCESS
+
+
+def test_it_enqueues_the_first_lookup_for_when_the_request_has_settled(
+    workspace, scripted_action, frozen, django_capture_on_commit_callbacks
+):
+    action = scripted_action(external=True, settle_after=timedelta(seconds=30))
+    action.destination.answer(AmbiguousError("read timeout"))
+    operation = submit(workspace, action.name)
+    OrmQ.objects.all().delete()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        process_due_operations(worker="w1")
+
+    operation.refresh_from_db()
+    [task] = OrmQ.objects.all()
+    package = SignedPackage.loads(task.payload)
+    assert (operation.state, task.lock) == ("unknown", START + timedelta(seconds=30))
+    assert (package["func"], package["args"]) == (nudges.RECONCILE, (operation.pk,))
+
+
+def test_the_orm_broker_hides_a_delayed_task_until_it_is_due(db, time_machine):
+    time_machine.move_to(START, tick=False)
+    broker = ORM(list_key="test-delayed")
+    broker.enqueue_at("the-task", START + timedelta(seconds=5))
+
+    assert broker.dequeue() is None
+
+    time_machine.move_to(START + timedelta(seconds=5, microseconds=1), tick=False)
+    [(_, payload)] = broker.dequeue()
+    assert payload == "the-task"
+
+
+def test_a_broker_that_cannot_wait_enqueues_nothing(db, monkeypatch):
+    """Another broker_class: the delayed nudge is left to the sweep rather than delivered early."""
+    monkeypatch.setattr(nudges, "get_broker", lambda: orm.ORM(list_key="plain"))
+
+    nudges.enqueue_processing(7, at=timezone.now() + timedelta(minutes=1))
+
+    assert not OrmQ.objects.exists()
+
+
+@pytest.fixture
+def redis_broker(settings):
+    from django_q.conf import Conf
+
+    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        pytest.skip("the Redis broker's delayed delivery needs Redis at 127.0.0.1:6379 (not reachable)")
+    original = Conf.REDIS
+    Conf.REDIS = "redis://127.0.0.1:6379/0"
+    broker = Redis(list_key=f"test-delayed-{uuid.uuid4().hex}")
+    yield broker
+    broker.delete_queue()
+    Conf.REDIS = original
+
+
+def test_the_redis_broker_delivers_a_delayed_task_once_it_is_due(redis_broker):
+    redis_broker.enqueue_at("later", timezone.now() + timedelta(seconds=60))
+    redis_broker.enqueue_at("due", timezone.now() - timedelta(seconds=1))
+
+    [(_, first)] = redis_broker.dequeue()
+
+    assert first == b"due"
+    assert redis_broker.connection.zcard(redis_broker.delayed_key) == 1  # "later" still waits
+    assert redis_broker.dequeue() is None
+
+
+def test_two_redis_clusters_never_both_deliver_a_delayed_task(redis_broker):
+    other = Redis(list_key=redis_broker.list_key.removeprefix("django_q:").removesuffix(":q"))
+    assert other.list_key == redis_broker.list_key
+    redis_broker.enqueue_at("once", timezone.now() - timedelta(seconds=1))
+
+    delivered = [redis_broker.dequeue(), other.dequeue()]
+
+    assert [item for item in delivered if item] == [[(None, b"once")]]
+
+
+def test_it_checks_the_operation_when_a_delayed_task_arrives(workspace, scripted_action, frozen, sync_queue):
+    """A task delivered for a due time only finds work that is due: running it early does nothing."""
+    action = scripted_action()
+    action.destination.answer(TransientError("busy", retry_after=40))
+    operation = submit(workspace, action.name)
+    process_due_operations(worker="w1")
+
+    nudges.enqueue_processing(operation.pk)  # as if delivered now, 40 s early
+
+    operation.refresh_from_db()
+    assert (operation.state, len(action.destination.calls)) == ("retrying", 1)
+    assert Operation.objects.get().attempts == 1
