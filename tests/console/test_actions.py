@@ -116,6 +116,9 @@ def targets(needing_review, awaiting_approval, noted):
     decision = {"note": "because", "fingerprint": awaiting_approval.fingerprint}
     return {
         "replay": (f"/console/operations/{needing_review.pk}/replay/", "operator", reason),
+        "resolve": (f"/console/operations/{needing_review.pk}/resolve/", "operator",
+                    reason | {"external_id": "rec-1"}),
+        "look_up": (f"/console/operations/{needing_review.pk}/look-up/", "operator", {}),
         "cancel": (f"/console/operations/{needing_review.pk}/cancel/", "operator", reason),
         "approve": (f"/console/operations/{awaiting_approval.pk}/approve/", "approver", decision),
         "reject": (f"/console/operations/{awaiting_approval.pk}/reject/", "approver", decision),
@@ -124,7 +127,10 @@ def targets(needing_review, awaiting_approval, noted):
     }
 
 
-@pytest.mark.parametrize("name", ["replay", "cancel", "approve", "reject", "apply", "dismiss"])
+ACTIONS = ["replay", "resolve", "look_up", "cancel", "approve", "reject", "apply", "dismiss"]
+
+
+@pytest.mark.parametrize("name", ACTIONS)
 def test_it_refuses_a_decision_without_its_permission(client, login, targets, name):
     url, role, form = targets[name]
     login("approver" if role == "operator" else "operator")
@@ -135,7 +141,7 @@ def test_it_refuses_a_decision_without_its_permission(client, login, targets, na
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("name", ["replay", "cancel", "approve", "reject", "apply", "dismiss"])
+@pytest.mark.parametrize("name", ACTIONS)
 def test_it_answers_a_get_with_method_not_allowed(client, login, targets, name):
     url, role, _ = targets[name]
     login(role)
@@ -143,7 +149,7 @@ def test_it_answers_a_get_with_method_not_allowed(client, login, targets, name):
     assert client.get(url).status_code == 405
 
 
-@pytest.mark.parametrize("name", ["replay", "cancel", "reject", "apply", "dismiss"])
+@pytest.mark.parametrize("name", ["replay", "resolve", "cancel", "reject", "apply", "dismiss"])
 def test_it_changes_nothing_without_a_reason(client, login, targets, name):
     url, role, form = targets[name]
     login(role)
