@@ -68,6 +68,16 @@ def reviewer(person):
     return person("operator", "view_operation", "review_operation")
 
 
+@pytest.fixture
+def alice(person):
+    return person("alice", "review_operation")
+
+
+@pytest.fixture
+def bob(person):
+    return person("bob", "review_operation")
+
+
 def requires_postgres():
     if connection.vendor != "postgresql":
         pytest.skip(f"needs PostgreSQL for real concurrency (running on {connection.vendor})")
@@ -124,3 +134,17 @@ def standin(settings):
 def external_event(action="send-notice", delivery_id="d-1", **data):
     base = {"request_id": "R-42", "version": 3, "summary": "Renewal notice", "owner": "ops"}
     return {"action": action, "delivery_id": delivery_id, "data": base | data}
+
+
+@pytest.fixture
+def unknown_notice(workspace, standin):
+    """A ``send-notice`` whose destination acted and whose answer was lost: unknown."""
+    from ledger.intake import submit_event
+    from ledger.processing import process_due_operations
+
+    standin.fail_next({"kind": "drop_after_commit"})
+    operation = submit_event(workspace=workspace, raw=external_event("send-notice"), source="api").operation
+    process_due_operations()
+    operation.refresh_from_db()
+    assert operation.state == "unknown"
+    return operation

@@ -5,11 +5,8 @@ the page says what waits and when, Replay names the duplicate risk and refuses i
 import pytest
 from django.contrib.messages import get_messages
 
-from ledger.intake import submit_event
 from ledger.models import AuditEvent, Operation
-from ledger.processing import process_due_operations
 from reconciliation.reconcile import reconcile_operation
-from tests.conftest import external_event
 
 LOOKUP_503 = {"kind": "status", "status": 503}
 
@@ -19,14 +16,8 @@ def messages_of(response) -> list[tuple[str, str]]:
 
 
 @pytest.fixture
-def unknown(workspace, standin):
-    """The destination acted; its answer was lost."""
-    standin.fail_next({"kind": "drop_after_commit"})
-    operation = submit_event(workspace=workspace, raw=external_event("send-notice"), source="api").operation
-    process_due_operations()
-    operation.refresh_from_db()
-    assert operation.state == "unknown"
-    return operation
+def unknown(unknown_notice):
+    return unknown_notice
 
 
 @pytest.fixture

@@ -10,9 +10,7 @@ from playwright.sync_api import expect
 from ledger import services
 from ledger.intake import submit_event
 from ledger.models import AuditEvent, Operation
-from ledger.processing import process_due_operations
 from reconciliation.reconcile import reconcile_operation
-from tests.conftest import external_event
 from tests.e2e.conftest import APPROVER, OPERATOR, log_in, make_user, screenshot
 
 pytestmark = pytest.mark.e2e
@@ -21,14 +19,8 @@ LOOKUP_503 = {"kind": "status", "status": 503}
 
 
 @pytest.fixture
-def unknown(workspace, standin):
-    """send-notice: the destination acted and the answer was lost."""
-    standin.fail_next({"kind": "drop_after_commit"})
-    operation = submit_event(workspace=workspace, raw=external_event("send-notice"), source="api").operation
-    process_due_operations()
-    operation.refresh_from_db()
-    assert operation.state == "unknown"
-    return operation
+def unknown(unknown_notice):
+    return unknown_notice
 
 
 @pytest.fixture

@@ -14,16 +14,6 @@ from tests.conftest import event
 
 
 @pytest.fixture
-def alice(person):
-    return person("alice", "review_operation")
-
-
-@pytest.fixture
-def bob(person):
-    return person("bob", "review_operation")
-
-
-@pytest.fixture
 def conflict(api):
     api.post("/api/v1/events", event("d-1"))
     response = api.post("/api/v1/events", event("d-2", title="Review renewal options, EMEA only"))

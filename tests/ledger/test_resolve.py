@@ -8,22 +8,14 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from ledger import review
-from ledger.intake import submit_event
 from ledger.models import AuditEvent, Operation
-from ledger.processing import process_due_operations
 from reconciliation.reconcile import reconcile_unknown_operations
-from tests.conftest import external_event
 from tests.ledger.conftest import submit_brief
 
 
 @pytest.fixture
-def unknown(workspace, standin):
-    standin.fail_next({"kind": "drop_after_commit"})
-    operation = submit_event(workspace=workspace, raw=external_event("send-notice"), source="api").operation
-    process_due_operations()
-    operation.refresh_from_db()
-    assert operation.state == "unknown"
-    return operation
+def unknown(unknown_notice):
+    return unknown_notice
 
 
 @pytest.mark.parametrize("state", ["unknown", "needs_review"])

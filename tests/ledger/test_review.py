@@ -14,16 +14,6 @@ from ledger.processing import process_due_operations
 from tests.ledger.conftest import submit, submit_brief
 
 
-@pytest.fixture
-def alice(person):
-    return person("alice", "review_operation")
-
-
-@pytest.fixture
-def bob(person):
-    return person("bob", "review_operation")
-
-
 def needing_review(workspace, scripted_action, **declared):
     action = scripted_action(**declared)
     action.destination.answer(PermanentError("owner does not exist"))
