@@ -14,7 +14,7 @@ from django.utils import timezone
 from ledger import nudges
 from ledger.actions import UnknownAction, get_action
 from ledger.models import Attempt, Heartbeat, Operation
-from ledger.processing import finish_attempt
+from ledger.recording import finish_attempt
 from ledger.selectors import due_operations, oldest_due_seconds, paused_filter
 from ledger.services import transition_operation
 from ledger.states import CLAIMABLE_STATES, State
