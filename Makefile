@@ -36,6 +36,7 @@ lint: venv
 
 bench: venv
 	DEBUG=1 $(PY) bench/drain.py
+	DEBUG=1 $(PY) bench/retry_lateness.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3* var-qcluster.log var-standin.log

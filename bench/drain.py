@@ -38,8 +38,13 @@ def main() -> None:
     sys.path.insert(0, str(PROJECT_DIR))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opsconsole.settings")
     os.environ.update(CLUSTER_ENV)
+    run_on_scratch_database(run)
+
+
+def run_on_scratch_database(run, *, prefix: str = "bench") -> None:
+    """Call ``run(scratch_dir, label)`` with DATABASE_URL pointing at a fresh database, dropped after."""
     with tempfile.TemporaryDirectory(prefix="opsconsole-bench-") as scratch_dir:
-        scratch = ScratchDatabase(os.environ.get("DATABASE_URL", ""), Path(scratch_dir))
+        scratch = ScratchDatabase(os.environ.get("DATABASE_URL", ""), Path(scratch_dir), prefix=prefix)
         os.environ["DATABASE_URL"] = scratch.url
         try:
             run(Path(scratch_dir), scratch.label)
@@ -48,9 +53,11 @@ def main() -> None:
 
 
 class ScratchDatabase:
-    """A fresh database for one run: ``bench_<name>`` beside a PostgreSQL DATABASE_URL, else SQLite."""
+    """A fresh database for one run: ``<prefix>_<name>`` beside a PostgreSQL DATABASE_URL, else SQLite.
 
-    def __init__(self, url: str, scratch_dir: Path):
+    Each benchmark has its own prefix, so one never drops the database of another running beside it."""
+
+    def __init__(self, url: str, scratch_dir: Path, prefix: str = "bench"):
         import environ
 
         self.postgres = None
@@ -58,7 +65,7 @@ class ScratchDatabase:
             config = environ.Env.db_url_config(url)
             self.postgres = {"host": config.get("HOST") or "127.0.0.1", "port": config.get("PORT") or 5432,
                              "user": config.get("USER") or None, "password": config.get("PASSWORD") or None}
-            self.name = f"bench_{config['NAME']}"
+            self.name = f"{prefix}_{config['NAME']}"
             self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)', f'CREATE DATABASE "{self.name}"')
             self.url = url.rsplit("/", 1)[0].split("?")[0] + f"/{self.name}"
             self.label = f"PostgreSQL ({self.name})"
