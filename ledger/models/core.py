@@ -1,7 +1,6 @@
-"""The ledger's tables. Rows change only through ``ledger.services`` and ``ledger.processing``."""
-
-import hashlib
-import secrets
+"""The ledger's core tables: workspaces, deliveries, operations, their attempts and conflicts,
+pause switches, heartbeats, and the internal destination of prepare-brief. Rows change only
+through the services (``ledger.services``, ``ledger.processing``, ``ledger.review`` ...)."""
 
 from django.conf import settings
 from django.core.validators import validate_slug
@@ -29,38 +28,6 @@ class Workspace(models.Model):
 
     def __str__(self):
         return self.slug
-
-
-class ApiToken(models.Model):
-    """A workspace's bearer token. Only its SHA-256 is stored; the token is shown once.
-
-    A token with a ``user`` is that person's: what it submits is theirs, so they cannot approve
-    it. A token without one is a machine's.
-    """
-
-    PREFIX = "oc_"
-
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="tokens")
-    name = models.CharField(max_length=100, blank=True)
-    # PROTECT: deleting the person would silently turn their token into a machine's (revoke it first).
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
-                             related_name="api_tokens")
-    token_hash = models.CharField(max_length=64, unique=True)
-    hint = models.CharField(max_length=12, help_text="The token's first characters, to tell tokens apart.")
-    created_at = models.DateTimeField(auto_now_add=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    def __str__(self):
-        return f"{self.workspace.slug} {self.hint}…"
-
-    @staticmethod
-    def hash(token: str) -> str:
-        # Tokens carry 256 random bits, so a plain SHA-256 is enough (no password stretching).
-        return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-    @classmethod
-    def generate(cls) -> str:
-        return cls.PREFIX + secrets.token_urlsafe(32)
 
 
 class DeliverySource(models.TextChoices):
@@ -183,38 +150,12 @@ class Operation(models.Model):
     def approved_as_is(self) -> bool:
         """Whether the latest approval decision approved this payload as it is now, by a person who
         neither submitted, changed nor replayed the operation (four eyes)."""
+        from ledger.models.people import ApprovalDecision
+
         latest = self.approvals.order_by("-id").first()
         return (latest is not None and latest.decision == ApprovalDecision.APPROVED
                 and latest.fingerprint == self.fingerprint
                 and not self.contributions.filter(user__username=latest.approver).exists())
-
-
-class ContributionKind(models.TextChoices):
-    SUBMITTED = "submitted"  # sent the payload: as the operation's first delivery, or a conflict later applied
-    CHANGED = "changed"  # applied a conflict's payload
-    REPLAYED = "replayed"  # ran it again
-
-
-class Contribution(models.Model):
-    """A person behind an operation's payload or run. None of them may approve it (four eyes)."""
-
-    Kind = ContributionKind
-
-    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="contributions")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="contributions")
-    kind = models.CharField(max_length=10, choices=ContributionKind.choices)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["operation", "created_at", "id"]
-        constraints = [
-            models.CheckConstraint(
-                condition=_choices_check("kind", ContributionKind.choices), name="contribution_kind_valid"
-            ),
-        ]
-
-    def __str__(self):
-        return f"{self.user} {self.kind} {self.operation_id}"
 
 
 class AttemptOutcome(models.TextChoices):
@@ -231,7 +172,7 @@ class Attempt(models.Model):
 
     Outcome = AttemptOutcome
 
-    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="attempt_rows")
+    operation = models.ForeignKey("Operation", on_delete=models.PROTECT, related_name="attempt_rows")
     number = models.PositiveIntegerField()
     fencing_token = models.PositiveBigIntegerField()
     worker = models.CharField(max_length=200, blank=True)
@@ -277,8 +218,8 @@ class Conflict(models.Model):
 
     Status = ConflictStatus
 
-    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="conflicts")
-    delivery = models.OneToOneField(Delivery, on_delete=models.PROTECT, related_name="conflict")
+    operation = models.ForeignKey("Operation", on_delete=models.PROTECT, related_name="conflicts")
+    delivery = models.OneToOneField("Delivery", on_delete=models.PROTECT, related_name="conflict")
     incoming_fingerprint = models.CharField(max_length=64)
     incoming_payload = models.JSONField()
     # [{"field": ..., "recorded": ..., "incoming": ...}] for every business field that differs.
@@ -306,89 +247,11 @@ class Conflict(models.Model):
         return f"conflict on {self.operation.key}"
 
 
-class ApprovalDecision(models.TextChoices):
-    APPROVED = "approved"
-    REJECTED = "rejected"
-
-
-class Approval(models.Model):
-    """A person's decision on a consequential operation, for the exact payload they saw.
-
-    An operation may collect several over its life (a replay asks for a new sign-off); the worker
-    performs it only under the latest, if that approved the payload as it is now.
-    """
-
-    Decision = ApprovalDecision
-
-    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="approvals")
-    fingerprint = models.CharField(max_length=64, help_text="The payload fingerprint that was decided on.")
-    decision = models.CharField(max_length=10, choices=ApprovalDecision.choices)
-    approver = models.CharField(max_length=150)
-    note = models.CharField(max_length=500, blank=True)
-    decided_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-decided_at", "-id"]
-        constraints = [
-            models.CheckConstraint(
-                condition=_choices_check("decision", ApprovalDecision.choices), name="approval_decision_valid"
-            ),
-        ]
-
-    def __str__(self):
-        return f"{self.decision} by {self.approver}"
-
-
-class AuditEventQuerySet(models.QuerySet):
-    def update(self, **kwargs):
-        raise PermissionError("Audit events are append-only.")
-
-    def delete(self):
-        raise PermissionError("Audit events are append-only.")
-
-
-class AuditEvent(models.Model):
-    """Append-only history: updates and deletes are refused here and by database triggers."""
-
-    operation = models.ForeignKey(
-        Operation, on_delete=models.PROTECT, null=True, blank=True, related_name="audit_events"
-    )
-    workspace = models.ForeignKey(
-        Workspace, on_delete=models.PROTECT, null=True, blank=True, related_name="audit_events"
-    )
-    attempt = models.ForeignKey(Attempt, on_delete=models.PROTECT, null=True, blank=True)
-    actor = models.CharField(max_length=150)
-    kind = models.CharField(max_length=40)
-    from_state = models.CharField(max_length=20, blank=True)
-    to_state = models.CharField(max_length=20, blank=True)
-    error_category = models.CharField(max_length=20, blank=True)
-    # Never payload text: a state, a reason, a field name.
-    message = models.CharField(max_length=500, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = AuditEventQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["created_at", "id"]
-        indexes = [models.Index(fields=["workspace", "kind", "created_at"], name="audit_workspace_kind_time_idx")]
-
-    def __str__(self):
-        return f"{self.kind} {self.from_state}->{self.to_state}"
-
-    def save(self, *args, **kwargs):
-        if not self._state.adding:
-            raise PermissionError("Audit events are append-only.")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise PermissionError("Audit events are append-only.")
-
-
 class Control(models.Model):
     """A pause switch. Scope: no workspace and no action is global; either or both narrow it."""
 
     workspace = models.ForeignKey(
-        Workspace, on_delete=models.CASCADE, null=True, blank=True, related_name="controls"
+        "Workspace", on_delete=models.CASCADE, null=True, blank=True, related_name="controls"
     )
     action = models.CharField(max_length=100, blank=True)
     paused = models.BooleanField(default=False)
@@ -435,8 +298,8 @@ class Heartbeat(models.Model):
 class ReviewDraft(models.Model):
     """The internal destination of ``prepare-brief``: one per operation, by a one-to-one."""
 
-    operation = models.OneToOneField(Operation, on_delete=models.PROTECT, related_name="review_draft")
-    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="review_drafts")
+    operation = models.OneToOneField("Operation", on_delete=models.PROTECT, related_name="review_draft")
+    workspace = models.ForeignKey("Workspace", on_delete=models.PROTECT, related_name="review_drafts")
     title = models.CharField(max_length=500)
     owner = models.CharField(max_length=100)
     state = models.CharField(max_length=20, default="awaiting_review")

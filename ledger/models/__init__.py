@@ -1,0 +1,24 @@
+"""The ledger's tables, by concept. Rows change only through the services."""
+
+from ledger.models.audit import AuditEvent, AuditEventQuerySet
+from ledger.models.core import (
+    Attempt,
+    AttemptOutcome,
+    Conflict,
+    ConflictStatus,
+    Control,
+    Delivery,
+    DeliveryOutcome,
+    DeliverySource,
+    Heartbeat,
+    Operation,
+    ReviewDraft,
+    Workspace,
+)
+from ledger.models.people import ApiToken, Approval, ApprovalDecision, Contribution, ContributionKind
+
+__all__ = [
+    "ApiToken", "Approval", "ApprovalDecision", "Attempt", "AttemptOutcome", "AuditEvent", "AuditEventQuerySet",
+    "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery", "DeliveryOutcome",
+    "DeliverySource", "Heartbeat", "Operation", "ReviewDraft", "Workspace",
+]

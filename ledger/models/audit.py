@@ -1,0 +1,48 @@
+"""The append-only audit trail."""
+
+from django.db import models
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise PermissionError("Audit events are append-only.")
+
+    def delete(self):
+        raise PermissionError("Audit events are append-only.")
+
+
+class AuditEvent(models.Model):
+    """Append-only history: updates and deletes are refused here and by database triggers."""
+
+    operation = models.ForeignKey(
+        "ledger.Operation", on_delete=models.PROTECT, null=True, blank=True, related_name="audit_events"
+    )
+    workspace = models.ForeignKey(
+        "ledger.Workspace", on_delete=models.PROTECT, null=True, blank=True, related_name="audit_events"
+    )
+    attempt = models.ForeignKey("ledger.Attempt", on_delete=models.PROTECT, null=True, blank=True)
+    actor = models.CharField(max_length=150)
+    kind = models.CharField(max_length=40)
+    from_state = models.CharField(max_length=20, blank=True)
+    to_state = models.CharField(max_length=20, blank=True)
+    error_category = models.CharField(max_length=20, blank=True)
+    # Never payload text: a state, a reason, a field name.
+    message = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["workspace", "kind", "created_at"], name="audit_workspace_kind_time_idx")]
+
+    def __str__(self):
+        return f"{self.kind} {self.from_state}->{self.to_state}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise PermissionError("Audit events are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise PermissionError("Audit events are append-only.")
