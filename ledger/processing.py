@@ -24,7 +24,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from ledger import faults
+from ledger import audit, faults
 from ledger.actions import ActionDefinition, UnknownAction, get_action
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import PermanentError
@@ -83,7 +83,7 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
             operation.lease_owner = worker
             operation.lease_expires_at = lease_expires_at
             operation.updated_at = now
-        AuditEvent.objects.bulk_create(events)
+        audit.append(events)
     faults.crash_point("after_claim")
     return claimed
 

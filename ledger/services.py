@@ -7,7 +7,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from ledger import nudges
+from ledger import audit, nudges
 from ledger.actions import registry
 from ledger.models import ApiToken, AuditEvent, Control, Operation, Workspace
 from ledger.selectors import due_operations, scope_filter
@@ -30,8 +30,9 @@ class NotPaused(Exception):
 def record_audit_event(*, actor: str, kind: str, operation: Operation | None = None,
                        workspace: Workspace | None = None, from_state: str = "", to_state: str = "",
                        error_category: str = "", message: str = "", attempt=None) -> AuditEvent:
-    """Append one audit event. Callers run it in the transaction of the change it describes."""
-    return AuditEvent.objects.create(
+    """Append one audit event to its workspace's chain. Callers run it in the transaction of the
+    change it describes."""
+    [event] = audit.append([AuditEvent(
         operation=operation,
         workspace_id=workspace.pk if workspace else (operation.workspace_id if operation else None),
         actor=actor,
@@ -41,7 +42,8 @@ def record_audit_event(*, actor: str, kind: str, operation: Operation | None = N
         error_category=error_category,
         message=message[:500],
         attempt=attempt,
-    )
+    )])
+    return event
 
 
 def transition_operation(operation: Operation, *, to_state: State, actor: str, kind: str,

@@ -1,6 +1,7 @@
-"""The append-only audit trail."""
+"""The append-only audit trail (written through ``ledger.audit.append``, which chains it)."""
 
 from django.db import models
+from django.utils import timezone
 
 
 class AuditEventQuerySet(models.QuerySet):
@@ -28,13 +29,20 @@ class AuditEvent(models.Model):
     error_category = models.CharField(max_length=20, blank=True)
     # Never payload text: a state, a reason, a field name.
     message = models.CharField(max_length=500, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Set before the hash is computed (not auto_now_add, which would overwrite it on insert).
+    created_at = models.DateTimeField(default=timezone.now)
+    # The workspace's hash chain (ledger.audit): this event's hash, and the one before it.
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64, blank=True)
 
     objects = AuditEventQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "id"]
-        indexes = [models.Index(fields=["workspace", "kind", "created_at"], name="audit_workspace_kind_time_idx")]
+        indexes = [
+            models.Index(fields=["workspace", "kind", "created_at"], name="audit_workspace_kind_time_idx"),
+            models.Index(fields=["workspace", "id"], name="audit_chain_idx"),  # each chain's head, in order
+        ]
 
     def __str__(self):
         return f"{self.kind} {self.from_state}->{self.to_state}"

@@ -1,0 +1,131 @@
+"""Appending to the audit trail, and checking it was not rewritten.
+
+Each workspace's events (and the global events, workspace none) form a hash chain: an event's
+``hash`` is the SHA-256 of its content and of the previous event's hash. Editing, inserting or
+deleting a row, even by someone who can disable the append-only trigger, breaks the chain at that
+row, and ``verify_chains`` (``manage.py verify_audit``) names the first broken link. Only the end
+of a chain can be cut off unseen: compare the heads ``verify_chains`` reports with ones kept
+elsewhere (a log, a ticket) to catch that too.
+
+Appending locks the chain until the transaction commits, so a chain's events are written one
+transaction at a time and their ids increase along it: PostgreSQL with a transaction-scoped
+advisory lock per chain, SQLite by its single writer.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from ledger.models import AuditEvent
+
+# The high 32 bits of the advisory lock keys of audit chains ("AUDT"), the low ones the workspace id.
+_LOCK_NAMESPACE = 0x41554454 << 32
+
+
+def append(events: list[AuditEvent]) -> list[AuditEvent]:
+    """Chain ``events`` (in this order) onto their workspaces' chains and insert them.
+
+    Callers run it in the transaction of the change the events describe; the chains stay locked
+    until that transaction ends.
+    """
+    if not events:
+        return events
+    now = timezone.now()
+    chains: dict[int | None, list[AuditEvent]] = {}
+    for event in events:
+        event.created_at = event.created_at or now
+        chains.setdefault(event.workspace_id, []).append(event)
+    with transaction.atomic(savepoint=False):
+        # Sorted, so two transactions that append to the same chains cannot deadlock.
+        for workspace_id in sorted(chains, key=lambda key: key or 0):
+            _lock(workspace_id)
+            previous = _head(workspace_id)
+            for event in chains[workspace_id]:
+                event.prev_hash = previous
+                event.hash = event_hash(event)
+                previous = event.hash
+        AuditEvent.objects.bulk_create(events)
+    return events
+
+
+def event_hash(event: AuditEvent) -> str:
+    """The SHA-256 of the event's content and its predecessor's hash (its id is not part of it)."""
+    content = {
+        "prev": event.prev_hash, "workspace": event.workspace_id, "operation": event.operation_id,
+        "attempt": event.attempt_id, "actor": event.actor, "kind": event.kind, "from": event.from_state,
+        "to": event.to_state, "error_category": event.error_category, "message": event.message,
+        "at": event.created_at.isoformat(),
+    }
+    encoded = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(encoded).hexdigest()
+
+
+def _lock(workspace_id: int | None) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_NAMESPACE | (workspace_id or 0)])
+
+
+def _head(workspace_id: int | None) -> str:
+    return (AuditEvent.objects.filter(workspace_id=workspace_id).exclude(hash="")
+            .order_by("-id").values_list("hash", flat=True).first() or "")
+
+
+@dataclass
+class Chain:
+    workspace_id: int | None
+    events: int = 0
+    unchained: int = 0  # events older than the chain (recorded before chaining began)
+    head: str = ""
+
+
+@dataclass
+class BrokenLink:
+    workspace_id: int | None
+    event_id: int
+    problem: str
+
+
+@dataclass
+class Verification:
+    chains: list[Chain] = field(default_factory=list)
+    broken: BrokenLink | None = None
+
+
+def verify_chains(*, chunk: int = 2000) -> Verification:
+    """Walk every chain in id order, recomputing each hash; stops at the first broken link."""
+    report = Verification()
+    workspace_ids = AuditEvent.objects.order_by().values_list("workspace_id", flat=True).distinct()
+    for workspace_id in sorted(set(workspace_ids), key=lambda key: key or 0):
+        chain = Chain(workspace_id)
+        report.chains.append(chain)
+        report.broken = _verify_chain(chain, chunk=chunk)
+        if report.broken:
+            break
+    return report
+
+
+def _verify_chain(chain: Chain, *, chunk: int) -> BrokenLink | None:
+    previous, last_id = None, 0
+    while True:
+        rows = list(AuditEvent.objects.filter(workspace_id=chain.workspace_id, id__gt=last_id).order_by("id")[:chunk])
+        if not rows:
+            return None
+        for event in rows:
+            last_id = event.id
+            chain.events += 1
+            if not event.hash:
+                if previous is not None:
+                    return BrokenLink(chain.workspace_id, event.id, "has no hash, after chained events")
+                chain.unchained += 1
+                continue
+            expected_prev = previous or ""
+            if event.prev_hash != expected_prev:
+                return BrokenLink(chain.workspace_id, event.id,
+                                  "does not follow the event before it (an event was removed or inserted)")
+            if event_hash(event) != event.hash:
+                return BrokenLink(chain.workspace_id, event.id, "was changed after it was written")
+            previous = chain.head = event.hash

@@ -1,0 +1,25 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from ledger.audit import verify_chains
+from ledger.models import AuditEvent, Workspace
+
+
+class Command(BaseCommand):
+    help = ("Check that no audit event was changed, removed or inserted since it was written: walks each "
+            "workspace's hash chain and reports the first broken link (exit 1). Keep the heads it prints "
+            "somewhere else to notice the newest events being cut off.")
+
+    def handle(self, *args, **options):
+        report = verify_chains()
+        slugs = dict(Workspace.objects.values_list("pk", "slug"))
+        for chain in report.chains:
+            name = f"workspace {slugs.get(chain.workspace_id, chain.workspace_id)}" if chain.workspace_id else "global"
+            older = f" ({chain.unchained} from before chaining)" if chain.unchained else ""
+            self.stdout.write(f"{name}: {chain.events} events{older}, head {chain.head or '-'}")
+        if report.broken:
+            broken = report.broken
+            event = AuditEvent.objects.filter(pk=broken.event_id).values_list("kind", "created_at").first()
+            what = f" ({event[0]}, {event[1]:%Y-%m-%d %H:%M:%S})" if event else ""
+            raise CommandError(f"Audit chain broken: event {broken.event_id}{what} {broken.problem}.")
+        self.stdout.write(f"Audit trail intact: {sum(c.events for c in report.chains)} events in "
+                          f"{len(report.chains)} chain(s).")
