@@ -1,7 +1,10 @@
-"""The ledger in the Django admin: read-only. Changes go through the services, never the admin."""
+"""The ledger in the Django admin: read-only, and for a person who is not a superuser limited to
+their workspaces (``ledger.roles``). Changes go through the services, never the admin; the one
+exception is who belongs to which workspace (Membership), which a superuser manages here."""
 
 from django.contrib import admin
 
+from ledger import roles
 from ledger.models import (
     ApiToken,
     Approval,
@@ -12,6 +15,7 @@ from ledger.models import (
     Control,
     Delivery,
     Heartbeat,
+    Membership,
     Operation,
     ReviewDraft,
     Workspace,
@@ -19,6 +23,28 @@ from ledger.models import (
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
+    """Visible to staff with a role in some workspace, showing only the rows of those workspaces
+    (``workspace_path``: where the row's workspace is; None for rows that belong to no workspace,
+    which only a superuser sees)."""
+
+    workspace_path: str | None = "workspace"
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        if self.workspace_path is None:
+            return queryset.none()
+        return roles.visible(queryset, request.user, via=self.workspace_path)
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_staff and roles.workspace_ids(request.user) != set()
+
+    def has_view_permission(self, request, obj=None):
+        if not self.has_module_permission(request):
+            return False
+        return obj is None or self.get_queryset(request).filter(pk=obj.pk).exists()
+
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -57,6 +83,7 @@ class DeliveryAdmin(ReadOnlyAdmin):
 
 @admin.register(Conflict)
 class ConflictAdmin(ReadOnlyAdmin):
+    workspace_path = "operation__workspace"
     list_display = ["created_at", "operation", "status"]
     list_filter = ["status"]
     search_fields = ["operation__key", "operation__payload__request_id"]
@@ -77,6 +104,7 @@ class ReviewDraftAdmin(ReadOnlyAdmin):
 
 @admin.register(Attempt)
 class AttemptAdmin(ReadOnlyAdmin):
+    workspace_path = "operation__workspace"
     list_display = ["operation", "number", "outcome", "started_at", "finished_at", "error_type"]
     list_filter = ["outcome"]
     search_fields = ["operation__key", "operation__payload__request_id", "idempotency_key"]
@@ -84,6 +112,7 @@ class AttemptAdmin(ReadOnlyAdmin):
 
 @admin.register(Approval)
 class ApprovalAdmin(ReadOnlyAdmin):
+    workspace_path = "operation__workspace"
     list_display = ["decided_at", "operation", "decision", "approver", "note"]
     list_filter = ["decision"]
     search_fields = ["operation__key", "operation__payload__request_id", "approver"]
@@ -91,6 +120,7 @@ class ApprovalAdmin(ReadOnlyAdmin):
 
 @admin.register(Contribution)
 class ContributionAdmin(ReadOnlyAdmin):
+    workspace_path = "operation__workspace"
     list_display = ["created_at", "operation", "user", "kind"]
     list_filter = ["kind"]
     list_select_related = ["operation", "user"]
@@ -99,6 +129,7 @@ class ContributionAdmin(ReadOnlyAdmin):
 
 @admin.register(Workspace)
 class WorkspaceAdmin(ReadOnlyAdmin):
+    workspace_path = "pk"
     list_display = ["slug", "approved_owners", "retry_budget_per_hour", "created_at"]
     search_fields = ["slug"]
 
@@ -110,6 +141,25 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     exclude = ["token_hash"]
 
 
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    """Who belongs to which workspace, with which role: managed by superusers (or ``manage.py member``)."""
+
+    list_display = ["workspace", "user", "role", "created_at"]
+    list_filter = ["role", "workspace"]
+    list_select_related = ["workspace", "user"]
+    search_fields = ["user__username", "workspace__slug"]
+    autocomplete_fields = ["user"]
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+    has_add_permission = has_change_permission = has_delete_permission = has_view_permission
+
+
 @admin.register(Control)
 class ControlAdmin(ReadOnlyAdmin):
     list_display = ["__str__", "reason", "changed_by", "changed_at"]
@@ -117,4 +167,5 @@ class ControlAdmin(ReadOnlyAdmin):
 
 @admin.register(Heartbeat)
 class HeartbeatAdmin(ReadOnlyAdmin):
+    workspace_path = None
     list_display = ["name", "beat_at", "detail"]

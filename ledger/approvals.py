@@ -1,9 +1,9 @@
 """Approvals: a person signs off on a consequential operation, for its exact payload, before it runs.
 
-Who may decide is a permission (``ledger.approve_operation``). Four eyes: nobody who submitted,
-changed (applied a conflict to) or replayed an operation may approve it; those people are its
-``Contribution`` rows, written by every entry point that acts for a person. Each decision is an
-Approval row plus a guarded transition, in one transaction.
+Who may decide is a role in the operation's workspace (approver or admin, ``ledger.roles``).
+Four eyes: nobody who submitted, changed (applied a conflict to) or replayed an operation may
+approve it; those people are its ``Contribution`` rows, written by every entry point that acts for
+a person. Each decision is an Approval row plus a guarded transition, in one transaction.
 """
 
 from functools import partial
@@ -11,13 +11,11 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from ledger import nudges
+from ledger import nudges, roles
 from ledger.actions import UnknownAction, get_action
 from ledger.models import Approval, Contribution, Operation
 from ledger.services import transition_operation
 from ledger.states import State
-
-PERMISSION = "ledger.approve_operation"
 
 
 class ApprovalError(Exception):
@@ -57,8 +55,8 @@ def _refuse_own_work(operation: Operation, user) -> None:
 
 
 def _decide(operation, *, user, decision, to_state, note, fingerprint) -> Approval:
-    if not user.has_perm(PERMISSION):
-        raise ApprovalError(f"{user.get_username()} may not approve or reject operations.")
+    if not roles.can(user, roles.APPROVE, operation.workspace_id):
+        raise ApprovalError(roles.refusal(user, roles.APPROVE, operation.workspace))
     if operation.state != State.PENDING_APPROVAL:
         raise ApprovalError(
             f"{operation.key} is {operation.state}; only an operation awaiting approval can be decided."

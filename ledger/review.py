@@ -2,10 +2,11 @@
 the destination, or cancel it; and with a conflict: dismiss it, or apply its payload while the
 operation has not run.
 
-Console views and commands call these with the person acting (a user with the review
-permission); like every write they go through ``transition_operation``, so each is a guarded
-state change with its audit event. Whoever replays an operation or applies a conflict to it is
-recorded as one of its contributors, who may not approve it (``ledger.approvals``).
+Console views and commands call these with the person acting (an operator or admin of the
+operation's workspace, ``ledger.roles``); like every write they go through
+``transition_operation``, so each is a guarded state change with its audit event. Whoever replays
+an operation or applies a conflict to it is recorded as one of its contributors, who may not
+approve it (``ledger.approvals``).
 """
 
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from ledger import nudges
+from ledger import nudges, roles
 from ledger.actions import UnknownAction, get_action
 from ledger.lookups import ask_destination, may_have_acted
 from ledger.models import Conflict, Contribution, Delivery, Operation
@@ -22,7 +23,6 @@ from ledger.outcomes import CannotTell, Found
 from ledger.services import record_audit_event, transition_operation
 from ledger.states import TRANSITIONS, State
 
-PERMISSION = "ledger.review_operation"
 EXTERNAL_ID_MAX = 200
 
 
@@ -57,7 +57,7 @@ def replay_operation(operation: Operation, *, user, reason: str, accept_duplicat
     (source ``replay``) and the person as a contributor; a definition change since the
     operation was reserved is called out. Workers are nudged on commit.
     """
-    _require_permission(user)
+    _require_review(user, operation)
     actor = user.get_username()
     if operation.state != State.NEEDS_REVIEW:
         raise ReviewError(f"Only an operation that needs review can be replayed; {operation.key} is {operation.state}.")
@@ -131,7 +131,7 @@ def resolve_operation(operation: Operation, *, user, external_id: str, reason: s
     """A person who checked the destination by hand records what they found there: an ``unknown``
     or ``needs_review`` operation becomes ``succeeded`` with the destination's record id, audited
     with the person and how they checked."""
-    _require_permission(user)
+    _require_review(user, operation)
     external_id = external_id.strip()
     if not external_id:
         raise ReviewError("Give the destination's record id you found.")
@@ -160,7 +160,7 @@ def resolve_operation(operation: Operation, *, user, external_id: str, reason: s
 
 def cancel_operation(operation: Operation, *, user, reason: str) -> Operation:
     """Give up on an operation that has not run to an end (pending, retrying or needing review)."""
-    _require_permission(user)
+    _require_review(user, operation)
     if State.CANCELLED not in TRANSITIONS[State(operation.state)]:
         allowed = ", ".join(sorted(s for s, targets in TRANSITIONS.items() if State.CANCELLED in targets))
         raise ReviewError(f"{operation.key} is {operation.state}; only {allowed} operations can be cancelled.")
@@ -175,7 +175,7 @@ def cancel_operation(operation: Operation, *, user, reason: str) -> Operation:
 
 def dismiss_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     """Keep the recorded payload: the incoming one was a mistake (or is stale) and stays unapplied."""
-    _require_permission(user)
+    _require_review(user, conflict.operation)
     actor = user.get_username()
     with transaction.atomic():
         _decide(conflict, Conflict.Status.DISMISSED, actor=actor)
@@ -194,7 +194,7 @@ def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     Locks: the operation row, by a guarded UPDATE that also requires the payload the conflict was
     measured against, so a worker's claim or another decision in between makes this refuse.
     """
-    _require_permission(user)
+    _require_review(user, conflict.operation)
     actor = user.get_username()
     operation = conflict.operation
     # A consequential operation's approval covers the payload it was given for: once approved,
@@ -239,10 +239,10 @@ def _conflict_message(conflict: Conflict, reason: str) -> str:
     return f"conflict {conflict.pk} ({fields}): {reason}" if reason else f"conflict {conflict.pk} ({fields})"
 
 
-def _require_permission(user) -> None:
-    if not user.has_perm(PERMISSION):
-        raise ReviewError(f"{user.get_username()} may not replay, resolve, cancel or decide conflicts "
-                          "(the review permission is needed).")
+def _require_review(user, operation: Operation) -> None:
+    """The person needs a role that may review in the operation's workspace (operator or admin)."""
+    if not roles.can(user, roles.REVIEW, operation.workspace_id):
+        raise ReviewError(roles.refusal(user, roles.REVIEW, operation.workspace))
 
 
 def _action_of(operation: Operation):

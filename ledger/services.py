@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from ledger import audit, nudges
 from ledger.actions import registry
-from ledger.models import ApiToken, AuditEvent, Control, Operation, Workspace
+from ledger.models import ApiToken, AuditEvent, Control, Membership, Operation, Role, Workspace
 from ledger.selectors import due_operations, scope_filter
 from ledger.states import CLAIMABLE_STATES, State, can_transition
 
@@ -90,8 +90,8 @@ def transition_operation(operation: Operation, *, to_state: State, actor: str, k
 
 def create_workspace(*, slug: str, approved_owners: list[str], actor: str,
                      retry_budget_per_hour: int | None = None, user=None) -> tuple[Workspace, str]:
-    """Create a workspace and its first API token (``user``'s, when given; else a machine's);
-    returns the token (shown once, stored hashed)."""
+    """Create a workspace and its first API token (``user``'s, when given, who then becomes the
+    workspace's admin; else a machine's); returns the token (shown once, stored hashed)."""
     workspace = Workspace(slug=slug, approved_owners=approved_owners)
     if retry_budget_per_hour is not None:
         workspace.retry_budget_per_hour = retry_budget_per_hour
@@ -99,6 +99,8 @@ def create_workspace(*, slug: str, approved_owners: list[str], actor: str,
     try:
         with transaction.atomic():
             workspace.save()
+            if user is not None:
+                set_membership(workspace=workspace, user=user, role=Role.ADMIN, actor=actor)
             token = issue_token(workspace=workspace, name="initial", actor=actor, user=user)
     except IntegrityError:
         raise WorkspaceExists(f"Workspace {slug!r} already exists.") from None
@@ -149,6 +151,36 @@ def revoke_token(*, workspace: Workspace, hint: str, actor: str) -> ApiToken:
         record_audit_event(actor=actor, kind="token_revoked", workspace=workspace,
                            message=f"{api_token.name} {api_token.hint}")
     return api_token
+
+
+# --- members ------------------------------------------------------------------------------------
+
+class NotAMember(Exception):
+    pass
+
+
+def set_membership(*, workspace: Workspace, user, role: str, actor: str) -> Membership:
+    """Give ``user`` ``role`` in ``workspace`` (adding them, or changing their role), audited."""
+    with transaction.atomic():
+        membership, created = Membership.objects.select_for_update().get_or_create(
+            workspace=workspace, user=user, defaults={"role": role})
+        before = membership.role
+        if not created and before != role:
+            membership.role = role
+            membership.save(update_fields=["role"])
+        if created or before != role:
+            change = f"{user.get_username()}: {role}" if created else f"{user.get_username()}: {before} -> {role}"
+            record_audit_event(actor=actor, kind="member_added" if created else "member_role_changed",
+                               workspace=workspace, message=change)
+    return membership
+
+
+def remove_membership(*, workspace: Workspace, user, actor: str) -> None:
+    with transaction.atomic():
+        deleted, _ = Membership.objects.filter(workspace=workspace, user=user).delete()
+        if not deleted:
+            raise NotAMember(f"{user.get_username()} is not a member of workspace {workspace.slug}.")
+        record_audit_event(actor=actor, kind="member_removed", workspace=workspace, message=user.get_username())
 
 
 # --- pause and resume --------------------------------------------------------------------------

@@ -50,14 +50,17 @@ def sync_queue(monkeypatch):
 
 
 @pytest.fixture
-def person(django_user_model):
-    """Make a user with the named ledger permissions: ``person("alice", "review_operation")``."""
-    from django.contrib.auth.models import Permission
+def person(django_user_model, workspace):
+    """Make a user with ``role`` in the workspaces named (default: the ``workspace`` fixture's "demo"):
+    ``person("alice", "operator")``; no role: a user who belongs nowhere."""
+    from ledger.models import Membership, Workspace
 
-    def make(username: str, *codenames: str):
+    def make(username: str, role: str | None = None, *, workspaces=("demo",)):
         user = django_user_model.objects.create_user(username=username, password="pw")
-        user.user_permissions.add(*Permission.objects.filter(codename__in=codenames, content_type__app_label="ledger"))
-        return django_user_model.objects.get(pk=user.pk)  # reloaded: permissions are cached per instance
+        if role:
+            Membership.objects.bulk_create([Membership(user=user, workspace=w, role=role)
+                                            for w in Workspace.objects.filter(slug__in=workspaces)])
+        return user
 
     return make
 
@@ -65,17 +68,17 @@ def person(django_user_model):
 @pytest.fixture
 def reviewer(person):
     """An operator who may replay, resolve, cancel and decide conflicts (not approve)."""
-    return person("operator", "view_operation", "review_operation")
+    return person("operator", "operator")
 
 
 @pytest.fixture
 def alice(person):
-    return person("alice", "review_operation")
+    return person("alice", "operator")
 
 
 @pytest.fixture
 def bob(person):
-    return person("bob", "review_operation")
+    return person("bob", "operator")
 
 
 def requires_postgres():

@@ -15,10 +15,18 @@ from ledger.models.core import (
     ReviewDraft,
     Workspace,
 )
-from ledger.models.people import ApiToken, Approval, ApprovalDecision, Contribution, ContributionKind
+from ledger.models.people import (
+    ApiToken,
+    Approval,
+    ApprovalDecision,
+    Contribution,
+    ContributionKind,
+    Membership,
+    Role,
+)
 
 __all__ = [
     "ApiToken", "Approval", "ApprovalDecision", "Attempt", "AttemptOutcome", "AuditEvent", "AuditEventQuerySet",
     "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery", "DeliveryOutcome",
-    "DeliverySource", "Heartbeat", "Operation", "ReviewDraft", "Workspace",
+    "DeliverySource", "Heartbeat", "Membership", "Operation", "ReviewDraft", "Role", "Workspace",
 ]

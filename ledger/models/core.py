@@ -132,11 +132,6 @@ class Operation(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["state", "next_attempt_at"], name="operation_due_idx")]
-        permissions = [
-            ("approve_operation", "Can approve or reject consequential operations"),
-            ("review_operation", "Can replay or cancel operations and decide conflicts"),
-            ("pause_processing", "Can pause and resume processing"),
-        ]
 
     def __str__(self):
         return self.key

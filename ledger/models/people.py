@@ -101,3 +101,31 @@ class Approval(models.Model):
 
     def __str__(self):
         return f"{self.decision} by {self.approver}"
+
+
+class Role(models.TextChoices):
+    """What a person may do in one workspace (``ledger.roles`` says which capabilities each grants)."""
+
+    VIEWER = "viewer"
+    OPERATOR = "operator"
+    APPROVER = "approver"
+    ADMIN = "admin"
+
+
+class Membership(models.Model):
+    """A person's role in one workspace: they see and act on that workspace only (a superuser: all)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    workspace = models.ForeignKey("ledger.Workspace", on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workspace", "user"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "workspace"], name="membership_one_per_workspace"),
+            models.CheckConstraint(condition=_choices_check("role", Role.choices), name="membership_role_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.user} {self.role} of {self.workspace}"

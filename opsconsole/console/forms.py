@@ -2,6 +2,7 @@
 
 from django import forms
 
+from ledger import roles
 from ledger.actions import registry
 from ledger.models import Workspace
 
@@ -35,13 +36,21 @@ class DecisionForm(forms.Form):
 
 
 class PauseForm(forms.Form):
-    workspace = forms.ModelChoiceField(label="Workspace", queryset=Workspace.objects.all(), required=False,
+    """The scope and reason of a pause, among the workspaces where the person may pause; only a
+    superuser may pull a switch beyond one workspace (everything, or an action everywhere)."""
+
+    workspace = forms.ModelChoiceField(label="Workspace", queryset=Workspace.objects.none(), required=False,
                                        empty_label="All workspaces")
     action = forms.ChoiceField(label="Action", required=False)
     reason = forms.CharField(label="Reason", max_length=500)
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
+        self.user = user
+        self.fields["workspace"].queryset = roles.workspaces(user, roles.PAUSE)
+        if not user.is_superuser:
+            self.fields["workspace"].required = True
+            self.fields["workspace"].empty_label = None
         self.fields["action"].choices = action_choices("All actions")
 
 

@@ -1,19 +1,24 @@
-"""Console views: thin. Each checks a permission, calls one ledger service and reports the outcome
-through the messages framework (POST/redirect/GET); none of them writes a ledger row itself."""
+"""Console views: thin. Each finds what it shows or acts on within the person's workspaces (404
+outside them), checks the person's role there (403), calls one ledger service and reports the
+outcome through the messages framework (POST/redirect/GET); none of them writes a ledger row itself."""
 
 import json
+from functools import wraps
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from ledger import approvals, review, services
+from ledger import approvals, review, roles, services
 from ledger.actions import UnknownAction, get_action
 from ledger.lookups import may_have_acted
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
+from ledger.roles import APPROVE, PAUSE, REVIEW, VIEW
 from ledger.selectors import oldest_due_seconds
 from ledger.states import TRANSITIONS, State
 from opsconsole.console.filters import ATTENTION_STATES, AuditFilter, QueueFilter
@@ -28,27 +33,47 @@ from opsconsole.console.forms import (
 )
 from reconciliation.reconcile import lookups_give_up_at, reconcile_operation
 
-VIEW = "ledger.view_operation"
-REVIEW = "ledger.review_operation"
-APPROVE = approvals.PERMISSION
-PAUSE = "ledger.pause_processing"
 MASK = "••••"
 QUEUE_PAGE_SIZE = 50
 AUDIT_PAGE_SIZE = 100
 
 
-def console_page(permission=VIEW):
-    """Login (redirect to the login page), then the permission (403)."""
-    def decorate(view):
-        return login_required(permission_required(permission, raise_exception=True)(view))
-    return decorate
+def _member(view):
+    """403 for a person who belongs to no workspace (a superuser belongs everywhere)."""
+    @wraps(view)
+    def check(request, *args, **kwargs):
+        if roles.workspace_ids(request.user) == set():
+            raise PermissionDenied
+        return view(request, *args, **kwargs)
+    return check
 
 
-def console_action(permission):
-    """A POST-only action: login, then 405 for other methods, then the permission (403)."""
-    def decorate(view):
-        return login_required(require_POST(permission_required(permission, raise_exception=True)(view)))
-    return decorate
+def console_page(view):
+    """Login (redirect to the login page), then membership of some workspace (403)."""
+    return login_required(_member(view))
+
+
+def console_action(view):
+    """A POST-only action: login, then 405 for other methods, then membership (403). The view
+    itself checks the role in the workspace it acts on (``_operation``, ``_conflict``)."""
+    return login_required(require_POST(_member(view)))
+
+
+def _operation(request, pk, capability=VIEW) -> Operation:
+    """The operation, if it is in one of the person's workspaces (else 404) and they hold
+    ``capability`` there (else 403)."""
+    operation = get_object_or_404(roles.visible(Operation.objects.select_related("workspace"), request.user), pk=pk)
+    if not roles.can(request.user, capability, operation.workspace_id):
+        raise PermissionDenied
+    return operation
+
+
+def _conflict(request, pk) -> Conflict:
+    conflicts = Conflict.objects.select_related("operation", "operation__workspace")
+    conflict = get_object_or_404(roles.visible(conflicts, request.user, via="operation__workspace"), pk=pk)
+    if not roles.can(request.user, REVIEW, conflict.operation.workspace_id):
+        raise PermissionDenied
+    return conflict
 
 
 def _actor(request) -> str:
@@ -57,18 +82,20 @@ def _actor(request) -> str:
 
 # --- pages -------------------------------------------------------------------------------------
 
-@console_page()
+@console_page
 def queue(request):
-    attention = Operation.objects.filter(state__in=ATTENTION_STATES).only(
+    attention = roles.visible(Operation.objects.filter(state__in=ATTENTION_STATES), request.user).only(
         "pk", "key", "action", "state", "attempts", "last_error_category", "last_error_message", "updated_at",
     ).order_by("-updated_at", "-id")
     filterset = QueueFilter(request.GET or None, queryset=attention)
+    filterset.filters["workspace"].queryset = roles.workspaces(request.user)
     page = Paginator(filterset.qs, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "console/queue.html", {
         "nav": "queue",
         "filter": filterset,
         "page": page,
-        "open_conflicts": Conflict.objects.filter(status=Conflict.Status.OPEN).count(),
+        "open_conflicts": roles.visible(Conflict.objects.filter(status=Conflict.Status.OPEN), request.user,
+                                        via="operation__workspace").count(),
         "health": _health(),
     })
 
@@ -83,13 +110,14 @@ def _health() -> dict:
     }
 
 
-@console_page()
+@console_page
 def operation(request, pk):
-    op = get_object_or_404(Operation.objects.select_related("workspace"), pk=pk)
+    op = _operation(request, pk)
     definition = _definition(op.action)
     sensitive = frozenset(definition.sensitive_fields) if definition else frozenset()
     user = request.user
-    can_review, can_approve = user.has_perm(REVIEW), user.has_perm(APPROVE)
+    can_review = roles.can(user, REVIEW, op.workspace_id)
+    can_approve = roles.can(user, APPROVE, op.workspace_id)
     contributions = list(op.contributions.select_related("user").order_by("created_at", "id"))
     own_work = sorted({c.kind for c in contributions if c.user_id == user.pk})
     external = bool(definition and definition.external)
@@ -138,20 +166,29 @@ def _masked(data, sensitive: frozenset[str]):
     return {name: MASK if name in sensitive else value for name, value in data.items()}
 
 
-@console_page()
+@console_page
 def controls(request):
+    # Switches beyond one workspace (global, an action everywhere) hold everyone's work: shown to all.
+    switches = Control.objects.filter(paused=True).select_related("workspace").order_by("-changed_at", "-id")
+    ids = roles.workspace_ids(request.user)
+    if ids is not None:
+        switches = switches.filter(Q(workspace__isnull=True) | Q(workspace_id__in=ids))
+    rows = [{"control": control, "can_resume": roles.can(request.user, PAUSE, control.workspace_id)}
+            for control in switches]
+    form = PauseForm(user=request.user)
     return render(request, "console/controls.html", {
         "nav": "controls",
-        "controls": Control.objects.filter(paused=True).select_related("workspace").order_by("-changed_at", "-id"),
-        "form": PauseForm(),
-        "can_pause": request.user.has_perm(PAUSE),
+        "switches": rows,
+        "form": form,
+        "can_pause": form.fields["workspace"].queryset.exists() or request.user.is_superuser,
     })
 
 
-@console_page()
+@console_page
 def audit(request):
-    events = AuditEvent.objects.select_related("operation", "workspace").order_by("-created_at", "-id")
-    filterset = AuditFilter(request.GET or None, queryset=events)
+    events = roles.visible(AuditEvent.objects.select_related("operation", "workspace"), request.user)
+    filterset = AuditFilter(request.GET or None, queryset=events.order_by("-created_at", "-id"))
+    filterset.filters["workspace"].queryset = roles.workspaces(request.user)
     page = Paginator(filterset.qs, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "console/audit.html", {"nav": "audit", "filter": filterset, "page": page})
 
@@ -177,9 +214,9 @@ def _decide(request, op_pk, form, decide):
     return _back(op_pk)
 
 
-@console_action(REVIEW)
+@console_action
 def replay(request, pk):
-    op = get_object_or_404(Operation, pk=pk)
+    op = _operation(request, pk, REVIEW)
 
     def decide(reason, accept_duplicate_risk):
         done = review.replay_operation(op, user=request.user, reason=reason,
@@ -193,9 +230,9 @@ def replay(request, pk):
     return _decide(request, pk, ReplayForm(request.POST), decide)
 
 
-@console_action(REVIEW)
+@console_action
 def resolve(request, pk):
-    op = get_object_or_404(Operation, pk=pk)
+    op = _operation(request, pk, REVIEW)
 
     def decide(external_id, reason):
         review.resolve_operation(op, user=request.user, external_id=external_id, reason=reason)
@@ -213,10 +250,10 @@ LOOKUP_VERDICTS = {
 }
 
 
-@console_action(REVIEW)
+@console_action
 def look_up(request, pk):
     """Ask the destination now about an unknown operation, instead of waiting for its next lookup."""
-    op = get_object_or_404(Operation, pk=pk)
+    op = _operation(request, pk, REVIEW)
     verdict = reconcile_operation(op, actor=_actor(request), asked_by_person=True)
     op.refresh_from_db()
     text = LOOKUP_VERDICTS[verdict].format(key=op.key, why=op.last_error_message or "no answer",
@@ -226,9 +263,9 @@ def look_up(request, pk):
     return _back(pk)
 
 
-@console_action(REVIEW)
+@console_action
 def cancel(request, pk):
-    op = get_object_or_404(Operation, pk=pk)
+    op = _operation(request, pk, REVIEW)
 
     def decide(reason):
         review.cancel_operation(op, user=request.user, reason=reason)
@@ -237,9 +274,9 @@ def cancel(request, pk):
     return _decide(request, pk, ReasonForm(request.POST), decide)
 
 
-@console_action(REVIEW)
+@console_action
 def apply_conflict(request, pk):
-    conflict = get_object_or_404(Conflict.objects.select_related("operation"), pk=pk)
+    conflict = _conflict(request, pk)
 
     def decide(reason):
         review.apply_conflict(conflict, user=request.user, reason=reason)
@@ -248,9 +285,9 @@ def apply_conflict(request, pk):
     return _decide(request, conflict.operation_id, ReasonForm(request.POST), decide)
 
 
-@console_action(REVIEW)
+@console_action
 def dismiss_conflict(request, pk):
-    conflict = get_object_or_404(Conflict.objects.select_related("operation"), pk=pk)
+    conflict = _conflict(request, pk)
 
     def decide(reason):
         review.dismiss_conflict(conflict, user=request.user, reason=reason)
@@ -260,9 +297,9 @@ def dismiss_conflict(request, pk):
 
 
 def _decision(decide, verb):
-    @console_action(APPROVE)
+    @console_action
     def view(request, pk):
-        op = get_object_or_404(Operation, pk=pk)
+        op = _operation(request, pk, APPROVE)
         form = DecisionForm(request.POST)
         if not form.is_valid():
             messages.error(request, first_error(form))
@@ -283,9 +320,11 @@ reject = _decision(approvals.reject_operation, "Rejected")
 
 # --- pause switches ----------------------------------------------------------------------------
 
-@console_action(PAUSE)
+@console_action
 def pause(request):
-    form = PauseForm(request.POST)
+    if not request.user.is_superuser and not roles.workspace_ids(request.user, PAUSE):
+        raise PermissionDenied
+    form = PauseForm(request.POST, user=request.user)
     if not form.is_valid():
         messages.error(request, first_error(form))
         return redirect("console:controls")
@@ -295,14 +334,17 @@ def pause(request):
     return redirect("console:controls")
 
 
-@console_action(PAUSE)
+@console_action
 def resume(request):
     form = ResumeForm(request.POST)
     if not form.is_valid():
         messages.error(request, first_error(form))
         return redirect("console:controls")
+    workspace = form.cleaned_data["workspace"]
+    if not roles.can(request.user, PAUSE, workspace.pk if workspace else None):
+        raise PermissionDenied
     try:
-        control = services.set_paused(paused=False, actor=_actor(request), workspace=form.cleaned_data["workspace"],
+        control = services.set_paused(paused=False, actor=_actor(request), workspace=workspace,
                                       action=form.cleaned_data["action"])
     except services.NotPaused as exc:
         messages.error(request, str(exc))

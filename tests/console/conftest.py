@@ -1,30 +1,23 @@
 """Console fixtures: people with different permissions, and operations put where a test needs them."""
 
 import pytest
-from django.contrib.auth.models import Permission
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 
 from ledger.intake import submit_event
-from ledger.models import Operation
+from ledger.models import Membership, Operation
 from ledger.outcomes import PermanentError
 from tests.ledger.conftest import scripted_action, submit  # noqa: F401
 
-PERMISSIONS = {
-    "viewer": ["view_operation"],
-    "operator": ["view_operation", "view_auditevent", "review_operation", "pause_processing"],
-    "approver": ["view_operation", "view_auditevent", "approve_operation"],
-    "nobody": [],
-}
-
 
 @pytest.fixture
-def login(client, django_user_model):
-    """Log the test client in as a user with the named role's permissions (see PERMISSIONS)."""
+def login(client, django_user_model, workspace):
+    """Log the test client in as a member of the demo workspace with the named role ("viewer",
+    "operator", "approver", "admin"), or as "nobody", who belongs to no workspace."""
 
     def as_(role: str):
         user = django_user_model.objects.create_user(username=role, password="pw")
-        user.user_permissions.add(*Permission.objects.filter(
-            codename__in=PERMISSIONS[role], content_type__app_label="ledger"))
+        if role != "nobody":
+            Membership.objects.create(user=user, workspace=workspace, role=role)
         client.force_login(user)
         return user
 

@@ -12,10 +12,10 @@ def kinds_on(response) -> list[str]:
     return [f"{actor}:{kind}" for actor, kind in rows]
 
 
-def test_it_lists_events_newest_first_with_links_to_their_operations(client, login, make_operation):
+def test_it_lists_events_newest_first_with_links_to_their_operations(client, login, workspace, make_operation):
     login("viewer")
     operation = make_operation()
-    services.set_paused(paused=True, actor="alice", reason="incident")
+    services.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
 
     response = client.get("/console/audit/")
 
@@ -32,32 +32,37 @@ def test_it_filters_by_kind_actor_workspace_and_key(client, login, workspace, ma
 
     assert kinds_on(client.get("/console/audit/", {"kind": "paused"})) == ["alice:paused"]
     assert kinds_on(client.get("/console/audit/", {"actor": "ALI"})) == ["alice:paused"]
-    assert kinds_on(client.get("/console/audit/", {"workspace": other.pk})) == ["bob:token_issued"]
+    # Another workspace's events are not shown, even when asked for by its id.
+    assert "bob:token_issued" not in kinds_on(client.get("/console/audit/", {"workspace": other.pk}))
+    assert kinds_on(client.get("/console/audit/", {"workspace": workspace.pk}))[0] == "alice:paused"
     keyed = client.get("/console/audit/", {"key": "INV-1"})
     assert len(kinds_on(keyed)) == AuditEvent.objects.filter(operation=first).count() > 0
     assert "INV-2" not in keyed.content.decode()
 
 
-def test_it_filters_by_dates_inclusively(client, login, time_machine):
+def test_it_filters_by_dates_inclusively(client, login, workspace, time_machine):
     for day in (1, 2, 3):
         time_machine.move_to(datetime(2030, 1, day, 12, tzinfo=UTC), tick=False)
-        services.set_paused(paused=True, actor=f"day{day}", reason="r")
-        services.set_paused(paused=False, actor=f"day{day}", reason="r")
+        services.set_paused(paused=True, actor=f"day{day}", reason="r", workspace=workspace)
+        services.set_paused(paused=False, actor=f"day{day}", reason="r", workspace=workspace)
     login("viewer")  # after moving the clock, so the session has not expired
 
-    after = kinds_on(client.get("/console/audit/", {"created_after": "2030-01-02"}))
-    before = kinds_on(client.get("/console/audit/", {"created_before": "2030-01-02"}))
-    both = kinds_on(client.get("/console/audit/", {"created_after": "2030-01-02", "created_before": "2030-01-02"}))
+    days = {"actor": "day"}  # not the workspace's own creation, which happened today
+    after = kinds_on(client.get("/console/audit/", days | {"created_after": "2030-01-02"}))
+    before = kinds_on(client.get("/console/audit/", days | {"created_before": "2030-01-02"}))
+    both = kinds_on(client.get("/console/audit/", days | {"created_after": "2030-01-02",
+                                                          "created_before": "2030-01-02"}))
 
     assert {row.split(":")[0] for row in after} == {"day2", "day3"}
     assert {row.split(":")[0] for row in before} == {"day1", "day2"}
     assert both == ["day2:resumed", "day2:paused"]
 
 
-def test_it_pages_by_a_hundred(client, login):
+def test_it_pages_by_a_hundred(client, login, workspace):
     login("viewer")
-    for number in range(101):
-        services.set_paused(paused=number % 2 == 0, actor="a", reason="r")
+    events = AuditEvent.objects.filter(workspace=workspace).count()  # the workspace's own creation
+    for number in range(101 - events):
+        services.set_paused(paused=number % 2 == 0, actor="a", reason="r", workspace=workspace)
 
     first = client.get("/console/audit/")
     second = client.get("/console/audit/", {"page": 2})

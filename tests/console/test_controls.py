@@ -26,21 +26,34 @@ def test_it_pauses_a_workspace_and_an_action_with_a_reason(client, login, worksp
     assert ">Resume</button>" in page
 
 
-def test_it_pauses_everything_when_no_scope_is_chosen(client, login):
+def test_it_lets_only_a_superuser_pause_everything(client, login, admin_user):
     login("operator")
 
-    client.post("/console/controls/pause/", {"workspace": "", "action": "", "reason": "incident 12"})
+    response = client.post("/console/controls/pause/", {"workspace": "", "action": "", "reason": "incident 12"})
 
+    assert messages_of(response) == [("error", "Workspace is required; nothing was changed.")]
+    client.force_login(admin_user)
+    client.post("/console/controls/pause/", {"workspace": "", "action": "", "reason": "incident 12"})
     assert Control.objects.get(paused=True).scope_label == "global"
 
 
-def test_it_refuses_a_pause_without_a_reason(client, login):
+def test_it_refuses_a_pause_without_a_reason(client, login, workspace):
     login("operator")
 
-    response = client.post("/console/controls/pause/", {"workspace": "", "action": "", "reason": ""})
+    response = client.post("/console/controls/pause/", {"workspace": workspace.pk, "action": "", "reason": ""})
 
     assert messages_of(response) == [("error", "Reason is required; nothing was changed.")]
     assert not Control.objects.exists()
+
+
+def test_it_offers_only_the_persons_workspaces_to_pause(client, login, workspace):
+    services.create_workspace(slug="other", approved_owners=[], actor="test")
+    login("operator")
+
+    page = client.get("/console/controls/").content.decode()
+
+    assert f"<option value=\"{workspace.pk}\">demo</option>" in page
+    assert "other" not in page and "All workspaces" not in page
 
 
 def test_it_resumes_a_paused_scope(client, login, workspace):
@@ -55,25 +68,36 @@ def test_it_resumes_a_paused_scope(client, login, workspace):
     assert "Nothing is paused" in client.get("/console/controls/").content.decode()
 
 
-def test_it_reports_a_resume_of_a_scope_that_is_not_paused(client, login):
+def test_it_reports_a_resume_of_a_scope_that_is_not_paused(client, login, workspace):
     login("operator")
 
-    response = client.post("/console/controls/resume/", {"workspace": "", "action": ""})
+    response = client.post("/console/controls/resume/", {"workspace": workspace.pk, "action": ""})
 
-    assert messages_of(response) == [("error", "Nothing to resume: global is not paused.")]
+    assert messages_of(response) == [("error", "Nothing to resume: workspace demo is not paused.")]
     assert not AuditEvent.objects.filter(kind="resumed").exists()
 
 
-def test_it_shows_the_switches_but_no_buttons_without_the_pause_permission(client, login):
+def test_it_shows_a_global_switch_to_everyone_but_lets_only_a_superuser_resume_it(client, login):
+    login("operator")
+    services.set_paused(paused=True, actor="someone", reason="incident 9")
+
+    page = client.get("/console/controls/").content.decode()
+
+    assert "incident 9" in page and ">Resume</button>" not in page
+    assert client.post("/console/controls/resume/", {"workspace": "", "action": ""}).status_code == 403
+    assert Control.objects.get().paused
+
+
+def test_it_shows_the_switches_but_no_buttons_without_the_pause_permission(client, login, workspace):
     login("viewer")
-    services.set_paused(paused=True, actor="someone", reason="incident 7")
+    services.set_paused(paused=True, actor="someone", reason="incident 7", workspace=workspace)
 
     page = client.get("/console/controls/").content.decode()
 
     assert "incident 7" in page
     assert ">Resume</button>" not in page and ">Pause</button>" not in page
-    assert client.post("/console/controls/pause/", {"reason": "x"}).status_code == 403
-    assert client.post("/console/controls/resume/", {}).status_code == 403
+    assert client.post("/console/controls/pause/", {"reason": "x", "workspace": workspace.pk}).status_code == 403
+    assert client.post("/console/controls/resume/", {"workspace": workspace.pk}).status_code == 403
     assert Control.objects.get().reason == "incident 7"
 
 

@@ -40,9 +40,10 @@ def test_it_filters_by_state(client, login, make_operation):
 
 
 def test_it_filters_by_workspace_and_action(client, login, make_operation, scripted_action):
-    login("viewer")
+    viewer = login("viewer")
     here = make_operation("needs_review", request_id="R-1")
     other_workspace, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    services.set_membership(workspace=other_workspace, user=viewer, role="viewer", actor="test")
     other_action = scripted_action()
     elsewhere = submit(other_workspace, here.action, request_id="R-1")
     other_kind = submit(here.workspace, other_action.name, request_id="R-1")

@@ -3,8 +3,10 @@
 import os
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.db import connections
+
+from ledger.models import Membership, Workspace
 
 CHROMIUM = "/usr/bin/chromium"
 # We run as root (no sandbox), and the machine has no network: keep Chromium from calling home.
@@ -54,17 +56,16 @@ def page(browser, live_server):
     context.close()
 
 
-def make_user(username: str, *permissions: str, **fields) -> User:
-    """A user with a password and the given permissions ("app_label.codename")."""
+def make_user(username: str, role: str | None = None, *, workspace: str = "demo", **fields) -> User:
+    """A user with a password and ``role`` in ``workspace`` (no role: a member of nothing)."""
     user = User.objects.create_user(username, password=PASSWORD, **fields)
-    for permission in permissions:
-        app_label, codename = permission.split(".")
-        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    if role:
+        Membership.objects.create(user=user, workspace=Workspace.objects.get(slug=workspace), role=role)
     return user
 
 
-OPERATOR = ("ledger.view_operation", "ledger.view_auditevent", "ledger.review_operation", "ledger.pause_processing")
-APPROVER = ("ledger.view_operation", "ledger.view_auditevent", "ledger.approve_operation")
+OPERATOR = "operator"
+APPROVER = "approver"
 
 
 def log_in(page, username: str, path: str = "/accounts/login/") -> None:

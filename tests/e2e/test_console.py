@@ -36,7 +36,7 @@ def needs_review(workspace):
 
 @pytest.fixture
 def operator(db):
-    return make_user("operator", *OPERATOR)
+    return make_user("operator", OPERATOR)
 
 
 def field(page, term: str):
@@ -127,7 +127,7 @@ def test_it_lets_only_an_approver_approve_a_refund(page, workspace, operator):
     """The operator sees no Approve button on a refund awaiting approval; the approver approves it."""
     refund = submit(workspace, "issue-refund", REFUND)
     assert refund.state == "pending_approval"
-    make_user("approver", *APPROVER)
+    make_user("approver", APPROVER)
 
     log_in(page, "operator")
     page.goto(f"/console/operations/{refund.pk}/")

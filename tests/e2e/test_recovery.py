@@ -25,7 +25,7 @@ def unknown(unknown_notice):
 
 @pytest.fixture
 def operator(db):
-    return make_user("operator", *OPERATOR)
+    return make_user("operator", OPERATOR)
 
 
 def test_it_shows_an_unknown_operation_and_looks_it_up_now(page, unknown, operator):
@@ -84,7 +84,7 @@ def test_it_records_a_record_found_by_hand(page, unknown, operator):
 
 
 def test_it_tells_an_approver_why_they_cannot_approve_their_own_refund(page, workspace, live_server):
-    approver = make_user("approver", *APPROVER)
+    approver = make_user("approver", APPROVER)
     token = services.issue_token(workspace=workspace, name="laptop", actor="test", user=approver)
     result = submit_event(workspace=workspace, source="api", submitted_by="approver", person=approver, raw={
         "action": "issue-refund",

@@ -4,7 +4,7 @@ submit it, approved its exact payload."""
 from io import StringIO
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django_q.models import OrmQ
 
@@ -25,10 +25,8 @@ def refund(workspace, submitted_by="token:oc_test", **data):
 
 
 @pytest.fixture
-def approver(db):
-    user = User.objects.create_user("approver")
-    user.user_permissions.add(Permission.objects.get(codename="approve_operation"))
-    return User.objects.get(pk=user.pk)  # reloaded: permissions are cached per instance
+def approver(person, workspace):
+    return person("approver", "approver")
 
 
 @pytest.fixture
@@ -74,7 +72,7 @@ def test_it_never_runs_a_rejected_operation(refund_waiting, approver, standin):
 def test_it_refuses_a_decision_from_someone_without_the_permission(refund_waiting):
     clerk = User.objects.create_user("clerk")
 
-    with pytest.raises(ApprovalError, match="clerk may not approve or reject operations."):
+    with pytest.raises(ApprovalError, match="clerk may not approve or reject in workspace demo."):
         approve_operation(refund_waiting, user=clerk)
 
     assert Operation.objects.get().state == "pending_approval"
@@ -179,7 +177,7 @@ def test_it_approves_and_rejects_from_the_command_line(workspace, refund_waiting
 
 
 @pytest.mark.parametrize("username, message", [("nobody", "No active user 'nobody'."),
-                                               ("clerk", "clerk may not approve or reject operations.")])
+                                               ("clerk", "clerk may not approve or reject in workspace demo.")])
 def test_it_explains_a_refused_decision_on_the_command_line(refund_waiting, username, message):
     User.objects.create_user("clerk")
     with pytest.raises(CommandError, match=message):

@@ -102,7 +102,7 @@ def test_it_lists_and_decides_conflicts_from_the_command_line(conflict, alice):
     (["dismiss", "{conflict}", "--as", "clerk", "--reason", "x"], "clerk may not replay, resolve, cancel"),
 ])
 def test_it_explains_what_the_command_cannot_do(conflict, args, message, alice, person):
-    person("clerk", "view_operation")
+    person("clerk", "viewer")
     args = [arg.format(conflict=conflict.pk) for arg in args]
     with pytest.raises(CommandError, match=message):
         call_command("conflict", *args, stdout=StringIO())

@@ -95,7 +95,7 @@ def consequential(scripted_action):
 
 @pytest.fixture
 def approver(person):
-    return person("approver", "approve_operation")
+    return person("approver", "approver")
 
 
 def test_it_starts_the_processing_deadline_at_approval(workspace, consequential, approver, frozen):

@@ -19,8 +19,8 @@ from ledger.models import Approval, AuditEvent, Conflict, Contribution, Delivery
 from ledger.processing import process_due_operations
 
 REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
-APPROVER = ("view_operation", "view_auditevent", "approve_operation")
-ADMIN = ("view_operation", "view_auditevent", "review_operation", "approve_operation")
+APPROVER = "approver"
+ADMIN = "admin"
 VIA = ["console", "command"]
 
 
@@ -33,12 +33,12 @@ def four_eyes(username: str, roles: str, key: str) -> str:
 
 @pytest.fixture
 def approver(person):
-    return person("approver", *APPROVER)
+    return person("approver", APPROVER)
 
 
 @pytest.fixture
 def second_approver(person):
-    return person("second", *APPROVER)
+    return person("second", APPROVER)
 
 
 @pytest.fixture(params=["superuser", "review+approve"])
@@ -46,7 +46,7 @@ def admin(request, person, django_user_model):
     """Someone who may both review (apply conflicts, replay) and approve."""
     if request.param == "superuser":
         return django_user_model.objects.create_superuser("admin", password="pw")
-    return person("admin", *ADMIN)
+    return person("admin", ADMIN)
 
 
 def last_line(command: str, *args) -> str:
@@ -361,6 +361,7 @@ def test_it_gives_the_first_token_of_a_workspace_to_its_user(client, approver, s
     call_command("token", "list", "other", stdout=out)
     owners = {line.split()[0]: line.split()[2] for line in out.getvalue().splitlines()}
     assert owners == {first[:8]: "approver", machine[:8]: "machine"}
+    call_command("member", "add", "other", "second", "--role", "approver", stdout=StringIO())
     assert_approved("command", client, second_approver, refund)
 
 

@@ -83,7 +83,7 @@ def test_it_refuses_an_internal_action(workspace, reviewer):
 
 
 def test_it_needs_the_review_permission(unknown, person):
-    viewer = person("viewer", "view_operation")
+    viewer = person("viewer", "viewer")
 
     with pytest.raises(review.ReviewError, match="viewer may not replay, resolve, cancel or decide conflicts"):
         review.resolve_operation(unknown, user=viewer, external_id="rec-1", reason="checked")
@@ -115,7 +115,7 @@ def test_it_resolves_from_the_command_line(unknown, reviewer):
     (["--as", "operator", "--workspace", "other"], "No operation"),
 ])
 def test_it_explains_a_refused_resolution_on_the_command_line(unknown, reviewer, person, args, message):
-    person("viewer", "view_operation")
+    person("viewer", "viewer")
     base = {"--workspace": "demo", "--external-id": "rec-1", "--reason": "x"}
     overrides = dict(zip(args[::2], args[1::2], strict=True))
     argv = [item for pair in (base | overrides).items() for item in pair]

@@ -152,10 +152,10 @@ def test_it_replays_and_cancels_from_the_command_line(workspace, scripted_action
     (["replay", "demo:R-42:v3:prepare-brief", "--workspace", "demo", "--as", "nobody", "--reason", "x"],
      "No active user 'nobody'."),
     (["cancel", "demo:R-42:v3:prepare-brief", "--workspace", "demo", "--as", "clerk", "--reason", "x"],
-     "clerk may not replay, resolve, cancel or decide conflicts (the review permission is needed)."),
+     "clerk may not replay, resolve, cancel or decide conflicts in workspace demo."),
 ])
 def test_it_explains_what_a_command_cannot_do(workspace, args, message, alice, person):
-    person("clerk", "view_operation")
+    person("clerk", "viewer")
     submit_brief(workspace)
     with pytest.raises(CommandError, match=re.escape(message)):
         call_command(*args, stdout=StringIO())

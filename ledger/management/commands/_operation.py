@@ -67,3 +67,15 @@ def find_user(username: str):
     if user is None:
         raise CommandError(f"No active user {username!r}.")
     return user
+
+
+def find_member(username: str, workspace) -> object:
+    """An active user who belongs to ``workspace`` (any role), or a CommandError saying why not."""
+    from ledger import roles
+
+    user = find_user(username)
+    ids = roles.workspace_ids(user)
+    if ids is not None and workspace.pk not in ids:
+        raise CommandError(f"{username} is not a member of workspace {workspace.slug} "
+                           f"(python manage.py member add {workspace.slug} {username} --role ...).")
+    return user

@@ -14,8 +14,8 @@ class Command(BaseCommand):
         parser.add_argument("--retry-budget", type=int, default=None,
                             help="Retries per hour it may schedule (default: OPSCONSOLE_RETRY_BUDGET_PER_HOUR)")
         parser.add_argument("--user", default=None,
-                            help="The person the first token belongs to (they cannot approve what it submits); "
-                                 "without --user it is a machine's.")
+                            help="The person the first token belongs to, made the workspace's admin (they "
+                                 "cannot approve what the token submits); without --user it is a machine's.")
 
     def handle(self, *args, slug, owners, retry_budget, user, **options):
         approved = [owner.strip() for owner in owners.split(",") if owner.strip()]

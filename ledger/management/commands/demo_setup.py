@@ -1,20 +1,16 @@
 import json
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from ledger import intake, services
-from ledger.models import Delivery, Workspace
+from ledger.models import Delivery, Role, Workspace
 
 DEMO_PASSWORD = "demo-password"
 STAFF = [("admin", True), ("operator", False), ("approver", False)]
-# What each non-superuser may do in the console (/console/).
-PERMISSIONS = {
-    "operator": ["view_operation", "view_auditevent", "review_operation", "pause_processing"],
-    "approver": ["view_operation", "view_auditevent", "approve_operation"],
-}
+# What each non-superuser may do in the demo workspace's console (/console/).
+ROLES = {"operator": Role.OPERATOR, "approver": Role.APPROVER}
 
 # The seed's R-42 story: new, a re-delivery, a changed title without a new version, version 4.
 R42 = {"request_id": "R-42", "version": 3, "title": "Review renewal options", "owner": "ops"}
@@ -44,7 +40,7 @@ class Command(BaseCommand):
             workspace, token = services.create_workspace(slug="demo", approved_owners=["ops"], actor="demo")
         else:
             token = services.issue_token(workspace=workspace, name="demo", actor="demo")
-        self._ensure_staff()
+        self._ensure_staff(workspace)
         self.stdout.write("Submitting the R-42 example:")
         for event in EVENTS:
             result = intake.submit_event(workspace=workspace, raw=event, source=Delivery.Source.CLI,
@@ -62,7 +58,7 @@ class Command(BaseCommand):
         self.stdout.write(f"API token for workspace demo: {token}")
 
     @transaction.atomic
-    def _ensure_staff(self):
+    def _ensure_staff(self, workspace):
         users = get_user_model()
         for username, superuser in STAFF:
             user, _ = users.objects.get_or_create(username=username, defaults={"is_staff": True})
@@ -70,6 +66,5 @@ class Command(BaseCommand):
             user.is_superuser = superuser
             user.set_password(DEMO_PASSWORD)
             user.save()
-            codenames = PERMISSIONS.get(username, [])
-            user.user_permissions.add(*Permission.objects.filter(codename__in=codenames,
-                                                                 content_type__app_label="ledger"))
+            if username in ROLES:
+                services.set_membership(workspace=workspace, user=user, role=ROLES[username], actor="demo")

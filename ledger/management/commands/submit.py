@@ -4,7 +4,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger import intake
-from ledger.management.commands._operation import find_user
+from ledger.management.commands._operation import find_member
 from ledger.models import Delivery, Workspace
 
 
@@ -24,7 +24,7 @@ class Command(BaseCommand):
             target = Workspace.objects.get(slug=workspace)
         except Workspace.DoesNotExist:
             raise CommandError(f"No workspace {workspace!r}.") from None
-        person = find_user(username) if username else None
+        person = find_member(username, target) if username else None
         sender = {"submitted_by": person.get_username() if person else "cli", "person": person}
         try:
             stream = sys.stdin if file == "-" else open(file, encoding="utf-8")

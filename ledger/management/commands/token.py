@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger import services
-from ledger.management.commands._operation import find_user
+from ledger.management.commands._operation import find_member
 from ledger.models import ApiToken, Workspace
 
 
@@ -35,7 +35,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{api_token.hint}  {status:<22} {owner:<20} {api_token.name}")
 
     def _issue(self, workspace, *, name, user, **options):
-        person = find_user(user) if user else None
+        person = find_member(user, workspace) if user else None
         token = services.issue_token(workspace=workspace, name=name, actor="cli", user=person)
         owner = f", belonging to {person.get_username()}" if person else " (a machine's: no person)"
         self.stdout.write(f"New API token for {workspace.slug}{owner} (shown once, store it now):")

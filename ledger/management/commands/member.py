@@ -1,0 +1,50 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from ledger import services
+from ledger.management.commands._operation import find_user
+from ledger.models import Membership, Role, Workspace
+
+
+class Command(BaseCommand):
+    help = ("Who belongs to a workspace, with which role (viewer, operator, approver, admin): a person sees "
+            "and acts on their workspaces only; a superuser on all.")
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="verb", required=True)
+        add = sub.add_parser("add", help="Add a person to a workspace, or change their role there.")
+        add.add_argument("workspace")
+        add.add_argument("username")
+        add.add_argument("--role", required=True, choices=Role.values)
+        remove = sub.add_parser("remove", help="Take a person out of a workspace.")
+        remove.add_argument("workspace")
+        remove.add_argument("username")
+        listing = sub.add_parser("list", help="The members of one workspace, or of all.")
+        listing.add_argument("workspace", nargs="?")
+
+    def handle(self, *args, verb, workspace=None, **options):
+        target = None
+        if workspace:
+            target = Workspace.objects.filter(slug=workspace).first()
+            if target is None:
+                raise CommandError(f"No workspace {workspace!r}.")
+        getattr(self, f"_{verb}")(target, **options)
+
+    def _add(self, workspace, *, username, role, **options):
+        user = find_user(username)
+        membership = services.set_membership(workspace=workspace, user=user, role=role, actor="cli")
+        self.stdout.write(f"{user.get_username()} is {membership.role} of {workspace.slug}.")
+
+    def _remove(self, workspace, *, username, **options):
+        user = find_user(username)
+        try:
+            services.remove_membership(workspace=workspace, user=user, actor="cli")
+        except services.NotAMember as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"{user.get_username()} is no longer a member of {workspace.slug}.")
+
+    def _list(self, workspace, **options):
+        members = Membership.objects.select_related("user", "workspace").order_by("workspace__slug", "user__username")
+        if workspace is not None:
+            members = members.filter(workspace=workspace)
+        for membership in members:
+            self.stdout.write(f"{membership.workspace.slug}  {membership.user.get_username():<20} {membership.role}")
