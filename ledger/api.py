@@ -2,21 +2,175 @@
 
 Bodies are decoded here rather than by ninja so that every failure keeps the ledger's own shape
 (``{"status": "blocked", "reason": ...}``) and every arrival, malformed ones too, is recorded.
+The OpenAPI document publishes each action's envelope (its ``data`` is the action's schema) and
+every answer with its status; the answer models below only describe, the views build the bodies.
 """
 
-import json
+import operator
+from datetime import datetime
+from functools import reduce
+from typing import Annotated, Any, Literal
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
+from ninja.openapi.schema import REF_TEMPLATE
 from ninja.security import HttpBearer
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from ledger import intake
+from ledger.actions import registry
 from ledger.intake import Envelope, IntakeResult
 from ledger.models import Delivery, Operation
 from ledger.services import authenticate_token
+from ledger.states import State
 
+SOURCE = Delivery.Source.API
+
+
+# --- what the document publishes ------------------------------------------------------------------
+
+class Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FieldProblem(Answer):
+    field: str = Field(description="The field (dotted path), or `body`, `events`, `Content-Type`.")
+    message: str = Field(description="The rule broken; never the submitted value.")
+
+
+class LastError(Answer):
+    category: str
+    message: str
+
+
+class OperationAnswer(Answer):
+    id: int
+    key: str
+    workspace: str
+    action: str
+    state: State
+    attempts: int
+    result: dict[str, Any] | None
+    external_id: str
+    last_error: LastError | None
+    correlation_id: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class Accepted(Answer):
+    status: Literal["accepted"]
+    key: str
+    operation: OperationAnswer
+
+
+class Duplicate(Accepted):
+    status: Literal["duplicate"]
+
+
+class PayloadConflict(Answer):
+    status: Literal["blocked"]
+    reason: Literal["payload_conflict"]
+    key: str
+    conflict_id: int
+    fields: list[str] = Field(description="The business fields that differ from the recorded payload.")
+    operation: OperationAnswer
+
+
+class Blocked(Answer):
+    status: Literal["blocked"]
+    errors: list[FieldProblem]
+
+
+class InvalidInput(Blocked):
+    reason: Literal["invalid_input"]
+
+
+class MalformedBody(Blocked):
+    reason: Literal["malformed_json", "malformed_request"]
+
+
+class TooLarge(Blocked):
+    reason: Literal["too_large", "batch_too_large"]
+    limit_bytes: int | None = Field(None, description="too_large: the body limit in bytes.")
+    limit: int | None = Field(None, description="batch_too_large: the most events a batch may hold.")
+
+
+class UnsupportedMediaType(Blocked):
+    reason: Literal["unsupported_media_type"]
+
+
+class Failed(Answer):
+    status: Literal["error"]
+    reason: Literal["internal_error"]
+    errors: list[FieldProblem]
+
+
+class Unauthorized(Answer):
+    status: Literal["unauthorized"]
+    detail: str
+
+
+class NotFound(Answer):
+    status: Literal["not_found"]
+    detail: str
+
+
+class Unavailable(Answer):
+    """The database cannot be reached (opsconsole.middleware): retry after `Retry-After` seconds."""
+
+    status: Literal["unavailable"]
+    detail: str
+
+
+def _item(answer: type[Answer], status: int) -> type[Answer]:
+    """A batch result: an event's answer with its position and the status it would have had alone."""
+    return create_model(f"{answer.__name__}Item", __base__=answer, index=(int, ...),
+                        http_status=(Literal[status], ...))
+
+
+class BatchAnswer(Answer):
+    results: list[
+        _item(Accepted, 201) | _item(Duplicate, 200) | _item(PayloadConflict, 409) | _item(InvalidInput, 422)
+        | _item(TooLarge, 413) | _item(Failed, 500)
+    ]
+
+
+_REFUSED = {400: MalformedBody, 401: Unauthorized, 413: TooLarge, 415: UnsupportedMediaType, 422: InvalidInput,
+            503: Unavailable}
+EVENT_RESPONSES = {201: Accepted, 200: Duplicate, 409: PayloadConflict, **_REFUSED}
+BATCH_RESPONSES = {200: BatchAnswer, **_REFUSED}
+OPERATION_RESPONSES = {200: OperationAnswer, 401: Unauthorized, 404: NotFound, 503: Unavailable}
+_RETRY_AFTER = {"responses": {503: {"headers": {"Retry-After": {
+    "description": "Seconds to wait before sending again.", "schema": {"type": "integer"}}}}}}
+
+
+def _event_schema() -> tuple[dict, dict]:
+    """The schema of one event: one envelope per registered action, told apart by ``action``, each
+    with that action's schema as ``data``; and the components it refers to."""
+    envelopes = [
+        create_model(
+            "".join(part.title() for part in name.split("-")) + "Event", __base__=Envelope,
+            __doc__=f"An event of action `{name}`.", action=(Literal[name], ...), data=(action.schema, ...),
+        )
+        for name, action in sorted(registry.items())
+    ]
+    either = Annotated[reduce(operator.or_, envelopes), Field(discriminator="action")]
+    schema = TypeAdapter(either).json_schema(ref_template=REF_TEMPLATE)
+    return schema, schema.pop("$defs")
+
+
+EVENT_SCHEMA, EVENT_COMPONENTS = _event_schema()
+
+
+def _json_body(schema: dict) -> dict:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}} | _RETRY_AFTER
+
+
+# --- the views ------------------------------------------------------------------------------------
 
 class WorkspaceToken(HttpBearer):
     def authenticate(self, request, token):
@@ -29,9 +183,22 @@ class WorkspaceToken(HttpBearer):
         return api_token
 
 
-api = NinjaAPI(title="opsconsole", version="1", urls_namespace="api-v1", auth=WorkspaceToken())
+class LedgerAPI(NinjaAPI):
+    def get_openapi_schema(self, **kwargs):
+        schema = super().get_openapi_schema(**kwargs)
+        schema["components"]["schemas"].update(EVENT_COMPONENTS)
+        return schema
 
-SOURCE = Delivery.Source.API
+
+api = LedgerAPI(title="opsconsole", version="1", urls_namespace="api-v1", auth=WorkspaceToken())
+
+
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def database_unavailable(request, exc):
+    # Not answered here: Django's middleware (opsconsole.middleware) turns it into 503 with
+    # Retry-After, the same in DEBUG (where ninja would otherwise answer a traceback) and in production.
+    raise exc
 
 
 @api.exception_handler(AuthenticationError)
@@ -60,28 +227,39 @@ def _sender(request) -> dict:
     return {"submitted_by": request.submitter, "person": request.person}
 
 
+def _is_json(content_type: str) -> bool:
+    return content_type == "application/json" or (
+        content_type.startswith("application/") and content_type.endswith("+json"))
+
+
 def _decode(request: HttpRequest, limit: int):
-    """The JSON body, or a JsonResponse that says what was wrong with it (already recorded)."""
+    """The JSON body, or a JsonResponse that says what was wrong with it (already recorded).
+
+    A body must say it is JSON: one sent without a Content-Type, or as a form (what ``curl -d``
+    sends unless told otherwise), is refused with 415 rather than guessed at.
+    """
+    if not _is_json(request.content_type or ""):
+        return None, _blocked_response(request, reason="unsupported_media_type", http_status=415,
+                                       field="Content-Type", message="must be application/json")
     declared = request.META.get("CONTENT_LENGTH") or "0"
-    if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
+    if not (declared.isascii() and declared.isdigit()):
+        # Django's own reading of the body would fail on it.
+        return None, _blocked_response(request, reason="malformed_request", http_status=400,
+                                       field="Content-Length", message="must be a whole number of bytes")
+    declared = declared.lstrip("0") or "0"
+    if len(declared) > len(str(limit)) or int(declared) > limit or len(request.body) > limit:
         return None, _blocked_response(
             request, reason="too_large", http_status=413, extra={"limit_bytes": limit},
             message=f"the body is larger than the limit of {limit} bytes",
         )
     try:
-        return json.loads(request.body), None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        message = f"malformed JSON: {exc}"
-    except RecursionError:
-        message = "malformed JSON: nested too deeply"
-    return None, _blocked_response(request, reason="malformed_json", http_status=400, message=message)
+        return intake.decode_json(request.body), None
+    except intake.MalformedJSON as exc:
+        return None, _blocked_response(request, reason="malformed_json", http_status=400, message=str(exc))
 
 
-_event_body = {"content": {"application/json": {"schema": Envelope.model_json_schema()}}, "required": True}
-
-
-@api.post("/events", openapi_extra={"requestBody": _event_body},
-          summary="Submit one event: accepted (201), duplicate (200), blocked (409/422/400/413)")
+@api.post("/events", response=EVENT_RESPONSES, openapi_extra=_json_body(EVENT_SCHEMA),
+          summary="Submit one event: accepted (201), duplicate (200), blocked (409/422/400/413/415)")
 def submit_event(request):
     raw, problem = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
     if problem:
@@ -91,15 +269,19 @@ def submit_event(request):
     ))
 
 
-_batch_body = {"content": {"application/json": {"schema": {
-    "type": "object", "required": ["events"],
-    "properties": {"events": {"type": "array", "items": Envelope.model_json_schema()}},
-}}}, "required": True}
-
-
-@api.post("/events/batch", openapi_extra={"requestBody": _batch_body},
-          summary="Submit up to OPSCONSOLE_MAX_BATCH events; each stands alone")
+@api.post("/events/batch", response=BATCH_RESPONSES,
+          summary="Submit up to OPSCONSOLE_MAX_BATCH events; each stands alone",
+          openapi_extra=_json_body({"type": "object", "required": ["events"], "properties": {"events": {
+              "type": "array", "maxItems": settings.OPSCONSOLE_MAX_BATCH,
+              # Whatever an item holds, the batch takes it: an item that is no event is answered
+              # on its own, with a 422 in its result.
+              "items": {"anyOf": [EVENT_SCHEMA, {"description": "anything else: refused on its own (422)"}]},
+          }}}))
 def submit_batch(request):
+    """Each event is answered in `results` with the `http_status` it would have had alone, and its
+    writes are its own: an event that fails leaves nothing, the others stand. An event that fails
+    unexpectedly (a server error) is answered `http_status` 500, `status` `error`, and is not
+    recorded, so sending it again is safe."""
     raw, problem = _decode(request, settings.OPSCONSOLE_MAX_BATCH_BODY_BYTES)
     if problem:
         return problem
@@ -113,32 +295,20 @@ def submit_batch(request):
         return JsonResponse({"status": "blocked", "reason": "batch_too_large", "limit": limit,
                              "errors": [{"field": "events", "message": f"at most {limit} events per batch"}]},
                             status=413)
-    results = []
-    for index, event in enumerate(events):
-        result = _submit_batch_item(request, event)
-        results.append({"index": index, "http_status": result.http_status, **result.as_dict()})
-    return JsonResponse({"results": results}, status=200)
+    results = intake.submit_batch(workspace=request.workspace, raw_events=events, source=SOURCE,
+                                  max_event_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES, **_sender(request))
+    return JsonResponse({"results": [{"index": index, "http_status": result.http_status, **result.as_dict()}
+                                     for index, result in enumerate(results)]})
 
 
-def _submit_batch_item(request, event) -> IntakeResult:
-    size = len(json.dumps(event, ensure_ascii=False).encode("utf-8"))
-    limit = settings.OPSCONSOLE_MAX_BODY_BYTES
-    if size > limit:
-        return intake.record_blocked_delivery(
-            workspace=request.workspace, source=SOURCE, **_sender(request), reason="too_large",
-            errors=[{"field": "body", "message": f"the event is larger than the limit of {limit} bytes"}],
-            http_status=413, raw=event, extra={"limit_bytes": limit},
-        )
-    return intake.submit_event(workspace=request.workspace, raw=event, source=SOURCE,
-                               **_sender(request))
-
-
-@api.get("/operations/{key}", summary="One operation of this workspace, by key")
+@api.get("/operations/{path:key}", response=OPERATION_RESPONSES, openapi_extra=_RETRY_AFTER,
+         summary="One operation of this workspace, by key")
 def get_operation(request, key: str):
-    operation = (
+    # A key the database cannot hold (NUL, a lone surrogate) names no operation: not even asked.
+    operation = None if intake.storable_text_problem(key) else (
         Operation.objects.select_related("workspace").filter(workspace=request.workspace, key=key).first()
     )
     if operation is None:
-        return JsonResponse({"status": "not_found", "detail": f"No operation with key {key!r} in this workspace."},
+        return JsonResponse({"status": "not_found", "detail": "No operation with this key in this workspace."},
                             status=404)
     return JsonResponse(intake.operation_as_dict(operation))

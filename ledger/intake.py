@@ -1,17 +1,34 @@
 """Intake: every entry point (HTTP, command line, replay) records an arriving event through here.
 
-parse the envelope -> resolve the action -> validate the payload -> build key and fingerprint ->
-one transaction: record the delivery, reserve the key (INSERT .. ON CONFLICT DO NOTHING), audit ->
-on commit, nudge the workers.
+decode the JSON -> parse the envelope -> resolve the action -> validate the payload -> build key and
+fingerprint -> one transaction: record the delivery, reserve the key (INSERT .. ON CONFLICT DO
+NOTHING), audit -> on commit, nudge the workers.
+
+Whatever arrives is answered on purpose: JSON Python cannot read (numbers too long to convert,
+nesting too deep) is malformed, and text or times the database cannot store (NUL, unpaired
+surrogates, offsets beyond ±15:59, implausible dates) are invalid input naming the field.
 """
 
+import json
+import logging
+import sys
 from dataclasses import dataclass, field
+from datetime import UTC, timedelta
 from functools import partial
 from typing import Annotated, Any
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
-from pydantic import AwareDatetime, BaseModel, ConfigDict, StrictStr, StringConstraints, ValidationError
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from ledger import nudges
 from ledger.actions import ActionDefinition, FieldError, UnknownAction, get_action, registry
@@ -21,11 +38,88 @@ from ledger.services import record_audit_event
 from ledger.states import State
 
 Outcome = Delivery.Outcome
+# Not a delivery outcome: a batch event that failed unexpectedly, rolled back, so nothing was recorded.
+FAILED = "failed"
 
-# PostgreSQL stores no NUL character in text or jsonb; refused as input rather than failing the insert.
+logger = logging.getLogger("ledger")
+
 NUL = "\x00"
+# Deeper than any envelope needs (a batch event's data is four levels down), and shallow enough
+# that nothing which walks a body recursively can exhaust Python's recursion limit.
+MAX_NESTING = 64
+# A sender's clock may be off, but not by a decade; beyond that a time is refused, since a date
+# near year 1 or 9999 cannot even be shown in another time zone.
+OCCURRED_AT_WINDOW = timedelta(days=3653)
+# PostgreSQL's timestamptz takes UTC offsets up to 15:59 either way (real ones span -12:00 to +14:00).
+MAX_UTC_OFFSET = timedelta(hours=15, minutes=59)
 
 Label = Annotated[StrictStr, StringConstraints(min_length=1, max_length=200)]
+
+
+class MalformedJSON(ValueError):
+    """The body is not JSON the ledger can read. The message says why, never what was sent."""
+
+
+def decode_json(body: bytes | str) -> Any:
+    """The decoded body, or ``MalformedJSON``: every entry point decodes events through here."""
+    try:
+        value = json.loads(body, parse_int=_parse_int, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise MalformedJSON(f"malformed JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise MalformedJSON("malformed JSON: the body is not UTF-8 text") from None
+    except RecursionError:
+        raise MalformedJSON("malformed JSON: nested too deeply") from None
+    if _nested_deeper_than(value, MAX_NESTING):
+        raise MalformedJSON(f"malformed JSON: nested deeper than {MAX_NESTING} levels")
+    return value
+
+
+def _parse_int(digits: str) -> int:
+    # Python refuses to convert longer numbers (a ValueError); said here, before it tries.
+    limit = sys.get_int_max_str_digits()
+    if limit and len(digits.lstrip("-")) > limit:
+        raise MalformedJSON(f"malformed JSON: a number has more than {limit} digits")
+    return int(digits)
+
+
+def _refuse_constant(name: str):
+    raise MalformedJSON("malformed JSON: NaN and Infinity are not JSON numbers")
+
+
+def _nested_deeper_than(value, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def storable_text_problem(text: str) -> str:
+    """Why PostgreSQL cannot store ``text`` ("" when it can).
+
+    It stores no NUL in text or jsonb, and UTF-8 has no encoding for a lone surrogate (what a JSON
+    escape such as ``"\\ud800"`` decodes to).
+    """
+    if NUL in text:
+        return "must not contain NUL characters"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must not contain unpaired surrogates (not valid Unicode)"
+    return ""
+
+
+def storable(text: str) -> str:
+    """``text`` without what the database cannot store: NUL dropped, lone surrogates as U+FFFD."""
+    if not storable_text_problem(text):
+        return text
+    return "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in text.replace(NUL, ""))
 
 
 class Envelope(BaseModel):
@@ -36,13 +130,34 @@ class Envelope(BaseModel):
     action: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100)]
     delivery_id: Label | None = None
     correlation_id: Label | None = None
-    occurred_at: AwareDatetime | None = None
+    occurred_at: AwareDatetime | None = Field(None, description=(
+        "When the event happened: ISO 8601 with a UTC offset within ±15:59, within 10 years of now."))
     data: dict[str, Any]
+
+    @field_validator("occurred_at", mode="before")
+    @classmethod
+    def _a_string(cls, value):
+        # Pydantic would also read a number as a Unix time; the envelope's documented form is text.
+        if value is not None and not isinstance(value, str):
+            raise ValueError("must be a date-time string with a UTC offset (ISO 8601)")
+        return value
+
+    @field_validator("occurred_at")
+    @classmethod
+    def _plausible(cls, value):
+        if value is None:
+            return None
+        if abs(value.utcoffset()) > MAX_UTC_OFFSET:
+            raise ValueError("must have a UTC offset between -15:59 and +15:59")
+        # An aware difference is computed without converting either side, so it cannot overflow.
+        if abs(value - timezone.now()) > OCCURRED_AT_WINDOW:
+            raise ValueError("must be within 10 years of now")
+        return value.astimezone(UTC)
 
 
 @dataclass
 class IntakeResult:
-    outcome: str  # a Delivery.Outcome
+    outcome: str  # a Delivery.Outcome, or FAILED
     http_status: int
     reason: str = ""
     key: str = ""
@@ -58,7 +173,7 @@ class IntakeResult:
     def as_dict(self) -> dict:
         if not self.blocked:
             return {"status": self.outcome, "key": self.key, "operation": operation_as_dict(self.operation)}
-        body = {"status": "blocked", "reason": self.reason}
+        body = {"status": "error" if self.outcome == FAILED else "blocked", "reason": self.reason}
         if self.key:
             body["key"] = self.key
         if self.conflict:
@@ -106,10 +221,45 @@ def submit_event(*, workspace: Workspace, raw: Any, source: str, submitted_by: s
 
 
 def submit_batch(*, workspace: Workspace, raw_events: list, source: str, submitted_by: str = "",
-                 person=None) -> list[IntakeResult]:
-    """Each event stands alone: its own transaction, so one bad event blocks no other."""
-    return [submit_event(workspace=workspace, raw=raw, source=source, submitted_by=submitted_by, person=person)
-            for raw in raw_events]
+                 person=None, max_event_bytes: int | None = None) -> list[IntakeResult]:
+    """Record each event on its own, in its own transaction: one bad event blocks no other.
+
+    ``max_event_bytes`` holds each event (as UTF-8 JSON) to the limit of a single one. An event
+    that fails unexpectedly leaves nothing (its delivery, operation and audit rows roll back) and
+    is answered ``FAILED`` with status 500, logged without its content; sending it again is safe.
+    An unreachable database is not one event's failure: the error propagates and the request
+    answers as any request does then (503), while the events before it stay committed (sent again,
+    they come back as duplicates).
+    """
+    sender = {"source": source, "submitted_by": submitted_by, "person": person}
+    return [_submit_alone(workspace, index, raw, max_event_bytes, sender) for index, raw in enumerate(raw_events)]
+
+
+def _submit_alone(workspace: Workspace, index: int, raw: Any, max_event_bytes: int | None,
+                  sender: dict) -> IntakeResult:
+    try:
+        with transaction.atomic():
+            if max_event_bytes is not None and _json_size(raw) > max_event_bytes:
+                return record_blocked_delivery(
+                    workspace=workspace, **sender, reason="too_large", http_status=413, raw=raw,
+                    errors=[{"field": "body",
+                             "message": f"the event is larger than the limit of {max_event_bytes} bytes"}],
+                    extra={"limit_bytes": max_event_bytes},
+                )
+            return submit_event(workspace=workspace, raw=raw, **sender)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception:
+        logger.exception("batch event failed unexpectedly; nothing of it was recorded",
+                         extra={"workspace": workspace.slug, "batch_index": index})
+        return IntakeResult(outcome=FAILED, http_status=500, reason="internal_error", errors=[{
+            "field": "body", "message": "the event could not be recorded (a server error); nothing of it was kept, "
+                                        "so it is safe to send again"}])
+
+
+def _json_size(value) -> int:
+    # Lone surrogates are counted as their three bytes: intake refuses them by name later.
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
 def record_blocked_delivery(*, workspace: Workspace, source: str, reason: str, errors: list[dict],
@@ -133,11 +283,12 @@ def record_blocked_delivery(*, workspace: Workspace, source: str, reason: str, e
 
 
 def _label(value, limit: int) -> str:
-    return value.replace(NUL, "")[:limit] if isinstance(value, str) else ""
+    """A transport label of a blocked delivery, as much of it as can be stored."""
+    return storable(value[:limit]) if isinstance(value, str) else ""
 
 
-def _nul_errors(raw: dict) -> list[FieldError]:
-    """Every field whose name or text holds a NUL character (PostgreSQL cannot store one).
+def _unstorable_text_errors(raw: dict) -> list[FieldError]:
+    """Every field whose name or text the database cannot store (see ``storable_text_problem``).
 
     Walked with an explicit stack: a deeply nested body must not exhaust Python's recursion.
     """
@@ -147,22 +298,27 @@ def _nul_errors(raw: dict) -> list[FieldError]:
         path, value = stack.pop()
         if isinstance(value, dict):
             for name, item in value.items():
-                child = (*path, str(name).replace(NUL, "\\u0000"))
-                if NUL in str(name):
-                    found.append(FieldError(".".join(child), "must not contain NUL characters"))
+                child = (*path, _printable(str(name)))
+                if problem := storable_text_problem(str(name)):
+                    found.append(FieldError(".".join(child), f"name {problem}"))
                 stack.append((child, item))
         elif isinstance(value, list):
             stack.extend(((*path, str(index)), item) for index, item in enumerate(value))
-        elif isinstance(value, str) and NUL in value:
-            found.append(FieldError(".".join(path), "must not contain NUL characters"))
+        elif isinstance(value, str) and (problem := storable_text_problem(value)):
+            found.append(FieldError(".".join(path), problem))
     return sorted(found, key=lambda error: error.field)
+
+
+def _printable(name: str) -> str:
+    """A field name as an error can carry it: NUL and lone surrogates written as escapes."""
+    return name.replace(NUL, "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _parse(workspace, raw) -> tuple[Envelope | None, ActionDefinition | None, dict | None, list[dict]]:
     if not isinstance(raw, dict):
         return None, None, None, [FieldError("body", "must be a JSON object").as_dict()]
-    if nul := _nul_errors(raw):
-        return None, None, None, [e.as_dict() for e in nul]
+    if unstorable := _unstorable_text_errors(raw):
+        return None, None, None, [e.as_dict() for e in unstorable]
     errors: list[FieldError] = []
     envelope = action = data = None
     try:
@@ -176,7 +332,7 @@ def _parse(workspace, raw) -> tuple[Envelope | None, ActionDefinition | None, di
             action = get_action(action_name)
         except UnknownAction:
             known = ", ".join(sorted(registry))
-            errors.append(FieldError("action", f"unknown action {action_name[:100]!r}; known: {known}"))
+            errors.append(FieldError("action", f"is not a known action; known: {known}"))
     if action and isinstance(raw.get("data"), dict):
         try:
             data = action.schema.model_validate(raw["data"]).model_dump(mode="json")

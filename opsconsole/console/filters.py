@@ -1,9 +1,10 @@
 """django-filter sets for the queue and the audit list."""
 
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 
 import django_filters
 from django import forms
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db.models import Q
 from django.utils import timezone
 
@@ -43,6 +44,19 @@ def _start_of(day) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
+# Dates outside these bounds are refused as a form error: the day after 9999-12-31, or the start of
+# year 1 in another time zone, cannot be computed at all.
+EARLIEST_DAY, LATEST_DAY = date(1970, 1, 1), date(2999, 12, 31)
+
+
+def _day_filter(label: str, method: str) -> django_filters.DateFilter:
+    return django_filters.DateFilter(
+        label=label, method=method,
+        validators=[MinValueValidator(EARLIEST_DAY), MaxValueValidator(LATEST_DAY)],
+        widget=forms.DateInput(attrs={"type": "date", "min": EARLIEST_DAY.isoformat(), "max": LATEST_DAY.isoformat()}),
+    )
+
+
 class AuditFilter(django_filters.FilterSet):
     kind = django_filters.CharFilter(label="Kind", lookup_expr="exact")
     actor = django_filters.CharFilter(label="Actor", lookup_expr="icontains")
@@ -50,10 +64,8 @@ class AuditFilter(django_filters.FilterSet):
                                                  empty_label="All workspaces")
     key = django_filters.CharFilter(label="Key", field_name="operation__key", lookup_expr="icontains")
     # Both dates are inclusive; compared as a range on created_at so the index stays usable.
-    created_after = django_filters.DateFilter(label="Created after", method="filter_after",
-                                              widget=forms.DateInput(attrs={"type": "date"}))
-    created_before = django_filters.DateFilter(label="Created before", method="filter_before",
-                                               widget=forms.DateInput(attrs={"type": "date"}))
+    created_after = _day_filter("Created after", "filter_after")
+    created_before = _day_filter("Created before", "filter_before")
 
     class Meta:
         model = AuditEvent

@@ -5,6 +5,7 @@ from django.test import override_settings
 from django_q.models import OrmQ
 
 from ledger import services
+from ledger.actions import registry
 from ledger.models import Delivery, Operation
 from ledger.nudges import PROCESS
 from tests.conftest import event
@@ -193,8 +194,57 @@ def test_it_publishes_an_openapi_schema_with_the_three_paths(client):
     assert "post" in paths["/api/v1/events"]
     assert "post" in paths["/api/v1/events/batch"]
     assert "get" in paths["/api/v1/operations/{key}"]
-    body = paths["/api/v1/events"]["post"]["requestBody"]["content"]["application/json"]["schema"]
-    assert {"action", "data"} <= set(body["properties"])
+
+
+def test_it_publishes_each_actions_envelope_with_its_data_schema(client):
+    """The body of POST /events is one of the registered actions' envelopes, told apart by
+    `action`; each envelope's `data` is exactly that action's pydantic schema."""
+    document = client.get("/api/v1/openapi.json").json()
+    components = document["components"]["schemas"]
+    body = document["paths"]["/api/v1/events"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+
+    mapping = body["discriminator"]["mapping"]
+    assert body["discriminator"]["propertyName"] == "action"
+    assert set(mapping) == set(registry)
+    assert sorted(ref["$ref"] for ref in body["oneOf"]) == sorted(mapping.values())
+    for name, action in registry.items():
+        envelope = components[mapping[name].rsplit("/", 1)[1]]
+        assert envelope["properties"]["action"]["const"] == name
+        assert envelope["required"] == ["action", "data"]
+        assert envelope["additionalProperties"] is False
+        data = components[envelope["properties"]["data"]["$ref"].rsplit("/", 1)[1]]
+        assert data == action.schema.model_json_schema()
+    batch = document["paths"]["/api/v1/events/batch"]["post"]["requestBody"]["content"]["application/json"]
+    assert batch["schema"]["properties"]["events"]["items"]["anyOf"][0] == body
+
+
+@pytest.mark.parametrize("path, method, statuses", [
+    ("/api/v1/events", "post", {"200", "201", "400", "401", "409", "413", "415", "422", "503"}),
+    ("/api/v1/events/batch", "post", {"200", "400", "401", "413", "415", "422", "503"}),
+    ("/api/v1/operations/{key}", "get", {"200", "401", "404", "503"}),
+])
+def test_it_documents_every_status_an_endpoint_answers_with_its_body(client, path, method, statuses):
+    """Each status an endpoint answers is in the document with the schema of its body; the 503 of
+    an unreachable database also says when to retry."""
+    document = client.get("/api/v1/openapi.json").json()
+    responses = document["paths"][path][method]["responses"]
+
+    assert set(responses) == statuses
+    for status, answer in responses.items():
+        ref = answer["content"]["application/json"]["schema"]["$ref"]
+        assert ref.rsplit("/", 1)[1] in document["components"]["schemas"], status
+    assert "Retry-After" in responses["503"]["headers"]
+
+
+def test_it_documents_a_batch_result_for_each_status_an_event_can_have(client):
+    """Accepted, duplicate, conflict, invalid, too large, and the unexpected failure (500) that an
+    event of a batch answers alone."""
+    components = client.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    results = components["BatchAnswer"]["properties"]["results"]["items"]["anyOf"]
+
+    statuses = sorted(components[ref["$ref"].rsplit("/", 1)[1]]["properties"]["http_status"]["const"]
+                      for ref in results)
+    assert statuses == [200, 201, 409, 413, 422, 500]
 
 
 # --- the worker nudge -----------------------------------------------------------------------------

@@ -53,7 +53,8 @@ class Command(BaseCommand):
         self.stdout.write(f"API:      {url}api/v1/docs  (OpenAPI: {url}api/v1/openapi.json)")
         self.stdout.write(f"Metrics:  {url}metrics")
         example = json.dumps({"action": "prepare-brief", "data": R42 | {"version": 5}})
-        self.stdout.write(f"Try:      curl -s -H 'Authorization: Bearer {token}' -d '{example}' {url}api/v1/events")
+        self.stdout.write(f"Try:      curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
+                          f"-d '{example}' {url}api/v1/events")
         self.stdout.write("Approve:  python manage.py approve demo:R-42:v3:issue-refund --workspace demo --as approver")
         self.stdout.write(f"API token for workspace demo: {token}")
 

@@ -45,11 +45,9 @@ class Command(BaseCommand):
     def _submit_line(self, workspace, line, sender):
         source = Delivery.Source.CLI
         try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            message = f"malformed JSON: {exc}"
-        except RecursionError:
-            message = "malformed JSON: nested too deeply"
+            raw = intake.decode_json(line)
+        except intake.MalformedJSON as exc:
+            message = str(exc)
         else:
             return intake.submit_event(workspace=workspace, raw=raw, source=source, **sender)
         return intake.record_blocked_delivery(
