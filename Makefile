@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
-.PHONY: demo test lint venv bench clean
+.PHONY: demo serve test lint venv bench clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,8 @@ venv: $(VENV)/.installed
 # The stand-in destination (standin/) plays the external system of file-ticket and send-notice.
 # qcluster is started in its own session so that Ctrl-C reaches only the web server; the trap
 # then stops the cluster by signalling its main pid (signalling the group can hang it).
+# /metrics answers the demo's own token (OPSCONSOLE_METRICS_TOKEN; printed by demo_setup).
+demo: export OPSCONSOLE_METRICS_TOKEN ?= demo-metrics-token
 demo: venv
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py demo_setup --url http://127.0.0.1:8000/
@@ -27,6 +29,16 @@ demo: venv
 	echo "qcluster running (pid $$QPID, log var-qcluster.log), stand-in destination on :8765; Ctrl-C stops the demo."; \
 	DEBUG=1 $(PY) manage.py demo_drafts; \
 	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
+
+# The production web server (docs/operations.md; settings from the environment, e.g. .env). It
+# refuses to start on a database whose migrations are not all applied: migrating is a deploy step of
+# its own (`manage.py migrate`, once, before the new code serves), not something each web server
+# should race to do at start. Then the static files for whitenoise, then gunicorn
+# (opsconsole/gunicorn.conf.py: BIND, WEB_CONCURRENCY), replacing the shell so it gets the signals.
+serve: venv
+	@$(PY) manage.py migrate --check >/dev/null || { echo "Not serving: the database has unapplied migrations (run '$(PY) manage.py migrate') or could not be checked." >&2; exit 1; }
+	$(PY) manage.py collectstatic --noinput -v0
+	exec $(VENV)/bin/gunicorn -c opsconsole/gunicorn.conf.py opsconsole.wsgi
 
 test: venv
 	SECRET_KEY=insecure-test-only-key $(PY) -m pytest $(PYTEST_ARGS)

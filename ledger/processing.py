@@ -56,7 +56,10 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
     lease_expires_at = now + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
     with transaction.atomic():
         claimed = list(
-            due_operations(now).select_for_update(skip_locked=True, of=("self",))
+            # FOR NO KEY UPDATE: keeps other claimers out without blocking the foreign-key checks of
+            # an intake that references the row (a duplicate delivery). Those wait at its commit while
+            # it holds its workspace's audit chain, which this claim needs next: a deadlock otherwise.
+            due_operations(now).select_for_update(skip_locked=True, no_key=True, of=("self",))
             .select_related("workspace").order_by("id")[:limit]
         )
         if not claimed:

@@ -1,13 +1,20 @@
-"""JSON log lines: the message plus the ledger's context (key, transition, error category).
+"""JSON log lines: the message plus the ledger's context (key, transition, error category) and the
+id of the request being served.
 
 Only fields passed in ``extra`` are added, and callers pass identifiers and states, never payload
-text or secrets.
+text or secrets. A traceback keeps its frames but not the exception's message, which can quote
+what was submitted (a database error names the value it refused).
 """
 
+import contextvars
 import json
 import logging
+import traceback
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+# The id of the request this thread or task serves (opsconsole.middleware.RequestIdMiddleware).
+request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 
 
 class JsonFormatter(logging.Formatter):
@@ -18,7 +25,22 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        line.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
+        # django.request logs a response after the middleware let go of it: then the id is on the request.
+        rid = request_id.get() or getattr(getattr(record, "request", None), "request_id", "")
+        if rid:
+            line["request_id"] = rid
+        line.update({k: _plain(v) for k, v in vars(record).items() if k not in _STANDARD})
         if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
+            line["exception"] = _without_message(*record.exc_info)
         return json.dumps(line, default=str)
+
+
+def _plain(value):
+    # django.request passes the request object itself: its repr (method and path) is enough.
+    return value if isinstance(value, str | int | float | bool | type(None) | list | dict) else repr(value)
+
+
+def _without_message(exc_type, exc, tb) -> str:
+    frames = "".join(traceback.format_tb(tb))
+    name = f"{exc_type.__module__}.{exc_type.__qualname__}"
+    return f"Traceback (most recent call last):\n{frames}{name} (message withheld)"

@@ -1,9 +1,16 @@
 """Prometheus text metrics: counts by state, the age of the oldest due operation, and the sweep's
 and reconciliation's heartbeats (the ledger's own liveness signal: a wedged cluster shows as a
-stale heartbeat)."""
+stale heartbeat).
 
+Served only to a scraper that presents ``OPSCONSOLE_METRICS_TOKEN`` as a bearer token (Prometheus'
+``authorization: {credentials: ...}``); without that setting ``/metrics`` is off (404).
+"""
+
+import hmac
+
+from django.conf import settings
 from django.db.models import Count
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.utils import timezone
 
 from ledger.models import Conflict, Heartbeat, Operation
@@ -11,6 +18,15 @@ from ledger.selectors import oldest_due_seconds
 
 
 def metrics_view(request):
+    expected = settings.OPSCONSOLE_METRICS_TOKEN
+    if not expected:
+        raise Http404("metrics are off: set OPSCONSOLE_METRICS_TOKEN")
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), expected.encode()):
+        response = HttpResponse("A metrics token is required: Authorization: Bearer <OPSCONSOLE_METRICS_TOKEN>.\n",
+                                status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
     now = timezone.now()
     lines = [
         "# HELP opsconsole_operations Operations by action and state.",

@@ -1,8 +1,11 @@
 """Settings, read from the environment (django-environ). See README.md for the variables."""
 
+import sys
+from datetime import timedelta
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -30,11 +33,17 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django_q",
+    "axes",
+    "csp",
+    "ninja",  # Swagger UI from its own static files (not from a CDN): the docs page works offline
     "ledger",
     "reconciliation",
 ]
 
 MIDDLEWARE = [
+    # First: every log line of the request carries its id; the database's absence becomes a 503.
+    "opsconsole.middleware.RequestIdMiddleware",
+    "opsconsole.middleware.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -43,6 +52,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "opsconsole.urls"
@@ -65,9 +76,17 @@ TEMPLATES = [
 WSGI_APPLICATION = "opsconsole.wsgi.application"
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
-# django-q2 reconnects for every task when connections are not kept (measured ~7x slower).
+# Connections, by kind of process (measured: docs/operations.md). gunicorn's workers
+# (opsconsole/gunicorn.conf.py) and the qcluster's are a fixed number of single-threaded processes,
+# so each keeps its one connection: reconnecting per request cuts the API's throughput to a third,
+# per task makes django-q2 ~7x slower. runserver instead serves every client connection from a
+# thread of its own, without bound, and each thread would keep a connection (64 keep-alive clients
+# held 64): there the threads share a pool of a few connections, each returned after its request.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if sys.argv[1:2] == ["runserver"] and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # a pooled connection goes back to the pool instead
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": 4}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The web process and the qcluster write to one file: WAL lets readers go on while one
     # writes, IMMEDIATE takes the write lock at BEGIN so two writers queue instead of
@@ -100,6 +119,52 @@ STORAGES = {
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "console:queue"
 
+# --- security ----------------------------------------------------------------------------------
+# OPSCONSOLE_SECURE=1: production, served over HTTPS by a proxy that terminates TLS in front of
+# gunicorn (docs/operations.md). `manage.py check --deploy` is clean in this mode.
+OPSCONSOLE_SECURE = env.bool("OPSCONSOLE_SECURE", default=False)
+if OPSCONSOLE_SECURE:
+    SECURE_SSL_REDIRECT = True
+    # The proxy says whether the client came over HTTPS; it must overwrite any X-Forwarded-Proto a
+    # client sends. The Host header is passed through as it is, so USE_X_FORWARDED_HOST stays off.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+
+# The proxies whose X-Forwarded-For is believed when telling clients apart (opsconsole.proxy).
+OPSCONSOLE_TRUSTED_PROXIES = env.list("OPSCONSOLE_TRUSTED_PROXIES", default=["127.0.0.1", "::1"])
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username from
+# one address, that pair is locked out until AXES_COOLOFF_TIME has passed since its last failure
+# (trying while locked out starts the wait again); others, and that person elsewhere, are not.
+# `manage.py axes_reset_username NAME` unlocks someone at once.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("OPSCONSOLE_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("OPSCONSOLE_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "opsconsole.proxy.client_ip"
+
+# Content Security Policy (django-csp): every script and style comes from our own static files
+# (the console's, the admin's, Swagger UI's); the stylesheets' icons are data: URIs.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -107,8 +172,15 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
     "loggers": {
         "ledger": {"handlers": ["console"], "level": env.str("LEDGER_LOG_LEVEL", default="INFO")},
+        # Server errors (5xx) with their tracebacks, and refused requests (bad Host, CSRF), as JSON
+        # lines carrying the request id: with DEBUG off nothing else would print them.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        "django.security": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
+
+# /metrics answers only a scraper presenting this bearer token (Prometheus `authorization`); unset: off.
+OPSCONSOLE_METRICS_TOKEN = env.str("OPSCONSOLE_METRICS_TOKEN", default="")
 
 # --- opsconsole limits -------------------------------------------------------------------------
 # Largest accepted body for one event, and for a batch request.

@@ -10,12 +10,13 @@ from django.conf import settings
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load_settings(**env):
-    """Import the settings module in a fresh interpreter with exactly these variables."""
-    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL"}}
+def load_settings(*argv, show="s.DATABASES['default']['ENGINE']", **env):
+    """Import the settings module in a fresh interpreter, as the command ``argv`` would (manage.py
+    ...), with exactly these variables; its stdout is ``show`` evaluated there."""
+    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL", "CONN_MAX_AGE"}}
+    code = f"import sys; sys.argv = {['manage.py', *argv]!r}; import opsconsole.settings as s; print({show})"
     return subprocess.run(
-        [sys.executable, "-c", "import opsconsole.settings as s; print(s.DATABASES['default']['ENGINE'])"],
-        cwd=ROOT, env=clean | env, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", code], cwd=ROOT, env=clean | env, capture_output=True, text=True, timeout=60,
     )
 
 
@@ -37,7 +38,33 @@ def test_it_reads_the_database_from_database_url():
     assert result.stdout.strip() == "django.db.backends.postgresql"
 
 
-def test_it_keeps_connections_and_puts_the_queue_on_the_default_database():
-    assert settings.DATABASES["default"]["CONN_MAX_AGE"] > 0
+def test_it_puts_the_queue_on_the_default_database():
     assert settings.Q_CLUSTER.get("orm") == "default"
     assert settings.Q_CLUSTER["save_limit"] == -1
+
+
+POSTGRES = "postgres://postgres@127.0.0.1:5432/elsewhere"
+CONNECTIONS = "(s.DATABASES['default']['CONN_MAX_AGE'], s.DATABASES['default'].get('OPTIONS', {}).get('pool'))"
+
+
+def test_the_qcluster_and_gunicorn_keep_their_connection():
+    """Both are a fixed number of single-threaded processes: one connection each, kept."""
+    for argv in (["qcluster"], []):  # gunicorn imports the settings with its own argv
+        result = load_settings(*argv, show=CONNECTIONS, SECRET_KEY="k", DATABASE_URL=POSTGRES)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "(600, None)"
+
+
+def test_runserver_shares_a_small_pool_between_its_threads_on_postgresql():
+    """runserver starts a thread per client connection: kept connections would grow without bound."""
+    result = load_settings("runserver", show=CONNECTIONS, SECRET_KEY="k", DATABASE_URL=POSTGRES, CONN_MAX_AGE="600")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "(0, {'min_size': 1, 'max_size': 4})"
+
+
+def test_runserver_on_sqlite_has_no_pool():
+    result = load_settings("runserver", show=CONNECTIONS, DEBUG="1")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "(600, None)"

@@ -1,5 +1,6 @@
 import json
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
@@ -51,7 +52,11 @@ class Command(BaseCommand):
         self.stdout.write("")
         self.stdout.write(f"Console:  {url}console/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
         self.stdout.write(f"API:      {url}api/v1/docs  (OpenAPI: {url}api/v1/openapi.json)")
-        self.stdout.write(f"Metrics:  {url}metrics")
+        if settings.OPSCONSOLE_METRICS_TOKEN:
+            self.stdout.write(f"Metrics:  curl -s -H 'Authorization: Bearer {settings.OPSCONSOLE_METRICS_TOKEN}' "
+                              f"{url}metrics")
+        else:
+            self.stdout.write("Metrics:  off (set OPSCONSOLE_METRICS_TOKEN to serve /metrics)")
         example = json.dumps({"action": "prepare-brief", "data": R42 | {"version": 5}})
         self.stdout.write(f"Try:      curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
                           f"-d '{example}' {url}api/v1/events")

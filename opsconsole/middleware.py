@@ -1,0 +1,67 @@
+"""Request ids, and a retryable answer when the database is out of reach.
+
+``RequestIdMiddleware`` gives every request an id (the caller's ``X-Request-ID`` when it is a
+sane token, else a new one), returns it in the response header and puts it on every log line
+written while the request runs (``opsconsole.logging``), so an operator can find the traceback
+behind a person's "it said error 5f3a…".
+
+``DatabaseUnavailableMiddleware`` turns a lost or refused database connection into ``503`` with
+``Retry-After``: JSON for the API (an automation retries a 503), a page for people. Any other
+error stays a 500, logged with its traceback by ``django.request``.
+"""
+
+import re
+import uuid
+
+from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+
+from opsconsole.logging import request_id
+
+RETRY_AFTER_SECONDS = 5
+_SANE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class RequestIdMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        given = request.headers.get("X-Request-ID", "")
+        request.request_id = given if _SANE_ID.match(given) else uuid.uuid4().hex
+        token = request_id.set(request.request_id)
+        try:
+            response = self.get_response(request)
+        finally:
+            request_id.reset(token)
+        response["X-Request-ID"] = request.request_id
+        return response
+
+
+class DatabaseUnavailableMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not isinstance(exception, OperationalError | InterfaceError):
+            return None
+        return unavailable(request)
+
+
+def unavailable(request):
+    """503 with Retry-After: JSON under the API, the friendly page elsewhere."""
+    if request.path.startswith("/api/"):
+        response = JsonResponse({"status": "unavailable", "detail": "The ledger's database cannot be reached "
+                                 f"right now. Retry in {RETRY_AFTER_SECONDS} seconds: resending is safe (what was "
+                                 "recorded comes back as a duplicate)."}, status=503)
+    else:
+        # Rendered without the request: its context processors would ask the database for the user.
+        page = render_to_string("503.html", {"retry_after": RETRY_AFTER_SECONDS,
+                                             "request_id": getattr(request, "request_id", "")})
+        response = HttpResponse(page, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response

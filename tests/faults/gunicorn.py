@@ -1,0 +1,107 @@
+"""Start and stop a real gunicorn (``make serve``'s configuration, opsconsole/gunicorn.conf.py)
+against the database this process uses, the way ``tests/faults/qcluster.py`` does for clusters.
+
+gunicorn runs in its own session: ``stop()`` sends SIGTERM to the master (a graceful stop) and
+SIGKILLs the whole group if it outlives the timeout, so no worker outlives the test.
+"""
+
+import os
+import runpy
+import signal
+import socket
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from unittest import mock
+
+import httpx
+from django.conf import settings
+
+from tests.faults.qcluster import PROJECT_DIR, database_url, wait_for
+
+CONFIG = PROJECT_DIR / "opsconsole" / "gunicorn.conf.py"
+# Never inherited: the server under test runs as `make serve` would, on plain HTTP.
+_NOT_INHERITED = ("DEBUG", "OPSCONSOLE_SECURE", "BIND", "WEB_CONCURRENCY", "CONN_MAX_AGE", "GUNICORN_CMD_ARGS")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def configured_workers() -> int:
+    """How many workers ``make serve`` starts on this machine (the configuration's own arithmetic)."""
+    with mock.patch.dict(os.environ):
+        os.environ.pop("WEB_CONCURRENCY", None)
+        config = runpy.run_path(str(CONFIG))
+    return config["workers"] * config.get("threads", 1)
+
+
+class Gunicorn:
+    def __init__(self, *, log_dir: Path, env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = Path(log_dir) / "gunicorn.log"
+        self.env = {key: value for key, value in os.environ.items() if key not in _NOT_INHERITED}
+        self.env.update({
+            "DATABASE_URL": database_url(),
+            "SECRET_KEY": settings.SECRET_KEY,  # the cluster signs tasks with it too
+            "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
+            "BIND": f"127.0.0.1:{self.port}",
+            "LEDGER_LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        })
+        self.env.update(env or {})
+        self.process: subprocess.Popen | None = None
+
+    def start(self, *, timeout: float = 30) -> "Gunicorn":
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "gunicorn", "-c", str(CONFIG), "opsconsole.wsgi"], cwd=PROJECT_DIR,
+                env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        wait_for(self.answers, timeout=timeout, describe=self.log_tail,
+                 message=f"gunicorn did not answer on {self.url}")
+        return self
+
+    def answers(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"gunicorn exited with {self.process.returncode}\n{self.log_tail()}")
+        try:
+            return httpx.get(f"{self.url}/accounts/login/", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def stop(self, *, timeout: float = 30) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=10)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            text = ""
+        tail = "\n".join(text.splitlines()[-lines:])
+        return f"--- {self.log_path} (last {lines} lines) ---\n{tail}"
+
+
+@contextmanager
+def running_gunicorn(log_dir: Path, **options):
+    server = Gunicorn(log_dir=log_dir, **options)
+    try:
+        yield server.start()
+    finally:
+        server.stop()

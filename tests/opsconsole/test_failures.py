@@ -1,0 +1,124 @@
+"""Failures are visible and retryable: every request carries an id that its log lines repeat, an
+unhandled error reaches the JSON log with its traceback but never the submitted text, and a
+database that cannot be reached gives a retryable 503 (JSON for automations, a page for people)."""
+
+import io
+import json
+import logging
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from opsconsole.logging import JsonFormatter
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def request_log():
+    """What django.request writes, through the project's JSON formatter."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("django.request")
+    logger.addHandler(handler)
+    yield stream
+    logger.removeHandler(handler)
+
+
+def test_it_sends_django_request_to_the_json_log():
+    assert "console" in settings.LOGGING["loggers"]["django.request"]["handlers"]
+    assert settings.LOGGING["handlers"]["console"]["formatter"] == "json"
+
+
+def test_it_gives_every_answer_a_request_id(client):
+    generated = client.get("/accounts/login/")
+    echoed = client.get("/accounts/login/", HTTP_X_REQUEST_ID="lb-7f3a.9")
+    refused = client.get("/accounts/login/", HTTP_X_REQUEST_ID="<script>")
+
+    assert len(generated["X-Request-ID"]) == 32
+    assert echoed["X-Request-ID"] == "lb-7f3a.9"
+    assert refused["X-Request-ID"] != "<script>" and len(refused["X-Request-ID"]) == 32
+
+
+def test_it_logs_an_unhandled_error_with_its_request_id_and_without_its_message(client, person, monkeypatch,
+                                                                              request_log):
+    client.force_login(person("viewer", "viewer"))
+
+    customer = "C-" + "1001"
+
+    def broken(*args, **kwargs):
+        raise RuntimeError(f"customer {customer} refund")  # as if an error quoted a payload
+
+    monkeypatch.setattr("opsconsole.console.views.oldest_due_seconds", broken)
+    client.raise_request_exception = False
+
+    response = client.get("/console/", HTTP_X_REQUEST_ID="req-42")
+
+    assert response.status_code == 500
+    assert "Something went wrong on our side" in response.content.decode()
+    [line] = [json.loads(line) for line in request_log.getvalue().splitlines()]
+    assert (line["level"], line["logger"], line["request_id"], line["status_code"]) == (
+        "ERROR", "django.request", "req-42", 500)
+    assert "in broken" in line["exception"] and "builtins.RuntimeError (message withheld)" in line["exception"]
+    assert "C-1001" not in request_log.getvalue()
+
+
+@pytest.fixture
+def database_down(settings):
+    """Call it to make the database stop answering: the next connection attempt is refused
+    (nothing listens on port 9)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("taking the database away needs PostgreSQL: the SQLite test database lives in this "
+                    f"process's memory (running on {connection.vendor})")
+    original = dict(connection.settings_dict)
+
+    def take_down():
+        connection.close()
+        connection.settings_dict["PORT"] = "9"
+
+    yield take_down
+    connection.close()
+    connection.settings_dict.clear()
+    connection.settings_dict.update(original)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_answers_an_automation_503_with_retry_after_when_the_database_is_down(client, token, database_down):
+    client.raise_request_exception = False
+    database_down()
+
+    response = client.post("/api/v1/events", {"action": "prepare-brief", "data": {}},
+                           content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert response.json()["status"] == "unavailable"
+    assert "resending is safe" in response.json()["detail"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_logs_the_503_with_its_request_id(client, token, database_down, request_log):
+    client.raise_request_exception = False
+    database_down()
+
+    client.post("/api/v1/events", {}, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}",
+                HTTP_X_REQUEST_ID="req-down")
+
+    [line] = [json.loads(line) for line in request_log.getvalue().splitlines()]
+    assert (line["status_code"], line["request_id"]) == (503, "req-down")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_shows_a_person_a_friendly_page_when_the_database_is_down(client, person, database_down):
+    client.force_login(person("viewer", "viewer"))
+    client.raise_request_exception = False
+    database_down()
+
+    response = client.get("/console/", HTTP_X_REQUEST_ID="req-503")
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    page = response.content.decode()
+    assert "cannot reach its database right now" in page and "req-503" in page
