@@ -1,6 +1,8 @@
 """The append-only audit trail (written through ``ledger.audit.append``, which chains it)."""
 
 from django.db import models
+from django.db.models import F
+from django.db.models.functions import Upper
 from django.utils import timezone
 
 
@@ -42,6 +44,11 @@ class AuditEvent(models.Model):
         indexes = [
             models.Index(fields=["workspace", "kind", "created_at"], name="audit_workspace_kind_time_idx"),
             models.Index(fields=["workspace", "id"], name="audit_chain_idx"),  # each chain's head, in order
+            # The audit lists, newest first (and their date filters and keyset pages), overall and by kind.
+            models.Index(fields=["created_at", "id"], name="audit_time_idx"),
+            models.Index(fields=["kind", "created_at", "id"], name="audit_kind_time_idx"),
+            # The console's actor filter: a name, in any case (iexact is UPPER(actor) = UPPER(name)).
+            models.Index(Upper("actor"), F("created_at"), F("id"), name="audit_actor_time_idx"),
         ]
 
     def __str__(self):

@@ -8,7 +8,6 @@ from functools import wraps
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -21,6 +20,7 @@ from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
 from ledger.roles import APPROVE, PAUSE, REVIEW, VIEW
 from ledger.selectors import oldest_due_seconds
 from ledger.states import TRANSITIONS, State
+from opsconsole.console import keyset
 from opsconsole.console.filters import ATTENTION_STATES, AuditFilter, QueueFilter
 from opsconsole.console.forms import (
     DecisionForm,
@@ -35,6 +35,7 @@ from reconciliation.reconcile import lookups_give_up_at, reconcile_operation
 
 MASK = "••••"
 QUEUE_PAGE_SIZE = 50
+QUEUE_COUNT_CAP = 10_000
 AUDIT_PAGE_SIZE = 100
 
 
@@ -86,14 +87,19 @@ def _actor(request) -> str:
 def queue(request):
     attention = roles.visible(Operation.objects.filter(state__in=ATTENTION_STATES), request.user).only(
         "pk", "key", "action", "state", "attempts", "last_error_category", "last_error_message", "updated_at",
-    ).order_by("-updated_at", "-id")
+    )
     filterset = QueueFilter(request.GET or None, queryset=attention)
     filterset.filters["workspace"].queryset = roles.workspaces(request.user)
-    page = Paginator(filterset.qs, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = keyset.paginate(filterset.qs, request.GET, field="updated_at", size=QUEUE_PAGE_SIZE)
+    # Counted up to a bound: past it the exact number tells a person nothing more, and counting it
+    # would read every row that needs attention on every view.
+    count = filterset.qs.order_by()[:QUEUE_COUNT_CAP + 1].count()
     return render(request, "console/queue.html", {
         "nav": "queue",
         "filter": filterset,
         "page": page,
+        "count": min(count, QUEUE_COUNT_CAP),
+        "count_capped": count > QUEUE_COUNT_CAP,
         "open_conflicts": roles.visible(Conflict.objects.filter(status=Conflict.Status.OPEN), request.user,
                                         via="operation__workspace").count(),
         "health": _health(),
@@ -187,9 +193,9 @@ def controls(request):
 @console_page
 def audit(request):
     events = roles.visible(AuditEvent.objects.select_related("operation", "workspace"), request.user)
-    filterset = AuditFilter(request.GET or None, queryset=events.order_by("-created_at", "-id"))
+    filterset = AuditFilter(request.GET or None, queryset=events)
     filterset.filters["workspace"].queryset = roles.workspaces(request.user)
-    page = Paginator(filterset.qs, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = keyset.paginate(filterset.qs, request.GET, field="created_at", size=AUDIT_PAGE_SIZE)
     return render(request, "console/audit.html", {"nav": "audit", "filter": filterset, "page": page})
 
 

@@ -1,5 +1,6 @@
 """The queue lists the operations that need a person, filtered and paginated at a fixed cost."""
 
+import html
 import re
 from datetime import timedelta
 
@@ -8,7 +9,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from ledger import services
-from ledger.models import Heartbeat
+from ledger.models import Heartbeat, Operation
+from opsconsole.console.filters import ATTENTION_STATES
 from tests.ledger.conftest import submit
 
 
@@ -81,6 +83,12 @@ def test_it_shows_the_columns_of_each_operation(client, login, make_operation):
     assert "owner does not exist" in page
 
 
+def link(response, label: str) -> str | None:
+    """The href of the pagination link named ``label`` ("Older", "Newer", "Newest"), unescaped."""
+    found = re.search(rf'<a href="([^"]*)"[^>]*>[^<]*{label}[^<]*</a>', response.content.decode())
+    return html.unescape(found.group(1)) if found else None
+
+
 def test_it_pages_by_fifty_at_a_cost_that_does_not_grow_with_the_page(client, login, make_operation):
     login("viewer")
     for number in range(5):
@@ -96,10 +104,40 @@ def test_it_pages_by_fifty_at_a_cost_that_does_not_grow_with_the_page(client, lo
 
     assert len(keys_on(response)) == 50
     assert len(full) == len(few)
-    assert "Page 1 of 2" in response.content.decode()
-    second = client.get("/console/", {"page": 2, "state": "needs_review"})
-    assert len(keys_on(second)) == 10
-    assert "state=needs_review" in second.content.decode()  # the previous-page link keeps the filter
+    assert "60 operations" in response.content.decode()
+    assert link(response, "Newer") is None and link(response, "Newest") is None
+
+
+def test_it_pages_from_the_most_recently_updated_with_older_and_newer_links(client, login, make_operation):
+    """Keyset pages: "Older" continues after the last row shown, "Newer" comes back, and both keep
+    the filters; no row is shown twice or skipped."""
+    login("viewer")
+    made = [make_operation("needs_review", request_id=f"R-{number}").key for number in range(60)]
+    make_operation("unknown", request_id="R-unknown")
+
+    first = client.get("/console/", {"state": "needs_review"})
+    older = client.get("/console/" + link(first, "Older"))
+    newer = client.get("/console/" + link(older, "Newer"))
+
+    assert re.findall(r'<a href="/console/operations/\d+/">([^<]+)</a>', first.content.decode()) == made[::-1][:50]
+    assert keys_on(older) == set(made[:10])
+    assert "state=needs_review" in link(first, "Older") and "state=needs_review" in link(older, "Newer")
+    assert link(older, "Older") is None and link(older, "Newest").startswith("?state=needs_review")
+    assert keys_on(newer) == keys_on(first)
+
+
+def test_it_counts_what_needs_attention_up_to_a_bound(client, login, make_operation, monkeypatch):
+    from opsconsole.console import views
+
+    login("viewer")
+    monkeypatch.setattr(views, "QUEUE_COUNT_CAP", 3)
+    for number in range(3):
+        make_operation("needs_review", request_id=f"R-{number}")
+    assert "3 operations" in client.get("/console/").content.decode()
+
+    make_operation("needs_review", request_id="R-3")
+
+    assert "More than 3 operations" in client.get("/console/").content.decode()
 
 
 def test_it_shows_the_health_of_the_sweep_and_the_due_work(client, login, make_operation):
@@ -124,3 +162,12 @@ def test_it_counts_the_open_conflicts(client, login, noted):
     assert noted(note="second").outcome == "conflict"
 
     assert "Open conflicts: 1" in client.get("/console/").content.decode()
+
+
+def test_it_lists_the_states_its_index_covers():
+    """The queue is read through a partial index (migration 0007) on exactly these states: were
+    the two to differ, PostgreSQL would stop using it and sort every row that needs attention."""
+    index = next(index for index in Operation._meta.indexes if index.name == "operation_attention_idx")
+    (lookup, states), = index.condition.children
+
+    assert lookup == "state__in" and sorted(states) == sorted(ATTENTION_STATES)

@@ -160,6 +160,8 @@ def test_it_shows_a_staff_member_only_their_workspaces_in_the_admin(client, pers
     change = client.get(f"/admin/ledger/operation/{theirs['needs_review'].pk}/change/")
 
     assert ours.key in listing and theirs["needs_review"].key not in listing
+    # The workspace filter offers their own workspaces only (it used to list every workspace).
+    assert f"?workspace__id__exact={theirs['needs_review'].workspace_id}" not in listing
     assert change.status_code == 302  # the admin's "does not exist": back to the index
     assert client.get("/admin/ledger/membership/").status_code == 403  # superusers manage members
 

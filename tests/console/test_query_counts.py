@@ -1,0 +1,135 @@
+"""Every console page costs a fixed number of queries, whatever it lists: 35 rows of everything a
+page shows are enough for one query per row (an N+1) to break the budget."""
+
+import pytest
+from django.utils import timezone
+
+from ledger import audit
+from ledger.models import (
+    Approval,
+    Attempt,
+    AuditEvent,
+    Conflict,
+    Contribution,
+    Control,
+    Delivery,
+    Membership,
+    Operation,
+    Workspace,
+)
+from tests.ledger.conftest import submit
+
+ROWS = 35
+
+
+@pytest.fixture
+def crowded(workspace, action, django_user_model):
+    """ROWS operations needing review in "demo", one of them with ROWS of everything its page shows,
+    ROWS pause switches (one per workspace), and more than a page of audit events naming operations.
+    Written directly (test setup only): through the services this would take minutes."""
+    operations = [submit(workspace, action.name, request_id=f"R-{number}") for number in range(ROWS)]
+    Operation.objects.filter(pk__in=[op.pk for op in operations]).update(state="needs_review")
+    busy = operations[0]
+    now = timezone.now()
+    people = django_user_model.objects.bulk_create(
+        [django_user_model(username=f"person-{number}") for number in range(ROWS)])
+    Attempt.objects.bulk_create([
+        Attempt(operation=busy, number=n, fencing_token=n, started_at=now, finished_at=now, outcome="transient")
+        for n in range(1, ROWS + 1)])
+    deliveries = Delivery.objects.bulk_create([
+        Delivery(workspace=workspace, operation=busy, source="api", outcome="conflict", key=busy.key)
+        for _ in range(ROWS)])
+    Conflict.objects.bulk_create([
+        Conflict(operation=busy, delivery=delivery, incoming_fingerprint="f", incoming_payload={},
+                 differences=[{"field": "version", "recorded": 1, "incoming": 2}])
+        for delivery in deliveries])
+    Contribution.objects.bulk_create([Contribution(operation=busy, user=person, kind="replayed") for person in people])
+    Approval.objects.bulk_create([Approval(operation=busy, fingerprint="f", decision="rejected", approver=f"a{n}")
+                                  for n in range(ROWS)])
+    audit.append([AuditEvent(operation=op, workspace=workspace, actor="worker", kind="claimed")
+                  for op in operations for _ in range(3)])
+    workspaces = Workspace.objects.bulk_create([Workspace(slug=f"w{number}") for number in range(ROWS)])
+    Control.objects.bulk_create([Control(workspace=w, paused=True, paused_since=now, reason="r") for w in workspaces])
+    return busy
+
+
+@pytest.fixture(params=["superuser", "member"])
+def someone(request, client, django_user_model):
+    """A superuser (sees every workspace), or an operator of every workspace (their queries differ).
+    No passwords: hashing one costs more than a test."""
+    if request.param == "superuser":
+        user = django_user_model.objects.create_superuser("root", email=None, password=None)
+    else:
+        user = django_user_model.objects.create_user(username="member")
+        Membership.objects.bulk_create([Membership(user=user, workspace=w, role="operator")
+                                        for w in Workspace.objects.all()])
+    client.force_login(user)
+    return user
+
+
+def older_link(client, path, params) -> dict:
+    """The query of the first page's "Older" link: the keyset cursor of a deeper page."""
+    page = client.get(path, params).context["page"]
+    assert page.older is not None
+    return params | {"older": str(page.older)}
+
+
+# Session, user and (unless a superuser) memberships; the workspaces of the filter (and the chosen
+# one, checked); the page, the bounded count, open conflicts, the sweep's heartbeat, the pause
+# switches and the oldest due operation.
+QUEUE_QUERIES = 11
+
+
+def test_the_queue_costs_the_same_for_any_filter(client, crowded, someone, workspace,
+                                                 django_assert_max_num_queries):
+    for params in [{}, {"state": "all"}, {"state": "needs_review", "workspace": workspace.pk},
+                   {"action": crowded.action, "q": "R-1"}, {"q": "demo:R-2"}]:
+        with django_assert_max_num_queries(QUEUE_QUERIES, info=str(params)):
+            response = client.get("/console/", params)
+        assert len(response.context["page"]) > 0, params
+
+
+def test_a_deeper_page_of_the_queue_costs_the_same(client, crowded, someone, workspace, make_operation,
+                                                    django_assert_max_num_queries):
+    for number in range(60):
+        make_operation("needs_review", request_id=f"D-{number}")
+    params = older_link(client, "/console/", {"workspace": workspace.pk})
+    with django_assert_max_num_queries(QUEUE_QUERIES):
+        response = client.get("/console/", params)
+    assert len(response.context["page"]) > 0
+
+
+def test_the_operation_page_costs_the_same_however_much_it_shows(client, crowded, someone,
+                                                                  django_assert_max_num_queries):
+    with django_assert_max_num_queries(10):
+        response = client.get(f"/console/operations/{crowded.pk}/")
+    html = response.content.decode()
+    assert html.count("person-") == ROWS and html.count("transient") >= ROWS
+
+
+def test_the_controls_page_costs_the_same_however_many_switches(client, crowded, someone,
+                                                                 django_assert_max_num_queries):
+    with django_assert_max_num_queries(7):
+        response = client.get("/console/controls/")
+    assert response.content.decode().count("workspace w") == ROWS
+
+
+# Session, user, memberships; the workspaces of the filter (and the chosen one); one page of events
+# with their operations and workspaces.
+AUDIT_QUERIES = 6
+
+
+def test_the_audit_page_costs_the_same_for_any_filter(client, crowded, someone, workspace,
+                                                      django_assert_max_num_queries):
+    for params in [{}, {"kind": "claimed"}, {"actor": "WORKER"}, {"workspace": workspace.pk}, {"key": "R-1"},
+                   {"created_after": "2000-01-01", "created_before": "2999-12-31"}]:
+        with django_assert_max_num_queries(AUDIT_QUERIES, info=str(params)):
+            response = client.get("/console/audit/", params)
+        assert len(response.context["page"]) > ROWS // 3, params
+
+
+def test_an_older_page_of_the_audit_trail_costs_the_same(client, crowded, someone, django_assert_max_num_queries):
+    params = older_link(client, "/console/audit/", {"kind": "claimed"})
+    with django_assert_max_num_queries(AUDIT_QUERIES):
+        response = client.get("/console/audit/", params)
+    assert len(response.context["page"]) == 3 * ROWS - 100
