@@ -41,8 +41,7 @@ def append(events: list[AuditEvent]) -> list[AuditEvent]:
     with transaction.atomic(savepoint=False):
         # Sorted, so two transactions that append to the same chains cannot deadlock.
         for workspace_id in sorted(chains, key=lambda key: key or 0):
-            _lock(workspace_id)
-            previous = _head(workspace_id)
+            previous = _locked_head(workspace_id)
             for event in chains[workspace_id]:
                 event.prev_hash = previous
                 event.hash = event_hash(event)
@@ -63,13 +62,18 @@ def event_hash(event: AuditEvent) -> str:
     return hashlib.sha256(encoded).hexdigest()
 
 
-def _lock(workspace_id: int | None) -> None:
+def _locked_head(workspace_id: int | None) -> str:
+    """Lock the chain, then read its newest hash ("" for a new chain).
+
+    On PostgreSQL one round trip: ``ledger_audit_locked_head`` (migration 0008) takes the
+    transaction-scoped advisory lock, then reads the head in a statement of its own, so it sees
+    what the previous holder of the lock committed. SQLite's single writer is the lock there.
+    """
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_NAMESPACE | (workspace_id or 0)])
-
-
-def _head(workspace_id: int | None) -> str:
+            cursor.execute("SELECT ledger_audit_locked_head(%s, %s)", [_LOCK_NAMESPACE | (workspace_id or 0),
+                                                                       workspace_id])
+            return cursor.fetchone()[0] or ""
     return (AuditEvent.objects.filter(workspace_id=workspace_id).exclude(hash="")
             .order_by("-id").values_list("hash", flat=True).first() or "")
 

@@ -1,8 +1,9 @@
 """Intake: every entry point (HTTP, command line, replay) records an arriving event through here.
 
 decode the JSON -> parse the envelope -> resolve the action -> validate the payload -> build key and
-fingerprint -> one transaction: record the delivery, reserve the key (INSERT .. ON CONFLICT DO
-NOTHING), audit -> on commit, nudge the workers.
+fingerprint -> one transaction for all the events of a request: reserve the keys (INSERT .. ON
+CONFLICT DO NOTHING RETURNING), record the deliveries, audit, wake the workers
+(``ledger.reservation``).
 
 Whatever arrives is answered on purpose: JSON Python cannot read (numbers too long to convert,
 nesting too deep) is malformed, and text or times the database cannot store (NUL, unpaired
@@ -14,7 +15,6 @@ import logging
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
-from functools import partial
 from typing import Annotated, Any
 
 from django.db import InterfaceError, OperationalError, transaction
@@ -30,12 +30,10 @@ from pydantic import (
     field_validator,
 )
 
-from ledger import nudges
+from ledger import reservation
 from ledger.actions import ActionDefinition, FieldError, UnknownAction, get_action, registry
-from ledger.keys import KEY_RECIPE, build_key, canonical_json, fingerprint
-from ledger.models import Conflict, Contribution, Delivery, Operation, Workspace
-from ledger.services import record_audit_event
-from ledger.states import State
+from ledger.keys import build_key, fingerprint
+from ledger.models import Conflict, Delivery, Operation, Workspace
 
 Outcome = Delivery.Outcome
 # Not a delivery outcome: a batch event that failed unexpectedly, rolled back, so nothing was recorded.
@@ -210,43 +208,40 @@ def submit_event(*, workspace: Workspace, raw: Any, source: str, submitted_by: s
     behind it, if any (a person's token, ``submit --as``): a person who submits an operation can
     never approve it.
     """
-    envelope, action, data, errors = _parse(workspace, raw)
-    if errors:
-        return record_blocked_delivery(
-            workspace=workspace, source=source, submitted_by=submitted_by, person=person,
-            reason="invalid_input", errors=errors, http_status=422, raw=raw,
-        )
-    return _reserve(workspace=workspace, envelope=envelope, action=action, data=data,
-                    source=source, submitted_by=submitted_by, person=person)
+    [result] = _submit(workspace, [raw], sender={"source": source, "submitted_by": submitted_by, "person": person})
+    return result
 
 
 def submit_batch(*, workspace: Workspace, raw_events: list, source: str, submitted_by: str = "",
                  person=None, max_event_bytes: int | None = None) -> list[IntakeResult]:
-    """Record each event on its own, in its own transaction: one bad event blocks no other.
+    """Record a batch set-based, each event still answered on its own.
 
-    ``max_event_bytes`` holds each event (as UTF-8 JSON) to the limit of a single one. An event
-    that fails unexpectedly leaves nothing (its delivery, operation and audit rows roll back) and
-    is answered ``FAILED`` with status 500, logged without its content; sending it again is safe.
-    An unreachable database is not one event's failure: the error propagates and the request
-    answers as any request does then (503), while the events before it stay committed (sent again,
-    they come back as duplicates).
+    Every event is validated first; then one transaction writes them all (``ledger.reservation``):
+    a refused event leaves only its invalid delivery, the others reserve their keys.
+    ``max_event_bytes`` holds each event (as UTF-8 JSON) to the limit of a single one. If writing
+    the set fails unexpectedly, nothing of it stays and the events are written one at a time, each
+    in its own transaction: the one that fails again leaves nothing and is answered ``FAILED``
+    (500), logged without its content; sending it again is safe. An unreachable database is not an
+    event's failure: the error propagates and the request answers 503 (what committed stays; sent
+    again, it comes back as duplicates).
     """
     sender = {"source": source, "submitted_by": submitted_by, "person": person}
+    try:
+        return _submit(workspace, raw_events, sender=sender, max_event_bytes=max_event_bytes)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception:
+        # A warning: each event is tried again alone, and one that fails again is logged as an error.
+        logger.warning("a batch could not be written at once; writing its events one at a time",
+                       exc_info=True, extra={"workspace": workspace.slug, "events": len(raw_events)})
     return [_submit_alone(workspace, index, raw, max_event_bytes, sender) for index, raw in enumerate(raw_events)]
 
 
 def _submit_alone(workspace: Workspace, index: int, raw: Any, max_event_bytes: int | None,
                   sender: dict) -> IntakeResult:
     try:
-        with transaction.atomic():
-            if max_event_bytes is not None and _json_size(raw) > max_event_bytes:
-                return record_blocked_delivery(
-                    workspace=workspace, **sender, reason="too_large", http_status=413, raw=raw,
-                    errors=[{"field": "body",
-                             "message": f"the event is larger than the limit of {max_event_bytes} bytes"}],
-                    extra={"limit_bytes": max_event_bytes},
-                )
-            return submit_event(workspace=workspace, raw=raw, **sender)
+        [result] = _submit(workspace, [raw], sender=sender, max_event_bytes=max_event_bytes)
+        return result
     except (OperationalError, InterfaceError):
         raise
     except Exception:
@@ -255,6 +250,55 @@ def _submit_alone(workspace: Workspace, index: int, raw: Any, max_event_bytes: i
         return IntakeResult(outcome=FAILED, http_status=500, reason="internal_error", errors=[{
             "field": "body", "message": "the event could not be recorded (a server error); nothing of it was kept, "
                                         "so it is safe to send again"}])
+
+
+def _submit(workspace: Workspace, raws: list, *, sender: dict, max_event_bytes: int | None = None
+            ) -> list[IntakeResult]:
+    """Validate every event, then write them all in one transaction: the refused ones as invalid
+    deliveries, the others reserved set-based."""
+    results: list[IntakeResult | None] = [None] * len(raws)
+    refused: list[Delivery] = []
+    events: list[reservation.Event] = []
+    positions: list[int] = []
+    for index, raw in enumerate(raws):
+        if max_event_bytes is not None and _json_size(raw) > max_event_bytes:
+            delivery, results[index] = _refusal(
+                workspace, raw, sender, reason="too_large", http_status=413, extra={"limit_bytes": max_event_bytes},
+                errors=[{"field": "body", "message": f"the event is larger than the limit of {max_event_bytes} bytes"}],
+            )
+            refused.append(delivery)
+            continue
+        envelope, action, data, errors = _parse(workspace, raw)
+        if errors:
+            delivery, results[index] = _refusal(workspace, raw, sender, reason="invalid_input", http_status=422,
+                                                errors=errors)
+            refused.append(delivery)
+            continue
+        events.append(_event(workspace, envelope, action, data))
+        positions.append(index)
+    with transaction.atomic():
+        if refused:
+            Delivery.objects.bulk_create(refused)
+        reserved = reservation.reserve(workspace, events, **sender) if events else []
+    for index, event, done in zip(positions, events, reserved, strict=True):
+        results[index] = IntakeResult(
+            outcome=done.outcome, http_status=_STATUS[done.outcome], key=event.key, operation=done.operation,
+            conflict=done.conflict, reason="payload_conflict" if done.conflict else "",
+        )
+    return results
+
+
+_STATUS = {Outcome.ACCEPTED: 201, Outcome.DUPLICATE: 200, Outcome.CONFLICT: 409}
+
+
+def _event(workspace, envelope: Envelope, action: ActionDefinition, data: dict) -> reservation.Event:
+    return reservation.Event(
+        action=action, data=data,
+        key=build_key(workspace.slug, action.name, [(f, data[f]) for f in action.identity_fields]),
+        fingerprint=fingerprint(data, action.fingerprint_fields),
+        delivery_id=envelope.delivery_id or "", correlation_id=envelope.correlation_id or "",
+        occurred_at=envelope.occurred_at,
+    )
 
 
 def _json_size(value) -> int:
@@ -266,20 +310,24 @@ def record_blocked_delivery(*, workspace: Workspace, source: str, reason: str, e
                             http_status: int, submitted_by: str = "", person=None, raw: Any = None,
                             extra: dict | None = None) -> IntakeResult:
     """Record a delivery that cannot become an operation. Keeps its errors, never its content."""
+    sender = {"source": source, "submitted_by": submitted_by, "person": person}
+    delivery, result = _refusal(workspace, raw, sender, reason=reason, http_status=http_status, errors=errors,
+                                extra=extra)
+    delivery.save()
+    return result
+
+
+def _refusal(workspace, raw, sender: dict, *, reason: str, http_status: int, errors: list[dict],
+             extra: dict | None = None) -> tuple[Delivery, IntakeResult]:
+    """The invalid delivery (not saved yet) and the answer for an event that cannot become an operation."""
     raw = raw if isinstance(raw, dict) else {}
-    Delivery.objects.create(
-        workspace=workspace,
-        source=source,
-        submitted_by=submitted_by,
-        person=person,
-        action=_label(raw.get("action"), 100),
-        delivery_id=_label(raw.get("delivery_id"), 200),
+    delivery = Delivery(
+        workspace=workspace, **sender, outcome=Outcome.INVALID, errors=errors,
+        action=_label(raw.get("action"), 100), delivery_id=_label(raw.get("delivery_id"), 200),
         correlation_id=_label(raw.get("correlation_id"), 200),
-        outcome=Outcome.INVALID,
-        errors=errors,
     )
-    return IntakeResult(outcome=Outcome.INVALID, http_status=http_status, reason=reason,
-                        errors=errors, extra=extra or {})
+    return delivery, IntakeResult(outcome=Outcome.INVALID, http_status=http_status, reason=reason, errors=errors,
+                                  extra=extra or {})
 
 
 def _label(value, limit: int) -> str:
@@ -355,62 +403,3 @@ def _field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
 def _message(error: dict) -> str:
     message = error["msg"]
     return message.removeprefix("Value error, ")
-
-
-def _reserve(*, workspace, envelope: Envelope, action: ActionDefinition, data: dict, source: str,
-             submitted_by: str, person) -> IntakeResult:
-    key = build_key(workspace.slug, action.name, [(f, data[f]) for f in action.identity_fields])
-    payload_fingerprint = fingerprint(data, action.fingerprint_fields)
-    now = timezone.now()
-    with transaction.atomic():
-        delivery = Delivery.objects.create(
-            workspace=workspace, source=source, submitted_by=submitted_by, person=person, action=action.name, key=key,
-            delivery_id=envelope.delivery_id or "", correlation_id=envelope.correlation_id or "",
-            occurred_at=envelope.occurred_at, outcome=Outcome.ACCEPTED,
-        )
-        # The database decides who reserves the key: INSERT .. ON CONFLICT DO NOTHING, then read
-        # back. The row is ours exactly when its first delivery is the one we just wrote.
-        Operation.objects.bulk_create([Operation(
-            workspace=workspace, action=action.name, key=key, key_recipe=KEY_RECIPE,
-            definition_version=action.version, fingerprint=payload_fingerprint, payload=data,
-            first_delivery=delivery, correlation_id=delivery.correlation_id,
-            submitted_by=submitted_by, deadline=action.first_deadline(now),
-            state=State.PENDING_APPROVAL if action.consequential else State.PENDING,
-        )], ignore_conflicts=True)
-        operation = Operation.objects.select_related("workspace").get(workspace=workspace, key=key)
-
-        conflict = None
-        if operation.first_delivery_id == delivery.pk:
-            outcome, http_status = Outcome.ACCEPTED, 201
-            record_audit_event(actor=submitted_by or source, kind="reserved", operation=operation,
-                               to_state=operation.state, message=f"delivery {delivery.pk} via {source}")
-            if person is not None:
-                Contribution.objects.create(operation=operation, user=person, kind=Contribution.Kind.SUBMITTED)
-            transaction.on_commit(partial(nudges.enqueue_processing, operation.pk))
-        elif operation.fingerprint == payload_fingerprint:
-            outcome, http_status = Outcome.DUPLICATE, 200
-            record_audit_event(actor=submitted_by or source, kind="duplicate_delivery",
-                               operation=operation, message=f"delivery {delivery.pk} via {source}")
-        else:
-            outcome, http_status = Outcome.CONFLICT, 409
-            conflict = Conflict.objects.create(
-                operation=operation, delivery=delivery, incoming_fingerprint=payload_fingerprint,
-                incoming_payload=data, differences=_differences(operation.payload, data, action),
-            )
-            fields = ", ".join(d["field"] for d in conflict.differences)
-            record_audit_event(actor=submitted_by or source, kind="conflict_detected",
-                               operation=operation, message=f"conflict {conflict.pk}: {fields} differ")
-        delivery.operation = operation
-        delivery.outcome = outcome
-        delivery.save(update_fields=["operation", "outcome"])
-
-    return IntakeResult(outcome=outcome, http_status=http_status, key=key, operation=operation,
-                        conflict=conflict, reason="payload_conflict" if conflict else "")
-
-
-def _differences(recorded: dict, incoming: dict, action: ActionDefinition) -> list[dict]:
-    return [
-        {"field": name, "recorded": recorded.get(name), "incoming": incoming.get(name)}
-        for name in action.fingerprint_fields
-        if canonical_json(recorded.get(name)) != canonical_json(incoming.get(name))
-    ]

@@ -1,20 +1,73 @@
 """Waking the worker cluster: processing tasks now or at a given time, and reconciliation of one
 operation when its next lookup is due.
 
-Services call these from ``transaction.on_commit``. Tasks are named by dotted path, so this module
-imports no task code and sits below everything that nudges (DESIGN.md section 7).
+Services call these from ``transaction.on_commit``, except ``request_processing``, which intake
+calls inside its own transaction. Tasks are named by dotted path, so this module imports no task
+code and sits below everything that nudges (DESIGN.md section 7).
 """
 
 import math
 from datetime import datetime
+from functools import partial
 
 from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 from django_q.brokers import get_broker
+from django_q.conf import Conf
 from django_q.tasks import async_task
+
+from ledger.models import Wakeup
 
 PROCESS = "ledger.tasks.process_operations"
 RECONCILE = "reconciliation.tasks.reconcile_one"
+WAKEUP = "process"
+
+
+def request_processing(*, extra: int = 0) -> None:
+    """Make sure a processing task will claim what the current transaction makes due, coalescing
+    wake-ups: a stream of events costs a queue row per task that runs, not one per event.
+
+    Called inside the transaction that makes work due. A pending ``Wakeup`` row means a processing
+    task is enqueued and has not begun: it deletes the row first thing, then claims. This
+    transaction holds a KEY SHARE lock on that row until it commits, so the task's DELETE waits
+    for it and its claim then sees this transaction's work. With no row, this transaction inserts
+    one and enqueues the task: in the same transaction on the ORM broker (the queue row commits
+    with the work, so there is no second commit), after commit on Redis. ``extra`` more tasks are
+    enqueued after commit for a large batch (one per claim batch, so both workers drain it).
+    """
+    if not _pending_wakeup():
+        if _claim_wakeup():
+            if Conf.ORM and not Conf.SYNC:
+                enqueue_processing()  # the ORM broker's queue row joins this transaction
+            else:
+                transaction.on_commit(enqueue_processing)
+        else:
+            _pending_wakeup()  # another transaction made it meanwhile: lock theirs
+    if extra:
+        transaction.on_commit(partial(enqueue_drain, extra))
+
+
+def _pending_wakeup() -> bool:
+    lock = " FOR KEY SHARE" if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {Wakeup._meta.db_table} WHERE name = %s{lock}", [WAKEUP])
+        return cursor.fetchone() is not None
+
+
+def _claim_wakeup() -> bool:
+    """Insert the pending wake-up; False when another transaction inserted it first."""
+    now = Wakeup._meta.get_field("requested_at").get_db_prep_save(timezone.now(), connection)
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {Wakeup._meta.db_table} (name, requested_at) VALUES (%s, %s) "
+                       "ON CONFLICT DO NOTHING RETURNING name", [WAKEUP, now])
+        return cursor.fetchone() is not None
+
+
+def begin_processing() -> None:
+    """A processing task begins: the pending wake-up is taken, so work that arrives from now on
+    asks for a task of its own. Waits for the transactions that counted on the pending wake-up."""
+    Wakeup.objects.filter(name=WAKEUP).delete()
 
 
 def enqueue_processing(operation_id: int | None = None, *, at: datetime | None = None) -> None:

@@ -17,6 +17,7 @@ def process_operations(operation_id: int | None = None) -> int:
     ``operation_id`` names the operation whose arrival sent the nudge (kept for the task list);
     the claim takes the oldest due operations, that one included when it is still due.
     """
+    nudges.begin_processing()  # before the claim: work arriving from now on asks for a task of its own
     claimed = processing.process_due_operations()
     if claimed >= settings.OPSCONSOLE_CLAIM_BATCH:
         nudges.enqueue_processing()

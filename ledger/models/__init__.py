@@ -13,6 +13,7 @@ from ledger.models.core import (
     Heartbeat,
     Operation,
     ReviewDraft,
+    Wakeup,
     Workspace,
 )
 from ledger.models.people import (
@@ -28,5 +29,5 @@ from ledger.models.people import (
 __all__ = [
     "ApiToken", "Approval", "ApprovalDecision", "Attempt", "AttemptOutcome", "AuditEvent", "AuditEventQuerySet",
     "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery", "DeliveryOutcome",
-    "DeliverySource", "Heartbeat", "Membership", "Operation", "ReviewDraft", "Role", "Workspace",
+    "DeliverySource", "Heartbeat", "Membership", "Operation", "ReviewDraft", "Role", "Wakeup", "Workspace",
 ]

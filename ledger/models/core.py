@@ -73,6 +73,11 @@ class Delivery(models.Model):
     class Meta:
         verbose_name_plural = "deliveries"
         ordering = ["-received_at", "-id"]
+        indexes = [
+            # The admin's outcome filter, newest first. Accepted deliveries (nearly all) are not in
+            # it, so intake's common insert pays nothing for it; deliveries are never updated.
+            models.Index(fields=["id"], name="delivery_not_accepted_idx", condition=~Q(outcome="accepted")),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=_choices_check("outcome", DeliveryOutcome.choices), name="delivery_outcome_valid"
@@ -96,9 +101,6 @@ class Operation(models.Model):
     definition_version = models.CharField(max_length=16)
     fingerprint = models.CharField(max_length=64)
     payload = models.JSONField()
-    first_delivery = models.OneToOneField(
-        Delivery, on_delete=models.PROTECT, related_name="created_operation"
-    )
     correlation_id = models.CharField(max_length=200, blank=True)
     submitted_by = models.CharField(max_length=150, blank=True)
 
@@ -131,7 +133,15 @@ class Operation(models.Model):
                 condition=_choices_check("state", State.choices), name="operation_state_valid"
             ),
         ]
-        indexes = [models.Index(fields=["state", "next_attempt_at"], name="operation_due_idx")]
+        indexes = [
+            models.Index(fields=["state", "next_attempt_at"], name="operation_due_idx"),
+            # The console's queue: the operations that need a person, most recently changed first.
+            # Partial, so the rows of every other state (nearly all of them) cost it nothing.
+            models.Index(fields=["updated_at", "id"], name="operation_attention_idx",
+                         condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
+        ]
+        # Also, on PostgreSQL only (migration 0007_scale_indexes): search by any part of the request
+        # id (trigram, UPPER(payload->>'request_id')) and by the start of the key (UPPER(key)).
 
     def __str__(self):
         return self.key
@@ -183,6 +193,11 @@ class Attempt(models.Model):
 
     class Meta:
         ordering = ["operation", "number"]
+        indexes = [
+            # The admin's outcome filter, newest first, for the outcomes worth looking for (ok and
+            # running are nearly all rows, and are read newest first along the primary key).
+            models.Index(fields=["id"], name="attempt_not_ok_idx", condition=~Q(outcome__in=["", "ok"])),
+        ]
         constraints = [
             # One try per claim: a worker that lost its claim cannot begin another try under it.
             models.UniqueConstraint(fields=["operation", "fencing_token"], name="attempt_one_per_claim"),
@@ -305,3 +320,15 @@ class ReviewDraft(models.Model):
 
     def __str__(self):
         return f"draft-{self.pk}: {self.title}"
+
+
+class Wakeup(models.Model):
+    """A wake-up of the worker cluster that is pending: a processing task was enqueued and has not
+    started yet. Intake enqueues a task only when there is none (``ledger.nudges``), so a stream
+    of events costs one queue row per task that runs, not one per event."""
+
+    name = models.CharField(max_length=50, primary_key=True)
+    requested_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"wake-up {self.name} pending since {self.requested_at:%H:%M:%S}"

@@ -4,9 +4,9 @@ import pytest
 from django.test import override_settings
 from django_q.models import OrmQ
 
-from ledger import services
+from ledger import nudges, services
 from ledger.actions import registry
-from ledger.models import Delivery, Operation
+from ledger.models import Delivery, Operation, Wakeup
 from ledger.nudges import PROCESS
 from tests.conftest import event
 
@@ -253,15 +253,25 @@ def queued_tasks():
     return [(task.func(), task.args()) for task in OrmQ.objects.all()]
 
 
-def test_it_enqueues_processing_once_the_intake_commits(api, django_capture_on_commit_callbacks):
+def test_it_wakes_the_workers_in_the_intake_transaction_and_coalesces_the_wakeups(
+    api, django_capture_on_commit_callbacks
+):
+    """The ORM broker's queue row is written in the intake's own transaction (it commits with the
+    operation: no second commit), and only when no wake-up is pending: a stream of events costs
+    one queue row per task that runs, not one per event."""
     with django_capture_on_commit_callbacks() as callbacks:
-        response = api.post("/api/v1/events", event())
-        assert queued_tasks() == []
+        api.post("/api/v1/events", event("d-1"))
+        api.post("/api/v1/events", event("d-2", version=4))
+        api.post("/api/v1/events", event("d-3", version=5))
 
-    assert len(callbacks) == 1
-    for callback in callbacks:
-        callback()
-    assert queued_tasks() == [(PROCESS, (response.json()["operation"]["id"],))]
+    assert callbacks == []
+    assert queued_tasks() == [(PROCESS, (None,))]
+    assert Wakeup.objects.count() == 1
+
+    nudges.begin_processing()  # a task starts: the next event asks for a task of its own
+    api.post("/api/v1/events", event("d-4", version=6))
+
+    assert queued_tasks() == [(PROCESS, (None,)), (PROCESS, (None,))]
 
 
 @pytest.mark.parametrize("body", [
@@ -272,6 +282,8 @@ def test_it_enqueues_processing_once_the_intake_commits(api, django_capture_on_c
 def test_it_enqueues_nothing_for_a_duplicate_a_conflict_or_invalid_input(api, django_capture_on_commit_callbacks,
                                                                          body):
     api.post("/api/v1/events", event("delivery-1"))
+    nudges.begin_processing()
+    OrmQ.objects.all().delete()
 
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         response = api.post("/api/v1/events", body)
@@ -279,3 +291,4 @@ def test_it_enqueues_nothing_for_a_duplicate_a_conflict_or_invalid_input(api, dj
     assert response.json()["status"] in ("duplicate", "blocked")
     assert callbacks == []
     assert queued_tasks() == []
+    assert not Wakeup.objects.exists()

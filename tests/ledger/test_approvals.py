@@ -42,6 +42,7 @@ def test_it_holds_a_consequential_operation_until_approved(refund_waiting, stand
 
 
 def test_it_runs_the_operation_once_approved(refund_waiting, approver, standin, django_capture_on_commit_callbacks):
+    OrmQ.objects.all().delete()  # intake's own wake-up
     with django_capture_on_commit_callbacks(execute=True):
         approval = approve_operation(refund_waiting, user=approver, note="customer called")
 

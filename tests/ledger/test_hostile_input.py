@@ -300,17 +300,18 @@ def test_it_keeps_the_good_events_around_a_bad_one(api):
 
 @pytest.fixture
 def audit_fails_for_r2(monkeypatch):
-    """The audit write of request R-2 fails unexpectedly: after its delivery and operation rows were written."""
-    from ledger import intake
+    """The audit write of request R-2 fails unexpectedly: after its delivery and operation rows were
+    written (whether it is written with the rest of its batch or alone)."""
+    from ledger import reservation
 
-    real = intake.record_audit_event
+    real = reservation.audit.append
 
-    def record_audit_event(*, operation=None, **fields):
-        if operation is not None and operation.payload.get("request_id") == "R-2":
+    def append(events):
+        if any(e.operation is not None and e.operation.payload.get("request_id") == "R-2" for e in events):
             raise RuntimeError("simulated failure")
-        return real(operation=operation, **fields)
+        return real(events)
 
-    monkeypatch.setattr(intake, "record_audit_event", record_audit_event)
+    monkeypatch.setattr(reservation.audit, "append", append)
 
 
 def test_it_answers_an_unexpected_failure_of_one_event_as_its_own_error(api, audit_fails_for_r2, caplog):
@@ -347,23 +348,19 @@ def test_it_accepts_the_failed_event_when_it_is_sent_again(api, audit_fails_for_
 
 def test_it_stops_the_batch_when_the_database_is_unavailable(api, monkeypatch):
     """An unreachable database is no one event's fault: the request fails (503 from the error
-    middleware), and the events answered before it stay recorded, so the batch can be sent again."""
-    from ledger import intake
+    middleware) and nothing of the batch is kept, so the whole batch can be sent again."""
+    from ledger import reservation
 
-    real = intake.submit_event
+    def reserve(workspace, events, **kwargs):
+        raise OperationalError("connection to server lost")
 
-    def submit_event(*, raw, **kwargs):
-        if raw["data"]["request_id"] == "R-2":
-            raise OperationalError("connection to server lost")
-        return real(raw=raw, **kwargs)
-
-    monkeypatch.setattr(intake, "submit_event", submit_event)
+    monkeypatch.setattr(reservation, "reserve", reserve)
     events = [event("d-1", request_id="R-1"), event("d-2", request_id="R-2"), event("d-3", request_id="R-3")]
 
     response = api.post("/api/v1/events/batch", {"events": events})
 
     assert (response.status_code, response["Retry-After"], response.json()["status"]) == (503, "5", "unavailable")
-    assert counts() == {"deliveries": 1, "operations": 1, "reserved": 1}
+    assert counts() == {"deliveries": 0, "operations": 0, "reserved": 0}
 
 
 # --- what errors say ---------------------------------------------------------------------------

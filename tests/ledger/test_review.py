@@ -28,6 +28,7 @@ def test_it_replays_under_the_same_key_and_the_operation_then_succeeds(workspace
                                                                      django_capture_on_commit_callbacks, alice):
     action, operation = needing_review(workspace, scripted_action, external=True, honours_idempotency_keys=True)
     deadline_before = operation.deadline
+    OrmQ.objects.all().delete()  # intake's own wake-up
 
     with django_capture_on_commit_callbacks(execute=True):
         review.replay_operation(operation, user=alice, reason="owner created in the CRM")
@@ -41,7 +42,7 @@ def test_it_replays_under_the_same_key_and_the_operation_then_succeeds(workspace
     event = AuditEvent.objects.get(kind="replayed")
     assert (event.actor, event.from_state, event.to_state) == ("alice", "needs_review", "pending")
     assert event.message == "replay: owner created in the CRM after 1 attempt(s)"
-    # The replay nudges the workers once it commits (intake's nudge never ran: the test never commits).
+    # The replay nudges the workers once it commits.
     assert OrmQ.objects.count() == 1
 
     process_due_operations(worker="w2")

@@ -66,6 +66,7 @@ def test_it_sends_again_once_the_destination_confirms_it_has_nothing(
 ):
     operation = unknown_operation(workspace, standin, {"kind": "reset_before"})
     settled(time_machine)
+    OrmQ.objects.all().delete()  # intake's wake-up and the first lookup's nudge
 
     with django_capture_on_commit_callbacks(execute=True):
         report = reconcile_unknown_operations()
@@ -88,6 +89,7 @@ def test_it_keeps_asking_with_backoff_while_the_destination_cannot_answer(
     settled(time_machine)
     standin.fail_next_lookup({"kind": "status", "status": 503}, {"kind": "status", "status": 503})
     first = timezone.now()
+    OrmQ.objects.all().delete()  # intake's wake-up
 
     with django_capture_on_commit_callbacks(execute=True):
         assert reconcile_operation(operation, now=first) == "cannot_tell"
