@@ -1,11 +1,14 @@
-"""Processing: claim due operations, perform their effect, record the outcome under a fence.
+"""Processing: claim due operations, work through them, record each outcome under a fence.
 
 1. ``claim_due_operations``: one short transaction locks due, unpaused operations with
    ``SELECT .. FOR UPDATE SKIP LOCKED`` and moves them to ``processing`` with a lease and a new
    fencing token (the token grows by one with every claim).
-2. ``perform_claimed``: internal actions write their effect in the same transaction that records
-   ``succeeded``; external actions record the start of an attempt, call the destination outside
-   any transaction, then record the outcome.
+2. ``process_due_operations`` works through a claimed batch in groups (internal operations by
+   action, external ones by destination), one operation at a time until one of a group succeeds,
+   then the rest of the group together: an internal set in one transaction, external calls
+   concurrently from a thread pool, capped per destination (``ledger.performing``). Internal
+   effects commit with ``succeeded``; an external try's Attempt is written before its request
+   leaves, the call runs outside any transaction, and every database write stays in this thread.
 3. Every outcome is written (``ledger.recording``) by a guarded UPDATE that also requires the
    claim's token: a worker whose lease expired and whose operation someone else took over changes
    nothing (its completion is refused and audited).
@@ -17,30 +20,39 @@ serialise writers, and the guarded updates still decide every race.
 import logging
 import os
 import socket
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from ledger import audit, faults
 from ledger.actions import ActionDefinition, UnknownAction, get_action
-from ledger.models import Attempt, AuditEvent, Operation
-from ledger.outcomes import PermanentError
-from ledger.recording import (
-    StaleClaim,
-    commit_outcome,
-    finish_attempt,
-    new_attempt,
-    record_failure,
-    record_success,
-    refuse_stale,
+from ledger.models import AuditEvent, Operation
+from ledger.outcomes import Success
+from ledger.performing import (
+    Call,
+    begin_call,
+    begin_calls,
+    call_destination,
+    finish_call,
+    finish_calls,
+    needs_approval,
+    perform_claimed,
+    perform_internal_set,
 )
+from ledger.recording import update_held
 from ledger.selectors import due_operations
 from ledger.states import CLAIMABLE_STATES, State
 
+__all__ = ["claim_due_operations", "keep_leases", "perform_claimed", "process_due_operations", "worker_name"]
+
 logger = logging.getLogger("ledger")
+
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -92,7 +104,16 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
 
 
 def process_due_operations(*, limit: int | None = None, worker: str | None = None) -> int:
-    """Claim one batch and perform it. Returns how many operations were claimed.
+    """Claim one batch and work through it. Returns how many operations were claimed.
+
+    The batch is worked through in groups, in claim order: internal operations by action, external
+    ones by destination. A group goes one operation at a time until one of them succeeds; then the
+    rest of an internal group whose action has ``perform_many`` completes as one set (one
+    transaction; if it cannot commit, they go one at a time, which also refuses a stale claim
+    properly), and the rest of an external group calls its destination concurrently, at most its
+    ``max_concurrency`` in flight. An action or a destination that is failing thus meets the batch
+    one operation at a time, as it did before sets and concurrency; and a worker that dies at its
+    first call has one request in flight, not a pool's worth.
 
     A database failure while one operation is worked on (its outcome could not be recorded even
     on a fresh connection) is logged and leaves that operation to the sweep; the rest of the
@@ -100,15 +121,9 @@ def process_due_operations(*, limit: int | None = None, worker: str | None = Non
     """
     worker = worker or worker_name()
     claimed = claim_due_operations(limit=limit or settings.OPSCONSOLE_CLAIM_BATCH, worker=worker)
-    for index, operation in enumerate(claimed):
-        if index == 1:
-            faults.crash_point("mid_batch")
-        try:
-            keep_leases(claimed[index:], worker=worker)
-            perform_claimed(operation, worker=worker)
-        except DatabaseError:
-            logger.exception("database failure working on %s; the sweep will recover it", operation.key)
-            connection.close_if_unusable_or_obsolete()
+    batch = _Batch(claimed, worker=worker)
+    for group in _groups(claimed):
+        batch.work_through(group)
     return len(claimed)
 
 
@@ -121,102 +136,186 @@ def keep_leases(remaining: list[Operation], *, worker: str) -> None:
     """
     lease = timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
     now = timezone.now()
-    if not remaining or now < remaining[0].lease_expires_at - lease / 2:
+    if not remaining or now < min(operation.lease_expires_at for operation in remaining) - lease / 2:
         return
-    ours = Q()
-    for operation in remaining:
-        ours |= Q(pk=operation.pk, fencing_token=operation.fencing_token)
-    Operation.objects.filter(ours, state=State.PROCESSING).update(lease_expires_at=now + lease)
+    update_held(remaining, lease_expires_at=now + lease)
     for operation in remaining:
         operation.lease_expires_at = now + lease
 
 
-def perform_claimed(operation: Operation, *, worker: str) -> None:
-    """Perform one claimed operation and record its outcome (guarded by the claim's token)."""
-    try:
-        action = get_action(operation.action)
-    except UnknownAction:
-        record_failure(operation, None, PermanentError(f"action {operation.action!r} is not registered"),
-                        started_at=timezone.now(), worker=worker)
-        return
-    if action.consequential and not operation.approved_as_is():
-        # Defence in depth: the state machine already keeps unapproved work out of `pending`.
-        record_failure(operation, action, PermanentError("no approval covers this payload"),
-                        started_at=timezone.now(), worker=worker)
-        return
-    if action.external:
-        _perform_external(operation, action, worker=worker)
-    else:
-        _perform_internal(operation, action, worker=worker)
+@dataclass
+class _Group:
+    operations: list[Operation] = field(default_factory=list)
+    # Internal: the action, when it can perform many operations at once.
+    action: ActionDefinition | None = None
+    # External: calls in flight at once, once one of the group's calls succeeded.
+    concurrency: int = 1
+
+    @property
+    def widens(self) -> bool:
+        return self.action is not None or self.concurrency > 1
 
 
-def _perform_internal(operation: Operation, action: ActionDefinition, *, worker: str) -> None:
-    token = operation.fencing_token
-    started_at = timezone.now()
-
-    def perform_and_record():
-        with transaction.atomic():
-            success = action.perform(operation)
-            attempt = new_attempt(operation, worker=worker, started_at=started_at, outcome=Attempt.Outcome.OK,
-                               external_id=success.external_id)
-            record_success(operation, success, attempt=attempt, worker=worker, token=token)
-            faults.fault_point("before_outcome_commit")
-
-    try:
-        # Safe to run twice: a transaction that did not commit took its effect with it.
-        commit_outcome(operation, perform_and_record)
-    except StaleClaim:
-        # The effect was rolled back with the refused outcome: nothing happened twice.
-        refuse_stale(operation, worker=worker, token=token, started_at=started_at)
-        return
-    except Exception as exc:  # noqa: BLE001  classified below, never swallowed: recorded and logged
-        record_failure(operation, action, exc, started_at=started_at, worker=worker)
-        return
-    faults.crash_point("after_commit")
+def _groups(claimed: list[Operation]) -> list[_Group]:
+    groups: dict[tuple, _Group] = {}
+    for operation in claimed:
+        try:
+            action = get_action(operation.action)
+        except UnknownAction:
+            group = groups.setdefault(("alone", operation.pk), _Group())
+        else:
+            if action.external:
+                group = groups.setdefault(("destination", action.destination_name()),
+                                          _Group(concurrency=action.max_concurrency))
+                group.concurrency = min(group.concurrency, action.max_concurrency)
+            else:
+                group = groups.setdefault(("action", action.name),
+                                          _Group(action=action if action.performs_many else None))
+        group.operations.append(operation)
+    return list(groups.values())
 
 
-def _perform_external(operation: Operation, action: ActionDefinition, *, worker: str) -> None:
-    token = operation.fencing_token
-    started_at = timezone.now()
-    attempt = _begin_attempt(operation, action, worker=worker, started_at=started_at)
-    if attempt is None:
-        refuse_stale(operation, worker=worker, token=token, started_at=started_at, begun=False)
-        return
-    try:
-        success = action.perform(operation)  # outside any transaction: this is the network call
-    except Exception as exc:  # noqa: BLE001  classified in record_failure
-        record_failure(operation, action, exc, started_at=started_at, worker=worker, attempt=attempt)
-        return
-    faults.crash_point("after_external_call")  # the destination acted; we have not recorded it
-    # Kept on the attempt even if the outcome is refused as stale: reconciliation can use it.
-    attempt.external_id = success.external_id
+class _Batch:
+    """A claimed batch being worked through: the operations still waiting (whose leases are
+    kept), and the steps taken (the ``mid_batch`` crash point comes before the second)."""
 
-    def record():
-        with transaction.atomic():
-            finish_attempt(attempt, Attempt.Outcome.OK)
-            record_success(operation, success, attempt=attempt, worker=worker, token=token)
-            faults.fault_point("before_outcome_commit")
+    def __init__(self, claimed: list[Operation], *, worker: str):
+        self.worker = worker
+        self.waiting = list(claimed)
+        self.steps = 0
 
-    try:
-        # The destination acted: if the database loses this write, it is written again rather than
-        # left to the lease (whose expiry would make the operation unknown and cost a lookup).
-        commit_outcome(operation, record)
-    except StaleClaim:
-        refuse_stale(operation, worker=worker, token=token, started_at=started_at, attempt=attempt)
+    def work_through(self, group: _Group) -> None:
+        rest = list(group.operations)
+        while rest:
+            if self.one(rest.pop(0)) and group.widens:
+                break
+        if not rest:
+            return
+        if group.action is not None:
+            self.as_set(rest, group.action)
+        else:
+            self.concurrently(rest, group.concurrency)
 
+    def one(self, operation: Operation) -> bool:
+        """Perform ``operation`` on its own; True when it succeeded."""
+        self.step()
+        try:
+            keep_leases(self.waiting, worker=self.worker)
+            perform_claimed(operation, worker=self.worker)
+        except DatabaseError:
+            self.database_failed(operation)
+        finally:
+            self.waiting.remove(operation)
+        return operation.state == State.SUCCEEDED
 
-def _begin_attempt(operation, action, *, worker, started_at) -> Attempt | None:
-    """Record that a try is about to reach the destination, and renew the lease for it."""
-    lease_expires_at = started_at + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
-    with transaction.atomic():
-        renewed = Operation.objects.filter(
-            pk=operation.pk, state=State.PROCESSING, fencing_token=operation.fencing_token
-        ).update(lease_expires_at=lease_expires_at)
-        if not renewed:
+    def as_set(self, operations: list[Operation], action: ActionDefinition) -> None:
+        together = [operation for operation in operations if not needs_approval(operation, action)]
+        if len(together) > 1:
+            self.step()
+            try:
+                keep_leases(self.waiting, worker=self.worker)
+                done = perform_internal_set(together, action, worker=self.worker)
+            except DatabaseError:
+                _database_failed("performing %d operations as a set; one at a time instead", len(together))
+                done = False
+            if done:
+                self.finished(together)
+                operations = [operation for operation in operations if operation not in together]
+        for operation in operations:
+            self.one(operation)
+
+    def concurrently(self, operations: list[Operation], limit: int) -> None:
+        """Call the destination for ``operations``, at most ``limit`` calls in flight. Pool threads
+        make the calls and nothing else; here, on the worker's one database connection, tries are
+        begun (their Attempts written) just before their calls leave, as many at once as slots are
+        free, and outcomes recorded as they arrive, the successes that arrived together at once."""
+        queue = deque(operations)
+        in_flight: dict[Future, Call] = {}
+        with ThreadPoolExecutor(max_workers=min(limit, len(operations)), thread_name_prefix="ledger-call") as pool:
+            while queue or in_flight:
+                wave = []
+                while queue and len(in_flight) + len(wave) < limit:
+                    operation = queue.popleft()
+                    if needs_approval(operation, get_action(operation.action)):
+                        self.one(operation)  # recorded as a failure there
+                    else:
+                        wave.append(operation)
+                for call in self.begin(wave):
+                    in_flight[pool.submit(call_destination, call.action, call.operation)] = call
+                if not in_flight:
+                    continue
+                done, _ = wait(in_flight, timeout=settings.OPSCONSOLE_LEASE_SECONDS / 4, return_when=FIRST_COMPLETED)
+                try:
+                    keep_leases(self.waiting, worker=self.worker)
+                except DatabaseError:
+                    _database_failed("renewing the leases of a batch")
+                self.finish([(in_flight.pop(future), future) for future in done])
+
+    def begin(self, operations: list[Operation]) -> list[Call]:
+        if not operations:
+            return []
+        self.step()
+        try:
+            keep_leases(self.waiting, worker=self.worker)
+            calls = begin_calls(operations, worker=self.worker)
+        except DatabaseError:
+            _database_failed("beginning %d calls together; one at a time instead", len(operations))
+            calls = None
+        if calls is None:
+            calls = [call for call in map(self.begin_one, operations) if call is not None]
+        begun = {call.operation.pk for call in calls}
+        self.finished([operation for operation in operations if operation.pk not in begun])
+        return calls
+
+    def begin_one(self, operation: Operation) -> Call | None:
+        try:
+            return begin_call(operation, get_action(operation.action), worker=self.worker)
+        except DatabaseError:
+            self.database_failed(operation)
             return None
-        operation.lease_expires_at = lease_expires_at
-        return Attempt.objects.create(
-            operation=operation, number=operation.attempts, fencing_token=operation.fencing_token,
-            worker=worker, started_at=started_at,
-            idempotency_key=operation.key if action.honours_idempotency_keys else "",
-        )
+
+    def finish(self, arrived: list[tuple[Call, Future]]) -> None:
+        successes: list[tuple[Call, Success]] = []
+        for call, future in arrived:
+            try:
+                outcome = future.result()
+            except Exception as exc:  # noqa: BLE001  classified in record_failure
+                self.finish_one(call, exc)
+            else:
+                successes.append((call, outcome))
+        if len(successes) > 1:
+            calls = [call for call, _ in successes]
+            try:
+                if finish_calls(calls, [success for _, success in successes]):
+                    self.finished([call.operation for call in calls])
+                    return
+            except DatabaseError:
+                _database_failed("recording %d successes together; one at a time instead", len(successes))
+        for call, success in successes:
+            self.finish_one(call, success)
+
+    def finish_one(self, call: Call, outcome: Success | Exception) -> None:
+        try:
+            finish_call(call, outcome)
+        except DatabaseError:
+            self.database_failed(call.operation)
+        finally:
+            self.finished([call.operation])
+
+    def finished(self, operations: list[Operation]) -> None:
+        for operation in operations:
+            self.waiting.remove(operation)
+
+    def step(self) -> None:
+        self.steps += 1
+        if self.steps == 2:
+            faults.crash_point("mid_batch")
+
+    @staticmethod
+    def database_failed(operation: Operation) -> None:
+        _database_failed("working on %s; the sweep will recover it", operation.key)
+
+
+def _database_failed(doing: str, *args) -> None:
+    logger.exception("database failure " + doing, *args)
+    connection.close_if_unusable_or_obsolete()

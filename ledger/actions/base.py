@@ -48,6 +48,11 @@ class ActionDefinition:
     # External actions: how long after a try began its request may still land at the
     # destination; reconciliation waits that long before it believes a lookup that finds nothing.
     settle_after: ClassVar[timedelta] = timedelta(0)
+    # External actions: how many calls of one claimed batch may be in flight at once to this
+    # action's destination (``destination_name()``; actions that share one share the smallest
+    # cap). Above 1, ``perform`` runs in a pool thread, so it must be thread-safe and must not use
+    # the database (a query from a call thread is refused); the default keeps calls one at a time.
+    max_concurrency: ClassVar[int] = 1
 
     def check(self, workspace, data: dict) -> list[FieldError]:
         """Business rules the schema cannot state (they depend on the workspace)."""
@@ -55,6 +60,20 @@ class ActionDefinition:
 
     def perform(self, operation) -> Success:
         raise NotImplementedError
+
+    def perform_many(self, operations: list) -> list[Success]:
+        """Internal actions may write the effects of many operations at once (a bulk insert):
+        one ``Success`` per operation, in order, inside the transaction that records them all as
+        succeeded. Optional: an action without it completes one operation at a time."""
+        raise NotImplementedError
+
+    @property
+    def performs_many(self) -> bool:
+        return type(self).perform_many is not ActionDefinition.perform_many
+
+    def destination_name(self) -> str:
+        """What ``max_concurrency`` caps: the system this action calls (by default its own name)."""
+        return self.name
 
     def lookup(self, operation):
         """Ask the destination about ``operation``: ``Found``, ``Absent`` or ``CannotTell``."""

@@ -27,18 +27,23 @@ class PrepareBrief(ActionDefinition):
         return approved_owner_errors(workspace, data["owner"])
 
     def perform(self, operation):
+        [success] = self.perform_many([operation])
+        return success
+
+    def perform_many(self, operations):
         # Runs inside the transaction that records `succeeded`; the one-to-one from draft to
-        # operation makes a second draft impossible even if two workers raced here.
+        # operation makes a second draft impossible even if two workers raced here. One INSERT
+        # for all of them (it returns the new ids, on PostgreSQL and on SQLite).
         from ledger.models import ReviewDraft
 
-        draft = ReviewDraft.objects.create(
-            operation=operation,
-            workspace_id=operation.workspace_id,
-            title=operation.payload["title"],
-            owner=operation.payload["owner"],
-        )
-        return Success(
-            result={"draft_id": f"draft-{draft.pk}", "title": draft.title, "owner": draft.owner,
-                    "state": draft.state},
-            external_id=f"draft-{draft.pk}",
-        )
+        drafts = ReviewDraft.objects.bulk_create([
+            ReviewDraft(operation=operation, workspace_id=operation.workspace_id,
+                        title=operation.payload["title"], owner=operation.payload["owner"])
+            for operation in operations
+        ])
+        return [
+            Success(result={"draft_id": f"draft-{draft.pk}", "title": draft.title, "owner": draft.owner,
+                            "state": draft.state},
+                    external_id=f"draft-{draft.pk}")
+            for draft in drafts
+        ]

@@ -43,6 +43,8 @@ class StandinRecordAction(ActionDefinition):
     # How long after a try began its request may still land at the destination (our timeout plus
     # the destination's own processing): reconciliation waits this long before believing "absent".
     settle_after = timedelta(seconds=30)
+    # Calls of one batch in flight at once to the stand-in (all three actions share it).
+    max_concurrency = 25
 
     def check(self, workspace, data):
         return approved_owner_errors(workspace, data["owner"])
@@ -50,6 +52,9 @@ class StandinRecordAction(ActionDefinition):
     def record_payload(self, operation) -> dict:
         """What the destination's record holds: the business fields, without the identity."""
         return {name: operation.payload[name] for name in self.fingerprint_fields if name not in self.identity_fields}
+
+    def destination_name(self) -> str:
+        return http.origin(settings.OPSCONSOLE_STANDIN_URL)
 
     def perform(self, operation) -> Success:
         headers = {"Idempotency-Key": operation.key} if self.honours_idempotency_keys else {}

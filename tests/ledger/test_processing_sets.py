@@ -1,0 +1,191 @@
+"""Internal operations of a claimed batch complete as one set: once one of them succeeded on its
+own, the rest write their effects, ok Attempts, fenced ``succeeded`` transitions and audit events
+in one transaction. Anything that stops the set (a claim lost meanwhile, an effect that fails, a
+lost connection) keeps nothing of it, and the operations are performed one at a time instead, where
+each outcome is recorded on its own."""
+
+import logging
+
+import pytest
+from django.db import connection
+
+from ledger import audit, faults
+from ledger.actions.prepare_brief import PrepareBrief
+from ledger.models import Attempt, AuditEvent, Operation, ReviewDraft
+from ledger.processing import claim_due_operations, process_due_operations
+from ledger.services import transition_operation
+from ledger.states import State
+from tests.faults.qcluster import assert_each_performed_exactly_once
+from tests.ledger.conftest import START, submit_brief
+
+# The claim, the first operation on its own, then the set: whatever the batch's size.
+QUERIES_PER_BATCH = 24  # 21 today, savepoints included
+
+
+def briefs(workspace, count):
+    return [submit_brief(workspace, request_id=f"R-{n}") for n in range(count)]
+
+
+@pytest.fixture
+def perform_many_calls(monkeypatch):
+    """How many operations each call of PrepareBrief.perform_many got (its perform calls it with one)."""
+    calls = []
+    perform_many = PrepareBrief.perform_many
+
+    def counted(self, operations):
+        calls.append(len(operations))
+        return perform_many(self, operations)
+
+    monkeypatch.setattr(PrepareBrief, "perform_many", counted)
+    return calls
+
+
+def assert_succeeded_once_each(operations):
+    for operation in operations:
+        operation.refresh_from_db()
+        draft = ReviewDraft.objects.get(operation=operation)
+        attempt = Attempt.objects.get(operation=operation)
+        assert operation.state == "succeeded"
+        assert operation.external_id == f"draft-{draft.pk}"
+        assert operation.result == {"draft_id": f"draft-{draft.pk}", "title": "Review renewal options",
+                                    "owner": "ops", "state": "awaiting_review"}
+        assert (operation.lease_owner, operation.lease_expires_at, operation.last_error) == ("", None, None)
+        assert (attempt.number, attempt.fencing_token, attempt.outcome, attempt.external_id) == (
+            1, operation.fencing_token, "ok", operation.external_id)
+        succeeded = AuditEvent.objects.get(operation=operation, kind="succeeded")
+        assert (succeeded.from_state, succeeded.to_state, succeeded.attempt) == ("processing", "succeeded", attempt)
+
+
+def test_it_completes_the_rest_of_the_batch_as_one_set(workspace, frozen, perform_many_calls):
+    """The first operation runs on its own; the other four are one perform_many and one transaction.
+    Each still has exactly one draft, one ok attempt and one `succeeded` event, and the audit chain
+    holds."""
+    operations = briefs(workspace, 5)
+
+    assert process_due_operations(worker="w1") == 5
+
+    assert perform_many_calls == [1, 4]
+    assert_succeeded_once_each(operations)
+    attempt = Attempt.objects.get(operation=operations[-1])
+    assert (attempt.worker, attempt.started_at, attempt.finished_at) == ("w1", START, START)
+    assert AuditEvent.objects.get(operation=operations[-1], kind="succeeded").actor == "w1"
+    assert audit.verify_chains().broken is None
+
+
+@pytest.mark.parametrize("size", [5, 50])
+def test_it_completes_a_batch_in_the_same_number_of_queries_whatever_its_size(
+    workspace, django_assert_max_num_queries, size
+):
+    """Statements per batch do not grow with it (before sets: 8 per operation, 408 for 50)."""
+    operations = briefs(workspace, size)
+
+    with django_assert_max_num_queries(QUERIES_PER_BATCH):
+        assert process_due_operations(worker="w1") == size
+
+    assert Operation.objects.filter(pk__in=[op.pk for op in operations], state="succeeded").count() == size
+
+
+def take_over(operation):
+    """Another worker owns ``operation`` now: its lease ran out, the sweep freed it, it was claimed."""
+    current = Operation.objects.get(pk=operation.pk)
+    transition_operation(current, to_state=State.PENDING, actor="sweep", kind="lease_expired",
+                         fencing_token=current.fencing_token, lease_owner="", lease_expires_at=None)
+    [taken] = claim_due_operations(limit=1, worker="new")
+    assert taken.pk == operation.pk
+
+
+def test_it_falls_back_to_one_at_a_time_when_one_claim_of_the_set_was_lost(
+    workspace, frozen, monkeypatch, perform_many_calls
+):
+    """While the first operation runs, another worker takes the third over. The set finds that row
+    under another token and keeps nothing; one at a time, the third's completion is refused (its
+    draft rolled back, audited), and the others succeed."""
+    operations = briefs(workspace, 4)
+    lost = operations[2]
+    perform = PrepareBrief.perform
+
+    def perform_while_a_claim_is_lost(self, operation):
+        if operation.pk == operations[0].pk:
+            take_over(lost)
+        return perform(self, operation)
+
+    monkeypatch.setattr(PrepareBrief, "perform", perform_while_a_claim_is_lost)
+
+    process_due_operations(worker="old")
+
+    assert perform_many_calls == [1, 3, 1, 1, 1]  # the set of three was tried, then one at a time
+    assert_succeeded_once_each([op for op in operations if op is not lost])
+    lost.refresh_from_db()
+    assert (lost.state, lost.lease_owner, lost.fencing_token, lost.result) == ("processing", "new", 2, None)
+    assert not ReviewDraft.objects.filter(operation=lost).exists()
+    assert list(Attempt.objects.filter(operation=lost).values_list("fencing_token", "worker", "outcome")) == [
+        (1, "old", "stale")]
+    refusal = AuditEvent.objects.get(operation=lost, kind="stale_completion_refused")
+    assert (refusal.actor, refusal.message) == ("old", "claim 1 no longer holds the operation; outcome not applied")
+    assert not AuditEvent.objects.filter(operation=lost, kind="succeeded").exists()
+
+
+def test_it_falls_back_to_one_at_a_time_when_one_effect_of_the_set_fails(workspace, frozen, caplog,
+                                                                          perform_many_calls):
+    """A draft that cannot be written (here: one already exists) fails the set's insert; one at a
+    time, that operation fails on its own (transient, rolled back) and the others succeed."""
+    operations = briefs(workspace, 4)
+    failing = operations[2]
+    ReviewDraft.objects.create(operation=failing, workspace=workspace, title="left behind", owner="ops")
+
+    with caplog.at_level(logging.INFO, logger="ledger"):
+        process_due_operations(worker="w1")
+
+    assert perform_many_calls == [1, 3, 1, 1, 1]
+    assert "performing 3 prepare-brief operations as a set failed (IntegrityError)" in caplog.text
+    assert_succeeded_once_each([op for op in operations if op is not failing])
+    failing.refresh_from_db()
+    assert (failing.state, failing.last_error_category) == ("retrying", "transient")
+    assert ReviewDraft.objects.get(operation=failing).title == "left behind"
+    assert list(Attempt.objects.filter(operation=failing).values_list("outcome", "error_type")) == [
+        ("transient", "IntegrityError")]
+
+
+def test_it_performs_one_at_a_time_while_none_has_succeeded(workspace, frozen, perform_many_calls):
+    """An action that is failing meets the batch one operation at a time: no set is tried until
+    one operation succeeded on its own."""
+    operations = briefs(workspace, 4)
+    for operation in operations[:2]:
+        ReviewDraft.objects.create(operation=operation, workspace=workspace, title="left behind", owner="ops")
+
+    process_due_operations(worker="w1")
+
+    assert perform_many_calls == [1, 1, 1, 1]
+    states = [Operation.objects.get(pk=operation.pk).state for operation in operations]
+    assert states == ["retrying", "retrying", "succeeded", "succeeded"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_records_the_set_one_at_a_time_when_its_commit_loses_the_connection(workspace, monkeypatch,
+                                                                                tmp_path, caplog):
+    """The connection is terminated inside the set's transaction, before its commit (PostgreSQL):
+    nothing of it was kept, so on a fresh connection each operation is performed and recorded on
+    its own, once."""
+    if connection.vendor != "postgresql":
+        pytest.skip(f"terminating a database connection needs PostgreSQL (running on {connection.vendor})")
+    operations = briefs(workspace, 4)
+    marker = tmp_path / "terminated"
+    perform_many = PrepareBrief.perform_many
+
+    def lose_the_connection_of_the_set(self, batch):
+        if len(batch) > 1:
+            monkeypatch.setenv("OPSCONSOLE_TERMINATE_AT", faults.TERMINATE_POINTS[0])
+            monkeypatch.setenv("OPSCONSOLE_CRASH_ONCE_FILE", str(marker))
+        return perform_many(self, batch)
+
+    monkeypatch.setattr(PrepareBrief, "perform_many", lose_the_connection_of_the_set)
+
+    with caplog.at_level(logging.WARNING, logger="ledger"):
+        assert process_due_operations(worker="w1") == 4
+
+    assert marker.exists(), "the set's transaction did not lose its connection"
+    assert "database connection lost recording the outcomes of 3 operations" in caplog.text
+    assert_each_performed_exactly_once([operation.pk for operation in operations])
+    assert AuditEvent.objects.filter(kind="succeeded").count() == 4
+    assert not AuditEvent.objects.filter(kind__in=["stale_completion_refused", "retry_scheduled"]).exists()
+    assert audit.verify_chains().broken is None
