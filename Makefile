@@ -46,9 +46,29 @@ test: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 
-bench: venv
-	DEBUG=1 $(PY) bench/drain.py
-	DEBUG=1 $(PY) bench/retry_lateness.py
+# Benchmarks (bench/README.md, docs/performance.md): ratios against baselines measured in the same
+# run, on PostgreSQL (DATABASE_URL if it names one, else the local server below; a scratch database
+# is created beside it and dropped). The bench-only peers (pgqueuer, Powertools) are installed first.
+BENCH_DATABASE_URL ?= $(if $(filter postgres%,$(DATABASE_URL)),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/opsconsole)
+
+$(VENV)/.bench-installed: $(VENV)/.installed requirements-bench.txt
+	$(PY) -m pip install --quiet -r requirements-bench.txt
+	touch $@
+
+# Scenarios 1-4 of issue 8 in interleaved rounds (5 of 1-2, 3 of 3-4; ~4-8 minutes on 2 cores).
+bench: $(VENV)/.bench-installed
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/run.py
+
+# Scenario 6: worker RSS while a qcluster drains 100,000 operations (longer: see bench/README.md).
+.PHONY: bench-memory
+bench-memory: $(VENV)/.bench-installed
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/worker_memory.py
+
+# Scenario 5: every console page and admin changelist at 1,000,000 operations and 5,000,000 audit
+# events, loaded with SQL into a scratch database (bench/scale.py; about 10 minutes in all).
+.PHONY: bench-scale
+bench-scale: venv
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/scale.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3* var-qcluster.log var-standin.log

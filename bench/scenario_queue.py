@@ -1,0 +1,326 @@
+"""Scenarios 3 and 4 of issue 8: draining with a real qcluster, next to the queues underneath.
+
+One ``manage.py qcluster`` (tests/faults/qcluster.py; 2 workers, the project's queue settings), the
+stand-in destination as its own process, and pgqueuer workers (bench/pgqueuer_worker.py, two
+processes per batch size), all started once and kept for every round. Operations are created through
+``ledger.intake`` and released through ``ledger.services.set_paused``; completion is read from the
+operations' states, so internals can change underneath.
+
+Per round (the order rotated each round), ``BENCH_QUEUE_COUNT`` (2,000) of each:
+
+- ``django-q2 no-op``: no-op tasks enqueued in one commit; commit -> queue empty (all acknowledged).
+- ``pgqueuer no-op``: no-op jobs enqueued in one statement; -> pgqueuer's queue table empty (every
+  job done and logged), two worker processes with batch size 100 (what reproduces the issue's
+  figure), and the same with pgqueuer's default batch size 10 (shown for reference).
+- ``drain``: prepare-brief events submitted while a global pause holds them, their nudges left to
+  run out; ``set_paused(paused=False)`` -> every one succeeded.
+- ``burst``: prepare-brief events submitted one at a time with ``intake.submit_event`` inside one
+  transaction (so they become due together, each nudging the cluster as intake does on commit);
+  commit -> every one succeeded. The queue rows created from before the burst until its commit
+  hooks have run (intake's nudges, and whatever the cluster enqueued meanwhile) are counted.
+- ``external``: ``BENCH_EXTERNAL_COUNT`` (50, one claim batch) file-ticket and send-notice
+  operations held by a pause, then the stand-in told to answer each create after
+  ``BENCH_EXTERNAL_DELAY`` (0.1 s: a ``delay`` fault per create); resume -> all succeeded; against
+  the same number of creates made one at a time by this process (``httpx``, one client), each also
+  delayed 0.1 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.harness import PROJECT_DIR, Rounds, Row, Series, env_int, rate
+
+QUEUE_COUNT = env_int("BENCH_QUEUE_COUNT", 2000)
+EXTERNAL_COUNT = env_int("BENCH_EXTERNAL_COUNT", 50)
+EXTERNAL_DELAY = float(os.environ.get("BENCH_EXTERNAL_DELAY", "0.1"))
+PGQ_BATCH = env_int("BENCH_PGQ_BATCH", 100)
+PGQ_DEFAULT_BATCH = 10
+PGQ_PROCESSES = 2
+CHUNK = 500  # events per intake.submit_batch call when filling a backlog
+# The project's queue timings (opsconsole/settings.py), not the short ones of the fault tests.
+CLUSTER_ENV = {"Q_TIMEOUT": "90", "Q_RETRY": "120"}
+
+
+def prepare_brief(tag: str, n: int) -> dict:
+    return {"action": "prepare-brief", "delivery_id": f"{tag}-{n}-d1",
+            "data": {"request_id": f"{tag}-{n}", "version": 1, "title": f"Brief {n}", "owner": "ops"}}
+
+
+def external_event(tag: str, n: int) -> dict:
+    return {"action": ("file-ticket", "send-notice")[n % 2], "delivery_id": f"{tag}-{n}-d1",
+            "data": {"request_id": f"{tag}-{n}", "version": 1, "summary": f"Record {n}", "owner": "ops"}}
+
+
+class Standin:
+    """The stand-in destination in its own process (``python -m standin --port 0``)."""
+
+    def __init__(self, log_dir: Path):
+        self.log = open(Path(log_dir) / "standin.log", "w+b")  # closed in stop()
+        self.process = subprocess.Popen([sys.executable, "-u", "-m", "standin", "--host", "127.0.0.1", "--port", "0"],
+                                        cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=self.log,
+                                        start_new_session=True)
+        line = self.process.stdout.readline().decode()
+        if "listening on " not in line:
+            self.stop()
+            raise RuntimeError(f"the stand-in did not start: {line!r}")
+        self.url = line.rsplit("listening on ", 1)[1].strip()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        self.log.close()
+
+
+class PgQueuerPeer:
+    """pgqueuer's tables in the scratch database, and two worker processes per batch size."""
+
+    def __init__(self, dsn: str, log_dir: Path):
+        self.dsn = dsn
+        asyncio.run(self._install())
+        self.processes = []
+        env = {**os.environ, "PGQUEUER_BENCH_DSN": dsn}
+        for batch in (PGQ_BATCH, PGQ_DEFAULT_BATCH):
+            for number in range(PGQ_PROCESSES):
+                log = open(Path(log_dir) / f"pgqueuer-{batch}-{number}.log", "wb")
+                self.processes.append((subprocess.Popen(
+                    [sys.executable, str(PROJECT_DIR / "bench" / "pgqueuer_worker.py"), str(batch),
+                     self.entrypoint(batch)], cwd=PROJECT_DIR, env=env, stdin=subprocess.DEVNULL,
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log))
+
+    @staticmethod
+    def entrypoint(batch: int) -> str:
+        return f"noop{batch}"
+
+    async def _install(self) -> None:
+        import asyncpg
+        from pgqueuer import AsyncpgDriver, Queries
+
+        connection = await asyncpg.connect(self.dsn)
+        try:
+            await Queries(AsyncpgDriver(connection)).install()
+        finally:
+            await connection.close()
+
+    async def _enqueue(self, entrypoint: str, count: int) -> None:
+        import asyncpg
+        from pgqueuer import AsyncpgDriver, Queries
+
+        connection = await asyncpg.connect(self.dsn)
+        try:
+            await Queries(AsyncpgDriver(connection)).enqueue([entrypoint] * count, [None] * count, [0] * count)
+        finally:
+            await connection.close()
+
+    def measure(self, observer, batch: int, count: int, *, timeout: float = 300) -> float:
+        """Enqueue ``count`` jobs in one statement; time until none is left in the queue table."""
+        self.check_alive()
+        asyncio.run(self._enqueue(self.entrypoint(batch), count))
+        started = time.perf_counter()
+        deadline = time.monotonic() + timeout
+        while observer.execute("SELECT EXISTS (SELECT 1 FROM pgqueuer)").fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"pgqueuer jobs did not drain in {timeout:.0f} s")
+            time.sleep(0.005)
+        return rate(count, time.perf_counter() - started)
+
+    def check_alive(self) -> None:
+        for process, log in self.processes:
+            if process.poll() is not None:
+                raise RuntimeError(f"a pgqueuer worker exited with {process.returncode}; see {log.name}")
+
+    def stop(self) -> None:
+        for process, _ in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process, log in self.processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+            log.close()
+
+
+def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
+    import httpx
+    import psycopg
+    from django.db import transaction
+    from django_q.models import OrmQ
+    from django_q.tasks import async_task
+
+    from ledger import intake, services
+    from ledger.models import Operation
+    from ledger.states import State
+    from tests.faults.qcluster import cluster_pool, database_url, operation_states, wait_for
+
+    dsn = database_url()
+    observer = psycopg.connect(dsn, autocommit=True)
+    standin = Standin(log_dir)
+    pgq = None
+    series = {name: Series(name, unit) for name, unit in (
+        ("django-q2 no-op", "tasks/s"), (f"pgqueuer no-op, batch {PGQ_BATCH}", "jobs/s"),
+        (f"pgqueuer no-op, batch {PGQ_DEFAULT_BATCH}", "jobs/s"), ("drain", "operations/s"),
+        ("burst", "operations/s"), ("burst queue rows", "per event"),
+        ("external, one cluster", "operations/s"), ("external, one at a time", "calls/s"))}
+    counter = {"workspace": 0}
+
+    def new_workspace(kind: str):
+        counter["workspace"] += 1
+        workspace, _ = services.create_workspace(slug=f"bench-{kind}-{counter['workspace']}",
+                                                 approved_owners=["ops"], actor="bench")
+        return workspace
+
+    def queue_empty() -> bool:
+        return not OrmQ.objects.exists()
+
+    def queue_rows_created() -> int:
+        """Rows ever inserted into the queue table (its identity sequence)."""
+        return observer.execute("SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence(%s, 'id')), 0)",
+                                [OrmQ._meta.db_table]).fetchone()[0]
+
+    try:
+        pgq = PgQueuerPeer(dsn, log_dir)
+        with cluster_pool(log_dir, env={**CLUSTER_ENV, "OPSCONSOLE_STANDIN_URL": standin.url}) as start, \
+                httpx.Client(base_url=standin.url, timeout=30) as destination:
+            cluster = start("bench")
+            clusters = (cluster,)
+
+            def succeeded(workspaces, count):
+                return lambda: Operation.objects.filter(workspace__in=workspaces,
+                                                        state=State.SUCCEEDED).count() >= count
+
+            # Whatever earlier scenarios left pending is drained first (and warms the cluster up).
+            unfinished = [State.PENDING, State.PROCESSING, State.RETRYING]
+            wait_for(lambda: not Operation.objects.filter(state__in=unfinished).exists() and queue_empty(),
+                     timeout=600, interval=0.2, clusters=clusters, describe=lambda: str(operation_states()),
+                     message="the operations of earlier scenarios did not drain")
+            for _ in range(10):
+                async_task("bench.drain.noop")
+            wait_for(queue_empty, timeout=60, clusters=clusters, message="warm-up tasks did not run")
+            for batch in (PGQ_BATCH, PGQ_DEFAULT_BATCH):
+                pgq.measure(observer, batch, 20, timeout=60)
+
+            def noop():
+                with transaction.atomic():
+                    for _ in range(QUEUE_COUNT):
+                        async_task("bench.drain.noop")
+                started = time.perf_counter()
+                wait_for(queue_empty, timeout=600, interval=0.02, clusters=clusters,
+                         message="no-op tasks did not drain")
+                series["django-q2 no-op"].values.append(rate(QUEUE_COUNT, time.perf_counter() - started))
+
+            def pgqueuer(batch):
+                def measure():
+                    series[f"pgqueuer no-op, batch {batch}"].values.append(pgq.measure(observer, batch, QUEUE_COUNT))
+                return measure
+
+            def hold_backlog(kind: str, make_event, count: int) -> list:
+                """``count`` events of a new workspace held by a global pause; their nudges run out."""
+                services.set_paused(paused=True, actor="bench", reason="hold the backlog")
+                workspace = new_workspace(kind)
+                events = [make_event(workspace.slug, n) for n in range(count)]
+                for offset in range(0, count, CHUNK):
+                    results = intake.submit_batch(workspace=workspace, raw_events=events[offset:offset + CHUNK],
+                                                  source="cli")
+                    if {result.outcome for result in results} != {"accepted"}:
+                        raise RuntimeError(f"intake answered {[r.outcome for r in results][:5]}...")
+                wait_for(queue_empty, timeout=600, clusters=clusters, message="paused nudges did not drain")
+                return [workspace]
+
+            def drain():
+                workspaces = hold_backlog("drain", prepare_brief, QUEUE_COUNT)
+                started = time.perf_counter()
+                services.set_paused(paused=False, actor="bench")
+                wait_for(succeeded(workspaces, QUEUE_COUNT), timeout=600, interval=0.02, clusters=clusters,
+                         describe=lambda: str(operation_states()), message="the backlog did not drain")
+                series["drain"].values.append(rate(QUEUE_COUNT, time.perf_counter() - started))
+                wait_for(queue_empty, timeout=600, clusters=clusters, message="drain nudges did not finish")
+
+            def burst():
+                workspace = new_workspace("burst")
+                events = [prepare_brief(workspace.slug, n) for n in range(QUEUE_COUNT)]
+                marks = []
+                rows_before = queue_rows_created()
+                with transaction.atomic():
+                    transaction.on_commit(lambda: marks.append(time.perf_counter()))  # the first hook to run
+                    for body in events:
+                        if intake.submit_event(workspace=workspace, raw=body, source="cli").outcome != "accepted":
+                            raise RuntimeError("a burst event was not accepted")
+                rows = queue_rows_created() - rows_before
+                wait_for(succeeded([workspace], QUEUE_COUNT), timeout=600, interval=0.02, clusters=clusters,
+                         describe=lambda: str(operation_states()), message="the burst did not drain")
+                series["burst"].values.append(rate(QUEUE_COUNT, time.perf_counter() - marks[0]))
+                series["burst queue rows"].values.append(rows / QUEUE_COUNT)
+                wait_for(queue_empty, timeout=600, clusters=clusters, message="burst nudges did not finish")
+
+            def delay_each_create():
+                destination.post("/_reset").raise_for_status()
+                destination.post("/_faults", json={"faults": [{"kind": "delay", "seconds": EXTERNAL_DELAY}]
+                                                   * EXTERNAL_COUNT}).raise_for_status()
+
+            def external_cluster():
+                workspaces = hold_backlog("external", external_event, EXTERNAL_COUNT)
+                delay_each_create()
+                started = time.perf_counter()
+                services.set_paused(paused=False, actor="bench")
+                wait_for(succeeded(workspaces, EXTERNAL_COUNT), timeout=600, interval=0.02, clusters=clusters,
+                         describe=lambda: str(operation_states()), message="the external batch did not drain")
+                series["external, one cluster"].values.append(rate(EXTERNAL_COUNT, time.perf_counter() - started))
+                check_destination(EXTERNAL_COUNT)
+                wait_for(queue_empty, timeout=600, clusters=clusters, message="external nudges did not finish")
+
+            def external_one_at_a_time():
+                delay_each_create()
+                started = time.perf_counter()
+                for n in range(EXTERNAL_COUNT):
+                    destination.post("/records", json={"reference": f"sequential-{n}", "payload": {"n": n}},
+                                     headers={"Idempotency-Key": f"sequential-{n}"}).raise_for_status()
+                series["external, one at a time"].values.append(rate(EXTERNAL_COUNT, time.perf_counter() - started))
+                check_destination(EXTERNAL_COUNT)
+
+            def check_destination(records: int):
+                left = destination.get("/_faults").json()["faults"]
+                stats = destination.get("/_stats").json()
+                if left or stats["records"] != records:
+                    raise RuntimeError(f"the stand-in holds {stats['records']} records (expected {records}), "
+                                       f"{len(left)} delay faults unused")
+
+            rounds.run([("django-q2 no-op", noop), (f"pgqueuer batch {PGQ_BATCH}", pgqueuer(PGQ_BATCH)),
+                        (f"pgqueuer batch {PGQ_DEFAULT_BATCH}", pgqueuer(PGQ_DEFAULT_BATCH)),
+                        ("drain", drain), ("burst", burst), ("external, cluster", external_cluster),
+                        ("external, one at a time", external_one_at_a_time)], label="3+4 queues")
+    finally:
+        if pgq is not None:
+            pgq.stop()
+        standin.stop()
+        observer.close()
+
+    burst_rows = series["burst queue rows"]
+    return [
+        Row("3", "burst (a nudge per event) vs backlog drain", series["burst"], ">= 0.9 (as fast)",
+            lambda r: r >= 0.9, baseline=series["drain"]),
+        Row("3", "queue rows per burst event", burst_rows, "-", None,
+            note="django_q_ormq rows inserted from before the burst until its commit hooks ran, the cluster's "
+                 "own follow-up tasks in that time included"),
+        Row("4", "drain vs django-q2 no-op tasks", series["drain"], ">= 1.5", lambda r: r >= 1.5,
+            baseline=series["django-q2 no-op"]),
+        Row("4", f"drain vs pgqueuer no-op (batch {PGQ_BATCH})", series["drain"], ">= 0.5", lambda r: r >= 0.5,
+            baseline=series[f"pgqueuer no-op, batch {PGQ_BATCH}"]),
+        Row("4", f"drain vs pgqueuer no-op (batch {PGQ_DEFAULT_BATCH})", series["drain"], "-", None,
+            baseline=series[f"pgqueuer no-op, batch {PGQ_DEFAULT_BATCH}"]),
+        Row("4", f"external batch of {EXTERNAL_COUNT}, {EXTERNAL_DELAY * 1000:.0f} ms per call",
+            series["external, one cluster"], ">= 10", lambda r: r >= 10,
+            baseline=series["external, one at a time"]),
+    ]
