@@ -85,6 +85,16 @@ def nudges_for(due: int) -> int:
     return min(math.ceil(due / settings.OPSCONSOLE_CLAIM_BATCH), settings.OPSCONSOLE_SWEEP_MAX_NUDGES)
 
 
+def follow_up() -> None:
+    """A task claimed a full batch, so more is probably due: keep a task queued for each of the
+    cluster's workers (at least one more), so a backlog that arrived one event at a time, with one
+    wake-up for the lot, drains on every worker as a resumed backlog does. A queued task that
+    finds nothing costs one empty claim; the queue stays at about one task per worker.
+    """
+    queued = get_broker().queue_size()
+    enqueue_drain(max(1, Conf.WORKERS - queued))
+
+
 def enqueue_drain(count: int) -> None:
     """Enqueue ``count`` processing tasks (``nudges_for`` the due backlog).
 

@@ -20,6 +20,7 @@ serialise writers, and the guarded updates still decide every race.
 import logging
 import os
 import socket
+import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -107,13 +108,15 @@ def process_due_operations(*, limit: int | None = None, worker: str | None = Non
     """Claim one batch and work through it. Returns how many operations were claimed.
 
     The batch is worked through in groups, in claim order: internal operations by action, external
-    ones by destination. A group goes one operation at a time until one of them succeeds; then the
-    rest of an internal group whose action has ``perform_many`` completes as one set (one
-    transaction; if it cannot commit, they go one at a time, which also refuses a stale claim
-    properly), and the rest of an external group calls its destination concurrently, at most its
-    ``max_concurrency`` in flight. An action or a destination that is failing thus meets the batch
-    one operation at a time, as it did before sets and concurrency; and a worker that dies at its
-    first call has one request in flight, not a pool's worth.
+    ones by destination. A group whose action or destination is not known to work goes one
+    operation at a time until one of them succeeds; then (or at once, for a group that worked a
+    moment ago: ``_working``) the rest of an internal group whose action has ``perform_many``
+    completes as one set (one transaction; if it cannot commit, they go one at a time, which also
+    refuses a stale claim properly), and the rest of an external group calls its destination
+    concurrently, at most its ``max_concurrency`` in flight. An action or a destination that is
+    failing thus meets the batch one operation at a time, as it did before sets and concurrency;
+    and a worker that dies at a cold destination's first call has one request in flight, not a
+    pool's worth.
 
     A database failure while one operation is worked on (its outcome could not be recorded even
     on a fresh connection) is logged and leaves that operation to the sweep; the rest of the
@@ -143,8 +146,22 @@ def keep_leases(remaining: list[Operation], *, worker: str) -> None:
         operation.lease_expires_at = now + lease
 
 
+# Groups (an action, a destination) whose every operation succeeded the last time this process
+# worked on them, and when (time.monotonic). Such a group goes wide at once rather than sending
+# one operation ahead first; a failure anywhere in it, or WORKING_SECONDS without news, and the
+# next batch probes it again.
+_working: dict[tuple, float] = {}
+WORKING_SECONDS = 60.0
+
+
+def forget_working_groups() -> None:
+    """Probe every action and destination afresh (tests start from a cold process)."""
+    _working.clear()
+
+
 @dataclass
 class _Group:
+    name: tuple
     operations: list[Operation] = field(default_factory=list)
     # Internal: the action, when it can perform many operations at once.
     action: ActionDefinition | None = None
@@ -162,15 +179,15 @@ def _groups(claimed: list[Operation]) -> list[_Group]:
         try:
             action = get_action(operation.action)
         except UnknownAction:
-            group = groups.setdefault(("alone", operation.pk), _Group())
+            group = groups.setdefault(("alone", operation.pk), _Group(("alone", operation.pk)))
         else:
             if action.external:
-                group = groups.setdefault(("destination", action.destination_name()),
-                                          _Group(concurrency=action.max_concurrency))
+                name = ("destination", action.destination_name())
+                group = groups.setdefault(name, _Group(name, concurrency=action.max_concurrency))
                 group.concurrency = min(group.concurrency, action.max_concurrency)
             else:
-                group = groups.setdefault(("action", action.name),
-                                          _Group(action=action if action.performs_many else None))
+                name = ("action", action.name)
+                group = groups.setdefault(name, _Group(name, action=action if action.performs_many else None))
         group.operations.append(operation)
     return list(groups.values())
 
@@ -186,15 +203,18 @@ class _Batch:
 
     def work_through(self, group: _Group) -> None:
         rest = list(group.operations)
-        while rest:
+        working = group.widens and time.monotonic() - _working.get(group.name, -WORKING_SECONDS) < WORKING_SECONDS
+        while rest and not working:
             if self.one(rest.pop(0)) and group.widens:
                 break
-        if not rest:
-            return
-        if group.action is not None:
+        if rest and group.action is not None:
             self.as_set(rest, group.action)
-        else:
+        elif rest:
             self.concurrently(rest, group.concurrency)
+        if all(operation.state == State.SUCCEEDED for operation in group.operations):
+            _working[group.name] = time.monotonic()
+        else:
+            _working.pop(group.name, None)
 
     def one(self, operation: Operation) -> bool:
         """Perform ``operation`` on its own; True when it succeeded."""

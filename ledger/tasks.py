@@ -12,7 +12,7 @@ from ledger import sweep as sweeping
 
 
 def process_operations(operation_id: int | None = None) -> int:
-    """Claim and perform one batch of due operations; a full batch asks for another run.
+    """Claim and perform one batch of due operations; a full batch asks for more runs.
 
     ``operation_id`` names the operation whose arrival sent the nudge (kept for the task list);
     the claim takes the oldest due operations, that one included when it is still due.
@@ -20,7 +20,7 @@ def process_operations(operation_id: int | None = None) -> int:
     nudges.begin_processing()  # before the claim: work arriving from now on asks for a task of its own
     claimed = processing.process_due_operations()
     if claimed >= settings.OPSCONSOLE_CLAIM_BATCH:
-        nudges.enqueue_processing()
+        nudges.follow_up()
     return claimed
 
 

@@ -7,17 +7,18 @@ from datetime import timedelta
 
 import pytest
 import redis
+from django.test import override_settings
 from django.utils import timezone
 from django_q.brokers import orm
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
-from ledger import nudges
+from ledger import nudges, tasks
 from ledger.brokers import ORM, Redis
 from ledger.models import Operation
 from ledger.outcomes import AmbiguousError, TransientError
 from ledger.processing import process_due_operations
-from tests.ledger.conftest import START, submit
+from tests.ledger.conftest import START, submit, submit_brief
 
 
 def test_it_enqueues_a_retry_for_its_due_time(workspace, scripted_action, frozen, django_capture_on_commit_callbacks):
@@ -125,3 +126,24 @@ def test_it_checks_the_operation_when_a_delayed_task_arrives(workspace, scripted
     operation.refresh_from_db()
     assert (operation.state, len(action.destination.calls)) == ("retrying", 1)
     assert Operation.objects.get().attempts == 1
+
+
+@override_settings(OPSCONSOLE_CLAIM_BATCH=2)
+def test_a_full_batch_keeps_a_task_queued_for_every_worker(workspace, frozen):
+    """A backlog that arrived one event at a time has one wake-up for the lot; a task that claims a
+    full batch tops the queue up to one task per worker (Q_WORKERS 2), so every worker drains it."""
+    for n in range(7):
+        submit_brief(workspace, request_id=f"R-{n}")
+    OrmQ.objects.all().delete()  # the one coalesced wake-up, taken by the task below
+
+    assert tasks.process_operations() == 2
+    assert [SignedPackage.loads(task.payload)["func"] for task in OrmQ.objects.all()] == [nudges.PROCESS] * 2
+
+    OrmQ.objects.order_by("id").first().delete()  # a worker takes one of the two and runs it
+    assert tasks.process_operations() == 2
+    assert OrmQ.objects.count() == 2  # topped up by one, not doubled
+
+    OrmQ.objects.all().delete()
+    assert tasks.process_operations() == 2
+    assert tasks.process_operations() == 1  # the last one: not a full batch, nothing more asked
+    assert OrmQ.objects.count() == 2

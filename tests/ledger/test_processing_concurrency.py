@@ -132,6 +132,92 @@ def test_it_calls_one_at_a_time_until_a_call_succeeds(workspace, scripted_action
     assert gauge.most_in_flight == 3
 
 
+class Wide:
+    """A destination whose calls must all be in flight at once: each is held until ``gather`` of
+    them are (a barrier), so a batch that sent one call ahead of the others could not pass."""
+
+    def __init__(self, gather: int):
+        self.barrier = threading.Barrier(gather, timeout=GATE_TIMEOUT)
+
+    def __call__(self, operation):
+        self.barrier.wait()
+        return Success(result={"sent": True}, external_id=f"crm-{operation.pk}")
+
+
+def test_a_destination_that_just_worked_is_called_concurrently_from_the_first_call(workspace, scripted_action):
+    """Once a batch's every call to a destination succeeded, the next batch sends nothing ahead: all
+    its calls go out together (here three, the cap), none alone first."""
+    action = scripted_action(external=True, max_concurrency=3)
+    gauge = Gauge(gather=3)
+    answer_with(action, gauge, 4)
+    submit_many(workspace, action, 4)
+    process_due_operations(worker="w1")  # cold: one call alone, then three together
+
+    wide = Wide(gather=3)
+    answer_with(action, wide, 3)
+    later = [submit(workspace, action.name, request_id=f"L-{n}") for n in range(3)]
+    process_due_operations(worker="w1")
+
+    assert_all_succeeded_once(later)
+    assert wide.barrier.broken is False
+
+
+class Lonely:
+    """A destination whose first call waits a moment for company (another call starting while it
+    is in flight) and notes whether any came; the calls after it answer at once."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.calls = 0
+        self.company = threading.Event()
+        self.first_had_company = None
+
+    def __call__(self, operation):
+        with self.lock:
+            self.calls += 1
+            first = self.calls == 1
+        if first:
+            self.first_had_company = self.company.wait(timeout=0.5)
+        else:
+            self.company.set()
+        return Success(result={"sent": True}, external_id=f"crm-{operation.pk}")
+
+
+def test_a_destination_that_failed_is_probed_again_one_call_first(workspace, scripted_action):
+    """A batch with a failed call makes the destination cold again: the next batch sends one call
+    alone, and the others only once it succeeded."""
+    from ledger.outcomes import TransientError
+
+    action = scripted_action(external=True, max_concurrency=2)
+    action.destination.answer(Success(result={"sent": True}), TransientError("503"))
+    submit_many(workspace, action, 3)
+    process_due_operations(worker="w1")  # cold: one alone, then two together, one of which fails
+
+    lonely = Lonely()
+    answer_with(action, lonely, 3)
+    later = [submit(workspace, action.name, request_id=f"L-{n}") for n in range(3)]
+    process_due_operations(worker="w1")
+
+    assert_all_succeeded_once(later)
+    assert lonely.first_had_company is False
+
+
+def test_the_lonely_destination_notices_company(workspace, scripted_action):
+    """The check above can fail: called wide (a destination that just worked), the first call of
+    a batch has company."""
+    action = scripted_action(external=True, max_concurrency=2)
+    submit_many(workspace, action, 2)
+    process_due_operations(worker="w1")  # every call succeeds: the destination is now working
+
+    lonely = Lonely()
+    answer_with(action, lonely, 2)
+    later = [submit(workspace, action.name, request_id=f"L-{n}") for n in range(2)]
+    process_due_operations(worker="w1")
+
+    assert_all_succeeded_once(later)
+    assert lonely.first_had_company is True
+
+
 def test_it_refuses_a_database_query_from_a_call_thread(workspace, scripted_action):
     """perform runs in a pool thread and must only call its destination: a query there is refused
     (it would open a connection per thread), and the outcome is ambiguous, since the call may have

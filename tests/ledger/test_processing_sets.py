@@ -72,6 +72,19 @@ def test_it_completes_the_rest_of_the_batch_as_one_set(workspace, frozen, perfor
     assert audit.verify_chains().broken is None
 
 
+def test_an_action_that_just_worked_completes_the_next_batch_as_one_set_at_once(workspace, frozen,
+                                                                                perform_many_calls):
+    """Once a batch of an action all succeeded, the next batch sends no operation ahead alone."""
+    briefs(workspace, 3)
+    process_due_operations(worker="w1")
+    later = [submit_brief(workspace, request_id=f"L-{n}") for n in range(4)]
+
+    process_due_operations(worker="w1")
+
+    assert perform_many_calls == [1, 2, 4]
+    assert_succeeded_once_each(later)
+
+
 @pytest.mark.parametrize("size", [5, 50])
 def test_it_completes_a_batch_in_the_same_number_of_queries_whatever_its_size(
     workspace, django_assert_max_num_queries, size
