@@ -13,8 +13,8 @@ advisory lock per chain, SQLite by its single writer.
 """
 
 import hashlib
-import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -23,6 +23,7 @@ from ledger.models import AuditEvent
 
 # The high 32 bits of the advisory lock keys of audit chains ("AUDT"), the low ones the workspace id.
 _LOCK_NAMESPACE = 0x41554454 << 32
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def append(events: list[AuditEvent]) -> list[AuditEvent]:
@@ -51,15 +52,26 @@ def append(events: list[AuditEvent]) -> list[AuditEvent]:
 
 
 def event_hash(event: AuditEvent) -> str:
-    """The SHA-256 of the event's content and its predecessor's hash (its id is not part of it)."""
-    content = {
-        "prev": event.prev_hash, "workspace": event.workspace_id, "operation": event.operation_id,
-        "attempt": event.attempt_id, "actor": event.actor, "kind": event.kind, "from": event.from_state,
-        "to": event.to_state, "error_category": event.error_category, "message": event.message,
-        "at": event.created_at.isoformat(),
-    }
-    encoded = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """The SHA-256 of the event's content and its predecessor's hash (its id is not part of it).
+
+    Each field is written as its length in UTF-8 bytes, a colon and its text (ids as numbers, ""
+    when none, the time as microseconds since 1970), so no two events share an encoding; intake
+    on PostgreSQL computes the same in SQL (``ledger_audit_hash``, migration 0009).
+    """
+    fields = [event.prev_hash, _text(event.workspace_id), _text(event.operation_id), _text(event.attempt_id),
+              event.actor, event.kind, event.from_state, event.to_state, event.error_category, event.message,
+              str((event.created_at - _EPOCH) // timedelta(microseconds=1))]
+    encoded = "".join(f"{len(value.encode())}:{value}" for value in fields).encode()
     return hashlib.sha256(encoded).hexdigest()
+
+
+def _text(value) -> str:
+    return "" if value is None else str(value)
+
+
+def chain_lock_key(workspace_id: int | None) -> int:
+    """The advisory lock that serialises appends to a workspace's chain (PostgreSQL)."""
+    return _LOCK_NAMESPACE | (workspace_id or 0)
 
 
 def _locked_head(workspace_id: int | None) -> str:
@@ -71,8 +83,7 @@ def _locked_head(workspace_id: int | None) -> str:
     """
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT ledger_audit_locked_head(%s, %s)", [_LOCK_NAMESPACE | (workspace_id or 0),
-                                                                       workspace_id])
+            cursor.execute("SELECT ledger_audit_locked_head(%s, %s)", [chain_lock_key(workspace_id), workspace_id])
             return cursor.fetchone()[0] or ""
     return (AuditEvent.objects.filter(workspace_id=workspace_id).exclude(hash="")
             .order_by("-id").values_list("hash", flat=True).first() or "")

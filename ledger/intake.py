@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 from typing import Annotated, Any
 
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 from pydantic import (
     AwareDatetime,
@@ -276,10 +276,7 @@ def _submit(workspace: Workspace, raws: list, *, sender: dict, max_event_bytes: 
             continue
         events.append(_event(workspace, envelope, action, data))
         positions.append(index)
-    with transaction.atomic():
-        if refused:
-            Delivery.objects.bulk_create(refused)
-        reserved = reservation.reserve(workspace, events, **sender) if events else []
+    reserved = reservation.reserve(workspace, events, refused=refused, **sender)
     for index, event, done in zip(positions, events, reserved, strict=True):
         results[index] = IntakeResult(
             outcome=done.outcome, http_status=_STATUS[done.outcome], key=event.key, operation=done.operation,

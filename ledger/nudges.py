@@ -1,9 +1,9 @@
 """Waking the worker cluster: processing tasks now or at a given time, and reconciliation of one
 operation when its next lookup is due.
 
-Services call these from ``transaction.on_commit``, except ``request_processing``, which intake
-calls inside its own transaction. Tasks are named by dotted path, so this module imports no task
-code and sits below everything that nudges (DESIGN.md section 7).
+Services call these from ``transaction.on_commit``; intake calls ``request_processing`` inside its
+transaction, and it enqueues on commit too. Tasks are named by dotted path, so this module imports
+no task code and sits below everything that nudges (DESIGN.md section 7).
 """
 
 import math
@@ -24,28 +24,34 @@ RECONCILE = "reconciliation.tasks.reconcile_one"
 WAKEUP = "process"
 
 
-def request_processing(*, extra: int = 0) -> None:
-    """Make sure a processing task will claim what the current transaction makes due, coalescing
-    wake-ups: a stream of events costs a queue row per task that runs, not one per event.
+def request_processing(*, accepted: int) -> None:
+    """Make sure a processing task will claim the ``accepted`` operations the current transaction
+    reserves, coalescing wake-ups: a stream of events costs a queue row per task that runs, not
+    one per event (and so no second commit for the events that find a task pending).
 
-    Called inside the transaction that makes work due. A pending ``Wakeup`` row means a processing
-    task is enqueued and has not begun: it deletes the row first thing, then claims. This
-    transaction holds a KEY SHARE lock on that row until it commits, so the task's DELETE waits
-    for it and its claim then sees this transaction's work. With no row, this transaction inserts
-    one and enqueues the task: in the same transaction on the ORM broker (the queue row commits
-    with the work, so there is no second commit), after commit on Redis. ``extra`` more tasks are
-    enqueued after commit for a large batch (one per claim batch, so both workers drain it).
+    Called inside the transaction that makes the work due. A pending ``Wakeup`` row means a
+    processing task is enqueued and has not begun: it deletes the row first thing, then claims.
+    This transaction holds a KEY SHARE lock on that row until it commits, so the task's DELETE
+    waits for it and its claim then sees this transaction's work. With no row, this transaction
+    inserts one and enqueues the task once it commits (``wake``). On PostgreSQL intake does the
+    same inside ``ledger_reserve`` (migration 0009) and calls ``wake`` with what it found.
     """
     if not _pending_wakeup():
         if _claim_wakeup():
-            if Conf.ORM and not Conf.SYNC:
-                enqueue_processing()  # the ORM broker's queue row joins this transaction
-            else:
-                transaction.on_commit(enqueue_processing)
-        else:
-            _pending_wakeup()  # another transaction made it meanwhile: lock theirs
-    if extra:
-        transaction.on_commit(partial(enqueue_drain, extra))
+            wake(accepted=accepted, took_wakeup=True)
+            return
+        _pending_wakeup()  # another transaction made it meanwhile: lock theirs
+    wake(accepted=accepted, took_wakeup=False)
+
+
+def wake(*, accepted: int, took_wakeup: bool) -> None:
+    """After commit: the task of a wake-up this transaction took, and for a batch larger than a
+    claim batch a task per further claim batch, so that every worker helps drain it. A crash
+    between the commit and the enqueue leaves the wake-up pending without a task: the sweep's
+    tasks take it (and the work) within a minute."""
+    count = int(took_wakeup) + max(nudges_for(accepted) - 1, 0)
+    if count:
+        transaction.on_commit(partial(enqueue_drain, count))
 
 
 def _pending_wakeup() -> bool:

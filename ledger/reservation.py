@@ -1,26 +1,37 @@
-"""Reserving the operations of validated events, set-based: a batch of 500 costs a handful of
-statements and one commit, and a single event the same few.
+"""Reserving the operations of validated events, set-based: a batch of 500 costs what a single
+event costs, a handful of statements and one commit, or on PostgreSQL one statement.
 
-For the events of one request, in the caller's transaction:
-1. one ``INSERT .. ON CONFLICT DO NOTHING RETURNING`` for the operations of the keys not seen
-   before in the request: the database decides who reserves each key, and the rows it returns
-   are the ones this request created (DESIGN.md rule 2);
-2. one ``SELECT`` for the keys that were already taken (duplicates and conflicts);
-3. one multi-row insert each for the deliveries (with their final outcome: nothing is updated
-   afterwards, so no dead row is left), the conflicts and the people behind new operations;
-4. one append of all audit events to the workspace's chain;
-5. a wake-up of the cluster, coalesced (``ledger.nudges.request_processing``).
+For the events of one request (and the deliveries refused before them), in the caller's
+transaction:
+1. the database decides who reserves each key: ``INSERT .. ON CONFLICT DO NOTHING``, the rows it
+   returns being the ones this request created (DESIGN.md rule 2); a key repeated within the
+   request is reserved by its first event, the later ones are its duplicates or conflicts;
+2. one multi-row insert each for the deliveries (with their final outcome: nothing is updated
+   afterwards, so no dead row is left), the conflicts (with their differences) and the people
+   behind new operations;
+3. one append of all audit events to the workspace's chain;
+4. a wake-up of the cluster, coalesced (``ledger.nudges.request_processing``).
+
+On PostgreSQL all of it is one call of ``ledger_reserve`` (migration 0009), given the rows Python
+built from the models: in autocommit, as the API and the command line run intake, an event costs
+one round trip and one commit, as a bare ``INSERT`` does. Elsewhere (SQLite) the same steps run
+here, statement by statement. The two are held to one behaviour by the whole test suite, which CI
+runs on both databases.
 """
 
+import json
+from contextlib import nullcontext
 from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
 
-from django.db import connection
-from django.db.models import sql
+from django.db import connection, transaction
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
 from ledger import audit, nudges
 from ledger.actions import ActionDefinition
+from ledger.audit import chain_lock_key
 from ledger.keys import KEY_RECIPE, canonical_json
 from ledger.models import AuditEvent, Conflict, Contribution, Delivery, Operation, Workspace
 from ledger.states import State
@@ -48,9 +59,105 @@ class Reserved:
     conflict: Conflict | None = None
 
 
-def reserve(workspace: Workspace, events: list[Event], *, source: str, submitted_by: str,
-            person) -> list[Reserved]:
-    """Reserve the operations of ``events`` (in the caller's transaction); one Reserved per event."""
+def reserve(workspace: Workspace, events: list[Event], *, refused: list[Delivery], source: str,
+            submitted_by: str, person) -> list[Reserved]:
+    """Record ``refused`` (invalid deliveries, unsaved) and reserve the operations of ``events``, in
+    one transaction (the caller's, if any); one Reserved per event, in order."""
+    if connection.vendor == "postgresql":
+        return _reserve_in_database(workspace, events, refused=refused, source=source,
+                                    submitted_by=submitted_by, person=person)
+    with transaction.atomic():
+        if refused:
+            Delivery.objects.bulk_create(refused)
+        return _reserve_here(workspace, events, source=source, submitted_by=submitted_by, person=person) \
+            if events else []
+
+
+# --- PostgreSQL: one call of ledger_reserve ------------------------------------------------------
+
+def _reserve_in_database(workspace, events, *, refused, source, submitted_by, person) -> list[Reserved]:
+    now = timezone.now()
+    rows = _rows(workspace.pk, source, submitted_by, person.pk if person is not None else None)
+    operation = {**rows["operation"], "created_at": now, "updated_at": now}
+    delivery = {**rows["delivery"], "received_at": now}
+    request = {
+        "workspace_id": workspace.pk, "source": source, "now": now, "chain_lock": chain_lock_key(workspace.pk),
+        "invalid": [_row(refusal, received_at=now) for refusal in refused],
+        "conflict": {**rows["conflict"], "created_at": now},
+        "contribution": {**rows["contribution"], "created_at": now} if person is not None else None,
+        "audit": {**rows["audit"], "created_at": now},
+        "events": [{
+            "operation": {**operation, "action": event.action.name, "key": event.key,
+                          "definition_version": event.action.version, "fingerprint": event.fingerprint,
+                          "payload": event.data, "correlation_id": event.correlation_id,
+                          "state": _first_state(event),
+                          "deadline": event.action.first_deadline(now)},
+            "delivery": {**delivery, "action": event.action.name, "key": event.key, "delivery_id": event.delivery_id,
+                         "correlation_id": event.correlation_id, "occurred_at": event.occurred_at},
+            "fingerprint_fields": event.action.fingerprint_fields,
+        } for event in events],
+    }
+    # One statement is its own transaction in autocommit; inside a caller's transaction, a
+    # savepoint keeps a failed call from failing the caller's transaction with it.
+    with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
+        cursor.execute("SELECT ledger_reserve(%s::jsonb)", [json.dumps(request, default=_json_value)])
+        answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
+    operations: dict[int, Operation] = {}
+    reserved = []
+    accepted = 0
+    for found in answer["results"]:
+        row = found["operation"]
+        operation = operations.get(row["id"]) or operations.setdefault(row["id"], _instance(Operation, row))
+        operation.workspace = workspace
+        conflict = _instance(Conflict, found["conflict"]) if found["conflict"] else None
+        if conflict is not None:
+            conflict.operation = operation
+        accepted += found["outcome"] == Outcome.ACCEPTED
+        reserved.append(Reserved(found["outcome"], operation, conflict))
+    if accepted:
+        nudges.wake(accepted=accepted, took_wakeup=answer["wake"])
+    return reserved
+
+
+@lru_cache(maxsize=1024)
+def _rows(workspace_id: int, source: str, submitted_by: str, person_id: int | None) -> dict[str, dict]:
+    """The rows of the models, as Django would write them (every column), for one sender: each
+    event then sets what it decides, and ledger_reserve fills in what only the database knows (ids,
+    outcomes, a conflict's differences, the audit chain). Built once per sender and process."""
+    return {
+        "operation": _row(Operation(workspace_id=workspace_id, key_recipe=KEY_RECIPE, submitted_by=submitted_by)),
+        "delivery": _row(Delivery(workspace_id=workspace_id, source=source, submitted_by=submitted_by,
+                                  person_id=person_id)),
+        "conflict": _row(Conflict()),
+        "contribution": _row(Contribution(user_id=person_id, kind=Contribution.Kind.SUBMITTED)),
+        "audit": _row(AuditEvent(workspace_id=workspace_id, actor=submitted_by or source)),
+    }
+
+
+def _row(instance, **values) -> dict:
+    """The instance's columns as ledger_reserve inserts them (jsonb_populate_record), without its id."""
+    for name, value in values.items():
+        setattr(instance, name, value)
+    return {field.column: field.get_prep_value(getattr(instance, field.attname))
+            for field in instance._meta.concrete_fields if not field.primary_key}
+
+
+def _json_value(value):
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _instance(model, row: dict):
+    """A model instance, as loaded from the database, from a row ledger_reserve returned."""
+    fields = model._meta.concrete_fields
+    return model.from_db(Operation.objects.db, [field.attname for field in fields],
+                         [field.to_python(row[field.column]) for field in fields])
+
+
+# --- elsewhere: statement by statement -----------------------------------------------------------
+
+def _reserve_here(workspace, events, *, source, submitted_by, person) -> list[Reserved]:
     operations, created = _operations(workspace, events, submitted_by=submitted_by)
     first_of_key: dict[str, int] = {}
     outcomes = []
@@ -64,10 +171,8 @@ def reserve(workspace: Workspace, events: list[Event], *, source: str, submitted
         else:
             outcomes.append(Outcome.CONFLICT)
     deliveries = Delivery.objects.bulk_create([
-        Delivery(workspace=workspace, source=source, submitted_by=submitted_by, person=person,
-                 action=event.action.name, key=event.key, delivery_id=event.delivery_id,
-                 correlation_id=event.correlation_id, occurred_at=event.occurred_at,
-                 operation=operations[event.key], outcome=outcome)
+        _delivery(workspace, event, source=source, submitted_by=submitted_by, person=person,
+                  operation=operations[event.key], outcome=outcome)
         for event, outcome in zip(events, outcomes, strict=True)
     ])
     conflicts = _conflicts(events, outcomes, deliveries, operations)
@@ -82,11 +187,30 @@ def reserve(workspace: Workspace, events: list[Event], *, source: str, submitted
         for index, (event, outcome, delivery) in enumerate(zip(events, outcomes, deliveries, strict=True))
     ])
     if accepted:
-        # A large batch gets a task per claim batch at once, so every worker helps drain it.
-        extra = nudges.nudges_for(len(accepted)) - 1
-        nudges.request_processing(extra=max(extra, 0))
+        nudges.request_processing(accepted=len(accepted))
     return [Reserved(outcome, operations[event.key], conflicts.get(index))
             for index, (event, outcome) in enumerate(zip(events, outcomes, strict=True))]
+
+
+def _candidate(workspace, event: Event, *, submitted_by: str, now) -> Operation:
+    """The operation ``event`` reserves if its key is new."""
+    action = event.action
+    return Operation(
+        workspace=workspace, action=action.name, key=event.key, key_recipe=KEY_RECIPE,
+        definition_version=action.version, fingerprint=event.fingerprint, payload=event.data,
+        correlation_id=event.correlation_id, submitted_by=submitted_by, deadline=action.first_deadline(now),
+        state=_first_state(event), created_at=now, updated_at=now,
+    )
+
+
+def _first_state(event: Event) -> str:
+    return State.PENDING_APPROVAL if event.action.consequential else State.PENDING
+
+
+def _delivery(workspace, event: Event, *, source, submitted_by, person, **decided) -> Delivery:
+    return Delivery(workspace=workspace, source=source, submitted_by=submitted_by, person=person,
+                    action=event.action.name, key=event.key, delivery_id=event.delivery_id,
+                    correlation_id=event.correlation_id, occurred_at=event.occurred_at, **decided)
 
 
 def _operations(workspace, events, *, submitted_by) -> tuple[dict[str, Operation], set[str]]:
@@ -94,24 +218,10 @@ def _operations(workspace, events, *, submitted_by) -> tuple[dict[str, Operation
     now = timezone.now()
     candidates: dict[str, Operation] = {}
     for event in events:
-        if event.key in candidates:
-            continue
-        action = event.action
-        candidates[event.key] = Operation(
-            workspace=workspace, action=action.name, key=event.key, key_recipe=KEY_RECIPE,
-            definition_version=action.version, fingerprint=event.fingerprint, payload=event.data,
-            correlation_id=event.correlation_id, submitted_by=submitted_by, deadline=action.first_deadline(now),
-            state=State.PENDING_APPROVAL if action.consequential else State.PENDING,
-        )
-    if connection.vendor == "postgresql":
-        operations = _insert_or_read(workspace, candidates)
-    else:
-        operations = _read_then_insert(workspace, candidates)
+        if event.key not in candidates:
+            candidates[event.key] = _candidate(workspace, event, submitted_by=submitted_by, now=now)
+    operations = _read_then_insert(workspace, candidates)
     created = {key for key, operation in operations.items() if operation.created}
-    for key in candidates:
-        if key not in operations:  # reserved by a transaction that committed during our statement
-            operations[key] = Operation.objects.get(workspace=workspace, key=key)
-            operations[key].created = False
     for operation in operations.values():
         operation.workspace = workspace
     return operations, created
@@ -120,37 +230,9 @@ def _operations(workspace, events, *, submitted_by) -> tuple[dict[str, Operation
 _FIELDS = [f for f in Operation._meta.concrete_fields if not f.primary_key]
 
 
-def _insert_query(candidates: dict[str, Operation], returning) -> tuple[str, list]:
-    """Django's own INSERT (pre_save, value preparation per database) with ON CONFLICT DO NOTHING
-    and a RETURNING clause, which bulk_create will not combine."""
-    query = sql.InsertQuery(Operation, on_conflict=OnConflict.IGNORE)
-    query.insert_values(_FIELDS, list(candidates.values()))
-    compiler = query.get_compiler(using=Operation.objects.db)
-    compiler.returning_fields = returning
-    [(insert_sql, params)] = compiler.as_sql()
-    return insert_sql, list(params)
-
-
-def _insert_or_read(workspace, candidates: dict[str, Operation]) -> dict[str, Operation]:
-    """PostgreSQL, one statement: insert the new keys and read the taken ones. The rows the INSERT
-    returns are the ones this request created; the others are read in the same statement."""
-    columns = [Operation._meta.pk, *_FIELDS]
-    insert_sql, params = _insert_query(candidates, columns)
-    names = ", ".join(connection.ops.quote_name(field.column) for field in columns)
-    table = connection.ops.quote_name(Operation._meta.db_table)
-    rows = Operation.objects.raw(
-        f"WITH inserted AS ({insert_sql}) "
-        f"SELECT {names}, TRUE AS created FROM inserted "
-        f"UNION ALL SELECT {names}, FALSE AS created FROM {table} "
-        f"WHERE workspace_id = %s AND key = ANY(%s) AND key NOT IN (SELECT key FROM inserted)",
-        [*params, workspace.pk, list(candidates)],
-    )
-    return {operation.key: operation for operation in rows}
-
-
 def _read_then_insert(workspace, candidates: dict[str, Operation]) -> dict[str, Operation]:
-    """Elsewhere (SQLite, whose one writer holds the database for the whole transaction, so
-    nothing can come between): read the taken keys, then insert the others returning their ids."""
+    """SQLite, whose one writer holds the database for the whole transaction (so nothing can come
+    between): read the taken keys, then insert the others returning their ids."""
     operations = {}
     for operation in Operation.objects.filter(workspace=workspace, key__in=list(candidates)):
         operation.created = False

@@ -20,8 +20,10 @@ class AuditEvent(models.Model):
     operation = models.ForeignKey(
         "ledger.Operation", on_delete=models.PROTECT, null=True, blank=True, related_name="audit_events"
     )
+    # No index of its own: audit_chain_idx (workspace, id) leads with it.
     workspace = models.ForeignKey(
-        "ledger.Workspace", on_delete=models.PROTECT, null=True, blank=True, related_name="audit_events"
+        "ledger.Workspace", on_delete=models.PROTECT, null=True, blank=True, related_name="audit_events",
+        db_index=False,
     )
     attempt = models.ForeignKey("ledger.Attempt", on_delete=models.PROTECT, null=True, blank=True)
     actor = models.CharField(max_length=150)

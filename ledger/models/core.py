@@ -94,7 +94,8 @@ class Delivery(models.Model):
 class Operation(models.Model):
     """One business action, unique per (workspace, key)."""
 
-    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="operations")
+    # No index of its own: operation_unique_key (workspace, key) leads with it.
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="operations", db_index=False)
     action = models.CharField(max_length=100)
     key = models.TextField()
     key_recipe = models.PositiveSmallIntegerField()

@@ -121,3 +121,28 @@ def test_it_keeps_one_chain_when_many_write_at_once(workspace):
 
     assert verify().splitlines()[-1].startswith("Audit trail intact:")
     assert AuditEvent.objects.filter(workspace=workspace, kind="note").count() == 16
+
+
+@pytest.mark.parametrize("message", [
+    "", "plain", "Ünïcödé and ✓ and 𝄞", "line\nbreak\ttab \"quoted\" \\ backslash", "12:34:colons",
+    "x" * 500,
+])
+def test_the_database_hashes_an_event_as_python_does(workspace, message):
+    """Intake on PostgreSQL chains its events in SQL (ledger_audit_hash); verify_audit recomputes
+    them in Python: the two encodings agree byte for byte, for any text and any time."""
+    if connection.vendor != "postgresql":
+        pytest.skip(f"ledger_audit_hash is PostgreSQL's (running on {connection.vendor})")
+    import json
+    from datetime import UTC, datetime
+
+    event = AuditEvent(workspace_id=workspace.pk, operation_id=None, attempt_id=7, actor="alice@example",
+                       kind="reserved", from_state="", to_state="pending", error_category="", message=message,
+                       created_at=datetime(2026, 12, 1, 9, 5, 55, 239842, tzinfo=UTC), prev_hash="ab" * 32)
+    row = {"workspace_id": event.workspace_id, "operation_id": None, "attempt_id": 7, "actor": event.actor,
+           "kind": event.kind, "from_state": "", "to_state": "pending", "error_category": "", "message": message,
+           "created_at": event.created_at.isoformat(), "prev_hash": event.prev_hash}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT ledger_audit_hash(%s::jsonb)", [json.dumps(row)])
+        assert cursor.fetchone()[0] == audit.event_hash(event)
+        cursor.execute("SELECT ledger_audit_hash(%s::jsonb)", [json.dumps({**row, "message": message + "."})])
+        assert cursor.fetchone()[0] != audit.event_hash(event)

@@ -299,22 +299,20 @@ def test_it_keeps_the_good_events_around_a_bad_one(api):
 
 
 @pytest.fixture
-def audit_fails_for_r2(monkeypatch):
-    """The audit write of request R-2 fails unexpectedly: after its delivery and operation rows were
-    written (whether it is written with the rest of its batch or alone)."""
+def writing_r2_fails(monkeypatch):
+    """Writing request R-2 fails unexpectedly, in the database, whether it is written with the rest
+    of its batch or alone: its operation row carries a state the table's CHECK constraint refuses."""
     from ledger import reservation
 
-    real = reservation.audit.append
+    real = reservation._first_state
 
-    def append(events):
-        if any(e.operation is not None and e.operation.payload.get("request_id") == "R-2" for e in events):
-            raise RuntimeError("simulated failure")
-        return real(events)
+    def first_state(event):
+        return "simulated-failure" if event.data["request_id"] == "R-2" else real(event)
 
-    monkeypatch.setattr(reservation.audit, "append", append)
+    monkeypatch.setattr(reservation, "_first_state", first_state)
 
 
-def test_it_answers_an_unexpected_failure_of_one_event_as_its_own_error(api, audit_fails_for_r2, caplog):
+def test_it_answers_an_unexpected_failure_of_one_event_as_its_own_error(api, writing_r2_fails, caplog):
     """The failing event leaves no row at all (its delivery and operation roll back), is answered
     500 / error in its result, and is logged without its content; the batch answers 200."""
     events = [event("d-1", request_id="R-1"), brief(request_id="R-2"), event("d-3", request_id="R-3")]
@@ -336,7 +334,7 @@ def test_it_answers_an_unexpected_failure_of_one_event_as_its_own_error(api, aud
     assert PRIVATE_TITLE not in record.getMessage()
 
 
-def test_it_accepts_the_failed_event_when_it_is_sent_again(api, audit_fails_for_r2, monkeypatch):
+def test_it_accepts_the_failed_event_when_it_is_sent_again(api, writing_r2_fails, monkeypatch):
     """Nothing of the failed event was kept, so sending it again reserves it as new."""
     api.post("/api/v1/events/batch", {"events": [brief(request_id="R-2")]})
     monkeypatch.undo()
