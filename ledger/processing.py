@@ -20,7 +20,6 @@ serialise writers, and the guarded updates still decide every race.
 import logging
 import os
 import socket
-import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from ledger.performing import (
     perform_internal_set,
 )
 from ledger.recording import update_held
-from ledger.selectors import due_operations
+from ledger.selectors import due_operations, recently_working
 from ledger.states import CLAIMABLE_STATES, State
 
 __all__ = ["claim_due_operations", "keep_leases", "perform_claimed", "process_due_operations", "worker_name"]
@@ -108,9 +107,9 @@ def process_due_operations(*, limit: int | None = None, worker: str | None = Non
     """Claim one batch and work through it. Returns how many operations were claimed.
 
     The batch is worked through in groups, in claim order: internal operations by action, external
-    ones by destination. A group whose action or destination is not known to work goes one
-    operation at a time until one of them succeeds; then (or at once, for a group that worked a
-    moment ago: ``_working``) the rest of an internal group whose action has ``perform_many``
+    ones by destination. A group whose actions are not known to work goes one operation at a time
+    until one of them succeeds; then (or at once, when their latest tries by any worker went well:
+    ``selectors.recently_working``) the rest of an internal group whose action has ``perform_many``
     completes as one set (one transaction; if it cannot commit, they go one at a time, which also
     refuses a stale claim properly), and the rest of an external group calls its destination
     concurrently, at most its ``max_concurrency`` in flight. An action or a destination that is
@@ -146,23 +145,15 @@ def keep_leases(remaining: list[Operation], *, worker: str) -> None:
         operation.lease_expires_at = now + lease
 
 
-# Groups (an action, a destination) whose every operation succeeded the last time this process
-# worked on them, and when (time.monotonic). Such a group goes wide at once rather than sending
-# one operation ahead first; a failure anywhere in it, or WORKING_SECONDS without news, and the
-# next batch probes it again.
-_working: dict[tuple, float] = {}
-WORKING_SECONDS = 60.0
-
-
-def forget_working_groups() -> None:
-    """Probe every action and destination afresh (tests start from a cold process)."""
-    _working.clear()
+# How long the outcomes of concurrent calls are gathered, once one arrived, to record them together.
+ARRIVALS_WINDOW_SECONDS = 0.01
 
 
 @dataclass
 class _Group:
     name: tuple
     operations: list[Operation] = field(default_factory=list)
+    actions: set[str] = field(default_factory=set)
     # Internal: the action, when it can perform many operations at once.
     action: ActionDefinition | None = None
     # External: calls in flight at once, once one of the group's calls succeeded.
@@ -189,6 +180,7 @@ def _groups(claimed: list[Operation]) -> list[_Group]:
                 name = ("action", action.name)
                 group = groups.setdefault(name, _Group(name, action=action if action.performs_many else None))
         group.operations.append(operation)
+        group.actions.add(operation.action)
     return list(groups.values())
 
 
@@ -203,7 +195,7 @@ class _Batch:
 
     def work_through(self, group: _Group) -> None:
         rest = list(group.operations)
-        working = group.widens and time.monotonic() - _working.get(group.name, -WORKING_SECONDS) < WORKING_SECONDS
+        working = group.widens and recently_working(group.actions)
         while rest and not working:
             if self.one(rest.pop(0)) and group.widens:
                 break
@@ -211,10 +203,6 @@ class _Batch:
             self.as_set(rest, group.action)
         elif rest:
             self.concurrently(rest, group.concurrency)
-        if all(operation.state == State.SUCCEEDED for operation in group.operations):
-            _working[group.name] = time.monotonic()
-        else:
-            _working.pop(group.name, None)
 
     def one(self, operation: Operation) -> bool:
         """Perform ``operation`` on its own; True when it succeeded."""
@@ -264,7 +252,12 @@ class _Batch:
                     in_flight[pool.submit(call_destination, call.action, call.operation)] = call
                 if not in_flight:
                     continue
-                done, _ = wait(in_flight, timeout=settings.OPSCONSOLE_LEASE_SECONDS / 4, return_when=FIRST_COMPLETED)
+                done, pending = wait(in_flight, timeout=settings.OPSCONSOLE_LEASE_SECONDS / 4,
+                                     return_when=FIRST_COMPLETED)
+                if done and pending:
+                    # Calls that left together come back within moments of each other: wait that
+                    # moment, so their outcomes are recorded (and the next calls begun) together.
+                    done |= wait(pending, timeout=ARRIVALS_WINDOW_SECONDS)[0]
                 try:
                     keep_leases(self.waiting, worker=self.worker)
                 except DatabaseError:

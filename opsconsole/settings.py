@@ -217,7 +217,7 @@ Q_CLUSTER = {
     "ack_failures": True,
     "max_attempts": 1,
     "catch_up": False,
-    "poll": 0.2,
+    "poll": 0.1,
     "bulk": 1,
     "label": "Task queue",
 }

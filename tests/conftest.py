@@ -4,15 +4,6 @@ from django.db import connection
 from ledger import services
 
 
-@pytest.fixture(autouse=True)
-def cold_processing():
-    """Each test starts as a fresh worker process would: no action or destination known to work
-    (``ledger.processing`` goes wide at once only for groups that just worked)."""
-    from ledger import processing
-
-    processing.forget_working_groups()
-
-
 def pytest_report_header(config):
     from django.conf import settings
 

@@ -43,8 +43,9 @@ class StandinRecordAction(ActionDefinition):
     # How long after a try began its request may still land at the destination (our timeout plus
     # the destination's own processing): reconciliation waits this long before believing "absent".
     settle_after = timedelta(seconds=30)
-    # Calls of one batch in flight at once to the stand-in (all three actions share it).
-    max_concurrency = 25
+    # Calls of one batch in flight at once to the stand-in (all three actions share it): a whole
+    # claim batch (OPSCONSOLE_CLAIM_BATCH, 50), which it serves one thread per request.
+    max_concurrency = 50
 
     def check(self, workspace, data):
         return approved_owner_errors(workspace, data["owner"])

@@ -35,7 +35,8 @@ def test_it_reconciles_every_call_in_flight_when_the_worker_dies(action, workspa
     operation_ids = [result.operation.pk for result in submit_batch(workspace=workspace, raw_events=events,
                                                                     source="api")]
     destination = {"OPSCONSOLE_STANDIN_URL": standin.url}
-    crashing = start_cluster("crashing", env=destination | {"Q_WORKERS": "1"})
+    # One claim takes them all: the first, a pool's worth in flight, and the ones waiting for a slot.
+    crashing = start_cluster("crashing", env=destination | {"Q_WORKERS": "1", "OPSCONSOLE_CLAIM_BATCH": str(count)})
 
     wait_for(lambda: len(standin.records()) == 1 + in_flight, timeout=30, clusters=(crashing,),
              describe=lambda: f"{len(standin.records())} records, states {operation_states(operation_ids)}",

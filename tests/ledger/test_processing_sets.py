@@ -85,6 +85,20 @@ def test_an_action_that_just_worked_completes_the_next_batch_as_one_set_at_once(
     assert_succeeded_once_each(later)
 
 
+def test_an_action_not_seen_working_for_a_minute_sends_one_operation_ahead_again(workspace, frozen,
+                                                                                 perform_many_calls):
+    from datetime import timedelta
+
+    briefs(workspace, 3)
+    process_due_operations(worker="w1")
+    frozen.move_to(START + timedelta(seconds=61))
+    [submit_brief(workspace, request_id=f"L-{n}") for n in range(4)]
+
+    process_due_operations(worker="w1")
+
+    assert perform_many_calls == [1, 2, 1, 3]
+
+
 @pytest.mark.parametrize("size", [5, 50])
 def test_it_completes_a_batch_in_the_same_number_of_queries_whatever_its_size(
     workspace, django_assert_max_num_queries, size
