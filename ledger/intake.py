@@ -335,8 +335,12 @@ def _label(value, limit: int) -> str:
 def _unstorable_text_errors(raw: dict) -> list[FieldError]:
     """Every field whose name or text the database cannot store (see ``storable_text_problem``).
 
-    Walked with an explicit stack: a deeply nested body must not exhaust Python's recursion.
+    Walked with an explicit stack: a deeply nested body must not exhaust Python's recursion; and
+    only when its JSON text shows a NUL or does not encode, which is never for nearly every event.
     """
+    text = json.dumps(raw, ensure_ascii=False)
+    if "\\u0000" not in text and not storable_text_problem(text):
+        return []
     found = []
     stack = [((), raw)]
     while stack:

@@ -23,9 +23,9 @@ import json
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 
@@ -78,23 +78,21 @@ def reserve(workspace: Workspace, events: list[Event], *, refused: list[Delivery
 def _reserve_in_database(workspace, events, *, refused, source, submitted_by, person) -> list[Reserved]:
     now = timezone.now()
     rows = _rows(workspace.pk, source, submitted_by, person.pk if person is not None else None)
-    operation = {**rows["operation"], "created_at": now, "updated_at": now}
-    delivery = {**rows["delivery"], "received_at": now}
     request = {
         "workspace_id": workspace.pk, "source": source, "now": now, "chain_lock": chain_lock_key(workspace.pk),
         "invalid": [_row(refusal, received_at=now) for refusal in refused],
+        "operation": {**rows["operation"], "created_at": now, "updated_at": now},
+        "delivery": {**rows["delivery"], "received_at": now},
         "conflict": {**rows["conflict"], "created_at": now},
         "contribution": {**rows["contribution"], "created_at": now} if person is not None else None,
         "audit": {**rows["audit"], "created_at": now},
+        "fingerprint_fields": {event.action.name: event.action.fingerprint_fields for event in events},
         "events": [{
-            "operation": {**operation, "action": event.action.name, "key": event.key,
-                          "definition_version": event.action.version, "fingerprint": event.fingerprint,
-                          "payload": event.data, "correlation_id": event.correlation_id,
-                          "state": _first_state(event),
+            "operation": {"action": event.action.name, "key": event.key, "definition_version": event.action.version,
+                          "fingerprint": event.fingerprint, "payload": event.data,
+                          "correlation_id": event.correlation_id, "state": _first_state(event),
                           "deadline": event.action.first_deadline(now)},
-            "delivery": {**delivery, "action": event.action.name, "key": event.key, "delivery_id": event.delivery_id,
-                         "correlation_id": event.correlation_id, "occurred_at": event.occurred_at},
-            "fingerprint_fields": event.action.fingerprint_fields,
+            "delivery": {"delivery_id": event.delivery_id, "occurred_at": event.occurred_at},
         } for event in events],
     }
     # One statement is its own transaction in autocommit; inside a caller's transaction, a
@@ -102,16 +100,12 @@ def _reserve_in_database(workspace, events, *, refused, source, submitted_by, pe
     with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
         cursor.execute("SELECT ledger_reserve(%s::jsonb)", [json.dumps(request, default=_json_value)])
         answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
-    operations: dict[int, Operation] = {}
+    operations = {key: _instance(Operation, row, workspace=workspace) for key, row in answer["operations"].items()}
     reserved = []
     accepted = 0
     for found in answer["results"]:
-        row = found["operation"]
-        operation = operations.get(row["id"]) or operations.setdefault(row["id"], _instance(Operation, row))
-        operation.workspace = workspace
-        conflict = _instance(Conflict, found["conflict"]) if found["conflict"] else None
-        if conflict is not None:
-            conflict.operation = operation
+        operation = operations[found["key"]]
+        conflict = _instance(Conflict, found["conflict"], operation=operation) if found["conflict"] else None
         accepted += found["outcome"] == Outcome.ACCEPTED
         reserved.append(Reserved(found["outcome"], operation, conflict))
     if accepted:
@@ -148,11 +142,25 @@ def _json_value(value):
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def _instance(model, row: dict):
-    """A model instance, as loaded from the database, from a row ledger_reserve returned."""
+def _instance(model, row: dict, **related):
+    """A model instance, as loaded from the database, from a row ledger_reserve returned (its
+    values are JSON: only the times need converting)."""
+    names, columns, times = _columns(model)
+    values = [row[column] for column in columns]
+    for index in times:
+        if values[index] is not None:
+            values[index] = datetime.fromisoformat(values[index])
+    instance = model.from_db(Operation.objects.db, names, values)
+    for name, value in related.items():
+        setattr(instance, name, value)
+    return instance
+
+
+@cache
+def _columns(model) -> tuple[list[str], list[str], list[int]]:
     fields = model._meta.concrete_fields
-    return model.from_db(Operation.objects.db, [field.attname for field in fields],
-                         [field.to_python(row[field.column]) for field in fields])
+    times = [index for index, field in enumerate(fields) if isinstance(field, models.DateTimeField)]
+    return [field.attname for field in fields], [field.column for field in fields], times
 
 
 # --- elsewhere: statement by statement -----------------------------------------------------------

@@ -6,15 +6,20 @@ from django.db import migrations, models
 # 1970), so that no two events share an encoding. The two must agree byte for byte
 # (tests/ledger/test_audit_chain.py holds them to it).
 AUDIT_HASH = """
+CREATE OR REPLACE FUNCTION ledger_audit_field(value text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$ SELECT octet_length(coalesce(value, ''))::text || ':' || coalesce(value, '') $$;
+
+-- Plain expressions (no query), so the planner inlines it where it is called.
 CREATE OR REPLACE FUNCTION ledger_audit_hash(event jsonb) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
-SELECT encode(sha256(convert_to(string_agg(octet_length(field)::text || ':' || field, '' ORDER BY place), 'UTF8')), 'hex')
-FROM unnest(ARRAY[
-    coalesce(event->>'prev_hash', ''), coalesce(event->>'workspace_id', ''), coalesce(event->>'operation_id', ''),
-    coalesce(event->>'attempt_id', ''), event->>'actor', event->>'kind', event->>'from_state', event->>'to_state',
-    event->>'error_category', event->>'message',
-    (extract(epoch FROM (event->>'created_at')::timestamptz) * 1000000)::bigint::text
-]) WITH ORDINALITY AS fields(field, place)
+LANGUAGE sql STABLE AS $$
+SELECT encode(sha256(convert_to(
+    ledger_audit_field(event->>'prev_hash') || ledger_audit_field(event->>'workspace_id')
+    || ledger_audit_field(event->>'operation_id') || ledger_audit_field(event->>'attempt_id')
+    || ledger_audit_field(event->>'actor') || ledger_audit_field(event->>'kind')
+    || ledger_audit_field(event->>'from_state') || ledger_audit_field(event->>'to_state')
+    || ledger_audit_field(event->>'error_category') || ledger_audit_field(event->>'message')
+    || ledger_audit_field((extract(epoch FROM (event->>'created_at')::timestamptz) * 1000000)::bigint::text),
+    'UTF8')), 'hex')
 $$;
 """
 
@@ -23,27 +28,25 @@ $$;
 # from the models (every column but the ids and what only the database can decide), so columns
 # added later reach the tables without a change here:
 #   workspace_id, source, now, chain_lock (the audit chain's advisory lock key), invalid: [delivery
-#   row], conflict, contribution (or null), audit: the rows those get, events: [{operation: row,
-#   delivery: row, fingerprint_fields: [name]}].
+#   row]; operation, delivery, conflict, contribution (or null), audit: the rows those get, before
+#   each event sets its own columns; fingerprint_fields: {action: [name]}; events: [{operation:
+#   {the columns an event decides}, delivery: {delivery_id, occurred_at}}].
 # Returns {"wake": whether this request took the pending wake-up (the caller enqueues a task after
-# commit), "results": [{outcome, operation: row, conflict: row | null}] in the order of events}.
+# commit), "operations": {key: row}, "results": [{outcome, key, conflict: row | null}] in the order
+# of events}.
 RESERVE = """
 CREATE OR REPLACE FUNCTION ledger_operations_of(workspace bigint, keys text[]) RETURNS jsonb
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    wanted text;
-    row jsonb;
-    found_keys text[] := '{}';
-    found_rows jsonb[] := '{}';
+    operations jsonb;
 BEGIN
-    FOREACH wanted IN ARRAY keys LOOP
-        SELECT to_jsonb(o) INTO row FROM ledger_operation o WHERE o.workspace_id = workspace AND o.key = wanted;
-        IF row IS NOT NULL THEN
-            found_keys := array_append(found_keys, wanted);
-            found_rows := array_append(found_rows, row);
-        END IF;
-    END LOOP;
-    RETURN (SELECT coalesce(jsonb_object_agg(k, r), '{}') FROM unnest(found_keys, found_rows) AS pairs(k, r));
+    -- One probe of operation_unique_key per key (OFFSET 0 keeps the subquery a parameterised
+    -- lookup on both columns: joined plainly, stale statistics made the key a filter instead).
+    -- PL/pgSQL rather than SQL, so that the plan is kept between calls.
+    SELECT coalesce(jsonb_object_agg(existing.key, to_jsonb(existing)), '{}') INTO operations
+    FROM unnest(keys) AS wanted(key),
+    LATERAL (SELECT * FROM ledger_operation o WHERE o.workspace_id = workspace AND o.key = wanted.key OFFSET 0) existing;
+    RETURN operations;
 END
 $$;
 
@@ -51,47 +54,32 @@ CREATE OR REPLACE FUNCTION ledger_reserve(request jsonb) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     workspace bigint := (request->>'workspace_id')::bigint;
-    source text := request->>'source';
     operation_ids regclass := pg_get_serial_sequence('ledger_operation', 'id')::regclass;
     delivery_ids regclass := pg_get_serial_sequence('ledger_delivery', 'id')::regclass;
     conflict_ids regclass := pg_get_serial_sequence('ledger_conflict', 'id')::regclass;
     audit_ids regclass := pg_get_serial_sequence('ledger_auditevent', 'id')::regclass;
     contribution_ids regclass := pg_get_serial_sequence('ledger_contribution', 'id')::regclass;
-    created bigint[] := '{}';
     keys text[];
-    taken text[];
     operations jsonb;
-    reserved bigint[] := '{}';
-    event jsonb;
-    operation jsonb;
-    outcome text;
-    delivery_id bigint;
-    conflict jsonb;
-    differences jsonb;
-    message text;
-    deliveries jsonb[] := '{}';
-    conflicts jsonb[] := '{}';
-    contributions jsonb[] := '{}';
-    audits jsonb[] := '{}';
-    results jsonb[] := '{}';
+    created bigint[] := '{}';
+    taken text[];
+    audits jsonb[];
+    results jsonb;
+    accepted int;
     previous text;
-    accepted int := 0;
     wake boolean := false;
 BEGIN
     INSERT INTO ledger_delivery
     SELECT r.* FROM jsonb_array_elements(request->'invalid') AS rows(row),
     LATERAL jsonb_populate_record(NULL::ledger_delivery, row || jsonb_build_object('id', nextval(delivery_ids))) r;
 
-    IF jsonb_array_length(request->'events') = 0 THEN
-        RETURN jsonb_build_object('wake', false, 'results', '[]'::jsonb);
-    END IF;
-
     SELECT array_agg(DISTINCT item->'operation'->>'key') INTO keys
     FROM jsonb_array_elements(request->'events') AS items(item);
+    IF keys IS NULL THEN
+        RETURN jsonb_build_object('wake', false, 'operations', '{}'::jsonb, 'results', '[]'::jsonb);
+    END IF;
 
-    -- The keys taken before this request (duplicates and conflicts reserve nothing). One lookup
-    -- per key: equality on both columns of operation_unique_key is the plan whatever the table's
-    -- statistics say (with key = ANY(..), stale ones made the key a filter over the workspace).
+    -- The keys taken before this request: duplicates and conflicts reserve nothing.
     operations := ledger_operations_of(workspace, keys);
 
     -- The database decides who reserves each new key (DESIGN.md rule 2): the rows the INSERT
@@ -106,8 +94,8 @@ BEGIN
         ), inserted AS (
             INSERT INTO ledger_operation
             SELECT r.* FROM events,
-            LATERAL jsonb_populate_record(NULL::ledger_operation,
-                                          item->'operation' || jsonb_build_object('id', nextval(operation_ids))) r
+            LATERAL jsonb_populate_record(NULL::ledger_operation, request->'operation' || (item->'operation')
+                                          || jsonb_build_object('id', nextval(operation_ids))) r
             ORDER BY place
             ON CONFLICT ON CONSTRAINT operation_unique_key DO NOTHING
             RETURNING ledger_operation.*
@@ -123,59 +111,64 @@ BEGIN
         END IF;
     END IF;
 
-    FOR event IN SELECT item FROM jsonb_array_elements(request->'events') WITH ORDINALITY AS items(item, place)
-                 ORDER BY place LOOP
-        operation := operations->(event->'operation'->>'key');
-        delivery_id := nextval(delivery_ids);
-        conflict := NULL;
-        IF (operation->>'id')::bigint = ANY(created) AND NOT (operation->>'id')::bigint = ANY(reserved) THEN
-            outcome := 'accepted';
-            reserved := array_append(reserved, (operation->>'id')::bigint);
-            accepted := accepted + 1;
-            message := 'delivery ' || delivery_id || ' via ' || source;
-            IF request->'contribution' <> 'null' THEN
-                contributions := array_append(contributions,
-                    request->'contribution' || jsonb_build_object('operation_id', operation->'id'));
-            END IF;
-        ELSIF operation->>'fingerprint' = event->'operation'->>'fingerprint' THEN
-            outcome := 'duplicate';
-            message := 'delivery ' || delivery_id || ' via ' || source;
-        ELSE
-            outcome := 'conflict';
+    -- Each event's outcome, and the rows it writes: its delivery (final from the start: nothing
+    -- is updated later), its conflict, the person behind a new operation; then its audit event.
+    WITH events AS (
+        SELECT place, item->'operation' AS incoming, operations->(item->'operation'->>'key') AS operation,
+               item->'delivery' AS delivery, nextval(delivery_ids) AS delivery_id,
+               row_number() OVER (PARTITION BY item->'operation'->>'key' ORDER BY place) AS nth
+        FROM jsonb_array_elements(request->'events') WITH ORDINALITY AS items(item, place)
+    ), decided AS (
+        SELECT *, CASE WHEN nth = 1 AND (operation->>'id')::bigint = ANY(created) THEN 'accepted'
+                       WHEN operation->>'fingerprint' = incoming->>'fingerprint' THEN 'duplicate'
+                       ELSE 'conflict' END AS outcome
+        FROM events
+    ), conflicts AS (
+        SELECT place, request->'conflict' || jsonb_build_object(
+                   'id', nextval(conflict_ids), 'operation_id', operation->'id', 'delivery_id', delivery_id,
+                   'incoming_fingerprint', incoming->'fingerprint', 'incoming_payload', incoming->'payload',
+                   'differences', differences) AS conflict,
+               (SELECT string_agg(d->>'field', ', ') FROM jsonb_array_elements(differences) AS ds(d)) AS fields
+        FROM decided,
+        LATERAL (
             SELECT coalesce(jsonb_agg(jsonb_build_object(
                        'field', name, 'recorded', coalesce(operation->'payload'->name, 'null'),
-                       'incoming', coalesce(event->'operation'->'payload'->name, 'null')) ORDER BY place), '[]')
-            INTO differences
-            FROM jsonb_array_elements_text(event->'fingerprint_fields') WITH ORDINALITY AS names(name, place)
-            WHERE (operation->'payload'->name) IS DISTINCT FROM (event->'operation'->'payload'->name);
-            conflict := request->'conflict' || jsonb_build_object(
-                'id', nextval(conflict_ids), 'operation_id', operation->'id', 'delivery_id', delivery_id,
-                'incoming_fingerprint', event->'operation'->'fingerprint',
-                'incoming_payload', event->'operation'->'payload', 'differences', differences);
-            conflicts := array_append(conflicts, conflict);
-            message := 'conflict ' || (conflict->>'id') || ': '
-                || coalesce((SELECT string_agg(d->>'field', ', ') FROM jsonb_array_elements(differences) AS ds(d)), '')
-                || ' differ';
-        END IF;
-        deliveries := array_append(deliveries, event->'delivery' || jsonb_build_object(
-            'id', delivery_id, 'operation_id', operation->'id', 'outcome', outcome));
-        audits := array_append(audits, request->'audit' || jsonb_build_object(
-            'operation_id', operation->'id',
-            'kind', CASE outcome WHEN 'accepted' THEN 'reserved' WHEN 'duplicate' THEN 'duplicate_delivery'
-                                 ELSE 'conflict_detected' END,
-            'to_state', CASE WHEN outcome = 'accepted' THEN operation->>'state' ELSE '' END,
-            'message', left(message, 500)));
-        results := array_append(results, jsonb_build_object('outcome', outcome, 'operation', operation,
-                                                            'conflict', conflict));
-    END LOOP;
-
-    INSERT INTO ledger_delivery
-    SELECT r.* FROM unnest(deliveries) AS rows(row), LATERAL jsonb_populate_record(NULL::ledger_delivery, row) r;
-    INSERT INTO ledger_conflict
-    SELECT r.* FROM unnest(conflicts) AS rows(row), LATERAL jsonb_populate_record(NULL::ledger_conflict, row) r;
-    INSERT INTO ledger_contribution
-    SELECT r.* FROM unnest(contributions) AS rows(row),
-    LATERAL jsonb_populate_record(NULL::ledger_contribution, row || jsonb_build_object('id', nextval(contribution_ids))) r;
+                       'incoming', coalesce(incoming->'payload'->name, 'null')) ORDER BY n), '[]') AS differences
+            FROM jsonb_array_elements_text(request->'fingerprint_fields'->(incoming->>'action'))
+                 WITH ORDINALITY AS names(name, n)
+            WHERE (operation->'payload'->name) IS DISTINCT FROM (incoming->'payload'->name)
+        ) found
+        WHERE outcome = 'conflict'
+    ), written_deliveries AS (
+        INSERT INTO ledger_delivery
+        SELECT r.* FROM decided, LATERAL jsonb_populate_record(NULL::ledger_delivery,
+            request->'delivery' || delivery || jsonb_build_object(
+                'action', incoming->'action', 'key', incoming->'key', 'correlation_id', incoming->'correlation_id',
+                'id', delivery_id, 'operation_id', operation->'id', 'outcome', outcome)) r
+    ), written_conflicts AS (
+        INSERT INTO ledger_conflict
+        SELECT r.* FROM conflicts, LATERAL jsonb_populate_record(NULL::ledger_conflict, conflict) r
+    ), written_contributions AS (
+        INSERT INTO ledger_contribution
+        SELECT r.* FROM decided, LATERAL jsonb_populate_record(NULL::ledger_contribution,
+            request->'contribution' || jsonb_build_object('id', nextval(contribution_ids),
+                                                          'operation_id', operation->'id')) r
+        WHERE outcome = 'accepted' AND request->'contribution' <> 'null'
+    )
+    SELECT array_agg(request->'audit' || jsonb_build_object(
+               'operation_id', operation->'id',
+               'kind', CASE outcome WHEN 'accepted' THEN 'reserved' WHEN 'duplicate' THEN 'duplicate_delivery'
+                                    ELSE 'conflict_detected' END,
+               'to_state', CASE WHEN outcome = 'accepted' THEN operation->>'state' ELSE '' END,
+               'message', left(CASE WHEN outcome = 'conflict'
+                                    THEN 'conflict ' || (conflict->>'id') || ': ' || coalesce(fields, '') || ' differ'
+                                    ELSE 'delivery ' || delivery_id || ' via ' || (request->>'source') END, 500))
+               ORDER BY place),
+           jsonb_agg(jsonb_build_object('outcome', outcome, 'key', operation->'key', 'conflict', conflict)
+               ORDER BY place),
+           count(*) FILTER (WHERE outcome = 'accepted')
+    INTO audits, results, accepted
+    FROM decided LEFT JOIN conflicts USING (place);
 
     -- The audit chain last, as ledger.audit.append does: locked until the commit, then read (a
     -- statement of its own, after the lock: it sees what the lock's previous holder committed).
@@ -183,7 +176,7 @@ BEGIN
     SELECT hash INTO previous FROM ledger_auditevent
     WHERE workspace_id = workspace AND hash <> '' ORDER BY id DESC LIMIT 1;
     previous := coalesce(previous, '');
-    FOR place IN 1 .. coalesce(array_length(audits, 1), 0) LOOP
+    FOR place IN 1 .. array_length(audits, 1) LOOP
         audits[place] := audits[place] || jsonb_build_object('id', nextval(audit_ids), 'prev_hash', previous);
         previous := ledger_audit_hash(audits[place]);
         audits[place] := audits[place] || jsonb_build_object('hash', previous);
@@ -205,7 +198,7 @@ BEGIN
         END IF;
     END IF;
 
-    RETURN jsonb_build_object('wake', wake, 'results', to_jsonb(results));
+    RETURN jsonb_build_object('wake', wake, 'operations', operations, 'results', results);
 END
 $$;
 """
@@ -237,6 +230,7 @@ def drop_functions(apps, schema_editor):
         schema_editor.execute("DROP FUNCTION IF EXISTS ledger_reserve(jsonb)", params=None)
         schema_editor.execute("DROP FUNCTION IF EXISTS ledger_operations_of(bigint, text[])", params=None)
         schema_editor.execute("DROP FUNCTION IF EXISTS ledger_audit_hash(jsonb)", params=None)
+        schema_editor.execute("DROP FUNCTION IF EXISTS ledger_audit_field(text)", params=None)
 
 
 class Migration(migrations.Migration):
