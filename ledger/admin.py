@@ -26,6 +26,7 @@ from ledger.models import (
     Contribution,
     Control,
     Delivery,
+    DestinationHealth,
     Heartbeat,
     Membership,
     Operation,
@@ -309,3 +310,9 @@ class HeartbeatAdmin(ReadOnlyAdmin):
 class WakeupAdmin(ReadOnlyAdmin):
     workspace_path = None
     list_display = ["name", "requested_at"]
+
+
+@admin.register(DestinationHealth)
+class DestinationHealthAdmin(ReadOnlyAdmin):
+    workspace_path = None
+    list_display = ["name", "last_ok_at", "last_failure_at"]

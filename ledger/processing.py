@@ -30,7 +30,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from ledger import audit, faults
+from ledger import audit, faults, health
 from ledger.actions import ActionDefinition, UnknownAction, get_action
 from ledger.models import AuditEvent, Operation
 from ledger.outcomes import Success
@@ -46,7 +46,7 @@ from ledger.performing import (
     perform_internal_set,
 )
 from ledger.recording import update_held
-from ledger.selectors import due_operations, recently_working
+from ledger.selectors import due_operations
 from ledger.states import CLAIMABLE_STATES, State
 
 __all__ = ["claim_due_operations", "keep_leases", "perform_claimed", "process_due_operations", "worker_name"]
@@ -108,8 +108,8 @@ def process_due_operations(*, limit: int | None = None, worker: str | None = Non
 
     The batch is worked through in groups, in claim order: internal operations by action, external
     ones by destination. A group whose actions are not known to work goes one operation at a time
-    until one of them succeeds; then (or at once, when their latest tries by any worker went well:
-    ``selectors.recently_working``) the rest of an internal group whose action has ``perform_many``
+    until one of them succeeds; then (or at once, when the last batches that met them, on any
+    worker, all succeeded: ``ledger.health``) the rest of an internal group whose action has ``perform_many``
     completes as one set (one transaction; if it cannot commit, they go one at a time, which also
     refuses a stale claim properly), and the rest of an external group calls its destination
     concurrently, at most its ``max_concurrency`` in flight. An action or a destination that is
@@ -151,9 +151,8 @@ ARRIVALS_WINDOW_SECONDS = 0.01
 
 @dataclass
 class _Group:
-    name: tuple
+    name: str
     operations: list[Operation] = field(default_factory=list)
-    actions: set[str] = field(default_factory=set)
     # Internal: the action, when it can perform many operations at once.
     action: ActionDefinition | None = None
     # External: calls in flight at once, once one of the group's calls succeeded.
@@ -165,22 +164,21 @@ class _Group:
 
 
 def _groups(claimed: list[Operation]) -> list[_Group]:
-    groups: dict[tuple, _Group] = {}
+    groups: dict[str, _Group] = {}
     for operation in claimed:
         try:
             action = get_action(operation.action)
         except UnknownAction:
-            group = groups.setdefault(("alone", operation.pk), _Group(("alone", operation.pk)))
+            group = groups.setdefault(f"alone:{operation.pk}", _Group(f"alone:{operation.pk}"))
         else:
             if action.external:
-                name = ("destination", action.destination_name())
+                name = f"destination:{action.destination_name()}"
                 group = groups.setdefault(name, _Group(name, concurrency=action.max_concurrency))
                 group.concurrency = min(group.concurrency, action.max_concurrency)
             else:
-                name = ("action", action.name)
+                name = f"action:{action.name}"
                 group = groups.setdefault(name, _Group(name, action=action if action.performs_many else None))
         group.operations.append(operation)
-        group.actions.add(operation.action)
     return list(groups.values())
 
 
@@ -195,7 +193,8 @@ class _Batch:
 
     def work_through(self, group: _Group) -> None:
         rest = list(group.operations)
-        working = group.widens and recently_working(group.actions)
+        known = health.health_of(group.name) if group.widens else None
+        working = known is not None and known.working(timezone.now())
         while rest and not working:
             if self.one(rest.pop(0)) and group.widens:
                 break
@@ -203,6 +202,8 @@ class _Batch:
             self.as_set(rest, group.action)
         elif rest:
             self.concurrently(rest, group.concurrency)
+        if known is not None:
+            health.record(known, ok=all(operation.state == State.SUCCEEDED for operation in group.operations))
 
     def one(self, operation: Operation) -> bool:
         """Perform ``operation`` on its own; True when it succeeded."""

@@ -1,16 +1,12 @@
 """Reads shared by the engine, the console and the metrics: what is held, what is due."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db.models import Q
 from django.utils import timezone
 
-from ledger.models import Attempt, Control, Operation
+from ledger.models import Control, Operation
 from ledger.states import CLAIMABLE_STATES
-
-# recently_working: how far back, in time and in tries (of every action), a try still counts.
-WORKING_WINDOW = timedelta(seconds=60)
-WORKING_HORIZON = 200
 
 
 def scope_filter(workspace_id: int | None, action: str) -> Q:
@@ -53,16 +49,3 @@ def oldest_due_seconds(now: datetime | None = None) -> float | None:
     oldest = due_operations(now).order_by("created_at").values_list("created_at", flat=True).first()
     return (now - oldest).total_seconds() if oldest else None
 
-
-def recently_working(actions, *, now: datetime | None = None) -> bool:
-    """Whether the latest tries of ``actions``, by any worker, went well: among the last
-    ``WORKING_HORIZON`` tries begun, those of ``actions`` that finished within ``WORKING_WINDOW``
-    include an ok one and no failure. A batch for such actions (a destination that is working)
-    goes wide at once; otherwise one operation goes first (``ledger.processing``)."""
-    now = now or timezone.now()
-    latest = Attempt.objects.order_by("-id").values("id")[:WORKING_HORIZON]
-    outcomes = set(
-        Attempt.objects.filter(id__in=latest, operation__action__in=actions, finished_at__gte=now - WORKING_WINDOW)
-        .exclude(outcome__in=["", Attempt.Outcome.STALE]).values_list("outcome", flat=True)
-    )
-    return outcomes == {Attempt.Outcome.OK}

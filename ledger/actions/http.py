@@ -11,6 +11,7 @@
 """
 
 import ssl
+import threading
 from email.utils import parsedate_to_datetime
 from functools import cache
 
@@ -30,10 +31,21 @@ def client() -> httpx.Client:
     return httpx.Client(timeout=settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS, verify=_ssl_context())
 
 
+_ssl_lock = threading.Lock()
+
+
 @cache
 def _ssl_context() -> ssl.SSLContext:
     # Building one loads the CA bundle: ~20 ms of CPU, which every call paid when each client built
     # its own. One per process, shared by the clients of every thread (an SSLContext is thread-safe).
+    # Built under a lock: a batch's first calls start together, and 25 threads each building one
+    # (the cache does not stop that) cost half a second of CPU.
+    with _ssl_lock:
+        return _build_ssl_context()
+
+
+@cache
+def _build_ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 

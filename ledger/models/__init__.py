@@ -10,6 +10,7 @@ from ledger.models.core import (
     Delivery,
     DeliveryOutcome,
     DeliverySource,
+    DestinationHealth,
     Heartbeat,
     Operation,
     ReviewDraft,
@@ -29,5 +30,6 @@ from ledger.models.people import (
 __all__ = [
     "ApiToken", "Approval", "ApprovalDecision", "Attempt", "AttemptOutcome", "AuditEvent", "AuditEventQuerySet",
     "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery", "DeliveryOutcome",
-    "DeliverySource", "Heartbeat", "Membership", "Operation", "ReviewDraft", "Role", "Wakeup", "Workspace",
+    "DeliverySource", "DestinationHealth", "Heartbeat", "Membership", "Operation", "ReviewDraft", "Role", "Wakeup",
+    "Workspace",
 ]

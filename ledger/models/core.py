@@ -306,6 +306,22 @@ class Heartbeat(models.Model):
         return f"{self.name} at {self.beat_at:%Y-%m-%d %H:%M:%S}"
 
 
+class DestinationHealth(models.Model):
+    """How the last batches that met a destination (or an internal action) fared, for the whole
+    cluster: a batch for one that is working goes wide at once (``ledger.health``). Written at most
+    once per ``health.RESOLUTION`` per destination and outcome, so it leaves few dead rows."""
+
+    name = models.CharField(max_length=300, primary_key=True)
+    last_ok_at = models.DateTimeField(null=True, blank=True)
+    last_failure_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "destination health"
+
+    def __str__(self):
+        return self.name
+
+
 class ReviewDraft(models.Model):
     """The internal destination of ``prepare-brief``: one per operation, by a one-to-one."""
 

@@ -85,13 +85,15 @@ def test_an_action_that_just_worked_completes_the_next_batch_as_one_set_at_once(
     assert_succeeded_once_each(later)
 
 
-def test_an_action_not_seen_working_for_a_minute_sends_one_operation_ahead_again(workspace, frozen,
-                                                                                 perform_many_calls):
+def test_an_action_not_seen_working_for_a_while_sends_one_operation_ahead_again(workspace, frozen,
+                                                                               perform_many_calls):
     from datetime import timedelta
+
+    from ledger.health import WORKING_WINDOW
 
     briefs(workspace, 3)
     process_due_operations(worker="w1")
-    frozen.move_to(START + timedelta(seconds=61))
+    frozen.move_to(START + WORKING_WINDOW + timedelta(seconds=1))
     [submit_brief(workspace, request_id=f"L-{n}") for n in range(4)]
 
     process_due_operations(worker="w1")
