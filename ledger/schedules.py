@@ -6,6 +6,7 @@ from django.utils import timezone
 
 SWEEP_SCHEDULE = "opsconsole-sweep"
 RECONCILE_SCHEDULE = "opsconsole-reconcile"
+PURGE_SCHEDULE = "opsconsole-purge"
 
 
 def ensure_schedule(schedule_model, *, name: str, func: str, minutes: int = 1) -> None:
@@ -36,3 +37,7 @@ def ensure_sweep_schedule(schedule_model) -> None:
 
 def ensure_reconcile_schedule(schedule_model) -> None:
     ensure_schedule(schedule_model, name=RECONCILE_SCHEDULE, func="reconciliation.tasks.reconcile")
+
+
+def ensure_purge_schedule(schedule_model) -> None:
+    ensure_schedule(schedule_model, name=PURGE_SCHEDULE, func="ledger.tasks.purge", minutes=24 * 60)

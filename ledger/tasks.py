@@ -26,3 +26,11 @@ def process_operations(operation_id: int | None = None) -> int:
 
 def sweep() -> dict:
     return sweeping.sweep().__dict__
+
+
+def purge() -> dict:
+    """The daily retention run (``ledger.retention``), as a schedule."""
+    from ledger import retention
+
+    report = retention.purge(actor="schedule")
+    return {name: report.total(name) for name in ("redacted", "deleted", "refused_deliveries", "skipped_chunks")}

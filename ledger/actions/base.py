@@ -45,6 +45,15 @@ class ActionDefinition:
     # needs_review ("approval expired").
     approval_window: ClassVar[timedelta] = timedelta(days=7)
     sensitive_fields: ClassVar[tuple[str, ...]] = ()
+    # Retention and ordering, the defaults of the action's Policy (ledger.policies; a workspace may
+    # override them). A finished operation keeps its payload for the payload window, then only a
+    # tombstone (key, fingerprint, state, references, times); the tombstone is deleted after the
+    # key window, which is also how old an arrival may be before it is refused as stale.
+    payload_retention: ClassVar[timedelta] = timedelta(days=30)
+    key_retention: ClassVar[timedelta] = timedelta(days=90)
+    ordering: ClassVar[str] = "independent"
+    # in_order: how long a version waits for a missing predecessor before a person must look.
+    gap_wait: ClassVar[timedelta] = timedelta(minutes=10)
     # External actions: how long after a try began its request may still land at the
     # destination; reconciliation waits that long before it believes a lookup that finds nothing.
     settle_after: ClassVar[timedelta] = timedelta(0)

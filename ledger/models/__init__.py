@@ -26,10 +26,12 @@ from ledger.models.people import (
     Membership,
     Role,
 )
+from ledger.models.policy import Ordering, Policy
 
 __all__ = [
     "ApiToken", "Approval", "ApprovalDecision", "Attempt", "AttemptOutcome", "AuditEvent", "AuditEventQuerySet",
     "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery", "DeliveryOutcome",
-    "DeliverySource", "DestinationHealth", "Heartbeat", "Membership", "Operation", "ReviewDraft", "Role", "Wakeup",
+    "DeliverySource", "DestinationHealth", "Heartbeat", "Membership", "Operation", "Ordering", "Policy",
+    "ReviewDraft", "Role", "Wakeup",
     "Workspace",
 ]

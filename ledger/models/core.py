@@ -122,6 +122,9 @@ class Operation(models.Model):
     last_error_message = models.CharField(max_length=500, blank=True)
     result = models.JSONField(null=True, blank=True)
     external_id = models.CharField(max_length=200, blank=True)
+    # When retention replaced the payload and result of this finished operation by its tombstone
+    # (identity and references only; ledger.retention). The key and fingerprint stay.
+    redacted_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -325,7 +328,10 @@ class DestinationHealth(models.Model):
 class ReviewDraft(models.Model):
     """The internal destination of ``prepare-brief``: one per operation, by a one-to-one."""
 
-    operation = models.OneToOneField("Operation", on_delete=models.PROTECT, related_name="review_draft")
+    # The draft is the destination's record: it outlives its operation's key (retention deletes the
+    # tombstone and leaves the draft, no longer linked).
+    operation = models.OneToOneField("Operation", on_delete=models.SET_NULL, null=True, blank=True,
+                                     related_name="review_draft")
     workspace = models.ForeignKey("Workspace", on_delete=models.PROTECT, related_name="review_drafts")
     title = models.CharField(max_length=500)
     owner = models.CharField(max_length=100)

@@ -157,3 +157,23 @@ def test_it_costs_the_same_queries_for_a_full_page(client, login, make_operation
 
     assert len(kinds_on(response)) > 40
     assert len(many) == len(few)
+
+
+def test_an_event_of_a_purged_operation_still_shows_without_its_link(client, login, workspace, make_operation):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ledger import retention
+    from ledger.models import Operation
+
+    login("viewer")
+    operation = make_operation()
+    Operation.objects.filter(pk=operation.pk).update(state="succeeded")
+
+    retention.purge(as_of=timezone.now() + timedelta(days=91))
+
+    page = client.get("/console/audit/").content.decode()
+    assert not Operation.objects.exists()
+    assert f"#{operation.pk}, purged" in page
+    assert f"/console/operations/{operation.pk}/" not in page

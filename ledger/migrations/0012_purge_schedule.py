@@ -1,0 +1,16 @@
+from django.db import migrations
+
+
+def create_schedule(apps, schema_editor):
+    from ledger.schedules import ensure_purge_schedule
+
+    ensure_purge_schedule(apps.get_model("django_q", "Schedule"))
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("ledger", "0011_retention_and_policy"),
+        ("django_q", "0019_alter_task_options_alter_ormq_key_alter_ormq_lock_and_more"),
+    ]
+
+    operations = [migrations.RunPython(create_schedule, migrations.RunPython.noop)]

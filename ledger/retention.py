@@ -1,0 +1,255 @@
+"""Retention: what the ledger forgets, and when (docs/retention.md).
+
+Each action's policy (``ledger.policies``) has two windows, counted from when an operation
+finished (its last change, in a terminal state):
+- after the **payload window** its payload and result are redacted to a tombstone: the identity
+  fields (those that are not sensitive) and the references (``*_id`` entries of the result), with
+  the key, the fingerprint, the state, the external id and the times; its conflicts' payloads go
+  too. Duplicates and conflicts are still recognised, by key and fingerprint;
+- after the **key window** the tombstone is deleted, with its deliveries, attempts, conflicts,
+  approvals and contributions. Its audit events stay (the chains are append-only; an event then
+  names an operation id that no longer exists), and so does a review draft it made (the
+  destination's record, no longer linked). Intake refuses an arrival older than the key window as
+  ``stale``, so nothing deleted here can be acted on twice by a late redelivery; to keep that
+  true, a tombstone is kept while one of its deliveries says it occurred within the key window.
+
+Unfinished operations are never touched (nor finished ones with an open conflict, which waits for a
+person). ``purge`` works in chunks, each its own transaction, so it can be stopped at any point and
+run again: what is left is what it finds next time.
+"""
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Case, Exists, Max, OuterRef, Q, Value, When
+from django.utils import timezone
+
+from ledger import policies
+from ledger.actions import ActionDefinition, registry
+from ledger.models import (
+    Approval,
+    Attempt,
+    Conflict,
+    Contribution,
+    Delivery,
+    Heartbeat,
+    Operation,
+    ReviewDraft,
+    Workspace,
+)
+from ledger.services import record_audit_event
+from ledger.states import TERMINAL_STATES
+
+logger = logging.getLogger("ledger")
+
+CHUNK = 1000
+# What a redacted value becomes where its place must stay (a conflict's differences).
+REDACTED = "[redacted]"
+_TABLES = ["ledger_operation", "ledger_delivery", "ledger_attempt", "ledger_conflict"]
+
+
+@dataclass
+class WorkspacePurge:
+    redacted: int = 0  # operations whose payload became a tombstone
+    deleted: int = 0  # tombstones deleted after the key window
+    kept_for_occurred_at: int = 0  # past the key window, kept: a delivery says it occurred within it
+    refused_deliveries: int = 0  # invalid and stale deliveries (no operation) past the key window
+    skipped_chunks: int = 0  # chunks that met a concurrent write; the next run takes them
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.redacted or self.deleted or self.refused_deliveries)
+
+    def summary(self) -> str:
+        return (f"redacted {self.redacted} payloads, deleted {self.deleted} tombstones, "
+                f"deleted {self.refused_deliveries} refused deliveries"
+                + (f", kept {self.kept_for_occurred_at} whose deliveries occurred within the key window"
+                   if self.kept_for_occurred_at else "")
+                + (f", {self.skipped_chunks} chunks left for the next run" if self.skipped_chunks else ""))
+
+
+@dataclass
+class PurgeReport:
+    as_of: datetime
+    dry_run: bool
+    workspaces: dict[str, WorkspacePurge] = field(default_factory=dict)
+
+    def total(self, name: str) -> int:
+        return sum(getattr(counts, name) for counts in self.workspaces.values())
+
+
+def purge(*, as_of: datetime | None = None, dry_run: bool = False, chunk: int = CHUNK,
+          progress: Callable[[str], None] | None = None, actor: str = "purge", vacuum: bool = True) -> PurgeReport:
+    """Apply every workspace's retention windows as of ``as_of`` (now): redact, then delete.
+
+    ``dry_run`` counts what would change and changes nothing. ``progress`` hears a line per chunk.
+    Each workspace that changed gets an audit event with its counts; the run leaves a heartbeat.
+    On PostgreSQL the tables are vacuumed after a run that deleted or redacted rows (outside any
+    transaction), since a purge is the one writer that leaves many dead rows at once.
+    """
+    as_of = as_of or timezone.now()
+    report = PurgeReport(as_of=as_of, dry_run=dry_run)
+    say = progress or (lambda line: None)
+    for workspace in Workspace.objects.order_by("slug"):
+        windows = {name: policies.policy_for(workspace.pk, name) for name in registry}
+        counts = report.workspaces[workspace.slug] = WorkspacePurge()
+        _redact_payloads(workspace, windows, as_of, counts, dry_run=dry_run, chunk=chunk, say=say)
+        _delete_tombstones(workspace, windows, as_of, counts, dry_run=dry_run, chunk=chunk, say=say)
+        _delete_refused_deliveries(workspace, windows, as_of, counts, dry_run=dry_run, chunk=chunk)
+        verb = "would change" if dry_run else "changed"
+        say(f"{workspace.slug}: {verb}: {counts.summary()}")
+        if counts.changed and not dry_run:
+            record_audit_event(actor=actor, kind="purged", workspace=workspace,
+                               message=f"as of {as_of.isoformat(timespec='seconds')}: {counts.summary()}")
+    if not dry_run:
+        Heartbeat.objects.update_or_create(name="purge", defaults={"beat_at": timezone.now(), "detail": {
+            name: report.total(name) for name in ("redacted", "deleted", "refused_deliveries", "skipped_chunks")}})
+        if vacuum and connection.vendor == "postgresql" and not connection.in_atomic_block and (
+                report.total("redacted") or report.total("deleted") or report.total("refused_deliveries")):
+            with connection.cursor() as cursor:
+                cursor.execute(f"VACUUM (ANALYZE) {', '.join(_TABLES)}")
+    return report
+
+
+def _cutoff(windows: dict, as_of: datetime, window: str):
+    """Per row, the time before which an operation of its action is past ``window``: a CASE over
+    the actions (an action no longer registered gets the definitions' defaults)."""
+    default = as_of - getattr(ActionDefinition, window)
+    return Case(*[When(action=name, then=Value(as_of - getattr(policy, window))) for name, policy in windows.items()],
+                default=Value(default))
+
+
+def _finished(workspace) -> Q:
+    open_conflict = Conflict.objects.filter(operation=OuterRef("pk"), status=Conflict.Status.OPEN)
+    return Q(workspace=workspace, state__in=TERMINAL_STATES) & ~Q(Exists(open_conflict))
+
+
+def _chunks(queryset, chunk: int, fields: tuple[str, ...]):
+    """The rows of ``queryset`` in chunks along the primary key, read one chunk at a time (each
+    chunk may be changed before the next is read)."""
+    last = 0
+    while True:
+        rows = list(queryset.filter(pk__gt=last).order_by("pk").values("pk", *fields)[:chunk])
+        if not rows:
+            return
+        last = rows[-1]["pk"]
+        yield rows
+
+
+# --- the payload window ---------------------------------------------------------------------------
+
+def _redact_payloads(workspace, windows, as_of, counts: WorkspacePurge, *, dry_run, chunk, say) -> None:
+    due = Operation.objects.filter(_finished(workspace), redacted_at__isnull=True,
+                                   updated_at__lt=_cutoff(windows, as_of, "payload_retention"))
+    if dry_run:
+        counts.redacted = due.count()
+        return
+    for rows in _chunks(due, chunk, ("action", "payload", "result")):
+        now = timezone.now()
+        with transaction.atomic():
+            operations = [Operation(pk=row["pk"], payload=tombstone(row["action"], row["payload"]),
+                                    result=_references(row["result"]), redacted_at=now) for row in rows]
+            # Not save(): updated_at must stay when the operation finished (the key window counts from it).
+            Operation.objects.bulk_update(operations, ["payload", "result", "redacted_at"])
+            _redact_conflicts([row["pk"] for row in rows], {row["pk"]: row["action"] for row in rows})
+        counts.redacted += len(rows)
+        say(f"{workspace.slug}: redacted {counts.redacted} payloads")
+
+
+def tombstone(action_name: str, payload: dict) -> dict:
+    """What a redacted payload keeps: its identity fields that are not sensitive (they are in the
+    key anyway), nothing else."""
+    action = registry.get(action_name)
+    if action is None or not isinstance(payload, dict):
+        return {}
+    return {name: payload[name] for name in action.identity_fields
+            if name in payload and name not in action.sensitive_fields}
+
+
+def _references(result) -> dict | None:
+    """What a redacted result keeps: the ids of records elsewhere (``record_id``, ``draft_id``)."""
+    if not isinstance(result, dict):
+        return None
+    return {name: value for name, value in result.items() if name == "id" or name.endswith("_id")} or None
+
+
+def _redact_conflicts(operation_ids: list[int], actions: dict[int, str]) -> None:
+    conflicts = list(Conflict.objects.filter(operation_id__in=operation_ids).only(
+        "pk", "operation_id", "incoming_payload", "differences"))
+    for conflict in conflicts:
+        conflict.incoming_payload = tombstone(actions[conflict.operation_id], conflict.incoming_payload)
+        conflict.differences = [{"field": d.get("field"), "recorded": REDACTED, "incoming": REDACTED}
+                                for d in conflict.differences or []]
+    Conflict.objects.bulk_update(conflicts, ["incoming_payload", "differences"])
+
+
+# --- the key window -------------------------------------------------------------------------------
+
+def _delete_tombstones(workspace, windows, as_of, counts: WorkspacePurge, *, dry_run, chunk, say) -> None:
+    due = Operation.objects.filter(_finished(workspace), updated_at__lt=_cutoff(windows, as_of, "key_retention"))
+    for rows in _chunks(due, chunk, ("action",)):
+        deletable = _not_recently_occurred(rows, windows, as_of)
+        counts.kept_for_occurred_at += len(rows) - len(deletable)
+        if dry_run:
+            counts.deleted += len(deletable)
+            continue
+        try:
+            with transaction.atomic():
+                _delete_operations(deletable)
+        except IntegrityError:
+            # A delivery of one of them arrived while this chunk was being deleted (a duplicate
+            # that referred to it): nothing of the chunk is deleted; the next run tries again.
+            logger.warning("purge: a chunk met a concurrent write and is left for the next run",
+                           extra={"workspace": workspace.slug, "operations": len(deletable)})
+            counts.skipped_chunks += 1
+            continue
+        counts.deleted += len(deletable)
+        say(f"{workspace.slug}: deleted {counts.deleted} tombstones")
+
+
+def _not_recently_occurred(rows: list[dict], windows, as_of) -> list[int]:
+    """The ids of ``rows`` none of whose deliveries says it occurred within the key window: a sender
+    whose clock ran ahead could otherwise redeliver, once the key is gone, as new work."""
+    ids = [row["pk"] for row in rows]
+    latest = dict(Delivery.objects.filter(operation_id__in=ids, occurred_at__isnull=False)
+                  .values("operation_id").annotate(latest=Max("occurred_at")).values_list("operation_id", "latest"))
+    keep = set()
+    for row in rows:
+        occurred = latest.get(row["pk"])
+        policy = windows.get(row["action"])
+        window = policy.key_retention if policy else ActionDefinition.key_retention
+        if occurred is not None and occurred >= as_of - window:
+            keep.add(row["pk"])
+    return [pk for pk in ids if pk not in keep]
+
+
+def _delete_operations(ids: list[int]) -> None:
+    """Delete the operations and every row that refers to them, children first. Raw deletes (no
+    collector, which would load every row): the rows that refer to these are removed or detached
+    here, in this order, and audit events refer to them without a constraint."""
+    if not ids:
+        return
+    ReviewDraft.objects.filter(operation_id__in=ids).update(operation=None)
+    for model in (Contribution, Approval, Conflict, Delivery, Attempt):
+        _raw_delete(model.objects.filter(operation_id__in=ids))
+    _raw_delete(Operation.objects.filter(pk__in=ids))
+
+
+def _raw_delete(queryset) -> int:
+    return queryset._raw_delete(queryset.db)
+
+
+def _delete_refused_deliveries(workspace, windows, as_of, counts: WorkspacePurge, *, dry_run, chunk) -> None:
+    """Invalid and stale deliveries (no operation) past their action's key window (the default one
+    when they name no known action): they keep errors and labels, never content, but not forever."""
+    due = Delivery.objects.filter(workspace=workspace, operation__isnull=True,
+                                  received_at__lt=_cutoff(windows, as_of, "key_retention"))
+    if dry_run:
+        counts.refused_deliveries = due.count()
+        return
+    for rows in _chunks(due, chunk, ()):
+        _raw_delete(Delivery.objects.filter(pk__in=[row["pk"] for row in rows]))
+        counts.refused_deliveries += len(rows)
