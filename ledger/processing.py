@@ -30,9 +30,9 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from ledger import audit, faults, health
+from ledger import audit, faults, health, nudges
 from ledger.actions import ActionDefinition, UnknownAction, get_action
-from ledger.models import AuditEvent, Operation
+from ledger.models import AuditEvent, Operation, Ordering
 from ledger.outcomes import Success
 from ledger.performing import (
     Call,
@@ -126,6 +126,10 @@ def process_due_operations(*, limit: int | None = None, worker: str | None = Non
     batch = _Batch(claimed, worker=worker)
     for group in _groups(claimed):
         batch.work_through(group)
+    if any(operation.ordered == Ordering.IN_ORDER for operation in claimed):
+        # A finished in_order version may be what its successor waits for (ledger.ordering).
+        with transaction.atomic():
+            nudges.request_processing(accepted=1)
     return len(claimed)
 
 

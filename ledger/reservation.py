@@ -50,6 +50,13 @@ class Event:
     delivery_id: str
     correlation_id: str
     occurred_at: object
+    # Set by ledger.ordering.mark when the action's policy orders versions of one request.
+    series: str = ""
+    version: int | None = None
+    ordered: str = ""
+
+    def ordering_columns(self) -> dict:
+        return {"series": self.series, "version": self.version, "ordered": self.ordered} if self.ordered else {}
 
 
 @dataclass
@@ -91,7 +98,7 @@ def _reserve_in_database(workspace, events, *, refused, source, submitted_by, pe
             "operation": {"action": event.action.name, "key": event.key, "definition_version": event.action.version,
                           "fingerprint": event.fingerprint, "payload": event.data,
                           "correlation_id": event.correlation_id, "state": _first_state(event),
-                          "deadline": event.action.first_deadline(now)},
+                          "deadline": event.action.first_deadline(now), **event.ordering_columns()},
             "delivery": {"delivery_id": event.delivery_id, "occurred_at": event.occurred_at},
         } for event in events],
     }
@@ -207,7 +214,7 @@ def _candidate(workspace, event: Event, *, submitted_by: str, now) -> Operation:
         workspace=workspace, action=action.name, key=event.key, key_recipe=KEY_RECIPE,
         definition_version=action.version, fingerprint=event.fingerprint, payload=event.data,
         correlation_id=event.correlation_id, submitted_by=submitted_by, deadline=action.first_deadline(now),
-        state=_first_state(event), created_at=now, updated_at=now,
+        state=_first_state(event), created_at=now, updated_at=now, **event.ordering_columns(),
     )
 
 

@@ -19,6 +19,7 @@ from ledger import nudges, roles
 from ledger.actions import UnknownAction, get_action
 from ledger.lookups import ask_destination, may_have_acted
 from ledger.models import Conflict, Contribution, Delivery, Operation
+from ledger.ordering import GAP
 from ledger.outcomes import CannotTell, Found
 from ledger.services import record_audit_event, transition_operation
 from ledger.states import TRANSITIONS, State
@@ -108,13 +109,18 @@ def _replay(operation, action, *, actor, user, reason, forced_because, lookup) -
     message += f" after {operation.attempts} attempt(s)"
     if lookup:
         message += f"; {lookup}"
+    ordering = {}
+    if operation.last_error_category == GAP:
+        # The person decided it runs although an earlier version never came (in_order).
+        ordering["ordered"] = ""
+        message += f"; runs without waiting for version {operation.version - 1}"
     now = timezone.now()
     with transaction.atomic():
         replayed = transition_operation(
             operation, to_state=State.PENDING_APPROVAL if action.consequential else State.PENDING,
             actor=actor, kind="replay_forced" if forced_because else "replayed", message=message,
             attempts=0, next_attempt_at=None, deadline=action.first_deadline(now),
-            definition_version=action.version, last_error_category="", last_error_message="",
+            definition_version=action.version, last_error_category="", last_error_message="", **ordering,
         )
         if not replayed:
             raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")

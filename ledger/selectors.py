@@ -2,11 +2,11 @@
 
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from ledger.models import Control, Operation
-from ledger.states import CLAIMABLE_STATES
+from ledger.models import Control, Operation, Ordering
+from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES
 
 
 def scope_filter(workspace_id: int | None, action: str) -> Q:
@@ -32,15 +32,24 @@ def paused_filter() -> Q | None:
 
 
 def due_operations(now: datetime | None = None):
-    """Operations a worker may claim now: claimable, due, within their deadline, not paused."""
+    """Operations a worker may claim now: claimable, due, within their deadline, not paused, and
+    not waiting for an earlier version (``ledger.ordering``, in_order)."""
     now = now or timezone.now()
     queryset = Operation.objects.filter(
         Q(state__in=CLAIMABLE_STATES),
         Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now),
         Q(deadline__isnull=True) | Q(deadline__gt=now),
-    )
+    ).exclude(waiting())
     held = paused_filter()
     return queryset.exclude(held) if held is not None else queryset
+
+
+def waiting() -> Q:
+    """The ``in_order`` versions that wait: their predecessor is not finished (or has not arrived)."""
+    finished_predecessor = Operation.objects.filter(
+        workspace_id=OuterRef("workspace_id"), series=OuterRef("series"), version=OuterRef("version") - 1,
+        state__in=TERMINAL_STATES)
+    return Q(ordered=Ordering.IN_ORDER, version__gt=1) & ~Exists(finished_predecessor)
 
 
 def oldest_due_seconds(now: datetime | None = None) -> float | None:

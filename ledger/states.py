@@ -26,13 +26,15 @@ S = State
 # from state -> the states it may move to (DESIGN.md section 4).
 TRANSITIONS: dict[State, frozenset[State]] = {
     # pending_approval -> needs_review: nobody decided within the action's approval window.
-    S.PENDING_APPROVAL: frozenset({S.PENDING, S.REJECTED, S.NEEDS_REVIEW}),
+    # pending_approval/pending/retrying -> superseded: a newer version of the request arrived under
+    # latest_wins before this one ran (ledger.ordering).
+    S.PENDING_APPROVAL: frozenset({S.PENDING, S.REJECTED, S.NEEDS_REVIEW, S.SUPERSEDED}),
     # pending/retrying -> needs_review: the sweep found the processing deadline passed.
     S.PENDING: frozenset({S.PROCESSING, S.CANCELLED, S.SUPERSEDED, S.NEEDS_REVIEW}),
     # processing -> pending: the sweep found the lease of an internal action expired; nothing
     # outside our database happened, so the operation simply runs again.
     S.PROCESSING: frozenset({S.SUCCEEDED, S.RETRYING, S.NEEDS_REVIEW, S.UNKNOWN, S.PENDING}),
-    S.RETRYING: frozenset({S.PROCESSING, S.CANCELLED, S.NEEDS_REVIEW}),
+    S.RETRYING: frozenset({S.PROCESSING, S.CANCELLED, S.NEEDS_REVIEW, S.SUPERSEDED}),
     S.UNKNOWN: frozenset({S.SUCCEEDED, S.RETRYING, S.NEEDS_REVIEW}),
     S.NEEDS_REVIEW: frozenset({S.PENDING, S.PENDING_APPROVAL, S.SUCCEEDED, S.CANCELLED}),
     S.SUCCEEDED: frozenset(),

@@ -13,6 +13,7 @@ from ledger.models.core import (
     DestinationHealth,
     Heartbeat,
     Operation,
+    RequestStatus,
     ReviewDraft,
     Wakeup,
     Workspace,
@@ -32,6 +33,6 @@ __all__ = [
     "ApiToken", "Approval", "ApprovalDecision", "Attempt", "AttemptOutcome", "AuditEvent", "AuditEventQuerySet",
     "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery", "DeliveryOutcome",
     "DeliverySource", "DestinationHealth", "Heartbeat", "Membership", "Operation", "Ordering", "Policy",
-    "ReviewDraft", "Role", "Wakeup",
+    "RequestStatus", "ReviewDraft", "Role", "Wakeup",
     "Workspace",
 ]

@@ -104,6 +104,12 @@ class Operation(models.Model):
     payload = models.JSONField()
     correlation_id = models.CharField(max_length=200, blank=True)
     submitted_by = models.CharField(max_length=150, blank=True)
+    # Versions of one request under an ordering policy (ledger.ordering), set at reservation when
+    # the action's policy was latest_wins or in_order: the request's key without its version, the
+    # version, and that policy. Blank for independent versions (nearly all), which no index pays for.
+    series = models.TextField(blank=True)
+    version = models.PositiveIntegerField(null=True, blank=True)
+    ordered = models.CharField(max_length=20, blank=True)
 
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveIntegerField(default=0)
@@ -143,6 +149,9 @@ class Operation(models.Model):
             # Partial, so the rows of every other state (nearly all of them) cost it nothing.
             models.Index(fields=["updated_at", "id"], name="operation_attention_idx",
                          condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
+            # The versions of one request (ledger.ordering), for the operations that have a series.
+            models.Index(fields=["workspace", "series", "version"], name="operation_series_idx",
+                         condition=~Q(series="")),
         ]
         # Also, on PostgreSQL only (migration 0007_scale_indexes): search by any part of the request
         # id (trigram, UPPER(payload->>'request_id')) and by the start of the key (UPPER(key)).
@@ -343,6 +352,26 @@ class ReviewDraft(models.Model):
 
     def __str__(self):
         return f"draft-{self.pk}: {self.title}"
+
+
+class RequestStatus(models.Model):
+    """The internal destination of ``update-status``: each request's latest status. Its action runs
+    under latest_wins (ledger.ordering), and the row also keeps the version it holds, so an older
+    version that ran late can never overwrite a newer one."""
+
+    workspace = models.ForeignKey("Workspace", on_delete=models.PROTECT, related_name="request_statuses")
+    request_id = models.CharField(max_length=200)
+    status = models.CharField(max_length=50)
+    version = models.PositiveIntegerField()
+    operation = models.ForeignKey("Operation", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "request statuses"
+        constraints = [models.UniqueConstraint(fields=["workspace", "request_id"], name="request_status_unique")]
+
+    def __str__(self):
+        return f"{self.request_id}: {self.status} (v{self.version})"
 
 
 class Wakeup(models.Model):

@@ -227,8 +227,14 @@ def test_it_refuses_a_time_the_ledger_cannot_keep_or_show(api, time_machine, occ
     ("2016-06-03T00:00:00Z", datetime(2016, 6, 3, tzinfo=UTC)),
     ("2036-05-29T00:00:00Z", datetime(2036, 5, 29, tzinfo=UTC)),
 ])
-def test_it_keeps_a_time_within_the_bounds_in_utc(api, time_machine, occurred_at, stored):
-    """Offsets up to ±15:59 and times up to 10 years either side of now are accepted, stored in UTC."""
+def test_it_keeps_a_time_within_the_bounds_in_utc(api, workspace, time_machine, occurred_at, stored):
+    """Offsets up to ±15:59 and times up to 10 years either side of now are accepted, stored in UTC
+    (with a key window as long: older than it, an event is stale, tests/ledger/test_retention.py)."""
+    from datetime import timedelta
+
+    from ledger import policies
+
+    policies.set_policy(workspace=workspace, action="prepare-brief", actor="test", key_retention=timedelta(days=3700))
     time_machine.move_to(datetime(2026, 6, 1, tzinfo=UTC), tick=False)
 
     response = api.post("/api/v1/events", event() | {"occurred_at": occurred_at})

@@ -22,13 +22,6 @@ PAYLOAD_WINDOW = timedelta(days=30)  # prepare-brief's defaults (ActionDefinitio
 KEY_WINDOW = timedelta(days=90)
 
 
-@pytest.fixture(autouse=True)
-def fresh_policies():
-    policies.clear_cache()
-    yield
-    policies.clear_cache()
-
-
 def at(moment):
     return moment.isoformat()
 

@@ -40,6 +40,8 @@ EDGES = {
     ("retrying", "needs_review"),  # the sweep found the processing deadline passed
     # added since
     ("pending_approval", "needs_review"),  # nobody decided within the approval window
+    ("pending_approval", "superseded"),  # a newer version arrived before approval (latest_wins)
+    ("retrying", "superseded"),  # a newer version arrived before a retry succeeded (latest_wins)
 }
 TERMINAL = {"succeeded", "rejected", "cancelled", "superseded"}
 
