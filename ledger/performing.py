@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from ledger import faults
+from ledger import configuration, faults
 from ledger.actions import ActionDefinition, UnknownAction, get_action
 from ledger.models import Attempt, Operation
 from ledger.outcomes import PermanentError, Success
@@ -177,8 +177,9 @@ def begin_calls(operations: list[Operation], *, worker: str) -> list[Call] | Non
         renewed = update_held(operations, lease_expires_at=lease_expires_at)
         if renewed == len(operations):
             attempts = Attempt.objects.bulk_create([
-                _open_attempt(operation, action, worker=worker, started_at=started_at)
-                for operation, action in zip(operations, actions, strict=True)
+                _open_attempt(operation, action, worker=worker, started_at=started_at, config_version=digest)
+                for operation, action, digest in zip(operations, actions, configuration.digests_for(operations),
+                                                     strict=True)
             ])
         else:
             transaction.set_rollback(True)
@@ -190,12 +191,14 @@ def begin_calls(operations: list[Operation], *, worker: str) -> list[Call] | Non
             for operation, action, attempt in zip(operations, actions, attempts, strict=True)]
 
 
-def _open_attempt(operation, action, *, worker, started_at) -> Attempt:
-    """An unsaved Attempt for a try about to begin (with the idempotency key, when honoured)."""
+def _open_attempt(operation, action, *, worker, started_at, config_version: str | None = None) -> Attempt:
+    """An unsaved Attempt for a try about to begin (with the idempotency key, when honoured), under
+    the configuration it begins with (``ledger.configuration``)."""
     return Attempt(
         operation=operation, number=operation.attempts, fencing_token=operation.fencing_token,
         worker=worker, started_at=started_at,
         idempotency_key=operation.key if action.honours_idempotency_keys else "",
+        config_version_id=config_version or configuration.digest_for(operation),
     )
 
 

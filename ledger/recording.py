@@ -15,7 +15,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ledger import audit, nudges
+from ledger import audit, configuration, nudges
 from ledger.actions import ActionDefinition
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
@@ -158,7 +158,7 @@ def new_attempt(operation, *, worker, started_at, outcome, error: Exception | No
     return Attempt.objects.create(
         operation=operation, number=operation.attempts, fencing_token=operation.fencing_token,
         worker=worker, started_at=started_at, finished_at=timezone.now(), outcome=outcome,
-        external_id=external_id, **_error_fields(error),
+        external_id=external_id, config_version_id=configuration.digest_for(operation), **_error_fields(error),
     )
 
 
@@ -211,8 +211,8 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
         attempts = Attempt.objects.bulk_create([
             Attempt(operation=operation, number=operation.attempts, fencing_token=operation.fencing_token,
                     worker=worker, started_at=started_at, finished_at=now, outcome=Attempt.Outcome.OK,
-                    external_id=success.external_id)
-            for operation, success in pairs
+                    external_id=success.external_id, config_version_id=digest)
+            for (operation, success), digest in zip(pairs, configuration.digests_for(operations), strict=True)
         ])
     else:
         _update_each(Attempt, [attempt.pk for attempt in attempts], match={},

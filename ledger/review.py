@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from ledger import nudges, roles
 from ledger.actions import UnknownAction, get_action
+from ledger.configuration import Change, changes_since_last_run
 from ledger.lookups import ask_destination, may_have_acted
 from ledger.models import Conflict, Contribution, Delivery, Operation
 from ledger.ordering import GAP
@@ -35,6 +36,14 @@ class DuplicateRisk(ReviewError):
     """A replay was refused: the destination cannot tell whether the operation already acted there."""
 
 
+class ConfigChanged(ReviewError):
+    """A replay was not confirmed: the action's configuration changed since the operation last ran."""
+
+    def __init__(self, message: str, changes: list[Change]):
+        super().__init__(message)
+        self.changes = changes
+
+
 @dataclass(frozen=True)
 class Replay:
     """What a replay did. ``verdict``: ``replayed`` (it will run again), ``found`` (the destination
@@ -46,7 +55,8 @@ class Replay:
     lookup: str = ""  # what the destination said, when it was asked
 
 
-def replay_operation(operation: Operation, *, user, reason: str, accept_duplicate_risk: bool = False) -> Replay:
+def replay_operation(operation: Operation, *, user, reason: str, accept_duplicate_risk: bool = False,
+                     accept_config_change: bool = False) -> Replay:
     """Run an operation that needs review again, under the same key (so the same idempotency key
     reaches the destination): ``needs_review`` -> ``pending`` (``pending_approval`` when the action
     is consequential), with a fresh attempt budget and deadline.
@@ -57,6 +67,11 @@ def replay_operation(operation: Operation, *, user, reason: str, accept_duplicat
     as ``replay_forced``, with the person and the reason). The replay is recorded as a delivery
     (source ``replay``) and the person as a contributor; a definition change since the
     operation was reserved is called out. Workers are nudged on commit.
+
+    When the action's configuration changed since the operation last ran (``ledger.configuration``:
+    destination, timeouts, definition, policy ...), the replay needs ``accept_config_change``:
+    without it, ``ConfigChanged`` lists what changed, field by field, and nothing is done. The
+    changes go into the replay's audit event.
     """
     _require_review(user, operation)
     actor = user.get_username()
@@ -65,6 +80,12 @@ def replay_operation(operation: Operation, *, user, reason: str, accept_duplicat
     if accept_duplicate_risk and not reason.strip():
         raise ReviewError("Say why the replay may risk a duplicate: the reason is kept in the audit trail.")
     action = _action_of(operation)
+    changed = changes_since_last_run(operation, action)
+    if changed and not accept_config_change:
+        raise ConfigChanged(
+            f"The configuration of {operation.action} changed since {operation.key} last ran: "
+            f"{'; '.join(str(change) for change in changed)}. Confirm the replay under the new configuration.",
+            changed)
     risk = ""
     lookup = ""
     if may_have_acted(operation, action):
@@ -84,7 +105,8 @@ def replay_operation(operation: Operation, *, user, reason: str, accept_duplicat
                     "again accepting the duplicate risk."
                 )
         lookup = "the destination has no record" if not risk else f"the destination cannot tell: {risk}"
-    _replay(operation, action, actor=actor, user=user, reason=reason, forced_because=risk, lookup=lookup)
+    _replay(operation, action, actor=actor, user=user, reason=reason, forced_because=risk, lookup=lookup,
+            changed=changed)
     return Replay(operation, "forced" if risk else "replayed", lookup=lookup)
 
 
@@ -100,7 +122,7 @@ def _succeed_found_on_replay(operation, answer: Found, *, actor, reason) -> None
         raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
 
 
-def _replay(operation, action, *, actor, user, reason, forced_because, lookup) -> None:
+def _replay(operation, action, *, actor, user, reason, forced_because, lookup, changed=()) -> None:
     message = f"replay: {reason}" if reason else "replay"
     if forced_because:
         message = f"replay accepting the duplicate risk: {reason}"
@@ -109,6 +131,8 @@ def _replay(operation, action, *, actor, user, reason, forced_because, lookup) -
     message += f" after {operation.attempts} attempt(s)"
     if lookup:
         message += f"; {lookup}"
+    if changed:
+        message += f"; under a changed configuration: {', '.join(change.field for change in changed)}"
     ordering = {}
     if operation.last_error_category == GAP:
         # The person decided it runs although an earlier version never came (in_order).

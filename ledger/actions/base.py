@@ -94,12 +94,12 @@ class ActionDefinition:
         return now + (self.approval_window if self.consequential else self.deadline)
 
     @cached_property
-    def version(self) -> str:
-        """A short hash of the settings, stored on each operation: a changed definition shows."""
-        settings = {
+    def definition(self) -> dict:
+        """What the code of the action says: schema, identity and fingerprint, retries, deadlines."""
+        return {
             "schema": self.schema.model_json_schema(),
-            "identity": self.identity_fields,
-            "fingerprint": self.fingerprint_fields,
+            "identity": list(self.identity_fields),
+            "fingerprint": list(self.fingerprint_fields),
             "external": self.external,
             "idempotency_keys": self.honours_idempotency_keys,
             "consequential": self.consequential,
@@ -107,8 +107,23 @@ class ActionDefinition:
             "deadline": self.deadline.total_seconds(),
             "approval_window": self.approval_window.total_seconds(),
         }
-        encoded = json.dumps(settings, sort_keys=True, default=str).encode()
+
+    @cached_property
+    def version(self) -> str:
+        """A short hash of the definition, stored on each operation: a changed definition shows."""
+        encoded = json.dumps(self.definition, sort_keys=True, default=str).encode()
         return hashlib.sha256(encoded).hexdigest()[:12]
+
+    def configuration(self) -> dict:
+        """Everything that changes what the action does, read now (settings may change between
+        deploys): its definition, and what it is not in the code, such as its destination. The
+        workspace's policy is added by ``ledger.configuration``, which stores each distinct one."""
+        return {
+            **self.definition,
+            "settle_after": self.settle_after.total_seconds(),
+            "sensitive_fields": list(self.sensitive_fields),
+            "max_concurrency": self.max_concurrency,
+        }
 
 
 registry: dict[str, ActionDefinition] = {}

@@ -4,6 +4,7 @@ from ledger.models.audit import AuditEvent, AuditEventQuerySet
 from ledger.models.core import (
     Attempt,
     AttemptOutcome,
+    ConfigVersion,
     Conflict,
     ConflictStatus,
     Control,
@@ -31,7 +32,8 @@ from ledger.models.policy import Ordering, Policy
 
 __all__ = [
     "ApiToken", "Approval", "ApprovalDecision", "Attempt", "AttemptOutcome", "AuditEvent", "AuditEventQuerySet",
-    "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery", "DeliveryOutcome",
+    "ConfigVersion", "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery",
+    "DeliveryOutcome",
     "DeliverySource", "DestinationHealth", "Heartbeat", "Membership", "Operation", "Ordering", "Policy",
     "RequestStatus", "ReviewDraft", "Role", "Wakeup",
     "Workspace",

@@ -185,6 +185,26 @@ class AttemptOutcome(models.TextChoices):
     ABANDONED = "abandoned"  # the worker died; the sweep found the lease expired
 
 
+class ConfigVersion(models.Model):
+    """One configuration an action ran under, stored once (content-addressed by ``digest``): its
+    definition, destination, timeouts, settle time, sensitive fields and the workspace's policy
+    (``ledger.configuration``). Each attempt names the one it ran under, so a replay can show what
+    changed since."""
+
+    # The SHA-256 of the content's canonical JSON: the same configuration is the same row, which
+    # any transaction may insert (ON CONFLICT DO NOTHING) without asking first.
+    digest = models.CharField(max_length=64, primary_key=True)
+    action = models.CharField(max_length=100)
+    content = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.action} {self.digest[:12]}"
+
+
 class Attempt(models.Model):
     """One try at an operation's effect, begun under one claim (fencing token)."""
 
@@ -203,6 +223,10 @@ class Attempt(models.Model):
     http_status = models.PositiveSmallIntegerField(null=True, blank=True)
     # The destination's record id, when it answered with one (kept even on a stale attempt).
     external_id = models.CharField(max_length=200, blank=True)
+    # No index: nothing looks attempts up by it (and configurations are never deleted), while
+    # every attempt would pay for one.
+    config_version = models.ForeignKey(ConfigVersion, on_delete=models.PROTECT, null=True, blank=True,
+                                       related_name="+", db_index=False)
 
     class Meta:
         ordering = ["operation", "number"]

@@ -20,6 +20,9 @@ class ReplayForm(ReasonForm):
         label="Replay even if the destination cannot tell whether it already acted (it may act twice)",
         required=False,
     )
+    accept_config_change = forms.BooleanField(
+        label="Replay under the changed configuration", required=False,
+    )
 
 
 class ResolveForm(ReasonForm):

@@ -1,0 +1,105 @@
+"""Configuration versions: everything that changes what an action does, stored once per distinct
+content and named by each attempt (``Attempt.config_version``).
+
+The content is the action's ``configuration()`` (its definition, destination URL, timeouts,
+settle time, sensitive fields, concurrency) and the workspace's policy for it. A replay compares
+the configuration of the operation's last attempt with today's, field by field
+(``changes_since_last_run``), and asks the person to confirm when they differ.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+
+from ledger import policies
+from ledger.actions import ActionDefinition, registry
+from ledger.keys import canonical_json
+from ledger.models import Attempt, ConfigVersion, Operation
+
+# The configurations this process knows are stored (committed): each is inserted once, then known.
+_known: set[str] = set()
+
+
+def forget() -> None:
+    """Forget the configurations known to this process (tests, whose transactions roll back)."""
+    _known.clear()
+
+
+@dataclass(frozen=True)
+class Change:
+    field: str
+    before: object
+    after: object
+
+    def __str__(self) -> str:
+        return f"{self.field}: {_shown(self.before)} -> {_shown(self.after)}"
+
+
+def content(workspace_id: int, action: ActionDefinition) -> dict:
+    policy = policies.policy_for(workspace_id, action.name).describe()
+    return {**action.configuration(), "policy": {name: _plain(value) for name, value in policy.items()
+                                                 if name != "action"}}
+
+
+def digests_for(operations: list[Operation]) -> list[str | None]:
+    """The configuration each of ``operations`` runs under now (None: its action is gone), stored
+    in the caller's transaction when this process does not know it yet: one statement for the lot."""
+    digests: dict[tuple[int, str], str | None] = {}
+    unknown: dict[str, ConfigVersion] = {}
+    for operation in operations:
+        scope = (operation.workspace_id, operation.action)
+        if scope in digests:
+            continue
+        action = registry.get(operation.action)
+        if action is None:
+            digests[scope] = None
+            continue
+        configuration = content(operation.workspace_id, action)
+        digests[scope] = digest = hashlib.sha256(canonical_json(configuration).encode()).hexdigest()
+        if digest not in _known:
+            unknown[digest] = ConfigVersion(digest=digest, action=action.name, content=configuration)
+    if unknown:
+        ConfigVersion.objects.bulk_create(unknown.values(), ignore_conflicts=True)
+        # Known from the commit on: a rolled-back transaction takes the rows it inserted with it.
+        transaction.on_commit(lambda: _known.update(unknown))
+    return [digests[(operation.workspace_id, operation.action)] for operation in operations]
+
+
+def digest_for(operation: Operation) -> str | None:
+    [digest] = digests_for([operation])
+    return digest
+
+
+def changes_since_last_run(operation: Operation, action: ActionDefinition) -> list[Change]:
+    """What differs between the configuration of the operation's last attempt and today's (nothing
+    when it never ran, or ran before configurations were recorded)."""
+    last = (Attempt.objects.filter(operation=operation, config_version__isnull=False)
+            .order_by("-number", "-id").values_list("config_version__content", flat=True).first())
+    if last is None:
+        return []
+    now = json.loads(json.dumps(content(operation.workspace_id, action)))  # as stored: JSON values
+    return differences(last, now)
+
+
+def differences(before: dict, after: dict, prefix: str = "") -> list[Change]:
+    """Field-by-field differences of two JSON objects, nested ones by dotted name."""
+    found = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name), after.get(name)
+        field = f"{prefix}{name}"
+        if isinstance(old, dict) and isinstance(new, dict):
+            found.extend(differences(old, new, prefix=f"{field}."))
+        elif canonical_json(old) != canonical_json(new):
+            found.append(Change(field, old, new))
+    return found
+
+
+def _plain(value):
+    return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+def _shown(value) -> str:
+    return "(none)" if value is None else json.dumps(value, ensure_ascii=False)[:200]
