@@ -3,7 +3,7 @@ import time
 from django.core.management.base import BaseCommand
 
 from ledger.actions import registry
-from ledger.models import Operation, ReviewDraft
+from ledger.models import Operation, RequestStatus, ReviewDraft
 from ledger.states import State
 
 
@@ -26,6 +26,12 @@ class Command(BaseCommand):
         for draft in ReviewDraft.objects.filter(workspace__slug=workspace).select_related("operation"):
             self.stdout.write(f"Prepared by the qcluster: draft-{draft.pk} {draft.title!r} "
                               f"(owner {draft.owner}) for {draft.operation.key}")
+        for status in RequestStatus.objects.filter(workspace__slug=workspace).order_by("request_id"):
+            self.stdout.write(f"Latest status (update-status, latest wins): {status.request_id} is {status.status} "
+                              f"(version {status.version})")
+        superseded = Operation.objects.filter(workspace__slug=workspace, state=State.SUPERSEDED)
+        for operation in superseded.order_by("id"):
+            self.stdout.write(f"Superseded before it ran: {operation.key}")
         external_actions = [name for name, action in registry.items() if action.external]
         external = Operation.objects.filter(workspace__slug=workspace, action__in=external_actions)
         for operation in external.order_by("id"):

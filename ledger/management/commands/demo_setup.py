@@ -26,6 +26,16 @@ EVENTS = [
     # Moves money: waits for the approver (python manage.py approve ... --as approver).
     {"action": "issue-refund", "delivery_id": "delivery-6",
      "data": {"request_id": "R-42", "version": 3, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}},
+    # Latest wins (update-status): version 2 of R-42 supersedes its version 1, which has not run;
+    # version 1 of R-43, arriving after its version 2, is answered stale.
+    {"action": "update-status", "delivery_id": "delivery-7", "data": {"request_id": "R-42", "version": 1,
+                                                                      "status": "received"}},
+    {"action": "update-status", "delivery_id": "delivery-8", "data": {"request_id": "R-42", "version": 2,
+                                                                      "status": "in_review"}},
+    {"action": "update-status", "delivery_id": "delivery-9", "data": {"request_id": "R-43", "version": 2,
+                                                                      "status": "approved"}},
+    {"action": "update-status", "delivery_id": "delivery-10", "data": {"request_id": "R-43", "version": 1,
+                                                                       "status": "received"}},
 ]
 
 
