@@ -35,6 +35,7 @@ def prepare_environment() -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "opsconsole.settings"
     os.environ["DEBUG"] = "0"
     os.environ.setdefault("SECRET_KEY", "bench-" + secrets.token_hex(24))
+    os.environ.setdefault("OPSCONSOLE_KEY_SECRET", "bench-" + secrets.token_hex(24))
     os.environ.setdefault("LEDGER_LOG_LEVEL", "WARNING")
     os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
 

@@ -4,12 +4,20 @@ A key names the business action (workspace, the action's identity fields, the ac
 delivery: two deliveries of one event share a key. Each component is percent-encoded, so a ``:``
 inside a request id cannot forge another request's key. ``KEY_RECIPE`` is stored on every
 operation, so a future change of recipe is visible instead of silently re-keying history.
+
+A sensitive identity field (an email address as a request id) never enters a key in clear: it is
+written ``h.`` and a keyed hash (HMAC-SHA256 under ``OPSCONSOLE_KEY_SECRET``, truncated to 128
+bits) of the workspace, the field and the value, so keys in URLs, logs and the audit trail reveal
+nothing, while the same value still gives the same key (duplicates are recognised). This is part of
+recipe 1: no action had a sensitive identity field before, so no stored key changed. The secret is
+part of every such key: changed, the same event gets another key.
 """
 
 import hashlib
+import hmac
 import json
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from urllib.parse import quote
 
 KEY_RECIPE = 1
@@ -43,14 +51,39 @@ def _component(value) -> str:
     return quote(unicodedata.normalize("NFC", str(value)), safe="")
 
 
-def build_key(workspace: str, action: str, identity: Sequence[tuple[str, object]]) -> str:
-    """Recipe 1: ``workspace:identity...:action``; a field named ``version`` is written ``v<N>``.
+HASHED_PREFIX = "h."
+
+
+def hashed_component(workspace: str, name: str, value, *, secret: str) -> str:
+    """``h.`` and the first 32 hex digits of HMAC-SHA256(secret, workspace, field, NFC value), each
+    written as its length in UTF-8 bytes, a colon and its text (so no two inputs share an encoding).
+    The workspace and field are in it so the same address links neither workspaces nor fields."""
+    if not secret:
+        raise ValueError("a sensitive identity field needs a key secret (OPSCONSOLE_KEY_SECRET)")
+    text = [workspace, name, str(value)]
+    message = "".join(f"{len(part.encode())}:{part}" for part in (unicodedata.normalize("NFC", t) for t in text))
+    digest = hmac.new(secret.encode(), message.encode(), hashlib.sha256).hexdigest()
+    return HASHED_PREFIX + digest[:32]
+
+
+def build_key(workspace: str, action: str, identity: Sequence[tuple[str, object]], *,
+              sensitive: Collection[str] = (), secret: str = "") -> str:
+    """Recipe 1: ``workspace:identity...:action``; a field named ``version`` is written ``v<N>``, a
+    field in ``sensitive`` as its keyed hash (``hashed_component``).
 
     >>> build_key("demo", "prepare-brief", [("request_id", "R-42"), ("version", 3)])
     'demo:R-42:v3:prepare-brief'
+    >>> build_key("demo", "send-welcome", [("email", "ann@example.com"), ("version", 1)], sensitive={"email"},
+    ...           secret="s")
+    'demo:h.c1ea854bb522108ca386057063f5d8ad:v1:send-welcome'
     """
     parts = [_component(workspace)]
     for name, value in identity:
-        parts.append(f"v{_component(value)}" if name == "version" else _component(value))
+        if name in sensitive:
+            parts.append(hashed_component(workspace, name, value, secret=secret))
+        elif name == "version":
+            parts.append(f"v{_component(value)}")
+        else:
+            parts.append(_component(value))
     parts.append(_component(action))
     return ":".join(parts)

@@ -22,6 +22,16 @@ if not SECRET_KEY:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
     SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"
 
+# The key of the keyed hash by which a sensitive identity field (an email address) enters an
+# operation key (ledger.keys). Part of every such key, so unlike SECRET_KEY it is never rotated:
+# changed, a redelivery gets another key. Every process (web, workers, commands) needs the same
+# one. A development value only with DEBUG on or under pytest (tests hand it to their subprocesses).
+OPSCONSOLE_KEY_SECRET = env.str("OPSCONSOLE_KEY_SECRET", default="")
+if not OPSCONSOLE_KEY_SECRET:
+    if not (DEBUG or "pytest" in sys.modules):
+        raise ImproperlyConfigured("OPSCONSOLE_KEY_SECRET must be set when DEBUG is off.")
+    OPSCONSOLE_KEY_SECRET = "dev-only-key-secret-do-not-use-in-production"
+
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 
 INSTALLED_APPS = [

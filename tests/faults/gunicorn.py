@@ -48,6 +48,7 @@ class Gunicorn:
         self.env.update({
             "DATABASE_URL": database_url(),
             "SECRET_KEY": settings.SECRET_KEY,  # the cluster signs tasks with it too
+            "OPSCONSOLE_KEY_SECRET": settings.OPSCONSOLE_KEY_SECRET,  # keys of sensitive identity fields
             "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
             "BIND": f"127.0.0.1:{self.port}",
             "LEDGER_LOG_LEVEL": "WARNING",

@@ -91,6 +91,8 @@ class QCluster:
             "DATABASE_URL": db_url or database_url(),
             # django-q2 signs each task with SECRET_KEY: the cluster must share the caller's.
             "SECRET_KEY": settings.SECRET_KEY,
+            # Keys with a sensitive identity field are hashed under it: the same event, the same key.
+            "OPSCONSOLE_KEY_SECRET": settings.OPSCONSOLE_KEY_SECRET,
             "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
             "PYTHONUNBUFFERED": "1",
         })

@@ -14,7 +14,8 @@ def check_deploy(**env) -> subprocess.CompletedProcess:
     clean = {key: value for key, value in os.environ.items()
              if key not in {"DEBUG", "DATABASE_URL", "ALLOWED_HOSTS"}
              and not key.startswith(("OPSCONSOLE_", "SECURE_"))}
-    production = {"SECRET_KEY": secrets.token_urlsafe(50), "DEBUG": "0", "ALLOWED_HOSTS": "ops.example.com"}
+    production = {"SECRET_KEY": secrets.token_urlsafe(50), "OPSCONSOLE_KEY_SECRET": secrets.token_urlsafe(50),
+                  "DEBUG": "0", "ALLOWED_HOSTS": "ops.example.com"}
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT, env=clean | production | env, capture_output=True, text=True, timeout=120,

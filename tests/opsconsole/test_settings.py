@@ -13,10 +13,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def load_settings(*argv, show="s.DATABASES['default']['ENGINE']", **env):
     """Import the settings module in a fresh interpreter, as the command ``argv`` would (manage.py
     ...), with exactly these variables; its stdout is ``show`` evaluated there."""
-    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL", "CONN_MAX_AGE"}}
+    clean = {k: v for k, v in os.environ.items()
+             if k not in {"SECRET_KEY", "OPSCONSOLE_KEY_SECRET", "DEBUG", "DATABASE_URL", "CONN_MAX_AGE"}}
     code = f"import sys; sys.argv = {['manage.py', *argv]!r}; import opsconsole.settings as s; print({show})"
     return subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=clean | env, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", code], cwd=ROOT, env=clean | {"OPSCONSOLE_KEY_SECRET": "ks"} | env,
+        capture_output=True, text=True, timeout=60,
     )
 
 
@@ -30,6 +32,25 @@ def test_it_uses_a_development_key_only_with_debug_on():
     result = load_settings(DEBUG="1")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "django.db.backends.sqlite3"
+
+
+def test_it_refuses_to_start_without_a_key_secret_when_debug_is_off():
+    """Keys of sensitive identity fields are hashed under it: a production process must be given one."""
+    result = load_settings(SECRET_KEY="k", OPSCONSOLE_KEY_SECRET="")
+    assert result.returncode != 0
+    assert "OPSCONSOLE_KEY_SECRET must be set when DEBUG is off." in result.stderr
+
+
+def test_it_uses_a_development_key_secret_only_with_debug_on():
+    result = load_settings(DEBUG="1", OPSCONSOLE_KEY_SECRET="", show="s.OPSCONSOLE_KEY_SECRET")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "dev-only-key-secret-do-not-use-in-production"
+
+
+def test_it_reads_the_key_secret_from_the_environment():
+    result = load_settings(SECRET_KEY="k", OPSCONSOLE_KEY_SECRET="from-env", show="s.OPSCONSOLE_KEY_SECRET")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "from-env"
 
 
 def test_it_reads_the_database_from_database_url():
