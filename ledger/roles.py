@@ -1,11 +1,15 @@
 """Who may do what where: a person's role in each workspace grants capabilities there.
 
-| role | view | review (replay, resolve, cancel, conflicts) | approve | pause |
-| ---- | ---- | ------------------------------------------- | ------- | ----- |
-| viewer | yes | | | |
-| operator | yes | yes | | yes |
-| approver | yes | | yes | |
-| admin | yes | yes | yes | yes |
+| role | view | review (replay, resolve, cancel, conflicts) | approve | pause | view sensitive | erase |
+| ---- | ---- | ------------------------------------------- | ------- | ----- | -------------- | ----- |
+| viewer | yes | | | | | |
+| operator | yes | yes | | yes | | |
+| approver | yes | | yes | | yes | |
+| admin | yes | yes | yes | yes | yes | yes |
+
+View sensitive: the values of an action's ``sensitive_fields`` unmasked (``ledger.privacy``); an
+approver needs them to judge what they sign off. Erase: redact one data subject's values
+(``manage.py erase``).
 
 A superuser holds every capability everywhere, and alone may pull switches that reach beyond a
 workspace (global, or an action in every workspace). Nobody else sees another workspace at all:
@@ -17,16 +21,17 @@ from django.db.models import Q, QuerySet
 from ledger.models import Membership, Role, Workspace
 
 VIEW, REVIEW, APPROVE, PAUSE = "view", "review", "approve", "pause"
+VIEW_SENSITIVE, ERASE = "view_sensitive", "erase"
 
 GRANTS: dict[str, frozenset[str]] = {
     Role.VIEWER: frozenset({VIEW}),
     Role.OPERATOR: frozenset({VIEW, REVIEW, PAUSE}),
-    Role.APPROVER: frozenset({VIEW, APPROVE}),
-    Role.ADMIN: frozenset({VIEW, REVIEW, APPROVE, PAUSE}),
+    Role.APPROVER: frozenset({VIEW, APPROVE, VIEW_SENSITIVE}),
+    Role.ADMIN: frozenset({VIEW, REVIEW, APPROVE, PAUSE, VIEW_SENSITIVE, ERASE}),
 }
 
 DESCRIBE = {VIEW: "see", REVIEW: "replay, resolve, cancel or decide conflicts", APPROVE: "approve or reject",
-            PAUSE: "pause or resume"}
+            PAUSE: "pause or resume", VIEW_SENSITIVE: "see sensitive values", ERASE: "erase personal data"}
 
 
 def roles_granting(capability: str) -> list[str]:

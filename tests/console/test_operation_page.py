@@ -3,6 +3,8 @@ and offers only the decisions the person may take in the operation's state."""
 
 import re
 
+import pytest
+
 from ledger import approvals, review
 from ledger.models import Attempt, Operation
 
@@ -24,8 +26,9 @@ def test_it_shows_the_fields_of_the_operation(client, login, make_operation):
         assert value in page
 
 
-def test_it_masks_the_sensitive_fields_of_payload_and_conflicts(client, login, noted):
-    login("viewer")
+@pytest.mark.parametrize("role", ["viewer", "operator"])
+def test_it_masks_the_sensitive_fields_of_payload_and_conflicts(client, login, noted, role):
+    login(role)
     operation = noted(note="first note", secret="s3cr3t-one").operation
     assert noted(note="second note", secret="s3cr3t-two").outcome == "conflict"
 
@@ -34,11 +37,60 @@ def test_it_masks_the_sensitive_fields_of_payload_and_conflicts(client, login, n
     assert "s3cr3t" not in page
     assert "<dt>secret</dt><dd>••••</dd>" in page
     assert "<dt>note</dt><dd>first note</dd>" in page
+    assert "Sensitive values are masked: an approver or admin of demo sees them." in page
     differences = re.sub(r"\s+", " ", page)
     note = '<strong>note</strong>: <span class="recorded">first note</span> → <span class="incoming">second note</span>'
     assert note in differences
     assert f'<strong>secret</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>' \
         in differences
+
+
+@pytest.mark.parametrize("role", ["approver", "admin"])
+def test_it_shows_the_sensitive_values_to_a_person_who_may_see_them(client, login, noted, role):
+    login(role)
+    operation = noted(note="first note", secret="s3cr3t-one").operation
+    noted(note="second note", secret="s3cr3t-two")
+
+    page = re.sub(r"\s+", " ", client.get(f"/console/operations/{operation.pk}/").content.decode())
+
+    assert MASK not in page and "Sensitive values are masked" not in page
+    assert "<dt>secret</dt><dd>s3cr3t-one</dd>" in page
+    assert ('<strong>secret</strong>: <span class="recorded">s3cr3t-one</span> → '
+            '<span class="incoming">s3cr3t-two</span>') in page
+
+
+def test_it_shows_a_superuser_the_sensitive_values(client, noted, django_user_model):
+    client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
+    operation = noted(secret="s3cr3t-one").operation
+
+    assert "<dt>secret</dt><dd>s3cr3t-one</dd>" in client.get(f"/console/operations/{operation.pk}/").content.decode()
+
+
+def test_it_masks_a_refunds_customer_and_amount(client, login, workspace):
+    from ledger.intake import submit_event
+
+    login("viewer")
+    data = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
+    operation = submit_event(workspace=workspace, source="api", raw={"action": "issue-refund", "data": data}).operation
+
+    page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+
+    assert "C-1001" not in page and "<dd>4500<" not in page
+    assert "<dt>customer_id</dt><dd>••••</dd>" in page and "<dt>amount_cents</dt><dd>••••</dd>" in page
+    assert "<dt>currency</dt><dd>EUR</dd>" in page
+
+
+def test_it_masks_every_value_of_an_action_that_is_no_longer_defined(client, login, noted, noted_action):
+    """Which fields of a removed action were sensitive cannot be told: all of them are masked."""
+    from ledger.actions import base
+
+    login("viewer")
+    operation = noted(note="first note").operation
+    base.registry.pop(noted_action.name)
+
+    page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+
+    assert "first note" not in page and "<dt>note</dt><dd>••••</dd>" in page
 
 
 def test_it_shows_attempts_deliveries_and_the_audit_trail(client, login, needing_review):
