@@ -1,0 +1,117 @@
+"""No sensitive value reaches a log line, in any test of the suite (tests/conftest.py runs every test
+under a ``LogGuard``).
+
+While a test runs, the guard collects the values of every event that passes intake in a field its
+action declares sensitive (at ``ledger.intake._event``, where each validated event is built with its
+action), and captures every log record of this process at every level: the root logger and each
+logger that does not propagate to it are set to DEBUG and given the guard's handler. At the end of
+the test, a value found in a record fails the test.
+
+A record is read as fully as any handler could print it: the message with its arguments, the
+exception with its message and traceback (the JSON log withholds exception messages; other handlers
+would not), the stack, and every extra attribute. A value is looked for as it was sent, as a key
+writes it (percent-encoded) and as JSON escapes it; text of at least 3 characters anywhere in a
+record, a number of at least 3 digits as a whole number (4500 leaks in "4500 cents", not in port
+45001).
+"""
+
+import json
+import logging
+import re
+from urllib.parse import quote
+
+import pytest
+
+# The attributes every record has; anything else on a record came through ``extra=``.
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+_FORMATTER = logging.Formatter()
+
+
+def record_text(record: logging.LogRecord) -> str:
+    """Everything a handler could print of ``record``."""
+    try:
+        message = record.getMessage()
+    except Exception:  # noqa: BLE001  a record whose arguments do not fit its format: read both
+        message = f"{record.msg} {record.args}"
+    parts = [record.name, message]
+    if record.exc_info:
+        parts.append(_FORMATTER.formatException(record.exc_info))
+    if record.exc_text:
+        parts.append(record.exc_text)
+    if record.stack_info:
+        parts.append(record.stack_info)
+    parts.extend(f"{name}={value!s}" for name, value in vars(record).items() if name not in _STANDARD)
+    return "\n".join(parts)
+
+
+def patterns(value) -> list[re.Pattern]:
+    """How ``value`` would show in a log line, if it were logged ([] if too short to tell)."""
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, int):
+        digits = str(abs(value))
+        return [re.compile(rf"(?<!\d){digits}(?!\d)")] if len(digits) >= 3 else []
+    if isinstance(value, float):
+        return patterns(str(value))
+    if not isinstance(value, str):
+        return patterns(json.dumps(value, sort_keys=True))
+    if len(value) < 3:
+        return []
+    forms = {value, quote(value, safe=""), json.dumps(value)[1:-1]}
+    return [re.compile(re.escape(form)) for form in sorted(forms)]
+
+
+def leaks(lines: list[str], values: list) -> list[tuple[object, str]]:
+    """(value, line) for every value found in a line."""
+    found = []
+    for value in values:
+        for pattern in patterns(value):
+            found.extend((value, line) for line in lines if pattern.search(line))
+    return found
+
+
+class _Capture(logging.Handler):
+    def __init__(self, lines: list[str]):
+        super().__init__(level=logging.NOTSET)
+        self.lines = lines
+
+    def emit(self, record):
+        self.lines.append(record_text(record))
+
+
+class LogGuard:
+    def __init__(self):
+        self.values: list = []
+        self.lines: list[str] = []
+        self._handler = _Capture(self.lines)
+        self._restore: list[tuple[logging.Logger, int]] = []
+        self._attached: list[logging.Logger] = []
+
+    def collect(self, sensitive_fields, data: dict) -> None:
+        self.values.extend(data[name] for name in sensitive_fields if name in data)
+
+    def start(self) -> None:
+        loggers = [logging.getLogger()] + [logger for logger in logging.Logger.manager.loggerDict.values()
+                                           if isinstance(logger, logging.Logger)]
+        for logger in loggers:
+            if logger.level != logging.NOTSET:
+                self._restore.append((logger, logger.level))
+                logger.setLevel(logging.DEBUG)
+            if logger is logging.getLogger() or not logger.propagate:
+                logger.addHandler(self._handler)
+                self._attached.append(logger)
+
+    def stop(self) -> None:
+        for logger in self._attached:
+            logger.removeHandler(self._handler)
+        for logger, level in self._restore:
+            logger.setLevel(level)
+
+    def leaks(self) -> list[tuple[object, str]]:
+        return leaks(self.lines, self.values)
+
+    def check(self) -> None:
+        """Fail the test if a collected value is in a captured record."""
+        if found := self.leaks():
+            shown = "\n".join(f"{value!r} in: {line[:500]}" for value, line in found[:5])
+            pytest.fail(f"{len(found)} log records show a sensitive value:\n{shown}", pytrace=False)
