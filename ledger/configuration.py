@@ -98,7 +98,8 @@ def differences(before: dict, after: dict, prefix: str = "") -> list[Change]:
 
 
 def _plain(value):
-    return value.total_seconds() if isinstance(value, timedelta) else value
+    # Windows as people write them ("90d"), so that a change reads as one.
+    return policies.format_duration(value) if isinstance(value, timedelta) else value
 
 
 def _shown(value) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Case, Exists, Max, OuterRef, Q, Value, When
 from django.utils import timezone
 
@@ -37,7 +37,6 @@ from ledger.models import (
     Delivery,
     Heartbeat,
     Operation,
-    ReviewDraft,
     Workspace,
 )
 from ledger.services import record_audit_event
@@ -226,16 +225,31 @@ def _not_recently_occurred(rows: list[dict], windows, as_of) -> list[int]:
     return [pk for pk in ids if pk not in keep]
 
 
+# The rows that belong to an operation and go with it, in an order that deletes each row before
+# the rows it refers to (a conflict refers to its delivery).
+OWNED = (Contribution, Approval, Conflict, Delivery, Attempt)
+
+
 def _delete_operations(ids: list[int]) -> None:
     """Delete the operations and every row that refers to them, children first. Raw deletes (no
-    collector, which would load every row): the rows that refer to these are removed or detached
-    here, in this order, and audit events refer to them without a constraint."""
+    collector, which would load every row): the rows that refer to these are deleted (``OWNED``)
+    or detached (relations declared ``SET_NULL``: a destination's records) here; audit events
+    refer to them without a constraint (``DO_NOTHING``)."""
     if not ids:
         return
-    ReviewDraft.objects.filter(operation_id__in=ids).update(operation=None)
-    for model in (Contribution, Approval, Conflict, Delivery, Attempt):
+    for relation in referring_relations():
+        if relation.on_delete is models.SET_NULL:
+            relation.related_model.objects.filter(**{f"{relation.field.name}__in": ids}).update(
+                **{relation.field.name: None})
+    for model in OWNED:
         _raw_delete(model.objects.filter(operation_id__in=ids))
     _raw_delete(Operation.objects.filter(pk__in=ids))
+
+
+def referring_relations():
+    """Every relation to Operation from another table, hidden ones (``related_name="+"``) too."""
+    return [field for field in Operation._meta.get_fields(include_hidden=True)
+            if field.auto_created and not field.concrete and field.related_model is not Operation]
 
 
 def _raw_delete(queryset) -> int:

@@ -219,3 +219,28 @@ def test_it_lets_a_superuser_decide(client, admin_user, needing_review):
     response = post(client, f"/console/operations/{needing_review.pk}/cancel/", {"reason": "cleanup"})
 
     assert messages_of(response) == [("success", f"Cancelled {needing_review.key}.")]
+
+
+def test_the_replay_form_shows_a_configuration_change_and_needs_it_confirmed(client, login, workspace, action,
+                                                                            needing_review):
+    from datetime import timedelta
+
+    from ledger import policies
+    from ledger.models import Attempt
+
+    assert Attempt.objects.filter(operation=needing_review, config_version__isnull=False).exists()
+    policies.set_policy(workspace=workspace, action=action.name, actor="test", key_retention=timedelta(days=400))
+    login("operator")
+    url = f"/console/operations/{needing_review.pk}/"
+
+    page = client.get(url).content.decode()
+    assert "changed since this operation last ran" in page
+    assert "<code>policy.key_retention</code>" in page and "<code>400d</code>" in page
+
+    refused = post(client, f"{url}replay/", {"reason": "owner created"})
+    [(level, message)] = messages_of(refused)
+    assert level == "error" and 'policy.key_retention: "90d" -> "400d"' in message
+    assert Operation.objects.get(pk=needing_review.pk).state == "needs_review"
+
+    post(client, f"{url}replay/", {"reason": "owner created", "accept_config_change": "on"})
+    assert Operation.objects.get(pk=needing_review.pk).state == "pending"

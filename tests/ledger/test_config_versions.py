@@ -39,7 +39,7 @@ def test_every_attempt_names_its_configuration_stored_once(workspace, action):
     digests = set(Attempt.objects.values_list("config_version_id", flat=True))
     assert len(digests) == 1 and None not in digests
     stored = ConfigVersion.objects.get()
-    assert (stored.action, stored.content["policy"]["key_retention"]) == (action.name, 90 * 86400)
+    assert (stored.action, stored.content["policy"]["key_retention"]) == (action.name, "90d")
     assert stored.content["identity"] == ["request_id", "version"]
 
 
@@ -64,7 +64,7 @@ def test_a_replay_after_a_configuration_change_lists_the_changes_and_does_nothin
     with pytest.raises(review.ConfigChanged) as refused:
         review.replay_operation(operation, user=alice, reason="owner created")
 
-    assert [str(change) for change in refused.value.changes] == ["policy.key_retention: 7776000.0 -> 34560000.0"]
+    assert [str(change) for change in refused.value.changes] == ['policy.key_retention: "90d" -> "400d"']
     assert "Confirm the replay under the new configuration" in str(refused.value)
     operation.refresh_from_db()
     assert operation.state == "needs_review"
@@ -80,7 +80,7 @@ def test_a_confirmed_replay_runs_under_the_new_configuration_and_audits_the_chan
     assert "under a changed configuration: policy.payload_retention" in AuditEvent.objects.get(kind="replayed").message
     process_due_operations(worker="w1")
     latest = Attempt.objects.filter(operation=operation).order_by("-id").first()
-    assert latest.config_version.content["policy"]["payload_retention"] == 2 * 86400
+    assert latest.config_version.content["policy"]["payload_retention"] == "2d"
     assert len(set(Attempt.objects.values_list("config_version_id", flat=True))) == 2
 
 

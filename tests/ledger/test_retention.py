@@ -377,3 +377,27 @@ def test_inherit_clears_a_field(workspace):
     assert policies.policy_for(workspace.pk, "send-notice").key_retention == timedelta(days=90)
     assert AuditEvent.objects.filter(kind="policy_changed").last().message == (
         "send-notice in demo: key_retention 400d -> inherited")
+
+
+def test_every_table_that_refers_to_an_operation_is_deleted_detached_or_unconstrained():
+    """A new relation to Operation must be handled by the purge, or deleting a tombstone fails."""
+    from django.db import models
+
+    for relation in retention.referring_relations():
+        handled = (relation.related_model in retention.OWNED or relation.on_delete is models.SET_NULL
+                   or (relation.on_delete is models.DO_NOTHING and not relation.field.db_constraint))
+        assert handled, f"{relation.related_model.__name__}.{relation.field.name} is not handled by the purge"
+
+
+def test_a_latest_status_outlives_its_operation(api, frozen):
+    from ledger.models import RequestStatus
+
+    api.post("/api/v1/events", {"action": "update-status", "data": {"request_id": "R-7", "version": 1,
+                                                                    "status": "closed"}})
+    process_due_operations()
+
+    report = retention.purge(as_of=START + KEY_WINDOW + SECOND)
+
+    assert (report.total("deleted"), report.workspaces["demo"].skipped_chunks) == (1, 0)
+    status = RequestStatus.objects.get()
+    assert (status.status, status.operation_id) == ("closed", None)

@@ -1,0 +1,72 @@
+"""Time and order in the browser: a replay after the action's configuration changed shows what
+changed and goes ahead only once confirmed; latest_wins leaves a superseded version that says so;
+the audit trail of a purged operation still reads."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from ledger import policies, retention
+from ledger.intake import submit_event
+from ledger.models import AuditEvent, Operation
+from ledger.processing import process_due_operations
+from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def operator(db):
+    return make_user("operator", OPERATOR)
+
+
+def submit(workspace, action, **data):
+    result = submit_event(workspace=workspace, raw={"action": action, "data": data}, source="api")
+    assert result.outcome == "accepted", result.as_dict()
+    return result.operation
+
+
+def test_a_replay_under_a_changed_configuration_needs_confirming(page, workspace, operator, standin):
+    standin.fail_next({"kind": "status", "status": 400})
+    ticket = submit(workspace, "file-ticket", request_id="T-1", version=1, summary="printer", owner="ops")
+    process_due_operations()
+    assert Operation.objects.get(pk=ticket.pk).state == "needs_review"
+    policies.set_policy(workspace=workspace, action="file-ticket", actor="admin", key_retention=timedelta(days=400))
+
+    log_in(page, "operator")
+    page.goto(f"/console/operations/{ticket.pk}/")
+    expect(page.get_by_text("The configuration of file-ticket changed since this operation last ran")).to_be_visible()
+    expect(page.locator("table.changes")).to_contain_text("policy.key_retention")
+    screenshot(page, "replay-config-changed")
+
+    page.get_by_label("Reason").first.fill("ticket system fixed the owner")
+    page.get_by_role("button", name="Replay").click()
+    expect(page.get_by_role("alert")).to_contain_text("Confirm the replay under the new configuration")
+    expect(page.locator(".page-head .badge")).to_have_text("needs_review")
+
+    page.get_by_label("Reason").first.fill("ticket system fixed the owner")
+    page.get_by_label(re.compile("Replay under the changed configuration")).check()
+    page.get_by_role("button", name="Replay").click()
+    expect(page.locator(".page-head .badge")).to_have_text("pending")
+    assert "under a changed configuration: policy.key_retention" in AuditEvent.objects.get(kind="replayed").message
+
+
+def test_a_superseded_version_and_a_purged_operation_read_plainly(page, workspace, operator):
+    older = submit(workspace, "update-status", request_id="R-7", version=1, status="received")
+    submit(workspace, "update-status", request_id="R-7", version=2, status="approved")
+    brief = submit(workspace, "prepare-brief", request_id="R-9", version=1, title="Renewal", owner="ops")
+    process_due_operations()
+
+    log_in(page, "operator")
+    page.goto(f"/console/operations/{older.pk}/")
+    expect(page.locator(".page-head .badge")).to_have_text("superseded")
+    expect(page.get_by_text("superseded by version 2 (demo:R-7:v2:update-status) before it ran")).to_be_visible()
+    screenshot(page, "superseded-version")
+
+    retention.purge(as_of=timezone.now() + timedelta(days=91), vacuum=False)
+    page.goto("/console/audit/")
+    expect(page.get_by_text(f"#{brief.pk}, purged").first).to_be_visible()
+    screenshot(page, "audit-after-purge")
