@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from ledger import policies, reservation
 from ledger.models import Delivery, Operation, Ordering
+from ledger.selectors import in_a_series
 from ledger.services import transition_operation
 from ledger.states import State
 
@@ -53,7 +54,7 @@ def reserve_latest(workspace, event: reservation.Event, *, source: str, submitte
     """
     with transaction.atomic():
         _lock(workspace, event.series)
-        versions = list(Operation.objects.filter(workspace=workspace, series=event.series)
+        versions = list(in_a_series().filter(workspace=workspace, series=event.series)
                         .order_by("-version").values_list("key", "version"))
         if event.key not in {key for key, _ in versions} and versions and versions[0][1] > event.version:
             newer = Operation.objects.select_related("workspace").get(workspace=workspace, key=versions[0][0])
@@ -84,7 +85,7 @@ def _lock(workspace, series: str) -> None:
 
 
 def _supersede_older(newest: Operation, *, actor: str) -> None:
-    older = Operation.objects.filter(workspace_id=newest.workspace_id, series=newest.series,
+    older = in_a_series().filter(workspace_id=newest.workspace_id, series=newest.series,
                                      version__lt=newest.version, state__in=UNRUN_STATES)
     for operation in older.order_by("version"):
         transition_operation(operation, to_state=State.SUPERSEDED, actor=actor, kind="superseded",
@@ -96,9 +97,9 @@ def send_gaps_to_review(*, now=None, batch: int = 500) -> int:
     """``in_order`` versions whose predecessor has not arrived within the gap wait go to
     needs_review, naming the missing version. Returns how many went."""
     now = now or timezone.now()
-    arrived_predecessor = Operation.objects.filter(
+    arrived_predecessor = in_a_series().filter(
         workspace_id=OuterRef("workspace_id"), series=OuterRef("series"), version=OuterRef("version") - 1)
-    gapped = Operation.objects.filter(ordered=Ordering.IN_ORDER, version__gt=1, state=State.PENDING).exclude(
+    gapped = in_a_series().filter(ordered=Ordering.IN_ORDER, version__gt=1, state=State.PENDING).exclude(
         Exists(arrived_predecessor)).order_by("created_at")
     sent = 0
     for operation in gapped[:batch]:

@@ -44,9 +44,15 @@ def due_operations(now: datetime | None = None):
     return queryset.exclude(held) if held is not None else queryset
 
 
+def in_a_series():
+    """The operations that have a series (``ledger.ordering``), said so that the planner can use
+    their partial index (operation_series_idx), which only they are in."""
+    return Operation.objects.exclude(series="")
+
+
 def waiting() -> Q:
     """The ``in_order`` versions that wait: their predecessor is not finished (or has not arrived)."""
-    finished_predecessor = Operation.objects.filter(
+    finished_predecessor = in_a_series().filter(
         workspace_id=OuterRef("workspace_id"), series=OuterRef("series"), version=OuterRef("version") - 1,
         state__in=TERMINAL_STATES)
     return Q(ordered=Ordering.IN_ORDER, version__gt=1) & ~Exists(finished_predecessor)
