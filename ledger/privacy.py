@@ -90,14 +90,26 @@ def exported(operation: Operation, *, user) -> dict[str, object]:
     ``result.<field>``), masked unless ``user`` may see sensitive values in its workspace.
 
     The one function CSV exports (issue 11) call for each row, so an export can never show more
-    than the operation page does.
+    than the operation page does. Payload columns come in the order of the action's schema (a
+    database may store JSON keys in another order), then any others.
     """
     reveal = may_view_sensitive(user, operation.workspace_id)
     row = {}
     for prefix, values in (("payload", operation.payload), ("result", operation.result)):
-        for name, value in (masked(values, operation.action, reveal=reveal) or {}).items():
-            row[f"{prefix}.{name}"] = value
+        shown = masked(values, operation.action, reveal=reveal)
+        if not isinstance(shown, dict):
+            continue
+        for name in sorted(shown, key=_schema_order(operation.action)):
+            row[f"{prefix}.{name}"] = shown[name]
     return row
+
+
+def _schema_order(action_name: str):
+    try:
+        fields = list(get_action(action_name).schema.model_fields)
+    except UnknownAction:
+        fields = []
+    return lambda name: (fields.index(name), "") if name in fields else (len(fields), name)
 
 
 # --- erasing one data subject ----------------------------------------------------------------------
