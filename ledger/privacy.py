@@ -120,14 +120,12 @@ class ErasureError(Exception):
 
 @dataclass(frozen=True)
 class Erasure:
-    """How many rows had the value (and were, unless ``dry_run``, redacted)."""
+    """How many rows held the value (and were redacted, unless it was a dry run)."""
 
-    field: str
     payloads: int  # operations whose payload held it
     results: int  # operations whose result held it
     conflict_payloads: int  # conflicts whose incoming payload held it
     conflict_differences: int  # conflicts whose differences showed it (recorded or incoming)
-    dry_run: bool = False
 
     def describe(self) -> str:
         return (f"{self.payloads} operation payloads, {self.results} results, {self.conflict_payloads} conflict "
@@ -138,8 +136,9 @@ def erase_values(*, workspace: Workspace, field: str, value: str, user, reason: 
                  dry_run: bool = False) -> Erasure:
     """Replace ``value`` of ``field`` by ``REDACTED`` wherever the workspace holds it: operation
     payloads and results, conflicts' incoming payloads and differences. Keys and fingerprints stay,
-    so a redelivery of an erased event is still a duplicate. One transaction (the rows locked),
-    with one audit event naming the field, the counts and the reason, never the value.
+    so a redelivery of an erased event is still a duplicate. One transaction, the rows locked
+    (``FOR UPDATE``; SQLite's one writer), with one audit event naming the field, the counts and
+    the reason, never the value.
 
     ``value`` comes as text (a command line): a stored number matches its digits. ``user`` needs
     ``roles.ERASE`` in the workspace; ``field`` must be declared sensitive by some action. Refused
@@ -157,46 +156,55 @@ def erase_values(*, workspace: Workspace, field: str, value: str, user, reason: 
     candidates = _forms(value)
     if not reason.strip():
         raise ErasureError("Say why (a request reference, not the value): the reason is kept in the audit trail.")
-    if any(isinstance(form, str) and form in reason for form in candidates):
+    if any(re.search(rf"(?<!\w){re.escape(form)}(?!\w)", reason) for form in candidates if isinstance(form, str)):
         raise ErasureError("The reason quotes the value: it would be kept in the audit trail. Give a reference.")
     with transaction.atomic():
-        operations = _holding(Operation.objects.filter(workspace=workspace), ("payload", "result"), field,
-                              candidates).select_for_update()
+        operations = list(_holding(Operation.objects.filter(workspace=workspace), ("payload", "result"), field,
+                                   candidates).select_for_update())
         # A conflict's differences are a list, which SQLite cannot search inside: every conflict
         # that differs on the field is read, and the value looked for here.
         conflicts = _holding(Conflict.objects.filter(operation__workspace=workspace), ("incoming_payload",), field,
                              candidates, also=Q(differences__icontains=f'"{field}"'))
-        conflicts = conflicts.select_related("operation").select_for_update(of=("self",))
-        operations = list(operations)
-        changed_conflicts = []
-        conflict_payloads = conflict_differences = 0
-        for conflict in conflicts:
-            incoming = _redacted(conflict.incoming_payload, field, candidates)
-            differences = [_redacted_difference(d, field, candidates) for d in conflict.differences]
-            if incoming is None and differences == conflict.differences:
-                continue
-            conflict_payloads += incoming is not None
-            conflict_differences += differences != conflict.differences
-            conflict.incoming_payload = incoming if incoming is not None else conflict.incoming_payload
-            conflict.differences = differences
-            changed_conflicts.append(conflict)
-        _refuse_unfinished([*operations, *(conflict.operation for conflict in changed_conflicts)])
-        payloads = results = 0
-        for operation in operations:
-            payload, result = _redacted(operation.payload, field, candidates), _redacted(operation.result, field,
-                                                                                       candidates)
-            payloads += payload is not None
-            results += result is not None
-            operation.payload = payload if payload is not None else operation.payload
-            operation.result = result if result is not None else operation.result
-        erasure = Erasure(field, payloads, results, conflict_payloads, conflict_differences, dry_run=dry_run)
+        conflicts = list(conflicts.select_related("operation").select_for_update(of=("self",)))
+        payloads, results = _redact_operations(operations, field, candidates)
+        changed, conflict_payloads, conflict_differences = _redact_conflicts(conflicts, field, candidates)
+        _refuse_unfinished([*operations, *(conflict.operation for conflict in changed)])
+        erasure = Erasure(payloads, results, conflict_payloads, conflict_differences)
         if dry_run:
             return erasure
         Operation.objects.bulk_update(operations, ["payload", "result"])
-        Conflict.objects.bulk_update(changed_conflicts, ["incoming_payload", "differences"])
+        Conflict.objects.bulk_update(changed, ["incoming_payload", "differences"])
         record_audit_event(actor=user.get_username(), kind="erased", workspace=workspace,
                            message=f"erased one data subject's {field}: {erasure.describe()}; reason: {reason}")
     return erasure
+
+
+def _redact_operations(operations: list[Operation], field: str, candidates: list) -> tuple[int, int]:
+    """Redact the operations in memory; how many payloads and results held the value."""
+    payloads = results = 0
+    for operation in operations:
+        if (payload := _redacted(operation.payload, field, candidates)) is not None:
+            operation.payload, payloads = payload, payloads + 1
+        if (result := _redacted(operation.result, field, candidates)) is not None:
+            operation.result, results = result, results + 1
+    return payloads, results
+
+
+def _redact_conflicts(conflicts: list[Conflict], field: str, candidates: list) -> tuple[list[Conflict], int, int]:
+    """Redact the conflicts in memory; the changed ones, how many payloads and differences held it."""
+    changed = []
+    payloads = differences = 0
+    for conflict in conflicts:
+        incoming = _redacted(conflict.incoming_payload, field, candidates)
+        redacted = [_redacted_difference(d, field, candidates) for d in conflict.differences]
+        if incoming is None and redacted == conflict.differences:
+            continue
+        if incoming is not None:
+            conflict.incoming_payload, payloads = incoming, payloads + 1
+        if redacted != conflict.differences:
+            conflict.differences, differences = redacted, differences + 1
+        changed.append(conflict)
+    return changed, payloads, differences
 
 
 def _forms(value: str) -> list:

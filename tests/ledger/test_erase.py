@@ -212,3 +212,9 @@ def test_it_erases_an_address_that_is_part_of_the_identity(workspace, boss, stan
     after = Operation.objects.get()
     assert (after.key, after.fingerprint, after.payload["email"]) == (operation.key, operation.fingerprint, REDACTED)
     assert submit_event(workspace=workspace, source="api", raw=welcome).outcome == "duplicate"
+
+
+def test_a_reason_may_hold_the_values_digits_within_another_reference(subject):
+    said = erase("--field", "amount_cents", "--value", "4500", reason="request ER-145001")
+
+    assert said.startswith("Erased amount_cents")

@@ -33,6 +33,4 @@ class Command(BaseCommand):
         except privacy.ErasureError as exc:
             raise CommandError(str(exc)) from None
         verb = "Would erase" if dry_run else "Erased"
-        self.stdout.write(f"{verb} {field} in workspace {target.slug}: {erasure.payloads} operation payloads, "
-                          f"{erasure.results} results, {erasure.conflict_payloads} conflict payloads, "
-                          f"{erasure.conflict_differences} conflict differences.")
+        self.stdout.write(f"{verb} {field} in workspace {target.slug}: {erasure.describe()}.")
