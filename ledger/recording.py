@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from ledger import audit, configuration, nudges
 from ledger.actions import ActionDefinition
+from ledger.bulk import update_each
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
 from ledger.retry import retry_delay
@@ -111,41 +112,9 @@ def update_held(operations: list[Operation], *, each: dict[str, list] | None = N
     The ORM spells this as an OR of (id, token) per row and a CASE per column, and building those
     expressions costs about a millisecond per row; here the rows travel as one VALUES list.
     """
-    return _update_each(Operation, [operation.pk for operation in operations],
+    return update_each(Operation, [operation.pk for operation in operations],
                         match={"fencing_token": [operation.fencing_token for operation in operations]},
                         each=each or {}, same=same, where={"state": State.PROCESSING})
-
-
-def _update_each(model, pks: list, *, match: dict[str, list], each: dict[str, list], same: dict,
-                 where: dict) -> int:
-    """``UPDATE .. FROM (VALUES ..)``, on PostgreSQL and on SQLite (3.33 and later): each row,
-    found by its pk and the ``match`` columns (and the ``where`` values), gets its own ``each``
-    values and the ``same`` ones."""
-    if not pks:
-        return 0
-    quote = connection.ops.quote_name
-    table = quote(model._meta.db_table)
-    field = model._meta.get_field
-    keys = [model._meta.pk, *map(field, match)]
-    columns = [*keys, *map(field, each)]
-    # Both databases name the columns of a VALUES list column1, column2, ...
-    held = {column: f"held.column{index}" for index, column in enumerate(columns, start=1)}
-    assignments = [f"{quote(field(name).column)} = %s" for name in same]
-    assignments += [f"{quote(column.column)} = {held[column]}" for column in columns[len(keys):]]
-    params = [field(name).get_db_prep_save(value, connection) for name, value in same.items()]
-    rows = []
-    for row in zip(pks, *match.values(), *each.values(), strict=True):
-        rows.append("(" + ", ".join(["%s"] * len(row)) + ")")
-        params += [column.get_db_prep_save(value, connection) for column, value in zip(columns, row, strict=True)]
-    conditions = [f"{table}.{quote(column.column)} = {held[column]}" for column in keys]
-    conditions += [f"{table}.{quote(field(name).column)} = %s" for name in where]
-    params += [field(name).get_db_prep_save(value, connection) for name, value in where.items()]
-    # Not WITH .. UPDATE: sqlite3 reports no rowcount for a statement that does not begin with UPDATE.
-    sql = (f"UPDATE {table} SET {', '.join(assignments)} FROM (VALUES {', '.join(rows)}) AS held "
-           f"WHERE {' AND '.join(conditions)}")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
 
 
 def _restore(operation: Operation, values: dict) -> None:
@@ -215,7 +184,7 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
             for (operation, success), digest in zip(pairs, configuration.digests_for(operations), strict=True)
         ])
     else:
-        _update_each(Attempt, [attempt.pk for attempt in attempts], match={},
+        update_each(Attempt, [attempt.pk for attempt in attempts], match={},
                      each={"external_id": [success.external_id for success in successes]},
                      same={"finished_at": now, "outcome": Attempt.Outcome.OK}, where={})
         for attempt, success in zip(attempts, successes, strict=True):

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from ledger import policies
 from ledger.actions import ActionDefinition, registry
+from ledger.bulk import update_each
 from ledger.models import (
     Approval,
     Attempt,
@@ -147,12 +148,13 @@ def _redact_payloads(workspace, windows, as_of, counts: WorkspacePurge, *, dry_r
         counts.redacted = due.count()
         return
     for rows in _chunks(due, chunk, ("action", "payload", "result")):
-        now = timezone.now()
         with transaction.atomic():
-            operations = [Operation(pk=row["pk"], payload=tombstone(row["action"], row["payload"]),
-                                    result=_references(row["result"]), redacted_at=now) for row in rows]
-            # Not save(): updated_at must stay when the operation finished (the key window counts from it).
-            Operation.objects.bulk_update(operations, ["payload", "result", "redacted_at"])
+            # One UPDATE .. FROM (VALUES ..) for the chunk, leaving updated_at alone: the key
+            # window counts from when the operation finished.
+            update_each(Operation, [row["pk"] for row in rows], match={}, where={},
+                        each={"payload": [tombstone(row["action"], row["payload"]) for row in rows],
+                              "result": [_references(row["result"]) for row in rows]},
+                        same={"redacted_at": timezone.now()})
             _redact_conflicts([row["pk"] for row in rows], {row["pk"]: row["action"] for row in rows})
         counts.redacted += len(rows)
         say(f"{workspace.slug}: redacted {counts.redacted} payloads")
@@ -176,13 +178,13 @@ def _references(result) -> dict | None:
 
 
 def _redact_conflicts(operation_ids: list[int], actions: dict[int, str]) -> None:
-    conflicts = list(Conflict.objects.filter(operation_id__in=operation_ids).only(
+    conflicts = list(Conflict.objects.filter(operation_id__in=operation_ids).values(
         "pk", "operation_id", "incoming_payload", "differences"))
-    for conflict in conflicts:
-        conflict.incoming_payload = tombstone(actions[conflict.operation_id], conflict.incoming_payload)
-        conflict.differences = [{"field": d.get("field"), "recorded": REDACTED, "incoming": REDACTED}
-                                for d in conflict.differences or []]
-    Conflict.objects.bulk_update(conflicts, ["incoming_payload", "differences"])
+    update_each(Conflict, [conflict["pk"] for conflict in conflicts], match={}, where={}, same={}, each={
+        "incoming_payload": [tombstone(actions[c["operation_id"]], c["incoming_payload"]) for c in conflicts],
+        "differences": [[{"field": d.get("field"), "recorded": REDACTED, "incoming": REDACTED}
+                         for d in c["differences"] or []] for c in conflicts],
+    })
 
 
 # --- the key window -------------------------------------------------------------------------------

@@ -401,3 +401,16 @@ def test_a_latest_status_outlives_its_operation(api, frozen):
     assert (report.total("deleted"), report.workspaces["demo"].skipped_chunks) == (1, 0)
     status = RequestStatus.objects.get()
     assert (status.status, status.operation_id) == ("closed", None)
+
+
+def test_a_cancelled_operation_without_a_result_is_redacted_too(api, frozen, alice):
+    from ledger import review
+
+    api.post("/api/v1/events", event("d-1"))
+    review.cancel_operation(Operation.objects.get(), user=alice, reason="not needed")
+
+    assert retention.purge(as_of=START + PAYLOAD_WINDOW + SECOND).total("redacted") == 1
+
+    operation = Operation.objects.get()
+    assert (operation.state, operation.result, operation.payload) == ("cancelled", None,
+                                                                      {"request_id": "R-42", "version": 3})
