@@ -70,5 +70,11 @@ bench-memory: $(VENV)/.bench-installed
 bench-scale: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/scale.py
 
+# Issue 9: purge (redaction, then deletion) of 1,000,000 finished operations loaded with SQL into a
+# scratch database, rows/s per phase and table sizes before, after and after VACUUM (bench/purge.py).
+.PHONY: bench-purge
+bench-purge: venv
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/purge.py
+
 clean:
 	rm -rf $(VENV) db.sqlite3* var-qcluster.log var-standin.log
