@@ -7,21 +7,29 @@ size in mind: each is ordered along an index (newest first: by id, which is crea
 the audit trail's (created_at, id)), counted only up to ``CappedPaginator.cap``, filtered on choices
 known without reading the table, searched by the start of the operation's key and any part of
 its request id (the indexes of migration 0007), and loads the related rows it shows in one query.
+
+Payloads, results and conflicts are shown as ``ledger.privacy`` masks them for the person (never
+the raw JSON fields): sensitive values only to those who may see them in the row's workspace.
 """
 
+import json
+
+from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db import connection
 from django.utils.functional import cached_property
+from django.utils.html import format_html
 
-from ledger import roles
+from ledger import policies, privacy, roles
 from ledger.actions import registry
 from ledger.models import (
     ApiToken,
     Approval,
     Attempt,
     AuditEvent,
+    ConfigVersion,
     Conflict,
     Contribution,
     Control,
@@ -30,6 +38,8 @@ from ledger.models import (
     Heartbeat,
     Membership,
     Operation,
+    Policy,
+    RequestStatus,
     ReviewDraft,
     Wakeup,
     Workspace,
@@ -150,6 +160,28 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class SensitiveAdmin(ReadOnlyAdmin):
+    """Shows its JSON through masked renderings: the object shown learns, once, whether the person
+    may see its sensitive values (display methods are given the object, not the request)."""
+
+    def get_object(self, request, object_id, from_field=None):
+        obj = super().get_object(request, object_id, from_field)
+        if obj is not None:
+            obj.reveal_sensitive = privacy.may_view_sensitive(request.user, self.workspace_id_of(obj))
+        return obj
+
+    def workspace_id_of(self, obj) -> int:
+        raise NotImplementedError
+
+
+def _reveals(obj) -> bool:
+    return getattr(obj, "reveal_sensitive", False)
+
+
+def _json(value):
+    return format_html('<pre class="json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+
+
 class AttemptInline(admin.TabularInline):
     model = Attempt
     extra = 0
@@ -162,7 +194,7 @@ class AttemptInline(admin.TabularInline):
 
 
 @admin.register(Operation)
-class OperationAdmin(ReadOnlyAdmin):
+class OperationAdmin(SensitiveAdmin):
     list_display = ["key", "workspace", "action", "state", "attempts", "next_attempt_at", "updated_at"]
     list_filter = ["state", ActionListFilter, ("workspace", WorkspaceListFilter)]
     list_select_related = ["workspace"]
@@ -171,6 +203,19 @@ class OperationAdmin(ReadOnlyAdmin):
     search_fields = ["^key", "payload__request_id"]
     search_help_text = "The start of the key (demo:R-42…), or any part of the request id."
     inlines = [AttemptInline]
+    exclude = ["payload", "result"]
+    readonly_fields = ["payload_shown", "result_shown"]
+
+    def workspace_id_of(self, obj) -> int:
+        return obj.workspace_id
+
+    @admin.display(description="payload")
+    def payload_shown(self, operation):
+        return _json(privacy.masked(operation.payload, operation.action, reveal=_reveals(operation)))
+
+    @admin.display(description="result")
+    def result_shown(self, operation):
+        return _json(privacy.masked(operation.result, operation.action, reveal=_reveals(operation)))
 
 
 @admin.register(Delivery)
@@ -185,7 +230,7 @@ class DeliveryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Conflict)
-class ConflictAdmin(ReadOnlyAdmin):
+class ConflictAdmin(SensitiveAdmin):
     workspace_path = "operation__workspace"
     list_display = ["created_at", "operation", "status"]
     list_filter = ["status"]
@@ -194,6 +239,23 @@ class ConflictAdmin(ReadOnlyAdmin):
     sortable_by = []
     search_fields = KEY_SEARCH
     search_help_text = KEY_SEARCH_HELP
+    exclude = ["incoming_payload", "differences"]
+    readonly_fields = ["incoming_payload_shown", "differences_shown"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("operation")
+
+    def workspace_id_of(self, obj) -> int:
+        return obj.operation.workspace_id
+
+    @admin.display(description="incoming payload")
+    def incoming_payload_shown(self, conflict):
+        return _json(privacy.masked(conflict.incoming_payload, conflict.operation.action, reveal=_reveals(conflict)))
+
+    @admin.display(description="differences")
+    def differences_shown(self, conflict):
+        return _json(privacy.masked_differences(conflict.differences, conflict.operation.action,
+                                                reveal=_reveals(conflict)))
 
 
 @admin.register(AuditEvent)
@@ -300,6 +362,25 @@ class ControlAdmin(ReadOnlyAdmin):
     list_select_related = ["workspace"]  # the scope names it
 
 
+@admin.register(ConfigVersion)
+class ConfigVersionAdmin(ReadOnlyAdmin):
+    """The configurations attempts ran under (ledger.configuration): superusers only, since one
+    belongs to no workspace."""
+
+    workspace_path = None
+    list_display = ["digest", "action", "created_at"]
+    search_fields = ["=digest", "action"]
+
+
+@admin.register(RequestStatus)
+class RequestStatusAdmin(ReadOnlyAdmin):
+    """The internal destination of update-status: each request's latest status."""
+
+    list_display = ["request_id", "status", "version", "workspace", "updated_at"]
+    list_select_related = ["workspace"]
+    search_fields = ["request_id"]
+
+
 @admin.register(Heartbeat)
 class HeartbeatAdmin(ReadOnlyAdmin):
     workspace_path = None
@@ -316,3 +397,52 @@ class WakeupAdmin(ReadOnlyAdmin):
 class DestinationHealthAdmin(ReadOnlyAdmin):
     workspace_path = None
     list_display = ["name", "last_ok_at", "last_failure_at"]
+
+
+class PolicyForm(forms.ModelForm):
+    """A policy as the service will have it: the action one of the registered ones, the windows
+    checked against each other in every workspace the row reaches (``policies.check``)."""
+
+    action = forms.ChoiceField(choices=lambda: [(name, name) for name in sorted(registry)])
+
+    class Meta:
+        model = Policy
+        fields = ["workspace", "action", *policies.FIELDS]
+
+    def clean(self):
+        cleaned = super().clean()
+        proposed = Policy(workspace=cleaned.get("workspace"), action=cleaned.get("action", ""),
+                          **{name: cleaned.get(name) for name in policies.FIELDS})
+        if proposed.action:
+            try:
+                policies.check(proposed)
+            except policies.PolicyError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return cleaned
+
+    def validate_unique(self):
+        pass  # saved through policies.set_policy, which updates the row of the scope when there is one
+
+
+@admin.register(Policy)
+class PolicyAdmin(ReadOnlyAdmin):
+    """Retention windows and ordering per action (docs/retention.md): superusers set them here or
+    with ``manage.py policy``; both go through ``policies.set_policy``, which audits the change. A
+    blank field inherits. Members see their workspaces' rows."""
+
+    form = PolicyForm
+    list_display = ["action", "workspace", *policies.FIELDS, "changed_by", "changed_at"]
+    list_select_related = ["workspace"]
+
+    def has_add_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    has_change_permission = has_add_permission
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["workspace", "action"] if obj is not None else []
+
+    def save_model(self, request, obj, form, change):
+        changes = {name: form.cleaned_data.get(name) or policies.INHERIT for name in policies.FIELDS}
+        policies.set_policy(workspace=obj.workspace, action=obj.action, actor=request.user.get_username(), **changes)
+        obj.pk = Policy.objects.get(workspace=obj.workspace, action=obj.action).pk

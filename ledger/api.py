@@ -20,7 +20,7 @@ from ninja.openapi.schema import REF_TEMPLATE
 from ninja.security import HttpBearer
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
-from ledger import intake
+from ledger import intake, privacy
 from ledger.actions import registry
 from ledger.intake import Envelope, IntakeResult
 from ledger.models import Delivery, Operation
@@ -53,6 +53,9 @@ class OperationAnswer(Answer):
     action: str
     state: State
     attempts: int
+    payload: dict[str, Any] = Field(description=(
+        f"The business fields; the action's sensitive fields read `{privacy.MASK}` unless the token is a person's "
+        f"who may see sensitive values in the workspace (approver, admin); erased values read `{privacy.REDACTED}`."))
     result: dict[str, Any] | None
     external_id: str
     last_error: LastError | None
@@ -83,6 +86,14 @@ class PayloadConflict(Answer):
 class Blocked(Answer):
     status: Literal["blocked"]
     errors: list[FieldProblem]
+
+
+class Stale(Blocked):
+    """The event says it occurred longer ago than its action's key window (docs/retention.md): it
+    is recorded, and not taken, since whether it was already handled can no longer be told."""
+
+    reason: Literal["stale"]
+    key: str
 
 
 class InvalidInput(Blocked):
@@ -134,14 +145,15 @@ def _item(answer: type[Answer], status: int) -> type[Answer]:
 
 class BatchAnswer(Answer):
     results: list[
-        _item(Accepted, 201) | _item(Duplicate, 200) | _item(PayloadConflict, 409) | _item(InvalidInput, 422)
+        _item(Accepted, 201) | _item(Duplicate, 200) | _item(PayloadConflict, 409) | _item(Stale, 409)
+        | _item(InvalidInput, 422)
         | _item(TooLarge, 413) | _item(Failed, 500)
     ]
 
 
 _REFUSED = {400: MalformedBody, 401: Unauthorized, 413: TooLarge, 415: UnsupportedMediaType, 422: InvalidInput,
             503: Unavailable}
-EVENT_RESPONSES = {201: Accepted, 200: Duplicate, 409: PayloadConflict, **_REFUSED}
+EVENT_RESPONSES = {201: Accepted, 200: Duplicate, 409: PayloadConflict | Stale, **_REFUSED}
 BATCH_RESPONSES = {200: BatchAnswer, **_REFUSED}
 OPERATION_RESPONSES = {200: OperationAnswer, 401: Unauthorized, 404: NotFound, 503: Unavailable}
 _RETRY_AFTER = {"responses": {503: {"headers": {"Retry-After": {
@@ -215,11 +227,18 @@ def _blocked_response(request, *, reason: str, message: str, http_status: int, f
         workspace=request.workspace, source=SOURCE, **_sender(request), reason=reason,
         errors=[{"field": field, "message": message}], http_status=http_status, extra=extra,
     )
-    return _respond(result)
+    return _respond(request, result)
 
 
-def _respond(result: IntakeResult) -> JsonResponse:
-    return JsonResponse(result.as_dict(), status=result.http_status)
+def _respond(request, result: IntakeResult) -> JsonResponse:
+    reveal = result.operation is not None and _reveals(request)
+    return JsonResponse(result.as_dict(reveal=reveal), status=result.http_status)
+
+
+def _reveals(request) -> bool:
+    """Whether the token's person may see sensitive values in its workspace (a machine's may not):
+    what the operation bodies of the answer show."""
+    return privacy.may_view_sensitive(request.person, request.workspace.pk)
 
 
 def _sender(request) -> dict:
@@ -264,7 +283,7 @@ def submit_event(request):
     raw, problem = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
     if problem:
         return problem
-    return _respond(intake.submit_event(
+    return _respond(request, intake.submit_event(
         workspace=request.workspace, raw=raw, source=SOURCE, **_sender(request)
     ))
 
@@ -297,8 +316,9 @@ def submit_batch(request):
                             status=413)
     results = intake.submit_batch(workspace=request.workspace, raw_events=events, source=SOURCE,
                                   max_event_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES, **_sender(request))
-    return JsonResponse({"results": [{"index": index, "http_status": result.http_status, **result.as_dict()}
-                                     for index, result in enumerate(results)]})
+    reveal = any(result.operation is not None for result in results) and _reveals(request)
+    return JsonResponse({"results": [{"index": index, "http_status": result.http_status,
+                                      **result.as_dict(reveal=reveal)} for index, result in enumerate(results)]})
 
 
 @api.get("/operations/{path:key}", response=OPERATION_RESPONSES, openapi_extra=_RETRY_AFTER,
@@ -311,4 +331,4 @@ def get_operation(request, key: str):
     if operation is None:
         return JsonResponse({"status": "not_found", "detail": "No operation with this key in this workspace."},
                             status=404)
-    return JsonResponse(intake.operation_as_dict(operation))
+    return JsonResponse(intake.operation_as_dict(operation, reveal=_reveals(request)))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 from typing import Annotated, Any
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 from pydantic import (
@@ -30,10 +31,10 @@ from pydantic import (
     field_validator,
 )
 
-from ledger import reservation
+from ledger import ordering, policies, privacy, reservation
 from ledger.actions import ActionDefinition, FieldError, UnknownAction, get_action, registry
 from ledger.keys import build_key, fingerprint
-from ledger.models import Conflict, Delivery, Operation, Workspace
+from ledger.models import Conflict, Delivery, Operation, Ordering, Workspace
 
 Outcome = Delivery.Outcome
 # Not a delivery outcome: a batch event that failed unexpectedly, rolled back, so nothing was recorded.
@@ -168,22 +169,26 @@ class IntakeResult:
     def blocked(self) -> bool:
         return self.outcome not in (Outcome.ACCEPTED, Outcome.DUPLICATE)
 
-    def as_dict(self) -> dict:
+    def as_dict(self, *, reveal: bool = False) -> dict:
+        """The answer's body; the operation's sensitive values shown only with ``reveal``."""
         if not self.blocked:
-            return {"status": self.outcome, "key": self.key, "operation": operation_as_dict(self.operation)}
+            return {"status": self.outcome, "key": self.key,
+                    "operation": operation_as_dict(self.operation, reveal=reveal)}
         body = {"status": "error" if self.outcome == FAILED else "blocked", "reason": self.reason}
         if self.key:
             body["key"] = self.key
         if self.conflict:
             body["conflict_id"] = self.conflict.pk
             body["fields"] = [d["field"] for d in self.conflict.differences]
-            body["operation"] = operation_as_dict(self.operation)
+            body["operation"] = operation_as_dict(self.operation, reveal=reveal)
         if self.errors:
             body["errors"] = self.errors
         return body | self.extra
 
 
-def operation_as_dict(operation: Operation) -> dict:
+def operation_as_dict(operation: Operation, *, reveal: bool = False) -> dict:
+    """The operation's body in the API; its sensitive values masked unless ``reveal``
+    (``privacy.may_view_sensitive``)."""
     return {
         "id": operation.pk,
         "key": operation.key,
@@ -191,7 +196,8 @@ def operation_as_dict(operation: Operation) -> dict:
         "action": operation.action,
         "state": operation.state,
         "attempts": operation.attempts,
-        "result": operation.result,
+        "payload": privacy.masked(operation.payload, operation.action, reveal=reveal),
+        "result": privacy.masked(operation.result, operation.action, reveal=reveal),
         "external_id": operation.external_id,
         "last_error": operation.last_error,
         "correlation_id": operation.correlation_id,
@@ -274,15 +280,35 @@ def _submit(workspace: Workspace, raws: list, *, sender: dict, max_event_bytes: 
                                                 errors=errors)
             refused.append(delivery)
             continue
-        events.append(_event(workspace, envelope, action, data))
+        event = _event(workspace, envelope, action, data)
+        policy = policies.policy_for(workspace.pk, action.name)
+        if too_old := _staleness(event, policy):
+            delivery, results[index] = _stale_refusal(workspace, event, sender, too_old)
+            refused.append(delivery)
+            continue
+        ordering.mark(workspace, event, policy.ordering)
+        events.append(event)
         positions.append(index)
-    reserved = reservation.reserve(workspace, events, refused=refused, **sender)
-    for index, event, done in zip(positions, events, reserved, strict=True):
-        results[index] = IntakeResult(
-            outcome=done.outcome, http_status=_STATUS[done.outcome], key=event.key, operation=done.operation,
-            conflict=done.conflict, reason="payload_conflict" if done.conflict else "",
-        )
+    # Versions under latest_wins one at a time, each holding its request's series
+    # (ledger.ordering); everything else set-based, in one transaction.
+    latest = [i for i, event in enumerate(events) if event.ordered == Ordering.LATEST_WINS]
+    others = [i for i, event in enumerate(events) if event.ordered != Ordering.LATEST_WINS]
+    reserved = dict(zip(others, reservation.reserve(workspace, [events[i] for i in others], refused=refused,
+                                                    **sender), strict=True))
+    for i in latest:
+        reserved[i] = ordering.reserve_latest(workspace, events[i], **sender)
+    for i, (index, event) in enumerate(zip(positions, events, strict=True)):
+        results[index] = _answer(event, reserved[i])
     return results
+
+
+def _answer(event: reservation.Event, done: reservation.Reserved) -> IntakeResult:
+    if done.outcome == Outcome.STALE:  # an older version, after a newer one (latest_wins)
+        return IntakeResult(outcome=Outcome.STALE, http_status=409, reason="stale", key=event.key,
+                            errors=[ordering.stale_error(event.version, done.operation.version)])
+    return IntakeResult(outcome=done.outcome, http_status=_STATUS[done.outcome], key=event.key,
+                        operation=done.operation, conflict=done.conflict,
+                        reason="payload_conflict" if done.conflict else "")
 
 
 _STATUS = {Outcome.ACCEPTED: 201, Outcome.DUPLICATE: 200, Outcome.CONFLICT: 409}
@@ -291,11 +317,33 @@ _STATUS = {Outcome.ACCEPTED: 201, Outcome.DUPLICATE: 200, Outcome.CONFLICT: 409}
 def _event(workspace, envelope: Envelope, action: ActionDefinition, data: dict) -> reservation.Event:
     return reservation.Event(
         action=action, data=data,
-        key=build_key(workspace.slug, action.name, [(f, data[f]) for f in action.identity_fields]),
+        key=build_key(workspace.slug, action.name, [(f, data[f]) for f in action.identity_fields],
+                      sensitive=action.sensitive_fields, secret=settings.OPSCONSOLE_KEY_SECRET),
         fingerprint=fingerprint(data, action.fingerprint_fields),
         delivery_id=envelope.delivery_id or "", correlation_id=envelope.correlation_id or "",
         occurred_at=envelope.occurred_at,
     )
+
+
+def _staleness(event: reservation.Event, policy: policies.EffectivePolicy) -> str:
+    """Why ``event`` is too old to take ("" when it is not): it says it occurred longer ago than the
+    action's key window, so its operation's tombstone may be gone, and taking it could act twice."""
+    if event.occurred_at is None:
+        return ""
+    window = policy.key_retention
+    if event.occurred_at >= timezone.now() - window:
+        return ""
+    return (f"occurred more than {policies.format_duration(window)} ago, beyond the key window of "
+            f"{event.action.name}: whether it was already handled can no longer be told, so it is not taken")
+
+
+def _stale_refusal(workspace, event: reservation.Event, sender: dict, why: str) -> tuple[Delivery, IntakeResult]:
+    errors = [FieldError("occurred_at", why).as_dict()]
+    delivery = Delivery(workspace=workspace, **sender, outcome=Outcome.STALE, errors=errors, action=event.action.name,
+                        key=event.key, delivery_id=event.delivery_id, correlation_id=event.correlation_id,
+                        occurred_at=event.occurred_at)
+    return delivery, IntakeResult(outcome=Outcome.STALE, http_status=409, reason="stale", key=event.key,
+                                  errors=errors)
 
 
 def _json_size(value) -> int:

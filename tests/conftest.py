@@ -1,13 +1,33 @@
 import pytest
 from django.db import connection
 
-from ledger import services
+from ledger import intake, services
+from tests.logguard import LogGuard
 
 
 def pytest_report_header(config):
     from django.conf import settings
 
     return f"database: {settings.DATABASES['default']['ENGINE']}"
+
+
+@pytest.fixture(autouse=True)
+def log_guard(monkeypatch):
+    """Every test: no value of a sensitive field that passed intake during it reaches a log record
+    (tests/logguard.py). The values are taken where intake builds each validated event."""
+    guard = LogGuard()
+    build = intake._event
+
+    def event(*args, **kwargs):
+        built = build(*args, **kwargs)
+        guard.collect(built.action.sensitive_fields, built.data)
+        return built
+
+    monkeypatch.setattr(intake, "_event", event)
+    guard.start()
+    yield guard
+    guard.stop()
+    guard.check()
 
 
 @pytest.fixture
@@ -151,3 +171,14 @@ def unknown_notice(workspace, standin):
     operation.refresh_from_db()
     assert operation.state == "unknown"
     return operation
+
+
+@pytest.fixture(autouse=True)
+def fresh_policy_cache():
+    """Policies are cached per process for a few seconds (ledger.policies): a test starts without
+    the rows an earlier test's rolled-back transaction left in that cache."""
+    from ledger import policies
+
+    policies.clear_cache()
+    yield
+    policies.clear_cache()

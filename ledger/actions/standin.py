@@ -1,5 +1,6 @@
 """External actions against the stand-in destination (``standin/``), one per ambiguity policy,
-and one that moves money and so needs approval (``issue-refund``).
+one that moves money and so needs approval (``issue-refund``), and one whose identity is a
+person's email address (``send-welcome``).
 
 ``file-ticket``: the destination honours our idempotency key (the operation key, sent as
 ``Idempotency-Key``), so an ambiguous try is simply retried with the same key.
@@ -43,7 +44,7 @@ class StandinRecordAction(ActionDefinition):
     # How long after a try began its request may still land at the destination (our timeout plus
     # the destination's own processing): reconciliation waits this long before believing "absent".
     settle_after = timedelta(seconds=30)
-    # Calls of one batch in flight at once to the stand-in (all three actions share it): a whole
+    # Calls of one batch in flight at once to the stand-in (all its actions share it): a whole
     # claim batch (OPSCONSOLE_CLAIM_BATCH, 50), which it serves one thread per request.
     max_concurrency = 50
 
@@ -56,6 +57,10 @@ class StandinRecordAction(ActionDefinition):
 
     def destination_name(self) -> str:
         return http.origin(settings.OPSCONSOLE_STANDIN_URL)
+
+    def configuration(self) -> dict:
+        return super().configuration() | {"destination_url": settings.OPSCONSOLE_STANDIN_URL,
+                                          "timeout_seconds": settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS}
 
     def perform(self, operation) -> Success:
         headers = {"Idempotency-Key": operation.key} if self.honours_idempotency_keys else {}
@@ -111,6 +116,37 @@ class IssueRefund(StandinRecordAction):
     fingerprint_fields = ("request_id", "version", "customer_id", "amount_cents", "currency")
     honours_idempotency_keys = True
     consequential = True
+    sensitive_fields = ("customer_id", "amount_cents")
 
     def check(self, workspace, data):
         return []
+
+
+class WelcomeData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Identity, so kept exactly as sent; it enters the key only as a keyed hash (sensitive).
+    email: Annotated[StrictStr, StringConstraints(max_length=254, pattern=r"^[^@]+@[^@]+$")]
+    version: Version
+    language: Annotated[StrictStr, StringConstraints(pattern=r"^[a-z]{2}$")]
+
+
+@register
+class SendWelcome(StandinRecordAction):
+    """Welcomes a new subscriber: one message per address and sign-up (``version``: the address
+    signed up again). The sender has no other identifier for the person, so the address is the
+    identity: sensitive, it enters the key as a keyed hash, never in clear (``ledger.keys``)."""
+
+    name = "send-welcome"
+    schema = WelcomeData
+    identity_fields = ("email", "version")
+    fingerprint_fields = ("email", "version", "language")
+    sensitive_fields = ("email",)
+    honours_idempotency_keys = False
+
+    def check(self, workspace, data):
+        return []
+
+    def record_payload(self, operation) -> dict:
+        # The destination needs the address itself (the key carries only its hash).
+        return {"email": operation.payload["email"], "language": operation.payload["language"]}

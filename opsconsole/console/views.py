@@ -13,8 +13,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from ledger import approvals, review, roles, services
+from ledger import approvals, privacy, review, roles, services
 from ledger.actions import UnknownAction, get_action
+from ledger.configuration import changes_since_last_run
 from ledger.lookups import may_have_acted
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
 from ledger.roles import APPROVE, PAUSE, REVIEW, VIEW
@@ -33,7 +34,6 @@ from opsconsole.console.forms import (
 )
 from reconciliation.reconcile import lookups_give_up_at, reconcile_operation
 
-MASK = "••••"
 QUEUE_PAGE_SIZE = 50
 QUEUE_COUNT_CAP = 10_000
 AUDIT_PAGE_SIZE = 100
@@ -120,25 +120,26 @@ def _health() -> dict:
 def operation(request, pk):
     op = _operation(request, pk)
     definition = _definition(op.action)
-    sensitive = frozenset(definition.sensitive_fields) if definition else frozenset()
     user = request.user
+    reveal = privacy.may_view_sensitive(user, op.workspace_id)
+    payload = privacy.masked(op.payload, op.action, reveal=reveal)
     can_review = roles.can(user, REVIEW, op.workspace_id)
     can_approve = roles.can(user, APPROVE, op.workspace_id)
     contributions = list(op.contributions.select_related("user").order_by("created_at", "id"))
     own_work = sorted({c.kind for c in contributions if c.user_id == user.pk})
     external = bool(definition and definition.external)
     conflicts = [
-        {"conflict": conflict, "differences": [
-            d | {"recorded": MASK, "incoming": MASK} if d["field"] in sensitive else d
-            for d in conflict.differences
-        ]}
+        {"conflict": conflict,
+         "differences": privacy.masked_differences(conflict.differences, op.action, reveal=reveal)}
         for conflict in op.conflicts.order_by("-created_at", "-id")
     ]
     return render(request, "console/operation.html", {
         "nav": "queue",
         "operation": op,
-        "payload": _masked(op.payload, sensitive),
-        "result": json.dumps(_masked(op.result, sensitive), indent=2, sort_keys=True) if op.result else "",
+        "payload": payload,
+        "result": json.dumps(privacy.masked(op.result, op.action, reveal=reveal), indent=2, sort_keys=True)
+        if op.result else "",
+        "masking": payload != op.payload,  # some value is masked: say who may see it
         "attempts": op.attempt_rows.order_by("number", "id"),
         "deliveries": op.deliveries.order_by("received_at", "id"),
         "conflicts": conflicts,
@@ -150,6 +151,9 @@ def operation(request, pk):
         "can_replay": can_review and op.state == State.NEEDS_REVIEW,
         # The replay form names the risk (and offers to accept it) when a try may have reached the destination.
         "replay_may_duplicate": op.state == State.NEEDS_REVIEW and definition and may_have_acted(op, definition),
+        # ... and what changed in the action's configuration since it last ran, to be confirmed.
+        "config_changes": changes_since_last_run(op, definition) if can_review and definition
+        and op.state == State.NEEDS_REVIEW else [],
         "can_resolve": can_review and op.state in (State.UNKNOWN, State.NEEDS_REVIEW) and external,
         "can_look_up": can_review and op.state == State.UNKNOWN,
         "can_cancel": can_review and State.CANCELLED in TRANSITIONS[State(op.state)],
@@ -164,12 +168,6 @@ def _definition(action: str):
         return get_action(action)
     except UnknownAction:
         return None
-
-
-def _masked(data, sensitive: frozenset[str]):
-    if not isinstance(data, dict):
-        return data
-    return {name: MASK if name in sensitive else value for name, value in data.items()}
 
 
 @console_page
@@ -224,9 +222,10 @@ def _decide(request, op_pk, form, decide):
 def replay(request, pk):
     op = _operation(request, pk, REVIEW)
 
-    def decide(reason, accept_duplicate_risk):
+    def decide(reason, accept_duplicate_risk, accept_config_change):
         done = review.replay_operation(op, user=request.user, reason=reason,
-                                       accept_duplicate_risk=accept_duplicate_risk)
+                                       accept_duplicate_risk=accept_duplicate_risk,
+                                       accept_config_change=accept_config_change)
         if done.verdict == "found":
             return f"Nothing was sent: {done.lookup}. {op.key} is now succeeded."
         if done.verdict == "forced":

@@ -9,8 +9,10 @@ from ledger import intake
 from ledger.models import AuditEvent, Delivery, Operation
 from tests.conftest import event
 
-# Membership is the one table people manage in the admin (superusers only; test_tenancy.py).
-LEDGER_MODELS = [model for model in apps.get_app_config("ledger").get_models() if model.__name__ != "Membership"]
+# Membership and Policy are the tables people manage in the admin (superusers only; test_tenancy.py,
+# test_policy_admin below).
+LEDGER_MODELS = [model for model in apps.get_app_config("ledger").get_models()
+                 if model.__name__ not in ("Membership", "Policy")]
 
 
 @pytest.fixture
@@ -93,3 +95,44 @@ def test_it_searches_deliveries_and_audit_events_by_request_id(admin_client, wor
     assert len(deliveries) == 1
     assert len(audit) == 1
     assert len(admin_client.get("/admin/ledger/delivery/", {"q": "R:8"}).context["cl"].result_list) == 0
+
+
+def test_a_superuser_sets_a_policy_in_the_admin_through_the_service(admin_client, workspace):
+    from ledger import policies
+    from ledger.models import Policy
+
+    response = admin_client.post("/admin/ledger/policy/add/", {
+        "workspace": workspace.pk, "action": "issue-refund", "payload_retention": "7 00:00:00",
+        "key_retention": "400 00:00:00", "ordering": "", "gap_wait": ""})
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    policies.clear_cache()
+    assert policies.policy_for(workspace.pk, "issue-refund").payload_retention.days == 7
+    assert Policy.objects.get().changed_by == "admin"
+    assert AuditEvent.objects.get(kind="policy_changed").actor == "admin"
+
+
+def test_the_admin_refuses_a_key_window_shorter_than_the_payload_window(admin_client, workspace):
+    from ledger.models import Policy
+
+    response = admin_client.post("/admin/ledger/policy/add/", {
+        "workspace": workspace.pk, "action": "issue-refund", "payload_retention": "120 00:00:00",
+        "key_retention": "", "ordering": "", "gap_wait": ""})
+
+    assert response.status_code == 200
+    assert "would be shorter than the payload window" in response.content.decode()
+    assert not Policy.objects.exists()
+
+
+def test_a_member_who_is_not_a_superuser_cannot_change_a_policy(client, person, workspace):
+    from ledger import policies
+
+    policies.set_policy(workspace=workspace, action="send-notice", actor="test", key_retention=__import__(
+        "datetime").timedelta(days=200))
+    staff = person("staffer", "admin")
+    staff.is_staff = True
+    staff.save()
+    client.force_login(staff)
+
+    assert client.get("/admin/ledger/policy/").status_code == 200
+    assert client.get("/admin/ledger/policy/add/").status_code == 403
