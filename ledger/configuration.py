@@ -12,20 +12,10 @@ import json
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
-
 from ledger import policies
 from ledger.actions import ActionDefinition, registry
 from ledger.keys import canonical_json
 from ledger.models import Attempt, ConfigVersion, Operation
-
-# The configurations this process knows are stored (committed): each is inserted once, then known.
-_known: set[str] = set()
-
-
-def forget() -> None:
-    """Forget the configurations known to this process (tests, whose transactions roll back)."""
-    _known.clear()
 
 
 @dataclass(frozen=True)
@@ -46,9 +36,11 @@ def content(workspace_id: int, action: ActionDefinition) -> dict:
 
 def digests_for(operations: list[Operation]) -> list[str | None]:
     """The configuration each of ``operations`` runs under now (None: its action is gone), stored
-    in the caller's transaction when this process does not know it yet: one statement for the lot."""
+    in the caller's transaction if it is not yet: one ``INSERT .. ON CONFLICT DO NOTHING`` for the
+    lot, which finds the row that is there without writing anything (no dead row), and commits or
+    rolls back with the attempts that name it."""
     digests: dict[tuple[int, str], str | None] = {}
-    unknown: dict[str, ConfigVersion] = {}
+    rows: dict[str, ConfigVersion] = {}
     for operation in operations:
         scope = (operation.workspace_id, operation.action)
         if scope in digests:
@@ -59,12 +51,9 @@ def digests_for(operations: list[Operation]) -> list[str | None]:
             continue
         configuration = content(operation.workspace_id, action)
         digests[scope] = digest = hashlib.sha256(canonical_json(configuration).encode()).hexdigest()
-        if digest not in _known:
-            unknown[digest] = ConfigVersion(digest=digest, action=action.name, content=configuration)
-    if unknown:
-        ConfigVersion.objects.bulk_create(unknown.values(), ignore_conflicts=True)
-        # Known from the commit on: a rolled-back transaction takes the rows it inserted with it.
-        transaction.on_commit(lambda: _known.update(unknown))
+        rows[digest] = ConfigVersion(digest=digest, action=action.name, content=configuration)
+    if rows:
+        ConfigVersion.objects.bulk_create(rows.values(), ignore_conflicts=True)
     return [digests[(operation.workspace_id, operation.action)] for operation in operations]
 
 

@@ -40,14 +40,13 @@ from ledger.models import (
     Operation,
     Workspace,
 )
+from ledger.privacy import REDACTED
 from ledger.services import record_audit_event
 from ledger.states import TERMINAL_STATES
 
 logger = logging.getLogger("ledger")
 
 CHUNK = 1000
-# What a redacted value becomes where its place must stay (a conflict's differences).
-REDACTED = "[redacted]"
 _TABLES = ["ledger_operation", "ledger_delivery", "ledger_attempt", "ledger_conflict"]
 
 
@@ -153,7 +152,7 @@ def _redact_payloads(workspace, windows, as_of, counts: WorkspacePurge, *, dry_r
             # window counts from when the operation finished.
             update_each(Operation, [row["pk"] for row in rows], match={}, where={},
                         each={"payload": [tombstone(row["action"], row["payload"]) for row in rows],
-                              "result": [_references(row["result"]) for row in rows]},
+                              "result": [_references(row["action"], row["result"]) for row in rows]},
                         same={"redacted_at": timezone.now()})
             _redact_conflicts([row["pk"] for row in rows], {row["pk"]: row["action"] for row in rows})
         counts.redacted += len(rows)
@@ -170,11 +169,15 @@ def tombstone(action_name: str, payload: dict) -> dict:
             if name in payload and name not in action.sensitive_fields}
 
 
-def _references(result) -> dict | None:
-    """What a redacted result keeps: the ids of records elsewhere (``record_id``, ``draft_id``)."""
+def _references(action_name: str, result) -> dict | None:
+    """What a redacted result keeps: the ids of records elsewhere (``record_id``, ``draft_id``),
+    never a sensitive field a destination echoed back (say ``customer_id``)."""
     if not isinstance(result, dict):
         return None
-    return {name: value for name, value in result.items() if name == "id" or name.endswith("_id")} or None
+    action = registry.get(action_name)
+    sensitive = set(action.sensitive_fields) if action is not None else set(result)
+    return {name: value for name, value in result.items()
+            if (name == "id" or name.endswith("_id")) and name not in sensitive} or None
 
 
 def _redact_conflicts(operation_ids: list[int], actions: dict[int, str]) -> None:
