@@ -144,6 +144,8 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
 
     series = rows("generate_series(1, %(n)s::int) AS i")
     first_delivery = "first_delivery_id" in operation_columns
+    # Ordering columns (migration 0013; NOT NULL, no default): none of these versions is ordered.
+    ordered = "ordered" in operation_columns
     statements = [
         ("operations and their first deliveries", [
             series + """
@@ -156,7 +158,8 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
             INSERT INTO ledger_operation (id, workspace_id, action, key, key_recipe, definition_version, fingerprint,
                 payload, {"first_delivery_id," if first_delivery else ""} correlation_id, submitted_by, state,
                 attempts, next_attempt_at, deadline, lease_owner, lease_expires_at, fencing_token,
-                last_error_category, last_error_message, result, external_id, created_at, updated_at)
+                last_error_category, last_error_message, result, external_id, created_at, updated_at
+                {", series, ordered" if ordered else ""})
             SELECT i, ws, action, key, 1, left(md5(action), 16), md5(i::text) || md5((i + 1)::text),
                    jsonb_build_object('request_id', 'R-' || i, 'version', 1, 'title', 'Review renewal options',
                                       'owner', 'ops'),
@@ -177,6 +180,7 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                    CASE WHEN state = 'succeeded' AND external THEN 'rec-' || i ELSE '' END,
                    t, t + CASE WHEN state IN ('needs_review', 'unknown', 'pending_approval')
                                THEN interval '2 hours' + r * interval '1 minute' ELSE interval '20 seconds' END
+                   {", '', ''" if ordered else ""}
             FROM s""",
             # Duplicates (5 %%), conflicting deliveries (0.5 %%) and invalid ones (1 %% of n).
             series + """

@@ -47,7 +47,6 @@ from ledger.states import TERMINAL_STATES
 logger = logging.getLogger("ledger")
 
 CHUNK = 1000
-_TABLES = ["ledger_operation", "ledger_delivery", "ledger_attempt", "ledger_conflict"]
 
 
 @dataclass
@@ -109,7 +108,7 @@ def purge(*, as_of: datetime | None = None, dry_run: bool = False, chunk: int = 
         if vacuum and connection.vendor == "postgresql" and not connection.in_atomic_block and (
                 report.total("redacted") or report.total("deleted") or report.total("refused_deliveries")):
             with connection.cursor() as cursor:
-                cursor.execute(f"VACUUM (ANALYZE) {', '.join(_TABLES)}")
+                cursor.execute(f"VACUUM (ANALYZE) {', '.join(written_tables())}")
     return report
 
 
@@ -249,6 +248,12 @@ def _delete_operations(ids: list[int]) -> None:
     for model in OWNED:
         _raw_delete(model.objects.filter(operation_id__in=ids))
     _raw_delete(Operation.objects.filter(pk__in=ids))
+
+
+def written_tables() -> list[str]:
+    """Every table a purge writes: the operations, the rows they own, the rows it detaches."""
+    detached = [relation.related_model for relation in referring_relations() if relation.on_delete is models.SET_NULL]
+    return [model._meta.db_table for model in dict.fromkeys([Operation, *OWNED, *detached])]
 
 
 def referring_relations():

@@ -29,8 +29,9 @@ def story(workspace, standin, start_cluster, settings, client, reviewer):
     settings.OPSCONSOLE_RECONCILE_GIVE_UP_SECONDS = 0  # give up at the first failed lookup, as before
     # The worker runs under this process's configuration (ledger.configuration), so that a replay
     # from here finds nothing changed since the operation last ran.
+    timeout = str(settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS)
     cluster = start_cluster("worker", env={"OPSCONSOLE_STANDIN_URL": standin.url,
-                                           "OPSCONSOLE_HTTP_TIMEOUT_SECONDS": str(settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS)})
+                                           "OPSCONSOLE_HTTP_TIMEOUT_SECONDS": timeout})
     standin.fail_next({"kind": "drop_after_commit"})
     operation = submit_event(workspace=workspace, raw=external_event("send-notice"), source="api").operation
     wait_for(lambda: Operation.objects.get(pk=operation.pk).state == State.UNKNOWN, timeout=30,

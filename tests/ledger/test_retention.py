@@ -7,6 +7,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 from django_q.models import Schedule
 
 from ledger import audit, policies, retention
@@ -414,3 +415,24 @@ def test_a_cancelled_operation_without_a_result_is_redacted_too(api, frozen, ali
     operation = Operation.objects.get()
     assert (operation.state, operation.result, operation.payload) == ("cancelled", None,
                                                                       {"request_id": "R-42", "version": 3})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_a_purge_that_changed_rows_vacuums_what_it_wrote(workspace):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from ledger.intake import submit_event
+
+    if connection.vendor != "postgresql":
+        pytest.skip(f"VACUUM after a purge is PostgreSQL's (running on {connection.vendor})")
+
+    submit_event(workspace=workspace, raw=event("d-1"), source="api")
+    process_due_operations()
+
+    with CaptureQueriesContext(connection) as queries:
+        report = retention.purge(as_of=timezone.now() + KEY_WINDOW + timedelta(days=1))
+
+    assert report.total("deleted") == 1
+    [vacuum] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("VACUUM")]
+    assert "ledger_reviewdraft" in vacuum and "ledger_operation" in vacuum
