@@ -92,6 +92,12 @@ def reviewer(person):
 
 
 @pytest.fixture
+def approver(person):
+    """A person who may approve or reject (and see sensitive values), in the demo workspace."""
+    return person("approver", "approver")
+
+
+@pytest.fixture
 def alice(person):
     return person("alice", "operator")
 

@@ -25,11 +25,6 @@ def refund(workspace, submitted_by="token:oc_test", **data):
 
 
 @pytest.fixture
-def approver(person, workspace):
-    return person("approver", "approver")
-
-
-@pytest.fixture
 def refund_waiting(workspace):
     operation = refund(workspace).operation
     assert operation.state == "pending_approval"

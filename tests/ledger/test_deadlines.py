@@ -93,11 +93,6 @@ def consequential(scripted_action):
     return scripted_action(consequential=True, deadline=DEADLINE, approval_window=timedelta(days=2))
 
 
-@pytest.fixture
-def approver(person):
-    return person("approver", "approver")
-
-
 def test_it_starts_the_processing_deadline_at_approval(workspace, consequential, approver, frozen):
     operation = submit(workspace, consequential.name)
     assert operation.deadline == START + timedelta(days=2)  # the approval request's expiry

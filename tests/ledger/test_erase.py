@@ -34,11 +34,6 @@ def boss(person):
 
 
 @pytest.fixture
-def approver(person):
-    return person("approver", "approver")
-
-
-@pytest.fixture
 def subject(workspace, boss, approver, standin):
     """C-9's refunds: R-1 (succeeded; a resend for C-8 conflicted with it), and C-8's refund R-2
     (rejected), which a resend for C-9 conflicted with. C-7's R-3 is someone else's."""

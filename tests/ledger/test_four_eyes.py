@@ -32,11 +32,6 @@ def four_eyes(username: str, roles: str, key: str) -> str:
 # --- people and entry points --------------------------------------------------------------------
 
 @pytest.fixture
-def approver(person):
-    return person("approver", APPROVER)
-
-
-@pytest.fixture
 def second_approver(person):
     return person("second", APPROVER)
 

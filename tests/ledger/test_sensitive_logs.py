@@ -101,11 +101,6 @@ def test_the_guard_collects_what_passes_intake(log_guard, workspace):
 # --- the refund's paths, under the suite's guard --------------------------------------------------
 
 @pytest.fixture
-def approver(person):
-    return person("approver", "approver")
-
-
-@pytest.fixture
 def admin(person):
     return person("boss", "admin")
 
