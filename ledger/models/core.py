@@ -7,11 +7,8 @@ from django.core.validators import validate_slug
 from django.db import models
 from django.db.models import Q
 
+from ledger.models.checks import choices_check
 from ledger.states import State
-
-
-def _choices_check(field: str, choices) -> Q:
-    return Q(**{f"{field}__in": [value for value, _ in choices]})
 
 
 class Workspace(models.Model):
@@ -80,10 +77,10 @@ class Delivery(models.Model):
         ]
         constraints = [
             models.CheckConstraint(
-                condition=_choices_check("outcome", DeliveryOutcome.choices), name="delivery_outcome_valid"
+                condition=choices_check("outcome", DeliveryOutcome.choices), name="delivery_outcome_valid"
             ),
             models.CheckConstraint(
-                condition=_choices_check("source", DeliverySource.choices), name="delivery_source_valid"
+                condition=choices_check("source", DeliverySource.choices), name="delivery_source_valid"
             ),
         ]
 
@@ -140,7 +137,7 @@ class Operation(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["workspace", "key"], name="operation_unique_key"),
             models.CheckConstraint(
-                condition=_choices_check("state", State.choices), name="operation_state_valid"
+                condition=choices_check("state", State.choices), name="operation_state_valid"
             ),
         ]
         indexes = [
@@ -239,7 +236,7 @@ class Attempt(models.Model):
             # One try per claim: a worker that lost its claim cannot begin another try under it.
             models.UniqueConstraint(fields=["operation", "fencing_token"], name="attempt_one_per_claim"),
             models.CheckConstraint(
-                condition=Q(outcome="") | _choices_check("outcome", AttemptOutcome.choices),
+                condition=Q(outcome="") | choices_check("outcome", AttemptOutcome.choices),
                 name="attempt_outcome_valid",
             ),
         ]
@@ -280,7 +277,7 @@ class Conflict(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(
-                condition=_choices_check("status", ConflictStatus.choices), name="conflict_status_valid"
+                condition=choices_check("status", ConflictStatus.choices), name="conflict_status_valid"
             ),
             # A decided conflict says who decided and when; an open one has neither.
             models.CheckConstraint(

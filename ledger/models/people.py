@@ -7,7 +7,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 
-from ledger.models.core import _choices_check
+from ledger.models.checks import choices_check
 
 
 class ApiToken(models.Model):
@@ -62,7 +62,7 @@ class Contribution(models.Model):
         ordering = ["operation", "created_at", "id"]
         constraints = [
             models.CheckConstraint(
-                condition=_choices_check("kind", ContributionKind.choices), name="contribution_kind_valid"
+                condition=choices_check("kind", ContributionKind.choices), name="contribution_kind_valid"
             ),
         ]
 
@@ -95,7 +95,7 @@ class Approval(models.Model):
         ordering = ["-decided_at", "-id"]
         constraints = [
             models.CheckConstraint(
-                condition=_choices_check("decision", ApprovalDecision.choices), name="approval_decision_valid"
+                condition=choices_check("decision", ApprovalDecision.choices), name="approval_decision_valid"
             ),
         ]
 
@@ -124,7 +124,7 @@ class Membership(models.Model):
         ordering = ["workspace", "user"]
         constraints = [
             models.UniqueConstraint(fields=["user", "workspace"], name="membership_one_per_workspace"),
-            models.CheckConstraint(condition=_choices_check("role", Role.choices), name="membership_role_valid"),
+            models.CheckConstraint(condition=choices_check("role", Role.choices), name="membership_role_valid"),
         ]
 
     def __str__(self):

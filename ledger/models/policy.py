@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.db import models
 from django.db.models import Q
 
-from ledger.models.core import _choices_check
+from ledger.models.checks import choices_check
 
 
 class Ordering(models.TextChoices):
@@ -46,7 +46,7 @@ class Policy(models.Model):
                                     name="policy_unique_every_workspace"),
             models.UniqueConstraint(fields=["workspace", "action"], condition=Q(workspace__isnull=False),
                                     name="policy_unique_workspace"),
-            models.CheckConstraint(condition=Q(ordering="") | _choices_check("ordering", Ordering.choices),
+            models.CheckConstraint(condition=Q(ordering="") | choices_check("ordering", Ordering.choices),
                                    name="policy_ordering_valid"),
             models.CheckConstraint(
                 condition=(Q(payload_retention__isnull=True) | Q(payload_retention__gt=timedelta(0)))
