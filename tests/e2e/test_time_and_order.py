@@ -70,3 +70,25 @@ def test_a_superseded_version_and_a_purged_operation_read_plainly(page, workspac
     page.goto("/console/audit/")
     expect(page.get_by_text(f"#{brief.pk}, purged").first).to_be_visible()
     screenshot(page, "audit-after-purge")
+
+
+def test_a_superuser_sets_a_retention_policy_in_the_admin(page, workspace):
+    make_user("root", is_staff=True, is_superuser=True)
+    log_in(page, "root", path="/admin/login/")
+
+    page.goto("/admin/ledger/policy/add/")
+    page.get_by_label("Workspace").select_option(label="demo")
+    page.get_by_label("Action").select_option("issue-refund")
+    page.get_by_label("Payload retention").fill("120 00:00:00")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.get_by_text("would be shorter than the payload window")).to_be_visible()
+    screenshot(page, "admin-policy-refused")
+
+    page.get_by_label("Key retention").fill("400 00:00:00")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.get_by_text("was added successfully")).to_be_visible()
+    screenshot(page, "admin-policies")
+    policies.clear_cache()
+    policy = policies.policy_for(workspace.pk, "issue-refund")
+    assert (policy.payload_retention.days, policy.key_retention.days) == (120, 400)
+    assert AuditEvent.objects.get(kind="policy_changed").actor == "root"
