@@ -50,11 +50,22 @@ def digests_for(operations: list[Operation]) -> list[str | None]:
             digests[scope] = None
             continue
         configuration = content(operation.workspace_id, action)
-        digests[scope] = digest = hashlib.sha256(canonical_json(configuration).encode()).hexdigest()
+        digests[scope] = digest = _digest(configuration)
         rows[digest] = ConfigVersion(digest=digest, action=action.name, content=configuration)
     if rows:
         ConfigVersion.objects.bulk_create(rows.values(), ignore_conflicts=True)
     return [digests[(operation.workspace_id, operation.action)] for operation in operations]
+
+
+def _digest(configuration: dict) -> str:
+    return hashlib.sha256(canonical_json(configuration).encode()).hexdigest()
+
+
+def current_digest(operation: Operation) -> str:
+    """The digest of the configuration ``operation`` would run under now, computed, not stored
+    (for log lines); "" when its action is gone."""
+    action = registry.get(operation.action)
+    return _digest(content(operation.workspace_id, action)) if action is not None else ""
 
 
 def digest_for(operation: Operation) -> str | None:

@@ -13,9 +13,9 @@ from datetime import timedelta
 
 from django.db import transaction
 
+from ledger import audit
 from ledger.actions import get_action
-from ledger.models import Ordering, Policy, Workspace
-from ledger.services import record_audit_event
+from ledger.models import AuditEvent, Ordering, Policy, Workspace
 
 CACHE_SECONDS = 5.0
 LONGEST = timedelta(days=36500)
@@ -111,8 +111,9 @@ def set_policy(*, workspace: Workspace | None, action: str, actor: str, **change
                 row.changed_by = actor
                 row.save()
                 said = "; ".join(f"{name} {_shown(before[name])} -> {_shown(getattr(row, name))}" for name in changed)
-                record_audit_event(actor=actor, kind="policy_changed", workspace=workspace,
-                                   message=f"{action} in {workspace.slug if workspace else 'every workspace'}: {said}")
+                where = workspace.slug if workspace else "every workspace"
+                audit.append([AuditEvent(actor=actor, kind="policy_changed", workspace=workspace,
+                                         message=f"{action} in {where}: {said}"[:500])])
     finally:
         clear_cache()  # the row read above may have been created and rolled back
     return policy_for(workspace.pk if workspace else None, action)

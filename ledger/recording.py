@@ -21,7 +21,7 @@ from ledger.bulk import update_each
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
 from ledger.retry import retry_delay
-from ledger.services import record_audit_event, transition_operation
+from ledger.services import log_transition, record_audit_event, transition_operation
 from ledger.states import State
 
 logger = logging.getLogger("ledger")
@@ -202,13 +202,13 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
                    from_state=State.PROCESSING, to_state=State.SUCCEEDED, attempt=attempt)
         for operation, attempt in zip(operations, attempts, strict=True)
     ])
-    for operation, success in pairs:
+    for (operation, success), attempt in zip(pairs, attempts, strict=True):
         operation.state, operation.updated_at = State.SUCCEEDED, now
         operation.result, operation.external_id = success.result, success.external_id
         operation.lease_owner, operation.lease_expires_at, operation.next_attempt_at = "", None, None
         operation.last_error_category = operation.last_error_message = ""
-        logger.info("transition", extra={"key": operation.key, "from": str(State.PROCESSING),
-                                         "to": str(State.SUCCEEDED), "kind": "succeeded", "error_category": ""})
+        log_transition(operation, from_state=State.PROCESSING, to_state=State.SUCCEEDED, kind="succeeded",
+                       attempt=attempt)
 
 
 def _classify(error: Exception, action: ActionDefinition | None) -> OutcomeError:

@@ -7,7 +7,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from ledger import audit, nudges
+from ledger import audit, configuration, nudges
 from ledger.actions import registry
 from ledger.models import ApiToken, AuditEvent, Control, Membership, Operation, Role, Workspace
 from ledger.selectors import due_operations, scope_filter
@@ -81,9 +81,22 @@ def transition_operation(operation: Operation, *, to_state: State, actor: str, k
             setattr(operation, name, value)
     operation.state = to_state
     operation.updated_at = now
-    logger.info("transition", extra={"key": operation.key, "from": from_state, "to": str(to_state),
-                                     "kind": kind, "error_category": error_category})
+    log_transition(operation, from_state=from_state, to_state=to_state, kind=kind, error_category=error_category,
+                   attempt=attempt)
     return True
+
+
+def log_transition(operation: Operation, *, from_state: str, to_state: str, kind: str, error_category: str = "",
+                   attempt=None) -> None:
+    """The log line of a state change: identifiers and states, never payload text. The
+    configuration is the one the attempt ran under, or else the one the operation would run under
+    now (``ledger.configuration``), by its digest's first 12 characters."""
+    config = attempt.config_version_id if attempt is not None and attempt.config_version_id else \
+        configuration.current_digest(operation)
+    logger.info("transition", extra={
+        "key": operation.key, "from": str(from_state), "to": str(to_state), "kind": kind,
+        "error_category": error_category, "attempts": operation.attempts,
+        "correlation_id": operation.correlation_id, "config_version": (config or "")[:12]})
 
 
 # --- workspaces and tokens ---------------------------------------------------------------------
