@@ -1,10 +1,12 @@
 """Reads shared by the engine, the console and the metrics: what is held, what is due."""
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 
+from ledger.actions import registry
 from ledger.models import Control, Operation, Ordering
 from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES
 
@@ -63,4 +65,42 @@ def oldest_due_seconds(now: datetime | None = None) -> float | None:
     now = now or timezone.now()
     oldest = due_operations(now).order_by("created_at").values_list("created_at", flat=True).first()
     return (now - oldest).total_seconds() if oldest else None
+
+
+
+AT_RISK_SHARE = 0.8  # past this share of its service level, an unfinished operation is at risk
+WORST = 100  # the at-risk and late operations listed, oldest first
+
+
+@dataclass(frozen=True)
+class ServiceLevel:
+    action: str
+    level: timedelta
+    at_risk: int  # unfinished, past AT_RISK_SHARE of the level, not yet late
+    late: int  # unfinished, past the level
+
+
+def service_level_standing(operations, now: datetime | None = None) -> tuple[list[ServiceLevel], list]:
+    """Per action with a service level, how many unfinished ``operations`` (a queryset, already
+    narrowed to what the person may see) are at risk or late; and the oldest of them (at most
+    ``WORST``), each with ``age`` and ``late`` set. One query per action, one for the list."""
+    now = now or timezone.now()
+    unfinished = operations.exclude(state__in=TERMINAL_STATES)
+    levels, worst = [], Q(pk__in=[])
+    for name, action in sorted(registry.items()):
+        if action.service_level is None:
+            continue
+        risk_since, late_since = now - action.service_level * AT_RISK_SHARE, now - action.service_level
+        counts = unfinished.filter(action=name, created_at__lt=risk_since).aggregate(
+            at_risk=Count("pk", filter=Q(created_at__gte=late_since)),
+            late=Count("pk", filter=Q(created_at__lt=late_since)))
+        levels.append(ServiceLevel(name, action.service_level, counts["at_risk"], counts["late"]))
+        worst |= Q(action=name, created_at__lt=risk_since)
+    listed = list(unfinished.filter(worst).select_related("workspace").order_by("created_at", "id")[:WORST])
+    for operation in listed:
+        level = registry[operation.action].service_level
+        operation.age = now - operation.created_at
+        operation.late = operation.age > level
+        operation.service_level = level
+    return levels, listed
 

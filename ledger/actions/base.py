@@ -54,6 +54,9 @@ class ActionDefinition:
     ordering: ClassVar[str] = "independent"
     # in_order: how long a version waits for a missing predecessor before a person must look.
     gap_wait: ClassVar[timedelta] = timedelta(minutes=10)
+    # How long from arrival to a final state the business expects (None: no promise). Past 80 %
+    # of it an unfinished operation is at risk, past all of it late (the console's service levels).
+    service_level: ClassVar[timedelta | None] = None
     # External actions: how long after a try began its request may still land at the
     # destination; reconciliation waits that long before it believes a lookup that finds nothing.
     settle_after: ClassVar[timedelta] = timedelta(0)

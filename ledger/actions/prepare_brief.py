@@ -1,5 +1,7 @@
 """``prepare-brief``: the teaching action. One internal review draft per request version."""
 
+from datetime import timedelta
+
 from pydantic import BaseModel, ConfigDict
 
 from ledger.actions.base import ActionDefinition, register
@@ -22,6 +24,7 @@ class PrepareBrief(ActionDefinition):
     schema = PrepareBriefData
     identity_fields = ("request_id", "version")
     fingerprint_fields = ("request_id", "version", "title", "owner")
+    service_level = timedelta(minutes=5)
 
     def check(self, workspace, data):
         return approved_owner_errors(workspace, data["owner"])

@@ -2,6 +2,7 @@
 ``RequestStatus``, one row per request), and ordered ``latest_wins``: a newer version supersedes
 older ones that have not run, and an older one arriving after a newer one is answered ``stale``."""
 
+from datetime import timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -28,6 +29,7 @@ class UpdateStatus(ActionDefinition):
     identity_fields = ("request_id", "version")
     fingerprint_fields = ("request_id", "version", "status")
     ordering = "latest_wins"
+    service_level = timedelta(minutes=5)
 
     def perform(self, operation):
         [success] = self.perform_many([operation])

@@ -18,5 +18,6 @@ urlpatterns = [
     path("controls/", views.controls, name="controls"),
     path("controls/pause/", views.pause, name="pause"),
     path("controls/resume/", views.resume, name="resume"),
+    path("service-levels/", views.service_levels, name="service_levels"),
     path("audit/", views.audit, name="audit"),
 ]

@@ -18,9 +18,10 @@ from ledger.actions import UnknownAction, get_action
 from ledger.configuration import changes_since_last_run
 from ledger.lookups import may_have_acted
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
+from ledger.policies import format_duration
 from ledger.roles import APPROVE, PAUSE, REVIEW, VIEW
-from ledger.selectors import oldest_due_seconds
-from ledger.states import TRANSITIONS, State
+from ledger.selectors import AT_RISK_SHARE, oldest_due_seconds, service_level_standing
+from ledger.states import TERMINAL_STATES, TRANSITIONS, State
 from opsconsole.console import keyset
 from opsconsole.console.filters import ATTENTION_STATES, AuditFilter, QueueFilter
 from opsconsole.console.forms import (
@@ -160,6 +161,7 @@ def operation(request, pk):
         "can_decide": can_approve and op.state == State.PENDING_APPROVAL,
         "approval_needed": op.state == State.PENDING_APPROVAL,
         "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
+        "standing": _standing(op, definition),
     })
 
 
@@ -186,6 +188,43 @@ def controls(request):
         "form": form,
         "can_pause": form.fields["workspace"].queryset.exists() or request.user.is_superuser,
     })
+
+
+@console_page
+def service_levels(request):
+    levels, listed = service_level_standing(roles.visible(Operation.objects.all(), request.user))
+    for operation in listed:
+        operation.age_shown = _about(operation.age)
+        operation.level_shown = format_duration(operation.service_level)
+    levels = [{"level": level, "shown": format_duration(level.level)} for level in levels]
+    return render(request, "console/service_levels.html", {
+        "nav": "service_levels", "levels": levels, "operations": listed, "at_risk_percent": int(AT_RISK_SHARE * 100),
+    })
+
+
+def _standing(op: Operation, definition) -> str:
+    """"late" or "at risk" against the action's service level, for unfinished work; else ""."""
+    level = definition.service_level if definition else None
+    if level is None or op.state in TERMINAL_STATES:
+        return ""
+    age = timezone.now() - op.created_at
+    if age > level:
+        return f"Late: {_about(age)} since it arrived, past its service level of {format_duration(level)}."
+    if age > level * AT_RISK_SHARE:
+        return f"At risk: {_about(age)} since it arrived, of a service level of {format_duration(level)}."
+    return ""
+
+
+def _about(age) -> str:
+    """An age as a person reads it: 42 s, 7 min, 3 h 5 min, 2 d 4 h."""
+    seconds = int(age.total_seconds())
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 86400:
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    return f"{seconds // 86400} d {seconds % 86400 // 3600} h"
 
 
 @console_page

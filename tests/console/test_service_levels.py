@@ -1,0 +1,88 @@
+"""The service-levels page: per action, the unfinished operations at risk (past 80 % of the action's
+service level) and late (past all of it), and the oldest of them, for the person's workspaces."""
+
+from datetime import timedelta
+
+import pytest
+
+from ledger.models import Operation
+from ledger.processing import process_due_operations
+from ledger.selectors import service_level_standing
+from tests.ledger.conftest import START, submit_brief
+
+
+@pytest.fixture
+def frozen(time_machine):
+    time_machine.move_to(START, tick=False)
+    return time_machine
+
+
+def test_it_counts_at_risk_and_late_unfinished_work_per_action(client, login, workspace, frozen,
+                                                               django_assert_max_num_queries):
+    done = submit_brief(workspace, request_id="R-0")
+    process_due_operations()
+    late = submit_brief(workspace, request_id="R-1")  # prepare-brief: 5 minutes
+    frozen.move_to(START + timedelta(seconds=90), tick=False)
+    at_risk = submit_brief(workspace, request_id="R-2")
+    frozen.move_to(START + timedelta(minutes=5), tick=False)
+    submit_brief(workspace, request_id="R-3")  # on time
+    frozen.move_to(START + timedelta(minutes=6), tick=False)
+    Operation.objects.filter(pk=done.pk).update(created_at=START - timedelta(hours=1))  # finished: never late
+    login("viewer")
+
+    with django_assert_max_num_queries(12):
+        response = client.get("/console/service-levels/")
+
+    levels = {row["level"].action: row["level"] for row in response.context["levels"]}
+    assert (levels["prepare-brief"].at_risk, levels["prepare-brief"].late) == (1, 1)
+    assert (levels["file-ticket"].at_risk, levels["file-ticket"].late) == (0, 0)
+    assert [op.pk for op in response.context["operations"]] == [late.pk, at_risk.pk]
+    page = response.content.decode()
+    assert "<strong>late</strong>: past its 5m" in page and "at risk: 5m allowed" in page
+    assert "6 min" in page and "4 min" in page
+
+
+def test_it_shows_only_the_persons_workspaces(client, login, workspace, frozen):
+    from ledger import services
+
+    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    submit_brief(other, request_id="R-9")
+    frozen.move_to(START + timedelta(hours=1), tick=False)
+    login("viewer")
+
+    response = client.get("/console/service-levels/")
+
+    assert response.context["operations"] == []
+    assert "Nothing is at risk or late." in response.content.decode()
+
+
+def test_the_standing_counts_work_held_by_a_pause_too(workspace, frozen):
+    from ledger import services
+
+    submit_brief(workspace)
+    services.set_paused(paused=True, reason="incident", workspace=workspace, actor="test")
+
+    levels, listed = service_level_standing(Operation.objects.all(), now=START + timedelta(minutes=10))
+
+    assert {level.action: level.late for level in levels}["prepare-brief"] == 1
+    assert listed[0].late
+
+
+def test_a_visitor_who_is_not_logged_in_goes_to_the_login(client, db):
+    response = client.get("/console/service-levels/")
+
+    assert response.status_code == 302 and "/accounts/login/" in response.url
+
+
+def test_the_operation_page_says_when_it_is_late_and_when_it_is_at_risk(client, login, workspace, frozen):
+    operation = submit_brief(workspace)
+    login("viewer")
+
+    frozen.move_to(START + timedelta(minutes=2), tick=False)
+    assert "service level" not in client.get(f"/console/operations/{operation.pk}/").content.decode()
+    frozen.move_to(START + timedelta(seconds=250), tick=False)
+    assert "At risk: 4 min since it arrived, of a service level of 5m." in client.get(
+        f"/console/operations/{operation.pk}/").content.decode()
+    frozen.move_to(START + timedelta(minutes=7), tick=False)
+    assert "Late: 7 min since it arrived, past its service level of 5m." in client.get(
+        f"/console/operations/{operation.pk}/").content.decode()

@@ -1,0 +1,35 @@
+"""An operator sees which work is late or at risk against its action's service level."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from ledger.intake import submit_event
+from ledger.models import Operation
+from tests.conftest import R42
+from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
+
+pytestmark = pytest.mark.e2e
+
+
+def test_the_service_levels_page_lists_late_and_at_risk_work(page, workspace):
+    make_user("operator", OPERATOR)
+    late = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": R42}).operation
+    risky = submit_event(workspace=workspace, source="api",
+                         raw={"action": "prepare-brief", "data": R42 | {"request_id": "R-43"}}).operation
+    # As they would stand, arrived 20 and 4.5 minutes ago (prepare-brief's service level: 5 minutes).
+    Operation.objects.filter(pk=late.pk).update(created_at=timezone.now() - timedelta(minutes=20))
+    Operation.objects.filter(pk=risky.pk).update(created_at=timezone.now() - timedelta(seconds=270))
+
+    log_in(page, "operator")
+    page.get_by_role("link", name="Service levels").click()
+
+    expect(page.get_by_role("row", name="prepare-brief 5m 1 1")).to_be_visible()
+    expect(page.get_by_role("row").filter(has_text=late.key)).to_contain_text("late: past its 5m")
+    expect(page.get_by_role("row").filter(has_text=risky.key)).to_contain_text("at risk")
+    screenshot(page, "service-levels")
+
+    page.get_by_role("link", name=late.key).click()
+    expect(page.get_by_role("status").filter(has_text="Late: 20 min since it arrived")).to_be_visible()
