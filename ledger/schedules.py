@@ -7,6 +7,7 @@ from django.utils import timezone
 SWEEP_SCHEDULE = "opsconsole-sweep"
 RECONCILE_SCHEDULE = "opsconsole-reconcile"
 PURGE_SCHEDULE = "opsconsole-purge"
+AUDIT_SCHEDULE = "opsconsole-reconcile-audit"
 
 
 def ensure_schedule(schedule_model, *, name: str, func: str, minutes: int = 1) -> None:
@@ -41,3 +42,7 @@ def ensure_reconcile_schedule(schedule_model) -> None:
 
 def ensure_purge_schedule(schedule_model) -> None:
     ensure_schedule(schedule_model, name=PURGE_SCHEDULE, func="ledger.tasks.purge", minutes=24 * 60)
+
+
+def ensure_audit_schedule(schedule_model) -> None:
+    ensure_schedule(schedule_model, name=AUDIT_SCHEDULE, func="reconciliation.tasks.audit", minutes=60)

@@ -20,6 +20,11 @@ from urllib.parse import parse_qs, urlsplit
 
 MAX_BODY_BYTES = 1_000_000
 RECORD_FILTERS = ("reference", "idempotency_key")
+# Listing: records created in [created_after, created_before), oldest first, a page at a time.
+WINDOW_FILTERS = ("created_after", "created_before")
+PAGE_PARAMS = ("page_size", "cursor")
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 500
 RECORD_PATH = re.compile(r"^/records/(?P<record_id>[^/]+)$")
 # Which request a fault waits for: "create" = the next POST /records, "lookup" = the next GET /records.
 FAULT_TARGETS = ("create", "lookup")
@@ -74,6 +79,26 @@ def _normalised_fault(fault, kind):
             raise BadRequest("invalid_fault", "delay fault needs a non-negative number 'seconds'")
         return {"kind": kind, "seconds": seconds}
     raise BadRequest("invalid_fault", f"unknown fault kind {kind!r}")
+
+
+def _aware_time(query, name):
+    """A required ISO 8601 time with an offset from the query string."""
+    if name not in query:
+        raise BadRequest("invalid_query", f"a listing needs both {WINDOW_FILTERS}")
+    try:
+        value = datetime.fromisoformat(query[name][0])
+    except ValueError:
+        raise BadRequest("invalid_query", f"'{name}' is not an ISO 8601 time") from None
+    if value.tzinfo is None:
+        raise BadRequest("invalid_query", f"'{name}' needs a UTC offset")
+    return value
+
+
+def _whole_number(query, name, default):
+    raw = query.get(name, [str(default)])[0]
+    if not raw.isdigit():
+        raise BadRequest("invalid_query", f"'{name}' must be a whole number")
+    return int(raw)
 
 
 def _canonical(reference, payload):
@@ -154,6 +179,38 @@ class Store:
         with self.lock:
             return [r for r in self._records.values() if all(r[name] == value for name, value in filters.items())]
 
+    def listing(self, *, created_after, created_before, page_size, cursor):
+        """Records created in [created_after, created_before) after the record numbered ``cursor``,
+        oldest first, at most ``page_size``; returns (records, next cursor or None)."""
+        with self.lock:
+            page = []
+            for record in self._records.values():
+                number = int(record["id"].removeprefix("rec-"))
+                created = datetime.fromisoformat(record["created_at"])
+                if number <= cursor or not created_after <= created < created_before:
+                    continue
+                if len(page) == page_size:
+                    return page, str(int(page[-1]["id"].removeprefix("rec-")))
+                page.append(record)
+            return page, None
+
+    def delete(self, record_id):
+        """Test control: the record is gone, as if someone removed it at the destination (its
+        idempotency key with it, so a request sent again creates a new record)."""
+        with self.lock:
+            record = self._records.pop(record_id, None)
+            if record is not None and record["idempotency_key"] is not None:
+                self._keys.pop(record["idempotency_key"], None)
+            return record
+
+    def edit(self, record_id, payload):
+        """Test control: someone changed the record's payload at the destination."""
+        with self.lock:
+            record = self._records.get(record_id)
+            if record is not None:
+                record["payload"] = payload
+            return record
+
     def stats(self):
         with self.lock:
             return {"records": len(self._records), "requests": dict(self._requests)}
@@ -202,7 +259,7 @@ class Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def _route(path):
-        if path in ("/records", "/health", "/_faults", "/_reset", "/_stats"):
+        if path in ("/records", "/health", "/_faults", "/_reset", "/_stats", "/_delete", "/_edit"):
             return path, {}
         match = RECORD_PATH.match(path)
         if match:
@@ -325,7 +382,10 @@ class Handler(BaseHTTPRequestHandler):
         if self._fail_before_acting(fault):
             return
         try:
-            status, body = 200, {"records": self._find_records(query)}
+            if set(query) & set(WINDOW_FILTERS + PAGE_PARAMS):
+                status, body = 200, self._list_records(query)
+            else:
+                status, body = 200, {"records": self._find_records(query)}
         except BadRequest as refused:
             status, body = refused.status, {"error": refused.error, "detail": refused.detail}
         # The answer is what the records were when the request arrived, however late it is sent.
@@ -337,6 +397,21 @@ class Handler(BaseHTTPRequestHandler):
         if unknown:
             raise BadRequest("unknown_filter", f"unknown filter(s) {', '.join(unknown)}; use {RECORD_FILTERS}")
         return self.store.find({name: values[0] for name, values in query.items()})
+
+    def _list_records(self, query):
+        """``GET /records?created_after=&created_before=[&page_size=][&cursor=]``: one page of the
+        records created in the window, and the cursor of the next page (null on the last)."""
+        unknown = sorted(set(query) - set(WINDOW_FILTERS + PAGE_PARAMS))
+        if unknown:
+            raise BadRequest("unknown_filter",
+                             f"a listing takes {WINDOW_FILTERS + PAGE_PARAMS}, not {', '.join(unknown)}")
+        window = {name: _aware_time(query, name) for name in WINDOW_FILTERS}
+        page_size = _whole_number(query, "page_size", DEFAULT_PAGE_SIZE)
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise BadRequest("invalid_query", f"'page_size' must be between 1 and {MAX_PAGE_SIZE}")
+        records, next_cursor = self.store.listing(**window, page_size=page_size,
+                                                  cursor=_whole_number(query, "cursor", 0))
+        return {"records": records, "next_cursor": next_cursor}
 
     def get_record(self, *, raw, query, record_id):
         record = self.store.get(record_id)
@@ -365,6 +440,21 @@ class Handler(BaseHTTPRequestHandler):
     def get_stats(self, *, raw, query):
         self._answer(200, self.store.stats())
 
+    def post_delete(self, *, raw, query):
+        record_id = self._json_object(raw).get("id")
+        if self.store.delete(record_id) is None:
+            raise BadRequest("not_found", f"no record {record_id}", status=404)
+        self._answer(200, {"ok": True})
+
+    def post_edit(self, *, raw, query):
+        body = self._json_object(raw)
+        if not isinstance(body.get("payload"), dict):
+            raise BadRequest("invalid_body", "'payload' must be a JSON object")
+        record = self.store.edit(body.get("id"), body["payload"])
+        if record is None:
+            raise BadRequest("not_found", f"no record {body.get('id')}", status=404)
+        self._answer(200, record)
+
 
 ROUTES = {
     ("POST", "/records"): Handler.post_records,
@@ -375,6 +465,8 @@ ROUTES = {
     ("GET", "/_faults"): Handler.get_faults,
     ("POST", "/_reset"): Handler.post_reset,
     ("GET", "/_stats"): Handler.get_stats,
+    ("POST", "/_delete"): Handler.post_delete,
+    ("POST", "/_edit"): Handler.post_edit,
 }
 
 

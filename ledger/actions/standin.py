@@ -9,7 +9,8 @@ person's email address (``send-welcome``).
 reference up before anything is sent again.
 """
 
-from datetime import timedelta
+from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Annotated
 
 from django.conf import settings
@@ -19,6 +20,9 @@ from ledger.actions import http
 from ledger.actions.base import ActionDefinition, register
 from ledger.actions.fields import Owner, RequestId, Text, Version, approved_owner_errors
 from ledger.outcomes import Absent, CannotTell, Found, OutcomeError, Success
+
+
+LISTING_PAGE_SIZE = 500
 
 
 class RecordData(BaseModel):
@@ -79,6 +83,23 @@ class StandinRecordAction(ActionDefinition):
         if records:
             return Found(external_id=records[0]["id"], result={"record_id": records[0]["id"]})
         return Absent()
+
+    def our_reference(self, record: dict) -> str | None:
+        """The operation key a destination record carries: its idempotency key where the
+        destination honours them, else its reference."""
+        return record.get("idempotency_key") if self.honours_idempotency_keys else record.get("reference")
+
+    def list_records(self, created_after: datetime, created_before: datetime) -> Iterator[dict]:
+        """Every record the destination created in [created_after, created_before), page by page
+        (the reconciliation audit reads them). A failed page raises ``OutcomeError``."""
+        params = {"created_after": created_after.isoformat(), "created_before": created_before.isoformat(),
+                  "page_size": LISTING_PAGE_SIZE}
+        while True:
+            page = http.send("GET", _records_url(), params=params).json()
+            yield from page["records"]
+            if not page.get("next_cursor"):
+                return
+            params["cursor"] = page["next_cursor"]
 
 
 def _records_url() -> str:
