@@ -1,20 +1,39 @@
-"""Prometheus text metrics: counts by state, the age of the oldest due operation, and the sweep's
-and reconciliation's heartbeats (the ledger's own liveness signal: a wedged cluster shows as a
-stale heartbeat).
+"""Prometheus metrics (prometheus-client), read from the database at each scrape by one collector,
+with queries that stay cheap however many operations have finished: every one reads unfinished
+work only, through the indexes that lead with the state (operation_due_idx) or hold only the
+operations waiting for a person (operation_attention_idx).
 
-Served only to a scraper that presents ``OPSCONSOLE_METRICS_TOKEN`` as a bearer token (Prometheus'
-``authorization: {credentials: ...}``); without that setting ``/metrics`` is off (404).
+- ``opsconsole_operations{action,state}``: unfinished operations (finished ones are not counted
+  per scrape: that would read the whole table);
+- ``opsconsole_oldest_retryable_age_seconds{action,held}``: how long the oldest operation that is
+  due (pending, or retrying past its time) has waited, per action; ``held="true"``: the ones a
+  pause holds, which would otherwise hide behind a 0;
+- ``opsconsole_review_items{workspace,action,reason}``: what waits for a person: needs_review,
+  unknown, pending_approval, and open conflicts (reason ``conflict``);
+- ``opsconsole_oldest_due_seconds``, ``opsconsole_open_conflicts``, and the heartbeat ages of the
+  sweep, the reconciler and the purge (the ledger's own liveness signals).
+
+Label values are escaped by the library. Every metric is described in docs/operations.md.
+Served only to a scraper that presents ``OPSCONSOLE_METRICS_TOKEN`` as a bearer token
+(Prometheus' ``authorization: {credentials: ...}``); without that setting ``/metrics`` is off (404).
 """
 
 import hmac
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, F, Min
+from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponse
 from django.utils import timezone
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 
-from ledger.models import Conflict, Heartbeat, Operation
-from ledger.selectors import oldest_due_seconds
+from ledger.models import Conflict, Heartbeat, Operation, Workspace
+from ledger.selectors import due_operations, oldest_due_seconds, paused_filter
+from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State
+
+REVIEW_STATES = (State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL)
+HEARTBEATS = ("sweep", "reconcile", "purge")
 
 
 def metrics_view(request):
@@ -27,29 +46,73 @@ def metrics_view(request):
                                 status=401, content_type="text/plain")
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    now = timezone.now()
-    lines = [
-        "# HELP opsconsole_operations Operations by action and state.",
-        "# TYPE opsconsole_operations gauge",
-    ]
-    by_state = Operation.objects.values("action", "state").annotate(n=Count("id")).order_by("action", "state")
-    for row in by_state:
-        lines.append(f'opsconsole_operations{{action="{row["action"]}",state="{row["state"]}"}} {row["n"]}')
-    oldest = oldest_due_seconds(now)
-    lines += [
-        "# HELP opsconsole_oldest_due_seconds Age of the oldest operation waiting to be claimed.",
-        "# TYPE opsconsole_oldest_due_seconds gauge",
-        f"opsconsole_oldest_due_seconds {oldest or 0:.3f}",
-        "# HELP opsconsole_open_conflicts Conflicts waiting for review.",
-        "# TYPE opsconsole_open_conflicts gauge",
-        f"opsconsole_open_conflicts {Conflict.objects.filter(status=Conflict.Status.OPEN).count()}",
-    ]
-    beats = dict(Heartbeat.objects.values_list("name", "beat_at"))
-    for job in ("sweep", "reconcile"):
-        beat = beats.get(job)
-        lines += [
-            f"# HELP opsconsole_{job}_heartbeat_age_seconds Seconds since the {job} job last ran (-1: never).",
-            f"# TYPE opsconsole_{job}_heartbeat_age_seconds gauge",
-            f"opsconsole_{job}_heartbeat_age_seconds {(now - beat).total_seconds() if beat else -1:.3f}",
-        ]
-    return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LedgerCollector())
+    return HttpResponse(generate_latest(registry), content_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+class LedgerCollector:
+    """Reads the ledger's signals at collect time (one scrape, one set of queries)."""
+
+    def collect(self):
+        now = timezone.now()
+        yield self._unfinished()
+        yield self._oldest_retryable(now)
+        yield self._review_items()
+        oldest = GaugeMetricFamily("opsconsole_oldest_due_seconds",
+                                   "Age of the oldest operation waiting to be claimed (paused work excluded).")
+        oldest.add_metric([], oldest_due_seconds(now) or 0)
+        yield oldest
+        conflicts = GaugeMetricFamily("opsconsole_open_conflicts", "Conflicts waiting for review.")
+        conflicts.add_metric([], Conflict.objects.filter(status=Conflict.Status.OPEN).count())
+        yield conflicts
+        beats = dict(Heartbeat.objects.values_list("name", "beat_at"))
+        for job in HEARTBEATS:
+            beat = beats.get(job)
+            family = GaugeMetricFamily(f"opsconsole_{job}_heartbeat_age_seconds",
+                                       f"Seconds since the {job} job last ran (-1: never).")
+            family.add_metric([], (now - beat).total_seconds() if beat else -1)
+            yield family
+
+    def _unfinished(self):
+        family = GaugeMetricFamily("opsconsole_operations", "Unfinished operations by action and state.",
+                                   labels=["action", "state"])
+        rows = (Operation.objects.exclude(state__in=TERMINAL_STATES).values("action", "state")
+                .annotate(n=Count("id")).order_by("action", "state"))
+        for row in rows:
+            family.add_metric([row["action"], row["state"]], row["n"])
+        return family
+
+    def _oldest_retryable(self, now):
+        family = GaugeMetricFamily(
+            "opsconsole_oldest_retryable_age_seconds",
+            "How long the oldest due operation (pending, or retrying past its time) has waited, per action; "
+            "held=true: those a pause holds.", labels=["action", "held"])
+        due = due_operations(now)
+        held = paused_filter()
+        waiting = Operation.objects.filter(state__in=CLAIMABLE_STATES, next_attempt_at__lte=now) | \
+            Operation.objects.filter(state__in=CLAIMABLE_STATES, next_attempt_at__isnull=True)
+        sets = [("false", due)] + ([("true", waiting.filter(held))] if held is not None else [])
+        for is_held, operations in sets:
+            oldest = (operations.values("action").annotate(since=Min(Coalesce(F("next_attempt_at"), F("created_at"))))
+                      .order_by("action"))
+            for row in oldest:
+                family.add_metric([row["action"], is_held], max((now - row["since"]).total_seconds(), 0))
+        return family
+
+    def _review_items(self):
+        family = GaugeMetricFamily("opsconsole_review_items", "What waits for a person, by workspace, action and "
+                                   "reason (needs_review, unknown, pending_approval, conflict).",
+                                   labels=["workspace", "action", "reason"])
+        slugs = dict(Workspace.objects.values_list("pk", "slug"))
+        rows = (Operation.objects.filter(state__in=REVIEW_STATES).values("workspace_id", "action", "state")
+                .annotate(n=Count("id")).order_by("workspace_id", "action", "state"))
+        for row in rows:
+            family.add_metric([slugs.get(row["workspace_id"], ""), row["action"], row["state"]], row["n"])
+        conflicts = (Conflict.objects.filter(status=Conflict.Status.OPEN)
+                     .values("operation__workspace_id", "operation__action").annotate(n=Count("id"))
+                     .order_by("operation__workspace_id", "operation__action"))
+        for row in conflicts:
+            family.add_metric([slugs.get(row["operation__workspace_id"], ""), row["operation__action"], "conflict"],
+                              row["n"])
+        return family

@@ -28,9 +28,10 @@ def test_it_counts_operations_by_state_and_shows_the_oldest_due_age(api, client)
 
     body = scrape(client)
 
-    assert 'opsconsole_operations{action="prepare-brief",state="pending"} 2' in body
-    assert "opsconsole_open_conflicts 1" in body
-    assert "opsconsole_sweep_heartbeat_age_seconds -1" in body  # the sweep never ran
+    assert 'opsconsole_operations{action="prepare-brief",state="pending"} 2.0' in body
+    assert "opsconsole_open_conflicts 1.0" in body
+    assert 'opsconsole_review_items{action="prepare-brief",reason="conflict",workspace="demo"} 1.0' in body
+    assert "opsconsole_sweep_heartbeat_age_seconds -1.0" in body  # the sweep never ran
     oldest = next(line for line in body.splitlines() if line.startswith("opsconsole_oldest_due_seconds"))
     assert float(oldest.split()[1]) >= 0
 
@@ -42,8 +43,8 @@ def test_it_reports_the_sweep_heartbeat_once_the_sweep_ran(api, client):
 
     body = scrape(client)
 
-    assert 'opsconsole_operations{action="prepare-brief",state="succeeded"} 1' in body
-    assert "opsconsole_oldest_due_seconds 0.000" in body
+    assert 'state="succeeded"' not in body  # finished work is not counted per scrape
+    assert "opsconsole_oldest_due_seconds 0.0" in body
     heartbeat = next(line for line in body.splitlines() if line.startswith("opsconsole_sweep_heartbeat_age"))
     assert 0 <= float(heartbeat.split()[1]) < 60
 
@@ -63,3 +64,57 @@ def test_it_is_off_without_a_token_configured(client, db, settings):
     settings.OPSCONSOLE_METRICS_TOKEN = ""
 
     assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 404
+
+
+def value(body: str, prefix: str) -> float:
+    return float(next(line for line in body.splitlines() if line.startswith(prefix)).split()[-1])
+
+
+def test_paused_work_shows_as_held_age_not_as_zero(api, client, workspace, time_machine):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ledger import services
+
+    start = timezone.now()
+    time_machine.move_to(start, tick=False)
+    api.post("/api/v1/events", event("d-1"))
+    services.set_paused(paused=True, reason="incident", workspace=workspace, actor="test")
+    time_machine.move_to(start + timedelta(minutes=3), tick=False)
+
+    body = scrape(client)
+
+    assert value(body, 'opsconsole_oldest_retryable_age_seconds{action="prepare-brief",held="true"}') == 180.0
+    assert 'held="false"' not in body
+    assert value(body, "opsconsole_oldest_due_seconds") == 0.0
+
+
+def test_items_waiting_for_a_person_are_counted_by_reason(api, client, workspace):
+    from ledger.models import Operation
+
+    api.post("/api/v1/events", event("d-1"))
+    api.post("/api/v1/events", event("d-2", version=4))
+    Operation.objects.filter(key__contains=":v4:").update(state="needs_review")
+    api.post("/api/v1/events", {"action": "issue-refund", "data": {
+        "request_id": "F-1", "version": 1, "customer_id": "C-9", "amount_cents": 100, "currency": "EUR"}})
+
+    body = scrape(client)
+
+    assert value(body, 'opsconsole_review_items{action="prepare-brief",reason="needs_review",workspace="demo"}') == 1
+    assert value(body, 'opsconsole_review_items{action="issue-refund",reason="pending_approval",workspace="demo"}') == 1
+
+
+def test_promtool_accepts_a_live_scrape(api, client):
+    import shutil
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("needs promtool (Debian's prometheus package; .ci/run installs it)")
+    api.post("/api/v1/events", event("d-1"))
+    api.post("/api/v1/events", event("d-2", title="changed"))
+
+    checked = subprocess.run([promtool, "check", "metrics"], input=scrape(client), capture_output=True, text=True)
+
+    assert checked.returncode == 0, checked.stdout + checked.stderr
