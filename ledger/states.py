@@ -37,13 +37,19 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     S.RETRYING: frozenset({S.PROCESSING, S.CANCELLED, S.NEEDS_REVIEW, S.SUPERSEDED}),
     S.UNKNOWN: frozenset({S.SUCCEEDED, S.RETRYING, S.NEEDS_REVIEW}),
     S.NEEDS_REVIEW: frozenset({S.PENDING, S.PENDING_APPROVAL, S.SUCCEEDED, S.CANCELLED}),
-    S.SUCCEEDED: frozenset(),
+    # succeeded -> needs_review: reconciliation audit found the record missing; a person reopens
+    # it to replay through review (reconciliation.mismatches), which asks the destination first.
+    S.SUCCEEDED: frozenset({S.NEEDS_REVIEW}),
     S.REJECTED: frozenset(),
     S.CANCELLED: frozenset(),
     S.SUPERSEDED: frozenset(),
 }
 
-TERMINAL_STATES = frozenset(state for state, targets in TRANSITIONS.items() if not targets)
+# A person's way out of a final state: the state stays final (no worker or sweep moves it out;
+# retention may purge it).
+REOPEN_EDGES: dict[State, State] = {S.SUCCEEDED: S.NEEDS_REVIEW}
+
+TERMINAL_STATES = frozenset(state for state, targets in TRANSITIONS.items() if targets <= {REOPEN_EDGES.get(state)})
 
 # States a worker may claim from (when due and not paused).
 CLAIMABLE_STATES = frozenset({S.PENDING, S.RETRYING})

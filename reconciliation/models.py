@@ -95,7 +95,7 @@ class Mismatch(models.Model):
             models.UniqueConstraint(fields=["workspace", "action", "kind", "reference", "record_id"],
                                     condition=Q(status="open"), name="mismatch_open_once"),
         ]
-        indexes = [models.Index(fields=["status", "-id"], name="mismatch_status_idx")]
+        indexes = [models.Index(fields=["status", "-created_at", "-id"], name="mismatch_open_page_idx")]
 
     def __str__(self):
         return f"{self.kind} {self.reference} ({self.status})"

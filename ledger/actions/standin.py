@@ -21,7 +21,6 @@ from ledger.actions.base import ActionDefinition, register
 from ledger.actions.fields import Owner, RequestId, Text, Version, approved_owner_errors
 from ledger.outcomes import Absent, CannotTell, Found, OutcomeError, Success
 
-
 LISTING_PAGE_SIZE = 500
 
 

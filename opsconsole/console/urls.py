@@ -1,6 +1,6 @@
 from django.urls import path
 
-from opsconsole.console import views
+from opsconsole.console import mismatches, views
 
 app_name = "console"
 
@@ -20,4 +20,8 @@ urlpatterns = [
     path("controls/resume/", views.resume, name="resume"),
     path("service-levels/", views.service_levels, name="service_levels"),
     path("audit/", views.audit, name="audit"),
+    path("mismatches/", mismatches.mismatch_list, name="mismatches"),
+    path("mismatches/<int:pk>/acknowledge/", mismatches.acknowledge, name="acknowledge_mismatch"),
+    path("mismatches/<int:pk>/adopt/", mismatches.adopt, name="adopt_mismatch"),
+    path("mismatches/<int:pk>/replay/", mismatches.replay, name="replay_mismatch"),
 ]

@@ -60,7 +60,7 @@ class Migration(migrations.Migration):
                 ('run', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='mismatches', to='reconciliation.reconciliationrun')),
             ],
             options={
-                'indexes': [models.Index(fields=['status', '-id'], name='mismatch_status_idx')],
+                'indexes': [models.Index(fields=['status', '-created_at', '-id'], name='mismatch_open_page_idx')],
                 'constraints': [models.CheckConstraint(condition=models.Q(('kind__in', ['missing_at_destination', 'unknown_to_ledger', 'content_differs'])), name='mismatch_kind_valid'), models.CheckConstraint(condition=models.Q(('status__in', ['open', 'acknowledged', 'adopted', 'replayed'])), name='mismatch_status_valid'), models.CheckConstraint(condition=models.Q(models.Q(('decided_at__isnull', True), ('decided_by', ''), ('status', 'open')), models.Q(models.Q(('status', 'open'), _negated=True), ('decided_at__isnull', False), models.Q(('decided_by', ''), _negated=True)), _connector='OR'), name='mismatch_decided_has_who_and_when'), models.UniqueConstraint(condition=models.Q(('status', 'open')), fields=('workspace', 'action', 'kind', 'reference', 'record_id'), name='mismatch_open_once')],
             },
         ),
