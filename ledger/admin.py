@@ -41,6 +41,7 @@ from ledger.models import (
     Policy,
     RequestStatus,
     ReviewDraft,
+    Tally,
     Wakeup,
     Workspace,
 )
@@ -379,6 +380,15 @@ class RequestStatusAdmin(ReadOnlyAdmin):
     list_display = ["request_id", "status", "version", "workspace", "updated_at"]
     list_select_related = ["workspace"]
     search_fields = ["request_id"]
+
+
+@admin.register(Tally)
+class TallyAdmin(ReadOnlyAdmin):
+    """The counters the workers keep for /metrics (ledger.tallies), one row per process."""
+
+    workspace_path = None
+    list_display = ["name", "labels", "shard", "value"]
+    search_fields = ["name"]
 
 
 @admin.register(Heartbeat)

@@ -15,7 +15,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ledger import audit, configuration, nudges
+from ledger import audit, configuration, nudges, tallies
 from ledger.actions import ActionDefinition
 from ledger.bulk import update_each
 from ledger.models import Attempt, AuditEvent, Operation
@@ -124,6 +124,7 @@ def _restore(operation: Operation, values: dict) -> None:
 
 def new_attempt(operation, *, worker, started_at, outcome, error: Exception | None = None,
              external_id: str = "") -> Attempt:
+    tallies.count_attempts([(operation, outcome)])
     return Attempt.objects.create(
         operation=operation, number=operation.attempts, fencing_token=operation.fencing_token,
         worker=worker, started_at=started_at, finished_at=timezone.now(), outcome=outcome,
@@ -132,6 +133,7 @@ def new_attempt(operation, *, worker, started_at, outcome, error: Exception | No
 
 
 def finish_attempt(attempt: Attempt, outcome: str, error: Exception | None = None) -> None:
+    tallies.count_attempts([(attempt.operation, outcome)])
     attempt.finished_at = timezone.now()
     attempt.outcome = outcome
     for name, value in _error_fields(error).items():
@@ -197,6 +199,7 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
     )
     if changed != len(operations):
         raise StaleClaim
+    tallies.count_successes(operations, now)
     audit.append([
         AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker, kind="succeeded",
                    from_state=State.PROCESSING, to_state=State.SUCCEEDED, attempt=attempt)

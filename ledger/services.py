@@ -7,11 +7,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from ledger import audit, configuration, nudges
+from ledger import audit, configuration, nudges, tallies
 from ledger.actions import registry
 from ledger.models import ApiToken, AuditEvent, Control, Membership, Operation, Role, Workspace
 from ledger.selectors import due_operations, scope_filter
-from ledger.states import CLAIMABLE_STATES, State, can_transition
+from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State, can_transition
 
 logger = logging.getLogger("ledger")
 
@@ -72,6 +72,8 @@ def transition_operation(operation: Operation, *, to_state: State, actor: str, k
         changed = Operation.objects.filter(guard).update(state=to_state, updated_at=now, **fields)
         if not changed:
             return False
+        if to_state in TERMINAL_STATES:
+            tallies.count_finished([operation], now)
         record_audit_event(
             actor=actor, kind=kind, operation=operation, from_state=from_state, to_state=to_state,
             error_category=error_category, message=message, attempt=attempt,

@@ -75,6 +75,8 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
 def _recover_expired_lease(operation: Operation, now: datetime) -> bool:
     token = operation.fencing_token
     open_attempt = Attempt.objects.filter(operation=operation, fencing_token=token, finished_at__isnull=True).first()
+    if open_attempt is not None:
+        open_attempt.operation = operation  # finishing it counts it under the operation's action
     action = _action_or_none(operation.action)
     reached_destination = action is not None and action.external and open_attempt is not None
     fields = {}

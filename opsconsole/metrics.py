@@ -19,6 +19,7 @@ Served only to a scraper that presents ``OPSCONSOLE_METRICS_TOKEN`` as a bearer 
 """
 
 import hmac
+import json
 
 from django.conf import settings
 from django.db.models import Count, F, Min
@@ -26,8 +27,9 @@ from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponse
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from ledger import tallies
 from ledger.models import Conflict, Heartbeat, Operation, Workspace
 from ledger.selectors import due_operations, oldest_due_seconds, paused_filter
 from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State
@@ -60,6 +62,7 @@ class LedgerCollector:
         yield self._unfinished()
         yield self._oldest_retryable(now)
         yield self._review_items()
+        yield from self._tallies()
         oldest = GaugeMetricFamily("opsconsole_oldest_due_seconds",
                                    "Age of the oldest operation waiting to be claimed (paused work excluded).")
         oldest.add_metric([], oldest_due_seconds(now) or 0)
@@ -74,6 +77,48 @@ class LedgerCollector:
                                        f"Seconds since the {job} job last ran (-1: never).")
             family.add_metric([], (now - beat).total_seconds() if beat else -1)
             yield family
+
+    def _tallies(self):
+        """The counters the workers keep (``ledger.tallies``), summed over their processes."""
+        attempts = CounterMetricFamily("opsconsole_attempts", "Attempts by action, destination and outcome.",
+                                       labels=["action", "destination", "outcome"])
+        failures = CounterMetricFamily(
+            "opsconsole_attempt_failures", "Attempts that did not succeed, by action, destination and category "
+            "(transient, permanent, ambiguous, stale, abandoned).", labels=["action", "destination", "category"])
+        late = CounterMetricFamily("opsconsole_late_operations",
+                                   "Operations that reached a final state after their action's service level.",
+                                   labels=["action"])
+        finished: dict[str, dict] = {}
+        for (name, labels), value in tallies.totals().items():
+            values = json.loads(labels)
+            if name == tallies.ATTEMPTS:
+                attempts.add_metric([values["action"], values["destination"], values["outcome"]], value)
+                if values["outcome"] != "ok":
+                    failures.add_metric([values["action"], values["destination"], values["outcome"]], value)
+            elif name == tallies.LATE:
+                late.add_metric([values["action"]], value)
+            elif name in (tallies.FINISHED_BUCKET, tallies.FINISHED_SECONDS):
+                action = finished.setdefault(values["action"], {"buckets": {}, "sum": 0.0})
+                if name == tallies.FINISHED_SECONDS:
+                    action["sum"] = value
+                else:
+                    action["buckets"][float(values["le"])] = value
+        yield attempts
+        yield failures
+        yield late
+        yield self._processing_time(finished)
+
+    def _processing_time(self, finished: dict):
+        family = HistogramMetricFamily(
+            "opsconsole_processing_seconds", "Time from arrival to a final state, per action, in buckets around "
+            "the action's service level (tenths to five times it).", labels=["action"])
+        for action, seen in sorted(finished.items()):
+            running, cumulative = 0.0, []
+            for bound in [*tallies.buckets(action), float("inf")]:
+                running += seen["buckets"].get(bound, 0.0)
+                cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
+            family.add_metric([action], cumulative, sum_value=seen["sum"])
+        return family
 
     def _unfinished(self):
         family = GaugeMetricFamily("opsconsole_operations", "Unfinished operations by action and state.",

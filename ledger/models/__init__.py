@@ -16,6 +16,7 @@ from ledger.models.core import (
     Operation,
     RequestStatus,
     ReviewDraft,
+    Tally,
     Wakeup,
     Workspace,
 )
@@ -35,6 +36,6 @@ __all__ = [
     "ConfigVersion", "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery",
     "DeliveryOutcome",
     "DeliverySource", "DestinationHealth", "Heartbeat", "Membership", "Operation", "Ordering", "Policy",
-    "RequestStatus", "ReviewDraft", "Role", "Wakeup",
+    "RequestStatus", "ReviewDraft", "Role", "Tally", "Wakeup",
     "Workspace",
 ]

@@ -395,6 +395,23 @@ class RequestStatus(models.Model):
         return f"{self.request_id}: {self.status} (v{self.version})"
 
 
+class Tally(models.Model):
+    """A counter the workers keep for /metrics (``ledger.tallies``): attempts by outcome, finished
+    operations by how long they took. One row per counter, label set and process (``shard``), so
+    that two workers never wait for each other's row; a scrape sums the shards."""
+
+    name = models.CharField(max_length=100)
+    labels = models.CharField(max_length=500)  # canonical JSON of the label values
+    shard = models.CharField(max_length=200)
+    value = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "labels", "shard"], name="tally_unique")]
+
+    def __str__(self):
+        return f"{self.name}{self.labels} {self.value}"
+
+
 class Wakeup(models.Model):
     """A wake-up of the worker cluster that is pending: a processing task was enqueued and has not
     started yet. Intake enqueues a task only when there is none (``ledger.nudges``), so a stream

@@ -114,7 +114,60 @@ def test_promtool_accepts_a_live_scrape(api, client):
         pytest.skip("needs promtool (Debian's prometheus package; .ci/run installs it)")
     api.post("/api/v1/events", event("d-1"))
     api.post("/api/v1/events", event("d-2", title="changed"))
+    api.post("/api/v1/events", event("d-3", version=4))
+    process_due_operations()  # counters and a histogram too
 
     checked = subprocess.run([promtool, "check", "metrics"], input=scrape(client), capture_output=True, text=True)
 
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_failure_raises_the_failure_counter_by_action_destination_and_category(api, client, standin):
+    from ledger.actions import get_action
+
+    ticket = {"action": "file-ticket", "data": {"summary": "printer", "owner": "ops", "version": 1}}
+    standin.fail_next({"kind": "status", "status": 400})
+    api.post("/api/v1/events", ticket | {"data": ticket["data"] | {"request_id": "T-1"}})
+    api.post("/api/v1/events", ticket | {"data": ticket["data"] | {"request_id": "T-2"}})
+    process_due_operations()
+
+    body = scrape(client)
+
+    where = get_action("file-ticket").destination_name()
+    assert value(body, f'opsconsole_attempt_failures_total{{action="file-ticket",category="permanent",'
+                       f'destination="{where}"}}') == 1
+    assert value(body, f'opsconsole_attempts_total{{action="file-ticket",destination="{where}",outcome="ok"}}') == 1
+
+
+def test_a_late_operation_counts_as_late_and_lands_in_the_top_buckets(api, client, time_machine):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    start = timezone.now()
+    time_machine.move_to(start, tick=False)
+    api.post("/api/v1/events", event("d-1"))
+    api.post("/api/v1/events", event("d-2", version=4))
+    time_machine.move_to(start + timedelta(minutes=1), tick=False)
+    process_due_operations()  # both in 60 s: on time (prepare-brief: 5 minutes)
+    api.post("/api/v1/events", event("d-3", version=5))
+    time_machine.move_to(start + timedelta(minutes=8), tick=False)
+    process_due_operations()  # 7 minutes: late
+
+    body = scrape(client)
+
+    assert value(body, 'opsconsole_late_operations_total{action="prepare-brief"}') == 1
+    assert value(body, 'opsconsole_processing_seconds_bucket{action="prepare-brief",le="75.0"}') == 2
+    assert value(body, 'opsconsole_processing_seconds_bucket{action="prepare-brief",le="300.0"}') == 2
+    assert value(body, 'opsconsole_processing_seconds_bucket{action="prepare-brief",le="450.0"}') == 3
+    assert value(body, 'opsconsole_processing_seconds_count{action="prepare-brief"}') == 3
+    assert value(body, 'opsconsole_processing_seconds_sum{action="prepare-brief"}') == 60 + 60 + 420
+
+
+def test_counters_are_kept_per_process_and_summed(client, workspace):
+    from ledger.models import Tally
+
+    Tally.objects.create(name="late", labels='{"action": "prepare-brief"}', shard="host-a:1", value=2)
+    Tally.objects.create(name="late", labels='{"action": "prepare-brief"}', shard="host-b:7", value=3)
+
+    assert value(scrape(client), 'opsconsole_late_operations_total{action="prepare-brief"}') == 5

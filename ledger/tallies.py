@@ -1,0 +1,111 @@
+"""Counters for /metrics that a scrape cannot afford to count (issue 10): attempts by action,
+destination and outcome, and finished operations by how long they took from arrival to their
+final state, in buckets around each action's service level, with those that missed it.
+
+They are added in the transaction that records what they count (an attempt's outcome, a final
+state), so they commit or roll back with it: one ``INSERT .. ON CONFLICT DO UPDATE SET value =
+value + n`` per batch, to this process's own rows (``Tally.shard``), which no other worker waits
+for. Only the value changes and no index covers it, so the updates are HOT: the page prunes the
+old versions itself. A scrape sums the shards (a small table: counters × label sets × processes).
+"""
+
+import json
+import os
+import socket
+from collections import Counter
+from datetime import timedelta
+
+from django.db import connection
+from django.utils import timezone
+
+from ledger.actions import registry
+from ledger.models import Operation, Tally
+
+ATTEMPTS = "attempts"
+FINISHED_BUCKET = "finished_bucket"  # per bucket, not cumulative: /metrics accumulates them
+FINISHED_SECONDS = "finished_seconds"
+FINISHED = "finished"
+LATE = "late"
+# Buckets as shares of the action's service level (or, without one, of an hour).
+BUCKET_SHARES = (0.1, 0.25, 0.5, 0.8, 1.0, 1.5, 2.0, 5.0)
+NO_LEVEL = timedelta(hours=1)
+_SHARD = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def destination(action_name: str) -> str:
+    action = registry.get(action_name)
+    if action is None:
+        return "unknown"
+    return action.destination_name() if action.external else "internal"
+
+
+def count_attempts(outcomes: list[tuple[Operation, str]]) -> None:
+    """One attempt per (operation, outcome) finished."""
+    _add(_attempts(outcomes))
+
+
+def count_finished(operations: list[Operation], now=None) -> None:
+    """Operations that reached a final state now: how long since they arrived, and whether late."""
+    _add(_finished(operations, now or timezone.now()))
+
+
+def count_successes(operations: list[Operation], now) -> None:
+    """Operations whose attempt succeeded and that are now succeeded: both counts, one statement."""
+    _add(_attempts([(operation, "ok") for operation in operations]) + _finished(operations, now))
+
+
+def _attempts(outcomes) -> Counter:
+    return Counter((ATTEMPTS, _labels(action=operation.action, destination=destination(operation.action),
+                                      outcome=outcome)) for operation, outcome in outcomes)
+
+
+def _finished(operations, now) -> Counter:
+    counts: Counter = Counter()
+    for operation in operations:
+        seconds = max((now - operation.created_at).total_seconds(), 0.0)
+        level = buckets(operation.action)
+        action = _labels(action=operation.action)
+        counts[(FINISHED, action)] += 1
+        counts[(FINISHED_SECONDS, action)] += seconds
+        le = next((bound for bound in level if seconds <= bound), float("inf"))
+        counts[(FINISHED_BUCKET, _labels(action=operation.action, le=le))] += 1
+        service_level = _service_level(operation.action)
+        if service_level is not None and seconds > service_level.total_seconds():
+            counts[(LATE, action)] += 1
+    return counts
+
+
+def buckets(action_name: str) -> list[float]:
+    """The upper bounds of an action's histogram buckets, in seconds."""
+    level = (_service_level(action_name) or NO_LEVEL).total_seconds()
+    return [round(level * share, 3) for share in BUCKET_SHARES]
+
+
+def totals() -> dict[tuple[str, str], float]:
+    """Every counter summed over the shards: {(name, labels JSON): value}."""
+    from django.db.models import Sum
+
+    rows = Tally.objects.values("name", "labels").annotate(total=Sum("value")).order_by("name", "labels")
+    return {(row["name"], row["labels"]): row["total"] for row in rows}
+
+
+def _service_level(action_name: str):
+    action = registry.get(action_name)
+    return action.service_level if action is not None else None
+
+
+def _labels(**values) -> str:
+    return json.dumps(values, sort_keys=True, default=str)
+
+
+def _add(counts: Counter) -> None:
+    if not counts:
+        return
+    table = connection.ops.quote_name(Tally._meta.db_table)
+    rows = ", ".join(["(%s, %s, %s, %s)"] * len(counts))
+    params = [value for (name, labels), n in sorted(counts.items()) for value in (name, labels, _SHARD, n)]
+    # Sorted, so two transactions of one process never lock its rows in opposite orders.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (name, labels, shard, value) VALUES {rows} "
+            f"ON CONFLICT (name, labels, shard) DO UPDATE SET value = {table}.value + excluded.value", params)
