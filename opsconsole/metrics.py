@@ -10,6 +10,9 @@ operations waiting for a person (operation_attention_idx).
   pause holds, which would otherwise hide behind a 0;
 - ``opsconsole_review_items{workspace,action,reason}``: what waits for a person: needs_review,
   unknown, pending_approval, and open conflicts (reason ``conflict``);
+- ``opsconsole_reconciliation_mismatches{kind}``: open findings of the reconciliation audit;
+- counters the workers keep (``ledger.tallies``): attempts and failures, processing time from
+  arrival to a final state (a histogram around each action's service level), late operations;
 - ``opsconsole_oldest_due_seconds``, ``opsconsole_open_conflicts``, and the heartbeat ages of the
   sweep, the reconciler and the purge (the ledger's own liveness signals).
 
@@ -33,6 +36,7 @@ from ledger import tallies
 from ledger.models import Conflict, Heartbeat, Operation, Workspace
 from ledger.selectors import due_operations, oldest_due_seconds, paused_filter
 from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State
+from reconciliation.models import Mismatch, MismatchKind, MismatchStatus
 
 REVIEW_STATES = (State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL)
 UNFINISHED_STATES = sorted(set(State) - TERMINAL_STATES)
@@ -62,6 +66,7 @@ class LedgerCollector:
         yield self._unfinished()
         yield self._oldest_retryable(now)
         yield self._review_items()
+        yield self._mismatches()
         yield from self._tallies()
         oldest = GaugeMetricFamily("opsconsole_oldest_due_seconds",
                                    "Age of the oldest operation waiting to be claimed (paused work excluded).")
@@ -118,6 +123,15 @@ class LedgerCollector:
                 running += seen["buckets"].get(bound, 0.0)
                 cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
             family.add_metric([action], cumulative, sum_value=seen["sum"])
+        return family
+
+    def _mismatches(self):
+        family = GaugeMetricFamily("opsconsole_reconciliation_mismatches",
+                                   "Open findings of the reconciliation audit, by kind.", labels=["kind"])
+        found = dict(Mismatch.objects.filter(status=MismatchStatus.OPEN).values_list("kind")
+                     .annotate(n=Count("id")).order_by("kind"))
+        for kind in MismatchKind.values:  # every kind, 0 too: an alert compares it with 0
+            family.add_metric([kind], found.get(kind, 0))
         return family
 
     def _unfinished(self):

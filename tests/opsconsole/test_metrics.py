@@ -171,3 +171,21 @@ def test_counters_are_kept_per_process_and_summed(client, workspace):
     Tally.objects.create(name="late", labels='{"action": "prepare-brief"}', shard="host-b:7", value=3)
 
     assert value(scrape(client), 'opsconsole_late_operations_total{action="prepare-brief"}') == 5
+
+
+def test_a_planted_destination_record_raises_unknown_to_ledger(client, workspace, standin, time_machine):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reconciliation.audit import run_audit
+
+    assert value(scrape(client), 'opsconsole_reconciliation_mismatches{kind="unknown_to_ledger"}') == 0
+    standin.create("demo:R-9:v1:send-notice", {"summary": "Not sent by us", "owner": "ops"})
+    time_machine.move_to(timezone.now() + timedelta(minutes=5), tick=False)  # past the settle time
+
+    assert run_audit().unknown_to_ledger == 1
+
+    body = scrape(client)
+    assert value(body, 'opsconsole_reconciliation_mismatches{kind="unknown_to_ledger"}') == 1
+    assert value(body, 'opsconsole_reconciliation_mismatches{kind="missing_at_destination"}') == 0
