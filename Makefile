@@ -76,5 +76,11 @@ bench-scale: venv
 bench-purge: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/purge.py
 
+# Issue 10: the cost of one /metrics scrape (ms, queries, bytes, each query's plan) at 1,000,000
+# operations, against 100,000 and against the same 100,000 grown with finished ones only (bench/metrics_scrape.py).
+.PHONY: bench-scrape
+bench-scrape: venv
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/metrics_scrape.py
+
 clean:
 	rm -rf $(VENV) db.sqlite3* var-qcluster.log var-standin.log
