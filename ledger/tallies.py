@@ -6,7 +6,12 @@ They are added in the transaction that records what they count (an attempt's out
 state), so they commit or roll back with it: one ``INSERT .. ON CONFLICT DO UPDATE SET value =
 value + n`` per batch, to this process's own rows (``Tally.shard``), which no other worker waits
 for. Only the value changes and no index covers it, so the updates are HOT: the page prunes the
-old versions itself. A scrape sums the shards (a small table: counters × label sets × processes).
+old versions itself. A scrape sums the shards (a small table: counters × label sets × shards).
+
+A shard is the host and the process id modulo ``SHARDS``, taken when a row is written (django-q2
+forks its workers after Django is set up, and replaces them every few hundred tasks): concurrent
+processes rarely share one, and a host never has more than ``SHARDS``, however many workers
+come and go.
 """
 
 import json
@@ -29,7 +34,7 @@ LATE = "late"
 # Buckets as shares of the action's service level (or, without one, of an hour).
 BUCKET_SHARES = (0.1, 0.25, 0.5, 0.8, 1.0, 1.5, 2.0, 5.0)
 NO_LEVEL = timedelta(hours=1)
-_SHARD = f"{socket.gethostname()}:{os.getpid()}"
+SHARDS = 16
 
 
 def destination(action_name: str) -> str:
@@ -103,7 +108,8 @@ def _add(counts: Counter) -> None:
         return
     table = connection.ops.quote_name(Tally._meta.db_table)
     rows = ", ".join(["(%s, %s, %s, %s)"] * len(counts))
-    params = [value for (name, labels), n in sorted(counts.items()) for value in (name, labels, _SHARD, n)]
+    shard = f"{socket.gethostname()}:{os.getpid() % SHARDS}"
+    params = [value for (name, labels), n in sorted(counts.items()) for value in (name, labels, shard, n)]
     # Sorted, so two transactions of one process never lock its rows in opposite orders.
     with connection.cursor() as cursor:
         cursor.execute(

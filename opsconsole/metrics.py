@@ -23,6 +23,7 @@ Served only to a scraper that presents ``OPSCONSOLE_METRICS_TOKEN`` as a bearer 
 
 import hmac
 import json
+from collections import Counter
 
 from django.conf import settings
 from django.db.models import Count, F, Min
@@ -63,18 +64,25 @@ class LedgerCollector:
 
     def collect(self):
         now = timezone.now()
-        yield self._unfinished()
-        yield self._oldest_retryable(now)
-        yield self._review_items()
+        held = paused_filter()
+        unfinished = list(Operation.objects.filter(state__in=UNFINISHED_STATES)
+                          .values("workspace_id", "action", "state").annotate(n=Count("id"))
+                          .order_by("workspace_id", "action", "state"))
+        conflicts = list(Conflict.objects.filter(status=Conflict.Status.OPEN)
+                         .values("operation__workspace_id", "operation__action").annotate(n=Count("id"))
+                         .order_by("operation__workspace_id", "operation__action"))
+        yield self._unfinished(unfinished)
+        yield self._oldest_retryable(now, held)
+        yield self._review_items(unfinished, conflicts)
         yield self._mismatches()
         yield from self._tallies()
         oldest = GaugeMetricFamily("opsconsole_oldest_due_seconds",
                                    "Age of the oldest operation waiting to be claimed (paused work excluded).")
         oldest.add_metric([], oldest_due_seconds(now) or 0)
         yield oldest
-        conflicts = GaugeMetricFamily("opsconsole_open_conflicts", "Conflicts waiting for review.")
-        conflicts.add_metric([], Conflict.objects.filter(status=Conflict.Status.OPEN).count())
-        yield conflicts
+        open_conflicts = GaugeMetricFamily("opsconsole_open_conflicts", "Conflicts waiting for review.")
+        open_conflicts.add_metric([], sum(row["n"] for row in conflicts))
+        yield open_conflicts
         beats = dict(Heartbeat.objects.values_list("name", "beat_at"))
         for job in HEARTBEATS:
             beat = beats.get(job)
@@ -134,23 +142,22 @@ class LedgerCollector:
             family.add_metric([kind], found.get(kind, 0))
         return family
 
-    def _unfinished(self):
+    def _unfinished(self, rows):
         family = GaugeMetricFamily("opsconsole_operations", "Unfinished operations by action and state.",
                                    labels=["action", "state"])
-        # A positive list of states (not NOT IN the terminal ones): a range of operation_due_idx each.
-        rows = (Operation.objects.filter(state__in=UNFINISHED_STATES).values("action", "state")
-                .annotate(n=Count("id")).order_by("action", "state"))
+        by_action_state: Counter = Counter()
         for row in rows:
-            family.add_metric([row["action"], row["state"]], row["n"])
+            by_action_state[(row["action"], row["state"])] += row["n"]
+        for labels, n in sorted(by_action_state.items()):
+            family.add_metric(list(labels), n)
         return family
 
-    def _oldest_retryable(self, now):
+    def _oldest_retryable(self, now, held):
         family = GaugeMetricFamily(
             "opsconsole_oldest_retryable_age_seconds",
             "How long the oldest due operation (pending, or retrying past its time) has waited, per action; "
             "held=true: those a pause holds.", labels=["action", "held"])
         due = due_operations(now)
-        held = paused_filter()
         waiting = Operation.objects.filter(state__in=CLAIMABLE_STATES, next_attempt_at__lte=now) | \
             Operation.objects.filter(state__in=CLAIMABLE_STATES, next_attempt_at__isnull=True)
         sets = [("false", due)] + ([("true", waiting.filter(held))] if held is not None else [])
@@ -161,18 +168,14 @@ class LedgerCollector:
                 family.add_metric([row["action"], is_held], max((now - row["since"]).total_seconds(), 0))
         return family
 
-    def _review_items(self):
+    def _review_items(self, unfinished, conflicts):
         family = GaugeMetricFamily("opsconsole_review_items", "What waits for a person, by workspace, action and "
                                    "reason (needs_review, unknown, pending_approval, conflict).",
                                    labels=["workspace", "action", "reason"])
         slugs = dict(Workspace.objects.values_list("pk", "slug"))
-        rows = (Operation.objects.filter(state__in=REVIEW_STATES).values("workspace_id", "action", "state")
-                .annotate(n=Count("id")).order_by("workspace_id", "action", "state"))
-        for row in rows:
-            family.add_metric([slugs.get(row["workspace_id"], ""), row["action"], row["state"]], row["n"])
-        conflicts = (Conflict.objects.filter(status=Conflict.Status.OPEN)
-                     .values("operation__workspace_id", "operation__action").annotate(n=Count("id"))
-                     .order_by("operation__workspace_id", "operation__action"))
+        for row in unfinished:
+            if row["state"] in REVIEW_STATES:
+                family.add_metric([slugs.get(row["workspace_id"], ""), row["action"], row["state"]], row["n"])
         for row in conflicts:
             family.add_metric([slugs.get(row["operation__workspace_id"], ""), row["operation__action"], "conflict"],
                               row["n"])

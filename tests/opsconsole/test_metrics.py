@@ -189,3 +189,20 @@ def test_a_planted_destination_record_raises_unknown_to_ledger(client, workspace
     body = scrape(client)
     assert value(body, 'opsconsole_reconciliation_mismatches{kind="unknown_to_ledger"}') == 1
     assert value(body, 'opsconsole_reconciliation_mismatches{kind="missing_at_destination"}') == 0
+
+
+def test_a_process_writes_to_its_own_shard_taken_when_it_writes(db, monkeypatch):
+    """django-q2 forks its workers after Django is set up: the shard is read at each write, and a
+    host never has more than tallies.SHARDS of them however many workers come and go."""
+    import os
+
+    from ledger import tallies
+    from ledger.models import Tally
+
+    for pid in (3, 3 + tallies.SHARDS, 4):
+        monkeypatch.setattr(os, "getpid", lambda pid=pid: pid)
+        tallies._add(__import__("collections").Counter({("late", '{"action": "x"}'): 1}))
+
+    shards = dict(Tally.objects.values_list("shard", "value"))
+    assert sorted(shard.rsplit(":", 1)[1] for shard in shards) == ["3", "4"]
+    assert sorted(shards.values()) == [1, 2]
