@@ -47,6 +47,7 @@ class StandinRecordAction(ActionDefinition):
     # How long after a try began its request may still land at the destination (our timeout plus
     # the destination's own processing): reconciliation waits this long before believing "absent".
     settle_after = timedelta(seconds=30)
+    service_level = timedelta(minutes=30)
     # Calls of one batch in flight at once to the stand-in (all its actions share it): a whole
     # claim batch (OPSCONSOLE_CLAIM_BATCH, 50), which it serves one thread per request.
     max_concurrency = 50
@@ -136,6 +137,7 @@ class IssueRefund(StandinRecordAction):
     fingerprint_fields = ("request_id", "version", "customer_id", "amount_cents", "currency")
     honours_idempotency_keys = True
     consequential = True
+    service_level = timedelta(days=2)  # an approver signs off first
     sensitive_fields = ("customer_id", "amount_cents")
 
     def check(self, workspace, data):
