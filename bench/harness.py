@@ -184,3 +184,42 @@ def table_lines(rows: list[Row], *, markdown: bool = False) -> list[str]:
     def line(cells):
         return "  ".join(cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(cells))
     return [line(header), "  ".join("-" * width for width in widths)] + [line(cells) for cells in body]
+
+
+def run_in_scratch_database(kind: str, run: Callable[[str], None], *, keep: bool,
+                            extra_env: dict | None = None) -> None:
+    """The frame of a PostgreSQL-only bench that loads its own data (bench-purge, bench-scrape):
+    DEBUG off (it would keep every query), a scratch database beside ``DATABASE_URL`` (never that
+    one), ``run(label)`` against it, then the scratch database dropped unless ``keep``."""
+    import tempfile
+
+    project = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(project))
+    os.environ["DJANGO_SETTINGS_MODULE"] = "opsconsole.settings"
+    os.environ.setdefault("SECRET_KEY", f"bench-{kind}-only-not-a-secret")
+    os.environ.setdefault("OPSCONSOLE_KEY_SECRET", f"bench-{kind}-only-not-a-secret")
+    os.environ.setdefault("LEDGER_LOG_LEVEL", "WARNING")
+    os.environ.update(extra_env or {})
+    os.environ["DEBUG"] = "0"
+    import environ
+
+    url = os.environ.get("DATABASE_URL", "")
+    if not url or environ.Env.db_url_config(url)["ENGINE"] != "django.db.backends.postgresql":
+        sys.exit(f"bench-{kind} needs PostgreSQL: DATABASE_URL=postgres://user@host:port/name make bench-{kind}")
+    from bench.drain import ScratchDatabase
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"opsconsole-{kind}-") as scratch_dir:
+        scratch = ScratchDatabase(url, Path(scratch_dir), prefix=kind)
+        os.environ["DATABASE_URL"] = scratch.url
+        try:
+            run(scratch.label)
+        finally:
+            if keep:
+                from django.db import connections
+
+                connections.close_all()
+                print(f"kept {scratch.name} ({kind.upper()}_KEEP=1); drop it with: DROP DATABASE \"{scratch.name}\"")
+            else:
+                scratch.drop()
+    print(f"total run time: {time.perf_counter() - started:.0f} s")

@@ -46,7 +46,6 @@ import os
 import re
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -70,35 +69,9 @@ WHOLE_TABLE_ROWS = 10_000  # ... of at least this many rows is flagged
 
 def main() -> None:
     sys.path.insert(0, str(PROJECT_DIR))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "opsconsole.settings"
-    # As deployed: DEBUG off (it would keep every query; the query count turns the log on itself).
-    os.environ.setdefault("SECRET_KEY", "bench-scrape-only-not-a-secret")
-    os.environ.setdefault("OPSCONSOLE_KEY_SECRET", "bench-scrape-only-not-a-secret")
-    os.environ.setdefault("LEDGER_LOG_LEVEL", "WARNING")
-    os.environ["OPSCONSOLE_METRICS_TOKEN"] = TOKEN
-    os.environ["DEBUG"] = "0"
-    import environ
+    from bench.harness import run_in_scratch_database
 
-    url = os.environ.get("DATABASE_URL", "")
-    if not url or environ.Env.db_url_config(url)["ENGINE"] != "django.db.backends.postgresql":
-        sys.exit("bench-scrape needs PostgreSQL: DATABASE_URL=postgres://user@host:port/name make bench-scrape")
-    from bench.drain import ScratchDatabase
-
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="opsconsole-scrape-") as scratch_dir:
-        scratch = ScratchDatabase(url, Path(scratch_dir), prefix="scrape")
-        os.environ["DATABASE_URL"] = scratch.url
-        try:
-            run(scratch.label)
-        finally:
-            if KEEP:
-                from django.db import connections
-
-                connections.close_all()
-                print(f"kept {scratch.name} (SCRAPE_KEEP=1); drop it with: DROP DATABASE \"{scratch.name}\"")
-            else:
-                scratch.drop()
-    print(f"total run time: {time.perf_counter() - started:.0f} s")
+    run_in_scratch_database("scrape", run, keep=KEEP, extra_env={"OPSCONSOLE_METRICS_TOKEN": TOKEN})
 
 
 # --- the data ---------------------------------------------------------------------------------

@@ -44,7 +44,6 @@ import os
 import re
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -67,34 +66,9 @@ MB = 1024 * 1024
 
 def main() -> None:
     sys.path.insert(0, str(PROJECT_DIR))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "opsconsole.settings"
-    # As deployed: DEBUG off (it would keep every query; the query count turns the log on itself).
-    os.environ.setdefault("SECRET_KEY", "bench-purge-only-not-a-secret")
-    os.environ.setdefault("OPSCONSOLE_KEY_SECRET", "bench-purge-only-not-a-secret")
-    os.environ.setdefault("LEDGER_LOG_LEVEL", "WARNING")
-    os.environ["DEBUG"] = "0"
-    import environ
+    from bench.harness import run_in_scratch_database
 
-    url = os.environ.get("DATABASE_URL", "")
-    if not url or environ.Env.db_url_config(url)["ENGINE"] != "django.db.backends.postgresql":
-        sys.exit("bench-purge needs PostgreSQL: DATABASE_URL=postgres://user@host:port/name make bench-purge")
-    from bench.drain import ScratchDatabase
-
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="opsconsole-purge-") as scratch_dir:
-        scratch = ScratchDatabase(url, Path(scratch_dir), prefix="purge")
-        os.environ["DATABASE_URL"] = scratch.url
-        try:
-            run(scratch.label)
-        finally:
-            if KEEP:
-                from django.db import connections
-
-                connections.close_all()
-                print(f"kept {scratch.name} (PURGE_KEEP=1); drop it with: DROP DATABASE \"{scratch.name}\"")
-            else:
-                scratch.drop()
-    print(f"total run time: {time.perf_counter() - started:.0f} s")
+    run_in_scratch_database("purge", run, keep=KEEP)
 
 
 # --- measuring --------------------------------------------------------------------------------
