@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ledger.actions import registry
@@ -21,19 +22,22 @@ def scope_filter(workspace_id: int | None, action: str) -> Q:
     return scope
 
 
-def paused_filter() -> Q | None:
-    """A filter matching the operations that the active pause switches hold.
+def paused_filter(switches: list[Control] | None = None) -> Q | None:
+    """A filter matching the operations that the active pause switches (``switches``, already
+    read, or read here) hold.
 
     Returns None when nothing is paused. A global pause matches everything.
     """
     held = None
-    for workspace_id, action in Control.objects.filter(paused=True).values_list("workspace_id", "action"):
+    scopes = [(switch.workspace_id, switch.action) for switch in switches] if switches is not None else \
+        Control.objects.filter(paused=True).values_list("workspace_id", "action")
+    for workspace_id, action in scopes:
         scope = scope_filter(workspace_id, action)
         held = scope if held is None else held | scope
     return held
 
 
-def due_operations(now: datetime | None = None):
+def due_operations(now: datetime | None = None, switches: list[Control] | None = None):
     """Operations a worker may claim now: claimable, due, within their deadline, not paused, and
     not waiting for an earlier version (``ledger.ordering``, in_order)."""
     now = now or timezone.now()
@@ -42,7 +46,7 @@ def due_operations(now: datetime | None = None):
         Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now),
         Q(deadline__isnull=True) | Q(deadline__gt=now),
     ).exclude(waiting())
-    held = paused_filter()
+    held = paused_filter(switches)
     return queryset.exclude(held) if held is not None else queryset
 
 
@@ -60,10 +64,10 @@ def waiting() -> Q:
     return Q(ordered=Ordering.IN_ORDER, version__gt=1) & ~Exists(finished_predecessor)
 
 
-def oldest_due_seconds(now: datetime | None = None) -> float | None:
+def oldest_due_seconds(now: datetime | None = None, switches: list[Control] | None = None) -> float | None:
     """How long the oldest due operation has waited to be claimed; None when nothing is due."""
     now = now or timezone.now()
-    oldest = due_operations(now).order_by("created_at").values_list("created_at", flat=True).first()
+    oldest = due_operations(now, switches).order_by("created_at").values_list("created_at", flat=True).first()
     return (now - oldest).total_seconds() if oldest else None
 
 
@@ -104,3 +108,33 @@ def service_level_standing(operations, now: datetime | None = None) -> tuple[lis
         operation.service_level = level
     return levels, listed
 
+
+
+def held_operations(switches: list[Control] | None = None):
+    """The operations a pause holds: claimable (pending, retrying) and in a paused scope (of
+    ``switches``, the active ones, when already read). None of them when nothing is paused."""
+    held = paused_filter(switches)
+    if held is None:
+        return Operation.objects.none()
+    return Operation.objects.filter(state__in=CLAIMABLE_STATES).filter(held)
+
+
+def holding_switch(operation: Operation, switches: list[Control]) -> Control | None:
+    """The first active switch (of ``switches``, the paused ones) whose scope holds ``operation``."""
+    if operation.state not in CLAIMABLE_STATES:
+        return None
+    for switch in switches:
+        if switch.workspace_id in (None, operation.workspace_id) and switch.action in ("", operation.action):
+            return switch
+    return None
+
+
+def oldest_held_seconds(now: datetime | None = None, switches: list[Control] | None = None) -> float | None:
+    """How long the oldest operation a pause holds has been due (None: a pause holds nothing due)."""
+    now = now or timezone.now()
+    if switches == []:
+        return None
+    oldest = (held_operations(switches).filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+              .annotate(since=Coalesce("next_attempt_at", "created_at")).order_by("since")
+              .values_list("since", flat=True).first())
+    return (now - oldest).total_seconds() if oldest else None

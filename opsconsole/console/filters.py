@@ -13,6 +13,8 @@ from ledger.states import State
 from opsconsole.console.forms import action_choices
 
 ATTENTION_STATES = [State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL]
+# Not a state: the queue's choice for the operations a pause holds (ledger.selectors.held_operations).
+HELD = "held"
 
 
 def key_or_request_id(value: str, via: str = "") -> Q:
@@ -24,7 +26,7 @@ def key_or_request_id(value: str, via: str = "") -> Q:
 class QueueFilter(django_filters.FilterSet):
     state = django_filters.ChoiceFilter(
         label="State", empty_label=None, method="filter_state",
-        choices=[("all", "all")] + [(state.value, state.value) for state in ATTENTION_STATES],
+        choices=[("all", "all")] + [(state.value, state.value) for state in ATTENTION_STATES] + [(HELD, "held")],
     )
     workspace = django_filters.ModelChoiceFilter(label="Workspace", queryset=Workspace.objects.all(),
                                                  empty_label="All workspaces")
@@ -37,7 +39,8 @@ class QueueFilter(django_filters.FilterSet):
         fields = ["state", "workspace", "action", "q"]
 
     def filter_state(self, queryset, name, value):
-        return queryset if value == "all" else queryset.filter(state=value)
+        # The view chose the held operations as the queryset already.
+        return queryset if value in ("all", HELD) else queryset.filter(state=value)
 
     def filter_q(self, queryset, name, value):
         value = value.strip()

@@ -8,7 +8,7 @@ from functools import wraps
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
@@ -20,10 +20,18 @@ from ledger.lookups import may_have_acted
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
 from ledger.policies import format_duration
 from ledger.roles import APPROVE, PAUSE, REVIEW, VIEW
-from ledger.selectors import AT_RISK_SHARE, oldest_due_seconds, service_level_standing
+from ledger.selectors import (
+    AT_RISK_SHARE,
+    held_operations,
+    holding_switch,
+    oldest_due_seconds,
+    oldest_held_seconds,
+    scope_filter,
+    service_level_standing,
+)
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
 from opsconsole.console import keyset
-from opsconsole.console.filters import ATTENTION_STATES, AuditFilter, QueueFilter
+from opsconsole.console.filters import ATTENTION_STATES, HELD, AuditFilter, QueueFilter
 from opsconsole.console.forms import (
     DecisionForm,
     PauseForm,
@@ -86,8 +94,12 @@ def _actor(request) -> str:
 
 @console_page
 def queue(request):
-    attention = roles.visible(Operation.objects.filter(state__in=ATTENTION_STATES), request.user).only(
+    switches = list(Control.objects.filter(paused=True).select_related("workspace").order_by("id"))
+    showing_held = request.GET.get("state") == HELD
+    base = held_operations(switches) if showing_held else Operation.objects.filter(state__in=ATTENTION_STATES)
+    attention = roles.visible(base, request.user).only(
         "pk", "key", "action", "state", "attempts", "last_error_category", "last_error_message", "updated_at",
+        "workspace_id",
     )
     filterset = QueueFilter(request.GET or None, queryset=attention)
     filterset.filters["workspace"].queryset = roles.workspaces(request.user)
@@ -95,25 +107,31 @@ def queue(request):
     # Counted up to a bound: past it the exact number tells a person nothing more, and counting it
     # would read every row that needs attention on every view.
     count = filterset.qs.order_by()[:QUEUE_COUNT_CAP + 1].count()
+    if showing_held:
+        for op in page.object_list:
+            op.held_by = holding_switch(op, switches)
     return render(request, "console/queue.html", {
         "nav": "queue",
+        "showing_held": showing_held,
         "filter": filterset,
         "page": page,
         "count": min(count, QUEUE_COUNT_CAP),
         "count_capped": count > QUEUE_COUNT_CAP,
         "open_conflicts": roles.visible(Conflict.objects.filter(status=Conflict.Status.OPEN), request.user,
                                         via="operation__workspace").count(),
-        "health": _health(),
+        "health": _health(switches),
     })
 
 
-def _health() -> dict:
+def _health(switches: list[Control]) -> dict:
     now = timezone.now()
     beat = Heartbeat.objects.filter(name="sweep").values_list("beat_at", flat=True).first()
-    oldest = oldest_due_seconds(now)
+    oldest = oldest_due_seconds(now, switches)
+    held = oldest_held_seconds(now, switches)
     return {
         "sweep_seconds": int((now - beat).total_seconds()) if beat else None,
         "oldest_due_seconds": int(oldest) if oldest is not None else None,
+        "oldest_held_seconds": int(held) if held is not None else None,
     }
 
 
@@ -162,6 +180,7 @@ def operation(request, pk):
         "approval_needed": op.state == State.PENDING_APPROVAL,
         "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
         "standing": _standing(op, definition),
+        "held_by": holding_switch(op, list(Control.objects.filter(paused=True).select_related("workspace"))),
     })
 
 
@@ -179,8 +198,13 @@ def controls(request):
     ids = roles.workspace_ids(request.user)
     if ids is not None:
         switches = switches.filter(Q(workspace__isnull=True) | Q(workspace_id__in=ids))
-    rows = [{"control": control, "can_resume": roles.can(request.user, PAUSE, control.workspace_id)}
-            for control in switches]
+    switches = list(switches)
+    # What each switch holds, of what this person may see: one query, a filtered count per switch.
+    holds = roles.visible(held_operations(switches), request.user).aggregate(**{
+        f"switch_{control.pk}": Count("pk", filter=scope_filter(control.workspace_id, control.action))
+        for control in switches}) if switches else {}
+    rows = [{"control": control, "can_resume": roles.can(request.user, PAUSE, control.workspace_id),
+             "holds": holds.get(f"switch_{control.pk}", 0)} for control in switches]
     form = PauseForm(user=request.user)
     return render(request, "console/controls.html", {
         "nav": "controls",

@@ -1,0 +1,30 @@
+"""An operator finds the work a pause holds: from the queue's health line to the held list, the
+operation's banner, and the switch's count on Controls."""
+
+import pytest
+from playwright.sync_api import expect
+
+from ledger import services
+from ledger.intake import submit_event
+from tests.conftest import R42
+from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
+
+pytestmark = pytest.mark.e2e
+
+
+def test_held_work_is_in_plain_sight(page, workspace):
+    make_user("operator", OPERATOR)
+    held = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": R42}).operation
+    services.set_paused(paused=True, reason="vendor outage", workspace=workspace, actor="alice")
+
+    log_in(page, "operator")
+    page.get_by_role("link", name="Held by a pause").click()
+    expect(page.get_by_role("row").filter(has_text=held.key)).to_contain_text("workspace demo: vendor outage")
+    screenshot(page, "queue-held")
+
+    page.get_by_role("link", name=held.key).click()
+    expect(page.get_by_role("status").filter(has_text="Held: the pause switch of workspace demo")).to_be_visible()
+
+    page.get_by_role("link", name="Controls").first.click()
+    expect(page.get_by_role("row").filter(has_text="vendor outage")).to_contain_text("1 operation")
+    screenshot(page, "controls-holds")
