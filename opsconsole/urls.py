@@ -15,3 +15,5 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("metrics", metrics.metrics_view, name="metrics"),
 ]
+
+handler404 = "opsconsole.errors.not_found"

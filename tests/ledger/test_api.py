@@ -295,3 +295,13 @@ def test_it_enqueues_nothing_for_a_duplicate_a_conflict_or_invalid_input(api, dj
     assert callbacks == []
     assert queued_tasks() == []
     assert not Wakeup.objects.exists()
+
+
+def test_a_path_no_route_matches_is_answered_as_the_api_answers(client, token):
+    """A key with a line break matches no route (Django's path converter refuses it): the answer
+    is still the API's documented JSON 404, not the console's HTML page."""
+    response = client.get("/api/v1/operations/demo:R-1%0Av1:prepare-brief", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    assert (response.status_code, response["Content-Type"]) == (404, "application/json")
+    assert response.json()["status"] == "not_found"
+    assert client.get("/console/no-such-page/").status_code in (302, 404)  # the console keeps its own
