@@ -71,7 +71,6 @@ def oldest_due_seconds(now: datetime | None = None, switches: list[Control] | No
     return (now - oldest).total_seconds() if oldest else None
 
 
-
 AT_RISK_SHARE = 0.8  # past this share of its service level, an unfinished operation is at risk
 WORST = 100  # the at-risk and late operations listed, oldest first
 
@@ -104,10 +103,16 @@ def service_level_standing(operations, now: datetime | None = None) -> tuple[lis
     for operation in listed:
         level = registry[operation.action].service_level
         operation.age = now - operation.created_at
-        operation.late = operation.age > level
+        operation.late = standing(operation.age, level) == "late"
         operation.service_level = level
     return levels, listed
 
+
+def standing(age: timedelta, level: timedelta) -> str:
+    """"late" past the service level, "at_risk" past ``AT_RISK_SHARE`` of it, else ""."""
+    if age > level:
+        return "late"
+    return "at_risk" if age > level * AT_RISK_SHARE else ""
 
 
 def held_operations(switches: list[Control] | None = None):
@@ -132,8 +137,6 @@ def holding_switch(operation: Operation, switches: list[Control]) -> Control | N
 def oldest_held_seconds(now: datetime | None = None, switches: list[Control] | None = None) -> float | None:
     """How long the oldest operation a pause holds has been due (None: a pause holds nothing due)."""
     now = now or timezone.now()
-    if switches == []:
-        return None
     oldest = (held_operations(switches).filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
               .annotate(since=Coalesce("next_attempt_at", "created_at")).order_by("since")
               .values_list("since", flat=True).first())

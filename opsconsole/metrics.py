@@ -26,7 +26,7 @@ import json
 from collections import Counter
 
 from django.conf import settings
-from django.db.models import Count, F, Min
+from django.db.models import Count, F, Min, Q
 from django.db.models.functions import Coalesce
 from django.http import Http404, HttpResponse
 from django.utils import timezone
@@ -34,9 +34,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from ledger import tallies
-from ledger.models import Conflict, Heartbeat, Operation, Workspace
-from ledger.selectors import due_operations, oldest_due_seconds, paused_filter
-from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State
+from ledger.models import Conflict, Control, Heartbeat, Operation, Workspace
+from ledger.selectors import due_operations, held_operations, oldest_due_seconds
+from ledger.states import TERMINAL_STATES, State
 from reconciliation.models import Mismatch, MismatchKind, MismatchStatus
 
 REVIEW_STATES = (State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL)
@@ -64,7 +64,7 @@ class LedgerCollector:
 
     def collect(self):
         now = timezone.now()
-        held = paused_filter()
+        switches = list(Control.objects.filter(paused=True))
         unfinished = list(Operation.objects.filter(state__in=UNFINISHED_STATES)
                           .values("workspace_id", "action", "state").annotate(n=Count("id"))
                           .order_by("workspace_id", "action", "state"))
@@ -72,13 +72,13 @@ class LedgerCollector:
                          .values("operation__workspace_id", "operation__action").annotate(n=Count("id"))
                          .order_by("operation__workspace_id", "operation__action"))
         yield self._unfinished(unfinished)
-        yield self._oldest_retryable(now, held)
+        yield self._oldest_retryable(now, switches)
         yield self._review_items(unfinished, conflicts)
         yield self._mismatches()
         yield from self._tallies()
         oldest = GaugeMetricFamily("opsconsole_oldest_due_seconds",
                                    "Age of the oldest operation waiting to be claimed (paused work excluded).")
-        oldest.add_metric([], oldest_due_seconds(now) or 0)
+        oldest.add_metric([], oldest_due_seconds(now, switches) or 0)
         yield oldest
         open_conflicts = GaugeMetricFamily("opsconsole_open_conflicts", "Conflicts waiting for review.")
         open_conflicts.add_metric([], sum(row["n"] for row in conflicts))
@@ -152,16 +152,13 @@ class LedgerCollector:
             family.add_metric(list(labels), n)
         return family
 
-    def _oldest_retryable(self, now, held):
+    def _oldest_retryable(self, now, switches):
         family = GaugeMetricFamily(
             "opsconsole_oldest_retryable_age_seconds",
             "How long the oldest due operation (pending, or retrying past its time) has waited, per action; "
             "held=true: those a pause holds.", labels=["action", "held"])
-        due = due_operations(now)
-        waiting = Operation.objects.filter(state__in=CLAIMABLE_STATES, next_attempt_at__lte=now) | \
-            Operation.objects.filter(state__in=CLAIMABLE_STATES, next_attempt_at__isnull=True)
-        sets = [("false", due)] + ([("true", waiting.filter(held))] if held is not None else [])
-        for is_held, operations in sets:
+        held = held_operations(switches).filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+        for is_held, operations in (("false", due_operations(now, switches)), ("true", held)):
             oldest = (operations.values("action").annotate(since=Min(Coalesce(F("next_attempt_at"), F("created_at"))))
                       .order_by("action"))
             for row in oldest:

@@ -28,6 +28,7 @@ from ledger.selectors import (
     oldest_held_seconds,
     scope_filter,
     service_level_standing,
+    standing,
 )
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
 from opsconsole.console import keyset
@@ -232,11 +233,9 @@ def _standing(op: Operation, definition) -> str:
     if level is None or op.state in TERMINAL_STATES:
         return ""
     age = timezone.now() - op.created_at
-    if age > level:
-        return f"Late: {_about(age)} since it arrived, past its service level of {format_duration(level)}."
-    if age > level * AT_RISK_SHARE:
-        return f"At risk: {_about(age)} since it arrived, of a service level of {format_duration(level)}."
-    return ""
+    said = {"late": f"Late: {_about(age)} since it arrived, past its service level of {format_duration(level)}.",
+            "at_risk": f"At risk: {_about(age)} since it arrived, of a service level of {format_duration(level)}."}
+    return said.get(standing(age, level), "")
 
 
 def _about(age) -> str:
