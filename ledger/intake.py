@@ -339,9 +339,7 @@ def _staleness(event: reservation.Event, policy: policies.EffectivePolicy) -> st
 
 def _stale_refusal(workspace, event: reservation.Event, sender: dict, why: str) -> tuple[Delivery, IntakeResult]:
     errors = [FieldError("occurred_at", why).as_dict()]
-    delivery = Delivery(workspace=workspace, **sender, outcome=Outcome.STALE, errors=errors, action=event.action.name,
-                        key=event.key, delivery_id=event.delivery_id, correlation_id=event.correlation_id,
-                        occurred_at=event.occurred_at)
+    delivery = reservation.stale_delivery(workspace, event, errors, **sender)
     return delivery, IntakeResult(outcome=Outcome.STALE, http_status=409, reason="stale", key=event.key,
                                   errors=errors)
 

@@ -58,11 +58,8 @@ def reserve_latest(workspace, event: reservation.Event, *, source: str, submitte
                         .order_by("-version").values_list("key", "version"))
         if event.key not in {key for key, _ in versions} and versions and versions[0][1] > event.version:
             newer = Operation.objects.select_related("workspace").get(workspace=workspace, key=versions[0][0])
-            Delivery.objects.create(
-                workspace=workspace, source=source, submitted_by=submitted_by, person=person,
-                outcome=Delivery.Outcome.STALE, action=event.action.name, key=event.key,
-                delivery_id=event.delivery_id, correlation_id=event.correlation_id, occurred_at=event.occurred_at,
-                errors=[stale_error(event.version, newer.version)])
+            reservation.stale_delivery(workspace, event, [stale_error(event.version, newer.version)],
+                                       source=source, submitted_by=submitted_by, person=person).save()
             return reservation.Reserved(Delivery.Outcome.STALE, newer)
         [reserved] = reservation.reserve(workspace, [event], refused=[], source=source, submitted_by=submitted_by,
                                          person=person)

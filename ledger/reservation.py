@@ -59,6 +59,16 @@ class Event:
         return {"series": self.series, "version": self.version, "ordered": self.ordered} if self.ordered else {}
 
 
+def stale_delivery(workspace, event: Event, errors: list[dict], *, source: str, submitted_by: str,
+                   person) -> Delivery:
+    """The delivery (unsaved) of an event refused as stale: too old for its key window, or an
+    older version after a newer one (latest_wins). It names the key; it reserves nothing."""
+    return Delivery(workspace=workspace, source=source, submitted_by=submitted_by, person=person,
+                    outcome=Outcome.STALE, errors=errors, action=event.action.name, key=event.key,
+                    delivery_id=event.delivery_id, correlation_id=event.correlation_id,
+                    occurred_at=event.occurred_at)
+
+
 @dataclass
 class Reserved:
     outcome: str
