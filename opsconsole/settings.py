@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "django_q",
     "axes",
     "csp",
+    "django_htmx",  # htmx itself, vendored in its static files: no CDN
     "ninja",  # Swagger UI from its own static files (not from a CDN): the docs page works offline
     "ledger",
     "reconciliation",
@@ -64,6 +65,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "axes.middleware.AxesMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "opsconsole.urls"
