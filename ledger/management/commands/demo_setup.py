@@ -9,6 +9,9 @@ from ledger import intake, services
 from ledger.models import Delivery, Role, Workspace
 
 DEMO_PASSWORD = "demo-password"
+# How a person runs a command against the demo from the checkout, as `make demo` does: the project's
+# virtualenv, and DEBUG on (the demo's development secret key; without it settings refuse to start).
+DEMO_MANAGE = "DEBUG=1 .venv/bin/python manage.py"
 STAFF = [("admin", True), ("operator", False), ("approver", False)]
 # What each non-superuser may do in the demo workspace's console (/console/).
 ROLES = {"operator": Role.OPERATOR, "approver": Role.APPROVER}
@@ -23,7 +26,7 @@ EVENTS = [
     # An external action: a record at the stand-in destination, sent with our idempotency key.
     {"action": "file-ticket", "delivery_id": "delivery-5",
      "data": {"request_id": "R-42", "version": 3, "summary": "Renewal review needed", "owner": "ops"}},
-    # Moves money: waits for the approver (python manage.py approve ... --as approver).
+    # Moves money: waits for the approver (DEMO_MANAGE approve ... --as approver).
     {"action": "issue-refund", "delivery_id": "delivery-6",
      "data": {"request_id": "R-42", "version": 3, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}},
     # Latest wins (update-status): version 2 of R-42 supersedes its version 1, which has not run;
@@ -70,7 +73,7 @@ class Command(BaseCommand):
         example = json.dumps({"action": "prepare-brief", "data": R42 | {"version": 5}})
         self.stdout.write(f"Try:      curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
                           f"-d '{example}' {url}api/v1/events")
-        self.stdout.write("Approve:  python manage.py approve demo:R-42:v3:issue-refund --workspace demo --as approver")
+        self.stdout.write(f"Approve:  {DEMO_MANAGE} approve demo:R-42:v3:issue-refund --workspace demo --as approver")
         self.stdout.write(f"API token for workspace demo: {token}")
 
     @transaction.atomic
