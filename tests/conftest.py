@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from django.db import connection
 
@@ -9,6 +11,15 @@ def pytest_report_header(config):
     from django.conf import settings
 
     return f"database: {settings.DATABASES['default']['ENGINE']}"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name the folder of the browser tests' screenshots (tests/e2e) at the end of every run."""
+    from tests.e2e.conftest import SHOTS
+
+    if os.path.isdir(SHOTS):
+        count = len([name for name in os.listdir(SHOTS) if name.endswith(".png")])
+        terminalreporter.write_line(f"browser screenshots: {count} in {SHOTS}")
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ CHROMIUM_ARGS = [
     "--disable-sync", "--no-first-run", "--disable-quic",
 ]
 PASSWORD = "e2e-password"
-SHOTS = "/tmp/e2e-shots"
+SHOTS = os.environ.get("E2E_SHOTS", "/tmp/e2e-shots")  # named at the end of the run (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
