@@ -59,7 +59,7 @@ def inbox(request):
     visible = roles.visible(Conflict.objects.filter(status=Conflict.Status.OPEN), user, via="operation__workspace")
     filterset = ConflictFilter(request.GET or None, queryset=visible)
     filterset.filters["workspace"].queryset = roles.workspaces(user)
-    older = _operation_id(request.GET.get("older"))
+    older = _id(request.GET.get("older"))
     groups = filterset.qs if older is None else filterset.qs.filter(operation_id__lt=older)
     groups = list(groups.order_by().values("operation_id").annotate(
         open=Count("pk"), first=Min("created_at"), last=Max("created_at"), newest=Max("pk"),
@@ -117,11 +117,13 @@ def _may_take_a_payload(op: Operation) -> bool:
     return op.attempts == 0 and op.state in not_run
 
 
-def _operation_id(text) -> int | None:
+def _id(text) -> int | None:
+    """The row id ``text`` spells, or None for anything else (a bigint column holds no more)."""
     try:
-        return int(text) if text is not None else None
-    except ValueError:
+        value = int(text)
+    except (TypeError, ValueError):
         return None
+    return value if 0 < value < 2**63 else None
 
 
 def _reviewers(workspace) -> str:
@@ -238,10 +240,7 @@ def dismiss_selected(request):
 
 def _ids(values: list[str]) -> set[int]:
     """The ids a form ticked; 404 for anything else (no form of ours sends it)."""
-    try:
-        ids = {int(value) for value in values}
-    except ValueError:
-        raise Http404("Not a conflict or operation id.") from None
-    if any(not 0 < pk < 2**63 for pk in ids):
+    ids = {_id(value) for value in values}
+    if None in ids:
         raise Http404("Not a conflict or operation id.")
     return ids

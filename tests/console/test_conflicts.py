@@ -163,7 +163,8 @@ def test_it_pages_groups_newest_operation_first(client, login, race):
     assert [g["operation"].pk for g in first.context["groups"]] == newest_first[:GROUPS_PER_PAGE]
     assert [g["operation"].pk for g in older.context["groups"]] == newest_first[GROUPS_PER_PAGE:]
     assert older.context["older"] is None and "« Newest" in text(older)
-    assert client.get(INBOX, {"older": "not-a-cursor"}).status_code == 200
+    for cursor in ["not-a-cursor", "-1", str(2**64)]:
+        assert client.get(INBOX, {"older": cursor}).context["first"], cursor
 
 
 def test_it_shows_a_bounded_number_of_a_groups_conflicts_and_says_how_many_more(client, login, race):
@@ -345,7 +346,7 @@ def test_it_refuses_an_empty_selection(client, login, race):
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("selected", ["conflict", "operation", "junk"])
+@pytest.mark.parametrize("selected", ["conflict", "operation", "junk", "huge"])
 def test_it_answers_404_for_a_selection_reaching_into_another_workspace(client, login, race, noted_action, selected):
     login("operator")
     _, mine = race(2)
@@ -356,7 +357,8 @@ def test_it_answers_404_for_a_selection_reaching_into_another_workspace(client, 
                           raw={"action": noted_action.name, "data": data | {"note": "two"}}).conflict
     chosen = {"conflict": {"conflict": [mine[0].pk, theirs.pk]},
               "operation": {"conflict": [mine[0].pk], "operation": [theirs.operation_id]},
-              "junk": {"conflict": [mine[0].pk, "1; drop"]}}[selected]
+              "junk": {"conflict": [mine[0].pk, "1; drop"]},
+              "huge": {"operation": [str(2**64)]}}[selected]
     before = snapshot()
 
     response = client.post("/console/conflicts/dismiss/", chosen | {"reason": "r", "seen": 10**6})
