@@ -210,7 +210,7 @@ def dismiss_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     with transaction.atomic():
         _decide(conflict, Conflict.Status.DISMISSED, actor=actor)
         record_audit_event(actor=actor, kind="conflict_dismissed", operation=conflict.operation,
-                           message=_conflict_message(conflict, reason))
+                           message=conflict_message(conflict, reason))
     return conflict
 
 
@@ -248,7 +248,7 @@ def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
                                               kind=Contribution.Kind.SUBMITTED))
         Contribution.objects.bulk_create(contributions)
         record_audit_event(actor=actor, kind="conflict_applied", operation=operation,
-                           message=_conflict_message(conflict, reason))
+                           message=conflict_message(conflict, reason))
     operation.payload, operation.fingerprint = conflict.incoming_payload, conflict.incoming_fingerprint
     return conflict
 
@@ -264,7 +264,8 @@ def _decide(conflict: Conflict, status: str, *, actor: str) -> None:
     conflict.status, conflict.decided_by, conflict.decided_at = status, actor, now
 
 
-def _conflict_message(conflict: Conflict, reason: str) -> str:
+def conflict_message(conflict: Conflict, reason: str) -> str:
+    """The audit message of a decision on a conflict (``ledger.conflicts`` writes the same)."""
     fields = ", ".join(d["field"] for d in conflict.differences)
     return f"conflict {conflict.pk} ({fields}): {reason}" if reason else f"conflict {conflict.pk} ({fields})"
 

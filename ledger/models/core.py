@@ -275,6 +275,11 @@ class Conflict(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [
+            # The open conflicts (the conflicts inbox, by operation; the queue's count; retention's
+            # "no open conflict"): partial, so the decided ones, nearly all, cost it nothing.
+            models.Index(fields=["operation", "id"], name="conflict_open_idx", condition=Q(status="open")),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=choices_check("status", ConflictStatus.choices), name="conflict_status_valid"

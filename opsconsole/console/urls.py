@@ -1,6 +1,6 @@
 from django.urls import path
 
-from opsconsole.console import mismatches, views
+from opsconsole.console import conflicts, mismatches, views
 
 app_name = "console"
 
@@ -24,4 +24,8 @@ urlpatterns = [
     path("mismatches/<int:pk>/acknowledge/", mismatches.acknowledge, name="acknowledge_mismatch"),
     path("mismatches/<int:pk>/adopt/", mismatches.adopt, name="adopt_mismatch"),
     path("mismatches/<int:pk>/replay/", mismatches.replay, name="replay_mismatch"),
+    path("conflicts/", conflicts.inbox, name="conflicts"),
+    path("conflicts/dismiss/", conflicts.dismiss_selected, name="dismiss_conflicts"),
+    path("conflicts/operations/<int:pk>/dismiss/", conflicts.dismiss_operation, name="dismiss_operation_conflicts"),
+    path("conflicts/<int:pk>/apply-one/", conflicts.apply_one, name="apply_one_conflict"),
 ]

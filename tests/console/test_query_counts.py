@@ -17,6 +17,7 @@ from ledger.models import (
     Operation,
     Workspace,
 )
+from opsconsole.console.conflicts import GROUPS_PER_PAGE, SHOWN_PER_GROUP
 from tests.ledger.conftest import submit
 
 ROWS = 35
@@ -136,3 +137,28 @@ def test_an_older_page_of_the_audit_trail_costs_the_same(client, crowded, someon
     with django_assert_max_num_queries(AUDIT_QUERIES):
         response = client.get("/console/audit/", params)
     assert len(response.context["page"]) == 3 * ROWS - 100
+
+
+# Session, user, memberships; the workspaces of the filter (and the chosen one, checked); one page
+# of groups, their operations, and their conflicts (at most SHOWN_PER_GROUP each) with deliveries.
+CONFLICTS_QUERIES = 8
+
+
+def test_the_conflicts_inbox_costs_the_same_however_many_conflicts(client, crowded, someone, workspace,
+                                                                    django_assert_max_num_queries):
+    # Besides the busy operation's ROWS conflicts, one on each other operation: more than a page of groups.
+    others = list(Operation.objects.exclude(pk=crowded.pk))
+    deliveries = Delivery.objects.bulk_create([
+        Delivery(workspace=workspace, operation=op, source="api", outcome="conflict", key=op.key) for op in others])
+    Conflict.objects.bulk_create([
+        Conflict(operation=delivery.operation, delivery=delivery, incoming_fingerprint="f", incoming_payload={},
+                 differences=[{"field": "version", "recorded": 1, "incoming": 2}]) for delivery in deliveries])
+    for params in [{}, {"workspace": workspace.pk}, {"action": crowded.action}]:
+        with django_assert_max_num_queries(CONFLICTS_QUERIES, info=str(params)):
+            response = client.get("/console/conflicts/", params)
+        assert len(response.context["groups"]) == GROUPS_PER_PAGE, params
+    deeper = {"older": client.get("/console/conflicts/").context["older"]}
+    with django_assert_max_num_queries(CONFLICTS_QUERIES):
+        response = client.get("/console/conflicts/", deeper)
+    groups = response.context["groups"]
+    assert groups[-1]["operation"] == crowded and len(groups[-1]["conflicts"]) == SHOWN_PER_GROUP
