@@ -48,7 +48,8 @@ def _frame(chart_id: str, title: str, description: str, body: SafeString, *, y_l
         '<g class="axis">{ticks}<line class="baseline" x1="{left}" x2="{right}" y1="{base}" y2="{base}"/></g>'
         '{body}'
         '<text class="axis-label" x="{mid}" y="{xl}" text-anchor="middle">{x_label}</text>'
-        '<text class="axis-label" transform="rotate(-90)" x="{ymid}" y="13" text-anchor="middle">{y_label}</text>'
+        '<text class="axis-label y-label" transform="rotate(-90)" x="{ymid}" y="13" text-anchor="middle">'
+        '{y_label}</text>'
         '</svg>',
         id=chart_id, w=WIDTH, h=height, title=title, desc=description, ticks=ticks, body=body, left=LEFT,
         right=WIDTH - RIGHT, base=height - BOTTOM, mid=_c((LEFT + WIDTH - RIGHT) / 2), xl=height - 6,
@@ -58,7 +59,7 @@ def _frame(chart_id: str, title: str, description: str, body: SafeString, *, y_l
 def _hour_labels(hours: list[datetime], slot: float) -> SafeString:
     return format_html_join("", '<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>', (
         (_c(LEFT + slot * (index + 0.5)), HEIGHT - BOTTOM + 16, f"{timezone.localtime(hour):%H}:00")
-        for index, hour in enumerate(hours) if index % TICK_EVERY == 0 or index == len(hours) - 1))
+        for index, hour in enumerate(hours) if index % TICK_EVERY == 0))
 
 
 def _time_axis() -> str:

@@ -18,6 +18,7 @@ from reconciliation import selectors as reconciliation
 
 REFRESH_SECONDS = 15
 STALE_SAMPLES = timedelta(minutes=15)  # the sweep samples every 5 minutes: past this it is not running
+DUE_WARNING = timedelta(minutes=5)  # due work waiting longer than this for a worker is shown as a warning
 
 
 @console_page
@@ -38,6 +39,7 @@ def dashboard(request):
         "held_link": f"{queue}?state={HELD}",
         "oldest_due": _about(timedelta(seconds=figures.oldest_due_seconds))
         if figures.oldest_due_seconds is not None else None,
+        "due_late": (figures.oldest_due_seconds or 0) > DUE_WARNING.total_seconds(),
         "oldest_held": _about(timedelta(seconds=figures.oldest_held_seconds))
         if figures.oldest_held_seconds is not None else None,
         "samples_stale": figures.sampled_until is None or figures.now - figures.sampled_until > STALE_SAMPLES,
