@@ -107,6 +107,12 @@ def hourly_line(chart_id: str, hours: list[datetime], values: list[int | None], 
                   x_label=_time_axis(), top=top)
 
 
+def _label(name: str, room: int = 19) -> str:
+    """A name short enough for the room beside a bar (a destination's URL without its scheme)."""
+    name = name.removeprefix("https://").removeprefix("http://")
+    return name if len(name) <= room else name[:room - 1] + "…"
+
+
 def rate_bars(chart_id: str, rates: list[tuple[str, float]], *, title: str, description: str) -> SafeString:
     """Horizontal bars, one per name, of a share in per cent (of a scale up to the largest)."""
     if not rates:
@@ -119,7 +125,7 @@ def rate_bars(chart_id: str, rates: list[tuple[str, float]], *, title: str, desc
         '<text class="tick" x="{lx}" y="{ty}" text-anchor="end" dominant-baseline="middle">{name}</text>'
         '<rect class="bar fail" x="{x}" y="{y}" width="{w}" height="{h}"><title>{name}: {p} %</title></rect>'
         '<text class="value" x="{vx}" y="{ty}" dominant-baseline="middle">{p} %</text>'), (
-        {"lx": label_width - 6, "ty": _c(TOP + row * index + row / 2), "name": name[:22], "x": label_width,
+        {"lx": label_width - 6, "ty": _c(TOP + row * index + row / 2), "name": _label(name), "x": label_width,
          "y": _c(TOP + row * index + 4), "w": _c(span * percent / top), "h": row - 8, "p": f"{percent:.1f}",
          "vx": _c(label_width + span * percent / top + 4)}
         for index, (name, percent) in enumerate(rates)))
