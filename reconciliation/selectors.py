@@ -19,7 +19,8 @@ class Results:
 
     @property
     def open_total(self) -> int:
-        return sum(self.open_mismatches.values())
+        """All open mismatches, at most COUNT_CAP (``capped``: there are more)."""
+        return min(sum(self.open_mismatches.values()), COUNT_CAP)
 
 
 def results(user) -> Results:
