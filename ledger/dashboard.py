@@ -171,6 +171,11 @@ class Figures:
     def backlog_now(self) -> int:
         return sum(count.count for count in self.states if not count.finished)
 
+    @property
+    def backlog_capped(self) -> bool:
+        """Some unfinished state has more than COUNT_CAP: ``backlog_now`` is a lower bound."""
+        return any(count.capped for count in self.states)
+
 
 def figures(user, *, now: datetime | None = None) -> Figures:
     """The dashboard's figures over the workspaces ``user`` may see. A fixed number of queries:

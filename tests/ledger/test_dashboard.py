@@ -108,6 +108,7 @@ def test_counts_by_state_name_every_state_the_unfinished_ones_now_and_bounded(
     assert (states["pending"].count, states["pending"].capped) == (2, True)
     assert (states["needs_review"].count, states["needs_review"].capped) == (1, False)
     assert states["succeeded"].finished and not states["pending"].finished
+    assert (seen.backlog_now, seen.backlog_capped) == (3, True)
 
 
 def test_the_backlog_is_sampled_live_and_an_hour_without_a_sample_has_none(frozen, workspace, action, root):
