@@ -4,10 +4,13 @@ person may see, with links to where one acts on it. Reads only (``ledger.dashboa
 fragment alone."""
 
 from datetime import timedelta
+from functools import wraps
 
+from django.contrib.auth.views import redirect_to_login
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
+from django_htmx.http import HttpResponseClientRedirect
 
 from ledger import dashboard as figures_of
 from ledger import roles
@@ -21,6 +24,18 @@ STALE_SAMPLES = timedelta(minutes=15)  # the sweep samples every 5 minutes: past
 DUE_WARNING = timedelta(minutes=5)  # due work waiting longer than this for a worker is shown as a warning
 
 
+def _whole_page_to_log_in(view):
+    """A refresh after the session ended: htmx would swap the login page into the dashboard; the
+    browser is sent to it instead (HX-Redirect), to come back here."""
+    @wraps(view)
+    def check(request, *args, **kwargs):
+        if request.htmx and not request.user.is_authenticated:
+            return HttpResponseClientRedirect(redirect_to_login(request.get_full_path()).url)
+        return view(request, *args, **kwargs)
+    return check
+
+
+@_whole_page_to_log_in
 @console_page
 def dashboard(request):
     figures = figures_of.figures(request.user)

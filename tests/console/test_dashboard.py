@@ -59,6 +59,12 @@ def test_it_sends_an_anonymous_visitor_to_the_login_page(client):
     assert response.url == f"/accounts/login/?next={URL}"
 
 
+def test_a_refresh_after_the_session_ended_sends_the_whole_page_to_the_login(client):
+    response = client.get(URL, headers={"HX-Request": "true"})
+    assert response.status_code == 200 and response.content == b""
+    assert response["HX-Redirect"] == f"/accounts/login/?next={URL}"
+
+
 def test_it_refuses_someone_who_belongs_to_no_workspace(client, login):
     login("nobody")
     assert client.get(URL).status_code == 403
