@@ -29,12 +29,14 @@ from ledger.models import (
     Approval,
     Attempt,
     AuditEvent,
+    BacklogSample,
     ConfigVersion,
     Conflict,
     Contribution,
     Control,
     Delivery,
     DestinationHealth,
+    FlowSample,
     Heartbeat,
     Membership,
     Operation,
@@ -456,3 +458,24 @@ class PolicyAdmin(ReadOnlyAdmin):
         changes = {name: form.cleaned_data.get(name) or policies.INHERIT for name in policies.FIELDS}
         policies.set_policy(workspace=obj.workspace, action=obj.action, actor=request.user.get_username(), **changes)
         obj.pk = Policy.objects.get(workspace=obj.workspace, action=obj.action).pk
+
+
+@admin.register(FlowSample)
+class FlowSampleAdmin(ReadOnlyAdmin):
+    """The dashboard's samples of what finished and failed (ledger.dashboard), newest first."""
+
+    list_display = ["hour", "since", "until", "workspace", "action", "attempts", "failures", "succeeded", "rejected",
+                    "cancelled", "superseded"]
+    list_select_related = ["workspace"]
+    list_filter = [("workspace", WorkspaceListFilter)]
+    ordering = ["-hour", "-id"]
+
+
+@admin.register(BacklogSample)
+class BacklogSampleAdmin(ReadOnlyAdmin):
+    """The dashboard's samples of the backlog (ledger.dashboard), newest first."""
+
+    list_display = ["at", "workspace", "unfinished"]
+    list_select_related = ["workspace"]
+    list_filter = [("workspace", WorkspaceListFilter)]
+    ordering = ["-at", "-id"]

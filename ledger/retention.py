@@ -27,7 +27,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Case, Exists, Max, OuterRef, Q, Value, When
 from django.utils import timezone
 
-from ledger import policies
+from ledger import dashboard, policies
 from ledger.actions import ActionDefinition, registry
 from ledger.bulk import update_each
 from ledger.models import (
@@ -74,6 +74,7 @@ class PurgeReport:
     as_of: datetime
     dry_run: bool
     workspaces: dict[str, WorkspacePurge] = field(default_factory=dict)
+    samples_forgotten: int = 0  # the dashboard's samples older than dashboard.KEEP, deleted
 
     def total(self, name: str) -> int:
         return sum(getattr(counts, name) for counts in self.workspaces.values())
@@ -103,10 +104,12 @@ def purge(*, as_of: datetime | None = None, dry_run: bool = False, chunk: int = 
             record_audit_event(actor=actor, kind="purged", workspace=workspace,
                                message=f"as of {as_of.isoformat(timespec='seconds')}: {counts.summary()}")
     if not dry_run:
+        report.samples_forgotten = dashboard.forget_samples(before=as_of - dashboard.KEEP)
         Heartbeat.objects.update_or_create(name="purge", defaults={"beat_at": timezone.now(), "detail": {
             name: report.total(name) for name in ("redacted", "deleted", "refused_deliveries", "skipped_chunks")}})
         if vacuum and connection.vendor == "postgresql" and not connection.in_atomic_block and (
-                report.total("redacted") or report.total("deleted") or report.total("refused_deliveries")):
+                report.total("redacted") or report.total("deleted") or report.total("refused_deliveries")
+                or report.samples_forgotten):
             with connection.cursor() as cursor:
                 cursor.execute(f"VACUUM (ANALYZE) {', '.join(written_tables())}")
     return report
@@ -251,9 +254,10 @@ def _delete_operations(ids: list[int]) -> None:
 
 
 def written_tables() -> list[str]:
-    """Every table a purge writes: the operations, the rows they own, the rows it detaches."""
+    """Every table a purge writes: the operations, the rows they own, the rows it detaches, and the
+    dashboard's samples it forgets."""
     detached = [relation.related_model for relation in referring_relations() if relation.on_delete is models.SET_NULL]
-    return [model._meta.db_table for model in dict.fromkeys([Operation, *OWNED, *detached])]
+    return [model._meta.db_table for model in dict.fromkeys([Operation, *OWNED, *detached, *dashboard.SAMPLES])]
 
 
 def referring_relations():

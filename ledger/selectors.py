@@ -64,10 +64,13 @@ def waiting() -> Q:
     return Q(ordered=Ordering.IN_ORDER, version__gt=1) & ~Exists(finished_predecessor)
 
 
-def oldest_due_seconds(now: datetime | None = None, switches: list[Control] | None = None) -> float | None:
-    """How long the oldest due operation has waited to be claimed; None when nothing is due."""
+def oldest_due_seconds(now: datetime | None = None, switches: list[Control] | None = None, *,
+                       workspace_ids: set[int] | None = None) -> float | None:
+    """How long the oldest due operation (of ``workspace_ids``, None: of all) has waited to be
+    claimed; None when nothing is due."""
     now = now or timezone.now()
-    oldest = due_operations(now, switches).order_by("created_at").values_list("created_at", flat=True).first()
+    oldest = _within(due_operations(now, switches), workspace_ids).order_by("created_at").values_list(
+        "created_at", flat=True).first()
     return (now - oldest).total_seconds() if oldest else None
 
 
@@ -134,10 +137,17 @@ def holding_switch(operation: Operation, switches: list[Control]) -> Control | N
     return None
 
 
-def oldest_held_seconds(now: datetime | None = None, switches: list[Control] | None = None) -> float | None:
-    """How long the oldest operation a pause holds has been due (None: a pause holds nothing due)."""
+def oldest_held_seconds(now: datetime | None = None, switches: list[Control] | None = None, *,
+                        workspace_ids: set[int] | None = None) -> float | None:
+    """How long the oldest operation a pause holds (of ``workspace_ids``, None: of all) has been due
+    (None: a pause holds nothing due)."""
     now = now or timezone.now()
-    oldest = (held_operations(switches).filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+    oldest = (_within(held_operations(switches), workspace_ids)
+              .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
               .annotate(since=Coalesce("next_attempt_at", "created_at")).order_by("since")
               .values_list("since", flat=True).first())
     return (now - oldest).total_seconds() if oldest else None
+
+
+def _within(operations, workspace_ids: set[int] | None):
+    return operations if workspace_ids is None else operations.filter(workspace_id__in=workspace_ids)

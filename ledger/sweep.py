@@ -11,7 +11,7 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from ledger import nudges, ordering
+from ledger import dashboard, nudges, ordering
 from ledger.actions import UnknownAction, get_action
 from ledger.models import Attempt, Heartbeat, Operation
 from ledger.recording import finish_attempt
@@ -29,6 +29,7 @@ class SweepReport:
     due: int = 0
     nudges: int = 0
     oldest_due_seconds: float | None = None
+    sampled: bool = False  # the dashboard's samples were taken (ledger.dashboard)
 
 
 def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
@@ -40,7 +41,8 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
       pause holds it (paused time does not count: resuming gives it back, ``set_paused``);
     - expired approval requests: nobody decided within the action's approval window;
     - in_order versions whose predecessor has not arrived within the gap wait (``ledger.ordering``);
-    - due work (lost nudges, due retries, resumed pauses): enough processing tasks are enqueued.
+    - due work (lost nudges, due retries, resumed pauses): enough processing tasks are enqueued;
+    - the dashboard's samples, every ``dashboard.EVERY``.
     """
     now = now or timezone.now()
     report = SweepReport()
@@ -66,6 +68,7 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
     report.due = due.count()
     report.oldest_due_seconds = oldest_due_seconds(now)
     report.nudges = nudges.nudges_for(report.due)
+    report.sampled = dashboard.take_samples(now=now) is not None
     Heartbeat.objects.update_or_create(name="sweep", defaults={"beat_at": now, "detail": asdict(report)})
     if report.nudges:
         nudges.enqueue_drain(report.nudges)

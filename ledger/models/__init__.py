@@ -20,6 +20,7 @@ from ledger.models.core import (
     Wakeup,
     Workspace,
 )
+from ledger.models.figures import BacklogSample, FlowSample
 from ledger.models.people import (
     ApiToken,
     Approval,
@@ -33,6 +34,7 @@ from ledger.models.policy import Ordering, Policy
 
 __all__ = [
     "ApiToken", "Approval", "ApprovalDecision", "Attempt", "AttemptOutcome", "AuditEvent", "AuditEventQuerySet",
+    "BacklogSample", "FlowSample",
     "ConfigVersion", "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery",
     "DeliveryOutcome",
     "DeliverySource", "DestinationHealth", "Heartbeat", "Membership", "Operation", "Ordering", "Policy",

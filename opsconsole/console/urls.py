@@ -1,6 +1,6 @@
 from django.urls import path
 
-from opsconsole.console import conflicts, mismatches, views
+from opsconsole.console import conflicts, dashboard, mismatches, views
 
 app_name = "console"
 
@@ -28,4 +28,5 @@ urlpatterns = [
     path("conflicts/dismiss/", conflicts.dismiss_selected, name="dismiss_conflicts"),
     path("conflicts/operations/<int:pk>/dismiss/", conflicts.dismiss_operation, name="dismiss_operation_conflicts"),
     path("conflicts/<int:pk>/apply-one/", conflicts.apply_one, name="apply_one_conflict"),
+    path("dashboard/", dashboard.dashboard, name="dashboard"),
 ]

@@ -162,3 +162,30 @@ def test_the_conflicts_inbox_costs_the_same_however_many_conflicts(client, crowd
         response = client.get("/console/conflicts/", deeper)
     groups = response.context["groups"]
     assert groups[-1]["operation"] == crowded and len(groups[-1]["conflicts"]) == SHOWN_PER_GROUP
+# Session, user, memberships; one bounded count per unfinished state (6); the pause switches and
+# what they hold; the oldest due and held work; the sampled flows and backlog; the sampling
+# heartbeat; open mismatches by kind and the latest audit runs (a member of fewer than 6
+# workspaces has one more: their names).
+DASHBOARD_QUERIES = 18
+
+
+def test_the_dashboard_costs_the_same_however_much_was_sampled(client, crowded, someone, workspace, action,
+                                                               django_assert_max_num_queries):
+    from ledger import dashboard
+    from ledger.models import FlowSample
+    from reconciliation.models import Mismatch, ReconciliationRun
+
+    now = timezone.now()
+    dashboard.take_samples(now=now, catch_up=30)
+    hours = [dashboard.hour_of(now) - timezone.timedelta(hours=n) for n in range(24)]
+    FlowSample.objects.bulk_create([
+        FlowSample(workspace=w, action=action.name, hour=hour, since=hour, until=hour, attempts=3, failures=1,
+                   succeeded=2) for hour in hours for w in Workspace.objects.all()])
+    run = ReconciliationRun.objects.create(started_at=now, since=now, until=now, status="succeeded")
+    Mismatch.objects.bulk_create([Mismatch(run=run, workspace=workspace, action=action.name, reference=f"r-{n}",
+                                           kind="unknown_to_ledger") for n in range(ROWS)])
+    for headers in [{}, {"HX-Request": "true"}]:  # the page, and the fragment that refreshes it
+        with django_assert_max_num_queries(DASHBOARD_QUERIES, info=str(headers)):
+            response = client.get("/console/dashboard/", headers=headers)
+        assert response.context["figures"].finished == 2 * 24 * (ROWS + 1)
+        assert response.context["results"].open_total == ROWS

@@ -2,6 +2,7 @@ import time
 
 from django.core.management.base import BaseCommand
 
+from ledger import dashboard
 from ledger.actions import registry
 from ledger.models import Operation, RequestStatus, ReviewDraft
 from ledger.states import State
@@ -13,8 +14,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--workspace", default="demo")
         parser.add_argument("--wait", type=float, default=30.0, help="Seconds to wait at most.")
+        parser.add_argument("--url", default="http://127.0.0.1:8000/")
 
-    def handle(self, *args, workspace, wait, **options):
+    def handle(self, *args, workspace, wait, url, **options):
         waiting = Operation.objects.filter(
             workspace__slug=workspace, state__in=[State.PENDING, State.PROCESSING, State.RETRYING]
         )
@@ -37,3 +39,9 @@ class Command(BaseCommand):
         for operation in external.order_by("id"):
             where = f"record {operation.external_id}" if operation.external_id else operation.state
             self.stdout.write(f"External: {operation.key} -> stand-in destination: {where}")
+        # The dashboard's hourly figures are the sweep's samples (every 5 minutes): take the first
+        # now, once what just finished has settled, so the dashboard shows the demo's work at once.
+        time.sleep(dashboard.SETTLE.total_seconds())
+        sampled = dashboard.take_samples(catch_up=dashboard.HOURS + 1)
+        said = f"sampled up to {sampled:%H:%M:%S} UTC" if sampled else "the sweep samples it every 5 minutes"
+        self.stdout.write(f"Dashboard: {url}console/dashboard/  (the last 24 hours: {said})")

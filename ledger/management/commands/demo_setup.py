@@ -64,6 +64,7 @@ class Command(BaseCommand):
             self.stdout.write(f"  {event['delivery_id']}: {outcome}")
         self.stdout.write("")
         self.stdout.write(f"Console:  {url}console/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
+        self.stdout.write(f"Dashboard: {url}console/dashboard/")
         self.stdout.write(f"API:      {url}api/v1/docs  (OpenAPI: {url}api/v1/openapi.json)")
         if settings.OPSCONSOLE_METRICS_TOKEN:
             self.stdout.write(f"Metrics:  curl -s -H 'Authorization: Bearer {settings.OPSCONSOLE_METRICS_TOKEN}' "
