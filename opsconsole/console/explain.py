@@ -21,11 +21,11 @@ def review_actions(operation: Operation, *, external: bool) -> list[str]:
     if state == State.UNKNOWN:
         offered.append("look it up at the destination now")
     if state == State.NEEDS_REVIEW:
-        offered.append("replay")
+        offered.append("replay it")
     if external and state in (State.UNKNOWN, State.NEEDS_REVIEW):
         offered.append("resolve it with the destination's record id")
     if State.CANCELLED in TRANSITIONS[state]:
-        offered.append("cancel")
+        offered.append("cancel it")
     return offered
 
 
@@ -42,22 +42,19 @@ def who_can_act(user, operation: Operation, *, external: bool, own_work: list[st
         if own_work:
             done = " and ".join(own_work)  # the kinds of Contribution are the verbs: submitted, changed...
             if roles.can(user, APPROVE, operation.workspace_id):
-                said.append(f"You {done} this operation, so another approver must approve it (four eyes): "
-                            f"{_people(operation, APPROVE, skip=contributor_ids | {user.pk})}. "
+                said.append(f"You {done} this operation, so another approver must approve it (four eyes; "
+                            f"{_people(operation, APPROVE, skip=contributor_ids | {user.pk})}). "
                             "You may still reject it.")
             else:
                 said.append(f"You {done} this operation, so you could not approve it even with the approve "
                             "permission (four eyes).")
     offered = review_actions(operation, external=external)
     if offered and not roles.can(user, REVIEW, operation.workspace_id):
-        who = " or ".join(roles.roles_granting(REVIEW))
-        said.append(f"{_as(role, workspace)}an {who} of workspace {workspace.slug} can {_listed(offered)}"
-                    f" ({_people(operation, REVIEW)}).")
+        who = (f"an {' or '.join(roles.roles_granting(REVIEW))} of workspace {workspace.slug} can "
+               f"{_listed(offered)} ({_people(operation, REVIEW)}).")
+        said.append(f"You are {_a(role)} {role} of workspace {workspace.slug}; {who}" if role
+                    else who[0].upper() + who[1:])
     return said
-
-
-def _as(role: str | None, workspace) -> str:
-    return f"You are {_a(role)} {role} of workspace {workspace.slug}; " if role else ""
 
 
 def _a(word: str) -> str:
@@ -71,7 +68,7 @@ def _listed(things: list[str]) -> str:
 def _people(operation: Operation, capability: str, *, skip: set[int] = frozenset()) -> str:
     """"approvers and admins: alice, bob" - the active members holding ``capability`` in the
     operation's workspace, but those in ``skip`` (four eyes); a superuser may act anywhere too."""
-    granting = roles.roles_granting(capability)
+    granting = [str(role) for role in roles.roles_granting(capability)]
     members = (Membership.objects.filter(workspace_id=operation.workspace_id, role__in=granting,
                                          user__is_active=True)
                .exclude(user_id__in=skip).order_by("user__username")
