@@ -119,7 +119,8 @@ def test_the_confirmation_repeats_what_is_approved(client, login, workspace, per
 
     assert f"<h1>Approve {operation.key}?</h1>" in page
     for term, value in [("Action", "issue-refund"), ("Key", operation.key), ("Workspace", "demo"),
-                        ("amount_cents", "25.00 EUR"), ("customer_id", "C-1001"), ("Submitted by", "sender (submitted)"),
+                        ("amount_cents", "25.00 EUR"), ("customer_id", "C-1001"),
+                        ("Submitted by", "sender (submitted)"),
                         ("Payload fingerprint", f"<code>{operation.fingerprint}</code>")]:
         assert f"<dt>{term}</dt><dd>{value}</dd>" in page, term
     assert f'name="fingerprint" value="{operation.fingerprint}"' in page
