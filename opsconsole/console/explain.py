@@ -15,9 +15,12 @@ NAMES_SHOWN = 5
 
 
 def review_actions(operation: Operation, *, external: bool) -> list[str]:
-    """What a person with the review permission could do to ``operation`` in its state."""
+    """What a person with the review permission could do to ``operation`` while it waits for one
+    (unknown, needs review); work still under way may be cancelled too, but needs nobody."""
     state = State(operation.state)
     offered = []
+    if state not in (State.UNKNOWN, State.NEEDS_REVIEW):
+        return offered
     if state == State.UNKNOWN:
         offered.append("look it up at the destination now")
     if state == State.NEEDS_REVIEW:
