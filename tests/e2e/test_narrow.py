@@ -27,6 +27,7 @@ PAGES = [
     ("queue-held", "/console/?state=held"),
     ("operation", "/console/operations/{review}/"),
     ("operation-refund", "/console/operations/{refund}/"),
+    ("operation-unknown", "/console/operations/{unknown}/"),
     ("approve-confirm", "/console/operations/{refund}/approve/"),
     ("controls", "/console/controls/"),
     ("audit", "/console/audit/"),
@@ -60,13 +61,17 @@ def crowded_demo(workspace):
         last_error_message="the owner ops is on leave until the end of the quarter; " * 3)
     refund = submit_event(workspace=workspace, source="api", raw={"action": "issue-refund", "data": {
         "request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 2500, "currency": "EUR"}}).operation
+    unknown = submit_event(workspace=workspace, source="api", raw={"action": "send-notice", "data": {
+        "request_id": "R-9", "version": 1, "summary": "Renewal notice", "owner": "ops"}}).operation
+    Operation.objects.filter(pk=unknown.pk).update(state="unknown", attempts=1, last_error_category="ambiguous",
+                                                   last_error_message="read timeout")
     for number in range(5):
         late = submit_event(workspace=workspace, source="api", raw={
             "action": "prepare-brief", "data": R42 | {"request_id": f"R-{number}"}}).operation
         Operation.objects.filter(pk=late.pk).update(created_at=timezone.now() - timedelta(minutes=20))
     services.set_paused(paused=True, actor="ops", reason="destination maintenance until 14:00", workspace=workspace,
                         action="prepare-brief")
-    return {"review": review.pk, "refund": refund.pk}
+    return {"review": review.pk, "refund": refund.pk, "unknown": unknown.pk}
 
 
 def problems_at(page, name: str, *, logged_in: bool) -> list[str]:
