@@ -27,6 +27,7 @@ from ledger.models import Attempt, Operation
 from ledger.outcomes import PermanentError, Success
 from ledger.recording import (
     StaleClaim,
+    attempt_number,
     commit_outcome,
     commit_outcomes,
     finish_attempt,
@@ -195,7 +196,7 @@ def _open_attempt(operation, action, *, worker, started_at, config_version: str 
     """An unsaved Attempt for a try about to begin (with the idempotency key, when honoured), under
     the configuration it begins with (``ledger.configuration``)."""
     return Attempt(
-        operation=operation, number=operation.attempts, fencing_token=operation.fencing_token,
+        operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
         worker=worker, started_at=started_at,
         idempotency_key=operation.key if action.honours_idempotency_keys else "",
         config_version_id=config_version or configuration.digest_for(operation),

@@ -122,11 +122,18 @@ def _restore(operation: Operation, values: dict) -> None:
         setattr(operation, name, value)
 
 
+def attempt_number(operation: Operation) -> int:
+    """The number of the try a claim begins: its fencing token, which every claim of the operation
+    takes the next of, across replays. ``attempts`` restarts at 0 when a person replays (it counts
+    the tries toward the action's limit), so numbered by it the first try after a replay was 1 again."""
+    return operation.fencing_token
+
+
 def new_attempt(operation, *, worker, started_at, outcome, error: Exception | None = None,
              external_id: str = "") -> Attempt:
     tallies.count_attempts([(operation, outcome)])
     return Attempt.objects.create(
-        operation=operation, number=operation.attempts, fencing_token=operation.fencing_token,
+        operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
         worker=worker, started_at=started_at, finished_at=timezone.now(), outcome=outcome,
         external_id=external_id, config_version_id=configuration.digest_for(operation), **_error_fields(error),
     )
@@ -180,7 +187,7 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
     pairs = list(zip(operations, successes, strict=True))
     if attempts is None:
         attempts = Attempt.objects.bulk_create([
-            Attempt(operation=operation, number=operation.attempts, fencing_token=operation.fencing_token,
+            Attempt(operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
                     worker=worker, started_at=started_at, finished_at=now, outcome=Attempt.Outcome.OK,
                     external_id=success.external_id, config_version_id=digest)
             for (operation, success), digest in zip(pairs, configuration.digests_for(operations), strict=True)
@@ -234,7 +241,8 @@ def record_failure(operation, action, error: Exception, *, started_at, worker, a
     token = operation.fencing_token
 
     def record():
-        to_state, fields, reason = _next_state_after(operation, action, outcome_error)
+        to_state, fields, detail = _next_state_after(operation, action, outcome_error)
+        reason = f"{category}: {detail}"
         with transaction.atomic():
             if attempt is None:
                 row = new_attempt(operation, worker=worker, started_at=started_at, outcome=category, error=error)
@@ -244,7 +252,7 @@ def record_failure(operation, action, error: Exception, *, started_at, worker, a
             if not transition_operation(
                 operation, to_state=to_state, actor=worker, kind=_failure_kind(to_state),
                 fencing_token=token, attempt=row, error_category=category, message=reason,
-                last_error_category=category, last_error_message=reason[:500],
+                last_error_category=category, last_error_message=detail[:500],
                 lease_owner="", lease_expires_at=None, **fields,
             ):
                 raise StaleClaim
@@ -269,21 +277,23 @@ def _failure_kind(to_state: State) -> str:
 
 
 def _next_state_after(operation, action, error: OutcomeError) -> tuple[State, dict, str]:
-    """Where a failed try leads: (state, extra fields, reason for people)."""
+    """Where a failed try leads: (state, extra fields, what happened for people). The text leaves
+    out the error's category: it is stored beside it (``last_error_category``) and every place that
+    shows one shows both, which read "permanent permanent: ..." when the text began with it too."""
     message = _short_message(error)
     if action is None or isinstance(error, PermanentError):
-        return State.NEEDS_REVIEW, {"next_attempt_at": None}, f"permanent: {message}"
+        return State.NEEDS_REVIEW, {"next_attempt_at": None}, message
     retry_allowed = operation.attempts < action.max_attempts
     if isinstance(error, AmbiguousError):
         if action.honours_idempotency_keys and retry_allowed:
             # The destination deduplicates by our key, so the same key can safely be sent again.
-            return _retry_or_review(operation, action, error, f"ambiguous, retry with same key: {message}")
+            return _retry_or_review(operation, action, error, f"retry with same key: {message}")
         # Unknown: reconciliation asks the destination once the request can no longer land.
-        return State.UNKNOWN, {"next_attempt_at": timezone.now() + action.settle_after}, f"ambiguous: {message}"
+        return State.UNKNOWN, {"next_attempt_at": timezone.now() + action.settle_after}, message
     if not retry_allowed:
         limit = f"{operation.attempts} of {action.max_attempts}"
         return State.NEEDS_REVIEW, {"next_attempt_at": None}, f"attempt limit reached ({limit}): {message}"
-    return _retry_or_review(operation, action, error, f"transient: {message}")
+    return _retry_or_review(operation, action, error, message)
 
 
 def _retry_or_review(operation, action, error: OutcomeError, reason: str) -> tuple[State, dict, str]:

@@ -1,7 +1,11 @@
-"""Error pages for what no view answered: under /api/ as JSON (the API's documented NotFound
-body), elsewhere the styled templates (templates/404.html)."""
+"""Error pages for what no view answered or a view refused: under /api/ as JSON (the API's
+documented NotFound body), elsewhere the styled templates with the console's layout, a sentence on
+what happened and a way back (templates/403.html, 403_csrf.html, 404.html, 405.html, 500.html)."""
 
 from django.http import JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
 
 
@@ -11,3 +15,41 @@ def not_found(request, exception):
         # refuses): still the API's answer, not the console's HTML page.
         return JsonResponse({"status": "not_found", "detail": "No such resource in this API."}, status=404)
     return defaults.page_not_found(request, exception)
+
+
+def permission_denied(request, exception):
+    """403: what the person may not do (the view's ``PermissionDenied`` says it) and a way back."""
+    return render(request, "403.html", {"exception": str(exception), "back": _back(request)}, status=403)
+
+
+def csrf_failure(request, reason=""):
+    """A form sent without a valid CSRF token (``CSRF_FAILURE_VIEW``): nothing was done; say why it
+    happens and lead back to the page, where a reload brings a fresh token."""
+    return render(request, "403_csrf.html", {"reason": reason, "back": _back(request)}, status=403)
+
+
+class MethodNotAllowedPageMiddleware:
+    """A bare 405 (``require_POST`` answers a GET of an action's address with an empty body) becomes
+    the styled page for people; the API's answers are its own."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if response.status_code != 405 or response.content or request.path.startswith("/api/"):
+            return response
+        page = render(request, "405.html", {"back": _back(request)}, status=405)
+        page["Allow"] = response.get("Allow", "")
+        return page
+
+
+def _back(request) -> str:
+    """Where "Back" leads: the page the person came from, when it is one of ours (and not the
+    address that failed), else what needs attention."""
+    referer = request.META.get("HTTP_REFERER", "")
+    ours = url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure())
+    if ours and referer != request.build_absolute_uri():
+        return referer
+    return reverse("console:queue")

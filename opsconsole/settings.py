@@ -66,6 +66,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "axes.middleware.AxesMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, so its page passes out through the others (CSP, security headers): a bare 405 styled.
+    "opsconsole.errors.MethodNotAllowedPageMiddleware",
 ]
 
 ROOT_URLCONF = "opsconsole.urls"
@@ -127,6 +129,9 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+
+# A refused form (its CSRF token missing or stale) gets the console's page, not Django's bare one.
+CSRF_FAILURE_VIEW = "opsconsole.errors.csrf_failure"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "console:queue"

@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
@@ -14,6 +15,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("metrics", metrics.metrics_view, name="metrics"),
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=False)),
 ]
 
+handler403 = "opsconsole.errors.permission_denied"
 handler404 = "opsconsole.errors.not_found"

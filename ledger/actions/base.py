@@ -45,6 +45,9 @@ class ActionDefinition:
     # needs_review ("approval expired").
     approval_window: ClassVar[timedelta] = timedelta(days=7)
     sensitive_fields: ClassVar[tuple[str, ...]] = ()
+    # Amounts of money, for people to read ("25.00 EUR"): each amount field (an integer in the
+    # currency's minor units) and the field that names its currency (an ISO 4217 code).
+    money_fields: ClassVar[dict[str, str]] = {}
     # Retention and ordering, the defaults of the action's Policy (ledger.policies; a workspace may
     # override them). A finished operation keeps its payload for the payload window, then only a
     # tombstone (key, fingerprint, state, references, times); the tombstone is deleted after the

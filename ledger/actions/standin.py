@@ -139,6 +139,7 @@ class IssueRefund(StandinRecordAction):
     consequential = True
     service_level = timedelta(days=2)  # an approver signs off first
     sensitive_fields = ("customer_id", "amount_cents")
+    money_fields = {"amount_cents": "currency"}
 
     def check(self, workspace, data):
         return []

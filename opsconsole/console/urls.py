@@ -1,6 +1,6 @@
 from django.urls import path
 
-from opsconsole.console import conflicts, dashboard, mismatches, views
+from opsconsole.console import confirm, conflicts, dashboard, mismatches, views
 
 app_name = "console"
 
@@ -11,7 +11,7 @@ urlpatterns = [
     path("operations/<int:pk>/resolve/", views.resolve, name="resolve"),
     path("operations/<int:pk>/look-up/", views.look_up, name="look_up"),
     path("operations/<int:pk>/cancel/", views.cancel, name="cancel"),
-    path("operations/<int:pk>/approve/", views.approve, name="approve"),
+    path("operations/<int:pk>/approve/", confirm.approve, name="approve"),
     path("operations/<int:pk>/reject/", views.reject, name="reject"),
     path("conflicts/<int:pk>/apply/", views.apply_conflict, name="apply_conflict"),
     path("conflicts/<int:pk>/dismiss/", views.dismiss_conflict, name="dismiss_conflict"),

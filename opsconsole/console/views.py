@@ -31,7 +31,7 @@ from ledger.selectors import (
     standing,
 )
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
-from opsconsole.console import keyset
+from opsconsole.console import explain, keyset, money
 from opsconsole.console.filters import ATTENTION_STATES, HELD, AuditFilter, QueueFilter
 from opsconsole.console.forms import (
     DecisionForm,
@@ -54,7 +54,8 @@ def _member(view):
     @wraps(view)
     def check(request, *args, **kwargs):
         if roles.workspace_ids(request.user) == set():
-            raise PermissionDenied
+            raise PermissionDenied(f"{request.user.get_username()} is a member of no workspace yet, so the "
+                                   "console has nothing to show.")
         return view(request, *args, **kwargs)
     return check
 
@@ -75,7 +76,7 @@ def _operation(request, pk, capability=VIEW) -> Operation:
     ``capability`` there (else 403)."""
     operation = get_object_or_404(roles.visible(Operation.objects.select_related("workspace"), request.user), pk=pk)
     if not roles.can(request.user, capability, operation.workspace_id):
-        raise PermissionDenied
+        raise PermissionDenied(roles.refusal(request.user, capability, operation.workspace))
     return operation
 
 
@@ -150,13 +151,15 @@ def operation(request, pk):
     external = bool(definition and definition.external)
     conflicts = [
         {"conflict": conflict,
-         "differences": privacy.masked_differences(conflict.differences, op.action, reveal=reveal)}
+         "differences": money.shown_differences(
+             privacy.masked_differences(conflict.differences, op.action, reveal=reveal), definition,
+             recorded=payload, incoming=privacy.masked(conflict.incoming_payload, op.action, reveal=reveal))}
         for conflict in op.conflicts.order_by("-created_at", "-id")
     ]
     return render(request, "console/operation.html", {
         "nav": "queue",
         "operation": op,
-        "payload": payload,
+        "payload": money.shown_payload(payload, definition),
         "result": json.dumps(privacy.masked(op.result, op.action, reveal=reveal), indent=2, sort_keys=True)
         if op.result else "",
         "masking": payload != op.payload,  # some value is masked: say who may see it
@@ -178,7 +181,8 @@ def operation(request, pk):
         "can_look_up": can_review and op.state == State.UNKNOWN,
         "can_cancel": can_review and State.CANCELLED in TRANSITIONS[State(op.state)],
         "can_decide": can_approve and op.state == State.PENDING_APPROVAL,
-        "approval_needed": op.state == State.PENDING_APPROVAL,
+        "who_can_act": explain.who_can_act(user, op, external=external, own_work=own_work,
+                                           contributor_ids={c.user_id for c in contributions}),
         "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
         "standing": _standing(op, definition),
         "held_by": holding_switch(op, list(Control.objects.filter(paused=True).select_related("workspace"))),
@@ -381,7 +385,6 @@ def _decision(decide, verb):
     return view
 
 
-approve = _decision(approvals.approve_operation, "Approved")
 reject = _decision(approvals.reject_operation, "Rejected")
 
 

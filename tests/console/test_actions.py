@@ -141,7 +141,7 @@ def test_it_refuses_a_decision_without_its_permission(client, login, targets, na
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("name", ACTIONS)
+@pytest.mark.parametrize("name", [name for name in ACTIONS if name != "approve"])  # approve: its confirmation
 def test_it_answers_a_get_with_method_not_allowed(client, login, targets, name):
     url, role, _ = targets[name]
     login(role)

@@ -189,3 +189,25 @@ def test_the_dashboard_costs_the_same_however_much_was_sampled(client, crowded, 
             response = client.get("/console/dashboard/", headers=headers)
         assert response.context["figures"].finished == 2 * 24 * (ROWS + 1)
         assert response.context["results"].open_total == ROWS
+def test_the_operation_page_costs_the_same_for_a_person_who_cannot_act(client, crowded, django_user_model,
+                                                                         workspace, django_assert_max_num_queries):
+    # ... and who can: the operators and admins of the workspace, named in one bounded query.
+    viewer = django_user_model.objects.create_user(username="viewer")
+    Membership.objects.bulk_create([Membership(user=viewer, workspace=workspace, role="viewer")] + [
+        Membership(user=person, workspace=workspace, role="operator")
+        for person in django_user_model.objects.filter(username__startswith="person-")])
+    client.force_login(viewer)
+    with django_assert_max_num_queries(13):
+        response = client.get(f"/console/operations/{crowded.pk}/")
+    assert "can replay it or cancel it (operators and admins: person-0, person-1, person-10" in \
+        response.content.decode()
+
+
+def test_the_approve_confirmation_costs_the_same_however_many_people_are_behind_it(
+        client, crowded, someone, django_assert_max_num_queries):
+    Operation.objects.filter(pk=crowded.pk).update(state="pending_approval")
+    Membership.objects.filter(user=someone).update(role="admin")  # who may approve
+    # Session, user, memberships (unless a superuser); the operation; the people behind it.
+    with django_assert_max_num_queries(5):
+        response = client.get(f"/console/operations/{crowded.pk}/approve/")
+    assert response.content.decode().count("person-") == ROWS

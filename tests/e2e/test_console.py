@@ -124,7 +124,8 @@ def test_it_keeps_the_operation_when_a_replay_has_no_reason(page, needs_review, 
 
 
 def test_it_lets_only_an_approver_approve_a_refund(page, workspace, operator):
-    """The operator sees no Approve button on a refund awaiting approval; the approver approves it."""
+    """The operator sees no Approve button on a refund awaiting approval, and who must sign off; the
+    approver approves it through the confirmation."""
     refund = submit(workspace, "issue-refund", REFUND)
     assert refund.state == "pending_approval"
     make_user("approver", APPROVER)
@@ -132,15 +133,16 @@ def test_it_lets_only_an_approver_approve_a_refund(page, workspace, operator):
     log_in(page, "operator")
     page.goto(f"/console/operations/{refund.pk}/")
     expect(page.get_by_role("heading", level=1, name=refund.key)).to_be_visible()
-    expect(page.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+    expect(page.get_by_role("link", name="Approve", exact=True)).to_have_count(0)
+    expect(page.get_by_text("An approver of workspace demo must sign off on this payload")).to_be_visible()
     page.get_by_role("button", name="Log out").click()
     expect(page).to_have_url(re.compile(r"/accounts/login/$"))
 
     log_in(page, "approver")
     page.goto(f"/console/operations/{refund.pk}/")
-    approve = form_with(page, "Approve")
-    approve.get_by_label("Note").fill("customer called")
-    approve.get_by_role("button", name="Approve", exact=True).click()
+    page.get_by_role("link", name="Approve", exact=True).click()
+    page.get_by_label("Note").fill("customer called")
+    page.get_by_role("button", name="Confirm", exact=True).click()
 
     expect(page.get_by_role("status")).to_have_text(f"Approved {refund.key}.")
     expect(field(page, "State")).to_have_text("pending")

@@ -86,7 +86,7 @@ def test_it_refuses_to_run_an_approval_whose_payload_changed_afterwards(refund_w
 
     operation = Operation.objects.get()
     assert (operation.state, operation.last_error["message"]) == (
-        "needs_review", "permanent: no approval covers this payload")
+        "needs_review", "no approval covers this payload")
     assert standin.records() == []
     assert standin.requests() == 0
 
@@ -141,7 +141,7 @@ def test_it_does_not_run_a_consequential_operation_whose_approval_does_not_cover
 
     operation = Operation.objects.get()
     assert (operation.state, operation.last_error["message"]) == (
-        "needs_review", "permanent: no approval covers this payload")
+        "needs_review", "no approval covers this payload")
     assert standin.records() == []
 
 

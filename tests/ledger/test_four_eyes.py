@@ -88,8 +88,9 @@ def shown_fingerprint(page: str) -> str:
 def approve(via: str, client, user, operation, note: str = "") -> str:
     """Approve as ``user`` through ``via``; returns the error it was refused with, or "" if approved.
 
-    Through the console this is what a person does: open the page, then POST the approve form with
-    the fingerprint the page shows (also when the page offers no Approve button, as a forged POST)."""
+    Through the console this is what a person does: open the page, follow Approve to its confirmation,
+    then POST the fingerprint the confirmation shows (when the page offers no Approve, a forged POST
+    with the fingerprint the page's reject form carries)."""
     if via == "command":
         try:
             call_command("approve", operation.key, "--workspace", operation.workspace.slug,
@@ -97,7 +98,10 @@ def approve(via: str, client, user, operation, note: str = "") -> str:
         except CommandError as exc:
             return str(exc)
         return ""
-    fingerprint = shown_fingerprint(operation_page(client, user, operation))
+    page = operation_page(client, user, operation)
+    if ">Approve</a>" in page:
+        page = client.get(f"/console/operations/{operation.pk}/approve/").content.decode()
+    fingerprint = shown_fingerprint(page)
     response = client.post(f"/console/operations/{operation.pk}/approve/", {"note": note, "fingerprint": fingerprint})
     assert response.status_code == 302
     [(level, message)] = messages_of(response)
@@ -110,8 +114,8 @@ def assert_refused(via: str, client, user, operation, message: str) -> None:
     approvals = Approval.objects.filter(operation=operation).count()
     if via == "console":
         page = operation_page(client, user, operation)
-        assert ">Approve</button>" not in page
-        assert "so another approver must approve it (four eyes). You may still reject it." in page
+        assert ">Approve</a>" not in page
+        assert "so another approver must approve it (four eyes; " in page and "You may still reject it." in page
         assert ">Reject</button>" in page
     assert approve(via, client, user, operation) == message
     operation.refresh_from_db()
@@ -124,8 +128,8 @@ def assert_refused(via: str, client, user, operation, message: str) -> None:
 def assert_approved(via: str, client, user, operation) -> None:
     if via == "console":
         page = operation_page(client, user, operation)
-        assert ">Approve</button>" in page
-        assert "so another approver must approve it (four eyes)" not in page
+        assert ">Approve</a>" in page
+        assert "so another approver must approve it (four eyes" not in page
     assert approve(via, client, user, operation) == ""
     operation.refresh_from_db()
     assert operation.state == "pending"

@@ -1,0 +1,59 @@
+"""The approve confirmation: before an approval counts, the page repeats what is being approved (the
+action, key, workspace, payload with its amount and customer as this person may see them, who is
+behind it, the payload's fingerprint). GET shows it; its Confirm POSTs the fingerprint shown, and
+``approvals.approve_operation`` approves only that payload. Reject stays on the operation page."""
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from ledger import approvals, privacy
+from ledger.roles import APPROVE
+from ledger.states import State
+from opsconsole.console import money
+from opsconsole.console.forms import DecisionForm, first_error
+from opsconsole.console.views import _definition, _operation, console_page
+
+
+@console_page
+@require_http_methods(["GET", "POST"])
+def approve(request, pk):
+    operation = _operation(request, pk, APPROVE)
+    if request.method == "POST":
+        return _approve(request, operation)
+    if operation.state != State.PENDING_APPROVAL:
+        messages.error(request, f"{operation.key} is {operation.state}; only an operation awaiting approval "
+                                "can be approved.")
+        return redirect("console:operation", pk=pk)
+    contributions = list(operation.contributions.select_related("user").order_by("created_at", "id"))
+    own_work = sorted({c.kind for c in contributions if c.user_id == request.user.pk})
+    if own_work:
+        messages.error(request, f"You {' and '.join(own_work)} {operation.key}, so another approver must "
+                                "approve it (four eyes).")
+        return redirect("console:operation", pk=pk)
+    reveal = privacy.may_view_sensitive(request.user, operation.workspace_id)
+    shown = privacy.masked(operation.payload, operation.action, reveal=reveal)
+    return render(request, "console/approve_confirm.html", {
+        "nav": "queue",
+        "operation": operation,
+        "payload": money.shown_payload(shown, _definition(operation.action)),
+        "masking": shown != operation.payload,
+        "contributions": contributions,
+        "form": DecisionForm(initial={"fingerprint": operation.fingerprint}),
+    })
+
+
+def _approve(request, operation):
+    """Approve the payload whose fingerprint the confirmation showed; without it, nothing."""
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, first_error(form))
+        return redirect("console:operation", pk=operation.pk)
+    try:
+        approvals.approve_operation(operation, user=request.user, note=form.cleaned_data["note"],
+                                    fingerprint=form.cleaned_data["fingerprint"])
+    except approvals.ApprovalError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Approved {operation.key}.")
+    return redirect("console:operation", pk=operation.pk)

@@ -1,0 +1,121 @@
+"""The 390 px layout: on a phone's width every console page fits (nothing widens the page past the
+viewport: tables scroll inside themselves) and "Log out" stays on screen.
+
+``PAGES`` lists every console page; a new page is one more line there.
+"""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from ledger import services
+from ledger.intake import submit_event
+from ledger.models import Operation
+from tests.conftest import R42
+from tests.e2e.conftest import log_in, make_user, screenshot
+
+pytestmark = pytest.mark.e2e
+
+WIDTH, HEIGHT = 390, 844
+
+# (name, path) of every page a member sees, the path formatted with the ids of ``crowded_demo``.
+PAGES = [
+    ("queue", "/console/"),
+    ("queue-all", "/console/?state=all"),
+    ("queue-held", "/console/?state=held"),
+    ("operation", "/console/operations/{review}/"),
+    ("operation-refund", "/console/operations/{refund}/"),
+    ("operation-unknown", "/console/operations/{unknown}/"),
+    ("approve-confirm", "/console/operations/{refund}/approve/"),
+    ("controls", "/console/controls/"),
+    ("audit", "/console/audit/"),
+    ("service-levels", "/console/service-levels/"),
+    ("mismatches", "/console/mismatches/"),
+    ("not-found", "/console/operations/999999/"),
+]
+# (name, path, who): pages someone else sees; no one: logged out.
+OTHER_PAGES = [
+    ("login", "/accounts/login/", None),
+    ("403", "/console/operations/{refund}/approve/", "watcher"),
+]
+
+
+@pytest.fixture
+def narrow(browser, live_server):
+    context = browser.new_context(base_url=live_server.url, viewport={"width": WIDTH, "height": HEIGHT})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def crowded_demo(workspace):
+    """Long keys, a long error, a refund awaiting approval, work held by a switch, late work."""
+    review = submit_event(workspace=workspace, source="api", raw={
+        "action": "prepare-brief", "data": R42 | {"request_id": "R-42-" + "renewal-options-" * 4}}).operation
+    Operation.objects.filter(pk=review.pk).update(
+        state="needs_review", attempts=1, last_error_category="permanent",
+        last_error_message="the owner ops is on leave until the end of the quarter; " * 3)
+    refund = submit_event(workspace=workspace, source="api", raw={"action": "issue-refund", "data": {
+        "request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 2500, "currency": "EUR"}}).operation
+    unknown = submit_event(workspace=workspace, source="api", raw={"action": "send-notice", "data": {
+        "request_id": "R-9", "version": 1, "summary": "Renewal notice", "owner": "ops"}}).operation
+    Operation.objects.filter(pk=unknown.pk).update(state="unknown", attempts=1, last_error_category="ambiguous",
+                                                   last_error_message="read timeout")
+    for number in range(5):
+        late = submit_event(workspace=workspace, source="api", raw={
+            "action": "prepare-brief", "data": R42 | {"request_id": f"R-{number}"}}).operation
+        Operation.objects.filter(pk=late.pk).update(created_at=timezone.now() - timedelta(minutes=20))
+    services.set_paused(paused=True, actor="ops", reason="destination maintenance until 14:00", workspace=workspace,
+                        action="prepare-brief")
+    return {"review": review.pk, "refund": refund.pk, "unknown": unknown.pk}
+
+
+def problems_at(page, name: str, *, logged_in: bool) -> list[str]:
+    expect(page.locator("main")).to_be_visible()
+    screenshot(page, f"narrow-{name}")
+    found = []
+    width = page.evaluate("document.documentElement.scrollWidth")
+    if width > WIDTH:
+        found.append(f"{name}: the page is {width} px wide")
+    if logged_in:
+        log_out = page.get_by_role("button", name="Log out")
+        box = log_out.bounding_box() if log_out.is_visible() else None
+        if box is None or box["x"] < 0 or box["x"] + box["width"] > WIDTH:
+            found.append(f"{name}: Log out is not on screen ({box})")
+    return found
+
+
+def test_every_console_page_fits_390_px(narrow, crowded_demo):
+    make_user("admin", "admin", is_staff=True)  # staff: the top bar's longest (with Admin)
+    make_user("watcher", "viewer")
+    found = []
+
+    for name, path, who in OTHER_PAGES:
+        narrow.context.clear_cookies()
+        if who:
+            log_in(narrow, who)
+        narrow.goto(path.format(**crowded_demo))
+        found += problems_at(narrow, name, logged_in=bool(who))
+
+    narrow.context.clear_cookies()
+    log_in(narrow, "admin")
+    for name, path in PAGES:
+        narrow.goto(path.format(**crowded_demo))
+        found += problems_at(narrow, name, logged_in=True)
+
+    assert found == []
+
+
+def test_a_wide_table_scrolls_inside_itself(narrow, crowded_demo):
+    make_user("admin", "admin")
+    log_in(narrow, "admin")
+    narrow.goto("/console/audit/")
+
+    table = narrow.locator("main table").first
+    scroll, client = table.evaluate("t => [t.scrollWidth, t.clientWidth]")
+    assert scroll > client  # wider than the screen: it scrolls, the page does not
+    assert narrow.evaluate("document.documentElement.scrollWidth") <= WIDTH
