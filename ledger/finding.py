@@ -27,7 +27,7 @@ FIELDS = {
     "external_id": "destination record id",
     "attempt_external_id": "destination record id of an attempt",
     "delivery_id": "delivery id",
-    "delivery": "delivery number",
+    "delivery": "delivery number (#)",
     "correlation_id": "correlation id",
 }
 
@@ -108,6 +108,9 @@ def find_operations(text: str | None, *, user) -> Found:
 
     shown = operations.filter(pk__in=list(matched)).select_related("workspace").only(
         "pk", "key", "action", "state", "external_id", "updated_at", "workspace__slug")
+    for names in matched.values():
+        if "external_id" in names:  # its attempt's record id is its own: said once
+            names.discard("attempt_external_id")
     matches = [Match(op, [label for name, label in FIELDS.items() if name in matched[op.pk]])
                for op in sorted(shown, key=lambda op: (op.updated_at, op.pk), reverse=True)]
     return Found(query=query, matches=matches, more=more,
