@@ -31,6 +31,9 @@ FIELDS = {
     "correlation_id": "correlation id",
 }
 
+# What a delivery row shows (never its conflict's payload: a conflict is shown on its operation's page).
+DELIVERY_COLUMNS = ("pk", "operation", "delivery_id", "correlation_id", "outcome", "errors", "received_at",
+                    "source", "action", "key", "submitted_by", "workspace__slug")
 
 
 class FindError(ValueError):
@@ -47,7 +50,7 @@ class Match:
 class Found:
     query: str
     matches: list[Match]
-    more: bool  # some field matched more than LIMIT operations: not all are listed
+    more: bool  # some field matched more than LIMIT rows: what matched may not all be listed
     refused: list[Delivery] = field(default_factory=list)  # arrivals with the id that became no operation
     searched: list[str] = field(default_factory=lambda: list(FIELDS.values()))
 
@@ -130,11 +133,6 @@ def _may_begin_a_key(query: str, user) -> bool:
     folded = query.upper()
     return any(folded.startswith(begins) or begins.startswith(folded)
                for begins in (f"{slug}:".upper() for slug in roles.workspaces(user).values_list("slug", flat=True)))
-
-
-# What a delivery row shows (never its conflict's payload: a conflict is shown on its operation's page).
-DELIVERY_COLUMNS = ("pk", "operation", "delivery_id", "correlation_id", "outcome", "errors", "received_at",
-                    "source", "action", "key", "submitted_by", "workspace__slug")
 
 
 def _delivery_lookups(query: str) -> dict[str, Q]:

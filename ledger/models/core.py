@@ -165,8 +165,8 @@ class Operation(models.Model):
             # The versions of one request (ledger.ordering), for the operations that have a series.
             models.Index(fields=["workspace", "series", "version"], name="operation_series_idx",
                          condition=~Q(series="")),
-            # Search by the destination's record id (console): set once, when the operation succeeds,
-            # so the rows still changing state (which have none) are not in it.
+            # Search by the destination's record id (the console's find box, queue and audit search):
+            # set when the operation succeeds, so rows still changing state (none yet) are not in it.
             models.Index(fields=["external_id"], name="operation_external_id_idx", condition=~Q(external_id="")),
         ]
         # Also, on PostgreSQL only (migration 0007_scale_indexes): search by any part of the request

@@ -65,6 +65,27 @@ def test_it_says_nothing_was_found_and_where_it_looked(client, login, workspace,
     assert 'value="R-THEIRS"' in html  # the box keeps what was typed
 
 
+def test_another_workspaces_operation_is_neither_found_nor_shown(client, login, other):
+    login("admin")
+    theirs = submit_brief(other)
+    for query in [theirs.key, str(theirs.deliveries.get().pk), "R-42"]:
+        response = client.get("/console/find/", {"q": query})
+        assert response.status_code == 200 and response.context["found"].matches == [], query
+    assert client.get(f"/console/operations/{theirs.pk}/").status_code == 404
+
+
+def test_one_operation_among_more_matches_is_listed_not_opened(client, login, workspace, monkeypatch):
+    """When a field matched more than can be listed, the one operation shown may not be the only
+    one: the person sees the list and is told to type more."""
+    monkeypatch.setattr("ledger.finding.LIMIT", 1)
+    login("viewer")
+    submit_brief(workspace, request_id="R-1")
+    submit_brief(workspace, request_id="R-2")
+    response = client.get("/console/find/", {"q": "demo:R-"})
+    assert response.status_code == 200
+    assert "1 operation matches" in response.content.decode() and response.context["found"].more
+
+
 def test_it_shows_arrivals_with_the_id_that_became_no_operation(client, login, workspace):
     login("viewer")
     record_blocked_delivery(workspace=workspace, source="api", reason="invalid_input", http_status=422,
