@@ -2,7 +2,8 @@
 page, at a million operations: the destination's record id of operations and of attempts, the
 delivery and correlation ids senders give, and the refused arrivals newest first (overall, per
 outcome and per workspace). All partial: a row without the id, or an accepted delivery, is in
-none of them.
+none of them. The two on sender ids are paid for by intake: about 10 us a delivery that carries
+both (100,000-row inserts at a million deliveries, on a busy machine), none for one without.
 
 Non-atomic and, on PostgreSQL, built CONCURRENTLY, as in 0007: the tables are the ledger's largest,
 and a plain CREATE INDEX would block intake for the whole build. If a build fails it leaves an
