@@ -370,6 +370,10 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
     # An operation the member may see (globex), needing review: its page, and searches for it.
     op = Operation.objects.filter(workspace_id=globex, state="needs_review").order_by("-id").first()
     request_id = op.payload["request_id"]
+    # The destination's record id of an operation the member may see (one answer: the find box
+    # would redirect to it, so it is measured in the queue and audit searches).
+    record_id = Operation.objects.filter(workspace_id=globex).exclude(external_id="").values_list(
+        "external_id", flat=True).order_by("-id").first()
     queue_depth, audit_depth = OPERATIONS // 200, AUDIT_EVENTS // 10  # rows before the deep page
     deep_queue = _cursor(Operation.objects.filter(workspace_id=globex, state__in=ATTENTION_STATES)
                          .order_by("-updated_at", "-id").values_list("updated_at", "id")[queue_depth])
@@ -398,6 +402,13 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
         ("console audit, key no match", "/console/audit/?key=no-such-thing"),
         ("console audit, one day", f"/console/audit/?created_after={day}&created_before={day}"),
         ("console audit, deep page", f"/console/audit/?{deep_audit}&page={audit_depth // 100}"),
+        ("console queue, search record id", f"/console/?q={record_id}"),
+        ("console audit, record id", f"/console/audit/?key={record_id}"),
+        ("console find, no match", "/console/find/?q=no-such-thing"),
+        ("console find, start of many keys", "/console/find/?q=globex:R-1"),
+        ("console deliveries", "/console/deliveries/"),
+        ("console deliveries, outcome", "/console/deliveries/?outcome=conflict"),
+        ("console deliveries, workspace", f"/console/deliveries/?workspace={globex}"),
     ]
     registered = sorted(model._meta.model_name for model in site._registry if model._meta.app_label == "ledger")
     admin = [(f"admin {model}", f"/admin/ledger/{model}/") for model in registered]

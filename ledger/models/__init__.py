@@ -2,6 +2,7 @@
 
 from ledger.models.audit import AuditEvent, AuditEventQuerySet
 from ledger.models.core import (
+    REFUSED_OUTCOMES,
     Attempt,
     AttemptOutcome,
     ConfigVersion,
@@ -38,6 +39,6 @@ __all__ = [
     "ConfigVersion", "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery",
     "DeliveryOutcome",
     "DeliverySource", "DestinationHealth", "Heartbeat", "Membership", "Operation", "Ordering", "Policy",
-    "RequestStatus", "ReviewDraft", "Role", "Tally", "Wakeup",
+    "REFUSED_OUTCOMES", "RequestStatus", "ReviewDraft", "Role", "Tally", "Wakeup",
     "Workspace",
 ]

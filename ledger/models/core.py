@@ -41,6 +41,10 @@ class DeliveryOutcome(models.TextChoices):
     STALE = "stale"
 
 
+# Arrivals that did not become work: every outcome but a new operation and a repeat of one.
+REFUSED_OUTCOMES = [DeliveryOutcome.CONFLICT, DeliveryOutcome.INVALID, DeliveryOutcome.STALE]
+
+
 class Delivery(models.Model):
     """One transport arrival (an HTTP request, a command-line line, a replay), whatever became of it."""
 
@@ -74,6 +78,18 @@ class Delivery(models.Model):
             # The admin's outcome filter, newest first. Accepted deliveries (nearly all) are not in
             # it, so intake's common insert pays nothing for it; deliveries are never updated.
             models.Index(fields=["id"], name="delivery_not_accepted_idx", condition=~Q(outcome="accepted")),
+            # The console's "Find" (ledger.finding): the ids a sender gave, exact. Deliveries are
+            # never updated, so each costs its arrival one entry, and none without the id.
+            models.Index(fields=["delivery_id"], name="delivery_sender_id_idx", condition=~Q(delivery_id="")),
+            models.Index(fields=["correlation_id"], name="delivery_correlation_idx", condition=~Q(correlation_id="")),
+            # The console's deliveries page, newest first, overall, per outcome and per workspace:
+            # only the refused arrivals are in them (accepted ones, nearly all, cost intake nothing).
+            models.Index(fields=["received_at", "id"], name="delivery_refused_time_idx",
+                         condition=Q(outcome__in=REFUSED_OUTCOMES)),
+            models.Index(fields=["outcome", "received_at", "id"], name="delivery_refused_outcome_idx",
+                         condition=Q(outcome__in=REFUSED_OUTCOMES)),
+            models.Index(fields=["workspace", "received_at", "id"], name="delivery_refused_ws_time_idx",
+                         condition=Q(outcome__in=REFUSED_OUTCOMES)),
         ]
         constraints = [
             models.CheckConstraint(
@@ -149,6 +165,9 @@ class Operation(models.Model):
             # The versions of one request (ledger.ordering), for the operations that have a series.
             models.Index(fields=["workspace", "series", "version"], name="operation_series_idx",
                          condition=~Q(series="")),
+            # Search by the destination's record id (the console's find box, queue and audit search):
+            # set when the operation succeeds, so rows still changing state (none yet) are not in it.
+            models.Index(fields=["external_id"], name="operation_external_id_idx", condition=~Q(external_id="")),
         ]
         # Also, on PostgreSQL only (migration 0007_scale_indexes): search by any part of the request
         # id (trigram, UPPER(payload->>'request_id')) and by the start of the key (UPPER(key)).
@@ -231,6 +250,9 @@ class Attempt(models.Model):
             # The admin's outcome filter, newest first, for the outcomes worth looking for (ok and
             # running are nearly all rows, and are read newest first along the primary key).
             models.Index(fields=["id"], name="attempt_not_ok_idx", condition=~Q(outcome__in=["", "ok"])),
+            # Search by the destination's record id (console): also the ids of tries whose outcome
+            # could not be recorded (stale), which their operation never got.
+            models.Index(fields=["external_id"], name="attempt_external_id_idx", condition=~Q(external_id="")),
         ]
         constraints = [
             # One try per claim: a worker that lost its claim cannot begin another try under it.

@@ -19,8 +19,10 @@ HELD = "held"
 
 def key_or_request_id(value: str, via: str = "") -> Q:
     """Operations whose key starts with ``value`` (a pasted key) or whose request id contains it,
-    in any case: the two searches PostgreSQL has indexes for (migration 0007)."""
-    return Q(**{f"{via}key__istartswith": value}) | Q(**{f"{via}payload__request_id__icontains": value})
+    in any case, or whose destination record id it is: the searches PostgreSQL has indexes for
+    (migrations 0007 and 0016)."""
+    return (Q(**{f"{via}key__istartswith": value}) | Q(**{f"{via}payload__request_id__icontains": value})
+            | Q(**{f"{via}external_id": value}))
 
 
 class QueueFilter(django_filters.FilterSet):
@@ -32,7 +34,8 @@ class QueueFilter(django_filters.FilterSet):
                                                  empty_label="All workspaces")
     action = django_filters.ChoiceFilter(label="Action", empty_label=None,
                                          choices=lambda: action_choices("All actions"))
-    q = django_filters.CharFilter(label="Key or request id", method="filter_q")
+    q = django_filters.CharFilter(label="Key or request id", method="filter_q", widget=forms.TextInput(
+        attrs={"placeholder": "or destination record id"}))
 
     class Meta:
         model = Operation
@@ -71,7 +74,8 @@ class AuditFilter(django_filters.FilterSet):
                                       widget=forms.TextInput(attrs={"placeholder": "e.g. alice, worker-1"}))
     workspace = django_filters.ModelChoiceFilter(label="Workspace", queryset=Workspace.objects.all(),
                                                  empty_label="All workspaces")
-    key = django_filters.CharFilter(label="Key or request id", method="filter_key")
+    key = django_filters.CharFilter(label="Key or request id", method="filter_key", widget=forms.TextInput(
+        attrs={"placeholder": "or destination record id"}))
     # Both dates are inclusive; compared as a range on created_at so the index stays usable.
     created_after = _day_filter("Created after", "filter_after")
     created_before = _day_filter("Created before", "filter_before")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from opsconsole.console import confirm, conflicts, dashboard, mismatches, views
+from opsconsole.console import confirm, conflicts, dashboard, deliveries, find, mismatches, views
 
 app_name = "console"
 
@@ -29,4 +29,6 @@ urlpatterns = [
     path("conflicts/operations/<int:pk>/dismiss/", conflicts.dismiss_operation, name="dismiss_operation_conflicts"),
     path("conflicts/<int:pk>/apply-one/", conflicts.apply_one, name="apply_one_conflict"),
     path("dashboard/", dashboard.dashboard, name="dashboard"),
+    path("find/", find.find, name="find"),
+    path("deliveries/", deliveries.delivery_list, name="deliveries"),
 ]

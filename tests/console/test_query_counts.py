@@ -5,6 +5,7 @@ import pytest
 from django.utils import timezone
 
 from ledger import audit
+from ledger.finding import LIMIT
 from ledger.models import (
     Approval,
     Attempt,
@@ -211,3 +212,40 @@ def test_the_approve_confirmation_costs_the_same_however_many_people_are_behind_
     with django_assert_max_num_queries(5):
         response = client.get(f"/console/operations/{crowded.pk}/approve/")
     assert response.content.decode().count("person-") == ROWS
+# Session, user, memberships (and, for a member, their workspaces' slugs: can it begin a key?); one
+# bounded lookup per field (key, request id, record id, an attempt's record id, delivery id, a
+# delivery's number when it is one, correlation id); the operations found with their workspaces.
+FIND_QUERIES = 12
+
+
+def test_finding_costs_the_same_however_many_match(client, crowded, someone, django_assert_max_num_queries):
+    Delivery.objects.filter(operation__isnull=False).update(correlation_id="flow-1")
+    Delivery.objects.bulk_create([Delivery(workspace=crowded.workspace, source="api", outcome="invalid",
+                                           correlation_id="flow-1", errors=[{"field": "body", "message": "m"}])
+                                  for _ in range(ROWS)])
+    for params in [{"q": "demo:"}, {"q": "flow-1"}, {"q": str(crowded.deliveries.first().pk)}, {"q": "nothing"}]:
+        with django_assert_max_num_queries(FIND_QUERIES, info=str(params)):
+            response = client.get("/console/find/", params)
+        assert response.status_code in (200, 302), params
+    assert response.context["found"].matches == []
+    assert len(client.get("/console/find/", {"q": "flow-1"}).context["found"].matches) == LIMIT < ROWS
+
+
+# Session, user, memberships; the workspaces of the filter (and the chosen one); one page of
+# deliveries with their workspaces and conflicts.
+DELIVERIES_QUERIES = 6
+
+
+def test_the_deliveries_page_costs_the_same_for_any_filter(client, crowded, someone, workspace,
+                                                           django_assert_max_num_queries):
+    Delivery.objects.bulk_create([Delivery(workspace=workspace, source="cli", outcome="invalid",
+                                           errors=[{"field": "data.version", "message": "m"}]) for _ in range(ROWS)])
+    for params in [{}, {"outcome": "conflict"}, {"outcome": "invalid", "source": "cli"},
+                   {"workspace": workspace.pk}]:
+        with django_assert_max_num_queries(DELIVERIES_QUERIES, info=str(params)):
+            response = client.get("/console/deliveries/", params)
+        assert len(response.context["page"]) >= ROWS, params
+    params = older_link(client, "/console/deliveries/", {})
+    with django_assert_max_num_queries(DELIVERIES_QUERIES):
+        response = client.get("/console/deliveries/", params)
+    assert len(response.context["page"]) == 2 * ROWS - 50

@@ -1,0 +1,46 @@
+"""The console's deliveries page: the arrivals that did not become work (invalid, stale, in
+conflict with what a key holds), newest first, with the errors they were refused with (messages
+only: intake never stores the values). Any member of a workspace sees its own."""
+
+import django_filters
+from django.shortcuts import render
+
+from ledger import roles
+from ledger.finding import DELIVERY_COLUMNS
+from ledger.models import REFUSED_OUTCOMES, Delivery, Workspace
+from opsconsole.console import keyset
+from opsconsole.console.views import console_page
+
+PAGE_SIZE = 50
+
+
+class DeliveryFilter(django_filters.FilterSet):
+    outcome = django_filters.ChoiceFilter(label="Outcome", empty_label="All refused",
+                                          choices=[(outcome.value, outcome.label) for outcome in REFUSED_OUTCOMES])
+    workspace = django_filters.ModelChoiceFilter(label="Workspace", queryset=Workspace.objects.all(),
+                                                 empty_label="All workspaces")
+    source = django_filters.ChoiceFilter(label="Source", empty_label="All sources", choices=Delivery.Source.choices)
+
+    class Meta:
+        model = Delivery
+        fields = ["outcome", "workspace", "source"]
+
+    def filter_queryset(self, queryset):
+        # Without a chosen outcome, every refused one; never both, as "outcome IN (..) AND outcome
+        # = ..": the planner would multiply the two, expect almost no row, and read every
+        # delivery that was not accepted instead of the newest through the refused ones' index.
+        if not self.form.cleaned_data.get("outcome"):
+            queryset = queryset.filter(outcome__in=REFUSED_OUTCOMES)
+        return super().filter_queryset(queryset)
+
+
+@console_page
+def delivery_list(request):
+    # A conflict's field names are shown, never its payloads (they hold the values).
+    deliveries = roles.visible(Delivery.objects.select_related("workspace", "conflict"), request.user).only(
+        *DELIVERY_COLUMNS, "conflict__id", "conflict__differences", "conflict__status")
+    # Always bound, even to no parameters: filter_queryset keeps the list to refused deliveries.
+    filterset = DeliveryFilter(request.GET, queryset=deliveries)
+    filterset.filters["workspace"].queryset = roles.workspaces(request.user)
+    page = keyset.paginate(filterset.qs, request.GET, field="received_at", size=PAGE_SIZE)
+    return render(request, "console/deliveries.html", {"nav": "deliveries", "filter": filterset, "page": page})
