@@ -1,6 +1,7 @@
 """The ledger's tables, by concept. Rows change only through the services."""
 
 from ledger.models.audit import AuditEvent, AuditEventQuerySet
+from ledger.models.bulk import BulkAction, BulkItem, BulkKind, BulkOutcome, BulkStatus
 from ledger.models.core import (
     Attempt,
     AttemptOutcome,
@@ -33,6 +34,7 @@ from ledger.models.policy import Ordering, Policy
 
 __all__ = [
     "ApiToken", "Approval", "ApprovalDecision", "Attempt", "AttemptOutcome", "AuditEvent", "AuditEventQuerySet",
+    "BulkAction", "BulkItem", "BulkKind", "BulkOutcome", "BulkStatus",
     "ConfigVersion", "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery",
     "DeliveryOutcome",
     "DeliverySource", "DestinationHealth", "Heartbeat", "Membership", "Operation", "Ordering", "Policy",

@@ -149,6 +149,10 @@ class Operation(models.Model):
             # The versions of one request (ledger.ordering), for the operations that have a series.
             models.Index(fields=["workspace", "series", "version"], name="operation_series_idx",
                          condition=~Q(series="")),
+            # Failure groups (ledger.failures): the operations that need review, by how they failed,
+            # counted from this index alone.
+            models.Index(fields=["workspace", "action", "last_error_category", "last_error_message", "updated_at"],
+                         name="operation_failure_idx", condition=Q(state=State.NEEDS_REVIEW)),
         ]
         # Also, on PostgreSQL only (migration 0007_scale_indexes): search by any part of the request
         # id (trigram, UPPER(payload->>'request_id')) and by the start of the key (UPPER(key)).
