@@ -112,6 +112,12 @@ class Group:
     last_seen: datetime
     examples: list[str] = field(default_factory=list)  # a few of the messages, as they are
 
+    @property
+    def message(self) -> str:
+        """The general message without its category, which it may begin with ("permanent: ...")."""
+        general, prefix = self.criterion.general, f"{self.criterion.category}: "
+        return general.removeprefix(prefix) if self.criterion.category else general
+
 
 def failure_groups(operations: QuerySet, *, shown: int = GROUPS_SHOWN) -> tuple[list[Group], bool]:
     """The largest groups of failed ``operations`` (a queryset already narrowed to what the person

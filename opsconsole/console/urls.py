@@ -1,6 +1,6 @@
 from django.urls import path
 
-from opsconsole.console import mismatches, views
+from opsconsole.console import bulk, mismatches, views
 
 app_name = "console"
 
@@ -24,4 +24,7 @@ urlpatterns = [
     path("mismatches/<int:pk>/acknowledge/", mismatches.acknowledge, name="acknowledge_mismatch"),
     path("mismatches/<int:pk>/adopt/", mismatches.adopt, name="adopt_mismatch"),
     path("mismatches/<int:pk>/replay/", mismatches.replay, name="replay_mismatch"),
+    path("failures/", bulk.failures, name="failures"),
+    path("bulk/", bulk.submit, name="bulk_submit"),
+    path("bulk/<int:pk>/", bulk.progress, name="bulk"),
 ]

@@ -245,7 +245,8 @@ def test_nothing_is_written_for_bad_input(workspace, action, alice, person):
         (dict(user=stranger, kind="replay", reason="r", token="t", operation_ids=[operations[0].pk]),
          "not in a workspace where you may review"),
         (dict(user=alice, kind="replay", reason="r", token="t",
-              criterion=Criterion(action.name, "permanent", "nothing fails like this")), "No operation is in this group"),
+              criterion=Criterion(action.name, "permanent", "nothing fails like this")),
+         "No operation is in this group"),
     ]
     for arguments, message in cases:
         with pytest.raises(BulkActionError, match=message):
