@@ -98,6 +98,11 @@ class Criterion:
         return Q(state=GROUPED_STATE, action=self.action, last_error_category=self.category,
                  last_error_message__regex=message_pattern(self.general))
 
+    @property
+    def message(self) -> str:
+        """The general message without its category, which it may begin with ("permanent: ...")."""
+        return self.general.removeprefix(f"{self.category}: ") if self.category else self.general
+
     def matches(self, operation: Operation) -> bool:
         return (operation.state == GROUPED_STATE and operation.action == self.action
                 and operation.last_error_category == self.category
@@ -114,9 +119,7 @@ class Group:
 
     @property
     def message(self) -> str:
-        """The general message without its category, which it may begin with ("permanent: ...")."""
-        general, prefix = self.criterion.general, f"{self.criterion.category}: "
-        return general.removeprefix(prefix) if self.criterion.category else general
+        return self.criterion.message
 
 
 def failure_groups(operations: QuerySet, *, shown: int = GROUPS_SHOWN) -> tuple[list[Group], bool]:
