@@ -10,8 +10,10 @@ since the action was submitted, and every replay or cancel is itself a guarded t
 
 import logging
 import time
+from datetime import datetime, timedelta
 from functools import partial
 
+from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Count
 from django.utils import timezone
@@ -137,6 +139,21 @@ def run_bulk_action(pk: int, *, chunks: int | None = None, seconds: float | None
         _record_progress(bulk)  # a run that stopped after its last outcome, before it finished
     bulk.refresh_from_db()
     return bulk
+
+
+def redrive_stalled(*, now: datetime) -> int:
+    """Enqueue the task of every bulk action left unfinished and untouched for longer than the
+    cluster's ``retry`` (past its task timeout, so no task can still be running it): a task that
+    crashed (django-q2 does not retry a failed one) or was lost (Redis). Each is touched, so the
+    next sweep leaves it alone for as long again. Returns how many were enqueued."""
+    quiet = timedelta(seconds=settings.Q_CLUSTER["retry"])
+    stalled = list(BulkAction.objects.filter(status__in=[BulkAction.Status.QUEUED, BulkAction.Status.RUNNING],
+                                             updated_at__lt=now - quiet).values_list("pk", flat=True))
+    for pk in stalled:
+        touched = BulkAction.objects.filter(pk=pk, updated_at__lt=now - quiet).update(updated_at=now)
+        if touched:
+            transaction.on_commit(partial(nudges.enqueue_bulk_action, pk))
+    return len(stalled)
 
 
 def _run_chunk(bulk: BulkAction, chunk: list[int]) -> None:

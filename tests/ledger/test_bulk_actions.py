@@ -279,3 +279,24 @@ def test_a_group_filter_finds_exactly_its_operations(workspace, action):
         ("permanent: HTTP 409 from <ip>", 1)]
     for group in groups:
         assert Operation.objects.filter(group.criterion.filter()).count() == group.count
+
+
+def test_the_sweep_enqueues_a_bulk_action_whose_task_stopped(workspace, action, alice, settings,
+                                                           django_capture_on_commit_callbacks):
+    from django.utils import timezone
+
+    from ledger.sweep import sweep
+
+    bulk = replay(alice, failed(workspace, action, 2))
+    quiet = timezone.now() + timedelta(seconds=settings.Q_CLUSTER["retry"] + 1)
+    assert sweep(now=timezone.now()).bulk_actions_stalled == 0  # its task may still come
+
+    with django_capture_on_commit_callbacks(execute=False) as enqueued:
+        first = sweep(now=quiet)
+        second = sweep(now=quiet)
+
+    assert (first.bulk_actions_stalled, second.bulk_actions_stalled) == (1, 0)
+    assert [callback.args for callback in enqueued if getattr(callback, "func", None) is
+            bulk_actions.nudges.enqueue_bulk_action] == [(bulk.pk,)]
+    run_bulk_action(bulk.pk)
+    assert sweep(now=quiet + timedelta(days=1)).bulk_actions_stalled == 0  # finished
