@@ -72,3 +72,24 @@ def test_replaying_a_failure_group_of_100_and_watching_the_progress(page, worksp
     page.locator("#bulk-progress tbody a").first.click()
     expect(page.get_by_text(f"replay: the destination accepts the summary field again (bulk replay {bulk.pk})")
            ).to_be_visible()
+
+
+def test_cancelling_the_rows_ticked_in_the_queue(page, workspace, standin):
+    ids = refused_notices(workspace, standin, 3)
+    make_user("operator", OPERATOR)
+
+    log_in(page, "operator")
+    page.get_by_label("Select all on this page").check()
+    page.get_by_label(f"Select {Operation.objects.get(pk=ids[1]).key}").uncheck()
+    page.get_by_text("Replay or cancel the selected operations").click()
+    page.get_by_label("Reason").fill("the customer withdrew")
+    screenshot(page, "queue-selection")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Cancel selected").click()
+    expect(page.locator("#bulk-progress")).to_contain_text("0/2")
+
+    bulk_actions.run_bulk_action(BulkAction.objects.get().pk)
+
+    expect(page.locator("#bulk-progress")).to_contain_text("2/2 done: 2 cancelled, 0 skipped")
+    states = dict(Operation.objects.filter(pk__in=ids).values_list("pk", "state"))
+    assert [states[pk] for pk in ids] == ["cancelled", "needs_review", "cancelled"]
