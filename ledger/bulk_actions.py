@@ -44,8 +44,9 @@ def submit_bulk_action(*, user, kind: str, reason: str, token: str, operation_id
                        criterion: Criterion | None = None, accept_duplicate_risk: bool = False,
                        accept_config_change: bool = False) -> tuple[BulkAction, bool]:
     """Record a bulk ``kind`` (replay or cancel) of the operations ``operation_ids`` (a person's
-    selection) or of those of the failure group ``criterion`` as it is now (frozen: operations
-    that fail the same way later are not taken in), and enqueue its task on commit. Returns the
+    selection, at most ``MAX_OPERATIONS``) or of those of the failure group ``criterion`` as it is
+    now (frozen: operations that fail the same way later are not taken in; of a larger group, the
+    ``MAX_OPERATIONS`` oldest), and enqueue its task on commit. Returns the
     action and whether it is new: a ``token`` already used returns the action it made.
 
     The operations must be in workspaces where ``user`` may review (the caller answers 404 and 403
@@ -66,7 +67,7 @@ def submit_bulk_action(*, user, kind: str, reason: str, token: str, operation_id
     if criterion is not None:
         rows = [(op.pk, op.workspace_id) for op in reviewable.filter(criterion.filter()).only(
             "pk", "workspace_id", "state", "action", "last_error_category", "last_error_message")
-            .order_by("updated_at", "pk")[:MAX_OPERATIONS + 1] if criterion.matches(op)]
+            .order_by("updated_at", "pk")[:MAX_OPERATIONS] if criterion.matches(op)]
     else:
         wanted = list(dict.fromkeys(operation_ids or []))
         if len(wanted) > MAX_OPERATIONS:
@@ -78,9 +79,6 @@ def submit_bulk_action(*, user, kind: str, reason: str, token: str, operation_id
     if not rows:
         raise BulkActionError("No operation was selected; nothing was done." if criterion is None
                               else "No operation is in this group any more; nothing was done.")
-    if len(rows) > MAX_OPERATIONS:
-        raise BulkActionError(f"The group holds more than {MAX_OPERATIONS} operations; narrow it down "
-                              "(by workspace, say) and act on each part.")
     try:
         with transaction.atomic():
             bulk = BulkAction.objects.create(

@@ -119,8 +119,10 @@ def submit(request):
         return redirect(back)
     verb = "Replaying" if bulk.kind == BulkAction.Kind.REPLAY else "Cancelling"
     if created:
+        more = (f" They are the group's oldest {MAX_OPERATIONS}, the most one action takes: act on the rest "
+                "once it is done.") if criterion is not None and bulk.total == MAX_OPERATIONS else ""
         messages.success(request, f"{verb} {bulk.total} operation{'s' if bulk.total != 1 else ''}: "
-                                  "each is audited on its own.")
+                                  f"each is audited on its own.{more}")
     else:
         messages.info(request, "This form was already submitted; here is the bulk action it started.")
     return redirect("console:bulk", pk=bulk.pk)

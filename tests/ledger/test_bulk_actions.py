@@ -300,3 +300,14 @@ def test_the_sweep_enqueues_a_bulk_action_whose_task_stopped(workspace, action, 
             bulk_actions.nudges.enqueue_bulk_action] == [(bulk.pk,)]
     run_bulk_action(bulk.pk)
     assert sweep(now=quiet + timedelta(days=1)).bulk_actions_stalled == 0  # finished
+
+
+def test_a_group_larger_than_one_action_takes_its_oldest(workspace, action, alice, monkeypatch):
+    monkeypatch.setattr(bulk_actions, "MAX_OPERATIONS", 3)
+    operations = failed(workspace, action, 5)
+    [group], _ = failure_groups(Operation.objects.all())
+
+    bulk, _ = submit_bulk_action(user=alice, kind="replay", reason="r", token="t-1", criterion=group.criterion)
+
+    oldest = Operation.objects.filter(pk__in=[o.pk for o in operations]).order_by("updated_at", "pk")[:3]
+    assert bulk.operation_ids == [o.pk for o in oldest] and bulk.total == 3
