@@ -63,7 +63,7 @@ class Migration(migrations.Migration):
         ),
         AddIndexConcurrentlyOnPostgres(
             model_name='operation',
-            index=models.Index(condition=models.Q(('state', 'needs_review')), fields=['workspace', 'action', 'last_error_category', 'last_error_message', 'updated_at'], name='operation_failure_idx'),
+            index=models.Index(condition=models.Q(('state', 'needs_review')), fields=['action', 'last_error_category', 'last_error_message', 'workspace', 'updated_at'], name='operation_failure_idx'),
         ),
         migrations.AddField(
             model_name='bulkaction',

@@ -150,8 +150,9 @@ class Operation(models.Model):
             models.Index(fields=["workspace", "series", "version"], name="operation_series_idx",
                          condition=~Q(series="")),
             # Failure groups (ledger.failures): the operations that need review, by how they failed,
-            # counted from this index alone.
-            models.Index(fields=["workspace", "action", "last_error_category", "last_error_message", "updated_at"],
+            # counted from this index alone (an index-only scan, in the order of the grouping), and
+            # one group's operations found along it (the queue's group filter, a bulk action's).
+            models.Index(fields=["action", "last_error_category", "last_error_message", "workspace", "updated_at"],
                          name="operation_failure_idx", condition=Q(state=State.NEEDS_REVIEW)),
         ]
         # Also, on PostgreSQL only (migration 0007_scale_indexes): search by any part of the request
