@@ -173,7 +173,7 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                    '', NULL, CASE WHEN state IN ('pending', 'pending_approval', 'rejected') THEN 0 ELSE 1 END,
                    CASE state WHEN 'needs_review' THEN 'permanent' WHEN 'unknown' THEN 'ambiguous'
                               WHEN 'retrying' THEN 'transient' ELSE '' END,
-                   CASE state WHEN 'needs_review' THEN 'owner does not exist'
+                   CASE state WHEN 'needs_review' THEN 'owner ' || i %% 3000 || ' does not exist'
                               WHEN 'unknown' THEN 'read timeout after 5.0 s'
                               WHEN 'retrying' THEN 'HTTP 503 from the destination' ELSE '' END,
                    CASE WHEN state = 'succeeded' THEN jsonb_build_object('record', 'rec-' || i) END,
@@ -362,7 +362,9 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
     the console by following its "Older" link (a cursor) from a row deep in the list, the admin by
     page number."""
     from django.contrib.admin import site
+    from django.utils.http import urlencode
 
+    from ledger.failures import failure_groups
     from ledger.models import AuditEvent, Operation
     from opsconsole.console.filters import ATTENTION_STATES
 
@@ -380,6 +382,7 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
     deep_audit = _cursor(AuditEvent.objects.filter(workspace_id=globex).order_by("-created_at", "-id")
                          .values_list("created_at", "id")[audit_depth])
     day = (op.created_at).date()
+    [group, *_], _ = failure_groups(Operation.objects.all())
     console = [
         ("console queue", "/console/"),
         ("console queue, state all", "/console/?state=all"),
@@ -391,6 +394,9 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
         ("console queue, deep page", f"/console/?{deep_queue}&page={queue_depth // 50}"),
         ("console operation page", f"/console/operations/{op.pk}/"),
         ("console controls", "/console/controls/"),
+        ("console failures", "/console/failures/"),
+        ("console queue, failure group",
+         f"/console/?{urlencode({'state': 'needs_review', 'group': str(group.criterion)})}"),
         ("console audit", "/console/audit/"),
         ("console dashboard", "/console/dashboard/"),
         ("console audit, kind (rare)", "/console/audit/?kind=paused"),

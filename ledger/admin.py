@@ -30,6 +30,8 @@ from ledger.models import (
     Attempt,
     AuditEvent,
     BacklogSample,
+    BulkAction,
+    BulkItem,
     ConfigVersion,
     Conflict,
     Contribution,
@@ -479,3 +481,24 @@ class BacklogSampleAdmin(ReadOnlyAdmin):
     list_select_related = ["workspace"]
     list_filter = [("workspace", WorkspaceListFilter)]
     ordering = ["-at", "-id"]
+
+
+@admin.register(BulkAction)
+class BulkActionAdmin(ReadOnlyAdmin):
+    """A person's replay or cancel of many operations (ledger.bulk_actions), newest first."""
+
+    list_display = ["created_at", "kind", "user", "total", "done", "skipped", "failed", "status", "finished_at"]
+    list_select_related = ["user"]
+    list_filter = ["kind", "status"]
+    ordering = ["-created_at", "-id"]
+    show_full_result_count = False
+
+
+@admin.register(BulkItem)
+class BulkItemAdmin(ReadOnlyAdmin):
+    """What a bulk action did to each of its operations."""
+
+    list_display = ["created_at", "bulk_action", "operation_id", "outcome", "detail"]
+    list_filter = ["outcome"]
+    ordering = ["-bulk_action", "-id"]
+    show_full_result_count = False

@@ -21,6 +21,7 @@ from ledger.models import Wakeup
 
 PROCESS = "ledger.tasks.process_operations"
 RECONCILE = "reconciliation.tasks.reconcile_one"
+BULK = "ledger.tasks.run_bulk_action"
 WAKEUP = "process"
 
 
@@ -84,6 +85,11 @@ def enqueue_processing(operation_id: int | None = None, *, at: datetime | None =
 def enqueue_lookup(operation_id: int, *, at: datetime) -> None:
     """Ask for the destination to be asked about one unknown operation once ``at`` has come."""
     _enqueue(RECONCILE, operation_id, name=f"reconcile-{operation_id}", at=at)
+
+
+def enqueue_bulk_action(bulk_action_id: int) -> None:
+    """Ask for a bulk action (``ledger.bulk_actions``) to be run, or run on from where it stopped."""
+    _enqueue(BULK, bulk_action_id, name=f"bulk-{bulk_action_id}", at=None)
 
 
 def nudges_for(due: int) -> int:

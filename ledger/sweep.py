@@ -11,7 +11,7 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from ledger import dashboard, nudges, ordering
+from ledger import bulk_actions, dashboard, nudges, ordering
 from ledger.actions import UnknownAction, get_action
 from ledger.models import Attempt, Heartbeat, Operation
 from ledger.recording import finish_attempt
@@ -26,6 +26,7 @@ class SweepReport:
     deadlines_passed: int = 0
     approvals_expired: int = 0
     versions_missing: int = 0
+    bulk_actions_stalled: int = 0
     due: int = 0
     nudges: int = 0
     oldest_due_seconds: float | None = None
@@ -41,6 +42,7 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
       pause holds it (paused time does not count: resuming gives it back, ``set_paused``);
     - expired approval requests: nobody decided within the action's approval window;
     - in_order versions whose predecessor has not arrived within the gap wait (``ledger.ordering``);
+    - bulk actions whose task crashed or was lost are enqueued again (``ledger.bulk_actions``);
     - due work (lost nudges, due retries, resumed pauses): enough processing tasks are enqueued;
     - the dashboard's samples, every ``dashboard.EVERY``.
     """
@@ -64,6 +66,7 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
             last_error_category="approval", last_error_message="approval expired", next_attempt_at=None,
         )
     report.versions_missing = ordering.send_gaps_to_review(now=now, batch=batch)
+    report.bulk_actions_stalled = bulk_actions.redrive_stalled(now=now)
     due = due_operations(now)
     report.due = due.count()
     report.oldest_due_seconds = oldest_due_seconds(now)

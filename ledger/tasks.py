@@ -7,7 +7,7 @@ Enqueueing lives in ``ledger.nudges``, below the services that nudge.
 
 from django.conf import settings
 
-from ledger import nudges, processing
+from ledger import bulk_actions, nudges, processing
 from ledger import sweep as sweeping
 
 
@@ -22,6 +22,15 @@ def process_operations(operation_id: int | None = None) -> int:
     if claimed >= settings.OPSCONSOLE_CLAIM_BATCH:
         nudges.follow_up()
     return claimed
+
+
+def run_bulk_action(bulk_action_id: int) -> str:
+    """Run a bulk action for a while (within the cluster's task timeout); a task of its own takes
+    the rest. Safe to run twice: what has its outcome is not done again."""
+    bulk = bulk_actions.run_bulk_action(bulk_action_id, seconds=bulk_actions.TASK_SECONDS)
+    if bulk.status != bulk.Status.FINISHED:
+        nudges.enqueue_bulk_action(bulk.pk)
+    return bulk.status
 
 
 def sweep() -> dict:

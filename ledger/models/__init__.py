@@ -1,6 +1,7 @@
 """The ledger's tables, by concept. Rows change only through the services."""
 
 from ledger.models.audit import AuditEvent, AuditEventQuerySet
+from ledger.models.bulk import BulkAction, BulkItem, BulkKind, BulkOutcome, BulkStatus
 from ledger.models.core import (
     REFUSED_OUTCOMES,
     Attempt,
@@ -36,6 +37,7 @@ from ledger.models.policy import Ordering, Policy
 __all__ = [
     "ApiToken", "Approval", "ApprovalDecision", "Attempt", "AttemptOutcome", "AuditEvent", "AuditEventQuerySet",
     "BacklogSample", "FlowSample",
+    "BulkAction", "BulkItem", "BulkKind", "BulkOutcome", "BulkStatus",
     "ConfigVersion", "Conflict", "ConflictStatus", "Contribution", "ContributionKind", "Control", "Delivery",
     "DeliveryOutcome",
     "DeliverySource", "DestinationHealth", "Heartbeat", "Membership", "Operation", "Ordering", "Policy",

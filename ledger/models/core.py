@@ -168,6 +168,11 @@ class Operation(models.Model):
             # Search by the destination's record id (the console's find box, queue and audit search):
             # set when the operation succeeds, so rows still changing state (none yet) are not in it.
             models.Index(fields=["external_id"], name="operation_external_id_idx", condition=~Q(external_id="")),
+            # Failure groups (ledger.failures): the operations that need review, by how they failed,
+            # counted from this index alone (an index-only scan, in the order of the grouping), and
+            # one group's operations found along it (the queue's group filter, a bulk action's).
+            models.Index(fields=["action", "last_error_category", "last_error_message", "workspace", "updated_at"],
+                         name="operation_failure_idx", condition=Q(state=State.NEEDS_REVIEW)),
         ]
         # Also, on PostgreSQL only (migration 0007_scale_indexes): search by any part of the request
         # id (trigram, UPPER(payload->>'request_id')) and by the start of the key (UPPER(key)).

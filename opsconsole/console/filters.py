@@ -8,6 +8,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db.models import Q
 from django.utils import timezone
 
+from ledger.failures import Criterion
 from ledger.models import AuditEvent, Operation, Workspace
 from ledger.states import State
 from opsconsole.console.forms import action_choices
@@ -36,10 +37,12 @@ class QueueFilter(django_filters.FilterSet):
                                          choices=lambda: action_choices("All actions"))
     q = django_filters.CharFilter(label="Key or request id", method="filter_q", widget=forms.TextInput(
         attrs={"placeholder": "or destination record id"}))
+    # A failure group of /console/failures/ (ledger.failures.Criterion), from its link.
+    group = django_filters.CharFilter(label="Failure group", method="filter_group", widget=forms.HiddenInput)
 
     class Meta:
         model = Operation
-        fields = ["state", "workspace", "action", "q"]
+        fields = ["state", "workspace", "action", "q", "group"]
 
     def filter_state(self, queryset, name, value):
         # The view chose the held operations as the queryset already.
@@ -48,6 +51,10 @@ class QueueFilter(django_filters.FilterSet):
     def filter_q(self, queryset, name, value):
         value = value.strip()
         return queryset.filter(key_or_request_id(value)) if value else queryset
+
+    def filter_group(self, queryset, name, value):
+        criterion = Criterion.parse(value)
+        return queryset.filter(criterion.filter()) if criterion else queryset.none()
 
 
 def _start_of(day) -> datetime:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from opsconsole.console import confirm, conflicts, dashboard, deliveries, find, mismatches, views
+from opsconsole.console import bulk, confirm, conflicts, dashboard, deliveries, find, mismatches, views
 
 app_name = "console"
 
@@ -31,4 +31,7 @@ urlpatterns = [
     path("dashboard/", dashboard.dashboard, name="dashboard"),
     path("find/", find.find, name="find"),
     path("deliveries/", deliveries.delivery_list, name="deliveries"),
+    path("failures/", bulk.failures, name="failures"),
+    path("bulk/", bulk.submit, name="bulk_submit"),
+    path("bulk/<int:pk>/", bulk.progress, name="bulk"),
 ]

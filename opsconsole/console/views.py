@@ -3,6 +3,7 @@ outside them), checks the person's role there (403), calls one ledger service an
 outcome through the messages framework (POST/redirect/GET); none of them writes a ledger row itself."""
 
 import json
+import secrets
 from functools import wraps
 
 from django.contrib import messages
@@ -122,6 +123,9 @@ def queue(request):
         "open_conflicts": roles.visible(Conflict.objects.filter(status=Conflict.Status.OPEN), request.user,
                                         via="operation__workspace").count(),
         "health": _health(switches),
+        # Ticking rows to replay or cancel them at once (opsconsole.console.bulk), for who may review.
+        "can_bulk": roles.workspace_ids(request.user, REVIEW) != set(),
+        "bulk_token": secrets.token_urlsafe(24),
     })
 
 

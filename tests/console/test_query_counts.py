@@ -249,3 +249,27 @@ def test_the_deliveries_page_costs_the_same_for_any_filter(client, crowded, some
     with django_assert_max_num_queries(DELIVERIES_QUERIES):
         response = client.get("/console/deliveries/", params)
     assert len(response.context["page"]) == 2 * ROWS - 50
+def test_the_failures_page_costs_the_same_however_many_groups(client, crowded, someone, django_assert_max_num_queries):
+    for number, operation in enumerate(Operation.objects.filter(state="needs_review")):
+        Operation.objects.filter(pk=operation.pk).update(last_error_category="permanent",
+                                                         last_error_message=f"failure {'x' * (number + 1)}")
+    # Session, user, memberships; the groups, counted in one query.
+    with django_assert_max_num_queries(4):
+        response = client.get("/console/failures/")
+    assert len(response.context["groups"]) == ROWS
+
+
+def test_the_bulk_progress_page_costs_the_same_however_many_operations(client, crowded, someone,
+                                                                       django_assert_max_num_queries):
+    from ledger.models import BulkAction, BulkItem
+
+    operations = list(Operation.objects.filter(state="needs_review"))
+    bulk = BulkAction.objects.create(kind="replay", reason="r", user=someone, token="t", total=len(operations),
+                                     operation_ids=[op.pk for op in operations], status="running")
+    BulkItem.objects.bulk_create([BulkItem(bulk_action=bulk, operation=op, outcome="skipped" if n % 2 else "replayed",
+                                           detail=f"reason {n % 5}") for n, op in enumerate(operations)])
+    # Session, user, memberships; the action, a page of its outcomes with their operations, the reasons.
+    for headers in [{}, {"HX-Request": "true"}]:
+        with django_assert_max_num_queries(6, info=str(headers)):
+            response = client.get(f"/console/bulk/{bulk.pk}/", headers=headers)
+        assert response.content.decode().count("/console/operations/") == ROWS
