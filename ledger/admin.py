@@ -485,8 +485,10 @@ class BacklogSampleAdmin(ReadOnlyAdmin):
 
 @admin.register(BulkAction)
 class BulkActionAdmin(ReadOnlyAdmin):
-    """A person's replay or cancel of many operations (ledger.bulk_actions), newest first."""
+    """A person's replay or cancel of many operations (ledger.bulk_actions), newest first. One may
+    reach several workspaces: superusers only (the console shows each to its submitter)."""
 
+    workspace_path = None
     list_display = ["created_at", "kind", "user", "total", "done", "skipped", "failed", "status", "finished_at"]
     list_select_related = ["user"]
     list_filter = ["kind", "status"]
@@ -496,8 +498,10 @@ class BulkActionAdmin(ReadOnlyAdmin):
 
 @admin.register(BulkItem)
 class BulkItemAdmin(ReadOnlyAdmin):
-    """What a bulk action did to each of its operations."""
+    """What a bulk action did to each of its operations (superusers only, as their actions)."""
 
+    workspace_path = None
+    list_select_related = ["bulk_action"]
     list_display = ["created_at", "bulk_action", "operation_id", "outcome", "detail"]
     list_filter = ["outcome"]
     ordering = ["-bulk_action", "-id"]
