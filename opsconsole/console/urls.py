@@ -1,6 +1,6 @@
 from django.urls import path
 
-from opsconsole.console import mismatches, views
+from opsconsole.console import export, mismatches, views
 
 app_name = "console"
 
@@ -24,4 +24,6 @@ urlpatterns = [
     path("mismatches/<int:pk>/acknowledge/", mismatches.acknowledge, name="acknowledge_mismatch"),
     path("mismatches/<int:pk>/adopt/", mismatches.adopt, name="adopt_mismatch"),
     path("mismatches/<int:pk>/replay/", mismatches.replay, name="replay_mismatch"),
+    path("export.csv", export.queue_csv, name="queue_csv"),
+    path("audit/export.csv", export.audit_csv, name="audit_csv"),
 ]
