@@ -4,6 +4,7 @@ formulas, times in UTC, and a fixed number of queries however many rows."""
 
 import csv
 import io
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -242,3 +243,16 @@ def test_the_audit_export_reads_each_event_once(client, login, workspace, django
         rows = exported(client, "/console/audit/export.csv")
 
     assert len(rows) == AuditEvent.objects.count()
+
+
+def test_the_rows_are_written_as_they_are_read_never_held_in_a_list(workspace):
+    """Memory stays flat however long the export: the chunks come from an endless source one at a
+    time, and the operations are read through ``iterator`` (the queryset keeps no result cache)."""
+    endless = exports.csv_chunks(itertools.repeat(["a", 2]))
+    first = next(endless)
+    assert first.count("\r\n") == exports.FLUSH_ROWS and first.startswith("a,2\r\n")
+
+    refund(workspace)
+    operations = Operation.objects.select_related("workspace").only(*exports.OPERATION_FIELDS)
+    rows = list(exports.operation_rows(operations, user=None, actions=["issue-refund"]))
+    assert len(rows) == 2 and operations._result_cache is None
