@@ -1,7 +1,10 @@
 """CSV exports: operations and audit events as rows of text, for a spreadsheet.
 
 Rows are produced one at a time from a queryset's ``iterator``, so an export of a million rows
-holds one chunk of them in memory, never the list; the caller streams ``csv_chunks``. Every value
+holds one chunk of them in memory, never the list; the caller streams ``csv_chunks``. On
+PostgreSQL they are read inside a transaction: a server-side cursor declared in autocommit is
+``WITH HOLD``, which PostgreSQL fills with every row before the first is sent (the whole export
+kept on the server, in temporary files); in a transaction it is read as the rows are written. Every value
 of an operation's payload and result comes through ``privacy.exported``: masked unless the person
 may see sensitive values in the operation's workspace, as the operation page shows it.
 
@@ -15,8 +18,10 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Iterator
+from contextlib import nullcontext
 from datetime import UTC, datetime
 
+from django.db import connections, transaction
 from django.db.models import QuerySet
 
 from ledger import privacy
@@ -60,7 +65,7 @@ def operation_rows(operations: QuerySet, *, user, actions: Iterable[str]) -> Ite
     and ``more`` (a JSON object of the other exported values, usually the result's)."""
     columns = [f"payload.{name}" for name in payload_fields(actions)]
     yield [*OPERATION_COLUMNS, *columns, MORE_COLUMN]
-    for operation in operations.iterator(chunk_size=CHUNK_ROWS):
+    for operation in _streamed(operations):
         values = privacy.exported(operation, user=user)
         more = {name: value for name, value in values.items() if name not in columns}
         yield [cell(value) for value in (
@@ -75,13 +80,22 @@ def audit_rows(events: QuerySet) -> Iterator[list]:
     """The header, then one row per audit event of ``events`` (read with ``AUDIT_FIELDS``, the
     operation and workspace joined). Audit events hold no payload values (``AuditEvent.message``)."""
     yield AUDIT_COLUMNS
-    for event in events.iterator(chunk_size=CHUNK_ROWS):
+    for event in _streamed(events):
         yield [cell(value) for value in (
             event.created_at, event.workspace.slug if event.workspace else "", event.actor, event.kind,
             # A purged operation (retention) is named by its id alone, as the audit page does.
             event.operation.key if event.operation else "", event.operation_id, event.from_state,
             event.to_state, event.error_category, event.message,
         )]
+
+
+def _streamed(queryset: QuerySet) -> Iterator:
+    """The rows of ``queryset``, a chunk at a time; on PostgreSQL in a transaction (above). Not on
+    SQLite, where a transaction (BEGIN IMMEDIATE) would hold the write lock for the whole export.
+    A client that goes away closes the generator, which ends the transaction."""
+    in_transaction = connections[queryset.db].vendor == "postgresql"
+    with transaction.atomic(using=queryset.db) if in_transaction else nullcontext():
+        yield from queryset.iterator(chunk_size=CHUNK_ROWS)
 
 
 def cell(value) -> str | int | float:
@@ -102,11 +116,17 @@ def csv_chunks(rows: Iterable[list]) -> Iterator[str]:
     """``rows`` written as CSV, in chunks of ``FLUSH_ROWS`` rows (a response streams them)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    for number, row in enumerate(rows, 1):
-        writer.writerow(row)
-        if number % FLUSH_ROWS == 0:
+    rows = iter(rows)
+    try:
+        for number, row in enumerate(rows, 1):
+            writer.writerow(row)
+            if number % FLUSH_ROWS == 0:
+                yield buffer.getvalue()
+                buffer.seek(0)
+                buffer.truncate()
+        if buffer.tell():
             yield buffer.getvalue()
-            buffer.seek(0)
-            buffer.truncate()
-    if buffer.tell():
-        yield buffer.getvalue()
+    finally:
+        # Closed early (the client went away): close the rows too, which ends their transaction.
+        if hasattr(rows, "close"):
+            rows.close()

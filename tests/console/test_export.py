@@ -8,7 +8,9 @@ import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
 from django.http import StreamingHttpResponse
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from ledger import exports, retention, services
@@ -239,7 +241,7 @@ def test_the_audit_export_reads_each_event_once(client, login, workspace, django
         services.set_paused(paused=number % 2 == 0, actor="alice", reason=f"r{number}", workspace=workspace)
     login("operator")
 
-    with django_assert_max_num_queries(5):
+    with django_assert_max_num_queries(7):  # as test_query_counts.AUDIT_EXPORT_QUERIES
         rows = exported(client, "/console/audit/export.csv")
 
     assert len(rows) == AuditEvent.objects.count()
@@ -256,3 +258,26 @@ def test_the_rows_are_written_as_they_are_read_never_held_in_a_list(workspace):
     operations = Operation.objects.select_related("workspace").only(*exports.OPERATION_FIELDS)
     rows = list(exports.operation_rows(operations, user=None, actions=["issue-refund"]))
     assert len(rows) == 2 and operations._result_cache is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_rows_are_read_while_they_are_sent(client, login, workspace, monkeypatch):
+    """On PostgreSQL in a transaction: a cursor declared in autocommit would be WITH HOLD, and
+    PostgreSQL would read every row before sending the first (14 s for 2,000,000 audit events); the
+    transaction ends when the client goes away. On SQLite never in one: BEGIN IMMEDIATE would hold
+    the write lock for the whole export."""
+    for number in range(3):
+        services.set_paused(paused=number % 2 == 0, actor="alice", reason=f"r{number}", workspace=workspace)
+    login("operator")
+    monkeypatch.setattr(exports, "FLUSH_ROWS", 2)  # a chunk before the last row is read
+    postgresql = connection.vendor == "postgresql"
+
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get("/console/audit/export.csv")
+        next(iter(response.streaming_content))
+        assert connection.in_atomic_block is postgresql
+        response.close()
+
+    assert not connection.in_atomic_block
+    declared = [query["sql"] for query in queries.captured_queries if query["sql"].startswith("DECLARE")]
+    assert len(declared) == (1 if postgresql else 0) and not any("WITH HOLD" in sql for sql in declared)
