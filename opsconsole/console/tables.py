@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from ledger import roles
 from ledger.models import Control, Operation
 from ledger.selectors import held_operations
-from opsconsole.console.filters import ATTENTION_STATES, HELD, QueueFilter, Sort
+from opsconsole.console.filters import ATTENTION_STATES, HELD, QUEUE_SORTS, QueueFilter, Sort
 
 # What the queue's rows show (and its sorts read), the rest of each operation left unread.
 QUEUE_COLUMNS = ("pk", "key", "action", "state", "attempts", "last_error_category", "last_error_message",
@@ -81,11 +81,11 @@ def sort_headers(sort: Sort) -> dict[str, dict]:
     """The sortable column headers: where each links (the other direction when it is the sort,
     else newest first) and its ``aria-sort`` (None: the list is not sorted by it)."""
     headers = {}
-    for column, field, descending, ascending in [("updated", "updated_at", "updated", "least_updated"),
-                                                 ("arrived", "created_at", "newest", "oldest")]:
+    for column, field in [("updated", "updated_at"), ("arrived", "created_at")]:
+        by_direction = {each.ascending: each.name for each in QUEUE_SORTS.values() if each.field == field}
         current = sort.field == field
         headers[column] = {
-            "sort": (descending if sort.ascending else ascending) if current else descending,
+            "sort": by_direction[not sort.ascending] if current else by_direction[False],
             "aria_sort": ("ascending" if sort.ascending else "descending") if current else None,
         }
     return headers
