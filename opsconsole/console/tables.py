@@ -45,9 +45,11 @@ def queue_listing(request, switches: list[Control]) -> QueueListing:
 
 def state_counts(listing: QueueListing, *, cap: int) -> dict[str, int]:
     """For each state the queue's filter offers, how many operations it would list with the other
-    filters as they are, each counted up to ``cap + 1``: one query."""
-    return bounded_counts({name: listing.filterset.narrowed(operations) for name, operations in listing.states.items()},
-                          cap=cap)
+    filters as they are, each counted up to ``cap + 1``: one query. "all" is the sum of the
+    attention states' (past the cap when any of them is): not counted again."""
+    counts = bounded_counts({name: listing.filterset.narrowed(operations)
+                             for name, operations in listing.states.items() if name != "all"}, cap=cap)
+    return {"all": sum(counts[state] for state in ATTENTION_STATES)} | counts
 
 
 def bounded_counts(querysets: dict[str, QuerySet], *, cap: int) -> dict[str, int]:

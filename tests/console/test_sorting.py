@@ -227,7 +227,7 @@ def test_the_counts_are_one_query(client, login, make_operation, workspace):
 
     counting = [q["sql"] for q in queries.captured_queries if "bounded_" in q["sql"] or "COUNT(" in q["sql"]
                 and "ledger_conflict" not in q["sql"]]
-    assert len(counting) == 1 and counting[0].count("COUNT(*)") == len(ATTENTION_STATES) + 2
+    assert len(counting) == 1 and counting[0].count("COUNT(*)") == len(ATTENTION_STATES) + 1  # and held
 
 
 def test_nothing_paused_counts_no_held_work_without_asking(client, login, make_operation):
@@ -240,7 +240,7 @@ def test_nothing_paused_counts_no_held_work_without_asking(client, login, make_o
     assert tabs(response)["held"] == "0"
     counting = [q["sql"] for q in queries.captured_queries if "bounded_" in q["sql"] or "COUNT(" in q["sql"]
                 and "ledger_conflict" not in q["sql"]]
-    assert counting[0].count("COUNT(*)") == len(ATTENTION_STATES) + 1
+    assert counting[0].count("COUNT(*)") == len(ATTENTION_STATES)
 
 
 def test_the_counts_see_only_the_persons_workspaces(client, login, make_operation):
