@@ -392,6 +392,12 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
         ("console queue, search key", f"/console/?q={op.key}"),
         ("console queue, search no match", "/console/?q=no-such-thing"),
         ("console queue, deep page", f"/console/?{deep_queue}&page={queue_depth // 50}"),
+        ("console queue, arrived oldest first", "/console/?sort=oldest"),
+        ("console queue, oldest refunds awaiting approval",
+         "/console/?state=pending_approval&action=issue-refund&sort=oldest"),
+        ("console queue, review least updated first", "/console/?state=needs_review&sort=least_updated"),
+        ("console export, refunds awaiting approval", "/console/export.csv?state=pending_approval&action=issue-refund"),
+        ("console export, audit kind (rare)", "/console/audit/export.csv?kind=paused"),
         ("console operation page", f"/console/operations/{op.pk}/"),
         ("console controls", "/console/controls/"),
         ("console failures", "/console/failures/"),
@@ -456,15 +462,21 @@ def measure(name: str, path: str, user: str, client) -> Result:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    def get(path):
+        response = client.get(path)
+        if response.streaming:  # an export: timed until its last row is written
+            b"".join(response.streaming_content)
+        return response
+
     for _ in range(WARMUP):
-        client.get(path)
+        get(path)
     times = []
     for _ in range(REPEAT):
         started = time.perf_counter()
-        response = client.get(path)
+        response = get(path)
         times.append((time.perf_counter() - started) * 1000)
     with CaptureQueriesContext(connection) as queries:
-        response = client.get(path)
+        response = get(path)
     slowest = max(queries.captured_queries, key=lambda q: float(q["time"]), default={"sql": "", "time": "0"})
     return Result(name, user, times, len(queries), response.status_code, slowest["sql"], float(slowest["time"]) * 1000)
 

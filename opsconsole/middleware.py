@@ -8,14 +8,21 @@ behind a person's "it said error 5f3a…".
 ``DatabaseUnavailableMiddleware`` turns a lost or refused database connection into ``503`` with
 ``Retry-After``: JSON for the API (an automation retries a 503), a page for people. Any other
 error stays a 500, logged with its traceback by ``django.request``.
+
+``TimeZoneMiddleware`` shows times in the person's time zone: the browser's, which
+``static/timezone.js`` keeps in the ``tz`` cookie; UTC without one, or for a name that is not a
+time zone.
 """
 
 import re
 import uuid
+import zoneinfo
+from functools import cache
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.utils import timezone
 
 from opsconsole.logging import request_id
 
@@ -65,3 +72,35 @@ def unavailable(request):
         response = HttpResponse(page, status=503)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
+
+
+TIME_ZONE_COOKIE = "tz"
+
+
+@cache
+def _known_zones() -> frozenset[str]:
+    # Only names the time zone database lists: ZoneInfo() alone would also try any path-like key.
+    return frozenset(zoneinfo.available_timezones())
+
+
+def browser_zone(name: str) -> zoneinfo.ZoneInfo | None:
+    """The time zone called ``name`` (an IANA name, such as the browser reports), else None."""
+    if name not in _known_zones():
+        return None
+    return zoneinfo.ZoneInfo(name)
+
+
+class TimeZoneMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        zone = browser_zone(request.COOKIES.get(TIME_ZONE_COOKIE, ""))
+        if zone is None:
+            timezone.deactivate()  # settings.TIME_ZONE: UTC
+        else:
+            timezone.activate(zone)
+        try:
+            return self.get_response(request)
+        finally:
+            timezone.deactivate()

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "ninja",  # Swagger UI from its own static files (not from a CDN): the docs page works offline
     "ledger",
     "reconciliation",
+    "opsconsole.console",  # its template tags (console_time)
 ]
 
 MIDDLEWARE = [
@@ -66,6 +67,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "axes.middleware.AxesMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Times in the person's time zone: the browser's, from the cookie static/timezone.js sets.
+    "opsconsole.middleware.TimeZoneMiddleware",
     # Last, so its page passes out through the others (CSP, security headers): a bare 405 styled.
     "opsconsole.errors.MethodNotAllowedPageMiddleware",
 ]

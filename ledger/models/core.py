@@ -162,6 +162,17 @@ class Operation(models.Model):
             # Partial, so the rows of every other state (nearly all of them) cost it nothing.
             models.Index(fields=["updated_at", "id"], name="operation_attention_idx",
                          condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
+            # Its other orders (migration 0016): by arrival, and within one state by either time,
+            # both ways; and the per-state counts, with their workspace and action filters, read
+            # from the index alone.
+            models.Index(fields=["created_at", "id"], name="operation_arrival_idx",
+                         condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
+            models.Index(fields=["state", "updated_at", "id"], name="operation_state_updated_idx",
+                         condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
+            models.Index(fields=["state", "created_at", "id"], name="operation_state_arrival_idx",
+                         condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
+            models.Index(fields=["state", "action", "workspace"], name="operation_state_count_idx",
+                         condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
             # The versions of one request (ledger.ordering), for the operations that have a series.
             models.Index(fields=["workspace", "series", "version"], name="operation_series_idx",
                          condition=~Q(series="")),

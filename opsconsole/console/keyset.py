@@ -1,10 +1,12 @@
 """Keyset pagination for the console's long lists (the queue, the audit trail).
 
-A list is shown newest first by (a time column, id). A page is found from the position of its
-neighbour's edge, carried in the "Older"/"Newer" links as a cursor (``older=<time>_<id>``), not
-from an offset: every page, however deep, is one index range read of ``size + 1`` rows, and
-nothing counts the rows of the list (at millions of audit events a COUNT alone took longer than
-the page).
+A list is shown by (a time column, id), newest first unless ``ascending``. A page is found from
+the position of its neighbour's edge, carried in the "Older"/"Newer" links as a cursor
+(``older=<time>_<id>``: the rows before that one in time; ``newer=``: the rows after it), not from
+an offset: every page, however deep, is one index range read of ``size + 1`` rows (an index on
+(field, id) serves both directions), and nothing counts the rows of the list (at millions of audit
+events a COUNT alone took longer than the page). The words keep their meaning in an ascending list:
+there "Newer" goes on down the list and "Older" comes back.
 """
 
 from dataclasses import dataclass
@@ -38,10 +40,16 @@ class Cursor:
 @dataclass
 class Page:
     object_list: list
-    newer: Cursor | None  # where the "Newer" link starts (None: this page holds the newest rows)
+    newer: Cursor | None  # where the "Newer" link starts (None: nothing newer)
     older: Cursor | None  # where the "Older" link starts (None: nothing older)
-    first: bool  # the newest page, reached without a cursor
-    span: tuple[datetime, datetime] | None = None  # the newest and oldest time on the page
+    first: bool  # the list's first page (the newest, or the oldest when ascending), reached without a cursor
+    span: tuple[datetime, datetime] | None = None  # the first and last time on the page
+    ascending: bool = False  # oldest first
+
+    @property
+    def onward(self) -> Cursor | None:
+        """The cursor of the next page down the list."""
+        return self.newer if self.ascending else self.older
 
     def __iter__(self):
         return iter(self.object_list)
@@ -50,9 +58,10 @@ class Page:
         return len(self.object_list)
 
 
-def paginate(queryset: QuerySet, params, *, field: str, size: int) -> Page:
-    """The page of ``queryset`` (newest ``field`` first, then highest id) that ``params`` (the
-    request's GET) points at with ``older`` or ``newer``; the newest page without either."""
+def paginate(queryset: QuerySet, params, *, field: str, size: int, ascending: bool = False) -> Page:
+    """The page of ``queryset`` (newest ``field`` first, then highest id; oldest and lowest first
+    when ``ascending``) that ``params`` (the request's GET) points at with ``older`` or ``newer``;
+    the list's first page without either."""
 
     def cursor(row) -> Cursor:
         return Cursor(getattr(row, field), row.pk)
@@ -61,20 +70,28 @@ def paginate(queryset: QuerySet, params, *, field: str, size: int) -> Page:
         return (getattr(rows[0], field), getattr(rows[-1], field)) if rows else None
 
     older, newer = Cursor.parse(params.get("older")), Cursor.parse(params.get("newer"))
-    if newer is not None and older is None:
-        # Read upwards from the cursor, then show the rows newest first like every page.
-        rows = list(queryset.filter(_after(field, newer)).order_by(field, "pk")[:size + 1])
+    # Onward is down the list (older rows, or newer ones when ascending); back is towards its top.
+    onward, back = (newer, older) if ascending else (older, newer)
+    onward_from, back_from = (_after, _before) if ascending else (_before, _after)
+    down, up = ([field, "pk"], [f"-{field}", "-pk"]) if ascending else ([f"-{field}", "-pk"], [field, "pk"])
+    if back is not None and onward is None:
+        # Read upwards from the cursor, then show the rows in the list's order like every page.
+        rows = list(queryset.filter(back_from(field, back)).order_by(*up)[:size + 1])
         more = len(rows) > size
         rows = rows[:size][::-1]
-        return Page(rows, newer=cursor(rows[0]) if more else None,
-                    older=cursor(rows[-1]) if rows else None, first=False, span=span(rows))
-    if older is not None:
-        queryset = queryset.filter(_before(field, older))
-    rows = list(queryset.order_by(f"-{field}", "-pk")[:size + 1])
-    more = len(rows) > size
-    rows = rows[:size]
-    return Page(rows, newer=cursor(rows[0]) if older is not None and rows else None,
-                older=cursor(rows[-1]) if more else None, first=older is None, span=span(rows))
+        top, bottom = (cursor(rows[0]) if more else None), (cursor(rows[-1]) if rows else None)
+        first = False
+    else:
+        if onward is not None:
+            queryset = queryset.filter(onward_from(field, onward))
+        rows = list(queryset.order_by(*down)[:size + 1])
+        more = len(rows) > size
+        rows = rows[:size]
+        top, bottom = (cursor(rows[0]) if onward is not None and rows else None), (cursor(rows[-1]) if more else None)
+        first = onward is None
+    # ``top`` starts the page above this one, ``bottom`` the one below: newer and older, or the reverse.
+    newer_cursor, older_cursor = (bottom, top) if ascending else (top, bottom)
+    return Page(rows, newer=newer_cursor, older=older_cursor, first=first, span=span(rows), ascending=ascending)
 
 
 def _before(field: str, cursor: Cursor) -> Q:

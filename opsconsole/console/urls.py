@@ -1,6 +1,6 @@
 from django.urls import path
 
-from opsconsole.console import bulk, confirm, conflicts, dashboard, deliveries, find, mismatches, views
+from opsconsole.console import bulk, confirm, conflicts, dashboard, deliveries, export, find, mismatches, views
 
 app_name = "console"
 
@@ -34,4 +34,6 @@ urlpatterns = [
     path("failures/", bulk.failures, name="failures"),
     path("bulk/", bulk.submit, name="bulk_submit"),
     path("bulk/<int:pk>/", bulk.progress, name="bulk"),
+    path("export.csv", export.queue_csv, name="queue_csv"),
+    path("audit/export.csv", export.audit_csv, name="audit_csv"),
 ]

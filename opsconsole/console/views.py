@@ -32,8 +32,8 @@ from ledger.selectors import (
     standing,
 )
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
-from opsconsole.console import explain, keyset, money
-from opsconsole.console.filters import ATTENTION_STATES, HELD, AuditFilter, QueueFilter
+from opsconsole.console import explain, keyset, money, tables
+from opsconsole.console.filters import AuditFilter
 from opsconsole.console.forms import (
     DecisionForm,
     PauseForm,
@@ -43,6 +43,7 @@ from opsconsole.console.forms import (
     ResumeForm,
     first_error,
 )
+from opsconsole.console.templatetags.console_time import when_text
 from reconciliation.reconcile import lookups_give_up_at, reconcile_operation
 
 QUEUE_PAGE_SIZE = 50
@@ -98,28 +99,26 @@ def _actor(request) -> str:
 @console_page
 def queue(request):
     switches = list(Control.objects.filter(paused=True).select_related("workspace").order_by("id"))
-    showing_held = request.GET.get("state") == HELD
-    base = held_operations(switches) if showing_held else Operation.objects.filter(state__in=ATTENTION_STATES)
-    attention = roles.visible(base, request.user).only(
-        "pk", "key", "action", "state", "attempts", "last_error_category", "last_error_message", "updated_at",
-        "workspace_id",
-    )
-    filterset = QueueFilter(request.GET or None, queryset=attention)
-    filterset.filters["workspace"].queryset = roles.workspaces(request.user)
-    page = keyset.paginate(filterset.qs, request.GET, field="updated_at", size=QUEUE_PAGE_SIZE)
+    listing = tables.queue_listing(request, switches)
+    filterset, sort = listing.filterset, listing.sort
+    page = keyset.paginate(filterset.qs.only(*tables.QUEUE_COLUMNS), request.GET, field=sort.field,
+                           size=QUEUE_PAGE_SIZE, ascending=sort.ascending)
     # Counted up to a bound: past it the exact number tells a person nothing more, and counting it
-    # would read every row that needs attention on every view.
-    count = filterset.qs.order_by()[:QUEUE_COUNT_CAP + 1].count()
-    if showing_held:
+    # would read every row that needs attention on every view. Every state's count in one query.
+    counts = tables.state_counts(listing, cap=QUEUE_COUNT_CAP)
+    state = filterset.chosen_state
+    if listing.showing_held:
         for op in page.object_list:
             op.held_by = holding_switch(op, switches)
     return render(request, "console/queue.html", {
         "nav": "queue",
-        "showing_held": showing_held,
+        "showing_held": listing.showing_held,
         "filter": filterset,
         "page": page,
-        "count": min(count, QUEUE_COUNT_CAP),
-        "count_capped": count > QUEUE_COUNT_CAP,
+        "count": min(counts[state], QUEUE_COUNT_CAP),
+        "count_capped": counts[state] > QUEUE_COUNT_CAP,
+        "states": tables.state_tabs(counts, current=state, cap=QUEUE_COUNT_CAP),
+        "sorting": tables.sort_headers(sort),
         "open_conflicts": roles.visible(Conflict.objects.filter(status=Conflict.Status.OPEN), request.user,
                                         via="operation__workspace").count(),
         "health": _health(switches),
@@ -332,8 +331,7 @@ def look_up(request, pk):
     verdict = reconcile_operation(op, actor=_actor(request), asked_by_person=True)
     op.refresh_from_db()
     text = LOOKUP_VERDICTS[verdict].format(key=op.key, why=op.last_error_message or "no answer",
-                                           next=f"{op.next_attempt_at:%Y-%m-%d %H:%M:%S} UTC"
-                                           if op.next_attempt_at else "—")
+                                           next=when_text(op.next_attempt_at))
     (messages.success if verdict in ("found", "absent") else messages.warning)(request, text)
     return _back(pk)
 

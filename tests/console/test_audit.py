@@ -11,7 +11,8 @@ from ledger.models import AuditEvent
 
 
 def kinds_on(response) -> list[str]:
-    rows = re.findall(r"<tr>\s*<td[^>]*>[^<]*</td>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>", response.content.decode())
+    rows = re.findall(r"<tr>\s*<td[^>]*>(?:<time[^>]*>)?[^<]*(?:</time>)?</td>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>",
+                      response.content.decode())
     return [f"{actor}:{kind}" for actor, kind in rows]
 
 
@@ -52,7 +53,8 @@ def test_it_filters_by_dates_inclusively(client, login, workspace, time_machine)
     login("viewer")  # after moving the clock, so the session has not expired
 
     def days_on(response) -> list[str]:
-        rows = re.findall(r'<td class="when">2030-01-0(\d) [^<]*</td>\s*<td>scheduler</td>\s*<td>([^<]*)</td>',
+        rows = re.findall(r'<td class="when"><time [^>]*>2030-01-0(\d) [^<]*</time></td>\s*<td>scheduler</td>\s*'
+                          r'<td>([^<]*)</td>',
                           response.content.decode())
         return [f"day{day}:{kind}" for day, kind in rows]
 

@@ -273,3 +273,55 @@ def test_the_bulk_progress_page_costs_the_same_however_many_operations(client, c
         with django_assert_max_num_queries(6, info=str(headers)):
             response = client.get(f"/console/bulk/{bulk.pk}/", headers=headers)
         assert response.content.decode().count("/console/operations/") == ROWS
+def test_the_queue_costs_the_same_in_any_order(client, crowded, someone, workspace, make_operation,
+                                               django_assert_max_num_queries):
+    # The per-state counts are one query (tables.bounded_counts), whatever the sort.
+    for number in range(60):
+        make_operation("needs_review", request_id=f"D-{number}")
+    for sort in ["updated", "least_updated", "newest", "oldest"]:
+        params = {"sort": sort, "state": "needs_review", "workspace": workspace.pk}
+        with django_assert_max_num_queries(QUEUE_QUERIES, info=sort):
+            response = client.get("/console/", params)
+        page = response.context["page"]
+        assert len(page) == 50, sort
+        onward = params | {"newer" if page.ascending else "older": str(page.onward)}
+        with django_assert_max_num_queries(QUEUE_QUERIES, info=sort):
+            response = client.get("/console/", onward)
+        assert len(response.context["page"]) > 0, sort
+
+
+def _drained(response) -> bytes:
+    return b"".join(response.streaming_content)
+
+
+# Session, user and (unless a superuser) memberships; the chosen workspace (checked); the pause
+# switches; then one read of every row (its workspace joined; on PostgreSQL a server-side cursor, in a
+# transaction: two more statements, the savepoint and its release inside a test's transaction).
+QUEUE_EXPORT_QUERIES = 8
+
+
+def test_the_queue_export_costs_the_same_however_many_rows(client, crowded, someone, workspace, make_operation,
+                                                           django_assert_max_num_queries):
+    for params in [{}, {"state": "needs_review", "workspace": workspace.pk, "sort": "oldest"}]:
+        with django_assert_max_num_queries(QUEUE_EXPORT_QUERIES, info=str(params)):
+            few = _drained(client.get("/console/export.csv", params))
+        assert few.count(b"\n") == ROWS + 1, params
+    for number in range(3 * ROWS):
+        make_operation("needs_review", request_id=f"M-{number}")
+    with django_assert_max_num_queries(QUEUE_EXPORT_QUERIES):
+        many = _drained(client.get("/console/export.csv"))
+    assert many.count(b"\n") == 4 * ROWS + 1
+
+
+# Session, user, memberships; the chosen workspace; one read of every event, with its operation and
+# workspace joined (on PostgreSQL in a transaction, as above).
+AUDIT_EXPORT_QUERIES = 7
+
+
+def test_the_audit_export_costs_the_same_for_any_filter(client, crowded, someone, workspace,
+                                                        django_assert_max_num_queries):
+    for params in [{}, {"kind": "claimed"}, {"actor": "WORKER"}, {"workspace": workspace.pk}, {"key": "R-1"},
+                   {"created_after": "2000-01-01", "created_before": "2999-12-31"}]:
+        with django_assert_max_num_queries(AUDIT_EXPORT_QUERIES, info=str(params)):
+            body = _drained(client.get("/console/audit/export.csv", params))
+        assert body.count(b"\n") > ROWS // 3, params

@@ -1,0 +1,43 @@
+"""CSV exports of the queue and of the audit search (issue 11, part 6), with the filter (and the
+queue's sort) of the page they are linked from, every row it lists rather than one page. Thin like
+the other views: membership (``console_page``), the rows narrowed to the person's workspaces, and
+``ledger.exports`` writing them (values masked as the operation page masks them), streamed.
+"""
+
+from django.http import StreamingHttpResponse
+from django.utils import timezone
+
+from ledger import exports, roles
+from ledger.actions import registry
+from ledger.models import AuditEvent, Control
+from opsconsole.console.filters import AuditFilter
+from opsconsole.console.tables import queue_listing
+from opsconsole.console.views import console_page
+
+
+def _attachment(rows, name: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(exports.csv_chunks(rows), content_type="text/csv; charset=utf-8")
+    # Dated in the person's time zone: the day they exported it.
+    response["Content-Disposition"] = f'attachment; filename="{name}-{timezone.localdate():%Y-%m-%d}.csv"'
+    return response
+
+
+@console_page
+def queue_csv(request):
+    switches = list(Control.objects.filter(paused=True).select_related("workspace").order_by("id"))
+    listing = queue_listing(request, switches)
+    action = listing.filterset.chosen("action")
+    sort = listing.sort
+    operations = listing.filterset.qs.select_related("workspace").only(*exports.OPERATION_FIELDS).order_by(
+        *([sort.field, "pk"] if sort.ascending else [f"-{sort.field}", "-pk"]))
+    # A payload column for each field of the actions it may list: the header comes before the rows.
+    return _attachment(exports.operation_rows(operations, user=request.user,
+                                              actions=[action] if action else sorted(registry)), "queue")
+
+
+@console_page
+def audit_csv(request):
+    filterset = AuditFilter(request.GET or None, queryset=roles.visible(AuditEvent.objects.all(), request.user))
+    filterset.filters["workspace"].queryset = roles.workspaces(request.user)
+    events = filterset.qs.select_related("operation", "workspace").only(*exports.AUDIT_FIELDS)
+    return _attachment(exports.audit_rows(events.order_by("-created_at", "-pk")), "audit")

@@ -1,0 +1,93 @@
+"""The queue as a table people expect (issue 11, part 6): what it lists for a request (filter and
+sort), its sortable column headers, and its per-state counts (bounded, in one query). The queue
+view (``views.queue``) and its CSV export (``export.queue_csv``) both start from ``queue_listing``."""
+
+from dataclasses import dataclass
+
+from django.core.exceptions import EmptyResultSet
+from django.db import connections
+from django.db.models import QuerySet
+
+from ledger import roles
+from ledger.models import Control, Operation
+from ledger.selectors import held_operations
+from opsconsole.console.filters import ATTENTION_STATES, HELD, QUEUE_SORTS, QueueFilter, Sort
+
+# What the queue's rows show (and its sorts read), the rest of each operation left unread.
+QUEUE_COLUMNS = ("pk", "key", "action", "state", "attempts", "last_error_category", "last_error_message",
+                 "created_at", "updated_at", "workspace_id")
+
+
+@dataclass
+class QueueListing:
+    """What the queue shows for a request: its filter over the operations of the chosen state (the
+    attention states together for "all", or the held operations), the sort, and the operations of
+    each state the per-state counts are taken from, all of the person's workspaces."""
+
+    filterset: QueueFilter
+    sort: Sort
+    showing_held: bool
+    states: dict[str, QuerySet]  # "all", each attention state, "held": its operations
+
+
+def queue_listing(request, switches: list[Control]) -> QueueListing:
+    """The queue's filter and sort from the request's GET; ``switches``: the active pause switches."""
+    states = {"all": Operation.objects.filter(state__in=ATTENTION_STATES),
+              **{state.value: Operation.objects.filter(state=state) for state in ATTENTION_STATES},
+              HELD: held_operations(switches)}
+    states = {name: roles.visible(operations, request.user) for name, operations in states.items()}
+    # An unknown state is a form error, and lists them all.
+    chosen = states.get(request.GET.get("state", ""), states["all"])
+    filterset = QueueFilter(request.GET or None, queryset=chosen)
+    filterset.filters["workspace"].queryset = roles.workspaces(request.user)
+    return QueueListing(filterset, filterset.chosen_sort, request.GET.get("state") == HELD, states)
+
+
+def state_counts(listing: QueueListing, *, cap: int) -> dict[str, int]:
+    """For each state the queue's filter offers, how many operations it would list with the other
+    filters as they are, each counted up to ``cap + 1``: one query. "all" is the sum of the
+    attention states' (past the cap when any of them is): not counted again."""
+    counts = bounded_counts({name: listing.filterset.narrowed(operations)
+                             for name, operations in listing.states.items() if name != "all"}, cap=cap)
+    return {"all": sum(counts[state] for state in ATTENTION_STATES)} | counts
+
+
+def bounded_counts(querysets: dict[str, QuerySet], *, cap: int) -> dict[str, int]:
+    """How many rows each queryset holds, up to ``cap + 1`` (more tells a person nothing, and
+    counting it would read every row), in one query: one scalar subquery per queryset, each
+    ``COUNT(*)`` over its first ``cap + 1`` ids. An empty queryset (``none()``) counts 0 unread."""
+    counts, parts, params = {}, [], []
+    for number, (name, queryset) in enumerate(querysets.items()):
+        try:
+            sql, more = queryset.order_by().values("pk")[:cap + 1].query.sql_with_params()
+        except EmptyResultSet:
+            counts[name] = 0
+            continue
+        parts.append((name, f"(SELECT COUNT(*) FROM ({sql}) AS bounded_{number})"))
+        params.extend(more)
+    if parts:
+        database = next(iter(querysets.values())).db
+        with connections[database].cursor() as cursor:
+            cursor.execute("SELECT " + ", ".join(part for _, part in parts), params)
+            counts |= dict(zip([name for name, _ in parts], cursor.fetchone(), strict=True))
+    return {name: counts[name] for name in querysets}
+
+
+def state_tabs(counts: dict[str, int], *, current: str, cap: int) -> list[dict]:
+    """The queue's state links, in the filter's order, with their bounded counts."""
+    return [{"state": state, "count": min(counts[state], cap), "capped": counts[state] > cap,
+             "current": state == current} for state in ["all", *ATTENTION_STATES, HELD]]
+
+
+def sort_headers(sort: Sort) -> dict[str, dict]:
+    """The sortable column headers: where each links (the other direction when it is the sort,
+    else newest first) and its ``aria-sort`` (None: the list is not sorted by it)."""
+    headers = {}
+    for column, field in [("updated", "updated_at"), ("arrived", "created_at")]:
+        by_direction = {each.ascending: each.name for each in QUEUE_SORTS.values() if each.field == field}
+        current = sort.field == field
+        headers[column] = {
+            "sort": by_direction[not sort.ascending] if current else by_direction[False],
+            "aria_sort": ("ascending" if sort.ascending else "descending") if current else None,
+        }
+    return headers
