@@ -121,18 +121,19 @@ def queue(request):
         "sorting": tables.sort_headers(sort),
         "open_conflicts": roles.visible(Conflict.objects.filter(status=Conflict.Status.OPEN), request.user,
                                         via="operation__workspace").count(),
-        "health": _health(switches),
+        "health": _health(switches, roles.workspace_ids(request.user)),
         # Ticking rows to replay or cancel them at once (opsconsole.console.bulk), for who may review.
         "can_bulk": roles.workspace_ids(request.user, REVIEW) != set(),
         "bulk_token": secrets.token_urlsafe(24),
     })
 
 
-def _health(switches: list[Control]) -> dict:
+def _health(switches: list[Control], workspace_ids: set[int] | None) -> dict:
+    """The queue's health line, of the person's workspaces (None: a superuser's, all)."""
     now = timezone.now()
     beat = Heartbeat.objects.filter(name="sweep").values_list("beat_at", flat=True).first()
-    oldest = oldest_due_seconds(now, switches)
-    held = oldest_held_seconds(now, switches)
+    oldest = oldest_due_seconds(now, switches, workspace_ids=workspace_ids)
+    held = oldest_held_seconds(now, switches, workspace_ids=workspace_ids)
     return {
         "sweep_seconds": int((now - beat).total_seconds()) if beat else None,
         "oldest_due_seconds": int(oldest) if oldest is not None else None,

@@ -78,3 +78,20 @@ def test_held_work_of_another_workspace_stays_out_of_sight(client, login, worksp
     login("viewer")
 
     assert list(client.get("/console/", {"state": "held"}).context["page"].object_list) == []
+
+
+def test_the_health_line_ages_only_the_persons_own_workspaces(client, login, workspace, time_machine):
+    """Another workspace's due and held work is not this person's to see, nor to age."""
+    start = timezone.now()
+    time_machine.move_to(start, tick=False)
+    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    submit_brief(other, request_id="R-due")
+    third, _ = services.create_workspace(slug="third", approved_owners=["ops"], actor="test")
+    submit_brief(third, request_id="R-held")
+    services.set_paused(paused=True, reason="theirs", workspace=third, actor="root")
+    time_machine.move_to(start + timedelta(seconds=90), tick=False)
+    login("viewer")
+
+    health = client.get("/console/").context["health"]
+
+    assert (health["oldest_due_seconds"], health["oldest_held_seconds"]) == (None, None)

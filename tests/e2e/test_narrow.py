@@ -34,6 +34,13 @@ PAGES = [
     ("service-levels", "/console/service-levels/"),
     ("mismatches", "/console/mismatches/"),
     ("not-found", "/console/operations/999999/"),
+    ("dashboard", "/console/dashboard/"),
+    ("conflicts", "/console/conflicts/"),
+    ("failures", "/console/failures/"),
+    ("deliveries", "/console/deliveries/"),
+    ("find-several", "/console/find/?q=demo:R-"),
+    ("find-nothing", "/console/find/?q=no-such-thing"),
+    ("queue-oldest-first", "/console/?sort=oldest"),
 ]
 # (name, path, who): pages someone else sees; no one: logged out.
 OTHER_PAGES = [
@@ -69,6 +76,9 @@ def crowded_demo(workspace):
         late = submit_event(workspace=workspace, source="api", raw={
             "action": "prepare-brief", "data": R42 | {"request_id": f"R-{number}"}}).operation
         Operation.objects.filter(pk=late.pk).update(created_at=timezone.now() - timedelta(minutes=20))
+    # The same key with another title: an open conflict (the inbox, the deliveries page).
+    submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": R42 | {
+        "request_id": review.payload["request_id"], "title": "A much longer title than the one recorded " * 3}})
     services.set_paused(paused=True, actor="ops", reason="destination maintenance until 14:00", workspace=workspace,
                         action="prepare-brief")
     return {"review": review.pk, "refund": refund.pk, "unknown": unknown.pk}
