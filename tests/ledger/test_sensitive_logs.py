@@ -89,6 +89,16 @@ def test_the_guard_finds_a_number_as_a_number_only(guard, log_guard):
     log_guard.lines.clear()
 
 
+def test_a_raised_bar_leaves_short_words_out_and_still_finds_long_values(guard, log_guard):
+    """The fuzzer's bar (tests/api): "view" in a request path is chance, "customer-12345" a leak."""
+    planted(guard, "view", "customer-12345")
+    guard.min_text = 8
+    logging.getLogger("django.request").warning("Not Found: /api/v1/review for customer-12345")
+
+    assert [value for value, _ in guard.leaks()] == ["customer-12345"]
+    log_guard.lines.clear()
+
+
 def test_the_guard_collects_what_passes_intake(log_guard, workspace):
     services.issue_token(workspace=workspace, name="x", actor="test")
     from ledger.intake import submit_event
