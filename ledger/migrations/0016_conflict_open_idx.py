@@ -3,26 +3,14 @@ counts them). Non-atomic, so that PostgreSQL builds it with CREATE INDEX CONCURR
 keeps writing conflicts meanwhile, as in 0007_scale_indexes. If a concurrent build fails it leaves an
 INVALID index: drop it, then migrate again."""
 
+import importlib
+
 from django.db import migrations, models
 from django.db.models import Q
 
-
-class AddIndexConcurrentlyOnPostgres(migrations.AddIndex):
-    """AddIndex, built CONCURRENTLY on PostgreSQL (the migration must not be atomic)."""
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        model = to_state.apps.get_model(app_label, self.model_name)
-        if self.allow_migrate_model(schema_editor.connection.alias, model):
-            schema_editor.add_index(model, self.index, **_concurrently(schema_editor))
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        model = from_state.apps.get_model(app_label, self.model_name)
-        if self.allow_migrate_model(schema_editor.connection.alias, model):
-            schema_editor.remove_index(model, self.index, **_concurrently(schema_editor))
-
-
-def _concurrently(schema_editor) -> dict:
-    return {"concurrently": True} if schema_editor.connection.vendor == "postgresql" else {}
+# 0007's AddIndex that builds concurrently on PostgreSQL (a module name that is no identifier).
+AddIndexConcurrentlyOnPostgres = importlib.import_module(
+    "ledger.migrations.0007_scale_indexes").AddIndexConcurrentlyOnPostgres
 
 
 class Migration(migrations.Migration):
