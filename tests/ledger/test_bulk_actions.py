@@ -224,14 +224,14 @@ def test_a_group_is_frozen_at_submission_within_the_persons_workspaces(workspace
     operations = failed(workspace, action, 3)
     failed(other, action, 2, prefix="O")
     [group], capped = failure_groups(Operation.objects.filter(workspace=workspace))
-    assert (group.count, str(group.criterion.general), capped) == (3, "permanent: owner <n> does not exist", False)
+    assert (group.count, str(group.criterion.general), capped) == (3, "owner <n> does not exist", False)
 
     bulk, _ = submit_bulk_action(user=alice, kind="replay", reason="owner created", token="t-1",
                                  criterion=group.criterion)
     failed(workspace, action, 1, prefix="L")  # fails the same way after the submission
 
     assert sorted(bulk.operation_ids) == sorted(o.pk for o in operations)
-    assert bulk.criterion == f"{action.name}|permanent|permanent: owner <n> does not exist"
+    assert bulk.criterion == f"{action.name}|permanent|owner <n> does not exist"
 
 
 def test_nothing_is_written_for_bad_input(workspace, action, alice, person):
@@ -275,8 +275,7 @@ def test_a_group_filter_finds_exactly_its_operations(workspace, action):
     groups, _ = failure_groups(Operation.objects.all())
 
     assert [(g.criterion.general, g.count) for g in groups] == [
-        ("permanent: owner <n> does not exist", 3), ("permanent: HTTP 400 from <ip>", 2),
-        ("permanent: HTTP 409 from <ip>", 1)]
+        ("owner <n> does not exist", 3), ("HTTP 400 from <ip>", 2), ("HTTP 409 from <ip>", 1)]
     for group in groups:
         assert Operation.objects.filter(group.criterion.filter()).count() == group.count
 
