@@ -75,7 +75,7 @@ def find_operations(text: str | None, *, user) -> Found:
     its first delivery's, and its deliveries live as long as it does: one index on deliveries
     finds both, where an index on operations would be paid for by every change of state).
 
-    Nine queries at most, each of ``LIMIT + 1`` rows or fewer; arrivals with the id that became
+    Twelve queries at most, each of ``LIMIT + 1`` rows or fewer; arrivals with the id that became
     no operation come back as ``refused``. ``FindError`` when ``text`` cannot be an id."""
     query = clean_query(text)
     operations = roles.visible(Operation.objects.all(), user)
@@ -104,10 +104,12 @@ def find_operations(text: str | None, *, user) -> Found:
     attempts = roles.visible(Attempt.objects.filter(external_id=query), user, via="operation__workspace")
     mark("attempt_external_id", found(attempts.values_list("operation_id", flat=True)))
     for name, lookup in _delivery_lookups(query).items():
-        rows = found(roles.visible(Delivery.objects.filter(lookup), user).select_related("workspace")
-                     .only(*DELIVERY_COLUMNS))
-        mark(name, [row.operation_id for row in rows])
-        refused.update({row.pk: row for row in rows if row.operation_id is None})
+        deliveries = roles.visible(Delivery.objects.filter(lookup), user)
+        # Each operation once: one flow's correlation id may be on many deliveries of one operation.
+        mark(name, found(deliveries.filter(operation__isnull=False).values_list("operation_id", flat=True)
+                         .distinct()))
+        rows = found(deliveries.filter(operation__isnull=True).select_related("workspace").only(*DELIVERY_COLUMNS))
+        refused.update({row.pk: row for row in rows})
 
     shown = operations.filter(pk__in=list(matched)).select_related("workspace").only(
         "pk", "key", "action", "state", "external_id", "updated_at", "workspace__slug")

@@ -213,9 +213,10 @@ def test_the_approve_confirmation_costs_the_same_however_many_people_are_behind_
         response = client.get(f"/console/operations/{crowded.pk}/approve/")
     assert response.content.decode().count("person-") == ROWS
 # Session, user, memberships (and, for a member, their workspaces' slugs: can it begin a key?); one
-# bounded lookup per field (key, request id, record id, an attempt's record id, delivery id, a
-# delivery's number when it is one, correlation id); the operations found with their workspaces.
-FIND_QUERIES = 12
+# bounded lookup per field (key, request id, record id, an attempt's record id; for a delivery id, a
+# delivery's number when it is one, and a correlation id, the operations and the refused arrivals);
+# the operations found with their workspaces.
+FIND_QUERIES = 15
 
 
 def test_finding_costs_the_same_however_many_match(client, crowded, someone, django_assert_max_num_queries):

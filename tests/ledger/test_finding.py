@@ -129,6 +129,16 @@ def test_a_superuser_finds_in_every_workspace(other, admin_user):
     assert found("r-42", admin_user) == {theirs.pk: ["request id"]}
 
 
+def test_many_deliveries_of_one_operation_count_as_one_match(workspace, viewer):
+    """A flow that redelivered one event more times than the list holds finds it once, and not
+    "more": the bound is on operations, not on the deliveries that name them."""
+    for number in range(finding.LIMIT + 2):
+        raw = event(delivery_id=f"d-{number}") | {"correlation_id": "flow-1"}
+        submit_event(workspace=workspace, source="api", raw=raw)
+    result = find_operations("flow-1", user=viewer)
+    assert (len(result.matches), result.more) == (1, False)
+
+
 def test_it_lists_a_bounded_number_and_says_more_matched(workspace, viewer):
     for number in range(finding.LIMIT + 2):
         submit_brief(workspace, request_id=f"R-{number}")
