@@ -162,7 +162,7 @@ class Operation(models.Model):
             # Partial, so the rows of every other state (nearly all of them) cost it nothing.
             models.Index(fields=["updated_at", "id"], name="operation_attention_idx",
                          condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
-            # Its other orders (migration 0016): by arrival, and within one state by either time,
+            # Its other orders (migration 0020): by arrival, and within one state by either time,
             # both ways; and the per-state counts, with their workspace and action filters, read
             # from the index alone.
             models.Index(fields=["created_at", "id"], name="operation_arrival_idx",

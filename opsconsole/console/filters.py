@@ -34,7 +34,7 @@ class Sort:
         return "Updated" if self.field == "updated_at" else "Arrived"
 
 
-# Each is read through an index on (field, id), both ways (migrations 0007 and 0016).
+# Each is read through an index on (field, id), both ways (migrations 0007 and 0020).
 QUEUE_SORTS = {sort.name: sort for sort in [
     Sort("updated", "updated_at", False, "Updated, latest first"),
     Sort("least_updated", "updated_at", True, "Updated, earliest first"),
@@ -47,7 +47,7 @@ DEFAULT_SORT = QUEUE_SORTS["updated"]
 def key_or_request_id(value: str, via: str = "") -> Q:
     """Operations whose key starts with ``value`` (a pasted key) or whose request id contains it,
     in any case, or whose destination record id it is: the searches PostgreSQL has indexes for
-    (migrations 0007 and 0016)."""
+    (migrations 0007 and 0018)."""
     return (Q(**{f"{via}key__istartswith": value}) | Q(**{f"{via}payload__request_id__icontains": value})
             | Q(**{f"{via}external_id": value}))
 

@@ -153,7 +153,7 @@ def test_an_unknown_sort_is_a_form_error_and_the_default_order(client, login, re
 
 
 def test_every_sort_is_a_partial_index_on_the_attention_states():
-    """Each order the queue offers (and its counts) has an index on the states it lists (0016):
+    """Each order the queue offers (and its counts) has an index on the states it lists (0020):
     PostgreSQL would otherwise read and sort every row that needs attention."""
     indexes = {index.name: index for index in Operation._meta.indexes}
     for sort in QUEUE_SORTS.values():
