@@ -84,17 +84,17 @@ def crowded_demo(workspace):
     return {"review": review.pk, "refund": refund.pk, "unknown": unknown.pk}
 
 
-def problems_at(page, name: str, *, logged_in: bool) -> list[str]:
+def problems_at(page, name: str, *, logged_in: bool, viewport: int = WIDTH) -> list[str]:
     expect(page.locator("main")).to_be_visible()
-    screenshot(page, f"narrow-{name}")
+    screenshot(page, f"narrow-{name}" if viewport == WIDTH else f"at-{viewport}-{name}")
     found = []
     width = page.evaluate("document.documentElement.scrollWidth")
-    if width > WIDTH:
+    if width > viewport:
         found.append(f"{name}: the page is {width} px wide")
     if logged_in:
         log_out = page.get_by_role("button", name="Log out")
         box = log_out.bounding_box() if log_out.is_visible() else None
-        if box is None or box["x"] < 0 or box["x"] + box["width"] > WIDTH:
+        if box is None or box["x"] < 0 or box["x"] + box["width"] > viewport:
             found.append(f"{name}: Log out is not on screen ({box})")
     return found
 
@@ -117,6 +117,23 @@ def test_every_console_page_fits_390_px(narrow, crowded_demo):
         narrow.goto(path.format(**crowded_demo))
         found += problems_at(narrow, name, logged_in=True)
 
+    assert found == []
+
+
+@pytest.mark.parametrize("viewport", [1024, 1280])
+def test_the_top_bar_fits_a_laptops_width_too(browser, live_server, crowded_demo, viewport):
+    """Eight pages, Admin and the Find box do not fit one line at a laptop's width: they wrap."""
+    make_user("admin", "admin", is_staff=True)
+    context = browser.new_context(base_url=live_server.url, viewport={"width": viewport, "height": 800})
+    page = context.new_page()
+    try:
+        log_in(page, "admin")
+        found = []
+        for name, path in [("queue", "/console/"), ("dashboard", "/console/dashboard/")]:
+            page.goto(path)
+            found += problems_at(page, name, logged_in=True, viewport=viewport)
+    finally:
+        context.close()
     assert found == []
 
 
