@@ -1,5 +1,5 @@
 """An operator finds the work a pause holds: from the queue's health line to the held list, the
-operation's banner, and the switch's count on Controls."""
+operation's banner, and the switch's count on Controls; then resumes it, and nothing is held."""
 
 import pytest
 from playwright.sync_api import expect
@@ -12,7 +12,7 @@ from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 pytestmark = pytest.mark.e2e
 
 
-def test_held_work_is_in_plain_sight(page, workspace):
+def test_held_work_is_in_plain_sight_and_resumed(page, workspace):
     make_user("operator", OPERATOR)
     held = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": R42}).operation
     services.set_paused(paused=True, reason="vendor outage", workspace=workspace, actor="alice")
@@ -28,3 +28,16 @@ def test_held_work_is_in_plain_sight(page, workspace):
     page.get_by_role("link", name="Controls").first.click()
     expect(page.get_by_role("row").filter(has_text="vendor outage")).to_contain_text("1 operation")
     screenshot(page, "controls-holds")
+
+    page.get_by_role("row").filter(has_text="vendor outage").get_by_role("button", name="Resume").click()
+    expect(page.get_by_role("status").filter(has_text="Resumed workspace demo")).to_be_visible()
+    expect(page.get_by_role("row").filter(has_text="vendor outage")).to_have_count(0)
+
+    page.goto("/console/?state=held")
+    expect(page.get_by_text("No pause holds any work.")).to_be_visible()
+    expect(page.get_by_role("link", name="Held by a pause")).to_have_count(0)
+    page.goto(f"/console/operations/{held.pk}/")
+    expect(page.get_by_text("Held: the pause switch")).to_have_count(0)
+    held.refresh_from_db()
+    assert held.state == "pending"  # due again, for the next worker's claim
+    screenshot(page, "held-resumed")
