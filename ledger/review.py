@@ -214,6 +214,13 @@ def dismiss_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     return conflict
 
 
+def states_taking_a_payload(action) -> list[State]:
+    """Where an operation that has not run yet (no attempt) may still have its payload replaced. A
+    consequential operation's approval covers the payload it was given for: once approved, the
+    payload stays as approved (the conflict can be dismissed, or a new version submitted)."""
+    return [State.PENDING_APPROVAL] if action.consequential else [State.PENDING, State.PENDING_APPROVAL]
+
+
 def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     """Replace the operation's payload with the conflict's, allowed only while the operation has
     not run (pending or awaiting approval, no attempt yet; for a consequential action only while
@@ -227,13 +234,10 @@ def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     _require_review(user, conflict.operation)
     actor = user.get_username()
     operation = conflict.operation
-    # A consequential operation's approval covers the payload it was given for: once approved,
-    # the payload stays as approved (the conflict can be dismissed, or a new version submitted).
-    not_run = [State.PENDING_APPROVAL] if _action_of(operation).consequential else [State.PENDING,
-                                                                                     State.PENDING_APPROVAL]
     with transaction.atomic():
         applied = Operation.objects.filter(
-            pk=operation.pk, state__in=not_run, attempts=0, fingerprint=operation.fingerprint,
+            pk=operation.pk, state__in=states_taking_a_payload(_action_of(operation)), attempts=0,
+            fingerprint=operation.fingerprint,
         ).update(payload=conflict.incoming_payload, fingerprint=conflict.incoming_fingerprint,
                  updated_at=timezone.now())
         if not applied:

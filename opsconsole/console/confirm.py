@@ -12,13 +12,13 @@ from ledger.roles import APPROVE
 from ledger.states import State
 from opsconsole.console import money
 from opsconsole.console.forms import DecisionForm, first_error
-from opsconsole.console.views import _definition, _operation, console_page
+from opsconsole.console.views import console_page, definition_of, operation_for
 
 
 @console_page
 @require_http_methods(["GET", "POST"])
 def approve(request, pk):
-    operation = _operation(request, pk, APPROVE)
+    operation = operation_for(request, pk, APPROVE)
     if request.method == "POST":
         return _approve(request, operation)
     if operation.state != State.PENDING_APPROVAL:
@@ -36,7 +36,7 @@ def approve(request, pk):
     return render(request, "console/approve_confirm.html", {
         "nav": "queue",
         "operation": operation,
-        "payload": money.shown_payload(shown, _definition(operation.action)),
+        "payload": money.shown_payload(shown, definition_of(operation.action)),
         "masking": shown != operation.payload,
         "contributions": contributions,
         "form": DecisionForm(initial={"fingerprint": operation.fingerprint}),

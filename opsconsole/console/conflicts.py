@@ -22,14 +22,12 @@ from django.http import Http404, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from ledger import conflicts, privacy, roles
-from ledger.actions import UnknownAction, get_action
+from ledger import conflicts, privacy, review, roles
 from ledger.models import Conflict, Operation, Workspace
 from ledger.review import ReviewError
 from ledger.roles import REVIEW
-from ledger.states import State
 from opsconsole.console.forms import ReasonForm, action_choices, first_error
-from opsconsole.console.views import console_action, console_page
+from opsconsole.console.views import console_action, console_page, definition_of, operation_for
 
 GROUPS_PER_PAGE = 20
 SHOWN_PER_GROUP = 20
@@ -109,12 +107,8 @@ def _rows(groups: list[dict], *, user, seen: int) -> list[dict]:
 
 def _may_take_a_payload(op: Operation) -> bool:
     """Whether a conflict can be applied (``review.apply_conflict`` decides; this only offers it)."""
-    try:
-        consequential = get_action(op.action).consequential
-    except UnknownAction:
-        return False
-    not_run = {State.PENDING_APPROVAL} if consequential else {State.PENDING, State.PENDING_APPROVAL}
-    return op.attempts == 0 and op.state in not_run
+    action = definition_of(op.action)
+    return action is not None and op.attempts == 0 and op.state in review.states_taking_a_payload(action)
 
 
 def _id(text) -> int | None:
@@ -185,8 +179,7 @@ def _reviewable(request, operation_workspaces) -> None:
 @console_action
 def dismiss_operation(request, pk):
     """Dismiss every open conflict of one operation (up to the newest the page showed)."""
-    operation = get_object_or_404(roles.visible(Operation.objects.select_related("workspace"), request.user), pk=pk)
-    _reviewable(request, {operation.workspace_id})
+    operation = operation_for(request, pk, REVIEW)
 
     def decide(reason, seen):
         ids = conflicts.open_ids([operation.pk], seen=seen)

@@ -73,7 +73,7 @@ def console_action(view):
     return login_required(require_POST(_member(view)))
 
 
-def _operation(request, pk, capability=VIEW) -> Operation:
+def operation_for(request, pk, capability=VIEW) -> Operation:
     """The operation, if it is in one of the person's workspaces (else 404) and they hold
     ``capability`` there (else 403)."""
     operation = get_object_or_404(roles.visible(Operation.objects.select_related("workspace"), request.user), pk=pk)
@@ -143,8 +143,8 @@ def _health(switches: list[Control], workspace_ids: set[int] | None) -> dict:
 
 @console_page
 def operation(request, pk):
-    op = _operation(request, pk)
-    definition = _definition(op.action)
+    op = operation_for(request, pk)
+    definition = definition_of(op.action)
     user = request.user
     reveal = privacy.may_view_sensitive(user, op.workspace_id)
     payload = privacy.masked(op.payload, op.action, reveal=reveal)
@@ -193,7 +193,7 @@ def operation(request, pk):
     })
 
 
-def _definition(action: str):
+def definition_of(action: str):
     try:
         return get_action(action)
     except UnknownAction:
@@ -290,7 +290,7 @@ def _decide(request, op_pk, form, decide):
 
 @console_action
 def replay(request, pk):
-    op = _operation(request, pk, REVIEW)
+    op = operation_for(request, pk, REVIEW)
 
     def decide(reason, accept_duplicate_risk, accept_config_change):
         done = review.replay_operation(op, user=request.user, reason=reason,
@@ -307,7 +307,7 @@ def replay(request, pk):
 
 @console_action
 def resolve(request, pk):
-    op = _operation(request, pk, REVIEW)
+    op = operation_for(request, pk, REVIEW)
 
     def decide(external_id, reason):
         review.resolve_operation(op, user=request.user, external_id=external_id, reason=reason)
@@ -328,7 +328,7 @@ LOOKUP_VERDICTS = {
 @console_action
 def look_up(request, pk):
     """Ask the destination now about an unknown operation, instead of waiting for its next lookup."""
-    op = _operation(request, pk, REVIEW)
+    op = operation_for(request, pk, REVIEW)
     verdict = reconcile_operation(op, actor=_actor(request), asked_by_person=True)
     op.refresh_from_db()
     text = LOOKUP_VERDICTS[verdict].format(key=op.key, why=op.last_error_message or "no answer",
@@ -339,7 +339,7 @@ def look_up(request, pk):
 
 @console_action
 def cancel(request, pk):
-    op = _operation(request, pk, REVIEW)
+    op = operation_for(request, pk, REVIEW)
 
     def decide(reason):
         review.cancel_operation(op, user=request.user, reason=reason)
@@ -373,7 +373,7 @@ def dismiss_conflict(request, pk):
 def _decision(decide, verb):
     @console_action
     def view(request, pk):
-        op = _operation(request, pk, APPROVE)
+        op = operation_for(request, pk, APPROVE)
         form = DecisionForm(request.POST)
         if not form.is_valid():
             messages.error(request, first_error(form))
