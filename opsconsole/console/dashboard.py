@@ -16,7 +16,7 @@ from ledger import dashboard as figures_of
 from ledger import roles
 from opsconsole.console import charts
 from opsconsole.console.filters import HELD, QueueFilter
-from opsconsole.console.views import _about, console_page
+from opsconsole.console.views import age_text, console_page
 from reconciliation import selectors as reconciliation
 
 REFRESH_SECONDS = 15
@@ -52,10 +52,10 @@ def dashboard(request):
         "states": [{"count": count, "link": f"{queue}?state={count.state}" if count.state in filterable else ""}
                    for count in figures.states],
         "held_link": f"{queue}?state={HELD}",
-        "oldest_due": _about(timedelta(seconds=figures.oldest_due_seconds))
+        "oldest_due": age_text(timedelta(seconds=figures.oldest_due_seconds))
         if figures.oldest_due_seconds is not None else None,
         "due_late": (figures.oldest_due_seconds or 0) > DUE_WARNING.total_seconds(),
-        "oldest_held": _about(timedelta(seconds=figures.oldest_held_seconds))
+        "oldest_held": age_text(timedelta(seconds=figures.oldest_held_seconds))
         if figures.oldest_held_seconds is not None else None,
         "samples_stale": figures.sampled_until is None or figures.now - figures.sampled_until > STALE_SAMPLES,
         "peak": max(figures.hours, key=lambda hour: hour.finished),

@@ -227,7 +227,7 @@ def controls(request):
 def service_levels(request):
     levels, listed = service_level_standing(roles.visible(Operation.objects.all(), request.user))
     for operation in listed:
-        operation.age_shown = _about(operation.age)
+        operation.age_shown = age_text(operation.age)
         operation.level_shown = format_duration(operation.service_level)
     levels = [{"level": level, "shown": format_duration(level.level)} for level in levels]
     return render(request, "console/service_levels.html", {
@@ -241,12 +241,12 @@ def _standing(op: Operation, definition) -> str:
     if level is None or op.state in TERMINAL_STATES:
         return ""
     age = timezone.now() - op.created_at
-    said = {"late": f"Late: {_about(age)} since it arrived, past its service level of {format_duration(level)}.",
-            "at_risk": f"At risk: {_about(age)} since it arrived, of a service level of {format_duration(level)}."}
+    said = {"late": f"Late: {age_text(age)} since it arrived, past its service level of {format_duration(level)}.",
+            "at_risk": f"At risk: {age_text(age)} since it arrived, of a service level of {format_duration(level)}."}
     return said.get(standing(age, level), "")
 
 
-def _about(age) -> str:
+def age_text(age) -> str:
     """An age as a person reads it: 42 s, 7 min, 3 h 5 min, 2 d 4 h."""
     seconds = int(age.total_seconds())
     if seconds < 60:
