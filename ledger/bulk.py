@@ -5,10 +5,11 @@ from django.db import connection
 
 
 def update_each(model, pks: list, *, match: dict[str, list], each: dict[str, list], same: dict,
-                 where: dict) -> int:
+                 where: dict, where_in: dict[str, list] | None = None, increment: tuple[str, ...] = ()) -> int:
     """``UPDATE .. FROM (VALUES ..)``, on PostgreSQL and on SQLite (3.33 and later): each row,
-    found by its pk and the ``match`` columns (and the ``where`` values), gets its own ``each``
-    values and the ``same`` ones."""
+    found by its pk and the ``match`` columns (and the ``where`` values, and a value among each
+    ``where_in`` list), gets its own ``each`` values and the ``same`` ones; ``increment`` columns
+    grow by one."""
     if not pks:
         return 0
     quote = connection.ops.quote_name
@@ -20,6 +21,7 @@ def update_each(model, pks: list, *, match: dict[str, list], each: dict[str, lis
     held = {column: f"held.column{index}" for index, column in enumerate(columns, start=1)}
     assignments = [f"{quote(field(name).column)} = %s" for name in same]
     assignments += [f"{quote(column.column)} = {held[column]}" for column in columns[len(keys):]]
+    assignments += [f"{quote(field(name).column)} = {table}.{quote(field(name).column)} + 1" for name in increment]
     params = [field(name).get_db_prep_save(value, connection) for name, value in same.items()]
     rows = []
     # PostgreSQL types a VALUES column from its values: a column of NULLs alone would be text,
@@ -32,6 +34,9 @@ def update_each(model, pks: list, *, match: dict[str, list], each: dict[str, lis
     conditions = [f"{table}.{quote(column.column)} = {held[column]}" for column in keys]
     conditions += [f"{table}.{quote(field(name).column)} = %s" for name in where]
     params += [field(name).get_db_prep_save(value, connection) for name, value in where.items()]
+    for name, values in (where_in or {}).items():
+        conditions.append(f"{table}.{quote(field(name).column)} IN ({', '.join(['%s'] * len(values))})")
+        params += [field(name).get_db_prep_save(value, connection) for value in values]
     # Not WITH .. UPDATE: sqlite3 reports no rowcount for a statement that does not begin with UPDATE.
     sql = (f"UPDATE {table} SET {', '.join(assignments)} FROM (VALUES {', '.join(rows)}) AS held "
            f"WHERE {' AND '.join(conditions)}")

@@ -17,6 +17,8 @@ POINTS = ("after_claim", "after_commit", "mid_batch")
 EXTERNAL_POINTS = ("after_external_call",)
 # Inside the transaction that records an outcome, after its writes, before its commit.
 TERMINATE_POINTS = ("before_outcome_commit",)
+# Inside a claim's transaction that also performs and records a set (ledger.processing.finish_in_claim).
+IN_CLAIM_POINTS = ("inside_claim",)
 
 
 def crash_point(name: str) -> None:

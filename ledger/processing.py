@@ -31,7 +31,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from ledger import audit, faults, health, nudges
-from ledger.actions import ActionDefinition, UnknownAction, get_action
+from ledger.actions import ActionDefinition, UnknownAction, get_action, registry
 from ledger.models import AuditEvent, Operation, Ordering
 from ledger.outcomes import Success
 from ledger.performing import (
@@ -45,7 +45,7 @@ from ledger.performing import (
     perform_claimed,
     perform_internal_set,
 )
-from ledger.recording import update_held
+from ledger.recording import record_claimed_successes, update_held
 from ledger.selectors import due_operations
 from ledger.states import CLAIMABLE_STATES, State
 
@@ -58,49 +58,100 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None) -> list[Operation]:
+def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None,
+                         finish_known_sets: bool = False) -> list[Operation]:
     """Claim up to ``limit`` due operations for ``worker``; returns them with their new tokens.
 
     Locks: the claimed rows, ``FOR UPDATE SKIP LOCKED`` (other workers pass over them instead of
-    waiting). Commits before returning, so no effect ever runs inside the claim's transaction.
+    waiting). Commits before returning, so no external call ever runs inside the claim's
+    transaction.
+
+    With ``finish_known_sets``, internal operations whose action works on sets and is known to be
+    working (``ledger.health``) are not claimed and performed apart: their effects, claims and
+    ``succeeded`` commit together in this one transaction (``finish_in_claim``), as an internal
+    effect commits with its outcome anyway. They are returned too, already succeeded.
     """
     now = now or timezone.now()
-    lease_expires_at = now + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
     with transaction.atomic():
-        claimed = list(
+        found = list(
             # FOR NO KEY UPDATE: keeps other claimers out without blocking the foreign-key checks of
             # an intake that references the row (a duplicate delivery). Those wait at its commit while
             # it holds its workspace's audit chain, which this claim needs next: a deadlock otherwise.
             due_operations(now).select_for_update(skip_locked=True, no_key=True, of=("self",))
             .select_related("workspace").order_by("id")[:limit]
         )
-        if not claimed:
-            return []
-        # The rows are locked (PostgreSQL) or the whole database is (SQLite's IMMEDIATE
-        # transaction), so one guarded UPDATE for the batch is the compare-and-set, and each
-        # row's new token is its old one plus one.
-        changed = Operation.objects.filter(pk__in=[op.pk for op in claimed], state__in=CLAIMABLE_STATES).update(
-            state=State.PROCESSING, attempts=F("attempts") + 1, fencing_token=F("fencing_token") + 1,
-            lease_owner=worker, lease_expires_at=lease_expires_at, updated_at=now,
-        )
-        if changed != len(claimed):
-            raise RuntimeError("claimed rows changed under their lock; the claim is rolled back")
-        events = []
-        for operation in claimed:
-            events.append(AuditEvent(
-                operation=operation, workspace_id=operation.workspace_id, actor=worker, kind="claimed",
-                from_state=operation.state, to_state=State.PROCESSING,
-                message=f"claim {operation.fencing_token + 1}",
-            ))
-            operation.state = State.PROCESSING
-            operation.attempts += 1
-            operation.fencing_token += 1
-            operation.lease_owner = worker
-            operation.lease_expires_at = lease_expires_at
-            operation.updated_at = now
-        audit.append(events)
-    faults.crash_point("after_claim")
-    return claimed
+        finished, healths = finish_in_claim(found, worker=worker, now=now) if finish_known_sets else ([], [])
+        claimed = [operation for operation in found if operation not in finished]
+        if claimed:
+            _claim(claimed, worker=worker, now=now)
+    if finished:
+        faults.crash_point("after_commit")
+        for known in healths:
+            health.record(known, ok=True)
+    if claimed:
+        faults.crash_point("after_claim")
+    return finished + claimed
+
+
+def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
+    lease_expires_at = now + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
+    # The rows are locked (PostgreSQL) or the whole database is (SQLite's IMMEDIATE
+    # transaction), so one guarded UPDATE for the batch is the compare-and-set, and each
+    # row's new token is its old one plus one.
+    changed = Operation.objects.filter(pk__in=[op.pk for op in operations], state__in=CLAIMABLE_STATES).update(
+        state=State.PROCESSING, attempts=F("attempts") + 1, fencing_token=F("fencing_token") + 1,
+        lease_owner=worker, lease_expires_at=lease_expires_at, updated_at=now,
+    )
+    if changed != len(operations):
+        raise RuntimeError("claimed rows changed under their lock; the claim is rolled back")
+    events = []
+    for operation in operations:
+        events.append(AuditEvent(
+            operation=operation, workspace_id=operation.workspace_id, actor=worker, kind="claimed",
+            from_state=operation.state, to_state=State.PROCESSING,
+            message=f"claim {operation.fencing_token + 1}",
+        ))
+        operation.state = State.PROCESSING
+        operation.attempts += 1
+        operation.fencing_token += 1
+        operation.lease_owner = worker
+        operation.lease_expires_at = lease_expires_at
+        operation.updated_at = now
+    audit.append(events)
+
+
+def finish_in_claim(found: list[Operation], *, worker: str,
+                    now: datetime) -> tuple[list[Operation], list[health.Health]]:
+    """Perform, claim and record as succeeded, in the caller's (the claim's) transaction, the
+    operations of ``found`` whose internal action works on sets and is known to be working; returns
+    them, and the health of their actions (noted after the commit: they worked again). Each
+    action's set is a savepoint: one that fails (its effect raises, a row is not claimable) leaves
+    nothing, and its operations are claimed and worked through as any other, where each meets its
+    failure on its own. A worker killed here dies inside the transaction:
+    nothing of it stays, and its operations are due again at once (no lease to wait out)."""
+    sets: dict[str, list[Operation]] = {}
+    for operation in found:
+        action = registry.get(operation.action)
+        if action is not None and not action.external and action.performs_many \
+                and not needs_approval(operation, action):
+            sets.setdefault(action.name, []).append(operation)
+    finished, healths = [], []
+    for name, operations in sets.items():
+        known = health.health_of(f"action:{name}")
+        if not known.working(now):
+            continue
+        try:
+            with transaction.atomic():
+                successes = get_action(name).perform_many(operations)
+                record_claimed_successes(operations, successes, worker=worker, now=now)
+                faults.fault_point(faults.IN_CLAIM_POINTS[0])
+        except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
+            logger.warning("performing %d %s operations in their claim failed (%s); claiming them instead",
+                           len(operations), name, type(exc).__name__)
+            continue
+        finished += operations
+        healths.append(known)
+    return finished, healths
 
 
 def process_due_operations(*, limit: int | None = None, worker: str | None = None) -> int:
@@ -122,9 +173,11 @@ def process_due_operations(*, limit: int | None = None, worker: str | None = Non
     batch goes on, so their claims do not sit out their leases.
     """
     worker = worker or worker_name()
-    claimed = claim_due_operations(limit=limit or settings.OPSCONSOLE_CLAIM_BATCH, worker=worker)
-    batch = _Batch(claimed, worker=worker)
-    for group in _groups(claimed):
+    claimed = claim_due_operations(limit=limit or settings.OPSCONSOLE_CLAIM_BATCH, worker=worker,
+                                   finish_known_sets=True)
+    claimed_apart = [operation for operation in claimed if operation.state == State.PROCESSING]
+    batch = _Batch(claimed_apart, worker=worker)
+    for group in _groups(claimed_apart):
         batch.work_through(group)
     if any(operation.ordered == Ordering.IN_ORDER for operation in claimed):
         # A finished in_order version may be what its successor waits for (ledger.ordering).

@@ -22,7 +22,7 @@ from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
 from ledger.retry import retry_delay
 from ledger.services import log_transition, record_audit_event, transition_operation
-from ledger.states import State
+from ledger.states import CLAIMABLE_STATES, State
 
 logger = logging.getLogger("ledger")
 
@@ -213,6 +213,62 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
         for operation, attempt in zip(operations, attempts, strict=True)
     ])
     for (operation, success), attempt in zip(pairs, attempts, strict=True):
+        operation.state, operation.updated_at = State.SUCCEEDED, now
+        operation.result, operation.external_id = success.result, success.external_id
+        operation.lease_owner, operation.lease_expires_at, operation.next_attempt_at = "", None, None
+        operation.last_error_category = operation.last_error_message = ""
+        log_transition(operation, from_state=State.PROCESSING, to_state=State.SUCCEEDED, kind="succeeded",
+                       attempt=attempt)
+
+
+def record_claimed_successes(operations: list[Operation], successes: list[Success], *, worker: str,
+                             now: datetime) -> None:
+    """Claim and record ``succeeded`` at once, for internal operations whose effects were just
+    written in the caller's transaction, which also holds their rows locked since they were found
+    due (``ledger.processing``). The row goes from pending (or retrying) to succeeded in one guarded
+    UPDATE that also takes the claim's token (old + 1), so the attempt is numbered as a claim's
+    would be; both transitions are audited (``claimed``, then ``succeeded``), as a claim and an
+    outcome recorded apart would be. ``processing`` is never visible: whoever reads the row sees it
+    due (locked) until the commit, then succeeded. Raises StaleClaim when any row was not claimable
+    under its token (the caller's savepoint then undoes the set, effects included)."""
+    before = [(operation, {name: getattr(operation, name) for name in _ENGINE_FIELDS}) for operation in operations]
+    from_states = [operation.state for operation in operations]
+    changed = update_each(
+        Operation, [operation.pk for operation in operations],
+        match={"fencing_token": [operation.fencing_token for operation in operations]},
+        each={"result": [success.result for success in successes],
+              "external_id": [success.external_id for success in successes]},
+        same={"state": State.SUCCEEDED, "updated_at": now, "lease_owner": "", "lease_expires_at": None,
+              "next_attempt_at": None, "last_error_category": "", "last_error_message": ""},
+        where={}, increment=("attempts", "fencing_token"), where_in={"state": sorted(CLAIMABLE_STATES)})
+    if changed != len(operations):
+        raise StaleClaim
+    try:
+        for operation in operations:
+            operation.attempts += 1
+            operation.fencing_token += 1
+        attempts = Attempt.objects.bulk_create([
+            Attempt(operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
+                    worker=worker, started_at=now, finished_at=now, outcome=Attempt.Outcome.OK,
+                    external_id=success.external_id, config_version_id=digest)
+            for operation, success, digest in zip(operations, successes, configuration.digests_for(operations),
+                                                  strict=True)
+        ])
+        tallies.count_successes(operations, now)
+        events = []
+        for operation, from_state, attempt in zip(operations, from_states, attempts, strict=True):
+            events.append(AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker,
+                                     kind="claimed", from_state=from_state, to_state=State.PROCESSING,
+                                     message=f"claim {operation.fencing_token}", created_at=now))
+            events.append(AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker,
+                                     kind="succeeded", from_state=State.PROCESSING, to_state=State.SUCCEEDED,
+                                     attempt=attempt, created_at=now))
+        audit.append(events)
+    except BaseException:
+        for operation, values in before:
+            _restore(operation, values)
+        raise
+    for operation, success, attempt in zip(operations, successes, attempts, strict=True):
         operation.state, operation.updated_at = State.SUCCEEDED, now
         operation.result, operation.external_id = success.result, success.external_id
         operation.lease_owner, operation.lease_expires_at, operation.next_attempt_at = "", None, None

@@ -34,6 +34,7 @@ from ledger.actions import ActionDefinition
 from ledger.audit import chain_lock_key
 from ledger.keys import KEY_RECIPE, canonical_json
 from ledger.models import AuditEvent, Conflict, Contribution, Delivery, Operation, Workspace
+from ledger.rows import json_value, model_row
 from ledger.states import State
 
 Outcome = Delivery.Outcome
@@ -97,7 +98,7 @@ def _reserve_in_database(workspace, events, *, refused, source, submitted_by, pe
     rows = _rows(workspace.pk, source, submitted_by, person.pk if person is not None else None)
     request = {
         "workspace_id": workspace.pk, "source": source, "now": now, "chain_lock": chain_lock_key(workspace.pk),
-        "invalid": [_row(refusal, received_at=now) for refusal in refused],
+        "invalid": [model_row(refusal, received_at=now) for refusal in refused],
         "operation": {**rows["operation"], "created_at": now, "updated_at": now},
         "delivery": {**rows["delivery"], "received_at": now},
         "conflict": {**rows["conflict"], "created_at": now},
@@ -115,7 +116,7 @@ def _reserve_in_database(workspace, events, *, refused, source, submitted_by, pe
     # One statement is its own transaction in autocommit; inside a caller's transaction, a
     # savepoint keeps a failed call from failing the caller's transaction with it.
     with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
-        cursor.execute("SELECT ledger_reserve(%s::jsonb)", [json.dumps(request, default=_json_value)])
+        cursor.execute("SELECT ledger_reserve(%s::jsonb)", [json.dumps(request, default=json_value)])
         answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
     operations = {key: _instance(Operation, row, workspace=workspace) for key, row in answer["operations"].items()}
     reserved = []
@@ -136,27 +137,13 @@ def _rows(workspace_id: int, source: str, submitted_by: str, person_id: int | No
     event then sets what it decides, and ledger_reserve fills in what only the database knows (ids,
     outcomes, a conflict's differences, the audit chain). Built once per sender and process."""
     return {
-        "operation": _row(Operation(workspace_id=workspace_id, key_recipe=KEY_RECIPE, submitted_by=submitted_by)),
-        "delivery": _row(Delivery(workspace_id=workspace_id, source=source, submitted_by=submitted_by,
+        "operation": model_row(Operation(workspace_id=workspace_id, key_recipe=KEY_RECIPE, submitted_by=submitted_by)),
+        "delivery": model_row(Delivery(workspace_id=workspace_id, source=source, submitted_by=submitted_by,
                                   person_id=person_id)),
-        "conflict": _row(Conflict()),
-        "contribution": _row(Contribution(user_id=person_id, kind=Contribution.Kind.SUBMITTED)),
-        "audit": _row(AuditEvent(workspace_id=workspace_id, actor=submitted_by or source)),
+        "conflict": model_row(Conflict()),
+        "contribution": model_row(Contribution(user_id=person_id, kind=Contribution.Kind.SUBMITTED)),
+        "audit": model_row(AuditEvent(workspace_id=workspace_id, actor=submitted_by or source)),
     }
-
-
-def _row(instance, **values) -> dict:
-    """The instance's columns as ledger_reserve inserts them (jsonb_populate_record), without its id."""
-    for name, value in values.items():
-        setattr(instance, name, value)
-    return {field.column: field.get_prep_value(getattr(instance, field.attname))
-            for field in instance._meta.concrete_fields if not field.primary_key}
-
-
-def _json_value(value):
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _instance(model, row: dict, **related):

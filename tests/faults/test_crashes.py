@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from ledger import faults, sweep
-from ledger.models import Operation
+from ledger import faults, health, sweep
+from ledger.models import Attempt, Operation, ReviewDraft
 from ledger.states import State
 from tests.faults.qcluster import (
     assert_each_performed_exactly_once,
@@ -56,6 +56,40 @@ def test_it_loses_no_operation_and_repeats_none_when_a_worker_is_killed(point, w
     assert report.leases_expired == len(stranded_ids)
     assert sorted(Operation.objects.filter(pk__in=stranded_ids, state=State.PENDING)
                   .values_list("pk", flat=True)) == stranded_ids
+    restarted = start_cluster("restarted")
+    wait_for(all_succeeded(operation_ids), timeout=60, clusters=(restarted,),
+             describe=lambda: f"states {operation_states(operation_ids)}",
+             message=f"the restarted cluster did not finish the {OPERATIONS} operations")
+    assert_each_performed_exactly_once(operation_ids)
+
+
+def test_a_worker_killed_inside_a_claim_that_finishes_its_set_leaves_nothing_and_nothing_to_wait_for(
+        workspace, start_cluster, tmp_path):
+    """prepare-brief is known to work, so a batch's effects, claims and ``succeeded`` commit in the
+    claim's transaction (``ledger.processing.finish_in_claim``). A worker killed inside it takes the
+    whole transaction with it: no operation is left in processing (no lease to wait out), no draft
+    and no attempt stays; the sweep finds them due at once (the task that was running is lost with
+    the worker) and a restarted cluster performs each operation once."""
+    health.record(health.health_of("action:prepare-brief"), ok=True)  # as a batch that all succeeded notes
+    operation_ids = submit_prepare_briefs(workspace, OPERATIONS)
+    marker = tmp_path / "crashed"
+    crashing = start_cluster("crashing", env={"OPSCONSOLE_CRASH_AT": faults.IN_CLAIM_POINTS[0],
+                                              "OPSCONSOLE_CRASH_ONCE_FILE": str(marker)})
+
+    wait_for(marker.exists, timeout=30, clusters=(crashing,), message="no worker reached the point inside a claim")
+    crashing.kill()
+    wait_for_other_sessions_to_end()
+
+    crashed_in = Operation.objects.filter(pk__in=operation_ids)
+    assert not crashed_in.filter(state=State.PROCESSING).exists()
+    assert not ReviewDraft.objects.filter(operation__in=crashed_in.exclude(state=State.SUCCEEDED)).exists()
+    assert not Attempt.objects.filter(operation__in=crashed_in.exclude(state=State.SUCCEEDED)).exists()
+    left = crashed_in.exclude(state=State.SUCCEEDED).count()
+    assert left > 0, "the crash kept nothing back to redo"
+
+    report = sweep.sweep()  # now: not after any lease
+
+    assert (report.leases_expired, report.due) == (0, left)
     restarted = start_cluster("restarted")
     wait_for(all_succeeded(operation_ids), timeout=60, clusters=(restarted,),
              describe=lambda: f"states {operation_states(operation_ids)}",

@@ -20,8 +20,13 @@ from tests.ledger.conftest import START, submit_brief
 
 # The claim, the first operation on its own, then the set: whatever the batch's size.
 # Savepoints included, and per transaction an INSERT .. ON CONFLICT of the configuration
-# (ledger.configuration) and of the counters (ledger.tallies; two for the first operation, alone).
-QUERIES_PER_BATCH = 28
+# (ledger.configuration) and of the counters (ledger.tallies; two for the first operation, alone);
+# the claim reads the action's health too, to tell whether the set may finish in the claim.
+QUERIES_PER_BATCH = 29
+# A batch of an action known to work, finished in its claim's one transaction: the due rows, the
+# pause switches, the health, a savepoint, the effects, the UPDATE, the attempts, the configuration,
+# the counters, the audit events (SQLite reads the chain's head apart), the commit, the health noted.
+QUERIES_PER_BATCH_IN_CLAIM = 15
 
 
 def briefs(workspace, count):
@@ -219,3 +224,80 @@ def test_it_records_the_set_one_at_a_time_when_its_commit_loses_the_connection(w
     assert AuditEvent.objects.filter(kind="succeeded").count() == 4
     assert not AuditEvent.objects.filter(kind__in=["stale_completion_refused", "retry_scheduled"]).exists()
     assert audit.verify_chains().broken is None
+
+
+def warm(workspace):
+    """Run one batch, so that prepare-brief is known to work (``ledger.health``)."""
+    briefs(workspace, 2)
+    process_due_operations(worker="w0")
+
+
+@pytest.mark.parametrize("size", [5, 50])
+def test_a_batch_of_an_action_known_to_work_finishes_in_its_claim(workspace, frozen, perform_many_calls,
+                                                                  django_assert_max_num_queries, size):
+    """Effects, claims, attempts and ``succeeded`` commit in the claim's transaction: one
+    perform_many, half the statements of a claim and a set apart, and each operation is audited as
+    claimed and then succeeded, under claim 1."""
+    warm(workspace)
+    operations = [submit_brief(workspace, request_id=f"L-{n}") for n in range(size)]
+
+    with django_assert_max_num_queries(QUERIES_PER_BATCH_IN_CLAIM):
+        assert process_due_operations(worker="w1") == size
+
+    assert perform_many_calls == [1, 1, size]
+    assert_succeeded_once_each(operations)
+    for operation in operations:
+        events = list(AuditEvent.objects.filter(operation=operation).order_by("id")
+                      .values_list("kind", "from_state", "to_state", "actor", "message"))
+        assert events[1:] == [("claimed", "pending", "processing", "w1", "claim 1"),
+                              ("succeeded", "processing", "succeeded", "w1", "")]
+        assert operation.attempts == 1
+    assert audit.verify_chains().broken is None
+
+
+def test_a_set_that_fails_in_its_claim_is_claimed_and_worked_through_instead(workspace, frozen, caplog,
+                                                                             perform_many_calls):
+    """One draft cannot be written: the claim's savepoint keeps nothing of the set, the operations
+    are claimed as usual, the set fails again there, and one at a time the failing one is retried
+    later while the others succeed, each once."""
+    warm(workspace)
+    operations = [submit_brief(workspace, request_id=f"L-{n}") for n in range(4)]
+    failing = operations[1]
+    ReviewDraft.objects.create(operation=failing, workspace=workspace, title="left behind", owner="ops")
+
+    with caplog.at_level(logging.INFO, logger="ledger"):
+        assert process_due_operations(worker="w1") == 4
+
+    assert "performing 4 prepare-brief operations in their claim failed (IntegrityError)" in caplog.text
+    assert perform_many_calls == [1, 1, 4, 4, 1, 1, 1, 1]
+    assert_succeeded_once_each([op for op in operations if op is not failing])
+    failing.refresh_from_db()
+    assert (failing.state, failing.last_error_category, failing.attempts) == ("retrying", "transient", 1)
+    assert list(AuditEvent.objects.filter(operation=failing).order_by("id").values_list("kind", flat=True)) == [
+        "reserved", "claimed", "retry_scheduled"]
+    assert audit.verify_chains().broken is None
+
+
+def test_a_stale_row_keeps_the_whole_set_out_of_the_claim(workspace, frozen, monkeypatch, perform_many_calls):
+    """The claim's UPDATE is guarded by each row's state and token: a row that is no longer
+    claimable under its token (here: changed behind the lock, as only a bug could) makes the
+    savepoint keep nothing, effects included; the batch is then claimed and done as usual."""
+    from ledger import recording
+
+    warm(workspace)
+    operations = [submit_brief(workspace, request_id=f"L-{n}") for n in range(3)]
+    update_each = recording.update_each
+
+    def behind_the_lock(model, pks, **kwargs):
+        if model is Operation and "increment" in kwargs:
+            Operation.objects.filter(pk=operations[0].pk).update(fencing_token=7)
+        return update_each(model, pks, **kwargs)
+
+    monkeypatch.setattr(recording, "update_each", behind_the_lock)
+
+    assert process_due_operations(worker="w1") == 3
+
+    assert perform_many_calls == [1, 1, 3, 3]
+    assert ReviewDraft.objects.filter(operation__in=operations).count() == 3
+    assert set(Operation.objects.filter(pk__in=[op.pk for op in operations]).values_list("state", flat=True)) == {
+        "succeeded"}
