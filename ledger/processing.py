@@ -69,19 +69,23 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
     With ``finish_known_sets``, internal operations whose action works on sets and is known to be
     working (``ledger.health``) are not claimed and performed apart: their effects, claims and
     ``succeeded`` commit together in this one transaction (``finish_in_claim``), as an internal
-    effect commits with its outcome anyway. They are returned too, already succeeded.
+    effect commits with its outcome anyway. They are returned too, already succeeded. Such a claim
+    reads up to ``OPSCONSOLE_FINISH_IN_CLAIM_BATCH`` due operations (a set finishes in a few
+    statements whatever its size) and claims at most ``limit`` of the others.
     """
     now = now or timezone.now()
+    reading = max(limit, settings.OPSCONSOLE_FINISH_IN_CLAIM_BATCH) if finish_known_sets else limit
     with transaction.atomic():
         found = list(
             # FOR NO KEY UPDATE: keeps other claimers out without blocking the foreign-key checks of
             # an intake that references the row (a duplicate delivery). Those wait at its commit while
             # it holds its workspace's audit chain, which this claim needs next: a deadlock otherwise.
             due_operations(now).select_for_update(skip_locked=True, no_key=True, of=("self",))
-            .select_related("workspace").order_by("id")[:limit]
+            .select_related("workspace").order_by("id")[:reading]
         )
         finished, healths = finish_in_claim(found, worker=worker, now=now) if finish_known_sets else ([], [])
-        claimed = [operation for operation in found if operation not in finished]
+        done = {operation.pk for operation in finished}
+        claimed = [operation for operation in found if operation.pk not in done][:limit]
         if claimed:
             _claim(claimed, worker=worker, now=now)
     if finished:

@@ -212,6 +212,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = OPSCONSOLE_MAX_BATCH_BODY_BYTES + 1024
 # Processing: how many operations one claim takes, how long a claim's lease lasts, and the
 # default retry budget of a workspace (retries per hour; when spent, retries wait).
 OPSCONSOLE_CLAIM_BATCH = env.int("OPSCONSOLE_CLAIM_BATCH", default=50)
+# How many due operations a task's claim reads: those of internal actions known to work finish in
+# the claim's transaction, all of them (ledger.processing.finish_in_claim); of the others, at most a
+# claim batch is claimed.
+OPSCONSOLE_FINISH_IN_CLAIM_BATCH = env.int("OPSCONSOLE_FINISH_IN_CLAIM_BATCH", default=200)
 OPSCONSOLE_LEASE_SECONDS = env.int("OPSCONSOLE_LEASE_SECONDS", default=60)
 OPSCONSOLE_RETRY_BUDGET_PER_HOUR = env.int("OPSCONSOLE_RETRY_BUDGET_PER_HOUR", default=1000)
 OPSCONSOLE_SWEEP_MAX_NUDGES = env.int("OPSCONSOLE_SWEEP_MAX_NUDGES", default=200)
