@@ -47,10 +47,12 @@ def request_processing(*, accepted: int) -> None:
 
 def wake(*, accepted: int, took_wakeup: bool) -> None:
     """After commit: the task of a wake-up this transaction took, and for a batch larger than a
-    claim batch a task per further claim batch, so that every worker helps drain it. A crash
-    between the commit and the enqueue leaves the wake-up pending without a task: the sweep's
-    tasks take it (and the work) within a minute."""
-    count = int(took_wakeup) + max(nudges_for(accepted) - 1, 0)
+    claim batch more tasks, up to one per worker, so that every worker helps drain it (a task that
+    claims a full batch keeps one queued per worker: ``follow_up``; more would wait in the queue,
+    and each costs the request a commit of its own). A crash between the commit and the enqueue
+    leaves the wake-up pending without a task: the sweep's tasks take it (and the work) within a
+    minute."""
+    count = int(took_wakeup) + min(max(nudges_for(accepted) - 1, 0), max(Conf.WORKERS - 1, 0))
     if count:
         transaction.on_commit(partial(enqueue_drain, count))
 

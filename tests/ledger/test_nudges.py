@@ -128,7 +128,7 @@ def test_it_checks_the_operation_when_a_delayed_task_arrives(workspace, scripted
     assert Operation.objects.get().attempts == 1
 
 
-@override_settings(OPSCONSOLE_CLAIM_BATCH=2)
+@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2)
 def test_a_full_batch_keeps_a_task_queued_for_every_worker(workspace, frozen):
     """A backlog that arrived one event at a time has one wake-up for the lot; a task that claims a
     full batch tops the queue up to one task per worker (Q_WORKERS 2), so every worker drains it."""
@@ -147,3 +147,31 @@ def test_a_full_batch_keeps_a_task_queued_for_every_worker(workspace, frozen):
     assert tasks.process_operations() == 2
     assert tasks.process_operations() == 1  # the last one: not a full batch, nothing more asked
     assert OrmQ.objects.count() == 2
+
+
+@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2)
+def test_a_large_batch_asks_for_a_task_per_worker_not_per_claim_batch(workspace, api,
+                                                                       django_capture_on_commit_callbacks):
+    """Ten events in one request are five claim batches; the request asks for one task per worker
+    (Q_WORKERS 2: its wake-up and one more), not five. Each task that finds a full batch tops the
+    queue up to one per worker, so the ten are all performed with at most two tasks queued."""
+    from django_q.conf import Conf
+
+    from ledger.models import ReviewDraft
+    from tests.conftest import event
+
+    OrmQ.objects.all().delete()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api.post("/api/v1/events/batch",
+                            {"events": [event(f"b-{n}", request_id=f"B-{n}") for n in range(10)]})
+
+    assert response.status_code == 200
+    assert OrmQ.objects.count() == Conf.WORKERS == 2
+    most_queued = 0
+    while OrmQ.objects.exists():
+        OrmQ.objects.order_by("id").first().delete()  # a worker takes the oldest task and runs it
+        tasks.process_operations()
+        most_queued = max(most_queued, OrmQ.objects.count())
+    assert most_queued <= Conf.WORKERS
+    assert set(Operation.objects.values_list("state", flat=True)) == {"succeeded"}
+    assert ReviewDraft.objects.count() == 10
