@@ -212,13 +212,7 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
                    from_state=State.PROCESSING, to_state=State.SUCCEEDED, attempt=attempt)
         for operation, attempt in zip(operations, attempts, strict=True)
     ])
-    for (operation, success), attempt in zip(pairs, attempts, strict=True):
-        operation.state, operation.updated_at = State.SUCCEEDED, now
-        operation.result, operation.external_id = success.result, success.external_id
-        operation.lease_owner, operation.lease_expires_at, operation.next_attempt_at = "", None, None
-        operation.last_error_category = operation.last_error_message = ""
-        log_transition(operation, from_state=State.PROCESSING, to_state=State.SUCCEEDED, kind="succeeded",
-                       attempt=attempt)
+    _mark_succeeded(operations, successes, attempts, now)
 
 
 def record_claimed_successes(operations: list[Operation], successes: list[Success], *, worker: str,
@@ -268,6 +262,12 @@ def record_claimed_successes(operations: list[Operation], successes: list[Succes
         for operation, values in before:
             _restore(operation, values)
         raise
+    _mark_succeeded(operations, successes, attempts, now)
+
+
+def _mark_succeeded(operations: list[Operation], successes: list[Success], attempts: list[Attempt],
+                    now: datetime) -> None:
+    """Make the operations in memory what their recorded success wrote, and log each transition."""
     for operation, success, attempt in zip(operations, successes, attempts, strict=True):
         operation.state, operation.updated_at = State.SUCCEEDED, now
         operation.result, operation.external_id = success.result, success.external_id
