@@ -2,7 +2,9 @@
 
 1. ``claim_due_operations``: one short transaction locks due, unpaused operations with
    ``SELECT .. FOR UPDATE SKIP LOCKED`` and moves them to ``processing`` with a lease and a new
-   fencing token (the token grows by one with every claim).
+   fencing token (the token grows by one with every claim). Those of an internal action known to
+   be working are finished right there instead, effects and ``succeeded`` in the claim's own
+   transaction (``finish_in_claim``).
 2. ``process_due_operations`` works through a claimed batch in groups (internal operations by
    action, external ones by destination), one operation at a time until one of a group succeeds,
    then the rest of the group together: an internal set in one transaction, external calls
@@ -131,8 +133,8 @@ def finish_in_claim(found: list[Operation], *, worker: str,
     them, and the health of their actions (noted after the commit: they worked again). Each
     action's set is a savepoint: one that fails (its effect raises, a row is not claimable) leaves
     nothing, and its operations are claimed and worked through as any other, where each meets its
-    failure on its own. A worker killed here dies inside the transaction:
-    nothing of it stays, and its operations are due again at once (no lease to wait out)."""
+    failure on its own. A worker killed here dies inside the transaction: nothing of it stays, and
+    its operations are due again at once (no lease to wait out)."""
     sets: dict[str, list[Operation]] = {}
     for operation in found:
         action = registry.get(operation.action)
