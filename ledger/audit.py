@@ -41,20 +41,27 @@ def append(events: list[AuditEvent]) -> list[AuditEvent]:
     for event in events:
         event.created_at = event.created_at or now
         chains.setdefault(event.workspace_id, []).append(event)
+    in_database = connection.vendor == "postgresql"
     with transaction.atomic(savepoint=False):
         # Sorted, so two transactions that append to the same chains cannot deadlock.
         for workspace_id in sorted(chains, key=lambda key: key or 0):
-            if connection.vendor == "postgresql":
+            if in_database:
                 _append_in_database(workspace_id, chains[workspace_id])
-                continue
-            previous = _locked_head(workspace_id)
-            for event in chains[workspace_id]:
-                event.prev_hash = previous
-                event.hash = event_hash(event)
-                previous = event.hash
-        if connection.vendor != "postgresql":
+            else:
+                _chain_here(workspace_id, chains[workspace_id])
+        if not in_database:
             AuditEvent.objects.bulk_create(events)
     return events
+
+
+def _chain_here(workspace_id: int | None, events: list[AuditEvent]) -> None:
+    """SQLite: hash one chain's events in Python after its head (its single writer is the lock)."""
+    previous = (AuditEvent.objects.filter(workspace_id=workspace_id).exclude(hash="")
+                .order_by("-id").values_list("hash", flat=True).first() or "")
+    for event in events:
+        event.prev_hash = previous
+        event.hash = event_hash(event)
+        previous = event.hash
 
 
 def _append_in_database(workspace_id: int | None, events: list[AuditEvent]) -> None:
@@ -90,21 +97,6 @@ def _text(value) -> str:
 def chain_lock_key(workspace_id: int | None) -> int:
     """The advisory lock that serialises appends to a workspace's chain (PostgreSQL)."""
     return _LOCK_NAMESPACE | (workspace_id or 0)
-
-
-def _locked_head(workspace_id: int | None) -> str:
-    """Lock the chain, then read its newest hash ("" for a new chain).
-
-    On PostgreSQL one round trip: ``ledger_audit_locked_head`` (migration 0008) takes the
-    transaction-scoped advisory lock, then reads the head in a statement of its own, so it sees
-    what the previous holder of the lock committed. SQLite's single writer is the lock there.
-    """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT ledger_audit_locked_head(%s, %s)", [chain_lock_key(workspace_id), workspace_id])
-            return cursor.fetchone()[0] or ""
-    return (AuditEvent.objects.filter(workspace_id=workspace_id).exclude(hash="")
-            .order_by("-id").values_list("hash", flat=True).first() or "")
 
 
 @dataclass

@@ -184,14 +184,10 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
     its claim: the caller's rollback then undoes the whole set, effects included.
     """
     now = timezone.now()
-    pairs = list(zip(operations, successes, strict=True))
+    if len(successes) != len(operations):
+        raise ValueError(f"{len(successes)} successes for {len(operations)} operations")
     if attempts is None:
-        attempts = Attempt.objects.bulk_create([
-            Attempt(operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
-                    worker=worker, started_at=started_at, finished_at=now, outcome=Attempt.Outcome.OK,
-                    external_id=success.external_id, config_version_id=digest)
-            for (operation, success), digest in zip(pairs, configuration.digests_for(operations), strict=True)
-        ])
+        attempts = _ok_attempts(operations, successes, worker=worker, started_at=started_at, now=now)
     else:
         update_each(Attempt, [attempt.pk for attempt in attempts], match={},
                      each={"external_id": [success.external_id for success in successes]},
@@ -241,13 +237,7 @@ def record_claimed_successes(operations: list[Operation], successes: list[Succes
         for operation in operations:
             operation.attempts += 1
             operation.fencing_token += 1
-        attempts = Attempt.objects.bulk_create([
-            Attempt(operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
-                    worker=worker, started_at=now, finished_at=now, outcome=Attempt.Outcome.OK,
-                    external_id=success.external_id, config_version_id=digest)
-            for operation, success, digest in zip(operations, successes, configuration.digests_for(operations),
-                                                  strict=True)
-        ])
+        attempts = _ok_attempts(operations, successes, worker=worker, started_at=now, now=now)
         tallies.count_successes(operations, now)
         events = []
         for operation, from_state, attempt in zip(operations, from_states, attempts, strict=True):
@@ -263,6 +253,18 @@ def record_claimed_successes(operations: list[Operation], successes: list[Succes
             _restore(operation, values)
         raise
     _mark_succeeded(operations, successes, attempts, now)
+
+
+def _ok_attempts(operations: list[Operation], successes: list[Success], *, worker: str, started_at,
+                 now) -> list[Attempt]:
+    """The ok Attempts of internal effects that just succeeded, one INSERT, each numbered by its claim."""
+    return Attempt.objects.bulk_create([
+        Attempt(operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
+                worker=worker, started_at=started_at, finished_at=now, outcome=Attempt.Outcome.OK,
+                external_id=success.external_id, config_version_id=digest)
+        for operation, success, digest in zip(operations, successes, configuration.digests_for(operations),
+                                              strict=True)
+    ])
 
 
 def _mark_succeeded(operations: list[Operation], successes: list[Success], attempts: list[Attempt],

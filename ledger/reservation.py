@@ -34,7 +34,7 @@ from ledger.actions import ActionDefinition
 from ledger.audit import chain_lock_key
 from ledger.keys import KEY_RECIPE, canonical_json
 from ledger.models import AuditEvent, Conflict, Contribution, Delivery, Operation, Workspace
-from ledger.rows import json_value, model_row
+from ledger.rows import dumps, model_row
 from ledger.states import State
 
 Outcome = Delivery.Outcome
@@ -116,7 +116,7 @@ def _reserve_in_database(workspace, events, *, refused, source, submitted_by, pe
     # One statement is its own transaction in autocommit; inside a caller's transaction, a
     # savepoint keeps a failed call from failing the caller's transaction with it.
     with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
-        cursor.execute("SELECT ledger_reserve(%s::jsonb)", [json.dumps(request, default=json_value)])
+        cursor.execute("SELECT ledger_reserve(%s::jsonb)", [dumps(request)])
         answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
     operations = {key: _instance(Operation, row, workspace=workspace) for key, row in answer["operations"].items()}
     reserved = []
