@@ -5,8 +5,6 @@ one twice only finds less to claim, and the sweep re-drives whatever a lost task
 Enqueueing lives in ``ledger.nudges``, below the services that nudge.
 """
 
-import time
-
 from django.conf import settings
 
 from ledger import bulk_actions, nudges, processing
@@ -14,32 +12,16 @@ from ledger import sweep as sweeping
 
 
 def process_operations(operation_id: int | None = None) -> int:
-    """Claim and perform batches of due operations while they come back full, for up to
-    ``OPSCONSOLE_PROCESS_TASK_SECONDS``. Returns how many operations were claimed.
-
-    A backlog is drained in tasks of several batches rather than a task per batch: between two
-    tasks a worker waits for the cluster's next poll, which cost a batch of internal operations
-    finished in its claim about as long again as its own work. The first full batch tops the
-    queue up to a task per worker (``nudges.follow_up``), so the other workers join at once; a task
-    whose time runs out on a full batch tops it up again, so the backlog goes on draining.
+    """Claim and perform one batch of due operations; a full batch asks for more runs.
 
     ``operation_id`` names the operation whose arrival sent the nudge (kept for the task list);
     the claim takes the oldest due operations, that one included when it is still due.
     """
     nudges.begin_processing()  # before the claim: work arriving from now on asks for a task of its own
-    ends = time.monotonic() + settings.OPSCONSOLE_PROCESS_TASK_SECONDS
-    total = batches = 0
-    while True:
-        claimed = processing.process_due_operations()
-        total += claimed
-        if claimed < settings.OPSCONSOLE_CLAIM_BATCH:
-            return total
-        batches += 1
-        out_of_time = time.monotonic() >= ends
-        if batches == 1 or out_of_time:
-            nudges.follow_up()
-        if out_of_time:
-            return total
+    claimed = processing.process_due_operations()
+    if claimed >= settings.OPSCONSOLE_CLAIM_BATCH:
+        nudges.follow_up()
+    return claimed
 
 
 def run_bulk_action(bulk_action_id: int) -> str:

@@ -216,8 +216,6 @@ OPSCONSOLE_CLAIM_BATCH = env.int("OPSCONSOLE_CLAIM_BATCH", default=50)
 # the claim's transaction, all of them (ledger.processing.finish_in_claim); of the others, at most a
 # claim batch is claimed.
 OPSCONSOLE_FINISH_IN_CLAIM_BATCH = env.int("OPSCONSOLE_FINISH_IN_CLAIM_BATCH", default=200)
-# How long one processing task goes on claiming while its batches come back full (ledger.tasks).
-OPSCONSOLE_PROCESS_TASK_SECONDS = env.float("OPSCONSOLE_PROCESS_TASK_SECONDS", default=2.0)
 OPSCONSOLE_LEASE_SECONDS = env.int("OPSCONSOLE_LEASE_SECONDS", default=60)
 OPSCONSOLE_RETRY_BUDGET_PER_HOUR = env.int("OPSCONSOLE_RETRY_BUDGET_PER_HOUR", default=1000)
 OPSCONSOLE_SWEEP_MAX_NUDGES = env.int("OPSCONSOLE_SWEEP_MAX_NUDGES", default=200)

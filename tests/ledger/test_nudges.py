@@ -128,11 +128,10 @@ def test_it_checks_the_operation_when_a_delayed_task_arrives(workspace, scripted
     assert Operation.objects.get().attempts == 1
 
 
-@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2, OPSCONSOLE_PROCESS_TASK_SECONDS=0)
+@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2)
 def test_a_full_batch_keeps_a_task_queued_for_every_worker(workspace, frozen):
     """A backlog that arrived one event at a time has one wake-up for the lot; a task that claims a
-    full batch tops the queue up to one task per worker (Q_WORKERS 2), so every worker drains it.
-    (No time to claim on: each task stops after its first batch.)"""
+    full batch tops the queue up to one task per worker (Q_WORKERS 2), so every worker drains it."""
     for n in range(7):
         submit_brief(workspace, request_id=f"R-{n}")
     OrmQ.objects.all().delete()  # the one coalesced wake-up, taken by the task below
@@ -150,39 +149,7 @@ def test_a_full_batch_keeps_a_task_queued_for_every_worker(workspace, frozen):
     assert OrmQ.objects.count() == 2
 
 
-@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2, OPSCONSOLE_PROCESS_TASK_SECONDS=60)
-def test_a_task_claims_on_while_its_batches_come_back_full(workspace, frozen):
-    """With time to claim on, one task drains the backlog batch after batch (no wait for the
-    cluster's next poll in between), having asked once, after its first full batch, for a task for
-    each other worker; it stops at the first batch that is not full."""
-    for n in range(7):
-        submit_brief(workspace, request_id=f"R-{n}")
-    OrmQ.objects.all().delete()  # the one coalesced wake-up, taken by the task below
-
-    assert tasks.process_operations() == 7
-
-    assert set(Operation.objects.values_list("state", flat=True)) == {"succeeded"}
-    assert [SignedPackage.loads(task.payload)["func"] for task in OrmQ.objects.all()] == [nudges.PROCESS] * 2
-    assert tasks.process_operations() == 0  # a topped-up task that comes late finds nothing
-
-
-@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2, OPSCONSOLE_PROCESS_TASK_SECONDS=60)
-def test_a_task_does_not_claim_again_what_failed_in_it(workspace, scripted_action, frozen):
-    """Operations that fail wait for their retry: the task claims on past them (a full batch of
-    two that failed, then the last one), stops at the short batch, and tried each one once."""
-    action = scripted_action()
-    action.destination.answer(*[TransientError("busy", retry_after=40)] * 3)
-    for n in range(3):
-        submit(workspace, action.name, request_id=f"R-{n}")
-    OrmQ.objects.all().delete()
-
-    assert tasks.process_operations() == 3
-
-    assert set(Operation.objects.values_list("state", "attempts")) == {("retrying", 1)}
-    assert len(action.destination.calls) == 3
-
-
-@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2, OPSCONSOLE_PROCESS_TASK_SECONDS=0)
+@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2)
 def test_a_large_batch_asks_for_a_task_per_worker_not_per_claim_batch(workspace, api,
                                                                        django_capture_on_commit_callbacks):
     """Ten events in one request are five claim batches; the request asks for one task per worker
