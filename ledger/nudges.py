@@ -52,7 +52,7 @@ def wake(*, accepted: int, took_wakeup: bool) -> None:
     and each costs the request a commit of its own). A crash between the commit and the enqueue
     leaves the wake-up pending without a task: the sweep's tasks take it (and the work) within a
     minute."""
-    count = int(took_wakeup) + min(max(nudges_for(accepted) - 1, 0), max(Conf.WORKERS - 1, 0))
+    count = int(took_wakeup) + max(nudges_for(accepted) - 1, 0)
     if count:
         transaction.on_commit(partial(enqueue_drain, count))
 
@@ -95,8 +95,12 @@ def enqueue_bulk_action(bulk_action_id: int) -> None:
 
 
 def nudges_for(due: int) -> int:
-    """Processing tasks to enqueue for ``due`` operations: one per claim batch, capped."""
-    return min(math.ceil(due / settings.OPSCONSOLE_CLAIM_BATCH), settings.OPSCONSOLE_SWEEP_MAX_NUDGES)
+    """Processing tasks to enqueue for ``due`` operations: one per claim batch, at most one per
+    worker. A task that claims a full batch keeps a task queued for each worker (``follow_up``), so
+    more would only wait in the queue, and a claim that finishes a set takes up to
+    ``OPSCONSOLE_FINISH_IN_CLAIM_BATCH``: a resume of 8,000 operations enqueued 160 tasks, ~120 of
+    which found nothing, each leaving a dead row in the queue table."""
+    return min(math.ceil(due / settings.OPSCONSOLE_CLAIM_BATCH), Conf.WORKERS)
 
 
 def follow_up() -> None:
@@ -112,9 +116,8 @@ def follow_up() -> None:
 def enqueue_drain(count: int) -> None:
     """Enqueue ``count`` processing tasks (``nudges_for`` the due backlog).
 
-    One nudge is not enough for a backlog (after a resume, say): the chain of full batches runs
-    one task at a time, each waiting for the cluster's next poll (~100 operations/s measured
-    against ~600 with a nudge per batch, bench/README.md).
+    One nudge is not enough for a backlog (after a resume, say): each worker needs a task to begin
+    with, and ``follow_up`` keeps them supplied while batches come back full.
     """
     for _ in range(count):
         enqueue_processing()

@@ -218,7 +218,6 @@ OPSCONSOLE_CLAIM_BATCH = env.int("OPSCONSOLE_CLAIM_BATCH", default=50)
 OPSCONSOLE_FINISH_IN_CLAIM_BATCH = env.int("OPSCONSOLE_FINISH_IN_CLAIM_BATCH", default=200)
 OPSCONSOLE_LEASE_SECONDS = env.int("OPSCONSOLE_LEASE_SECONDS", default=60)
 OPSCONSOLE_RETRY_BUDGET_PER_HOUR = env.int("OPSCONSOLE_RETRY_BUDGET_PER_HOUR", default=1000)
-OPSCONSOLE_SWEEP_MAX_NUDGES = env.int("OPSCONSOLE_SWEEP_MAX_NUDGES", default=200)
 
 # Reconciliation: how long after an unknown operation's last try began lookups that cannot tell
 # are repeated (with backoff) before a person is asked.

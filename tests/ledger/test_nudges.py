@@ -175,3 +175,30 @@ def test_a_large_batch_asks_for_a_task_per_worker_not_per_claim_batch(workspace,
     assert most_queued <= Conf.WORKERS
     assert set(Operation.objects.values_list("state", flat=True)) == {"succeeded"}
     assert ReviewDraft.objects.count() == 10
+
+
+@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2)
+def test_a_resumed_backlog_gets_a_task_per_worker_not_per_claim_batch(workspace, django_capture_on_commit_callbacks):
+    """Ten held operations are five claim batches; the resume enqueues one task per worker (2), and
+    the full batches keep the workers supplied: every operation is done by seven tasks (the five
+    full batches, then one per worker that finds the end), with never more than two queued; before,
+    the resume enqueued five at once and each full batch added one more."""
+    from ledger.services import set_paused
+
+    set_paused(paused=True, actor="alice", reason="deploy")
+    for n in range(10):
+        submit_brief(workspace, request_id=f"H-{n}")
+    OrmQ.objects.all().delete()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        set_paused(paused=False, actor="bob")
+
+    assert OrmQ.objects.count() == 2
+    ran = 0
+    while OrmQ.objects.exists():
+        OrmQ.objects.order_by("id").first().delete()  # a worker takes the oldest task and runs it
+        tasks.process_operations()
+        ran += 1
+        assert OrmQ.objects.count() <= 2
+    assert set(Operation.objects.values_list("state", flat=True)) == {"succeeded"}
+    assert ran == 7  # the five batches, then one empty claim per worker

@@ -128,8 +128,9 @@ def test_it_sends_operations_past_their_deadline_to_review(workspace, scripted_a
 
 
 @override_settings(OPSCONSOLE_CLAIM_BATCH=2)
-def test_it_enqueues_enough_processing_tasks_for_the_due_work(workspace, frozen):
-    """Lost nudges and due retries are found; one task per claim batch is enqueued."""
+def test_it_enqueues_a_processing_task_per_worker_for_the_due_work(workspace, frozen):
+    """Lost nudges and due retries are found; one task per claim batch is enqueued, at most one per
+    worker (Q_WORKERS 2; each full batch tops the queue up, tests/ledger/test_nudges.py)."""
     due = [submit_brief(workspace, request_id=f"R-{n}") for n in range(5)]
     not_yet = submit_brief(workspace, request_id="R-later")
     Operation.objects.filter(pk=not_yet.pk).update(state="retrying", next_attempt_at=START + timedelta(hours=1))
@@ -137,9 +138,9 @@ def test_it_enqueues_enough_processing_tasks_for_the_due_work(workspace, frozen)
 
     report = sweep(now=START + timedelta(minutes=2))
 
-    assert (report.due, report.nudges) == (5, 3)
+    assert (report.due, report.nudges) == (5, 2)
     assert report.oldest_due_seconds == 120
-    assert OrmQ.objects.count() == 3
+    assert OrmQ.objects.count() == 2
     # The sweep only nudges: it claims nothing and leaves the not-yet-due retry alone.
     states = dict(Operation.objects.values_list("pk", "state"))
     assert states == {**{op.pk: "pending" for op in due}, not_yet.pk: "retrying"}
