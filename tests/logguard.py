@@ -12,7 +12,7 @@ exception with its message and traceback (the JSON log withholds exception messa
 would not), the stack, and every extra attribute. A value is looked for as it was sent, as a key
 writes it (percent-encoded) and as JSON escapes it; text of at least 3 characters anywhere in a
 record, a number of at least 3 digits as a whole number (4500 leaks in "4500 cents", not in port
-45001).
+45001 nor in a task id such as "a01db4500b91f").
 """
 
 import json
@@ -51,7 +51,9 @@ def patterns(value, min_text: int = 3) -> list[re.Pattern]:
         return []
     if isinstance(value, int):
         digits = str(abs(value))
-        return [re.compile(rf"(?<!\d){digits}(?!\d)")] if len(digits) >= 3 else []
+        # A whole number: not part of a longer one, nor of a word or a hex id (django-q2 logs
+        # each task's uuid, and "...dcb600b9..." is not the amount 600).
+        return [re.compile(rf"(?<![0-9A-Za-z]){digits}(?![0-9A-Za-z])")] if len(digits) >= 3 else []
     if isinstance(value, float):
         return patterns(str(value), min_text)
     if not isinstance(value, str):

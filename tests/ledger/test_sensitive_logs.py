@@ -82,6 +82,7 @@ def test_the_guard_finds_a_number_as_a_number_only(guard, log_guard):
     planted(guard, 4500, 42, True)
     logger = logging.getLogger("ledger")
     logger.info("stand-in at 127.0.0.1:45001, 14500 records, 42 workers")
+    logger.info("Pushed ('oscar-jig-alanine-bacon', 'a01db0a5d80745f096dcb4500b91f')")  # django-q2's task id
     assert guard.leaks() == []
 
     logger.info("refund of 4500 cents")
