@@ -7,7 +7,7 @@ On the same cluster, in one run:
    (every task acknowledged).
 2. ``drain``: 2,000 pending prepare-brief operations, held by a global pause while they were
    submitted (their nudges found nothing to claim); timed from the resume, which enqueues one
-   nudge per claim batch of the backlog, until every operation has succeeded.
+   nudge per claim batch of the backlog (at most one per worker), until every operation has succeeded.
 3. ``burst``: 2,000 prepare-brief events submitted in one commit while the cluster runs, each with
    its own nudge, as intake sends them; timed from the commit until every operation has succeeded.
 
