@@ -12,8 +12,9 @@ transaction:
 3. one append of all audit events to the workspace's chain;
 4. a wake-up of the cluster, coalesced (``ledger.nudges.request_processing``).
 
-On PostgreSQL all of it is one call of ``ledger_reserve`` (migration 0009), given the rows Python
-built from the models: in autocommit, as the API and the command line run intake, an event costs
+On PostgreSQL all of it is one call of ``ledger_reserve`` (migration 0009), or for a request of one
+event ``ledger_reserve_one`` (0024, the same in plain statements), given the rows Python built from
+the models: in autocommit, as the API and the command line run intake, an event costs
 one round trip and one commit, as a bare ``INSERT`` does. Elsewhere (SQLite) the same steps run
 here, statement by statement. The two are held to one behaviour by the whole test suite, which CI
 runs on both databases.
@@ -113,10 +114,13 @@ def _reserve_in_database(workspace, events, *, refused, source, submitted_by, pe
             "delivery": {"delivery_id": event.delivery_id, "occurred_at": event.occurred_at},
         } for event in events],
     }
+    # One event and no refusal, nearly every request, has a function of its own that writes it in
+    # plain statements (migration 0024); a batch is reserved set-based.
+    function = "ledger_reserve_one" if len(events) == 1 and not refused else "ledger_reserve"
     # One statement is its own transaction in autocommit; inside a caller's transaction, a
     # savepoint keeps a failed call from failing the caller's transaction with it.
     with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
-        cursor.execute("SELECT ledger_reserve(%s::jsonb)", [dumps(request)])
+        cursor.execute(f"SELECT {function}(%s::jsonb)", [dumps(request)])
         answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
     operations = {key: _instance(Operation, row, workspace=workspace) for key, row in answer["operations"].items()}
     reserved = []
