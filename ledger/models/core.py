@@ -158,6 +158,12 @@ class Operation(models.Model):
         ]
         indexes = [
             models.Index(fields=["state", "next_attempt_at"], name="operation_due_idx"),
+            # The claim (ledger.processing): the oldest claimable operations, in id order, read along
+            # this index up to the batch without sorting the whole backlog, and without walking the
+            # primary key through every finished operation older than it. Partial: a row leaves it
+            # when it is claimed.
+            models.Index(fields=["id"], name="operation_claim_idx",
+                         condition=Q(state__in=[State.PENDING, State.RETRYING])),
             # The console's queue: the operations that need a person, most recently changed first.
             # Partial, so the rows of every other state (nearly all of them) cost it nothing.
             models.Index(fields=["updated_at", "id"], name="operation_attention_idx",

@@ -1,0 +1,83 @@
+"""A claim reads the oldest claimable operations along operation_claim_idx, whatever the planner's
+statistics say: it sorts no backlog and walks no finished operation, so its cost is the batch's
+however long the backlog and however many operations finished before it (migration 0025)."""
+
+import json
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from ledger.models import Operation
+from ledger.processing import _read_in_index_order, claim_due_operations
+from ledger.states import State
+from tests.ledger.conftest import submit_brief
+
+FINISHED = 400
+BACKLOG = 60
+
+
+@pytest.fixture(autouse=True)
+def plans_are_postgresql():
+    if connection.vendor != "postgresql":
+        pytest.skip(f"the claim's plan is PostgreSQL's; SQLite has one writer and no planner choice to "
+                    f"pin here (running on {connection.vendor})")
+
+
+def finished_then_a_backlog(workspace):
+    """FINISHED succeeded operations, older (lower ids) than BACKLOG pending ones."""
+    template = submit_brief(workspace, request_id="TEMPLATE")
+    Operation.objects.bulk_create([
+        Operation(workspace=workspace, action=template.action, key=f"done-{n}", fingerprint=template.fingerprint,
+                  payload=template.payload, definition_version=template.definition_version,
+                  key_recipe=template.key_recipe,
+                  state=State.SUCCEEDED)
+        for n in range(FINISHED)
+    ])
+    for n in range(BACKLOG):
+        submit_brief(workspace, request_id=f"R-{n}")
+
+
+def claim_plan(statement: str) -> str:
+    with transaction.atomic(), _read_in_index_order(), connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {statement}")
+        return json.dumps(cursor.fetchone()[0])
+
+
+def claim_statement(limit: int) -> str:
+    with CaptureQueriesContext(connection) as queries:
+        claimed = claim_due_operations(limit=limit, worker="w1")
+    assert len(claimed) == limit
+    [statement] = [q["sql"] for q in queries.captured_queries if "SKIP LOCKED" in q["sql"]]
+    return statement
+
+
+@pytest.mark.parametrize("statistics", ["none", "analysed"])
+def test_a_claim_reads_the_claim_index_and_sorts_nothing(workspace, statistics):
+    finished_then_a_backlog(workspace)
+    if statistics == "analysed":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE ledger_operation")
+
+    plan = claim_plan(claim_statement(limit=20))
+
+    assert "operation_claim_idx" in plan
+    assert '"Node Type": "Sort"' not in plan
+
+
+def test_the_claim_takes_the_oldest_due_operations_first(workspace):
+    finished_then_a_backlog(workspace)
+    backlog = list(Operation.objects.filter(state=State.PENDING).order_by("id").values_list("id", flat=True))
+
+    first = claim_due_operations(limit=20, worker="w1")
+    second = claim_due_operations(limit=20, worker="w2")
+
+    assert [operation.pk for operation in first + second] == backlog[:40]
+
+
+def test_the_claim_leaves_its_transaction_planning_as_before(workspace):
+    submit_brief(workspace)
+    with transaction.atomic(), connection.cursor() as cursor:  # a caller's transaction around the claim
+        claim_due_operations(limit=5, worker="w1")
+        cursor.execute("SHOW enable_sort")
+        assert cursor.fetchone()[0] == "on"
