@@ -17,8 +17,8 @@ FINISHED = 400
 BACKLOG = 60
 
 
-@pytest.fixture(autouse=True)
-def plans_are_postgresql():
+@pytest.fixture
+def postgresql():
     if connection.vendor != "postgresql":
         pytest.skip(f"the claim's plan is PostgreSQL's; SQLite has one writer and no planner choice to "
                     f"pin here (running on {connection.vendor})")
@@ -53,7 +53,7 @@ def claim_statement(limit: int) -> str:
 
 
 @pytest.mark.parametrize("statistics", ["none", "analysed"])
-def test_a_claim_reads_the_claim_index_and_sorts_nothing(workspace, statistics):
+def test_a_claim_reads_the_claim_index_and_sorts_nothing(postgresql, workspace, statistics):
     finished_then_a_backlog(workspace)
     if statistics == "analysed":
         with connection.cursor() as cursor:
@@ -75,7 +75,7 @@ def test_the_claim_takes_the_oldest_due_operations_first(workspace):
     assert [operation.pk for operation in first + second] == backlog[:40]
 
 
-def test_the_claim_leaves_its_transaction_planning_as_before(workspace):
+def test_the_claim_leaves_its_transaction_planning_as_before(postgresql, workspace):
     submit_brief(workspace)
     with transaction.atomic(), connection.cursor() as cursor:  # a caller's transaction around the claim
         claim_due_operations(limit=5, worker="w1")
