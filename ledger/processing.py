@@ -117,11 +117,11 @@ def _read_in_index_order():
         return
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_sort = off")
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL enable_sort TO DEFAULT")
+    yield
+    # Not in a ``finally``: after an error the transaction (or savepoint) is rolled back, which
+    # undoes the SET LOCAL too, and a statement here would only hide the error behind its own.
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_sort TO DEFAULT")
 
 
 def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:

@@ -81,3 +81,20 @@ def test_the_claim_leaves_its_transaction_planning_as_before(postgresql, workspa
         claim_due_operations(limit=5, worker="w1")
         cursor.execute("SHOW enable_sort")
         assert cursor.fetchone()[0] == "on"
+
+
+def test_a_claim_that_fails_leaves_the_planning_as_before_too(postgresql, workspace, monkeypatch):
+    """The claim's statement raises (here a division by zero in its WHERE): its savepoint rolls back,
+    and with it the planner setting; the caller's transaction goes on as it was."""
+    from django.db import DataError
+
+    from ledger import processing
+
+    submit_brief(workspace)
+    monkeypatch.setattr(processing, "due_operations", lambda now: Operation.objects.extra(where=["1 / 0 = 1"]))
+    with transaction.atomic(), connection.cursor() as cursor:
+        with pytest.raises(DataError):
+            claim_due_operations(limit=5, worker="w1")
+        cursor.execute("SHOW enable_sort")
+        assert cursor.fetchone()[0] == "on"
+    assert Operation.objects.get().state == State.PENDING
