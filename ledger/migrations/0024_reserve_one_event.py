@@ -14,9 +14,49 @@ reserves it (DESIGN.md rule 2), a loser reading the winner's row in a statement 
 delivery final from the start; the conflict with its differences; the person behind a new
 operation; the audit event on the workspace's chain; the coalesced wake-up.
 tests/ledger/test_reserve_one.py holds the two functions to the same rows.
+
+The wake-up is one function both call, ``ledger_take_wakeup`` (``ledger_reserve`` is made again
+from 0009's text with its own copy of those steps replaced by the call; a call costs nothing
+measurable, unlike ``ledger_audit_append``'s, which is why the audit chain stays written in each).
 """
 
+import importlib
+
 from django.db import migrations
+
+_RESERVE_MADE_IN = importlib.import_module("ledger.migrations.0009_reserve_in_database")
+
+# ledger.nudges.request_processing in SQL: a pending wake-up is kept, KEY SHARE-locked until the
+# caller commits (the task that takes it waits, then claims what the caller wrote); else the
+# caller's is it. True when the caller took it (and so enqueues a task after its commit).
+TAKE_WAKEUP = """
+CREATE OR REPLACE FUNCTION ledger_take_wakeup(at timestamptz) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM 1 FROM ledger_wakeup WHERE name = 'process' FOR KEY SHARE;
+    IF FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO ledger_wakeup (name, requested_at) VALUES ('process', at) ON CONFLICT DO NOTHING;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    -- Another transaction inserted it meanwhile (the INSERT waited for its commit): keep it.
+    PERFORM 1 FROM ledger_wakeup WHERE name = 'process' FOR KEY SHARE;
+    RETURN false;
+END
+$$;
+"""
+
+# ledger_reserve (0009) with its steps of the wake-up, from its test of ``accepted`` to its RETURN,
+# replaced by the call.
+_WAKEUP_FROM = _RESERVE_MADE_IN.RESERVE.index("    IF accepted > 0 THEN\n")
+_WAKEUP_TO = _RESERVE_MADE_IN.RESERVE.index("    RETURN jsonb_build_object('wake', wake,")
+RESERVE = (_RESERVE_MADE_IN.RESERVE[:_WAKEUP_FROM]
+           + "    IF accepted > 0 THEN\n        wake := ledger_take_wakeup((request->>'now')::timestamptz);\n    END IF;\n\n"
+           + _RESERVE_MADE_IN.RESERVE[_WAKEUP_TO:])
+# CREATE OR REPLACE resets a function's settings: 0022's is set again after each.
+GENERIC_PLANS = "ALTER FUNCTION ledger_reserve(jsonb) SET plan_cache_mode = force_generic_plan"
 
 RESERVE_ONE = """
 CREATE OR REPLACE FUNCTION ledger_reserve_one(request jsonb) RETURNS jsonb
@@ -101,18 +141,8 @@ BEGIN
     audit := audit || jsonb_build_object('hash', ledger_audit_hash(audit));
     INSERT INTO ledger_auditevent SELECT r.* FROM jsonb_populate_record(NULL::ledger_auditevent, audit) r;
 
-    -- The wake-up, as in ledger_reserve: a pending one is kept, KEY SHARE-locked until this
-    -- commits (the task that takes it waits, then claims what this wrote); else this one is it.
     IF created THEN
-        PERFORM 1 FROM ledger_wakeup WHERE name = 'process' FOR KEY SHARE;
-        IF NOT FOUND THEN
-            INSERT INTO ledger_wakeup (name, requested_at) VALUES ('process', (request->>'now')::timestamptz)
-            ON CONFLICT DO NOTHING;
-            wake := FOUND;
-            IF NOT wake THEN
-                PERFORM 1 FROM ledger_wakeup WHERE name = 'process' FOR KEY SHARE;
-            END IF;
-        END IF;
+        wake := ledger_take_wakeup((request->>'now')::timestamptz);
     END IF;
 
     RETURN jsonb_build_object(
@@ -123,17 +153,20 @@ $$;
 """
 
 
-def create_function(apps, schema_editor):
+def create_functions(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(RESERVE_ONE, params=None)
+        for statement in (TAKE_WAKEUP, RESERVE_ONE, RESERVE, GENERIC_PLANS):
+            schema_editor.execute(statement, params=None)
 
 
-def drop_function(apps, schema_editor):
+def drop_functions(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("DROP FUNCTION IF EXISTS ledger_reserve_one(jsonb)", params=None)
+        for statement in (_RESERVE_MADE_IN.RESERVE, GENERIC_PLANS, "DROP FUNCTION IF EXISTS ledger_reserve_one(jsonb)",
+                          "DROP FUNCTION IF EXISTS ledger_take_wakeup(timestamptz)"):
+            schema_editor.execute(statement, params=None)
 
 
 class Migration(migrations.Migration):
     dependencies = [("ledger", "0023_drop_audit_locked_head")]
 
-    operations = [migrations.RunPython(create_function, drop_function, elidable=False)]
+    operations = [migrations.RunPython(create_functions, drop_functions, elidable=False)]
