@@ -8,10 +8,12 @@ DATABASE_URL: it creates ``scale_<name>`` beside it, migrates it, loads it with 
 it at the end.
 
 What is loaded (three workspaces of 60 %, 30 % and 10 % of the rows, created through the services):
-operations (~2 % needing attention, a backlog of 1,000 due, the rest finished), one accepted
-delivery each plus duplicates, conflicts and invalid ones, one attempt per operation that ran,
-review drafts of the succeeded prepare-briefs, contributions, approvals, conflicts, and five audit
-events per operation in time order (a rare kind and a rare actor among them). Audit hashes are
+operations (~2 % needing attention, a backlog of SCALE_BACKLOG due that arrived over the last
+day, within their deadlines, part of it held by a pause of one workspace's send-notice; the rest
+finished), one accepted delivery each plus duplicates, conflicts and invalid ones, one attempt per
+operation that ran, review drafts of the succeeded prepare-briefs, contributions, approvals,
+conflicts, and five audit events per operation in time order (a rare kind and a rare actor among
+them). Audit hashes are
 filled with hex of the right width but do not form a chain: nothing here verifies or appends.
 
 Then every console page and every admin changelist (with its search and filters, the first page
@@ -20,7 +22,8 @@ member of one workspace (their queries differ), SCALE_REPEAT times each after SC
 unmeasured requests, and each page's p50, p95 and query count are printed with PASS when its p95 is
 under 300 ms. A benchmark reports; it exits 0 either way.
 
-Environment: SCALE_OPERATIONS (1000000), SCALE_AUDIT_EVENTS (5000000), SCALE_REPEAT (20),
+Environment: SCALE_OPERATIONS (1000000), SCALE_AUDIT_EVENTS (5000000), SCALE_BACKLOG (100000: a day's
+arrivals waiting, as after a long pause or an outage of the workers), SCALE_REPEAT (20),
 SCALE_WARMUP (2), SCALE_ONLY (run only the pages whose name contains this text), SCALE_EXPLAIN=1
 (print EXPLAIN ANALYZE of each page's slowest query), SCALE_KEEP=1 (keep the loaded database and
 reuse it next time: it is migrated, and loaded only when empty; scale-admin and scale-member log in
@@ -40,6 +43,7 @@ from pathlib import Path
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 OPERATIONS = int(os.environ.get("SCALE_OPERATIONS", "1000000"))
 AUDIT_EVENTS = int(os.environ.get("SCALE_AUDIT_EVENTS", "5000000"))
+BACKLOG = int(os.environ.get("SCALE_BACKLOG", "100000"))
 REPEAT = int(os.environ.get("SCALE_REPEAT", "20"))
 WARMUP = int(os.environ.get("SCALE_WARMUP", "2"))
 ONLY = os.environ.get("SCALE_ONLY", "")
@@ -117,9 +121,12 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
     per_operation = max(AUDIT_EVENTS // n, 1)
     ws_ids = [workspaces[slug] for slug, tenths in WORKSPACES for _ in range(tenths)]
     ws_slugs = [slug for slug, tenths in WORKSPACES for _ in range(tenths)]
-    params = {"n": n, "ws": ws_ids, "slugs": ws_slugs, "actions": ACTIONS, "per": per_operation,
+    params = {"n": n, "backlog": BACKLOG, "ws": ws_ids, "slugs": ws_slugs, "actions": ACTIONS, "per": per_operation,
               "member": users["scale-member"], "alice": users["alice"], "events": per_operation * n,
-              "t0": _now() - timedelta(hours=1) - n * timedelta(seconds=30)}
+              "t0": _now() - timedelta(hours=1) - n * timedelta(seconds=30),
+              # The backlog arrived over the last day (after an hour of quiet, as the rest).
+              "backlog_t0": _now() - timedelta(hours=1) - timedelta(days=1),
+              "backlog_step": timedelta(days=1) / max(BACKLOG, 1)}
     with connection.cursor() as cursor:
         operation_columns = _columns(cursor, "ledger_operation")
     # Each row of the series, with what the other statements derive from it. The workspace
@@ -129,11 +136,13 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
         WITH base AS (
             SELECT *, (%(ws)s::bigint[])[i %% 10 + 1] AS ws, (%(slugs)s::text[])[i %% 10 + 1] AS slug,
                    (%(actions)s::text[])[(i / 10) %% 10 + 1] AS action, abs(hashint4(i::int) %% 1000) AS r,
-                   %(t0)s::timestamptz + i * interval '30 seconds' AS t
+                   CASE WHEN i > %(n)s - %(backlog)s
+                        THEN %(backlog_t0)s::timestamptz + (i - (%(n)s - %(backlog)s)) * %(backlog_step)s::interval
+                        ELSE %(t0)s::timestamptz + i * interval '30 seconds' END AS t
             FROM """ + source + """
         ), s AS (
             SELECT *, slug || ':R-' || i || ':v1:' || action AS key,
-                   CASE WHEN i > %(n)s - 1000 THEN (CASE WHEN i %% 2 = 0 THEN 'pending' ELSE 'retrying' END)
+                   CASE WHEN i > %(n)s - %(backlog)s THEN (CASE WHEN i %% 2 = 0 THEN 'pending' ELSE 'retrying' END)
                         WHEN r < 10 THEN 'needs_review' WHEN r < 15 THEN 'unknown'
                         WHEN r < 20 THEN 'pending_approval' WHEN r < 25 THEN 'cancelled'
                         WHEN r < 28 THEN 'rejected' ELSE 'succeeded' END AS state,
@@ -169,7 +178,8 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                               WHEN 'pending_approval' THEN 0 WHEN 'rejected' THEN 0 ELSE 1 END,
                    CASE WHEN state IN ('pending', 'retrying') THEN t
                         WHEN state = 'unknown' THEN now() + interval '10 minutes' END,
-                   t + CASE WHEN state = 'pending_approval' THEN interval '7 days' ELSE interval '1 day' END,
+                   t + CASE WHEN state = 'pending_approval' THEN interval '7 days'
+                            WHEN state IN ('pending', 'retrying') THEN interval '2 days' ELSE interval '1 day' END,
                    '', NULL, CASE WHEN state IN ('pending', 'pending_approval', 'rejected') THEN 0 ELSE 1 END,
                    CASE state WHEN 'needs_review' THEN 'permanent' WHEN 'unknown' THEN 'ambiguous'
                               WHEN 'retrying' THEN 'transient' ELSE '' END,
@@ -423,6 +433,8 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
         ("console deliveries, workspace", f"/console/deliveries/?workspace={globex}"),
         ("console find, record id", f"/console/find/?q={record_id}"),
         ("console conflicts", "/console/conflicts/"),
+        ("console service levels", "/console/service-levels/"),
+        ("console mismatches", "/console/mismatches/"),
         ("console conflicts, workspace", f"/console/conflicts/?workspace={globex}"),
     ]
     registered = sorted(model._meta.model_name for model in site._registry if model._meta.app_label == "ledger")

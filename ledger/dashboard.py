@@ -27,19 +27,17 @@ from django.utils import timezone
 
 from ledger import roles, tallies
 from ledger.models import AuditEvent, BacklogSample, Control, FlowSample, Heartbeat, Operation, Workspace
-from ledger.selectors import held_operations, oldest_due_seconds, oldest_held_seconds
-from ledger.states import TERMINAL_STATES, State
+from ledger.selectors import COUNT_CAP, held_operations, oldest_due_seconds, oldest_held_seconds
+from ledger.states import TERMINAL_STATES, UNFINISHED_STATES, State
 
 HOURS = 24
 EVERY = timedelta(minutes=5)
 SETTLE = timedelta(seconds=5)
 CATCH_UP = 6  # hourly intervals counted from the audit trail in one sweep at most
 KEEP = timedelta(days=2)
-COUNT_CAP = 10_000
 HEARTBEAT = "dashboard"  # its beat_at: the end of the last sampled interval
 SAMPLES = (FlowSample, BacklogSample)
 
-UNFINISHED_STATES = [state for state in State if state not in TERMINAL_STATES]
 FINISHED_STATES = [state for state in State if state in TERMINAL_STATES]
 
 

@@ -24,7 +24,6 @@ import os
 import socket
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -49,7 +48,7 @@ from ledger.performing import (
     perform_internal_set,
 )
 from ledger.recording import record_claimed_successes, update_held
-from ledger.selectors import due_operations
+from ledger.selectors import due_operations, read_in_index_order
 from ledger.states import CLAIMABLE_STATES, State
 
 __all__ = ["claim_due_operations", "keep_leases", "perform_claimed", "process_due_operations", "worker_name"]
@@ -79,14 +78,14 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
     now = now or timezone.now()
     reading = max(limit, settings.OPSCONSOLE_FINISH_IN_CLAIM_BATCH) if finish_known_sets else limit
     with transaction.atomic():
-        with _read_in_index_order():
+        with read_in_index_order():
             found = list(
                 # FOR NO KEY UPDATE: keeps other claimers out without blocking the foreign-key checks
                 # of an intake that references the row (a duplicate delivery). Those wait at its commit
                 # while it holds its workspace's audit chain, which this claim needs next: a deadlock
                 # otherwise.
                 due_operations(now).select_for_update(skip_locked=True, no_key=True, of=("self",))
-                .select_related("workspace").order_by("id")[:reading]
+                .select_related("workspace").order_by("created_at", "id")[:reading]
             )
         finished, healths = finish_in_claim(found, worker=worker, now=now) if finish_known_sets else ([], [])
         done = {operation.pk for operation in finished}
@@ -100,28 +99,6 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
     if claimed:
         faults.crash_point("after_claim")
     return finished + claimed
-
-
-@contextmanager
-def _read_in_index_order():
-    """On PostgreSQL, plan the statements inside without an explicit sort, for this transaction.
-
-    The claim wants the first due operations by id. Read along ``operation_claim_idx`` it costs the
-    batch; the planner prefers, on statistics that never were (autovacuum is off here) or that
-    spread the backlog evenly over the ids, to sort every due row (20 ms for a backlog of 20,000,
-    spilling to disk) or to walk the primary key through every finished operation before the
-    backlog (77 ms behind 300,000 of them). Without the sort, the index is the cheapest order.
-    """
-    if connection.vendor != "postgresql":
-        yield
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_sort = off")
-    yield
-    # Not in a ``finally``: after an error the transaction (or savepoint) is rolled back, which
-    # undoes the SET LOCAL too, and a statement here would only hide the error behind its own.
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_sort TO DEFAULT")
 
 
 def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:

@@ -1,15 +1,18 @@
 """Reads shared by the engine, the console and the metrics: what is held, what is due."""
 
+import heapq
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ledger.actions import registry
 from ledger.models import Control, Operation, Ordering
-from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES
+from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, UNFINISHED_STATES
 
 
 def scope_filter(workspace_id: int | None, action: str) -> Q:
@@ -64,51 +67,95 @@ def waiting() -> Q:
     return Q(ordered=Ordering.IN_ORDER, version__gt=1) & ~Exists(finished_predecessor)
 
 
+@contextmanager
+def read_in_index_order():
+    """On PostgreSQL, plan the statements inside without an explicit sort, in a transaction (the
+    caller's, if any): for the reads of a backlog in the order of an index made for them.
+
+    The claim wants the first due operations in arrival order, the age of the oldest due operation
+    the first of them, the service levels a range per action. Read along their indexes
+    (``operation_claim_order_idx``, ``operation_unfinished_idx``) they cost what they return; the
+    planner prefers, on statistics that never were (autovacuum is off here) or that spread the
+    backlog evenly over the table, to sort every due row (20 ms for a claim behind a backlog of
+    20,000, spilling to disk; 107 ms for the oldest behind 330,000) or to walk another index
+    through every finished operation before the backlog (77 ms behind 300,000 of them). Without the
+    sort, the index is the cheapest order.
+    """
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with transaction.atomic(savepoint=False):
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_sort = off")
+        yield
+        # Not in a ``finally``: after an error the transaction (or savepoint) is rolled back, which
+        # undoes the SET LOCAL too, and a statement here would only hide the error behind its own.
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_sort TO DEFAULT")
+
+
 def oldest_due_seconds(now: datetime | None = None, switches: list[Control] | None = None, *,
                        workspace_ids: set[int] | None = None) -> float | None:
     """How long the oldest due operation (of ``workspace_ids``, None: of all) has waited to be
     claimed; None when nothing is due."""
     now = now or timezone.now()
-    oldest = _within(due_operations(now, switches), workspace_ids).order_by("created_at").values_list(
-        "created_at", flat=True).first()
+    # In the claim's order, so that the first entries of its index (operation_claim_order_idx)
+    # answer, however long the backlog.
+    with read_in_index_order():
+        oldest = _within(due_operations(now, switches), workspace_ids).order_by("created_at", "id").values_list(
+            "created_at", flat=True).first()
     return (now - oldest).total_seconds() if oldest else None
 
 
 AT_RISK_SHARE = 0.8  # past this share of its service level, an unfinished operation is at risk
 WORST = 100  # the at-risk and late operations listed, oldest first
+COUNT_CAP = 10_000  # counted no further: "10,000+" (a backlog may hold millions)
 
 
 @dataclass(frozen=True)
 class ServiceLevel:
     action: str
     level: timedelta
-    at_risk: int  # unfinished, past AT_RISK_SHARE of the level, not yet late
-    late: int  # unfinished, past the level
+    at_risk: int  # unfinished, past AT_RISK_SHARE of the level, not yet late (at most COUNT_CAP)
+    late: int  # unfinished, past the level (at most COUNT_CAP)
+    at_risk_capped: bool = False  # more than COUNT_CAP at risk
+    late_capped: bool = False
 
 
 def service_level_standing(operations, now: datetime | None = None) -> tuple[list[ServiceLevel], list]:
     """Per action with a service level, how many unfinished ``operations`` (a queryset, already
-    narrowed to what the person may see) are at risk or late; and the oldest of them (at most
-    ``WORST``), each with ``age`` and ``late`` set. One query per action, one for the list."""
+    narrowed to what the person may see) are at risk or late, counted up to ``COUNT_CAP``; and the
+    oldest of them (at most ``WORST``), each with ``age`` and ``late`` set.
+
+    Three queries per action, each a range of ``operation_unfinished_idx`` (action, arrival): two
+    capped counts and the action's oldest ``WORST``, merged here. One query over every action would
+    have to gather and sort all of their late operations, a whole backlog."""
     now = now or timezone.now()
-    unfinished = operations.exclude(state__in=TERMINAL_STATES)
-    levels, worst = [], Q(pk__in=[])
-    for name, action in sorted(registry.items()):
-        if action.service_level is None:
-            continue
-        risk_since, late_since = now - action.service_level * AT_RISK_SHARE, now - action.service_level
-        counts = unfinished.filter(action=name, created_at__lt=risk_since).aggregate(
-            at_risk=Count("pk", filter=Q(created_at__gte=late_since)),
-            late=Count("pk", filter=Q(created_at__lt=late_since)))
-        levels.append(ServiceLevel(name, action.service_level, counts["at_risk"], counts["late"]))
-        worst |= Q(action=name, created_at__lt=risk_since)
-    listed = list(unfinished.filter(worst).select_related("workspace").order_by("created_at", "id")[:WORST])
+    levels, oldest = [], []
+    with read_in_index_order():
+        for name, action in sorted(registry.items()):
+            if action.service_level is None:
+                continue
+            risk_since, late_since = now - action.service_level * AT_RISK_SHARE, now - action.service_level
+            unfinished = operations.filter(state__in=UNFINISHED_STATES, action=name).order_by()
+            at_risk = _capped_count(unfinished.filter(created_at__lt=risk_since, created_at__gte=late_since))
+            late = _capped_count(unfinished.filter(created_at__lt=late_since))
+            levels.append(ServiceLevel(name, action.service_level, min(at_risk, COUNT_CAP), min(late, COUNT_CAP),
+                                       at_risk_capped=at_risk > COUNT_CAP, late_capped=late > COUNT_CAP))
+            oldest += unfinished.filter(created_at__lt=risk_since).select_related("workspace").order_by(
+                "created_at", "id")[:WORST]
+    listed = heapq.nsmallest(WORST, oldest, key=lambda operation: (operation.created_at, operation.pk))
     for operation in listed:
         level = registry[operation.action].service_level
         operation.age = now - operation.created_at
         operation.late = standing(operation.age, level) == "late"
         operation.service_level = level
     return levels, listed
+
+
+def _capped_count(operations) -> int:
+    """How many of ``operations`` there are, up to ``COUNT_CAP + 1`` (more: COUNT_CAP + 1)."""
+    return operations[:COUNT_CAP + 1].count()
 
 
 def standing(age: timedelta, level: timedelta) -> str:

@@ -54,6 +54,10 @@ TERMINAL_STATES = frozenset(state for state, targets in TRANSITIONS.items() if t
 # States a worker may claim from (when due and not paused).
 CLAIMABLE_STATES = frozenset({S.PENDING, S.RETRYING})
 
+# Work still to be done, by a worker or a person (what a service level counts), in the order of
+# the state machine.
+UNFINISHED_STATES = tuple(state for state in S if state not in TERMINAL_STATES)
+
 
 def can_transition(from_state: str, to_state: str) -> bool:
     return State(to_state) in TRANSITIONS[State(from_state)]

@@ -36,11 +36,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from ledger import tallies
 from ledger.models import Conflict, Control, Heartbeat, Operation, Workspace
 from ledger.selectors import due_operations, held_operations, oldest_due_seconds
-from ledger.states import TERMINAL_STATES, State
+from ledger.states import UNFINISHED_STATES, State
 from reconciliation.models import Mismatch, MismatchKind, MismatchStatus
 
 REVIEW_STATES = (State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL)
-UNFINISHED_STATES = sorted(set(State) - TERMINAL_STATES)
 HEARTBEATS = ("sweep", "reconcile", "purge")
 
 

@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from ledger.models.checks import choices_check
-from ledger.states import State
+from ledger.states import UNFINISHED_STATES, State
 
 
 class Workspace(models.Model):
@@ -158,12 +158,17 @@ class Operation(models.Model):
         ]
         indexes = [
             models.Index(fields=["state", "next_attempt_at"], name="operation_due_idx"),
-            # The claim (ledger.processing): the oldest claimable operations, in id order, read along
-            # this index up to the batch without sorting the whole backlog, and without walking the
-            # primary key through every finished operation older than it. Partial: a row leaves it
-            # when it is claimed.
-            models.Index(fields=["id"], name="operation_claim_idx",
+            # The claim (ledger.processing): the oldest claimable operations, in arrival order, read
+            # along this index up to the batch without sorting the whole backlog, and without
+            # walking the primary key through every finished operation older than it; and the age
+            # of the oldest due one (ledger.selectors), from its first entries. Partial: a row
+            # leaves it when it is claimed.
+            models.Index(fields=["created_at", "id"], name="operation_claim_order_idx",
                          condition=Q(state__in=[State.PENDING, State.RETRYING])),
+            # Per action, the unfinished operations by arrival: the service-levels page counts and
+            # lists those past a time along it, however large the backlog (ledger.selectors).
+            models.Index(fields=["action", "created_at", "id", "workspace"], name="operation_unfinished_idx",
+                         condition=Q(state__in=sorted(UNFINISHED_STATES))),
             # The console's queue: the operations that need a person, most recently changed first.
             # Partial, so the rows of every other state (nearly all of them) cost it nothing.
             models.Index(fields=["updated_at", "id"], name="operation_attention_idx",

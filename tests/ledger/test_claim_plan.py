@@ -1,6 +1,6 @@
-"""A claim reads the oldest claimable operations along operation_claim_idx, whatever the planner's
+"""A claim reads the oldest claimable operations along operation_claim_order_idx, whatever the planner's
 statistics say: it sorts no backlog and walks no finished operation, so its cost is the batch's
-however long the backlog and however many operations finished before it (migration 0025)."""
+however long the backlog and however many operations finished before it (migrations 0025 and 0026)."""
 
 import json
 
@@ -9,7 +9,8 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from ledger.models import Operation
-from ledger.processing import _read_in_index_order, claim_due_operations
+from ledger.processing import claim_due_operations
+from ledger.selectors import read_in_index_order
 from ledger.states import State
 from tests.ledger.conftest import submit_brief
 
@@ -39,7 +40,7 @@ def finished_then_a_backlog(workspace):
 
 
 def claim_plan(statement: str) -> str:
-    with transaction.atomic(), _read_in_index_order(), connection.cursor() as cursor:
+    with transaction.atomic(), read_in_index_order(), connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN (FORMAT JSON) {statement}")
         return json.dumps(cursor.fetchone()[0])
 
@@ -61,7 +62,7 @@ def test_a_claim_reads_the_claim_index_and_sorts_nothing(postgresql, workspace, 
 
     plan = claim_plan(claim_statement(limit=20))
 
-    assert "operation_claim_idx" in plan
+    assert "operation_claim_order_idx" in plan
     assert '"Node Type": "Sort"' not in plan
 
 
