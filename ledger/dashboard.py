@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from ledger import roles, tallies
 from ledger.models import AuditEvent, BacklogSample, Control, FlowSample, Heartbeat, Operation, Workspace
-from ledger.selectors import COUNT_CAP, held_operations, oldest_due_seconds, oldest_held_seconds
+from ledger.selectors import COUNT_CAP, capped_count, held_operations, oldest_due_seconds, oldest_held_seconds
 from ledger.states import TERMINAL_STATES, UNFINISHED_STATES, State
 
 HOURS = 24
@@ -185,10 +185,10 @@ def figures(user, *, now: datetime | None = None) -> Figures:
     operations = roles.visible(Operation.objects.all(), user)
     states = {}
     for state in UNFINISHED_STATES:
-        count = operations.filter(state=state).order_by()[:COUNT_CAP + 1].count()
+        count = capped_count(operations.filter(state=state))
         states[state] = StateCount(state, min(count, COUNT_CAP), capped=count > COUNT_CAP)
     switches = list(Control.objects.filter(paused=True))
-    held = roles.visible(held_operations(switches), user).order_by()[:COUNT_CAP + 1].count() if switches else None
+    held = capped_count(roles.visible(held_operations(switches), user)) if switches else None
 
     flows = (roles.visible(FlowSample.objects.filter(hour__gte=since), user).values("hour", "action")
              .annotate(attempts=Sum("attempts"), failures=Sum("failures"),

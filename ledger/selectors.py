@@ -138,8 +138,8 @@ def service_level_standing(operations, now: datetime | None = None) -> tuple[lis
                 continue
             risk_since, late_since = now - action.service_level * AT_RISK_SHARE, now - action.service_level
             unfinished = operations.filter(state__in=UNFINISHED_STATES, action=name).order_by()
-            at_risk = _capped_count(unfinished.filter(created_at__lt=risk_since, created_at__gte=late_since))
-            late = _capped_count(unfinished.filter(created_at__lt=late_since))
+            at_risk = capped_count(unfinished.filter(created_at__lt=risk_since, created_at__gte=late_since))
+            late = capped_count(unfinished.filter(created_at__lt=late_since))
             levels.append(ServiceLevel(name, action.service_level, min(at_risk, COUNT_CAP), min(late, COUNT_CAP),
                                        at_risk_capped=at_risk > COUNT_CAP, late_capped=late > COUNT_CAP))
             oldest += unfinished.filter(created_at__lt=risk_since).select_related("workspace").order_by(
@@ -153,9 +153,10 @@ def service_level_standing(operations, now: datetime | None = None) -> tuple[lis
     return levels, listed
 
 
-def _capped_count(operations) -> int:
-    """How many of ``operations`` there are, up to ``COUNT_CAP + 1`` (more: COUNT_CAP + 1)."""
-    return operations[:COUNT_CAP + 1].count()
+def capped_count(rows) -> int:
+    """How many ``rows`` (a queryset) there are, counted no further than ``COUNT_CAP + 1``: more
+    than COUNT_CAP reads as COUNT_CAP + 1, and only that many rows are read."""
+    return rows.order_by()[:COUNT_CAP + 1].count()
 
 
 def standing(age: timedelta, level: timedelta) -> str:

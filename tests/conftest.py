@@ -118,9 +118,14 @@ def bob(person):
     return person("bob", "operator")
 
 
-def requires_postgres():
+def requires_postgres(why: str = "for real concurrency"):
     if connection.vendor != "postgresql":
-        pytest.skip(f"needs PostgreSQL for real concurrency (running on {connection.vendor})")
+        pytest.skip(f"needs PostgreSQL {why} (running on {connection.vendor})")
+
+
+# On PostgreSQL a read of the backlog in index order sets the planner for it and back
+# (ledger.selectors.read_in_index_order): two more statements than on SQLite.
+IN_INDEX_ORDER = 2 if connection.vendor == "postgresql" else 0
 
 
 R42 = {"request_id": "R-42", "version": 3, "title": "Review renewal options", "owner": "ops"}

@@ -29,6 +29,22 @@ class AddIndexConcurrentlyOnPostgres(migrations.AddIndex):
             schema_editor.remove_index(model, self.index, **_concurrently(schema_editor))
 
 
+class RemoveIndexConcurrentlyOnPostgres(migrations.RemoveIndex):
+    """RemoveIndex, dropped CONCURRENTLY on PostgreSQL (the migration must not be atomic)."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        model = from_state.apps.get_model(app_label, self.model_name)
+        if self.allow_migrate_model(schema_editor.connection.alias, model):
+            index = from_state.models[app_label, self.model_name_lower].get_index_by_name(self.name)
+            schema_editor.remove_index(model, index, **_concurrently(schema_editor))
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if self.allow_migrate_model(schema_editor.connection.alias, model):
+            index = to_state.models[app_label, self.model_name_lower].get_index_by_name(self.name)
+            schema_editor.add_index(model, index, **_concurrently(schema_editor))
+
+
 def _concurrently(schema_editor) -> dict:
     return {"concurrently": True} if schema_editor.connection.vendor == "postgresql" else {}
 

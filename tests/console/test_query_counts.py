@@ -2,7 +2,6 @@
 page shows are enough for one query per row (an N+1) to break the budget."""
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from ledger import audit
@@ -20,6 +19,7 @@ from ledger.models import (
     Workspace,
 )
 from opsconsole.console.conflicts import GROUPS_PER_PAGE, SHOWN_PER_GROUP
+from tests.conftest import IN_INDEX_ORDER
 from tests.ledger.conftest import submit
 
 ROWS = 35
@@ -76,10 +76,6 @@ def older_link(client, path, params) -> dict:
     assert page.older is not None
     return params | {"older": str(page.older)}
 
-
-# On PostgreSQL a read of the backlog in index order (the oldest due operation) sets the planner
-# for it and back (ledger.selectors.read_in_index_order).
-IN_INDEX_ORDER = 2 if connection.vendor == "postgresql" else 0
 
 # Session, user and (unless a superuser) memberships; the workspaces of the filter (and the chosen
 # one, checked); the page, the bounded count, open conflicts, the sweep's heartbeat, the pause

@@ -4,11 +4,11 @@ service level) and late (past all of it), and the oldest of them, for the person
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 
 from ledger.models import Operation
 from ledger.processing import process_due_operations
 from ledger.selectors import service_level_standing
+from tests.conftest import IN_INDEX_ORDER
 from tests.ledger.conftest import START, submit_brief
 
 
@@ -34,8 +34,7 @@ def test_it_counts_at_risk_and_late_unfinished_work_per_action(client, login, wo
     # The session, the person and their workspaces; then per action with a service level two
     # capped counts and its oldest (ledger.selectors): as many whatever the backlog. On PostgreSQL
     # they are read in index order, between two planner settings.
-    in_index_order = 2 if connection.vendor == "postgresql" else 0
-    with django_assert_max_num_queries(3 + 3 * actions_with_a_service_level() + in_index_order):
+    with django_assert_max_num_queries(3 + 3 * actions_with_a_service_level() + IN_INDEX_ORDER):
         response = client.get("/console/service-levels/")
 
     levels = {row["level"].action: row["level"] for row in response.context["levels"]}

@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from ledger.models import Operation
 from ledger.selectors import oldest_due_seconds, read_in_index_order, service_level_standing
+from tests.conftest import requires_postgres
 from tests.ledger.conftest import submit_brief
 
 FINISHED = 20_000
@@ -18,9 +19,7 @@ BACKLOG = 5_000
 
 @pytest.fixture
 def postgresql():
-    if connection.vendor != "postgresql":
-        pytest.skip(f"these plans are PostgreSQL's; SQLite's planner has no statistics to be misled by "
-                    f"(running on {connection.vendor})")
+    requires_postgres("for these plans: SQLite's planner has no statistics to be misled by")
 
 
 @pytest.fixture(params=["none", "analysed"])

@@ -12,6 +12,7 @@ from ledger.models import Operation
 from ledger.processing import claim_due_operations
 from ledger.selectors import read_in_index_order
 from ledger.states import State
+from tests.conftest import requires_postgres
 from tests.ledger.conftest import submit_brief
 
 FINISHED = 400
@@ -20,9 +21,7 @@ BACKLOG = 60
 
 @pytest.fixture
 def postgresql():
-    if connection.vendor != "postgresql":
-        pytest.skip(f"the claim's plan is PostgreSQL's; SQLite has one writer and no planner choice to "
-                    f"pin here (running on {connection.vendor})")
+    requires_postgres("for the claim's plan: SQLite has one writer and no planner choice to pin here")
 
 
 def finished_then_a_backlog(workspace):
