@@ -36,6 +36,8 @@ size is the body's bytes. In this order, so that one load serves two points:
    when ``ledger.tallies`` is imported, which ``django.setup()`` does in the qcluster's parent
    before it forks its workers: today a shard is one cluster start, a deploy or a restart, not
    one worker; were it one worker, django-q2's ``recycle`` of 500 tasks would add one each time.)
+5. SCRAPE_OPERATIONS loaded afresh with a day's backlog of SCRAPE_BACKLOG (100,000; 0 skips) due,
+   as ``make bench-scale`` loads it: the scrape operators make when work piles up.
 
 Nothing is asserted: a benchmark reports and exits 0. SCRAPE_EXPLAIN=1 also prints the full plan
 of every query of the headline's scrape.
@@ -58,6 +60,7 @@ REPEAT = int(os.environ.get("SCRAPE_REPEAT", "50"))
 WARMUP = int(os.environ.get("SCRAPE_WARMUP", "3"))
 SHARDS = int(os.environ.get("SCRAPE_SHARDS", "4"))
 OLD_SHARDS = int(os.environ.get("SCRAPE_OLD_SHARDS", "1000"))
+BACKLOG = int(os.environ.get("SCRAPE_BACKLOG", "100000"))
 MISMATCHES = int(os.environ.get("SCRAPE_MISMATCHES", "2000"))
 EXPLAIN = os.environ.get("SCRAPE_EXPLAIN", "") not in ("", "0")
 KEEP = os.environ.get("SCRAPE_KEEP", "") not in ("", "0")
@@ -76,14 +79,15 @@ def main() -> None:
 
 # --- the data ---------------------------------------------------------------------------------
 
-def load(operations: int) -> None:
-    """bench/scale.py's loader at this size (one audit event per operation), on an empty ledger."""
+def load(operations: int, backlog: int = 1_000) -> None:
+    """bench/scale.py's loader at this size (one audit event per operation), on an empty ledger,
+    with ``backlog`` operations due (the 1,000 this bench was built around, unless told)."""
     from django.db import connection
 
     from bench import purge, scale
 
     scale.OPERATIONS, scale.AUDIT_EVENTS = operations, operations
-    scale.BACKLOG = 1_000  # the backlog of 1,000 due this bench was built around (scale.py now loads more)
+    scale.BACKLOG = backlog
     started = time.perf_counter()
     print(f"loading {operations:,} operations (bench/scale.py) ...", flush=True)
     with connection.cursor() as cursor:
@@ -271,8 +275,12 @@ def measure(name: str) -> Point:
     with CaptureQueriesContext(connection) as captured:
         response = client.get("/metrics")
     queries = [Query(q["sql"], float(q["time"]) * 1000) for q in captured.captured_queries]
+    sort_off = False  # between read_in_index_order's two SETs (ledger.selectors)
     for query in queries:
-        explain(query)
+        if query.sql.startswith("SET LOCAL enable_sort"):
+            sort_off = query.sql.endswith("= off")
+        if query.sql.split(" ", 1)[0] not in CONTROL_STATEMENTS:
+            explain(query, sort_off=sort_off)
     point = Point(name, Operation.objects.count(), Operation.objects.exclude(state__in=TERMINAL_STATES).count(),
                   Tally.objects.count(), times, response.status_code, len(response.content), queries)
     print(f"  {name}: HTTP {point.status}, p50 {point.p50:.1f} ms, p95 {point.p95:.1f} ms, {len(queries)} queries, "
@@ -282,10 +290,17 @@ def measure(name: str) -> Point:
     return point
 
 
-def explain(query: Query) -> None:
-    from django.db import connection
+# Statements of a scrape that plan nothing: transactions and settings (not explained).
+CONTROL_STATEMENTS = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "SET")
 
-    with connection.cursor() as cursor:
+
+def explain(query: Query, *, sort_off: bool = False) -> None:
+    """EXPLAIN ANALYZE ``query`` as the scrape planned it (with ``enable_sort`` off when it was)."""
+    from django.db import connection, transaction
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        if sort_off:
+            cursor.execute("SET LOCAL enable_sort = off")
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query.sql)
         result = cursor.fetchone()[0]
         document = (json.loads(result) if isinstance(result, str) else result)[0]
@@ -320,10 +335,12 @@ def _nodes(node):
 def _shape(sql: str) -> str:
     """A query in a few words: its tables and what it filters on."""
     tables = list(dict.fromkeys(re.findall(r'(?:FROM|JOIN) "(\w+)"', sql)))
+    if not tables:  # BEGIN, SET .., COMMIT
+        return sql[:60]
     where = re.search(r"\bWHERE (.*?)(?: GROUP BY| ORDER BY| LIMIT|$)", sql, re.S)
     condition = re.sub(r'"\w+"\.', "", where.group(1)) if where else ""
     condition = re.sub(r"'(\d{4}-\d\d-\d\d)[^']*'", r"'\1..'", condition).replace('"', "")
-    group = " GROUP BY" if " GROUP BY " in sql else ""
+    group = " GROUP BY" if " GROUP BY " in sql else " UNION ALL" if " UNION ALL " in sql else ""
     return f"{' + '.join(tables)}{group}" + (f" WHERE {condition[:110]}{'..' if len(condition) > 110 else ''}"
                                               if condition else "")
 
@@ -363,6 +380,11 @@ def run(database_label: str) -> None:
         added = add_old_shards(OLD_SHARDS)
         print(f"  added {added:,} tally rows of {OLD_SHARDS:,} ended processes", flush=True)
         points.append(measure(f"{OPERATIONS:,}, tally of {SHARDS + OLD_SHARDS:,} processes"))
+    if BACKLOG:
+        empty_ledger()
+        load(OPERATIONS, backlog=BACKLOG)
+        add_signals(SHARDS, MISMATCHES)
+        points.append(measure(f"{OPERATIONS:,}, a day's backlog of {BACKLOG:,} due"))
     report(points, headline)
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, Min, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -107,6 +107,28 @@ def oldest_due_seconds(now: datetime | None = None, switches: list[Control] | No
     return (now - oldest).total_seconds() if oldest else None
 
 
+def oldest_due_by_action(operations, actions) -> dict[str, datetime]:
+    """Per action of ``actions``, when the longest-waiting of ``operations`` (a queryset of due
+    ones) became due: its arrival, or the time of the next attempt a retry put it off to. Actions
+    none of whose operations is due are left out.
+
+    On PostgreSQL each action's is the first entry of its range of ``operation_due_since_idx``
+    (action, that time) that is due: one read per action that stops at its first match (the ones
+    not yet due come after every due one), all in one statement. A minimum over the due rows
+    instead read every one of them: 1.5 s behind a day's backlog of 100,000."""
+    if not actions:
+        return {}
+    waited = operations.order_by().annotate(since=Coalesce("next_attempt_at", "created_at"))
+    if connection.features.supports_slicing_ordering_in_compound:
+        firsts = [waited.filter(action=action).order_by("since").values_list("action", "since")[:1]
+                  for action in actions]
+        with read_in_index_order():
+            return dict(firsts[0].union(*firsts[1:], all=True))
+    # SQLite cannot limit the parts of a UNION: one grouped minimum (its databases are small).
+    return dict(waited.filter(action__in=actions).values_list("action").annotate(first=Min("since"))
+                .values_list("action", "first"))
+
+
 AT_RISK_SHARE = 0.8  # past this share of its service level, an unfinished operation is at risk
 WORST = 100  # the at-risk and late operations listed, oldest first
 COUNT_CAP = 10_000  # counted no further: "10,000+" (a backlog may hold millions)
@@ -179,8 +201,13 @@ def holding_switch(operation: Operation, switches: list[Control]) -> Control | N
     """The first active switch (of ``switches``, the paused ones) whose scope holds ``operation``."""
     if operation.state not in CLAIMABLE_STATES:
         return None
+    return switch_over(switches, operation.workspace_id, operation.action)
+
+
+def switch_over(switches: list[Control], workspace_id: int, action: str) -> Control | None:
+    """The first of ``switches`` whose scope covers ``action`` in the workspace ``workspace_id``."""
     for switch in switches:
-        if switch.workspace_id in (None, operation.workspace_id) and switch.action in ("", operation.action):
+        if switch.workspace_id in (None, workspace_id) and switch.action in ("", action):
             return switch
     return None
 

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.validators import validate_slug
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Coalesce
 
 from ledger.models.checks import choices_check
 from ledger.states import UNFINISHED_STATES, State
@@ -164,6 +165,11 @@ class Operation(models.Model):
             # of the oldest due one (ledger.selectors), from its first entries. Partial: a row
             # leaves it when it is claimed.
             models.Index(fields=["created_at", "id"], name="operation_claim_order_idx",
+                         condition=Q(state__in=[State.PENDING, State.RETRYING])),
+            # Per action, the due operations by the time they became due (arrival, or the next
+            # attempt a retry put them off to): the longest-waiting due one of an action is the
+            # first entry of its range that is due (/metrics, ledger.selectors).
+            models.Index("action", Coalesce("next_attempt_at", "created_at"), name="operation_due_since_idx",
                          condition=Q(state__in=[State.PENDING, State.RETRYING])),
             # Per action, the unfinished operations by arrival: the service-levels page counts and
             # lists those past a time along it, however large the backlog (ledger.selectors).

@@ -74,3 +74,17 @@ def test_the_service_levels_read_ranges_of_the_unfinished_index(backlog):
 
     assert plans and all("operation_unfinished_idx" in plan for plan in plans)
     assert not [plan for plan in plans if '"Node Type": "Sort"' in plan]
+
+
+def test_the_oldest_due_per_action_is_the_first_due_entry_of_its_range(backlog):
+    from ledger.selectors import due_operations, oldest_due_by_action
+
+    def read():
+        return oldest_due_by_action(due_operations(), ["prepare-brief", "send-notice"])
+
+    assert read() == {"prepare-brief": backlog.created_at}  # the copies arrived with it; send-notice has none
+
+    [plan] = plans_of(read)
+
+    assert plan.count('"Index Name": "operation_due_since_idx"') == 2  # one range per action
+    assert '"Node Type": "Sort"' not in plan

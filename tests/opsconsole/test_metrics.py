@@ -206,3 +206,81 @@ def test_a_process_writes_to_its_own_shard_taken_when_it_writes(db, monkeypatch)
     shards = dict(Tally.objects.values_list("shard", "value"))
     assert sorted(shard.rsplit(":", 1)[1] for shard in shards) == ["3", "4"]
     assert sorted(shards.values()) == [1, 2]
+
+
+def test_the_oldest_retryable_age_is_the_earliest_arrival_or_retry_time_per_action(
+        api, client, standin, time_machine):
+    """Per action, the operation that has waited longest is not always the first to arrive: a
+    retry puts one off, and one that arrived after it may be due from an earlier time."""
+    from datetime import timedelta
+
+    from django.db.models import Min
+    from django.db.models.functions import Coalesce
+    from django.utils import timezone
+
+    from ledger.models import Operation
+    from ledger.selectors import due_operations
+
+    def external(action, request_id):
+        return {"action": action, "data": {"request_id": request_id, "summary": "s", "owner": "ops", "version": 1}}
+
+    start = timezone.now()
+    time_machine.move_to(start, tick=False)
+    standin.fail_next({"kind": "status", "status": 503}, {"kind": "status", "status": 503})
+    api.post("/api/v1/events", external("file-ticket", "T-1"))
+    api.post("/api/v1/events", external("send-notice", "N-1"))
+    process_due_operations()  # both refused: retrying, each put off to its next attempt
+    ticket, notice = (Operation.objects.get(payload__request_id=name) for name in ("T-1", "N-1"))
+    assert ticket.state == notice.state == "retrying"
+    between = start + (ticket.next_attempt_at - start) / 2
+    time_machine.move_to(between, tick=False)
+    api.post("/api/v1/events", external("file-ticket", "T-2"))  # arrives before T-1's retry is due
+    now = max(ticket.next_attempt_at, notice.next_attempt_at) + timedelta(minutes=1)
+    time_machine.move_to(now, tick=False)
+
+    body = scrape(client)
+
+    assert value(body, 'opsconsole_oldest_retryable_age_seconds{action="file-ticket",held="false"}') == \
+        (now - between).total_seconds()
+    assert value(body, 'opsconsole_oldest_retryable_age_seconds{action="send-notice",held="false"}') == \
+        (now - notice.next_attempt_at).total_seconds()
+    # The same as the minimum over every due operation, the way this gauge was read before.
+    oldest = due_operations(now).values_list("action").annotate(since=Min(Coalesce("next_attempt_at", "created_at")))
+    for action, since in oldest.order_by():
+        assert value(body, f'opsconsole_oldest_retryable_age_seconds{{action="{action}",held="false"}}') == \
+            (now - since).total_seconds()
+
+
+def test_a_retry_not_yet_due_is_not_waiting(api, client, standin, time_machine):
+    from django.utils import timezone
+
+    time_machine.move_to(timezone.now(), tick=False)
+    standin.fail_next({"kind": "status", "status": 503})
+    api.post("/api/v1/events", {"action": "send-notice",
+                                "data": {"request_id": "N-1", "summary": "s", "owner": "ops", "version": 1}})
+    process_due_operations()
+
+    body = scrape(client)
+
+    assert 'opsconsole_operations{action="send-notice",state="retrying"} 1.0' in body
+    assert "opsconsole_oldest_retryable_age_seconds{" not in body
+
+
+def test_a_scrape_makes_the_same_queries_however_many_operations_wait(api, client, workspace):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from ledger import services
+
+    services.set_paused(paused=True, reason="incident", workspace=workspace, action="send-notice", actor="test")
+
+    def queries_of_a_scrape() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            scrape(client)
+        return len(captured.captured_queries)
+
+    api.post("/api/v1/events", event("d-1"))
+    few = queries_of_a_scrape()
+    for n in range(2, 30):
+        api.post("/api/v1/events", event(f"d-{n}", request_id=f"R-{n}"))
+    assert queries_of_a_scrape() == few
