@@ -107,6 +107,12 @@ def oldest_due_seconds(now: datetime | None = None, switches: list[Control] | No
     return (now - oldest).total_seconds() if oldest else None
 
 
+def due_since() -> Coalesce:
+    """When a claimable operation became due: its arrival, or the next attempt a retry put it off
+    to (the second key of ``operation_due_since_idx``, written the same way for the planner)."""
+    return Coalesce("next_attempt_at", "created_at")
+
+
 def oldest_due_by_action(operations, actions) -> dict[str, datetime]:
     """Per action of ``actions``, when the longest-waiting of ``operations`` (a queryset of due
     ones) became due: its arrival, or the time of the next attempt a retry put it off to. Actions
@@ -118,7 +124,7 @@ def oldest_due_by_action(operations, actions) -> dict[str, datetime]:
     instead read every one of them: 1.5 s behind a day's backlog of 100,000."""
     if not actions:
         return {}
-    waited = operations.order_by().annotate(since=Coalesce("next_attempt_at", "created_at"))
+    waited = operations.order_by().annotate(since=due_since())
     if connection.features.supports_slicing_ordering_in_compound:
         firsts = [waited.filter(action=action).order_by("since").values_list("action", "since")[:1]
                   for action in actions]
@@ -197,6 +203,12 @@ def held_operations(switches: list[Control] | None = None):
     return Operation.objects.filter(state__in=CLAIMABLE_STATES).filter(held)
 
 
+def held_due_operations(now: datetime, switches: list[Control] | None = None):
+    """The operations a pause holds that would be due without it (never put off, or their retry's
+    time has come)."""
+    return held_operations(switches).filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+
+
 def holding_switch(operation: Operation, switches: list[Control]) -> Control | None:
     """The first active switch (of ``switches``, the paused ones) whose scope holds ``operation``."""
     if operation.state not in CLAIMABLE_STATES:
@@ -217,9 +229,8 @@ def oldest_held_seconds(now: datetime | None = None, switches: list[Control] | N
     """How long the oldest operation a pause holds (of ``workspace_ids``, None: of all) has been due
     (None: a pause holds nothing due)."""
     now = now or timezone.now()
-    oldest = (_within(held_operations(switches), workspace_ids)
-              .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
-              .annotate(since=Coalesce("next_attempt_at", "created_at")).order_by("since")
+    oldest = (_within(held_due_operations(now, switches), workspace_ids)
+              .annotate(since=due_since()).order_by("since")
               .values_list("since", flat=True).first())
     return (now - oldest).total_seconds() if oldest else None
 

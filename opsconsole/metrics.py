@@ -2,8 +2,8 @@
 with queries that stay cheap however many operations have finished: every one reads unfinished
 work only, through the indexes that lead with the state (operation_due_idx) or hold only the
 operations waiting for a person (operation_attention_idx). The oldest due per action, which a day's
-backlog would make a minimum over 100,000 rows, is the first entry of a few index ranges per action
-(``selectors.oldest_due_by_action``).
+backlog would make a minimum over 100,000 rows, is the first due entry of the action's range of
+operation_due_since_idx (``selectors.oldest_due_by_action``).
 
 - ``opsconsole_operations{action,state}``: unfinished operations (finished ones are not counted
   per scrape: that would read the whole table);
@@ -29,7 +29,7 @@ from collections import Counter
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.http import Http404, HttpResponse
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
@@ -39,7 +39,7 @@ from ledger import tallies
 from ledger.models import Conflict, Control, Heartbeat, Operation, Workspace
 from ledger.selectors import (
     due_operations,
-    held_operations,
+    held_due_operations,
     oldest_due_by_action,
     oldest_due_seconds,
     switch_over,
@@ -175,8 +175,8 @@ class LedgerCollector:
             if row["state"] in CLAIMABLE_STATES:
                 paused = switch_over(switches, row["workspace_id"], row["action"]) is not None
                 actions["true" if paused else "false"].add(row["action"])
-        held = held_operations(switches).filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
-        for is_held, operations in (("false", due_operations(now, switches)), ("true", held)):
+        reads = (("false", due_operations(now, switches)), ("true", held_due_operations(now, switches)))
+        for is_held, operations in reads:
             for action, since in sorted(oldest_due_by_action(operations, sorted(actions[is_held])).items()):
                 family.add_metric([action, is_held], max((now - since).total_seconds(), 0))
         return family

@@ -5,7 +5,7 @@ import pytest
 
 from ledger.processing import process_due_operations
 from ledger.sweep import sweep
-from tests.conftest import event
+from tests.conftest import event, external_event
 
 TOKEN = "scrape-me-0123456789"
 
@@ -221,20 +221,17 @@ def test_the_oldest_retryable_age_is_the_earliest_arrival_or_retry_time_per_acti
     from ledger.models import Operation
     from ledger.selectors import due_operations
 
-    def external(action, request_id):
-        return {"action": action, "data": {"request_id": request_id, "summary": "s", "owner": "ops", "version": 1}}
-
     start = timezone.now()
     time_machine.move_to(start, tick=False)
     standin.fail_next({"kind": "status", "status": 503}, {"kind": "status", "status": 503})
-    api.post("/api/v1/events", external("file-ticket", "T-1"))
-    api.post("/api/v1/events", external("send-notice", "N-1"))
+    api.post("/api/v1/events", external_event("file-ticket", "t-1", request_id="T-1"))
+    api.post("/api/v1/events", external_event("send-notice", "n-1", request_id="N-1"))
     process_due_operations()  # both refused: retrying, each put off to its next attempt
     ticket, notice = (Operation.objects.get(payload__request_id=name) for name in ("T-1", "N-1"))
     assert ticket.state == notice.state == "retrying"
     between = start + (ticket.next_attempt_at - start) / 2
     time_machine.move_to(between, tick=False)
-    api.post("/api/v1/events", external("file-ticket", "T-2"))  # arrives before T-1's retry is due
+    api.post("/api/v1/events", external_event("file-ticket", "t-2", request_id="T-2"))  # before T-1's retry is due
     now = max(ticket.next_attempt_at, notice.next_attempt_at) + timedelta(minutes=1)
     time_machine.move_to(now, tick=False)
 
@@ -256,8 +253,7 @@ def test_a_retry_not_yet_due_is_not_waiting(api, client, standin, time_machine):
 
     time_machine.move_to(timezone.now(), tick=False)
     standin.fail_next({"kind": "status", "status": 503})
-    api.post("/api/v1/events", {"action": "send-notice",
-                                "data": {"request_id": "N-1", "summary": "s", "owner": "ops", "version": 1}})
+    api.post("/api/v1/events", external_event("send-notice"))
     process_due_operations()
 
     body = scrape(client)
