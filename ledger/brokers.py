@@ -1,4 +1,5 @@
-"""django-q2 brokers that can also deliver a task later (django-q2 has no delay of its own).
+"""django-q2 brokers that can also deliver a task later (django-q2 has no delay of its own), and
+whose ORM broker on PostgreSQL takes a new task at once instead of at its next poll.
 
 A retry due in 40 seconds should run in 40 seconds, not when the one-minute sweep next looks.
 ``settings.Q_CLUSTER["broker_class"]`` names one of these; ``ledger.nudges.enqueue_at`` uses
@@ -9,15 +10,71 @@ re-drives whatever is due.
 import time
 from datetime import datetime
 
+from django.db import connections, transaction
+from django.utils import timezone
 from django_q.brokers import orm, redis_broker
+from django_q.conf import Conf
+
+# The channel a trigger on django-q2's queue table notifies on every insert (migration 0028).
+TASK_CHANNEL = "ledger_task_enqueued"
 
 
 class ORM(orm.ORM):
     """The ORM broker already hides a row until its ``lock`` time passes (that is how it re-delivers
-    a task whose worker died), so a delayed task is a row locked until it is due."""
+    a task whose worker died), so a delayed task is a row locked until it is due.
+
+    django-q2's ORM broker sleeps its ``poll`` (0.1 s) whenever it finds the queue empty, so a task
+    enqueued into an idle cluster waited 50 ms on average before a worker saw it, and so did the
+    first claim of a resumed backlog and each follow-up. On PostgreSQL this one waits on LISTEN
+    instead: a task's insert notifies (a trigger, so every process that enqueues does), and the
+    pusher takes it within a millisecond. The poll stays the longest wait, for what no insert
+    announces: a delayed task coming due, a task whose worker died coming back.
+    """
+
+    def __init__(self, list_key: str = None):
+        super().__init__(list_key=list_key)
+        self._listening_on = None  # the psycopg connection that LISTENs (a new one must LISTEN again)
 
     def enqueue_at(self, task: str, at: datetime):
         return self.get_connection().create(key=self.list_key, payload=task, lock=at).pk
+
+    def dequeue(self):
+        listener = self._listener()
+        if listener is None:
+            return super().dequeue()
+        # Notifications that arrived while this connection did something else are stale: the
+        # query below sees every task they announced.
+        for _ in listener.notifies(timeout=0):
+            pass
+        tasks = self._take_due()
+        if tasks:
+            return tasks
+        for _ in listener.notifies(timeout=Conf.POLL, stop_after=1):
+            pass
+        return None
+
+    def _listener(self):
+        """The broker's psycopg connection, listening for new tasks; None where that cannot be
+        (not PostgreSQL, or inside a transaction, where a notification would wait for its end)."""
+        connection = connections[Conf.ORM]
+        if connection.vendor != "postgresql" or not transaction.get_autocommit(using=Conf.ORM):
+            return None
+        self.get_connection()  # closes a connection past its age, as django-q2's broker does
+        connection.ensure_connection()
+        if connection.connection is not self._listening_on:
+            with connection.cursor() as cursor:
+                cursor.execute(f"LISTEN {TASK_CHANNEL}")
+            self._listening_on = connection.connection
+        return connection.connection
+
+    def _take_due(self) -> list:
+        """django-q2's ``ORM.dequeue`` without its sleep: the due tasks (up to ``bulk``), each
+        taken by moving its lock forward, unless another cluster moved it first."""
+        taken = []
+        for task in self.get_connection().filter(key=self.list_key, lock__lt=timezone.now())[:Conf.BULK]:
+            if self.get_connection().filter(id=task.id, lock=task.lock).update(lock=self.timeout(task)):
+                taken.append((task.pk, task.payload))
+        return taken
 
 
 # Moves the due members of the delayed set onto the queue in one atomic step, so two clusters

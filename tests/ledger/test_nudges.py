@@ -2,11 +2,14 @@
 due time (django-q2 has no delay of its own; ``ledger.brokers`` adds one to the ORM and Redis
 brokers), so an idle cluster acts within seconds of it instead of at the next one-minute sweep."""
 
+import threading
+import time
 import uuid
 from datetime import timedelta
 
 import pytest
 import redis
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 from django_q.brokers import orm
@@ -18,6 +21,7 @@ from ledger.brokers import ORM, Redis
 from ledger.models import Operation
 from ledger.outcomes import AmbiguousError, TransientError
 from ledger.processing import process_due_operations
+from tests.conftest import requires_postgres
 from tests.ledger.conftest import START, submit, submit_brief
 
 
@@ -65,6 +69,52 @@ def test_the_orm_broker_hides_a_delayed_task_until_it_is_due(db, time_machine):
     time_machine.move_to(START + timedelta(seconds=5, microseconds=1), tick=False)
     [(_, payload)] = broker.dequeue()
     assert payload == "the-task"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_idle_orm_broker_takes_a_new_task_when_it_is_enqueued_not_at_its_next_poll(monkeypatch):
+    """On PostgreSQL the pusher waits on LISTEN: an insert into the queue table notifies it (a
+    trigger, migration 0028), so it takes the task at once. The poll is made longer than this
+    test may last, so only the notification can have woken it."""
+    requires_postgres("for LISTEN/NOTIFY")
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "POLL", 120)
+    waiting = ORM(list_key="test-listen")
+    taken = []
+
+    def pusher():
+        try:
+            for _ in range(3):  # the wait that a notification ends, then the take
+                found = waiting.dequeue()
+                if found:
+                    taken.extend(found)
+                    return
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=pusher, daemon=True)  # a failed run must not wait out the poll
+    thread.start()
+    deadline = time.monotonic() + 30
+    while waiting._listening_on is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ORM(list_key="test-listen").enqueue("the-task")  # another connection: this thread's own
+    thread.join(timeout=30)
+
+    assert not thread.is_alive(), "the broker slept its poll instead of waking on the notification"
+    assert [payload for _, payload in taken] == ["the-task"]
+    assert not OrmQ.objects.filter(key="test-listen", lock__lte=timezone.now()).exists()  # taken: locked
+
+
+def test_a_broker_inside_a_transaction_polls_as_django_q2s_does(db, monkeypatch):
+    """A notification would wait for the transaction's end, so there it sleeps the poll."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "POLL", 0.01)
+    broker = ORM(list_key="test-in-transaction")
+
+    assert broker.dequeue() is None
+    assert broker._listening_on is None
 
 
 def test_a_broker_that_cannot_wait_enqueues_nothing(db, monkeypatch):
