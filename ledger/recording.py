@@ -7,6 +7,7 @@ set, ``commit_outcomes``) keeps the operations in memory true to the database wh
 that records an outcome fails.
 """
 
+import json
 import logging
 from datetime import datetime, timedelta
 from functools import partial
@@ -21,6 +22,7 @@ from ledger.bulk import update_each
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
 from ledger.retry import retry_delay
+from ledger.rows import dumps, model_row
 from ledger.services import log_transition, record_audit_event, transition_operation
 from ledger.states import CLAIMABLE_STATES, State
 
@@ -187,7 +189,8 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
     if len(successes) != len(operations):
         raise ValueError(f"{len(successes)} successes for {len(operations)} operations")
     if attempts is None:
-        attempts = _ok_attempts(operations, successes, worker=worker, started_at=started_at, now=now)
+        attempts = _ok_attempts(operations, successes, configuration.digests_for(operations), worker=worker,
+                                started_at=started_at, now=now)
     else:
         update_each(Attempt, [attempt.pk for attempt in attempts], match={},
                      each={"external_id": [success.external_id for success in successes]},
@@ -208,7 +211,7 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
                    from_state=State.PROCESSING, to_state=State.SUCCEEDED, attempt=attempt)
         for operation, attempt in zip(operations, attempts, strict=True)
     ])
-    _mark_succeeded(operations, successes, attempts, now)
+    _mark_succeeded(operations, successes, [attempt.config_version_id for attempt in attempts], now)
 
 
 def record_claimed_successes(operations: list[Operation], successes: list[Success], *, worker: str,
@@ -220,8 +223,49 @@ def record_claimed_successes(operations: list[Operation], successes: list[Succes
     would be; both transitions are audited (``claimed``, then ``succeeded``), as a claim and an
     outcome recorded apart would be. ``processing`` is never visible: whoever reads the row sees it
     due (locked) until the commit, then succeeded. Raises StaleClaim when any row was not claimable
-    under its token (the caller's savepoint then undoes the set, effects included)."""
+    under its token (the caller's savepoint then undoes the set, effects included).
+
+    On PostgreSQL the UPDATE, the Attempts and the audit events are one statement
+    (``ledger_finish_claimed``, migration 0029); elsewhere they are written here."""
     before = [(operation, {name: getattr(operation, name) for name in _ENGINE_FIELDS}) for operation in operations]
+    digests = configuration.digests_for(operations)
+    write = _finish_claimed_in_database if connection.vendor == "postgresql" else _finish_claimed_here
+    try:
+        write(operations, successes, digests, worker=worker, now=now)
+        tallies.count_successes(operations, now)
+    except BaseException:
+        for operation, values in before:
+            _restore(operation, values)
+        raise
+    _mark_succeeded(operations, successes, digests, now)
+
+
+def _finish_claimed_in_database(operations, successes, digests, *, worker, now) -> None:
+    chains = sorted({operation.workspace_id for operation in operations})
+    request = {
+        "now": now,
+        # The rows a worker's claim at `now` writes, but for what each operation decides.
+        "attempt": model_row(Attempt(worker=worker, started_at=now, finished_at=now, outcome=Attempt.Outcome.OK)),
+        "audit": model_row(AuditEvent(actor=worker, created_at=now)),
+        "chains": [[workspace_id, audit.chain_lock_key(workspace_id)] for workspace_id in chains],
+        "operations": [
+            {"id": operation.pk, "workspace_id": operation.workspace_id, "fencing_token": operation.fencing_token,
+             "from_state": operation.state, "result": success.result, "external_id": success.external_id,
+             "config_version_id": digest}
+            for operation, success, digest in zip(operations, successes, digests, strict=True)
+        ],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT ledger_finish_claimed(%s::jsonb)", [dumps(request)])
+        answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
+    if answer["changed"] != len(operations):
+        raise StaleClaim
+    for operation in operations:
+        operation.attempts += 1
+        operation.fencing_token += 1
+
+
+def _finish_claimed_here(operations, successes, digests, *, worker, now) -> None:
     from_states = [operation.state for operation in operations]
     changed = update_each(
         Operation, [operation.pk for operation in operations],
@@ -233,50 +277,44 @@ def record_claimed_successes(operations: list[Operation], successes: list[Succes
         where={}, increment=("attempts", "fencing_token"), where_in={"state": sorted(CLAIMABLE_STATES)})
     if changed != len(operations):
         raise StaleClaim
-    try:
-        for operation in operations:
-            operation.attempts += 1
-            operation.fencing_token += 1
-        attempts = _ok_attempts(operations, successes, worker=worker, started_at=now, now=now)
-        tallies.count_successes(operations, now)
-        events = []
-        for operation, from_state, attempt in zip(operations, from_states, attempts, strict=True):
-            events.append(AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker,
-                                     kind="claimed", from_state=from_state, to_state=State.PROCESSING,
-                                     message=f"claim {operation.fencing_token}", created_at=now))
-            events.append(AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker,
-                                     kind="succeeded", from_state=State.PROCESSING, to_state=State.SUCCEEDED,
-                                     attempt=attempt, created_at=now))
-        audit.append(events)
-    except BaseException:
-        for operation, values in before:
-            _restore(operation, values)
-        raise
-    _mark_succeeded(operations, successes, attempts, now)
+    for operation in operations:
+        operation.attempts += 1
+        operation.fencing_token += 1
+    attempts = _ok_attempts(operations, successes, digests, worker=worker, started_at=now, now=now)
+    events = []
+    for operation, from_state, attempt in zip(operations, from_states, attempts, strict=True):
+        events.append(AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker,
+                                 kind="claimed", from_state=from_state, to_state=State.PROCESSING,
+                                 message=f"claim {operation.fencing_token}", created_at=now))
+        events.append(AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker,
+                                 kind="succeeded", from_state=State.PROCESSING, to_state=State.SUCCEEDED,
+                                 attempt=attempt, created_at=now))
+    audit.append(events)
 
 
-def _ok_attempts(operations: list[Operation], successes: list[Success], *, worker: str, started_at,
-                 now) -> list[Attempt]:
-    """The ok Attempts of internal effects that just succeeded, one INSERT, each numbered by its claim."""
+def _ok_attempts(operations: list[Operation], successes: list[Success], digests: list[str | None], *,
+                 worker: str, started_at, now) -> list[Attempt]:
+    """The ok Attempts of internal effects that just succeeded, one INSERT, each numbered by its claim
+    and naming the configuration it ran under (``digests``, one per operation)."""
     return Attempt.objects.bulk_create([
         Attempt(operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
                 worker=worker, started_at=started_at, finished_at=now, outcome=Attempt.Outcome.OK,
                 external_id=success.external_id, config_version_id=digest)
-        for operation, success, digest in zip(operations, successes, configuration.digests_for(operations),
-                                              strict=True)
+        for operation, success, digest in zip(operations, successes, digests, strict=True)
     ])
 
 
-def _mark_succeeded(operations: list[Operation], successes: list[Success], attempts: list[Attempt],
+def _mark_succeeded(operations: list[Operation], successes: list[Success], configs: list[str | None],
                     now: datetime) -> None:
-    """Make the operations in memory what their recorded success wrote, and log each transition."""
-    for operation, success, attempt in zip(operations, successes, attempts, strict=True):
+    """Make the operations in memory what their recorded success wrote, and log each transition
+    with the configuration its attempt ran under (``configs``, one digest per operation)."""
+    for operation, success, config in zip(operations, successes, configs, strict=True):
         operation.state, operation.updated_at = State.SUCCEEDED, now
         operation.result, operation.external_id = success.result, success.external_id
         operation.lease_owner, operation.lease_expires_at, operation.next_attempt_at = "", None, None
         operation.last_error_category = operation.last_error_message = ""
         log_transition(operation, from_state=State.PROCESSING, to_state=State.SUCCEEDED, kind="succeeded",
-                       attempt=attempt)
+                       config_version=config)
 
 
 def _classify(error: Exception, action: ActionDefinition | None) -> OutcomeError:

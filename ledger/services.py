@@ -89,11 +89,12 @@ def transition_operation(operation: Operation, *, to_state: State, actor: str, k
 
 
 def log_transition(operation: Operation, *, from_state: str, to_state: str, kind: str, error_category: str = "",
-                   attempt=None) -> None:
+                   attempt=None, config_version: str | None = None) -> None:
     """The log line of a state change: identifiers and states, never payload text. The
-    configuration is the one the attempt ran under, or else the one the operation would run under
-    now (``ledger.configuration``), by its digest's first 12 characters."""
-    config = attempt.config_version_id if attempt is not None and attempt.config_version_id else \
+    configuration is the one the attempt ran under (``config_version``, or the attempt's), or else
+    the one the operation would run under now (``ledger.configuration``), by its digest's first 12
+    characters."""
+    config = config_version or (attempt.config_version_id if attempt is not None else None) or \
         configuration.current_digest(operation)
     logger.info("transition", extra={
         "key": operation.key, "from": str(from_state), "to": str(to_state), "kind": kind,

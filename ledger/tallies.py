@@ -19,6 +19,7 @@ import os
 import socket
 from collections import Counter
 from datetime import timedelta
+from functools import lru_cache
 
 from django.db import connection
 from django.utils import timezone
@@ -60,23 +61,28 @@ def count_successes(operations: list[Operation], now) -> None:
 
 
 def _attempts(outcomes) -> Counter:
-    return Counter((ATTEMPTS, _labels(action=operation.action, destination=destination(operation.action),
-                                      outcome=outcome)) for operation, outcome in outcomes)
+    # Grouped by action first: the labels are built once per action and outcome, not per operation.
+    by_action = Counter((operation.action, outcome) for operation, outcome in outcomes)
+    return Counter({(ATTEMPTS, _labels(action=action, destination=destination(action), outcome=outcome)): count
+                    for (action, outcome), count in by_action.items()})
 
 
 def _finished(operations, now) -> Counter:
-    counts: Counter = Counter()
+    waits: dict[str, list[float]] = {}
     for operation in operations:
-        seconds = max((now - operation.created_at).total_seconds(), 0.0)
-        level = buckets(operation.action)
-        action = _labels(action=operation.action)
-        counts[(FINISHED, action)] += 1
-        counts[(FINISHED_SECONDS, action)] += seconds
-        le = next((bound for bound in level if seconds <= bound), float("inf"))
-        counts[(FINISHED_BUCKET, _labels(action=operation.action, le=le))] += 1
-        service_level = _service_level(operation.action)
-        if service_level is not None and seconds > service_level.total_seconds():
-            counts[(LATE, action)] += 1
+        waits.setdefault(operation.action, []).append(max((now - operation.created_at).total_seconds(), 0.0))
+    counts: Counter = Counter()
+    for name, seconds_each in waits.items():
+        level = buckets(name)
+        action = _labels(action=name)
+        service_level = _service_level(name)
+        counts[(FINISHED, action)] += len(seconds_each)
+        for seconds in seconds_each:
+            counts[(FINISHED_SECONDS, action)] += seconds
+            le = next((bound for bound in level if seconds <= bound), float("inf"))
+            counts[(FINISHED_BUCKET, _labels(action=name, le=le))] += 1
+            if service_level is not None and seconds > service_level.total_seconds():
+                counts[(LATE, action)] += 1
     return counts
 
 
@@ -99,6 +105,7 @@ def _service_level(action_name: str):
     return action.service_level if action is not None else None
 
 
+@lru_cache(maxsize=4096)
 def _labels(**values) -> str:
     return json.dumps(values, sort_keys=True, default=str)
 

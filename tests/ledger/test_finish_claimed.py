@@ -1,0 +1,97 @@
+"""A set of internal operations finished in its claim is recorded on PostgreSQL by one statement
+(``ledger_finish_claimed``, migration 0029) and elsewhere row by row in Python
+(``recording._finish_claimed_here``): both leave the same operations, attempts and audit trail,
+across workspaces (one chain each) and from pending and retrying alike."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+
+from ledger import audit, recording, services
+from ledger.models import Attempt, AuditEvent, Operation, ReviewDraft
+from ledger.outcomes import Success
+from ledger.processing import process_due_operations
+from ledger.states import State
+from tests.conftest import requires_postgres
+from tests.ledger.conftest import START, submit_brief
+
+
+def written(workspaces):
+    """What finishing wrote, without ids and per-run values: rows named by their request id."""
+    operations = Operation.objects.filter(workspace__in=workspaces).exclude(key__contains=":warm:").order_by("id")
+    names = {operation.pk: (operation.workspace.slug, operation.payload["request_id"]) for operation in operations}
+    drafts = {f"draft-{draft.pk}": names[draft.operation_id] for draft in ReviewDraft.objects.filter(
+        operation__in=operations)}
+    return {
+        "operations": [
+            (names[o.pk], o.state, o.attempts, o.fencing_token, o.lease_owner, o.lease_expires_at, o.next_attempt_at,
+             o.last_error_category, o.last_error_message, drafts[o.external_id], o.result["title"])
+            for o in operations],
+        "attempts": sorted(
+            (names[a.operation_id], a.number, a.fencing_token, a.worker, a.outcome, drafts[a.external_id],
+             a.config_version_id, a.started_at == a.finished_at == START)
+            for a in Attempt.objects.filter(operation__in=operations)),
+        "audit": [
+            (names[e.operation_id], e.actor, e.kind, e.from_state, e.to_state, e.message,
+             names[e.attempt.operation_id] if e.attempt else None, e.created_at == START)
+            for e in AuditEvent.objects.filter(operation__in=operations, kind__in=["claimed", "succeeded"])
+            .select_related("attempt").order_by("id")],
+    }
+
+
+def finish_two_workspaces(slugs):
+    """Briefs in two workspaces, one of them retrying, finished in one claim (after a warm-up
+    batch, so prepare-brief is known to work)."""
+    workspaces = [services.create_workspace(slug=slug, approved_owners=["ops"], actor="test")[0] for slug in slugs]
+    submit_brief(workspaces[0], request_id="warm")
+    process_due_operations(worker="w0")
+    for n in range(3):
+        for workspace in workspaces:
+            submit_brief(workspace, request_id=f"R-{n}")
+    retried = Operation.objects.get(workspace=workspaces[1], key__contains=":R-1:")
+    Operation.objects.filter(pk=retried.pk).update(state=State.RETRYING, next_attempt_at=START - timedelta(seconds=1),
+                                                   fencing_token=4, attempts=2)
+
+    assert process_due_operations(worker="w1") == 6
+
+    return workspaces
+
+
+def test_one_statement_leaves_what_the_rows_written_one_by_one_leave(db, frozen, monkeypatch):
+    requires_postgres("for the statement (elsewhere only the Python path runs)")
+    in_database = finish_two_workspaces(["sql-a", "sql-b"])
+    monkeypatch.setattr(recording, "_finish_claimed_in_database", recording._finish_claimed_here)
+    here = finish_two_workspaces(["py-a", "py-b"])
+
+    by_statement, by_python = written(in_database), written(here)
+
+    rename = {"sql-a": "a", "sql-b": "b", "py-a": "a", "py-b": "b"}
+
+    def same_names(rows):
+        return [tuple((rename[v[0]], v[1]) if isinstance(v, tuple) else v for v in row) for row in rows]
+
+    for table in ("operations", "attempts", "audit"):
+        assert same_names(by_statement[table]) == same_names(by_python[table]), table
+    assert ("b", "R-1") in {(rename[w], r) for (w, r), state, attempts, token, *_ in by_statement["operations"]
+                            if (state, attempts, token) == ("succeeded", 3, 5)}
+    assert audit.verify_chains().broken is None
+
+
+def test_a_row_not_claimable_under_its_token_writes_nothing(db, frozen, workspace):
+    """The statement checks every row before it writes: one that moved under the claim makes it
+    write no attempt and no event, and the caller is told (StaleClaim)."""
+    operations = [submit_brief(workspace, request_id=f"R-{n}") for n in range(2)]
+    Operation.objects.filter(pk=operations[1].pk).update(fencing_token=9)
+    attempts_before, events_before = Attempt.objects.count(), AuditEvent.objects.count()
+    successes = [Success(result={"n": n}, external_id=f"x-{n}") for n in range(2)]
+
+    with pytest.raises(recording.StaleClaim), transaction.atomic():  # the claim's savepoint
+        recording.record_claimed_successes(operations, successes, worker="w1", now=START)
+
+    assert (Attempt.objects.count(), AuditEvent.objects.count()) == (attempts_before, events_before)
+    in_memory = [(o.state, o.fencing_token, o.attempts) for o in operations]
+    assert in_memory == [("pending", 0, 0), ("pending", 0, 0)]
+    for operation in operations:
+        operation.refresh_from_db()
+    assert [(o.state, o.fencing_token, o.attempts) for o in operations] == [("pending", 0, 0), ("pending", 9, 0)]
