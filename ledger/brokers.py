@@ -42,15 +42,19 @@ class ORM(orm.ORM):
         listener = self._listener()
         if listener is None:
             return super().dequeue()
+        connection = connections[Conf.ORM]
         # Notifications that arrived while this connection did something else are stale: the
-        # query below sees every task they announced.
-        for _ in listener.notifies(timeout=0):
-            pass
+        # query below sees every task they announced. (Waiting is done on the psycopg connection
+        # itself; Django's wrapper still learns of a failure, so the broken connection is replaced.)
+        with connection.wrap_database_errors:
+            for _ in listener.notifies(timeout=0):
+                pass
         tasks = self._take_due()
         if tasks:
             return tasks
-        for _ in listener.notifies(timeout=Conf.POLL, stop_after=1):
-            pass
+        with connection.wrap_database_errors:
+            for _ in listener.notifies(timeout=Conf.POLL, stop_after=1):
+                pass
         return None
 
     def _listener(self):

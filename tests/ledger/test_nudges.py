@@ -7,9 +7,10 @@ import time
 import uuid
 from datetime import timedelta
 
+import psycopg
 import pytest
 import redis
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test import override_settings
 from django.utils import timezone
 from django_q.brokers import orm
@@ -22,6 +23,7 @@ from ledger.models import Operation
 from ledger.outcomes import AmbiguousError, TransientError
 from ledger.processing import process_due_operations
 from tests.conftest import requires_postgres
+from tests.faults.qcluster import database_url
 from tests.ledger.conftest import START, submit, submit_brief
 
 
@@ -104,6 +106,31 @@ def test_an_idle_orm_broker_takes_a_new_task_when_it_is_enqueued_not_at_its_next
     assert not thread.is_alive(), "the broker slept its poll instead of waking on the notification"
     assert [payload for _, payload in taken] == ["the-task"]
     assert not OrmQ.objects.filter(key="test-listen", lock__lte=timezone.now()).exists()  # taken: locked
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_broker_whose_listening_connection_was_lost_listens_again_on_a_new_one(monkeypatch):
+    """PostgreSQL ends the pusher's connection while it waits: that dequeue fails as a database
+    error of Django's (django-q2's pusher logs it and is restarted), and the next one listens on
+    a new connection and takes what was enqueued meanwhile."""
+    requires_postgres("for LISTEN/NOTIFY and pg_terminate_backend")
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "POLL", 0.05)
+    broker = ORM(list_key="test-relisten")
+    assert broker.dequeue() is None
+    lost = broker._listening_on
+    with psycopg.connect(database_url(), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [lost.info.backend_pid])
+
+    with pytest.raises(OperationalError):
+        for _ in range(3):  # the first wait may end before the termination arrives
+            broker.dequeue()
+
+    ORM(list_key="test-relisten").enqueue("after-the-loss")
+    taken = broker.dequeue() or broker.dequeue()
+    assert broker._listening_on is not lost
+    assert [payload for _, payload in taken] == ["after-the-loss"]
 
 
 def test_a_broker_inside_a_transaction_polls_as_django_q2s_does(db, monkeypatch):
