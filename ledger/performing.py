@@ -33,12 +33,11 @@ from ledger.recording import (
     finish_attempt,
     new_attempt,
     record_failure,
-    record_success,
-    record_successes,
     refuse_stale,
     update_held,
 )
 from ledger.states import State
+from ledger.successes import record_success, record_successes
 
 logger = logging.getLogger("ledger")
 

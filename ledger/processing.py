@@ -47,9 +47,10 @@ from ledger.performing import (
     perform_claimed,
     perform_internal_set,
 )
-from ledger.recording import record_claimed_successes, update_held
+from ledger.recording import update_held
 from ledger.selectors import due_operations, read_in_index_order
 from ledger.states import CLAIMABLE_STATES, State
+from ledger.successes import record_claimed_successes
 
 __all__ = ["claim_due_operations", "keep_leases", "perform_claimed", "process_due_operations", "worker_name"]
 

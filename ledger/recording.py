@@ -1,13 +1,12 @@
 """Recording what a claimed try came to, under the claim's fencing token.
 
-Success, failure (classified into the next state: retrying with backoff, unknown, needs_review)
-or a refused stale completion; and the successes of a set of internal operations at once. Every
-write is a guarded transition that also requires the claim's token, and ``commit_outcome`` (for a
-set, ``commit_outcomes``) keeps the operations in memory true to the database when the transaction
-that records an outcome fails.
+A failure (classified into the next state: retrying with backoff, unknown, needs_review) or a
+refused stale completion, and the Attempt rows of tries; successes are ``ledger.successes``'.
+Every write is a guarded transition that also requires the claim's token, and ``commit_outcome``
+(for a set, ``commit_outcomes``) keeps the operations in memory true to the database when the
+transaction that records an outcome fails.
 """
 
-import json
 import logging
 from datetime import datetime, timedelta
 from functools import partial
@@ -16,15 +15,14 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ledger import audit, configuration, nudges, tallies
+from ledger import configuration, nudges, tallies
 from ledger.actions import ActionDefinition
 from ledger.bulk import update_each
 from ledger.models import Attempt, AuditEvent, Operation
-from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
+from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, TransientError
 from ledger.retry import retry_delay
-from ledger.rows import dumps, model_row
-from ledger.services import log_transition, record_audit_event, transition_operation
-from ledger.states import CLAIMABLE_STATES, State
+from ledger.services import record_audit_event, transition_operation
+from ledger.states import State
 
 logger = logging.getLogger("ledger")
 
@@ -53,15 +51,15 @@ def commit_outcome(operation: Operation, write):
     the claim was lost), the object is reloaded and there is nothing left to write.
     """
     token = operation.fencing_token
-    before = {name: getattr(operation, name) for name in _ENGINE_FIELDS}
+    before = snapshot(operation)
     try:
         return write()
     except (OperationalError, InterfaceError):
-        _restore(operation, before)
+        restore(operation, before)
         logger.warning("database connection lost recording the outcome of %s; writing it again",
                        operation.key, exc_info=True)
     except BaseException:
-        _restore(operation, before)
+        restore(operation, before)
         raise
     connection.close_if_unusable_or_obsolete()
     if not Operation.objects.filter(pk=operation.pk, state=State.PROCESSING, fencing_token=token).exists():
@@ -70,7 +68,7 @@ def commit_outcome(operation: Operation, write):
     try:
         return write()
     except BaseException:
-        _restore(operation, before)
+        restore(operation, before)
         raise
 
 
@@ -82,18 +80,18 @@ def commit_outcomes(operations: list[Operation], write) -> bool:
     written (one transaction) and False sends the caller to record them one at a time; otherwise
     the operations are reloaded. Any other failure is raised.
     """
-    before = [(operation, {name: getattr(operation, name) for name in _ENGINE_FIELDS}) for operation in operations]
+    before = [(operation, snapshot(operation)) for operation in operations]
     try:
         write()
         return True
     except (OperationalError, InterfaceError):
         for operation, values in before:
-            _restore(operation, values)
+            restore(operation, values)
         logger.warning("database connection lost recording the outcomes of %d operations; recording them "
                        "one at a time", len(operations), exc_info=True)
     except BaseException:
         for operation, values in before:
-            _restore(operation, values)
+            restore(operation, values)
         raise
     connection.close_if_unusable_or_obsolete()
     held = Q()
@@ -119,7 +117,12 @@ def update_held(operations: list[Operation], *, each: dict[str, list] | None = N
                         each=each or {}, same=same, where={"state": State.PROCESSING})
 
 
-def _restore(operation: Operation, values: dict) -> None:
+def snapshot(operation: Operation) -> dict:
+    """What the engine may change on ``operation`` (for ``restore``, when a write fails)."""
+    return {name: getattr(operation, name) for name in _ENGINE_FIELDS}
+
+
+def restore(operation: Operation, values: dict) -> None:
     for name, value in values.items():
         setattr(operation, name, value)
 
@@ -163,158 +166,6 @@ def _error_fields(error: Exception | None) -> dict:
 
 def _short_message(error: Exception) -> str:
     return (getattr(error, "message", None) or str(error) or type(error).__name__)[:500]
-
-
-def record_success(operation, success: Success, *, attempt, worker, token) -> None:
-    done = transition_operation(
-        operation, to_state=State.SUCCEEDED, actor=worker, kind="succeeded", fencing_token=token,
-        attempt=attempt, result=success.result, external_id=success.external_id,
-        lease_owner="", lease_expires_at=None, next_attempt_at=None,
-        last_error_category="", last_error_message="",
-    )
-    if not done:
-        raise StaleClaim
-
-
-def record_successes(operations: list[Operation], successes: list[Success], *, worker: str,
-                     started_at: datetime | None = None, attempts: list[Attempt] | None = None) -> None:
-    """Record ``succeeded`` for many claimed operations at once, in the caller's transaction: their
-    ok Attempts in one statement (new ones from ``started_at`` for internal effects, or the begun
-    ``attempts`` of external tries, finished), one UPDATE guarded per row by (id, ``processing``,
-    the claim's token) that also writes each row's result, and their audit events, appended last
-    (the chain stays locked until the commit). Raises StaleClaim when any row is no longer held by
-    its claim: the caller's rollback then undoes the whole set, effects included.
-    """
-    now = timezone.now()
-    if len(successes) != len(operations):
-        raise ValueError(f"{len(successes)} successes for {len(operations)} operations")
-    if attempts is None:
-        attempts = _ok_attempts(operations, successes, configuration.digests_for(operations), worker=worker,
-                                started_at=started_at, now=now)
-    else:
-        update_each(Attempt, [attempt.pk for attempt in attempts], match={},
-                     each={"external_id": [success.external_id for success in successes]},
-                     same={"finished_at": now, "outcome": Attempt.Outcome.OK}, where={})
-        for attempt, success in zip(attempts, successes, strict=True):
-            attempt.finished_at, attempt.outcome, attempt.external_id = now, Attempt.Outcome.OK, success.external_id
-    changed = update_held(
-        operations, each={"result": [success.result for success in successes],
-                          "external_id": [success.external_id for success in successes]},
-        state=State.SUCCEEDED, updated_at=now, lease_owner="", lease_expires_at=None, next_attempt_at=None,
-        last_error_category="", last_error_message="",
-    )
-    if changed != len(operations):
-        raise StaleClaim
-    tallies.count_successes(operations, now)
-    audit.append([
-        AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker, kind="succeeded",
-                   from_state=State.PROCESSING, to_state=State.SUCCEEDED, attempt=attempt)
-        for operation, attempt in zip(operations, attempts, strict=True)
-    ])
-    _mark_succeeded(operations, successes, [attempt.config_version_id for attempt in attempts], now)
-
-
-def record_claimed_successes(operations: list[Operation], successes: list[Success], *, worker: str,
-                             now: datetime) -> None:
-    """Claim and record ``succeeded`` at once, for internal operations whose effects were just
-    written in the caller's transaction, which also holds their rows locked since they were found
-    due (``ledger.processing``). The row goes from pending (or retrying) to succeeded in one guarded
-    UPDATE that also takes the claim's token (old + 1), so the attempt is numbered as a claim's
-    would be; both transitions are audited (``claimed``, then ``succeeded``), as a claim and an
-    outcome recorded apart would be. ``processing`` is never visible: whoever reads the row sees it
-    due (locked) until the commit, then succeeded. Raises StaleClaim when any row was not claimable
-    under its token (the caller's savepoint then undoes the set, effects included).
-
-    On PostgreSQL the UPDATE, the Attempts and the audit events are one statement
-    (``ledger_finish_claimed``, migration 0029); elsewhere they are written here."""
-    before = [(operation, {name: getattr(operation, name) for name in _ENGINE_FIELDS}) for operation in operations]
-    digests = configuration.digests_for(operations)
-    write = _finish_claimed_in_database if connection.vendor == "postgresql" else _finish_claimed_here
-    try:
-        write(operations, successes, digests, worker=worker, now=now)
-        tallies.count_successes(operations, now)
-    except BaseException:
-        for operation, values in before:
-            _restore(operation, values)
-        raise
-    _mark_succeeded(operations, successes, digests, now)
-
-
-def _finish_claimed_in_database(operations, successes, digests, *, worker, now) -> None:
-    chains = sorted({operation.workspace_id for operation in operations})
-    request = {
-        "now": now,
-        # The rows a worker's claim at `now` writes, but for what each operation decides.
-        "attempt": model_row(Attempt(worker=worker, started_at=now, finished_at=now, outcome=Attempt.Outcome.OK)),
-        "audit": model_row(AuditEvent(actor=worker, created_at=now)),
-        "chains": [[workspace_id, audit.chain_lock_key(workspace_id)] for workspace_id in chains],
-        "operations": [
-            {"id": operation.pk, "workspace_id": operation.workspace_id, "fencing_token": operation.fencing_token,
-             "from_state": operation.state, "result": success.result, "external_id": success.external_id,
-             "config_version_id": digest}
-            for operation, success, digest in zip(operations, successes, digests, strict=True)
-        ],
-    }
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT ledger_finish_claimed(%s::jsonb)", [dumps(request)])
-        answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
-    if answer["changed"] != len(operations):
-        raise StaleClaim
-    for operation in operations:
-        operation.attempts += 1
-        operation.fencing_token += 1
-
-
-def _finish_claimed_here(operations, successes, digests, *, worker, now) -> None:
-    from_states = [operation.state for operation in operations]
-    changed = update_each(
-        Operation, [operation.pk for operation in operations],
-        match={"fencing_token": [operation.fencing_token for operation in operations]},
-        each={"result": [success.result for success in successes],
-              "external_id": [success.external_id for success in successes]},
-        same={"state": State.SUCCEEDED, "updated_at": now, "lease_owner": "", "lease_expires_at": None,
-              "next_attempt_at": None, "last_error_category": "", "last_error_message": ""},
-        where={}, increment=("attempts", "fencing_token"), where_in={"state": sorted(CLAIMABLE_STATES)})
-    if changed != len(operations):
-        raise StaleClaim
-    for operation in operations:
-        operation.attempts += 1
-        operation.fencing_token += 1
-    attempts = _ok_attempts(operations, successes, digests, worker=worker, started_at=now, now=now)
-    events = []
-    for operation, from_state, attempt in zip(operations, from_states, attempts, strict=True):
-        events.append(AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker,
-                                 kind="claimed", from_state=from_state, to_state=State.PROCESSING,
-                                 message=f"claim {operation.fencing_token}", created_at=now))
-        events.append(AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker,
-                                 kind="succeeded", from_state=State.PROCESSING, to_state=State.SUCCEEDED,
-                                 attempt=attempt, created_at=now))
-    audit.append(events)
-
-
-def _ok_attempts(operations: list[Operation], successes: list[Success], digests: list[str | None], *,
-                 worker: str, started_at, now) -> list[Attempt]:
-    """The ok Attempts of internal effects that just succeeded, one INSERT, each numbered by its claim
-    and naming the configuration it ran under (``digests``, one per operation)."""
-    return Attempt.objects.bulk_create([
-        Attempt(operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
-                worker=worker, started_at=started_at, finished_at=now, outcome=Attempt.Outcome.OK,
-                external_id=success.external_id, config_version_id=digest)
-        for operation, success, digest in zip(operations, successes, digests, strict=True)
-    ])
-
-
-def _mark_succeeded(operations: list[Operation], successes: list[Success], configs: list[str | None],
-                    now: datetime) -> None:
-    """Make the operations in memory what their recorded success wrote, and log each transition
-    with the configuration its attempt ran under (``configs``, one digest per operation)."""
-    for operation, success, config in zip(operations, successes, configs, strict=True):
-        operation.state, operation.updated_at = State.SUCCEEDED, now
-        operation.result, operation.external_id = success.result, success.external_id
-        operation.lease_owner, operation.lease_expires_at, operation.next_attempt_at = "", None, None
-        operation.last_error_category = operation.last_error_message = ""
-        log_transition(operation, from_state=State.PROCESSING, to_state=State.SUCCEEDED, kind="succeeded",
-                       config_version=config)
 
 
 def _classify(error: Exception, action: ActionDefinition | None) -> OutcomeError:

@@ -1,5 +1,5 @@
 """``ledger_finish_claimed``: the bookkeeping of a set of internal operations finished in their
-claim (``ledger.recording.record_claimed_successes``), in one statement on PostgreSQL.
+claim (``ledger.successes.record_claimed_successes``), in one statement on PostgreSQL.
 
 In the claim's transaction, after the action's effects were written: one guarded UPDATE moves each
 row from pending (or retrying) to succeeded under the claim's token (old + 1), then the ok Attempts

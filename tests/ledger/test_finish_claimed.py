@@ -1,6 +1,6 @@
 """A set of internal operations finished in its claim is recorded on PostgreSQL by one statement
 (``ledger_finish_claimed``, migration 0029) and elsewhere row by row in Python
-(``recording._finish_claimed_here``): both leave the same operations, attempts and audit trail,
+(``successes._finish_claimed_here``): both leave the same operations, attempts and audit trail,
 across workspaces (one chain each) and from pending and retrying alike."""
 
 from datetime import timedelta
@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.db import transaction
 
-from ledger import audit, recording, services
+from ledger import audit, recording, services, successes
 from ledger.models import Attempt, AuditEvent, Operation, ReviewDraft
 from ledger.outcomes import Success
 from ledger.processing import process_due_operations
@@ -61,7 +61,7 @@ def finish_two_workspaces(slugs):
 def test_one_statement_leaves_what_the_rows_written_one_by_one_leave(db, frozen, monkeypatch):
     requires_postgres("for the statement (elsewhere only the Python path runs)")
     in_database = finish_two_workspaces(["sql-a", "sql-b"])
-    monkeypatch.setattr(recording, "_finish_claimed_in_database", recording._finish_claimed_here)
+    monkeypatch.setattr(successes, "_finish_claimed_in_database", successes._finish_claimed_here)
     here = finish_two_workspaces(["py-a", "py-b"])
 
     by_statement, by_python = written(in_database), written(here)
@@ -84,10 +84,10 @@ def test_a_row_not_claimable_under_its_token_writes_nothing(db, frozen, workspac
     operations = [submit_brief(workspace, request_id=f"R-{n}") for n in range(2)]
     Operation.objects.filter(pk=operations[1].pk).update(fencing_token=9)
     attempts_before, events_before = Attempt.objects.count(), AuditEvent.objects.count()
-    successes = [Success(result={"n": n}, external_id=f"x-{n}") for n in range(2)]
+    done = [Success(result={"n": n}, external_id=f"x-{n}") for n in range(2)]
 
     with pytest.raises(recording.StaleClaim), transaction.atomic():  # the claim's savepoint
-        recording.record_claimed_successes(operations, successes, worker="w1", now=START)
+        successes.record_claimed_successes(operations, done, worker="w1", now=START)
 
     assert (Attempt.objects.count(), AuditEvent.objects.count()) == (attempts_before, events_before)
     in_memory = [(o.state, o.fencing_token, o.attempts) for o in operations]

@@ -286,11 +286,11 @@ def test_a_stale_row_keeps_the_whole_set_out_of_the_claim(workspace, frozen, mon
     """The claim's UPDATE is guarded by each row's state and token: a row that is no longer
     claimable under its token (here: changed behind the lock, as only a bug could) makes the
     savepoint keep nothing, effects included; the batch is then claimed and done as usual."""
-    from ledger import recording
+    from ledger import configuration
 
     warm(workspace)
     operations = [submit_brief(workspace, request_id=f"L-{n}") for n in range(3)]
-    digests_for = recording.configuration.digests_for
+    digests_for = configuration.digests_for
     changed = []
 
     def behind_the_lock(claimed):
@@ -300,7 +300,7 @@ def test_a_stale_row_keeps_the_whole_set_out_of_the_claim(workspace, frozen, mon
             changed.append(Operation.objects.filter(pk=operations[0].pk).update(fencing_token=7))
         return digests_for(claimed)
 
-    monkeypatch.setattr(recording.configuration, "digests_for", behind_the_lock)
+    monkeypatch.setattr(configuration, "digests_for", behind_the_lock)
 
     assert process_due_operations(worker="w1") == 3
 
