@@ -39,17 +39,19 @@ class ORM(orm.ORM):
         return self.get_connection().create(key=self.list_key, payload=task, lock=at).pk
 
     def dequeue(self):
-        listener = self._listener()
-        if listener is None:
-            return super().dequeue()
         connection = connections[Conf.ORM]
+        if connection.vendor != "postgresql" or not transaction.get_autocommit(using=Conf.ORM):
+            # Elsewhere, or inside a transaction (where a notification would wait for its end).
+            return super().dequeue()
+        queue = self.get_connection()  # closes a connection past its age, as django-q2's broker does
+        listener = self._listen(connection)
         # Notifications that arrived while this connection did something else are stale: the
         # query below sees every task they announced. (Waiting is done on the psycopg connection
         # itself; Django's wrapper still learns of a failure, so the broken connection is replaced.)
         with connection.wrap_database_errors:
             for _ in listener.notifies(timeout=0):
                 pass
-        tasks = self._take_due()
+        tasks = self._take_due(queue)
         if tasks:
             return tasks
         with connection.wrap_database_errors:
@@ -57,13 +59,9 @@ class ORM(orm.ORM):
                 pass
         return None
 
-    def _listener(self):
-        """The broker's psycopg connection, listening for new tasks; None where that cannot be
-        (not PostgreSQL, or inside a transaction, where a notification would wait for its end)."""
-        connection = connections[Conf.ORM]
-        if connection.vendor != "postgresql" or not transaction.get_autocommit(using=Conf.ORM):
-            return None
-        self.get_connection()  # closes a connection past its age, as django-q2's broker does
+    def _listen(self, connection):
+        """The psycopg connection under ``connection``, listening for new tasks (a new connection,
+        after an old one was closed, listens again)."""
         connection.ensure_connection()
         if connection.connection is not self._listening_on:
             with connection.cursor() as cursor:
@@ -71,12 +69,12 @@ class ORM(orm.ORM):
             self._listening_on = connection.connection
         return connection.connection
 
-    def _take_due(self) -> list:
-        """django-q2's ``ORM.dequeue`` without its sleep: the due tasks (up to ``bulk``), each
-        taken by moving its lock forward, unless another cluster moved it first."""
+    def _take_due(self, queue) -> list:
+        """django-q2's ``ORM.dequeue`` without its sleep: the due tasks of ``queue`` (up to
+        ``bulk``), each taken by moving its lock forward, unless another cluster moved it first."""
         taken = []
-        for task in self.get_connection().filter(key=self.list_key, lock__lt=timezone.now())[:Conf.BULK]:
-            if self.get_connection().filter(id=task.id, lock=task.lock).update(lock=self.timeout(task)):
+        for task in queue.filter(key=self.list_key, lock__lt=timezone.now())[:Conf.BULK]:
+            if queue.filter(id=task.id, lock=task.lock).update(lock=self.timeout(task)):
                 taken.append((task.pk, task.payload))
         return taken
 

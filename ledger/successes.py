@@ -4,7 +4,6 @@ write is a guarded transition that also requires the claim's token; the failures
 machinery these share, are ``ledger.recording``'s.
 """
 
-import json
 from datetime import datetime
 
 from django.db import connection
@@ -112,8 +111,8 @@ def _finish_claimed_in_database(operations, successes, digests, *, worker, now) 
     }
     with connection.cursor() as cursor:
         cursor.execute("SELECT ledger_finish_claimed(%s::jsonb)", [dumps(request)])
-        answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
-    if answer["changed"] != len(operations):
+        changed = cursor.fetchone()[0]
+    if changed != len(operations):
         raise StaleClaim
     for operation in operations:
         operation.attempts += 1

@@ -4,8 +4,8 @@ claim (``ledger.successes.record_claimed_successes``), in one statement on Postg
 In the claim's transaction, after the action's effects were written: one guarded UPDATE moves each
 row from pending (or retrying) to succeeded under the claim's token (old + 1), then the ok Attempts
 and the ``claimed`` and ``succeeded`` audit events go in, the events appended to each workspace's
-chain by ``ledger_audit_append`` (0021). If any row was not claimable under its token, nothing
-else is written and the count tells the caller, whose savepoint then undoes the set.
+chain by ``ledger_audit_append`` (0021). It returns how many rows it moved: if any row was not
+claimable under its token, nothing else is written and the caller's savepoint undoes the set.
 
 Python built the same rows as model instances before (an Attempt and two AuditEvents per
 operation, Django compiling each insert, each value quoted): about half of a drained operation's
@@ -18,7 +18,7 @@ holds this function to the rows the Python path writes.
 from django.db import migrations
 
 FINISH_CLAIMED = """
-CREATE OR REPLACE FUNCTION ledger_finish_claimed(request jsonb) RETURNS jsonb
+CREATE OR REPLACE FUNCTION ledger_finish_claimed(request jsonb) RETURNS int
 LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     at timestamptz := (request->>'now')::timestamptz;
@@ -36,7 +36,7 @@ BEGIN
     WHERE o.id = h.id AND o.fencing_token = h.fencing_token AND o.state IN ('pending', 'retrying');
     GET DIAGNOSTICS changed = ROW_COUNT;
     IF changed <> jsonb_array_length(request->'operations') THEN
-        RETURN jsonb_build_object('changed', changed);
+        RETURN changed;
     END IF;
 
     -- Each operation with its Attempt (numbered by the claim's new token), in the given order.
@@ -73,8 +73,7 @@ BEGIN
         PERFORM ledger_audit_append((chain->>1)::bigint, (chain->>0)::bigint, events);
     END LOOP;
 
-    RETURN jsonb_build_object('changed', changed, 'attempts',
-        (SELECT jsonb_agg(h.row->'attempt'->'id' ORDER BY n) FROM jsonb_array_elements(held) WITH ORDINALITY AS h(row, n)));
+    RETURN changed;
 END
 $$;
 """
