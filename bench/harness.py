@@ -36,6 +36,7 @@ def prepare_environment() -> None:
     os.environ["DEBUG"] = "0"
     os.environ.setdefault("SECRET_KEY", "bench-" + secrets.token_hex(24))
     os.environ.setdefault("OPSCONSOLE_KEY_SECRET", "bench-" + secrets.token_hex(24))
+    os.environ.setdefault("OPSCONSOLE_AUDIT_KEY", "bench-" + secrets.token_hex(24))
     os.environ.setdefault("LEDGER_LOG_LEVEL", "WARNING")
     os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
 
@@ -198,6 +199,7 @@ def run_in_scratch_database(kind: str, run: Callable[[str], None], *, keep: bool
     os.environ["DJANGO_SETTINGS_MODULE"] = "opsconsole.settings"
     os.environ.setdefault("SECRET_KEY", f"bench-{kind}-only-not-a-secret")
     os.environ.setdefault("OPSCONSOLE_KEY_SECRET", f"bench-{kind}-only-not-a-secret")
+    os.environ.setdefault("OPSCONSOLE_AUDIT_KEY", f"bench-{kind}-only-not-a-secret")
     os.environ.setdefault("LEDGER_LOG_LEVEL", "WARNING")
     os.environ.update(extra_env or {})
     os.environ["DEBUG"] = "0"

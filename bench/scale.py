@@ -63,6 +63,7 @@ def main() -> None:
     # Timed as deployed: DEBUG off (it would keep every query and render debug pages).
     os.environ.setdefault("SECRET_KEY", "bench-scale-only-not-a-secret")
     os.environ.setdefault("OPSCONSOLE_KEY_SECRET", "bench-scale-only-not-a-secret")
+    os.environ.setdefault("OPSCONSOLE_AUDIT_KEY", "bench-scale-only-not-a-secret")
     os.environ["DEBUG"] = "0"
     import environ
 

@@ -104,7 +104,7 @@ def _reserve_in_database(workspace, events, *, refused, source, submitted_by, pe
         "delivery": {**rows["delivery"], "received_at": now},
         "conflict": {**rows["conflict"], "created_at": now},
         "contribution": {**rows["contribution"], "created_at": now} if person is not None else None,
-        "audit": {**rows["audit"], "created_at": now},
+        "audit": audit.keyed({**rows["audit"], "created_at": now}),
         "fingerprint_fields": {event.action.name: event.action.fingerprint_fields for event in events},
         "events": [{
             "operation": {"action": event.action.name, "key": event.key, "definition_version": event.action.version,

@@ -8,6 +8,7 @@ SWEEP_SCHEDULE = "opsconsole-sweep"
 RECONCILE_SCHEDULE = "opsconsole-reconcile"
 PURGE_SCHEDULE = "opsconsole-purge"
 AUDIT_SCHEDULE = "opsconsole-reconcile-audit"
+AUDIT_HEADS_SCHEDULE = "opsconsole-audit-heads"
 
 
 def ensure_schedule(schedule_model, *, name: str, func: str, minutes: int = 1) -> None:
@@ -46,3 +47,9 @@ def ensure_purge_schedule(schedule_model) -> None:
 
 def ensure_audit_schedule(schedule_model) -> None:
     ensure_schedule(schedule_model, name=AUDIT_SCHEDULE, func="reconciliation.tasks.audit", minutes=60)
+
+
+def ensure_audit_heads_schedule(schedule_model) -> None:
+    """The audit chains' heads, exported every 5 minutes (ledger.audit_heads): an event cut off
+    the end of a chain after an export is found by ``verify_audit --heads``."""
+    ensure_schedule(schedule_model, name=AUDIT_HEADS_SCHEDULE, func="ledger.tasks.export_audit_heads", minutes=5)

@@ -100,7 +100,7 @@ def _finish_claimed_in_database(operations, successes, digests, *, worker, now) 
         "now": now,
         # The rows a worker's claim at `now` writes, but for what each operation decides.
         "attempt": model_row(Attempt(worker=worker, started_at=now, finished_at=now, outcome=Attempt.Outcome.OK)),
-        "audit": model_row(AuditEvent(actor=worker, created_at=now)),
+        "audit": audit.keyed(model_row(AuditEvent(actor=worker, created_at=now))),
         "chains": [[workspace_id, audit.chain_lock_key(workspace_id)] for workspace_id in chains],
         "operations": [
             {"id": operation.pk, "workspace_id": operation.workspace_id, "fencing_token": operation.fencing_token,

@@ -7,7 +7,7 @@ Enqueueing lives in ``ledger.nudges``, below the services that nudge.
 
 from django.conf import settings
 
-from ledger import bulk_actions, nudges, processing
+from ledger import audit_heads, bulk_actions, nudges, processing
 from ledger import sweep as sweeping
 
 
@@ -43,3 +43,11 @@ def purge() -> dict:
 
     report = retention.purge(actor="schedule")
     return {name: report.total(name) for name in ("redacted", "deleted", "refused_deliveries", "skipped_chunks")}
+
+
+def export_audit_heads() -> str:
+    """The audit chains' heads, to ``OPSCONSOLE_AUDIT_HEADS_TO`` (``ledger.audit_heads``). Safe to run
+    twice: a second line of the same heads. Without a destination it does nothing (and says so)."""
+    if not settings.OPSCONSOLE_AUDIT_HEADS_TO:
+        return "not exported: OPSCONSOLE_AUDIT_HEADS_TO is not set"
+    return audit_heads.export_heads(settings.OPSCONSOLE_AUDIT_HEADS_TO)

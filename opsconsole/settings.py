@@ -1,5 +1,6 @@
 """Settings, read from the environment (django-environ). See README.md for the variables."""
 
+import re
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -31,6 +32,33 @@ if not OPSCONSOLE_KEY_SECRET:
     if not (DEBUG or "pytest" in sys.modules):
         raise ImproperlyConfigured("OPSCONSOLE_KEY_SECRET must be set when DEBUG is off.")
     OPSCONSOLE_KEY_SECRET = "dev-only-key-secret-do-not-use-in-production"
+
+# The audit chain's key (ledger.audit): each event is hashed with HMAC-SHA256 under it, so rewriting
+# the chain needs a key the database never holds (it reaches the database only as a parameter of
+# the statements that append). Every process needs the same one. Rotation (docs/operations.md): a
+# new key under a new OPSCONSOLE_AUDIT_KEY_ID, the old one kept in OPSCONSOLE_AUDIT_OLD_KEYS
+# ("id=secret,id=secret") so the events it hashed still verify. A development value only with
+# DEBUG on or under pytest.
+OPSCONSOLE_AUDIT_KEY = env.str("OPSCONSOLE_AUDIT_KEY", default="")
+OPSCONSOLE_AUDIT_KEY_ID = env.str("OPSCONSOLE_AUDIT_KEY_ID", default="1")
+if not OPSCONSOLE_AUDIT_KEY:
+    if not (DEBUG or "pytest" in sys.modules):
+        raise ImproperlyConfigured("OPSCONSOLE_AUDIT_KEY must be set when DEBUG is off.")
+    OPSCONSOLE_AUDIT_KEY = "dev-only-audit-key-do-not-use-in-production"
+    OPSCONSOLE_AUDIT_KEY_ID = env.str("OPSCONSOLE_AUDIT_KEY_ID", default="dev")
+OPSCONSOLE_AUDIT_OLD_KEYS = dict(pair.strip().partition("=")[::2]
+                                 for pair in env.list("OPSCONSOLE_AUDIT_OLD_KEYS", default=[]))
+for _key_id, _secret in [(OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_KEY), *OPSCONSOLE_AUDIT_OLD_KEYS.items()]:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,16}", _key_id) or not _secret:
+        raise ImproperlyConfigured(f"Audit key id {_key_id!r}: 1-16 letters, digits, '_', '.' or '-', and a secret "
+                                   "(OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_OLD_KEYS as id=secret,id=secret).")
+if OPSCONSOLE_AUDIT_OLD_KEYS.get(OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_KEY) != OPSCONSOLE_AUDIT_KEY:
+    raise ImproperlyConfigured(f"OPSCONSOLE_AUDIT_OLD_KEYS holds another secret under the current key id "
+                               f"{OPSCONSOLE_AUDIT_KEY_ID!r}: a new key needs a new id.")
+del _key_id, _secret
+# Where the chains' heads are exported (ledger.audit_heads, a schedule and `manage.py
+# export_audit_heads`): file:///path (a line appended) or http(s)://... (a line POSTed). Empty: nowhere.
+OPSCONSOLE_AUDIT_HEADS_TO = env.str("OPSCONSOLE_AUDIT_HEADS_TO", default="")
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 

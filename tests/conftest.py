@@ -7,6 +7,20 @@ from ledger import intake, services
 from tests.logguard import LogGuard
 
 
+def pytest_configure(config):
+    """Transactional tests reset the test database with TRUNCATE, which the audit table's statement
+    trigger refuses (migration 0032): the tests' role, a superuser as a database's owner can be,
+    truncates with the triggers off, the very power the keyed chain is there to make visible."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    flush = DatabaseOperations.execute_sql_flush
+
+    def execute_sql_flush(self, sql_list):
+        return flush(self, ["SET LOCAL session_replication_role = replica", *sql_list])
+
+    DatabaseOperations.execute_sql_flush = execute_sql_flush
+
+
 def pytest_report_header(config):
     from django.conf import settings
 

@@ -1,9 +1,15 @@
 """The append-only audit trail (written through ``ledger.audit.append``, which chains it)."""
 
+from django.conf import settings
 from django.db import models
 from django.db.models import F
 from django.db.models.functions import Upper
 from django.utils import timezone
+
+
+def current_audit_key_id() -> str:
+    """The id of the key new events are hashed under (``OPSCONSOLE_AUDIT_KEY_ID``)."""
+    return settings.OPSCONSOLE_AUDIT_KEY_ID
 
 
 class AuditEventQuerySet(models.QuerySet):
@@ -43,6 +49,9 @@ class AuditEvent(models.Model):
     # The workspace's hash chain (ledger.audit): this event's hash, and the one before it.
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64, blank=True)
+    # The id of the audit key the hash is an HMAC under; "" for the events hashed before keys
+    # (migration 0032), whose hash is the unkeyed SHA-256 of the same encoding.
+    hash_key = models.CharField(max_length=16, blank=True, default=current_audit_key_id)
 
     objects = AuditEventQuerySet.as_manager()
 

@@ -49,6 +49,8 @@ class Gunicorn:
             "DATABASE_URL": database_url(),
             "SECRET_KEY": settings.SECRET_KEY,  # the cluster signs tasks with it too
             "OPSCONSOLE_KEY_SECRET": settings.OPSCONSOLE_KEY_SECRET,  # keys of sensitive identity fields
+            "OPSCONSOLE_AUDIT_KEY": settings.OPSCONSOLE_AUDIT_KEY,  # the audit chain's, as the tests verify it
+            "OPSCONSOLE_AUDIT_KEY_ID": settings.OPSCONSOLE_AUDIT_KEY_ID,
             "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
             "BIND": f"127.0.0.1:{self.port}",
             "LEDGER_LOG_LEVEL": "WARNING",

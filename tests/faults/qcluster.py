@@ -93,6 +93,9 @@ class QCluster:
             "SECRET_KEY": settings.SECRET_KEY,
             # Keys with a sensitive identity field are hashed under it: the same event, the same key.
             "OPSCONSOLE_KEY_SECRET": settings.OPSCONSOLE_KEY_SECRET,
+            # The audit chain is hashed under it: the tests verify the chains the cluster writes.
+            "OPSCONSOLE_AUDIT_KEY": settings.OPSCONSOLE_AUDIT_KEY,
+            "OPSCONSOLE_AUDIT_KEY_ID": settings.OPSCONSOLE_AUDIT_KEY_ID,
             "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
             "PYTHONUNBUFFERED": "1",
         })

@@ -129,7 +129,9 @@ def test_it_keeps_one_chain_when_many_write_at_once(workspace):
 ])
 def test_the_database_hashes_an_event_as_python_does(workspace, message):
     """Intake on PostgreSQL chains its events in SQL (ledger_audit_hash); verify_audit recomputes
-    them in Python: the two encodings agree byte for byte, for any text and any time."""
+    them in Python: the two encodings agree byte for byte, for any text and any time. Here under the
+    first scheme (no key: the events of before migration 0032); tests/ledger/test_audit_keyed.py
+    holds them to the same under a key."""
     if connection.vendor != "postgresql":
         pytest.skip(f"ledger_audit_hash is PostgreSQL's (running on {connection.vendor})")
     import json
@@ -137,7 +139,8 @@ def test_the_database_hashes_an_event_as_python_does(workspace, message):
 
     event = AuditEvent(workspace_id=workspace.pk, operation_id=None, attempt_id=7, actor="alice@example",
                        kind="reserved", from_state="", to_state="pending", error_category="", message=message,
-                       created_at=datetime(2026, 12, 1, 9, 5, 55, 239842, tzinfo=UTC), prev_hash="ab" * 32)
+                       created_at=datetime(2026, 12, 1, 9, 5, 55, 239842, tzinfo=UTC), prev_hash="ab" * 32,
+                       hash_key="")
     row = {"workspace_id": event.workspace_id, "operation_id": None, "attempt_id": 7, "actor": event.actor,
            "kind": event.kind, "from_state": "", "to_state": "pending", "error_category": "", "message": message,
            "created_at": event.created_at.isoformat(), "prev_hash": event.prev_hash}

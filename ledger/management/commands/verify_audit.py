@@ -1,15 +1,20 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger.audit import verify_chains
+from ledger.audit_heads import check_heads
 from ledger.models import AuditEvent, Workspace
 
 
 class Command(BaseCommand):
     help = ("Check that no audit event was changed, removed or inserted since it was written: walks each "
-            "workspace's hash chain and reports the first broken link (exit 1). Keep the heads it prints "
-            "somewhere else to notice the newest events being cut off.")
+            "workspace's hash chain, each event under its own audit key, and reports the first broken link "
+            "(exit 1). With --heads FILE (the lines export_audit_heads wrote), also checks that every head "
+            "exported is still on its chain, so the newest events cut off are found too.")
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument("--heads", metavar="FILE", help="a file of exported heads (OPSCONSOLE_AUDIT_HEADS_TO)")
+
+    def handle(self, *args, heads=None, **options):
         report = verify_chains()
         slugs = dict(Workspace.objects.values_list("pk", "slug"))
         for chain in report.chains:
@@ -21,5 +26,14 @@ class Command(BaseCommand):
             event = AuditEvent.objects.filter(pk=broken.event_id).values_list("kind", "created_at").first()
             what = f" ({event[0]}, {event[1]:%Y-%m-%d %H:%M:%S})" if event else ""
             raise CommandError(f"Audit chain broken: event {broken.event_id}{what} {broken.problem}.")
+        if heads:
+            try:
+                with open(heads, encoding="utf-8") as lines:
+                    checked = check_heads(lines)
+            except OSError as error:
+                raise CommandError(f"Cannot read the exported heads: {error}") from error
+            if checked.problem:
+                raise CommandError(f"Audit chain broken: {checked.problem}.")
+            self.stdout.write(f"exported heads: {checked.lines} lines, all on their chains")
         self.stdout.write(f"Audit trail intact: {sum(c.events for c in report.chains)} events in "
                           f"{len(report.chains)} chain(s).")

@@ -1,0 +1,74 @@
+"""Events chained before the audit key (migration 0032) keep verifying under their own scheme, the
+first one (unkeyed SHA-256), and the chain goes on keyed after them."""
+
+import json
+from datetime import UTC, datetime
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from ledger import audit, services
+from ledger.models import AuditEvent, Workspace
+from tests.ledger.test_audit_keyed import v1_hash
+
+BEFORE = [("ledger", "0031_lock_order")]
+
+
+def migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+
+
+def leaves():
+    return MigrationExecutor(connection).loader.graph.leaf_nodes()
+
+
+def write_v1_chain(workspace_id: int, count: int) -> None:
+    """Append ``count`` events as the code before the key did: PostgreSQL by its own
+    ledger_audit_append (rows without a key id), SQLite by the unkeyed hash in Python."""
+    rows = [{"workspace_id": workspace_id, "operation_id": None, "attempt_id": None, "actor": f"old-{n}",
+             "kind": "note", "from_state": "", "to_state": "", "error_category": "", "message": f"before keys {n}",
+             "created_at": datetime(2026, 11, 1, 12, n, tzinfo=UTC).isoformat(), "prev_hash": "", "hash": ""}
+            for n in range(count)]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT ledger_audit_append(%s, %s, %s::jsonb)",
+                           [audit.chain_lock_key(workspace_id), workspace_id, json.dumps(rows)])
+            return
+        previous = ""
+        for row in rows:
+            at = datetime.fromisoformat(row["created_at"])
+            event = AuditEvent(**{**row, "created_at": at, "prev_hash": previous})
+            previous = v1_hash(event)
+            cursor.execute("INSERT INTO ledger_auditevent (workspace_id, actor, kind, from_state, to_state, "
+                           "error_category, message, created_at, prev_hash, hash) VALUES (%s, %s, 'note', '', '', '', "
+                           "%s, %s, %s, %s)", [workspace_id, event.actor, event.message, event.created_at.isoformat(),
+                                               event.prev_hash, previous])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_events_chained_before_the_key_still_verify_after_the_migration(settings):
+    latest = leaves()
+    migrate(BEFORE)
+    try:
+        # The workspace too, as the code of then would: no event of the new code precedes the old ones.
+        then = MigrationExecutor(connection).loader.project_state(BEFORE).apps
+        workspace = then.get_model("ledger", "Workspace").objects.create(slug="old")
+        write_v1_chain(workspace.pk, 4)
+    finally:
+        migrate(latest)
+    workspace = Workspace.objects.get(pk=workspace.pk)
+
+    old = list(AuditEvent.objects.filter(workspace=workspace, kind="note").order_by("id"))
+    assert len(old) == 4 and {event.hash_key for event in old} == {""}
+    services.record_audit_event(actor="new", kind="note", workspace=workspace)
+    newest = AuditEvent.objects.filter(workspace=workspace).order_by("-id").first()
+    assert newest.hash_key == settings.OPSCONSOLE_AUDIT_KEY_ID and newest.prev_hash == old[-1].hash
+
+    out = StringIO()
+    call_command("verify_audit", stdout=out)
+    assert out.getvalue().splitlines()[-1].startswith("Audit trail intact:")
