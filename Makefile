@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
-.PHONY: demo serve test lint venv bench clean
+.PHONY: demo serve migrate test lint venv bench clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,9 +36,18 @@ demo: venv
 # should race to do at start. Then the static files for whitenoise, then gunicorn
 # (opsconsole/gunicorn.conf.py: BIND, WEB_CONCURRENCY), replacing the shell so it gets the signals.
 serve: venv
+	@$(PY) manage.py serving_role --check || exit 1
 	@$(PY) manage.py migrate --check >/dev/null || { echo "Not serving: the database has unapplied migrations (run '$(PY) manage.py migrate') or could not be checked." >&2; exit 1; }
 	$(PY) manage.py collectstatic --noinput -v0
 	exec $(VENV)/bin/gunicorn -c opsconsole/gunicorn.conf.py opsconsole.wsgi
+
+# Migrations as the database's owner (MIGRATE_DATABASE_URL), then the grants of the role `make serve`
+# connects as (DATABASE_URL's user) brought up to date, so new tables get theirs (docs/operations.md,
+# The serving role). The serving role owns nothing: it cannot turn the audit trail's triggers off.
+migrate: venv
+	@test -n "$(MIGRATE_DATABASE_URL)" || { echo "Set MIGRATE_DATABASE_URL to the owner's URL (DATABASE_URL: the serving role's)." >&2; exit 1; }
+	DATABASE_URL="$(MIGRATE_DATABASE_URL)" $(PY) manage.py migrate --noinput
+	DATABASE_URL="$(MIGRATE_DATABASE_URL)" $(PY) manage.py serving_role "$$($(PY) -c 'import os, urllib.parse; print(urllib.parse.urlsplit(os.environ["DATABASE_URL"]).username or "")')"
 
 test: venv
 	SECRET_KEY=insecure-test-only-key $(PY) -m pytest $(PYTEST_ARGS)

@@ -15,6 +15,7 @@ def check_deploy(**env) -> subprocess.CompletedProcess:
              if key not in {"DEBUG", "DATABASE_URL", "ALLOWED_HOSTS"}
              and not key.startswith(("OPSCONSOLE_", "SECURE_"))}
     production = {"SECRET_KEY": secrets.token_urlsafe(50), "OPSCONSOLE_KEY_SECRET": secrets.token_urlsafe(50),
+                  "OPSCONSOLE_AUDIT_KEY": secrets.token_urlsafe(48),
                   "DEBUG": "0", "ALLOWED_HOSTS": "ops.example.com"}
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
