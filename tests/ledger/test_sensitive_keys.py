@@ -90,7 +90,7 @@ KEY_IN_A_PROCESS = (
 
 def key_in_another_process(secret: str) -> str:
     env = os.environ | {"DJANGO_SETTINGS_MODULE": "opsconsole.settings", "SECRET_KEY": "k",
-                        "OPSCONSOLE_KEY_SECRET": secret}
+                        "OPSCONSOLE_KEY_SECRET": secret, "OPSCONSOLE_AUDIT_KEY": "ak"}
     env.pop("DEBUG", None)
     done = subprocess.run([sys.executable, "-c", KEY_IN_A_PROCESS], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60)
