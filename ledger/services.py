@@ -209,11 +209,11 @@ def remove_membership(*, workspace: Workspace, user, actor: str) -> int:
         deleted, _ = Membership.objects.filter(workspace=workspace, user=user).delete()
         if not deleted:
             raise NotAMember(f"{user.get_username()} is not a member of workspace {workspace.slug}.")
-        revoked = _revoke_tokens_of(user, workspace=workspace, actor=actor,
-                                    why=f"{user.get_username()} is no longer a member of {workspace.slug}")
-        record_audit_event(actor=actor, kind="member_removed", workspace=workspace,
-                           message=f"{user.get_username()} ({tokens_revoked(revoked)})")
-    return revoked
+        events = _revoke_tokens_of(user, workspace=workspace, actor=actor,
+                                   why=f"{user.get_username()} is no longer a member of {workspace.slug}")
+        audit.append([*events, AuditEvent(actor=actor, kind="member_removed", workspace_id=workspace.pk,
+                                          message=f"{user.get_username()} ({tokens_revoked(len(events))})")])
+    return len(events)
 
 
 def deactivate_person(user, *, actor: str) -> int:
@@ -226,28 +226,28 @@ def deactivate_person(user, *, actor: str) -> int:
     with transaction.atomic():
         type(user).objects.filter(pk=user.pk).update(is_active=False)
         user.is_active = False
-        revoked = _revoke_tokens_of(user, actor=actor, why=f"{user.get_username()} was deactivated")
-        record_audit_event(actor=actor, kind="person_deactivated",
-                           message=f"{user.get_username()} ({tokens_revoked(revoked)})")
-    return revoked
+        events = _revoke_tokens_of(user, actor=actor, why=f"{user.get_username()} was deactivated")
+        audit.append([*events, AuditEvent(actor=actor, kind="person_deactivated",
+                                          message=f"{user.get_username()} ({tokens_revoked(len(events))})")])
+    return len(events)
 
 
 def tokens_revoked(count: int) -> str:
     return f"{count} API token{'' if count == 1 else 's'} revoked"
 
 
-def _revoke_tokens_of(user, *, actor: str, why: str, workspace: Workspace | None = None) -> int:
-    """Revoke ``user``'s live tokens (of ``workspace``, or of every one), one audit event each."""
-    live = ApiToken.objects.select_for_update().select_related("workspace").filter(user=user, revoked_at__isnull=True)
+def _revoke_tokens_of(user, *, actor: str, why: str, workspace: Workspace | None = None) -> list[AuditEvent]:
+    """Revoke ``user``'s live tokens (of ``workspace``, or of every one); returns their audit
+    events, one per token, for the caller to append with its own in one call (``audit.append``
+    takes the chains' locks in one order, after these row locks)."""
+    live = ApiToken.objects.select_for_update(of=("self",)).select_related("workspace").filter(
+        user=user, revoked_at__isnull=True)
     if workspace is not None:
         live = live.filter(workspace=workspace)
     found = list(live.order_by("id"))
-    now = timezone.now()
-    ApiToken.objects.filter(pk__in=[api_token.pk for api_token in found]).update(revoked_at=now)
-    for api_token in found:
-        record_audit_event(actor=actor, kind="token_revoked", workspace=api_token.workspace,
-                           message=f"{api_token.name} {api_token.hint}: {why}")
-    return len(found)
+    ApiToken.objects.filter(pk__in=[api_token.pk for api_token in found]).update(revoked_at=timezone.now())
+    return [AuditEvent(actor=actor, kind="token_revoked", workspace_id=api_token.workspace_id,
+                       message=f"{api_token.name} {api_token.hint}: {why}") for api_token in found]
 
 
 # --- pause and resume --------------------------------------------------------------------------
