@@ -29,7 +29,8 @@ class PersonAdmin(UserAdmin):
     def deactivate_people(self, request, queryset):
         people = list(queryset)
         revoked = sum(services.deactivate_person(person, actor=request.user.get_username()) for person in people)
-        self.message_user(request, f"{len(people)} deactivated; {services.tokens_revoked(revoked)}.", messages.SUCCESS)
+        names = ", ".join(person.get_username() for person in people)
+        self.message_user(request, f"Deactivated {names}; {services.tokens_revoked(revoked)}.", messages.SUCCESS)
 
 
 if admin.site.is_registered(User):

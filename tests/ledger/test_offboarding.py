@@ -194,9 +194,10 @@ def test_unticking_active_in_the_admin_revokes_the_persons_tokens(admin_client, 
 
 
 def test_the_admin_action_deactivates_and_revokes(admin_client, client, workspace, pat, pats_token, pats_refund):
-    response = admin_client.post("/admin/auth/user/", {"action": "deactivate_people", "_selected_action": [pat.pk]})
+    response = admin_client.post("/admin/auth/user/", {"action": "deactivate_people", "_selected_action": [pat.pk]},
+                                 follow=True)
 
-    assert response.status_code == 302
+    assert "Deactivated pat; 1 API token revoked." in response.content.decode()
     pat.refresh_from_db()
     assert not pat.is_active
     assert answers(client, pats_token, pats_refund.key) == (401, 401, 401)
