@@ -48,8 +48,8 @@ def who_can_act(user, operation: Operation, *, external: bool, own_work: list[st
                 said.append(f"You {done} this operation, so another approver must approve or reject it (four "
                             f"eyes; {_people(operation, APPROVE, skip=contributor_ids | {user.pk})}).")
             else:
-                said.append(f"You {done} this operation, so you could not approve it even with the approve "
-                            "permission (four eyes).")
+                said.append(f"You {done} this operation, so you could not approve or reject it even with the "
+                            "approve permission (four eyes).")
     offered = review_actions(operation, external=external)
     if offered and not roles.can(user, REVIEW, operation.workspace_id):
         who = (f"an {' or '.join(roles.roles_granting(REVIEW))} of workspace {workspace.slug} can "

@@ -245,8 +245,8 @@ def test_an_operator_who_replayed_is_told_they_could_not_approve(client, login, 
 
     page = page_of(client, operation)
 
-    assert "You replayed this operation, so you could not approve it even with the approve permission " \
-        "(four eyes)." in page
+    assert "You replayed this operation, so you could not approve or reject it even with the approve " \
+        "permission (four eyes)." in page
 
 
 def test_no_one_is_told_anything_on_what_they_can_do_themselves(client, login, needing_review):
