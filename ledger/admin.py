@@ -22,7 +22,13 @@ from django.db import connection
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
-from ledger import policies, privacy, roles
+from ledger import (
+    people_admin,  # noqa: F401  registers the admin of people (users)
+    policies,
+    privacy,
+    roles,
+    services,
+)
 from ledger.actions import registry
 from ledger.models import (
     ApiToken,
@@ -359,6 +365,22 @@ class MembershipAdmin(admin.ModelAdmin):
         return self.has_module_permission(request)
 
     has_add_permission = has_change_permission = has_delete_permission = has_view_permission
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["workspace", "user"] if obj is not None else []  # a change is a change of role
+
+    # Through the services, as `manage.py member` does: audited, and removing revokes the person's
+    # tokens of the workspace in the same transaction (the admin's views are atomic).
+    def save_model(self, request, obj, form, change):
+        obj.pk = services.set_membership(workspace=obj.workspace, user=obj.user, role=obj.role,
+                                         actor=request.user.get_username()).pk
+
+    def delete_model(self, request, obj):
+        services.remove_membership(workspace=obj.workspace, user=obj.user, actor=request.user.get_username())
+
+    def delete_queryset(self, request, queryset):
+        for membership in queryset.select_related("workspace", "user"):
+            self.delete_model(request, membership)
 
 
 @admin.register(Control)

@@ -2,8 +2,12 @@
 
 Who may decide is a role in the operation's workspace (approver or admin, ``ledger.roles``).
 Four eyes: nobody who submitted, changed (applied a conflict to) or replayed an operation may
-approve it; those people are its ``Contribution`` rows, written by every entry point that acts for
-a person. Each decision is an Approval row plus a guarded transition, in one transaction.
+decide on it, approve or reject; those people are its ``Contribution`` rows, written by every entry
+point that acts for a person. Rejecting is refused to them too because it is as final as approving
+is consequential: a rejected operation never runs, and its key answers every later delivery as a
+duplicate of it, so one person alone could otherwise stop for good a business action they had a
+hand in (a changed amount they then reject, a colleague's refund they replayed). Each decision is
+an Approval row plus a guarded transition, in one transaction.
 """
 
 from functools import partial
@@ -33,7 +37,8 @@ def approve_operation(operation: Operation, *, user, note: str = "", fingerprint
 
 
 def reject_operation(operation: Operation, *, user, note: str, fingerprint: str | None = None) -> Approval:
-    """``pending_approval`` -> ``rejected`` (final): the operation never runs."""
+    """``pending_approval`` -> ``rejected`` (final): the operation never runs. Refused to anyone who
+    submitted, changed or replayed it, as approving is."""
     if not note.strip():
         raise ApprovalError("Say why the operation is rejected.")
     return _decide(operation, user=user, decision=Approval.Decision.REJECTED, to_state=State.REJECTED,
@@ -44,12 +49,12 @@ _ROLES = {Contribution.Kind.SUBMITTED: "submitted", Contribution.Kind.CHANGED: "
           Contribution.Kind.REPLAYED: "replayed"}
 
 
-def _refuse_own_work(operation: Operation, user) -> None:
+def _refuse_own_work(operation: Operation, user, verb: str) -> None:
     kinds = sorted(set(operation.contributions.filter(user=user).values_list("kind", flat=True)))
     if kinds:
         roles = " and ".join(_ROLES[kind] for kind in kinds)
         raise ApprovalError(
-            f"{user.get_username()} {roles} {operation.key}, so cannot approve it: four eyes means "
+            f"{user.get_username()} {roles} {operation.key}, so cannot {verb} it: four eyes means "
             "another person with the approve permission must."
         )
 
@@ -63,9 +68,9 @@ def _decide(operation, *, user, decision, to_state, note, fingerprint) -> Approv
         )
     if fingerprint is not None and fingerprint != operation.fingerprint:
         raise ApprovalError(f"The payload of {operation.key} changed since it was shown; look at it again.")
+    _refuse_own_work(operation, user, "approve" if decision == Approval.Decision.APPROVED else "reject")
     deadline = {}
     if decision == Approval.Decision.APPROVED:
-        _refuse_own_work(operation, user)
         # The processing deadline starts at approval: time spent waiting for a person is not the worker's.
         deadline = {"deadline": timezone.now() + _action_of(operation).deadline}
     with transaction.atomic():

@@ -4,7 +4,7 @@ workspaces and tokens, pause switches. Views, commands, admin actions and tasks 
 import logging
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F, FilteredRelation, Q
 from django.utils import timezone
 
 from ledger import audit, configuration, nudges, tallies
@@ -138,10 +138,21 @@ def issue_token(*, workspace: Workspace, name: str, actor: str, user=None) -> st
 
 
 def authenticate_token(token: str) -> ApiToken | None:
-    """The live (not revoked) API token with this value, with its workspace."""
+    """The live (not revoked) API token with this value, with its workspace and person.
+
+    A person's token counts only while that person is active and a member of the token's workspace
+    (a superuser: of every one). Offboarding revokes the tokens too (``remove_membership``,
+    ``deactivate_person``), but the check is made here, at every use, so it holds however the person
+    left: a membership row deleted or ``is_active`` cleared by code that revoked nothing. One
+    statement: the token by its unique hash, its person by primary key, and the membership by
+    (user, workspace), which ``membership_one_per_workspace`` indexes.
+    """
+    person_may_use = Q(user__is_active=True) & (Q(user__is_superuser=True) | Q(membership__isnull=False))
     return (
         ApiToken.objects.select_related("workspace", "user")
-        .filter(token_hash=ApiToken.hash(token), revoked_at__isnull=True)
+        .annotate(membership=FilteredRelation(
+            "user__memberships", condition=Q(user__memberships__workspace=F("workspace"))))
+        .filter(Q(user__isnull=True) | person_may_use, token_hash=ApiToken.hash(token), revoked_at__isnull=True)
         .first()
     )
 
@@ -191,12 +202,52 @@ def set_membership(*, workspace: Workspace, user, role: str, actor: str) -> Memb
     return membership
 
 
-def remove_membership(*, workspace: Workspace, user, actor: str) -> None:
+def remove_membership(*, workspace: Workspace, user, actor: str) -> int:
+    """Take ``user`` out of ``workspace`` and revoke their API tokens of it, in one transaction,
+    audited (``member_removed``, and ``token_revoked`` per token). Returns how many were revoked."""
     with transaction.atomic():
         deleted, _ = Membership.objects.filter(workspace=workspace, user=user).delete()
         if not deleted:
             raise NotAMember(f"{user.get_username()} is not a member of workspace {workspace.slug}.")
-        record_audit_event(actor=actor, kind="member_removed", workspace=workspace, message=user.get_username())
+        events = _revoke_tokens_of(user, workspace=workspace, actor=actor,
+                                   why=f"{user.get_username()} is no longer a member of {workspace.slug}")
+        audit.append([*events, AuditEvent(actor=actor, kind="member_removed", workspace_id=workspace.pk,
+                                          message=f"{user.get_username()} ({tokens_revoked(len(events))})")])
+    return len(events)
+
+
+def deactivate_person(user, *, actor: str) -> int:
+    """Deactivate ``user`` (no more logins) and revoke every API token of theirs, in one
+    transaction, audited (``person_deactivated``, a global event, and ``token_revoked`` in each
+    token's workspace). Returns how many tokens were revoked. The one place a person is turned
+    off: the admin (its change form and its action) and ``manage.py member deactivate`` call it.
+    Safe to call for someone already inactive: it revokes what is left.
+    """
+    with transaction.atomic():
+        type(user).objects.filter(pk=user.pk).update(is_active=False)
+        user.is_active = False
+        events = _revoke_tokens_of(user, actor=actor, why=f"{user.get_username()} was deactivated")
+        audit.append([*events, AuditEvent(actor=actor, kind="person_deactivated",
+                                          message=f"{user.get_username()} ({tokens_revoked(len(events))})")])
+    return len(events)
+
+
+def tokens_revoked(count: int) -> str:
+    return f"{count} API token{'' if count == 1 else 's'} revoked"
+
+
+def _revoke_tokens_of(user, *, actor: str, why: str, workspace: Workspace | None = None) -> list[AuditEvent]:
+    """Revoke ``user``'s live tokens (of ``workspace``, or of every one); returns their audit
+    events, one per token, for the caller to append with its own in one call (``audit.append``
+    takes the chains' locks in one order, after these row locks)."""
+    live = ApiToken.objects.select_for_update(of=("self",)).select_related("workspace").filter(
+        user=user, revoked_at__isnull=True)
+    if workspace is not None:
+        live = live.filter(workspace=workspace)
+    found = list(live.order_by("id"))
+    ApiToken.objects.filter(pk__in=[api_token.pk for api_token in found]).update(revoked_at=timezone.now())
+    return [AuditEvent(actor=actor, kind="token_revoked", workspace_id=api_token.workspace_id,
+                       message=f"{api_token.name} {api_token.hint}: {why}") for api_token in found]
 
 
 # --- pause and resume --------------------------------------------------------------------------

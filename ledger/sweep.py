@@ -37,7 +37,8 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
     """Re-drive what lost tasks left behind, and record a heartbeat.
 
     - expired leases: internal actions (and external ones that never began a try) go back to
-      pending; an external try that may have reached the destination becomes unknown;
+      pending, and the claim no longer counts as an attempt; an external try that may have reached
+      the destination becomes unknown (an attempt, abandoned);
     - passed deadlines: due work that can no longer finish in time goes to needs_review, unless a
       pause holds it (paused time does not count: resuming gives it back, ``set_paused``);
     - expired approval requests: nobody decided within the action's approval window;
@@ -86,6 +87,13 @@ def _recover_expired_lease(operation: Operation, now: datetime) -> bool:
     action = _action_or_none(operation.action)
     reached_destination = action is not None and action.external and open_attempt is not None
     fields = {}
+    if open_attempt is None:
+        # The claim counted a try (``attempts`` grows at claim, so the limit holds even for a try
+        # whose outcome is recorded in the claim's own transaction), but none began: an external
+        # call leaves an open Attempt first, and an internal effect died with its transaction. So
+        # the claim gives its count back, and the figure stays that of the attempt list. (The
+        # guard on the claim's token makes the loaded count the row's.)
+        fields["attempts"] = max(operation.attempts - 1, 0)
     if reached_destination:
         # Reconciliation asks the destination once the abandoned request can no longer land.
         fields["next_attempt_at"] = max(now, open_attempt.started_at + action.settle_after)

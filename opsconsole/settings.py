@@ -183,7 +183,10 @@ if OPSCONSOLE_SECURE:
     CSRF_COOKIE_SECURE = True
 
 # The proxies whose X-Forwarded-For is believed when telling clients apart (opsconsole.proxy).
-OPSCONSOLE_TRUSTED_PROXIES = env.list("OPSCONSOLE_TRUSTED_PROXIES", default=["127.0.0.1", "::1"])
+# None by default, the local host included: any process on the machine can connect from 127.0.0.1
+# and write the header, and would then pick a new address for every guess at a password. A
+# deployment behind a proxy names it (e.g. 127.0.0.1 for nginx on the same host).
+OPSCONSOLE_TRUSTED_PROXIES = env.list("OPSCONSOLE_TRUSTED_PROXIES", default=[])
 
 # Login throttling (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username from
 # one address, that pair is locked out until AXES_COOLOFF_TIME has passed since its last failure

@@ -45,12 +45,11 @@ def who_can_act(user, operation: Operation, *, external: bool, own_work: list[st
         if own_work:
             done = " and ".join(own_work)  # the kinds of Contribution are the verbs: submitted, changed...
             if roles.can(user, APPROVE, operation.workspace_id):
-                said.append(f"You {done} this operation, so another approver must approve it (four eyes; "
-                            f"{_people(operation, APPROVE, skip=contributor_ids | {user.pk})}). "
-                            "You may still reject it.")
+                said.append(f"You {done} this operation, so another approver must approve or reject it (four "
+                            f"eyes; {_people(operation, APPROVE, skip=contributor_ids | {user.pk})}).")
             else:
-                said.append(f"You {done} this operation, so you could not approve it even with the approve "
-                            "permission (four eyes).")
+                said.append(f"You {done} this operation, so you could not approve or reject it even with the "
+                            "approve permission (four eyes).")
     offered = review_actions(operation, external=external)
     if offered and not roles.can(user, REVIEW, operation.workspace_id):
         who = (f"an {' or '.join(roles.roles_granting(REVIEW))} of workspace {workspace.slug} can "

@@ -184,7 +184,8 @@ def operation(request, pk):
         "can_resolve": can_review and op.state in (State.UNKNOWN, State.NEEDS_REVIEW) and external,
         "can_look_up": can_review and op.state == State.UNKNOWN,
         "can_cancel": can_review and State.CANCELLED in TRANSITIONS[State(op.state)],
-        "can_decide": can_approve and op.state == State.PENDING_APPROVAL,
+        # Four eyes: whoever submitted, changed or replayed it may neither approve nor reject it.
+        "can_decide": can_approve and op.state == State.PENDING_APPROVAL and not own_work,
         "who_can_act": explain.who_can_act(user, op, external=external, own_work=own_work,
                                            contributor_ids={c.user_id for c in contributions}),
         "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,

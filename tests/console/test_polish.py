@@ -230,9 +230,9 @@ def test_an_approver_is_told_of_four_eyes_on_their_own_work(client, login, works
 
     page = page_of(client, refund(workspace, person=approver))
 
-    assert ("You submitted this operation, so another approver must approve it (four eyes; approvers and admins: "
-            "dora). You may still reject it.") in page
-    assert ">Approve</a>" not in page and ">Reject</button>" in page
+    assert ("You submitted this operation, so another approver must approve or reject it (four eyes; approvers and "
+            "admins: dora).") in page
+    assert ">Approve</a>" not in page and ">Reject</button>" not in page
 
 
 def test_an_operator_who_replayed_is_told_they_could_not_approve(client, login, workspace, person):
@@ -245,8 +245,8 @@ def test_an_operator_who_replayed_is_told_they_could_not_approve(client, login, 
 
     page = page_of(client, operation)
 
-    assert "You replayed this operation, so you could not approve it even with the approve permission " \
-        "(four eyes)." in page
+    assert "You replayed this operation, so you could not approve or reject it even with the approve " \
+        "permission (four eyes)." in page
 
 
 def test_no_one_is_told_anything_on_what_they_can_do_themselves(client, login, needing_review):

@@ -139,12 +139,12 @@ def test_it_manages_members_from_the_command_line(other, person):
 
     assert out.getvalue().splitlines() == [
         "alice is viewer of other.", "alice is approver of other.",
-        "other  alice                approver", "alice is no longer a member of other."]
+        "other  alice                approver", "alice is no longer a member of other; no API tokens to revoke."]
     assert not Membership.objects.filter(user=alice).exists()
     assert list(AuditEvent.objects.filter(workspace=other, kind__startswith="member_")
                 .values_list("kind", "message")) == [
         ("member_added", "alice: viewer"), ("member_role_changed", "alice: viewer -> approver"),
-        ("member_removed", "alice")]
+        ("member_removed", "alice (0 API tokens revoked)")]
     with pytest.raises(CommandError, match="alice is not a member of workspace other."):
         call_command("member", "remove", "other", "alice", stdout=StringIO())
 

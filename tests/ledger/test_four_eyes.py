@@ -24,8 +24,8 @@ ADMIN = "admin"
 VIA = ["console", "command"]
 
 
-def four_eyes(username: str, roles: str, key: str) -> str:
-    return (f"{username} {roles} {key}, so cannot approve it: four eyes means another person with the approve "
+def four_eyes(username: str, roles: str, key: str, verb: str = "approve") -> str:
+    return (f"{username} {roles} {key}, so cannot {verb} it: four eyes means another person with the approve "
             "permission must.")
 
 
@@ -90,7 +90,7 @@ def approve(via: str, client, user, operation, note: str = "") -> str:
 
     Through the console this is what a person does: open the page, follow Approve to its confirmation,
     then POST the fingerprint the confirmation shows (when the page offers no Approve, a forged POST
-    with the fingerprint the page's reject form carries)."""
+    with the operation's fingerprint)."""
     if via == "command":
         try:
             call_command("approve", operation.key, "--workspace", operation.workspace.slug,
@@ -100,8 +100,9 @@ def approve(via: str, client, user, operation, note: str = "") -> str:
         return ""
     page = operation_page(client, user, operation)
     if ">Approve</a>" in page:
-        page = client.get(f"/console/operations/{operation.pk}/approve/").content.decode()
-    fingerprint = shown_fingerprint(page)
+        fingerprint = shown_fingerprint(client.get(f"/console/operations/{operation.pk}/approve/").content.decode())
+    else:
+        fingerprint = operation.fingerprint
     response = client.post(f"/console/operations/{operation.pk}/approve/", {"note": note, "fingerprint": fingerprint})
     assert response.status_code == 302
     [(level, message)] = messages_of(response)
@@ -115,8 +116,8 @@ def assert_refused(via: str, client, user, operation, message: str) -> None:
     if via == "console":
         page = operation_page(client, user, operation)
         assert ">Approve</a>" not in page
-        assert "so another approver must approve it (four eyes; " in page and "You may still reject it." in page
-        assert ">Reject</button>" in page
+        assert "so another approver must approve or reject it (four eyes; " in page
+        assert ">Reject</button>" not in page
     assert approve(via, client, user, operation) == message
     operation.refresh_from_db()
     assert operation.state == "pending_approval"
@@ -129,7 +130,7 @@ def assert_approved(via: str, client, user, operation) -> None:
     if via == "console":
         page = operation_page(client, user, operation)
         assert ">Approve</a>" in page
-        assert "so another approver must approve it (four eyes" not in page
+        assert "so another approver must approve or reject it (four eyes" not in page
     assert approve(via, client, user, operation) == ""
     operation.refresh_from_db()
     assert operation.state == "pending"
@@ -374,20 +375,57 @@ def test_it_refuses_a_token_for_someone_who_is_not_a_user(workspace):
 
 # --- 7. rejecting your own work -----------------------------------------------------------------
 
-@pytest.mark.parametrize("via", VIA)
-def test_it_lets_a_submitter_reject_their_own_refund(client, approver, own_refund, standin, via):
-    """Rejecting only stops an action, so four eyes does not apply: the submitter may reject."""
-    if via == "console":
-        page = operation_page(client, approver, own_refund)
-        response = client.post(f"/console/operations/{own_refund.pk}/reject/",
-                               {"note": "sent by mistake", "fingerprint": shown_fingerprint(page)})
-        assert messages_of(response) == [("success", f"Rejected {own_refund.key}.")]
-    else:
-        call_command("reject", own_refund.key, "--workspace", "demo", "--as", "approver", "--note", "sent by mistake",
-                     stdout=StringIO())
+def reject(via: str, client, user, operation, note: str = "sent by mistake") -> str:
+    """Reject as ``user`` through ``via``; returns the error it was refused with, or "" if rejected.
+    Through the console: a POST of the reject form (forged with the operation's fingerprint when the
+    page offers no Reject)."""
+    if via == "command":
+        try:
+            call_command("reject", operation.key, "--workspace", operation.workspace.slug,
+                         "--as", user.get_username(), "--note", note, stdout=StringIO())
+        except CommandError as exc:
+            return str(exc)
+        return ""
+    page = operation_page(client, user, operation)
+    fingerprint = shown_fingerprint(page) if ">Reject</button>" in page else operation.fingerprint
+    response = client.post(f"/console/operations/{operation.pk}/reject/", {"note": note, "fingerprint": fingerprint})
+    assert response.status_code == 302
+    [(level, message)] = messages_of(response)
+    return "" if (level, message) == ("success", f"Rejected {operation.key}.") else message
 
+
+def assert_reject_refused(via: str, client, user, operation, message: str) -> None:
+    if via == "console":
+        page = operation_page(client, user, operation)
+        assert ">Reject</button>" not in page and ">Approve</a>" not in page
+    assert reject(via, client, user, operation) == message
+    operation.refresh_from_db()
+    assert operation.state == "pending_approval"
+    assert not operation.approvals.filter(decision="rejected").exists()
+    assert not AuditEvent.objects.filter(operation=operation, kind="approval_rejected").exists()
+
+
+@pytest.mark.parametrize("via", VIA)
+def test_it_refuses_a_submitter_rejecting_their_own_refund(client, approver, second_approver, own_refund, standin,
+                                                           via):
+    """A rejection is final (the key never runs), so it is a decision like approving: the person
+    who sent the refund cannot take it alone; another approver can."""
+    assert_reject_refused(via, client, approver, own_refund,
+                          four_eyes("approver", "submitted", own_refund.key, verb="reject"))
+
+    assert reject(via, client, second_approver, own_refund) == ""
     own_refund.refresh_from_db()
     assert own_refund.state == "rejected"
-    assert list(own_refund.approvals.values_list("decision", "approver")) == [("rejected", "approver")]
+    assert list(own_refund.approvals.values_list("decision", "approver")) == [("rejected", "second")]
     assert process_due_operations() == 0
     assert standin.records() == []
+
+
+@pytest.mark.parametrize("via", VIA)
+def test_it_refuses_an_admin_rejecting_a_refund_they_replayed(client, admin, approver, standin, failed_refund, via):
+    replay("command", client, admin, failed_refund)
+
+    assert_reject_refused(via, client, admin, failed_refund,
+                          four_eyes("admin", "replayed", failed_refund.key, verb="reject"))
+
+    assert reject(via, client, approver, failed_refund) == ""

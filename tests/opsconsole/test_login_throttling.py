@@ -134,9 +134,10 @@ def test_a_direct_client_is_its_remote_address_whatever_it_claims():
     assert client_ip(request_from("198.51.100.7", "203.0.113.1")) == "198.51.100.7"
 
 
-def test_behind_our_proxy_the_client_is_the_address_the_proxy_appended():
+def test_behind_our_proxy_the_client_is_the_address_the_proxy_appended(settings):
     """A client that writes its own X-Forwarded-For cannot pick its address: only the proxy's entry,
     the right-most, is believed."""
+    settings.OPSCONSOLE_TRUSTED_PROXIES = ["127.0.0.1"]
     assert client_ip(request_from("127.0.0.1", "198.51.100.7")) == "198.51.100.7"
     assert client_ip(request_from("127.0.0.1", "203.0.113.1, 10.9.9.9, 198.51.100.7")) == "198.51.100.7"
 
@@ -146,3 +147,26 @@ def test_a_chain_of_trusted_proxies_is_walked_from_the_right(settings):
 
     assert client_ip(request_from("127.0.0.1", "203.0.113.1, 198.51.100.7, 10.0.0.2")) == "198.51.100.7"
     assert client_ip(request_from("127.0.0.1", "")) == "127.0.0.1"
+
+
+def test_no_proxy_is_trusted_unless_one_is_named():
+    """By default X-Forwarded-For is believed from nobody, the local host included: any process on
+    the machine can connect from 127.0.0.1 and write the header."""
+    assert client_ip(request_from("127.0.0.1", "198.51.100.7")) == "127.0.0.1"
+    assert client_ip(request_from("::1", "198.51.100.7")) == "::1"
+
+
+def test_a_local_process_cannot_guess_without_limit_by_rotating_x_forwarded_for(client, operator, settings):
+    """With the default settings, wrong passwords sent from 127.0.0.1, each claiming another
+    address, are one address's failures: locked out at the limit, the right password too."""
+    statuses = [
+        client.post(reverse("login"), {"username": "operator", "password": f"guess-{n}"},
+                    REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=f"198.51.100.{n}").status_code
+        for n in range(settings.AXES_FAILURE_LIMIT + 3)
+    ]
+    right = client.post(reverse("login"), {"username": "operator", "password": PASSWORD},
+                        REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.250")
+
+    assert statuses == [200] * (settings.AXES_FAILURE_LIMIT - 1) + [429] * 4
+    assert right.status_code == 429
+    assert not logged_in(client)

@@ -20,6 +20,9 @@ class Command(BaseCommand):
         remove.add_argument("username")
         listing = sub.add_parser("list", help="The members of one workspace, or of all.")
         listing.add_argument("workspace", nargs="?")
+        deactivate = sub.add_parser("deactivate", help="Offboard a person: no more logins, and every API token "
+                                                       "of theirs revoked.")
+        deactivate.add_argument("username")
 
     def handle(self, *args, verb, workspace=None, **options):
         target = None
@@ -37,10 +40,15 @@ class Command(BaseCommand):
     def _remove(self, workspace, *, username, **options):
         user = find_user(username)
         try:
-            services.remove_membership(workspace=workspace, user=user, actor="cli")
+            revoked = services.remove_membership(workspace=workspace, user=user, actor="cli")
         except services.NotAMember as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"{user.get_username()} is no longer a member of {workspace.slug}.")
+        self.stdout.write(f"{user.get_username()} is no longer a member of {workspace.slug}; {_revoked(revoked)}.")
+
+    def _deactivate(self, workspace, *, username, **options):
+        user = find_user(username)
+        revoked = services.deactivate_person(user, actor="cli")
+        self.stdout.write(f"{user.get_username()} is deactivated (can no longer log in); {_revoked(revoked)}.")
 
     def _list(self, workspace, **options):
         members = Membership.objects.select_related("user", "workspace").order_by("workspace__slug", "user__username")
@@ -48,3 +56,9 @@ class Command(BaseCommand):
             members = members.filter(workspace=workspace)
         for membership in members:
             self.stdout.write(f"{membership.workspace.slug}  {membership.user.get_username():<20} {membership.role}")
+
+
+def _revoked(count: int) -> str:
+    if not count:
+        return "no API tokens to revoke"
+    return f"{count} API token{'' if count == 1 else 's'} of theirs revoked"

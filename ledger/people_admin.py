@@ -1,0 +1,38 @@
+"""People in the admin: turning a person off goes through ``services.deactivate_person``, so their
+API tokens are revoked in the same transaction (the Django admin would only clear ``is_active``).
+
+Imported by ``ledger.admin``; django.contrib.auth's admin registers the user model first, and this
+registers it again with the same admin plus that one rule.
+"""
+
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+
+from ledger import services
+
+User = get_user_model()
+
+
+class PersonAdmin(UserAdmin):
+    actions = ["deactivate_people"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        # The admin's change view is one transaction: the save and the revocation commit together.
+        if change and "is_active" in form.changed_data and not obj.is_active:
+            revoked = services.deactivate_person(obj, actor=request.user.get_username())
+            self.message_user(request, f"{obj.get_username()} is deactivated; "
+                                       f"{services.tokens_revoked(revoked)}.", messages.WARNING)
+
+    @admin.action(description="Deactivate the selected people and revoke their API tokens", permissions=["change"])
+    def deactivate_people(self, request, queryset):
+        people = list(queryset)
+        revoked = sum(services.deactivate_person(person, actor=request.user.get_username()) for person in people)
+        names = ", ".join(person.get_username() for person in people)
+        self.message_user(request, f"Deactivated {names}; {services.tokens_revoked(revoked)}.", messages.SUCCESS)
+
+
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+admin.site.register(User, PersonAdmin)
