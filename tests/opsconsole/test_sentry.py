@@ -8,6 +8,7 @@ envelope as it would be sent; everything else is the project's own Sentry set-up
 """
 
 import json
+import logging
 
 import pytest
 import sentry_sdk
@@ -134,8 +135,6 @@ def test_a_500_while_submitting_sends_no_request_body_and_no_breadcrumb_text(api
 
 
 def test_an_error_logged_by_a_worker_is_sent_without_its_message(sentry):
-    import logging
-
     try:
         int(CUSTOMER)
     except ValueError:
