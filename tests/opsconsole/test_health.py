@@ -104,8 +104,10 @@ def test_the_probes_answer_any_host_over_plain_http_without_a_session_or_csrf(cl
     for path in PROBES:
         assert_word(client.get(path, HTTP_HOST="10.0.3.17:8000"), 200, "ok")
         assert client.head(path, HTTP_HOST="10.0.3.17").status_code == 200
-        assert client.get(path + "/", HTTP_HOST="console.example.com").status_code == 404  # exactly the path
-    assert client.get("/accounts/login/", HTTP_HOST="10.0.3.17").status_code == 400  # the rest still checks
+        assert client.get(path + "/", HTTP_HOST="console.example.com").status_code == 301  # only that path
+    # The rest is still checked: a host not allowed is refused, plain HTTP redirected.
+    assert client.get("/accounts/login/", HTTP_HOST="10.0.3.17").status_code == 400
+    assert client.get("/accounts/login/", HTTP_HOST="console.example.com").status_code == 301
 
 
 DOWN_SCRIPT = """
