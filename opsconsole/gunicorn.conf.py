@@ -9,9 +9,34 @@ connection limit); threads measured no faster on 2 cores and hold more connectio
 """
 
 import os
+import shutil
+import tempfile
 
 bind = os.environ.get("BIND", "127.0.0.1:8000").split(",")
 workers = int(os.environ.get("WEB_CONCURRENCY", min(2 * (os.cpu_count() or 1) + 1, 9)))
 worker_class = "sync"
 # Not used (gunicornc), and its default path is one per user: two servers on a host would share it.
 control_socket_disable = True
+
+
+# The request metrics (opsconsole.requests_metrics): each worker counts in files of its own in a
+# directory made for this run, so counts of an earlier run never leak in; /metrics sums them. Made
+# before the workers fork (they import prometheus-client after, and read the variable then), removed
+# when the server stops. TMPDIR chooses where (a container with a read-only root: a tmpfs).
+_metrics_dir = ""
+
+
+def on_starting(server):
+    global _metrics_dir
+    _metrics_dir = tempfile.mkdtemp(prefix="opsconsole-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+
+
+def child_exit(server, worker):
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    shutil.rmtree(_metrics_dir, ignore_errors=True)

@@ -16,7 +16,8 @@ operation_due_since_idx (``selectors.oldest_due_by_action``).
 - counters the workers keep (``ledger.tallies``): attempts and failures, processing time from
   arrival to a final state (a histogram around each action's service level), late operations;
 - ``opsconsole_oldest_due_seconds``, ``opsconsole_open_conflicts``, and the heartbeat ages of the
-  sweep, the reconciler and the purge (the ledger's own liveness signals).
+  sweep, the reconciler and the purge (the ledger's own liveness signals);
+- the requests this web server answered, by route template and status (``opsconsole.requests_metrics``).
 
 Label values are escaped by the library. Every metric is described in docs/operations.md.
 Served only to a scraper that presents ``OPSCONSOLE_METRICS_TOKEN`` as a bearer token
@@ -45,6 +46,7 @@ from ledger.selectors import (
     switch_over,
 )
 from ledger.states import CLAIMABLE_STATES, UNFINISHED_STATES, State
+from opsconsole import requests_metrics
 from reconciliation.models import Mismatch, MismatchKind, MismatchStatus
 
 REVIEW_STATES = (State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL)
@@ -63,6 +65,7 @@ def metrics_view(request):
         return response
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LedgerCollector())
+    registry.register(requests_metrics.collector())
     # One transaction for the scrape's reads: the index-order reads inside it need no BEGIN and
     # COMMIT of their own (ledger.selectors.read_in_index_order).
     with transaction.atomic():

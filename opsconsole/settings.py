@@ -81,8 +81,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz and /readyz, answered before the Host check, the HTTPS redirect and the metrics.
+    "opsconsole.health.ProbeMiddleware",
     # First: every log line of the request carries its id; the database's absence becomes a 503.
     "opsconsole.middleware.RequestIdMiddleware",
+    # Counted, timed and access-logged by route template, with the id, whatever answers inside.
+    "opsconsole.requests_metrics.RequestMetricsMiddleware",
     "opsconsole.middleware.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -227,8 +231,22 @@ LOGGING = {
         # lines carrying the request id: with DEBUG off nothing else would print them.
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "django.security": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        # The access log (a line per request) and why /readyz is not ready.
+        "opsconsole": {"handlers": ["console"], "level": env.str("OPSCONSOLE_LOG_LEVEL", default="INFO"),
+                       "propagate": False},
     },
 }
+
+# /readyz answers 503 when the sweep's heartbeat is older than this (0: it does not ask).
+OPSCONSOLE_SWEEP_STALE_SECONDS = env.int("OPSCONSOLE_SWEEP_STALE_SECONDS", default=300)
+
+# Server errors to Sentry, when a DSN is given, without any payload value (opsconsole/sentry.py).
+SENTRY_DSN = env.str("SENTRY_DSN", default="")
+if SENTRY_DSN:
+    from opsconsole.sentry import init_sentry
+
+    init_sentry(SENTRY_DSN, environment=env.str("SENTRY_ENVIRONMENT", default="production"),
+                release=env.str("SENTRY_RELEASE", default=""))
 
 # /metrics answers only a scraper presenting this bearer token (Prometheus `authorization`); unset: off.
 OPSCONSOLE_METRICS_TOKEN = env.str("OPSCONSOLE_METRICS_TOKEN", default="")
