@@ -11,6 +11,8 @@ import json
 import logging
 import traceback
 
+from django.http import HttpRequest
+
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 # The id of the request this thread or task serves (opsconsole.middleware.RequestIdMiddleware).
@@ -36,7 +38,10 @@ class JsonFormatter(logging.Formatter):
 
 
 def _plain(value):
-    # django.request passes the request object itself: its repr (method and path) is enough.
+    if isinstance(value, HttpRequest):
+        # django.request passes the request itself; its repr would carry the query string, where a
+        # search may hold a sensitive value. The method and the path are enough.
+        return f"{value.method} {value.path}"
     return value if isinstance(value, str | int | float | bool | type(None) | list | dict) else repr(value)
 
 

@@ -65,6 +65,25 @@ def test_it_logs_an_unhandled_error_with_its_request_id_and_without_its_message(
     assert "C-1001" not in request_log.getvalue()
 
 
+def test_it_logs_a_failed_request_without_its_query_string(client, person, monkeypatch, request_log):
+    """A search for a customer is a sensitive value in the query string: the log line names only
+    the method and the path of the request django.request passes."""
+    client.force_login(person("viewer", "viewer"))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("opsconsole.console.views.oldest_due_seconds", broken)
+    client.raise_request_exception = False
+
+    response = client.get("/console/", {"q": "C-" + "1001"})
+
+    assert response.status_code == 500
+    [line] = [json.loads(line) for line in request_log.getvalue().splitlines()]
+    assert line["request"] == "GET /console/"
+    assert "C-1001" not in request_log.getvalue()
+
+
 @pytest.fixture
 def database_down(settings):
     """Call it to make the database stop answering: the next connection attempt is refused
