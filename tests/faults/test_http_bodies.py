@@ -21,11 +21,19 @@ from tests.faults.gunicorn import running_gunicorn
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture(scope="module")
+def gunicorn(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One server for the module (two workers: starting one is most of the time these tests take);
+    each test's rows are its own (``server``)."""
+    with django_db_blocker.unblock():
+        requires_postgres("to share the test database with a gunicorn process")
+        with running_gunicorn(tmp_path_factory.mktemp("gunicorn"), env={"WEB_CONCURRENCY": "2"}) as running:
+            yield running
+
+
 @pytest.fixture
-def server(transactional_db, tmp_path):
-    requires_postgres("to share the test database with a gunicorn process")
-    with running_gunicorn(tmp_path) as running:
-        yield running
+def server(gunicorn, transactional_db):
+    return gunicorn
 
 
 def post_chunked(server, token: str, chunks, path="/api/v1/events", headers=None) -> tuple[int, dict]:

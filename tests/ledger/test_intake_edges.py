@@ -264,7 +264,7 @@ def test_it_takes_the_identity_encoding(api):
 def chunked(api, body: bytes, path="/api/v1/events"):
     """What gunicorn hands Django for a chunked body: no Content-Length, the transfer coding named,
     and an input stream that ends where the (decoded) body ends."""
-    return api.post(path, b"", CONTENT_LENGTH="", HTTP_TRANSFER_ENCODING="chunked",
+    return api.post(path, b"", CONTENT_TYPE="application/json", CONTENT_LENGTH="", HTTP_TRANSFER_ENCODING="chunked",
                     **{"wsgi.input": io.BytesIO(body), "wsgi.input_terminated": True})
 
 
