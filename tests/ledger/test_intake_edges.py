@@ -203,6 +203,15 @@ def test_it_takes_utf8_however_it_is_spelled(api, charset):
     assert response.status_code == 201, response.content
 
 
+def test_it_reads_bytes_as_utf8_only(api):
+    """Python's json would guess UTF-16 from the bytes; a JSON body is UTF-8 (RFC 8259)."""
+    response = api.post("/api/v1/events", json.dumps(event()).encode("utf-16"))
+
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"] == [{"field": "body", "message": "malformed JSON: the body is not UTF-8 text"}]
+    assert_recorded_as_invalid(response)
+
+
 def test_it_decodes_a_gzip_body(api):
     body = gzip.compress(json.dumps(event()).encode())
 
