@@ -303,6 +303,12 @@ def _decode(request: HttpRequest, limit: int):
         # Django's own reading of the body would fail on it.
         return None, _blocked_response(request, reason="malformed_request", http_status=400,
                                        field="Content-Length", message="must be a whole number of bytes")
+    chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+    if chunked and not declared and not request.META.get("wsgi.input_terminated"):
+        # runserver (wsgiref) passes the chunks undecoded and cannot say where they end.
+        return None, _blocked_response(request, reason="malformed_request", http_status=400,
+                                       field="Transfer-Encoding",
+                                       message="this server cannot read a chunked body: send a Content-Length")
     too_large = {"reason": "too_large", "http_status": 413, "extra": {"limit_bytes": limit}}
     try:
         declared = declared.lstrip("0") or "0"

@@ -283,6 +283,18 @@ def test_it_reads_a_chunked_body(api):
     assert response.status_code == 201, response.content
 
 
+def test_it_says_so_when_its_server_cannot_read_a_chunked_body(api):
+    """A server that passes the chunks on undecoded, with no end to its input (runserver): refused
+    by name, not read as an empty body."""
+    body = json.dumps(event()).encode()
+    response = api.post("/api/v1/events", b"", CONTENT_TYPE="application/json", CONTENT_LENGTH="",
+                        HTTP_TRANSFER_ENCODING="chunked", **{"wsgi.input": io.BytesIO(body)})
+
+    assert response.status_code == 400, response.content
+    assert (response.json()["reason"], fields_of(response)) == ("malformed_request", ["Transfer-Encoding"])
+    assert_recorded_as_invalid(response)
+
+
 def test_it_counts_a_chunked_body_against_the_limit_while_reading(api):
     body = json.dumps(event(title="x" * settings.OPSCONSOLE_MAX_BODY_BYTES)).encode()
 
