@@ -113,6 +113,23 @@ def test_it_keys_the_normalised_address_by_its_keyed_hash(api):
     assert key == f"demo:{hashed}:v1:send-welcome"
 
 
+def test_an_erasure_finds_the_address_however_it_is_typed(api, person, standin):
+    """The ledger holds the normalised address: an admin typing it as the subject wrote it erases it."""
+    from django.core.management import call_command
+
+    from ledger.processing import process_due_operations
+
+    person("boss", "admin")
+    welcome(api, email=" ann.lee@EXAMPLE.com")
+    process_due_operations()
+    assert Operation.objects.get().state == "succeeded"
+
+    call_command("erase", "--workspace", "demo", "--field", "email", "--value", "ann.lee@Example.COM",
+                 "--as", "boss", "--reason", "erasure request ER-17", stdout=io.StringIO())
+
+    assert Operation.objects.get().payload["email"] == "[redacted]"
+
+
 @pytest.mark.parametrize("request_id", ["R-42\n", "R-\x1b42", "R-42\x9f"])
 def test_it_refuses_a_request_id_with_a_control_character(api, request_id):
     """An opaque identifier is kept exactly as sent, so an invisible character would make another key."""
