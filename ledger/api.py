@@ -7,6 +7,7 @@ every answer with its status; the answer models below only describe, the views b
 """
 
 import operator
+import zlib
 from datetime import datetime
 from functools import reduce
 from typing import Annotated, Any, Literal
@@ -101,7 +102,10 @@ class InvalidInput(Blocked):
 
 
 class MalformedBody(Blocked):
-    reason: Literal["malformed_json", "malformed_request"]
+    """`duplicate_key`: a key appears twice in one object; each `errors` entry names its path
+    (`data.version`, `events[3].data`)."""
+
+    reason: Literal["malformed_json", "malformed_request", "duplicate_key"]
 
 
 class TooLarge(Blocked):
@@ -111,7 +115,10 @@ class TooLarge(Blocked):
 
 
 class UnsupportedMediaType(Blocked):
-    reason: Literal["unsupported_media_type"]
+    """Not `application/json` (or `+json`), a charset other than UTF-8, or a Content-Encoding other
+    than gzip (answered with `Accept-Encoding: gzip`)."""
+
+    reason: Literal["unsupported_media_type", "unsupported_charset", "unsupported_encoding"]
 
 
 class Failed(Answer):
@@ -221,13 +228,17 @@ def unauthorized(request, exc):
     )
 
 
-def _blocked_response(request, *, reason: str, message: str, http_status: int, field: str = "body",
-                      extra: dict | None = None) -> JsonResponse:
+def _blocked_response(request, *, reason: str, message: str = "", http_status: int, field: str = "body",
+                      extra: dict | None = None, errors: list[dict] | None = None,
+                      headers: dict | None = None) -> JsonResponse:
     result = intake.record_blocked_delivery(
         workspace=request.workspace, source=SOURCE, **_sender(request), reason=reason,
-        errors=[{"field": field, "message": message}], http_status=http_status, extra=extra,
+        errors=errors or [{"field": field, "message": message}], http_status=http_status, extra=extra,
     )
-    return _respond(request, result)
+    response = _respond(request, result)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
 
 
 def _respond(request, result: IntakeResult) -> JsonResponse:
@@ -251,30 +262,120 @@ def _is_json(content_type: str) -> bool:
         content_type.startswith("application/") and content_type.endswith("+json"))
 
 
+UTF_8 = ("utf-8", "utf8")
+GZIP = ("gzip", "x-gzip")
+# How much of a body is read at a time (counted against the limit as it arrives).
+READ_SIZE = 64 * 1024
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _BadGzip(Exception):
+    pass
+
+
 def _decode(request: HttpRequest, limit: int):
     """The JSON body, or a JsonResponse that says what was wrong with it (already recorded).
 
-    A body must say it is JSON: one sent without a Content-Type, or as a form (what ``curl -d``
-    sends unless told otherwise), is refused with 415 rather than guessed at.
+    Read as HTTP says (RFC 9110, RFC 8259): a body must say it is JSON (one sent without a
+    Content-Type, or as a form, what ``curl -d`` sends unless told otherwise, is refused with 415
+    rather than guessed at), in UTF-8 (any other charset: 415), either as it is or gzip-compressed
+    (decoded, its decoded size held to the limit; any other Content-Encoding: 415). A chunked body
+    (no Content-Length; the server decodes the chunks) is read as it comes. Either way at most
+    ``limit`` + 1 bytes are read before a body is refused as too large.
     """
     if not _is_json(request.content_type or ""):
         return None, _blocked_response(request, reason="unsupported_media_type", http_status=415,
                                        field="Content-Type", message="must be application/json")
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    if not (declared.isascii() and declared.isdigit()):
+    charset = request.content_params.get("charset")
+    if charset is not None and charset.strip().lower() not in UTF_8:
+        return None, _blocked_response(request, reason="unsupported_charset", http_status=415,
+                                       field="Content-Type", message="must be UTF-8 (charset=utf-8, or none)")
+    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    if encoding not in ("", "identity", *GZIP):
+        return None, _blocked_response(request, reason="unsupported_encoding", http_status=415,
+                                       field="Content-Encoding", message="must be gzip, or none",
+                                       headers={"Accept-Encoding": "gzip"})
+    declared = request.META.get("CONTENT_LENGTH") or ""
+    if declared and not (declared.isascii() and declared.isdigit()):
         # Django's own reading of the body would fail on it.
         return None, _blocked_response(request, reason="malformed_request", http_status=400,
                                        field="Content-Length", message="must be a whole number of bytes")
-    declared = declared.lstrip("0") or "0"
-    if len(declared) > len(str(limit)) or int(declared) > limit or len(request.body) > limit:
-        return None, _blocked_response(
-            request, reason="too_large", http_status=413, extra={"limit_bytes": limit},
-            message=f"the body is larger than the limit of {limit} bytes",
-        )
+    chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+    if chunked and not declared and not request.META.get("wsgi.input_terminated"):
+        # runserver (wsgiref) passes the chunks undecoded and cannot say where they end.
+        return None, _blocked_response(request, reason="malformed_request", http_status=400,
+                                       field="Transfer-Encoding",
+                                       message="this server cannot read a chunked body: send a Content-Length")
+    too_large = {"reason": "too_large", "http_status": 413, "extra": {"limit_bytes": limit}}
     try:
-        return intake.decode_json(request.body), None
+        declared = declared.lstrip("0") or "0"
+        if len(declared) > len(str(limit)) or int(declared) > limit:
+            raise _TooLarge
+        body = _read(_body_stream(request), limit)
+        if encoding in GZIP:
+            try:
+                body = _gunzip(body, limit)
+            except _TooLarge:
+                return None, _blocked_response(
+                    request, **too_large, message=f"the body, decoded, is larger than the limit of {limit} bytes")
+    except _TooLarge:
+        return None, _blocked_response(request, **too_large,
+                                       message=f"the body is larger than the limit of {limit} bytes")
+    except _BadGzip:
+        return None, _blocked_response(request, reason="malformed_request", http_status=400,
+                                       field="Content-Encoding", message="the body is not valid gzip")
+    try:
+        return intake.decode_json(body), None
     except intake.MalformedJSON as exc:
-        return None, _blocked_response(request, reason="malformed_json", http_status=400, message=str(exc))
+        return None, _blocked_response(request, reason=exc.reason, http_status=400, errors=exc.errors)
+
+
+def _body_stream(request: HttpRequest):
+    """Where the body is read from. With a Content-Length, Django's stream (it stops there); with
+    none, a chunked body from the server's own input, but only from a server that says its input
+    ends where the body ends (``wsgi.input_terminated``: gunicorn does); else there is no body."""
+    meta = request.META
+    if meta.get("CONTENT_LENGTH"):
+        return request
+    if "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower() and meta.get("wsgi.input_terminated"):
+        return meta["wsgi.input"]
+    return None
+
+
+def _read(stream, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``stream``; ``_TooLarge`` as soon as there are more."""
+    if stream is None:
+        return b""
+    parts, size = [], 0
+    while chunk := stream.read(min(READ_SIZE, limit + 1 - size)):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+    return b"".join(parts)
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """The decoded body of gzip ``data`` (one member or several, RFC 1952), decoding no more than
+    ``limit`` + 1 bytes: a small body that would decode to gigabytes (a gzip bomb) is ``_TooLarge``."""
+    decoded = bytearray()
+    try:
+        while True:
+            member = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            # max_length is at least 1 here (0 would mean no limit).
+            decoded += member.decompress(data, limit + 1 - len(decoded))
+            if len(decoded) > limit:
+                raise _TooLarge
+            if not member.eof:
+                raise _BadGzip  # cut short
+            data = member.unused_data
+            if not data:
+                return bytes(decoded)
+    except zlib.error:
+        raise _BadGzip from None
 
 
 @api.post("/events", response=EVENT_RESPONSES, openapi_extra=_json_body(EVENT_SCHEMA),

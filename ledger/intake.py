@@ -12,6 +12,7 @@ surrogates, offsets beyond ±15:59, implausible dates) are invalid input naming 
 
 import json
 import logging
+import re
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
@@ -28,6 +29,7 @@ from pydantic import (
     StrictStr,
     StringConstraints,
     ValidationError,
+    WithJsonSchema,
     field_validator,
 )
 
@@ -53,16 +55,53 @@ OCCURRED_AT_WINDOW = timedelta(days=3653)
 MAX_UTC_OFFSET = timedelta(hours=15, minutes=59)
 
 Label = Annotated[StrictStr, StringConstraints(min_length=1, max_length=200)]
+# RFC 3339's date-time (section 5.6), the form JSON Schema's `date-time` names: seconds and an
+# offset required, `T` and `Z` in either case. Digits alone are no time (not read as Unix time).
+RFC3339 = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+_RFC3339 = re.compile(RFC3339)
 
 
 class MalformedJSON(ValueError):
     """The body is not JSON the ledger can read. The message says why, never what was sent."""
 
+    reason = "malformed_json"
+
+    @property
+    def errors(self) -> list[dict]:
+        return [{"field": "body", "message": str(self)}]
+
+
+class DuplicateKey(MalformedJSON):
+    """An object of the body names a key twice. JSON parsers disagree on which one counts (Python's
+    takes the last), so a sender's mistake would become another business action: refused, naming
+    the path of each key (``data.version``, ``events[3].data``)."""
+
+    reason = "duplicate_key"
+
+    def __init__(self, paths: list[str]):
+        self.paths = paths
+        super().__init__("a key appears more than once in an object")
+
+    @property
+    def errors(self) -> list[dict]:
+        return [{"field": path, "message": "appears more than once in its object; send each key once"}
+                for path in self.paths]
+
+
+# At most this many duplicate keys are named in an answer.
+MAX_DUPLICATES_NAMED = 10
+
 
 def decode_json(body: bytes | str) -> Any:
-    """The decoded body, or ``MalformedJSON``: every entry point decodes events through here."""
+    """The decoded body, or ``MalformedJSON`` (``DuplicateKey`` among them): every entry point
+    decodes events through here. Bytes must be UTF-8 (RFC 8259; a leading byte order mark is
+    ignored): Python's own guess at UTF-16 or UTF-32 is not made."""
     try:
-        value = json.loads(body, parse_int=_parse_int, parse_constant=_refuse_constant)
+        text = body.decode("utf-8-sig") if isinstance(body, bytes | bytearray) else body
+        value = json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant,
+                           object_pairs_hook=_unique_keys)
+    except _Duplicated:
+        raise DuplicateKey(_duplicate_paths(text)) from None
     except json.JSONDecodeError as exc:
         raise MalformedJSON(f"malformed JSON: {exc}") from None
     except UnicodeDecodeError:
@@ -72,6 +111,51 @@ def decode_json(body: bytes | str) -> Any:
     if _nested_deeper_than(value, MAX_NESTING):
         raise MalformedJSON(f"malformed JSON: nested deeper than {MAX_NESTING} levels")
     return value
+
+
+class _Duplicated(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise _Duplicated
+    return value
+
+
+class _Pairs(list):
+    """An object as it was written, every key kept (to find where the duplicates are)."""
+
+
+def _duplicate_paths(text: str) -> list[str]:
+    """The path of each key named twice in its object, in document order. Only when a body has a
+    duplicate: it is parsed once more keeping every pair, and walked without recursion."""
+    try:
+        tree = json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant, object_pairs_hook=_Pairs)
+    except (ValueError, RecursionError):
+        return ["body"]  # something later in it is malformed too: the duplicate is still refused
+    found: list[str] = []
+    stack = [("", tree)]
+    while stack and len(found) < MAX_DUPLICATES_NAMED:
+        path, value = stack.pop()
+        children = []
+        if isinstance(value, _Pairs):
+            seen = set()
+            for name, item in value:
+                child = f"{path}.{_key_name(name)}" if path else _key_name(name)
+                if name in seen and child not in found:
+                    found.append(child)
+                seen.add(name)
+                children.append((child, item))
+        elif isinstance(value, list):
+            children = [(f"{path}[{index}]", item) for index, item in enumerate(value)]
+        stack.extend(reversed(children))
+    return found[:MAX_DUPLICATES_NAMED] or ["body"]
+
+
+def _key_name(name: str) -> str:
+    return storable(_printable(name[:100]))
 
 
 def _parse_int(digits: str) -> int:
@@ -129,16 +213,21 @@ class Envelope(BaseModel):
     action: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100)]
     delivery_id: Label | None = None
     correlation_id: Label | None = None
-    occurred_at: AwareDatetime | None = Field(None, description=(
-        "When the event happened: ISO 8601 with a UTC offset within ±15:59, within 10 years of now."))
+    occurred_at: Annotated[AwareDatetime, WithJsonSchema({"type": "string", "format": "date-time",
+                                                         "pattern": RFC3339})] | None = Field(None, description=(
+        "When the event happened: an RFC 3339 date-time (`2025-12-03T08:00:00Z`) with a UTC offset "
+        "within ±15:59, within 10 years of now."))
     data: dict[str, Any]
 
     @field_validator("occurred_at", mode="before")
     @classmethod
     def _a_string(cls, value):
-        # Pydantic would also read a number as a Unix time; the envelope's documented form is text.
-        if value is not None and not isinstance(value, str):
-            raise ValueError("must be a date-time string with a UTC offset (ISO 8601)")
+        # Pydantic would also read a number, or a string of digits, as a Unix time, and take other
+        # ISO 8601 forms; the envelope's documented form is RFC 3339 text.
+        if value is None:
+            return None
+        if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+            raise ValueError("must be an RFC 3339 date-time string with a UTC offset (2025-12-03T08:00:00Z)")
         return value
 
     @field_validator("occurred_at")
@@ -317,12 +406,17 @@ _STATUS = {Outcome.ACCEPTED: 201, Outcome.DUPLICATE: 200, Outcome.CONFLICT: 409}
 def _event(workspace, envelope: Envelope, action: ActionDefinition, data: dict) -> reservation.Event:
     return reservation.Event(
         action=action, data=data,
-        key=build_key(workspace.slug, action.name, [(f, data[f]) for f in action.identity_fields],
-                      sensitive=action.sensitive_fields, secret=settings.OPSCONSOLE_KEY_SECRET),
+        key=key_for(workspace.slug, action, data),
         fingerprint=fingerprint(data, action.fingerprint_fields),
         delivery_id=envelope.delivery_id or "", correlation_id=envelope.correlation_id or "",
         occurred_at=envelope.occurred_at,
     )
+
+
+def key_for(workspace_slug: str, action: ActionDefinition, data: dict) -> str:
+    """The operation key of ``data`` (normalised: ``action.normalised``) in the workspace."""
+    return build_key(workspace_slug, action.name, [(f, data[f]) for f in action.identity_fields],
+                     sensitive=action.sensitive_fields, secret=settings.OPSCONSOLE_KEY_SECRET)
 
 
 def _staleness(event: reservation.Event, policy: policies.EffectivePolicy) -> str:
@@ -434,7 +528,9 @@ def _parse(workspace, raw) -> tuple[Envelope | None, ActionDefinition | None, di
         except ValidationError as exc:
             errors += _field_errors(exc, prefix="data")
         else:
-            errors += action.check(workspace, data)
+            # What is stored, fingerprinted and keyed from here on is the normalised value.
+            data, unnormal = action.normalised(data)
+            errors += unnormal or action.check(workspace, data)
     return envelope, action, data, [e.as_dict() for e in errors]
 
 

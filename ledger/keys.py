@@ -16,9 +16,12 @@ part of every such key: changed, the same event gets another key.
 import hashlib
 import hmac
 import json
+import re
 import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from urllib.parse import quote
+
+import idna
 
 KEY_RECIPE = 1
 
@@ -87,3 +90,68 @@ def build_key(workspace: str, action: str, identity: Sequence[tuple[str, object]
             parts.append(_component(value))
     parts.append(_component(action))
     return ":".join(parts)
+
+
+# --- identity normalisers -------------------------------------------------------------------------
+#
+# Every identity field of every action declares how equivalent spellings of one identity become one
+# value (``ActionDefinition.normalisers``); intake applies it before anything is stored,
+# fingerprinted or keyed, so the normalised value is the one the ledger holds. A normaliser is
+# idempotent and raises ``ValueError`` with the rule broken (never the value). The patterns are
+# published in the API's schema as they are enforced here (Python ``re``, matched whole), written
+# with ``\uXXXX`` escapes that JSON Schema (ECMA 262) and Python read alike.
+
+# Unicode's control characters (category Cc): invisible, and a different identity to a key.
+CONTROL = "\\u0000-\\u001f\\u007f-\\u009f"
+# Blank (white space that is not a control character): Unicode's White_Space, and the BOM (which
+# ECMA 262's \s counts as one).
+BLANK = " \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+# An opaque identifier (a request id): anything but control characters, not blank.
+IDENTIFIER_PATTERN = f"^[^{CONTROL}]*[^{CONTROL}{BLANK}][^{CONTROL}]*$"
+# An email address: local part and domain, no control characters or blanks inside, blanks around.
+EMAIL_PATTERN = f"^[{BLANK}]*[^@{CONTROL}{BLANK}]+@[^@{CONTROL}{BLANK}]+[{BLANK}]*$"
+
+_CONTROL = re.compile(f"[{CONTROL}]")
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
+_EMAIL = re.compile(EMAIL_PATTERN)
+_BLANKS = " \u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200b))) + "\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
+def identifier(value: str) -> str:
+    """An opaque identifier, kept exactly as sent (case and spaces are part of it), in Unicode NFC;
+    one with a control character is refused (it would be another key that looks the same)."""
+    if _CONTROL.search(value):
+        raise ValueError("must not contain control characters")
+    if not _IDENTIFIER.fullmatch(value):
+        raise ValueError("must not be blank")
+    return unicodedata.normalize("NFC", value)
+
+
+def whole_number(value: int) -> int:
+    """A version: the schema already holds it to a strict integer, which has one spelling."""
+    return value
+
+
+def email_address(value: str) -> str:
+    """One mailbox, one spelling: NFC, the blanks around it trimmed, the domain lower-cased in its
+    ASCII (IDNA, UTS 46) form, so ``Ann@Bücher.Example`` and ``Ann@xn--bcher-kva.example`` are one
+    address. The local part is kept as sent: only the receiving server may say that ``Ann`` and
+    ``ann`` are one mailbox (RFC 5321), so they stay two identities. Control characters, blanks
+    inside, no or two ``@``, and a domain IDNA refuses are refused."""
+    text = unicodedata.normalize("NFC", value)
+    if _CONTROL.search(text):
+        raise ValueError("must not contain control characters")
+    if not _EMAIL.fullmatch(text):
+        raise ValueError("must be an email address: local-part@domain, without spaces inside")
+    local, domain = text.strip(_BLANKS).split("@")
+    return f"{local}@{_domain(domain)}"
+
+
+def _domain(domain: str) -> str:
+    if domain.isascii():
+        return domain.lower()
+    try:
+        return idna.encode(domain, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError):
+        # idna's message quotes the domain: not passed on.
+        raise ValueError("must have a valid domain name (IDNA)") from None

@@ -153,7 +153,7 @@ def erase_values(*, workspace: Workspace, field: str, value: str, user, reason: 
                            f"{', '.join(sorted(declared)) or 'none'}.")
     if not value:
         raise ErasureError("Give the value to erase.")
-    candidates = _forms(value)
+    candidates = _forms(value, field)
     if not reason.strip():
         raise ErasureError("Say why (a request reference, not the value): the reason is kept in the audit trail.")
     if any(re.search(rf"(?<!\w){re.escape(form)}(?!\w)", reason) for form in candidates if isinstance(form, str)):
@@ -207,10 +207,18 @@ def _redact_conflicts(conflicts: list[Conflict], field: str, candidates: list) -
     return changed, payloads, differences
 
 
-def _forms(value: str) -> list:
+def _forms(value: str, field: str = "") -> list:
     """The stored values ``value`` (text from a command line) stands for: the text, in either
-    Unicode normal form, and the number its digits spell."""
-    forms = list(dict.fromkeys([value, unicodedata.normalize("NFC", value), unicodedata.normalize("NFD", value)]))
+    Unicode normal form, as each action that normalises ``field`` stores it (an email address
+    typed ``Ann@Example.COM`` is held as ``Ann@example.com``), and the number its digits spell."""
+    forms = [value, unicodedata.normalize("NFC", value), unicodedata.normalize("NFD", value)]
+    for action in registry.values():
+        if normalise := action.normalisers.get(field):
+            try:
+                forms.append(normalise(value))
+            except (ValueError, TypeError):
+                pass  # not a value this action could have stored
+    forms = list(dict.fromkeys(form for form in forms if isinstance(form, str)))
     if re.fullmatch(r"-?\d{1,18}", value):
         forms.append(int(value))
     return forms

@@ -2,13 +2,15 @@
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from ledger import keys
 from ledger.outcomes import CannotTell, Success
 
 
@@ -29,6 +31,11 @@ class ActionDefinition:
     name: ClassVar[str]
     schema: ClassVar[type[BaseModel]]
     identity_fields: ClassVar[tuple[str, ...]] = ("request_id", "version")
+    # How each identity field's equivalent spellings become one value (ledger.keys), applied by
+    # intake after the schema, before anything is stored, fingerprinted or keyed. Every identity
+    # field must declare one (``register`` refuses an action that does not).
+    normalisers: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "request_id": keys.identifier, "version": keys.whole_number}
     fingerprint_fields: ClassVar[tuple[str, ...]]
     # Internal effects are rows in our own database, committed with the outcome; external ones
     # call another system, outside any transaction.
@@ -69,6 +76,18 @@ class ActionDefinition:
     # the database (a query from a call thread is refused); the default keeps calls one at a time.
     max_concurrency: ClassVar[int] = 1
 
+    def normalised(self, data: dict) -> tuple[dict, list[FieldError]]:
+        """``data`` (as the schema gave it) with each declared field normalised, and the fields
+        a normaliser refused."""
+        data, errors = dict(data), []
+        for name, normalise in self.normalisers.items():
+            if name in data:
+                try:
+                    data[name] = normalise(data[name])
+                except ValueError as exc:
+                    errors.append(FieldError(f"data.{name}", str(exc)))
+        return data, errors
+
     def check(self, workspace, data: dict) -> list[FieldError]:
         """Business rules the schema cannot state (they depend on the workspace)."""
         return []
@@ -105,6 +124,7 @@ class ActionDefinition:
         return {
             "schema": self.schema.model_json_schema(),
             "identity": list(self.identity_fields),
+            "normalisers": {name: normalise.__name__ for name, normalise in sorted(self.normalisers.items())},
             "fingerprint": list(self.fingerprint_fields),
             "external": self.external,
             "idempotency_keys": self.honours_idempotency_keys,
@@ -138,6 +158,8 @@ registry: dict[str, ActionDefinition] = {}
 def register(cls: type[ActionDefinition]) -> type[ActionDefinition]:
     if cls.name in registry:
         raise ValueError(f"Action {cls.name!r} is registered twice.")
+    if undeclared := [name for name in cls.identity_fields if name not in cls.normalisers]:
+        raise ValueError(f"Action {cls.name!r} declares no normaliser for its identity fields {undeclared}.")
     registry[cls.name] = cls()
     return cls
 

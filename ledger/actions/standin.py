@@ -16,9 +16,10 @@ from typing import Annotated
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, StringConstraints
 
+from ledger import keys
 from ledger.actions import http
 from ledger.actions.base import ActionDefinition, register
-from ledger.actions.fields import Owner, RequestId, Text, Version, approved_owner_errors
+from ledger.actions.fields import Email, Owner, RequestId, Text, Version, approved_owner_errors
 from ledger.outcomes import Absent, CannotTell, Found, OutcomeError, Success
 
 LISTING_PAGE_SIZE = 500
@@ -148,8 +149,9 @@ class IssueRefund(StandinRecordAction):
 class WelcomeData(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    # Identity, so kept exactly as sent; it enters the key only as a keyed hash (sensitive).
-    email: Annotated[StrictStr, StringConstraints(max_length=254, pattern=r"^[^@]+@[^@]+$")]
+    # Identity, normalised (``keys.email_address``: trimmed, domain lower-cased in its IDNA form,
+    # local part kept); it enters the key only as a keyed hash (sensitive).
+    email: Email
     version: Version
     language: Annotated[StrictStr, StringConstraints(pattern=r"^[a-z]{2}$")]
 
@@ -163,6 +165,7 @@ class SendWelcome(StandinRecordAction):
     name = "send-welcome"
     schema = WelcomeData
     identity_fields = ("email", "version")
+    normalisers = {"email": keys.email_address, "version": keys.whole_number}
     fingerprint_fields = ("email", "version", "language")
     sensitive_fields = ("email",)
     honours_idempotency_keys = False

@@ -67,15 +67,13 @@ def _events_in(body) -> list:
 
 
 def _meet_the_unpublished_rules(event) -> None:
-    """Rules the document does not state make most generated events invalid: the owner must be one
-    of the workspace's approved owners (data the document cannot know) and a request id must not
-    be blank. A valid owner becomes ``ops`` and a blank request id ``R-1``, so that valid events
-    are accepted (or duplicates, or conflicts) and the writes behind them exercised. A value the
-    schema calls invalid is left as it is, so every case keeps its validity."""
+    """A rule the document cannot state makes most generated events invalid: the owner must be one
+    of the workspace's approved owners (data the document cannot know). A valid owner becomes
+    ``ops``, so that valid events are accepted (or duplicates, or conflicts) and the writes behind
+    them exercised. A value the schema calls invalid is left as it is, so every case keeps its
+    validity. (A request id's rules, not blank and no control characters, are published.)"""
     data = event.get("data") if isinstance(event, dict) else None
     if not isinstance(data, dict):
         return
     if isinstance(data.get("owner"), str) and 1 <= len(data["owner"]) <= 100:
         data["owner"] = "ops"
-    if isinstance(data.get("request_id"), str) and not data["request_id"].strip() and len(data["request_id"]) <= 200:
-        data["request_id"] = "R-1"

@@ -208,7 +208,7 @@ def test_it_answers_404_for_a_key_no_operation_can_have(api, path):
     ("0001-01-01T00:00:00+14:00", "must be within 10 years of now"),
     ("2037-01-02T00:00:00Z", "must be within 10 years of now"),
     ("2015-12-31T00:00:00Z", "must be within 10 years of now"),
-    (1767225600, "must be a date-time string with a UTC offset (ISO 8601)"),
+    (1767225600, "must be an RFC 3339 date-time string with a UTC offset (2025-12-03T08:00:00Z)"),
 ])
 def test_it_refuses_a_time_the_ledger_cannot_keep_or_show(api, time_machine, occurred_at, message):
     """Offsets PostgreSQL cannot store, and dates that made pages fail for everyone, are a 422."""

@@ -46,11 +46,7 @@ class Command(BaseCommand):
         source = Delivery.Source.CLI
         try:
             raw = intake.decode_json(line)
-        except intake.MalformedJSON as exc:
-            message = str(exc)
-        else:
-            return intake.submit_event(workspace=workspace, raw=raw, source=source, **sender)
-        return intake.record_blocked_delivery(
-            workspace=workspace, source=source, **sender, reason="malformed_json",
-            errors=[{"field": "body", "message": message}], http_status=400,
-        )
+        except intake.MalformedJSON as exc:  # duplicate_key too, as the API answers it
+            return intake.record_blocked_delivery(workspace=workspace, source=source, **sender, reason=exc.reason,
+                                                  errors=exc.errors, http_status=400)
+        return intake.submit_event(workspace=workspace, raw=raw, source=source, **sender)
