@@ -85,8 +85,10 @@ def record_claimed_successes(operations: list[Operation], successes: list[Succes
     digests = configuration.digests_for(operations)
     write = _finish_claimed_in_database if connection.vendor == "postgresql" else _finish_claimed_here
     try:
-        write(operations, successes, digests, worker=worker, now=now)
+        # Lock order (docs/architecture.md): the tallies' rows before the audit chain, which the
+        # write takes last (the operations' rows are the claim's since it found them).
         tallies.count_successes(operations, now)
+        write(operations, successes, digests, worker=worker, now=now)
     except BaseException:
         for operation, values in before:
             restore(operation, values)
