@@ -24,6 +24,7 @@ import os
 import socket
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -138,6 +139,10 @@ def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
     audit.append(events)
 
 
+class _Told(Exception):
+    """A set's failure, logged already, that leaves nothing finished in the claim."""
+
+
 def finish_in_claim(found: list[Operation], *, worker: str,
                     now: datetime) -> tuple[list[Operation], list[health.Health]]:
     """Perform, claim and record as succeeded, in the caller's (the claim's) transaction, the
@@ -155,21 +160,25 @@ def finish_in_claim(found: list[Operation], *, worker: str,
         if action is not None and not action.external and action.performs_many \
                 and not needs_approval(operation, action):
             sets.setdefault(action.name, []).append(operation)
+    working = [(name, operations, known) for name, operations in sets.items()
+               if (known := health.health_of(f"action:{name}")).working(now)]
+    if not working:
+        return [], []
     performed: list[tuple[list[Operation], list[Success], health.Health]] = []
     try:
         with transaction.atomic():
-            for name, operations in sets.items():
-                known = health.health_of(f"action:{name}")
-                if not known.working(now):
-                    continue
+            for name, operations, known in working:
                 try:
-                    with transaction.atomic():
+                    # Each set's effects a savepoint of their own when another set may go on without them.
+                    with transaction.atomic() if len(working) > 1 else nullcontext():
                         performed.append((operations, get_action(name).perform_many(operations), known))
                 except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
                     if contention.contention(exc):
                         raise
                     logger.warning("performing %d %s operations in their claim failed (%s); claiming them instead",
                                    len(operations), name, type(exc).__name__)
+                    if len(working) == 1:
+                        raise _Told from exc  # no savepoint of its own: the outer one undoes it
             # Lock order (docs/architecture.md): every set's effects (their rows) first, then all of
             # them recorded at once, which takes the audit chain last. Finishing each set in turn
             # would write the next set's effects while holding the chain.
@@ -180,9 +189,10 @@ def finish_in_claim(found: list[Operation], *, worker: str,
                 faults.fault_point(faults.IN_CLAIM_POINTS[0])
     except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
         if contention.contention(exc):
-            raise  # the whole claim's transaction is aborted: run again by the caller
-        logger.warning("finishing %d sets in their claim failed (%s); claiming them instead",
-                       len(performed), type(exc).__name__)
+            raise  # the whole claim's transaction is aborted: the caller runs it again
+        if not isinstance(exc, _Told):
+            logger.warning("finishing %d operations in their claim failed (%s); claiming them instead",
+                           sum(len(operations) for _, operations, _ in working), type(exc).__name__)
         return [], []
     return ([operation for operations, _, _ in performed for operation in operations],
             [known for _, _, known in performed])
