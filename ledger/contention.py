@@ -57,7 +57,7 @@ def retried(function: Callable[..., T], *args, doing: str, tries: int = TRIES, *
             what = contention(exc)
             if not what or attempt == tries:
                 if what:
-                    logger.warning("database contention: %s %s %d times; giving up", doing, what, attempt,
+                    logger.warning("database contention: %s met a %s %d times; giving up", doing, what, attempt,
                                    extra={"contention": what, "tries": attempt})
                 raise
             logger.info("database contention: %s met a %s; running it again", doing, what,

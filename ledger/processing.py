@@ -123,6 +123,7 @@ def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
     )
     if changed != len(operations):
         raise RuntimeError("claimed rows changed under their lock; the claim is rolled back")
+    # Lock order (docs/architecture.md): the rows are the claim's since it found them; the chain last.
     events = []
     for operation in operations:
         events.append(AuditEvent(

@@ -59,6 +59,7 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
     )
     if changed != len(operations):
         raise StaleClaim
+    # Lock order (docs/architecture.md): the rows, then the tallies, then the chain.
     tallies.count_successes(operations, now)
     audit.append([
         AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker, kind="succeeded",
