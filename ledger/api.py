@@ -138,9 +138,11 @@ class NotFound(Answer):
 
 
 class Unavailable(Answer):
-    """The database cannot be reached (opsconsole.middleware): retry after `Retry-After` seconds."""
+    """The database cannot be reached (`unavailable`), or it aborted this request's transaction for
+    a deadlock or a serialization failure, again when run again (`busy`): nothing of the request
+    was kept (opsconsole.middleware). Retry after `Retry-After` seconds."""
 
-    status: Literal["unavailable"]
+    status: Literal["unavailable", "busy"]
     detail: str
 
 

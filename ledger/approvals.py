@@ -74,6 +74,8 @@ def _decide(operation, *, user, decision, to_state, note, fingerprint) -> Approv
         # The processing deadline starts at approval: time spent waiting for a person is not the worker's.
         deadline = {"deadline": timezone.now() + _action_of(operation).deadline}
     with transaction.atomic():
+        # Lock order (docs/architecture.md): the row, then the chain (transition_operation); the Approval
+        # is a new row.
         # The payload decided on is part of the guard: a conflict applied meanwhile refuses this.
         if not transition_operation(
             operation, to_state=to_state, actor=user.get_username(), kind=f"approval_{decision}",

@@ -175,7 +175,9 @@ def _run_chunk(bulk: BulkAction, chunk: list[int]) -> None:
 
 
 def _act(bulk: BulkAction, operation: Operation) -> tuple[str, str]:
-    """What ``bulk`` does to ``operation``: its outcome and, for a skip, why."""
+    """What ``bulk`` does to ``operation``: its outcome and, for a skip, why. Each operation is a
+    transaction of its own (the lock order, docs/architecture.md: one row, then the chain), never
+    a chunk's worth at once."""
     reason = f"{bulk.reason} (bulk {bulk.kind} {bulk.pk})"
     try:
         if bulk.kind == BulkAction.Kind.REPLAY:

@@ -83,6 +83,8 @@ def _selection(conflict_ids: Collection[int], reason: str) -> set[int]:
 def _lock(ids: set[int], *, user) -> tuple[list[Conflict], list[Conflict]]:
     """The conflicts of ``ids`` still open, locked, and those already decided; refused (before any
     write) for an id that names no conflict or a workspace where ``user`` may not review."""
+    # Lock order (docs/architecture.md): the conflicts' rows, in id order, before the audit chain
+    # (appended last).
     locked = list(Conflict.objects.filter(pk__in=ids, status=OPEN).select_related("operation__workspace")
                   .select_for_update(of=("self",)).order_by("pk"))
     skipped = []

@@ -33,7 +33,7 @@ from pydantic import (
     field_validator,
 )
 
-from ledger import ordering, policies, privacy, reservation
+from ledger import contention, ordering, policies, privacy, reservation
 from ledger.actions import ActionDefinition, FieldError, UnknownAction, get_action, registry
 from ledger.keys import build_key, fingerprint
 from ledger.models import Conflict, Delivery, Operation, Ordering, Workspace
@@ -382,8 +382,10 @@ def _submit(workspace: Workspace, raws: list, *, sender: dict, max_event_bytes: 
     # (ledger.ordering); everything else set-based, in one transaction.
     latest = [i for i, event in enumerate(events) if event.ordered == Ordering.LATEST_WINS]
     others = [i for i, event in enumerate(events) if event.ordered != Ordering.LATEST_WINS]
-    reserved = dict(zip(others, reservation.reserve(workspace, [events[i] for i in others], refused=refused,
-                                                    **sender), strict=True))
+    # Each reservation is a transaction of its own, run again should the database abort it for a
+    # deadlock (ledger.contention).
+    reserved = dict(zip(others, contention.retried(reservation.reserve, workspace, [events[i] for i in others],
+                                                   refused=refused, doing="reserving events", **sender), strict=True))
     for i in latest:
         reserved[i] = ordering.reserve_latest(workspace, events[i], **sender)
     for i, (index, event) in enumerate(zip(positions, events, strict=True)):

@@ -17,10 +17,10 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from ledger import policies, reservation
+from ledger import contention, policies, reservation
 from ledger.models import Delivery, Operation, Ordering
 from ledger.selectors import in_a_series
-from ledger.services import transition_operation
+from ledger.services import transition_operation, transition_operations
 from ledger.states import State
 
 # The first key of PostgreSQL's two-key advisory locks held by a series' reservations ("SERI").
@@ -46,25 +46,36 @@ def mark(workspace, event: reservation.Event, ordering: str) -> None:
 
 def reserve_latest(workspace, event: reservation.Event, *, source: str, submitted_by: str,
                    person) -> reservation.Reserved:
-    """Reserve a ``latest_wins`` version, in a transaction of its own that holds its series.
+    """Reserve a ``latest_wins`` version, in a transaction of its own that holds its series (run
+    again should the database abort it for a deadlock: ``ledger.contention``).
 
     Its own key again: a duplicate or a conflict, as always. A newer version already there: the
-    event is recorded as a stale delivery and answered with that newer operation. Otherwise it is
-    reserved, and the older versions that have not run are superseded.
+    event is recorded as a stale delivery and answered with that newer operation. Otherwise the
+    older versions that have not run are superseded, and it is reserved.
     """
+    return contention.retried(_reserve_latest, workspace, event, source=source, submitted_by=submitted_by,
+                              person=person, doing="reserving a latest_wins version")
+
+
+def _reserve_latest(workspace, event, *, source, submitted_by, person) -> reservation.Reserved:
     with transaction.atomic():
         _lock(workspace, event.series)
         versions = list(in_a_series().filter(workspace=workspace, series=event.series)
                         .order_by("-version").values_list("key", "version"))
-        if event.key not in {key for key, _ in versions} and versions and versions[0][1] > event.version:
+        new = event.key not in {key for key, _ in versions}
+        if new and versions and versions[0][1] > event.version:
             newer = Operation.objects.select_related("workspace").get(workspace=workspace, key=versions[0][0])
             reservation.stale_delivery(workspace, event, [stale_error(event.version, newer.version)],
                                        source=source, submitted_by=submitted_by, person=person).save()
             return reservation.Reserved(Delivery.Outcome.STALE, newer)
+        # Lock order (docs/architecture.md): row locks before the audit chain's. Reserving takes the
+        # chain, and superseding the older versions' rows, which a worker's claim may hold while it
+        # waits for that chain: so they are superseded first, and reserving then only inserts new
+        # rows. Under the series lock a key no operation has is reserved (accepted) by this event.
+        if new and not Operation.objects.filter(workspace=workspace, key=event.key).exists():
+            _supersede_older(workspace.pk, event, actor=submitted_by or source)
         [reserved] = reservation.reserve(workspace, [event], refused=[], source=source, submitted_by=submitted_by,
                                          person=person)
-        if reserved.outcome == Delivery.Outcome.ACCEPTED:
-            _supersede_older(reserved.operation, actor=submitted_by or source)
     return reserved
 
 
@@ -81,13 +92,14 @@ def _lock(workspace, series: str) -> None:
                            [_LOCK_NAMESPACE, f"{workspace.pk}:{series}"])
 
 
-def _supersede_older(newest: Operation, *, actor: str) -> None:
-    older = in_a_series().filter(workspace_id=newest.workspace_id, series=newest.series,
-                                     version__lt=newest.version, state__in=UNRUN_STATES)
-    for operation in older.order_by("version"):
-        transition_operation(operation, to_state=State.SUPERSEDED, actor=actor, kind="superseded",
-                             message=f"superseded by version {newest.version} ({newest.key}) before it ran",
-                             next_attempt_at=None)
+def _supersede_older(workspace_id: int, newest: reservation.Event, *, actor: str) -> None:
+    # Their rows locked first, in id order; then moved and audited at once (the chain last).
+    older = list(in_a_series().filter(workspace_id=workspace_id, series=newest.series, version__lt=newest.version,
+                                      state__in=UNRUN_STATES)
+                 .select_for_update(no_key=True).order_by("id"))
+    transition_operations(older, to_state=State.SUPERSEDED, actor=actor, kind="superseded",
+                          message=f"superseded by version {newest.version} ({newest.key}) before it ran",
+                          next_attempt_at=None)
 
 
 def send_gaps_to_review(*, now=None, batch: int = 500) -> int:

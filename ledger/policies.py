@@ -101,6 +101,7 @@ def set_policy(*, workspace: Workspace | None, action: str, actor: str, **change
         raise PolicyError(f"ordering must be one of {', '.join(Ordering.values)}.")
     try:
         with transaction.atomic():
+            # Lock order (docs/architecture.md): the policy's row, then the audit chain.
             row, _ = Policy.objects.select_for_update().get_or_create(workspace=workspace, action=action)
             before = {name: getattr(row, name) for name in FIELDS}
             for name, value in changes.items():

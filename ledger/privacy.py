@@ -159,13 +159,15 @@ def erase_values(*, workspace: Workspace, field: str, value: str, user, reason: 
     if any(re.search(rf"(?<!\w){re.escape(form)}(?!\w)", reason) for form in candidates if isinstance(form, str)):
         raise ErasureError("The reason quotes the value: it would be kept in the audit trail. Give a reference.")
     with transaction.atomic():
+        # Lock order (docs/architecture.md): every row it changes, locked in id order, before the audit
+        # chain (appended last).
         operations = list(_holding(Operation.objects.filter(workspace=workspace), ("payload", "result"), field,
-                                   candidates).select_for_update())
+                                   candidates).select_for_update().order_by("pk"))
         # A conflict's differences are a list, which SQLite cannot search inside: every conflict
         # that differs on the field is read, and the value looked for here.
         conflicts = _holding(Conflict.objects.filter(operation__workspace=workspace), ("incoming_payload",), field,
                              candidates, also=Q(differences__icontains=f'"{field}"'))
-        conflicts = list(conflicts.select_related("operation").select_for_update(of=("self",)))
+        conflicts = list(conflicts.select_related("operation").select_for_update(of=("self",)).order_by("pk"))
         payloads, results = _redact_operations(operations, field, candidates)
         changed, conflict_payloads, conflict_differences = _redact_conflicts(conflicts, field, candidates)
         _refuse_unfinished([*operations, *(conflict.operation for conflict in changed)])

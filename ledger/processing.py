@@ -24,6 +24,7 @@ import os
 import socket
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -32,7 +33,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from ledger import audit, faults, health, nudges
+from ledger import audit, contention, faults, health, nudges
 from ledger.actions import ActionDefinition, UnknownAction, get_action, registry
 from ledger.models import AuditEvent, Operation, Ordering
 from ledger.outcomes import Success
@@ -77,6 +78,21 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
     statements whatever its size) and claims at most ``limit`` of the others.
     """
     now = now or timezone.now()
+    # A claim that PostgreSQL aborts for a deadlock leaves nothing (its effects and finished sets
+    # included): it is run again at once rather than its operations waiting for the next task.
+    finished, healths, claimed = contention.retried(
+        _claim_in_one_transaction, limit=limit, worker=worker, now=now, finish_known_sets=finish_known_sets,
+        doing="claiming due operations")
+    if finished:
+        faults.crash_point("after_commit")
+        for known in healths:
+            health.record(known, ok=True)
+    if claimed:
+        faults.crash_point("after_claim")
+    return finished + claimed
+
+
+def _claim_in_one_transaction(*, limit: int, worker: str, now: datetime, finish_known_sets: bool):
     reading = max(limit, settings.OPSCONSOLE_FINISH_IN_CLAIM_BATCH) if finish_known_sets else limit
     with transaction.atomic():
         with read_in_index_order():
@@ -84,7 +100,7 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
                 # FOR NO KEY UPDATE: keeps other claimers out without blocking the foreign-key checks
                 # of an intake that references the row (a duplicate delivery). Those wait at its commit
                 # while it holds its workspace's audit chain, which this claim needs next: a deadlock
-                # otherwise.
+                # otherwise. Lock order (docs/architecture.md): these rows first, the chain last.
                 due_operations(now).select_for_update(skip_locked=True, no_key=True, of=("self",))
                 .select_related("workspace").order_by("created_at", "id")[:reading]
             )
@@ -93,13 +109,7 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
         claimed = [operation for operation in found if operation.pk not in done][:limit]
         if claimed:
             _claim(claimed, worker=worker, now=now)
-    if finished:
-        faults.crash_point("after_commit")
-        for known in healths:
-            health.record(known, ok=True)
-    if claimed:
-        faults.crash_point("after_claim")
-    return finished + claimed
+    return finished, healths, claimed
 
 
 def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
@@ -113,6 +123,7 @@ def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
     )
     if changed != len(operations):
         raise RuntimeError("claimed rows changed under their lock; the claim is rolled back")
+    # Lock order (docs/architecture.md): the rows are the claim's since it found them; the chain last.
     events = []
     for operation in operations:
         events.append(AuditEvent(
@@ -129,38 +140,63 @@ def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
     audit.append(events)
 
 
+class _Told(Exception):
+    """A set's failure, logged already, that leaves nothing finished in the claim."""
+
+
 def finish_in_claim(found: list[Operation], *, worker: str,
                     now: datetime) -> tuple[list[Operation], list[health.Health]]:
     """Perform, claim and record as succeeded, in the caller's (the claim's) transaction, the
     operations of ``found`` whose internal action works on sets and is known to be working; returns
     them, and the health of their actions (noted after the commit: they worked again). Each
-    action's set is a savepoint: one that fails (its effect raises, a row is not claimable) leaves
-    nothing, and its operations are claimed and worked through as any other, where each meets its
-    failure on its own. A worker killed here dies inside the transaction: nothing of it stays, and
-    its operations are due again at once (no lease to wait out)."""
+    action's effects are a savepoint: a set whose effect raises leaves nothing, and its operations
+    are claimed and worked through as any other, where each meets its failure on its own. The sets
+    performed are then recorded together (one more savepoint: if a row is not claimable, none of
+    them is finished here). A deadlock is not an action's failure: it aborts the whole claim,
+    which the caller runs again. A worker killed here dies inside the transaction: nothing of it
+    stays, and its operations are due again at once (no lease to wait out)."""
     sets: dict[str, list[Operation]] = {}
     for operation in found:
         action = registry.get(operation.action)
         if action is not None and not action.external and action.performs_many \
                 and not needs_approval(operation, action):
             sets.setdefault(action.name, []).append(operation)
-    finished, healths = [], []
-    for name, operations in sets.items():
-        known = health.health_of(f"action:{name}")
-        if not known.working(now):
-            continue
-        try:
-            with transaction.atomic():
-                successes = get_action(name).perform_many(operations)
-                record_claimed_successes(operations, successes, worker=worker, now=now)
+    working = [(name, operations, known) for name, operations in sets.items()
+               if (known := health.health_of(f"action:{name}")).working(now)]
+    if not working:
+        return [], []
+    performed: list[tuple[list[Operation], list[Success], health.Health]] = []
+    try:
+        with transaction.atomic():
+            for name, operations, known in working:
+                try:
+                    # Each set's effects a savepoint of their own when another set may go on without them.
+                    with transaction.atomic() if len(working) > 1 else nullcontext():
+                        performed.append((operations, get_action(name).perform_many(operations), known))
+                except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
+                    if contention.contention(exc):
+                        raise
+                    logger.warning("performing %d %s operations in their claim failed (%s); claiming them instead",
+                                   len(operations), name, type(exc).__name__)
+                    if len(working) == 1:
+                        raise _Told from exc  # no savepoint of its own: the outer one undoes it
+            # Lock order (docs/architecture.md): every set's effects (their rows) first, then all of
+            # them recorded at once, which takes the audit chain last. Finishing each set in turn
+            # would write the next set's effects while holding the chain.
+            if performed:
+                record_claimed_successes([operation for operations, _, _ in performed for operation in operations],
+                                         [success for _, successes, _ in performed for success in successes],
+                                         worker=worker, now=now)
                 faults.fault_point(faults.IN_CLAIM_POINTS[0])
-        except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
-            logger.warning("performing %d %s operations in their claim failed (%s); claiming them instead",
-                           len(operations), name, type(exc).__name__)
-            continue
-        finished += operations
-        healths.append(known)
-    return finished, healths
+    except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
+        if contention.contention(exc):
+            raise  # the whole claim's transaction is aborted: the caller runs it again
+        if not isinstance(exc, _Told):
+            logger.warning("finishing %d operations in their claim failed (%s); claiming them instead",
+                           sum(len(operations) for _, operations, _ in working), type(exc).__name__)
+        return [], []
+    return ([operation for operations, _, _ in performed for operation in operations],
+            [known for _, _, known in performed])
 
 
 def process_due_operations(*, limit: int | None = None, worker: str | None = None) -> int:

@@ -191,6 +191,8 @@ def record_failure(operation, action, error: Exception, *, started_at, worker, a
         to_state, fields, detail = _next_state_after(operation, action, outcome_error)
         reason = f"{category}: {detail}"
         with transaction.atomic():
+            # Lock order (docs/architecture.md): the Attempt, then the row, the tallies and the chain
+            # (transition_operation).
             if attempt is None:
                 row = new_attempt(operation, worker=worker, started_at=started_at, outcome=category, error=error)
             else:

@@ -9,8 +9,11 @@ transaction:
 2. one multi-row insert each for the deliveries (with their final outcome: nothing is updated
    afterwards, so no dead row is left), the conflicts (with their differences) and the people
    behind new operations;
-3. one append of all audit events to the workspace's chain;
-4. a wake-up of the cluster, coalesced (``ledger.nudges.request_processing``).
+3. one append of all audit events to the workspace's chain, after every row is written (the lock
+   order, docs/architecture.md: rows, then the chain; a new row locks nothing another waits for);
+4. a wake-up of the cluster, coalesced (``ledger.nudges.request_processing``): its row's KEY SHARE
+   lock is the only lock taken after the chain, and the only other taker of that row, a processing
+   task's DELETE (``nudges.begin_processing``), runs alone and holds no chain.
 
 On PostgreSQL all of it is one call of ``ledger_reserve`` (migration 0009), or for a request of one
 event ``ledger_reserve_one`` (0024, the same in plain statements), given the rows Python built from

@@ -101,6 +101,8 @@ def purge(*, as_of: datetime | None = None, dry_run: bool = False, chunk: int = 
         verb = "would change" if dry_run else "changed"
         say(f"{workspace.slug}: {verb}: {counts.summary()}")
         if counts.changed and not dry_run:
+            # Lock order (docs/architecture.md): each chunk commits its rows on its own, and the workspace's
+            # event comes after them, alone (a caller's transaction would hold the chain across chunks).
             record_audit_event(actor=actor, kind="purged", workspace=workspace,
                                message=f"as of {as_of.isoformat(timespec='seconds')}: {counts.summary()}")
     if not dry_run:

@@ -140,6 +140,7 @@ def _replay(operation, action, *, actor, user, reason, forced_because, lookup, c
         message += f"; runs without waiting for version {operation.version - 1}"
     now = timezone.now()
     with transaction.atomic():
+        # Lock order (docs/architecture.md): the row, then the chain (transition_operation); after it only new rows.
         replayed = transition_operation(
             operation, to_state=State.PENDING_APPROVAL if action.consequential else State.PENDING,
             actor=actor, kind="replay_forced" if forced_because else "replayed", message=message,

@@ -68,6 +68,8 @@ def transition_operation(operation: Operation, *, to_state: State, actor: str, k
     now = timezone.now()
     # No savepoint: inside a caller's transaction a failure here fails the whole transaction
     # anyway, and a savepoint would cost two round trips per transition.
+    # Lock order (docs/architecture.md): the row, then the tallies, then the audit chain. A caller
+    # that moves several operations in one transaction uses transition_operations instead.
     with transaction.atomic(savepoint=False):
         changed = Operation.objects.filter(guard).update(state=to_state, updated_at=now, **fields)
         if not changed:
@@ -86,6 +88,38 @@ def transition_operation(operation: Operation, *, to_state: State, actor: str, k
     log_transition(operation, from_state=from_state, to_state=to_state, kind=kind, error_category=error_category,
                    attempt=attempt)
     return True
+
+
+def transition_operations(operations: list[Operation], *, to_state: State, actor: str, kind: str,
+                          message: str = "", **fields) -> list[Operation]:
+    """Move each of ``operations`` from its state (as loaded) to ``to_state`` in one transaction
+    (the caller's, if any), each by the guarded UPDATE of ``transition_operation``; returns those
+    that moved. In the lock order (docs/architecture.md): every row first (callers lock them
+    beforehand, in id order, when others may hold them), then the tallies, then one append of all
+    their audit events, the workspace's chain last. One ``transition_operation`` after another
+    would take a row after the chain."""
+    for operation in operations:
+        if not can_transition(operation.state, to_state):
+            raise IllegalTransition(f"{operation.state} -> {to_state} is not a transition of the state machine.")
+    now = timezone.now()
+    moved = []
+    with transaction.atomic(savepoint=False):
+        for operation in operations:
+            if Operation.objects.filter(pk=operation.pk, state=operation.state).update(
+                    state=to_state, updated_at=now, **fields):
+                moved.append((operation, operation.state))
+        if to_state in TERMINAL_STATES:
+            tallies.count_finished([operation for operation, _ in moved], now)
+        audit.append([AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=actor, kind=kind,
+                                 from_state=from_state, to_state=to_state, message=message[:500])
+                      for operation, from_state in moved])
+    for operation, from_state in moved:
+        for name, value in fields.items():
+            if not isinstance(value, F):
+                setattr(operation, name, value)
+        operation.state, operation.updated_at = to_state, now
+        log_transition(operation, from_state=from_state, to_state=to_state, kind=kind)
+    return [operation for operation, _ in moved]
 
 
 def log_transition(operation: Operation, *, from_state: str, to_state: str, kind: str, error_category: str = "",

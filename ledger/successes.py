@@ -59,6 +59,7 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
     )
     if changed != len(operations):
         raise StaleClaim
+    # Lock order (docs/architecture.md): the rows, then the tallies, then the chain.
     tallies.count_successes(operations, now)
     audit.append([
         AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker, kind="succeeded",
@@ -85,8 +86,10 @@ def record_claimed_successes(operations: list[Operation], successes: list[Succes
     digests = configuration.digests_for(operations)
     write = _finish_claimed_in_database if connection.vendor == "postgresql" else _finish_claimed_here
     try:
-        write(operations, successes, digests, worker=worker, now=now)
+        # Lock order (docs/architecture.md): the tallies' rows before the audit chain, which the
+        # write takes last (the operations' rows are the claim's since it found them).
         tallies.count_successes(operations, now)
+        write(operations, successes, digests, worker=worker, now=now)
     except BaseException:
         for operation, values in before:
             restore(operation, values)

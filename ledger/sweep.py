@@ -49,6 +49,8 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
     """
     now = now or timezone.now()
     report = SweepReport()
+    # Lock order (docs/architecture.md): each move below is a transaction of its own (a row, then the chain), never a
+    # batch at once, which would take the next row while holding the chain.
     for operation in Operation.objects.filter(state=State.PROCESSING, lease_expires_at__lt=now)[:batch]:
         report.leases_expired += _recover_expired_lease(operation, now)
     late = Operation.objects.filter(state__in=CLAIMABLE_STATES, deadline__lte=now)

@@ -6,14 +6,18 @@ written while the request runs (``opsconsole.logging``), so an operator can find
 behind a person's "it said error 5f3a…".
 
 ``DatabaseUnavailableMiddleware`` turns a lost or refused database connection into ``503`` with
-``Retry-After``: JSON for the API (an automation retries a 503), a page for people. Any other
-error stays a 500, logged with its traceback by ``django.request``.
+``Retry-After``: JSON for the API (an automation retries a 503), a page for people. A transaction
+the database aborted for a deadlock or a serialization failure, still so after being run again
+(``ledger.contention``), is ``503 busy`` instead: the database is there, the request lost to
+another one, and it is logged as that. Any other error stays a 500, logged with its traceback by
+``django.request``.
 
 ``TimeZoneMiddleware`` shows times in the person's time zone: the browser's, which
 ``static/timezone.js`` keeps in the ``tz`` cookie; UTC without one, or for a name that is not a
 time zone.
 """
 
+import logging
 import re
 import uuid
 import zoneinfo
@@ -24,7 +28,10 @@ from django.http import HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from ledger.contention import contention
 from opsconsole.logging import request_id
+
+logger = logging.getLogger("ledger")
 
 RETRY_AFTER_SECONDS = 5
 _SANE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -56,18 +63,33 @@ class DatabaseUnavailableMiddleware:
     def process_exception(self, request, exception):
         if not isinstance(exception, OperationalError | InterfaceError):
             return None
+        if what := contention(exception):
+            logger.warning("database busy: %s persisted; answered 503 busy", what,
+                           extra={"contention": what, "path": request.path})
+            return busy(request)
         return unavailable(request)
 
 
 def unavailable(request):
     """503 with Retry-After: JSON under the API, the friendly page elsewhere."""
+    return _retry_later(request, "unavailable", "The ledger's database cannot be reached right now.")
+
+
+def busy(request):
+    """503 ``busy`` with Retry-After: the database aborted the request's transaction (a deadlock or a
+    serialization failure) again after it was run again. Nothing of it was kept."""
+    return _retry_later(request, "busy", "The ledger's database was too busy to finish this request "
+                        "(it lost a lock to other requests, and again when run again); nothing of it was kept.",
+                        busy=True)
+
+
+def _retry_later(request, status: str, why: str, *, busy: bool = False):
     if request.path.startswith("/api/"):
-        response = JsonResponse({"status": "unavailable", "detail": "The ledger's database cannot be reached "
-                                 f"right now. Retry in {RETRY_AFTER_SECONDS} seconds: resending is safe (what was "
-                                 "recorded comes back as a duplicate)."}, status=503)
+        response = JsonResponse({"status": status, "detail": f"{why} Retry in {RETRY_AFTER_SECONDS} seconds: "
+                                 "resending is safe (what was recorded comes back as a duplicate)."}, status=503)
     else:
         # Rendered without the request: its context processors would ask the database for the user.
-        page = render_to_string("503.html", {"retry_after": RETRY_AFTER_SECONDS,
+        page = render_to_string("503.html", {"retry_after": RETRY_AFTER_SECONDS, "busy": busy,
                                              "request_id": getattr(request, "request_id", "")})
         response = HttpResponse(page, status=503)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)

@@ -83,6 +83,7 @@ def reconcile_operation(operation: Operation, *, now: datetime | None = None, ac
             return "not_due"
 
     answer = ask_destination(operation, action, now=now)  # outside any transaction: the network call
+    # Lock order (docs/architecture.md): one operation per transaction below, its row then the chain.
     if isinstance(answer, Found):
         transition_operation(
             operation, to_state=State.SUCCEEDED, actor=actor, kind="reconciled_found",
