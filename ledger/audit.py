@@ -86,7 +86,7 @@ def _append_in_database(workspace_id: int | None, events: list[AuditEvent]) -> N
 def keyed(row: dict) -> dict:
     """An audit event's row (as ``ledger.rows.model_row`` writes it, for a PostgreSQL function to
     insert) to be hashed under the current key: its id, and its secret beside the columns for
-    ``ledger_audit_hash`` (migration 0032). ``jsonb_populate_record`` leaves the secret out of the
+    ``ledger_audit_hash`` (migration 0030). ``jsonb_populate_record`` leaves the secret out of the
     row: it is never stored."""
     return row | {"hash_key": settings.OPSCONSOLE_AUDIT_KEY_ID, "audit_key": settings.OPSCONSOLE_AUDIT_KEY}
 
@@ -107,7 +107,7 @@ def event_hash(event: AuditEvent, keys: dict[str, str] | None = None) -> str:
 
     Each field is written as its length in UTF-8 bytes, a colon and its text (ids as numbers, ""
     when none, the time as microseconds since 1970), so no two events share an encoding; on
-    PostgreSQL, appends compute the same in SQL (``ledger_audit_hash``, migrations 0009 and 0032).
+    PostgreSQL, appends compute the same in SQL (``ledger_audit_hash``, migrations 0009 and 0030).
     """
     fields = [event.prev_hash, _text(event.workspace_id), _text(event.operation_id), _text(event.attempt_id),
               event.actor, event.kind, event.from_state, event.to_state, event.error_category, event.message,

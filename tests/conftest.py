@@ -9,7 +9,7 @@ from tests.logguard import LogGuard
 
 def pytest_configure(config):
     """Transactional tests reset the test database with TRUNCATE, which the audit table's statement
-    trigger refuses (migration 0032): the tests' role, a superuser as a database's owner can be,
+    trigger refuses (migration 0030): the tests' role, a superuser as a database's owner can be,
     truncates with the triggers off, the very power the keyed chain is there to make visible."""
     from django.db.backends.postgresql.operations import DatabaseOperations
 

@@ -50,7 +50,7 @@ class AuditEvent(models.Model):
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64, blank=True)
     # The id of the audit key the hash is an HMAC under; "" for the events hashed before keys
-    # (migration 0032), whose hash is the unkeyed SHA-256 of the same encoding.
+    # (migration 0030), whose hash is the unkeyed SHA-256 of the same encoding.
     hash_key = models.CharField(max_length=16, blank=True, default=current_audit_key_id)
 
     objects = AuditEventQuerySet.as_manager()

@@ -130,7 +130,7 @@ def test_it_keeps_one_chain_when_many_write_at_once(workspace):
 def test_the_database_hashes_an_event_as_python_does(workspace, message):
     """Intake on PostgreSQL chains its events in SQL (ledger_audit_hash); verify_audit recomputes
     them in Python: the two encodings agree byte for byte, for any text and any time. Here under the
-    first scheme (no key: the events of before migration 0032); tests/ledger/test_audit_keyed.py
+    first scheme (no key: the events of before migration 0030); tests/ledger/test_audit_keyed.py
     holds them to the same under a key."""
     if connection.vendor != "postgresql":
         pytest.skip(f"ledger_audit_hash is PostgreSQL's (running on {connection.vendor})")

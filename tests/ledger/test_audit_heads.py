@@ -142,7 +142,7 @@ def test_the_export_refuses_without_a_destination(workspace, settings):
 
 
 def test_a_schedule_exports_the_heads(db):
-    ensure_audit_heads_schedule(Schedule)  # migration 0032 ran it; a transactional test may have flushed it since
+    ensure_audit_heads_schedule(Schedule)  # migration 0030 ran it; a transactional test may have flushed it since
     ensure_audit_heads_schedule(Schedule)
     [schedule] = Schedule.objects.filter(name=AUDIT_HEADS_SCHEDULE)
     assert schedule.func == "ledger.tasks.export_audit_heads"

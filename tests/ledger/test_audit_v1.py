@@ -1,4 +1,4 @@
-"""Events chained before the audit key (migration 0032) keep verifying under their own scheme, the
+"""Events chained before the audit key (migration 0030) keep verifying under their own scheme, the
 first one (unkeyed SHA-256), and the chain goes on keyed after them."""
 
 import json
@@ -14,7 +14,7 @@ from ledger import audit, services
 from ledger.models import AuditEvent, Workspace
 from tests.ledger.test_audit_keyed import v1_hash
 
-BEFORE = [("ledger", "0031_lock_order")]
+BEFORE = [("ledger", "0029_finish_claimed_in_database")]
 
 
 def migrate(targets):

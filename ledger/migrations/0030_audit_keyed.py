@@ -12,7 +12,7 @@ the database's own ``ledger_audit_hash``; or TRUNCATE the table, which no trigge
   by ``ledger.audit.keyed``, left out of the row by ``jsonb_populate_record``). The key is a
   parameter of each append, never in a table or a setting of the database. Its callers
   (``ledger_audit_append`` 0021, ``ledger_reserve`` 0009/0024, ``ledger_reserve_one`` 0024,
-  ``ledger_finish_claimed`` 0029/0031) are unchanged: they pass the event's JSON as before, and
+  ``ledger_finish_claimed`` 0029) are unchanged: they pass the event's JSON as before, and
   Python puts the key in it. Without the key a keyed event is refused (``ledger_audit_no_key``).
 - A statement trigger refuses TRUNCATE of ``ledger_auditevent`` (the row trigger of 0002 refuses
   UPDATE and DELETE).
@@ -123,7 +123,7 @@ def drop_schedule(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ledger", "0031_lock_order"),
+        ("ledger", "0029_finish_claimed_in_database"),
         ("django_q", "0019_alter_task_options_alter_ormq_key_alter_ormq_lock_and_more"),
     ]
 
