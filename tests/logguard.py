@@ -25,6 +25,9 @@ import pytest
 # The attributes every record has; anything else on a record came through ``extra=``.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 _FORMATTER = logging.Formatter()
+# Figures the server produced about a request (django.request's status_code, the access line's
+# status and duration), never a value anyone sent: an amount of 200 cents is not the status 200.
+_SERVER_FIGURES = {"status", "status_code", "duration_ms"}
 
 
 def record_text(record: logging.LogRecord) -> str:
@@ -40,7 +43,8 @@ def record_text(record: logging.LogRecord) -> str:
         parts.append(record.exc_text)
     if record.stack_info:
         parts.append(record.stack_info)
-    parts.extend(f"{name}={value!s}" for name, value in vars(record).items() if name not in _STANDARD)
+    parts.extend(f"{name}={value!s}" for name, value in vars(record).items()
+                 if name not in _STANDARD and not (name in _SERVER_FIGURES and isinstance(value, int | float)))
     return "\n".join(parts)
 
 

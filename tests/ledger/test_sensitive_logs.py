@@ -90,6 +90,19 @@ def test_the_guard_finds_a_number_as_a_number_only(guard, log_guard):
     log_guard.lines.clear()
 
 
+def test_a_status_the_server_answered_is_no_amount_anyone_sent(guard, log_guard):
+    """An amount of 200 cents and the status 200 of an access line are the same digits; the
+    server's own figures (status, status_code, duration_ms) are not read, anything else still is."""
+    planted(guard, 200)
+    logging.getLogger("opsconsole.access").info("GET /console/", extra={"status": 200, "duration_ms": 200.0})
+    logging.getLogger("django.request").warning("Not Found: /x", extra={"status_code": 200})
+    assert guard.leaks() == []
+
+    logging.getLogger("opsconsole.access").info("GET /console/", extra={"status": "200", "amount": 200})
+    assert [value for value, _ in guard.leaks()] == [200]
+    log_guard.lines.clear()
+
+
 def test_a_raised_bar_leaves_short_words_out_and_still_finds_long_values(guard, log_guard):
     """The fuzzer's bar (tests/api): "view" in a request path is chance, "customer-12345" a leak."""
     planted(guard, "view", "customer-12345")
