@@ -7,7 +7,6 @@ every answer with its status; the answer models below only describe, the views b
 """
 
 import operator
-import zlib
 from datetime import datetime
 from functools import reduce
 from typing import Annotated, Any, Literal
@@ -21,7 +20,7 @@ from ninja.openapi.schema import REF_TEMPLATE
 from ninja.security import HttpBearer
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
-from ledger import intake, privacy
+from ledger import decoding, http_bodies, intake, privacy
 from ledger.actions import registry
 from ledger.intake import Envelope, IntakeResult
 from ledger.models import Delivery, Operation
@@ -264,20 +263,6 @@ def _is_json(content_type: str) -> bool:
         content_type.startswith("application/") and content_type.endswith("+json"))
 
 
-UTF_8 = ("utf-8", "utf8")
-GZIP = ("gzip", "x-gzip")
-# How much of a body is read at a time (counted against the limit as it arrives).
-READ_SIZE = 64 * 1024
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class _BadGzip(Exception):
-    pass
-
-
 def _decode(request: HttpRequest, limit: int):
     """The JSON body, or a JsonResponse that says what was wrong with it (already recorded).
 
@@ -292,11 +277,11 @@ def _decode(request: HttpRequest, limit: int):
         return None, _blocked_response(request, reason="unsupported_media_type", http_status=415,
                                        field="Content-Type", message="must be application/json")
     charset = request.content_params.get("charset")
-    if charset is not None and charset.strip().lower() not in UTF_8:
+    if charset is not None and charset.strip().lower() not in http_bodies.UTF_8:
         return None, _blocked_response(request, reason="unsupported_charset", http_status=415,
                                        field="Content-Type", message="must be UTF-8 (charset=utf-8, or none)")
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
-    if encoding not in ("", "identity", *GZIP):
+    if encoding not in ("", "identity", *http_bodies.GZIP):
         return None, _blocked_response(request, reason="unsupported_encoding", http_status=415,
                                        field="Content-Encoding", message="must be gzip, or none",
                                        headers={"Accept-Encoding": "gzip"})
@@ -315,69 +300,24 @@ def _decode(request: HttpRequest, limit: int):
     try:
         declared = declared.lstrip("0") or "0"
         if len(declared) > len(str(limit)) or int(declared) > limit:
-            raise _TooLarge
-        body = _read(_body_stream(request), limit)
-        if encoding in GZIP:
+            raise http_bodies.TooLarge
+        body = http_bodies.read_limited(http_bodies.body_stream(request), limit)
+        if encoding in http_bodies.GZIP:
             try:
-                body = _gunzip(body, limit)
-            except _TooLarge:
+                body = http_bodies.gunzip_limited(body, limit)
+            except http_bodies.TooLarge:
                 return None, _blocked_response(
                     request, **too_large, message=f"the body, decoded, is larger than the limit of {limit} bytes")
-    except _TooLarge:
+    except http_bodies.TooLarge:
         return None, _blocked_response(request, **too_large,
                                        message=f"the body is larger than the limit of {limit} bytes")
-    except _BadGzip:
+    except http_bodies.BadGzip:
         return None, _blocked_response(request, reason="malformed_request", http_status=400,
                                        field="Content-Encoding", message="the body is not valid gzip")
     try:
-        return intake.decode_json(body), None
-    except intake.MalformedJSON as exc:
+        return decoding.decode_json(body), None
+    except decoding.MalformedJSON as exc:
         return None, _blocked_response(request, reason=exc.reason, http_status=400, errors=exc.errors)
-
-
-def _body_stream(request: HttpRequest):
-    """Where the body is read from. With a Content-Length, Django's stream (it stops there); with
-    none, a chunked body from the server's own input, but only from a server that says its input
-    ends where the body ends (``wsgi.input_terminated``: gunicorn does); else there is no body."""
-    meta = request.META
-    if meta.get("CONTENT_LENGTH"):
-        return request
-    if "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower() and meta.get("wsgi.input_terminated"):
-        return meta["wsgi.input"]
-    return None
-
-
-def _read(stream, limit: int) -> bytes:
-    """At most ``limit`` bytes of ``stream``; ``_TooLarge`` as soon as there are more."""
-    if stream is None:
-        return b""
-    parts, size = [], 0
-    while chunk := stream.read(min(READ_SIZE, limit + 1 - size)):
-        parts.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge
-    return b"".join(parts)
-
-
-def _gunzip(data: bytes, limit: int) -> bytes:
-    """The decoded body of gzip ``data`` (one member or several, RFC 1952), decoding no more than
-    ``limit`` + 1 bytes: a small body that would decode to gigabytes (a gzip bomb) is ``_TooLarge``."""
-    decoded = bytearray()
-    try:
-        while True:
-            member = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-            # max_length is at least 1 here (0 would mean no limit).
-            decoded += member.decompress(data, limit + 1 - len(decoded))
-            if len(decoded) > limit:
-                raise _TooLarge
-            if not member.eof:
-                raise _BadGzip  # cut short
-            data = member.unused_data
-            if not data:
-                return bytes(decoded)
-    except zlib.error:
-        raise _BadGzip from None
 
 
 @api.post("/events", response=EVENT_RESPONSES, openapi_extra=_json_body(EVENT_SCHEMA),
@@ -428,7 +368,7 @@ def submit_batch(request):
          summary="One operation of this workspace, by key")
 def get_operation(request, key: str):
     # A key the database cannot hold (NUL, a lone surrogate) names no operation: not even asked.
-    operation = None if intake.storable_text_problem(key) else (
+    operation = None if decoding.storable_text_problem(key) else (
         Operation.objects.select_related("workspace").filter(workspace=request.workspace, key=key).first()
     )
     if operation is None:

@@ -3,7 +3,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import intake
+from ledger import decoding, intake
 from ledger.management.commands._operation import find_member
 from ledger.models import Delivery, Workspace
 
@@ -45,8 +45,8 @@ class Command(BaseCommand):
     def _submit_line(self, workspace, line, sender):
         source = Delivery.Source.CLI
         try:
-            raw = intake.decode_json(line)
-        except intake.MalformedJSON as exc:  # duplicate_key too, as the API answers it
+            raw = decoding.decode_json(line)
+        except decoding.MalformedJSON as exc:  # duplicate_key too, as the API answers it
             return intake.record_blocked_delivery(workspace=workspace, source=source, **sender, reason=exc.reason,
                                                   errors=exc.errors, http_status=400)
         return intake.submit_event(workspace=workspace, raw=raw, source=source, **sender)
