@@ -2,15 +2,13 @@
 unhandled error reaches the JSON log with its traceback but never the submitted text, and a
 database that cannot be reached gives a retryable 503 (JSON for automations, a page for people)."""
 
-import io
 import json
-import logging
 
 import pytest
 from django.conf import settings
 from django.db import connection
 
-from opsconsole.logging import JsonFormatter
+from tests.opsconsole.conftest import json_log
 
 pytestmark = pytest.mark.django_db
 
@@ -18,13 +16,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def request_log():
     """What django.request writes, through the project's JSON formatter."""
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter())
-    logger = logging.getLogger("django.request")
-    logger.addHandler(handler)
-    yield stream
-    logger.removeHandler(handler)
+    with json_log("django.request") as stream:
+        yield stream
 
 
 def test_it_sends_django_request_to_the_json_log():

@@ -2,14 +2,12 @@
 one access line: the template, never the path (a key in the path would leak data and make one series
 per operation), never the query string or the body."""
 
-import io
 import json
-import logging
 
 import pytest
 
-from opsconsole.logging import JsonFormatter
 from tests.conftest import event
+from tests.opsconsole.conftest import json_log
 
 pytestmark = pytest.mark.django_db
 
@@ -25,13 +23,8 @@ def metrics_token(settings):
 @pytest.fixture
 def access_log():
     """What the access log writes, through the project's JSON formatter."""
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter())
-    logger = logging.getLogger("opsconsole.access")
-    logger.addHandler(handler)
-    yield stream
-    logger.removeHandler(handler)
+    with json_log("opsconsole.access") as stream:
+        yield stream
 
 
 def scrape(client) -> list[str]:
