@@ -36,9 +36,9 @@ class SweepReport:
 def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
     """Re-drive what lost tasks left behind, and record a heartbeat.
 
-    - expired leases: internal actions (and external ones that never began a try) go back to
-      pending, and the claim no longer counts as an attempt; an external try that may have reached
-      the destination becomes unknown (an attempt, abandoned);
+    - expired leases: an external try that may have reached the destination becomes unknown; an
+      external claim that began no try goes back to pending, not counted as an attempt; an internal
+      try goes back to pending, counted (needs review once the attempt limit is reached);
     - passed deadlines: due work that can no longer finish in time goes to needs_review, unless a
       pause holds it (paused time does not count: resuming gives it back, ``set_paused``);
     - expired approval requests: nobody decided within the action's approval window;
@@ -81,34 +81,54 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
     return report
 
 
+# Why an internal operation whose worker died holding it, try after try, stops for review.
+WORKER_STOPPED = "the worker stopped before it recorded an outcome (its lease expired)"
+
+
 def _recover_expired_lease(operation: Operation, now: datetime) -> bool:
+    """An expired claim back to work, counted as what it was.
+
+    - An external try that began (its open Attempt) may have reached the destination: unknown, the
+      attempt abandoned; reconciliation asks the destination.
+    - An external claim that began no try (a call opens its Attempt first) was no attempt: pending,
+      and the claim gives back the count it took, so lease expiries do not spend ``max_attempts``.
+    - An internal claim was a try: its effect ran in the worker's transaction and died with it,
+      leaving no row. It keeps its count (the operation page says how many tries left no row), so
+      an action that kills its worker every time stops at ``max_attempts``, for review, instead of
+      being claimed again until its deadline.
+    """
     token = operation.fencing_token
     open_attempt = Attempt.objects.filter(operation=operation, fencing_token=token, finished_at__isnull=True).first()
-    if open_attempt is not None:
-        open_attempt.operation = operation  # finishing it counts it under the operation's action
     action = _action_or_none(operation.action)
-    reached_destination = action is not None and action.external and open_attempt is not None
-    fields = {}
-    if open_attempt is None:
-        # The claim counted a try (``attempts`` grows at claim, so the limit holds even for a try
-        # whose outcome is recorded in the claim's own transaction), but none began: an external
-        # call leaves an open Attempt first, and an internal effect died with its transaction. So
-        # the claim gives its count back, and the figure stays that of the attempt list. (The
-        # guard on the claim's token makes the loaded count the row's.)
-        fields["attempts"] = max(operation.attempts - 1, 0)
+    external = action is not None and action.external
+    reached_destination = external and open_attempt is not None
+    message = f"lease of {operation.lease_owner or 'a worker'} expired (claim {token})"
+    to_state, category, fields = State.PENDING, "", {}
     if reached_destination:
+        to_state, category = State.UNKNOWN, "ambiguous"
         # Reconciliation asks the destination once the abandoned request can no longer land.
         fields["next_attempt_at"] = max(now, open_attempt.started_at + action.settle_after)
-    message = f"lease of {operation.lease_owner or 'a worker'} expired (claim {token})"
+    elif external:
+        fields["attempts"] = max(operation.attempts - 1, 0)
+    elif action is not None and operation.attempts >= action.max_attempts:
+        # Its own failure group in the queue: every operation whose worker died this way.
+        why = f"attempt limit reached ({operation.attempts} of {action.max_attempts}): {WORKER_STOPPED}"
+        to_state, category = State.NEEDS_REVIEW, "transient"
+        fields.update(next_attempt_at=None, last_error_category=category, last_error_message=why)
+        message = f"{message}: {why}"
     with transaction.atomic():
-        done = transition_operation(
-            operation, to_state=State.UNKNOWN if reached_destination else State.PENDING, actor="sweep",
-            kind="lease_expired", fencing_token=token, error_category="ambiguous" if reached_destination else "",
-            message=message, lease_owner="", lease_expires_at=None, **fields,
-        )
-        if done and open_attempt is not None:
+        # Lock order (docs/architecture.md): the attempt (and its tallies) before the transition,
+        # whose audit event takes the chain; undone below if the transition finds the claim gone.
+        if open_attempt is not None:
+            open_attempt.operation = operation  # finishing it counts it under the operation's action
             finish_attempt(open_attempt, Attempt.Outcome.ABANDONED)
-        if done and reached_destination:
+        done = transition_operation(
+            operation, to_state=to_state, actor="sweep", kind="lease_expired", fencing_token=token,
+            error_category=category, message=message, lease_owner="", lease_expires_at=None, **fields,
+        )
+        if not done:
+            transaction.set_rollback(True)
+        elif reached_destination:
             transaction.on_commit(partial(nudges.enqueue_lookup, operation.pk, at=fields["next_attempt_at"]))
     return done
 

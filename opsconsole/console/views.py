@@ -160,6 +160,7 @@ def operation(request, pk):
              recorded=payload, incoming=privacy.masked(conflict.incoming_payload, op.action, reveal=reveal))}
         for conflict in op.conflicts.order_by("-created_at", "-id")
     ]
+    attempts = list(op.attempt_rows.order_by("number", "id"))
     return render(request, "console/operation.html", {
         "nav": "queue",
         "operation": op,
@@ -167,7 +168,8 @@ def operation(request, pk):
         "result": json.dumps(privacy.masked(op.result, op.action, reveal=reveal), indent=2, sort_keys=True)
         if op.result else "",
         "masking": payload != op.payload,  # some value is masked: say who may see it
-        "attempts": op.attempt_rows.order_by("number", "id"),
+        "attempts": attempts,
+        "attempt_limit": definition.max_attempts if definition else None,
         "deliveries": op.deliveries.order_by("received_at", "id"),
         "conflicts": conflicts,
         "approvals": op.approvals.order_by("decided_at", "id"),
