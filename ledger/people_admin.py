@@ -16,14 +16,23 @@ User = get_user_model()
 
 class PersonAdmin(UserAdmin):
     actions = ["deactivate_people"]
+    list_display = (*UserAdmin.list_display, "is_active")
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        if "is_active" in form.base_fields:
+            form.base_fields["is_active"].help_text = (
+                "Untick to offboard: the person can no longer log in, and every API token of theirs is "
+                "revoked (audited). Ticking it again revives no token.")
+        return form
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
         # The admin's change view is one transaction: the save and the revocation commit together.
         if change and "is_active" in form.changed_data and not obj.is_active:
             revoked = services.deactivate_person(obj, actor=request.user.get_username())
-            self.message_user(request, f"{obj.get_username()} is deactivated; "
-                                       f"{services.tokens_revoked(revoked)}.", messages.WARNING)
+            self.message_user(request, f"Deactivated {obj.get_username()}; {services.tokens_revoked(revoked)}.",
+                              messages.WARNING)
 
     @admin.action(description="Deactivate the selected people and revoke their API tokens", permissions=["change"])
     def deactivate_people(self, request, queryset):

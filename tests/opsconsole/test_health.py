@@ -52,11 +52,13 @@ def test_readyz_answers_ok_when_the_database_is_migrated_and_the_sweep_ran(clien
     assert_word(client.get("/readyz"), 200, "ok")
 
 
-def test_readyz_answers_503_before_the_sweep_ever_ran(client):
+def test_readyz_answers_503_before_the_sweep_ever_ran(client, caplog):
+    """And logs why once, as a warning: not also an ERROR of django.request for every probe."""
     assert not Heartbeat.objects.filter(name="sweep").exists()
 
     assert_word(client.get("/readyz"), 503, "unavailable")
     assert_word(client.get("/healthz"), 200, "ok")
+    assert [(record.name, record.levelname) for record in caplog.records] == [("opsconsole.health", "WARNING")]
 
 
 def test_readyz_answers_503_when_the_sweep_heartbeat_is_stale(client, settings):
