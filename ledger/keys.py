@@ -114,7 +114,7 @@ EMAIL_PATTERN = f"^[{BLANK}]*[^@{CONTROL}{BLANK}]+@[^@{CONTROL}{BLANK}]+[{BLANK}
 _CONTROL = re.compile(f"[{CONTROL}]")
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 _EMAIL = re.compile(EMAIL_PATTERN)
-_BLANKS = " \u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200b))) + "\u2028\u2029\u202f\u205f\u3000\ufeff"
+_BLANKS_AROUND = re.compile(f"^[{BLANK}]+|[{BLANK}]+$")
 
 
 def identifier(value: str) -> str:
@@ -143,7 +143,7 @@ def email_address(value: str) -> str:
         raise ValueError("must not contain control characters")
     if not _EMAIL.fullmatch(text):
         raise ValueError("must be an email address: local-part@domain, without spaces inside")
-    local, domain = text.strip(_BLANKS).split("@")
+    local, domain = _BLANKS_AROUND.sub("", text).split("@")
     return f"{local}@{_domain(domain)}"
 
 
