@@ -100,13 +100,13 @@ def run(log_dir: Path, database_label: str) -> None:
     from django_q.models import OrmQ
     from django_q.tasks import async_task
 
-    from ledger import services
+    from ledger.core import accounts, pause
     from ledger.models import Operation
     from ledger.states import State
     from tests.faults.qcluster import cluster_pool, submit_prepare_briefs, wait_for
 
     call_command("migrate", verbosity=0)
-    workspace, _ = services.create_workspace(slug="bench", approved_owners=["ops"], actor="bench")
+    workspace, _ = accounts.create_workspace(slug="bench", approved_owners=["ops"], actor="bench")
     workers = settings.Q_CLUSTER["workers"]
     print(f"database: {database_label}; one qcluster, {workers} workers, claim batch "
           f"{settings.OPSCONSOLE_CLAIM_BATCH}; {COUNT} of each")
@@ -130,11 +130,11 @@ def run(log_dir: Path, database_label: str) -> None:
         wait_for(queue_empty, timeout=600, interval=0.02, clusters=(cluster,), message="no-op tasks did not drain")
         noop_rate = COUNT / (time.perf_counter() - started)
 
-        services.set_paused(paused=True, actor="bench", reason="hold the backlog")
+        pause.set_paused(paused=True, actor="bench", reason="hold the backlog")
         submit_prepare_briefs(workspace, COUNT, prefix="drain")
         wait_for(queue_empty, timeout=600, clusters=(cluster,), message="paused nudges did not drain")
         started = time.perf_counter()
-        services.set_paused(paused=False, actor="bench")
+        pause.set_paused(paused=False, actor="bench")
         nudges = OrmQ.objects.count()
         wait_for(succeeded(COUNT), timeout=600, interval=0.02, clusters=(cluster,),
                  message="the backlog did not drain")

@@ -10,7 +10,7 @@ connection throughout (the scratch database is created and dropped from a short 
 What is loaded, besides bench/scale.py's rows (~2 % of the operations waiting for a person, a
 backlog of 1,000 due, one pause switch, the rest finished; audit events at the loader's least, one
 per operation, since /metrics reads none):
-- ``ledger_tally`` as workers keep it (``ledger.tallies``): for SCRAPE_SHARDS (4) worker processes,
+- ``ledger_tally`` as workers keep it (``ledger.core.tallies``): for SCRAPE_SHARDS (4) worker processes,
   attempts for every action x outcome (ok, transient, permanent, ambiguous, stale, abandoned),
   finished, finished_seconds and late per action, and the processing-time buckets per action
   (its eight bounds and +Inf): 108 rows per process, labels made by ``tallies._labels``;
@@ -33,7 +33,7 @@ size is the body's bytes. In this order, so that one load serves two points:
 4. the same with the tally of SCRAPE_OLD_SHARDS (1,000; 0 skips) more shards, as the rows of
    processes that have ended: ``Tally.shard`` is host:pid and nothing folds the rows of a shard
    whose process is gone, so the table grows with every shard that ever wrote. (The pid is read
-   when ``ledger.tallies`` is imported, which ``django.setup()`` does in the qcluster's parent
+   when ``ledger.core.tallies`` is imported, which ``django.setup()`` does in the qcluster's parent
    before it forks its workers: today a shard is one cluster start, a deploy or a restart, not
    one worker; were it one worker, django-q2's ``recycle`` of 500 tasks would add one each time.)
 5. SCRAPE_OPERATIONS loaded afresh with a day's backlog of SCRAPE_BACKLOG (100,000; 0 skips) due,
@@ -161,8 +161,8 @@ def add_signals(shards: int, mismatches: int) -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from ledger import tallies
     from ledger.actions import registry
+    from ledger.core import tallies
     from ledger.models import Heartbeat, Tally, Workspace
 
     rng = random.Random(10)
@@ -279,7 +279,7 @@ def measure(name: str) -> Point:
     with CaptureQueriesContext(connection) as captured:
         response = client.get("/metrics")
     queries = [Query(q["sql"], float(q["time"]) * 1000) for q in captured.captured_queries]
-    sort_off = False  # between read_in_index_order's two SETs (ledger.selectors)
+    sort_off = False  # between read_in_index_order's two SETs (ledger.core.selectors)
     for query in queries:
         if query.sql.startswith("SET LOCAL enable_sort"):
             sort_off = query.sql.endswith("= off")

@@ -1,7 +1,7 @@
 """Bench-only settings: opsconsole's, with django-q2's plain ORM broker (no ``enqueue_at``).
 
 ``bench/retry_lateness.py`` starts its baseline cluster with
-``DJANGO_SETTINGS_MODULE=bench.plain_broker_settings``: ``ledger.nudges`` then skips the delayed nudge
+``DJANGO_SETTINGS_MODULE=bench.plain_broker_settings``: ``ledger.core.nudges`` then skips the delayed nudge
 of a retry (its broker cannot wait), so only the one-minute sweep finds the retry due, as before
 delayed nudges existed. ``opsconsole/settings.py`` has no environment switch for this.
 """

@@ -311,8 +311,8 @@ def newest_finish(up_to_id: int | None = None):
 
 def windows() -> tuple[timedelta, timedelta]:
     """The longest payload and key windows of any action in any workspace (the definitions')."""
-    from ledger import policies
     from ledger.actions import registry
+    from ledger.core import policies
     from ledger.models import Workspace
 
     effective = [policies.policy_for(ws, name) for ws in Workspace.objects.values_list("pk", flat=True)
@@ -323,8 +323,8 @@ def windows() -> tuple[timedelta, timedelta]:
 def hold_keys(hold: bool) -> None:
     """The key window of every action in every workspace: the longest (nothing is deleted), or the
     definitions' again."""
-    from ledger import policies
     from ledger.actions import registry
+    from ledger.core import policies
 
     for name in registry:
         policies.set_policy(workspace=None, action=name, actor="bench-purge",

@@ -16,10 +16,10 @@ Lateness of one retry = ``started_at`` of the operation's second attempt minus t
 
 Variants, one fresh qcluster each, in this order:
 
-- ``orm / delayed nudge``: the project as built (``ledger.brokers.ORM``);
+- ``orm / delayed nudge``: the project as built (``ledger.engine.brokers.ORM``);
 - ``orm / sweep only``: the baseline, django-q2's plain ORM broker (``bench/plain_broker_settings.py``),
   which has no ``enqueue_at``, so only the one-minute sweep schedule finds a due retry;
-- ``redis / delayed nudge``: ``Q_BROKER=redis`` (``ledger.brokers.Redis``), a cluster name of its
+- ``redis / delayed nudge``: ``Q_BROKER=redis`` (``ledger.engine.brokers.Redis``), a cluster name of its
   own on ``BENCH_REDIS_URL`` (default ``redis://127.0.0.1:6379/15``); skipped when Redis is down.
 
 Like bench/drain.py it never touches the database in DATABASE_URL: it creates
@@ -104,7 +104,7 @@ def this_process_enqueues_to(variant: Variant):
 
     names = ("BROKER_CLASS", "REDIS", "PREFIX", "CLUSTER_NAME")
     saved = {name: getattr(Conf, name) for name in names}
-    Conf.BROKER_CLASS, Conf.REDIS = "ledger.brokers.Redis", REDIS_URL
+    Conf.BROKER_CLASS, Conf.REDIS = "ledger.engine.brokers.Redis", REDIS_URL
     Conf.PREFIX = Conf.CLUSTER_NAME = variant.redis_cluster
     try:
         yield
@@ -159,12 +159,13 @@ def measure(variant: Variant, number: int, start, server, delays: list[int]) -> 
     from django.utils import timezone
     from django_q.models import OrmQ
 
-    from ledger import intake, services
+    from ledger.core import accounts
+    from ledger.intake import submit
     from ledger.models import Attempt, Heartbeat, Operation
     from ledger.states import State
     from tests.faults.qcluster import ClusterError, operation_states, wait_for
 
-    workspace, _ = services.create_workspace(slug=f"bench-retry-{number}", approved_owners=["ops"], actor="bench")
+    workspace, _ = accounts.create_workspace(slug=f"bench-retry-{number}", approved_owners=["ops"], actor="bench")
     # The sweep leaves a heartbeat (the time it ran); the waits below note each one they see.
     beats = set(Heartbeat.objects.filter(name="sweep").values_list("beat_at", flat=True))
     seen_before = set(beats)
@@ -177,7 +178,7 @@ def measure(variant: Variant, number: int, start, server, delays: list[int]) -> 
                    "data": {"request_id": f"retry-{number}-{n}", "version": 1, "summary": f"Ticket {n}",
                             "owner": "ops"}}
                   for n in range(len(delays))]
-        results = intake.submit_batch(workspace=workspace, raw_events=events, source="cli")
+        results = submit.submit_batch(workspace=workspace, raw_events=events, source="cli")
         if {result.outcome for result in results} != {"accepted"}:
             raise ClusterError(f"intake did not accept every event: {[r.outcome for r in results]}")
         ids = [result.operation.pk for result in results]

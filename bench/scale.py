@@ -315,19 +315,19 @@ def prepare() -> tuple[dict[str, int], dict[str, int]]:
     """Workspaces, people and switches through the services; the bulk with SQL (``load``) when empty."""
     from django.contrib.auth.models import User
 
-    from ledger import services
+    from ledger.core import accounts, pause
     from ledger.models import Heartbeat, Operation, Workspace
 
     if not Workspace.objects.filter(slug=WORKSPACES[0][0]).exists():
         for slug, _ in WORKSPACES:
-            services.create_workspace(slug=slug, approved_owners=["ops"], actor="bench")
+            accounts.create_workspace(slug=slug, approved_owners=["ops"], actor="bench")
         User.objects.create_superuser("scale-admin", password=PASSWORD)
         member = User.objects.create_user("scale-member", password=PASSWORD, is_staff=True)
         for name in ("alice", "bob"):
             User.objects.create_user(name, password=PASSWORD)
         globex = Workspace.objects.get(slug="globex")
-        services.set_membership(workspace=globex, user=member, role="operator", actor="bench")
-        services.set_paused(paused=True, actor="alice", reason="destination maintenance", workspace=globex,
+        accounts.set_membership(workspace=globex, user=member, role="operator", actor="bench")
+        pause.set_paused(paused=True, actor="alice", reason="destination maintenance", workspace=globex,
                             action="send-notice")
         Heartbeat.objects.update_or_create(name="sweep", defaults={"beat_at": _now(), "detail": {}})
     workspaces = dict(Workspace.objects.values_list("slug", "pk"))
@@ -375,8 +375,8 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
     from django.contrib.admin import site
     from django.utils.http import urlencode
 
-    from ledger.failures import failure_groups
     from ledger.models import AuditEvent, Operation
+    from ledger.reads.failure_groups import failure_groups
     from opsconsole.console.filters import ATTENTION_STATES
 
     globex = workspaces["globex"]
@@ -525,7 +525,7 @@ def run(database_label: str) -> None:
     workspaces, _ = prepare()
     # The dashboard's hourly figures are the sweep's samples: the first one counts the day from the
     # audit trail (here all at once; a sweep takes dashboard.CATCH_UP hours a run).
-    from ledger import dashboard
+    from ledger.reads import dashboard
 
     started = time.perf_counter()
     if dashboard.take_samples(catch_up=dashboard.HOURS + 1):

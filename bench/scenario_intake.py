@@ -1,6 +1,6 @@
 """Scenarios 1 and 2 of issue 8: intake of one event in-process, and batches over HTTP.
 
-Both go through the public entry points only (``ledger.intake.submit_event``, ``POST /api/v1/events``
+Both go through the public entry points only (``ledger.intake.submit.submit_event``, ``POST /api/v1/events``
 and ``POST /api/v1/events/batch`` of a real gunicorn), so they keep measuring whatever intake becomes.
 
 1. In-process, one event at a time (each ``submit_event`` call is its own transaction, as the API's):
@@ -181,14 +181,14 @@ def _queue_rows(observer) -> int:
 
 def side_effects_per_event(workspace, observer, count: int) -> dict:
     """Dead tuples and queue rows per new and per duplicate event (no cluster running)."""
-    from ledger import intake
+    from ledger.intake import submit
 
     events = [event("dead", n) for n in range(count)]
     found = {}
     for kind, expected in (("new", "accepted"), ("duplicate", "duplicate")):
         _flush_statistics(observer)
         dead_before, queue_before = _table_counters(observer), _queue_rows(observer)
-        outcomes = {intake.submit_event(workspace=workspace, raw=body, source="cli").outcome for body in events}
+        outcomes = {submit.submit_event(workspace=workspace, raw=body, source="cli").outcome for body in events}
         if outcomes != {expected}:
             raise RuntimeError(f"{kind} events were answered {outcomes}")
         _flush_statistics(observer)
@@ -207,16 +207,17 @@ def side_effects_per_event(workspace, observer, count: int) -> dict:
 def scenario_intake(rounds: Rounds) -> list[Row]:
     from django.db import connection
 
-    from ledger import intake, services
+    from ledger.core import accounts
+    from ledger.intake import submit
     from ledger.models import Operation
 
-    workspace, _ = services.create_workspace(slug="bench-intake", approved_owners=["ops"], actor="bench")
+    workspace, _ = accounts.create_workspace(slug="bench-intake", approved_owners=["ops"], actor="bench")
     raw_conn, observer = raw_connection(), raw_connection()
     peer = PowertoolsPeer()
     try:
         for _ in range(2):  # new events, then the same as duplicates
             for n in range(50):
-                intake.submit_event(workspace=workspace, raw=event("warm", n), source="cli")
+                submit.submit_event(workspace=workspace, raw=event("warm", n), source="cli")
         template = Operation.objects.filter(workspace=workspace).values_list("pk", flat=True).first()
         raw = RawInsert(raw_conn, template)
         raw.measure(200)
@@ -237,7 +238,7 @@ def scenario_intake(rounds: Rounds) -> list[Row]:
                 outcomes = set()
 
                 def submit(body, outcomes=outcomes):
-                    outcomes.add(intake.submit_event(workspace=workspace, raw=body, source="cli").outcome)
+                    outcomes.add(submit.submit_event(workspace=workspace, raw=body, source="cli").outcome)
 
                 done, took = timed_calls(events, submit)
                 series[kind].values.append(rate(done, took))
@@ -280,7 +281,7 @@ def scenario_intake(rounds: Rounds) -> list[Row]:
         Row("3", "queue rows per new event, no cluster", value("queue rows", "per event",
                                                                new_side["queue_rows_per_event"]),
             "<= 0.02", lambda v: v <= 0.02,
-            note="django_q_ormq rows created by intake.submit_event; 0.02 = one per claim batch of 50"),
+            note="django_q_ormq rows created by submit.submit_event; 0.02 = one per claim batch of 50"),
         Row("3", "queue rows per duplicate, no cluster", value("queue rows", "per event",
                                                                dup_side["queue_rows_per_event"]),
             "0", lambda v: v == 0),
@@ -292,10 +293,10 @@ def scenario_intake(rounds: Rounds) -> list[Row]:
 def scenario_batches(rounds: Rounds, log_dir: Path) -> list[Row]:
     import httpx
 
-    from ledger import services
+    from ledger.core import accounts
     from tests.faults.gunicorn import configured_workers, running_gunicorn
 
-    workspace, token = services.create_workspace(slug="bench-http", approved_owners=["ops"], actor="bench")
+    workspace, token = accounts.create_workspace(slug="bench-http", approved_owners=["ops"], actor="bench")
     peer = PowertoolsPeer()
     batch_name = f"batch of {BATCH_SIZE}"
     series = {name: Series(name, unit) for name, unit in (

@@ -3,7 +3,7 @@
 One ``manage.py qcluster`` (tests/faults/qcluster.py; 2 workers, the project's queue settings), the
 stand-in destination as its own process, and pgqueuer workers (bench/pgqueuer_worker.py, two
 processes per batch size), all started once and kept for every round. Operations are created through
-``ledger.intake`` and released through ``ledger.services.set_paused``; completion is read from the
+``ledger.intake.submit`` and released through ``ledger.core.pause.set_paused``; completion is read from the
 operations' states, so internals can change underneath.
 
 Per round (the order rotated each round), ``BENCH_QUEUE_COUNT`` (2,000) of each:
@@ -14,7 +14,7 @@ Per round (the order rotated each round), ``BENCH_QUEUE_COUNT`` (2,000) of each:
   figure), and the same with pgqueuer's default batch size 10 (shown for reference).
 - ``drain``: prepare-brief events submitted while a global pause holds them, their nudges left to
   run out; ``set_paused(paused=False)`` -> every one succeeded.
-- ``burst``: prepare-brief events submitted one at a time with ``intake.submit_event`` inside one
+- ``burst``: prepare-brief events submitted one at a time with ``submit.submit_event`` inside one
   transaction (so they become due together, each nudging the cluster as intake does on commit);
   commit -> every one succeeded. The queue rows created from before the burst until its commit
   hooks have run (intake's nudges, and whatever the cluster enqueued meanwhile) are counted.
@@ -45,7 +45,7 @@ PGQ_DEFAULT_BATCH = 10
 PGQ_PROCESSES = 2
 # How often a timed wait looks (pgqueuer's own wait looks every 5 ms).
 POLL = 0.01
-CHUNK = 500  # events per intake.submit_batch call when filling a backlog
+CHUNK = 500  # events per submit.submit_batch call when filling a backlog
 # The project's queue timings (opsconsole/settings.py), not the short ones of the fault tests.
 CLUSTER_ENV = {"Q_TIMEOUT": "90", "Q_RETRY": "120"}
 
@@ -162,7 +162,8 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
     from django_q.models import OrmQ
     from django_q.tasks import async_task
 
-    from ledger import intake, services
+    from ledger.core import accounts, pause
+    from ledger.intake import submit
     from ledger.models import Operation
     from ledger.states import State
     from tests.faults.qcluster import cluster_pool, database_url, operation_states, wait_for
@@ -180,7 +181,7 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
 
     def new_workspace(kind: str):
         counter["workspace"] += 1
-        workspace, _ = services.create_workspace(slug=f"bench-{kind}-{counter['workspace']}",
+        workspace, _ = accounts.create_workspace(slug=f"bench-{kind}-{counter['workspace']}",
                                                  approved_owners=["ops"], actor="bench")
         return workspace
 
@@ -243,11 +244,11 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
 
             def hold_backlog(kind: str, make_event, count: int) -> list:
                 """``count`` events of a new workspace held by a global pause; their nudges run out."""
-                services.set_paused(paused=True, actor="bench", reason="hold the backlog")
+                pause.set_paused(paused=True, actor="bench", reason="hold the backlog")
                 workspace = new_workspace(kind)
                 events = [make_event(workspace.slug, n) for n in range(count)]
                 for offset in range(0, count, CHUNK):
-                    results = intake.submit_batch(workspace=workspace, raw_events=events[offset:offset + CHUNK],
+                    results = submit.submit_batch(workspace=workspace, raw_events=events[offset:offset + CHUNK],
                                                   source="cli")
                     if {result.outcome for result in results} != {"accepted"}:
                         raise RuntimeError(f"intake answered {[r.outcome for r in results][:5]}...")
@@ -257,7 +258,7 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
             def drain():
                 workspaces = hold_backlog("drain", prepare_brief, QUEUE_COUNT)
                 started = time.perf_counter()
-                services.set_paused(paused=False, actor="bench")
+                pause.set_paused(paused=False, actor="bench")
                 wait_for(succeeded(workspaces, QUEUE_COUNT), timeout=600, interval=POLL, clusters=clusters,
                          describe=lambda: str(operation_states()), message="the backlog did not drain")
                 series["drain"].values.append(rate(QUEUE_COUNT, time.perf_counter() - started))
@@ -271,7 +272,7 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
                 with transaction.atomic():
                     transaction.on_commit(lambda: marks.append(time.perf_counter()))  # the first hook to run
                     for body in events:
-                        if intake.submit_event(workspace=workspace, raw=body, source="cli").outcome != "accepted":
+                        if submit.submit_event(workspace=workspace, raw=body, source="cli").outcome != "accepted":
                             raise RuntimeError("a burst event was not accepted")
                 rows = queue_rows_created() - rows_before
                 wait_for(succeeded([workspace], QUEUE_COUNT), timeout=600, interval=POLL, clusters=clusters,
@@ -289,7 +290,7 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
                 workspaces = hold_backlog("external", external_event, EXTERNAL_COUNT)
                 delay_each_create()
                 started = time.perf_counter()
-                services.set_paused(paused=False, actor="bench")
+                pause.set_paused(paused=False, actor="bench")
                 wait_for(succeeded(workspaces, EXTERNAL_COUNT), timeout=600, interval=POLL, clusters=clusters,
                          describe=lambda: str(operation_states()), message="the external batch did not drain")
                 series["external, one cluster"].values.append(rate(EXTERNAL_COUNT, time.perf_counter() - started))

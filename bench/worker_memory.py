@@ -4,7 +4,7 @@
     BENCH_MEMORY_COUNT=10000 .venv/bin/python bench/worker_memory.py     # a shorter run
 
 One real qcluster (2 workers) drains ``BENCH_MEMORY_COUNT`` (100,000) prepare-brief operations while
-this process submits them through ``ledger.intake.submit_batch``, 500 at a time, each event nudging
+this process submits them through ``ledger.intake.submit.submit_batch``, 500 at a time, each event nudging
 the cluster as intake does. Every ``BENCH_MEMORY_INTERVAL`` seconds (1) a thread reads ``VmRSS`` from
 ``/proc/<pid>/status`` of every process in the cluster's process group (``QCluster.pids()``) and how
 many operations have succeeded. Roles come from the cluster's own log (``ready for work at <pid>``:
@@ -131,11 +131,12 @@ def measure(log_dir: Path, label: str) -> int:
     logging.getLogger("django-q").setLevel(logging.WARNING)
     from django.core.management import call_command
 
-    from ledger import intake, services
+    from ledger.core import accounts
+    from ledger.intake import submit
     from tests.faults.qcluster import PROJECT_DIR, cluster_pool, operation_states, wait_for
 
     call_command("migrate", verbosity=0)
-    workspace, _ = services.create_workspace(slug="bench-memory", approved_owners=["ops"], actor="bench")
+    workspace, _ = accounts.create_workspace(slug="bench-memory", approved_owners=["ops"], actor="bench")
     env = {"Q_TIMEOUT": "90", "Q_RETRY": "120"}
     if not RECYCLE:
         env |= {"DJANGO_SETTINGS_MODULE": "bench.no_recycle_settings",
@@ -155,7 +156,7 @@ def measure(log_dir: Path, label: str) -> int:
                 events = [{"action": "prepare-brief", "delivery_id": f"m-{n}-d1",
                            "data": {"request_id": f"m-{n}", "version": 1, "title": f"Brief {n}", "owner": "ops"}}
                           for n in range(offset, min(offset + CHUNK, COUNT))]
-                results = intake.submit_batch(workspace=workspace, raw_events=events, source="cli")
+                results = submit.submit_batch(workspace=workspace, raw_events=events, source="cli")
                 if {result.outcome for result in results} != {"accepted"}:
                     raise RuntimeError("intake did not accept every event")
                 if cluster.exited():

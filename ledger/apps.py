@@ -6,4 +6,4 @@ class LedgerConfig(AppConfig):
     verbose_name = "Ledger"
 
     def ready(self):
-        from ledger import actions, checks  # noqa: F401  (registers actions and system checks)
+        pass

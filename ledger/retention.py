@@ -1,6 +1,6 @@
 """Retention: what the ledger forgets, and when (docs/retention.md).
 
-Each action's policy (``ledger.policies``) has two windows, counted from when an operation
+Each action's policy (``ledger.core.policies``) has two windows, counted from when an operation
 finished (its last change, in a terminal state):
 - after the **payload window** its payload and result are redacted to a tombstone: the identity
   fields (those that are not sensitive) and the references (``*_id`` entries of the result), with
@@ -27,9 +27,11 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Case, Exists, Max, OuterRef, Q, Value, When
 from django.utils import timezone
 
-from ledger import dashboard, policies
 from ledger.actions import ActionDefinition, registry
-from ledger.bulk import update_each
+from ledger.core import policies
+from ledger.core.bulk_sql import update_each
+from ledger.core.privacy import REDACTED
+from ledger.core.transitions import record_audit_event
 from ledger.models import (
     Approval,
     Attempt,
@@ -40,8 +42,7 @@ from ledger.models import (
     Operation,
     Workspace,
 )
-from ledger.privacy import REDACTED
-from ledger.services import record_audit_event
+from ledger.reads import dashboard
 from ledger.states import TERMINAL_STATES
 
 logger = logging.getLogger("ledger")

@@ -1,6 +1,6 @@
 """The operation state machine: one table, read at a glance.
 
-The table is enforced where states change, by ``ledger.services.transition_operation``: a guarded
+The table is enforced where states change, by ``ledger.core.transitions.transition_operation``: a guarded
 ``UPDATE ... WHERE id = .. AND state = ..`` that only moves along an edge listed here, plus a
 ``CheckConstraint`` on the column so no other write can store an unknown state.
 """
@@ -27,7 +27,7 @@ S = State
 TRANSITIONS: dict[State, frozenset[State]] = {
     # pending_approval -> needs_review: nobody decided within the action's approval window.
     # pending_approval/pending/retrying -> superseded: a newer version of the request arrived under
-    # latest_wins before this one ran (ledger.ordering).
+    # latest_wins before this one ran (ledger.intake.ordering).
     S.PENDING_APPROVAL: frozenset({S.PENDING, S.REJECTED, S.NEEDS_REVIEW, S.SUPERSEDED}),
     # pending/retrying -> needs_review: the sweep found the processing deadline passed.
     S.PENDING: frozenset({S.PROCESSING, S.CANCELLED, S.SUPERSEDED, S.NEEDS_REVIEW}),

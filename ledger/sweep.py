@@ -1,7 +1,7 @@
 """The sweep: the ledger re-drives what lost or dead tasks left behind (DESIGN.md rule 7).
 
 django-q2 may lose a task (Redis broker, a killed worker) or deliver it late; the sweep runs every
-minute from a django-q2 schedule (``ledger.schedules``) and needs nothing from the queue but that.
+minute from a django-q2 schedule (``ledger.engine.schedules``) and needs nothing from the queue but that.
 """
 
 from dataclasses import asdict, dataclass
@@ -11,12 +11,15 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from ledger import bulk_actions, dashboard, nudges, ordering
 from ledger.actions import UnknownAction, get_action
+from ledger.core import nudges
+from ledger.core.selectors import due_operations, oldest_due_seconds, paused_filter
+from ledger.core.transitions import transition_operation
+from ledger.engine.attempts import finish_attempt
+from ledger.intake import ordering
 from ledger.models import Attempt, Heartbeat, Operation
-from ledger.recording import finish_attempt
-from ledger.selectors import due_operations, oldest_due_seconds, paused_filter
-from ledger.services import transition_operation
+from ledger.people import bulk_actions
+from ledger.reads import dashboard
 from ledger.states import CLAIMABLE_STATES, State
 
 
@@ -30,7 +33,7 @@ class SweepReport:
     due: int = 0
     nudges: int = 0
     oldest_due_seconds: float | None = None
-    sampled: bool = False  # the dashboard's samples were taken (ledger.dashboard)
+    sampled: bool = False  # the dashboard's samples were taken (ledger.reads.dashboard)
 
 
 def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
@@ -42,8 +45,8 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
     - passed deadlines: due work that can no longer finish in time goes to needs_review, unless a
       pause holds it (paused time does not count: resuming gives it back, ``set_paused``);
     - expired approval requests: nobody decided within the action's approval window;
-    - in_order versions whose predecessor has not arrived within the gap wait (``ledger.ordering``);
-    - bulk actions whose task crashed or was lost are enqueued again (``ledger.bulk_actions``);
+    - in_order versions whose predecessor has not arrived within the gap wait (``ledger.intake.ordering``);
+    - bulk actions whose task crashed or was lost are enqueued again (``ledger.people.bulk_actions``);
     - due work (lost nudges, due retries, resumed pauses): enough processing tasks are enqueued;
     - the dashboard's samples, every ``dashboard.EVERY``.
     """

@@ -2,13 +2,15 @@
 
 A task may run twice or never (the ORM broker delivers at least once, Redis at most once): running
 one twice only finds less to claim, and the sweep re-drives whatever a lost task left behind.
-Enqueueing lives in ``ledger.nudges``, below the services that nudge.
+Enqueueing lives in ``ledger.core.nudges``, below the services that nudge.
 """
 
 from django.conf import settings
 
-from ledger import audit_heads, bulk_actions, nudges, processing
 from ledger import sweep as sweeping
+from ledger.core import audit_heads, nudges
+from ledger.engine import processing
+from ledger.people import bulk_actions
 
 
 def process_operations(operation_id: int | None = None) -> int:
@@ -46,7 +48,7 @@ def purge() -> dict:
 
 
 def export_audit_heads() -> str:
-    """The audit chains' heads, to ``OPSCONSOLE_AUDIT_HEADS_TO`` (``ledger.audit_heads``). Safe to run
+    """The audit chains' heads, to ``OPSCONSOLE_AUDIT_HEADS_TO`` (``ledger.core.audit_heads``). Safe to run
     twice: a second line of the same heads. Without a destination it does nothing (and says so)."""
     if not settings.OPSCONSOLE_AUDIT_HEADS_TO:
         return "not exported: OPSCONSOLE_AUDIT_HEADS_TO is not set"

@@ -13,7 +13,7 @@ operation_due_since_idx (``selectors.oldest_due_by_action``).
 - ``opsconsole_review_items{workspace,action,reason}``: what waits for a person: needs_review,
   unknown, pending_approval, and open conflicts (reason ``conflict``);
 - ``opsconsole_reconciliation_mismatches{kind}``: open findings of the reconciliation audit;
-- counters the workers keep (``ledger.tallies``): attempts and failures, processing time from
+- counters the workers keep (``ledger.core.tallies``): attempts and failures, processing time from
   arrival to a final state (a histogram around each action's service level), late operations;
 - ``opsconsole_oldest_due_seconds``, ``opsconsole_open_conflicts``, and the heartbeat ages of the
   sweep, the reconciler and the purge (the ledger's own liveness signals);
@@ -36,15 +36,15 @@ from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from ledger import tallies
-from ledger.models import Conflict, Control, Heartbeat, Operation, Workspace
-from ledger.selectors import (
+from ledger.core import tallies
+from ledger.core.selectors import (
     due_operations,
     held_due_operations,
     oldest_due_by_action,
     oldest_due_seconds,
     switch_over,
 )
+from ledger.models import Conflict, Control, Heartbeat, Operation, Workspace
 from ledger.states import CLAIMABLE_STATES, UNFINISHED_STATES, State
 from opsconsole import requests_metrics
 from reconciliation.models import Mismatch, MismatchKind, MismatchStatus
@@ -67,7 +67,7 @@ def metrics_view(request):
     registry.register(LedgerCollector())
     registry.register(requests_metrics.collector())
     # One transaction for the scrape's reads: the index-order reads inside it need no BEGIN and
-    # COMMIT of their own (ledger.selectors.read_in_index_order).
+    # COMMIT of their own (ledger.core.selectors.read_in_index_order).
     with transaction.atomic():
         body = generate_latest(registry)
     return HttpResponse(body, content_type="text/plain; version=0.0.4; charset=utf-8")
@@ -106,7 +106,7 @@ class LedgerCollector:
             yield family
 
     def _tallies(self):
-        """The counters the workers keep (``ledger.tallies``), summed over their processes."""
+        """The counters the workers keep (``ledger.core.tallies``), summed over their processes."""
         attempts = CounterMetricFamily("opsconsole_attempts", "Attempts by action, destination and outcome.",
                                        labels=["action", "destination", "outcome"])
         failures = CounterMetricFamily(

@@ -8,7 +8,7 @@ behind a person's "it said error 5f3a…".
 ``DatabaseUnavailableMiddleware`` turns a lost or refused database connection into ``503`` with
 ``Retry-After``: JSON for the API (an automation retries a 503), a page for people. A transaction
 the database aborted for a deadlock or a serialization failure, still so after being run again
-(``ledger.contention``), is ``503 busy`` instead: the database is there, the request lost to
+(``ledger.core.contention``), is ``503 busy`` instead: the database is there, the request lost to
 another one, and it is logged as that. Any other error stays a 500, logged with its traceback by
 ``django.request``.
 
@@ -28,7 +28,7 @@ from django.http import HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from ledger.contention import contention
+from ledger.core.contention import contention
 from opsconsole.logging import request_id
 
 logger = logging.getLogger("ledger")

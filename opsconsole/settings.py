@@ -33,7 +33,7 @@ if not OPSCONSOLE_KEY_SECRET:
         raise ImproperlyConfigured("OPSCONSOLE_KEY_SECRET must be set when DEBUG is off.")
     OPSCONSOLE_KEY_SECRET = "dev-only-key-secret-do-not-use-in-production"
 
-# The audit chain's key (ledger.audit): each event is hashed with HMAC-SHA256 under it, so rewriting
+# The audit chain's key (ledger.core.audit_chain): each event is hashed with HMAC-SHA256 under it, so rewriting
 # the chain needs a key the database never holds (it reaches the database only as a parameter of
 # the statements that append). Every process needs the same one. Rotation (docs/operations.md): a
 # new key under a new OPSCONSOLE_AUDIT_KEY_ID, the old one kept in OPSCONSOLE_AUDIT_OLD_KEYS
@@ -56,7 +56,7 @@ if OPSCONSOLE_AUDIT_OLD_KEYS.get(OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_KEY) 
     raise ImproperlyConfigured(f"OPSCONSOLE_AUDIT_OLD_KEYS holds another secret under the current key id "
                                f"{OPSCONSOLE_AUDIT_KEY_ID!r}: a new key needs a new id.")
 del _key_id, _secret
-# Where the chains' heads are exported (ledger.audit_heads, a schedule and `manage.py
+# Where the chains' heads are exported (ledger.core.audit_heads, a schedule and `manage.py
 # export_audit_heads`): file:///path (a line appended) or http(s)://... (a line POSTed). Empty: nowhere.
 OPSCONSOLE_AUDIT_HEADS_TO = env.str("OPSCONSOLE_AUDIT_HEADS_TO", default="")
 
@@ -262,7 +262,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = OPSCONSOLE_MAX_BATCH_BODY_BYTES + 1024
 # default retry budget of a workspace (retries per hour; when spent, retries wait).
 OPSCONSOLE_CLAIM_BATCH = env.int("OPSCONSOLE_CLAIM_BATCH", default=50)
 # How many due operations a task's claim reads: those of internal actions known to work finish in
-# the claim's transaction, all of them (ledger.processing.finish_in_claim); of the others, at most a
+# the claim's transaction, all of them (ledger.engine.claiming.finish_in_claim); of the others, at most a
 # claim batch is claimed.
 OPSCONSOLE_FINISH_IN_CLAIM_BATCH = env.int("OPSCONSOLE_FINISH_IN_CLAIM_BATCH", default=200)
 OPSCONSOLE_LEASE_SECONDS = env.int("OPSCONSOLE_LEASE_SECONDS", default=60)
@@ -293,11 +293,11 @@ Q_CLUSTER = {
     "bulk": 1,
     "label": "Task queue",
 }
-# The brokers are django-q2's, able to deliver a task later too (ledger.brokers): a retry or a
+# The brokers are django-q2's, able to deliver a task later too (ledger.engine.brokers): a retry or a
 # lookup is nudged for its due time rather than waiting for the next sweep.
 if env.str("Q_BROKER", default="orm") == "redis":
     Q_CLUSTER["redis"] = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
-    Q_CLUSTER["broker_class"] = "ledger.brokers.Redis"
+    Q_CLUSTER["broker_class"] = "ledger.engine.brokers.Redis"
 else:
     Q_CLUSTER["orm"] = "default"
-    Q_CLUSTER["broker_class"] = "ledger.brokers.ORM"
+    Q_CLUSTER["broker_class"] = "ledger.engine.brokers.ORM"

@@ -4,8 +4,8 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from ledger.api import api
 from opsconsole import metrics
+from opsconsole.api.endpoints import api
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="console:queue", permanent=False)),

@@ -3,7 +3,7 @@ go through the console, ``reconciliation.mismatches``)."""
 
 from django.contrib import admin
 
-from ledger.admin import ReadOnlyAdmin
+from ledger.admin.lists import ReadOnlyAdmin
 from reconciliation.models import Mismatch, ReconciliationRun
 
 

@@ -28,9 +28,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition, registry
+from ledger.core.transitions import record_audit_event
 from ledger.models import Operation, Workspace
 from ledger.outcomes import Absent, CannotTell, OutcomeError
-from ledger.services import record_audit_event
 from ledger.states import State
 from reconciliation.models import Mismatch, ReconciliationRun
 

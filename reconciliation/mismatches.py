@@ -1,9 +1,9 @@
 """What a person does with a mismatch the reconciliation audit found: acknowledge it, adopt the
 destination's record, or replay the operation whose record is missing.
 
-Each needs the review capability in the mismatch's workspace (``ledger.roles``), decides the
+Each needs the review capability in the mismatch's workspace (``ledger.core.roles``), decides the
 mismatch once (a guarded UPDATE from ``open``) and is audited with the person. Adopting and
-replaying act on the operation through ``ledger.review``'s own services, so the state machine,
+replaying act on the operation through ``ledger.people.review``'s own services, so the state machine,
 its guards and the replay's safety (the destination is asked before anything is sent) are the
 same as on the operation's page.
 """
@@ -11,10 +11,11 @@ same as on the operation's page.
 from django.db import transaction
 from django.utils import timezone
 
-from ledger import review, roles
+from ledger.core import roles
+from ledger.core.transitions import record_audit_event, transition_operation
 from ledger.models import Operation
-from ledger.review import ReviewError
-from ledger.services import record_audit_event, transition_operation
+from ledger.people import review
+from ledger.people.review import ReviewError
 from ledger.states import State
 from reconciliation.models import Mismatch
 

@@ -19,13 +19,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ledger import nudges
 from ledger.actions import ActionDefinition, UnknownAction, get_action
-from ledger.lookups import ask_destination, settles_at
+from ledger.core import nudges
+from ledger.core.transitions import record_audit_event, transition_operation
+from ledger.engine.lookups import ask_destination, settles_at
+from ledger.engine.retry import backoff_ceiling
 from ledger.models import Heartbeat, Operation
 from ledger.outcomes import Absent, CannotTell, Found
-from ledger.retry import backoff_ceiling
-from ledger.services import record_audit_event, transition_operation
 from ledger.states import State
 
 ACTOR = "reconciler"

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count
 
-from ledger import roles
+from ledger.core import roles
 from reconciliation.models import Mismatch, ReconciliationRun
 
 RECENT_RUNS = 5

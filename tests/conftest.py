@@ -3,7 +3,8 @@ import os
 import pytest
 from django.db import connection
 
-from ledger import intake, services
+from ledger.core import accounts
+from ledger.intake import submit
 from tests.logguard import LogGuard
 
 
@@ -41,14 +42,14 @@ def log_guard(monkeypatch):
     """Every test: no value of a sensitive field that passed intake during it reaches a log record
     (tests/logguard.py). The values are taken where intake builds each validated event."""
     guard = LogGuard()
-    build = intake._event
+    build = submit._event
 
     def event(*args, **kwargs):
         built = build(*args, **kwargs)
         guard.collect(built.action.sensitive_fields, built.data)
         return built
 
-    monkeypatch.setattr(intake, "_event", event)
+    monkeypatch.setattr(submit, "_event", event)
     guard.start()
     yield guard
     guard.stop()
@@ -57,7 +58,7 @@ def log_guard(monkeypatch):
 
 @pytest.fixture
 def workspace_and_token(db):
-    return services.create_workspace(slug="demo", approved_owners=["ops"], actor="test")
+    return accounts.create_workspace(slug="demo", approved_owners=["ops"], actor="test")
 
 
 @pytest.fixture
@@ -138,7 +139,7 @@ def requires_postgres(why: str = "for real concurrency"):
 
 
 # On PostgreSQL a read of the backlog in index order sets the planner for it and back
-# (ledger.selectors.read_in_index_order): two more statements than on SQLite.
+# (ledger.core.selectors.read_in_index_order): two more statements than on SQLite.
 IN_INDEX_ORDER = 2 if connection.vendor == "postgresql" else 0
 
 
@@ -198,8 +199,8 @@ def external_event(action="send-notice", delivery_id="d-1", **data):
 @pytest.fixture
 def unknown_notice(workspace, standin):
     """A ``send-notice`` whose destination acted and whose answer was lost: unknown."""
-    from ledger.intake import submit_event
-    from ledger.processing import process_due_operations
+    from ledger.engine.processing import process_due_operations
+    from ledger.intake.submit import submit_event
 
     standin.fail_next({"kind": "drop_after_commit"})
     operation = submit_event(workspace=workspace, raw=external_event("send-notice"), source="api").operation
@@ -211,9 +212,9 @@ def unknown_notice(workspace, standin):
 
 @pytest.fixture(autouse=True)
 def fresh_policy_cache():
-    """Policies are cached per process for a few seconds (ledger.policies): a test starts without
+    """Policies are cached per process for a few seconds (ledger.core.policies): a test starts without
     the rows an earlier test's rolled-back transaction left in that cache."""
-    from ledger import policies
+    from ledger.core import policies
 
     policies.clear_cache()
     yield

@@ -2,7 +2,7 @@
 under a ``LogGuard``).
 
 While a test runs, the guard collects the values of every event that passes intake in a field its
-action declares sensitive (at ``ledger.intake._event``, where each validated event is built with its
+action declares sensitive (at ``ledger.intake.submit._event``, where each validated event is built with its
 action), and captures every log record of this process at every level: the root logger and each
 logger that does not propagate to it are set to DEBUG and given the guard's handler. At the end of
 the test, a value found in a record fails the test.

@@ -55,7 +55,7 @@ class ActionDefinition:
     # Amounts of money, for people to read ("25.00 EUR"): each amount field (an integer in the
     # currency's minor units) and the field that names its currency (an ISO 4217 code).
     money_fields: ClassVar[dict[str, str]] = {}
-    # Retention and ordering, the defaults of the action's Policy (ledger.policies; a workspace may
+    # Retention and ordering, the defaults of the action's Policy (ledger.core.policies; a workspace may
     # override them). A finished operation keeps its payload for the payload window, then only a
     # tombstone (key, fingerprint, state, references, times); the tombstone is deleted after the
     # key window, which is also how old an arrival may be before it is refused as stale.
@@ -143,7 +143,7 @@ class ActionDefinition:
     def configuration(self) -> dict:
         """Everything that changes what the action does, read now (settings may change between
         deploys): its definition, and what it is not in the code, such as its destination. The
-        workspace's policy is added by ``ledger.configuration``, which stores each distinct one."""
+        workspace's policy is added by ``ledger.core.configuration``, which stores each distinct one."""
         return {
             **self.definition,
             "settle_after": self.settle_after.total_seconds(),

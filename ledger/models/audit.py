@@ -1,4 +1,4 @@
-"""The append-only audit trail (written through ``ledger.audit.append``, which chains it)."""
+"""The append-only audit trail (written through ``ledger.core.audit_chain.append``, which chains it)."""
 
 from django.conf import settings
 from django.db import models
@@ -46,7 +46,7 @@ class AuditEvent(models.Model):
     message = models.CharField(max_length=500, blank=True)
     # Set before the hash is computed (not auto_now_add, which would overwrite it on insert).
     created_at = models.DateTimeField(default=timezone.now)
-    # The workspace's hash chain (ledger.audit): this event's hash, and the one before it.
+    # The workspace's hash chain (ledger.core.audit_chain): this event's hash, and the one before it.
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64, blank=True)
     # The id of the audit key the hash is an HMAC under; "" for the events hashed before keys

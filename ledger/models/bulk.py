@@ -1,5 +1,5 @@
 """Bulk actions: one person's replay or cancel of many operations with one reason, run by a task
-(``ledger.bulk_actions``), and what became of each operation."""
+(``ledger.people.bulk_actions``), and what became of each operation."""
 
 from django.conf import settings
 from django.db import models

@@ -1,6 +1,6 @@
 """The ledger's core tables: workspaces, deliveries, operations, their attempts and conflicts,
 pause switches, heartbeats, and the internal destination of prepare-brief. Rows change only
-through the services (``ledger.services``, ``ledger.processing``, ``ledger.review`` ...)."""
+through the services (``ledger.core.transitions``, ``ledger.engine``, ``ledger.people.review`` ...)."""
 
 from django.conf import settings
 from django.core.validators import validate_slug
@@ -79,7 +79,7 @@ class Delivery(models.Model):
             # The admin's outcome filter, newest first. Accepted deliveries (nearly all) are not in
             # it, so intake's common insert pays nothing for it; deliveries are never updated.
             models.Index(fields=["id"], name="delivery_not_accepted_idx", condition=~Q(outcome="accepted")),
-            # The console's "Find" (ledger.finding): the ids a sender gave, exact. Deliveries are
+            # The console's "Find" (ledger.reads.finding): the ids a sender gave, exact. Deliveries are
             # never updated, so each costs its arrival one entry, and none without the id.
             models.Index(fields=["delivery_id"], name="delivery_sender_id_idx", condition=~Q(delivery_id="")),
             models.Index(fields=["correlation_id"], name="delivery_correlation_idx", condition=~Q(correlation_id="")),
@@ -118,7 +118,7 @@ class Operation(models.Model):
     payload = models.JSONField()
     correlation_id = models.CharField(max_length=200, blank=True)
     submitted_by = models.CharField(max_length=150, blank=True)
-    # Versions of one request under an ordering policy (ledger.ordering), set at reservation when
+    # Versions of one request under an ordering policy (ledger.intake.ordering), set at reservation when
     # the action's policy was latest_wins or in_order: the request's key without its version, the
     # version, and that policy. Blank for independent versions (nearly all), which no index pays for.
     series = models.TextField(blank=True)
@@ -159,20 +159,20 @@ class Operation(models.Model):
         ]
         indexes = [
             models.Index(fields=["state", "next_attempt_at"], name="operation_due_idx"),
-            # The claim (ledger.processing): the oldest claimable operations, in arrival order, read
+            # The claim (ledger.engine.claiming): the oldest claimable operations, in arrival order, read
             # along this index up to the batch without sorting the whole backlog, and without
             # walking the primary key through every finished operation older than it; and the age
-            # of the oldest due one (ledger.selectors), from its first entries. Partial: a row
+            # of the oldest due one (ledger.core.selectors), from its first entries. Partial: a row
             # leaves it when it is claimed.
             models.Index(fields=["created_at", "id"], name="operation_claim_order_idx",
                          condition=Q(state__in=[State.PENDING, State.RETRYING])),
             # Per action, the due operations by the time they became due (arrival, or the next
             # attempt a retry put them off to): the longest-waiting due one of an action is the
-            # first entry of its range that is due (/metrics, ledger.selectors).
+            # first entry of its range that is due (/metrics, ledger.core.selectors).
             models.Index("action", Coalesce("next_attempt_at", "created_at"), name="operation_due_since_idx",
                          condition=Q(state__in=[State.PENDING, State.RETRYING])),
             # Per action, the unfinished operations by arrival: the service-levels page counts and
-            # lists those past a time along it, however large the backlog (ledger.selectors).
+            # lists those past a time along it, however large the backlog (ledger.core.selectors).
             models.Index(fields=["action", "created_at", "id", "workspace"], name="operation_unfinished_idx",
                          condition=Q(state__in=sorted(UNFINISHED_STATES))),
             # The console's queue: the operations that need a person, most recently changed first.
@@ -190,13 +190,13 @@ class Operation(models.Model):
                          condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
             models.Index(fields=["state", "action", "workspace"], name="operation_state_count_idx",
                          condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
-            # The versions of one request (ledger.ordering), for the operations that have a series.
+            # The versions of one request (ledger.intake.ordering), for the operations that have a series.
             models.Index(fields=["workspace", "series", "version"], name="operation_series_idx",
                          condition=~Q(series="")),
             # Search by the destination's record id (the console's find box, queue and audit search):
             # set when the operation succeeds, so rows still changing state (none yet) are not in it.
             models.Index(fields=["external_id"], name="operation_external_id_idx", condition=~Q(external_id="")),
-            # Failure groups (ledger.failures): the operations that need review, by how they failed,
+            # Failure groups (ledger.reads.failure_groups): the operations that need review, by how they failed,
             # counted from this index alone (an index-only scan, in the order of the grouping), and
             # one group's operations found along it (the queue's group filter, a bulk action's).
             models.Index(fields=["action", "last_error_category", "last_error_message", "workspace", "updated_at"],
@@ -237,7 +237,7 @@ class AttemptOutcome(models.TextChoices):
 class ConfigVersion(models.Model):
     """One configuration an action ran under, stored once (content-addressed by ``digest``): its
     definition, destination, timeouts, settle time, sensitive fields and the workspace's policy
-    (``ledger.configuration``). Each attempt names the one it ran under, so a replay can show what
+    (``ledger.core.configuration``). Each attempt names the one it ran under, so a replay can show what
     changed since."""
 
     # The SHA-256 of the content's canonical JSON: the same configuration is the same row, which
@@ -401,7 +401,7 @@ class Heartbeat(models.Model):
 
 class DestinationHealth(models.Model):
     """How the last batches that met a destination (or an internal action) fared, for the whole
-    cluster: a batch for one that is working goes wide at once (``ledger.health``). Written at most
+    cluster: a batch for one that is working goes wide at once (``ledger.engine.destination_health``). Written at most
     once per ``health.RESOLUTION`` per destination and outcome, so it leaves few dead rows."""
 
     name = models.CharField(max_length=300, primary_key=True)
@@ -437,7 +437,7 @@ class ReviewDraft(models.Model):
 
 class RequestStatus(models.Model):
     """The internal destination of ``update-status``: each request's latest status. Its action runs
-    under latest_wins (ledger.ordering), and the row also keeps the version it holds, so an older
+    under latest_wins (ledger.intake.ordering), and the row also keeps the version it holds, so an older
     version that ran late can never overwrite a newer one."""
 
     workspace = models.ForeignKey("Workspace", on_delete=models.PROTECT, related_name="request_statuses")
@@ -456,7 +456,7 @@ class RequestStatus(models.Model):
 
 
 class Tally(models.Model):
-    """A counter the workers keep for /metrics (``ledger.tallies``): attempts by outcome, finished
+    """A counter the workers keep for /metrics (``ledger.core.tallies``): attempts by outcome, finished
     operations by how long they took. One row per counter, label set and process (``shard``), so
     that two workers never wait for each other's row; a scrape sums the shards."""
 
@@ -474,7 +474,7 @@ class Tally(models.Model):
 
 class Wakeup(models.Model):
     """A wake-up of the worker cluster that is pending: a processing task was enqueued and has not
-    started yet. Intake enqueues a task only when there is none (``ledger.nudges``), so a stream
+    started yet. Intake enqueues a task only when there is none (``ledger.core.nudges``), so a stream
     of events costs one queue row per task that runs, not one per event."""
 
     name = models.CharField(max_length=50, primary_key=True)

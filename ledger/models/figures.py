@@ -1,4 +1,4 @@
-"""The dashboard's samples (``ledger.dashboard``): what the sweep counted, per workspace, written
+"""The dashboard's samples (``ledger.reads.dashboard``): what the sweep counted, per workspace, written
 insert-only (autovacuum may be off: a row is never updated, so it never leaves a dead version) and
 forgotten by the purge after ``dashboard.KEEP``."""
 

@@ -104,7 +104,7 @@ class Approval(models.Model):
 
 
 class Role(models.TextChoices):
-    """What a person may do in one workspace (``ledger.roles`` says which capabilities each grants)."""
+    """What a person may do in one workspace (``ledger.core.roles`` says which capabilities each grants)."""
 
     VIEWER = "viewer"
     OPERATOR = "operator"

@@ -1,5 +1,5 @@
 """Per-action policy, overridable per workspace: how long payloads and keys are kept, and how
-versions of one request are ordered. Read through ``ledger.policies``, which fills in what a row
+versions of one request are ordered. Read through ``ledger.core.policies``, which fills in what a row
 leaves blank from the row for every workspace, then from the action's definition."""
 
 from datetime import timedelta

@@ -1,6 +1,6 @@
 """The console's failure groups and bulk actions: the operations that need review grouped by how
 they failed, a replay or cancel of a whole group or of a selection from the queue with one reason
-(``ledger.bulk_actions``, run by the workers), and the action's progress, refreshed by htmx while
+(``ledger.people.bulk_actions``, run by the workers), and the action's progress, refreshed by htmx while
 it runs. Thin like every console view: find within the person's workspaces (404), check the role
 there (403), call one service, report."""
 
@@ -15,11 +15,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from ledger import roles
-from ledger.bulk_actions import MAX_OPERATIONS, BulkActionError, submit_bulk_action
-from ledger.failures import Criterion, failure_groups
+from ledger.core import roles
+from ledger.core.roles import REVIEW
 from ledger.models import BulkAction, BulkItem, Operation
-from ledger.roles import REVIEW
+from ledger.people.bulk_actions import MAX_OPERATIONS, BulkActionError, submit_bulk_action
+from ledger.reads.failure_groups import Criterion, failure_groups
 from opsconsole.console import keyset
 from opsconsole.console.forms import ReplayForm, first_error
 from opsconsole.console.views import console_action, console_page

@@ -7,8 +7,9 @@ from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from ledger import approvals, privacy
-from ledger.roles import APPROVE
+from ledger.core import privacy
+from ledger.core.roles import APPROVE
+from ledger.people import approvals
 from ledger.states import State
 from opsconsole.console import money
 from opsconsole.console.forms import DecisionForm, first_error

@@ -4,7 +4,7 @@ at once for those who may review in the workspace: dismiss all of an operation's
 one and dismiss the rest, or dismiss a selection across operations, each with one reason.
 
 Thin like every console view: find within the person's workspaces (404), check the review role there
-(403), call one service of ``ledger.conflicts``, report, redirect back to the same filters.
+(403), call one service of ``ledger.people.conflict_decisions``, report, redirect back to the same filters.
 
 A page holds ``GROUPS_PER_PAGE`` operations, newest first, read by a keyset on the operation id
 through the partial index of open conflicts (``conflict_open_idx``), and at most
@@ -22,10 +22,11 @@ from django.http import Http404, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from ledger import conflicts, privacy, review, roles
+from ledger.core import privacy, roles
+from ledger.core.roles import REVIEW
 from ledger.models import Conflict, Operation, Workspace
-from ledger.review import ReviewError
-from ledger.roles import REVIEW
+from ledger.people import conflict_decisions, review
+from ledger.people.review import ReviewError
 from opsconsole.console.forms import ReasonForm, action_choices, first_error
 from opsconsole.console.views import console_action, console_page, definition_of, operation_for
 
@@ -66,7 +67,7 @@ def inbox(request):
     groups = groups[:GROUPS_PER_PAGE]
     seen = max((group["newest"] for group in groups), default=0)
     rows = _rows(groups, user=user, seen=seen)
-    return render(request, "console/conflicts.html", {
+    return render(request, "console/conflict_decisions.html", {
         "nav": "conflicts",
         "filter": filterset,
         "groups": rows,
@@ -135,7 +136,7 @@ def _back(request):
 
 def _decide(request, form, decide):
     """Run ``decide(reason, seen)`` when ``form`` is valid and report what it returns: a
-    ``conflicts.Decided``, or why there was nothing left to decide (a second press). A refused form
+    ``conflict_decisions.Decided``, or why there was nothing left to decide (a second press). A refused form
     or decision changes nothing."""
     if not form.is_valid():
         messages.error(request, first_error(form))
@@ -152,7 +153,7 @@ def _decide(request, form, decide):
     return _back(request)
 
 
-def _report(request, done: conflicts.Decided) -> None:
+def _report(request, done: conflict_decisions.Decided) -> None:
     said = []
     if done.applied:
         said.append(f"Applied the incoming payload of conflict {done.applied.pk} to {done.applied.operation.key}.")
@@ -182,10 +183,10 @@ def dismiss_operation(request, pk):
     operation = operation_for(request, pk, REVIEW)
 
     def decide(reason, seen):
-        ids = conflicts.open_ids([operation.pk], seen=seen)
+        ids = conflict_decisions.open_ids([operation.pk], seen=seen)
         if not ids:
             return f"No conflict of {operation.key} is open any more; nothing was changed."
-        return conflicts.dismiss_conflicts(ids, user=request.user, reason=reason)
+        return conflict_decisions.dismiss_conflicts(ids, user=request.user, reason=reason)
 
     return _decide(request, DecideForm(request.POST), decide)
 
@@ -198,8 +199,9 @@ def apply_one(request, pk):
     _reviewable(request, {conflict.operation.workspace_id})
 
     def decide(reason, seen):
-        rest = [other for other in conflicts.open_ids([conflict.operation_id], seen=seen) if other != conflict.pk]
-        return conflicts.apply_dismissing_the_rest(conflict, user=request.user, reason=reason, rest=rest)
+        still_open = conflict_decisions.open_ids([conflict.operation_id], seen=seen)
+        rest = [other for other in still_open if other != conflict.pk]
+        return conflict_decisions.apply_dismissing_the_rest(conflict, user=request.user, reason=reason, rest=rest)
 
     return _decide(request, DecideForm(request.POST), decide)
 
@@ -223,10 +225,10 @@ def dismiss_selected(request):
     _reviewable(request, {*named.values(), *owners.values()})
 
     def decide(reason, seen):
-        ids = set(conflict_ids) | set(conflicts.open_ids(operation_ids, seen=seen) if operation_ids else ())
+        ids = set(conflict_ids) | set(conflict_decisions.open_ids(operation_ids, seen=seen) if operation_ids else ())
         if not ids:
             return "None of the selected operations has an open conflict any more; nothing was changed."
-        return conflicts.dismiss_conflicts(ids, user=user, reason=reason)
+        return conflict_decisions.dismiss_conflicts(ids, user=user, reason=reason)
 
     return _decide(request, DecideForm(request.POST), decide)
 

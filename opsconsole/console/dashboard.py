@@ -1,5 +1,5 @@
 """The console's dashboard: what waits now and what the last 24 hours did, for the workspaces the
-person may see, with links to where one acts on it. Reads only (``ledger.dashboard``,
+person may see, with links to where one acts on it. Reads only (``ledger.reads.dashboard``,
 ``reconciliation.selectors``); a request from htmx (the page refreshing itself) gets the figures'
 fragment alone."""
 
@@ -12,8 +12,8 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django_htmx.http import HttpResponseClientRedirect
 
-from ledger import dashboard as figures_of
-from ledger import roles
+from ledger.core import roles
+from ledger.reads import dashboard as figures_of
 from opsconsole.console import charts
 from opsconsole.console.filters import HELD, QueueFilter
 from opsconsole.console.views import age_text, console_page

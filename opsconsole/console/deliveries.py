@@ -5,9 +5,9 @@ only: intake never stores the values). Any member of a workspace sees its own.""
 import django_filters
 from django.shortcuts import render
 
-from ledger import roles
-from ledger.finding import DELIVERY_COLUMNS
+from ledger.core import roles
 from ledger.models import REFUSED_OUTCOMES, Delivery, Workspace
+from ledger.reads.finding import DELIVERY_COLUMNS
 from opsconsole.console import keyset
 from opsconsole.console.views import console_page
 

@@ -1,14 +1,14 @@
 """Who can act on an operation when the person looking cannot, in the words of the rules that decide
-it: the roles of ``ledger.roles`` (approve: approver, admin; review: operator, admin) and the four
-eyes of ``ledger.approvals`` (nobody who submitted, changed or replayed an operation approves it).
+it: the roles of ``ledger.core.roles`` (approve: approver, admin; review: operator, admin) and the four
+eyes of ``ledger.people.approvals`` (nobody who submitted, changed or replayed an operation approves it).
 
 Nothing here grants or refuses anything (the services do); it only says what a page shows when it
 offers no button. At most ``NAMES_SHOWN`` people are named per role, read in one bounded query.
 """
 
-from ledger import roles
+from ledger.core import roles
+from ledger.core.roles import APPROVE, REVIEW
 from ledger.models import Membership, Operation
-from ledger.roles import APPROVE, REVIEW
 from ledger.states import TRANSITIONS, State
 
 NAMES_SHOWN = 5

@@ -1,15 +1,16 @@
 """CSV exports of the queue and of the audit search (issue 11, part 6), with the filter (and the
 queue's sort) of the page they are linked from, every row it lists rather than one page. Thin like
 the other views: membership (``console_page``), the rows narrowed to the person's workspaces, and
-``ledger.exports`` writing them (values masked as the operation page masks them), streamed.
+``ledger.reads.exports`` writing them (values masked as the operation page masks them), streamed.
 """
 
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 
-from ledger import exports, roles
 from ledger.actions import registry
+from ledger.core import roles
 from ledger.models import AuditEvent, Control
+from ledger.reads import exports
 from opsconsole.console.filters import AuditFilter
 from opsconsole.console.tables import queue_listing
 from opsconsole.console.views import console_page

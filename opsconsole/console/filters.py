@@ -9,13 +9,13 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db.models import Q
 from django.utils import timezone
 
-from ledger.failures import Criterion
 from ledger.models import AuditEvent, Operation, Workspace
+from ledger.reads.failure_groups import Criterion
 from ledger.states import State
 from opsconsole.console.forms import action_choices
 
 ATTENTION_STATES = [State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL]
-# Not a state: the queue's choice for the operations a pause holds (ledger.selectors.held_operations).
+# Not a state: the queue's choice for the operations a pause holds (ledger.core.selectors.held_operations).
 HELD = "held"
 
 
@@ -63,7 +63,7 @@ class QueueFilter(django_filters.FilterSet):
                                          choices=lambda: action_choices("All actions"))
     q = django_filters.CharFilter(label="Key or request id", method="filter_q", widget=forms.TextInput(
         attrs={"placeholder": "or destination record id"}))
-    # A failure group of /console/failures/ (ledger.failures.Criterion), from its link.
+    # A failure group of /console/failures/ (ledger.reads.failure_groups.Criterion), from its link.
     group = django_filters.CharFilter(label="Failure group", method="filter_group", widget=forms.HiddenInput)
     # The order, not a filter: keyset.paginate applies it (the column headers link to it too).
     sort = django_filters.ChoiceFilter(label="Sort", empty_label=None, method="keep",

@@ -1,11 +1,11 @@
 """The console's "Find" box (in the top bar of every page): one text, looked up as every id an
-operation is known by (``ledger.finding``), within the person's workspaces. One operation found:
+operation is known by (``ledger.reads.finding``), within the person's workspaces. One operation found:
 its page. Several: a short list saying which id matched. None: what was looked in."""
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
 
-from ledger import finding
+from ledger.reads import finding
 from opsconsole.console.views import console_page
 
 

@@ -2,8 +2,8 @@
 
 from django import forms
 
-from ledger import roles
 from ledger.actions import registry
+from ledger.core import roles
 from ledger.models import Workspace
 
 

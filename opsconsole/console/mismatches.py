@@ -7,9 +7,9 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 
-from ledger import roles
-from ledger.review import ReviewError
-from ledger.roles import REVIEW
+from ledger.core import roles
+from ledger.core.roles import REVIEW
+from ledger.people.review import ReviewError
 from opsconsole.console import keyset
 from opsconsole.console.forms import ReasonForm, first_error
 from opsconsole.console.views import console_action, console_page

@@ -4,7 +4,7 @@ An action names its money fields (``ActionDefinition.money_fields``: an amount, 
 currency's minor units, and the field naming the currency). Most currencies have two decimals;
 ``MINOR_UNITS`` lists the ISO 4217 currencies with another number. Only presentation: what is
 stored, fingerprinted and sent stays the integer, and a value masked for this person
-(``ledger.privacy``) or redacted is no number, so it is shown as it is.
+(``ledger.core.privacy``) or redacted is no number, so it is shown as it is.
 """
 
 from decimal import Decimal

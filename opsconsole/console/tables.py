@@ -8,9 +8,9 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import QuerySet
 
-from ledger import roles
+from ledger.core import roles
+from ledger.core.selectors import held_operations
 from ledger.models import Control, Operation
-from ledger.selectors import held_operations
 from opsconsole.console.filters import ATTENTION_STATES, HELD, QUEUE_SORTS, QueueFilter, Sort
 
 # What the queue's rows show (and its sorts read), the rest of each operation left unread.

@@ -14,14 +14,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from ledger import approvals, privacy, review, roles, services
 from ledger.actions import UnknownAction, get_action
-from ledger.configuration import changes_since_last_run
-from ledger.lookups import may_have_acted
-from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
-from ledger.policies import format_duration
-from ledger.roles import APPROVE, PAUSE, REVIEW, VIEW
-from ledger.selectors import (
+from ledger.core import privacy, roles
+from ledger.core.configuration import changes_since_last_run
+from ledger.core.pause import NotPaused, set_paused
+from ledger.core.policies import format_duration
+from ledger.core.roles import APPROVE, PAUSE, REVIEW, VIEW
+from ledger.core.selectors import (
     AT_RISK_SHARE,
     held_operations,
     holding_switch,
@@ -31,6 +30,9 @@ from ledger.selectors import (
     service_level_standing,
     standing,
 )
+from ledger.engine.lookups import may_have_acted
+from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
+from ledger.people import approvals, review
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
 from opsconsole.console import explain, keyset, money, tables
 from opsconsole.console.filters import AuditFilter
@@ -404,7 +406,7 @@ def pause(request):
     if not form.is_valid():
         messages.error(request, first_error(form))
         return redirect("console:controls")
-    control = services.set_paused(paused=True, actor=_actor(request), reason=form.cleaned_data["reason"],
+    control = set_paused(paused=True, actor=_actor(request), reason=form.cleaned_data["reason"],
                                   workspace=form.cleaned_data["workspace"], action=form.cleaned_data["action"])
     messages.success(request, f"Paused {control.scope_label}.")
     return redirect("console:controls")
@@ -420,9 +422,9 @@ def resume(request):
     if not roles.can(request.user, PAUSE, workspace.pk if workspace else None):
         raise PermissionDenied
     try:
-        control = services.set_paused(paused=False, actor=_actor(request), workspace=workspace,
+        control = set_paused(paused=False, actor=_actor(request), workspace=workspace,
                                       action=form.cleaned_data["action"])
-    except services.NotPaused as exc:
+    except NotPaused as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Resumed {control.scope_label}.")

@@ -2,7 +2,7 @@ from django.db import migrations
 
 
 def create_schedule(apps, schema_editor):
-    from ledger.schedules import ensure_reconcile_schedule
+    from ledger.engine.schedules import ensure_reconcile_schedule
 
     ensure_reconcile_schedule(apps.get_model("django_q", "Schedule"))
 

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 
 def create_audit_schedule(apps, schema_editor):
-    from ledger.schedules import ensure_audit_schedule
+    from ledger.engine.schedules import ensure_audit_schedule
 
     ensure_audit_schedule(apps.get_model("django_q", "Schedule"))
 

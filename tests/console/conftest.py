@@ -3,7 +3,7 @@
 import pytest
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 
-from ledger.intake import submit_event
+from ledger.intake.submit import submit_event
 from ledger.models import Membership, Operation
 from ledger.outcomes import PermanentError
 from tests.ledger.conftest import scripted_action, submit  # noqa: F401
@@ -48,7 +48,7 @@ def make_operation(workspace, action):
 def needing_review(workspace, action):
     """An operation that reached needs_review the real way: its destination refused it permanently."""
     # Imported here: importing ledger.processing before ledger.tasks is a circular import.
-    from ledger.processing import process_due_operations
+    from ledger.engine.processing import process_due_operations
 
     action.destination.answer(PermanentError("owner does not exist"))
     operation = submit(workspace, action.name, request_id="R-7")

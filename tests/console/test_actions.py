@@ -225,7 +225,7 @@ def test_the_replay_form_shows_a_configuration_change_and_needs_it_confirmed(cli
                                                                             needing_review):
     from datetime import timedelta
 
-    from ledger import policies
+    from ledger.core import policies
     from ledger.models import Attempt
 
     assert Attempt.objects.filter(operation=needing_review, config_version__isnull=False).exists()

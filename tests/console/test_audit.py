@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ledger import services
+from ledger.core import accounts, pause
 from ledger.models import AuditEvent
 
 
@@ -19,7 +19,7 @@ def kinds_on(response) -> list[str]:
 def test_it_lists_events_newest_first_with_links_to_their_operations(client, login, workspace, make_operation):
     login("viewer")
     operation = make_operation()
-    services.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
+    pause.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
 
     response = client.get("/console/audit/")
 
@@ -31,8 +31,8 @@ def test_it_filters_by_kind_actor_workspace_and_key(client, login, workspace, ma
     login("viewer")
     first = make_operation(request_id="INV-1")
     make_operation(request_id="INV-2")
-    other, _ = services.create_workspace(slug="other", approved_owners=[], actor="bob")
-    services.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
+    other, _ = accounts.create_workspace(slug="other", approved_owners=[], actor="bob")
+    pause.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
 
     assert kinds_on(client.get("/console/audit/", {"kind": "paused"})) == ["alice:paused"]
     assert kinds_on(client.get("/console/audit/", {"actor": "ALICE"})) == ["alice:paused"]
@@ -48,8 +48,8 @@ def test_it_filters_by_kind_actor_workspace_and_key(client, login, workspace, ma
 def test_it_filters_by_dates_inclusively(client, login, workspace, time_machine):
     for day in (1, 2, 3):
         time_machine.move_to(datetime(2030, 1, day, 12, tzinfo=UTC), tick=False)
-        services.set_paused(paused=True, actor="scheduler", reason="r", workspace=workspace)
-        services.set_paused(paused=False, actor="scheduler", reason="r", workspace=workspace)
+        pause.set_paused(paused=True, actor="scheduler", reason="r", workspace=workspace)
+        pause.set_paused(paused=False, actor="scheduler", reason="r", workspace=workspace)
     login("viewer")  # after moving the clock, so the session has not expired
 
     def days_on(response) -> list[str]:
@@ -78,7 +78,7 @@ def test_it_pages_by_a_hundred_with_older_and_newer_links(client, login, workspa
     login("viewer")
     events = AuditEvent.objects.filter(workspace=workspace).count()  # the workspace's own creation
     for number in range(101 - events):
-        services.set_paused(paused=number % 2 == 0, actor="a", reason="r", workspace=workspace)
+        pause.set_paused(paused=number % 2 == 0, actor="a", reason="r", workspace=workspace)
 
     first = client.get("/console/audit/")
     second = client.get(link(first, "Older"))
@@ -96,7 +96,7 @@ def test_it_pages_through_events_of_the_same_instant_without_gaps_or_repeats(cli
     time_machine.move_to(datetime(2030, 1, 7, 9, tzinfo=UTC), tick=False)
     login("viewer")
     for number in range(250):
-        services.set_paused(paused=number % 2 == 0, actor=f"p{number}", reason="r", workspace=workspace)
+        pause.set_paused(paused=number % 2 == 0, actor=f"p{number}", reason="r", workspace=workspace)
     expected = list(AuditEvent.objects.filter(workspace=workspace).order_by("-created_at", "-id")
                     .values_list("actor", "kind"))
 
@@ -113,7 +113,7 @@ def test_it_pages_through_events_of_the_same_instant_without_gaps_or_repeats(cli
 def test_it_keeps_the_filters_in_its_links(client, login, workspace):
     login("viewer")
     for number in range(220):
-        services.set_paused(paused=number % 2 == 0, actor="alice", reason="r", workspace=workspace)
+        pause.set_paused(paused=number % 2 == 0, actor="alice", reason="r", workspace=workspace)
 
     first = client.get("/console/audit/", {"actor": "alice", "kind": "paused"})
     older = client.get(link(first, "Older"))
@@ -126,7 +126,7 @@ def test_it_keeps_the_filters_in_its_links(client, login, workspace):
                                     "2030-01-07T09:00:00.000000Z_x", "2030-01-07T09:00:00.000000Z_" + "9" * 30,
                                     "\x00"])
 def test_it_starts_at_the_newest_for_a_cursor_it_cannot_read(client, login, workspace, cursor):
-    services.set_paused(paused=True, actor="alice", reason="r", workspace=workspace)
+    pause.set_paused(paused=True, actor="alice", reason="r", workspace=workspace)
     login("viewer")
 
     response = client.get("/console/audit/", {"older": cursor})

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from ledger import services
+from ledger.core import pause
 
 
 def field_errors(response) -> list[str]:
@@ -24,7 +24,7 @@ def field_errors(response) -> list[str]:
 def test_it_answers_a_date_out_of_range_or_garbage_with_a_form_error(client, login, workspace, query, error):
     """The day after 9999-12-31 cannot be computed (it was a 500); such dates are refused by the form,
     and the page still lists the events, unfiltered by the refused date."""
-    services.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
+    pause.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
     login("viewer")
 
     response = client.get("/console/audit/", query)
@@ -36,7 +36,7 @@ def test_it_answers_a_date_out_of_range_or_garbage_with_a_form_error(client, log
 
 def test_it_filters_by_the_bounds_themselves(client, login, workspace):
     """The first and last days allowed are taken, and filter as any other day."""
-    services.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
+    pause.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
     login("viewer")
 
     response = client.get("/console/audit/", {"created_after": "1970-01-01", "created_before": "2999-12-31"})

@@ -7,11 +7,11 @@ import re
 import pytest
 from django.contrib.messages import get_messages
 
-from ledger import services
-from ledger.bulk_actions import run_bulk_action
+from ledger.core import accounts
+from ledger.engine.processing import process_due_operations
 from ledger.models import AuditEvent, BulkAction, Membership, Operation
 from ledger.outcomes import PermanentError
-from ledger.processing import process_due_operations
+from ledger.people.bulk_actions import run_bulk_action
 from tests.ledger.conftest import submit
 
 
@@ -163,7 +163,7 @@ def test_without_the_review_role_it_is_refused(client, login, failed):
 
 def test_another_workspaces_operations_are_not_found(client, login, failed):
     login("operator")
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     [theirs] = failed(1, prefix="T", where=other)
     [mine] = failed(1)
 
@@ -176,7 +176,7 @@ def test_another_workspaces_operations_are_not_found(client, login, failed):
 
 def test_a_group_takes_only_the_workspaces_where_the_person_may_review(client, login, failed, workspace):
     user = login("operator")
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     Membership.objects.create(user=user, workspace=other, role="viewer")
     failed(1, prefix="T", where=other)
     [mine] = failed(1, prefix="M")
@@ -199,7 +199,7 @@ def test_someone_elses_bulk_action_is_not_found(client, login, failed, person):
 
 
 def test_the_progress_page_says_why_operations_were_skipped(client, login, failed, bob):
-    from ledger.review import replay_operation
+    from ledger.people.review import replay_operation
 
     login("operator")
     operations = failed(3)

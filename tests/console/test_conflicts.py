@@ -7,11 +7,12 @@ import re
 import pytest
 from django.contrib.messages import get_messages
 
-from ledger import review, services
-from ledger.intake import submit_event
+from ledger.core import accounts
+from ledger.core.privacy import MASK
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Conflict, Membership, Operation
-from ledger.privacy import MASK
-from ledger.processing import process_due_operations
+from ledger.people import review
 from opsconsole.console.conflicts import GROUPS_PER_PAGE, SHOWN_PER_GROUP
 
 INBOX = "/console/conflicts/"
@@ -123,7 +124,7 @@ def test_it_offers_apply_only_while_the_operation_has_not_run(client, login, rac
 
 def test_it_filters_by_workspace_and_action(client, login, race, noted_action, scripted_action):
     user = login("operator")
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     Membership.objects.create(user=user, workspace=other, role="operator")
     ours, _ = race(1)
     data = {"request_id": "B-1", "version": 1, "note": "one", "secret": "s"}
@@ -142,7 +143,7 @@ def test_it_filters_by_workspace_and_action(client, login, race, noted_action, s
 
 def test_it_never_shows_another_workspaces_conflicts(client, login, noted_action):
     login("admin")
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     data = {"request_id": "B-1", "version": 1, "note": "one", "secret": "s"}
     for note in ("one", "two"):
         submit_event(workspace=other, source="api", raw={"action": noted_action.name, "data": data | {"note": note}})
@@ -350,7 +351,7 @@ def test_it_refuses_an_empty_selection(client, login, race):
 def test_it_answers_404_for_a_selection_reaching_into_another_workspace(client, login, race, noted_action, selected):
     login("operator")
     _, mine = race(2)
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     data = {"request_id": "B-1", "version": 1, "note": "one", "secret": "s"}
     submit_event(workspace=other, source="api", raw={"action": noted_action.name, "data": data})
     theirs = submit_event(workspace=other, source="api",
@@ -369,7 +370,7 @@ def test_it_answers_404_for_a_selection_reaching_into_another_workspace(client, 
 
 def test_it_answers_404_for_another_workspaces_operation_or_conflict(client, login, noted_action):
     login("operator")
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     data = {"request_id": "B-1", "version": 1, "note": "one", "secret": "s"}
     submit_event(workspace=other, source="api", raw={"action": noted_action.name, "data": data})
     theirs = submit_event(workspace=other, source="api",

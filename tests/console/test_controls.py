@@ -2,7 +2,7 @@
 
 from django.contrib.messages import get_messages
 
-from ledger import services
+from ledger.core import accounts, pause
 from ledger.models import AuditEvent, Control
 
 
@@ -47,7 +47,7 @@ def test_it_refuses_a_pause_without_a_reason(client, login, workspace):
 
 
 def test_it_offers_only_the_persons_workspaces_to_pause(client, login, workspace):
-    services.create_workspace(slug="other", approved_owners=[], actor="test")
+    accounts.create_workspace(slug="other", approved_owners=[], actor="test")
     login("operator")
 
     page = client.get("/console/controls/").content.decode()
@@ -58,7 +58,7 @@ def test_it_offers_only_the_persons_workspaces_to_pause(client, login, workspace
 
 def test_it_resumes_a_paused_scope(client, login, workspace):
     login("operator")
-    services.set_paused(paused=True, actor="someone", reason="incident", workspace=workspace)
+    pause.set_paused(paused=True, actor="someone", reason="incident", workspace=workspace)
 
     response = client.post("/console/controls/resume/", {"workspace": workspace.pk, "action": ""})
 
@@ -79,7 +79,7 @@ def test_it_reports_a_resume_of_a_scope_that_is_not_paused(client, login, worksp
 
 def test_it_shows_a_global_switch_to_everyone_but_lets_only_a_superuser_resume_it(client, login):
     login("operator")
-    services.set_paused(paused=True, actor="someone", reason="incident 9")
+    pause.set_paused(paused=True, actor="someone", reason="incident 9")
 
     page = client.get("/console/controls/").content.decode()
 
@@ -90,7 +90,7 @@ def test_it_shows_a_global_switch_to_everyone_but_lets_only_a_superuser_resume_i
 
 def test_it_shows_the_switches_but_no_buttons_without_the_pause_permission(client, login, workspace):
     login("viewer")
-    services.set_paused(paused=True, actor="someone", reason="incident 7", workspace=workspace)
+    pause.set_paused(paused=True, actor="someone", reason="incident 7", workspace=workspace)
 
     page = client.get("/console/controls/").content.decode()
 

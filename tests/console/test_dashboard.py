@@ -7,10 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ledger import dashboard, services
+from ledger.core import pause
+from ledger.engine.processing import process_due_operations
 from ledger.models import Workspace
 from ledger.outcomes import PermanentError
-from ledger.processing import process_due_operations
+from ledger.reads import dashboard
 from reconciliation.models import Mismatch, ReconciliationRun
 from tests.ledger.conftest import submit
 
@@ -116,7 +117,7 @@ def test_it_links_each_figure_to_where_one_acts(client, login, day):
 
 def test_held_work_is_counted_and_linked_to_the_queue(client, login, workspace, action):
     submit(workspace, action.name, request_id="R-held")
-    services.set_paused(paused=True, actor="alice", reason="maintenance", workspace=workspace)
+    pause.set_paused(paused=True, actor="alice", reason="maintenance", workspace=workspace)
     login("viewer")
     html = client.get(URL).content.decode()
     assert '1 held: see them</a>' in html and 'href="/console/?state=held"' in html

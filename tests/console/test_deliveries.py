@@ -7,15 +7,15 @@ import json
 import pytest
 from django.utils import timezone
 
-from ledger import services
-from ledger.intake import submit_event
+from ledger.core import accounts
+from ledger.intake.submit import submit_event
 from ledger.models import Delivery
 from tests.conftest import event
 
 
 @pytest.fixture
 def other(db):
-    workspace, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    workspace, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     return workspace
 
 

@@ -13,10 +13,12 @@ from django.http import StreamingHttpResponse
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from ledger import exports, retention, services
-from ledger.intake import submit_event
+from ledger import retention
+from ledger.core import accounts, pause
+from ledger.core.privacy import MASK
+from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Operation
-from ledger.privacy import MASK
+from ledger.reads import exports
 from tests.ledger.conftest import submit_brief
 
 REFUND = {"version": 1, "customer_id": "C-1001", "amount_cents": 2500, "currency": "EUR"}
@@ -140,7 +142,7 @@ def test_the_export_has_every_row_not_one_page(client, login, workspace):
 
 def test_the_export_of_held_work_lists_what_a_pause_holds(client, login, workspace):
     held = submit_brief(workspace, request_id="H-1")
-    services.set_paused(paused=True, reason="incident", workspace=workspace, actor="alice")
+    pause.set_paused(paused=True, reason="incident", workspace=workspace, actor="alice")
     login("operator")
 
     rows = exported(client, "/console/export.csv", {"state": "held"})
@@ -150,7 +152,7 @@ def test_the_export_of_held_work_lists_what_a_pause_holds(client, login, workspa
 
 def test_other_workspaces_are_not_exported(client, login, workspace):
     mine = refund(workspace, "R-1")
-    theirs, _ = services.create_workspace(slug="theirs", approved_owners=["ops"], actor="test")
+    theirs, _ = accounts.create_workspace(slug="theirs", approved_owners=["ops"], actor="test")
     refund(theirs, "R-1")
     login("approver")
 
@@ -170,8 +172,8 @@ def test_times_are_utc_with_their_offset_in_any_zone(client, login, workspace):
 
 
 def test_the_audit_export_has_the_search_filter(client, login, workspace):
-    services.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
-    services.set_paused(paused=False, actor="alice", reason="fixed", workspace=workspace)
+    pause.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
+    pause.set_paused(paused=False, actor="alice", reason="fixed", workspace=workspace)
     operation = refund(workspace)
     login("operator")
 
@@ -199,7 +201,7 @@ def test_the_audit_export_names_a_purged_operation_by_its_id(client, login, work
 
 def test_the_audit_dates_are_days_in_the_persons_zone(client, login, workspace, time_machine):
     time_machine.move_to(datetime(2030, 1, 1, 23, 30, tzinfo=UTC), tick=False)  # 00:30 on the 2nd in Berlin
-    services.set_paused(paused=True, actor="alice", reason="late", workspace=workspace)
+    pause.set_paused(paused=True, actor="alice", reason="late", workspace=workspace)
     login("operator")
 
     def kinds(zone):
@@ -238,7 +240,7 @@ def test_nothing_sensitive_is_logged_while_exporting(client, login, workspace, c
 
 def test_the_audit_export_reads_each_event_once(client, login, workspace, django_assert_max_num_queries):
     for number in range(30):
-        services.set_paused(paused=number % 2 == 0, actor="alice", reason=f"r{number}", workspace=workspace)
+        pause.set_paused(paused=number % 2 == 0, actor="alice", reason=f"r{number}", workspace=workspace)
     login("operator")
 
     with django_assert_max_num_queries(7):  # as test_query_counts.AUDIT_EXPORT_QUERIES
@@ -267,7 +269,7 @@ def test_the_rows_are_read_while_they_are_sent(client, login, workspace, monkeyp
     transaction ends when the client goes away. On SQLite never in one: BEGIN IMMEDIATE would hold
     the write lock for the whole export."""
     for number in range(3):
-        services.set_paused(paused=number % 2 == 0, actor="alice", reason=f"r{number}", workspace=workspace)
+        pause.set_paused(paused=number % 2 == 0, actor="alice", reason=f"r{number}", workspace=workspace)
     login("operator")
     monkeypatch.setattr(exports, "FLUSH_ROWS", 2)  # a chunk before the last row is read
     postgresql = connection.vendor == "postgresql"

@@ -4,15 +4,15 @@ each matched, none says what was looked in; what cannot be an id is refused, say
 import pytest
 from django.utils import timezone
 
-from ledger import services
-from ledger.intake import record_blocked_delivery
+from ledger.core import accounts
+from ledger.intake.submit import record_blocked_delivery
 from ledger.models import Attempt
 from tests.ledger.conftest import submit_brief
 
 
 @pytest.fixture
 def other(db):
-    workspace, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    workspace, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     return workspace
 
 
@@ -77,7 +77,7 @@ def test_another_workspaces_operation_is_neither_found_nor_shown(client, login, 
 def test_one_operation_among_more_matches_is_listed_not_opened(client, login, workspace, monkeypatch):
     """When a field matched more than can be listed, the one operation shown may not be the only
     one: the person sees the list and is told to type more."""
-    monkeypatch.setattr("ledger.finding.LIMIT", 1)
+    monkeypatch.setattr("ledger.reads.finding.LIMIT", 1)
     login("viewer")
     submit_brief(workspace, request_id="R-1")
     submit_brief(workspace, request_id="R-2")

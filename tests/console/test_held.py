@@ -5,13 +5,13 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from ledger import services
+from ledger.core import accounts, pause
 from tests.ledger.conftest import submit_brief
 
 
 def test_the_queue_lists_what_a_pause_holds_with_its_switch_and_reason(client, login, workspace):
     held = submit_brief(workspace, request_id="R-1")
-    services.set_paused(paused=True, reason="vendor outage", workspace=workspace, action="prepare-brief",
+    pause.set_paused(paused=True, reason="vendor outage", workspace=workspace, action="prepare-brief",
                         actor="alice")
     login("viewer")
 
@@ -35,22 +35,22 @@ def test_nothing_held_says_so(client, login, workspace):
 
 def test_the_operation_page_says_it_is_held_and_by_which_switch(client, login, workspace):
     operation = submit_brief(workspace)
-    services.set_paused(paused=True, reason="incident 42", workspace=workspace, actor="alice")
+    pause.set_paused(paused=True, reason="incident 42", workspace=workspace, actor="alice")
     login("viewer")
 
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
     assert "Held: the pause switch of workspace demo holds this operation" in page
     assert "incident 42; by alice" in page
 
-    services.set_paused(paused=False, reason="fixed", workspace=workspace, actor="alice")
+    pause.set_paused(paused=False, reason="fixed", workspace=workspace, actor="alice")
     assert "Held:" not in client.get(f"/console/operations/{operation.pk}/").content.decode()
 
 
 def test_controls_count_what_each_switch_holds(client, login, workspace):
     submit_brief(workspace, request_id="R-1")
     submit_brief(workspace, request_id="R-2")
-    services.set_paused(paused=True, reason="one", workspace=workspace, action="prepare-brief", actor="alice")
-    services.set_paused(paused=True, reason="two", workspace=workspace, action="file-ticket", actor="alice")
+    pause.set_paused(paused=True, reason="one", workspace=workspace, action="prepare-brief", actor="alice")
+    pause.set_paused(paused=True, reason="two", workspace=workspace, action="file-ticket", actor="alice")
     login("operator")
 
     rows = {row["control"].reason: row["holds"] for row in client.get("/console/controls/").context["switches"]}
@@ -62,7 +62,7 @@ def test_held_work_is_aged_apart_from_due_work(client, login, workspace, time_ma
     start = timezone.now()
     time_machine.move_to(start, tick=False)
     submit_brief(workspace)
-    services.set_paused(paused=True, reason="incident", workspace=workspace, actor="alice")
+    pause.set_paused(paused=True, reason="incident", workspace=workspace, actor="alice")
     time_machine.move_to(start + timedelta(seconds=90), tick=False)
     login("viewer")
 
@@ -72,9 +72,9 @@ def test_held_work_is_aged_apart_from_due_work(client, login, workspace, time_ma
 
 
 def test_held_work_of_another_workspace_stays_out_of_sight(client, login, workspace):
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     submit_brief(other)
-    services.set_paused(paused=True, reason="theirs", workspace=other, actor="root")
+    pause.set_paused(paused=True, reason="theirs", workspace=other, actor="root")
     login("viewer")
 
     assert list(client.get("/console/", {"state": "held"}).context["page"].object_list) == []
@@ -84,11 +84,11 @@ def test_the_health_line_ages_only_the_persons_own_workspaces(client, login, wor
     """Another workspace's due and held work is not this person's to see, nor to age."""
     start = timezone.now()
     time_machine.move_to(start, tick=False)
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     submit_brief(other, request_id="R-due")
-    third, _ = services.create_workspace(slug="third", approved_owners=["ops"], actor="test")
+    third, _ = accounts.create_workspace(slug="third", approved_owners=["ops"], actor="test")
     submit_brief(third, request_id="R-held")
-    services.set_paused(paused=True, reason="theirs", workspace=third, actor="root")
+    pause.set_paused(paused=True, reason="theirs", workspace=third, actor="root")
     time_machine.move_to(start + timedelta(seconds=90), tick=False)
     login("viewer")
 

@@ -5,10 +5,10 @@ review in the mismatch's workspace only, each audited."""
 import pytest
 from django.utils import timezone
 
-from ledger import services
-from ledger.intake import submit_event
+from ledger.core import accounts
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Membership, Operation
-from ledger.processing import process_due_operations
 from reconciliation.models import Mismatch, ReconciliationRun
 from tests.conftest import external_event
 
@@ -72,7 +72,7 @@ def test_a_viewer_sees_but_may_not_decide(client, login, run, workspace):
 
 def test_another_workspaces_mismatch_is_not_found(client, login, run, django_user_model):
     login("operator")
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     m = mismatch(run, other, "unknown_to_ledger", reference="other:R-9:v1:send-notice")
 
     assert "other:R-9" not in client.get("/console/mismatches/").content.decode()

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from ledger import approvals, review
 from ledger.models import Attempt, Operation
+from ledger.people import approvals, review
 
 MASK = "••••"
 
@@ -67,7 +67,7 @@ def test_it_shows_a_superuser_the_sensitive_values(client, noted, django_user_mo
 
 
 def test_it_masks_a_refunds_customer_and_amount(client, login, workspace):
-    from ledger.intake import submit_event
+    from ledger.intake.submit import submit_event
 
     login("viewer")
     data = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}

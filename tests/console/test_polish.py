@@ -12,9 +12,9 @@ from django.contrib.messages import get_messages
 from django.contrib.staticfiles import finders
 from django.test import Client
 
-from ledger.intake import submit_event
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import Approval, Attempt, Operation
-from ledger.processing import process_due_operations
 from opsconsole.console.money import format_money
 from tests.ledger.conftest import submit
 
@@ -240,7 +240,7 @@ def test_an_operator_who_replayed_is_told_they_could_not_approve(client, login, 
     operation = refund(workspace)
     Operation.objects.filter(pk=operation.pk).update(state="needs_review")
     operation.refresh_from_db()
-    from ledger import review
+    from ledger.people import review
     review.replay_operation(operation, user=operator, reason="customer asked again")
 
     page = page_of(client, operation)
@@ -316,8 +316,8 @@ def test_attempts_keep_counting_across_a_replay(client, login, needing_review):
 
 
 def test_attempts_after_a_replay_still_count_toward_the_limit_from_one(workspace, scripted_action, alice):
-    from ledger import review
     from ledger.outcomes import PermanentError, TransientError
+    from ledger.people import review
 
     action = scripted_action(max_attempts=2)
     action.destination.answer(PermanentError("no"), TransientError("busy"), TransientError("busy"))

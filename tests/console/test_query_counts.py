@@ -4,8 +4,7 @@ page shows are enough for one query per row (an N+1) to break the budget."""
 import pytest
 from django.utils import timezone
 
-from ledger import audit
-from ledger.finding import LIMIT
+from ledger.core import audit_chain
 from ledger.models import (
     Approval,
     Attempt,
@@ -18,6 +17,7 @@ from ledger.models import (
     Operation,
     Workspace,
 )
+from ledger.reads.finding import LIMIT
 from opsconsole.console.conflicts import GROUPS_PER_PAGE, SHOWN_PER_GROUP
 from tests.conftest import IN_INDEX_ORDER
 from tests.ledger.conftest import submit
@@ -49,7 +49,7 @@ def crowded(workspace, action, django_user_model):
     Contribution.objects.bulk_create([Contribution(operation=busy, user=person, kind="replayed") for person in people])
     Approval.objects.bulk_create([Approval(operation=busy, fingerprint="f", decision="rejected", approver=f"a{n}")
                                   for n in range(ROWS)])
-    audit.append([AuditEvent(operation=op, workspace=workspace, actor="worker", kind="claimed")
+    audit_chain.append([AuditEvent(operation=op, workspace=workspace, actor="worker", kind="claimed")
                   for op in operations for _ in range(3)])
     workspaces = Workspace.objects.bulk_create([Workspace(slug=f"w{number}") for number in range(ROWS)])
     Control.objects.bulk_create([Control(workspace=w, paused=True, paused_since=now, reason="r") for w in workspaces])
@@ -173,8 +173,8 @@ DASHBOARD_QUERIES = 18 + IN_INDEX_ORDER
 
 def test_the_dashboard_costs_the_same_however_much_was_sampled(client, crowded, someone, workspace, action,
                                                                django_assert_max_num_queries):
-    from ledger import dashboard
     from ledger.models import FlowSample
+    from ledger.reads import dashboard
     from reconciliation.models import Mismatch, ReconciliationRun
 
     now = timezone.now()

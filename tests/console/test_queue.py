@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from ledger import services
+from ledger.core import accounts
 from ledger.models import Heartbeat, Operation
 from opsconsole.console.filters import ATTENTION_STATES
 from tests.ledger.conftest import submit
@@ -44,8 +44,8 @@ def test_it_filters_by_state(client, login, make_operation):
 def test_it_filters_by_workspace_and_action(client, login, make_operation, scripted_action):
     viewer = login("viewer")
     here = make_operation("needs_review", request_id="R-1")
-    other_workspace, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
-    services.set_membership(workspace=other_workspace, user=viewer, role="viewer", actor="test")
+    other_workspace, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    accounts.set_membership(workspace=other_workspace, user=viewer, role="viewer", actor="test")
     other_action = scripted_action()
     elsewhere = submit(other_workspace, here.action, request_id="R-1")
     other_kind = submit(here.workspace, other_action.name, request_id="R-1")

@@ -1,8 +1,9 @@
 """The queue's and the audit trail's search boxes also find an operation by the record id its
 destination gave it (besides its key and request id), exactly, within the person's workspaces."""
 
-from ledger import review, services
+from ledger.core import accounts
 from ledger.models import AuditEvent
+from ledger.people import review
 
 
 def keys_on(response) -> set[str]:
@@ -35,7 +36,7 @@ def test_the_audit_search_finds_the_events_of_an_operation_by_its_record_id(clie
 
 def test_neither_finds_another_workspaces_record_id(client, make_operation, person):
     make_operation("needs_review", external_id="rec-theirs")  # in "demo"
-    services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     client.force_login(person("outsider", "admin", workspaces=["other"]))
 
     assert keys_on(client.get("/console/", {"q": "rec-theirs"})) == set()

@@ -5,9 +5,9 @@ from datetime import timedelta
 
 import pytest
 
+from ledger.core.selectors import service_level_standing
+from ledger.engine.processing import process_due_operations
 from ledger.models import Operation
-from ledger.processing import process_due_operations
-from ledger.selectors import service_level_standing
 from tests.conftest import IN_INDEX_ORDER
 from tests.ledger.conftest import START, submit_brief
 
@@ -32,7 +32,7 @@ def test_it_counts_at_risk_and_late_unfinished_work_per_action(client, login, wo
     login("viewer")
 
     # The session, the person and their workspaces; then per action with a service level two
-    # capped counts and its oldest (ledger.selectors): as many whatever the backlog. On PostgreSQL
+    # capped counts and its oldest (ledger.core.selectors): as many whatever the backlog. On PostgreSQL
     # they are read in index order, between two planner settings.
     with django_assert_max_num_queries(3 + 3 * actions_with_a_service_level() + IN_INDEX_ORDER):
         response = client.get("/console/service-levels/")
@@ -54,7 +54,7 @@ def actions_with_a_service_level() -> int:
 
 def test_counts_stop_at_the_cap_and_say_so(client, login, workspace, frozen, monkeypatch):
     """A backlog of millions is counted no further than COUNT_CAP: the page says "N+"."""
-    from ledger import selectors
+    from ledger.core import selectors
 
     monkeypatch.setattr(selectors, "COUNT_CAP", 2)
     for n in range(3):
@@ -76,8 +76,8 @@ def test_counts_stop_at_the_cap_and_say_so(client, login, workspace, frozen, mon
 def test_the_oldest_are_listed_across_actions_in_arrival_order(workspace, frozen):
     """Each action's oldest are read apart (one range of its index each), then merged: the list
     is still the oldest first, whatever the action, and no longer than WORST."""
-    from ledger import selectors
-    from ledger.intake import submit_event
+    from ledger.core import selectors
+    from ledger.intake.submit import submit_event
 
     def notice(n):
         result = submit_event(workspace=workspace, source="api", raw={"action": "send-notice", "data": {
@@ -103,9 +103,9 @@ def test_the_oldest_are_listed_across_actions_in_arrival_order(workspace, frozen
 
 
 def test_it_shows_only_the_persons_workspaces(client, login, workspace, frozen):
-    from ledger import services
+    from ledger.core import accounts
 
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     submit_brief(other, request_id="R-9")
     frozen.move_to(START + timedelta(hours=1), tick=False)
     login("viewer")
@@ -117,10 +117,10 @@ def test_it_shows_only_the_persons_workspaces(client, login, workspace, frozen):
 
 
 def test_the_standing_counts_work_held_by_a_pause_too(workspace, frozen):
-    from ledger import services
+    from ledger.core import pause
 
     submit_brief(workspace)
-    services.set_paused(paused=True, reason="incident", workspace=workspace, actor="test")
+    pause.set_paused(paused=True, reason="incident", workspace=workspace, actor="test")
 
     levels, listed = service_level_standing(Operation.objects.all(), now=START + timedelta(minutes=10))
 

@@ -11,8 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from ledger import services
-from ledger.intake import submit_event
+from ledger.core import accounts, pause
+from ledger.intake.submit import submit_event
 from ledger.models import Operation
 from opsconsole.console import keyset
 from opsconsole.console.filters import ATTENTION_STATES, QUEUE_SORTS
@@ -184,7 +184,7 @@ def test_it_counts_each_state_of_the_filter(client, login, make_operation, works
     make_operation("unknown", request_id="U-1")
     make_operation("succeeded", request_id="S-1")
     submit_brief(workspace, request_id="H-1")  # pending: held once its workspace is paused
-    services.set_paused(paused=True, reason="incident", workspace=workspace, actor="alice")
+    pause.set_paused(paused=True, reason="incident", workspace=workspace, actor="alice")
     login("viewer")
 
     response = client.get("/console/", {"state": "unknown"})
@@ -225,7 +225,7 @@ def test_the_counts_stop_at_the_bound(client, login, make_operation, monkeypatch
 
 def test_the_counts_are_one_query(client, login, make_operation, workspace):
     make_operation("needs_review")
-    services.set_paused(paused=True, reason="incident", workspace=workspace, actor="alice")
+    pause.set_paused(paused=True, reason="incident", workspace=workspace, actor="alice")
     login("viewer")
 
     with CaptureQueriesContext(connection) as queries:
@@ -251,7 +251,7 @@ def test_nothing_paused_counts_no_held_work_without_asking(client, login, make_o
 
 def test_the_counts_see_only_the_persons_workspaces(client, login, make_operation):
     make_operation("needs_review")
-    theirs, _ = services.create_workspace(slug="theirs", approved_owners=["ops"], actor="test")
+    theirs, _ = accounts.create_workspace(slug="theirs", approved_owners=["ops"], actor="test")
     other = submit_brief(theirs, request_id="T-1")
     Operation.objects.filter(pk=other.pk).update(state="needs_review")
     login("viewer")

@@ -11,8 +11,8 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from ledger import services
-from ledger.intake import submit_event
+from ledger.core import accounts, pause
+from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Conflict, Membership, Operation
 from tests.ledger.conftest import submit
 
@@ -25,7 +25,7 @@ FORM = {"reason": "because", "note": "because", "external_id": "rec-1", "fingerp
 def other(db):
     """Workspace B, with an operation needing review, one awaiting approval, an open conflict,
     a pause switch and its own audit trail."""
-    workspace, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    workspace, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     return workspace
 
 
@@ -39,7 +39,7 @@ def theirs(other, scripted_action, noted_action):
     submit_event(workspace=other, source="api", raw={"action": noted_action.name, "data": data})
     conflict = submit_event(workspace=other, source="api",
                             raw={"action": noted_action.name, "data": data | {"note": "two"}}).conflict
-    services.set_paused(paused=True, actor="b-admin", reason="their incident", workspace=other)
+    pause.set_paused(paused=True, actor="b-admin", reason="their incident", workspace=other)
     return {"needs_review": needing_review, "awaiting": awaiting, "conflict": conflict}
 
 

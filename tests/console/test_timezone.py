@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from django.utils import timezone
 
-from ledger import services
+from ledger.core import pause
 from ledger.models import Operation
 from opsconsole.console.templatetags.console_time import when, when_text
 from opsconsole.middleware import browser_zone
@@ -69,7 +69,7 @@ def test_the_zone_is_the_requests_own(client, login, review):
 
 
 def test_every_console_page_shows_its_times_in_the_zone(client, login, workspace, review):
-    services.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
+    pause.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
     login("viewer")
     client.cookies["tz"] = "America/New_York"
 

@@ -9,8 +9,8 @@ from django.conf import settings
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from ledger.intake import submit_event
-from ledger.processing import claim_due_operations
+from ledger.engine.claiming import claim_due_operations
+from ledger.intake.submit import submit_event
 from ledger.sweep import sweep
 from tests.conftest import R42
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot

@@ -6,9 +6,10 @@ task is run chunk by chunk from the test, between the browser's looks)."""
 import pytest
 from playwright.sync_api import expect
 
-from ledger import bulk_actions, intake
+from ledger.engine.processing import process_due_operations
+from ledger.intake import submit
 from ledger.models import AuditEvent, BulkAction, Operation
-from ledger.processing import process_due_operations
+from ledger.people import bulk_actions
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 
 pytestmark = pytest.mark.e2e
@@ -22,7 +23,7 @@ def refused_notices(workspace, standin, count: int) -> list[int]:
     events = [{"action": "send-notice", "delivery_id": f"d-{n}",
                "data": {"request_id": f"R-{n}", "version": 1, "summary": f"Renewal notice {n}", "owner": "ops"}}
               for n in range(count)]
-    ids = [result.operation.pk for result in intake.submit_batch(workspace=workspace, raw_events=events,
+    ids = [result.operation.pk for result in submit.submit_batch(workspace=workspace, raw_events=events,
                                                                  source="cli")]
     while process_due_operations(worker="w1"):
         pass

@@ -4,9 +4,9 @@ finds each decision in the audit trail."""
 import pytest
 from playwright.sync_api import expect
 
-from ledger.intake import submit_event
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import Conflict
-from ledger.processing import process_due_operations
 from tests.conftest import event
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 

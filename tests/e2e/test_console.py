@@ -5,8 +5,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from ledger import services
-from ledger.intake import submit_event
+from ledger.core import pause
+from ledger.intake.submit import submit_event
 from ledger.models import Approval, AuditEvent, Conflict, Control, Operation
 from tests.conftest import R42
 from tests.e2e.conftest import APPROVER, OPERATOR, PASSWORD, log_in, make_user, screenshot
@@ -201,8 +201,8 @@ def test_it_pauses_and_resumes_from_the_controls_page(page, workspace, operator)
 def test_it_filters_the_audit_page_by_kind(page, workspace, operator):
     """Filtered by kind, the audit page lists only events of that kind."""
     submit(workspace, "prepare-brief", R42)
-    services.set_paused(paused=True, actor="alice", reason="maintenance", workspace=workspace)
-    services.set_paused(paused=False, actor="alice", workspace=workspace)
+    pause.set_paused(paused=True, actor="alice", reason="maintenance", workspace=workspace)
+    pause.set_paused(paused=False, actor="alice", workspace=workspace)
     assert AuditEvent.objects.filter(kind="reserved").exists()
 
     log_in(page, "operator")

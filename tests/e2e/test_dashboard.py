@@ -8,9 +8,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 import ledger.tasks  # noqa: F401  (ledger.processing imports it first: a circular import otherwise)
-from ledger import dashboard
+from ledger.engine.processing import process_due_operations
 from ledger.outcomes import PermanentError
-from ledger.processing import process_due_operations
+from ledger.reads import dashboard
 from opsconsole.console import dashboard as dashboard_view
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 from tests.ledger.conftest import scripted_action, submit  # noqa: F401

@@ -12,9 +12,9 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from ledger.intake import submit_event
+from ledger.core.privacy import MASK
+from ledger.intake.submit import submit_event
 from ledger.models import Operation
-from ledger.privacy import MASK
 from tests.e2e.conftest import APPROVER, OPERATOR, log_in, make_user, screenshot
 from tests.ledger.conftest import submit_brief
 

@@ -6,8 +6,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from ledger.intake import submit_event
-from ledger.processing import process_due_operations
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from tests.conftest import external_event
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 

@@ -4,8 +4,8 @@ operation's banner, and the switch's count on Controls; then resumes it, and not
 import pytest
 from playwright.sync_api import expect
 
-from ledger import services
-from ledger.intake import submit_event
+from ledger.core import pause
+from ledger.intake.submit import submit_event
 from tests.conftest import R42
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.e2e
 def test_held_work_is_in_plain_sight_and_resumed(page, workspace):
     make_user("operator", OPERATOR)
     held = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": R42}).operation
-    services.set_paused(paused=True, reason="vendor outage", workspace=workspace, actor="alice")
+    pause.set_paused(paused=True, reason="vendor outage", workspace=workspace, actor="alice")
 
     log_in(page, "operator")
     page.get_by_role("link", name="Held by a pause").click()

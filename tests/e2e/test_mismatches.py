@@ -7,8 +7,8 @@ import time_machine
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from ledger.intake import submit_event
-from ledger.processing import process_due_operations
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from reconciliation.audit import run_audit
 from tests.conftest import external_event
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot

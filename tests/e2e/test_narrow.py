@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from ledger import services
-from ledger.intake import submit_event
+from ledger.core import pause
+from ledger.intake.submit import submit_event
 from ledger.models import Operation
 from tests.conftest import R42
 from tests.e2e.conftest import log_in, make_user, screenshot
@@ -79,7 +79,7 @@ def crowded_demo(workspace):
     # The same key with another title: an open conflict (the inbox, the deliveries page).
     submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": R42 | {
         "request_id": review.payload["request_id"], "title": "A much longer title than the one recorded " * 3}})
-    services.set_paused(paused=True, actor="ops", reason="destination maintenance until 14:00", workspace=workspace,
+    pause.set_paused(paused=True, actor="ops", reason="destination maintenance until 14:00", workspace=workspace,
                         action="prepare-brief")
     return {"review": review.pk, "refund": refund.pk, "unknown": unknown.pk}
 

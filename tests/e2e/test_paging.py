@@ -6,7 +6,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from ledger import services
+from ledger.core import pause
 from ledger.models import Operation
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 from tests.ledger.conftest import submit_brief
@@ -25,7 +25,7 @@ def body_rows(page):
 
 def test_it_pages_the_audit_trail_keeping_the_filter(page, workspace, operator):
     for number in range(130):
-        services.set_paused(paused=number % 2 == 0, actor="alice", reason=f"incident {number}", workspace=workspace)
+        pause.set_paused(paused=number % 2 == 0, actor="alice", reason=f"incident {number}", workspace=workspace)
 
     log_in(page, "operator")
     page.goto("/console/audit/?actor=alice")

@@ -7,8 +7,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from ledger import services
-from ledger.intake import submit_event
+from ledger.core import accounts
+from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Operation
 from reconciliation.reconcile import reconcile_operation
 from tests.e2e.conftest import APPROVER, OPERATOR, log_in, make_user, screenshot
@@ -85,7 +85,7 @@ def test_it_records_a_record_found_by_hand(page, unknown, operator):
 
 def test_it_tells_an_approver_why_they_cannot_approve_their_own_refund(page, workspace, live_server):
     approver = make_user("approver", APPROVER)
-    token = services.issue_token(workspace=workspace, name="laptop", actor="test", user=approver)
+    token = accounts.issue_token(workspace=workspace, name="laptop", actor="test", user=approver)
     result = submit_event(workspace=workspace, source="api", submitted_by="approver", person=approver, raw={
         "action": "issue-refund",
         "data": {"request_id": "R-7", "version": 1, "customer_id": "C-1", "amount_cents": 2500, "currency": "EUR"}})

@@ -6,7 +6,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from ledger.intake import submit_event
+from ledger.intake.submit import submit_event
 from tests.e2e.conftest import APPROVER, log_in, make_user
 
 pytestmark = pytest.mark.e2e

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from ledger.intake import submit_event
+from ledger.intake.submit import submit_event
 from ledger.models import Operation
 from tests.conftest import R42
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot

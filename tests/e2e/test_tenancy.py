@@ -6,7 +6,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from ledger import services
+from ledger.core import accounts, pause
 from ledger.models import Operation
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 from tests.e2e.test_console import submit
@@ -17,11 +17,11 @@ BRIEF = {"version": 1, "title": "Quarterly review", "owner": "ops"}
 
 
 def test_it_shows_an_operator_only_their_workspace(page, workspace):
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     ours = submit(workspace, "prepare-brief", BRIEF | {"request_id": "OURS-1"})
     theirs = submit(other, "prepare-brief", BRIEF | {"request_id": "THEIRS-1"})
     Operation.objects.filter(pk__in=[ours.pk, theirs.pk]).update(state="needs_review")
-    services.set_paused(paused=True, actor="b-admin", reason="their incident", workspace=other)
+    pause.set_paused(paused=True, actor="b-admin", reason="their incident", workspace=other)
     make_user("operator", OPERATOR)
     log_in(page, "operator")
 

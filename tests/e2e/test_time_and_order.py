@@ -9,10 +9,11 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from ledger import policies, retention
-from ledger.intake import submit_event
+from ledger import retention
+from ledger.core import policies
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Operation
-from ledger.processing import process_due_operations
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 
 pytestmark = pytest.mark.e2e

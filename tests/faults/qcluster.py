@@ -219,12 +219,12 @@ def wait_for_other_sessions_to_end(*, timeout: float = 10) -> None:
 def submit_prepare_briefs(workspace, count: int, *, prefix: str = "R") -> list[int]:
     """Submit ``count`` distinct prepare-brief events through intake (each nudges the workers on
     commit); returns the new operations' ids."""
-    from ledger import intake
+    from ledger.intake import submit
 
     events = [{"action": "prepare-brief", "delivery_id": f"{prefix}-{n}-d1",
                "data": {"request_id": f"{prefix}-{n}", "version": 1, "title": f"Brief {n}", "owner": "ops"}}
               for n in range(count)]
-    results = intake.submit_batch(workspace=workspace, raw_events=events, source="cli")
+    results = submit.submit_batch(workspace=workspace, raw_events=events, source="cli")
     outcomes = {result.outcome for result in results}
     if outcomes != {"accepted"}:
         raise ClusterError(f"intake did not accept every event: {outcomes}")

@@ -4,9 +4,9 @@ and the cluster's task replays each in chunks, then its workers send each again,
 
 import pytest
 
-from ledger import intake
-from ledger.failures import failure_groups
+from ledger.intake import submit
 from ledger.models import AuditEvent, BulkAction, Operation
+from ledger.reads.failure_groups import failure_groups
 from ledger.states import State
 from tests.faults.qcluster import operation_states, wait_for
 
@@ -16,7 +16,7 @@ COUNT = 60
 
 
 def test_a_cluster_runs_a_bulk_replay_to_the_end(workspace, standin, start_cluster, settings, client, reviewer):
-    # The worker runs under this process's configuration (ledger.configuration), so that the replays
+    # The worker runs under this process's configuration (ledger.core.configuration), so that the replays
     # made from here find nothing changed since the operations last ran.
     timeout = str(settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS)
     cluster = start_cluster("worker", env={"OPSCONSOLE_STANDIN_URL": standin.url,
@@ -25,7 +25,7 @@ def test_a_cluster_runs_a_bulk_replay_to_the_end(workspace, standin, start_clust
     events = [{"action": "send-notice", "delivery_id": f"d-{n}",
                "data": {"request_id": f"R-{n}", "version": 1, "summary": f"Notice {n}", "owner": "ops"}}
               for n in range(COUNT)]
-    ids = [result.operation.pk for result in intake.submit_batch(workspace=workspace, raw_events=events, source="cli")]
+    ids = [result.operation.pk for result in submit.submit_batch(workspace=workspace, raw_events=events, source="cli")]
     wait_for(lambda: operation_states(ids) == {State.NEEDS_REVIEW: COUNT}, timeout=60, clusters=(cluster,),
              message="the refused notices did not all need review", describe=lambda: str(operation_states(ids)))
     [group], _ = failure_groups(Operation.objects.all())

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from ledger.actions import get_action
-from ledger.intake import submit_batch
+from ledger.intake.submit import submit_batch
 from ledger.models import Attempt, Operation
 from ledger.states import State
 from ledger.sweep import sweep

@@ -1,7 +1,7 @@
 """A worker killed with SIGKILL at any crash point loses no operation and performs none twice.
 
 Real processes on PostgreSQL: a ``qcluster`` runs with ``OPSCONSOLE_CRASH_AT=<point>`` (see
-``ledger.faults``); the first worker to reach the point kills itself; the test then SIGKILLs the
+``ledger.engine.faults``); the first worker to reach the point kills itself; the test then SIGKILLs the
 whole cluster, lets the sweep find the expired leases, starts a clean cluster and checks the
 outcome from the database alone.
 """
@@ -10,7 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from ledger import faults, health, sweep
+from ledger import sweep
+from ledger.engine import destination_health, faults
 from ledger.models import Attempt, Operation, ReviewDraft
 from ledger.states import State
 from tests.faults.qcluster import (
@@ -66,11 +67,12 @@ def test_it_loses_no_operation_and_repeats_none_when_a_worker_is_killed(point, w
 def test_a_worker_killed_inside_a_claim_that_finishes_its_set_leaves_nothing_and_nothing_to_wait_for(
         workspace, start_cluster, tmp_path):
     """prepare-brief is known to work, so a batch's effects, claims and ``succeeded`` commit in the
-    claim's transaction (``ledger.processing.finish_in_claim``). A worker killed inside it takes the
+    claim's transaction (``ledger.engine.claiming.finish_in_claim``). A worker killed inside it takes the
     whole transaction with it: no operation is left in processing (no lease to wait out), no draft
     and no attempt stays; the sweep finds them due at once (the task that was running is lost with
     the worker) and a restarted cluster performs each operation once."""
-    health.record(health.health_of("action:prepare-brief"), ok=True)  # as a batch that all succeeded notes
+    # as a batch that all succeeded notes
+    destination_health.record(destination_health.health_of("action:prepare-brief"), ok=True)
     operation_ids = submit_prepare_briefs(workspace, OPERATIONS)
     marker = tmp_path / "crashed"
     crashing = start_cluster("crashing", env={"OPSCONSOLE_CRASH_AT": faults.IN_CLAIM_POINTS[0],

@@ -2,7 +2,7 @@
 operation becomes unknown, reconciliation finds the record, and nothing is sent twice.
 
 Real processes: a ``qcluster`` calls the stand-in destination over HTTP (served from this test
-process), its worker SIGKILLs itself at ``after_external_call`` (``ledger.faults``).
+process), its worker SIGKILLs itself at ``after_external_call`` (``ledger.engine.faults``).
 
 The crashing cluster runs one worker, so exactly one try is in flight when it dies: with two, the
 second worker could claim part of the batch (SKIP LOCKED splits it) and begin a try of its own
@@ -13,8 +13,8 @@ from datetime import timedelta
 
 import pytest
 
-from ledger import faults
-from ledger.intake import submit_batch
+from ledger.engine import faults
+from ledger.intake.submit import submit_batch
 from ledger.models import Operation
 from ledger.states import State
 from ledger.sweep import sweep

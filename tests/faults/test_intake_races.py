@@ -10,7 +10,6 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from ledger import intake
 from ledger.models import AuditEvent, Conflict, Delivery, Operation
 from tests.conftest import event
 
@@ -39,7 +38,7 @@ def submit_together(workspace, bodies):
     def submit(body):
         try:
             barrier.wait()
-            result = intake.submit_event(workspace=workspace, raw=body, source="api")
+            result = submit.submit_event(workspace=workspace, raw=body, source="api")
             with lock:
                 outcomes.append(result.outcome)
         except Exception as exc:  # noqa: BLE001  (collected and asserted on below)

@@ -2,14 +2,14 @@
 claimed finishes without waiting for its lease, and none is performed twice.
 
 Real processes on PostgreSQL: a ``qcluster`` runs with ``OPSCONSOLE_TERMINATE_AT`` (see
-``ledger.faults``): the first worker to reach the point, inside the transaction that records an
+``ledger.engine.faults``): the first worker to reach the point, inside the transaction that records an
 outcome, has PostgreSQL terminate its own connection (``pg_terminate_backend``).
 """
 
 import pytest
 
-from ledger import faults
-from ledger.intake import submit_batch
+from ledger.engine import faults
+from ledger.intake.submit import submit_batch
 from ledger.models import AuditEvent, Operation
 from ledger.states import State
 from tests.conftest import external_event

@@ -6,8 +6,8 @@ serialises writers, so it cannot race there."""
 import pytest
 from django.db import connection
 
+from ledger.engine.processing import process_due_operations
 from ledger.models import Delivery, Operation, RequestStatus
-from ledger.processing import process_due_operations
 from tests.faults.test_intake_races import submit_together
 
 VERSIONS = 16

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from ledger.intake import submit_event
+from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Operation
 from ledger.states import State
 from reconciliation.reconcile import reconcile_operation
@@ -27,7 +27,7 @@ LOOKUP_503 = {"kind": "status", "status": 503}
 def story(workspace, standin, start_cluster, settings, client, reviewer):
     """Steps 1 and 2: acted, answer lost, lookup failed; the operation needs review."""
     settings.OPSCONSOLE_RECONCILE_GIVE_UP_SECONDS = 0  # give up at the first failed lookup, as before
-    # The worker runs under this process's configuration (ledger.configuration), so that a replay
+    # The worker runs under this process's configuration (ledger.core.configuration), so that a replay
     # from here finds nothing changed since the operation last ran.
     timeout = str(settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS)
     cluster = start_cluster("worker", env={"OPSCONSOLE_STANDIN_URL": standin.url,

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 
 from ledger.actions import base
 from ledger.actions.base import ActionDefinition
-from ledger.intake import submit_event
+from ledger.intake.submit import submit_event
 from ledger.models import Operation
 from ledger.outcomes import Success
 

@@ -5,7 +5,7 @@ from django.apps import apps
 from django.contrib import admin
 from django.test import RequestFactory
 
-from ledger import intake
+from ledger.intake import submit
 from ledger.models import AuditEvent, Delivery, Operation
 from tests.conftest import event
 
@@ -24,7 +24,7 @@ def superuser_request(admin_user):
 
 @pytest.fixture
 def r42(workspace):
-    return intake.submit_event(workspace=workspace, raw=event(), source="api").operation
+    return submit.submit_event(workspace=workspace, raw=event(), source="api").operation
 
 
 @pytest.mark.parametrize("model", LEDGER_MODELS, ids=[m.__name__ for m in LEDGER_MODELS])
@@ -62,7 +62,7 @@ def changelist_keys(admin_client, path, q) -> set[str]:
 
 
 def test_it_searches_operations_by_key(admin_client, workspace, r42):
-    intake.submit_event(workspace=workspace, raw=event("delivery-2", version=4), source="api")
+    submit.submit_event(workspace=workspace, raw=event("delivery-2", version=4), source="api")
 
     assert changelist_keys(admin_client, "/admin/ledger/operation/", "demo:R-42:v4") == {"demo:R-42:v4:prepare-brief"}
     assert changelist_keys(admin_client, "/admin/ledger/operation/", "R-42") == {
@@ -73,7 +73,7 @@ def test_it_searches_operations_by_key(admin_client, workspace, r42):
 
 def test_it_searches_operations_by_request_id(admin_client, workspace, r42):
     """Request 'R:7' is keyed 'R%3A7', so finding it by 'R:7' proves the search reads the request id."""
-    other = intake.submit_event(workspace=workspace, raw=event(request_id="R:7"), source="api").operation
+    other = submit.submit_event(workspace=workspace, raw=event(request_id="R:7"), source="api").operation
     assert "R:7" not in other.key
 
     assert changelist_keys(admin_client, "/admin/ledger/operation/", "R:7") == {other.key}
@@ -87,7 +87,7 @@ def test_it_lists_r42_in_the_operation_changelist_search(admin_client, r42):
 
 
 def test_it_searches_deliveries_and_audit_events_by_request_id(admin_client, workspace):
-    intake.submit_event(workspace=workspace, raw=event(request_id="R:7"), source="api")
+    submit.submit_event(workspace=workspace, raw=event(request_id="R:7"), source="api")
     assert Delivery.objects.count() == 1 and AuditEvent.objects.filter(operation__isnull=False).count() == 1
 
     deliveries = admin_client.get("/admin/ledger/delivery/", {"q": "R:7"}).context["cl"].result_list
@@ -98,7 +98,7 @@ def test_it_searches_deliveries_and_audit_events_by_request_id(admin_client, wor
 
 
 def test_a_superuser_sets_a_policy_in_the_admin_through_the_service(admin_client, workspace):
-    from ledger import policies
+    from ledger.core import policies
     from ledger.models import Policy
 
     response = admin_client.post("/admin/ledger/policy/add/", {
@@ -125,7 +125,7 @@ def test_the_admin_refuses_a_key_window_shorter_than_the_payload_window(admin_cl
 
 
 def test_a_member_who_is_not_a_superuser_cannot_change_a_policy(client, person, workspace):
-    from ledger import policies
+    from ledger.core import policies
 
     policies.set_policy(workspace=workspace, action="send-notice", actor="test", key_retention=__import__(
         "datetime").timedelta(days=200))

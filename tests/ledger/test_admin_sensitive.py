@@ -3,7 +3,7 @@ unless the person may see them in the row's workspace."""
 
 import pytest
 
-from ledger.intake import submit_event
+from ledger.intake.submit import submit_event
 from ledger.models import Conflict, Operation
 
 REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}

@@ -4,10 +4,10 @@ import pytest
 from django.test import override_settings
 from django_q.models import OrmQ
 
-from ledger import nudges, services
 from ledger.actions import registry
+from ledger.core import accounts, nudges
+from ledger.core.nudges import PROCESS
 from ledger.models import Delivery, Operation, Wakeup
-from ledger.nudges import PROCESS
 from tests.conftest import event
 
 OPERATION_FIELDS = {
@@ -170,7 +170,7 @@ def test_it_answers_404_for_an_unknown_key(api):
 
 def test_it_answers_404_for_a_key_of_another_workspace(api, client):
     """A token sees its own workspace only, even when it knows another workspace's key."""
-    other, other_token = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, other_token = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     client.post("/api/v1/events", event(), content_type="application/json",
                 HTTP_AUTHORIZATION=f"Bearer {other_token}")
     assert Operation.objects.filter(workspace=other, key="other:R-42:v3:prepare-brief").exists()

@@ -1,7 +1,7 @@
 """The seed's R-42 story over HTTP (the first acceptance case)."""
 
+from ledger.engine.processing import process_due_operations
 from ledger.models import Conflict, Delivery, Operation, ReviewDraft
-from ledger.processing import process_due_operations
 from tests.conftest import event
 
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from ledger import services
-from ledger.api import api as ninja_api
+from ledger.core import accounts
+from opsconsole.api.endpoints import api as ninja_api
 
 REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
 MASKED = REFUND | {"customer_id": "••••", "amount_cents": "••••"}
@@ -19,7 +19,7 @@ def token_of(workspace, person):
 
     def issue(role: str | None = None) -> str:
         user = person(f"{role}-person", role) if role else None
-        return services.issue_token(workspace=workspace, name=role or "machine", actor="test", user=user)
+        return accounts.issue_token(workspace=workspace, name=role or "machine", actor="test", user=user)
 
     return issue
 

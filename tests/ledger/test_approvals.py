@@ -8,11 +8,11 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django_q.models import OrmQ
 
-from ledger import review
-from ledger.approvals import ApprovalError, approve_operation, reject_operation
-from ledger.intake import submit_event
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import Approval, AuditEvent, Conflict, Operation
-from ledger.processing import process_due_operations
+from ledger.people import review
+from ledger.people.approvals import ApprovalError, approve_operation, reject_operation
 
 REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
 

@@ -13,8 +13,9 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
+from ledger.engine.claiming import claim_due_operations
+from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, Membership
-from ledger.processing import claim_due_operations, process_due_operations
 from tests.ledger.conftest import START, submit, submit_brief
 
 LEASE = timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS + 1)

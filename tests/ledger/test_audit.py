@@ -3,8 +3,8 @@
 import pytest
 from django.db import DatabaseError, connection, transaction
 
+from ledger.core.transitions import record_audit_event
 from ledger.models import AuditEvent
-from ledger.services import record_audit_event
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from ledger import audit, services
+from ledger.core import accounts, audit_chain, pause, transitions
+from ledger.engine.processing import process_due_operations
 from ledger.models import AuditEvent
-from ledger.processing import process_due_operations
 from tests.conftest import requires_postgres
 from tests.ledger.conftest import submit_brief
 
@@ -20,12 +20,12 @@ from tests.ledger.conftest import submit_brief
 @pytest.fixture
 def history(workspace):
     """Some real history in two workspaces and the global chain."""
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     for n in range(3):
         submit_brief(workspace, request_id=f"R-{n}")
     submit_brief(other)
     process_due_operations(worker="w1")
-    services.set_paused(paused=True, actor="alice", reason="deploy")
+    pause.set_paused(paused=True, actor="alice", reason="deploy")
     return workspace, other
 
 
@@ -56,7 +56,7 @@ def test_it_links_each_event_to_the_one_before_in_its_workspace(history):
         events = list(AuditEvent.objects.filter(workspace_id=workspace_id).order_by("id"))
         assert events and events[0].prev_hash == ""
         assert [e.prev_hash for e in events[1:]] == [e.hash for e in events[:-1]]
-        assert all(audit.event_hash(e) == e.hash for e in events)
+        assert all(audit_chain.event_hash(e) == e.hash for e in events)
 
 
 def test_it_reports_an_intact_trail(history):
@@ -109,7 +109,7 @@ def test_it_keeps_one_chain_when_many_write_at_once(workspace):
     def write(n):
         try:
             barrier.wait()
-            services.record_audit_event(actor=f"writer-{n}", kind="note", workspace=workspace)
+            transitions.record_audit_event(actor=f"writer-{n}", kind="note", workspace=workspace)
         finally:
             connection.close()
 
@@ -146,6 +146,6 @@ def test_the_database_hashes_an_event_as_python_does(workspace, message):
            "created_at": event.created_at.isoformat(), "prev_hash": event.prev_hash}
     with connection.cursor() as cursor:
         cursor.execute("SELECT ledger_audit_hash(%s::jsonb)", [json.dumps(row)])
-        assert cursor.fetchone()[0] == audit.event_hash(event)
+        assert cursor.fetchone()[0] == audit_chain.event_hash(event)
         cursor.execute("SELECT ledger_audit_hash(%s::jsonb)", [json.dumps({**row, "message": message + "."})])
-        assert cursor.fetchone()[0] != audit.event_hash(event)
+        assert cursor.fetchone()[0] != audit_chain.event_hash(event)

@@ -12,8 +12,8 @@ from django.core.management import CommandError, call_command
 from django_q.models import Schedule
 
 from ledger import tasks
+from ledger.engine.schedules import AUDIT_HEADS_SCHEDULE, ensure_audit_heads_schedule
 from ledger.models import AuditEvent
-from ledger.schedules import AUDIT_HEADS_SCHEDULE, ensure_audit_heads_schedule
 from tests.ledger.test_audit_chain import tamper
 from tests.ledger.test_audit_keyed import make_history
 

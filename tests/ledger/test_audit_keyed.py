@@ -13,10 +13,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from ledger import audit, services
+from ledger.core import audit_chain, pause
+from ledger.core.rows import model_row
+from ledger.engine.processing import process_due_operations
 from ledger.models import AuditEvent
-from ledger.processing import process_due_operations
-from ledger.rows import model_row
 from tests.conftest import requires_postgres
 from tests.faults.qcluster import database_url
 from tests.ledger.conftest import submit_brief
@@ -33,7 +33,7 @@ def make_history(workspace, *, requests=("R-1", "R-2", "R-3")):
     for request_id in requests:
         submit_brief(workspace, request_id=request_id)
     process_due_operations(worker="w1")
-    services.set_paused(paused=True, actor="alice", reason="deploy")
+    pause.set_paused(paused=True, actor="alice", reason="deploy")
 
 
 def v1_hash(event: AuditEvent) -> str:
@@ -91,7 +91,7 @@ def rewrite_from(target: AuditEvent, *, downgrade: bool, settings) -> None:
         event.prev_hash = previous
         if downgrade:
             event.hash_key = ""
-        previous = v1_hash(event) if downgrade else audit.event_hash(event)
+        previous = v1_hash(event) if downgrade else audit_chain.event_hash(event)
         columns = "prev_hash = %s, hash = %s, message = %s" + (", hash_key = ''" if downgrade else "")
         tamper(f"UPDATE ledger_auditevent SET {columns} WHERE id = %s",
                [event.prev_hash, previous, event.message, event.pk])
@@ -150,27 +150,27 @@ def test_a_key_with_the_same_id_but_another_secret_does_not_verify(workspace, se
 @pytest.mark.parametrize("message", ["", "plain", "Ünïcödé and ✓ and 𝄞", "line\nbreak\ttab \"q\" \\", "x" * 500])
 @pytest.mark.parametrize("key", ["k" * 32, "clé-ünïcode-✓", "with=equals/and+plus"])
 def test_the_database_hashes_a_keyed_event_as_python_does(workspace, settings, message, key):
-    """ledger_audit_hash (PostgreSQL) and audit.event_hash (Python) agree byte for byte under a key."""
+    """ledger_audit_hash (PostgreSQL) and audit_chain.event_hash (Python) agree byte for byte under a key."""
     if connection.vendor != "postgresql":
         pytest.skip(f"ledger_audit_hash is PostgreSQL's (running on {connection.vendor})")
     settings.OPSCONSOLE_AUDIT_KEY, settings.OPSCONSOLE_AUDIT_KEY_ID = key, "k9"
     event = AuditEvent(workspace_id=workspace.pk, attempt_id=7, actor="alice@example", kind="reserved",
                        to_state="pending", message=message, prev_hash="ab" * 32,
                        created_at=datetime(2026, 12, 1, 9, 5, 55, 239842, tzinfo=UTC))
-    row = audit.keyed(model_row(event))
+    row = audit_chain.keyed(model_row(event))
     assert row["hash_key"] == "k9"
     with connection.cursor() as cursor:
         cursor.execute("SELECT ledger_audit_hash(%s::jsonb)", [json.dumps(row, default=str)])
-        assert cursor.fetchone()[0] == audit.event_hash(event) != v1_hash(event)
+        assert cursor.fetchone()[0] == audit_chain.event_hash(event) != v1_hash(event)
         other_key = json.dumps({**row, "audit_key": key + "."}, default=str)
         cursor.execute("SELECT ledger_audit_hash(%s::jsonb)", [other_key])
-        assert cursor.fetchone()[0] != audit.event_hash(event)
+        assert cursor.fetchone()[0] != audit_chain.event_hash(event)
 
 
 def test_the_database_refuses_a_keyed_event_without_its_key(workspace):
     requires_postgres("(ledger_audit_hash is PostgreSQL's)")
     event = AuditEvent(workspace_id=workspace.pk, actor="a", kind="note")
-    row = {**audit.keyed(model_row(event)), "created_at": "2026-12-01T00:00:00Z"}
+    row = {**audit_chain.keyed(model_row(event)), "created_at": "2026-12-01T00:00:00Z"}
     del row["audit_key"]
     with pytest.raises(Exception, match="without its key"), connection.cursor() as cursor:
         cursor.execute("SELECT ledger_audit_hash(%s::jsonb)", [json.dumps(row)])

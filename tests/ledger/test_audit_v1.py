@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from ledger import audit, services
+from ledger.core import audit_chain, transitions
 from ledger.models import AuditEvent, Workspace
 from tests.ledger.test_audit_keyed import v1_hash
 
@@ -37,7 +37,7 @@ def write_v1_chain(workspace_id: int, count: int) -> None:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SELECT ledger_audit_append(%s, %s, %s::jsonb)",
-                           [audit.chain_lock_key(workspace_id), workspace_id, json.dumps(rows)])
+                           [audit_chain.chain_lock_key(workspace_id), workspace_id, json.dumps(rows)])
             return
         previous = ""
         for row in rows:
@@ -65,7 +65,7 @@ def test_events_chained_before_the_key_still_verify_after_the_migration(settings
 
     old = list(AuditEvent.objects.filter(workspace=workspace, kind="note").order_by("id"))
     assert len(old) == 4 and {event.hash_key for event in old} == {""}
-    services.record_audit_event(actor="new", kind="note", workspace=workspace)
+    transitions.record_audit_event(actor="new", kind="note", workspace=workspace)
     newest = AuditEvent.objects.filter(workspace=workspace).order_by("-id").first()
     assert newest.hash_key == settings.OPSCONSOLE_AUDIT_KEY_ID and newest.prev_hash == old[-1].hash
 

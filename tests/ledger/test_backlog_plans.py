@@ -8,8 +8,8 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from ledger.core.selectors import oldest_due_seconds, read_in_index_order, service_level_standing
 from ledger.models import Operation
-from ledger.selectors import oldest_due_seconds, read_in_index_order, service_level_standing
 from tests.conftest import requires_postgres
 from tests.ledger.conftest import submit_brief
 
@@ -77,7 +77,7 @@ def test_the_service_levels_read_ranges_of_the_unfinished_index(backlog):
 
 
 def test_the_oldest_due_per_action_is_the_first_due_entry_of_its_range(backlog):
-    from ledger.selectors import due_operations, oldest_due_by_action
+    from ledger.core.selectors import due_operations, oldest_due_by_action
 
     def read():
         return oldest_due_by_action(due_operations(), ["prepare-brief", "send-notice"])

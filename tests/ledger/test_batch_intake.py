@@ -5,7 +5,7 @@ as the repeats they are."""
 import pytest
 from django.db import connection
 
-from ledger import intake
+from ledger.intake import submit as intake
 from ledger.models import AuditEvent, Conflict, Delivery, Operation, Wakeup
 from tests.conftest import event
 

@@ -1,4 +1,4 @@
-"""Bulk actions (ledger.bulk_actions): many operations replayed or cancelled with one reason, in
+"""Bulk actions (ledger.people.bulk_actions): many operations replayed or cancelled with one reason, in
 chunks, each through review on its own (its own audit event, its own refusal), with the counts
 written per chunk; the same form pressed twice is one action, and a run that stopped continues."""
 
@@ -8,13 +8,14 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from ledger import bulk_actions, policies
-from ledger.bulk_actions import BulkActionError, run_bulk_action, submit_bulk_action
-from ledger.failures import Criterion, failure_groups, signature
+from ledger.core import policies
+from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, BulkAction, BulkItem, Operation
 from ledger.outcomes import CannotTell, PermanentError
-from ledger.processing import process_due_operations
-from ledger.review import replay_operation
+from ledger.people import bulk_actions
+from ledger.people.bulk_actions import BulkActionError, run_bulk_action, submit_bulk_action
+from ledger.people.review import replay_operation
+from ledger.reads.failure_groups import Criterion, failure_groups, signature
 from tests.ledger.conftest import submit
 
 
@@ -218,9 +219,9 @@ def test_a_finished_action_run_again_does_nothing(workspace, action, alice):
 
 
 def test_a_group_is_frozen_at_submission_within_the_persons_workspaces(workspace, action, alice, person):
-    from ledger import services
+    from ledger.core import accounts
 
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     operations = failed(workspace, action, 3)
     failed(other, action, 2, prefix="O")
     [group], capped = failure_groups(Operation.objects.filter(workspace=workspace))

@@ -1,4 +1,4 @@
-"""Many conflicts decided at once (ledger.conflicts): each decided once and audited on its own, in one
+"""Many conflicts decided at once (ledger.people.conflict_decisions): each decided once and audited on its own, in one
 transaction; a conflict already decided is skipped and reported; a refusal writes nothing."""
 
 import threading
@@ -6,10 +6,11 @@ import threading
 import pytest
 from django.db import connection
 
-from ledger import conflicts, review, services
-from ledger.intake import submit_event
+from ledger.core import accounts
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Conflict, Membership, Operation
-from ledger.processing import process_due_operations
+from ledger.people import conflict_decisions, review
 from tests.conftest import event, requires_postgres
 
 DECISIONS = ["conflict_dismissed", "conflict_applied"]
@@ -47,7 +48,7 @@ def snapshot():
 def test_it_dismisses_every_conflict_of_a_race_each_audited_on_its_own(workspace, alice):
     operation, made = race(workspace, 31)
 
-    done = conflicts.dismiss_conflicts(ids(made), user=alice, reason="the sender retried with drafts")
+    done = conflict_decisions.dismiss_conflicts(ids(made), user=alice, reason="the sender retried with drafts")
 
     assert sorted(ids(done.dismissed)) == ids(made) and done.skipped == [] and done.applied is None
     assert set(Conflict.objects.values_list("status", "decided_by")) == {("dismissed", "alice")}
@@ -63,7 +64,7 @@ def test_it_applies_one_and_dismisses_the_rest_in_one_step(workspace, alice):
     operation, made = race(workspace, 5)
     chosen = made[2]
 
-    done = conflicts.apply_dismissing_the_rest(chosen, user=alice, reason="take three is right",
+    done = conflict_decisions.apply_dismissing_the_rest(chosen, user=alice, reason="take three is right",
                                                rest=ids(made[:2] + made[3:]))
 
     assert done.applied.pk == chosen.pk and sorted(ids(done.dismissed)) == ids(made[:2] + made[3:])
@@ -80,7 +81,7 @@ def test_it_skips_and_reports_a_conflict_someone_else_decided(workspace, alice, 
     _, made = race(workspace, 4)
     review.dismiss_conflict(made[1], user=bob, reason="mine")
 
-    done = conflicts.dismiss_conflicts(ids(made), user=alice, reason="all of them")
+    done = conflict_decisions.dismiss_conflicts(ids(made), user=alice, reason="all of them")
 
     assert ids(done.dismissed) == ids(made[:1] + made[2:])
     assert [(c.pk, c.status, c.decided_by) for c in done.skipped] == [(made[1].pk, "dismissed", "bob")]
@@ -90,10 +91,10 @@ def test_it_skips_and_reports_a_conflict_someone_else_decided(workspace, alice, 
 
 def test_pressing_twice_decides_nothing_the_second_time(workspace, alice):
     _, made = race(workspace, 3)
-    conflicts.dismiss_conflicts(ids(made), user=alice, reason="once")
+    conflict_decisions.dismiss_conflicts(ids(made), user=alice, reason="once")
     before = snapshot()
 
-    again = conflicts.dismiss_conflicts(ids(made), user=alice, reason="twice")
+    again = conflict_decisions.dismiss_conflicts(ids(made), user=alice, reason="twice")
 
     assert again.dismissed == [] and ids(again.skipped) == ids(made)
     assert snapshot() == before
@@ -107,7 +108,7 @@ def test_it_dismisses_the_conflicts_of_operations_in_any_state(workspace, alice)
     _, late = race(workspace, 2, request_id="R-2")
     Operation.objects.filter(pk=late[0].operation_id).update(state="needs_review")
 
-    done = conflicts.dismiss_conflicts(ids(early + late), user=alice, reason="cleanup")
+    done = conflict_decisions.dismiss_conflicts(ids(early + late), user=alice, reason="cleanup")
 
     assert len(done.dismissed) == 4 and not Conflict.objects.filter(status="open").exists()
 
@@ -120,20 +121,20 @@ def test_it_refuses_a_person_who_may_not_review(workspace, person, role):
 
     with pytest.raises(review.ReviewError, match="clerk may not replay, resolve, cancel or decide conflicts "
                                                  "in workspace demo."):
-        conflicts.dismiss_conflicts(ids(made), user=someone, reason="no")
+        conflict_decisions.dismiss_conflicts(ids(made), user=someone, reason="no")
 
     assert snapshot() == before
 
 
 def test_it_refuses_the_whole_selection_when_one_workspace_is_not_the_persons_to_review(workspace, alice):
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     Membership.objects.create(user=alice, workspace=other, role="viewer")
     _, mine = race(workspace, 2)
     _, theirs = race(other, 2)
     before = snapshot()
 
     with pytest.raises(review.ReviewError, match="alice may not .* in workspace other."):
-        conflicts.dismiss_conflicts(ids(mine + theirs), user=alice, reason="both")
+        conflict_decisions.dismiss_conflicts(ids(mine + theirs), user=alice, reason="both")
 
     assert snapshot() == before
 
@@ -149,7 +150,7 @@ def test_it_refuses_a_decision_without_a_reason_or_a_selection(workspace, alice,
     before = snapshot()
 
     with pytest.raises(review.ReviewError) as refused:
-        conflicts.dismiss_conflicts(chosen, user=alice, reason=reason)
+        conflict_decisions.dismiss_conflicts(chosen, user=alice, reason=reason)
 
     assert str(refused.value) == refusal
     assert snapshot() == before
@@ -161,7 +162,7 @@ def test_it_dismisses_nothing_when_the_apply_is_refused(workspace, alice):
     before = snapshot()
 
     with pytest.raises(review.ReviewError, match="a conflict can only be applied before the operation runs"):
-        conflicts.apply_dismissing_the_rest(made[0], user=alice, reason="too late", rest=ids(made[1:]))
+        conflict_decisions.apply_dismissing_the_rest(made[0], user=alice, reason="too late", rest=ids(made[1:]))
 
     assert snapshot() == before
 
@@ -173,7 +174,7 @@ def test_it_refuses_to_apply_a_conflict_already_decided(workspace, alice, bob):
     before = snapshot()
 
     with pytest.raises(review.ReviewError) as refused:
-        conflicts.apply_dismissing_the_rest(stale_copy, user=alice, reason="apply", rest=ids(made[1:]))
+        conflict_decisions.apply_dismissing_the_rest(stale_copy, user=alice, reason="apply", rest=ids(made[1:]))
 
     assert str(refused.value) == f"Conflict {made[0].pk} is already dismissed (by bob); nothing was changed."
     assert snapshot() == before
@@ -185,7 +186,7 @@ def test_it_refuses_to_dismiss_another_operations_conflicts_with_an_apply(worksp
     before = snapshot()
 
     with pytest.raises(review.ReviewError, match=f"Only conflicts of {operation.key} can be dismissed"):
-        conflicts.apply_dismissing_the_rest(made[0], user=alice, reason="x", rest=ids(made[1:] + others))
+        conflict_decisions.apply_dismissing_the_rest(made[0], user=alice, reason="x", rest=ids(made[1:] + others))
 
     assert snapshot() == before
 
@@ -193,7 +194,7 @@ def test_it_refuses_to_dismiss_another_operations_conflicts_with_an_apply(worksp
 def test_open_ids_leave_out_conflicts_that_arrived_after_the_page_was_shown(workspace):
     operation, made = race(workspace, 3)
 
-    assert conflicts.open_ids([operation.pk], seen=made[1].pk) == ids(made[:2])
+    assert conflict_decisions.open_ids([operation.pk], seen=made[1].pk) == ids(made[:2])
 
 
 @pytest.mark.django_db(transaction=True)
@@ -209,7 +210,8 @@ def test_two_people_dismissing_the_same_race_at_once_decide_each_conflict_exactl
     def press(user):
         try:
             start.wait(timeout=10)
-            outcomes[user.username] = conflicts.dismiss_conflicts(ids(made), user=user, reason=f"{user} says so")
+            outcomes[user.username] = conflict_decisions.dismiss_conflicts(
+                ids(made), user=user, reason=f"{user} says so")
         except Exception as exc:  # noqa: BLE001 - reported by the assertion below
             failures.append(exc)
         finally:

@@ -8,9 +8,9 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from ledger.core.selectors import read_in_index_order
+from ledger.engine.claiming import claim_due_operations
 from ledger.models import Operation
-from ledger.processing import claim_due_operations
-from ledger.selectors import read_in_index_order
 from ledger.states import State
 from tests.conftest import requires_postgres
 from tests.ledger.conftest import submit_brief
@@ -88,7 +88,7 @@ def test_a_claim_that_fails_leaves_the_planning_as_before_too(postgresql, worksp
     and with it the planner setting; the caller's transaction goes on as it was."""
     from django.db import DataError
 
-    from ledger import processing
+    from ledger.engine import processing
 
     submit_brief(workspace)
     monkeypatch.setattr(processing, "due_operations", lambda now: Operation.objects.extra(where=["1 / 0 = 1"]))

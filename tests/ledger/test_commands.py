@@ -6,8 +6,8 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from ledger.core.accounts import authenticate_token
 from ledger.models import Delivery, Operation, Workspace
-from ledger.services import authenticate_token
 from tests.conftest import event
 
 

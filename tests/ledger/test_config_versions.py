@@ -1,4 +1,4 @@
-"""Configuration versions (ledger.configuration): each attempt names the configuration it ran under,
+"""Configuration versions (ledger.core.configuration): each attempt names the configuration it ran under,
 stored once per content; a replay after a change shows what changed, field by field, and needs
 the person's confirmation."""
 
@@ -8,11 +8,12 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from ledger import configuration, policies, review
 from ledger.actions import get_action
+from ledger.core import configuration, policies
+from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, ConfigVersion, Operation
 from ledger.outcomes import PermanentError
-from ledger.processing import process_due_operations
+from ledger.people import review
 from tests.ledger.conftest import submit
 
 

@@ -6,10 +6,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError
 
-from ledger import review
+from ledger.engine.processing import process_due_operations
 from ledger.keys import fingerprint
 from ledger.models import AuditEvent, Conflict, Operation, ReviewDraft
-from ledger.processing import process_due_operations
+from ledger.people import review
 from tests.conftest import event
 
 

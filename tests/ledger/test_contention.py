@@ -1,4 +1,4 @@
-"""A transaction PostgreSQL aborts for a deadlock is run again in place (``ledger.contention``); one
+"""A transaction PostgreSQL aborts for a deadlock is run again in place (``ledger.core.contention``); one
 aborted every time is answered 503 ``busy`` with Retry-After, and nothing of it is kept.
 
 Real deadlocks between two connections, and a real database error: PostgreSQL only.
@@ -11,7 +11,7 @@ import threading
 import pytest
 from django.db import OperationalError, connection, transaction
 
-from ledger import contention
+from ledger.core import contention
 from ledger.models import Delivery, Operation, Workspace
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""The dashboard's figures (ledger.dashboard): what the sweep samples from the audit trail, and what
+"""The dashboard's figures (ledger.reads.dashboard): what the sweep samples from the audit trail, and what
 a person sees of it, over 24 hours of their own workspaces."""
 
 from datetime import timedelta
@@ -7,11 +7,13 @@ import pytest
 from django.utils import timezone
 
 import ledger.tasks  # noqa: F401  (ledger.processing imports it first: a circular import otherwise)
-from ledger import dashboard, retention, services, tallies
-from ledger.dashboard import figures, take_samples
+from ledger import retention
+from ledger.core import pause, tallies
+from ledger.engine.processing import process_due_operations
 from ledger.models import BacklogSample, FlowSample, Heartbeat, Membership, Operation, Workspace
 from ledger.outcomes import PermanentError, TransientError
-from ledger.processing import process_due_operations
+from ledger.reads import dashboard
+from ledger.reads.dashboard import figures, take_samples
 from ledger.sweep import sweep
 from tests.ledger.conftest import START, submit
 
@@ -192,7 +194,7 @@ def test_oldest_waiting_ages_keep_due_and_held_work_apart_within_the_persons_wor
     submit(other, action.name, request_id="R-other")
     at(frozen, START - timedelta(minutes=10))
     submit(workspace, action.name, request_id="R-due")
-    services.set_paused(paused=True, actor="alice", reason="maintenance", workspace=other)
+    pause.set_paused(paused=True, actor="alice", reason="maintenance", workspace=other)
     at(frozen, START)
 
     mine, everyone = figures(viewer), figures(root)

@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from ledger import approvals, review
+from ledger.core.pause import set_paused
+from ledger.engine.processing import process_due_operations
 from ledger.models import AuditEvent, Operation
-from ledger.processing import process_due_operations
-from ledger.services import set_paused
+from ledger.people import approvals, review
 from ledger.sweep import sweep
 from tests.ledger.conftest import START, submit
 

@@ -7,13 +7,13 @@ import pytest
 from django.core.management import CommandError, call_command
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 
-from ledger import services
-from ledger.approvals import approve_operation, reject_operation
-from ledger.intake import submit_event
+from ledger.core import accounts
+from ledger.core.privacy import REDACTED
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Conflict, Operation
 from ledger.outcomes import Success
-from ledger.privacy import REDACTED
-from ledger.processing import process_due_operations
+from ledger.people.approvals import approve_operation, reject_operation
 
 REFUND = {"request_id": "R-1", "version": 1, "customer_id": "C-9", "amount_cents": 4500, "currency": "EUR"}
 
@@ -120,7 +120,7 @@ def test_a_dry_run_counts_and_changes_nothing(subject):
 
 
 def test_it_leaves_other_workspaces_alone(subject, person):
-    elsewhere, _ = services.create_workspace(slug="acme", approved_owners=["ops"], actor="test")
+    elsewhere, _ = accounts.create_workspace(slug="acme", approved_owners=["ops"], actor="test")
     theirs = refund(elsewhere).operation
 
     erase("--field", "customer_id", "--value", "C-9")

@@ -8,9 +8,9 @@ from django.utils import timezone
 
 from ledger.actions import get_action
 from ledger.actions.http import retry_after_seconds
-from ledger.intake import submit_event
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import Attempt, Operation
-from ledger.processing import process_due_operations
 from tests.conftest import external_event
 
 

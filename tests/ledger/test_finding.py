@@ -1,14 +1,15 @@
-"""Finding an operation by any id it is known by (ledger.finding): each field finds it, a near miss
+"""Finding an operation by any id it is known by (ledger.reads.finding): each field finds it, a near miss
 finds nothing, and another workspace's operations are never found, whatever the id."""
 
 import pytest
 from django.utils import timezone
 
-from ledger import finding, services
-from ledger.finding import FindError, find_operations
-from ledger.intake import record_blocked_delivery, submit_event
+from ledger.core import accounts
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import record_blocked_delivery, submit_event
 from ledger.models import Attempt, Delivery, Operation
-from ledger.processing import process_due_operations
+from ledger.reads import finding
+from ledger.reads.finding import FindError, find_operations
 from tests.conftest import event, external_event
 from tests.ledger.conftest import submit_brief
 
@@ -20,7 +21,7 @@ def viewer(person):
 
 @pytest.fixture
 def other(db):
-    workspace, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    workspace, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     return workspace
 
 

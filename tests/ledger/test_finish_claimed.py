@@ -1,6 +1,6 @@
 """A set of internal operations finished in its claim is recorded on PostgreSQL by one statement
 (``ledger_finish_claimed``, migration 0029) and elsewhere row by row in Python
-(``successes._finish_claimed_here``): both leave the same operations, attempts and audit trail,
+(``succeeded._finish_claimed_here``): both leave the same operations, attempts and audit trail,
 across workspaces (one chain each) and from pending and retrying alike."""
 
 from datetime import timedelta
@@ -8,10 +8,11 @@ from datetime import timedelta
 import pytest
 from django.db import transaction
 
-from ledger import audit, recording, services, successes
+from ledger.core import accounts, audit_chain
+from ledger.engine import fencing, succeeded
+from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Operation, ReviewDraft
 from ledger.outcomes import Success
-from ledger.processing import process_due_operations
 from ledger.states import State
 from tests.conftest import requires_postgres
 from tests.ledger.conftest import START, submit_brief
@@ -43,7 +44,7 @@ def written(workspaces):
 def finish_two_workspaces(slugs):
     """Briefs in two workspaces, one of them retrying, finished in one claim (after a warm-up
     batch, so prepare-brief is known to work)."""
-    workspaces = [services.create_workspace(slug=slug, approved_owners=["ops"], actor="test")[0] for slug in slugs]
+    workspaces = [accounts.create_workspace(slug=slug, approved_owners=["ops"], actor="test")[0] for slug in slugs]
     submit_brief(workspaces[0], request_id="warm")
     process_due_operations(worker="w0")
     for n in range(3):
@@ -61,7 +62,7 @@ def finish_two_workspaces(slugs):
 def test_one_statement_leaves_what_the_rows_written_one_by_one_leave(db, frozen, monkeypatch):
     requires_postgres("for the statement (elsewhere only the Python path runs)")
     in_database = finish_two_workspaces(["sql-a", "sql-b"])
-    monkeypatch.setattr(successes, "_finish_claimed_in_database", successes._finish_claimed_here)
+    monkeypatch.setattr(succeeded, "_finish_claimed_in_database", succeeded._finish_claimed_here)
     here = finish_two_workspaces(["py-a", "py-b"])
 
     by_statement, by_python = written(in_database), written(here)
@@ -75,7 +76,7 @@ def test_one_statement_leaves_what_the_rows_written_one_by_one_leave(db, frozen,
         assert same_names(by_statement[table]) == same_names(by_python[table]), table
     assert ("b", "R-1") in {(rename[w], r) for (w, r), state, attempts, token, *_ in by_statement["operations"]
                             if (state, attempts, token) == ("succeeded", 3, 5)}
-    assert audit.verify_chains().broken is None
+    assert audit_chain.verify_chains().broken is None
 
 
 def test_a_row_not_claimable_under_its_token_writes_nothing(db, frozen, workspace):
@@ -86,8 +87,8 @@ def test_a_row_not_claimable_under_its_token_writes_nothing(db, frozen, workspac
     attempts_before, events_before = Attempt.objects.count(), AuditEvent.objects.count()
     done = [Success(result={"n": n}, external_id=f"x-{n}") for n in range(2)]
 
-    with pytest.raises(recording.StaleClaim), transaction.atomic():  # the claim's savepoint
-        successes.record_claimed_successes(operations, done, worker="w1", now=START)
+    with pytest.raises(fencing.StaleClaim), transaction.atomic():  # the claim's savepoint
+        succeeded.record_claimed_successes(operations, done, worker="w1", now=START)
 
     assert (Attempt.objects.count(), AuditEvent.objects.count()) == (attempts_before, events_before)
     in_memory = [(o.state, o.fencing_token, o.attempts) for o in operations]

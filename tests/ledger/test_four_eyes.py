@@ -15,8 +15,8 @@ import pytest
 from django.contrib.messages import get_messages
 from django.core.management import CommandError, call_command
 
+from ledger.engine.processing import process_due_operations
 from ledger.models import Approval, AuditEvent, Conflict, Contribution, Delivery, Operation
-from ledger.processing import process_due_operations
 
 REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
 APPROVER = "approver"

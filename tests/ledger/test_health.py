@@ -4,7 +4,7 @@ seconds, not one per batch."""
 
 from datetime import timedelta
 
-from ledger import health
+from ledger.engine import destination_health
 from ledger.models import DestinationHealth
 from tests.ledger.conftest import START
 
@@ -12,33 +12,35 @@ NAME = "destination:http://crm.example:443"
 
 
 def test_a_destination_never_met_is_not_working(db):
-    assert health.health_of(NAME).working(START) is False
+    assert destination_health.health_of(NAME).working(START) is False
 
 
 def test_a_batch_that_all_succeeded_makes_it_working_for_the_window(db):
-    health.record(health.health_of(NAME), ok=True, now=START)
+    destination_health.record(destination_health.health_of(NAME), ok=True, now=START)
 
-    assert health.health_of(NAME).working(START + health.WORKING_WINDOW - timedelta(seconds=1)) is True
-    assert health.health_of(NAME).working(START + health.WORKING_WINDOW + timedelta(seconds=1)) is False
+    window_ends = START + destination_health.WORKING_WINDOW
+    assert destination_health.health_of(NAME).working(window_ends - timedelta(seconds=1)) is True
+    assert destination_health.health_of(NAME).working(window_ends + timedelta(seconds=1)) is False
 
 
 def test_a_failure_after_the_success_makes_it_cold_again(db):
-    health.record(health.health_of(NAME), ok=True, now=START)
-    health.record(health.health_of(NAME), ok=False, now=START + timedelta(seconds=1))
+    destination_health.record(destination_health.health_of(NAME), ok=True, now=START)
+    destination_health.record(destination_health.health_of(NAME), ok=False, now=START + timedelta(seconds=1))
 
-    assert health.health_of(NAME).working(START + timedelta(seconds=2)) is False
+    assert destination_health.health_of(NAME).working(START + timedelta(seconds=2)) is False
 
-    health.record(health.health_of(NAME), ok=True, now=START + timedelta(seconds=3))
-    assert health.health_of(NAME).working(START + timedelta(seconds=4)) is True
+    destination_health.record(destination_health.health_of(NAME), ok=True, now=START + timedelta(seconds=3))
+    assert destination_health.health_of(NAME).working(START + timedelta(seconds=4)) is True
 
 
 def test_it_writes_a_success_at_most_once_per_resolution(db, django_assert_num_queries):
-    health.record(health.health_of(NAME), ok=True, now=START)
-    seen = health.health_of(NAME)
+    destination_health.record(destination_health.health_of(NAME), ok=True, now=START)
+    seen = destination_health.health_of(NAME)
 
     with django_assert_num_queries(0):
-        health.record(seen, ok=True, now=START + health.RESOLUTION - timedelta(seconds=1))
+        destination_health.record(seen, ok=True, now=START + destination_health.RESOLUTION - timedelta(seconds=1))
     with django_assert_num_queries(1):
-        health.record(seen, ok=True, now=START + health.RESOLUTION + timedelta(seconds=1))
+        destination_health.record(seen, ok=True, now=START + destination_health.RESOLUTION + timedelta(seconds=1))
 
-    assert DestinationHealth.objects.get(name=NAME).last_ok_at == START + health.RESOLUTION + timedelta(seconds=1)
+    written_at = START + destination_health.RESOLUTION + timedelta(seconds=1)
+    assert DestinationHealth.objects.get(name=NAME).last_ok_at == written_at

@@ -232,7 +232,7 @@ def test_it_keeps_a_time_within_the_bounds_in_utc(api, workspace, time_machine, 
     (with a key window as long: older than it, an event is stale, tests/ledger/test_retention.py)."""
     from datetime import timedelta
 
-    from ledger import policies
+    from ledger.core import policies
 
     policies.set_policy(workspace=workspace, action="prepare-brief", actor="test", key_retention=timedelta(days=3700))
     time_machine.move_to(datetime(2026, 6, 1, tzinfo=UTC), tick=False)
@@ -308,7 +308,7 @@ def test_it_keeps_the_good_events_around_a_bad_one(api):
 def writing_r2_fails(monkeypatch):
     """Writing request R-2 fails unexpectedly, in the database, whether it is written with the rest
     of its batch or alone: its operation row carries a state the table's CHECK constraint refuses."""
-    from ledger import reservation
+    from ledger.intake import reservation
 
     real = reservation._first_state
 
@@ -353,7 +353,7 @@ def test_it_accepts_the_failed_event_when_it_is_sent_again(api, writing_r2_fails
 def test_it_stops_the_batch_when_the_database_is_unavailable(api, monkeypatch):
     """An unreachable database is no one event's fault: the request fails (503 from the error
     middleware) and nothing of the batch is kept, so the whole batch can be sent again."""
-    from ledger import reservation
+    from ledger.intake import reservation
 
     def reserve(workspace, events, **kwargs):
         raise OperationalError("connection to server lost")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from ledger import keys
 from ledger.actions import base, registry
 from ledger.actions.base import ActionDefinition
-from ledger.intake import key_for
+from ledger.intake.submit import key_for
 
 WELCOME = registry["send-welcome"]
 BLANKS = [" ", "\u00a0", "\u2003", "\u3000", "\ufeff"]

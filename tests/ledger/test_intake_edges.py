@@ -117,7 +117,7 @@ def test_an_erasure_finds_the_address_however_it_is_typed(api, person, standin):
     """The ledger holds the normalised address: an admin typing it as the subject wrote it erases it."""
     from django.core.management import call_command
 
-    from ledger.processing import process_due_operations
+    from ledger.engine.processing import process_due_operations
 
     person("boss", "admin")
     welcome(api, email=" ann.lee@EXAMPLE.com")

@@ -3,17 +3,17 @@ outcome, the operation in memory does not drift from the database, the outcome i
 a fresh connection, and the rest of the claimed batch goes on.
 
 The fault is real: PostgreSQL terminates the worker's own connection (``pg_terminate_backend``)
-inside the transaction that records the outcome (``ledger.faults``), so these run on PostgreSQL
+inside the transaction that records the outcome (``ledger.engine.faults``), so these run on PostgreSQL
 only; in the real worker cluster the same is shown by tests/faults/test_lost_connection.py.
 """
 
 import pytest
 from django.db import connection
 
-from ledger import faults
-from ledger.intake import submit_batch
+from ledger.engine import faults
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_batch
 from ledger.models import AuditEvent, Operation
-from ledger.processing import process_due_operations
 from tests.conftest import external_event
 from tests.faults.qcluster import assert_each_performed_exactly_once
 from tests.ledger.conftest import submit_brief

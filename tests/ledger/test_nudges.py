@@ -1,5 +1,5 @@
 """Retries and lookups on time: when a retry or a lookup is scheduled, a task is enqueued for its
-due time (django-q2 has no delay of its own; ``ledger.brokers`` adds one to the ORM and Redis
+due time (django-q2 has no delay of its own; ``ledger.engine.brokers`` adds one to the ORM and Redis
 brokers), so an idle cluster acts within seconds of it instead of at the next one-minute sweep."""
 
 import threading
@@ -17,11 +17,12 @@ from django_q.brokers import orm
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
-from ledger import nudges, tasks
-from ledger.brokers import ORM, Redis
+from ledger import tasks
+from ledger.core import nudges
+from ledger.engine.brokers import ORM, Redis
+from ledger.engine.processing import process_due_operations
 from ledger.models import Operation
 from ledger.outcomes import AmbiguousError, TransientError
-from ledger.processing import process_due_operations
 from tests.conftest import requires_postgres
 from tests.faults.qcluster import database_url
 from tests.ledger.conftest import START, submit, submit_brief
@@ -260,7 +261,7 @@ def test_a_resumed_backlog_gets_a_task_per_worker_not_per_claim_batch(workspace,
     the full batches keep the workers supplied: every operation is done by seven tasks (the five
     full batches, then one per worker that finds the end), with never more than two queued; before,
     the resume enqueued five at once and each full batch added one more."""
-    from ledger.services import set_paused
+    from ledger.core.pause import set_paused
 
     set_paused(paused=True, actor="alice", reason="deploy")
     for n in range(10):

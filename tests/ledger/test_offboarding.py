@@ -16,8 +16,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from ledger.core.accounts import authenticate_token
 from ledger.models import ApiToken, AuditEvent, Delivery, Membership, Operation, Workspace
-from ledger.services import authenticate_token
 
 REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
 

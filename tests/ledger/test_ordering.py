@@ -1,4 +1,4 @@
-"""Versions of one request under each ordering policy (ledger.ordering): independent versions all
+"""Versions of one request under each ordering policy (ledger.intake.ordering): independent versions all
 run, latest_wins supersedes or refuses older ones, in_order runs them one after the other and
 sends a gap to review."""
 
@@ -8,9 +8,12 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from ledger import intake, policies, review
+from ledger.core import policies
+from ledger.engine.claiming import claim_due_operations
+from ledger.engine.processing import process_due_operations
+from ledger.intake import submit
 from ledger.models import AuditEvent, Delivery, Operation, RequestStatus, ReviewDraft, Wakeup
-from ledger.processing import claim_due_operations, process_due_operations
+from ledger.people import review
 from ledger.states import State
 from ledger.sweep import sweep
 from tests.conftest import R42
@@ -210,8 +213,8 @@ def test_versions_reserved_before_a_policy_change_keep_their_ordering(api, works
 
 
 def test_intake_answers_each_version_as_the_submitter_sees_it(workspace):
-    result = intake.submit_event(workspace=workspace, raw=status(2), source="cli")
-    stale = intake.submit_event(workspace=workspace, raw=status(1), source="cli")
+    result = submit.submit_event(workspace=workspace, raw=status(2), source="cli")
+    stale = submit.submit_event(workspace=workspace, raw=status(1), source="cli")
 
     assert (result.outcome, result.http_status, stale.outcome, stale.http_status) == ("accepted", 201, "stale", 409)
     assert stale.as_dict()["reason"] == "stale"

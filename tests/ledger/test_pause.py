@@ -7,10 +7,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django_q.models import OrmQ
 
-from ledger import services
-from ledger.models import AuditEvent, Control, Operation
-from ledger.processing import claim_due_operations, process_due_operations
-from ledger.services import set_paused
+from ledger.core import accounts, pause
+from ledger.core.pause import set_paused
+from ledger.engine.claiming import claim_due_operations
+from ledger.engine.processing import process_due_operations
+from ledger.models import AuditEvent, Control, Operation, Workspace
 from tests.ledger.conftest import submit, submit_brief
 
 
@@ -22,7 +23,7 @@ def note_action(scripted_action):
 @pytest.fixture
 def operations(workspace, note_action):
     """One operation per (workspace, action): demo and other, prepare-brief and test-note."""
-    other, _ = services.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     return {
         ("demo", "prepare-brief"): submit_brief(workspace),
         ("demo", "test-note"): submit(workspace, "test-note"),
@@ -32,7 +33,7 @@ def operations(workspace, note_action):
 
 
 def scope_kwargs(workspace_slug=None, action=""):
-    workspace = services.Workspace.objects.get(slug=workspace_slug) if workspace_slug else None
+    workspace = Workspace.objects.get(slug=workspace_slug) if workspace_slug else None
     return {"workspace": workspace, "action": action}
 
 
@@ -91,7 +92,7 @@ def test_it_keeps_a_held_retry_as_it_was(operations, note_action, time_machine):
 def test_it_keeps_holding_while_another_switch_is_still_pulled(operations, sync_queue,
                                                                django_capture_on_commit_callbacks):
     """Releasing the workspace switch does not release the global one."""
-    demo = services.Workspace.objects.get(slug="demo")
+    demo = Workspace.objects.get(slug="demo")
     set_paused(paused=True, actor="alice", reason="all stop")
     set_paused(paused=True, actor="alice", reason="demo only", workspace=demo)
 
@@ -167,7 +168,7 @@ def test_it_refuses_an_unknown_scope_on_the_command_line(workspace, command, opt
 
 def test_it_refuses_to_resume_a_scope_that_is_not_paused(workspace):
     """A resume of a scope nobody paused is an error, not a silent success, and writes nothing."""
-    services.set_paused(paused=True, reason="outage", workspace=workspace, actor="alice")
+    pause.set_paused(paused=True, reason="outage", workspace=workspace, actor="alice")
     with pytest.raises(CommandError, match="Nothing to resume: action prepare-brief is not paused."):
         call_command("resume", "--action", "prepare-brief", stdout=StringIO())
     assert not AuditEvent.objects.filter(kind="resumed").exists()

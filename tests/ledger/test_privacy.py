@@ -1,11 +1,11 @@
-"""What a person sees of sensitive values, in one place (``ledger.privacy``): the console, the
+"""What a person sees of sensitive values, in one place (``ledger.core.privacy``): the console, the
 admin, the API and exports all show payloads through it."""
 
 import pytest
 
-from ledger import privacy
-from ledger.intake import submit_event
-from ledger.privacy import MASK, REDACTED
+from ledger.core import privacy
+from ledger.core.privacy import MASK, REDACTED
+from ledger.intake.submit import submit_event
 
 REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
 

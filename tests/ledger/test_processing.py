@@ -4,9 +4,9 @@ import logging
 from datetime import timedelta
 
 from ledger.actions import base
+from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, ReviewDraft
 from ledger.outcomes import AmbiguousError, PermanentError, Success, TransientError
-from ledger.processing import process_due_operations
 from tests.ledger.conftest import START, submit, submit_brief
 
 

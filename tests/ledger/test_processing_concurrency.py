@@ -10,10 +10,11 @@ import psycopg
 import pytest
 from django.db import connection
 
+from ledger.engine.claiming import claim_due_operations
+from ledger.engine.performing import begin_calls, finish_call, finish_calls
+from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import Success
-from ledger.performing import begin_calls, finish_call, finish_calls
-from ledger.processing import claim_due_operations, process_due_operations
 from ledger.sweep import sweep
 from tests.conftest import external_event, requires_postgres
 from tests.ledger.conftest import submit
@@ -359,7 +360,7 @@ def test_it_keeps_the_leases_of_a_batch_while_its_calls_hang(workspace, scripted
 def test_it_calls_a_real_destination_concurrently(workspace, standin):
     """Against the stand-in over HTTP (each answer 200 ms late): one record per operation, each try
     carrying its idempotency key, nothing sent twice."""
-    from ledger.intake import submit_batch
+    from ledger.intake.submit import submit_batch
 
     standin.fail_next(*[{"kind": "delay", "seconds": 0.2}] * 12)
     events = [external_event("file-ticket", delivery_id=f"d-{n}", request_id=f"R-{n}") for n in range(12)]

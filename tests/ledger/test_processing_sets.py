@@ -9,20 +9,22 @@ import logging
 import pytest
 from django.db import connection
 
-from ledger import audit, faults
 from ledger.actions.prepare_brief import PrepareBrief
+from ledger.core import audit_chain
+from ledger.core.transitions import transition_operation
+from ledger.engine import faults
+from ledger.engine.claiming import claim_due_operations
+from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Operation, ReviewDraft
-from ledger.processing import claim_due_operations, process_due_operations
-from ledger.services import transition_operation
 from ledger.states import State
 from tests.faults.qcluster import assert_each_performed_exactly_once
 from tests.ledger.conftest import START, submit_brief
 
 # The claim, the first operation on its own, then the set: whatever the batch's size.
 # Savepoints included, and per transaction an INSERT .. ON CONFLICT of the configuration
-# (ledger.configuration) and of the counters (ledger.tallies; two for the first operation, alone);
+# (ledger.core.configuration) and of the counters (ledger.core.tallies; two for the first operation, alone);
 # the claim reads the action's health too, to tell whether the set may finish in the claim; on
-# PostgreSQL the claim sets its planning without a sort and back (ledger.processing), two more.
+# PostgreSQL the claim sets its planning without a sort and back (ledger.engine.claiming), two more.
 QUERIES_PER_BATCH = 29
 # A batch of an action known to work, finished in its claim's one transaction: the due rows, the
 # pause switches, the health, a savepoint, the effects, the configuration, the claims with their
@@ -80,7 +82,7 @@ def test_it_completes_the_rest_of_the_batch_as_one_set(workspace, frozen, perfor
     attempt = Attempt.objects.get(operation=operations[-1])
     assert (attempt.worker, attempt.started_at, attempt.finished_at) == ("w1", START, START)
     assert AuditEvent.objects.get(operation=operations[-1], kind="succeeded").actor == "w1"
-    assert audit.verify_chains().broken is None
+    assert audit_chain.verify_chains().broken is None
 
 
 def test_an_action_that_just_worked_completes_the_next_batch_as_one_set_at_once(workspace, frozen,
@@ -100,7 +102,7 @@ def test_an_action_not_seen_working_for_a_while_sends_one_operation_ahead_again(
                                                                                perform_many_calls):
     from datetime import timedelta
 
-    from ledger.health import WORKING_WINDOW
+    from ledger.engine.destination_health import WORKING_WINDOW
 
     briefs(workspace, 3)
     process_due_operations(worker="w1")
@@ -227,11 +229,11 @@ def test_it_records_the_set_one_at_a_time_when_its_commit_loses_the_connection(w
     assert_each_performed_exactly_once([operation.pk for operation in operations])
     assert AuditEvent.objects.filter(kind="succeeded").count() == 4
     assert not AuditEvent.objects.filter(kind__in=["stale_completion_refused", "retry_scheduled"]).exists()
-    assert audit.verify_chains().broken is None
+    assert audit_chain.verify_chains().broken is None
 
 
 def warm(workspace):
-    """Run one batch, so that prepare-brief is known to work (``ledger.health``)."""
+    """Run one batch, so that prepare-brief is known to work (``ledger.engine.destination_health``)."""
     briefs(workspace, 2)
     process_due_operations(worker="w0")
 
@@ -256,7 +258,7 @@ def test_a_batch_of_an_action_known_to_work_finishes_in_its_claim(workspace, fro
         assert events[1:] == [("claimed", "pending", "processing", "w1", "claim 1"),
                               ("succeeded", "processing", "succeeded", "w1", "")]
         assert operation.attempts == 1
-    assert audit.verify_chains().broken is None
+    assert audit_chain.verify_chains().broken is None
 
 
 def test_a_set_that_fails_in_its_claim_is_claimed_and_worked_through_instead(workspace, frozen, caplog,
@@ -279,14 +281,14 @@ def test_a_set_that_fails_in_its_claim_is_claimed_and_worked_through_instead(wor
     assert (failing.state, failing.last_error_category, failing.attempts) == ("retrying", "transient", 1)
     assert list(AuditEvent.objects.filter(operation=failing).order_by("id").values_list("kind", flat=True)) == [
         "reserved", "claimed", "retry_scheduled"]
-    assert audit.verify_chains().broken is None
+    assert audit_chain.verify_chains().broken is None
 
 
 def test_a_stale_row_keeps_the_whole_set_out_of_the_claim(workspace, frozen, monkeypatch, perform_many_calls):
     """The claim's UPDATE is guarded by each row's state and token: a row that is no longer
     claimable under its token (here: changed behind the lock, as only a bug could) makes the
     savepoint keep nothing, effects included; the batch is then claimed and done as usual."""
-    from ledger import configuration
+    from ledger.core import configuration
 
     warm(workspace)
     operations = [submit_brief(workspace, request_id=f"L-{n}") for n in range(3)]

@@ -12,10 +12,10 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from ledger import review
-from ledger.intake import submit_event
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Contribution, Delivery, Operation
-from ledger.processing import process_due_operations
+from ledger.people import review
 from reconciliation.reconcile import reconcile_operation
 from tests.conftest import external_event
 

@@ -9,7 +9,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from ledger import audit, intake, services
+from ledger.core import accounts, audit_chain
+from ledger.intake import submit
 from ledger.models import AuditEvent, Conflict, Contribution, Delivery, Operation
 from tests.conftest import event
 
@@ -67,13 +68,13 @@ def answers(results):
 
 
 def test_one_event_at_a_time_leaves_what_one_batch_of_them_leaves(db, person):
-    alone, _ = services.create_workspace(slug="alone", approved_owners=["ops", "finance"], actor="test")
-    batched, _ = services.create_workspace(slug="batched", approved_owners=["ops", "finance"], actor="test")
+    alone, _ = accounts.create_workspace(slug="alone", approved_owners=["ops", "finance"], actor="test")
+    batched, _ = accounts.create_workspace(slug="batched", approved_owners=["ops", "finance"], actor="test")
     submitter = person("sam", "operator", workspaces=("alone", "batched"))
     sender = {"source": "api", "submitted_by": "user:sam", "person": submitter}
 
-    one_at_a_time = [intake.submit_event(workspace=alone, raw=body, **sender) for body in EVENTS]
-    as_a_batch = intake.submit_batch(workspace=batched, raw_events=EVENTS, **sender)
+    one_at_a_time = [submit.submit_event(workspace=alone, raw=body, **sender) for body in EVENTS]
+    as_a_batch = submit.submit_batch(workspace=batched, raw_events=EVENTS, **sender)
 
     assert [r.outcome for r in one_at_a_time] == ["accepted", "duplicate", "conflict", "accepted"]
     assert answers(one_at_a_time) == answers(as_a_batch)
@@ -86,16 +87,16 @@ def test_one_event_at_a_time_leaves_what_one_batch_of_them_leaves(db, person):
         {"field": "title", "recorded": "Review renewal options", "incoming": "Changed title"},
         {"field": "owner", "recorded": "ops", "incoming": "finance"}]
     assert len(written["contributions"]) == 2  # the person behind each new operation
-    assert audit.verify_chains().broken is None
+    assert audit_chain.verify_chains().broken is None
 
 
 def test_a_single_event_on_postgresql_is_one_call_of_its_own_function(workspace):
     if connection.vendor != "postgresql":
         pytest.skip(f"ledger_reserve_one is PostgreSQL's (running on {connection.vendor})")
     with CaptureQueriesContext(connection) as single:
-        intake.submit_event(workspace=workspace, raw=event("d-1", request_id="ONE"), source="api")
+        submit.submit_event(workspace=workspace, raw=event("d-1", request_id="ONE"), source="api")
     with CaptureQueriesContext(connection) as batch:
-        intake.submit_batch(workspace=workspace, raw_events=[event("d-2", request_id="TWO")] * 2, source="api")
+        submit.submit_batch(workspace=workspace, raw_events=[event("d-2", request_id="TWO")] * 2, source="api")
 
     calls = [q["sql"] for q in single.captured_queries + batch.captured_queries if "ledger_reserve" in q["sql"]]
     assert [sql.split("(")[0] for sql in calls] == ["SELECT ledger_reserve_one", "SELECT ledger_reserve"]

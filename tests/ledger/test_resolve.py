@@ -7,8 +7,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from ledger import review
 from ledger.models import AuditEvent, Operation
+from ledger.people import review
 from reconciliation.reconcile import reconcile_unknown_operations
 from tests.ledger.conftest import submit_brief
 

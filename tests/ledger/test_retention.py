@@ -10,10 +10,11 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from django_q.models import Schedule
 
-from ledger import audit, policies, retention
+from ledger import retention
+from ledger.core import audit_chain, policies
+from ledger.engine.processing import process_due_operations
+from ledger.engine.schedules import PURGE_SCHEDULE
 from ledger.models import Attempt, AuditEvent, Conflict, Delivery, Heartbeat, Operation, Policy, ReviewDraft
-from ledger.processing import process_due_operations
-from ledger.schedules import PURGE_SCHEDULE
 from ledger.states import State
 from tests.conftest import event
 from tests.ledger.conftest import START
@@ -120,7 +121,7 @@ def test_a_redelivery_of_a_redacted_operation_is_still_a_duplicate_or_a_conflict
 
 
 def test_a_decided_conflicts_payload_is_redacted_with_its_operation(api, finished, alice):
-    from ledger import review
+    from ledger.people import review
 
     response = api.post("/api/v1/events", event("d-2", title="Something else", owner="ops"))
     conflict = Conflict.objects.get(pk=response.json()["conflict_id"])
@@ -162,7 +163,7 @@ def test_past_the_key_window_the_tombstone_goes_and_its_audit_trail_stays(finish
     assert not Delivery.objects.exists()
     assert not Attempt.objects.exists()
     assert AuditEvent.objects.filter(operation_id=finished.pk).count() == events_before
-    assert audit.verify_chains().broken is None
+    assert audit_chain.verify_chains().broken is None
     draft.refresh_from_db()
     assert (draft.title, draft.operation_id) == ("Review renewal options", None)  # the destination's record
 
@@ -405,7 +406,7 @@ def test_a_latest_status_outlives_its_operation(api, frozen):
 
 
 def test_a_cancelled_operation_without_a_result_is_redacted_too(api, frozen, alice):
-    from ledger import review
+    from ledger.people import review
 
     api.post("/api/v1/events", event("d-1"))
     review.cancel_operation(Operation.objects.get(), user=alice, reason="not needed")
@@ -422,7 +423,7 @@ def test_on_postgresql_a_purge_that_changed_rows_vacuums_what_it_wrote(workspace
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from ledger.intake import submit_event
+    from ledger.intake.submit import submit_event
 
     if connection.vendor != "postgresql":
         pytest.skip(f"VACUUM after a purge is PostgreSQL's (running on {connection.vendor})")

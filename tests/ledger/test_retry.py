@@ -8,10 +8,11 @@ from django.db import transaction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledger.engine.claiming import claim_due_operations
+from ledger.engine.processing import process_due_operations
+from ledger.engine.retry import backoff_ceiling, retry_delay
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import TransientError
-from ledger.processing import claim_due_operations, process_due_operations
-from ledger.retry import backoff_ceiling, retry_delay
 from tests.ledger.conftest import START, submit
 
 # Mostly attempts below the cap, where a wrong exponent or jitter shows, plus some far beyond it.

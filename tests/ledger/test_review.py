@@ -7,10 +7,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django_q.models import OrmQ
 
-from ledger import review
+from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Delivery, Operation, ReviewDraft
 from ledger.outcomes import PermanentError
-from ledger.processing import process_due_operations
+from ledger.people import review
 from tests.ledger.conftest import submit, submit_brief
 
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 from django.utils import timezone
 from django_q.models import Schedule
 
-from ledger.schedules import SWEEP_SCHEDULE, ensure_sweep_schedule
+from ledger.engine.schedules import SWEEP_SCHEDULE, ensure_sweep_schedule
 
 
 def assert_one_sweep_schedule(*, not_before):

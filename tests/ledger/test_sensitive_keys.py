@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from ledger.engine.processing import process_due_operations
 from ledger.keys import hashed_component
 from ledger.models import Attempt, AuditEvent, Delivery, Operation
-from ledger.processing import process_due_operations
 from reconciliation.reconcile import reconcile_operation
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,10 +8,11 @@ import logging
 import pytest
 from django.core.management import call_command
 
-from ledger import reservation, services
-from ledger.approvals import approve_operation
+from ledger.core import accounts
+from ledger.engine.processing import process_due_operations
+from ledger.intake import reservation
 from ledger.models import Conflict, Operation
-from ledger.processing import process_due_operations
+from ledger.people.approvals import approve_operation
 from tests.logguard import LogGuard
 
 REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
@@ -114,8 +115,8 @@ def test_a_raised_bar_leaves_short_words_out_and_still_finds_long_values(guard, 
 
 
 def test_the_guard_collects_what_passes_intake(log_guard, workspace):
-    services.issue_token(workspace=workspace, name="x", actor="test")
-    from ledger.intake import submit_event
+    accounts.issue_token(workspace=workspace, name="x", actor="test")
+    from ledger.intake.submit import submit_event
 
     submit_event(workspace=workspace, raw={"action": "issue-refund", "data": REFUND}, source="api")
 
@@ -131,7 +132,7 @@ def admin(person):
 
 def test_a_refund_through_retries_a_lost_answer_and_a_conflict_logs_no_value(
         client, workspace, approver, admin, standin, log_guard, caplog):
-    token = services.issue_token(workspace=workspace, name="shop", actor="test")
+    token = accounts.issue_token(workspace=workspace, name="shop", actor="test")
     sent = client.post("/api/v1/events", json.dumps({"action": "issue-refund", "data": REFUND}),
                        content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert sent.status_code == 201

@@ -6,10 +6,11 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 
+from ledger.core.transitions import transition_operation
+from ledger.engine.claiming import claim_due_operations
+from ledger.engine.performing import perform_claimed
 from ledger.models import Attempt, AuditEvent, Operation, ReviewDraft
 from ledger.outcomes import Success, TransientError
-from ledger.processing import claim_due_operations, perform_claimed
-from ledger.services import transition_operation
 from ledger.states import State
 from ledger.sweep import sweep
 from tests.ledger.conftest import START, submit, submit_brief

@@ -5,9 +5,9 @@ import itertools
 import pytest
 from django.db import IntegrityError, transaction
 
-from ledger import intake
+from ledger.core.transitions import IllegalTransition, transition_operation
+from ledger.intake import submit
 from ledger.models import AuditEvent, Operation
-from ledger.services import IllegalTransition, transition_operation
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
 from tests.conftest import event
 
@@ -52,7 +52,7 @@ ALL_PAIRS = [(a.value, b.value) for a, b in itertools.product(State, State)]
 
 def make_operation(workspace, state: State) -> Operation:
     """A recorded operation, put into ``state`` directly (test setup only, not a transition)."""
-    result = intake.submit_event(workspace=workspace, raw=event(), source="api")
+    result = submit.submit_event(workspace=workspace, raw=event(), source="api")
     Operation.objects.filter(pk=result.operation.pk).update(state=state)
     return Operation.objects.get(pk=result.operation.pk)
 

@@ -3,10 +3,11 @@ configuration version (never payload text)."""
 
 import logging
 
-from ledger import configuration, review
-from ledger.intake import submit_event
+from ledger.core import configuration
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import Attempt
-from ledger.processing import process_due_operations
+from ledger.people import review
 from tests.conftest import R42
 
 

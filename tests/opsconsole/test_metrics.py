@@ -3,7 +3,7 @@ presents the metrics token; without a token configured it is off."""
 
 import pytest
 
-from ledger.processing import process_due_operations
+from ledger.engine.processing import process_due_operations
 from ledger.sweep import sweep
 from tests.conftest import event, external_event
 
@@ -75,12 +75,12 @@ def test_paused_work_shows_as_held_age_not_as_zero(api, client, workspace, time_
 
     from django.utils import timezone
 
-    from ledger import services
+    from ledger.core import pause
 
     start = timezone.now()
     time_machine.move_to(start, tick=False)
     api.post("/api/v1/events", event("d-1"))
-    services.set_paused(paused=True, reason="incident", workspace=workspace, actor="test")
+    pause.set_paused(paused=True, reason="incident", workspace=workspace, actor="test")
     time_machine.move_to(start + timedelta(minutes=3), tick=False)
 
     body = scrape(client)
@@ -196,7 +196,7 @@ def test_a_process_writes_to_its_own_shard_taken_when_it_writes(db, monkeypatch)
     host never has more than tallies.SHARDS of them however many workers come and go."""
     import os
 
-    from ledger import tallies
+    from ledger.core import tallies
     from ledger.models import Tally
 
     for pid in (3, 3 + tallies.SHARDS, 4):
@@ -218,8 +218,8 @@ def test_the_oldest_retryable_age_is_the_earliest_arrival_or_retry_time_per_acti
     from django.db.models.functions import Coalesce
     from django.utils import timezone
 
+    from ledger.core.selectors import due_operations
     from ledger.models import Operation
-    from ledger.selectors import due_operations
 
     start = timezone.now()
     time_machine.move_to(start, tick=False)
@@ -266,9 +266,9 @@ def test_a_scrape_makes_the_same_queries_however_many_operations_wait(api, clien
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from ledger import services
+    from ledger.core import pause
 
-    services.set_paused(paused=True, reason="incident", workspace=workspace, action="send-notice", actor="test")
+    pause.set_paused(paused=True, reason="incident", workspace=workspace, action="send-notice", actor="test")
 
     def queries_of_a_scrape() -> int:
         with CaptureQueriesContext(connection) as captured:

@@ -14,7 +14,7 @@ import pytest
 import sentry_sdk
 from sentry_sdk.transport import Transport
 
-from ledger import privacy
+from ledger.core import privacy
 from opsconsole.sentry import init_sentry
 
 pytestmark = pytest.mark.django_db
@@ -117,7 +117,7 @@ def test_a_500_while_submitting_sends_no_request_body_and_no_breadcrumb_text(api
     def fingerprint_badly(data, fields):
         raise RuntimeError(f"cannot fingerprint {json.dumps(data)}")
 
-    monkeypatch.setattr("ledger.intake.fingerprint", fingerprint_badly)
+    monkeypatch.setattr("ledger.intake.submit.fingerprint", fingerprint_badly)
     client.raise_request_exception = False
     api.get("/api/v1/operations/demo:R-1:v1:prepare-brief")  # leaves breadcrumbs: queries, a log line
     response = api.post(f"/api/v1/events?{QUERY}", REFUND)

@@ -10,9 +10,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from ledger.intake import submit_event
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Operation
-from ledger.processing import process_due_operations
 from reconciliation.audit import run_audit
 from reconciliation.models import Mismatch, ReconciliationRun
 from tests.conftest import external_event
@@ -304,7 +304,7 @@ def test_the_audit_is_scheduled_hourly(db):
     """Migration 0002 creates the schedule; ensuring it again keeps one."""
     from django_q.models import Schedule
 
-    from ledger.schedules import AUDIT_SCHEDULE, ensure_audit_schedule
+    from ledger.engine.schedules import AUDIT_SCHEDULE, ensure_audit_schedule
 
     ensure_audit_schedule(Schedule)
     ensure_audit_schedule(Schedule)

@@ -13,9 +13,9 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from ledger.actions import get_action
-from ledger.intake import submit_event
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import Attempt, AuditEvent, Heartbeat, Operation
-from ledger.processing import process_due_operations
 from reconciliation.reconcile import reconcile_operation, reconcile_unknown_operations
 from tests.conftest import external_event
 

@@ -4,8 +4,8 @@ cancel, approve, reject) and the lookups they share."""
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import approvals, review
 from ledger.models import Operation
+from ledger.people import approvals, review
 
 
 class OperationCommand(BaseCommand):
@@ -71,7 +71,7 @@ def find_user(username: str):
 
 def find_member(username: str, workspace) -> object:
     """An active user who belongs to ``workspace`` (any role), or a CommandError saying why not."""
-    from ledger import roles
+    from ledger.core import roles
 
     user = find_user(username)
     ids = roles.workspace_ids(user)

@@ -1,5 +1,5 @@
-from ledger import review
 from ledger.management.commands._operation import OperationCommand
+from ledger.people import review
 
 
 class Command(OperationCommand):

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import review
 from ledger.management.commands._operation import find_user
 from ledger.models import Conflict
+from ledger.people import review
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import services
+from ledger.core import accounts
 from ledger.management.commands._operation import find_user
 
 
@@ -21,10 +21,10 @@ class Command(BaseCommand):
         approved = [owner.strip() for owner in owners.split(",") if owner.strip()]
         person = find_user(user) if user else None
         try:
-            workspace, token = services.create_workspace(
+            workspace, token = accounts.create_workspace(
                 slug=slug, approved_owners=approved, actor="cli", retry_budget_per_hour=retry_budget, user=person,
             )
-        except services.WorkspaceExists as exc:
+        except accounts.WorkspaceExists as exc:
             raise CommandError(str(exc)) from None
         except ValidationError as exc:
             raise CommandError("; ".join(f"{f}: {' '.join(m)}" for f, m in exc.message_dict.items())) from None

@@ -2,9 +2,9 @@ import time
 
 from django.core.management.base import BaseCommand
 
-from ledger import dashboard
 from ledger.actions import registry
 from ledger.models import Operation, RequestStatus, ReviewDraft
+from ledger.reads import dashboard
 from ledger.states import State
 
 

@@ -5,7 +5,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from ledger import intake, services
+from ledger.core import accounts
+from ledger.intake import submit
 from ledger.models import Delivery, Role, Workspace
 
 DEMO_PASSWORD = "demo-password"
@@ -51,13 +52,13 @@ class Command(BaseCommand):
     def handle(self, *args, url, **options):
         workspace = Workspace.objects.filter(slug="demo").first()
         if workspace is None:
-            workspace, token = services.create_workspace(slug="demo", approved_owners=["ops"], actor="demo")
+            workspace, token = accounts.create_workspace(slug="demo", approved_owners=["ops"], actor="demo")
         else:
-            token = services.issue_token(workspace=workspace, name="demo", actor="demo")
+            token = accounts.issue_token(workspace=workspace, name="demo", actor="demo")
         self._ensure_staff(workspace)
         self.stdout.write("Submitting the R-42 example:")
         for event in EVENTS:
-            result = intake.submit_event(workspace=workspace, raw=event, source=Delivery.Source.CLI,
+            result = submit.submit_event(workspace=workspace, raw=event, source=Delivery.Source.CLI,
                                          submitted_by="demo")
             body = result.as_dict()
             outcome = " ".join(filter(None, [body["status"], body.get("reason"), body.get("key")]))
@@ -87,4 +88,4 @@ class Command(BaseCommand):
             user.set_password(DEMO_PASSWORD)
             user.save()
             if username in ROLES:
-                services.set_membership(workspace=workspace, user=user, role=ROLES[username], actor="demo")
+                accounts.set_membership(workspace=workspace, user=user, role=ROLES[username], actor="demo")

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import privacy
+from ledger.core import privacy
 from ledger.management.commands._operation import find_user
 from ledger.models import Workspace
 

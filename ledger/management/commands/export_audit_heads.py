@@ -2,7 +2,7 @@ import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger.audit_heads import export_heads
+from ledger.core.audit_heads import export_heads
 
 
 class Command(BaseCommand):

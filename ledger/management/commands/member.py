@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import services
+from ledger.core import accounts
 from ledger.management.commands._operation import find_user
 from ledger.models import Membership, Role, Workspace
 
@@ -34,20 +34,20 @@ class Command(BaseCommand):
 
     def _add(self, workspace, *, username, role, **options):
         user = find_user(username)
-        membership = services.set_membership(workspace=workspace, user=user, role=role, actor="cli")
+        membership = accounts.set_membership(workspace=workspace, user=user, role=role, actor="cli")
         self.stdout.write(f"{user.get_username()} is {membership.role} of {workspace.slug}.")
 
     def _remove(self, workspace, *, username, **options):
         user = find_user(username)
         try:
-            revoked = services.remove_membership(workspace=workspace, user=user, actor="cli")
-        except services.NotAMember as exc:
+            revoked = accounts.remove_membership(workspace=workspace, user=user, actor="cli")
+        except accounts.NotAMember as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{user.get_username()} is no longer a member of {workspace.slug}; {_revoked(revoked)}.")
 
     def _deactivate(self, workspace, *, username, **options):
         user = find_user(username)
-        revoked = services.deactivate_person(user, actor="cli")
+        revoked = accounts.deactivate_person(user, actor="cli")
         self.stdout.write(f"{user.get_username()} is deactivated (can no longer log in); {_revoked(revoked)}.")
 
     def _list(self, workspace, **options):

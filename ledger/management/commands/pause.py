@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from ledger import services
+from ledger.core import pause
 from ledger.management.commands._scope import add_scope_arguments, resolve_scope
 
 
@@ -13,5 +13,5 @@ class Command(BaseCommand):
 
     def handle(self, *args, reason, workspace, action, **options):
         target, action = resolve_scope(workspace, action)
-        control = services.set_paused(paused=True, reason=reason, workspace=target, action=action, actor="cli")
+        control = pause.set_paused(paused=True, reason=reason, workspace=target, action=action, actor="cli")
         self.stdout.write(f"Paused {control.scope_label}: {reason}")

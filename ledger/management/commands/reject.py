@@ -1,5 +1,5 @@
-from ledger import approvals
 from ledger.management.commands._operation import ApprovalCommand
+from ledger.people import approvals
 
 
 class Command(ApprovalCommand):

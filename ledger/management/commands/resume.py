@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import services
+from ledger.core import pause
 from ledger.management.commands._scope import add_scope_arguments, resolve_scope
 
 
@@ -13,7 +13,7 @@ class Command(BaseCommand):
     def handle(self, *args, workspace, action, **options):
         target, action = resolve_scope(workspace, action)
         try:
-            control = services.set_paused(paused=False, workspace=target, action=action, actor="cli")
-        except services.NotPaused as exc:
+            control = pause.set_paused(paused=False, workspace=target, action=action, actor="cli")
+        except pause.NotPaused as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"Resumed {control.scope_label}.")

@@ -3,7 +3,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import decoding, intake
+from ledger.intake import decoding, submit
 from ledger.management.commands._operation import find_member
 from ledger.models import Delivery, Workspace
 
@@ -47,6 +47,6 @@ class Command(BaseCommand):
         try:
             raw = decoding.decode_json(line)
         except decoding.MalformedJSON as exc:  # duplicate_key too, as the API answers it
-            return intake.record_blocked_delivery(workspace=workspace, source=source, **sender, reason=exc.reason,
+            return submit.record_blocked_delivery(workspace=workspace, source=source, **sender, reason=exc.reason,
                                                   errors=exc.errors, http_status=400)
-        return intake.submit_event(workspace=workspace, raw=raw, source=source, **sender)
+        return submit.submit_event(workspace=workspace, raw=raw, source=source, **sender)

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import services
+from ledger.core import accounts
 from ledger.management.commands._operation import find_member
 from ledger.models import ApiToken, Workspace
 
@@ -36,14 +36,14 @@ class Command(BaseCommand):
 
     def _issue(self, workspace, *, name, user, **options):
         person = find_member(user, workspace) if user else None
-        token = services.issue_token(workspace=workspace, name=name, actor="cli", user=person)
+        token = accounts.issue_token(workspace=workspace, name=name, actor="cli", user=person)
         owner = f", belonging to {person.get_username()}" if person else " (a machine's: no person)"
         self.stdout.write(f"New API token for {workspace.slug}{owner} (shown once, store it now):")
         self.stdout.write(token)
 
     def _revoke(self, workspace, *, hint, **options):
         try:
-            api_token = services.revoke_token(workspace=workspace, hint=hint, actor="cli")
-        except services.TokenNotFound as exc:
+            api_token = accounts.revoke_token(workspace=workspace, hint=hint, actor="cli")
+        except accounts.TokenNotFound as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"Revoked {api_token.hint} ({api_token.name or 'unnamed'}) of {workspace.slug}.")

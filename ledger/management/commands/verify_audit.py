@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger.audit import verify_chains
-from ledger.audit_heads import check_heads
+from ledger.core.audit_chain import verify_chains
+from ledger.core.audit_heads import check_heads
 from ledger.models import AuditEvent, Workspace
 
 

@@ -1,0 +1,209 @@
+"""Operations and everything that hangs from one in the admin: deliveries, conflicts, attempts,
+approvals, contributions, the audit trail, bulk actions and the internal destinations' rows."""
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+
+from ledger.admin.lists import (
+    KEY_SEARCH,
+    KEY_SEARCH_HELP,
+    ActionListFilter,
+    AuditKindListFilter,
+    ReadOnlyAdmin,
+    SensitiveAdmin,
+    WorkspaceListFilter,
+    as_json,
+    reveals,
+)
+from ledger.core import privacy
+from ledger.models import (
+    Approval,
+    Attempt,
+    AuditEvent,
+    BulkAction,
+    BulkItem,
+    Conflict,
+    Contribution,
+    Delivery,
+    Operation,
+    RequestStatus,
+    ReviewDraft,
+)
+
+User = get_user_model()
+
+
+class AttemptInline(admin.TabularInline):
+    model = Attempt
+    extra = 0
+    can_delete = False
+    fields = ["number", "outcome", "started_at", "finished_at", "error_type", "error_message", "worker"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Operation)
+class OperationAdmin(SensitiveAdmin):
+    list_display = ["key", "workspace", "action", "state", "attempts", "next_attempt_at", "updated_at"]
+    list_filter = ["state", ActionListFilter, ("workspace", WorkspaceListFilter)]
+    list_select_related = ["workspace"]
+    ordering = ["-pk"]
+    sortable_by = []
+    search_fields = ["^key", "payload__request_id"]
+    search_help_text = "The start of the key (demo:R-42…), or any part of the request id."
+    inlines = [AttemptInline]
+    exclude = ["payload", "result"]
+    readonly_fields = ["payload_shown", "result_shown"]
+
+    def workspace_id_of(self, obj) -> int:
+        return obj.workspace_id
+
+    @admin.display(description="payload")
+    def payload_shown(self, operation):
+        return as_json(privacy.masked(operation.payload, operation.action, reveal=reveals(operation)))
+
+    @admin.display(description="result")
+    def result_shown(self, operation):
+        return as_json(privacy.masked(operation.result, operation.action, reveal=reveals(operation)))
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(ReadOnlyAdmin):
+    list_display = ["received_at", "workspace", "source", "outcome", "action", "key", "delivery_id"]
+    list_filter = ["outcome", "source", ("workspace", WorkspaceListFilter)]
+    list_select_related = ["workspace"]
+    ordering = ["-pk"]
+    sortable_by = []
+    search_fields = KEY_SEARCH
+    search_help_text = KEY_SEARCH_HELP
+
+
+@admin.register(Conflict)
+class ConflictAdmin(SensitiveAdmin):
+    workspace_path = "operation__workspace"
+    list_display = ["created_at", "operation", "status"]
+    list_filter = ["status"]
+    list_select_related = ["operation"]
+    ordering = ["-pk"]
+    sortable_by = []
+    search_fields = KEY_SEARCH
+    search_help_text = KEY_SEARCH_HELP
+    exclude = ["incoming_payload", "differences"]
+    readonly_fields = ["incoming_payload_shown", "differences_shown"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("operation")
+
+    def workspace_id_of(self, obj) -> int:
+        return obj.operation.workspace_id
+
+    @admin.display(description="incoming payload")
+    def incoming_payload_shown(self, conflict):
+        return as_json(privacy.masked(conflict.incoming_payload, conflict.operation.action, reveal=reveals(conflict)))
+
+    @admin.display(description="differences")
+    def differences_shown(self, conflict):
+        return as_json(privacy.masked_differences(conflict.differences, conflict.operation.action,
+                                                reveal=reveals(conflict)))
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "actor", "kind", "operation", "from_state", "to_state", "error_category"]
+    list_filter = [AuditKindListFilter]
+    list_select_related = ["operation"]
+    ordering = ["-created_at", "-id"]
+    sortable_by = ["created_at"]
+    search_fields = KEY_SEARCH
+    search_help_text = KEY_SEARCH_HELP + " The console's audit page also filters by actor and dates."
+
+
+@admin.register(ReviewDraft)
+class ReviewDraftAdmin(ReadOnlyAdmin):
+    list_display = ["pk", "title", "owner", "state", "operation", "created_at"]
+    list_select_related = ["operation"]
+    ordering = ["-pk"]
+    sortable_by = []
+    search_fields = KEY_SEARCH
+    search_help_text = KEY_SEARCH_HELP
+
+
+@admin.register(Attempt)
+class AttemptAdmin(ReadOnlyAdmin):
+    workspace_path = "operation__workspace"
+    list_display = ["operation", "number", "outcome", "started_at", "finished_at", "error_type"]
+    list_filter = ["outcome"]
+    list_select_related = ["operation"]
+    ordering = ["-pk"]
+    sortable_by = []
+    search_fields = KEY_SEARCH  # the idempotency key sent is the operation's key
+    search_help_text = KEY_SEARCH_HELP
+
+
+@admin.register(Approval)
+class ApprovalAdmin(ReadOnlyAdmin):
+    workspace_path = "operation__workspace"
+    list_display = ["decided_at", "operation", "decision", "approver", "note"]
+    list_filter = ["decision"]
+    list_select_related = ["operation"]
+    ordering = ["-pk"]
+    sortable_by = []
+    search_fields = KEY_SEARCH
+    search_help_text = KEY_SEARCH_HELP
+
+
+@admin.register(Contribution)
+class ContributionAdmin(ReadOnlyAdmin):
+    workspace_path = "operation__workspace"
+    list_display = ["created_at", "operation", "user", "kind"]
+    list_filter = ["kind"]
+    list_select_related = ["operation", "user"]
+    ordering = ["-pk"]
+    sortable_by = []
+    search_fields = KEY_SEARCH
+    search_help_text = "A username (exactly), or " + KEY_SEARCH_HELP[0].lower() + KEY_SEARCH_HELP[1:]
+
+    def get_search_results(self, request, queryset, search_term):
+        # A person's contributions through the user index; a username OR'ed into the key search
+        # would join and scan every contribution instead.
+        person = User.objects.filter(username=search_term.strip()).first() if search_term.strip() else None
+        if person is not None:
+            return queryset.filter(user=person), False
+        return super().get_search_results(request, queryset, search_term)
+
+
+@admin.register(RequestStatus)
+class RequestStatusAdmin(ReadOnlyAdmin):
+    """The internal destination of update-status: each request's latest status."""
+
+    list_display = ["request_id", "status", "version", "workspace", "updated_at"]
+    list_select_related = ["workspace"]
+    search_fields = ["request_id"]
+
+
+@admin.register(BulkAction)
+class BulkActionAdmin(ReadOnlyAdmin):
+    """A person's replay or cancel of many operations (ledger.people.bulk_actions), newest first. One may
+    reach several workspaces: superusers only (the console shows each to its submitter)."""
+
+    workspace_path = None
+    list_display = ["created_at", "kind", "user", "total", "done", "skipped", "failed", "status", "finished_at"]
+    list_select_related = ["user"]
+    list_filter = ["kind", "status"]
+    ordering = ["-created_at", "-id"]
+    show_full_result_count = False
+
+
+@admin.register(BulkItem)
+class BulkItemAdmin(ReadOnlyAdmin):
+    """What a bulk action did to each of its operations (superusers only, as their actions)."""
+
+    workspace_path = None
+    list_select_related = ["bulk_action"]
+    list_display = ["created_at", "bulk_action", "operation_id", "outcome", "detail"]
+    list_filter = ["outcome"]
+    ordering = ["-bulk_action", "-id"]
+    show_full_result_count = False
+

@@ -1,0 +1,62 @@
+"""Workspaces, their tokens and who belongs to them in the admin. Membership is the one thing a
+superuser changes here, and it goes through ``ledger.core.accounts``."""
+
+from django.contrib import admin
+
+from ledger.admin.lists import ReadOnlyAdmin, WorkspaceListFilter
+from ledger.core import accounts
+from ledger.models import (
+    ApiToken,
+    Membership,
+    Workspace,
+)
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(ReadOnlyAdmin):
+    workspace_path = "pk"
+    list_display = ["slug", "approved_owners", "retry_budget_per_hour", "created_at"]
+    search_fields = ["slug"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    list_display = ["workspace", "name", "hint", "user", "created_at", "revoked_at"]
+    list_select_related = ["workspace", "user"]
+    exclude = ["token_hash"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    """Who belongs to which workspace, with which role: managed by superusers (or ``manage.py member``)."""
+
+    list_display = ["workspace", "user", "role", "created_at"]
+    list_filter = ["role", ("workspace", WorkspaceListFilter)]
+    list_select_related = ["workspace", "user"]
+    search_fields = ["user__username", "workspace__slug"]
+    autocomplete_fields = ["user"]
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+    has_add_permission = has_change_permission = has_delete_permission = has_view_permission
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["workspace", "user"] if obj is not None else []  # a change is a change of role
+
+    # Through the services, as `manage.py member` does: audited, and removing revokes the person's
+    # tokens of the workspace in the same transaction (the admin's views are atomic).
+    def save_model(self, request, obj, form, change):
+        obj.pk = accounts.set_membership(workspace=obj.workspace, user=obj.user, role=obj.role,
+                                         actor=request.user.get_username()).pk
+
+    def delete_model(self, request, obj):
+        accounts.remove_membership(workspace=obj.workspace, user=obj.user, actor=request.user.get_username())
+
+    def delete_queryset(self, request, queryset):
+        for membership in queryset.select_related("workspace", "user"):
+            self.delete_model(request, membership)
+

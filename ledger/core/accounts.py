@@ -1,0 +1,160 @@
+"""Workspaces, their API tokens and the people who are members of them: creating, authenticating,
+revoking, and offboarding (a person removed or deactivated loses their tokens in the same
+transaction)."""
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, FilteredRelation, Q
+from django.utils import timezone
+
+from ledger.core import audit_chain
+from ledger.core.transitions import record_audit_event
+from ledger.models import ApiToken, AuditEvent, Membership, Role, Workspace
+
+
+class WorkspaceExists(Exception):
+    pass
+
+
+def create_workspace(*, slug: str, approved_owners: list[str], actor: str,
+                     retry_budget_per_hour: int | None = None, user=None) -> tuple[Workspace, str]:
+    """Create a workspace and its first API token (``user``'s, when given, who then becomes the
+    workspace's admin; else a machine's); returns the token (shown once, stored hashed)."""
+    workspace = Workspace(slug=slug, approved_owners=approved_owners)
+    if retry_budget_per_hour is not None:
+        workspace.retry_budget_per_hour = retry_budget_per_hour
+    workspace.full_clean()
+    try:
+        with transaction.atomic():
+            workspace.save()
+            if user is not None:
+                set_membership(workspace=workspace, user=user, role=Role.ADMIN, actor=actor)
+            token = issue_token(workspace=workspace, name="initial", actor=actor, user=user)
+    except IntegrityError:
+        raise WorkspaceExists(f"Workspace {slug!r} already exists.") from None
+    return workspace, token
+
+
+def issue_token(*, workspace: Workspace, name: str, actor: str, user=None) -> str:
+    """A new token for ``workspace``; with ``user`` it is that person's (what it submits is theirs,
+    so they cannot approve it), without one a machine's. Returns the token, shown once."""
+    token = ApiToken.generate()
+    with transaction.atomic():
+        ApiToken.objects.create(
+            workspace=workspace, name=name, token_hash=ApiToken.hash(token), hint=token[:8], user=user,
+        )
+        owner = f" for {user.get_username()}" if user is not None else ""
+        record_audit_event(actor=actor, kind="token_issued", workspace=workspace,
+                           message=f"{name} {token[:8]}{owner}")
+    return token
+
+
+def authenticate_token(token: str) -> ApiToken | None:
+    """The live (not revoked) API token with this value, with its workspace and person.
+
+    A person's token counts only while that person is active and a member of the token's workspace
+    (a superuser: of every one). Offboarding revokes the tokens too (``remove_membership``,
+    ``deactivate_person``), but the check is made here, at every use, so it holds however the person
+    left: a membership row deleted or ``is_active`` cleared by code that revoked nothing. One
+    statement: the token by its unique hash, its person by primary key, and the membership by
+    (user, workspace), which ``membership_one_per_workspace`` indexes.
+    """
+    person_may_use = Q(user__is_active=True) & (Q(user__is_superuser=True) | Q(membership__isnull=False))
+    return (
+        ApiToken.objects.select_related("workspace", "user")
+        .annotate(membership=FilteredRelation(
+            "user__memberships", condition=Q(user__memberships__workspace=F("workspace"))))
+        .filter(Q(user__isnull=True) | person_may_use, token_hash=ApiToken.hash(token), revoked_at__isnull=True)
+        .first()
+    )
+
+
+class TokenNotFound(Exception):
+    pass
+
+
+def revoke_token(*, workspace: Workspace, hint: str, actor: str) -> ApiToken:
+    """Revoke the workspace's live token whose hint (first characters) is ``hint``; audited."""
+    with transaction.atomic():
+        found = list(ApiToken.objects.select_for_update().filter(
+            workspace=workspace, hint=hint, revoked_at__isnull=True
+        ))
+        if len(found) != 1:
+            raise TokenNotFound(
+                f"No live token {hint!r} in workspace {workspace.slug}." if not found
+                else f"{len(found)} live tokens share the hint {hint!r}; none was revoked."
+            )
+        api_token = found[0]
+        api_token.revoked_at = timezone.now()
+        api_token.save(update_fields=["revoked_at"])
+        record_audit_event(actor=actor, kind="token_revoked", workspace=workspace,
+                           message=f"{api_token.name} {api_token.hint}")
+    return api_token
+
+
+class NotAMember(Exception):
+    pass
+
+
+def set_membership(*, workspace: Workspace, user, role: str, actor: str) -> Membership:
+    """Give ``user`` ``role`` in ``workspace`` (adding them, or changing their role), audited."""
+    with transaction.atomic():
+        membership, created = Membership.objects.select_for_update().get_or_create(
+            workspace=workspace, user=user, defaults={"role": role})
+        before = membership.role
+        if not created and before != role:
+            membership.role = role
+            membership.save(update_fields=["role"])
+        if created or before != role:
+            change = f"{user.get_username()}: {role}" if created else f"{user.get_username()}: {before} -> {role}"
+            record_audit_event(actor=actor, kind="member_added" if created else "member_role_changed",
+                               workspace=workspace, message=change)
+    return membership
+
+
+def remove_membership(*, workspace: Workspace, user, actor: str) -> int:
+    """Take ``user`` out of ``workspace`` and revoke their API tokens of it, in one transaction,
+    audited (``member_removed``, and ``token_revoked`` per token). Returns how many were revoked."""
+    with transaction.atomic():
+        deleted, _ = Membership.objects.filter(workspace=workspace, user=user).delete()
+        if not deleted:
+            raise NotAMember(f"{user.get_username()} is not a member of workspace {workspace.slug}.")
+        events = _revoke_tokens_of(user, workspace=workspace, actor=actor,
+                                   why=f"{user.get_username()} is no longer a member of {workspace.slug}")
+        audit_chain.append([*events, AuditEvent(actor=actor, kind="member_removed", workspace_id=workspace.pk,
+                                          message=f"{user.get_username()} ({tokens_revoked(len(events))})")])
+    return len(events)
+
+
+def deactivate_person(user, *, actor: str) -> int:
+    """Deactivate ``user`` (no more logins) and revoke every API token of theirs, in one
+    transaction, audited (``person_deactivated``, a global event, and ``token_revoked`` in each
+    token's workspace). Returns how many tokens were revoked. The one place a person is turned
+    off: the admin (its change form and its action) and ``manage.py member deactivate`` call it.
+    Safe to call for someone already inactive: it revokes what is left.
+    """
+    with transaction.atomic():
+        type(user).objects.filter(pk=user.pk).update(is_active=False)
+        user.is_active = False
+        events = _revoke_tokens_of(user, actor=actor, why=f"{user.get_username()} was deactivated")
+        audit_chain.append([*events, AuditEvent(actor=actor, kind="person_deactivated",
+                                          message=f"{user.get_username()} ({tokens_revoked(len(events))})")])
+    return len(events)
+
+
+def tokens_revoked(count: int) -> str:
+    return f"{count} API token{'' if count == 1 else 's'} revoked"
+
+
+def _revoke_tokens_of(user, *, actor: str, why: str, workspace: Workspace | None = None) -> list[AuditEvent]:
+    """Revoke ``user``'s live tokens (of ``workspace``, or of every one); returns their audit
+    events, one per token, for the caller to append with its own in one call (``audit_chain.append``
+    takes the chains' locks in one order, after these row locks)."""
+    live = ApiToken.objects.select_for_update(of=("self",)).select_related("workspace").filter(
+        user=user, revoked_at__isnull=True)
+    if workspace is not None:
+        live = live.filter(workspace=workspace)
+    found = list(live.order_by("id"))
+    ApiToken.objects.filter(pk__in=[api_token.pk for api_token in found]).update(revoked_at=timezone.now())
+    return [AuditEvent(actor=actor, kind="token_revoked", workspace_id=api_token.workspace_id,
+                       message=f"{api_token.name} {api_token.hint}: {why}") for api_token in found]
+

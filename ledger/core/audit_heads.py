@@ -1,0 +1,114 @@
+"""The audit chains' heads, kept outside the database, and the database held to them.
+
+A chain shows an event changed, inserted or removed before its head, but not its newest events cut
+off: what is left still links up. So the heads (each chain's newest event: id and hash) are
+exported on a schedule, as one JSON line signed with HMAC-SHA256 under the audit key, to a place
+the database's owner does not control (``OPSCONSOLE_AUDIT_HEADS_TO``: ``file:///path`` appends the
+line, ``http(s)://...`` POSTs it). ``check_heads`` (``verify_audit --heads FILE``) then requires
+every exported head to be still on its chain: the same event, with the same hash.
+
+A line::
+
+    {"at": "2026-12-04T10:00:00+00:00", "heads": [{"event_id": 812, "hash": "9f..", "workspace_id": 3},
+     {"event_id": 17, "hash": "c0..", "workspace_id": null}], "key_id": "1", "mac": "5b.."}
+
+``mac`` is the HMAC of the line without it, as JSON with sorted keys and no spaces.
+"""
+
+import hashlib
+import hmac
+import json
+import os
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+
+from ledger.core.audit_chain import audit_keys
+from ledger.models import AuditEvent, Workspace
+
+
+def current_heads() -> list[dict]:
+    """Each chain's newest hashed event (the global chain's first): one index probe per chain."""
+    heads = []
+    for workspace_id in [None, *Workspace.objects.order_by("pk").values_list("pk", flat=True)]:
+        head = (AuditEvent.objects.filter(workspace_id=workspace_id).exclude(hash="").order_by("-id")
+                .values_list("id", "hash").first())
+        if head:
+            heads.append({"workspace_id": workspace_id, "event_id": head[0], "hash": head[1]})
+    return heads
+
+
+def _mac(body: dict, key: str) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key.encode(), canonical, hashlib.sha256).hexdigest()
+
+
+def signed_line() -> str:
+    body = {"at": timezone.now().isoformat(), "key_id": settings.OPSCONSOLE_AUDIT_KEY_ID, "heads": current_heads()}
+    return json.dumps(body | {"mac": _mac(body, settings.OPSCONSOLE_AUDIT_KEY)}, sort_keys=True)
+
+
+def export_heads(destination: str) -> str:
+    """Append (``file://``) or POST (``http://``, ``https://``) a signed line of the current heads."""
+    line = signed_line()
+    target = urlsplit(destination)
+    if target.scheme == "file":
+        # O_APPEND: lines from two exporters at once do not interleave; fsync: the line outlives a crash.
+        descriptor = os.open(target.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        try:
+            os.write(descriptor, (line + "\n").encode())
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+    elif target.scheme in ("http", "https"):
+        httpx.post(destination, content=line, headers={"Content-Type": "application/json"},
+                   timeout=settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS).raise_for_status()
+    else:
+        raise ValueError("OPSCONSOLE_AUDIT_HEADS_TO must be file:///path, http://... or https://...")
+    return f"{len(json.loads(line)['heads'])} chain heads exported"
+
+
+@dataclass
+class HeadsCheck:
+    lines: int = 0
+    problem: str = ""
+
+
+def check_heads(lines) -> HeadsCheck:
+    """Hold the database to exported lines of heads: each line's signature valid under its key id
+    (any configured key), each head still an event of its chain with the hash exported."""
+    report, keys = HeadsCheck(), audit_keys()
+    slugs = dict(Workspace.objects.values_list("pk", "slug"))
+    for number, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        report.lines += 1
+        try:
+            line = json.loads(text)
+            body = {name: line[name] for name in ("at", "key_id", "heads")}
+            mac = line["mac"]
+        except (ValueError, KeyError, TypeError):
+            report.problem = f"line {number} is not a line of exported heads"
+            return report
+        key = keys.get(body["key_id"])
+        if key is None:
+            report.problem = (f"line {number} is signed under audit key id {body['key_id']!r}, which is not "
+                              "configured (OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_OLD_KEYS)")
+            return report
+        if not hmac.compare_digest(_mac(body, key), str(mac)):
+            report.problem = (f"line {number} (exported {body['at']}): its signature does not match (the line was "
+                              "changed, or signed under another key with this id)")
+            return report
+        for head in body["heads"]:
+            workspace_id = head["workspace_id"]
+            kept = AuditEvent.objects.filter(pk=head["event_id"], workspace_id=workspace_id, hash=head["hash"])
+            if not kept.exists():
+                chain = f"workspace {slugs.get(workspace_id, workspace_id)}" if workspace_id else "the global chain"
+                report.problem = (f"line {number} (exported {body['at']}): the exported head of {chain}, event "
+                                  f"{head['event_id']}, is no longer on its chain (events were cut off or rewritten "
+                                  "after it was exported)")
+                return report
+    return report

@@ -1,0 +1,49 @@
+"""The Attempt rows of tries: numbered per operation, opened before a request leaves, finished with
+the outcome's category and a short message (never the payload)."""
+
+from django.utils import timezone
+
+from ledger.core import configuration, tallies
+from ledger.models import Attempt, Operation
+
+
+def attempt_number(operation: Operation) -> int:
+    """The number of the try a claim begins: its fencing token, which every claim of the operation
+    takes the next of, across replays. ``attempts`` restarts at 0 when a person replays (it counts
+    the tries toward the action's limit), so numbered by it the first try after a replay was 1 again."""
+    return operation.fencing_token
+
+
+def new_attempt(operation, *, worker, started_at, outcome, error: Exception | None = None,
+             external_id: str = "") -> Attempt:
+    tallies.count_attempts([(operation, outcome)])
+    return Attempt.objects.create(
+        operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
+        worker=worker, started_at=started_at, finished_at=timezone.now(), outcome=outcome,
+        external_id=external_id, config_version_id=configuration.digest_for(operation), **_error_fields(error),
+    )
+
+
+def finish_attempt(attempt: Attempt, outcome: str, error: Exception | None = None) -> None:
+    tallies.count_attempts([(attempt.operation, outcome)])
+    attempt.finished_at = timezone.now()
+    attempt.outcome = outcome
+    for name, value in _error_fields(error).items():
+        setattr(attempt, name, value)
+    attempt.save(update_fields=["finished_at", "outcome", "error_type", "error_message", "http_status",
+                                "external_id"])
+
+
+def _error_fields(error: Exception | None) -> dict:
+    if error is None:
+        return {}
+    return {
+        "error_type": type(error).__qualname__[:200],
+        "error_message": _short_message(error),
+        "http_status": getattr(error, "http_status", None),
+    }
+
+
+def _short_message(error: Exception) -> str:
+    return (getattr(error, "message", None) or str(error) or type(error).__name__)[:500]
+

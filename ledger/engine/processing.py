@@ -1,0 +1,268 @@
+"""Processing: work through a claimed batch (``ledger.engine.claiming``), record each outcome under a fence.
+
+``process_due_operations`` works through a claimed batch in groups (internal operations by action,
+external ones by destination), one operation at a time until one of a group succeeds, then the
+rest of the group together: an internal set in one transaction, external calls concurrently from a
+thread pool, capped per destination (``ledger.engine.performing``). Internal effects commit with
+``succeeded``; an external try's Attempt is written before its request leaves, the call runs
+outside any transaction, and every database write stays in this thread. Every outcome is written
+by a guarded UPDATE that also requires the claim's token (``ledger.engine.fencing``): a worker whose
+lease expired and whose operation someone else took over changes nothing (its completion is
+refused and audited).
+"""
+
+import logging
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from ledger.actions import ActionDefinition, UnknownAction, get_action
+from ledger.core import nudges
+from ledger.engine import destination_health, faults
+from ledger.engine.claiming import claim_due_operations, keep_leases, worker_name
+from ledger.engine.performing import (
+    Call,
+    begin_call,
+    begin_calls,
+    call_destination,
+    finish_call,
+    finish_calls,
+    needs_approval,
+    perform_claimed,
+    perform_internal_set,
+)
+from ledger.models import Operation, Ordering
+from ledger.outcomes import Success
+from ledger.states import State
+
+logger = logging.getLogger("ledger")
+
+
+
+
+def process_due_operations(*, limit: int | None = None, worker: str | None = None) -> int:
+    """Claim one batch and work through it. Returns how many operations were claimed.
+
+    The batch is worked through in groups, in claim order: internal operations by action, external
+    ones by destination. A group whose actions are not known to work goes one operation at a time
+    until one of them succeeds; then (or at once, when the last batches that met them, on any
+    worker, all succeeded: ``ledger.engine.destination_health``) the rest of an internal group whose
+    action has ``perform_many`` completes as one set (one transaction; if it cannot commit, they go
+    one at a time, which also refuses a stale claim properly), and the rest of an external group calls its destination
+    concurrently, at most its ``max_concurrency`` in flight. An action or a destination that is
+    failing thus meets the batch one operation at a time, as it did before sets and concurrency;
+    and a worker that dies at a cold destination's first call has one request in flight, not a
+    pool's worth.
+
+    A database failure while one operation is worked on (its outcome could not be recorded even
+    on a fresh connection) is logged and leaves that operation to the sweep; the rest of the
+    batch goes on, so their claims do not sit out their leases.
+    """
+    worker = worker or worker_name()
+    claimed = claim_due_operations(limit=limit or settings.OPSCONSOLE_CLAIM_BATCH, worker=worker,
+                                   finish_known_sets=True)
+    claimed_apart = [operation for operation in claimed if operation.state == State.PROCESSING]
+    batch = _Batch(claimed_apart, worker=worker)
+    for group in _groups(claimed_apart):
+        batch.work_through(group)
+    if any(operation.ordered == Ordering.IN_ORDER for operation in claimed):
+        # A finished in_order version may be what its successor waits for (ledger.intake.ordering).
+        with transaction.atomic():
+            nudges.request_processing(accepted=1)
+    return len(claimed)
+
+
+# How long the outcomes of concurrent calls are gathered, once one arrived, to record them together.
+ARRIVALS_WINDOW_SECONDS = 0.01
+
+
+@dataclass
+class _Group:
+    name: str
+    operations: list[Operation] = field(default_factory=list)
+    # Internal: the action, when it can perform many operations at once.
+    action: ActionDefinition | None = None
+    # External: calls in flight at once, once one of the group's calls succeeded.
+    concurrency: int = 1
+
+    @property
+    def widens(self) -> bool:
+        return self.action is not None or self.concurrency > 1
+
+
+def _groups(claimed: list[Operation]) -> list[_Group]:
+    groups: dict[str, _Group] = {}
+    for operation in claimed:
+        try:
+            action = get_action(operation.action)
+        except UnknownAction:
+            group = groups.setdefault(f"alone:{operation.pk}", _Group(f"alone:{operation.pk}"))
+        else:
+            if action.external:
+                name = f"destination:{action.destination_name()}"
+                group = groups.setdefault(name, _Group(name, concurrency=action.max_concurrency))
+                group.concurrency = min(group.concurrency, action.max_concurrency)
+            else:
+                name = f"action:{action.name}"
+                group = groups.setdefault(name, _Group(name, action=action if action.performs_many else None))
+        group.operations.append(operation)
+    return list(groups.values())
+
+
+class _Batch:
+    """A claimed batch being worked through: the operations still waiting (whose leases are
+    kept), and the steps taken (the ``mid_batch`` crash point comes before the second)."""
+
+    def __init__(self, claimed: list[Operation], *, worker: str):
+        self.worker = worker
+        self.waiting = list(claimed)
+        self.steps = 0
+
+    def work_through(self, group: _Group) -> None:
+        rest = list(group.operations)
+        known = destination_health.health_of(group.name) if group.widens else None
+        working = known is not None and known.working(timezone.now())
+        while rest and not working:
+            if self.one(rest.pop(0)) and group.widens:
+                break
+        if rest and group.action is not None:
+            self.as_set(rest, group.action)
+        elif rest:
+            self.concurrently(rest, group.concurrency)
+        if known is not None:
+            all_succeeded = all(operation.state == State.SUCCEEDED for operation in group.operations)
+            destination_health.record(known, ok=all_succeeded)
+
+    def one(self, operation: Operation) -> bool:
+        """Perform ``operation`` on its own; True when it succeeded."""
+        self.step()
+        try:
+            keep_leases(self.waiting, worker=self.worker)
+            perform_claimed(operation, worker=self.worker)
+        except DatabaseError:
+            self.database_failed(operation)
+        finally:
+            self.waiting.remove(operation)
+        return operation.state == State.SUCCEEDED
+
+    def as_set(self, operations: list[Operation], action: ActionDefinition) -> None:
+        together = [operation for operation in operations if not needs_approval(operation, action)]
+        if len(together) > 1:
+            self.step()
+            try:
+                keep_leases(self.waiting, worker=self.worker)
+                done = perform_internal_set(together, action, worker=self.worker)
+            except DatabaseError:
+                _database_failed("performing %d operations as a set; one at a time instead", len(together))
+                done = False
+            if done:
+                self.finished(together)
+                operations = [operation for operation in operations if operation not in together]
+        for operation in operations:
+            self.one(operation)
+
+    def concurrently(self, operations: list[Operation], limit: int) -> None:
+        """Call the destination for ``operations``, at most ``limit`` calls in flight. Pool threads
+        make the calls and nothing else; here, on the worker's one database connection, tries are
+        begun (their Attempts written) just before their calls leave, as many at once as slots are
+        free, and outcomes recorded as they arrive, the successes that arrived together at once."""
+        queue = deque(operations)
+        in_flight: dict[Future, Call] = {}
+        with ThreadPoolExecutor(max_workers=min(limit, len(operations)), thread_name_prefix="ledger-call") as pool:
+            while queue or in_flight:
+                wave = []
+                while queue and len(in_flight) + len(wave) < limit:
+                    operation = queue.popleft()
+                    if needs_approval(operation, get_action(operation.action)):
+                        self.one(operation)  # recorded as a failure there
+                    else:
+                        wave.append(operation)
+                for call in self.begin(wave):
+                    in_flight[pool.submit(call_destination, call.action, call.operation)] = call
+                if not in_flight:
+                    continue
+                done, pending = wait(in_flight, timeout=settings.OPSCONSOLE_LEASE_SECONDS / 4,
+                                     return_when=FIRST_COMPLETED)
+                if done and pending:
+                    # Calls that left together come back within moments of each other: wait that
+                    # moment, so their outcomes are recorded (and the next calls begun) together.
+                    done |= wait(pending, timeout=ARRIVALS_WINDOW_SECONDS)[0]
+                try:
+                    keep_leases(self.waiting, worker=self.worker)
+                except DatabaseError:
+                    _database_failed("renewing the leases of a batch")
+                self.finish([(in_flight.pop(future), future) for future in done])
+
+    def begin(self, operations: list[Operation]) -> list[Call]:
+        if not operations:
+            return []
+        self.step()
+        try:
+            keep_leases(self.waiting, worker=self.worker)
+            calls = begin_calls(operations, worker=self.worker)
+        except DatabaseError:
+            _database_failed("beginning %d calls together; one at a time instead", len(operations))
+            calls = None
+        if calls is None:
+            calls = [call for call in map(self.begin_one, operations) if call is not None]
+        begun = {call.operation.pk for call in calls}
+        self.finished([operation for operation in operations if operation.pk not in begun])
+        return calls
+
+    def begin_one(self, operation: Operation) -> Call | None:
+        try:
+            return begin_call(operation, get_action(operation.action), worker=self.worker)
+        except DatabaseError:
+            self.database_failed(operation)
+            return None
+
+    def finish(self, arrived: list[tuple[Call, Future]]) -> None:
+        successes: list[tuple[Call, Success]] = []
+        for call, future in arrived:
+            try:
+                outcome = future.result()
+            except Exception as exc:  # noqa: BLE001  classified in record_failure
+                self.finish_one(call, exc)
+            else:
+                successes.append((call, outcome))
+        if len(successes) > 1:
+            calls = [call for call, _ in successes]
+            try:
+                if finish_calls(calls, [success for _, success in successes]):
+                    self.finished([call.operation for call in calls])
+                    return
+            except DatabaseError:
+                _database_failed("recording %d successes together; one at a time instead", len(successes))
+        for call, success in successes:
+            self.finish_one(call, success)
+
+    def finish_one(self, call: Call, outcome: Success | Exception) -> None:
+        try:
+            finish_call(call, outcome)
+        except DatabaseError:
+            self.database_failed(call.operation)
+        finally:
+            self.finished([call.operation])
+
+    def finished(self, operations: list[Operation]) -> None:
+        for operation in operations:
+            self.waiting.remove(operation)
+
+    def step(self) -> None:
+        self.steps += 1
+        if self.steps == 2:
+            faults.crash_point("mid_batch")
+
+    @staticmethod
+    def database_failed(operation: Operation) -> None:
+        _database_failed("working on %s; the sweep will recover it", operation.key)
+
+
+def _database_failed(doing: str, *args) -> None:
+    logger.exception("database failure " + doing, *args)
+    connection.close_if_unusable_or_obsolete()
+

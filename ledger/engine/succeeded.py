@@ -1,0 +1,175 @@
+"""Recording that claimed tries succeeded, under their claims' fencing tokens: one operation, a
+set of them at once, or a set finished in its claim (``ledger.engine.claiming.finish_in_claim``). Each
+write is a guarded transition that also requires the claim's token; the failures, and the fencing
+machinery these share, are ``ledger.engine.fencing``'s.
+"""
+
+from datetime import datetime
+
+from django.db import connection
+from django.utils import timezone
+
+from ledger.core import audit_chain, configuration, tallies
+from ledger.core.bulk_sql import update_each
+from ledger.core.rows import dumps, model_row
+from ledger.core.transitions import log_transition, transition_operation
+from ledger.engine.attempts import attempt_number
+from ledger.engine.fencing import StaleClaim, restore, snapshot, update_held
+from ledger.models import Attempt, AuditEvent, Operation
+from ledger.outcomes import Success
+from ledger.states import CLAIMABLE_STATES, State
+
+
+def record_success(operation, success: Success, *, attempt, worker, token) -> None:
+    done = transition_operation(
+        operation, to_state=State.SUCCEEDED, actor=worker, kind="succeeded", fencing_token=token,
+        attempt=attempt, result=success.result, external_id=success.external_id,
+        lease_owner="", lease_expires_at=None, next_attempt_at=None,
+        last_error_category="", last_error_message="",
+    )
+    if not done:
+        raise StaleClaim
+
+
+def record_successes(operations: list[Operation], successes: list[Success], *, worker: str,
+                     started_at: datetime | None = None, attempts: list[Attempt] | None = None) -> None:
+    """Record ``succeeded`` for many claimed operations at once, in the caller's transaction: their
+    ok Attempts in one statement (new ones from ``started_at`` for internal effects, or the begun
+    ``attempts`` of external tries, finished), one UPDATE guarded per row by (id, ``processing``,
+    the claim's token) that also writes each row's result, and their audit events, appended last
+    (the chain stays locked until the commit). Raises StaleClaim when any row is no longer held by
+    its claim: the caller's rollback then undoes the whole set, effects included.
+    """
+    now = timezone.now()
+    if len(successes) != len(operations):
+        raise ValueError(f"{len(successes)} successes for {len(operations)} operations")
+    if attempts is None:
+        attempts = _ok_attempts(operations, successes, configuration.digests_for(operations), worker=worker,
+                                started_at=started_at, now=now)
+    else:
+        update_each(Attempt, [attempt.pk for attempt in attempts], match={},
+                     each={"external_id": [success.external_id for success in successes]},
+                     same={"finished_at": now, "outcome": Attempt.Outcome.OK}, where={})
+        for attempt, success in zip(attempts, successes, strict=True):
+            attempt.finished_at, attempt.outcome, attempt.external_id = now, Attempt.Outcome.OK, success.external_id
+    changed = update_held(
+        operations, each={"result": [success.result for success in successes],
+                          "external_id": [success.external_id for success in successes]},
+        state=State.SUCCEEDED, updated_at=now, lease_owner="", lease_expires_at=None, next_attempt_at=None,
+        last_error_category="", last_error_message="",
+    )
+    if changed != len(operations):
+        raise StaleClaim
+    # Lock order (docs/architecture.md): the rows, then the tallies, then the chain.
+    tallies.count_successes(operations, now)
+    audit_chain.append([
+        AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker, kind="succeeded",
+                   from_state=State.PROCESSING, to_state=State.SUCCEEDED, attempt=attempt)
+        for operation, attempt in zip(operations, attempts, strict=True)
+    ])
+    _mark_succeeded(operations, successes, [attempt.config_version_id for attempt in attempts], now)
+
+
+def record_claimed_successes(operations: list[Operation], successes: list[Success], *, worker: str,
+                             now: datetime) -> None:
+    """Claim and record ``succeeded`` at once, for internal operations whose effects were just
+    written in the caller's transaction, which also holds their rows locked since they were found
+    due (``ledger.engine.processing``). The row goes from pending (or retrying) to succeeded in one guarded
+    UPDATE that also takes the claim's token (old + 1), so the attempt is numbered as a claim's
+    would be; both transitions are audited (``claimed``, then ``succeeded``), as a claim and an
+    outcome recorded apart would be. ``processing`` is never visible: whoever reads the row sees it
+    due (locked) until the commit, then succeeded. Raises StaleClaim when any row was not claimable
+    under its token (the caller's savepoint then undoes the set, effects included).
+
+    On PostgreSQL the UPDATE, the Attempts and the audit events are one statement
+    (``ledger_finish_claimed``, migration 0029); elsewhere they are written here."""
+    before = [(operation, snapshot(operation)) for operation in operations]
+    digests = configuration.digests_for(operations)
+    write = _finish_claimed_in_database if connection.vendor == "postgresql" else _finish_claimed_here
+    try:
+        # Lock order (docs/architecture.md): the tallies' rows before the audit chain, which the
+        # write takes last (the operations' rows are the claim's since it found them).
+        tallies.count_successes(operations, now)
+        write(operations, successes, digests, worker=worker, now=now)
+    except BaseException:
+        for operation, values in before:
+            restore(operation, values)
+        raise
+    _mark_succeeded(operations, successes, digests, now)
+
+
+def _finish_claimed_in_database(operations, successes, digests, *, worker, now) -> None:
+    chains = sorted({operation.workspace_id for operation in operations})
+    request = {
+        "now": now,
+        # The rows a worker's claim at `now` writes, but for what each operation decides.
+        "attempt": model_row(Attempt(worker=worker, started_at=now, finished_at=now, outcome=Attempt.Outcome.OK)),
+        "audit": audit_chain.keyed(model_row(AuditEvent(actor=worker, created_at=now))),
+        "chains": [[workspace_id, audit_chain.chain_lock_key(workspace_id)] for workspace_id in chains],
+        "operations": [
+            {"id": operation.pk, "workspace_id": operation.workspace_id, "fencing_token": operation.fencing_token,
+             "from_state": operation.state, "result": success.result, "external_id": success.external_id,
+             "config_version_id": digest}
+            for operation, success, digest in zip(operations, successes, digests, strict=True)
+        ],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT ledger_finish_claimed(%s::jsonb)", [dumps(request)])
+        changed = cursor.fetchone()[0]
+    if changed != len(operations):
+        raise StaleClaim
+    for operation in operations:
+        operation.attempts += 1
+        operation.fencing_token += 1
+
+
+def _finish_claimed_here(operations, successes, digests, *, worker, now) -> None:
+    from_states = [operation.state for operation in operations]
+    changed = update_each(
+        Operation, [operation.pk for operation in operations],
+        match={"fencing_token": [operation.fencing_token for operation in operations]},
+        each={"result": [success.result for success in successes],
+              "external_id": [success.external_id for success in successes]},
+        same={"state": State.SUCCEEDED, "updated_at": now, "lease_owner": "", "lease_expires_at": None,
+              "next_attempt_at": None, "last_error_category": "", "last_error_message": ""},
+        where={}, increment=("attempts", "fencing_token"), where_in={"state": sorted(CLAIMABLE_STATES)})
+    if changed != len(operations):
+        raise StaleClaim
+    for operation in operations:
+        operation.attempts += 1
+        operation.fencing_token += 1
+    attempts = _ok_attempts(operations, successes, digests, worker=worker, started_at=now, now=now)
+    events = []
+    for operation, from_state, attempt in zip(operations, from_states, attempts, strict=True):
+        events.append(AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker,
+                                 kind="claimed", from_state=from_state, to_state=State.PROCESSING,
+                                 message=f"claim {operation.fencing_token}", created_at=now))
+        events.append(AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker,
+                                 kind="succeeded", from_state=State.PROCESSING, to_state=State.SUCCEEDED,
+                                 attempt=attempt, created_at=now))
+    audit_chain.append(events)
+
+
+def _ok_attempts(operations: list[Operation], successes: list[Success], digests: list[str | None], *,
+                 worker: str, started_at, now) -> list[Attempt]:
+    """The ok Attempts of internal effects that just succeeded, one INSERT, each numbered by its claim
+    and naming the configuration it ran under (``digests``, one per operation)."""
+    return Attempt.objects.bulk_create([
+        Attempt(operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
+                worker=worker, started_at=started_at, finished_at=now, outcome=Attempt.Outcome.OK,
+                external_id=success.external_id, config_version_id=digest)
+        for operation, success, digest in zip(operations, successes, digests, strict=True)
+    ])
+
+
+def _mark_succeeded(operations: list[Operation], successes: list[Success], configs: list[str | None],
+                    now: datetime) -> None:
+    """Make the operations in memory what their recorded success wrote, and log each transition
+    with the configuration its attempt ran under (``configs``, one digest per operation)."""
+    for operation, success, config in zip(operations, successes, configs, strict=True):
+        operation.state, operation.updated_at = State.SUCCEEDED, now
+        operation.result, operation.external_id = success.result, success.external_id
+        operation.lease_owner, operation.lease_expires_at, operation.next_attempt_at = "", None, None
+        operation.last_error_category = operation.last_error_message = ""
+        log_transition(operation, from_state=State.PROCESSING, to_state=State.SUCCEEDED, kind="succeeded",
+                       config_version=config)

@@ -1,0 +1,372 @@
+"""Intake: every entry point (HTTP, command line, replay) records an arriving event through here.
+
+decode the JSON (``ledger.intake.decoding``) -> parse the envelope -> resolve the action -> validate the
+payload -> build key and fingerprint -> one transaction for all the events of a request: reserve the keys (INSERT .. ON
+CONFLICT DO NOTHING RETURNING), record the deliveries, audit, wake the workers
+(``ledger.intake.reservation``).
+
+Whatever arrives is answered on purpose: JSON Python cannot read (numbers too long to convert,
+nesting too deep) is malformed, and text or times the database cannot store (NUL, unpaired
+surrogates, offsets beyond ±15:59, implausible dates) are invalid input naming the field.
+"""
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, timedelta
+from typing import Annotated, Any
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.utils import timezone
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+)
+
+from ledger.actions import ActionDefinition, FieldError, UnknownAction, get_action, registry
+from ledger.core import contention, policies, privacy
+from ledger.intake import ordering, reservation
+from ledger.intake.decoding import storable, unstorable_text_errors
+from ledger.keys import build_key, fingerprint
+from ledger.models import Conflict, Delivery, Operation, Ordering, Workspace
+
+Outcome = Delivery.Outcome
+# Not a delivery outcome: a batch event that failed unexpectedly, rolled back, so nothing was recorded.
+FAILED = "failed"
+
+logger = logging.getLogger("ledger")
+
+# A sender's clock may be off, but not by a decade; beyond that a time is refused, since a date
+# near year 1 or 9999 cannot even be shown in another time zone.
+OCCURRED_AT_WINDOW = timedelta(days=3653)
+# PostgreSQL's timestamptz takes UTC offsets up to 15:59 either way (real ones span -12:00 to +14:00).
+MAX_UTC_OFFSET = timedelta(hours=15, minutes=59)
+
+Label = Annotated[StrictStr, StringConstraints(min_length=1, max_length=200)]
+# RFC 3339's date-time (section 5.6), the form JSON Schema's `date-time` names: seconds and an
+# offset required, `T` and `Z` in either case. Digits alone are no time (not read as Unix time).
+RFC3339 = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+_RFC3339 = re.compile(RFC3339)
+
+
+class Envelope(BaseModel):
+    """What an automation sends: the action, optional transport metadata, and the business data."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100)]
+    delivery_id: Label | None = None
+    correlation_id: Label | None = None
+    occurred_at: Annotated[AwareDatetime, WithJsonSchema({"type": "string", "format": "date-time",
+                                                         "pattern": RFC3339})] | None = Field(None, description=(
+        "When the event happened: an RFC 3339 date-time (`2025-12-03T08:00:00Z`) with a UTC offset "
+        "within ±15:59, within 10 years of now."))
+    data: dict[str, Any]
+
+    @field_validator("occurred_at", mode="before")
+    @classmethod
+    def _a_string(cls, value):
+        # Pydantic would also read a number, or a string of digits, as a Unix time, and take other
+        # ISO 8601 forms; the envelope's documented form is RFC 3339 text.
+        if value is None:
+            return None
+        if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+            raise ValueError("must be an RFC 3339 date-time string with a UTC offset (2025-12-03T08:00:00Z)")
+        return value
+
+    @field_validator("occurred_at")
+    @classmethod
+    def _plausible(cls, value):
+        if value is None:
+            return None
+        if abs(value.utcoffset()) > MAX_UTC_OFFSET:
+            raise ValueError("must have a UTC offset between -15:59 and +15:59")
+        # An aware difference is computed without converting either side, so it cannot overflow.
+        if abs(value - timezone.now()) > OCCURRED_AT_WINDOW:
+            raise ValueError("must be within 10 years of now")
+        return value.astimezone(UTC)
+
+
+@dataclass
+class IntakeResult:
+    outcome: str  # a Delivery.Outcome, or FAILED
+    http_status: int
+    reason: str = ""
+    key: str = ""
+    operation: Operation | None = None
+    conflict: Conflict | None = None
+    errors: list[dict] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def blocked(self) -> bool:
+        return self.outcome not in (Outcome.ACCEPTED, Outcome.DUPLICATE)
+
+    def as_dict(self, *, reveal: bool = False) -> dict:
+        """The answer's body; the operation's sensitive values shown only with ``reveal``."""
+        if not self.blocked:
+            return {"status": self.outcome, "key": self.key,
+                    "operation": operation_as_dict(self.operation, reveal=reveal)}
+        body = {"status": "error" if self.outcome == FAILED else "blocked", "reason": self.reason}
+        if self.key:
+            body["key"] = self.key
+        if self.conflict:
+            body["conflict_id"] = self.conflict.pk
+            body["fields"] = [d["field"] for d in self.conflict.differences]
+            body["operation"] = operation_as_dict(self.operation, reveal=reveal)
+        if self.errors:
+            body["errors"] = self.errors
+        return body | self.extra
+
+
+def operation_as_dict(operation: Operation, *, reveal: bool = False) -> dict:
+    """The operation's body in the API; its sensitive values masked unless ``reveal``
+    (``privacy.may_view_sensitive``)."""
+    return {
+        "id": operation.pk,
+        "key": operation.key,
+        "workspace": operation.workspace.slug,
+        "action": operation.action,
+        "state": operation.state,
+        "attempts": operation.attempts,
+        "payload": privacy.masked(operation.payload, operation.action, reveal=reveal),
+        "result": privacy.masked(operation.result, operation.action, reveal=reveal),
+        "external_id": operation.external_id,
+        "last_error": operation.last_error,
+        "correlation_id": operation.correlation_id,
+        "created_at": operation.created_at.isoformat(),
+        "updated_at": operation.updated_at.isoformat(),
+    }
+
+
+def submit_event(*, workspace: Workspace, raw: Any, source: str, submitted_by: str = "",
+                 person=None) -> IntakeResult:
+    """Record one arriving event (already decoded from JSON) and reserve its operation.
+
+    ``submitted_by`` labels the sender in deliveries and audit events; ``person`` is the user
+    behind it, if any (a person's token, ``submit --as``): a person who submits an operation can
+    never approve it.
+    """
+    [result] = _submit(workspace, [raw], sender={"source": source, "submitted_by": submitted_by, "person": person})
+    return result
+
+
+def submit_batch(*, workspace: Workspace, raw_events: list, source: str, submitted_by: str = "",
+                 person=None, max_event_bytes: int | None = None) -> list[IntakeResult]:
+    """Record a batch set-based, each event still answered on its own.
+
+    Every event is validated first; then one transaction writes them all (``ledger.intake.reservation``):
+    a refused event leaves only its invalid delivery, the others reserve their keys.
+    ``max_event_bytes`` holds each event (as UTF-8 JSON) to the limit of a single one. If writing
+    the set fails unexpectedly, nothing of it stays and the events are written one at a time, each
+    in its own transaction: the one that fails again leaves nothing and is answered ``FAILED``
+    (500), logged without its content; sending it again is safe. An unreachable database is not an
+    event's failure: the error propagates and the request answers 503 (what committed stays; sent
+    again, it comes back as duplicates).
+    """
+    sender = {"source": source, "submitted_by": submitted_by, "person": person}
+    try:
+        return _submit(workspace, raw_events, sender=sender, max_event_bytes=max_event_bytes)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception:
+        # A warning: each event is tried again alone, and one that fails again is logged as an error.
+        logger.warning("a batch could not be written at once; writing its events one at a time",
+                       exc_info=True, extra={"workspace": workspace.slug, "events": len(raw_events)})
+    return [_submit_alone(workspace, index, raw, max_event_bytes, sender) for index, raw in enumerate(raw_events)]
+
+
+def _submit_alone(workspace: Workspace, index: int, raw: Any, max_event_bytes: int | None,
+                  sender: dict) -> IntakeResult:
+    try:
+        [result] = _submit(workspace, [raw], sender=sender, max_event_bytes=max_event_bytes)
+        return result
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception:
+        logger.exception("batch event failed unexpectedly; nothing of it was recorded",
+                         extra={"workspace": workspace.slug, "batch_index": index})
+        return IntakeResult(outcome=FAILED, http_status=500, reason="internal_error", errors=[{
+            "field": "body", "message": "the event could not be recorded (a server error); nothing of it was kept, "
+                                        "so it is safe to send again"}])
+
+
+def _submit(workspace: Workspace, raws: list, *, sender: dict, max_event_bytes: int | None = None
+            ) -> list[IntakeResult]:
+    """Validate every event, then write them all in one transaction: the refused ones as invalid
+    deliveries, the others reserved set-based."""
+    results: list[IntakeResult | None] = [None] * len(raws)
+    refused: list[Delivery] = []
+    events: list[reservation.Event] = []
+    positions: list[int] = []
+    for index, raw in enumerate(raws):
+        if max_event_bytes is not None and _json_size(raw) > max_event_bytes:
+            delivery, results[index] = _refusal(
+                workspace, raw, sender, reason="too_large", http_status=413, extra={"limit_bytes": max_event_bytes},
+                errors=[{"field": "body", "message": f"the event is larger than the limit of {max_event_bytes} bytes"}],
+            )
+            refused.append(delivery)
+            continue
+        envelope, action, data, errors = _parse(workspace, raw)
+        if errors:
+            delivery, results[index] = _refusal(workspace, raw, sender, reason="invalid_input", http_status=422,
+                                                errors=errors)
+            refused.append(delivery)
+            continue
+        event = _event(workspace, envelope, action, data)
+        policy = policies.policy_for(workspace.pk, action.name)
+        if too_old := _staleness(event, policy):
+            delivery, results[index] = _stale_refusal(workspace, event, sender, too_old)
+            refused.append(delivery)
+            continue
+        ordering.mark(workspace, event, policy.ordering)
+        events.append(event)
+        positions.append(index)
+    # Versions under latest_wins one at a time, each holding its request's series
+    # (ledger.intake.ordering); everything else set-based, in one transaction.
+    latest = [i for i, event in enumerate(events) if event.ordered == Ordering.LATEST_WINS]
+    others = [i for i, event in enumerate(events) if event.ordered != Ordering.LATEST_WINS]
+    # Each reservation is a transaction of its own, run again should the database abort it for a
+    # deadlock (ledger.core.contention).
+    reserved = dict(zip(others, contention.retried(reservation.reserve, workspace, [events[i] for i in others],
+                                                   refused=refused, doing="reserving events", **sender), strict=True))
+    for i in latest:
+        reserved[i] = ordering.reserve_latest(workspace, events[i], **sender)
+    for i, (index, event) in enumerate(zip(positions, events, strict=True)):
+        results[index] = _answer(event, reserved[i])
+    return results
+
+
+def _answer(event: reservation.Event, done: reservation.Reserved) -> IntakeResult:
+    if done.outcome == Outcome.STALE:  # an older version, after a newer one (latest_wins)
+        return IntakeResult(outcome=Outcome.STALE, http_status=409, reason="stale", key=event.key,
+                            errors=[ordering.stale_error(event.version, done.operation.version)])
+    return IntakeResult(outcome=done.outcome, http_status=_STATUS[done.outcome], key=event.key,
+                        operation=done.operation, conflict=done.conflict,
+                        reason="payload_conflict" if done.conflict else "")
+
+
+_STATUS = {Outcome.ACCEPTED: 201, Outcome.DUPLICATE: 200, Outcome.CONFLICT: 409}
+
+
+def _event(workspace, envelope: Envelope, action: ActionDefinition, data: dict) -> reservation.Event:
+    return reservation.Event(
+        action=action, data=data,
+        key=key_for(workspace.slug, action, data),
+        fingerprint=fingerprint(data, action.fingerprint_fields),
+        delivery_id=envelope.delivery_id or "", correlation_id=envelope.correlation_id or "",
+        occurred_at=envelope.occurred_at,
+    )
+
+
+def key_for(workspace_slug: str, action: ActionDefinition, data: dict) -> str:
+    """The operation key of ``data`` (normalised: ``action.normalised``) in the workspace."""
+    return build_key(workspace_slug, action.name, [(f, data[f]) for f in action.identity_fields],
+                     sensitive=action.sensitive_fields, secret=settings.OPSCONSOLE_KEY_SECRET)
+
+
+def _staleness(event: reservation.Event, policy: policies.EffectivePolicy) -> str:
+    """Why ``event`` is too old to take ("" when it is not): it says it occurred longer ago than the
+    action's key window, so its operation's tombstone may be gone, and taking it could act twice."""
+    if event.occurred_at is None:
+        return ""
+    window = policy.key_retention
+    if event.occurred_at >= timezone.now() - window:
+        return ""
+    return (f"occurred more than {policies.format_duration(window)} ago, beyond the key window of "
+            f"{event.action.name}: whether it was already handled can no longer be told, so it is not taken")
+
+
+def _stale_refusal(workspace, event: reservation.Event, sender: dict, why: str) -> tuple[Delivery, IntakeResult]:
+    errors = [FieldError("occurred_at", why).as_dict()]
+    delivery = reservation.stale_delivery(workspace, event, errors, **sender)
+    return delivery, IntakeResult(outcome=Outcome.STALE, http_status=409, reason="stale", key=event.key,
+                                  errors=errors)
+
+
+def _json_size(value) -> int:
+    # Lone surrogates are counted as their three bytes: intake refuses them by name later.
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def record_blocked_delivery(*, workspace: Workspace, source: str, reason: str, errors: list[dict],
+                            http_status: int, submitted_by: str = "", person=None, raw: Any = None,
+                            extra: dict | None = None) -> IntakeResult:
+    """Record a delivery that cannot become an operation. Keeps its errors, never its content."""
+    sender = {"source": source, "submitted_by": submitted_by, "person": person}
+    delivery, result = _refusal(workspace, raw, sender, reason=reason, http_status=http_status, errors=errors,
+                                extra=extra)
+    delivery.save()
+    return result
+
+
+def _refusal(workspace, raw, sender: dict, *, reason: str, http_status: int, errors: list[dict],
+             extra: dict | None = None) -> tuple[Delivery, IntakeResult]:
+    """The invalid delivery (not saved yet) and the answer for an event that cannot become an operation."""
+    raw = raw if isinstance(raw, dict) else {}
+    delivery = Delivery(
+        workspace=workspace, **sender, outcome=Outcome.INVALID, errors=errors,
+        action=_label(raw.get("action"), 100), delivery_id=_label(raw.get("delivery_id"), 200),
+        correlation_id=_label(raw.get("correlation_id"), 200),
+    )
+    return delivery, IntakeResult(outcome=Outcome.INVALID, http_status=http_status, reason=reason, errors=errors,
+                                  extra=extra or {})
+
+
+def _label(value, limit: int) -> str:
+    """A transport label of a blocked delivery, as much of it as can be stored."""
+    return storable(value[:limit]) if isinstance(value, str) else ""
+
+
+def _parse(workspace, raw) -> tuple[Envelope | None, ActionDefinition | None, dict | None, list[dict]]:
+    if not isinstance(raw, dict):
+        return None, None, None, [FieldError("body", "must be a JSON object").as_dict()]
+    if unstorable := unstorable_text_errors(raw):
+        return None, None, None, [e.as_dict() for e in unstorable]
+    errors: list[FieldError] = []
+    envelope = action = data = None
+    try:
+        envelope = Envelope.model_validate(raw)
+    except ValidationError as exc:
+        errors += _field_errors(exc)
+
+    action_name = raw.get("action")
+    if isinstance(action_name, str) and action_name:
+        try:
+            action = get_action(action_name)
+        except UnknownAction:
+            known = ", ".join(sorted(registry))
+            errors.append(FieldError("action", f"is not a known action; known: {known}"))
+    if action and isinstance(raw.get("data"), dict):
+        try:
+            data = action.schema.model_validate(raw["data"]).model_dump(mode="json")
+        except ValidationError as exc:
+            errors += _field_errors(exc, prefix="data")
+        else:
+            # What is stored, fingerprinted and keyed from here on is the normalised value.
+            data, unnormal = action.normalised(data)
+            errors += unnormal or action.check(workspace, data)
+    return envelope, action, data, [e.as_dict() for e in errors]
+
+
+def _field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
+    # Pydantic's messages name the rule, not the value; the submitted input is left out on purpose.
+    found = []
+    for error in exc.errors(include_input=False, include_url=False):
+        path = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
+        found.append(FieldError(path or "body", _message(error)))
+    return found
+
+
+def _message(error: dict) -> str:
+    message = error["msg"]
+    return message.removeprefix("Value error, ")

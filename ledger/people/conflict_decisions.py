@@ -1,0 +1,119 @@
+"""Deciding many conflicts at once, as the console's conflicts inbox does: dismiss a selection (every
+open conflict of an operation, or some of several operations) with one reason, or apply one conflict
+and dismiss the other open ones of its operation.
+
+Each conflict is decided and audited on its own, with the kind and message of a single decision in
+``ledger.people.review`` (``conflict_dismissed``, ``conflict_applied``), all in one transaction: a refusal
+(no reason, no review role in a workspace, an apply its operation can no longer take) writes nothing.
+
+Locks: the selected conflicts still open, ``SELECT .. FOR UPDATE`` in id order (two callers cannot
+deadlock), before anything is written. Someone deciding the same conflicts at the same moment waits
+for the first to commit, then finds them decided: those are skipped and reported, not decided again,
+and the rest of the selection is decided. Pressing the same button twice is therefore safe.
+"""
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from ledger.core import audit_chain, roles
+from ledger.models import AuditEvent, Conflict
+from ledger.people import review
+from ledger.people.review import ReviewError
+
+OPEN, DISMISSED = Conflict.Status.OPEN, Conflict.Status.DISMISSED
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What a decision did: the conflicts it dismissed (and the one it applied), and those of the
+    selection already decided by then (by someone else, or by an earlier press), left as they were."""
+
+    dismissed: list[Conflict]
+    skipped: list[Conflict]
+    applied: Conflict | None = None
+
+
+def open_ids(operation_ids: Collection[int], *, seen: int) -> list[int]:
+    """The ids of the operations' open conflicts up to ``seen``, the newest conflict the person was
+    shown: one that arrived since then is not decided unseen."""
+    return list(Conflict.objects.filter(status=OPEN, operation_id__in=operation_ids, pk__lte=seen)
+                .order_by("pk").values_list("pk", flat=True))
+
+
+def dismiss_conflicts(conflict_ids: Collection[int], *, user, reason: str) -> Decided:
+    """Dismiss each of the conflicts still open, keeping its operation's recorded payload; ``user``
+    needs the review role in every workspace they belong to."""
+    ids = _selection(conflict_ids, reason)
+    with transaction.atomic():
+        locked, skipped = _lock(ids, user=user)
+        return Decided(dismissed=_dismiss(locked, user=user, reason=reason), skipped=skipped)
+
+
+def apply_dismissing_the_rest(conflict: Conflict, *, user, reason: str, rest: Collection[int]) -> Decided:
+    """Apply ``conflict``'s payload to its operation (``review.apply_conflict``: only before the
+    operation runs) and dismiss ``rest``, other conflicts of the same operation, with the one reason.
+    Refused as a whole, nothing dismissed, when the apply is refused or ``conflict`` is decided."""
+    ids = _selection({conflict.pk, *rest}, reason)
+    with transaction.atomic():
+        locked, skipped = _lock(ids, user=user)
+        if any(other.operation_id != conflict.operation_id for other in locked + skipped):
+            raise ReviewError(f"Only conflicts of {conflict.operation.key} can be dismissed with its conflict "
+                              f"{conflict.pk} applied; nothing was changed.")
+        if conflict.pk not in {other.pk for other in locked}:
+            conflict.refresh_from_db(fields=["status", "decided_by"])
+            raise ReviewError(f"Conflict {conflict.pk} is already {conflict.status} (by {conflict.decided_by}); "
+                              "nothing was changed.")
+        review.apply_conflict(conflict, user=user, reason=reason)
+        dismissed = _dismiss([other for other in locked if other.pk != conflict.pk], user=user, reason=reason)
+        return Decided(dismissed=dismissed, skipped=skipped, applied=conflict)
+
+
+def _selection(conflict_ids: Collection[int], reason: str) -> set[int]:
+    if not reason.strip():
+        raise ReviewError("Give a reason: it is kept in the audit trail of every conflict decided. "
+                          "Nothing was changed.")
+    ids = set(conflict_ids)
+    if not ids:
+        raise ReviewError("Select at least one conflict; nothing was changed.")
+    return ids
+
+
+def _lock(ids: set[int], *, user) -> tuple[list[Conflict], list[Conflict]]:
+    """The conflicts of ``ids`` still open, locked, and those already decided; refused (before any
+    write) for an id that names no conflict or a workspace where ``user`` may not review."""
+    # Lock order (docs/architecture.md): the conflicts' rows, in id order, before the audit chain
+    # (appended last).
+    locked = list(Conflict.objects.filter(pk__in=ids, status=OPEN).select_related("operation__workspace")
+                  .select_for_update(of=("self",)).order_by("pk"))
+    skipped = []
+    if len(locked) < len(ids):
+        skipped = list(Conflict.objects.filter(pk__in=ids - {c.pk for c in locked})
+                       .select_related("operation__workspace").order_by("pk"))
+        missing = ids - {c.pk for c in locked + skipped}
+        if missing:
+            raise ReviewError(f"No conflict {', '.join(map(str, sorted(missing)))}; nothing was changed.")
+    for workspace in {c.operation.workspace for c in locked + skipped}:
+        if not roles.can(user, roles.REVIEW, workspace.pk):
+            raise ReviewError(roles.refusal(user, roles.REVIEW, workspace))
+    return locked, skipped
+
+
+def _dismiss(conflicts: list[Conflict], *, user, reason: str) -> list[Conflict]:
+    """Dismiss the locked open ``conflicts``: one guarded UPDATE, an audit event for each."""
+    if not conflicts:
+        return []
+    actor, now = user.get_username(), timezone.now()
+    decided = Conflict.objects.filter(pk__in=[c.pk for c in conflicts], status=OPEN).update(
+        status=DISMISSED, decided_by=actor, decided_at=now)
+    if decided != len(conflicts):
+        # Only where the database cannot lock rows (SQLite): PostgreSQL holds them since _lock.
+        raise ReviewError("Some of these conflicts were decided meanwhile; nothing was changed. Look again.")
+    for conflict in conflicts:
+        conflict.status, conflict.decided_by, conflict.decided_at = DISMISSED, actor, now
+    audit_chain.append([AuditEvent(operation=c.operation, workspace_id=c.operation.workspace_id, actor=actor,
+                             kind="conflict_dismissed", message=review.conflict_message(c, reason)[:500])
+                  for c in conflicts])
+    return conflicts

@@ -1,0 +1,231 @@
+"""The dashboard's figures (the console's /console/dashboard/): what waits now, and what the last
+24 hours did, for the workspaces a person may see.
+
+What waits now is read live, each unfinished state through an index on it and counted up to
+``COUNT_CAP`` (the backlog is small next to the finished rows, but may not be). What the hours did
+is never counted from the operations or the audit trail at view time: at a million operations
+that reads too much. The sweep (``ledger.sweep``) samples it instead, every ``EVERY``:
+
+- ``FlowSample``: per workspace and action, the attempts that ended and those that failed (audit
+  events out of ``processing``: to ``succeeded`` is a success, anything else a failure) and the
+  operations that reached each final state, over the interval since the last sample, cut at
+  hour boundaries so each row lies in one hour;
+- ``BacklogSample``: per workspace, the unfinished operations at the sample's time.
+
+Both are insert-only, read by hour (an index on the time), and the purge forgets them after
+``KEEP``. The interval ends ``SETTLE`` before now, so an event whose transaction is still
+committing is not missed. The first sample (or one after the sweep stood still) counts the
+whole window from the audit trail, ``CATCH_UP`` hours per sweep at most.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from ledger.core import roles, tallies
+from ledger.core.selectors import COUNT_CAP, capped_count, held_operations, oldest_due_seconds, oldest_held_seconds
+from ledger.models import AuditEvent, BacklogSample, Control, FlowSample, Heartbeat, Operation, Workspace
+from ledger.states import TERMINAL_STATES, UNFINISHED_STATES, State
+
+HOURS = 24
+EVERY = timedelta(minutes=5)
+SETTLE = timedelta(seconds=5)
+CATCH_UP = 6  # hourly intervals counted from the audit trail in one sweep at most
+KEEP = timedelta(days=2)
+HEARTBEAT = "dashboard"  # its beat_at: the end of the last sampled interval
+SAMPLES = (FlowSample, BacklogSample)
+
+FINISHED_STATES = [state for state in State if state in TERMINAL_STATES]
+
+
+def hour_of(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def window_start(now: datetime) -> datetime:
+    """The start of the dashboard's window: the current hour and the ``HOURS - 1`` before it."""
+    return hour_of(now) - timedelta(hours=HOURS - 1)
+
+
+# --- sampling (the sweep) ---------------------------------------------------------------------------
+
+def take_samples(*, now: datetime | None = None, catch_up: int = CATCH_UP) -> datetime | None:
+    """Sample what happened since the last sample, if ``EVERY`` has passed; returns the end of the
+    sampled interval (None: too soon).
+
+    Locks the dashboard's heartbeat row for the whole sample, so two sweeps that overlap never
+    count an interval twice; its ``beat_at`` is the end of what has been counted. Backlog is
+    sampled only once the flows are caught up to now (a backlog can only be seen live).
+    """
+    now = now or timezone.now()
+    until = now - SETTLE
+    earliest = window_start(until)
+    with transaction.atomic():
+        mark, _ = Heartbeat.objects.select_for_update().get_or_create(name=HEARTBEAT, defaults={"beat_at": earliest})
+        since = max(mark.beat_at, earliest)
+        if until - since < EVERY:
+            return None
+        for _ in range(catch_up):
+            end = min(until, hour_of(since) + timedelta(hours=1))
+            _sample_flows(since, end)
+            since = end
+            if since >= until:
+                _sample_backlog(until)
+                break
+        mark.beat_at = since
+        mark.save(update_fields=["beat_at"])
+    return since
+
+
+def _sample_flows(since: datetime, until: datetime) -> None:
+    out_of_processing = Q(from_state=State.PROCESSING)
+    counts = {"attempts": Count("pk", filter=out_of_processing),
+              "failures": Count("pk", filter=out_of_processing & ~Q(to_state=State.SUCCEEDED))}
+    counts |= {state.value: Count("pk", filter=Q(to_state=state)) for state in FINISHED_STATES}
+    rows = (AuditEvent.objects.filter(created_at__gte=since, created_at__lt=until, workspace_id__isnull=False)
+            .filter(out_of_processing | Q(to_state__in=FINISHED_STATES))
+            .values("workspace_id", "operation__action").annotate(**counts).order_by())
+    hour = hour_of(since)
+    FlowSample.objects.bulk_create([
+        FlowSample(workspace_id=row["workspace_id"], action=row["operation__action"] or "", hour=hour, since=since,
+                   until=until, **{name: row[name] for name in counts})
+        for row in rows])
+
+
+def _sample_backlog(at: datetime) -> None:
+    unfinished = dict(Operation.objects.filter(state__in=UNFINISHED_STATES).values("workspace_id")
+                      .annotate(n=Count("pk")).order_by().values_list("workspace_id", "n"))
+    BacklogSample.objects.bulk_create([
+        BacklogSample(workspace_id=workspace_id, at=at, unfinished=unfinished.get(workspace_id, 0))
+        for workspace_id in Workspace.objects.values_list("pk", flat=True)])
+
+
+def forget_samples(*, before: datetime) -> int:
+    """Delete the samples older than ``before`` (the purge's); returns the rows deleted."""
+    flows, _ = FlowSample.objects.filter(hour__lt=hour_of(before)).delete()
+    backlog, _ = BacklogSample.objects.filter(at__lt=before).delete()
+    return flows + backlog
+
+
+# --- reading (the console) --------------------------------------------------------------------------
+
+@dataclass
+class StateCount:
+    state: str
+    count: int
+    capped: bool = False  # more than COUNT_CAP
+    finished: bool = False  # a final state: counted over the window, not now
+
+
+@dataclass
+class Hour:
+    start: datetime
+    finished: int = 0
+    attempts: int = 0
+    failures: int = 0
+    backlog: int | None = None  # None: not sampled in that hour
+
+
+@dataclass
+class Rate:
+    name: str
+    attempts: int = 0
+    failures: int = 0
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.failures / self.attempts if self.attempts else 0.0
+
+
+@dataclass
+class Figures:
+    now: datetime
+    since: datetime  # the window's start
+    sampled_until: datetime | None  # the end of what the sweep has counted
+    states: list[StateCount]
+    held: int | None  # None: nothing is paused
+    hours: list[Hour]
+    by_action: list[Rate]
+    by_destination: list[Rate]
+    oldest_due_seconds: float | None
+    oldest_held_seconds: float | None
+
+    @property
+    def finished(self) -> int:
+        return sum(hour.finished for hour in self.hours)
+
+    @property
+    def attempts(self) -> int:
+        return sum(hour.attempts for hour in self.hours)
+
+    @property
+    def failures(self) -> int:
+        return sum(hour.failures for hour in self.hours)
+
+    @property
+    def backlog_now(self) -> int:
+        return sum(count.count for count in self.states if not count.finished)
+
+    @property
+    def backlog_capped(self) -> bool:
+        """Some unfinished state has more than COUNT_CAP: ``backlog_now`` is a lower bound."""
+        return any(count.capped for count in self.states)
+
+
+def figures(user, *, now: datetime | None = None) -> Figures:
+    """The dashboard's figures over the workspaces ``user`` may see. A fixed number of queries:
+    one per unfinished state, the pause switches (and, one being on, what they hold), the oldest
+    due and held work, the sampled flows and backlog, the sampling heartbeat."""
+    now = now or timezone.now()
+    since = window_start(now)
+    ids = roles.workspace_ids(user)
+    operations = roles.visible(Operation.objects.all(), user)
+    states = {}
+    for state in UNFINISHED_STATES:
+        count = capped_count(operations.filter(state=state))
+        states[state] = StateCount(state, min(count, COUNT_CAP), capped=count > COUNT_CAP)
+    switches = list(Control.objects.filter(paused=True))
+    held = capped_count(roles.visible(held_operations(switches), user)) if switches else None
+
+    flows = (roles.visible(FlowSample.objects.filter(hour__gte=since), user).values("hour", "action")
+             .annotate(attempts=Sum("attempts"), failures=Sum("failures"),
+                       **{state.value: Sum(state.value) for state in FINISHED_STATES}).order_by())
+    hours = {since + timedelta(hours=n): Hour(since + timedelta(hours=n)) for n in range(HOURS)}
+    finished = dict.fromkeys(FINISHED_STATES, 0)
+    by_action: dict[str, Rate] = {}
+    by_destination: dict[str, Rate] = {}
+    for row in flows:
+        hour = hours.get(row["hour"])
+        if hour is None:  # a sample of an hour ahead of now (a clock set back)
+            continue
+        hour.attempts += row["attempts"]
+        hour.failures += row["failures"]
+        for state in FINISHED_STATES:
+            hour.finished += row[state.value]
+            finished[state] += row[state.value]
+        name = row["action"] or "unknown"
+        for rates, key in ((by_action, name), (by_destination, tallies.destination(row["action"]))):
+            rate = rates.setdefault(key, Rate(key))
+            rate.attempts += row["attempts"]
+            rate.failures += row["failures"]
+    for state in FINISHED_STATES:
+        states[state] = StateCount(state, finished[state], finished=True)
+
+    # The last backlog sample of each hour (every workspace is sampled at the same moment).
+    backlog = (roles.visible(BacklogSample.objects.filter(at__gte=since), user).values("at")
+               .annotate(unfinished=Sum("unfinished")).order_by("at"))
+    for row in backlog:
+        if (hour := hours.get(hour_of(row["at"]))) is not None:
+            hour.backlog = row["unfinished"]
+    return Figures(
+        now=now, since=since,
+        sampled_until=Heartbeat.objects.filter(name=HEARTBEAT).values_list("beat_at", flat=True).first(),
+        states=[states[state] for state in State], held=held, hours=list(hours.values()),
+        by_action=sorted(by_action.values(), key=lambda rate: rate.name),
+        by_destination=sorted(by_destination.values(), key=lambda rate: rate.name),
+        oldest_due_seconds=oldest_due_seconds(now, switches, workspace_ids=ids),
+        oldest_held_seconds=oldest_held_seconds(now, switches, workspace_ids=ids) if switches else None,
+    )

@@ -1,0 +1,379 @@
+"""HTTP API under /api/v1/ (django-ninja). Thin: authenticate, decode, call intake, report.
+
+Bodies are decoded here rather than by ninja so that every failure keeps the ledger's own shape
+(``{"status": "blocked", "reason": ...}``) and every arrival, malformed ones too, is recorded.
+The OpenAPI document publishes each action's envelope (its ``data`` is the action's schema) and
+every answer with its status; the answer models below only describe, the views build the bodies.
+"""
+
+import operator
+from datetime import datetime
+from functools import reduce
+from typing import Annotated, Any, Literal
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, JsonResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError
+from ninja.openapi.schema import REF_TEMPLATE
+from ninja.security import HttpBearer
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+
+from ledger.actions import registry
+from ledger.core import privacy
+from ledger.core.accounts import authenticate_token
+from ledger.intake import decoding, submit
+from ledger.intake.submit import Envelope, IntakeResult
+from ledger.models import Delivery, Operation
+from ledger.states import State
+from opsconsole.api import http_bodies
+
+SOURCE = Delivery.Source.API
+
+
+# --- what the document publishes ------------------------------------------------------------------
+
+class Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FieldProblem(Answer):
+    field: str = Field(description="The field (dotted path), or `body`, `events`, `Content-Type`.")
+    message: str = Field(description="The rule broken; never the submitted value.")
+
+
+class LastError(Answer):
+    category: str
+    message: str
+
+
+class OperationAnswer(Answer):
+    id: int
+    key: str
+    workspace: str
+    action: str
+    state: State
+    attempts: int
+    payload: dict[str, Any] = Field(description=(
+        f"The business fields; the action's sensitive fields read `{privacy.MASK}` unless the token is a person's "
+        f"who may see sensitive values in the workspace (approver, admin); erased values read `{privacy.REDACTED}`."))
+    result: dict[str, Any] | None
+    external_id: str
+    last_error: LastError | None
+    correlation_id: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class Accepted(Answer):
+    status: Literal["accepted"]
+    key: str
+    operation: OperationAnswer
+
+
+class Duplicate(Accepted):
+    status: Literal["duplicate"]
+
+
+class PayloadConflict(Answer):
+    status: Literal["blocked"]
+    reason: Literal["payload_conflict"]
+    key: str
+    conflict_id: int
+    fields: list[str] = Field(description="The business fields that differ from the recorded payload.")
+    operation: OperationAnswer
+
+
+class Blocked(Answer):
+    status: Literal["blocked"]
+    errors: list[FieldProblem]
+
+
+class Stale(Blocked):
+    """The event says it occurred longer ago than its action's key window (docs/retention.md): it
+    is recorded, and not taken, since whether it was already handled can no longer be told."""
+
+    reason: Literal["stale"]
+    key: str
+
+
+class InvalidInput(Blocked):
+    reason: Literal["invalid_input"]
+
+
+class MalformedBody(Blocked):
+    """`duplicate_key`: a key appears twice in one object; each `errors` entry names its path
+    (`data.version`, `events[3].data`)."""
+
+    reason: Literal["malformed_json", "malformed_request", "duplicate_key"]
+
+
+class TooLarge(Blocked):
+    reason: Literal["too_large", "batch_too_large"]
+    limit_bytes: int | None = Field(None, description="too_large: the body limit in bytes.")
+    limit: int | None = Field(None, description="batch_too_large: the most events a batch may hold.")
+
+
+class UnsupportedMediaType(Blocked):
+    """Not `application/json` (or `+json`), a charset other than UTF-8, or a Content-Encoding other
+    than gzip (answered with `Accept-Encoding: gzip`)."""
+
+    reason: Literal["unsupported_media_type", "unsupported_charset", "unsupported_encoding"]
+
+
+class Failed(Answer):
+    status: Literal["error"]
+    reason: Literal["internal_error"]
+    errors: list[FieldProblem]
+
+
+class Unauthorized(Answer):
+    status: Literal["unauthorized"]
+    detail: str
+
+
+class NotFound(Answer):
+    status: Literal["not_found"]
+    detail: str
+
+
+class Unavailable(Answer):
+    """The database cannot be reached (`unavailable`), or it aborted this request's transaction for
+    a deadlock or a serialization failure, again when run again (`busy`): nothing of the request
+    was kept (opsconsole.middleware). Retry after `Retry-After` seconds."""
+
+    status: Literal["unavailable", "busy"]
+    detail: str
+
+
+def _item(answer: type[Answer], status: int) -> type[Answer]:
+    """A batch result: an event's answer with its position and the status it would have had alone."""
+    return create_model(f"{answer.__name__}Item", __base__=answer, index=(int, ...),
+                        http_status=(Literal[status], ...))
+
+
+class BatchAnswer(Answer):
+    results: list[
+        _item(Accepted, 201) | _item(Duplicate, 200) | _item(PayloadConflict, 409) | _item(Stale, 409)
+        | _item(InvalidInput, 422)
+        | _item(TooLarge, 413) | _item(Failed, 500)
+    ]
+
+
+_REFUSED = {400: MalformedBody, 401: Unauthorized, 413: TooLarge, 415: UnsupportedMediaType, 422: InvalidInput,
+            503: Unavailable}
+EVENT_RESPONSES = {201: Accepted, 200: Duplicate, 409: PayloadConflict | Stale, **_REFUSED}
+BATCH_RESPONSES = {200: BatchAnswer, **_REFUSED}
+OPERATION_RESPONSES = {200: OperationAnswer, 401: Unauthorized, 404: NotFound, 503: Unavailable}
+_RETRY_AFTER = {"responses": {503: {"headers": {"Retry-After": {
+    "description": "Seconds to wait before sending again.", "schema": {"type": "integer"}}}}}}
+
+
+def _event_schema() -> tuple[dict, dict]:
+    """The schema of one event: one envelope per registered action, told apart by ``action``, each
+    with that action's schema as ``data``; and the components it refers to."""
+    envelopes = [
+        create_model(
+            "".join(part.title() for part in name.split("-")) + "Event", __base__=Envelope,
+            __doc__=f"An event of action `{name}`.", action=(Literal[name], ...), data=(action.schema, ...),
+        )
+        for name, action in sorted(registry.items())
+    ]
+    either = Annotated[reduce(operator.or_, envelopes), Field(discriminator="action")]
+    schema = TypeAdapter(either).json_schema(ref_template=REF_TEMPLATE)
+    return schema, schema.pop("$defs")
+
+
+EVENT_SCHEMA, EVENT_COMPONENTS = _event_schema()
+
+
+def _json_body(schema: dict) -> dict:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}} | _RETRY_AFTER
+
+
+# --- the views ------------------------------------------------------------------------------------
+
+class WorkspaceToken(HttpBearer):
+    def authenticate(self, request, token):
+        api_token = authenticate_token(token)
+        if api_token is not None:
+            request.workspace = api_token.workspace
+            # A person's token submits as that person (who then cannot approve what they sent).
+            request.person = api_token.user
+            request.submitter = api_token.user.get_username() if api_token.user else f"token:{api_token.hint}"
+        return api_token
+
+
+class LedgerAPI(NinjaAPI):
+    def get_openapi_schema(self, **kwargs):
+        schema = super().get_openapi_schema(**kwargs)
+        schema["components"]["schemas"].update(EVENT_COMPONENTS)
+        return schema
+
+
+api = LedgerAPI(title="opsconsole", version="1", urls_namespace="api-v1", auth=WorkspaceToken())
+
+
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def database_unavailable(request, exc):
+    # Not answered here: Django's middleware (opsconsole.middleware) turns it into 503 with
+    # Retry-After, the same in DEBUG (where ninja would otherwise answer a traceback) and in production.
+    raise exc
+
+
+@api.exception_handler(AuthenticationError)
+def unauthorized(request, exc):
+    return JsonResponse(
+        {"status": "unauthorized", "detail": "A valid workspace token is required: Authorization: Bearer <token>."},
+        status=401,
+    )
+
+
+def _blocked_response(request, *, reason: str, message: str = "", http_status: int, field: str = "body",
+                      extra: dict | None = None, errors: list[dict] | None = None,
+                      headers: dict | None = None) -> JsonResponse:
+    result = submit.record_blocked_delivery(
+        workspace=request.workspace, source=SOURCE, **_sender(request), reason=reason,
+        errors=errors or [{"field": field, "message": message}], http_status=http_status, extra=extra,
+    )
+    response = _respond(request, result)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def _respond(request, result: IntakeResult) -> JsonResponse:
+    reveal = result.operation is not None and _reveals(request)
+    return JsonResponse(result.as_dict(reveal=reveal), status=result.http_status)
+
+
+def _reveals(request) -> bool:
+    """Whether the token's person may see sensitive values in its workspace (a machine's may not):
+    what the operation bodies of the answer show."""
+    return privacy.may_view_sensitive(request.person, request.workspace.pk)
+
+
+def _sender(request) -> dict:
+    """Who sent the request, as intake records it: the label and the person (if the token is one's)."""
+    return {"submitted_by": request.submitter, "person": request.person}
+
+
+def _is_json(content_type: str) -> bool:
+    return content_type == "application/json" or (
+        content_type.startswith("application/") and content_type.endswith("+json"))
+
+
+def _decode(request: HttpRequest, limit: int):
+    """The JSON body, or a JsonResponse that says what was wrong with it (already recorded).
+
+    Read as HTTP says (RFC 9110, RFC 8259): a body must say it is JSON (one sent without a
+    Content-Type, or as a form, what ``curl -d`` sends unless told otherwise, is refused with 415
+    rather than guessed at), in UTF-8 (any other charset: 415), either as it is or gzip-compressed
+    (decoded, its decoded size held to the limit; any other Content-Encoding: 415). A chunked body
+    (no Content-Length; the server decodes the chunks) is read as it comes. Either way at most
+    ``limit`` + 1 bytes are read before a body is refused as too large.
+    """
+    if not _is_json(request.content_type or ""):
+        return None, _blocked_response(request, reason="unsupported_media_type", http_status=415,
+                                       field="Content-Type", message="must be application/json")
+    charset = request.content_params.get("charset")
+    if charset is not None and charset.strip().lower() not in http_bodies.UTF_8:
+        return None, _blocked_response(request, reason="unsupported_charset", http_status=415,
+                                       field="Content-Type", message="must be UTF-8 (charset=utf-8, or none)")
+    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    if encoding not in ("", "identity", *http_bodies.GZIP):
+        return None, _blocked_response(request, reason="unsupported_encoding", http_status=415,
+                                       field="Content-Encoding", message="must be gzip, or none",
+                                       headers={"Accept-Encoding": "gzip"})
+    declared = request.META.get("CONTENT_LENGTH") or ""
+    if declared and not (declared.isascii() and declared.isdigit()):
+        # Django's own reading of the body would fail on it.
+        return None, _blocked_response(request, reason="malformed_request", http_status=400,
+                                       field="Content-Length", message="must be a whole number of bytes")
+    chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+    if chunked and not declared and not request.META.get("wsgi.input_terminated"):
+        # runserver (wsgiref) passes the chunks undecoded and cannot say where they end.
+        return None, _blocked_response(request, reason="malformed_request", http_status=400,
+                                       field="Transfer-Encoding",
+                                       message="this server cannot read a chunked body: send a Content-Length")
+    too_large = {"reason": "too_large", "http_status": 413, "extra": {"limit_bytes": limit}}
+    try:
+        declared = declared.lstrip("0") or "0"
+        if len(declared) > len(str(limit)) or int(declared) > limit:
+            raise http_bodies.TooLarge
+        body = http_bodies.read_limited(http_bodies.body_stream(request), limit)
+        if encoding in http_bodies.GZIP:
+            try:
+                body = http_bodies.gunzip_limited(body, limit)
+            except http_bodies.TooLarge:
+                return None, _blocked_response(
+                    request, **too_large, message=f"the body, decoded, is larger than the limit of {limit} bytes")
+    except http_bodies.TooLarge:
+        return None, _blocked_response(request, **too_large,
+                                       message=f"the body is larger than the limit of {limit} bytes")
+    except http_bodies.BadGzip:
+        return None, _blocked_response(request, reason="malformed_request", http_status=400,
+                                       field="Content-Encoding", message="the body is not valid gzip")
+    try:
+        return decoding.decode_json(body), None
+    except decoding.MalformedJSON as exc:
+        return None, _blocked_response(request, reason=exc.reason, http_status=400, errors=exc.errors)
+
+
+@api.post("/events", response=EVENT_RESPONSES, openapi_extra=_json_body(EVENT_SCHEMA),
+          summary="Submit one event: accepted (201), duplicate (200), blocked (409/422/400/413/415)")
+def submit_event(request):
+    raw, problem = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
+    if problem:
+        return problem
+    return _respond(request, submit.submit_event(
+        workspace=request.workspace, raw=raw, source=SOURCE, **_sender(request)
+    ))
+
+
+@api.post("/events/batch", response=BATCH_RESPONSES,
+          summary="Submit up to OPSCONSOLE_MAX_BATCH events; each stands alone",
+          openapi_extra=_json_body({"type": "object", "required": ["events"], "properties": {"events": {
+              "type": "array", "maxItems": settings.OPSCONSOLE_MAX_BATCH,
+              # Whatever an item holds, the batch takes it: an item that is no event is answered
+              # on its own, with a 422 in its result.
+              "items": {"anyOf": [EVENT_SCHEMA, {"description": "anything else: refused on its own (422)"}]},
+          }}}))
+def submit_batch(request):
+    """Each event is answered in `results` with the `http_status` it would have had alone, and its
+    writes are its own: an event that fails leaves nothing, the others stand. An event that fails
+    unexpectedly (a server error) is answered `http_status` 500, `status` `error`, and is not
+    recorded, so sending it again is safe."""
+    raw, problem = _decode(request, settings.OPSCONSOLE_MAX_BATCH_BODY_BYTES)
+    if problem:
+        return problem
+    events = raw.get("events") if isinstance(raw, dict) else None
+    if not isinstance(events, list):
+        return _blocked_response(request, reason="invalid_input", http_status=422, field="events",
+                                 message="must be a list of events")
+    limit = settings.OPSCONSOLE_MAX_BATCH
+    if len(events) > limit:
+        # Refused whole and recorded nowhere: nothing in it was looked at.
+        return JsonResponse({"status": "blocked", "reason": "batch_too_large", "limit": limit,
+                             "errors": [{"field": "events", "message": f"at most {limit} events per batch"}]},
+                            status=413)
+    results = submit.submit_batch(workspace=request.workspace, raw_events=events, source=SOURCE,
+                                  max_event_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES, **_sender(request))
+    reveal = any(result.operation is not None for result in results) and _reveals(request)
+    return JsonResponse({"results": [{"index": index, "http_status": result.http_status,
+                                      **result.as_dict(reveal=reveal)} for index, result in enumerate(results)]})
+
+
+@api.get("/operations/{path:key}", response=OPERATION_RESPONSES, openapi_extra=_RETRY_AFTER,
+         summary="One operation of this workspace, by key")
+def get_operation(request, key: str):
+    # A key the database cannot hold (NUL, a lone surrogate) names no operation: not even asked.
+    operation = None if decoding.storable_text_problem(key) else (
+        Operation.objects.select_related("workspace").filter(workspace=request.workspace, key=key).first()
+    )
+    if operation is None:
+        return JsonResponse({"status": "not_found", "detail": "No operation with this key in this workspace."},
+                            status=404)
+    return JsonResponse(submit.operation_as_dict(operation, reveal=_reveals(request)))
