@@ -1,5 +1,5 @@
 """How an action's effect ended. Actions return ``Success`` or raise one of the errors below;
-``ledger.engine.failed`` turns each into a state (DESIGN.md rule 6 for the ambiguous case)."""
+``ledger.engine.failed`` turns each into a state (docs/design.md rule 6 for the ambiguous case)."""
 
 from dataclasses import dataclass, field
 

@@ -23,7 +23,7 @@ class State(models.TextChoices):
 
 S = State
 
-# from state -> the states it may move to (DESIGN.md section 4).
+# from state -> the states it may move to (docs/design.md section 4).
 TRANSITIONS: dict[State, frozenset[State]] = {
     # pending_approval -> needs_review: nobody decided within the action's approval window.
     # pending_approval/pending/retrying -> superseded: a newer version of the request arrived under

@@ -1,4 +1,4 @@
-"""The sweep: the ledger re-drives what lost or dead tasks left behind (DESIGN.md rule 7).
+"""The sweep: the ledger re-drives what lost or dead tasks left behind (docs/design.md rule 7).
 
 django-q2 may lose a task (Redis broker, a killed worker) or deliver it late; the sweep runs every
 minute from a django-q2 schedule (``ledger.engine.schedules``) and needs nothing from the queue but that.

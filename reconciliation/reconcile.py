@@ -1,5 +1,5 @@
 """Reconciliation: before anything is sent again, ask the destination what became of each
-operation whose outcome is unknown (DESIGN.md rule 6).
+operation whose outcome is unknown (docs/design.md rule 6).
 
 found -> succeeded with the destination's record id; confirmed absent -> retrying (same key or
 reference); cannot tell -> the operation stays unknown and is asked about again with backoff

@@ -1,4 +1,4 @@
-"""Calling an external destination over HTTP, and what each failure means (DESIGN.md rule 6).
+"""Calling an external destination over HTTP, and what each failure means (docs/design.md rule 6).
 
 | what happened                                   | outcome   | why                                   |
 | ----------------------------------------------- | --------- | ------------------------------------- |

@@ -3,7 +3,7 @@ operation when its next lookup is due.
 
 Services call these from ``transaction.on_commit``; intake calls ``request_processing`` inside its
 transaction, and it enqueues on commit too. Tasks are named by dotted path, so this module imports
-no task code and sits below everything that nudges (DESIGN.md section 7).
+no task code and sits below everything that nudges (docs/design.md section 7).
 """
 
 import math

@@ -1,7 +1,7 @@
 """Asking a destination what became of an operation whose try may have reached it.
 
 Reconciliation asks about ``unknown`` operations; a replay asks before it sends anything again
-(DESIGN.md rule 9). The lookup is a network call: callers run it outside any transaction.
+(docs/design.md rule 9). The lookup is a network call: callers run it outside any transaction.
 """
 
 from datetime import datetime

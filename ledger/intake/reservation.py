@@ -4,7 +4,7 @@ event costs, a handful of statements and one commit, or on PostgreSQL one statem
 For the events of one request (and the deliveries refused before them), in the caller's
 transaction:
 1. the database decides who reserves each key: ``INSERT .. ON CONFLICT DO NOTHING``, the rows it
-   returns being the ones this request created (DESIGN.md rule 2); a key repeated within the
+   returns being the ones this request created (docs/design.md rule 2); a key repeated within the
    request is reserved by its first event, the later ones are its duplicates or conflicts;
 2. one multi-row insert each for the deliveries (with their final outcome: nothing is updated
    afterwards, so no dead row is left), the conflicts (with their differences) and the people

@@ -1,7 +1,7 @@
 """Two qcluster processes draining the same ledger perform every operation exactly once.
 
 Correctness comes from the database (SKIP LOCKED claims, fenced outcomes, the draft's one-to-one),
-never from there being a single worker (DESIGN.md section 8).
+never from there being a single worker (docs/design.md section 8).
 """
 
 import pytest

@@ -1,5 +1,5 @@
 """External actions against a real HTTP destination (the stand-in): each answer is classified
-the way DESIGN.md rule 6 says, and a destination that honours idempotency keys never acts twice."""
+the way docs/design.md rule 6 says, and a destination that honours idempotency keys never acts twice."""
 
 from datetime import timedelta
 

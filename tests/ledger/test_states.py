@@ -11,11 +11,11 @@ from ledger.models import AuditEvent, Operation
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
 from tests.conftest import event
 
-# The edges, written out by hand: DESIGN.md section 4, the extra edges of docs/architecture.md
+# The edges, written out by hand: docs/design.md section 4, the extra edges of docs/architecture.md
 # "States", and the ones added since. Never derived from TRANSITIONS, so a wrong edge in the
 # table (say pending -> succeeded) fails the walk below instead of being taken as expected.
 EDGES = {
-    # DESIGN.md section 4
+    # docs/design.md section 4
     ("pending_approval", "pending"),  # approve
     ("pending_approval", "rejected"),  # reject
     ("pending", "processing"),  # claim
