@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-# ledger.core.audit_chain: lock an audit chain and read its head in one round trip. VOLATILE, so the SELECT
+# ledger.audit: lock an audit chain and read its head in one round trip. VOLATILE, so the SELECT
 # takes its snapshot after the lock was granted and sees what the lock's previous holder committed.
 LOCKED_HEAD = """
 CREATE OR REPLACE FUNCTION ledger_audit_locked_head(lock_key bigint, chain bigint) RETURNS text

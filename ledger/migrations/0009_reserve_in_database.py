@@ -1,7 +1,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-# ledger.core.audit_chain.event_hash, in SQL: the SHA-256 of the event's fields, each written as its length in
+# ledger.audit.event_hash, in SQL: the SHA-256 of the event's fields, each written as its length in
 # UTF-8 bytes, a colon and the text (ids as numbers, "" when none; the time as microseconds since
 # 1970), so that no two events share an encoding. The two must agree byte for byte
 # (tests/ledger/test_audit_chain.py holds them to it).
@@ -23,7 +23,7 @@ SELECT encode(sha256(convert_to(
 $$;
 """
 
-# ledger.intake.reservation on PostgreSQL: everything intake writes for the events of one request, in one
+# ledger.reservation on PostgreSQL: everything intake writes for the events of one request, in one
 # statement (so in autocommit one round trip and one commit). ``request`` carries rows Python built
 # from the models (every column but the ids and what only the database can decide), so columns
 # added later reach the tables without a change here:
@@ -170,7 +170,7 @@ BEGIN
     INTO audits, results, accepted
     FROM decided LEFT JOIN conflicts USING (place);
 
-    -- The audit chain last, as ledger.core.audit_chain.append does: locked until the commit, then read (a
+    -- The audit chain last, as ledger.audit.append does: locked until the commit, then read (a
     -- statement of its own, after the lock: it sees what the lock's previous holder committed).
     PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
     SELECT hash INTO previous FROM ledger_auditevent
@@ -184,7 +184,7 @@ BEGIN
     INSERT INTO ledger_auditevent
     SELECT r.* FROM unnest(audits) AS rows(row), LATERAL jsonb_populate_record(NULL::ledger_auditevent, row) r;
 
-    -- The wake-up (ledger.core.nudges.request_processing): a pending one is kept, KEY SHARE-locked until
+    -- The wake-up (ledger.nudges.request_processing): a pending one is kept, KEY SHARE-locked until
     -- this commits (the task that takes it waits, then claims what this wrote); else this one is it.
     IF accepted > 0 THEN
         PERFORM 1 FROM ledger_wakeup WHERE name = 'process' FOR KEY SHARE;

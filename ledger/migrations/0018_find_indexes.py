@@ -1,4 +1,4 @@
-"""Indexes for finding anything (the console's "Find" box, ledger.reads.finding) and for the deliveries
+"""Indexes for finding anything (the console's "Find" box, ledger.finding) and for the deliveries
 page, at a million operations: the destination's record id of operations and of attempts, the
 delivery and correlation ids senders give, and the refused arrivals newest first (overall, per
 outcome and per workspace). All partial: a row without the id, or an accepted delivery, is in

@@ -1,5 +1,5 @@
-"""Bulk actions and their items (ledger.people.bulk_actions), and the index of failure groups
-(ledger.reads.failure_groups) on the operations that need review.
+"""Bulk actions and their items (ledger.bulk_actions), and the index of failure groups
+(ledger.failures) on the operations that need review.
 
 Non-atomic, so that on PostgreSQL the operation index is built CONCURRENTLY (as in 0007): a plain
 CREATE INDEX on millions of operations would block intake's writes for the whole build.

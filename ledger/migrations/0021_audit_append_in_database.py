@@ -1,11 +1,11 @@
 """Appending audit events on PostgreSQL in one statement (issue 8, the drain).
 
-``ledger.core.audit_chain.append`` built a model instance per event and inserted them with ``bulk_create``
+``ledger.audit.append`` built a model instance per event and inserted them with ``bulk_create``
 after a round trip for the chain's head: for a claimed batch of 50 operations, two appends of 50
 to 100 events each cost more Python than the rest of the batch. ``ledger_audit_append`` takes the
-rows as JSON (every column, as ``ledger.core.rows.model_row`` writes them), locks the chain, reads its
+rows as JSON (every column, as ``ledger.rows.model_row`` writes them), locks the chain, reads its
 head, hashes the events along it with ``ledger_audit_hash`` (0009: the same hash as Python's
-``ledger.core.audit_chain.event_hash``) and inserts them; it returns each event's id, previous hash and hash, in order.
+``ledger.audit.event_hash``) and inserts them; it returns each event's id, previous hash and hash, in order.
 SQLite keeps the Python path.
 """
 

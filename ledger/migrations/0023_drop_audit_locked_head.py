@@ -1,4 +1,4 @@
-"""``ledger_audit_locked_head`` (0008) is no longer called: ``ledger.core.audit_chain.append`` locks the chain and
+"""``ledger_audit_locked_head`` (0008) is no longer called: ``ledger.audit.append`` locks the chain and
 reads its head inside ``ledger_audit_append`` (0021). Dropped, so the database holds no function
 nothing uses; unapplying this migration makes it again."""
 

@@ -26,7 +26,7 @@ from django.db import migrations
 
 _RESERVE_MADE_IN = importlib.import_module("ledger.migrations.0009_reserve_in_database")
 
-# ledger.core.nudges.request_processing in SQL: a pending wake-up is kept, KEY SHARE-locked until the
+# ledger.nudges.request_processing in SQL: a pending wake-up is kept, KEY SHARE-locked until the
 # caller commits (the task that takes it waits, then claims what the caller wrote); else the
 # caller's is it. True when the caller took it (and so enqueues a task after its commit).
 TAKE_WAKEUP = """

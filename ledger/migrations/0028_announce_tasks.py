@@ -1,5 +1,5 @@
 """A trigger on django-q2's queue table (``django_q_ormq``) that notifies ``ledger_task_enqueued``
-after every insert, so the cluster's pusher, waiting on LISTEN (``ledger.engine.brokers.ORM``), takes a
+after every insert, so the cluster's pusher, waiting on LISTEN (``ledger.brokers.ORM``), takes a
 new task at once instead of at its next poll (0.1 s). Whoever enqueues (a web process, a worker's
 follow-up, the scheduler) notifies without knowing it; the notification is sent when the
 enqueuing transaction commits, and PostgreSQL folds the identical ones of one transaction into one.

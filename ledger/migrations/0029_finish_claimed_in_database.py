@@ -1,5 +1,5 @@
 """``ledger_finish_claimed``: the bookkeeping of a set of internal operations finished in their
-claim (``ledger.engine.succeeded.record_claimed_successes``), in one statement on PostgreSQL.
+claim (``ledger.successes.record_claimed_successes``), in one statement on PostgreSQL.
 
 In the claim's transaction, after the action's effects were written: one guarded UPDATE moves each
 row from pending (or retrying) to succeeded under the claim's token (old + 1), then the ok Attempts
@@ -9,7 +9,7 @@ claimable under its token, nothing else is written and the caller's savepoint un
 
 Python built the same rows as model instances before (an Attempt and two AuditEvents per
 operation, Django compiling each insert, each value quoted): about half of a drained operation's
-CPU. Here Python sends one row template per table (``ledger.core.rows.model_row``, so a column added
+CPU. Here Python sends one row template per table (``ledger.rows.model_row``, so a column added
 later reaches the table without a change here) and a few values per operation. The states and
 kinds are the ones ``ledger.states`` and ``recording`` name; tests/ledger/test_finish_claimed.py
 holds this function to the rows the Python path writes.
@@ -53,7 +53,7 @@ BEGIN
                     LATERAL jsonb_populate_record(NULL::ledger_attempt, h.row->'attempt') r;
 
     -- Two events per operation, claimed then succeeded, on each workspace's chain in turn (the
-    -- chains sorted, as ledger.core.audit_chain.append takes them, so no two appenders deadlock).
+    -- chains sorted, as ledger.audit.append takes them, so no two appenders deadlock).
     FOR chain IN SELECT c FROM jsonb_array_elements(request->'chains') AS chains(c) LOOP
         SELECT jsonb_agg(event ORDER BY n, step) INTO events FROM (
             SELECT n, 1 AS step, request->'audit' || jsonb_build_object(

@@ -9,7 +9,7 @@ the database's own ``ledger_audit_hash``; or TRUNCATE the table, which no trigge
   current ``OPSCONSOLE_AUDIT_KEY_ID`` (the model's default).
 - ``ledger_audit_hash`` (0009) is made again: for an event with a ``hash_key`` it is pgcrypto's
   ``hmac()`` under the secret the event's JSON carries beside its columns (``audit_key``, put there
-  by ``ledger.core.audit_chain.keyed``, left out of the row by ``jsonb_populate_record``). The key is a
+  by ``ledger.audit.keyed``, left out of the row by ``jsonb_populate_record``). The key is a
   parameter of each append, never in a table or a setting of the database. Its callers
   (``ledger_audit_append`` 0021, ``ledger_reserve`` 0009/0024, ``ledger_reserve_one`` 0024,
   ``ledger_finish_claimed`` 0029) are unchanged: they pass the event's JSON as before, and
@@ -27,7 +27,7 @@ import ledger.models.audit
 
 _HASH_MADE_IN = importlib.import_module("ledger.migrations.0009_reserve_in_database")
 
-# ledger.core.audit_chain.event_hash, in SQL: the encoding of 0009 (each field as its length in UTF-8 bytes, a
+# ledger.audit.event_hash, in SQL: the encoding of 0009 (each field as its length in UTF-8 bytes, a
 # colon and its text), hashed with HMAC-SHA256 under the event's key, or SHA-256 for an event
 # of before keys. tests/ledger/test_audit_keyed.py holds the two to the same bytes.
 AUDIT_HASH = """
@@ -49,7 +49,7 @@ $$;
 CREATE OR REPLACE FUNCTION ledger_audit_no_key(key_id text) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    RAISE EXCEPTION 'audit event hashed under key id % without its key (ledger.core.audit_chain.keyed puts it in the row)', key_id;
+    RAISE EXCEPTION 'audit event hashed under key id % without its key (ledger.audit.keyed puts it in the row)', key_id;
 END
 $$;
 

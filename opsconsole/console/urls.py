@@ -1,23 +1,34 @@
 from django.urls import path
 
-from opsconsole.console import bulk, confirm, conflicts, dashboard, deliveries, export, find, mismatches, views
+from opsconsole.console import (
+    bulk,
+    confirm,
+    conflicts,
+    dashboard,
+    decisions,
+    deliveries,
+    export,
+    find,
+    mismatches,
+    views,
+)
 
 app_name = "console"
 
 urlpatterns = [
     path("", views.queue, name="queue"),
     path("operations/<int:pk>/", views.operation, name="operation"),
-    path("operations/<int:pk>/replay/", views.replay, name="replay"),
-    path("operations/<int:pk>/resolve/", views.resolve, name="resolve"),
-    path("operations/<int:pk>/look-up/", views.look_up, name="look_up"),
-    path("operations/<int:pk>/cancel/", views.cancel, name="cancel"),
+    path("operations/<int:pk>/replay/", decisions.replay, name="replay"),
+    path("operations/<int:pk>/resolve/", decisions.resolve, name="resolve"),
+    path("operations/<int:pk>/look-up/", decisions.look_up, name="look_up"),
+    path("operations/<int:pk>/cancel/", decisions.cancel, name="cancel"),
     path("operations/<int:pk>/approve/", confirm.approve, name="approve"),
-    path("operations/<int:pk>/reject/", views.reject, name="reject"),
-    path("conflicts/<int:pk>/apply/", views.apply_conflict, name="apply_conflict"),
-    path("conflicts/<int:pk>/dismiss/", views.dismiss_conflict, name="dismiss_conflict"),
+    path("operations/<int:pk>/reject/", decisions.reject, name="reject"),
+    path("conflicts/<int:pk>/apply/", decisions.apply_conflict, name="apply_conflict"),
+    path("conflicts/<int:pk>/dismiss/", decisions.dismiss_conflict, name="dismiss_conflict"),
     path("controls/", views.controls, name="controls"),
-    path("controls/pause/", views.pause, name="pause"),
-    path("controls/resume/", views.resume, name="resume"),
+    path("controls/pause/", decisions.pause, name="pause"),
+    path("controls/resume/", decisions.resume, name="resume"),
     path("service-levels/", views.service_levels, name="service_levels"),
     path("audit/", views.audit, name="audit"),
     path("mismatches/", mismatches.mismatch_list, name="mismatches"),
