@@ -71,8 +71,8 @@ def _chain_here(workspace_id: int | None, events: list[AuditEvent]) -> None:
 
 
 def _append_in_database(workspace_id: int | None, events: list[AuditEvent]) -> None:
-    """One chain's events in one statement (``ledger_audit_append``, migration 0021), which locks
-    the chain, hashes the events along it and inserts them; their ids and hashes come back."""
+    """One chain's events in one statement (``ledger_audit_append``, ``sql/audit_append.sql``), which
+    locks the chain, hashes the events along it and inserts them; their ids and hashes come back."""
     with connection.cursor() as cursor:
         rows = dumps([keyed(model_row(event)) for event in events])  # the key beside each, for ledger_audit_hash
         cursor.execute("SELECT ledger_audit_append(%s, %s, %s::jsonb)",

@@ -35,7 +35,8 @@ def request_processing(*, accepted: int) -> None:
     This transaction holds a KEY SHARE lock on that row until it commits, so the task's DELETE
     waits for it and its claim then sees this transaction's work. With no row, this transaction
     inserts one and enqueues the task once it commits (``wake``). On PostgreSQL intake does the
-    same inside ``ledger_reserve`` (migration 0009) and calls ``wake`` with what it found.
+    same inside ``ledger_reserve`` (``ledger_take_wakeup``, ``intake/sql/take_wakeup.sql``) and calls
+    ``wake`` with what it found.
     """
     if not _pending_wakeup():
         if _claim_wakeup():

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django_q.brokers import orm, redis_broker
 from django_q.conf import Conf
 
-# The channel a trigger on django-q2's queue table notifies on every insert (migration 0028).
+# The channel a trigger on django-q2's queue table notifies on every insert (``engine/sql/announce_task*.sql``).
 TASK_CHANNEL = "ledger_task_enqueued"
 
 

@@ -1,36 +1,17 @@
-"""The django-q2 schedules opsconsole relies on, created idempotently by data migrations."""
+"""The django-q2 schedules opsconsole relies on, as they are now.
 
-from datetime import timedelta
+The migrations that created them (ledger 0003, 0012, 0030; reconciliation 0001, 0002) state each
+row themselves and call ``ledger.migration_helpers.ensure_schedule``, not this module: a schedule
+changed here needs a migration of its own to reach a database.
+"""
 
-from django.utils import timezone
+from ledger.migration_helpers import ensure_schedule
 
 SWEEP_SCHEDULE = "opsconsole-sweep"
 RECONCILE_SCHEDULE = "opsconsole-reconcile"
 PURGE_SCHEDULE = "opsconsole-purge"
 AUDIT_SCHEDULE = "opsconsole-reconcile-audit"
 AUDIT_HEADS_SCHEDULE = "opsconsole-audit-heads"
-
-
-def ensure_schedule(schedule_model, *, name: str, func: str, minutes: int = 1) -> None:
-    """Exactly one schedule named ``name``, running ``func`` every ``minutes``, however often this runs.
-
-    ``Schedule.name`` is not unique in django-q2, so duplicates left by two concurrent deployments
-    are removed here. ``next_run`` is set so a fresh schedule does not fire at once, and the
-    schedule has no ``args``: one schedule with bad args stops every schedule of its cluster.
-    """
-    schedules = list(schedule_model.objects.filter(name=name).order_by("id"))
-    keep = schedules[0] if schedules else schedule_model(name=name)
-    for extra in schedules[1:]:
-        extra.delete()
-    keep.func = func
-    keep.args = None
-    keep.kwargs = None
-    keep.schedule_type = "I"  # MINUTES
-    keep.minutes = minutes
-    keep.repeats = -1
-    if keep.next_run is None or keep.pk is None:
-        keep.next_run = timezone.now() + timedelta(minutes=minutes)
-    keep.save()
 
 
 def ensure_sweep_schedule(schedule_model) -> None:

@@ -82,7 +82,7 @@ def record_claimed_successes(operations: list[Operation], successes: list[Succes
     under its token (the caller's savepoint then undoes the set, effects included).
 
     On PostgreSQL the UPDATE, the Attempts and the audit events are one statement
-    (``ledger_finish_claimed``, migration 0029); elsewhere they are written here."""
+    (``ledger_finish_claimed``, ``engine/sql/finish_claimed.sql``); elsewhere they are written here."""
     before = [(operation, snapshot(operation)) for operation in operations]
     digests = configuration.digests_for(operations)
     write = _finish_claimed_in_database if connection.vendor == "postgresql" else _finish_claimed_here

@@ -15,10 +15,10 @@ transaction:
    lock is the only lock taken after the chain, and the only other taker of that row, a processing
    task's DELETE (``nudges.begin_processing``), runs alone and holds no chain.
 
-On PostgreSQL all of it is one call of ``ledger_reserve`` (migration 0009), or for a request of one
-event ``ledger_reserve_one`` (0024, the same in plain statements), given the rows Python built from
-the models: in autocommit, as the API and the command line run intake, an event costs
-one round trip and one commit, as a bare ``INSERT`` does. Elsewhere (SQLite) the same steps run
+On PostgreSQL all of it is one call of ``ledger_reserve`` (``sql/reserve.sql``), or for a request of
+one event ``ledger_reserve_one`` (``sql/reserve_one.sql``, the same in plain statements), given the
+rows Python built from the models: in autocommit, as the API and the command line run intake, an
+event costs one round trip and one commit, as a bare ``INSERT`` does. Elsewhere (SQLite) the same steps run
 here, statement by statement. The two are held to one behaviour by the whole test suite, which CI
 runs on both databases.
 """

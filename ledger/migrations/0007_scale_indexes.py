@@ -14,40 +14,7 @@ from django.db import migrations, models
 from django.db.models import F, Q
 from django.db.models.functions import Upper
 
-
-class AddIndexConcurrentlyOnPostgres(migrations.AddIndex):
-    """AddIndex, built CONCURRENTLY on PostgreSQL (the migration must not be atomic)."""
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        model = to_state.apps.get_model(app_label, self.model_name)
-        if self.allow_migrate_model(schema_editor.connection.alias, model):
-            schema_editor.add_index(model, self.index, **_concurrently(schema_editor))
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        model = from_state.apps.get_model(app_label, self.model_name)
-        if self.allow_migrate_model(schema_editor.connection.alias, model):
-            schema_editor.remove_index(model, self.index, **_concurrently(schema_editor))
-
-
-class RemoveIndexConcurrentlyOnPostgres(migrations.RemoveIndex):
-    """RemoveIndex, dropped CONCURRENTLY on PostgreSQL (the migration must not be atomic)."""
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        model = from_state.apps.get_model(app_label, self.model_name)
-        if self.allow_migrate_model(schema_editor.connection.alias, model):
-            index = from_state.models[app_label, self.model_name_lower].get_index_by_name(self.name)
-            schema_editor.remove_index(model, index, **_concurrently(schema_editor))
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        model = to_state.apps.get_model(app_label, self.model_name)
-        if self.allow_migrate_model(schema_editor.connection.alias, model):
-            index = to_state.models[app_label, self.model_name_lower].get_index_by_name(self.name)
-            schema_editor.add_index(model, index, **_concurrently(schema_editor))
-
-
-def _concurrently(schema_editor) -> dict:
-    return {"concurrently": True} if schema_editor.connection.vendor == "postgresql" else {}
-
+from ledger.migration_helpers import AddIndexConcurrentlyOnPostgres
 
 # Search by key and request id (console and admin): any part of the request id, through a trigram
 # index, and the start of the key, through a pattern btree (a pasted key, or its start; the part of

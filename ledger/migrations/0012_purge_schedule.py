@@ -1,10 +1,12 @@
 from django.db import migrations
 
+from ledger.migration_helpers import ensure_schedule
 
+
+# The row is written here through the frozen helper, not through ledger.engine.schedules (see 0003).
 def create_schedule(apps, schema_editor):
-    from ledger.engine.schedules import ensure_purge_schedule
-
-    ensure_purge_schedule(apps.get_model("django_q", "Schedule"))
+    ensure_schedule(apps.get_model("django_q", "Schedule"), name="opsconsole-purge", func="ledger.tasks.purge",
+                    minutes=24 * 60)
 
 
 class Migration(migrations.Migration):

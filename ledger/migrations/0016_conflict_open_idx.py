@@ -3,14 +3,10 @@ counts them). Non-atomic, so that PostgreSQL builds it with CREATE INDEX CONCURR
 keeps writing conflicts meanwhile, as in 0007_scale_indexes. If a concurrent build fails it leaves an
 INVALID index: drop it, then migrate again."""
 
-import importlib
-
 from django.db import migrations, models
 from django.db.models import Q
 
-# 0007's AddIndex that builds concurrently on PostgreSQL (a module name that is no identifier).
-AddIndexConcurrentlyOnPostgres = importlib.import_module(
-    "ledger.migrations.0007_scale_indexes").AddIndexConcurrentlyOnPostgres
+from ledger.migration_helpers import AddIndexConcurrentlyOnPostgres
 
 
 class Migration(migrations.Migration):

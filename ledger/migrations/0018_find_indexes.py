@@ -10,13 +10,10 @@ and a plain CREATE INDEX would block intake for the whole build. If a build fail
 INVALID index: drop it, then migrate again.
 """
 
-import importlib
-
 from django.db import migrations, models
 from django.db.models import Q
 
-AddIndexConcurrentlyOnPostgres = importlib.import_module(
-    "ledger.migrations.0007_scale_indexes").AddIndexConcurrentlyOnPostgres
+from ledger.migration_helpers import AddIndexConcurrentlyOnPostgres
 
 REFUSED = Q(outcome__in=["conflict", "invalid", "stale"])
 

@@ -5,15 +5,12 @@ Non-atomic, so that on PostgreSQL the operation index is built CONCURRENTLY (as 
 CREATE INDEX on millions of operations would block intake's writes for the whole build.
 """
 
-import importlib
-
 import django.db.models.deletion
 import django.db.models.expressions
 from django.conf import settings
 from django.db import migrations, models
 
-AddIndexConcurrentlyOnPostgres = importlib.import_module(
-    "ledger.migrations.0007_scale_indexes").AddIndexConcurrentlyOnPostgres
+from ledger.migration_helpers import AddIndexConcurrentlyOnPostgres
 
 
 class Migration(migrations.Migration):

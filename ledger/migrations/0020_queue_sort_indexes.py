@@ -13,14 +13,10 @@ operation_due_idx, then a sort), and counted a filtered state from the table.
 Built CONCURRENTLY on PostgreSQL, like 0007 (hence not atomic).
 """
 
-import importlib
-
 from django.db import migrations, models
 from django.db.models import Q
 
-# 0007's AddIndex that builds concurrently on PostgreSQL (a module name that is no identifier).
-AddIndexConcurrentlyOnPostgres = importlib.import_module(
-    "ledger.migrations.0007_scale_indexes").AddIndexConcurrentlyOnPostgres
+from ledger.migration_helpers import AddIndexConcurrentlyOnPostgres
 
 ATTENTION = Q(state__in=["needs_review", "unknown", "pending_approval"])
 

@@ -11,12 +11,9 @@ explicit sort, so that the index is the cheapest order whatever the statistics s
 Built CONCURRENTLY on PostgreSQL, like 0007 and 0020 (hence not atomic).
 """
 
-import importlib
-
 from django.db import migrations, models
 
-AddIndexConcurrentlyOnPostgres = importlib.import_module(
-    "ledger.migrations.0007_scale_indexes").AddIndexConcurrentlyOnPostgres
+from ledger.migration_helpers import AddIndexConcurrentlyOnPostgres
 
 
 class Migration(migrations.Migration):

@@ -20,13 +20,9 @@ dropped CONCURRENTLY on PostgreSQL, like 0007, 0020 and 0025 (hence not atomic):
 index exists before the old one goes.
 """
 
-import importlib
-
 from django.db import migrations, models
 
-_SCALE_INDEXES = importlib.import_module("ledger.migrations.0007_scale_indexes")
-AddIndexConcurrentlyOnPostgres = _SCALE_INDEXES.AddIndexConcurrentlyOnPostgres
-RemoveIndexConcurrentlyOnPostgres = _SCALE_INDEXES.RemoveIndexConcurrentlyOnPostgres
+from ledger.migration_helpers import AddIndexConcurrentlyOnPostgres, RemoveIndexConcurrentlyOnPostgres
 
 UNFINISHED = ["needs_review", "pending", "pending_approval", "processing", "retrying", "unknown"]
 

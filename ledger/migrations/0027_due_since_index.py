@@ -7,13 +7,10 @@ answers it; before, a minimum over every due row took 1.5 s a scrape behind a da
 (hence not atomic).
 """
 
-import importlib
-
 import django.db.models.functions.comparison
 from django.db import migrations, models
 
-AddIndexConcurrentlyOnPostgres = importlib.import_module(
-    "ledger.migrations.0007_scale_indexes").AddIndexConcurrentlyOnPostgres
+from ledger.migration_helpers import AddIndexConcurrentlyOnPostgres
 
 
 class Migration(migrations.Migration):

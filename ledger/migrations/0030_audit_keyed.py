@@ -19,13 +19,12 @@ the database's own ``ledger_audit_hash``; or TRUNCATE the table, which no trigge
 - A django-q2 schedule exports the chains' heads (``ledger.tasks.export_audit_heads``).
 """
 
-import importlib
-
 from django.db import migrations, models
 
+# The one import of code that serves: the state's default of hash_key is the model's callable, by
+# its path, as makemigrations writes it (the database's default is ""; nothing runs it here).
 import ledger.models.audit
-
-_HASH_MADE_IN = importlib.import_module("ledger.migrations.0009_reserve_in_database")
+from ledger.migration_helpers import ensure_schedule
 
 # ledger.audit.event_hash, in SQL: the encoding of 0009 (each field as its length in UTF-8 bytes, a
 # colon and its text), hashed with HMAC-SHA256 under the event's key, or SHA-256 for an event
@@ -82,6 +81,26 @@ DROP FUNCTION IF EXISTS ledger_audit_no_key(text);
 DROP FUNCTION IF EXISTS ledger_audit_encoding(jsonb);
 """
 
+# ledger_audit_field and ledger_audit_hash as 0009 made them, for unapplying this migration (a copy:
+# a migration imports no other).
+AUDIT_HASH_BEFORE = """
+CREATE OR REPLACE FUNCTION ledger_audit_field(value text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$ SELECT octet_length(coalesce(value, ''))::text || ':' || coalesce(value, '') $$;
+
+-- Plain expressions (no query), so the planner inlines it where it is called.
+CREATE OR REPLACE FUNCTION ledger_audit_hash(event jsonb) RETURNS text
+LANGUAGE sql STABLE AS $$
+SELECT encode(sha256(convert_to(
+    ledger_audit_field(event->>'prev_hash') || ledger_audit_field(event->>'workspace_id')
+    || ledger_audit_field(event->>'operation_id') || ledger_audit_field(event->>'attempt_id')
+    || ledger_audit_field(event->>'actor') || ledger_audit_field(event->>'kind')
+    || ledger_audit_field(event->>'from_state') || ledger_audit_field(event->>'to_state')
+    || ledger_audit_field(event->>'error_category') || ledger_audit_field(event->>'message')
+    || ledger_audit_field((extract(epoch FROM (event->>'created_at')::timestamptz) * 1000000)::bigint::text),
+    'UTF8')), 'hex')
+$$;
+"""
+
 # SQLite rebuilds a table to add a column, and the rebuild drops its triggers: put the append-only
 # trigger of 0002 back.
 SQLITE_TRIGGER = """
@@ -106,18 +125,20 @@ def create_functions(apps, schema_editor):
 def restore_functions(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(UNDO, params=None)
-        schema_editor.execute(_HASH_MADE_IN.AUDIT_HASH, params=None)
+        schema_editor.execute(AUDIT_HASH_BEFORE, params=None)
+
+
+# The row is written here, on the historical Schedule, through the frozen helper (not through
+# ledger.engine.schedules, code that serves and may change; see 0003).
+AUDIT_HEADS_SCHEDULE = "opsconsole-audit-heads"
 
 
 def create_schedule(apps, schema_editor):
-    from ledger.engine.schedules import ensure_audit_heads_schedule
-
-    ensure_audit_heads_schedule(apps.get_model("django_q", "Schedule"))
+    ensure_schedule(apps.get_model("django_q", "Schedule"), name=AUDIT_HEADS_SCHEDULE,
+                    func="ledger.tasks.export_audit_heads", minutes=5)
 
 
 def drop_schedule(apps, schema_editor):
-    from ledger.engine.schedules import AUDIT_HEADS_SCHEDULE
-
     apps.get_model("django_q", "Schedule").objects.filter(name=AUDIT_HEADS_SCHEDULE).delete()
 
 

@@ -3,11 +3,13 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
+from ledger.migration_helpers import ensure_schedule
 
+
+# The row is written here through the frozen helper, not through ledger.engine.schedules (see 0001).
 def create_audit_schedule(apps, schema_editor):
-    from ledger.engine.schedules import ensure_audit_schedule
-
-    ensure_audit_schedule(apps.get_model("django_q", "Schedule"))
+    ensure_schedule(apps.get_model("django_q", "Schedule"), name="opsconsole-reconcile-audit",
+                    func="reconciliation.tasks.audit", minutes=60)
 
 
 class Migration(migrations.Migration):

@@ -1,0 +1,153 @@
+-- Everything intake writes for the events of one request, in one statement: each new key reserved
+-- by INSERT .. ON CONFLICT DO NOTHING (DESIGN.md rule 2), the deliveries, conflicts and
+-- contributions, the audit events on the workspace's chain, the wake-up. The request and the
+-- answer are described in ledger.intake.reservation.
+-- Called by: ledger.intake.reservation on PostgreSQL, for a batch (or any request with a refused
+-- delivery); a single event goes to ledger_reserve_one. Made by migration 0024 (first by 0009).
+
+CREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+DECLARE
+    workspace bigint := (request->>'workspace_id')::bigint;
+    operation_ids regclass := pg_get_serial_sequence('ledger_operation', 'id')::regclass;
+    delivery_ids regclass := pg_get_serial_sequence('ledger_delivery', 'id')::regclass;
+    conflict_ids regclass := pg_get_serial_sequence('ledger_conflict', 'id')::regclass;
+    audit_ids regclass := pg_get_serial_sequence('ledger_auditevent', 'id')::regclass;
+    contribution_ids regclass := pg_get_serial_sequence('ledger_contribution', 'id')::regclass;
+    keys text[];
+    operations jsonb;
+    created bigint[] := '{}';
+    taken text[];
+    audits jsonb[];
+    results jsonb;
+    accepted int;
+    previous text;
+    wake boolean := false;
+BEGIN
+    INSERT INTO ledger_delivery
+    SELECT r.* FROM jsonb_array_elements(request->'invalid') AS rows(row),
+    LATERAL jsonb_populate_record(NULL::ledger_delivery, row || jsonb_build_object('id', nextval(delivery_ids))) r;
+
+    SELECT array_agg(DISTINCT item->'operation'->>'key') INTO keys
+    FROM jsonb_array_elements(request->'events') AS items(item);
+    IF keys IS NULL THEN
+        RETURN jsonb_build_object('wake', false, 'operations', '{}'::jsonb, 'results', '[]'::jsonb);
+    END IF;
+
+    -- The keys taken before this request: duplicates and conflicts reserve nothing.
+    operations := ledger_operations_of(workspace, keys);
+
+    -- The database decides who reserves each new key (DESIGN.md rule 2): the rows the INSERT
+    -- returns are the ones this request created; a key repeated in the request is reserved by its
+    -- first event.
+    IF (SELECT count(*) FROM jsonb_object_keys(operations)) < array_length(keys, 1) THEN
+        WITH events AS (
+            SELECT DISTINCT ON (item->'operation'->>'key') item, place
+            FROM jsonb_array_elements(request->'events') WITH ORDINALITY AS items(item, place)
+            WHERE NOT operations ? (item->'operation'->>'key')
+            ORDER BY item->'operation'->>'key', place
+        ), inserted AS (
+            INSERT INTO ledger_operation
+            SELECT r.* FROM events,
+            LATERAL jsonb_populate_record(NULL::ledger_operation, request->'operation' || (item->'operation')
+                                          || jsonb_build_object('id', nextval(operation_ids))) r
+            ORDER BY place
+            ON CONFLICT ON CONSTRAINT operation_unique_key DO NOTHING
+            RETURNING ledger_operation.*
+        )
+        SELECT coalesce(array_agg(o.id), '{}'), operations || coalesce(jsonb_object_agg(o.key, to_jsonb(o)), '{}')
+        INTO created, operations FROM inserted o;
+
+        -- Keys another transaction reserved between the two statements above (the INSERT waited
+        -- for it to commit): read in a statement of their own, which sees that commit.
+        SELECT array_agg(key) INTO taken FROM unnest(keys) AS keys(key) WHERE NOT operations ? key;
+        IF taken IS NOT NULL THEN
+            operations := operations || ledger_operations_of(workspace, taken);
+        END IF;
+    END IF;
+
+    -- Each event's outcome, and the rows it writes: its delivery (final from the start: nothing
+    -- is updated later), its conflict, the person behind a new operation; then its audit event.
+    WITH events AS (
+        SELECT place, item->'operation' AS incoming, operations->(item->'operation'->>'key') AS operation,
+               item->'delivery' AS delivery, nextval(delivery_ids) AS delivery_id,
+               row_number() OVER (PARTITION BY item->'operation'->>'key' ORDER BY place) AS nth
+        FROM jsonb_array_elements(request->'events') WITH ORDINALITY AS items(item, place)
+    ), decided AS (
+        SELECT *, CASE WHEN nth = 1 AND (operation->>'id')::bigint = ANY(created) THEN 'accepted'
+                       WHEN operation->>'fingerprint' = incoming->>'fingerprint' THEN 'duplicate'
+                       ELSE 'conflict' END AS outcome
+        FROM events
+    ), conflicts AS (
+        SELECT place, request->'conflict' || jsonb_build_object(
+                   'id', nextval(conflict_ids), 'operation_id', operation->'id', 'delivery_id', delivery_id,
+                   'incoming_fingerprint', incoming->'fingerprint', 'incoming_payload', incoming->'payload',
+                   'differences', differences) AS conflict,
+               (SELECT string_agg(d->>'field', ', ') FROM jsonb_array_elements(differences) AS ds(d)) AS fields
+        FROM decided,
+        LATERAL (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'field', name, 'recorded', coalesce(operation->'payload'->name, 'null'),
+                       'incoming', coalesce(incoming->'payload'->name, 'null')) ORDER BY n), '[]') AS differences
+            FROM jsonb_array_elements_text(request->'fingerprint_fields'->(incoming->>'action'))
+                 WITH ORDINALITY AS names(name, n)
+            WHERE (operation->'payload'->name) IS DISTINCT FROM (incoming->'payload'->name)
+        ) found
+        WHERE outcome = 'conflict'
+    ), written_deliveries AS (
+        INSERT INTO ledger_delivery
+        SELECT r.* FROM decided, LATERAL jsonb_populate_record(NULL::ledger_delivery,
+            request->'delivery' || delivery || jsonb_build_object(
+                'action', incoming->'action', 'key', incoming->'key', 'correlation_id', incoming->'correlation_id',
+                'id', delivery_id, 'operation_id', operation->'id', 'outcome', outcome)) r
+    ), written_conflicts AS (
+        INSERT INTO ledger_conflict
+        SELECT r.* FROM conflicts, LATERAL jsonb_populate_record(NULL::ledger_conflict, conflict) r
+    ), written_contributions AS (
+        INSERT INTO ledger_contribution
+        SELECT r.* FROM decided, LATERAL jsonb_populate_record(NULL::ledger_contribution,
+            request->'contribution' || jsonb_build_object('id', nextval(contribution_ids),
+                                                          'operation_id', operation->'id')) r
+        WHERE outcome = 'accepted' AND request->'contribution' <> 'null'
+    )
+    SELECT array_agg(request->'audit' || jsonb_build_object(
+               'operation_id', operation->'id',
+               'kind', CASE outcome WHEN 'accepted' THEN 'reserved' WHEN 'duplicate' THEN 'duplicate_delivery'
+                                    ELSE 'conflict_detected' END,
+               'to_state', CASE WHEN outcome = 'accepted' THEN operation->>'state' ELSE '' END,
+               'message', left(CASE WHEN outcome = 'conflict'
+                                    THEN 'conflict ' || (conflict->>'id') || ': ' || coalesce(fields, '') || ' differ'
+                                    ELSE 'delivery ' || delivery_id || ' via ' || (request->>'source') END, 500))
+               ORDER BY place),
+           jsonb_agg(jsonb_build_object('outcome', outcome, 'key', operation->'key', 'conflict', conflict)
+               ORDER BY place),
+           count(*) FILTER (WHERE outcome = 'accepted')
+    INTO audits, results, accepted
+    FROM decided LEFT JOIN conflicts USING (place);
+
+    -- The audit chain last, as ledger.core.audit_chain.append does: locked until the commit, then read (a
+    -- statement of its own, after the lock: it sees what the lock's previous holder committed).
+    PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
+    SELECT hash INTO previous FROM ledger_auditevent
+    WHERE workspace_id = workspace AND hash <> '' ORDER BY id DESC LIMIT 1;
+    previous := coalesce(previous, '');
+    FOR place IN 1 .. array_length(audits, 1) LOOP
+        audits[place] := audits[place] || jsonb_build_object('id', nextval(audit_ids), 'prev_hash', previous);
+        previous := ledger_audit_hash(audits[place]);
+        audits[place] := audits[place] || jsonb_build_object('hash', previous);
+    END LOOP;
+    INSERT INTO ledger_auditevent
+    SELECT r.* FROM unnest(audits) AS rows(row), LATERAL jsonb_populate_record(NULL::ledger_auditevent, row) r;
+
+    -- The wake-up (ledger.core.nudges.request_processing): a pending one is kept, KEY SHARE-locked until
+    -- this commits (the task that takes it waits, then claims what this wrote); else this one is it.
+    IF accepted > 0 THEN
+        wake := ledger_take_wakeup((request->>'now')::timestamptz);
+    END IF;
+
+    RETURN jsonb_build_object('wake', wake, 'operations', operations, 'results', results);
+END
+$function$;
