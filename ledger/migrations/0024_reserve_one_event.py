@@ -184,7 +184,7 @@ BEGIN
     INTO audits, results, accepted
     FROM decided LEFT JOIN conflicts USING (place);
 
-    -- The audit chain last, as ledger.core.audit_chain.append does: locked until the commit, then read (a
+    -- The audit chain last, as ledger.audit.append does: locked until the commit, then read (a
     -- statement of its own, after the lock: it sees what the lock's previous holder committed).
     PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
     SELECT hash INTO previous FROM ledger_auditevent
@@ -198,7 +198,7 @@ BEGIN
     INSERT INTO ledger_auditevent
     SELECT r.* FROM unnest(audits) AS rows(row), LATERAL jsonb_populate_record(NULL::ledger_auditevent, row) r;
 
-    -- The wake-up (ledger.core.nudges.request_processing): a pending one is kept, KEY SHARE-locked until
+    -- The wake-up (ledger.nudges.request_processing): a pending one is kept, KEY SHARE-locked until
     -- this commits (the task that takes it waits, then claims what this wrote); else this one is it.
     IF accepted > 0 THEN
         wake := ledger_take_wakeup((request->>'now')::timestamptz);
@@ -443,7 +443,7 @@ BEGIN
     INTO audits, results, accepted
     FROM decided LEFT JOIN conflicts USING (place);
 
-    -- The audit chain last, as ledger.core.audit_chain.append does: locked until the commit, then read (a
+    -- The audit chain last, as ledger.audit.append does: locked until the commit, then read (a
     -- statement of its own, after the lock: it sees what the lock's previous holder committed).
     PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
     SELECT hash INTO previous FROM ledger_auditevent
@@ -457,7 +457,7 @@ BEGIN
     INSERT INTO ledger_auditevent
     SELECT r.* FROM unnest(audits) AS rows(row), LATERAL jsonb_populate_record(NULL::ledger_auditevent, row) r;
 
-    -- The wake-up (ledger.core.nudges.request_processing): a pending one is kept, KEY SHARE-locked until
+    -- The wake-up (ledger.nudges.request_processing): a pending one is kept, KEY SHARE-locked until
     -- this commits (the task that takes it waits, then claims what this wrote); else this one is it.
     IF accepted > 0 THEN
         PERFORM 1 FROM ledger_wakeup WHERE name = 'process' FOR KEY SHARE;

@@ -8,6 +8,6 @@ CREATE OR REPLACE FUNCTION public.ledger_audit_no_key(key_id text)
  STABLE
 AS $function$
 BEGIN
-    RAISE EXCEPTION 'audit event hashed under key id % without its key (ledger.core.audit_chain.keyed puts it in the row)', key_id;
+    RAISE EXCEPTION 'audit event hashed under key id % without its key (ledger.audit.keyed puts it in the row)', key_id;
 END
 $function$;

@@ -42,7 +42,7 @@ BEGIN
                     LATERAL jsonb_populate_record(NULL::ledger_attempt, h.row->'attempt') r;
 
     -- Two events per operation, claimed then succeeded, on each workspace's chain in turn (the
-    -- chains sorted, as ledger.core.audit_chain.append takes them, so no two appenders deadlock).
+    -- chains sorted, as ledger.audit.append takes them, so no two appenders deadlock).
     FOR chain IN SELECT c FROM jsonb_array_elements(request->'chains') AS chains(c) LOOP
         SELECT jsonb_agg(event ORDER BY n, step) INTO events FROM (
             SELECT n, 1 AS step, request->'audit' || jsonb_build_object(
