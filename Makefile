@@ -4,15 +4,29 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
-.PHONY: demo serve migrate test lint venv bench clean
+.PHONY: demo serve migrate test lint venv lock bench clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.installed
+
+# The lock files, from pyproject.toml (README.md, Dependencies): every package pinned, with the hashes
+# of its files on PyPI, for Python 3.11+ on any platform. requirements.txt: the runtime;
+# requirements-dev.txt: the runtime and dev, under the runtime's pins; requirements-bench.txt: the
+# runtime and bench, under the dev lock's pins (it is installed on top of it). A pin already in a lock
+# is kept unless pyproject.toml asks otherwise or LOCK_ARGS does: LOCK_ARGS="--upgrade-package NAME",
+# or LOCK_ARGS=--upgrade for everything.
+LOCK := $(VENV)/bin/uv pip compile pyproject.toml --quiet --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command "make lock" $(LOCK_ARGS)
+
+lock: venv
+	$(LOCK) -o requirements.txt
+	$(LOCK) --extra dev -c requirements.txt -o requirements-dev.txt
+	$(LOCK) --extra bench -c requirements-dev.txt -o requirements-bench.txt
 
 # The demo runs with DEBUG on (a development secret key) on the embedded SQLite database.
 # The stand-in destination (standin/) plays the external system of file-ticket and send-notice.
@@ -61,7 +75,7 @@ lint: venv
 BENCH_DATABASE_URL ?= $(if $(filter postgres%,$(DATABASE_URL)),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/opsconsole)
 
 $(VENV)/.bench-installed: $(VENV)/.installed requirements-bench.txt
-	$(PY) -m pip install --quiet -r requirements-bench.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements-bench.txt
 	touch $@
 
 # Scenarios 1-4 of issue 8 in interleaved rounds (5 of 1-2, 3 of 3-4; ~4-8 minutes on 2 cores).
