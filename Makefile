@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
-.PHONY: demo serve migrate test lint venv lock bench clean
+.PHONY: demo serve migrate test lint check-migrations check venv lock bench clean
 
 $(VENV)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,15 @@ test: venv
 
 lint: venv
 	$(VENV)/bin/ruff check .
+
+# Every model change comes with its migration. makemigrations reads no database but to check the
+# applied history, and Django 5.2 only warns when it cannot: an in-memory SQLite, so the check neither
+# needs a database server nor leaves a file behind.
+check-migrations: venv
+	SECRET_KEY=insecure-test-only-key DEBUG=1 DATABASE_URL=sqlite://:memory: $(PY) manage.py makemigrations --check --dry-run
+
+# What CI checks before the tests (.ci/run), and what to run before pushing.
+check: lint check-migrations
 
 # Benchmarks (bench/README.md, docs/performance.md): ratios against baselines measured in the same
 # run, on PostgreSQL (DATABASE_URL if it names one, else the local server below; a scratch database
