@@ -4,15 +4,29 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
-.PHONY: demo serve migrate test lint venv bench clean
+.PHONY: demo serve migrate test lint check-migrations check typecheck venv lock bench clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.installed
+
+# The lock files, from pyproject.toml (README.md, Dependencies): every package pinned, with the hashes
+# of its files on PyPI, for Python 3.11+ on any platform. requirements.txt: the runtime;
+# requirements-dev.txt: the runtime and dev, under the runtime's pins; requirements-bench.txt: the
+# runtime and bench, under the dev lock's pins (it is installed on top of it). A pin already in a lock
+# is kept unless pyproject.toml asks otherwise or LOCK_ARGS does: LOCK_ARGS="--upgrade-package NAME",
+# or LOCK_ARGS=--upgrade for everything.
+LOCK := $(VENV)/bin/uv pip compile pyproject.toml --quiet --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command "make lock" $(LOCK_ARGS)
+
+lock: venv
+	$(LOCK) -o requirements.txt
+	$(LOCK) --extra dev -c requirements.txt -o requirements-dev.txt
+	$(LOCK) --extra bench -c requirements-dev.txt -o requirements-bench.txt
 
 # The demo runs with DEBUG on (a development secret key) on the embedded SQLite database.
 # The stand-in destination (standin/) plays the external system of file-ticket and send-notice.
@@ -55,13 +69,29 @@ test: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 
+# Every model change comes with its migration. makemigrations reads no database but to check the
+# applied history, and Django 5.2 only warns when it cannot: an in-memory SQLite, so the check neither
+# needs a database server nor leaves a file behind.
+check-migrations: venv
+	SECRET_KEY=insecure-test-only-key DEBUG=1 DATABASE_URL=sqlite://:memory: $(PY) manage.py makemigrations --check --dry-run
+
+# What CI checks before the tests (.ci/run), and what to run before pushing.
+check: lint check-migrations
+
+# mypy with django-stubs ([tool.mypy] in pyproject.toml) on the modules typed so far: the one list of
+# them, to grow (and to follow the modules when they move). The plugin loads the settings.
+TYPECHECK_PATHS := ledger/states.py ledger/outcomes.py ledger/retry.py ledger/keys.py ledger/actions/
+
+typecheck: venv
+	SECRET_KEY=insecure-test-only-key DEBUG=1 DATABASE_URL=sqlite://:memory: $(VENV)/bin/mypy $(TYPECHECK_PATHS)
+
 # Benchmarks (bench/README.md, docs/performance.md): ratios against baselines measured in the same
 # run, on PostgreSQL (DATABASE_URL if it names one, else the local server below; a scratch database
 # is created beside it and dropped). The bench-only peers (pgqueuer, Powertools) are installed first.
 BENCH_DATABASE_URL ?= $(if $(filter postgres%,$(DATABASE_URL)),$(DATABASE_URL),postgres://postgres@127.0.0.1:5432/opsconsole)
 
 $(VENV)/.bench-installed: $(VENV)/.installed requirements-bench.txt
-	$(PY) -m pip install --quiet -r requirements-bench.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements-bench.txt
 	touch $@
 
 # Scenarios 1-4 of issue 8 in interleaved rounds (5 of 1-2, 3 of 3-4; ~4-8 minutes on 2 cores).

@@ -479,6 +479,9 @@ class StandinServer(ThreadingHTTPServer):
         self.stopping = threading.Event()
         self.verbose = verbose
         self.host = address[0]
+        self.connections_accepted = 0  # a keep-alive client makes one for many requests
+        self._open = set()  # accepted connections not yet closed
+        self._open_lock = threading.Lock()
         super().__init__(address, Handler)
 
     def server_bind(self):
@@ -490,11 +493,31 @@ class StandinServer(ThreadingHTTPServer):
     def base_url(self):
         return f"http://{self.host or self.server_address[0]}:{self.server_address[1]}"
 
+    def process_request(self, request, client_address):
+        with self._open_lock:
+            self.connections_accepted += 1
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
     def shutdown(self):
-        """Stops serving, wakes sleeping delay faults and closes the listening socket."""
+        """Stops serving, wakes sleeping delay faults, closes the listening socket and hangs up the
+        kept-alive connections, as a server that goes away does: a client's pool sees them closed
+        instead of reaching a stopped stand-in's handlers (and its records) on a later call."""
         self.stopping.set()
         super().shutdown()
         self.server_close()
+        with self._open_lock:
+            still_open = list(self._open)
+        for connection in still_open:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def handle_error(self, request, client_address):
         # Clients hanging up are part of the job here (timeouts, faults); anything else is a bug worth printing.

@@ -8,10 +8,25 @@
 | 429, 503, 408                                   | transient | refused before acting; Retry-After    |
 | 500, 502, 504                                   | ambiguous | the destination may have acted        |
 | other 4xx                                       | permanent | repeating the same request won't help |
+
+Connections: each thread keeps one ``httpx.Client`` (``thread_client``), whose pool keeps a
+destination's connection open between that thread's calls (HTTP/1.1 keep-alive), so a second call
+skips the TCP and TLS handshakes. Only one thread uses a client, so no call waits on another's
+connection. A kept connection is not reused once idle for httpx's keep-alive expiry (5 s) or once
+the destination has closed it (httpcore looks before each reuse); a destination closing it in the
+instant between that look and our request fails the call as "no answer" (ambiguous), as a reset does. A
+call that fails in transport closes its thread's client (the next call starts on a new one), and a
+thread's client is closed when the thread ends: the pool threads of a worker's batch
+(``ledger.processing``) at the end of the batch. A django-q2 worker runs its tasks in its main
+thread, whose client lasts as long as the worker process: the system closes its sockets when the
+worker exits (django-q2's workers end without running ``atexit``). A forked child starts without
+its parent's clients.
 """
 
+import os
 import ssl
 import threading
+import weakref
 from email.utils import parsedate_to_datetime
 from functools import cache
 
@@ -27,8 +42,42 @@ REFUSED_STATUSES = {408, 429, 503}
 AMBIGUOUS_STATUSES = {500, 502, 504}
 
 
-def client() -> httpx.Client:
-    return httpx.Client(timeout=settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS, verify=_ssl_context())
+_threads = threading.local()
+
+
+class _ThreadClient:
+    """One thread's client. Held only by that thread's ``_threads``: when the thread ends, its
+    thread-local values go, and with this holder the client is closed (the finalizer)."""
+
+    def __init__(self) -> None:
+        # Its timeouts are set per request (``send``), from the settings of the moment.
+        self.client = httpx.Client(verify=_ssl_context())
+        self.close = weakref.finalize(self, self.client.close)
+
+
+def thread_client() -> httpx.Client:
+    """This thread's client, made by its first call; closed when the thread ends."""
+    held = getattr(_threads, "held", None)
+    if held is None:
+        held = _threads.held = _ThreadClient()
+    return held.client
+
+
+def close_thread_client() -> None:
+    """Close this thread's client, if it has one; its next call makes a new one."""
+    held = _threads.__dict__.pop("held", None)
+    if held is not None:
+        held.close()
+
+
+def _forget_clients() -> None:
+    # In a forked child the parent's clients (their sockets shared with the parent) are not used:
+    # each thread makes its own again.
+    global _threads
+    _threads = threading.local()
+
+
+os.register_at_fork(after_in_child=_forget_clients)
 
 
 _ssl_lock = threading.Lock()
@@ -59,13 +108,22 @@ def send(method: str, url: str, *, json: dict | None = None, headers: dict | Non
          params: dict | None = None) -> httpx.Response:
     """Send one request; return a 2xx response or raise the classified outcome error."""
     try:
-        with client() as http:
-            response = http.request(method, url, json=json, headers=headers, params=params)
+        response = _request(method, url, json=json, headers=headers, params=params)
     except NOT_SENT as exc:
         raise TransientError(f"{type(exc).__name__}: the request did not reach {_host(url)}") from exc
     except MAYBE_SENT as exc:
         raise AmbiguousError(f"{type(exc).__name__}: no answer from {_host(url)}") from exc
     return classify_response(response)
+
+
+def _request(method: str, url: str, **kwargs) -> httpx.Response:
+    http = thread_client()
+    try:
+        return http.request(method, url, timeout=settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS, **kwargs)
+    except BaseException:
+        # Whatever the failure left in the pool (a connection cut mid-answer) goes with the client.
+        close_thread_client()
+        raise
 
 
 def classify_response(response: httpx.Response) -> httpx.Response:

@@ -11,7 +11,7 @@ reference up before anything is sent again.
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, StringConstraints
@@ -37,9 +37,9 @@ class RecordData(BaseModel):
 class StandinRecordAction(ActionDefinition):
     """Creates one record at the stand-in destination per request version."""
 
-    schema = RecordData
+    schema: ClassVar[type[BaseModel]] = RecordData
     identity_fields = ("request_id", "version")
-    fingerprint_fields = ("request_id", "version", "summary", "owner")
+    fingerprint_fields: ClassVar[tuple[str, ...]] = ("request_id", "version", "summary", "owner")
     external = True
     max_attempts = 5
     backoff_base_seconds = 2.0

@@ -3,7 +3,7 @@
 older ones that have not run, and an older one arriving after a newer one is answered ``stale``."""
 
 from datetime import timedelta
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -11,7 +11,8 @@ from ledger.actions.base import ActionDefinition, register
 from ledger.actions.fields import RequestId, Version
 from ledger.outcomes import Success
 
-STATUSES = ("received", "in_review", "approved", "closed")
+Status = Literal["received", "in_review", "approved", "closed"]
+STATUSES = get_args(Status)
 
 
 class UpdateStatusData(BaseModel):
@@ -19,7 +20,7 @@ class UpdateStatusData(BaseModel):
 
     request_id: RequestId
     version: Version
-    status: Literal[STATUSES]
+    status: Status
 
 
 @register
