@@ -31,7 +31,7 @@ class ORM(orm.ORM):
     announces: a delayed task coming due, a task whose worker died coming back.
     """
 
-    def __init__(self, list_key: str = None):
+    def __init__(self, list_key: str | None = None):
         super().__init__(list_key=list_key)
         self._listening_on = None  # the psycopg connection that LISTENs (a new one must LISTEN again)
 

@@ -182,7 +182,8 @@ def keep_leases(remaining: list[Operation], *, worker: str) -> None:
     """
     lease = timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
     now = timezone.now()
-    if not remaining or now < min(operation.lease_expires_at for operation in remaining) - lease / 2:
+    # A claimed operation always has a lease (its expiry is set by the claim).
+    if not remaining or now < min(op.lease_expires_at for op in remaining if op.lease_expires_at) - lease / 2:
         return
     update_held(remaining, lease_expires_at=now + lease)
     for operation in remaining:

@@ -133,6 +133,7 @@ def _perform_external(operation: Operation, action: ActionDefinition, *, worker:
     call = begin_call(operation, action, worker=worker)
     if call is None:
         return
+    outcome: Success | Exception
     try:
         outcome = action.perform(operation)  # outside any transaction: this is the network call
     except Exception as exc:  # noqa: BLE001  classified in record_failure

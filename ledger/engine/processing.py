@@ -174,7 +174,7 @@ class _Batch:
         in_flight: dict[Future, Call] = {}
         with ThreadPoolExecutor(max_workers=min(limit, len(operations)), thread_name_prefix="ledger-call") as pool:
             while queue or in_flight:
-                wave = []
+                wave: list[Operation] = []
                 while queue and len(in_flight) + len(wave) < limit:
                     operation = queue.popleft()
                     if needs_approval(operation, get_action(operation.action)):
