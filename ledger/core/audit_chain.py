@@ -128,12 +128,14 @@ def verify_chains(*, chunk: int = 2000) -> Verification:
 # One chunk of a chain in id order, each event with the hash the database computes for it now
 # (``expected``): ``ledger_audit_hash`` of its row and, beside it, the fields of the key its
 # ``hash_key`` names (%(keys)s: ``key_fields`` of every configured key, by id); ``known`` is false,
-# and nothing is hashed, for a key not configured. Events of before chaining have no hash.
+# and nothing is hashed, for a key not configured. Events of before chaining have no hash. The row
+# is built in the inner query, once: ledger_audit_hash is inlined, and an expression given to it
+# is computed again for each field it reads (a chain of 20,000 events took 3.3 s to verify, not 1.3 s).
 _CHUNK = """
-SELECT id, prev_hash, hash, hash_key, beside IS NOT NULL AS known,
-       CASE WHEN hash <> '' AND beside IS NOT NULL THEN ledger_audit_hash(event || beside) END AS expected
-FROM (SELECT e.id, e.prev_hash, e.hash, e.hash_key, to_jsonb(e) AS event,
-             CASE WHEN e.hash_key = '' THEN '{}'::jsonb ELSE %(keys)s::jsonb -> e.hash_key END AS beside
+SELECT id, prev_hash, hash, hash_key, known, CASE WHEN hash <> '' AND known THEN ledger_audit_hash(event) END
+FROM (SELECT e.id, e.prev_hash, e.hash, e.hash_key,
+             e.hash_key = '' OR (%(keys)s::jsonb -> e.hash_key) IS NOT NULL AS known,
+             to_jsonb(e) || coalesce(%(keys)s::jsonb -> e.hash_key, '{}') AS event
       FROM ledger_auditevent e
       WHERE {chain} AND e.id > %(after)s ORDER BY e.id LIMIT %(chunk)s) AS chunk
 ORDER BY id
