@@ -9,10 +9,12 @@ from collections import Counter
 import pytest
 from django.db import connection
 
+from ledger.intake import submit as intake
 from ledger.models import AuditEvent, Conflict, Delivery, Operation
 from tests.conftest import event
 
 THREADS = 32
+
 
 def submit_together(workspace, bodies):
     """Submit each body from its own thread, all released at once; return outcomes and exceptions."""
@@ -23,7 +25,7 @@ def submit_together(workspace, bodies):
     def submit(body):
         try:
             barrier.wait()
-            result = submit.submit_event(workspace=workspace, raw=body, source="api")
+            result = intake.submit_event(workspace=workspace, raw=body, source="api")
             with lock:
                 outcomes.append(result.outcome)
         except Exception as exc:  # noqa: BLE001  (collected and asserted on below)
