@@ -87,7 +87,7 @@ def purge(*, as_of: datetime | None = None, dry_run: bool = False, chunk: int = 
 
     ``dry_run`` counts what would change and changes nothing. ``progress`` hears a line per chunk.
     Each workspace that changed gets an audit event with its counts; the run leaves a heartbeat.
-    On PostgreSQL the tables are vacuumed after a run that deleted or redacted rows (outside any
+    The tables are vacuumed after a run that deleted or redacted rows (outside any
     transaction), since a purge is the one writer that leaves many dead rows at once.
     """
     as_of = as_of or timezone.now()
@@ -110,7 +110,7 @@ def purge(*, as_of: datetime | None = None, dry_run: bool = False, chunk: int = 
         report.samples_forgotten = dashboard.forget_samples(before=as_of - dashboard.KEEP)
         Heartbeat.objects.update_or_create(name="purge", defaults={"beat_at": timezone.now(), "detail": {
             name: report.total(name) for name in ("redacted", "deleted", "refused_deliveries", "skipped_chunks")}})
-        if vacuum and connection.vendor == "postgresql" and not connection.in_atomic_block and (
+        if vacuum and not connection.in_atomic_block and (
                 report.total("redacted") or report.total("deleted") or report.total("refused_deliveries")
                 or report.samples_forgotten):
             with connection.cursor() as cursor:

@@ -36,7 +36,7 @@ class PrepareBrief(ActionDefinition):
     def perform_many(self, operations):
         # Runs inside the transaction that records `succeeded`; the one-to-one from draft to
         # operation makes a second draft impossible even if two workers raced here. One INSERT
-        # for all of them (it returns the new ids, on PostgreSQL and on SQLite).
+        # for all of them (it returns the new ids).
         from ledger.models import ReviewDraft
 
         drafts = ReviewDraft.objects.bulk_create([

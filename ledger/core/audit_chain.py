@@ -10,16 +10,16 @@ Events hashed before keys (``hash_key`` "") keep their unkeyed SHA-256 and verif
 a keyed event breaks the chain. Only the end of a chain can be cut off unseen: ``ledger.core.audit_heads``
 exports the heads elsewhere and holds the database to them.
 
-Appending locks the chain until the transaction commits, so a chain's events are written one
-transaction at a time and their ids increase along it: PostgreSQL with a transaction-scoped
-advisory lock per chain, SQLite by its single writer.
+Hashing exists once, in the database (``ledger_audit_hash``, migrations 0009 and 0030): appends
+(``ledger_audit_append`` and the functions that append in SQL) and ``verify_chains`` call it with
+the same JSON row, the event's columns and the key beside them (``keyed``, ``key_fields``).
+
+Appending locks the chain until the transaction commits (a transaction-scoped advisory lock per
+chain), so a chain's events are written one transaction at a time and their ids increase along it.
 """
 
-import hashlib
-import hmac
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -30,7 +30,6 @@ from ledger.models import AuditEvent
 
 # The high 32 bits of the advisory lock keys of audit chains ("AUDT"), the low ones the workspace id.
 _LOCK_NAMESPACE = 0x41554454 << 32
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def append(events: list[AuditEvent]) -> list[AuditEvent]:
@@ -47,27 +46,11 @@ def append(events: list[AuditEvent]) -> list[AuditEvent]:
         event.created_at = event.created_at or now
         event.hash_key = settings.OPSCONSOLE_AUDIT_KEY_ID
         chains.setdefault(event.workspace_id, []).append(event)
-    in_database = connection.vendor == "postgresql"
     with transaction.atomic(savepoint=False):
         # Sorted, so two transactions that append to the same chains cannot deadlock.
         for workspace_id in sorted(chains, key=lambda key: key or 0):
-            if in_database:
-                _append_in_database(workspace_id, chains[workspace_id])
-            else:
-                _chain_here(workspace_id, chains[workspace_id])
-        if not in_database:
-            AuditEvent.objects.bulk_create(events)
+            _append_in_database(workspace_id, chains[workspace_id])
     return events
-
-
-def _chain_here(workspace_id: int | None, events: list[AuditEvent]) -> None:
-    """SQLite: hash one chain's events in Python after its head (its single writer is the lock)."""
-    previous = (AuditEvent.objects.filter(workspace_id=workspace_id).exclude(hash="")
-                .order_by("-id").values_list("hash", flat=True).first() or "")
-    for event in events:
-        event.prev_hash = previous
-        event.hash = event_hash(event)
-        previous = event.hash
 
 
 def _append_in_database(workspace_id: int | None, events: list[AuditEvent]) -> None:
@@ -86,43 +69,21 @@ def _append_in_database(workspace_id: int | None, events: list[AuditEvent]) -> N
 def keyed(row: dict) -> dict:
     """An audit event's row (as ``ledger.core.rows.model_row`` writes it, for a PostgreSQL function to
     insert) to be hashed under the current key: its id, and its secret beside the columns for
-    ``ledger_audit_hash`` (migration 0030). ``jsonb_populate_record`` leaves the secret out of the
-    row: it is never stored."""
-    return row | {"hash_key": settings.OPSCONSOLE_AUDIT_KEY_ID, "audit_key": settings.OPSCONSOLE_AUDIT_KEY}
+    ``ledger_audit_hash`` (migration 0030)."""
+    return row | key_fields(settings.OPSCONSOLE_AUDIT_KEY_ID)
+
+
+def key_fields(key_id: str) -> dict:
+    """What travels beside an event's columns for ``ledger_audit_hash`` to hash it under the audit
+    key ``key_id`` names (one of ``audit_keys``). ``jsonb_populate_record`` leaves the secret out of
+    the row: it is never stored. Appends and ``verify_chains`` both send it, so an event is hashed
+    the same way when it is written and when it is checked."""
+    return {"hash_key": key_id, "audit_key": audit_keys()[key_id]}
 
 
 def audit_keys() -> dict[str, str]:
     """Every configured audit key by id: the current one and the retired ones still verified."""
     return settings.OPSCONSOLE_AUDIT_OLD_KEYS | {settings.OPSCONSOLE_AUDIT_KEY_ID: settings.OPSCONSOLE_AUDIT_KEY}
-
-
-class UnknownKey(LookupError):
-    pass
-
-
-def event_hash(event: AuditEvent, keys: dict[str, str] | None = None) -> str:
-    """The HMAC-SHA256, under the key ``event.hash_key`` names (of ``keys``, default all configured),
-    of the event's content and its predecessor's hash (its id is not part of it); the plain SHA-256
-    for an event of before keys (``hash_key`` ""). Raises ``UnknownKey`` for a key not configured.
-
-    Each field is written as its length in UTF-8 bytes, a colon and its text (ids as numbers, ""
-    when none, the time as microseconds since 1970), so no two events share an encoding; on
-    PostgreSQL, appends compute the same in SQL (``ledger_audit_hash``, migrations 0009 and 0030).
-    """
-    fields = [event.prev_hash, _text(event.workspace_id), _text(event.operation_id), _text(event.attempt_id),
-              event.actor, event.kind, event.from_state, event.to_state, event.error_category, event.message,
-              str((event.created_at - _EPOCH) // timedelta(microseconds=1))]
-    encoded = "".join(f"{len(value.encode())}:{value}" for value in fields).encode()
-    if not event.hash_key:
-        return hashlib.sha256(encoded).hexdigest()
-    key = (audit_keys() if keys is None else keys).get(event.hash_key)
-    if key is None:
-        raise UnknownKey(event.hash_key)
-    return hmac.new(key.encode(), encoded, hashlib.sha256).hexdigest()
-
-
-def _text(value) -> str:
-    return "" if value is None else str(value)
 
 
 def chain_lock_key(workspace_id: int | None) -> int:
@@ -164,33 +125,70 @@ def verify_chains(*, chunk: int = 2000) -> Verification:
     return report
 
 
-def _verify_chain(chain: Chain, *, chunk: int) -> BrokenLink | None:
-    previous, last_id, keyed, keys = None, 0, False, audit_keys()
+# One chunk of a chain in id order, each event with the hash the database computes for it now
+# (``expected``): ``ledger_audit_hash`` of its row and, beside it, the fields of the key its
+# ``hash_key`` names (%(keys)s: ``key_fields`` of every configured key, by id); ``known`` is false,
+# and nothing is hashed, for a key not configured. Events of before chaining have no hash. The row
+# is built in the inner query, once: ledger_audit_hash is inlined, and an expression given to it
+# is computed again for each field it reads (a chain of 20,000 events took 3.3 s to verify, not 1.3 s).
+_CHUNK = """
+SELECT id, prev_hash, hash, hash_key, known, CASE WHEN hash <> '' AND known THEN ledger_audit_hash(event) END
+FROM (SELECT e.id, e.prev_hash, e.hash, e.hash_key,
+             e.hash_key = '' OR (%(keys)s::jsonb -> e.hash_key) IS NOT NULL AS known,
+             to_jsonb(e) || coalesce(%(keys)s::jsonb -> e.hash_key, '{}') AS event
+      FROM ledger_auditevent e
+      WHERE {chain} AND e.id > %(after)s ORDER BY e.id LIMIT %(chunk)s) AS chunk
+ORDER BY id
+"""
+
+
+@dataclass
+class _Link:
+    id: int
+    prev_hash: str
+    hash: str
+    hash_key: str
+    known: bool
+    expected: str | None
+
+
+def _chunks(workspace_id: int | None, *, chunk: int):
+    """The chain's events with their expected hashes, ``chunk`` at a time, in id order."""
+    keys = dumps({key_id: key_fields(key_id) for key_id in audit_keys()})
+    # Two forms, so that each reads the chain's index (workspace, id).
+    sql = _CHUNK.replace("{chain}", "e.workspace_id IS NULL" if workspace_id is None else "e.workspace_id = %(chain)s")
+    after = 0
     while True:
-        rows = list(AuditEvent.objects.filter(workspace_id=chain.workspace_id, id__gt=last_id).order_by("id")[:chunk])
-        if not rows:
-            return None
-        for event in rows:
-            last_id = event.id
+        with connection.cursor() as cursor:
+            cursor.execute(sql, {"keys": keys, "chain": workspace_id, "after": after, "chunk": chunk})
+            links = [_Link(*row) for row in cursor.fetchall()]
+        if not links:
+            return
+        yield links
+        after = links[-1].id
+
+
+def _verify_chain(chain: Chain, *, chunk: int) -> BrokenLink | None:
+    previous, keyed_before = None, False
+    for links in _chunks(chain.workspace_id, chunk=chunk):
+        for link in links:
             chain.events += 1
-            if not event.hash:
+            if not link.hash:
                 if previous is not None:
-                    return BrokenLink(chain.workspace_id, event.id, "has no hash, after chained events")
+                    return BrokenLink(chain.workspace_id, link.id, "has no hash, after chained events")
                 chain.unchained += 1
                 continue
-            expected_prev = previous or ""
-            if event.prev_hash != expected_prev:
-                return BrokenLink(chain.workspace_id, event.id,
+            if link.prev_hash != (previous or ""):
+                return BrokenLink(chain.workspace_id, link.id,
                                   "does not follow the event before it (an event was removed or inserted)")
-            if keyed and not event.hash_key:
-                return BrokenLink(chain.workspace_id, event.id, "is hashed without a key after keyed events "
-                                                                "(rewritten by someone without the audit key)")
-            keyed = keyed or bool(event.hash_key)
-            try:
-                expected = event_hash(event, keys)
-            except UnknownKey:
-                return BrokenLink(chain.workspace_id, event.id, f"is hashed under audit key id {event.hash_key!r}, "
+            if keyed_before and not link.hash_key:
+                return BrokenLink(chain.workspace_id, link.id, "is hashed without a key after keyed events "
+                                                               "(rewritten by someone without the audit key)")
+            keyed_before = keyed_before or bool(link.hash_key)
+            if not link.known:
+                return BrokenLink(chain.workspace_id, link.id, f"is hashed under audit key id {link.hash_key!r}, "
                                   "which is not configured (OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_OLD_KEYS)")
-            if expected != event.hash:
-                return BrokenLink(chain.workspace_id, event.id, "was changed after it was written")
-            previous = chain.head = event.hash
+            if link.expected != link.hash:
+                return BrokenLink(chain.workspace_id, link.id, "was changed after it was written")
+            previous = chain.head = link.hash
+    return None

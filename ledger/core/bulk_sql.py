@@ -5,11 +5,9 @@ from django.db import connection
 
 
 def update_each(model, pks: list, *, match: dict[str, list], each: dict[str, list], same: dict,
-                 where: dict, where_in: dict[str, list] | None = None, increment: tuple[str, ...] = ()) -> int:
-    """``UPDATE .. FROM (VALUES ..)``, on PostgreSQL and on SQLite (3.33 and later): each row,
-    found by its pk and the ``match`` columns (and the ``where`` values, and a value among each
-    ``where_in`` list), gets its own ``each`` values and the ``same`` ones; ``increment`` columns
-    grow by one."""
+                 where: dict) -> int:
+    """``UPDATE .. FROM (VALUES ..)``: each row, found by its pk and the ``match`` columns (and
+    the ``where`` values), gets its own ``each`` values and the ``same`` ones."""
     if not pks:
         return 0
     quote = connection.ops.quote_name
@@ -17,27 +15,21 @@ def update_each(model, pks: list, *, match: dict[str, list], each: dict[str, lis
     field = model._meta.get_field
     keys = [model._meta.pk, *map(field, match)]
     columns = [*keys, *map(field, each)]
-    # Both databases name the columns of a VALUES list column1, column2, ...
+    # PostgreSQL names the columns of a VALUES list column1, column2, ...
     held = {column: f"held.column{index}" for index, column in enumerate(columns, start=1)}
     assignments = [f"{quote(field(name).column)} = %s" for name in same]
     assignments += [f"{quote(column.column)} = {held[column]}" for column in columns[len(keys):]]
-    assignments += [f"{quote(field(name).column)} = {table}.{quote(field(name).column)} + 1" for name in increment]
     params = [field(name).get_db_prep_save(value, connection) for name, value in same.items()]
     rows = []
     # PostgreSQL types a VALUES column from its values: a column of NULLs alone would be text,
     # which a jsonb column does not take. The first row names each column's type.
-    typed = [f"%s::{column.db_type(connection)}" if connection.vendor == "postgresql" else "%s"
-             for column in columns]
+    typed = [f"%s::{column.db_type(connection)}" for column in columns]
     for row in zip(pks, *match.values(), *each.values(), strict=True):
         rows.append("(" + ", ".join(typed if not rows else ["%s"] * len(row)) + ")")
         params += [column.get_db_prep_save(value, connection) for column, value in zip(columns, row, strict=True)]
     conditions = [f"{table}.{quote(column.column)} = {held[column]}" for column in keys]
     conditions += [f"{table}.{quote(field(name).column)} = %s" for name in where]
     params += [field(name).get_db_prep_save(value, connection) for name, value in where.items()]
-    for name, values in (where_in or {}).items():
-        conditions.append(f"{table}.{quote(field(name).column)} IN ({', '.join(['%s'] * len(values))})")
-        params += [field(name).get_db_prep_save(value, connection) for value in values]
-    # Not WITH .. UPDATE: sqlite3 reports no rowcount for a statement that does not begin with UPDATE.
     sql = (f"UPDATE {table} SET {', '.join(assignments)} FROM (VALUES {', '.join(rows)}) AS held "
            f"WHERE {' AND '.join(conditions)}")
     with connection.cursor() as cursor:

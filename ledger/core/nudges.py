@@ -1,9 +1,9 @@
 """Waking the worker cluster: processing tasks now or at a given time, and reconciliation of one
 operation when its next lookup is due.
 
-Services call these from ``transaction.on_commit``; intake calls ``request_processing`` inside its
-transaction, and it enqueues on commit too. Tasks are named by dotted path, so this module imports
-no task code and sits below everything that nudges (docs/design.md section 7).
+Services call these from ``transaction.on_commit``; ``request_processing`` is called inside the
+transaction that makes work due, and it enqueues on commit too. Tasks are named by dotted path, so
+this module imports no task code and sits below everything that nudges (docs/design.md section 7).
 """
 
 import math
@@ -34,9 +34,9 @@ def request_processing(*, accepted: int) -> None:
     processing task is enqueued and has not begun: it deletes the row first thing, then claims.
     This transaction holds a KEY SHARE lock on that row until it commits, so the task's DELETE
     waits for it and its claim then sees this transaction's work. With no row, this transaction
-    inserts one and enqueues the task once it commits (``wake``). On PostgreSQL intake does the
-    same inside ``ledger_reserve`` (``ledger_take_wakeup``, ``intake/sql/take_wakeup.sql``) and calls
-    ``wake`` with what it found.
+    inserts one and enqueues the task once it commits (``wake``). Intake does the same inside
+    ``ledger_reserve`` (``ledger_take_wakeup``, ``intake/sql/take_wakeup.sql``) and calls ``wake``
+    with what it found.
     """
     if not _pending_wakeup():
         if _claim_wakeup():
@@ -59,9 +59,8 @@ def wake(*, accepted: int, took_wakeup: bool) -> None:
 
 
 def _pending_wakeup() -> bool:
-    lock = " FOR KEY SHARE" if connection.vendor == "postgresql" else ""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT 1 FROM {Wakeup._meta.db_table} WHERE name = %s{lock}", [WAKEUP])
+        cursor.execute(f"SELECT 1 FROM {Wakeup._meta.db_table} WHERE name = %s FOR KEY SHARE", [WAKEUP])
         return cursor.fetchone() is not None
 
 

@@ -137,7 +137,7 @@ def erase_values(*, workspace: Workspace, field: str, value: str, user, reason: 
     """Replace ``value`` of ``field`` by ``REDACTED`` wherever the workspace holds it: operation
     payloads and results, conflicts' incoming payloads and differences. Keys and fingerprints stay,
     so a redelivery of an erased event is still a duplicate. One transaction, the rows locked
-    (``FOR UPDATE``; SQLite's one writer), with one audit event naming the field, the counts and
+    (``FOR UPDATE``), with one audit event naming the field, the counts and
     the reason, never the value.
 
     ``value`` comes as text (a command line): a stored number matches its digits. ``user`` needs
@@ -163,8 +163,8 @@ def erase_values(*, workspace: Workspace, field: str, value: str, user, reason: 
         # chain (appended last).
         operations = list(_holding(Operation.objects.filter(workspace=workspace), ("payload", "result"), field,
                                    candidates).select_for_update().order_by("pk"))
-        # A conflict's differences are a list, which SQLite cannot search inside: every conflict
-        # that differs on the field is read, and the value looked for here.
+        # A conflict's differences are a list of fields: every conflict that differs on the
+        # field is read, and the value looked for here.
         conflicts = _holding(Conflict.objects.filter(operation__workspace=workspace), ("incoming_payload",), field,
                              candidates, also=Q(differences__icontains=f'"{field}"'))
         conflicts = list(conflicts.select_related("operation").select_for_update(of=("self",)).order_by("pk"))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Exists, Min, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -69,8 +69,8 @@ def waiting() -> Q:
 
 @contextmanager
 def read_in_index_order():
-    """On PostgreSQL, plan the statements inside without an explicit sort, in a transaction (the
-    caller's, if any): for the reads of a backlog in the order of an index made for them.
+    """Plan the statements inside without an explicit sort, in a transaction (the caller's, if
+    any): for the reads of a backlog in the order of an index made for them.
 
     The claim wants the first due operations in arrival order, the age of the oldest due operation
     the first of them, the service levels a range per action. Read along their indexes
@@ -81,9 +81,6 @@ def read_in_index_order():
     through every finished operation before the backlog (77 ms behind 300,000 of them). Without the
     sort, the index is the cheapest order.
     """
-    if connection.vendor != "postgresql":
-        yield
-        return
     with transaction.atomic(savepoint=False):
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_sort = off")
@@ -118,21 +115,17 @@ def oldest_due_by_action(operations, actions) -> dict[str, datetime]:
     ones) became due: its arrival, or the time of the next attempt a retry put it off to. Actions
     none of whose operations is due are left out.
 
-    On PostgreSQL each action's is the first entry of its range of ``operation_due_since_idx``
+    Each action's is the first entry of its range of ``operation_due_since_idx``
     (action, that time) that is due: one read per action that stops at its first match (the ones
     not yet due come after every due one), all in one statement. A minimum over the due rows
     instead read every one of them: 1.5 s behind a day's backlog of 100,000."""
     if not actions:
         return {}
     waited = operations.order_by().annotate(since=due_since())
-    if connection.features.supports_slicing_ordering_in_compound:
-        firsts = [waited.filter(action=action).order_by("since").values_list("action", "since")[:1]
-                  for action in actions]
-        with read_in_index_order():
-            return dict(firsts[0].union(*firsts[1:], all=True))
-    # SQLite cannot limit the parts of a UNION: one grouped minimum (its databases are small).
-    return dict(waited.filter(action__in=actions).values_list("action").annotate(first=Min("since"))
-                .values_list("action", "first"))
+    firsts = [waited.filter(action=action).order_by("since").values_list("action", "since")[:1]
+              for action in actions]
+    with read_in_index_order():
+        return dict(firsts[0].union(*firsts[1:], all=True))
 
 
 AT_RISK_SHARE = 0.8  # past this share of its service level, an unfinished operation is at risk

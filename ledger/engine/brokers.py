@@ -1,5 +1,5 @@
 """django-q2 brokers that can also deliver a task later (django-q2 has no delay of its own), and
-whose ORM broker on PostgreSQL takes a new task at once instead of at its next poll.
+whose ORM broker takes a new task at once instead of at its next poll.
 
 A retry due in 40 seconds should run in 40 seconds, not when the one-minute sweep next looks.
 ``settings.Q_CLUSTER["broker_class"]`` names one of these; ``ledger.core.nudges.enqueue_at`` uses
@@ -25,7 +25,7 @@ class ORM(orm.ORM):
 
     django-q2's ORM broker sleeps its ``poll`` (0.1 s) whenever it finds the queue empty, so a task
     enqueued into an idle cluster waited 50 ms on average before a worker saw it, and so did the
-    first claim of a resumed backlog and each follow-up. On PostgreSQL this one waits on LISTEN
+    first claim of a resumed backlog and each follow-up. This one waits on LISTEN
     instead: a task's insert notifies (a trigger, so every process that enqueues does), and the
     pusher takes it within a millisecond. The poll stays the longest wait, for what no insert
     announces: a delayed task coming due, a task whose worker died coming back.
@@ -40,8 +40,8 @@ class ORM(orm.ORM):
 
     def dequeue(self):
         connection = connections[Conf.ORM]
-        if connection.vendor != "postgresql" or not transaction.get_autocommit(using=Conf.ORM):
-            # Elsewhere, or inside a transaction (where a notification would wait for its end).
+        if not transaction.get_autocommit(using=Conf.ORM):
+            # Inside a transaction, a notification would wait for its end.
             return super().dequeue()
         queue = self.get_connection()  # closes a connection past its age, as django-q2's broker does
         listener = self._listen(connection)

@@ -88,9 +88,8 @@ def _claim_in_one_transaction(*, limit: int, worker: str, now: datetime, finish_
 
 def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
     lease_expires_at = now + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
-    # The rows are locked (PostgreSQL) or the whole database is (SQLite's IMMEDIATE
-    # transaction), so one guarded UPDATE for the batch is the compare-and-set, and each
-    # row's new token is its old one plus one.
+    # The rows are locked, so one guarded UPDATE for the batch is the compare-and-set, and
+    # each row's new token is its old one plus one.
     changed = Operation.objects.filter(pk__in=[op.pk for op in operations], state__in=CLAIMABLE_STATES).update(
         state=State.PROCESSING, attempts=F("attempts") + 1, fencing_token=F("fencing_token") + 1,
         lease_owner=worker, lease_expires_at=lease_expires_at, updated_at=now,

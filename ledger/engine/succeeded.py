@@ -17,7 +17,7 @@ from ledger.engine.attempts import attempt_number
 from ledger.engine.fencing import StaleClaim, restore, snapshot, update_held
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import Success
-from ledger.states import CLAIMABLE_STATES, State
+from ledger.states import State
 
 
 def record_success(operation, success: Success, *, attempt, worker, token) -> None:
@@ -81,16 +81,15 @@ def record_claimed_successes(operations: list[Operation], successes: list[Succes
     due (locked) until the commit, then succeeded. Raises StaleClaim when any row was not claimable
     under its token (the caller's savepoint then undoes the set, effects included).
 
-    On PostgreSQL the UPDATE, the Attempts and the audit events are one statement
-    (``ledger_finish_claimed``, ``engine/sql/finish_claimed.sql``); elsewhere they are written here."""
+    The UPDATE, the Attempts and the audit events are one statement (``ledger_finish_claimed``,
+    ``engine/sql/finish_claimed.sql``)."""
     before = [(operation, snapshot(operation)) for operation in operations]
     digests = configuration.digests_for(operations)
-    write = _finish_claimed_in_database if connection.vendor == "postgresql" else _finish_claimed_here
     try:
         # Lock order (docs/architecture.md): the tallies' rows before the audit chain, which the
         # write takes last (the operations' rows are the claim's since it found them).
         tallies.count_successes(operations, now)
-        write(operations, successes, digests, worker=worker, now=now)
+        _finish_claimed_in_database(operations, successes, digests, worker=worker, now=now)
     except BaseException:
         for operation, values in before:
             restore(operation, values)
@@ -121,33 +120,6 @@ def _finish_claimed_in_database(operations, successes, digests, *, worker, now) 
     for operation in operations:
         operation.attempts += 1
         operation.fencing_token += 1
-
-
-def _finish_claimed_here(operations, successes, digests, *, worker, now) -> None:
-    from_states = [operation.state for operation in operations]
-    changed = update_each(
-        Operation, [operation.pk for operation in operations],
-        match={"fencing_token": [operation.fencing_token for operation in operations]},
-        each={"result": [success.result for success in successes],
-              "external_id": [success.external_id for success in successes]},
-        same={"state": State.SUCCEEDED, "updated_at": now, "lease_owner": "", "lease_expires_at": None,
-              "next_attempt_at": None, "last_error_category": "", "last_error_message": ""},
-        where={}, increment=("attempts", "fencing_token"), where_in={"state": sorted(CLAIMABLE_STATES)})
-    if changed != len(operations):
-        raise StaleClaim
-    for operation in operations:
-        operation.attempts += 1
-        operation.fencing_token += 1
-    attempts = _ok_attempts(operations, successes, digests, worker=worker, started_at=now, now=now)
-    events = []
-    for operation, from_state, attempt in zip(operations, from_states, attempts, strict=True):
-        events.append(AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker,
-                                 kind="claimed", from_state=from_state, to_state=State.PROCESSING,
-                                 message=f"claim {operation.fencing_token}", created_at=now))
-        events.append(AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker,
-                                 kind="succeeded", from_state=State.PROCESSING, to_state=State.SUCCEEDED,
-                                 attempt=attempt, created_at=now))
-    audit_chain.append(events)
 
 
 def _ok_attempts(operations: list[Operation], successes: list[Success], digests: list[str | None], *,

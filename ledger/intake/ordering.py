@@ -86,11 +86,9 @@ def stale_error(version: int, newer: int) -> dict:
 
 
 def _lock(workspace, series: str) -> None:
-    # SQLite has one writer at a time, and its transaction is that writer's: nothing to lock.
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s::integer, hashtext(%s))",
-                           [_LOCK_NAMESPACE, f"{workspace.pk}:{series}"])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s::integer, hashtext(%s))",
+                       [_LOCK_NAMESPACE, f"{workspace.pk}:{series}"])
 
 
 def _supersede_older(workspace_id: int, newest: reservation.Event, *, actor: str) -> None:

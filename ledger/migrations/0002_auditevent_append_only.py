@@ -1,8 +1,7 @@
 """Audit events are append-only in the database itself, not only in the ORM.
 
 PostgreSQL refuses UPDATE and DELETE by trigger (TRUNCATE, used to reset test databases, stays
-possible for the table owner). SQLite refuses UPDATE; DELETE stays possible there because Django's
-test flush empties tables with DELETE, and the ORM refuses deletes anyway.
+possible for the table owner).
 """
 
 from django.db import migrations
@@ -21,13 +20,6 @@ POSTGRES_DOWN = """
 DROP TRIGGER IF EXISTS ledger_auditevent_append_only ON ledger_auditevent;
 DROP FUNCTION IF EXISTS ledger_audit_append_only();
 """
-SQLITE_UP = """
-CREATE TRIGGER ledger_auditevent_append_only BEFORE UPDATE ON ledger_auditevent
-BEGIN
-    SELECT RAISE(ABORT, 'ledger_auditevent is append-only: UPDATE refused');
-END;
-"""
-SQLITE_DOWN = "DROP TRIGGER IF EXISTS ledger_auditevent_append_only;"
 
 
 def _run(sql_by_vendor):
@@ -43,7 +35,7 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunPython(
-            _run({"postgresql": POSTGRES_UP, "sqlite": SQLITE_UP}),
-            _run({"postgresql": POSTGRES_DOWN, "sqlite": SQLITE_DOWN}),
+            _run({"postgresql": POSTGRES_UP}),
+            _run({"postgresql": POSTGRES_DOWN}),
         ),
     ]

@@ -3,20 +3,6 @@
 import django.utils.timezone
 from django.db import migrations, models
 
-# SQLite rebuilds a table to alter a column, and the rebuild drops its triggers: put the
-# append-only trigger of 0002 back (PostgreSQL alters in place and keeps it).
-SQLITE_TRIGGER = """
-CREATE TRIGGER IF NOT EXISTS ledger_auditevent_append_only BEFORE UPDATE ON ledger_auditevent
-BEGIN
-    SELECT RAISE(ABORT, 'ledger_auditevent is append-only: UPDATE refused');
-END;
-"""
-
-
-def restore_sqlite_trigger(apps, schema_editor):
-    if schema_editor.connection.vendor == "sqlite":
-        schema_editor.execute(SQLITE_TRIGGER, params=None)
-
 
 class Migration(migrations.Migration):
 
@@ -44,5 +30,4 @@ class Migration(migrations.Migration):
             model_name='auditevent',
             index=models.Index(fields=['workspace', 'id'], name='audit_chain_idx'),
         ),
-        migrations.RunPython(restore_sqlite_trigger, migrations.RunPython.noop),
     ]

@@ -204,21 +204,6 @@ $$;
 """
 
 
-# SQLite rebuilds a table to alter a column, and the rebuild drops its triggers: put the
-# append-only trigger of 0002 back (PostgreSQL alters in place and keeps it).
-SQLITE_TRIGGER = """
-CREATE TRIGGER IF NOT EXISTS ledger_auditevent_append_only BEFORE UPDATE ON ledger_auditevent
-BEGIN
-    SELECT RAISE(ABORT, 'ledger_auditevent is append-only: UPDATE refused');
-END;
-"""
-
-
-def restore_sqlite_trigger(apps, schema_editor):
-    if schema_editor.connection.vendor == "sqlite":
-        schema_editor.execute(SQLITE_TRIGGER, params=None)
-
-
 def create_functions(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(AUDIT_HASH, params=None)
@@ -253,6 +238,5 @@ class Migration(migrations.Migration):
             name='workspace',
             field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='operations', to='ledger.workspace'),
         ),
-        migrations.RunPython(restore_sqlite_trigger, migrations.RunPython.noop),
         migrations.RunPython(create_functions, drop_functions),
     ]

@@ -5,20 +5,6 @@ import datetime
 import django.db.models.deletion
 from django.db import migrations, models
 
-# SQLite rebuilds ledger_auditevent to drop its foreign keys, and the rebuild drops its triggers: put
-# the append-only trigger of 0002 back (PostgreSQL alters in place and keeps it).
-SQLITE_TRIGGER = """
-CREATE TRIGGER IF NOT EXISTS ledger_auditevent_append_only BEFORE UPDATE ON ledger_auditevent
-BEGIN
-    SELECT RAISE(ABORT, 'ledger_auditevent is append-only: UPDATE refused');
-END;
-"""
-
-
-def restore_sqlite_trigger(apps, schema_editor):
-    if schema_editor.connection.vendor == "sqlite":
-        schema_editor.execute(SQLITE_TRIGGER, params=None)
-
 
 class Migration(migrations.Migration):
 
@@ -66,5 +52,4 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(condition=models.Q(('workspace__isnull', True)), fields=('action',), name='policy_unique_every_workspace'), models.UniqueConstraint(condition=models.Q(('workspace__isnull', False)), fields=('workspace', 'action'), name='policy_unique_workspace'), models.CheckConstraint(condition=models.Q(('ordering', ''), ('ordering__in', ['independent', 'latest_wins', 'in_order']), _connector='OR'), name='policy_ordering_valid'), models.CheckConstraint(condition=models.Q(models.Q(('payload_retention__isnull', True), ('payload_retention__gt', datetime.timedelta(0)), _connector='OR'), models.Q(('key_retention__isnull', True), ('key_retention__gt', datetime.timedelta(0)), _connector='OR'), models.Q(('gap_wait__isnull', True), ('gap_wait__gt', datetime.timedelta(0)), _connector='OR')), name='policy_windows_positive')],
             },
         ),
-        migrations.RunPython(restore_sqlite_trigger, migrations.RunPython.noop),
     ]

@@ -6,7 +6,6 @@ to 100 events each cost more Python than the rest of the batch. ``ledger_audit_a
 rows as JSON (every column, as ``ledger.rows.model_row`` writes them), locks the chain, reads its
 head, hashes the events along it with ``ledger_audit_hash`` (0009: the same hash as Python's
 ``ledger.audit.event_hash``) and inserts them; it returns each event's id, previous hash and hash, in order.
-SQLite keeps the Python path.
 """
 
 from django.db import migrations

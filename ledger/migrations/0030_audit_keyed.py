@@ -101,21 +101,6 @@ SELECT encode(sha256(convert_to(
 $$;
 """
 
-# SQLite rebuilds a table to add a column, and the rebuild drops its triggers: put the append-only
-# trigger of 0002 back.
-SQLITE_TRIGGER = """
-CREATE TRIGGER IF NOT EXISTS ledger_auditevent_append_only BEFORE UPDATE ON ledger_auditevent
-BEGIN
-    SELECT RAISE(ABORT, 'ledger_auditevent is append-only: UPDATE refused');
-END;
-"""
-
-
-def restore_sqlite_trigger(apps, schema_editor):
-    if schema_editor.connection.vendor == "sqlite":
-        schema_editor.execute(SQLITE_TRIGGER, params=None)
-
-
 def create_functions(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(AUDIT_HASH, params=None)
@@ -149,8 +134,6 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        # Unapplied, SQLite's rebuild that drops the column drops the trigger too: put back after it.
-        migrations.RunPython(migrations.RunPython.noop, restore_sqlite_trigger),
         # The rows already written get "" (hashed before keys); the model's default, the current key
         # id, is for new events only.
         migrations.SeparateDatabaseAndState(
@@ -163,7 +146,6 @@ class Migration(migrations.Migration):
                 field=models.CharField(blank=True, default=ledger.models.audit.current_audit_key_id, max_length=16),
             )],
         ),
-        migrations.RunPython(restore_sqlite_trigger, migrations.RunPython.noop),
         migrations.RunPython(create_functions, restore_functions, elidable=False),
         migrations.RunPython(create_schedule, drop_schedule),
     ]

@@ -202,7 +202,7 @@ class Operation(models.Model):
             models.Index(fields=["action", "last_error_category", "last_error_message", "workspace", "updated_at"],
                          name="operation_failure_idx", condition=Q(state=State.NEEDS_REVIEW)),
         ]
-        # Also, on PostgreSQL only (migration 0007_scale_indexes): search by any part of the request
+        # Also, in migration 0007_scale_indexes: search by any part of the request
         # id (trigram, UPPER(payload->>'request_id')) and by the start of the key (UPPER(key)).
 
     def __str__(self):

@@ -109,7 +109,7 @@ def _dismiss(conflicts: list[Conflict], *, user, reason: str) -> list[Conflict]:
     decided = Conflict.objects.filter(pk__in=[c.pk for c in conflicts], status=OPEN).update(
         status=DISMISSED, decided_by=actor, decided_at=now)
     if decided != len(conflicts):
-        # Only where the database cannot lock rows (SQLite): PostgreSQL holds them since _lock.
+        # Not while _lock holds the rows; the guarded UPDATE still checks rather than trusts it.
         raise ReviewError("Some of these conflicts were decided meanwhile; nothing was changed. Look again.")
     for conflict in conflicts:
         conflict.status, conflict.decided_by, conflict.decided_at = DISMISSED, actor, now

@@ -1,8 +1,8 @@
 """CSV exports: operations and audit events as rows of text, for a spreadsheet.
 
 Rows are produced one at a time from a queryset's ``iterator``, so an export of a million rows
-holds one chunk of them in memory, never the list; the caller streams ``csv_chunks``. On
-PostgreSQL they are read inside a transaction: a server-side cursor declared in autocommit is
+holds one chunk of them in memory, never the list; the caller streams ``csv_chunks``. They are
+read inside a transaction: a server-side cursor declared in autocommit is
 ``WITH HOLD``, which PostgreSQL fills with every row before the first is sent (the whole export
 kept on the server, in temporary files); in a transaction it is read as the rows are written. Every value
 of an operation's payload and result comes through ``privacy.exported``: masked unless the person
@@ -18,16 +18,15 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Iterator
-from contextlib import nullcontext
 from datetime import UTC, datetime
 
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 
 from ledger.actions import UnknownAction, get_action
 from ledger.core import privacy
 
-# How many rows a database round trip fetches (a server-side cursor on PostgreSQL), and how many
+# How many rows a database round trip fetches (a server-side cursor), and how many
 # written rows make one chunk of the response.
 CHUNK_ROWS = 2000
 FLUSH_ROWS = 500
@@ -90,11 +89,9 @@ def audit_rows(events: QuerySet) -> Iterator[list]:
 
 
 def _streamed(queryset: QuerySet) -> Iterator:
-    """The rows of ``queryset``, a chunk at a time; on PostgreSQL in a transaction (above). Not on
-    SQLite, where a transaction (BEGIN IMMEDIATE) would hold the write lock for the whole export.
-    A client that goes away closes the generator, which ends the transaction."""
-    in_transaction = connections[queryset.db].vendor == "postgresql"
-    with transaction.atomic(using=queryset.db) if in_transaction else nullcontext():
+    """The rows of ``queryset``, a chunk at a time, in a transaction (above). A client that goes
+    away closes the generator, which ends the transaction."""
+    with transaction.atomic(using=queryset.db):
         yield from queryset.iterator(chunk_size=CHUNK_ROWS)
 
 

@@ -1,7 +1,7 @@
 """Finding an operation by any id people hold for it (the console's "Find" box): its key, its
 request id, the destination's record id, a sender's delivery or correlation id.
 
-Reads only. Each field is one exact or prefix lookup through its own index on PostgreSQL
+Reads only. Each field is one exact or prefix lookup through its own index
 (operation_key_prefix_idx and operation_request_id_trgm_idx of migration 0007; the record,
 delivery and correlation id indexes of migration 0018), narrowed to the person's workspaces and
 bounded by ``LIMIT``: a lookup costs the same few queries at a million operations as at ten.

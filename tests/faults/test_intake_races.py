@@ -1,7 +1,6 @@
 """Concurrent intake of one key: the database, not the code, decides who reserves it.
 
-32 threads are released together by a barrier, each on its own PostgreSQL connection. SQLite
-serialises writers, so these tests run on PostgreSQL only.
+32 threads are released together by a barrier, each on its own PostgreSQL connection.
 """
 
 import threading
@@ -10,23 +9,11 @@ from collections import Counter
 import pytest
 from django.db import connection
 
+from ledger.intake import submit as intake
 from ledger.models import AuditEvent, Conflict, Delivery, Operation
 from tests.conftest import event
 
 THREADS = 32
-
-SKIP_REASON = (
-    f"the intake race ({THREADS} concurrent submitters of one key) is tested on PostgreSQL only: "
-    "SQLite serialises writers, so it cannot race there and this run does NOT cover it; "
-    "run with DATABASE_URL=postgres://... to test it"
-)
-
-
-@pytest.fixture(autouse=True)
-def race_needs_postgres():
-    """Skips, saying plainly that this run does not cover the intake race, unless on PostgreSQL."""
-    if connection.vendor != "postgresql":
-        pytest.skip(f"{SKIP_REASON} (running on {connection.vendor})")
 
 
 def submit_together(workspace, bodies):
@@ -38,7 +25,7 @@ def submit_together(workspace, bodies):
     def submit(body):
         try:
             barrier.wait()
-            result = submit.submit_event(workspace=workspace, raw=body, source="api")
+            result = intake.submit_event(workspace=workspace, raw=body, source="api")
             with lock:
                 outcomes.append(result.outcome)
         except Exception as exc:  # noqa: BLE001  (collected and asserted on below)

@@ -12,16 +12,10 @@ from ledger.core.selectors import read_in_index_order
 from ledger.engine.claiming import claim_due_operations
 from ledger.models import Operation
 from ledger.states import State
-from tests.conftest import requires_postgres
 from tests.ledger.conftest import submit_brief
 
 FINISHED = 400
 BACKLOG = 60
-
-
-@pytest.fixture
-def postgresql():
-    requires_postgres("for the claim's plan: SQLite has one writer and no planner choice to pin here")
 
 
 def finished_then_a_backlog(workspace):
@@ -53,7 +47,7 @@ def claim_statement(limit: int) -> str:
 
 
 @pytest.mark.parametrize("statistics", ["none", "analysed"])
-def test_a_claim_reads_the_claim_index_and_sorts_nothing(postgresql, workspace, statistics):
+def test_a_claim_reads_the_claim_index_and_sorts_nothing(workspace, statistics):
     finished_then_a_backlog(workspace)
     if statistics == "analysed":
         with connection.cursor() as cursor:
@@ -75,7 +69,7 @@ def test_the_claim_takes_the_oldest_due_operations_first(workspace):
     assert [operation.pk for operation in first + second] == backlog[:40]
 
 
-def test_the_claim_leaves_its_transaction_planning_as_before(postgresql, workspace):
+def test_the_claim_leaves_its_transaction_planning_as_before(workspace):
     submit_brief(workspace)
     with transaction.atomic(), connection.cursor() as cursor:  # a caller's transaction around the claim
         claim_due_operations(limit=5, worker="w1")
@@ -83,15 +77,15 @@ def test_the_claim_leaves_its_transaction_planning_as_before(postgresql, workspa
         assert cursor.fetchone()[0] == "on"
 
 
-def test_a_claim_that_fails_leaves_the_planning_as_before_too(postgresql, workspace, monkeypatch):
+def test_a_claim_that_fails_leaves_the_planning_as_before_too(workspace, monkeypatch):
     """The claim's statement raises (here a division by zero in its WHERE): its savepoint rolls back,
     and with it the planner setting; the caller's transaction goes on as it was."""
     from django.db import DataError
 
-    from ledger.engine import processing
+    from ledger.engine import claiming
 
     submit_brief(workspace)
-    monkeypatch.setattr(processing, "due_operations", lambda now: Operation.objects.extra(where=["1 / 0 = 1"]))
+    monkeypatch.setattr(claiming, "due_operations", lambda now: Operation.objects.extra(where=["1 / 0 = 1"]))
     with transaction.atomic(), connection.cursor() as cursor:
         with pytest.raises(DataError):
             claim_due_operations(limit=5, worker="w1")

@@ -17,13 +17,6 @@ from ledger.models import Delivery, Operation, Workspace
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True)
-def needs_postgres():
-    if connection.vendor != "postgresql":
-        pytest.skip("deadlocks between two connections need PostgreSQL: SQLite has one writer at a time, "
-                    f"so this run does NOT cover the retry of an aborted transaction (running on {connection.vendor})")
-
-
 def lock_both(first: int, second: int, meet: threading.Barrier, runs: list) -> None:
     """One transaction: lock workspace ``first``, wait until the other thread holds ``second``,
     then lock it (on the first run only do both threads wait for each other)."""

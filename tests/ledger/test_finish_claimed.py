@@ -1,7 +1,6 @@
-"""A set of internal operations finished in its claim is recorded on PostgreSQL by one statement
-(``ledger_finish_claimed``, migration 0029) and elsewhere row by row in Python
-(``succeeded._finish_claimed_here``): both leave the same operations, attempts and audit trail,
-across workspaces (one chain each) and from pending and retrying alike."""
+"""A set of internal operations finished in its claim is recorded by one statement
+(``ledger_finish_claimed``, migration 0029): each operation, its attempt and its two audit events
+(claimed, succeeded), across workspaces (one chain each) and from pending and retrying alike."""
 
 from datetime import timedelta
 
@@ -14,7 +13,6 @@ from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Operation, ReviewDraft
 from ledger.outcomes import Success
 from ledger.states import State
-from tests.conftest import requires_postgres
 from tests.ledger.conftest import START, submit_brief
 
 
@@ -59,23 +57,26 @@ def finish_two_workspaces(slugs):
     return workspaces
 
 
-def test_one_statement_leaves_what_the_rows_written_one_by_one_leave(db, frozen, monkeypatch):
-    requires_postgres("for the statement (elsewhere only the Python path runs)")
-    in_database = finish_two_workspaces(["sql-a", "sql-b"])
-    monkeypatch.setattr(succeeded, "_finish_claimed_in_database", succeeded._finish_claimed_here)
-    here = finish_two_workspaces(["py-a", "py-b"])
+def test_one_statement_finishes_a_set_across_workspaces_from_pending_and_retrying(db, frozen):
+    workspaces = finish_two_workspaces(["a", "b"])
 
-    by_statement, by_python = written(in_database), written(here)
+    found = written(workspaces)
 
-    rename = {"sql-a": "a", "sql-b": "b", "py-a": "a", "py-b": "b"}
-
-    def same_names(rows):
-        return [tuple((rename[v[0]], v[1]) if isinstance(v, tuple) else v for v in row) for row in rows]
-
-    for table in ("operations", "attempts", "audit"):
-        assert same_names(by_statement[table]) == same_names(by_python[table]), table
-    assert ("b", "R-1") in {(rename[w], r) for (w, r), state, attempts, token, *_ in by_statement["operations"]
-                            if (state, attempts, token) == ("succeeded", 3, 5)}
+    retried = ("b", "R-1")  # retrying after two tries, under token 4: its claim takes 5
+    names = [(slug, f"R-{n}") for n in range(3) for slug in ("a", "b")]
+    assert found["operations"] == [
+        (name, "succeeded", 3 if name == retried else 1, 5 if name == retried else 1, "", None, None, "", "", name,
+         "Review renewal options") for name in names]
+    configs = {config for *_, config, _ in found["attempts"]}
+    assert len(configs) == 1 and None not in configs
+    assert found["attempts"] == [
+        (name, 5 if name == retried else 1, 5 if name == retried else 1, "w1", "ok", name, *configs, True)
+        for name in sorted(names)]
+    assert found["audit"] == [
+        event for name in sorted(names) for event in (
+            (name, "w1", "claimed", "retrying" if name == retried else "pending", "processing",
+             f"claim {5 if name == retried else 1}", None, True),
+            (name, "w1", "succeeded", "processing", "succeeded", "", name, True))]
     assert audit_chain.verify_chains().broken is None
 
 

@@ -23,7 +23,6 @@ from ledger.engine.brokers import ORM, Redis
 from ledger.engine.processing import process_due_operations
 from ledger.models import Operation
 from ledger.outcomes import AmbiguousError, TransientError
-from tests.conftest import requires_postgres
 from tests.faults.qcluster import database_url
 from tests.ledger.conftest import START, submit, submit_brief
 
@@ -76,10 +75,9 @@ def test_the_orm_broker_hides_a_delayed_task_until_it_is_due(db, time_machine):
 
 @pytest.mark.django_db(transaction=True)
 def test_an_idle_orm_broker_takes_a_new_task_when_it_is_enqueued_not_at_its_next_poll(monkeypatch):
-    """On PostgreSQL the pusher waits on LISTEN: an insert into the queue table notifies it (a
+    """The pusher waits on LISTEN: an insert into the queue table notifies it (a
     trigger, migration 0028), so it takes the task at once. The poll is made longer than this
     test may last, so only the notification can have woken it."""
-    requires_postgres("for LISTEN/NOTIFY")
     from django_q.conf import Conf
 
     monkeypatch.setattr(Conf, "POLL", 120)
@@ -114,7 +112,6 @@ def test_a_broker_whose_listening_connection_was_lost_listens_again_on_a_new_one
     """PostgreSQL ends the pusher's connection while it waits: that dequeue fails as a database
     error of Django's (django-q2's pusher logs it and is restarted), and the next one listens on
     a new connection and takes what was enqueued meanwhile."""
-    requires_postgres("for LISTEN/NOTIFY and pg_terminate_backend")
     from django_q.conf import Conf
 
     monkeypatch.setattr(Conf, "POLL", 0.05)

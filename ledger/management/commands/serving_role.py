@@ -30,7 +30,7 @@ GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO {role};
 class Command(BaseCommand):
     help = ("Create (or bring up to date) the role the app serves as: SELECT/INSERT/UPDATE/DELETE on the tables, "
             "SELECT and INSERT only on the audit table, USAGE on sequences, EXECUTE on functions; no ownership, "
-            "no TRUNCATE, no superuser. Run as the database's owner after each migrate. PostgreSQL only.")
+            "no TRUNCATE, no superuser. Run as the database's owner after each migrate.")
 
     def add_arguments(self, parser):
         parser.add_argument("role", nargs="?", help="the serving role's name (made if missing)")
@@ -39,9 +39,6 @@ class Command(BaseCommand):
                             help="instead: fail unless this process is connected as such a role (make serve)")
 
     def handle(self, *args, role=None, password=None, check=False, **options):
-        if connection.vendor != "postgresql":
-            self.stdout.write(f"No roles on {connection.vendor}: nothing to do.")
-            return
         if check:
             return self.check_serving()
         if not role or not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", role):
