@@ -2,18 +2,19 @@
 documented NotFound body), elsewhere the styled templates with the console's layout, a sentence on
 what happened and a way back (templates/403.html, 403_csrf.html, 404.html, 405.html, 500.html)."""
 
-from django.http import JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
+
+from opsconsole.api import answers
 
 
 def not_found(request, exception):
     if request.path.startswith("/api/"):
         # A path no route matches (say a key with a line break, which Django's path converter
         # refuses): still the API's answer, not the console's HTML page.
-        return JsonResponse({"status": "not_found", "detail": "No such resource in this API."}, status=404)
+        return answers.respond(answers.NO_SUCH_RESOURCE, 404)
     return defaults.page_not_found(request, exception)
 
 
