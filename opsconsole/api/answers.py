@@ -93,6 +93,7 @@ class PayloadConflict(Answer):
 
 class Blocked(Answer):
     status: Literal["blocked"] = "blocked"
+    reason: str  # each refusal lists its own
     errors: list[FieldProblem]
 
 
@@ -162,9 +163,10 @@ class Unavailable(Answer):
 
 
 def _item(answer: type[Answer], status: int) -> type[Answer]:
-    """A batch result: an event's answer with its position and the status it would have had alone."""
-    return create_model(f"{answer.__name__}Item", __base__=answer, index=(int, ...),
-                        http_status=(Literal[status], ...))
+    """A batch result: the event's position and the status it would have had alone, then its answer
+    (the fields of the later base come first)."""
+    position = create_model(f"Item{status}", __base__=Answer, index=(int, ...), http_status=(Literal[status], ...))
+    return create_model(f"{answer.__name__}Item", __base__=(answer, position))
 
 
 # An event's answer in a batch, by the answer it would have had alone.
