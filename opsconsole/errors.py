@@ -12,10 +12,20 @@ from opsconsole.api import answers
 
 def not_found(request, exception):
     if request.path.startswith("/api/"):
-        # A path no route matches (say a key with a line break, which Django's path converter
-        # refuses): still the API's answer, not the console's HTML page.
-        return answers.respond(answers.NO_SUCH_RESOURCE, 404)
+        return api_not_found(request)
     return defaults.page_not_found(request, exception)
+
+
+# The name of the last route under /api/: what it matches, matched nothing else (counted as unmatched,
+# opsconsole.requests_metrics).
+API_UNMATCHED = "api-unmatched"
+
+
+def api_not_found(request, *args, **kwargs):
+    """A path under /api/ that no route matches (say a key with a line break, which Django's path
+    converter refuses): still the API's answer, not the console's HTML page. Routed (the last
+    pattern under /api/) rather than left to ``handler404``, which DEBUG replaces with Django's page."""
+    return answers.respond(answers.NO_SUCH_RESOURCE, 404)
 
 
 def permission_denied(request, exception):

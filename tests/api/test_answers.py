@@ -204,6 +204,12 @@ def no_route_for_the_key(send: Sender):
     return send.get("/api/v1/operations/demo:R-1%0A:v1:prepare-brief")
 
 
+def no_route_for_the_key_in_debug(send: Sender):
+    """DEBUG answers what handler404 would with Django's own page: not under /api/."""
+    with override_settings(DEBUG=True):
+        return no_route_for_the_key(send)
+
+
 def operation_without_token(send: Sender):
     return send.get("/api/v1/operations/demo:R-42:v3:prepare-brief", authorized=False)
 
@@ -262,6 +268,7 @@ CASES = [
     Case(BATCH, 503, unreachable(a_batch), transactional=True),
     Case(OPERATION, 200, an_operation), Case(OPERATION, 200, an_operation_with_its_last_error),
     Case(OPERATION, 404, no_such_operation), Case(OPERATION, 404, no_route_for_the_key),
+    Case(OPERATION, 404, no_route_for_the_key_in_debug),
     Case(OPERATION, 401, operation_without_token),
     Case(OPERATION, 503, unreachable(read_the_operation), transactional=True),
 ]
