@@ -2,19 +2,30 @@
 documented NotFound body), elsewhere the styled templates with the console's layout, a sentence on
 what happened and a way back (templates/403.html, 403_csrf.html, 404.html, 405.html, 500.html)."""
 
-from django.http import JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
 
+from opsconsole.api import answers
+
 
 def not_found(request, exception):
     if request.path.startswith("/api/"):
-        # A path no route matches (say a key with a line break, which Django's path converter
-        # refuses): still the API's answer, not the console's HTML page.
-        return JsonResponse({"status": "not_found", "detail": "No such resource in this API."}, status=404)
+        return api_not_found(request)
     return defaults.page_not_found(request, exception)
+
+
+# The name of the last route under /api/: what it matches, matched nothing else (counted as unmatched,
+# opsconsole.requests_metrics).
+API_UNMATCHED = "api-unmatched"
+
+
+def api_not_found(request, *args, **kwargs):
+    """A path under /api/ that no route matches (say a key with a line break, which Django's path
+    converter refuses): still the API's answer, not the console's HTML page. Routed (the last
+    pattern under /api/) rather than left to ``handler404``, which DEBUG replaces with Django's page."""
+    return answers.respond(answers.NO_SUCH_RESOURCE, 404)
 
 
 def permission_denied(request, exception):

@@ -6,7 +6,8 @@ written while the request runs (``opsconsole.logging``), so an operator can find
 behind a person's "it said error 5f3a…".
 
 ``DatabaseUnavailableMiddleware`` turns a lost or refused database connection into ``503`` with
-``Retry-After``: JSON for the API (an automation retries a 503), a page for people. A transaction
+``Retry-After``: JSON for the API (its published ``Unavailable`` answer, ``opsconsole.api.answers``:
+an automation retries a 503), a page for people. A transaction
 the database aborted for a deadlock or a serialization failure, still so after being run again
 (``ledger.core.contention``), is ``503 busy`` instead: the database is there, the request lost to
 another one, and it is logged as that. Any other error stays a 500, logged with its traceback by
@@ -24,11 +25,12 @@ import zoneinfo
 from functools import cache
 
 from django.db import InterfaceError, OperationalError
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 from django.template.loader import render_to_string
 from django.utils import timezone
 
 from ledger.core.contention import contention
+from opsconsole.api import answers
 from opsconsole.logging import request_id
 
 logger = logging.getLogger("ledger")
@@ -84,8 +86,9 @@ def busy(request):
 
 def _retry_later(request, status: str, why: str):
     if request.path.startswith("/api/"):
-        response = JsonResponse({"status": status, "detail": f"{why} Retry in {RETRY_AFTER_SECONDS} seconds: "
-                                 "resending is safe (what was recorded comes back as a duplicate)."}, status=503)
+        response = answers.respond(answers.Unavailable(status=status, detail=(
+            f"{why} Retry in {RETRY_AFTER_SECONDS} seconds: resending is safe (what was recorded comes back "
+            "as a duplicate).")), 503)
     else:
         # Rendered without the request: its context processors would ask the database for the user.
         page = render_to_string("503.html", {"retry_after": RETRY_AFTER_SECONDS, "busy": status == "busy",

@@ -23,6 +23,8 @@ from django.conf import settings
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from opsconsole import errors
+
 logger = logging.getLogger("opsconsole.access")
 
 REGISTRY = CollectorRegistry(auto_describe=False)
@@ -39,7 +41,7 @@ _PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
 
 def route_of(request) -> str:
     match = getattr(request, "resolver_match", None)
-    if match is None:
+    if match is None or match.url_name == errors.API_UNMATCHED:
         return "(static)" if request.path_info.startswith("/" + settings.STATIC_URL.lstrip("/")) else "(unmatched)"
     return "/" + _PARAMETER.sub(r"{\1}", match.route)
 

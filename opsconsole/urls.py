@@ -1,10 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
-from opsconsole import metrics
+from opsconsole import errors, metrics
 from opsconsole.api.endpoints import api
 
 urlpatterns = [
@@ -14,6 +14,7 @@ urlpatterns = [
     path("console/", include("opsconsole.console.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
+    re_path(r"^api/", errors.api_not_found, name=errors.API_UNMATCHED),
     path("metrics", metrics.metrics_view, name="metrics"),
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=False)),
 ]

@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from ledger.actions import ActionDefinition, FieldError, UnknownAction, get_action, registry
-from ledger.core import contention, policies, privacy
+from ledger.core import contention, policies
 from ledger.intake import ordering, reservation
 from ledger.intake.decoding import storable, unstorable_text_errors
 from ledger.keys import build_key, fingerprint
@@ -98,6 +98,9 @@ class Envelope(BaseModel):
 
 @dataclass
 class IntakeResult:
+    """What became of one arriving event. Its answer to the sender (the API's body, the line
+    ``manage.py submit`` prints) is built by ``opsconsole.api.answers``: intake knows no transport."""
+
     outcome: str  # a Delivery.Outcome, or FAILED
     http_status: int
     reason: str = ""
@@ -110,42 +113,6 @@ class IntakeResult:
     @property
     def blocked(self) -> bool:
         return self.outcome not in (Outcome.ACCEPTED, Outcome.DUPLICATE)
-
-    def as_dict(self, *, reveal: bool = False) -> dict:
-        """The answer's body; the operation's sensitive values shown only with ``reveal``."""
-        if not self.blocked:
-            return {"status": self.outcome, "key": self.key,
-                    "operation": operation_as_dict(self.operation, reveal=reveal)}
-        body = {"status": "error" if self.outcome == FAILED else "blocked", "reason": self.reason}
-        if self.key:
-            body["key"] = self.key
-        if self.conflict:
-            body["conflict_id"] = self.conflict.pk
-            body["fields"] = [d["field"] for d in self.conflict.differences]
-            body["operation"] = operation_as_dict(self.operation, reveal=reveal)
-        if self.errors:
-            body["errors"] = self.errors
-        return body | self.extra
-
-
-def operation_as_dict(operation: Operation, *, reveal: bool = False) -> dict:
-    """The operation's body in the API; its sensitive values masked unless ``reveal``
-    (``privacy.may_view_sensitive``)."""
-    return {
-        "id": operation.pk,
-        "key": operation.key,
-        "workspace": operation.workspace.slug,
-        "action": operation.action,
-        "state": operation.state,
-        "attempts": operation.attempts,
-        "payload": privacy.masked(operation.payload, operation.action, reveal=reveal),
-        "result": privacy.masked(operation.result, operation.action, reveal=reveal),
-        "external_id": operation.external_id,
-        "last_error": operation.last_error,
-        "correlation_id": operation.correlation_id,
-        "created_at": operation.created_at.isoformat(),
-        "updated_at": operation.updated_at.isoformat(),
-    }
 
 
 def submit_event(*, workspace: Workspace, raw: Any, source: str, submitted_by: str = "",

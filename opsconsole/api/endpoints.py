@@ -1,24 +1,24 @@
-"""HTTP API under /api/v1/ (django-ninja). Thin: authenticate, decode, call intake, report.
+"""HTTP API under /api/v1/ (django-ninja). Thin: authenticate, decode, call intake, answer.
 
 Bodies are decoded here rather than by ninja so that every failure keeps the ledger's own shape
 (``{"status": "blocked", "reason": ...}``) and every arrival, malformed ones too, is recorded.
 The OpenAPI document publishes each action's envelope (its ``data`` is the action's schema) and
-every answer with its status; the answer models below only describe, the views build the bodies.
+every answer with its status; the answers are the models of ``opsconsole.api.answers``, and every
+body is one of them, built and dumped.
 """
 
 import operator
-from datetime import datetime
 from functools import reduce
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
 from ninja.openapi.schema import REF_TEMPLATE
 from ninja.security import HttpBearer
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+from pydantic import Field, TypeAdapter, create_model
 
 from ledger.actions import registry
 from ledger.core import privacy
@@ -26,146 +26,14 @@ from ledger.core.accounts import authenticate_token
 from ledger.intake import decoding, submit
 from ledger.intake.submit import Envelope, IntakeResult
 from ledger.models import Delivery, Operation
-from ledger.states import State
-from opsconsole.api import http_bodies
+from opsconsole.api import answers, http_bodies
+from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES, OPERATION_RESPONSES
 
 SOURCE = Delivery.Source.API
 
 
-# --- what the document publishes ------------------------------------------------------------------
+# --- what the document publishes besides the answers ----------------------------------------------
 
-class Answer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class FieldProblem(Answer):
-    field: str = Field(description="The field (dotted path), or `body`, `events`, `Content-Type`.")
-    message: str = Field(description="The rule broken; never the submitted value.")
-
-
-class LastError(Answer):
-    category: str
-    message: str
-
-
-class OperationAnswer(Answer):
-    id: int
-    key: str
-    workspace: str
-    action: str
-    state: State
-    attempts: int
-    payload: dict[str, Any] = Field(description=(
-        f"The business fields; the action's sensitive fields read `{privacy.MASK}` unless the token is a person's "
-        f"who may see sensitive values in the workspace (approver, admin); erased values read `{privacy.REDACTED}`."))
-    result: dict[str, Any] | None
-    external_id: str
-    last_error: LastError | None
-    correlation_id: str
-    created_at: datetime
-    updated_at: datetime
-
-
-class Accepted(Answer):
-    status: Literal["accepted"]
-    key: str
-    operation: OperationAnswer
-
-
-class Duplicate(Accepted):
-    status: Literal["duplicate"]
-
-
-class PayloadConflict(Answer):
-    status: Literal["blocked"]
-    reason: Literal["payload_conflict"]
-    key: str
-    conflict_id: int
-    fields: list[str] = Field(description="The business fields that differ from the recorded payload.")
-    operation: OperationAnswer
-
-
-class Blocked(Answer):
-    status: Literal["blocked"]
-    errors: list[FieldProblem]
-
-
-class Stale(Blocked):
-    """The event says it occurred longer ago than its action's key window (docs/retention.md): it
-    is recorded, and not taken, since whether it was already handled can no longer be told."""
-
-    reason: Literal["stale"]
-    key: str
-
-
-class InvalidInput(Blocked):
-    reason: Literal["invalid_input"]
-
-
-class MalformedBody(Blocked):
-    """`duplicate_key`: a key appears twice in one object; each `errors` entry names its path
-    (`data.version`, `events[3].data`)."""
-
-    reason: Literal["malformed_json", "malformed_request", "duplicate_key"]
-
-
-class TooLarge(Blocked):
-    reason: Literal["too_large", "batch_too_large"]
-    limit_bytes: int | None = Field(None, description="too_large: the body limit in bytes.")
-    limit: int | None = Field(None, description="batch_too_large: the most events a batch may hold.")
-
-
-class UnsupportedMediaType(Blocked):
-    """Not `application/json` (or `+json`), a charset other than UTF-8, or a Content-Encoding other
-    than gzip (answered with `Accept-Encoding: gzip`)."""
-
-    reason: Literal["unsupported_media_type", "unsupported_charset", "unsupported_encoding"]
-
-
-class Failed(Answer):
-    status: Literal["error"]
-    reason: Literal["internal_error"]
-    errors: list[FieldProblem]
-
-
-class Unauthorized(Answer):
-    status: Literal["unauthorized"]
-    detail: str
-
-
-class NotFound(Answer):
-    status: Literal["not_found"]
-    detail: str
-
-
-class Unavailable(Answer):
-    """The database cannot be reached (`unavailable`), or it aborted this request's transaction for
-    a deadlock or a serialization failure, again when run again (`busy`): nothing of the request
-    was kept (opsconsole.middleware). Retry after `Retry-After` seconds."""
-
-    status: Literal["unavailable", "busy"]
-    detail: str
-
-
-def _item(answer: type[Answer], status: int) -> type[Answer]:
-    """A batch result: an event's answer with its position and the status it would have had alone."""
-    return create_model(f"{answer.__name__}Item", __base__=answer, index=(int, ...),
-                        http_status=(Literal[status], ...))
-
-
-class BatchAnswer(Answer):
-    results: list[
-        _item(Accepted, 201) | _item(Duplicate, 200) | _item(PayloadConflict, 409) | _item(Stale, 409)
-        | _item(InvalidInput, 422)
-        | _item(TooLarge, 413) | _item(Failed, 500)
-    ]
-
-
-_REFUSED = {400: MalformedBody, 401: Unauthorized, 413: TooLarge, 415: UnsupportedMediaType, 422: InvalidInput,
-            503: Unavailable}
-EVENT_RESPONSES = {201: Accepted, 200: Duplicate, 409: PayloadConflict | Stale, **_REFUSED}
-BATCH_RESPONSES = {200: BatchAnswer, **_REFUSED}
-OPERATION_RESPONSES = {200: OperationAnswer, 401: Unauthorized, 404: NotFound, 503: Unavailable}
 _RETRY_AFTER = {"responses": {503: {"headers": {"Retry-After": {
     "description": "Seconds to wait before sending again.", "schema": {"type": "integer"}}}}}}
 
@@ -225,28 +93,22 @@ def database_unavailable(request, exc):
 
 @api.exception_handler(AuthenticationError)
 def unauthorized(request, exc):
-    return JsonResponse(
-        {"status": "unauthorized", "detail": "A valid workspace token is required: Authorization: Bearer <token>."},
-        status=401,
-    )
+    return answers.respond(answers.UNAUTHORIZED, 401)
 
 
 def _blocked_response(request, *, reason: str, message: str = "", http_status: int, field: str = "body",
                       extra: dict | None = None, errors: list[dict] | None = None,
-                      headers: dict | None = None) -> JsonResponse:
+                      headers: dict | None = None) -> HttpResponse:
     result = submit.record_blocked_delivery(
         workspace=request.workspace, source=SOURCE, **_sender(request), reason=reason,
         errors=errors or [{"field": field, "message": message}], http_status=http_status, extra=extra,
     )
-    response = _respond(request, result)
-    for name, value in (headers or {}).items():
-        response[name] = value
-    return response
+    return _respond(request, result, headers=headers)
 
 
-def _respond(request, result: IntakeResult) -> JsonResponse:
+def _respond(request, result: IntakeResult, headers: dict | None = None) -> HttpResponse:
     reveal = result.operation is not None and _reveals(request)
-    return JsonResponse(result.as_dict(reveal=reveal), status=result.http_status)
+    return answers.respond(answers.intake_answer(result, reveal=reveal), result.http_status, headers)
 
 
 def _reveals(request) -> bool:
@@ -266,7 +128,7 @@ def _is_json(content_type: str) -> bool:
 
 
 def _decode(request: HttpRequest, limit: int):
-    """The JSON body, or a JsonResponse that says what was wrong with it (already recorded).
+    """The JSON body, or a response that says what was wrong with it (already recorded).
 
     Read as HTTP says (RFC 9110, RFC 8259): a body must say it is JSON (one sent without a
     Content-Type, or as a form, what ``curl -d`` sends unless told otherwise, is refused with 415
@@ -356,14 +218,11 @@ def submit_batch(request):
     limit = settings.OPSCONSOLE_MAX_BATCH
     if len(events) > limit:
         # Refused whole and recorded nowhere: nothing in it was looked at.
-        return JsonResponse({"status": "blocked", "reason": "batch_too_large", "limit": limit,
-                             "errors": [{"field": "events", "message": f"at most {limit} events per batch"}]},
-                            status=413)
+        return answers.respond(answers.batch_too_large(limit), 413)
     results = submit.submit_batch(workspace=request.workspace, raw_events=events, source=SOURCE,
                                   max_event_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES, **_sender(request))
     reveal = any(result.operation is not None for result in results) and _reveals(request)
-    return JsonResponse({"results": [{"index": index, "http_status": result.http_status,
-                                      **result.as_dict(reveal=reveal)} for index, result in enumerate(results)]})
+    return answers.respond(answers.batch_answer(results, reveal=reveal), 200)
 
 
 @api.get("/operations/{path:key}", response=OPERATION_RESPONSES, openapi_extra=_RETRY_AFTER,
@@ -374,6 +233,5 @@ def get_operation(request, key: str):
         Operation.objects.select_related("workspace").filter(workspace=request.workspace, key=key).first()
     )
     if operation is None:
-        return JsonResponse({"status": "not_found", "detail": "No operation with this key in this workspace."},
-                            status=404)
-    return JsonResponse(submit.operation_as_dict(operation, reveal=_reveals(request)))
+        return answers.respond(answers.NO_SUCH_OPERATION, 404)
+    return answers.respond(answers.operation_answer(operation, reveal=_reveals(request)), 200)

@@ -27,7 +27,7 @@ REFUND = {"version": 1, "customer_id": "C-1001", "amount_cents": 2500, "currency
 def refund(workspace, request_id: str = "R-1", **data) -> Operation:
     result = submit_event(workspace=workspace, source="api",
                           raw={"action": "issue-refund", "data": REFUND | {"request_id": request_id} | data})
-    assert result.outcome == "accepted", result.as_dict()
+    assert result.outcome == "accepted", result
     return result.operation
 
 

@@ -25,7 +25,7 @@ REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_ce
 def refund(workspace, person=None, **data) -> Operation:
     result = submit_event(workspace=workspace, source="api", person=person,
                           raw={"action": "issue-refund", "data": REFUND | data})
-    assert result.outcome == "accepted", result.as_dict()
+    assert result.outcome == "accepted", result
     return result.operation
 
 

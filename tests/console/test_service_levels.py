@@ -82,7 +82,7 @@ def test_the_oldest_are_listed_across_actions_in_arrival_order(workspace, frozen
     def notice(n):
         result = submit_event(workspace=workspace, source="api", raw={"action": "send-notice", "data": {
             "request_id": f"N-{n}", "version": 1, "summary": "Renewal due", "owner": "ops"}})
-        assert result.outcome == "accepted", result.as_dict()
+        assert result.outcome == "accepted", result
         return result.operation
 
     arrived = []

@@ -19,7 +19,7 @@ REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_ce
 def submit(workspace, action: str, data: dict) -> Operation:
     result = submit_event(workspace=workspace, raw={"action": action, "data": data}, source="api",
                           submitted_by="token:oc_test")
-    assert result.outcome == "accepted", result.as_dict()
+    assert result.outcome == "accepted", result
     return result.operation
 
 
@@ -156,7 +156,7 @@ def test_it_applies_the_incoming_payload_of_a_conflict(page, workspace, operator
     corrected = "Review renewal options before Friday"
     resend = submit_event(workspace=workspace, source="api",
                           raw={"action": "prepare-brief", "data": R42 | {"title": corrected}})
-    assert resend.outcome == "conflict", resend.as_dict()
+    assert resend.outcome == "conflict", resend
 
     log_in(page, "operator")
     page.goto(f"/console/operations/{operation.pk}/")

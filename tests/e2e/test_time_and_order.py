@@ -26,7 +26,7 @@ def operator(db):
 
 def submit(workspace, action, **data):
     result = submit_event(workspace=workspace, raw={"action": action, "data": data}, source="api")
-    assert result.outcome == "accepted", result.as_dict()
+    assert result.outcome == "accepted", result
     return result.operation
 
 

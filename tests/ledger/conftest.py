@@ -93,12 +93,12 @@ def submit(workspace, action: str, request_id: str = "R-1", version: int = 1) ->
         workspace=workspace, source="api",
         raw={"action": action, "data": {"request_id": request_id, "version": version}},
     )
-    assert result.outcome == "accepted", result.as_dict()
+    assert result.outcome == "accepted", result
     return result.operation
 
 
 def submit_brief(workspace, request_id: str = "R-42", version: int = 3) -> Operation:
     data = {"request_id": request_id, "version": version, "title": "Review renewal options", "owner": "ops"}
     result = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": data})
-    assert result.outcome == "accepted", result.as_dict()
+    assert result.outcome == "accepted", result
     return result.operation

@@ -20,7 +20,7 @@ REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_ce
 def refund(workspace, submitted_by="token:oc_test", **data):
     result = submit_event(workspace=workspace, raw={"action": "issue-refund", "data": REFUND | data},
                           source="api", submitted_by=submitted_by)
-    assert result.http_status in (200, 201, 409), result.as_dict()
+    assert result.http_status in (200, 201, 409), result
     return result
 
 
@@ -99,7 +99,7 @@ def test_it_refuses_a_rejection_without_a_reason(refund_waiting, approver):
 
 def test_it_refuses_to_approve_a_payload_other_than_the_one_shown(workspace, refund_waiting, approver, reviewer):
     shown = refund_waiting.fingerprint
-    conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=450000).as_dict()["conflict_id"])
+    conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=450000).conflict.pk)
     review.apply_conflict(conflict, user=reviewer, reason="sender corrected the amount")
     operation = Operation.objects.get()
 
@@ -125,7 +125,7 @@ def test_it_decides_once_when_two_approvers_race(refund_waiting, approver):
 
 def test_it_refuses_to_apply_a_conflict_to_an_approved_operation(workspace, refund_waiting, approver, reviewer):
     approve_operation(refund_waiting, user=approver)
-    conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=999).as_dict()["conflict_id"])
+    conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=999).conflict.pk)
 
     with pytest.raises(review.ReviewError, match="can only be applied before the operation runs"):
         review.apply_conflict(conflict, user=reviewer, reason="too late")
@@ -184,7 +184,7 @@ def test_it_refuses_an_approval_made_on_a_copy_loaded_before_the_payload_changed
                                                                                  reviewer):
     """The database guard itself requires the payload the approver's copy holds."""
     stale_copy = Operation.objects.get(pk=refund_waiting.pk)
-    conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=450000).as_dict()["conflict_id"])
+    conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=450000).conflict.pk)
     review.apply_conflict(conflict, user=reviewer, reason="sender corrected the amount")
 
     with pytest.raises(ApprovalError, match="changed meanwhile"):

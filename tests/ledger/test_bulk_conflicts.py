@@ -26,7 +26,7 @@ def race(workspace, count: int, *, request_id="R-42") -> tuple[Operation, list[C
         result = submit_event(workspace=workspace, source="api",
                               raw=_event(request_id=request_id, delivery_id=f"{request_id}-d{number}",
                                          title=f"Review renewal options, take {number}"))
-        assert result.outcome == "conflict", result.as_dict()
+        assert result.outcome == "conflict", result
         made.append(result.conflict)
     return operation, made
 

@@ -16,7 +16,7 @@ from tests.conftest import external_event
 
 def submitted(workspace, action="send-notice", **data) -> Operation:
     result = submit_event(workspace=workspace, raw=external_event(action, **data), source="api")
-    assert result.outcome == "accepted", result.as_dict()
+    assert result.outcome == "accepted", result
     return result.operation
 
 

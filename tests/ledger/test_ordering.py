@@ -217,4 +217,4 @@ def test_intake_answers_each_version_as_the_submitter_sees_it(workspace):
     stale = submit.submit_event(workspace=workspace, raw=status(1), source="cli")
 
     assert (result.outcome, result.http_status, stale.outcome, stale.http_status) == ("accepted", 201, "stale", 409)
-    assert stale.as_dict()["reason"] == "stale"
+    assert stale.reason == "stale"

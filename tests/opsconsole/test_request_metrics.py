@@ -73,6 +73,16 @@ def test_a_path_that_matches_nothing_is_counted_as_unmatched(client):
     assert "C-123456" not in "\n".join(lines)
 
 
+def test_an_api_path_that_matches_no_route_is_counted_as_unmatched(client):
+    """Under /api/ the last route answers what no other matched (opsconsole.errors.api_not_found)."""
+    client.get("/api/v2/no/such/C-123456")
+
+    lines = scrape(client)
+
+    assert series(lines, "opsconsole_http_requests_total", route="(unmatched)", method="GET", status="404") >= 1
+    assert "C-123456" not in "\n".join(lines) and "^api" not in "\n".join(lines)
+
+
 def test_an_unusual_method_is_counted_as_other(client):
     client.generic("PROPFIND", "/console/")
 

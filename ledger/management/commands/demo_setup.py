@@ -8,6 +8,7 @@ from django.db import transaction
 from ledger.core import accounts
 from ledger.intake import submit
 from ledger.models import Delivery, Role, Workspace
+from opsconsole.api import answers
 
 DEMO_PASSWORD = "demo-password"
 # How a person runs a command against the demo from the checkout, as `make demo` does: the project's
@@ -60,7 +61,7 @@ class Command(BaseCommand):
         for event in EVENTS:
             result = submit.submit_event(workspace=workspace, raw=event, source=Delivery.Source.CLI,
                                          submitted_by="demo")
-            body = result.as_dict()
+            body = answers.intake_body(result)
             outcome = " ".join(filter(None, [body["status"], body.get("reason"), body.get("key")]))
             self.stdout.write(f"  {event['delivery_id']}: {outcome}")
         self.stdout.write("")

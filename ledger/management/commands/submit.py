@@ -6,11 +6,12 @@ from django.core.management.base import BaseCommand, CommandError
 from ledger.intake import decoding, submit
 from ledger.management.commands._operation import find_member
 from ledger.models import Delivery, Workspace
+from opsconsole.api import answers
 
 
 class Command(BaseCommand):
     help = ("Submit events as JSON lines (one envelope per line) from FILE or '-' for standard input. "
-            "Prints one result object per line; exits 0 only if nothing was blocked.")
+            "Prints one result object per line (the API's answer to the event); exits 0 only if nothing was blocked.")
 
     def add_arguments(self, parser):
         parser.add_argument("file", nargs="?", default="-")
@@ -38,7 +39,7 @@ class Command(BaseCommand):
                 result = self._submit_line(target, line, sender)
                 blocked += result.blocked
                 self.stdout.write(json.dumps({"line": line_number, "http_status": result.http_status,
-                                              **result.as_dict()}))
+                                              **answers.intake_body(result)}))
         if blocked:
             raise SystemExit(1)
 

@@ -1,0 +1,267 @@
+"""What the API answers, as the OpenAPI document publishes it: one pydantic model per answer, and
+the functions that build each answer from what the ledger returns (an ``IntakeResult``, an
+``Operation``, a refusal that never reached intake).
+
+Every JSON body the API sends is one of these models, instantiated and dumped: a body the document
+does not describe cannot be built (``extra="forbid"``, and each field's type checked as it is built),
+so the published schema and the bodies cannot drift apart. The routes (``opsconsole.api.endpoints``),
+the 404 handler (``opsconsole.errors``) and the 503 middleware (``opsconsole.middleware``) answer
+through ``respond``; ``manage.py submit`` prints ``intake_body`` so its lines read as the API's.
+"""
+
+from datetime import datetime
+from typing import Annotated, Any, Literal, get_args
+
+from django.http import JsonResponse
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema, create_model
+
+from ledger.core import privacy
+from ledger.intake.submit import IntakeResult, Outcome
+from ledger.models import Operation
+from ledger.states import State
+
+
+def _without_defaults(schema: dict) -> None:
+    """A default is the ``status`` an answer class fixes, a convenience for building it: every body
+    carries its status, so the document lists it as required and publishes no default."""
+    for field in schema.get("properties", {}).values():
+        field.pop("default", None)
+
+
+class Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True,
+                              json_schema_extra=_without_defaults)
+
+
+def respond(answer: Answer, status: int, headers: dict | None = None) -> JsonResponse:
+    """The HTTP response whose body is ``answer``, with ``status`` and any ``headers``."""
+    return JsonResponse(answer.model_dump(mode="json"), status=status, headers=headers)
+
+
+# A time as Python's isoformat writes it (`2025-12-03T08:00:00.123456+00:00`, the form the API has
+# always sent), published as a JSON Schema date-time.
+Timestamp = Annotated[datetime, PlainSerializer(datetime.isoformat, when_used="json"),
+                      WithJsonSchema({"type": "string", "format": "date-time"})]
+
+
+class FieldProblem(Answer):
+    field: str = Field(description="The field (dotted path), or `body`, `events`, `Content-Type`.")
+    message: str = Field(description="The rule broken; never the submitted value.")
+
+
+class LastError(Answer):
+    category: str
+    message: str
+
+
+class OperationAnswer(Answer):
+    id: int
+    key: str
+    workspace: str
+    action: str
+    state: State
+    attempts: int
+    payload: dict[str, Any] = Field(description=(
+        f"The business fields; the action's sensitive fields read `{privacy.MASK}` unless the token is a person's "
+        f"who may see sensitive values in the workspace (approver, admin); erased values read `{privacy.REDACTED}`."))
+    result: dict[str, Any] | None
+    external_id: str
+    last_error: LastError | None
+    correlation_id: str
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class Accepted(Answer):
+    status: Literal["accepted"] = "accepted"
+    key: str
+    operation: OperationAnswer
+
+
+class Duplicate(Accepted):
+    status: Literal["duplicate"] = "duplicate"
+
+
+class PayloadConflict(Answer):
+    status: Literal["blocked"] = "blocked"
+    reason: Literal["payload_conflict"]
+    key: str
+    conflict_id: int
+    fields: list[str] = Field(description="The business fields that differ from the recorded payload.")
+    operation: OperationAnswer
+
+
+class Blocked(Answer):
+    status: Literal["blocked"] = "blocked"
+    reason: str  # each refusal lists its own
+    errors: list[FieldProblem]
+
+
+class Stale(Blocked):
+    """The event says it occurred longer ago than its action's key window (docs/retention.md): it
+    is recorded, and not taken, since whether it was already handled can no longer be told."""
+
+    reason: Literal["stale"]
+    key: str
+
+
+class InvalidInput(Blocked):
+    reason: Literal["invalid_input"]
+
+
+class MalformedBody(Blocked):
+    """`duplicate_key`: a key appears twice in one object; each `errors` entry names its path
+    (`data.version`, `events[3].data`)."""
+
+    reason: Literal["malformed_json", "malformed_request", "duplicate_key"]
+
+
+class TooLarge(Blocked):
+    """A body, or one event of a batch, larger than the limit: recorded, its content not kept."""
+
+    reason: Literal["too_large"]
+    limit_bytes: int = Field(description="The body limit in bytes.")
+
+
+class BatchTooLarge(Blocked):
+    """A batch of more events than a batch may hold: refused whole, nothing in it looked at or recorded."""
+
+    reason: Literal["batch_too_large"]
+    limit: int = Field(description="The most events a batch may hold.")
+
+
+class UnsupportedMediaType(Blocked):
+    """Not `application/json` (or `+json`), a charset other than UTF-8, or a Content-Encoding other
+    than gzip (answered with `Accept-Encoding: gzip`)."""
+
+    reason: Literal["unsupported_media_type", "unsupported_charset", "unsupported_encoding"]
+
+
+class Failed(Answer):
+    status: Literal["error"] = "error"
+    reason: Literal["internal_error"]
+    errors: list[FieldProblem]
+
+
+class Unauthorized(Answer):
+    status: Literal["unauthorized"] = "unauthorized"
+    detail: str
+
+
+class NotFound(Answer):
+    status: Literal["not_found"] = "not_found"
+    detail: str
+
+
+class Unavailable(Answer):
+    """The database cannot be reached (`unavailable`), or it aborted this request's transaction for
+    a deadlock or a serialization failure, again when run again (`busy`): nothing of the request
+    was kept (opsconsole.middleware). Retry after `Retry-After` seconds."""
+
+    status: Literal["unavailable", "busy"]
+    detail: str
+
+
+def _item(answer: type[Answer], status: int) -> type[Answer]:
+    """A batch result: the event's position and the status it would have had alone, then its answer
+    (the fields of the later base come first)."""
+    position = create_model(f"Item{status}", __base__=Answer, index=(int, ...), http_status=(Literal[status], ...))
+    return create_model(f"{answer.__name__}Item", __base__=(answer, position))
+
+
+# An event's answer in a batch, by the answer it would have had alone.
+_ITEMS: dict[type[Answer], type[Answer]] = {
+    answer: _item(answer, status) for answer, status in (
+        (Accepted, 201), (Duplicate, 200), (PayloadConflict, 409), (Stale, 409), (InvalidInput, 422),
+        (TooLarge, 413), (Failed, 500))
+}
+
+
+class BatchAnswer(Answer):
+    results: list[
+        _ITEMS[Accepted] | _ITEMS[Duplicate] | _ITEMS[PayloadConflict] | _ITEMS[Stale] | _ITEMS[InvalidInput]
+        | _ITEMS[TooLarge] | _ITEMS[Failed]
+    ]
+
+
+# What each route answers, by status: the document's `responses`.
+_REFUSED = {400: MalformedBody, 401: Unauthorized, 415: UnsupportedMediaType, 422: InvalidInput, 503: Unavailable}
+EVENT_RESPONSES = {201: Accepted, 200: Duplicate, 409: PayloadConflict | Stale, 413: TooLarge, **_REFUSED}
+BATCH_RESPONSES = {200: BatchAnswer, 413: TooLarge | BatchTooLarge, **_REFUSED}
+OPERATION_RESPONSES = {200: OperationAnswer, 401: Unauthorized, 404: NotFound, 503: Unavailable}
+
+
+# --- built from the ledger's results --------------------------------------------------------------
+
+def operation_answer(operation: Operation, *, reveal: bool) -> OperationAnswer:
+    """The operation as the API shows it: its sensitive values masked unless ``reveal``
+    (``privacy.may_view_sensitive``)."""
+    return OperationAnswer(
+        id=operation.pk, key=operation.key, workspace=operation.workspace.slug, action=operation.action,
+        state=operation.state, attempts=operation.attempts,
+        payload=privacy.masked(operation.payload, operation.action, reveal=reveal),
+        result=privacy.masked(operation.result, operation.action, reveal=reveal),
+        external_id=operation.external_id, last_error=operation.last_error,
+        correlation_id=operation.correlation_id, created_at=operation.created_at, updated_at=operation.updated_at,
+    )
+
+
+# The refusals by the reason intake gives, read from each model's own `reason`.
+_REFUSALS: dict[str, type[Answer]] = {
+    reason: model
+    for model in (PayloadConflict, Stale, InvalidInput, MalformedBody, TooLarge, UnsupportedMediaType, Failed)
+    for reason in get_args(model.model_fields["reason"].annotation)
+}
+_TAKEN: dict[str, type[Answer]] = {Outcome.ACCEPTED: Accepted, Outcome.DUPLICATE: Duplicate}
+
+
+def intake_answer(result: IntakeResult, *, reveal: bool = False) -> Answer:
+    """The answer to one event; the operation's sensitive values shown only with ``reveal``."""
+    model, fields = _answer_of(result, reveal=reveal)
+    return model(**fields)
+
+
+def intake_body(result: IntakeResult, *, reveal: bool = False) -> dict:
+    """``intake_answer`` as JSON data: what the API sends, and what ``manage.py submit`` prints."""
+    return intake_answer(result, reveal=reveal).model_dump(mode="json")
+
+
+def batch_answer(results: list[IntakeResult], *, reveal: bool = False) -> BatchAnswer:
+    """Each event's answer in order, with its index and the status it would have had alone."""
+    items = []
+    for index, result in enumerate(results):
+        model, fields = _answer_of(result, reveal=reveal)
+        items.append(_ITEMS[model](index=index, http_status=result.http_status, **fields))
+    return BatchAnswer(results=items)
+
+
+def _answer_of(result: IntakeResult, *, reveal: bool) -> tuple[type[Answer], dict]:
+    """The answer's model and its fields. A result the model does not describe (a reason it does
+    not list, a field it does not have) fails to build: it is never sent."""
+    operation = operation_answer(result.operation, reveal=reveal) if result.operation is not None else None
+    if result.outcome in _TAKEN:
+        return _TAKEN[result.outcome], {"key": result.key, "operation": operation}
+    fields = {"reason": result.reason, **result.extra}
+    if result.key:
+        fields["key"] = result.key
+    if result.conflict is not None:
+        fields |= {"conflict_id": result.conflict.pk, "operation": operation,
+                   "fields": [difference["field"] for difference in result.conflict.differences]}
+    if result.errors:
+        fields["errors"] = result.errors
+    model = _REFUSALS.get(result.reason)
+    if model is None:
+        raise ValueError(f"no published answer for the reason {result.reason!r}")
+    return model, fields
+
+
+# --- refusals that never reach intake -------------------------------------------------------------
+
+def batch_too_large(limit: int) -> BatchTooLarge:
+    return BatchTooLarge(reason="batch_too_large", limit=limit,
+                         errors=[FieldProblem(field="events", message=f"at most {limit} events per batch")])
+
+
+UNAUTHORIZED = Unauthorized(detail="A valid workspace token is required: Authorization: Bearer <token>.")
+NO_SUCH_OPERATION = NotFound(detail="No operation with this key in this workspace.")
+NO_SUCH_RESOURCE = NotFound(detail="No such resource in this API.")

@@ -1,0 +1,365 @@
+"""Every answer the OpenAPI document lists is a body its schema accepts: for each status of each
+operation, a real request through the Django test client that gets that status, its body checked
+against the published JSON schema of that status (every variant: each reason, each batch result).
+And a body the document does not describe cannot be built: the answers are the published models.
+
+Needs PostgreSQL: the 503s take the database away, the batch's 500 result is a real database error.
+"""
+
+import gzip
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import jsonschema_rs
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+from pydantic import ValidationError
+
+from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import IntakeResult
+from opsconsole.api import answers
+from opsconsole.api.endpoints import api
+from tests.conftest import event, requires_postgres
+
+pytestmark = pytest.mark.django_db
+
+# The document as it is served: JSON, its statuses strings.
+DOCUMENT = json.loads(json.dumps(api.get_openapi_schema()))
+EVENTS = ("post", "/api/v1/events")
+BATCH = ("post", "/api/v1/events/batch")
+OPERATION = ("get", "/api/v1/operations/{key}")
+
+
+def published_schema(operation: tuple[str, str], status: int) -> dict:
+    """The JSON schema the document gives the body of ``status``, with the components it refers to."""
+    method, path = operation
+    answer = DOCUMENT["paths"][path][method]["responses"][str(status)]
+    return answer["content"]["application/json"]["schema"] | {"components": DOCUMENT["components"]}
+
+
+@dataclass
+class Sender:
+    client: object
+    token: str
+
+    def post(self, path: str, body, content_type: str = "application/json", authorized: bool = True, **headers):
+        data = body if isinstance(body, str | bytes) else json.dumps(body)
+        if authorized:
+            headers["HTTP_AUTHORIZATION"] = f"Bearer {self.token}"
+        return self.client.post(path, data, content_type=content_type, **headers)
+
+    def get(self, path: str, authorized: bool = True):
+        headers = {"HTTP_AUTHORIZATION": f"Bearer {self.token}"} if authorized else {}
+        return self.client.get(path, **headers)
+
+
+def status_event(version: int) -> dict:
+    """An ``update-status`` event: its action is ordered latest_wins, so an older version is stale."""
+    return {"action": "update-status", "data": {"request_id": "R-7", "version": version, "status": "closed"}}
+
+
+def occurred_long_ago() -> dict:
+    """An event older than its action's key window (90 days, docs/retention.md): stale."""
+    return event("d-old", version=9) | {"occurred_at": (timezone.now() - timedelta(days=365)).isoformat()}
+
+
+# --- the requests, one or more per documented status ---------------------------------------------
+
+def accepted(send: Sender):
+    return send.post("/api/v1/events", event())
+
+
+def duplicate(send: Sender):
+    send.post("/api/v1/events", event())
+    return send.post("/api/v1/events", event("delivery-2"))
+
+
+def payload_conflict(send: Sender):
+    send.post("/api/v1/events", event())
+    return send.post("/api/v1/events", event("delivery-2", title="Changed without a new version"))
+
+
+def stale_version(send: Sender):
+    send.post("/api/v1/events", status_event(2))
+    return send.post("/api/v1/events", status_event(1))
+
+
+def stale_by_age(send: Sender):
+    return send.post("/api/v1/events", occurred_long_ago())
+
+
+def invalid_input(send: Sender):
+    return send.post("/api/v1/events", event(version=0))
+
+
+def malformed_json(send: Sender, path: str = "/api/v1/events"):
+    return send.post(path, '{"action": ')
+
+
+def duplicate_key(send: Sender):
+    return send.post("/api/v1/events", '{"action": "prepare-brief", "action": "update-status", "data": {}}')
+
+
+def bad_gzip(send: Sender, path: str = "/api/v1/events"):
+    return send.post(path, b"not gzip at all", HTTP_CONTENT_ENCODING="gzip")
+
+
+def too_large(send: Sender, path: str = "/api/v1/events"):
+    limit = "OPSCONSOLE_MAX_BODY_BYTES" if path.endswith("/events") else "OPSCONSOLE_MAX_BATCH_BODY_BYTES"
+    with override_settings(**{limit: 100}):
+        return send.post(path, {"events": [event(title="x" * 200)]} if path.endswith("batch") else event())
+
+
+def gzip_too_large(send: Sender):
+    """Small as sent, larger than the limit once decoded."""
+    body = gzip.compress(json.dumps(event(title=" " * 500)).encode())
+    assert len(body) < 200
+    with override_settings(OPSCONSOLE_MAX_BODY_BYTES=200):
+        return send.post("/api/v1/events", body, HTTP_CONTENT_ENCODING="gzip")
+
+
+def not_json(send: Sender, path: str = "/api/v1/events"):
+    return send.post(path, "action=prepare-brief", content_type="application/x-www-form-urlencoded")
+
+
+def latin_1(send: Sender, path: str = "/api/v1/events"):
+    return send.post(path, json.dumps(event()), content_type="application/json; charset=latin-1")
+
+
+def brotli(send: Sender, path: str = "/api/v1/events"):
+    return send.post(path, json.dumps(event()), HTTP_CONTENT_ENCODING="br")
+
+
+def no_token(send: Sender, path: str = "/api/v1/events"):
+    return send.post(path, event(), authorized=False)
+
+
+def every_batch_result(send: Sender):
+    """One batch whose results are every kind of result a batch item can be, a 500 among them: a
+    trigger refuses the one event titled ``refused by the database`` with a real database error."""
+    with connection.cursor() as cursor:
+        cursor.execute("""
+            CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.payload->>'title' = 'refused by the database' THEN
+                    RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'check_violation';
+                END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER test_refuse BEFORE INSERT ON ledger_operation
+                FOR EACH ROW EXECUTE FUNCTION test_refuse();""")
+    send.post("/api/v1/events", event())
+    send.post("/api/v1/events", status_event(2))
+    events = [event("d-2", version=4), event("d-3"), event("d-4", title="Changed without a new version"),
+              status_event(1), occurred_long_ago(), event(version=0), event(title="x" * 400),
+              event("d-5", version=5, title="refused by the database")]
+    with override_settings(OPSCONSOLE_MAX_BODY_BYTES=300):
+        response = send.post("/api/v1/events/batch", {"events": events})
+    assert sorted(result["http_status"] for result in response.json()["results"]) == [
+        200, 201, 409, 409, 409, 413, 422, 500]
+    return response
+
+
+def batch_too_large(send: Sender):
+    with override_settings(OPSCONSOLE_MAX_BATCH=2):
+        return send.post("/api/v1/events/batch", {"events": [event()] * 3})
+
+
+def events_not_a_list(send: Sender):
+    return send.post("/api/v1/events/batch", {"events": "not a list"})
+
+
+def an_operation(send: Sender):
+    send.post("/api/v1/events", event())
+    process_due_operations()
+    response = read_the_operation(send)
+    assert response.json()["result"] is not None
+    return response
+
+
+def read_the_operation(send: Sender):
+    return send.get("/api/v1/operations/demo:R-42:v3:prepare-brief")
+
+
+def a_batch(send: Sender):
+    return send.post("/api/v1/events/batch", {"events": [event()]})
+
+
+def an_operation_with_its_last_error(send: Sender, unknown_notice):
+    response = send.get(f"/api/v1/operations/{unknown_notice.key}")
+    assert response.json()["last_error"] is not None
+    return response
+
+
+def no_such_operation(send: Sender):
+    return send.get("/api/v1/operations/demo:R-404:v1:prepare-brief")
+
+
+def no_route_for_the_key(send: Sender):
+    """A key with a line break matches no route: Django's 404, still the API's answer."""
+    return send.get("/api/v1/operations/demo:R-1%0A:v1:prepare-brief")
+
+
+def no_route_for_the_key_in_debug(send: Sender):
+    """DEBUG answers what handler404 would with Django's own page: not under /api/."""
+    with override_settings(DEBUG=True):
+        return no_route_for_the_key(send)
+
+
+def operation_without_token(send: Sender):
+    return send.get("/api/v1/operations/demo:R-42:v3:prepare-brief", authorized=False)
+
+
+def unreachable(send: Callable) -> Callable:
+    """``send``, the database no longer answering (nothing listens on port 9)."""
+    def send_unreachable(sender: Sender, database_down):
+        database_down()
+        return send(sender)
+    send_unreachable.needs = "database_down"
+    send_unreachable.__name__ = f"{send.__name__}_unreachable"
+    return send_unreachable
+
+
+def deadlocked(send: Sender, always_deadlocked):
+    return send.post("/api/v1/events", event())
+
+
+deadlocked.needs = "always_deadlocked"
+an_operation_with_its_last_error.needs = "unknown_notice"
+
+
+@dataclass(frozen=True)
+class Case:
+    operation: tuple[str, str]
+    status: int
+    send: Callable
+    transactional: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.operation[0].upper()} {self.operation[1]} {self.status} {self.send.__name__}"
+
+
+def _on(path: str, send: Callable) -> Callable:
+    def bound(sender: Sender):
+        return send(sender, path=path)
+    bound.__name__ = send.__name__
+    return bound
+
+
+CASES = [
+    Case(EVENTS, 201, accepted), Case(EVENTS, 200, duplicate),
+    Case(EVENTS, 409, payload_conflict), Case(EVENTS, 409, stale_version), Case(EVENTS, 409, stale_by_age),
+    Case(EVENTS, 422, invalid_input),
+    Case(EVENTS, 400, malformed_json), Case(EVENTS, 400, duplicate_key), Case(EVENTS, 400, bad_gzip),
+    Case(EVENTS, 413, too_large), Case(EVENTS, 413, gzip_too_large),
+    Case(EVENTS, 415, not_json), Case(EVENTS, 415, latin_1), Case(EVENTS, 415, brotli),
+    Case(EVENTS, 401, no_token),
+    Case(EVENTS, 503, unreachable(accepted), transactional=True), Case(EVENTS, 503, deadlocked, transactional=True),
+    Case(BATCH, 200, every_batch_result),
+    Case(BATCH, 422, events_not_a_list), Case(BATCH, 413, batch_too_large),
+    *(Case(BATCH, status, _on("/api/v1/events/batch", send)) for status, send in (
+        (400, malformed_json), (400, bad_gzip), (413, too_large), (415, not_json), (415, latin_1), (415, brotli),
+        (401, no_token))),
+    Case(BATCH, 503, unreachable(a_batch), transactional=True),
+    Case(OPERATION, 200, an_operation), Case(OPERATION, 200, an_operation_with_its_last_error),
+    Case(OPERATION, 404, no_such_operation), Case(OPERATION, 404, no_route_for_the_key),
+    Case(OPERATION, 404, no_route_for_the_key_in_debug),
+    Case(OPERATION, 401, operation_without_token),
+    Case(OPERATION, 503, unreachable(read_the_operation), transactional=True),
+]
+
+
+def test_a_request_gets_every_status_the_document_lists_and_no_other():
+    documented = {(method, path, int(status)) for path, methods in DOCUMENT["paths"].items()
+                  for method, spec in methods.items() for status in spec["responses"]}
+    assert {(*case.operation, case.status) for case in CASES} == documented
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(case, id=case.id, marks=[pytest.mark.django_db(transaction=True)] if case.transactional else [])
+    for case in CASES
+])
+def test_each_answer_is_a_body_its_published_schema_accepts(case, client, token, request):
+    requires_postgres("to take the database away, and for a real database error")
+    client.raise_request_exception = False
+    needs = getattr(case.send, "needs", None)
+    sender = Sender(client, token)
+    response = case.send(sender, request.getfixturevalue(needs)) if needs else case.send(sender)
+
+    assert response.status_code == case.status, response.content
+    assert response["Content-Type"] == "application/json"
+    validator = jsonschema_rs.Draft202012Validator(published_schema(case.operation, case.status),
+                                                   validate_formats=True)
+    errors = [error.message for error in validator.iter_errors(response.json())]
+    assert errors == [], response.json()
+
+
+# --- the fixtures some requests need --------------------------------------------------------------
+
+@pytest.fixture
+def database_down():
+    """Call it to make the database stop answering: the next connection attempt is refused."""
+    original = dict(connection.settings_dict)
+
+    def take_down():
+        connection.close()
+        connection.settings_dict["PORT"] = "9"
+
+    yield take_down
+    connection.close()
+    connection.settings_dict.clear()
+    connection.settings_dict.update(original)
+
+
+@pytest.fixture
+def always_deadlocked():
+    """Every insert of an operation is aborted as a deadlock: the request, run again, is answered busy."""
+    with connection.cursor() as cursor:
+        cursor.execute("""
+            CREATE FUNCTION test_deadlocked() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                RAISE EXCEPTION 'deadlock detected (made by the test)' USING ERRCODE = 'deadlock_detected';
+            END $$;
+            CREATE TRIGGER test_deadlocked BEFORE INSERT ON ledger_operation
+                FOR EACH ROW EXECUTE FUNCTION test_deadlocked();""")
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TRIGGER test_deadlocked ON ledger_operation; DROP FUNCTION test_deadlocked();")
+
+
+# --- a body the document does not describe cannot be built ----------------------------------------
+
+def test_an_answer_with_a_field_the_document_does_not_list_cannot_be_built():
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        answers.Unauthorized(detail="no token", hint="abc")
+
+
+def test_an_intake_result_the_document_does_not_describe_cannot_be_answered():
+    """A refusal with a field its published answer lacks, or a reason no answer lists, is never sent."""
+    extra_field = IntakeResult(outcome="invalid", http_status=422, reason="invalid_input",
+                               errors=[{"field": "body", "message": "must be a JSON object"}], extra={"hint": "x"})
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        answers.intake_answer(extra_field)
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        answers.batch_answer([extra_field])
+    with pytest.raises(ValueError, match="no published answer for the reason 'unheard_of'"):
+        answers.intake_answer(IntakeResult(outcome="invalid", http_status=422, reason="unheard_of"))
+
+
+def test_a_problem_with_a_field_the_document_does_not_list_cannot_be_answered():
+    with_value = IntakeResult(outcome="invalid", http_status=422, reason="invalid_input",
+                              errors=[{"field": "data.title", "message": "too long", "input": "private text"}])
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        answers.intake_answer(with_value)
+
+
+def test_a_batch_result_must_have_the_status_its_answer_is_published_with():
+    invalid_as_500 = IntakeResult(outcome="invalid", http_status=500, reason="invalid_input",
+                                  errors=[{"field": "body", "message": "must be a JSON object"}])
+    with pytest.raises(ValidationError, match="http_status"):
+        answers.batch_answer([invalid_as_500])
