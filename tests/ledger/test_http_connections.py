@@ -10,7 +10,8 @@ import pytest
 
 from ledger.actions import http
 from ledger.outcomes import AmbiguousError, TransientError
-from standin.server import start_in_thread, validate_fault
+from standin.server import start_in_thread
+from standin.store import validate_fault
 
 
 @pytest.fixture
