@@ -88,10 +88,10 @@ def test_a_claim_that_fails_leaves_the_planning_as_before_too(postgresql, worksp
     and with it the planner setting; the caller's transaction goes on as it was."""
     from django.db import DataError
 
-    from ledger.engine import processing
+    from ledger.engine import claiming
 
     submit_brief(workspace)
-    monkeypatch.setattr(processing, "due_operations", lambda now: Operation.objects.extra(where=["1 / 0 = 1"]))
+    monkeypatch.setattr(claiming, "due_operations", lambda now: Operation.objects.extra(where=["1 / 0 = 1"]))
     with transaction.atomic(), connection.cursor() as cursor:
         with pytest.raises(DataError):
             claim_due_operations(limit=5, worker="w1")
