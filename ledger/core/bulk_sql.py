@@ -9,9 +9,32 @@ def update_each(model, pks: list, *, match: dict[str, list], each: dict[str, lis
     """``UPDATE .. FROM (VALUES ..)``, on PostgreSQL and on SQLite (3.33 and later): each row,
     found by its pk and the ``match`` columns (and the ``where`` values, and a value among each
     ``where_in`` list), gets its own ``each`` values and the ``same`` ones; ``increment`` columns
-    grow by one."""
+    grow by one. Returns how many rows changed."""
     if not pks:
         return 0
+    sql, params = _update_each_sql(model, pks, match=match, each=each, same=same, where=where,
+                                   where_in=where_in, increment=increment)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def update_each_returning_pks(model, pks: list, **how) -> set:
+    """``update_each``, but the pks of the rows that changed come back (``RETURNING``; SQLite 3.35
+    and later): the caller learns which rows a guard kept, in the same statement."""
+    if not pks:
+        return set()
+    sql, params = _update_each_sql(model, pks, **how)
+    with connection.cursor() as cursor:
+        # Unqualified: SQLite's RETURNING names the updated table's columns alone, and the VALUES
+        # list's columns are column1, column2, ...
+        cursor.execute(f"{sql} RETURNING {connection.ops.quote_name(model._meta.pk.column)}", params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _update_each_sql(model, pks: list, *, match: dict[str, list], each: dict[str, list], same: dict,
+                     where: dict, where_in: dict[str, list] | None = None,
+                     increment: tuple[str, ...] = ()) -> tuple[str, list]:
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     field = model._meta.get_field
@@ -38,8 +61,5 @@ def update_each(model, pks: list, *, match: dict[str, list], each: dict[str, lis
         conditions.append(f"{table}.{quote(field(name).column)} IN ({', '.join(['%s'] * len(values))})")
         params += [field(name).get_db_prep_save(value, connection) for value in values]
     # Not WITH .. UPDATE: sqlite3 reports no rowcount for a statement that does not begin with UPDATE.
-    sql = (f"UPDATE {table} SET {', '.join(assignments)} FROM (VALUES {', '.join(rows)}) AS held "
-           f"WHERE {' AND '.join(conditions)}")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
+    return (f"UPDATE {table} SET {', '.join(assignments)} FROM (VALUES {', '.join(rows)}) AS held "
+            f"WHERE {' AND '.join(conditions)}", params)
