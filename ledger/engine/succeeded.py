@@ -12,7 +12,7 @@ from django.utils import timezone
 from ledger.core import audit_chain, configuration, tallies
 from ledger.core.bulk_sql import update_each
 from ledger.core.rows import dumps, model_row
-from ledger.core.transitions import moved_in_sql, transition_many, transition_operation
+from ledger.core.transitions import moved_in_sql, transition_many
 from ledger.engine.attempts import attempt_number
 from ledger.engine.fencing import StaleClaim, restore, snapshot
 from ledger.models import Attempt, AuditEvent, Operation
@@ -30,12 +30,13 @@ FINISHED_IN_CLAIM_FROM = tuple(state for state in sql_edges(State.PROCESSING) if
 
 
 def record_success(operation, success: Success, *, attempt, worker, token) -> None:
-    done = transition_operation(
-        operation, to_state=State.SUCCEEDED, actor=worker, kind="succeeded", fencing_token=token,
-        attempt=attempt, result=success.result, external_id=success.external_id, **_SUCCEEDED_CLEARS,
-    )
-    if not done:
-        raise StaleClaim
+    """Record one claimed try's success under the claim's ``token``, in the caller's transaction:
+    ``attempt`` (written uncounted by the caller) is counted with the move. StaleClaim when the
+    claim was lost."""
+    transition_many(
+        [operation], to_state=State.SUCCEEDED, actor=worker, kind="succeeded", tokens=[token],
+        attempt_rows=[attempt], attempt_outcome=Attempt.Outcome.OK, raise_if_any_stays=StaleClaim,
+        same=_SUCCEEDED_CLEARS, each=_results([success]))
 
 
 def record_successes(operations: list[Operation], successes: list[Success], *, worker: str,
