@@ -67,7 +67,7 @@ def inbox(request):
     groups = groups[:GROUPS_PER_PAGE]
     seen = max((group["newest"] for group in groups), default=0)
     rows = _rows(groups, user=user, seen=seen)
-    return render(request, "console/conflict_decisions.html", {
+    return render(request, "console/conflicts.html", {
         "nav": "conflicts",
         "filter": filterset,
         "groups": rows,
