@@ -56,6 +56,11 @@ TERMINAL_STATES = frozenset(state for state, targets in TRANSITIONS.items() if t
 # States a worker may claim from (when due and not paused).
 CLAIMABLE_STATES = frozenset({S.PENDING, S.RETRYING})
 
+# What waits for a person (the console's queue, /metrics' review items), in the order the queue
+# lists them. The queue's partial indexes (ledger.models.core) are conditioned on this list, in
+# this order, as their migrations froze it: another order would need a migration.
+ATTENTION_STATES = (S.NEEDS_REVIEW, S.UNKNOWN, S.PENDING_APPROVAL)
+
 # Work still to be done, by a worker or a person (what a service level counts), in the order of
 # the state machine.
 UNFINISHED_STATES = tuple(state for state in S if state not in TERMINAL_STATES)
