@@ -91,18 +91,11 @@ def transition_many(operations: list[Operation], *, to_state: State, actor: str,
     messages = message if isinstance(message, list) else [message] * count
     attempt_rows = attempt_rows if attempt_rows is not None else [None] * count
     _refuse_unmatched_lists(count, messages=messages, attempt_rows=attempt_rows, tokens=tokens, **each)
-    by_id = sorted(range(count), key=lambda index: operations[index].pk)
-    match = {"state": [from_states[index] for index in by_id]}
-    if tokens is not None:
-        match["fencing_token"] = [tokens[index] for index in by_id]
     # No savepoint: inside a caller's transaction a failure here fails the whole transaction
     # anyway (Django marks it for rollback), and a savepoint costs two round trips.
     with transaction.atomic(savepoint=False):
-        moved_ids = update_each_returning_pks(
-            Operation, [operations[index].pk for index in by_id], match=match,
-            each={name: [values[index] for index in by_id] for name, values in each.items()},
-            same={"state": to_state, "updated_at": now, **same}, where=also_requires or {}, increment=increment)
-        moved = [index for index, operation in enumerate(operations) if operation.pk in moved_ids]
+        moved = _update_guarded(operations, from_states, tokens, also_requires,
+                                same={"state": to_state, "updated_at": now, **same}, each=each, increment=increment)
         if raise_if_any_stays is not None and len(moved) < count:
             raise raise_if_any_stays(f"{count - len(moved)} of {count} operations changed under their guard")
         _count(operations, moved, to_state, attempt_outcome, now)
@@ -118,6 +111,20 @@ def transition_many(operations: list[Operation], *, to_state: State, actor: str,
                        error_category=error_category, attempt=attempt_rows[index],
                        config_version=_config_of(operation, attempt_rows[index], digests))
     return [operations[index] for index in moved]
+
+
+def _update_guarded(operations, from_states, tokens, also_requires, *, same, each, increment) -> list[int]:
+    """The one UPDATE of a move, each row guarded by its id, its state as loaded, and its token when
+    ``tokens`` are given; the rows listed in id order. Returns the positions of the rows that moved."""
+    by_id = sorted(range(len(operations)), key=lambda index: operations[index].pk)
+    match = {"state": [from_states[index] for index in by_id]}
+    if tokens is not None:
+        match["fencing_token"] = [tokens[index] for index in by_id]
+    moved_ids = update_each_returning_pks(
+        Operation, [operations[index].pk for index in by_id], match=match, same=same,
+        each={name: [values[index] for index in by_id] for name, values in each.items()},
+        where=also_requires or {}, increment=increment)
+    return [index for index, operation in enumerate(operations) if operation.pk in moved_ids]
 
 
 def refuse_illegal(from_states: list[str], to_state: str) -> None:
