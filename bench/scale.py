@@ -377,7 +377,7 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
 
     from ledger.models import AuditEvent, Operation
     from ledger.reads.failure_groups import failure_groups
-    from opsconsole.console.filters import ATTENTION_STATES
+    from ledger.states import ATTENTION_STATES
 
     globex = workspaces["globex"]
     # An operation the member may see (globex), needing review: its page, and searches for it.

@@ -1,8 +1,10 @@
 """The operation state machine: one table, read at a glance.
 
-The table is enforced where states change, by ``ledger.core.transitions.transition_operation``: a guarded
-``UPDATE ... WHERE id = .. AND state = ..`` that only moves along an edge listed here, plus a
-``CheckConstraint`` on the column so no other write can store an unknown state.
+The table is enforced where states change, by ``ledger.core.transitions.transition_many`` (and its
+one-row case ``transition_operation``): a guarded ``UPDATE ... WHERE id = .. AND state = ..`` that only
+moves along an edge listed here, plus a ``CheckConstraint`` on the column so no other write can store
+an unknown state. SQL that moves states itself lists the from-states ``sql_edges`` gives
+(tests/ledger/test_sql_edges.py reads them back from the database).
 """
 
 from django.db import models
@@ -54,6 +56,11 @@ TERMINAL_STATES = frozenset(state for state, targets in TRANSITIONS.items() if t
 # States a worker may claim from (when due and not paused).
 CLAIMABLE_STATES = frozenset({S.PENDING, S.RETRYING})
 
+# What waits for a person (the console's queue, /metrics' review items), in the order the queue
+# lists them. The queue's partial indexes (ledger.models.core) are conditioned on this list, in
+# this order, as their migrations froze it: another order would need a migration.
+ATTENTION_STATES = (S.NEEDS_REVIEW, S.UNKNOWN, S.PENDING_APPROVAL)
+
 # Work still to be done, by a worker or a person (what a service level counts), in the order of
 # the state machine.
 UNFINISHED_STATES = tuple(state for state in S if state not in TERMINAL_STATES)
@@ -61,3 +68,9 @@ UNFINISHED_STATES = tuple(state for state in S if state not in TERMINAL_STATES)
 
 def can_transition(from_state: str, to_state: str) -> bool:
     return State(to_state) in TRANSITIONS[State(from_state)]
+
+
+def sql_edges(to_state: str) -> tuple[State, ...]:
+    """The states a move to ``to_state`` may start from, by the table, sorted: the list SQL that
+    moves states itself guards its UPDATE with (``ledger_finish_claimed``, migration 0029)."""
+    return tuple(sorted(state for state in S if can_transition(state, to_state)))

@@ -45,11 +45,10 @@ from ledger.core.selectors import (
     switch_over,
 )
 from ledger.models import Conflict, Control, Heartbeat, Operation, Workspace
-from ledger.states import CLAIMABLE_STATES, UNFINISHED_STATES, State
+from ledger.states import ATTENTION_STATES, CLAIMABLE_STATES, UNFINISHED_STATES
 from opsconsole import requests_metrics
 from reconciliation.models import Mismatch, MismatchKind, MismatchStatus
 
-REVIEW_STATES = (State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL)
 HEARTBEATS = ("sweep", "reconcile", "purge")
 
 
@@ -186,11 +185,11 @@ class LedgerCollector:
 
     def _review_items(self, unfinished, conflicts):
         family = GaugeMetricFamily("opsconsole_review_items", "What waits for a person, by workspace, action and "
-                                   "reason (needs_review, unknown, pending_approval, conflict).",
+                                   f"reason ({', '.join(ATTENTION_STATES)}, conflict).",
                                    labels=["workspace", "action", "reason"])
         slugs = dict(Workspace.objects.values_list("pk", "slug"))
         for row in unfinished:
-            if row["state"] in REVIEW_STATES:
+            if row["state"] in ATTENTION_STATES:
                 family.add_metric([slugs.get(row["workspace_id"], ""), row["action"], row["state"]], row["n"])
         for row in conflicts:
             family.add_metric([slugs.get(row["operation__workspace_id"], ""), row["operation__action"], "conflict"],

@@ -5,11 +5,32 @@ from django.db import connection
 
 
 def update_each(model, pks: list, *, match: dict[str, list], each: dict[str, list], same: dict,
-                 where: dict) -> int:
-    """``UPDATE .. FROM (VALUES ..)``: each row, found by its pk and the ``match`` columns (and
-    the ``where`` values), gets its own ``each`` values and the ``same`` ones."""
+                 where: dict, increment: tuple[str, ...] = ()) -> int:
+    """``UPDATE .. FROM (VALUES ..)``: each row, found by its pk and the ``match`` columns (and the
+    ``where`` values), gets its own ``each`` values and the ``same`` ones; ``increment`` columns
+    grow by one. Returns how many rows changed."""
     if not pks:
         return 0
+    sql, params = _update_each_sql(model, pks, match=match, each=each, same=same, where=where,
+                                   increment=increment)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def update_each_returning_pks(model, pks: list, **how) -> set:
+    """``update_each``, but the pks of the rows that changed come back (``RETURNING``): the caller
+    learns which rows a guard kept, in the same statement."""
+    if not pks:
+        return set()
+    sql, params = _update_each_sql(model, pks, **how)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} RETURNING {connection.ops.quote_name(model._meta.pk.column)}", params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _update_each_sql(model, pks: list, *, match: dict[str, list], each: dict[str, list], same: dict,
+                     where: dict, increment: tuple[str, ...] = ()) -> tuple[str, list]:
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     field = model._meta.get_field
@@ -19,6 +40,7 @@ def update_each(model, pks: list, *, match: dict[str, list], each: dict[str, lis
     held = {column: f"held.column{index}" for index, column in enumerate(columns, start=1)}
     assignments = [f"{quote(field(name).column)} = %s" for name in same]
     assignments += [f"{quote(column.column)} = {held[column]}" for column in columns[len(keys):]]
+    assignments += [f"{quote(field(name).column)} = {table}.{quote(field(name).column)} + 1" for name in increment]
     params = [field(name).get_db_prep_save(value, connection) for name, value in same.items()]
     rows = []
     # PostgreSQL types a VALUES column from its values: a column of NULLs alone would be text,
@@ -30,8 +52,5 @@ def update_each(model, pks: list, *, match: dict[str, list], each: dict[str, lis
     conditions = [f"{table}.{quote(column.column)} = {held[column]}" for column in keys]
     conditions += [f"{table}.{quote(field(name).column)} = %s" for name in where]
     params += [field(name).get_db_prep_save(value, connection) for name, value in where.items()]
-    sql = (f"UPDATE {table} SET {', '.join(assignments)} FROM (VALUES {', '.join(rows)}) AS held "
-           f"WHERE {' AND '.join(conditions)}")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
+    return (f"UPDATE {table} SET {', '.join(assignments)} FROM (VALUES {', '.join(rows)}) AS held "
+            f"WHERE {' AND '.join(conditions)}", params)

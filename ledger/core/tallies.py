@@ -55,6 +55,12 @@ def count_finished(operations: list[Operation], now=None) -> None:
     _add(_finished(operations, now or timezone.now()))
 
 
+def count_moves(finished: list[Operation], now, *, attempts: list[tuple[Operation, str]] = ()) -> None:
+    """Operations that reached a final state now, and the tries their moves finished, in one
+    statement (``ledger.core.transitions.transition_many``)."""
+    _add(_attempts(attempts) + _finished(finished, now))
+
+
 def count_successes(operations: list[Operation], now) -> None:
     """Operations whose attempt succeeded and that are now succeeded: both counts, one statement."""
     _add(_attempts([(operation, "ok") for operation in operations]) + _finished(operations, now))

@@ -15,8 +15,11 @@ def attempt_number(operation: Operation) -> int:
 
 
 def new_attempt(operation, *, worker, started_at, outcome, error: Exception | None = None,
-             external_id: str = "") -> Attempt:
-    tallies.count_attempts([(operation, outcome)])
+             external_id: str = "", counted: bool = True) -> Attempt:
+    """A finished try's row; counted now unless the move that records it counts it (``counted``
+    False: ``transition_many``'s ``attempt_outcome``, after the rows, in the lock order)."""
+    if counted:
+        tallies.count_attempts([(operation, outcome)])
     return Attempt.objects.create(
         operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
         worker=worker, started_at=started_at, finished_at=timezone.now(), outcome=outcome,
@@ -24,8 +27,10 @@ def new_attempt(operation, *, worker, started_at, outcome, error: Exception | No
     )
 
 
-def finish_attempt(attempt: Attempt, outcome: str, error: Exception | None = None) -> None:
-    tallies.count_attempts([(attempt.operation, outcome)])
+def finish_attempt(attempt: Attempt, outcome: str, error: Exception | None = None, *, counted: bool = True) -> None:
+    """A begun try's outcome; counted as ``new_attempt`` counts it."""
+    if counted:
+        tallies.count_attempts([(attempt.operation, outcome)])
     attempt.finished_at = timezone.now()
     attempt.outcome = outcome
     for name, value in _error_fields(error).items():

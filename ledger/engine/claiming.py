@@ -13,21 +13,21 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from ledger.actions import get_action, registry
-from ledger.core import audit_chain, contention
+from ledger.core import contention
 from ledger.core.selectors import due_operations, read_in_index_order
+from ledger.core.transitions import transition_many
 from ledger.engine import destination_health, faults
 from ledger.engine.fencing import update_held
 from ledger.engine.performing import (
     needs_approval,
 )
 from ledger.engine.succeeded import record_claimed_successes
-from ledger.models import AuditEvent, Operation
+from ledger.models import Operation
 from ledger.outcomes import Success
-from ledger.states import CLAIMABLE_STATES, State
+from ledger.states import State
 
 logger = logging.getLogger("ledger")
 
@@ -86,31 +86,21 @@ def _claim_in_one_transaction(*, limit: int, worker: str, now: datetime, finish_
     return finished, healths, claimed
 
 
+class ClaimChanged(RuntimeError):
+    """A row the claim holds locked was not claimable under its state and token: only a bug could
+    do that; the claim is rolled back."""
+
+
 def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
-    lease_expires_at = now + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
-    # The rows are locked, so one guarded UPDATE for the batch is the compare-and-set, and
-    # each row's new token is its old one plus one.
-    changed = Operation.objects.filter(pk__in=[op.pk for op in operations], state__in=CLAIMABLE_STATES).update(
-        state=State.PROCESSING, attempts=F("attempts") + 1, fencing_token=F("fencing_token") + 1,
-        lease_owner=worker, lease_expires_at=lease_expires_at, updated_at=now,
-    )
-    if changed != len(operations):
-        raise RuntimeError("claimed rows changed under their lock; the claim is rolled back")
-    # Lock order (docs/architecture.md): the rows are the claim's since it found them; the chain last.
-    events = []
-    for operation in operations:
-        events.append(AuditEvent(
-            operation=operation, workspace_id=operation.workspace_id, actor=worker, kind="claimed",
-            from_state=operation.state, to_state=State.PROCESSING,
-            message=f"claim {operation.fencing_token + 1}",
-        ))
-        operation.state = State.PROCESSING
-        operation.attempts += 1
-        operation.fencing_token += 1
-        operation.lease_owner = worker
-        operation.lease_expires_at = lease_expires_at
-        operation.updated_at = now
-    audit_chain.append(events)
+    """Move the found rows to processing, each under a new fencing token (its old one plus one)
+    and a lease: one guarded UPDATE (``transition_many``). The rows are locked since they were
+    found, so every guard matches; one that does not rolls the claim back (``ClaimChanged``)."""
+    transition_many(
+        operations, to_state=State.PROCESSING, actor=worker, kind="claimed",
+        same={"lease_owner": worker, "lease_expires_at": now + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)},
+        increment=("attempts", "fencing_token"), tokens=[operation.fencing_token for operation in operations],
+        message=[f"claim {operation.fencing_token + 1}" for operation in operations],
+        raise_if_any_stays=ClaimChanged, now=now)
 
 
 class _Told(Exception):

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from ledger.actions import ActionDefinition
 from ledger.core import nudges
-from ledger.core.transitions import transition_operation
+from ledger.core.transitions import transition_many
 from ledger.engine.attempts import _short_message, finish_attempt, new_attempt
 from ledger.engine.fencing import StaleClaim, commit_outcome, refuse_stale
 from ledger.engine.retry import retry_delay
@@ -48,20 +48,21 @@ def record_failure(operation, action, error: Exception, *, started_at, worker, a
         to_state, fields, detail = _next_state_after(operation, action, outcome_error)
         reason = f"{category}: {detail}"
         with transaction.atomic():
-            # Lock order (docs/architecture.md): the Attempt, then the row, the tallies and the chain
-            # (transition_operation).
+            # Lock order (docs/architecture.md): the Attempt, then the row, the tallies (the try's
+            # outcome counted with the move) and the chain (transition_many).
             if attempt is None:
-                row = new_attempt(operation, worker=worker, started_at=started_at, outcome=category, error=error)
+                row = new_attempt(operation, worker=worker, started_at=started_at, outcome=category, error=error,
+                                  counted=False)
             else:
-                finish_attempt(attempt, category, error)
+                finish_attempt(attempt, category, error, counted=False)
                 row = attempt
-            if not transition_operation(
-                operation, to_state=to_state, actor=worker, kind=_failure_kind(to_state),
-                fencing_token=token, attempt=row, error_category=category, message=reason,
-                last_error_category=category, last_error_message=detail[:500],
-                lease_owner="", lease_expires_at=None, **fields,
-            ):
-                raise StaleClaim
+            transition_many(
+                [operation], to_state=to_state, actor=worker, kind=_failure_kind(to_state),
+                tokens=[token], attempt_rows=[row], attempt_outcome=category, raise_if_any_stays=StaleClaim,
+                error_category=category, message=reason,
+                same={"last_error_category": category, "last_error_message": detail[:500], "lease_owner": "",
+                      "lease_expires_at": None, **fields},
+            )
             # Wake a worker when the retry is due, or the reconciler when the lookup is, rather
             # than when the sweep or the reconcile schedule next looks.
             if to_state == State.RETRYING:

@@ -101,7 +101,13 @@ def update_held(operations: list[Operation], *, each: dict[str, list] | None = N
 
     The ORM spells this as an OR of (id, token) per row and a CASE per column, and building those
     expressions costs about a millisecond per row; here the rows travel as one VALUES list.
+
+    It renews leases and never moves a state: a move under the claims' tokens is
+    ``ledger.core.transitions.transition_many`` (``tokens``), which checks the edge against the
+    state table and tallies, audits and logs it.
     """
+    if "state" in same or "state" in (each or {}):
+        raise ValueError("states move through ledger.core.transitions.transition_many, not update_held")
     return update_each(Operation, [operation.pk for operation in operations],
                         match={"fencing_token": [operation.fencing_token for operation in operations]},
                         each=each or {}, same=same, where={"state": State.PROCESSING})

@@ -68,7 +68,7 @@ def _perform_internal(operation: Operation, action: ActionDefinition, *, worker:
         with transaction.atomic():
             success = action.perform(operation)
             attempt = new_attempt(operation, worker=worker, started_at=started_at, outcome=Attempt.Outcome.OK,
-                               external_id=success.external_id)
+                                  external_id=success.external_id, counted=False)
             record_success(operation, success, attempt=attempt, worker=worker, token=token)
             faults.fault_point("before_outcome_commit")
 
@@ -224,7 +224,7 @@ def finish_call(call: Call, outcome: Success | Exception) -> None:
 
     def record():
         with transaction.atomic():
-            finish_attempt(call.attempt, Attempt.Outcome.OK)
+            finish_attempt(call.attempt, Attempt.Outcome.OK, counted=False)
             record_success(operation, outcome, attempt=call.attempt, worker=worker, token=call.token)
             faults.fault_point("before_outcome_commit")
 

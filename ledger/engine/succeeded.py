@@ -12,33 +12,42 @@ from django.utils import timezone
 from ledger.core import audit_chain, configuration, tallies
 from ledger.core.bulk_sql import update_each
 from ledger.core.rows import dumps, model_row
-from ledger.core.transitions import log_transition, transition_operation
+from ledger.core.transitions import moved_in_sql, transition_many
 from ledger.engine.attempts import attempt_number
-from ledger.engine.fencing import StaleClaim, restore, snapshot, update_held
+from ledger.engine.fencing import StaleClaim, restore, snapshot
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import Success
-from ledger.states import State
+from ledger.states import CLAIMABLE_STATES, State, sql_edges
+
+# What a success clears: the lease, the next try, the last error.
+_SUCCEEDED_CLEARS = {"lease_owner": "", "lease_expires_at": None, "next_attempt_at": None, "last_error_category": "",
+                     "last_error_message": ""}
+
+# The states a set finished in its claim leaves: those the state table moves to processing that a
+# claim takes. ledger_finish_claimed (engine/sql/finish_claimed.sql) lists the same in SQL
+# (tests/ledger/test_sql_edges.py reads its list back from the database).
+FINISHED_IN_CLAIM_FROM = tuple(state for state in sql_edges(State.PROCESSING) if state in CLAIMABLE_STATES)
 
 
 def record_success(operation, success: Success, *, attempt, worker, token) -> None:
-    done = transition_operation(
-        operation, to_state=State.SUCCEEDED, actor=worker, kind="succeeded", fencing_token=token,
-        attempt=attempt, result=success.result, external_id=success.external_id,
-        lease_owner="", lease_expires_at=None, next_attempt_at=None,
-        last_error_category="", last_error_message="",
-    )
-    if not done:
-        raise StaleClaim
+    """Record one claimed try's success under the claim's ``token``, in the caller's transaction:
+    ``attempt`` (written uncounted by the caller) is counted with the move. StaleClaim when the
+    claim was lost."""
+    transition_many(
+        [operation], to_state=State.SUCCEEDED, actor=worker, kind="succeeded", tokens=[token],
+        attempt_rows=[attempt], attempt_outcome=Attempt.Outcome.OK, raise_if_any_stays=StaleClaim,
+        same=_SUCCEEDED_CLEARS, each=_results([success]))
 
 
 def record_successes(operations: list[Operation], successes: list[Success], *, worker: str,
                      started_at: datetime | None = None, attempts: list[Attempt] | None = None) -> None:
     """Record ``succeeded`` for many claimed operations at once, in the caller's transaction: their
     ok Attempts in one statement (new ones from ``started_at`` for internal effects, or the begun
-    ``attempts`` of external tries, finished), one UPDATE guarded per row by (id, ``processing``,
-    the claim's token) that also writes each row's result, and their audit events, appended last
-    (the chain stays locked until the commit). Raises StaleClaim when any row is no longer held by
-    its claim: the caller's rollback then undoes the whole set, effects included.
+    ``attempts`` of external tries, finished), then ``transition_many``: one UPDATE guarded per row
+    by (id, ``processing``, the claim's token) that also writes each row's result, the tallies and
+    their audit events, appended last (the chain stays locked until the commit). Raises StaleClaim
+    when any row is no longer held by its claim: the caller's rollback then undoes the whole set,
+    effects included.
     """
     now = timezone.now()
     if len(successes) != len(operations):
@@ -52,22 +61,10 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
                      same={"finished_at": now, "outcome": Attempt.Outcome.OK}, where={})
         for attempt, success in zip(attempts, successes, strict=True):
             attempt.finished_at, attempt.outcome, attempt.external_id = now, Attempt.Outcome.OK, success.external_id
-    changed = update_held(
-        operations, each={"result": [success.result for success in successes],
-                          "external_id": [success.external_id for success in successes]},
-        state=State.SUCCEEDED, updated_at=now, lease_owner="", lease_expires_at=None, next_attempt_at=None,
-        last_error_category="", last_error_message="",
-    )
-    if changed != len(operations):
-        raise StaleClaim
-    # Lock order (docs/architecture.md): the rows, then the tallies, then the chain.
-    tallies.count_successes(operations, now)
-    audit_chain.append([
-        AuditEvent(operation=operation, workspace_id=operation.workspace_id, actor=worker, kind="succeeded",
-                   from_state=State.PROCESSING, to_state=State.SUCCEEDED, attempt=attempt)
-        for operation, attempt in zip(operations, attempts, strict=True)
-    ])
-    _mark_succeeded(operations, successes, [attempt.config_version_id for attempt in attempts], now)
+    transition_many(
+        operations, to_state=State.SUCCEEDED, actor=worker, kind="succeeded", same=_SUCCEEDED_CLEARS,
+        each=_results(successes), tokens=[operation.fencing_token for operation in operations], attempt_rows=attempts,
+        attempt_outcome=Attempt.Outcome.OK, raise_if_any_stays=StaleClaim, now=now)
 
 
 def record_claimed_successes(operations: list[Operation], successes: list[Success], *, worker: str,
@@ -94,7 +91,8 @@ def record_claimed_successes(operations: list[Operation], successes: list[Succes
         for operation, values in before:
             restore(operation, values)
         raise
-    _mark_succeeded(operations, successes, digests, now)
+    moved_in_sql(operations, from_state=State.PROCESSING, to_state=State.SUCCEEDED, kind="succeeded",
+                 configs=digests, now=now, same=_SUCCEEDED_CLEARS, each=_results(successes))
 
 
 def _finish_claimed_in_database(operations, successes, digests, *, worker, now) -> None:
@@ -122,6 +120,12 @@ def _finish_claimed_in_database(operations, successes, digests, *, worker, now) 
         operation.fencing_token += 1
 
 
+def _results(successes: list[Success]) -> dict[str, list]:
+    """What each success writes on its operation's row, one value per operation."""
+    return {"result": [success.result for success in successes],
+            "external_id": [success.external_id for success in successes]}
+
+
 def _ok_attempts(operations: list[Operation], successes: list[Success], digests: list[str | None], *,
                  worker: str, started_at, now) -> list[Attempt]:
     """The ok Attempts of internal effects that just succeeded, one INSERT, each numbered by its claim
@@ -132,16 +136,3 @@ def _ok_attempts(operations: list[Operation], successes: list[Success], digests:
                 external_id=success.external_id, config_version_id=digest)
         for operation, success, digest in zip(operations, successes, digests, strict=True)
     ])
-
-
-def _mark_succeeded(operations: list[Operation], successes: list[Success], configs: list[str | None],
-                    now: datetime) -> None:
-    """Make the operations in memory what their recorded success wrote, and log each transition
-    with the configuration its attempt ran under (``configs``, one digest per operation)."""
-    for operation, success, config in zip(operations, successes, configs, strict=True):
-        operation.state, operation.updated_at = State.SUCCEEDED, now
-        operation.result, operation.external_id = success.result, success.external_id
-        operation.lease_owner, operation.lease_expires_at, operation.next_attempt_at = "", None, None
-        operation.last_error_category = operation.last_error_message = ""
-        log_transition(operation, from_state=State.PROCESSING, to_state=State.SUCCEEDED, kind="succeeded",
-                       config_version=config)

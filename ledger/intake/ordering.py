@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from ledger.core import contention, policies
 from ledger.core.selectors import in_a_series
-from ledger.core.transitions import transition_operation, transition_operations
+from ledger.core.transitions import transition_many, transition_operation
 from ledger.intake import reservation
 from ledger.models import Delivery, Operation, Ordering
 from ledger.states import State
@@ -96,9 +96,9 @@ def _supersede_older(workspace_id: int, newest: reservation.Event, *, actor: str
     older = list(in_a_series().filter(workspace_id=workspace_id, series=newest.series, version__lt=newest.version,
                                       state__in=UNRUN_STATES)
                  .select_for_update(no_key=True).order_by("id"))
-    transition_operations(older, to_state=State.SUPERSEDED, actor=actor, kind="superseded",
-                          message=f"superseded by version {newest.version} ({newest.key}) before it ran",
-                          next_attempt_at=None)
+    transition_many(older, to_state=State.SUPERSEDED, actor=actor, kind="superseded",
+                    message=f"superseded by version {newest.version} ({newest.key}) before it ran",
+                    same={"next_attempt_at": None})
 
 
 def send_gaps_to_review(*, now=None, batch: int = 500) -> int:

@@ -9,7 +9,7 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 
 from ledger.models.checks import choices_check
-from ledger.states import UNFINISHED_STATES, State
+from ledger.states import ATTENTION_STATES, UNFINISHED_STATES, State
 
 
 class Workspace(models.Model):
@@ -178,18 +178,18 @@ class Operation(models.Model):
             # The console's queue: the operations that need a person, most recently changed first.
             # Partial, so the rows of every other state (nearly all of them) cost it nothing.
             models.Index(fields=["updated_at", "id"], name="operation_attention_idx",
-                         condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
+                         condition=Q(state__in=list(ATTENTION_STATES))),
             # Its other orders (migration 0020): by arrival, and within one state by either time,
             # both ways; and the per-state counts, with their workspace and action filters, read
             # from the index alone.
             models.Index(fields=["created_at", "id"], name="operation_arrival_idx",
-                         condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
+                         condition=Q(state__in=list(ATTENTION_STATES))),
             models.Index(fields=["state", "updated_at", "id"], name="operation_state_updated_idx",
-                         condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
+                         condition=Q(state__in=list(ATTENTION_STATES))),
             models.Index(fields=["state", "created_at", "id"], name="operation_state_arrival_idx",
-                         condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
+                         condition=Q(state__in=list(ATTENTION_STATES))),
             models.Index(fields=["state", "action", "workspace"], name="operation_state_count_idx",
-                         condition=Q(state__in=[State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL])),
+                         condition=Q(state__in=list(ATTENTION_STATES))),
             # The versions of one request (ledger.intake.ordering), for the operations that have a series.
             models.Index(fields=["workspace", "series", "version"], name="operation_series_idx",
                          condition=~Q(series="")),

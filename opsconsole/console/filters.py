@@ -11,10 +11,9 @@ from django.utils import timezone
 
 from ledger.models import AuditEvent, Operation, Workspace
 from ledger.reads.failure_groups import Criterion
-from ledger.states import State
+from ledger.states import ATTENTION_STATES
 from opsconsole.console.forms import action_choices
 
-ATTENTION_STATES = [State.NEEDS_REVIEW, State.UNKNOWN, State.PENDING_APPROVAL]
 # Not a state: the queue's choice for the operations a pause holds (ledger.core.selectors.held_operations).
 HELD = "held"
 

@@ -11,7 +11,8 @@ from django.db.models import QuerySet
 from ledger.core import roles
 from ledger.core.selectors import held_operations
 from ledger.models import Control, Operation
-from opsconsole.console.filters import ATTENTION_STATES, HELD, QUEUE_SORTS, QueueFilter, Sort
+from ledger.states import ATTENTION_STATES
+from opsconsole.console.filters import HELD, QUEUE_SORTS, QueueFilter, Sort
 
 # What the queue's rows show (and its sorts read), the rest of each operation left unread.
 QUEUE_COLUMNS = ("pk", "key", "action", "state", "attempts", "last_error_category", "last_error_message",

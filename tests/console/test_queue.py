@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from ledger.core import accounts
 from ledger.models import Heartbeat, Operation
-from opsconsole.console.filters import ATTENTION_STATES
+from ledger.states import ATTENTION_STATES
 from tests.ledger.conftest import submit
 
 

@@ -14,8 +14,9 @@ from django.utils import timezone
 from ledger.core import accounts, pause
 from ledger.intake.submit import submit_event
 from ledger.models import Operation
+from ledger.states import ATTENTION_STATES
 from opsconsole.console import keyset
-from opsconsole.console.filters import ATTENTION_STATES, QUEUE_SORTS
+from opsconsole.console.filters import QUEUE_SORTS
 from tests.ledger.conftest import submit_brief
 
 REFUND = {"version": 1, "customer_id": "C-1001", "amount_cents": 2500, "currency": "EUR"}

@@ -1,0 +1,52 @@
+"""SQL that moves states itself takes only edges of the state table (``ledger.states``): the
+function as the migrated database holds it (``pg_get_functiondef``), not as a file says it should
+be, is read back and its states compared with the table."""
+
+import re
+
+import pytest
+from django.db import connection
+
+from ledger.engine.succeeded import FINISHED_IN_CLAIM_FROM
+from ledger.states import CLAIMABLE_STATES, State, can_transition, sql_edges
+from tests.conftest import requires_postgres
+
+
+def function_text(name: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_functiondef(%s::regproc)", [name])
+        return cursor.fetchone()[0]
+
+
+def quoted(listed: str) -> set[str]:
+    return set(re.findall(r"'(\w+)'", listed))
+
+
+@pytest.mark.parametrize("to_state", list(State))
+def test_sql_edges_are_the_states_the_table_moves_to_a_state_from(to_state):
+    assert set(sql_edges(to_state)) == {state for state in State if can_transition(state, to_state)}
+    assert list(sql_edges(to_state)) == sorted(sql_edges(to_state))
+
+
+def test_finishing_a_set_in_its_claim_moves_rows_only_from_the_claimable_states_the_table_allows(db):
+    """ledger_finish_claimed (migration 0029): its guarded UPDATE takes rows in the states its
+    ``state IN (..)`` lists, which must be the claim's edges to processing; the row ends in the
+    state its SET writes, and each of the two moves it audits (claimed, succeeded) is an edge."""
+    requires_postgres("for the function's text (SQLite has no SQL functions)")
+    text = function_text("ledger_finish_claimed")
+
+    [guard] = re.findall(r"\bstate\s+IN\s*\(([^)]*)\)", text, flags=re.IGNORECASE)
+    from_states = quoted(guard)
+    assert from_states == {state for state in State if can_transition(state, State.PROCESSING)} & CLAIMABLE_STATES
+    assert from_states == set(FINISHED_IN_CLAIM_FROM)
+
+    [written] = re.findall(r"\bSET\s+state\s*=\s*'(\w+)'", text, flags=re.IGNORECASE)
+    audited = re.findall(r"'kind', '(\w+)', 'from_state', ([^,]+), 'to_state', '(\w+)'", text)
+    assert [(kind, to_state) for kind, _, to_state in audited] == [("claimed", "processing"),
+                                                                    ("succeeded", "succeeded")]
+    [(_, claimed_from, _), (_, succeeded_from, succeeded_to)] = audited
+    assert "from_state" in claimed_from  # each row's own state: one of the guard's
+    assert quoted(succeeded_from) == {"processing"}
+    assert all(can_transition(state, "processing") for state in from_states)
+    assert can_transition(*quoted(succeeded_from), succeeded_to)
+    assert written == succeeded_to
