@@ -12,6 +12,8 @@ refused and audited).
 """
 
 import logging
+import os
+import threading
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -20,7 +22,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from ledger.actions import ActionDefinition, UnknownAction, get_action
+from ledger.actions import ActionDefinition, UnknownAction, get_action, registry
 from ledger.core import nudges
 from ledger.engine import destination_health, faults
 from ledger.engine.claiming import claim_due_operations, keep_leases, worker_name
@@ -78,6 +80,32 @@ def process_due_operations(*, limit: int | None = None, worker: str | None = Non
 
 # How long the outcomes of concurrent calls are gathered, once one arrived, to record them together.
 ARRIVALS_WINDOW_SECONDS = 0.01
+
+# The threads that make external calls live as long as the worker process, so each keeps its HTTP
+# client (ledger.actions.http.thread_client), and the kept-alive connections in it, from one batch
+# to the next: a batch does not pay a TCP (and TLS) handshake per thread. As many as the most calls
+# any one destination may have in flight (the largest max_concurrency); a batch's own limit caps
+# what it submits.
+_call_threads: ThreadPoolExecutor | None = None
+_call_threads_made = threading.Lock()
+
+
+def call_threads() -> ThreadPoolExecutor:
+    global _call_threads
+    with _call_threads_made:
+        if _call_threads is None:
+            size = max((action.max_concurrency for action in registry.values()), default=1)
+            _call_threads = ThreadPoolExecutor(max_workers=size, thread_name_prefix="ledger-call")
+        return _call_threads
+
+
+def _forget_call_threads() -> None:
+    """A forked worker starts without its parent's threads (they did not come along)."""
+    global _call_threads, _call_threads_made
+    _call_threads, _call_threads_made = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_call_threads)
 
 
 @dataclass
@@ -172,30 +200,30 @@ class _Batch:
         free, and outcomes recorded as they arrive, the successes that arrived together at once."""
         queue = deque(operations)
         in_flight: dict[Future, Call] = {}
-        with ThreadPoolExecutor(max_workers=min(limit, len(operations)), thread_name_prefix="ledger-call") as pool:
-            while queue or in_flight:
-                wave: list[Operation] = []
-                while queue and len(in_flight) + len(wave) < limit:
-                    operation = queue.popleft()
-                    if needs_approval(operation, get_action(operation.action)):
-                        self.one(operation)  # recorded as a failure there
-                    else:
-                        wave.append(operation)
-                for call in self.begin(wave):
-                    in_flight[pool.submit(call_destination, call.action, call.operation)] = call
-                if not in_flight:
-                    continue
-                done, pending = wait(in_flight, timeout=settings.OPSCONSOLE_LEASE_SECONDS / 4,
-                                     return_when=FIRST_COMPLETED)
-                if done and pending:
-                    # Calls that left together come back within moments of each other: wait that
-                    # moment, so their outcomes are recorded (and the next calls begun) together.
-                    done |= wait(pending, timeout=ARRIVALS_WINDOW_SECONDS)[0]
-                try:
-                    keep_leases(self.waiting, worker=self.worker)
-                except DatabaseError:
-                    _database_failed("renewing the leases of a batch")
-                self.finish([(in_flight.pop(future), future) for future in done])
+        pool = call_threads()
+        while queue or in_flight:
+            wave: list[Operation] = []
+            while queue and len(in_flight) + len(wave) < limit:
+                operation = queue.popleft()
+                if needs_approval(operation, get_action(operation.action)):
+                    self.one(operation)  # recorded as a failure there
+                else:
+                    wave.append(operation)
+            for call in self.begin(wave):
+                in_flight[pool.submit(call_destination, call.action, call.operation)] = call
+            if not in_flight:
+                continue
+            done, pending = wait(in_flight, timeout=settings.OPSCONSOLE_LEASE_SECONDS / 4,
+                                 return_when=FIRST_COMPLETED)
+            if done and pending:
+                # Calls that left together come back within moments of each other: wait that
+                # moment, so their outcomes are recorded (and the next calls begun) together.
+                done |= wait(pending, timeout=ARRIVALS_WINDOW_SECONDS)[0]
+            try:
+                keep_leases(self.waiting, worker=self.worker)
+            except DatabaseError:
+                _database_failed("renewing the leases of a batch")
+            self.finish([(in_flight.pop(future), future) for future in done])
 
     def begin(self, operations: list[Operation]) -> list[Call]:
         if not operations:

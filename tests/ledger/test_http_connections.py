@@ -131,3 +131,29 @@ def test_a_forked_child_starts_without_its_parents_client(destination):
     assert not parent_client.is_closed
     assert create(url, "ref-2")["reference"] == "ref-2"
     assert server.connections_accepted == 1
+
+
+def test_a_worker_s_batches_reuse_the_connections_of_the_ones_before(db, workspace, settings):
+    """The call threads outlive a batch (ledger.engine.processing.call_threads), and with them their
+    clients' kept-alive connections: five batches of four calls open at most one connection per
+    thread that ever made a call, the worker's own and four in flight at once, not one per call."""
+    from ledger.engine.processing import process_due_operations
+    from ledger.intake.submit import submit_event
+    from ledger.models import Operation
+    from tests.conftest import external_event
+
+    server, url = start_in_thread()
+    settings.OPSCONSOLE_STANDIN_URL = url
+    settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS = 5.0
+    try:
+        for batch in "ABCDE":
+            for number in range(4):
+                event = external_event("file-ticket", delivery_id=f"{batch}{number}", request_id=f"{batch}{number}")
+                assert submit_event(workspace=workspace, raw=event, source="api").outcome == "accepted"
+            process_due_operations(worker="w1")
+    finally:
+        server.shutdown()
+
+    assert Operation.objects.filter(state="succeeded").count() == 20
+    assert server.store.stats()["requests"]["POST /records"] == 20
+    assert server.connections_accepted <= 1 + 4
