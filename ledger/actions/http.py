@@ -16,10 +16,10 @@ connection. A kept connection is not reused once idle for httpx's keep-alive exp
 the destination has closed it (httpcore looks before each reuse); a destination closing it in the
 instant between that look and our request fails the call as "no answer" (ambiguous), as a reset does. A
 call that fails in transport closes its thread's client (the next call starts on a new one), and a
-thread's client is closed when the thread ends: the pool threads of a worker's batch
-(``ledger.processing``) at the end of the batch. A django-q2 worker runs its tasks in its main
-thread, whose client lasts as long as the worker process: the system closes its sockets when the
-worker exits (django-q2's workers end without running ``atexit``). A forked child starts without
+thread's client is closed when the thread ends. The threads that make a worker's external calls
+(``ledger.engine.processing.call_threads``) and the worker's main thread, where django-q2 runs its
+tasks, last as long as the worker process, and their clients with them: the system closes their
+sockets when the worker exits (django-q2's workers end without running ``atexit``). A forked child starts without
 its parent's clients.
 """
 
