@@ -15,6 +15,7 @@ transaction at a time and their ids increase along it: PostgreSQL with a transac
 advisory lock per chain, SQLite by its single writer.
 """
 
+import functools
 import hashlib
 import hmac
 import json
@@ -85,10 +86,25 @@ def _append_in_database(workspace_id: int | None, events: list[AuditEvent]) -> N
 
 def keyed(row: dict) -> dict:
     """An audit event's row (as ``ledger.rows.model_row`` writes it, for a PostgreSQL function to
-    insert) to be hashed under the current key: its id, and its secret beside the columns for
-    ``ledger_audit_hash`` (migration 0030). ``jsonb_populate_record`` leaves the secret out of the
-    row: it is never stored."""
-    return row | {"hash_key": settings.OPSCONSOLE_AUDIT_KEY_ID, "audit_key": settings.OPSCONSOLE_AUDIT_KEY}
+    insert) to be hashed under the current key: its id, and the secret's HMAC pads beside the
+    columns for ``ledger_audit_hash`` (migration 0030). ``jsonb_populate_record`` leaves the pads out
+    of the row: they are never stored."""
+    ipad, opad = hmac_pads(settings.OPSCONSOLE_AUDIT_KEY)
+    return row | {"hash_key": settings.OPSCONSOLE_AUDIT_KEY_ID, "audit_ipad": ipad, "audit_opad": opad}
+
+
+@functools.lru_cache(maxsize=8)
+def hmac_pads(key: str) -> tuple[str, str]:
+    """HMAC-SHA256's inner and outer pads of ``key`` (RFC 2104), in hex: the key as UTF-8 (hashed
+    first when longer than SHA-256's 64-byte block), zero-filled to 64 bytes, XOR 0x36 and XOR 0x5c.
+    ``sha256(opad + sha256(ipad + message))`` is then ``hmac.new(key, message, sha256)``, which the
+    database computes with its built-in ``sha256()`` (no pgcrypto). As good as the key to whoever
+    reads them: sent like it, as a parameter, never stored."""
+    block = key.encode()
+    if len(block) > 64:
+        block = hashlib.sha256(block).digest()
+    block = block.ljust(64, b"\0")
+    return bytes(byte ^ 0x36 for byte in block).hex(), bytes(byte ^ 0x5C for byte in block).hex()
 
 
 def audit_keys() -> dict[str, str]:

@@ -4,6 +4,7 @@ TRUNCATE of the audit table is refused by a statement trigger; keys rotate with 
 and events hashed before keys (v1, unkeyed SHA-256) keep verifying."""
 
 import hashlib
+import hmac
 import json
 import subprocess
 from datetime import UTC, datetime
@@ -17,10 +18,8 @@ from ledger import audit, services
 from ledger.models import AuditEvent
 from ledger.processing import process_due_operations
 from ledger.rows import model_row
-from tests.conftest import requires_postgres
 from tests.faults.qcluster import database_url
 from tests.ledger.conftest import submit_brief
-from tests.ledger.test_audit_chain import tamper
 
 
 def verify() -> str:
@@ -47,9 +46,9 @@ def v1_hash(event: AuditEvent) -> str:
     return hashlib.sha256(encoded).hexdigest()
 
 
-# The attack of the review, on PostgreSQL: with the triggers off, edit an event, then walk the rest
-# of its chain recomputing each hash with the database's own ledger_audit_hash. The attacker has
-# no audit key: it passes a guess (ignored by an unkeyed function). ``downgrade`` also marks each
+# The attack of the review: with the triggers off, edit an event, then walk the rest of its chain
+# recomputing each hash with the database's own ledger_audit_hash. The attacker has no audit key: it
+# passes the pads of a guess (ignored by an unkeyed function). ``downgrade`` also marks each
 # rewritten event as hashed without a key (the first scheme), which needs no key at all.
 REWRITE = """
 DO $$
@@ -62,7 +61,7 @@ BEGIN
     SELECT prev_hash INTO previous FROM ledger_auditevent WHERE id = %(target)s;
     FOR e IN SELECT * FROM ledger_auditevent WHERE workspace_id = %(workspace)s AND id >= %(target)s ORDER BY id LOOP
         UPDATE ledger_auditevent SET prev_hash = previous,
-            hash = ledger_audit_hash(to_jsonb(e) || jsonb_build_object('prev_hash', previous, 'audit_key', 'a-guess')
+            hash = ledger_audit_hash(to_jsonb(e) || jsonb_build_object('prev_hash', previous, %(guess)s)
                                      || CASE WHEN %(downgrade)s THEN '{"hash_key": ""}'::jsonb ELSE '{}' END)
             %(set_downgrade)s
         WHERE id = e.id RETURNING hash INTO previous;
@@ -72,39 +71,22 @@ $$;
 """
 
 
-def rewrite_from(target: AuditEvent, *, downgrade: bool, settings) -> None:
-    if connection.vendor == "postgresql":
-        sql = (REWRITE.replace("%(target)s", str(target.pk)).replace("%(workspace)s", str(target.workspace_id))
-               .replace("%(downgrade)s", "true" if downgrade else "false")
-               .replace("%(set_downgrade)s", ", hash_key = ''" if downgrade else ""))
-        with connection.cursor() as cursor:
-            cursor.execute(sql)
-        return
-    # SQLite has no hashing function of its own: the attacker hashes as the code does, under a
-    # guessed key (or none, downgrading).
-    events = list(AuditEvent.objects.filter(workspace_id=target.workspace_id, id__gte=target.pk).order_by("id"))
-    previous = events[0].prev_hash
-    settings.OPSCONSOLE_AUDIT_KEY = "a-guess"
-    for event in events:
-        if event.pk == target.pk:
-            event.message = "nothing to see"
-        event.prev_hash = previous
-        if downgrade:
-            event.hash_key = ""
-        previous = v1_hash(event) if downgrade else audit.event_hash(event)
-        columns = "prev_hash = %s, hash = %s, message = %s" + (", hash_key = ''" if downgrade else "")
-        tamper(f"UPDATE ledger_auditevent SET {columns} WHERE id = %s",
-               [event.prev_hash, previous, event.message, event.pk])
+def rewrite_from(target: AuditEvent, *, downgrade: bool) -> None:
+    ipad, opad = audit.hmac_pads("a-guess")
+    sql = (REWRITE.replace("%(target)s", str(target.pk)).replace("%(workspace)s", str(target.workspace_id))
+           .replace("%(guess)s", f"'audit_ipad', '{ipad}', 'audit_opad', '{opad}'")
+           .replace("%(downgrade)s", "true" if downgrade else "false")
+           .replace("%(set_downgrade)s", ", hash_key = ''" if downgrade else ""))
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
 
 
 @pytest.mark.parametrize("downgrade", [False, True], ids=["recomputed", "recomputed-unkeyed"])
-def test_an_edit_with_every_later_hash_recomputed_no_longer_verifies(workspace, settings, downgrade):
+def test_an_edit_with_every_later_hash_recomputed_no_longer_verifies(workspace, downgrade):
     make_history(workspace)
-    key = getattr(settings, "OPSCONSOLE_AUDIT_KEY", "")
     target = AuditEvent.objects.filter(workspace=workspace).order_by("id")[2]
 
-    rewrite_from(target, downgrade=downgrade, settings=settings)
-    settings.OPSCONSOLE_AUDIT_KEY = key
+    rewrite_from(target, downgrade=downgrade)
 
     assert AuditEvent.objects.get(pk=target.pk).message == "nothing to see"
     problem = "hashed without a key after keyed events" if downgrade else "was changed after it was written"
@@ -148,11 +130,10 @@ def test_a_key_with_the_same_id_but_another_secret_does_not_verify(workspace, se
 
 
 @pytest.mark.parametrize("message", ["", "plain", "Ünïcödé and ✓ and 𝄞", "line\nbreak\ttab \"q\" \\", "x" * 500])
-@pytest.mark.parametrize("key", ["k" * 32, "clé-ünïcode-✓", "with=equals/and+plus"])
+@pytest.mark.parametrize("key", ["k" * 32, "clé-ünïcode-✓", "with=equals/and+plus", "k" * 64, "k" * 65,
+                                 "é" * 40], ids=["32", "unicode", "symbols", "64", "65", "80-bytes-40-chars"])
 def test_the_database_hashes_a_keyed_event_as_python_does(workspace, settings, message, key):
     """ledger_audit_hash (PostgreSQL) and audit.event_hash (Python) agree byte for byte under a key."""
-    if connection.vendor != "postgresql":
-        pytest.skip(f"ledger_audit_hash is PostgreSQL's (running on {connection.vendor})")
     settings.OPSCONSOLE_AUDIT_KEY, settings.OPSCONSOLE_AUDIT_KEY_ID = key, "k9"
     event = AuditEvent(workspace_id=workspace.pk, attempt_id=7, actor="alice@example", kind="reserved",
                        to_state="pending", message=message, prev_hash="ab" * 32,
@@ -162,24 +143,52 @@ def test_the_database_hashes_a_keyed_event_as_python_does(workspace, settings, m
     with connection.cursor() as cursor:
         cursor.execute("SELECT ledger_audit_hash(%s::jsonb)", [json.dumps(row, default=str)])
         assert cursor.fetchone()[0] == audit.event_hash(event) != v1_hash(event)
-        other_key = json.dumps({**row, "audit_key": key + "."}, default=str)
+        ipad, opad = audit.hmac_pads(key + ".")
+        other_key = json.dumps({**row, "audit_ipad": ipad, "audit_opad": opad}, default=str)
         cursor.execute("SELECT ledger_audit_hash(%s::jsonb)", [other_key])
         assert cursor.fetchone()[0] != audit.event_hash(event)
 
 
-def test_the_database_refuses_a_keyed_event_without_its_key(workspace):
-    requires_postgres("(ledger_audit_hash is PostgreSQL's)")
+@pytest.mark.parametrize("missing", [("audit_ipad", "audit_opad"), ("audit_ipad",), ("audit_opad",)])
+def test_the_database_refuses_a_keyed_event_without_its_key(workspace, missing):
     event = AuditEvent(workspace_id=workspace.pk, actor="a", kind="note")
     row = {**audit.keyed(model_row(event)), "created_at": "2026-12-01T00:00:00Z"}
-    del row["audit_key"]
+    for name in missing:
+        del row[name]
     with pytest.raises(Exception, match="without its key"), connection.cursor() as cursor:
         cursor.execute("SELECT ledger_audit_hash(%s::jsonb)", [json.dumps(row)])
+
+
+# Keys of 1 to 200 bytes: shorter than SHA-256's 64-byte block (zero-filled), equal to it, longer
+# (hashed first), in ASCII and in UTF-8 of more bytes than characters.
+KEY_LENGTHS = ["k", "k" * 63, "k" * 64, "k" * 65, "k" * 200, "é" * 31 + "k" * 2, "é" * 32, "é" * 32 + "k", "✓" * 22]
+
+
+@pytest.mark.parametrize("key", KEY_LENGTHS, ids=[f"{len(key)}-chars-{len(key.encode())}-bytes" for key in KEY_LENGTHS])
+def test_the_database_hmac_from_the_pads_is_pythons_hmac(workspace, key):
+    """What ledger_audit_hash computes from the pads Python sends, with the built-in sha256() alone
+    (no pgcrypto), is byte for byte ``hmac.new(key, message, sha256)``: the message being the
+    event's encoding, read back from the database, and, the same way, an arbitrary byte string."""
+    ipad, opad = audit.hmac_pads(key)
+    assert len(bytes.fromhex(ipad)) == len(bytes.fromhex(opad)) == 64
+    event = AuditEvent(workspace_id=workspace.pk, actor="alice", kind="note", message="ünï ✓",
+                       created_at=datetime(2026, 12, 1, 9, 5, 55, 239842, tzinfo=UTC), hash_key="k9")
+    row = {**model_row(event), "hash_key": "k9", "audit_ipad": ipad, "audit_opad": opad}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT ledger_audit_hash(%s::jsonb), ledger_audit_encoding(%s::jsonb)",
+                       [json.dumps(row, default=str)] * 2)
+        digest, encoding = cursor.fetchone()
+        assert digest == hmac.new(key.encode(), bytes(encoding), hashlib.sha256).hexdigest()
+        assert digest == audit.event_hash(event, {"k9": key})
+        message = bytes(range(256)) * 3
+        cursor.execute("SELECT encode(sha256(decode(%s, 'hex') || sha256(decode(%s, 'hex') || %s)), 'hex')",
+                       [opad, ipad, message])
+        assert cursor.fetchone()[0] == hmac.new(key.encode(), message, hashlib.sha256).hexdigest()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_truncate_of_the_audit_table_is_refused_even_to_its_owner(workspace):
     """psql as the database's owner (the tests' superuser): a plain TRUNCATE is refused by trigger."""
-    requires_postgres("(the TRUNCATE trigger is PostgreSQL's; SQLite has no TRUNCATE)")
     make_history(workspace)
     before = AuditEvent.objects.count()
 
