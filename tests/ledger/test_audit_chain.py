@@ -13,7 +13,6 @@ from django.db import connection
 from ledger import audit, services
 from ledger.models import AuditEvent
 from ledger.processing import process_due_operations
-from tests.conftest import requires_postgres
 from tests.ledger.conftest import submit_brief
 
 
@@ -38,16 +37,10 @@ def verify() -> str:
 def tamper(sql: str, params: list) -> None:
     """Change the table behind the trigger's back, as an owner of the database could."""
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            # What a superuser can do: run with every (non-ALWAYS) trigger off.
-            cursor.execute("SET session_replication_role = replica")
-            cursor.execute(sql, params)
-            cursor.execute("SET session_replication_role = DEFAULT")
-        else:
-            cursor.execute("DROP TRIGGER ledger_auditevent_append_only")
-            cursor.execute(sql, params)
-            cursor.execute("CREATE TRIGGER ledger_auditevent_append_only BEFORE UPDATE ON ledger_auditevent "
-                           "BEGIN SELECT RAISE(ABORT, 'ledger_auditevent is append-only: UPDATE refused'); END;")
+        # What a superuser can do: run with every (non-ALWAYS) trigger off.
+        cursor.execute("SET session_replication_role = replica")
+        cursor.execute(sql, params)
+        cursor.execute("SET session_replication_role = DEFAULT")
 
 
 def test_it_links_each_event_to_the_one_before_in_its_workspace(history):
@@ -103,7 +96,6 @@ def test_it_finds_a_hash_blanked_to_hide_an_edit(history):
 @pytest.mark.django_db(transaction=True)
 def test_it_keeps_one_chain_when_many_write_at_once(workspace):
     """Concurrent writers to one workspace take turns at its chain: it never forks."""
-    requires_postgres()
     barrier = threading.Barrier(16, timeout=30)
 
     def write(n):
@@ -132,8 +124,6 @@ def test_the_database_hashes_an_event_as_python_does(workspace, message):
     them in Python: the two encodings agree byte for byte, for any text and any time. Here under the
     first scheme (no key: the events of before migration 0030); tests/ledger/test_audit_keyed.py
     holds them to the same under a key."""
-    if connection.vendor != "postgresql":
-        pytest.skip(f"ledger_audit_hash is PostgreSQL's (running on {connection.vendor})")
     import json
     from datetime import UTC, datetime
 

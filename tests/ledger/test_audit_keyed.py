@@ -18,6 +18,7 @@ from ledger import audit, services
 from ledger.models import AuditEvent
 from ledger.processing import process_due_operations
 from ledger.rows import model_row
+from tests.conftest import psql_program
 from tests.faults.qcluster import database_url
 from tests.ledger.conftest import submit_brief
 
@@ -192,8 +193,8 @@ def test_truncate_of_the_audit_table_is_refused_even_to_its_owner(workspace):
     make_history(workspace)
     before = AuditEvent.objects.count()
 
-    result = subprocess.run(["psql", database_url(), "-v", "ON_ERROR_STOP=1", "-c", "TRUNCATE ledger_auditevent"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run([psql_program(), database_url(), "-v", "ON_ERROR_STOP=1", "-c",
+                             "TRUNCATE ledger_auditevent"], capture_output=True, text=True, timeout=60)
 
     assert result.returncode != 0
     assert "ledger_auditevent is append-only: TRUNCATE refused" in result.stderr

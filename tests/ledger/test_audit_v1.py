@@ -12,7 +12,6 @@ from django.db.migrations.executor import MigrationExecutor
 
 from ledger import audit, services
 from ledger.models import AuditEvent, Workspace
-from tests.ledger.test_audit_keyed import v1_hash
 
 BEFORE = [("ledger", "0029_finish_claimed_in_database")]
 
@@ -28,26 +27,15 @@ def leaves():
 
 
 def write_v1_chain(workspace_id: int, count: int) -> None:
-    """Append ``count`` events as the code before the key did: PostgreSQL by its own
-    ledger_audit_append (rows without a key id), SQLite by the unkeyed hash in Python."""
+    """Append ``count`` events as the code before the key did: by its own ledger_audit_append
+    (rows without a key id)."""
     rows = [{"workspace_id": workspace_id, "operation_id": None, "attempt_id": None, "actor": f"old-{n}",
              "kind": "note", "from_state": "", "to_state": "", "error_category": "", "message": f"before keys {n}",
              "created_at": datetime(2026, 11, 1, 12, n, tzinfo=UTC).isoformat(), "prev_hash": "", "hash": ""}
             for n in range(count)]
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SELECT ledger_audit_append(%s, %s, %s::jsonb)",
-                           [audit.chain_lock_key(workspace_id), workspace_id, json.dumps(rows)])
-            return
-        previous = ""
-        for row in rows:
-            at = datetime.fromisoformat(row["created_at"])
-            event = AuditEvent(**{**row, "created_at": at, "prev_hash": previous})
-            previous = v1_hash(event)
-            cursor.execute("INSERT INTO ledger_auditevent (workspace_id, actor, kind, from_state, to_state, "
-                           "error_category, message, created_at, prev_hash, hash) VALUES (%s, %s, 'note', '', '', '', "
-                           "%s, %s, %s, %s)", [workspace_id, event.actor, event.message, event.created_at.isoformat(),
-                                               event.prev_hash, previous])
+        cursor.execute("SELECT ledger_audit_append(%s, %s, %s::jsonb)",
+                       [audit.chain_lock_key(workspace_id), workspace_id, json.dumps(rows)])
 
 
 @pytest.mark.django_db(transaction=True)

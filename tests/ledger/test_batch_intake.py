@@ -11,10 +11,9 @@ from tests.conftest import event
 
 
 def statements() -> int:
-    """What a set of new events costs, plus the 2 of the transaction (a savepoint in a test): on
-    PostgreSQL one call of ledger_reserve; on SQLite read the keys, insert the new ones, the
-    deliveries, the audit chain's head, the audit events, and the wake-up check."""
-    return (1 if connection.vendor == "postgresql" else 6) + 2
+    """What a set of new events costs, plus the 2 of the transaction (a savepoint in a test): one
+    call of ledger_reserve."""
+    return 1 + 2
 
 
 def submit(workspace, events):
@@ -31,8 +30,7 @@ def woken(workspace):
 def test_it_writes_a_batch_in_a_number_of_statements_that_does_not_grow_with_it(
     workspace, woken, django_assert_max_num_queries
 ):
-    """The same statements for 2 events as for 40. (SQLite caps the parameters of a statement at
-    999, so Django splits larger inserts there; PostgreSQL takes ~2,900 operations per insert.)"""
+    """The same statements for 2 events as for 40."""
     small = [event(f"s-{n}", request_id=f"S-{n}") for n in range(2)]
     large = [event(f"l-{n}", request_id=f"L-{n}") for n in range(40)]
 
@@ -47,9 +45,7 @@ def test_it_writes_a_batch_in_a_number_of_statements_that_does_not_grow_with_it(
     assert Wakeup.objects.count() == 1  # still the one pending wake-up, not one per event
 
 
-def test_it_writes_500_events_in_the_same_statements_on_postgresql(workspace, woken, django_assert_max_num_queries):
-    if connection.vendor != "postgresql":
-        pytest.skip(f"SQLite splits inserts of more than 999 parameters (running on {connection.vendor})")
+def test_it_writes_500_events_in_the_same_statements(workspace, woken, django_assert_max_num_queries):
     with django_assert_max_num_queries(statements()):
         results = submit(workspace, [event(f"l-{n}", request_id=f"L-{n}") for n in range(500)])
     assert {r.outcome for r in results} == {"accepted"}
@@ -111,7 +107,4 @@ def test_it_records_a_duplicate_in_fewer_statements_than_a_new_event(workspace, 
         result = intake.submit_event(workspace=workspace, raw=event("again", request_id="WARM-UP"), source="api")
 
     assert result.outcome == "duplicate"
-    if connection.vendor == "postgresql":
-        assert len(duplicate.captured_queries) == len(new.captured_queries) == statements()
-    else:
-        assert len(duplicate.captured_queries) < len(new.captured_queries)
+    assert len(duplicate.captured_queries) == len(new.captured_queries) == statements()

@@ -12,16 +12,10 @@ from ledger.models import Operation
 from ledger.processing import claim_due_operations
 from ledger.selectors import read_in_index_order
 from ledger.states import State
-from tests.conftest import requires_postgres
 from tests.ledger.conftest import submit_brief
 
 FINISHED = 400
 BACKLOG = 60
-
-
-@pytest.fixture
-def postgresql():
-    requires_postgres("for the claim's plan: SQLite has one writer and no planner choice to pin here")
 
 
 def finished_then_a_backlog(workspace):
@@ -53,7 +47,7 @@ def claim_statement(limit: int) -> str:
 
 
 @pytest.mark.parametrize("statistics", ["none", "analysed"])
-def test_a_claim_reads_the_claim_index_and_sorts_nothing(postgresql, workspace, statistics):
+def test_a_claim_reads_the_claim_index_and_sorts_nothing(workspace, statistics):
     finished_then_a_backlog(workspace)
     if statistics == "analysed":
         with connection.cursor() as cursor:
@@ -75,7 +69,7 @@ def test_the_claim_takes_the_oldest_due_operations_first(workspace):
     assert [operation.pk for operation in first + second] == backlog[:40]
 
 
-def test_the_claim_leaves_its_transaction_planning_as_before(postgresql, workspace):
+def test_the_claim_leaves_its_transaction_planning_as_before(workspace):
     submit_brief(workspace)
     with transaction.atomic(), connection.cursor() as cursor:  # a caller's transaction around the claim
         claim_due_operations(limit=5, worker="w1")
@@ -83,7 +77,7 @@ def test_the_claim_leaves_its_transaction_planning_as_before(postgresql, workspa
         assert cursor.fetchone()[0] == "on"
 
 
-def test_a_claim_that_fails_leaves_the_planning_as_before_too(postgresql, workspace, monkeypatch):
+def test_a_claim_that_fails_leaves_the_planning_as_before_too(workspace, monkeypatch):
     """The claim's statement raises (here a division by zero in its WHERE): its savepoint rolls back,
     and with it the planner setting; the caller's transaction goes on as it was."""
     from django.db import DataError

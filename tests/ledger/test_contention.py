@@ -1,7 +1,7 @@
 """A transaction PostgreSQL aborts for a deadlock is run again in place (``ledger.contention``); one
 aborted every time is answered 503 ``busy`` with Retry-After, and nothing of it is kept.
 
-Real deadlocks between two connections, and a real database error: PostgreSQL only.
+Real deadlocks between two connections, and a real database error.
 """
 
 import json
@@ -15,13 +15,6 @@ from ledger import contention
 from ledger.models import Delivery, Operation, Workspace
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def needs_postgres():
-    if connection.vendor != "postgresql":
-        pytest.skip("deadlocks between two connections need PostgreSQL: SQLite has one writer at a time, "
-                    f"so this run does NOT cover the retry of an aborted transaction (running on {connection.vendor})")
 
 
 def lock_both(first: int, second: int, meet: threading.Barrier, runs: list) -> None:

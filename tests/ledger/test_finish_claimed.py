@@ -13,7 +13,6 @@ from ledger.models import Attempt, AuditEvent, Operation, ReviewDraft
 from ledger.outcomes import Success
 from ledger.processing import process_due_operations
 from ledger.states import State
-from tests.conftest import requires_postgres
 from tests.ledger.conftest import START, submit_brief
 
 
@@ -59,7 +58,6 @@ def finish_two_workspaces(slugs):
 
 
 def test_one_statement_leaves_what_the_rows_written_one_by_one_leave(db, frozen, monkeypatch):
-    requires_postgres("for the statement (elsewhere only the Python path runs)")
     in_database = finish_two_workspaces(["sql-a", "sql-b"])
     monkeypatch.setattr(successes, "_finish_claimed_in_database", successes._finish_claimed_here)
     here = finish_two_workspaces(["py-a", "py-b"])

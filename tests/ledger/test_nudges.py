@@ -22,7 +22,6 @@ from ledger.brokers import ORM, Redis
 from ledger.models import Operation
 from ledger.outcomes import AmbiguousError, TransientError
 from ledger.processing import process_due_operations
-from tests.conftest import requires_postgres
 from tests.faults.qcluster import database_url
 from tests.ledger.conftest import START, submit, submit_brief
 
@@ -78,7 +77,6 @@ def test_an_idle_orm_broker_takes_a_new_task_when_it_is_enqueued_not_at_its_next
     """On PostgreSQL the pusher waits on LISTEN: an insert into the queue table notifies it (a
     trigger, migration 0028), so it takes the task at once. The poll is made longer than this
     test may last, so only the notification can have woken it."""
-    requires_postgres("for LISTEN/NOTIFY")
     from django_q.conf import Conf
 
     monkeypatch.setattr(Conf, "POLL", 120)
@@ -113,7 +111,6 @@ def test_a_broker_whose_listening_connection_was_lost_listens_again_on_a_new_one
     """PostgreSQL ends the pusher's connection while it waits: that dequeue fails as a database
     error of Django's (django-q2's pusher logs it and is restarted), and the next one listens on
     a new connection and takes what was enqueued meanwhile."""
-    requires_postgres("for LISTEN/NOTIFY and pg_terminate_backend")
     from django_q.conf import Conf
 
     monkeypatch.setattr(Conf, "POLL", 0.05)

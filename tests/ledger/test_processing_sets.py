@@ -7,7 +7,6 @@ each outcome is recorded on its own."""
 import logging
 
 import pytest
-from django.db import connection
 
 from ledger import audit, faults
 from ledger.actions.prepare_brief import PrepareBrief
@@ -22,15 +21,13 @@ from tests.ledger.conftest import START, submit_brief
 # Savepoints included, and per transaction an INSERT .. ON CONFLICT of the configuration
 # (ledger.configuration) and of the counters (ledger.tallies; two for the first operation, alone);
 # the claim reads the action's health too, to tell whether the set may finish in the claim; on
-# PostgreSQL the claim sets its planning without a sort and back (ledger.processing), two more.
+# the claim sets its planning without a sort and back (ledger.processing), two more.
 QUERIES_PER_BATCH = 29
 # A batch of an action known to work, finished in its claim's one transaction: the due rows, the
 # pause switches, the health, a savepoint, the effects, the configuration, the claims with their
-# attempts and audit events (one statement on PostgreSQL, ledger_finish_claimed; on SQLite the
-# UPDATE, the attempts, the chain's head and the events apart), the counters, the commit, the health
-# noted; on PostgreSQL the claim's planning set without a sort and back. 13 there; on SQLite 14, and
-# 15 once the audit events pass its limit of parameters in one statement (the batch of 50).
-QUERIES_PER_BATCH_IN_CLAIM = 13 if connection.vendor == "postgresql" else 15
+# attempts and audit events (one statement, ledger_finish_claimed), the counters, the commit, the
+# health noted; the claim's planning set without a sort and back.
+QUERIES_PER_BATCH_IN_CLAIM = 13
 
 
 def briefs(workspace, count):
@@ -205,8 +202,6 @@ def test_it_records_the_set_one_at_a_time_when_its_commit_loses_the_connection(w
     """The connection is terminated inside the set's transaction, before its commit (PostgreSQL):
     nothing of it was kept, so on a fresh connection each operation is performed and recorded on
     its own, once."""
-    if connection.vendor != "postgresql":
-        pytest.skip(f"terminating a database connection needs PostgreSQL (running on {connection.vendor})")
     operations = briefs(workspace, 4)
     marker = tmp_path / "terminated"
     perform_many = PrepareBrief.perform_many

@@ -1,11 +1,9 @@
 """A request of one event is reserved by its own path (on PostgreSQL ``ledger_reserve_one``,
 migration 0024), a batch set-based (``ledger_reserve``): the same events, sent one at a time or as
-one batch, leave the same rows, answers and audit trail. On SQLite both go through the same Python
-path, and this holds it to the same rows too."""
+one batch, leave the same rows, answers and audit trail."""
 
 import re
 
-import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -38,7 +36,7 @@ def rows(workspace):
     for row in operations + deliveries:
         row["key"] = unscoped(row["key"])
     for row in operations:
-        # (to the second: on SQLite the two times are taken microseconds apart)
+        # (to the second: the two times may be taken microseconds apart)
         row["deadline_after"] = round((row["deadline"] - row["created_at"]).total_seconds())
     for row in deliveries:
         row["operation_id"] = keys[row["operation_id"]]
@@ -90,8 +88,6 @@ def test_one_event_at_a_time_leaves_what_one_batch_of_them_leaves(db, person):
 
 
 def test_a_single_event_on_postgresql_is_one_call_of_its_own_function(workspace):
-    if connection.vendor != "postgresql":
-        pytest.skip(f"ledger_reserve_one is PostgreSQL's (running on {connection.vendor})")
     with CaptureQueriesContext(connection) as single:
         intake.submit_event(workspace=workspace, raw=event("d-1", request_id="ONE"), source="api")
     with CaptureQueriesContext(connection) as batch:
