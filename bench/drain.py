@@ -11,9 +11,9 @@ On the same cluster, in one run:
 3. ``burst``: 2,000 prepare-brief events submitted in one commit while the cluster runs, each with
    its own nudge, as intake sends them; timed from the commit until every operation has succeeded.
 
-Uses PostgreSQL when DATABASE_URL names it, otherwise SQLite. It never touches that database: it
-creates a scratch database next to it (``bench_<name>`` on PostgreSQL, a temporary file on SQLite),
-migrates it, and drops it at the end. See bench/README.md for figures.
+On the PostgreSQL server DATABASE_URL names (it measured on SQLite too, before the project ran on
+PostgreSQL only). It never touches that database: it creates a scratch database next to it
+(``bench_<name>``), migrates it, and drops it at the end. See bench/README.md for figures.
 """
 
 import logging
@@ -53,7 +53,7 @@ def run_on_scratch_database(run, *, prefix: str = "bench") -> None:
 
 
 class ScratchDatabase:
-    """A fresh database for one run: ``<prefix>_<name>`` beside a PostgreSQL DATABASE_URL, else SQLite.
+    """A fresh database for one run: ``<prefix>_<name>`` beside a PostgreSQL DATABASE_URL.
 
     Each benchmark has its own prefix, so one never drops the database of another running beside it."""
 
@@ -70,8 +70,9 @@ class ScratchDatabase:
             self.url = url.rsplit("/", 1)[0].split("?")[0] + f"/{self.name}"
             self.label = f"PostgreSQL ({self.name})"
         else:
-            self.url = f"sqlite:///{scratch_dir / 'bench.sqlite3'}"
-            self.label = "SQLite (temporary file)"
+            sys.exit("The benchmarks run on PostgreSQL: set DATABASE_URL=postgres://user@host:port/name (a scratch "
+                     "database is made beside it), e.g. the embedded server's: "
+                     "$(.venv/bin/python -m opsconsole.embedded_db start)")
 
     def _admin(self, *statements: str) -> None:
         import psycopg

@@ -23,7 +23,7 @@ Variants, one fresh qcluster each, in this order:
   own on ``BENCH_REDIS_URL`` (default ``redis://127.0.0.1:6379/15``); skipped when Redis is down.
 
 Like bench/drain.py it never touches the database in DATABASE_URL: it creates
-``bench_retry_<name>`` beside it (PostgreSQL) or a temporary SQLite file, migrates it (which creates
+``bench_retry_<name>`` beside it (PostgreSQL only), migrates it (which creates
 the sweep schedule) and drops it at the end. Takes about 4.5 minutes. See bench/README.md.
 """
 

@@ -124,7 +124,20 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "opsconsole.wsgi.application"
 
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+# PostgreSQL only, named by DATABASE_URL. `make demo` and `make test` start the embedded server
+# (opsconsole/embedded_db.py, var/postgres) and set it when none is given; any other command is given
+# one. Settings start no server themselves: every process (gunicorn's workers, each qcluster, each
+# command) imports them, and one that started a server would have to own it and stop it.
+DATABASE_URL = env.str("DATABASE_URL", default="")
+if not DATABASE_URL:
+    raise ImproperlyConfigured(
+        "DATABASE_URL is not set: name a PostgreSQL database (postgres://user@host:port/name). `make demo` and "
+        "`make test` start the embedded PostgreSQL and set it themselves; for another command, start it with "
+        "`export DATABASE_URL=$(.venv/bin/python -m opsconsole.embedded_db start)` (README.md).")
+DATABASES = {"default": env.db_url_config(DATABASE_URL)}
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured(f"DATABASE_URL must name a PostgreSQL database (postgres://...), not a "
+                               f"{DATABASE_URL.partition(':')[0]}: one (the only database this project runs on).")
 # Connections, by kind of process (measured: docs/operations.md). gunicorn's workers
 # (opsconsole/gunicorn.conf.py) and the qcluster's are a fixed number of single-threaded processes,
 # so each keeps its one connection: reconnecting per request cuts the API's throughput to a third,
@@ -133,18 +146,9 @@ DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / '
 # held 64): there the threads share a pool of a few connections, each returned after its request.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-if sys.argv[1:2] == ["runserver"] and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+if sys.argv[1:2] == ["runserver"]:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # a pooled connection goes back to the pool instead
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": 4}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # The web process and the qcluster write to one file: WAL lets readers go on while one
-    # writes, IMMEDIATE takes the write lock at BEGIN so two writers queue instead of
-    # deadlocking on a lock upgrade, and the busy timeout makes them wait rather than fail.
-    DATABASES["default"]["OPTIONS"] = {
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 30,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

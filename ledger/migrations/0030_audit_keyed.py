@@ -7,13 +7,17 @@ the database's own ``ledger_audit_hash``; or TRUNCATE the table, which no trigge
 - ``hash_key``: the id of the key an event's hash is an HMAC-SHA256 under. The events already
   written keep "" (their scheme, the unkeyed SHA-256, is verified as such); new ones carry the
   current ``OPSCONSOLE_AUDIT_KEY_ID`` (the model's default).
-- ``ledger_audit_hash`` (0009) is made again: for an event with a ``hash_key`` it is pgcrypto's
-  ``hmac()`` under the secret the event's JSON carries beside its columns (``audit_key``, put there
-  by ``ledger.audit.keyed``, left out of the row by ``jsonb_populate_record``). The key is a
-  parameter of each append, never in a table or a setting of the database. Its callers
-  (``ledger_audit_append`` 0021, ``ledger_reserve`` 0009/0024, ``ledger_reserve_one`` 0024,
-  ``ledger_finish_claimed`` 0029) are unchanged: they pass the event's JSON as before, and
-  Python puts the key in it. Without the key a keyed event is refused (``ledger_audit_no_key``).
+- ``ledger_audit_hash`` (0009) is made again: for an event with a ``hash_key`` it is the
+  HMAC-SHA256 (RFC 2104) under the secret whose two pads the event's JSON carries beside its columns
+  (``audit_ipad``, ``audit_opad``: the key's 64-byte block XOR 0x36 and XOR 0x5c, in hex, put there
+  by ``ledger.audit.keyed``, left out of the row by ``jsonb_populate_record``), computed with
+  PostgreSQL's built-in ``sha256()`` alone: ``sha256(opad || sha256(ipad || message))``. No
+  pgcrypto, which not every PostgreSQL has (the embedded server of `make demo`/`make test` has
+  not). The key is a parameter of each append, never in a table or a setting of the database.
+  (First written with pgcrypto's ``hmac()`` under the secret itself; 0031 brings a database that
+  applied that version to this one.) Its callers (``ledger_audit_append`` 0021, ``ledger_reserve``
+  0009/0024, ``ledger_reserve_one`` 0024, ``ledger_finish_claimed`` 0029) are unchanged: they pass
+  the event's JSON as before, and Python puts the key's pads in it. Without the key a keyed event is refused (``ledger_audit_no_key``).
 - A statement trigger refuses TRUNCATE of ``ledger_auditevent`` (the row trigger of 0002 refuses
   UPDATE and DELETE).
 - A django-q2 schedule exports the chains' heads (``ledger.tasks.export_audit_heads``).
@@ -27,11 +31,9 @@ import ledger.models.audit
 from ledger.migration_helpers import ensure_schedule
 
 # ledger.audit.event_hash, in SQL: the encoding of 0009 (each field as its length in UTF-8 bytes, a
-# colon and its text), hashed with HMAC-SHA256 under the event's key, or SHA-256 for an event
-# of before keys. tests/ledger/test_audit_keyed.py holds the two to the same bytes.
+# colon and its text), hashed with HMAC-SHA256 under the event's key (from its pads), or SHA-256 for
+# an event of before keys. tests/ledger/test_audit_keyed.py holds the two to the same bytes.
 AUDIT_HASH = """
-CREATE EXTENSION IF NOT EXISTS pgcrypto;
-
 CREATE OR REPLACE FUNCTION ledger_audit_encoding(event jsonb) RETURNS bytea
 LANGUAGE sql STABLE AS $$
 SELECT convert_to(
@@ -56,7 +58,8 @@ $$;
 CREATE OR REPLACE FUNCTION ledger_audit_hash(event jsonb) RETURNS text
 LANGUAGE sql STABLE AS $$
 SELECT CASE WHEN coalesce(event->>'hash_key', '') = '' THEN encode(sha256(ledger_audit_encoding(event)), 'hex')
-            ELSE coalesce(encode(hmac(ledger_audit_encoding(event), convert_to(event->>'audit_key', 'UTF8'), 'sha256'),
+            ELSE coalesce(encode(sha256(decode(event->>'audit_opad', 'hex')
+                                        || sha256(decode(event->>'audit_ipad', 'hex') || ledger_audit_encoding(event))),
                                  'hex'),
                           ledger_audit_no_key(event->>'hash_key')) END
 $$;

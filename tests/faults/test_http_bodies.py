@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 
 from ledger.models import Delivery, Operation
-from tests.conftest import event, requires_postgres
+from tests.conftest import event
 from tests.faults.gunicorn import running_gunicorn
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
@@ -26,7 +26,6 @@ def gunicorn(django_db_setup, django_db_blocker, tmp_path_factory):
     """One server for the module (two workers: starting one is most of the time these tests take);
     each test's rows are its own (``server``)."""
     with django_db_blocker.unblock():
-        requires_postgres("to share the test database with a gunicorn process")
         with running_gunicorn(tmp_path_factory.mktemp("gunicorn"), env={"WEB_CONCURRENCY": "2"}) as running:
             yield running
 

@@ -96,7 +96,7 @@ def submit_from_clients(url: str, token: str) -> list[tuple[str, int | str]]:
 
 
 def test_64_clients_get_answers_and_the_connections_stay_bounded(workspace, token, start_cluster, tmp_path):
-    cluster = start_cluster("load")  # skips, with the reason, on SQLite
+    cluster = start_cluster("load")
     bound = configured_workers() + CLUSTER_CONNECTIONS + TEST_CONNECTIONS
 
     with running_gunicorn(tmp_path) as server, ConnectionSampler() as sampler:

@@ -70,7 +70,7 @@ def send_increasing_versions(url: str, token: str) -> dict[str, list]:
 
 
 def test_latest_wins_intake_and_a_working_cluster_never_deadlock(workspace, token, start_cluster, tmp_path):
-    cluster = start_cluster("lock-order")  # skips, with the reason, on SQLite
+    cluster = start_cluster("lock-order")
     before = deadlocks()
 
     with running_gunicorn(tmp_path) as server:

@@ -1,23 +1,14 @@
 """latest_wins under a race: 16 versions of one request submitted at once, each from its own thread
 and PostgreSQL connection, leave exactly one operation that runs (the highest version); every other
-version is superseded (it came before) or stale (it came after). PostgreSQL only: SQLite
-serialises writers, so it cannot race there."""
+version is superseded (it came before) or stale (it came after)."""
 
 import pytest
-from django.db import connection
 
 from ledger.engine.processing import process_due_operations
 from ledger.models import Delivery, Operation, RequestStatus
 from tests.faults.test_intake_races import submit_together
 
 VERSIONS = 16
-
-
-@pytest.fixture(autouse=True)
-def race_needs_postgres():
-    if connection.vendor != "postgresql":
-        pytest.skip("the latest_wins race (16 concurrent versions) is tested on PostgreSQL only: SQLite serialises "
-                    f"writers, so this run does NOT cover it (running on {connection.vendor})")
 
 
 def status(version, request_id):

@@ -15,7 +15,6 @@ from django_q.models import Schedule
 
 from ledger.models import Operation
 from ledger.states import State
-from tests.conftest import requires_postgres
 from tests.faults.qcluster import (
     PROJECT_DIR,
     QCluster,
@@ -44,7 +43,6 @@ def requires_redis(url: str):
 
 @pytest.fixture
 def redis_env(tmp_path):
-    requires_postgres()
     url = "redis://127.0.0.1:6379/15"
     requires_redis(url)
     # A cluster name of its own: django-q2 keys its Redis queue by it, so no other run interferes.

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from prometheus_client.mmap_dict import MmapedDict
 
-from tests.conftest import event, requires_postgres
+from tests.conftest import event
 from tests.faults.gunicorn import running_gunicorn
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
@@ -34,7 +34,6 @@ def counted_by_each_worker(directory) -> list[float]:
 
 
 def test_one_scrape_sums_the_counts_of_both_workers(workspace, token, tmp_path):
-    requires_postgres("for a database that gunicorn's workers share with this test")
     env = {"WEB_CONCURRENCY": "2", "OPSCONSOLE_METRICS_TOKEN": METRICS_TOKEN, "TMPDIR": str(tmp_path)}
     sent = 0
     with running_gunicorn(tmp_path, env=env) as server:

@@ -38,16 +38,14 @@ def test_it_refuses_queryset_update_and_delete(audit_event):
 
 
 def test_it_refuses_a_raw_sql_update_in_the_database(audit_event):
-    """The trigger holds even for code that goes around the ORM (both SQLite and PostgreSQL)."""
+    """The trigger holds even for code that goes around the ORM."""
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("UPDATE ledger_auditevent SET kind = 'resumed' WHERE id = %s", [audit_event.pk])
     assert AuditEvent.objects.get(pk=audit_event.pk).kind == "paused"
 
 
-def test_it_refuses_a_raw_sql_delete_on_postgresql(audit_event):
-    """SQLite keeps DELETE possible (Django's test flush needs it); PostgreSQL refuses it by trigger."""
-    if connection.vendor != "postgresql":
-        pytest.skip(f"the DELETE trigger exists on PostgreSQL only (running on {connection.vendor})")
+def test_it_refuses_a_raw_sql_delete(audit_event):
+    """A row trigger refuses DELETE too."""
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("DELETE FROM ledger_auditevent WHERE id = %s", [audit_event.pk])
     assert AuditEvent.objects.filter(pk=audit_event.pk).exists()

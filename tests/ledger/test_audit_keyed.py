@@ -3,8 +3,11 @@ holds), so whoever owns the database cannot rewrite it and recompute the hashes 
 TRUNCATE of the audit table is refused by a statement trigger; keys rotate with an id on each event,
 and events hashed before keys (v1, unkeyed SHA-256) keep verifying."""
 
+import hashlib
+import hmac
 import json
 import subprocess
+from datetime import UTC, datetime
 from io import StringIO
 
 import pytest
@@ -15,6 +18,7 @@ from ledger.core import audit_chain, pause, transitions
 from ledger.core.rows import model_row
 from ledger.engine.processing import process_due_operations
 from ledger.models import AuditEvent
+from tests.conftest import psql_program
 from tests.faults.qcluster import database_url
 from tests.ledger.conftest import submit_brief
 
@@ -32,9 +36,9 @@ def make_history(workspace, *, requests=("R-1", "R-2", "R-3")):
     pause.set_paused(paused=True, actor="alice", reason="deploy")
 
 
-# The attack of the review, on PostgreSQL: with the triggers off, edit an event, then walk the rest
-# of its chain recomputing each hash with the database's own ledger_audit_hash. The attacker has
-# no audit key: it passes a guess (ignored by an unkeyed function). ``downgrade`` also marks each
+# The attack of the review: with the triggers off, edit an event, then walk the rest of its chain
+# recomputing each hash with the database's own ledger_audit_hash. The attacker has no audit key: it
+# passes the pads of a guess (ignored by an unkeyed function). ``downgrade`` also marks each
 # rewritten event as hashed without a key (the first scheme), which needs no key at all.
 REWRITE = """
 DO $$
@@ -47,7 +51,7 @@ BEGIN
     SELECT prev_hash INTO previous FROM ledger_auditevent WHERE id = %(target)s;
     FOR e IN SELECT * FROM ledger_auditevent WHERE workspace_id = %(workspace)s AND id >= %(target)s ORDER BY id LOOP
         UPDATE ledger_auditevent SET prev_hash = previous,
-            hash = ledger_audit_hash(to_jsonb(e) || jsonb_build_object('prev_hash', previous, 'audit_key', 'a-guess')
+            hash = ledger_audit_hash(to_jsonb(e) || jsonb_build_object('prev_hash', previous, %(guess)s)
                                      || CASE WHEN %(downgrade)s THEN '{"hash_key": ""}'::jsonb ELSE '{}' END)
             %(set_downgrade)s
         WHERE id = e.id RETURNING hash INTO previous;
@@ -130,12 +134,40 @@ def test_events_of_any_text_verify_under_the_key_they_were_written_with_alone(wo
         verify()
 
 
-def test_the_database_refuses_a_keyed_event_without_its_key(workspace):
+@pytest.mark.parametrize("missing", [("audit_ipad",), ("audit_opad",), ("audit_ipad", "audit_opad")])
+def test_the_database_refuses_a_keyed_event_without_its_key(workspace, missing):
     event = AuditEvent(workspace_id=workspace.pk, actor="a", kind="note")
     row = {**audit_chain.keyed(model_row(event)), "created_at": "2026-12-01T00:00:00Z"}
-    del row["audit_key"]
+    for name in missing:
+        del row[name]
     with pytest.raises(Exception, match="without its key"), connection.cursor() as cursor:
         cursor.execute("SELECT ledger_audit_hash(%s::jsonb)", [json.dumps(row)])
+
+
+# Keys of 1 to 200 bytes: shorter than SHA-256's 64-byte block (zero-filled), equal to it, longer
+# (hashed first), in ASCII and in UTF-8 of more bytes than characters.
+KEY_LENGTHS = ["k", "k" * 63, "k" * 64, "k" * 65, "k" * 200, "é" * 31 + "k" * 2, "é" * 32, "é" * 32 + "k", "✓" * 22]
+
+
+@pytest.mark.parametrize("key", KEY_LENGTHS, ids=[f"{len(key)}-chars-{len(key.encode())}-bytes" for key in KEY_LENGTHS])
+def test_the_database_hmac_from_the_pads_is_pythons_hmac(workspace, key):
+    """What ledger_audit_hash computes from the pads Python sends, with the built-in sha256() alone
+    (no pgcrypto), is byte for byte ``hmac.new(key, message, sha256)``: the message being the
+    event's encoding, read back from the database, and, the same way, an arbitrary byte string."""
+    ipad, opad = audit_chain.hmac_pads(key)
+    assert len(bytes.fromhex(ipad)) == len(bytes.fromhex(opad)) == 64
+    event = AuditEvent(workspace_id=workspace.pk, actor="alice", kind="note", message="ünï ✓",
+                       created_at=datetime(2026, 12, 1, 9, 5, 55, 239842, tzinfo=UTC), hash_key="k9")
+    row = {**model_row(event), "hash_key": "k9", "audit_ipad": ipad, "audit_opad": opad}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT ledger_audit_hash(%s::jsonb), ledger_audit_encoding(%s::jsonb)",
+                       [json.dumps(row, default=str)] * 2)
+        digest, encoding = cursor.fetchone()
+        assert digest == hmac.new(key.encode(), bytes(encoding), hashlib.sha256).hexdigest()
+        message = bytes(range(256)) * 3
+        cursor.execute("SELECT encode(sha256(decode(%s, 'hex') || sha256(decode(%s, 'hex') || %s)), 'hex')",
+                       [opad, ipad, message])
+        assert cursor.fetchone()[0] == hmac.new(key.encode(), message, hashlib.sha256).hexdigest()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -144,8 +176,8 @@ def test_truncate_of_the_audit_table_is_refused_even_to_its_owner(workspace):
     make_history(workspace)
     before = AuditEvent.objects.count()
 
-    result = subprocess.run(["psql", database_url(), "-v", "ON_ERROR_STOP=1", "-c", "TRUNCATE ledger_auditevent"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run([psql_program(), database_url(), "-v", "ON_ERROR_STOP=1", "-c",
+                             "TRUNCATE ledger_auditevent"], capture_output=True, text=True, timeout=60)
 
     assert result.returncode != 0
     assert "ledger_auditevent is append-only: TRUNCATE refused" in result.stderr

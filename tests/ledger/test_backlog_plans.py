@@ -10,20 +10,14 @@ from django.test.utils import CaptureQueriesContext
 
 from ledger.core.selectors import oldest_due_seconds, read_in_index_order, service_level_standing
 from ledger.models import Operation
-from tests.conftest import requires_postgres
 from tests.ledger.conftest import submit_brief
 
 FINISHED = 20_000
 BACKLOG = 5_000
 
 
-@pytest.fixture
-def postgresql():
-    requires_postgres("for these plans: SQLite's planner has no statistics to be misled by")
-
-
 @pytest.fixture(params=["none", "analysed"])
-def backlog(request, postgresql, workspace):
+def backlog(request, workspace):
     """FINISHED succeeded operations, then BACKLOG pending ones, copied from a real one with SQL."""
     template = submit_brief(workspace, request_id="TEMPLATE")
     columns = [field.column for field in Operation._meta.concrete_fields if field.column not in ("id", "key", "state")]

@@ -11,7 +11,7 @@ from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Conflict, Membership, Operation
 from ledger.people import conflict_decisions, review
-from tests.conftest import event, requires_postgres
+from tests.conftest import event
 
 DECISIONS = ["conflict_dismissed", "conflict_applied"]
 
@@ -202,7 +202,6 @@ def test_two_people_dismissing_the_same_race_at_once_decide_each_conflict_exactl
     """Two threads (two connections) press "Dismiss all" on the same 31 conflicts together: the
     row locks make the second wait, then skip what the first decided. No conflict is decided or
     audited twice, and nothing fails."""
-    requires_postgres()
     _, made = race(workspace, 31)
     start = threading.Barrier(2)
     outcomes, failures = {}, []

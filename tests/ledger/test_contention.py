@@ -1,7 +1,7 @@
 """A transaction PostgreSQL aborts for a deadlock is run again in place (``ledger.core.contention``); one
 aborted every time is answered 503 ``busy`` with Retry-After, and nothing of it is kept.
 
-Real deadlocks between two connections, and a real database error: PostgreSQL only.
+Real deadlocks between two connections, and a real database error.
 """
 
 import json

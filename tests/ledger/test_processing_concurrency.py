@@ -16,7 +16,7 @@ from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import Success
 from ledger.sweep import sweep
-from tests.conftest import external_event, requires_postgres
+from tests.conftest import external_event
 from tests.ledger.conftest import submit
 from tests.ledger.test_processing_sets import take_over
 
@@ -247,7 +247,6 @@ def client_backends(monitor) -> int:
 
 def test_it_opens_no_database_connection_from_the_call_threads(workspace, scripted_action):
     """While eight calls are in flight, the database sees the same client connections as before."""
-    requires_postgres()
     settings = connection.settings_dict
     with psycopg.connect(host=settings["HOST"] or "127.0.0.1", port=settings["PORT"] or 5432,
                          user=settings["USER"], password=settings["PASSWORD"] or None,
@@ -325,7 +324,6 @@ def test_it_keeps_the_leases_of_a_batch_while_its_calls_hang(workspace, scripted
     """With a 2-second lease, two calls hang for 3 seconds while two more operations wait their
     turn; meanwhile the sweep runs (another process would). The worker renews the batch's leases
     while it waits for the calls, so the sweep takes nothing back and every operation succeeds."""
-    requires_postgres()
     settings.OPSCONSOLE_LEASE_SECONDS = 2
     released = threading.Event()
     reports = []

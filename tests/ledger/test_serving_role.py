@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from ledger.models import AuditEvent, Operation
-from tests.conftest import R42, requires_postgres
+from tests.conftest import R42, psql_program
 from tests.faults.gunicorn import Gunicorn
 from tests.faults.qcluster import PROJECT_DIR, database_url
 
@@ -36,7 +36,6 @@ REFUSED = [
 @pytest.fixture
 def serving_role():
     """A login role made by ``manage.py serving_role`` on the test database; dropped afterwards."""
-    requires_postgres("(roles and grants are PostgreSQL's; SQLite has neither)")
     role, password = f"oc_serving_{secrets.token_hex(4)}", secrets.token_urlsafe(18)
     out = StringIO()
     call_command("serving_role", role, "--password", password, stdout=out)
@@ -50,7 +49,7 @@ def serving_role():
 
 
 def psql(url: str, sql: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["psql", url, "-X", "-v", "ON_ERROR_STOP=1", "-c", sql],
+    return subprocess.run([psql_program(), url, "-X", "-v", "ON_ERROR_STOP=1", "-c", sql],
                           capture_output=True, text=True, timeout=60)
 
 

@@ -9,7 +9,6 @@ from django.db import connection
 
 from ledger.engine.succeeded import FINISHED_IN_CLAIM_FROM
 from ledger.states import CLAIMABLE_STATES, State, can_transition, sql_edges
-from tests.conftest import requires_postgres
 
 
 def function_text(name: str) -> str:
@@ -32,7 +31,6 @@ def test_finishing_a_set_in_its_claim_moves_rows_only_from_the_claimable_states_
     """ledger_finish_claimed (migration 0029): its guarded UPDATE takes rows in the states its
     ``state IN (..)`` lists, which must be the claim's edges to processing; the row ends in the
     state its SET writes, and each of the two moves it audits (claimed, succeeded) is an edge."""
-    requires_postgres("for the function's text (SQLite has no SQL functions)")
     text = function_text("ledger_finish_claimed")
 
     [guard] = re.findall(r"\bstate\s+IN\s*\(([^)]*)\)", text, flags=re.IGNORECASE)

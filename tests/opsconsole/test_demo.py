@@ -5,18 +5,24 @@ import os
 import subprocess
 from pathlib import Path
 
+import psycopg
 import pytest
+from django.conf import settings
+
+from ledger.management.commands.demo_setup import DEMO_MANAGE, demo_manage
+from opsconsole import embedded_db
+from tests.faults.qcluster import database_url
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 VENV_PYTHON = CHECKOUT / ".venv" / "bin" / "python"
 
 
-def _shell_env(database: Path) -> dict:
+def _shell_env(url: str) -> dict:
     """A person's environment: no SECRET_KEY, DEBUG or settings module; only the database is moved
-    aside, so that the checkout's own demo database (db.sqlite3) is not touched."""
+    aside, so that the checkout's own demo database is not touched."""
     env = {name: value for name, value in os.environ.items()
            if not name.startswith(("DJANGO_", "SECRET_KEY", "DEBUG", "DATABASE_URL", "OPSCONSOLE_"))}
-    env["DATABASE_URL"] = f"sqlite:///{database}"
+    env["DATABASE_URL"] = url
     return env
 
 
@@ -24,12 +30,27 @@ def _run(command: str, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run(command, shell=True, cwd=CHECKOUT, env=env, capture_output=True, text=True, timeout=120)
 
 
-@pytest.fixture
-def demo(tmp_path):
+@pytest.fixture(scope="module")
+def demo_database():
+    """A scratch database beside the test database, on its server (the embedded one under `make
+    test`), dropped after."""
+    server = settings.DATABASES["default"]
+    name = f"test_{server['NAME']}_demo"
+    admin = database_url({**server, "NAME": "postgres"})
+    with psycopg.connect(admin, autocommit=True) as db:
+        db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        db.execute(f'CREATE DATABASE "{name}"')
+    yield database_url({**server, "NAME": name})
+    with psycopg.connect(admin, autocommit=True) as db:
+        db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def demo(demo_database):
     """The demo's database, set up as `make demo` does; what demo_setup printed."""
     if not VENV_PYTHON.exists():
         pytest.skip(f"needs the project's virtualenv at {VENV_PYTHON} (make venv): the demo's commands name it")
-    env = _shell_env(tmp_path / "demo.sqlite3")
+    env = _shell_env(demo_database)
     for step in ("migrate --noinput", "demo_setup"):
         done = _run(f"DEBUG=1 {VENV_PYTHON} manage.py {step}", env)
         assert done.returncode == 0, done.stderr
@@ -58,3 +79,17 @@ def test_the_printed_command_needs_its_debug_setting(demo):
     assert done.returncode != 0
     assert "SECRET_KEY" in done.stderr
 
+
+
+def test_on_the_embedded_server_the_printed_command_names_its_database(monkeypatch):
+    """`make demo` on the embedded PostgreSQL: a person's other terminal has no DATABASE_URL, so the
+    printed command carries the URL of this run's server; a DATABASE_URL the person gave is not
+    repeated (it may hold a password, and their shell has it)."""
+    monkeypatch.setattr(embedded_db, "running_port", lambda: 55999)
+    monkeypatch.setenv("DATABASE_URL", embedded_db.url(55999))
+    assert demo_manage() == f"DATABASE_URL=postgres://postgres@127.0.0.1:55999/opsconsole {DEMO_MANAGE}"
+
+    monkeypatch.setenv("DATABASE_URL", "postgres://me:secret@db.internal:5432/opsconsole")
+    assert demo_manage() == DEMO_MANAGE
+    monkeypatch.setattr(embedded_db, "running_port", lambda: None)
+    assert demo_manage() == DEMO_MANAGE

@@ -81,9 +81,6 @@ def test_it_logs_a_failed_request_without_its_query_string(client, person, monke
 def database_down(settings):
     """Call it to make the database stop answering: the next connection attempt is refused
     (nothing listens on port 9)."""
-    if connection.vendor != "postgresql":
-        pytest.skip("taking the database away needs PostgreSQL: the SQLite test database lives in this "
-                    f"process's memory (running on {connection.vendor})")
     original = dict(connection.settings_dict)
 
     def take_down():

@@ -8,18 +8,20 @@ from pathlib import Path
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
+POSTGRES = "postgres://postgres@127.0.0.1:5432/elsewhere"
 
 
 def load_settings(*argv, show="s.DATABASES['default']['ENGINE']", **env):
     """Import the settings module in a fresh interpreter, as the command ``argv`` would (manage.py
-    ...), with exactly these variables; its stdout is ``show`` evaluated there."""
+    ...), with exactly these variables (a PostgreSQL DATABASE_URL unless given); its stdout is
+    ``show`` evaluated there."""
     clean = {k: v for k, v in os.environ.items()
              if k not in {"SECRET_KEY", "OPSCONSOLE_KEY_SECRET", "DEBUG", "DATABASE_URL", "CONN_MAX_AGE"}
              and not k.startswith("OPSCONSOLE_AUDIT_")}
     code = f"import sys; sys.argv = {['manage.py', *argv]!r}; import opsconsole.settings as s; print({show})"
     return subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT,
-        env=clean | {"OPSCONSOLE_KEY_SECRET": "ks", "OPSCONSOLE_AUDIT_KEY": "ak"} | env,
+        env=clean | {"OPSCONSOLE_KEY_SECRET": "ks", "OPSCONSOLE_AUDIT_KEY": "ak", "DATABASE_URL": POSTGRES} | env,
         capture_output=True, text=True, timeout=60,
     )
 
@@ -33,7 +35,7 @@ def test_it_refuses_to_start_without_a_secret_key_when_debug_is_off():
 def test_it_uses_a_development_key_only_with_debug_on():
     result = load_settings(DEBUG="1")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "django.db.backends.sqlite3"
+    assert result.stdout.strip() == "django.db.backends.postgresql"
 
 
 def test_it_refuses_to_start_without_a_key_secret_when_debug_is_off():
@@ -85,9 +87,27 @@ def test_it_refuses_another_secret_under_the_current_audit_key_id():
 
 
 def test_it_reads_the_database_from_database_url():
-    result = load_settings(SECRET_KEY="k", DATABASE_URL="postgres://postgres@127.0.0.1:5432/elsewhere")
+    result = load_settings(SECRET_KEY="k", DATABASE_URL="postgres://postgres@127.0.0.1:5432/elsewhere",
+                           show="s.DATABASES['default']['NAME'], s.DATABASES['default']['ENGINE']")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "django.db.backends.postgresql"
+    assert result.stdout.strip() == "elsewhere django.db.backends.postgresql"
+
+
+def test_without_database_url_it_says_how_to_get_one():
+    """No default database: the message names the embedded server and the make targets that start it."""
+    for debug in ("0", "1"):
+        result = load_settings(SECRET_KEY="k", DEBUG=debug, DATABASE_URL="")
+        assert result.returncode != 0
+        assert "DATABASE_URL is not set" in result.stderr
+        assert "`make demo` and `make test` start the embedded PostgreSQL" in result.stderr
+        assert "python -m opsconsole.embedded_db start" in result.stderr
+
+
+def test_it_runs_on_postgresql_only():
+    for url in ("sqlite:///db.sqlite3", "mysql://u@127.0.0.1/x"):
+        result = load_settings(SECRET_KEY="k", DATABASE_URL=url)
+        assert result.returncode != 0
+        assert "DATABASE_URL must name a PostgreSQL database" in result.stderr, result.stderr
 
 
 def test_it_puts_the_queue_on_the_default_database():
@@ -95,7 +115,6 @@ def test_it_puts_the_queue_on_the_default_database():
     assert settings.Q_CLUSTER["save_limit"] == -1
 
 
-POSTGRES = "postgres://postgres@127.0.0.1:5432/elsewhere"
 CONNECTIONS = "(s.DATABASES['default']['CONN_MAX_AGE'], s.DATABASES['default'].get('OPTIONS', {}).get('pool'))"
 
 
@@ -114,9 +133,3 @@ def test_runserver_shares_a_small_pool_between_its_threads_on_postgresql():
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "(0, {'min_size': 1, 'max_size': 4})"
 
-
-def test_runserver_on_sqlite_has_no_pool():
-    result = load_settings("runserver", show=CONNECTIONS, DEBUG="1")
-
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "(600, None)"

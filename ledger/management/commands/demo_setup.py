@@ -14,6 +14,18 @@ DEMO_PASSWORD = "demo-password"
 # How a person runs a command against the demo from the checkout, as `make demo` does: the project's
 # virtualenv, and DEBUG on (the demo's development secret key; without it settings refuse to start).
 DEMO_MANAGE = "DEBUG=1 .venv/bin/python manage.py"
+
+
+def demo_manage() -> str:
+    """DEMO_MANAGE, after the demo database's URL when `make demo` started the embedded PostgreSQL
+    for it (opsconsole/embedded_db.py): another terminal has no DATABASE_URL, and the server's port
+    is the one of this run. A DATABASE_URL the person gave is theirs already: not printed."""
+    import os
+
+    from opsconsole import embedded_db
+
+    given, port = os.environ.get("DATABASE_URL", ""), embedded_db.running_port()
+    return f"DATABASE_URL={given} {DEMO_MANAGE}" if port and given == embedded_db.url(port) else DEMO_MANAGE
 STAFF = [("admin", True), ("operator", False), ("approver", False)]
 # What each non-superuser may do in the demo workspace's console (/console/).
 ROLES = {"operator": Role.OPERATOR, "approver": Role.APPROVER}
@@ -76,7 +88,7 @@ class Command(BaseCommand):
         example = json.dumps({"action": "prepare-brief", "data": R42 | {"version": 5}})
         self.stdout.write(f"Try:      curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
                           f"-d '{example}' {url}api/v1/events")
-        self.stdout.write(f"Approve:  {DEMO_MANAGE} approve demo:R-42:v3:issue-refund --workspace demo --as approver")
+        self.stdout.write(f"Approve:  {demo_manage()} approve demo:R-42:v3:issue-refund --workspace demo --as approver")
         self.stdout.write(f"API token for workspace demo: {token}")
 
     @transaction.atomic
