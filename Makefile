@@ -95,6 +95,7 @@ test: venv
 
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # Every model change comes with its migration. makemigrations reads no database but to check the
 # applied history, and Django 5.2 only warns when it cannot (a RuntimeWarning, silenced): so the

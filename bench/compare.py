@@ -32,16 +32,20 @@ def shown(row: dict | None) -> str:
 def main(before_path: str, after_path: str) -> None:
     before, after = (json.loads(open(path).read()) for path in (before_path, after_path))
     old = {(row["scenario"], row["name"]): row for row in before["rows"]}
-    print(f"before: {before['machine'].get('revision')} ({before['machine'].get('date')}); "
-          f"after: {after['machine'].get('revision')} ({after['machine'].get('date')})\n")
+    print(
+        f"before: {before['machine'].get('revision')} ({before['machine'].get('date')}); "
+        f"after: {after['machine'].get('revision')} ({after['machine'].get('date')})\n"
+    )
     print("| # | measure | target | before | after | met after? |")
     print("|---|---|---|---|---|---|")
     seen = set()
     for row in after["rows"]:
         key = (row["scenario"], row["name"])
         seen.add(key)
-        print(f"| {row['scenario']} | {row['name']} | {row['target']} | {shown(old.get(key))} | {shown(row)} "
-              f"| {row['met']} |")
+        print(
+            f"| {row['scenario']} | {row['name']} | {row['target']} | {shown(old.get(key))} | {shown(row)} "
+            f"| {row['met']} |"
+        )
     for key, row in old.items():
         if key not in seen:
             print(f"| {row['scenario']} | {row['name']} | {row['target']} | {shown(row)} | - | - |")

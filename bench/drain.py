@@ -63,22 +63,29 @@ class ScratchDatabase:
         self.postgres = None
         if url and environ.Env.db_url_config(url)["ENGINE"] == "django.db.backends.postgresql":
             config = environ.Env.db_url_config(url)
-            self.postgres = {"host": config.get("HOST") or "127.0.0.1", "port": config.get("PORT") or 5432,
-                             "user": config.get("USER") or None, "password": config.get("PASSWORD") or None}
+            self.postgres = {
+                "host": config.get("HOST") or "127.0.0.1",
+                "port": config.get("PORT") or 5432,
+                "user": config.get("USER") or None,
+                "password": config.get("PASSWORD") or None,
+            }
             self.name = f"{prefix}_{config['NAME']}"
             self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)', f'CREATE DATABASE "{self.name}"')
             self.url = url.rsplit("/", 1)[0].split("?")[0] + f"/{self.name}"
             self.label = f"PostgreSQL ({self.name})"
         else:
-            sys.exit("The benchmarks run on PostgreSQL: set DATABASE_URL=postgres://user@host:port/name (a scratch "
-                     "database is made beside it), e.g. the embedded server's: "
-                     "$(.venv/bin/python -m opsconsole.embedded_db start)")
+            sys.exit(
+                "The benchmarks run on PostgreSQL: set DATABASE_URL=postgres://user@host:port/name (a scratch "
+                "database is made beside it), e.g. the embedded server's: "
+                "$(.venv/bin/python -m opsconsole.embedded_db start)"
+            )
 
     def _admin(self, *statements: str) -> None:
         import psycopg
 
-        with psycopg.connect(dbname="postgres", autocommit=True,
-                             **{k: v for k, v in self.postgres.items() if v is not None}) as admin:
+        with psycopg.connect(
+            dbname="postgres", autocommit=True, **{k: v for k, v in self.postgres.items() if v is not None}
+        ) as admin:
             for statement in statements:
                 admin.execute(statement)
 
@@ -109,8 +116,10 @@ def run(log_dir: Path, database_label: str) -> None:
     call_command("migrate", verbosity=0)
     workspace, _ = accounts.create_workspace(slug="bench", approved_owners=["ops"], actor="bench")
     workers = settings.Q_CLUSTER["workers"]
-    print(f"database: {database_label}; one qcluster, {workers} workers, claim batch "
-          f"{settings.OPSCONSOLE_CLAIM_BATCH}; {COUNT} of each")
+    print(
+        f"database: {database_label}; one qcluster, {workers} workers, claim batch "
+        f"{settings.OPSCONSOLE_CLAIM_BATCH}; {COUNT} of each"
+    )
 
     def queue_empty():
         return not OrmQ.objects.exists()
@@ -137,8 +146,7 @@ def run(log_dir: Path, database_label: str) -> None:
         started = time.perf_counter()
         pause.set_paused(paused=False, actor="bench")
         nudges = OrmQ.objects.count()
-        wait_for(succeeded(COUNT), timeout=600, interval=0.02, clusters=(cluster,),
-                 message="the backlog did not drain")
+        wait_for(succeeded(COUNT), timeout=600, interval=0.02, clusters=(cluster,), message="the backlog did not drain")
         drain_rate = COUNT / (time.perf_counter() - started)
         wait_for(queue_empty, timeout=600, clusters=(cluster,), message="drain nudges did not finish")
 
@@ -146,13 +154,16 @@ def run(log_dir: Path, database_label: str) -> None:
         with transaction.atomic():
             transaction.on_commit(lambda: marks.append(time.perf_counter()))  # runs first after commit
             submit_prepare_briefs(workspace, COUNT, prefix="burst")
-        wait_for(succeeded(2 * COUNT), timeout=600, interval=0.02, clusters=(cluster,),
-                 message="the burst did not drain")
+        wait_for(
+            succeeded(2 * COUNT), timeout=600, interval=0.02, clusters=(cluster,), message="the burst did not drain"
+        )
         burst_rate = COUNT / (time.perf_counter() - marks[0])
 
     print(f"no-op django-q2 tasks:            {noop_rate:8.0f} tasks/s")
-    print(f"ledger, drain a pending backlog:  {drain_rate:8.0f} operations/s "
-          f"(ratio {drain_rate / noop_rate:.2f}; the resume enqueued {nudges} nudges)")
+    print(
+        f"ledger, drain a pending backlog:  {drain_rate:8.0f} operations/s "
+        f"(ratio {drain_rate / noop_rate:.2f}; the resume enqueued {nudges} nudges)"
+    )
     print(f"ledger, burst with one nudge each:{burst_rate:8.0f} operations/s (ratio {burst_rate / noop_rate:.2f})")
 
 

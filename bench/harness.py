@@ -110,8 +110,10 @@ class Rounds:
                 step_began = time.monotonic()
                 step()
                 took.append(f"{name} {time.monotonic() - step_began:.1f} s")
-            print(f"  {label}: round {number + 1}/{self.rounds} in {time.monotonic() - began:.1f} s: "
-                  f"{'; '.join(took)}", flush=True)
+            print(
+                f"  {label}: round {number + 1}/{self.rounds} in {time.monotonic() - began:.1f} s: {'; '.join(took)}",
+                flush=True,
+            )
 
 
 def rate(count: int, seconds: float) -> float:
@@ -155,8 +157,10 @@ def print_details(rows: list[Row]) -> None:
     for row in rows:
         line = f"  [{row.scenario}] {row.name}: {', '.join(fmt(v) for v in row.subject.values)} {row.subject.unit}"
         if row.baseline is not None:
-            line += (f"; baseline {row.baseline.name}: {', '.join(fmt(v) for v in row.baseline.values)} "
-                     f"{row.baseline.unit}; ratios {', '.join(f'{r:.3g}' for r in row.ratios)}")
+            line += (
+                f"; baseline {row.baseline.name}: {', '.join(fmt(v) for v in row.baseline.values)} "
+                f"{row.baseline.unit}; ratios {', '.join(f'{r:.3g}' for r in row.ratios)}"
+            )
         if row.note:
             line += f" ({row.note})"
         print(line)
@@ -166,29 +170,34 @@ def table_lines(rows: list[Row], *, markdown: bool = False) -> list[str]:
     header = ["#", "scenario", "median", "baseline", "baseline median", "ratio", "target", "met?"]
     body = []
     for row in rows:
-        body.append([
-            row.scenario,
-            f"{row.name} ({row.subject.unit})",
-            fmt(row.subject.median),
-            row.baseline.name if row.baseline is not None else "-",
-            fmt(row.baseline.median) if row.baseline is not None else "-",
-            f"{row.ratio:.3g}" if row.ratio is not None else "-",
-            row.target,
-            row.verdict,
-        ])
+        body.append(
+            [
+                row.scenario,
+                f"{row.name} ({row.subject.unit})",
+                fmt(row.subject.median),
+                row.baseline.name if row.baseline is not None else "-",
+                fmt(row.baseline.median) if row.baseline is not None else "-",
+                f"{row.ratio:.3g}" if row.ratio is not None else "-",
+                row.target,
+                row.verdict,
+            ]
+        )
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(cells) + " |" for cells in body]
         return lines
     widths = [max(len(cells[i]) for cells in [header, *body]) for i in range(len(header))]
     right = {2, 4, 5}
+
     def line(cells):
         return "  ".join(cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(cells))
+
     return [line(header), "  ".join("-" * width for width in widths)] + [line(cells) for cells in body]
 
 
-def run_in_scratch_database(kind: str, run: Callable[[str], None], *, keep: bool,
-                            extra_env: dict | None = None) -> None:
+def run_in_scratch_database(
+    kind: str, run: Callable[[str], None], *, keep: bool, extra_env: dict | None = None
+) -> None:
     """The frame of a PostgreSQL-only bench that loads its own data (bench-purge, bench-scrape):
     DEBUG off (it would keep every query), a scratch database beside ``DATABASE_URL`` (never that
     one), ``run(label)`` against it, then the scratch database dropped unless ``keep``."""
@@ -221,7 +230,7 @@ def run_in_scratch_database(kind: str, run: Callable[[str], None], *, keep: bool
                 from django.db import connections
 
                 connections.close_all()
-                print(f"kept {scratch.name} ({kind.upper()}_KEEP=1); drop it with: DROP DATABASE \"{scratch.name}\"")
+                print(f'kept {scratch.name} ({kind.upper()}_KEEP=1); drop it with: DROP DATABASE "{scratch.name}"')
             else:
                 scratch.drop()
     print(f"total run time: {time.perf_counter() - started:.0f} s")

@@ -79,6 +79,7 @@ def main() -> None:
 
 # --- the data ---------------------------------------------------------------------------------
 
+
 def load(operations: int, backlog: int = 1_000) -> None:
     """bench/scale.py's loader at this size (one audit event per operation), on an empty ledger,
     with ``backlog`` operations due (the 1,000 this bench was built around, unless told)."""
@@ -136,18 +137,20 @@ def add_finished(target: int) -> int:
         chosen = {"id": "%(top)s + n", "key": "key || ':copy-' || n"}
         select = ", ".join(chosen.get(name, f'"{name}"') for name in columns)
         cursor.execute("SET LOCAL synchronous_commit = off")
-        cursor.execute(f"""
-            INSERT INTO ledger_operation ({', '.join(f'"{name}"' for name in columns)})
+        cursor.execute(
+            f"""
+            INSERT INTO ledger_operation ({", ".join(f'"{name}"' for name in columns)})
             SELECT {select} FROM (
                 SELECT f.*, row_number() OVER () AS n
                 FROM generate_series(1, %(rounds)s) AS round,
                      LATERAL (SELECT * FROM ledger_operation WHERE state = ANY(%(terminal)s) AND id <= %(top)s) AS f
                 LIMIT %(needed)s) AS copies""",
-                       {"top": top, "needed": needed, "terminal": sorted(TERMINAL_STATES),
-                        "rounds": needed // max(count, 1) + 2})
+            {"top": top, "needed": needed, "terminal": sorted(TERMINAL_STATES), "rounds": needed // max(count, 1) + 2},
+        )
         added = cursor.rowcount
-        cursor.execute("SELECT setval(pg_get_serial_sequence('ledger_operation', 'id'), "
-                       "(SELECT max(id) FROM ledger_operation))")
+        cursor.execute(
+            "SELECT setval(pg_get_serial_sequence('ledger_operation', 'id'), (SELECT max(id) FROM ledger_operation))"
+        )
         cursor.execute("VACUUM ANALYZE ledger_operation")
     print(f"  added {added:,} finished operations (copies) in {time.perf_counter() - started:.0f} s", flush=True)
     return added
@@ -173,19 +176,32 @@ def add_signals(shards: int, mismatches: int) -> None:
         for action in sorted(registry):
             destination = tallies.destination(action)
             for outcome in OUTCOMES:
-                rows.append(Tally(name=tallies.ATTEMPTS, shard=name, value=rng.randint(1, 50_000) if outcome == "ok"
-                                  else rng.randint(0, 500),
-                                  labels=tallies._labels(action=action, destination=destination, outcome=outcome)))
+                rows.append(
+                    Tally(
+                        name=tallies.ATTEMPTS,
+                        shard=name,
+                        value=rng.randint(1, 50_000) if outcome == "ok" else rng.randint(0, 500),
+                        labels=tallies._labels(action=action, destination=destination, outcome=outcome),
+                    )
+                )
             label = tallies._labels(action=action)
             finished = 0
             for bound in [*tallies.buckets(action), float("inf")]:
                 n = rng.randint(0, 20_000)
                 finished += n
-                rows.append(Tally(name=tallies.FINISHED_BUCKET, shard=name, value=n,
-                                  labels=tallies._labels(action=action, le=bound)))
-            rows += [Tally(name=tallies.FINISHED, shard=name, labels=label, value=finished),
-                     Tally(name=tallies.FINISHED_SECONDS, shard=name, labels=label, value=finished * 42.5),
-                     Tally(name=tallies.LATE, shard=name, labels=label, value=finished // 20)]
+                rows.append(
+                    Tally(
+                        name=tallies.FINISHED_BUCKET,
+                        shard=name,
+                        value=n,
+                        labels=tallies._labels(action=action, le=bound),
+                    )
+                )
+            rows += [
+                Tally(name=tallies.FINISHED, shard=name, labels=label, value=finished),
+                Tally(name=tallies.FINISHED_SECONDS, shard=name, labels=label, value=finished * 42.5),
+                Tally(name=tallies.LATE, shard=name, labels=label, value=finished // 20),
+            ]
     Tally.objects.bulk_create(rows, batch_size=2000)
     for job in ("sweep", "reconcile", "purge"):
         Heartbeat.objects.update_or_create(name=job, defaults={"beat_at": now - timedelta(minutes=1), "detail": {}})
@@ -195,17 +211,35 @@ def add_signals(shards: int, mismatches: int) -> None:
     except ImportError:
         Mismatch = None
     if Mismatch is not None and mismatches:
-        run = ReconciliationRun.objects.create(started_at=now - timedelta(hours=1), since=now - timedelta(days=1),
-                                               until=now - timedelta(hours=1), finished_at=now,
-                                               status=ReconciliationRun.Status.SUCCEEDED)
+        run = ReconciliationRun.objects.create(
+            started_at=now - timedelta(hours=1),
+            since=now - timedelta(days=1),
+            until=now - timedelta(hours=1),
+            finished_at=now,
+            status=ReconciliationRun.Status.SUCCEEDED,
+        )
         workspace = Workspace.objects.order_by("pk").first()
         kinds = list(MismatchKind.values)
-        Mismatch.objects.bulk_create([
-            Mismatch(run=run, workspace=workspace, action="file-ticket", reference=f"acme:R-{i}:v1:file-ticket",
-                     record_id=f"rec-{i}", kind=kinds[i % len(kinds)], evidence={"seen": "bench"},
-                     **({"status": MismatchStatus.OPEN} if i % 20 == 0 else
-                        {"status": MismatchStatus.ACKNOWLEDGED, "decided_by": "alice", "decided_at": now}))
-            for i in range(mismatches)], batch_size=2000)
+        Mismatch.objects.bulk_create(
+            [
+                Mismatch(
+                    run=run,
+                    workspace=workspace,
+                    action="file-ticket",
+                    reference=f"acme:R-{i}:v1:file-ticket",
+                    record_id=f"rec-{i}",
+                    kind=kinds[i % len(kinds)],
+                    evidence={"seen": "bench"},
+                    **(
+                        {"status": MismatchStatus.OPEN}
+                        if i % 20 == 0
+                        else {"status": MismatchStatus.ACKNOWLEDGED, "decided_by": "alice", "decided_at": now}
+                    ),
+                )
+                for i in range(mismatches)
+            ],
+            batch_size=2000,
+        )
         tables += [Mismatch._meta.db_table, ReconciliationRun._meta.db_table]
     with connection.cursor() as cursor:
         for table in tables:
@@ -219,15 +253,19 @@ def add_old_shards(count: int) -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT min(shard) FROM ledger_tally")
         first = cursor.fetchone()[0]
-        cursor.execute("""INSERT INTO ledger_tally (name, labels, shard, value)
+        cursor.execute(
+            """INSERT INTO ledger_tally (name, labels, shard, value)
                           SELECT name, labels, 'old-worker:' || g, value
-                          FROM ledger_tally, generate_series(1, %s) AS g WHERE shard = %s""", [count, first])
+                          FROM ledger_tally, generate_series(1, %s) AS g WHERE shard = %s""",
+            [count, first],
+        )
         added = cursor.rowcount
         cursor.execute("VACUUM ANALYZE ledger_tally")
     return added
 
 
 # --- measuring --------------------------------------------------------------------------------
+
 
 @dataclass
 class Query:
@@ -285,10 +323,21 @@ def measure(name: str) -> Point:
             sort_off = query.sql.endswith("= off")
         if query.sql.split(" ", 1)[0] not in CONTROL_STATEMENTS:
             explain(query, sort_off=sort_off)
-    point = Point(name, Operation.objects.count(), Operation.objects.exclude(state__in=TERMINAL_STATES).count(),
-                  Tally.objects.count(), times, response.status_code, len(response.content), queries)
-    print(f"  {name}: HTTP {point.status}, p50 {point.p50:.1f} ms, p95 {point.p95:.1f} ms, {len(queries)} queries, "
-          f"{point.size:,} bytes; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    point = Point(
+        name,
+        Operation.objects.count(),
+        Operation.objects.exclude(state__in=TERMINAL_STATES).count(),
+        Tally.objects.count(),
+        times,
+        response.status_code,
+        len(response.content),
+        queries,
+    )
+    print(
+        f"  {name}: HTTP {point.status}, p50 {point.p50:.1f} ms, p95 {point.p95:.1f} ms, {len(queries)} queries, "
+        f"{point.size:,} bytes; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        flush=True,
+    )
     if point.status != 200:
         print(f"    {response.content[:300]!r}")
     return point
@@ -319,8 +368,11 @@ def explain(query: Query, *, sort_off: bool = False) -> None:
             if relation not in sizes:
                 cursor.execute("SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE relname = %s", [relation])
                 sizes[relation] = cursor.fetchone()[0]
-            read = (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
-                    + node.get("Rows Removed by Index Recheck", 0)) * node.get("Actual Loops", 1)
+            read = (
+                node.get("Actual Rows", 0)
+                + node.get("Rows Removed by Filter", 0)
+                + node.get("Rows Removed by Index Recheck", 0)
+            ) * node.get("Actual Loops", 1)
             index = f" {node['Index Name']}" if node.get("Index Name") else ""
             query.plan.append(f"{node['Node Type']}{index} on {relation}: {read:,} of ~{sizes[relation]:,} rows")
             if sizes[relation] >= WHOLE_TABLE_ROWS and read >= WHOLE_TABLE_SHARE * sizes[relation]:
@@ -345,11 +397,13 @@ def _shape(sql: str) -> str:
     condition = re.sub(r'"\w+"\.', "", where.group(1)) if where else ""
     condition = re.sub(r"'(\d{4}-\d\d-\d\d)[^']*'", r"'\1..'", condition).replace('"', "")
     group = " GROUP BY" if " GROUP BY " in sql else " UNION ALL" if " UNION ALL " in sql else ""
-    return f"{' + '.join(tables)}{group}" + (f" WHERE {condition[:110]}{'..' if len(condition) > 110 else ''}"
-                                              if condition else "")
+    return f"{' + '.join(tables)}{group}" + (
+        f" WHERE {condition[:110]}{'..' if len(condition) > 110 else ''}" if condition else ""
+    )
 
 
 # --- the run ----------------------------------------------------------------------------------
+
 
 def run(database_label: str) -> None:
     import django
@@ -364,9 +418,11 @@ def run(database_label: str) -> None:
         shared_buffers = cursor.fetchone()[0]
         cursor.execute("SHOW work_mem")
         work_mem = cursor.fetchone()[0]
-    print(f"database: {database_label}; shared_buffers {shared_buffers}, work_mem {work_mem}; {REPEAT} timed scrapes "
-          f"after {WARMUP} warm-up per point; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
-          flush=True)
+    print(
+        f"database: {database_label}; shared_buffers {shared_buffers}, work_mem {work_mem}; {REPEAT} timed scrapes "
+        f"after {WARMUP} warm-up per point; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        flush=True,
+    )
     points = []
     if COMPARE:
         load(COMPARE)
@@ -396,19 +452,27 @@ def report(points: list[Point], headline: Point) -> None:
     print("\n| database | operations | unfinished | tally rows | HTTP | ms p50 | ms p95 | queries | SQL ms | bytes |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for p in points:
-        print(f"| {p.name} | {p.operations:,} | {p.unfinished:,} | {p.tally_rows:,} | {p.status} | {p.p50:.1f} | "
-              f"{p.p95:.1f} | {len(p.queries)} | {sum(q.plan_ms for q in p.queries):.1f} | {p.size:,} |")
+        print(
+            f"| {p.name} | {p.operations:,} | {p.unfinished:,} | {p.tally_rows:,} | {p.status} | {p.p50:.1f} | "
+            f"{p.p95:.1f} | {len(p.queries)} | {sum(q.plan_ms for q in p.queries):.1f} | {p.size:,} |"
+        )
     for point in points:
-        print(f"\nQueries of one scrape, {point.name} (ms as captured / EXPLAIN ANALYZE execution; scans and rows "
-              "read):\n")
+        print(
+            f"\nQueries of one scrape, {point.name} (ms as captured / EXPLAIN ANALYZE execution; scans and rows "
+            "read):\n"
+        )
         print("| # | query | ms | plan (rows read of the table's) | reads a whole table |")
         print("|---|---|---|---|---|")
         for i, query in enumerate(point.queries, 1):
-            print(f"| {i} | `{_shape(query.sql)}` | {query.ms:.1f} / {query.plan_ms:.1f} | "
-                  f"{'; '.join(query.plan) or '-'} | {', '.join(query.whole_tables) or '-'} |")
+            print(
+                f"| {i} | `{_shape(query.sql)}` | {query.ms:.1f} / {query.plan_ms:.1f} | "
+                f"{'; '.join(query.plan) or '-'} | {', '.join(query.whole_tables) or '-'} |"
+            )
     flagged = [(p, q) for p in points for q in p.queries if q.whole_tables]
-    print(f"\n{len(flagged)} queries read a whole table (at least {WHOLE_TABLE_SHARE:.0%} of one of "
-          f"{WHOLE_TABLE_ROWS:,} rows or more)" + (":" if flagged else "."))
+    print(
+        f"\n{len(flagged)} queries read a whole table (at least {WHOLE_TABLE_SHARE:.0%} of one of "
+        f"{WHOLE_TABLE_ROWS:,} rows or more)" + (":" if flagged else ".")
+    )
     for point, query in flagged:
         print(f"  {point.name}: {', '.join(query.whole_tables)}: {query.sql[:300]}")
     if EXPLAIN:

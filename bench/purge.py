@@ -58,8 +58,16 @@ KEEP = os.environ.get("PURGE_KEEP", "") not in ("", "0")
 QUERY_SLICE = 5000
 
 # What is measured: the purge's four tables (it vacuums them), the others it writes, audit events.
-TABLES = ["ledger_operation", "ledger_delivery", "ledger_attempt", "ledger_conflict", "ledger_reviewdraft",
-          "ledger_contribution", "ledger_approval", "ledger_auditevent"]
+TABLES = [
+    "ledger_operation",
+    "ledger_delivery",
+    "ledger_attempt",
+    "ledger_conflict",
+    "ledger_reviewdraft",
+    "ledger_contribution",
+    "ledger_approval",
+    "ledger_auditevent",
+]
 BULK_TABLES = TABLES[:-1]
 MB = 1024 * 1024
 
@@ -72,6 +80,7 @@ def main() -> None:
 
 
 # --- measuring --------------------------------------------------------------------------------
+
 
 @dataclass
 class TableState:
@@ -148,11 +157,14 @@ def snapshot(label: str, *, tuples: bool = False) -> Snapshot:
     _send_statistics()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute("""
+        cursor.execute(
+            """
             SELECT c.relname, pg_total_relation_size(c.oid), pg_relation_size(c.oid), pg_indexes_size(c.oid),
                    s.n_live_tup, s.n_dead_tup, s.n_tup_upd, s.n_tup_hot_upd
             FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
-            WHERE c.relname = ANY(%s)""", [TABLES])
+            WHERE c.relname = ANY(%s)""",
+            [TABLES],
+        )
         tables = {row[0]: TableState(*row[1:]) for row in cursor.fetchall()}
         for name, table in tables.items():
             # n_live_tup is an estimate (and a load's inserts, sent after its VACUUM, count twice).
@@ -208,15 +220,22 @@ def timed_purge(name: str, *, as_of, chunk: int, expected: int, verb: str, count
     report = purge(as_of=as_of, chunk=chunk, vacuum=False, progress=clock, actor="bench-purge")
     seconds = time.perf_counter() - started
     phase = Phase(name, report.total(counted), seconds, chunk, clock.times[1:] if len(clock.times) > 1 else [])
-    others = {key: report.total(key) for key in ("redacted", "deleted", "refused_deliveries", "kept_for_occurred_at",
-                                                 "skipped_chunks") if key != counted and report.total(key)}
-    print(f"  {name}: {phase.rows:,} rows in {seconds:.1f} s = {phase.rate:,.0f} rows/s; chunk of {chunk}: "
-          f"median {phase.chunk_ms('median'):.0f} ms, first tenth {phase.chunk_ms('first'):.0f} ms, last tenth "
-          f"{phase.chunk_ms('last'):.0f} ms" + (f"; also {others}" if others else ""), flush=True)
+    others = {
+        key: report.total(key)
+        for key in ("redacted", "deleted", "refused_deliveries", "kept_for_occurred_at", "skipped_chunks")
+        if key != counted and report.total(key)
+    }
+    print(
+        f"  {name}: {phase.rows:,} rows in {seconds:.1f} s = {phase.rate:,.0f} rows/s; chunk of {chunk}: "
+        f"median {phase.chunk_ms('median'):.0f} ms, first tenth {phase.chunk_ms('first'):.0f} ms, last tenth "
+        f"{phase.chunk_ms('last'):.0f} ms" + (f"; also {others}" if others else ""),
+        flush=True,
+    )
     return phase
 
 
 # --- the data ---------------------------------------------------------------------------------
+
 
 def load(operations: int) -> None:
     """bench/scale.py's loader, at this size, then the fix-up that makes every operation due."""
@@ -228,8 +247,7 @@ def load(operations: int) -> None:
     scale.BACKLOG = 1_000  # as this bench was built (scale.py's default is now 100,000)
     scale.AUDIT_EVENTS = max(AUDIT_EVENTS if operations == OPERATIONS else operations, operations)
     started = time.perf_counter()
-    print(f"loading {operations:,} operations and {scale.AUDIT_EVENTS:,} audit events (bench/scale.py) ...",
-          flush=True)
+    print(f"loading {operations:,} operations and {scale.AUDIT_EVENTS:,} audit events (bench/scale.py) ...", flush=True)
     with connection.cursor() as cursor:
         filled = _defaults_for_the_loader(cursor, set_them=True)
     if filled:
@@ -259,23 +277,31 @@ def load(operations: int) -> None:
             cursor.execute("CHECKPOINT")  # the load's writes reach the disk now, not during the purge
         except DatabaseError:
             print("  (no CHECKPOINT: not a superuser; the checkpointer writes the load meanwhile)")
-    print(f"  finished {fixed:,} unfinished operations, dismissed {dismissed:,} open conflicts; "
-          f"loaded in {time.perf_counter() - started:.0f} s", flush=True)
+    print(
+        f"  finished {fixed:,} unfinished operations, dismissed {dismissed:,} open conflicts; "
+        f"loaded in {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
 
 
 def _defaults_for_the_loader(cursor, *, set_them: bool, columns: list[str] | None = None) -> list[str]:
     """Text columns that must not be NULL, have no default (Django sets them) and that scale.py's
     loader does not name (added since): given '' while it loads, so that its SQL still fits."""
     if columns is None:
-        cursor.execute("""
+        cursor.execute(
+            """
             SELECT table_name || '.' || column_name FROM information_schema.columns
             WHERE table_schema = current_schema() AND table_name = ANY(%s) AND is_nullable = 'NO'
-              AND column_default IS NULL AND data_type IN ('text', 'character varying') ORDER BY 1""", [TABLES])
+              AND column_default IS NULL AND data_type IN ('text', 'character varying') ORDER BY 1""",
+            [TABLES],
+        )
         from bench import scale
 
-        named = {f"{table}.{column}" for table, names in re.findall(r"INSERT INTO (\w+) \((.*?)\)",
-                                                                     inspect.getsource(scale.load), re.S)
-                 for column in re.findall(r"\w+", names)}
+        named = {
+            f"{table}.{column}"
+            for table, names in re.findall(r"INSERT INTO (\w+) \((.*?)\)", inspect.getsource(scale.load), re.S)
+            for column in re.findall(r"\w+", names)
+        }
         columns = [row[0] for row in cursor.fetchall() if row[0] not in named]
     for column in columns:
         table, name = column.split(".")
@@ -315,8 +341,9 @@ def windows() -> tuple[timedelta, timedelta]:
     from ledger.core import policies
     from ledger.models import Workspace
 
-    effective = [policies.policy_for(ws, name) for ws in Workspace.objects.values_list("pk", flat=True)
-                 for name in registry]
+    effective = [
+        policies.policy_for(ws, name) for ws in Workspace.objects.values_list("pk", flat=True) for name in registry
+    ]
     return max(p.payload_retention for p in effective), max(p.key_retention for p in effective)
 
 
@@ -327,11 +354,16 @@ def hold_keys(hold: bool) -> None:
     from ledger.core import policies
 
     for name in registry:
-        policies.set_policy(workspace=None, action=name, actor="bench-purge",
-                            key_retention=policies.LONGEST if hold else policies.INHERIT)
+        policies.set_policy(
+            workspace=None,
+            action=name,
+            actor="bench-purge",
+            key_retention=policies.LONGEST if hold else policies.INHERIT,
+        )
 
 
 # --- the run ----------------------------------------------------------------------------------
+
 
 def run(database_label: str) -> None:
     import django
@@ -346,12 +378,18 @@ def run(database_label: str) -> None:
         autovacuum = cursor.fetchone()[0]
         cursor.execute("SHOW shared_buffers")
         shared_buffers = cursor.fetchone()[0]
-    print(f"database: {database_label}; autovacuum {autovacuum}, shared_buffers {shared_buffers}; "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    print(
+        f"database: {database_label}; autovacuum {autovacuum}, shared_buffers {shared_buffers}; "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        flush=True,
+    )
     load(OPERATIONS)
     due = due_counts()
-    print(f"  {due['operations']:,} operations, {due['due']:,} of them finished, unredacted, without an open "
-          f"conflict; {due['refused']:,} refused deliveries", flush=True)
+    print(
+        f"  {due['operations']:,} operations, {due['due']:,} of them finished, unredacted, without an open "
+        f"conflict; {due['refused']:,} refused deliveries",
+        flush=True,
+    )
     payload_window, key_window = windows()
     newest = newest_finish()
     snapshots = [snapshot("before", tuples=True)]
@@ -360,20 +398,39 @@ def run(database_label: str) -> None:
 
     print("phase 1: redaction (key window held at the longest)", flush=True)
     hold_keys(True)
-    phases.append(timed_purge("redaction", as_of=newest + payload_window + timedelta(minutes=1), chunk=CHUNK,
-                              expected=due["due"], verb="redacted", counted="redacted"))
+    phases.append(
+        timed_purge(
+            "redaction",
+            as_of=newest + payload_window + timedelta(minutes=1),
+            chunk=CHUNK,
+            expected=due["due"],
+            verb="redacted",
+            counted="redacted",
+        )
+    )
     snapshots.append(snapshot("redacted"))
     before, after = snapshots[0].tables["ledger_operation"], snapshots[1].tables["ledger_operation"]
-    print(f"  ledger_operation: {after.updated - before.updated:,} rows updated, {after.hot - before.hot:,} of them "
-          "HOT (heap-only: no index entries written)", flush=True)
+    print(
+        f"  ledger_operation: {after.updated - before.updated:,} rows updated, {after.hot - before.hot:,} of them "
+        "HOT (heap-only: no index entries written)",
+        flush=True,
+    )
     vacuums["VACUUM (ANALYZE) after redaction"] = timed_vacuum()
     print(f"  VACUUM (ANALYZE) of the purge's tables: {vacuums['VACUUM (ANALYZE) after redaction']:.1f} s", flush=True)
     snapshots.append(snapshot("redacted, VACUUM", tuples=True))
 
     print("phase 2: deletion (the definitions' key windows)", flush=True)
     hold_keys(False)
-    phases.append(timed_purge("deletion", as_of=newest + key_window + timedelta(minutes=1), chunk=CHUNK,
-                              expected=due["due"], verb="deleted", counted="deleted"))
+    phases.append(
+        timed_purge(
+            "deletion",
+            as_of=newest + key_window + timedelta(minutes=1),
+            chunk=CHUNK,
+            expected=due["due"],
+            verb="deleted",
+            counted="deleted",
+        )
+    )
     snapshots.append(snapshot("deleted"))
     vacuums["VACUUM (ANALYZE) after deletion"] = timed_vacuum()
     print(f"  VACUUM (ANALYZE) of the purge's tables: {vacuums['VACUUM (ANALYZE) after deletion']:.1f} s", flush=True)
@@ -404,8 +461,11 @@ def chunk_sizes() -> tuple[list[Phase], dict[str, list[int]], dict[str, list[str
     load(COMPARE)
     payload_window, key_window = windows()
     quarter = (COMPARE - QUERY_SLICE) // 2
-    slices = [("queries", QUERY_SLICE, 1000), ("chunk 1000", QUERY_SLICE + quarter, 1000),
-              ("chunk 5000", COMPARE, 5000)]
+    slices = [
+        ("queries", QUERY_SLICE, 1000),
+        ("chunk 1000", QUERY_SLICE + quarter, 1000),
+        ("chunk 5000", COMPARE, 5000),
+    ]
     phases, queries, statements = [], {}, {}
     for step, window, verb in (("redaction", payload_window, "redacted"), ("deletion", key_window, "deleted")):
         hold_keys(step == "redaction")
@@ -419,6 +479,7 @@ def chunk_sizes() -> tuple[list[Phase], dict[str, list[int]], dict[str, list[str
                     def mark(line, verb=verb, marks=marks, context=context):
                         if f": {verb} " in line and "changed:" not in line:
                             marks.append((len(context.captured_queries), time.perf_counter()))
+
                     purge(as_of=as_of, chunk=chunk, vacuum=False, progress=mark, actor="bench-purge")
                 per_chunk = [b - a for (a, _), (b, _) in zip(marks, marks[1:], strict=False)]
                 queries[step] = per_chunk
@@ -429,14 +490,18 @@ def chunk_sizes() -> tuple[list[Phase], dict[str, list[int]], dict[str, list[str
                     chunk_queries = context.captured_queries[first:last]
                     in_database = sum(float(q["time"]) for q in chunk_queries)
                     statements[step] = [f"{_shape(q['sql'])} {1000 * float(q['time']):.0f} ms" for q in chunk_queries]
-                    statements[step].append(f"= {1000 * in_database:.0f} ms in the database of a "
-                                            f"{1000 * (ended - began):.0f} ms chunk")
-                print(f"  {step}, {QUERY_SLICE:,} operations, chunks of {chunk}: queries per chunk {per_chunk}",
-                      flush=True)
+                    statements[step].append(
+                        f"= {1000 * in_database:.0f} ms in the database of a {1000 * (ended - began):.0f} ms chunk"
+                    )
+                print(
+                    f"  {step}, {QUERY_SLICE:,} operations, chunks of {chunk}: queries per chunk {per_chunk}",
+                    flush=True,
+                )
             else:
                 expected = up_to - done
-                phases.append(timed_purge(f"{step}, {name}", as_of=as_of, chunk=chunk, expected=expected, verb=verb,
-                                          counted=verb))
+                phases.append(
+                    timed_purge(f"{step}, {name}", as_of=as_of, chunk=chunk, expected=expected, verb=verb, counted=verb)
+                )
             done = up_to
         timed_vacuum()
     return phases, queries, statements
@@ -446,51 +511,71 @@ def _shape(sql: str) -> str:
     """A query's verb and table, e.g. ``UPDATE ledger_operation`` (its size, for the long ones)."""
     words = sql.replace('"', "").split()
     verb = words[0].upper()
-    table = next((words[i + 1] for i, w in enumerate(words[:-1])
-                  if w.upper() in ("FROM", "UPDATE", "INTO") and words[i + 1].startswith("ledger_")), "")
+    table = next(
+        (
+            words[i + 1]
+            for i, w in enumerate(words[:-1])
+            if w.upper() in ("FROM", "UPDATE", "INTO") and words[i + 1].startswith("ledger_")
+        ),
+        "",
+    )
     return f"{verb} {table}".strip() + (f" ({len(sql) // 1000} kB of SQL)" if len(sql) > 10000 else "") + ":"
 
 
 # --- the report -------------------------------------------------------------------------------
+
 
 def print_tables(phases, vacuums, snapshots, compare, queries, statements) -> None:
     print()
     print("| phase | rows | seconds | rows/s | chunk | ms per chunk (median) | first tenth | last tenth |")
     print("|---|---|---|---|---|---|---|---|")
     for phase in phases + compare:
-        print(f"| {phase.name} | {phase.rows:,} | {phase.seconds:.1f} | {phase.rate:,.0f} | {phase.chunk:,} | "
-              f"{phase.chunk_ms('median'):.0f} | {phase.chunk_ms('first'):.0f} | {phase.chunk_ms('last'):.0f} |")
+        print(
+            f"| {phase.name} | {phase.rows:,} | {phase.seconds:.1f} | {phase.rate:,.0f} | {phase.chunk:,} | "
+            f"{phase.chunk_ms('median'):.0f} | {phase.chunk_ms('first'):.0f} | {phase.chunk_ms('last'):.0f} |"
+        )
     for name, seconds in vacuums.items():
         print(f"| {name} | | {seconds:.1f} | | | | | |")
     print()
     header = " | ".join(s.label for s in snapshots)
     line = "|---" * (len(snapshots) + 1) + "|"
     for title, cell in (
-            ("total size, MB (pg_total_relation_size: heap + TOAST + indexes)", lambda t: f"{t.total / MB:,.1f}"),
-            ("heap, MB (pg_relation_size)", lambda t: f"{t.heap / MB:,.1f}"),
-            ("indexes, MB (pg_indexes_size)", lambda t: f"{t.indexes / MB:,.1f}"),
-            ("dead tuples (n_dead_tup)", lambda t: f"{t.dead:,}"),
-            ("rows (count(*))", lambda t: f"{t.live:,}")):
+        ("total size, MB (pg_total_relation_size: heap + TOAST + indexes)", lambda t: f"{t.total / MB:,.1f}"),
+        ("heap, MB (pg_relation_size)", lambda t: f"{t.heap / MB:,.1f}"),
+        ("indexes, MB (pg_indexes_size)", lambda t: f"{t.indexes / MB:,.1f}"),
+        ("dead tuples (n_dead_tup)", lambda t: f"{t.dead:,}"),
+        ("rows (count(*))", lambda t: f"{t.live:,}"),
+    ):
         print(f"| {title} | {header} |")
         print(line)
         for name in TABLES:
             print(f"| {name} | " + " | ".join(cell(s.tables[name]) for s in snapshots) + " |")
         if "MB" in title:
-            print("| **all of them** | " + " | ".join(
-                f"**{cell(TableState(*(sum(getattr(t, f) for t in s.tables.values()) for f in ('total', 'heap', 'indexes', 'live', 'dead', 'updated', 'hot'))))}**"  # noqa: E501
-                for s in snapshots) + " |")
+            print(
+                "| **all of them** | "
+                + " | ".join(
+                    f"**{cell(TableState(*(sum(getattr(t, f) for t in s.tables.values()) for f in ('total', 'heap', 'indexes', 'live', 'dead', 'updated', 'hot'))))}**"  # noqa: E501
+                    for s in snapshots
+                )
+                + " |"
+            )
         print()
     measured = [s for s in snapshots if any(t.free_percent is not None for t in s.tables.values())]
     if measured:
-        print("| free space inside the heap (pgstattuple free_percent): reusable, not returned | "
-              + " | ".join(s.label for s in measured) + " |")
+        print(
+            "| free space inside the heap (pgstattuple free_percent): reusable, not returned | "
+            + " | ".join(s.label for s in measured)
+            + " |"
+        )
         print("|---" * (len(measured) + 1) + "|")
         for name in BULK_TABLES:
             print(f"| {name} | " + " | ".join(f"{s.tables[name].free_percent:.0f} %" for s in measured) + " |")
         print()
     for step, counts in queries.items():
-        print(f"queries per {step} chunk of 1,000 ({QUERY_SLICE:,} operations, a workspace's last chunk also "
-              f"starts the next): {counts}; one chunk: " + ", ".join(statements.get(step, [])))
+        print(
+            f"queries per {step} chunk of 1,000 ({QUERY_SLICE:,} operations, a workspace's last chunk also "
+            f"starts the next): {counts}; one chunk: " + ", ".join(statements.get(step, []))
+        )
 
 
 if __name__ == "__main__":

@@ -69,15 +69,25 @@ class Variant:
 def variants() -> list[Variant]:
     found = [
         Variant("orm", "delayed nudge", {}),
-        Variant("orm", "sweep only", {"DJANGO_SETTINGS_MODULE": "bench.plain_broker_settings",
-                                      "PYTHONPATH": os.pathsep.join(filter(None, [
-                                          str(PROJECT_DIR), os.environ.get("PYTHONPATH")]))}),
+        Variant(
+            "orm",
+            "sweep only",
+            {
+                "DJANGO_SETTINGS_MODULE": "bench.plain_broker_settings",
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_DIR), os.environ.get("PYTHONPATH")])),
+            },
+        ),
     ]
     if redis_reachable():
         name = f"opsconsole-bench-{uuid.uuid4().hex[:8]}"
-        found.append(Variant("redis", "delayed nudge",
-                             {"Q_BROKER": "redis", "REDIS_URL": REDIS_URL, "Q_CLUSTER_NAME": name},
-                             redis_cluster=name))
+        found.append(
+            Variant(
+                "redis",
+                "delayed nudge",
+                {"Q_BROKER": "redis", "REDIS_URL": REDIS_URL, "Q_CLUSTER_NAME": name},
+                redis_cluster=name,
+            )
+        )
     else:
         print(f"Redis at {REDIS_URL} is not reachable: the redis variant is skipped")
     return found
@@ -126,8 +136,10 @@ def run(log_dir: Path, database_label: str) -> None:
     call_command("migrate", verbosity=0)
     server, _ = start_in_thread()
     delays = spread(RETRIES, MIN_DELAY, MAX_DELAY)
-    print(f"database: {database_label}; {RETRIES} file-ticket retries per variant, Retry-After "
-          f"{MIN_DELAY}..{MAX_DELAY} s; one fresh qcluster (2 workers) per variant")
+    print(
+        f"database: {database_label}; {RETRIES} file-ticket retries per variant, Retry-After "
+        f"{MIN_DELAY}..{MAX_DELAY} s; one fresh qcluster (2 workers) per variant"
+    )
     measured = []
     try:
         with cluster_pool(log_dir) as start:
@@ -172,12 +184,18 @@ def measure(variant: Variant, number: int, start, server, delays: list[int]) -> 
     cluster = start(f"retry-{number}", env={"OPSCONSOLE_STANDIN_URL": server.base_url, **variant.env})
     with httpx.Client(base_url=server.base_url, timeout=5) as standin:
         standin.post("/_reset").raise_for_status()
-        standin.post("/_faults", json={"faults": [{"kind": "status", "status": 503, "retry_after": seconds}
-                                                  for seconds in delays]}).raise_for_status()
-        events = [{"action": "file-ticket", "delivery_id": f"retry-{number}-{n}-d1",
-                   "data": {"request_id": f"retry-{number}-{n}", "version": 1, "summary": f"Ticket {n}",
-                            "owner": "ops"}}
-                  for n in range(len(delays))]
+        standin.post(
+            "/_faults",
+            json={"faults": [{"kind": "status", "status": 503, "retry_after": seconds} for seconds in delays]},
+        ).raise_for_status()
+        events = [
+            {
+                "action": "file-ticket",
+                "delivery_id": f"retry-{number}-{n}-d1",
+                "data": {"request_id": f"retry-{number}-{n}", "version": 1, "summary": f"Ticket {n}", "owner": "ops"},
+            }
+            for n in range(len(delays))
+        ]
         results = submit.submit_batch(workspace=workspace, raw_events=events, source="cli")
         if {result.outcome for result in results} != {"accepted"}:
             raise ClusterError(f"intake did not accept every event: {[r.outcome for r in results]}")
@@ -188,13 +206,19 @@ def measure(variant: Variant, number: int, start, server, delays: list[int]) -> 
             return operation_states(ids)
 
         # Every first try refused: each operation waits in `retrying` for its own due time.
-        wait_for(lambda: states().get(State.RETRYING) == len(ids), timeout=60, clusters=(cluster,),
-                 interval=0.05, describe=lambda: str(operation_states(ids)),
-                 message="the first tries did not all end in a scheduled retry")
+        wait_for(
+            lambda: states().get(State.RETRYING) == len(ids),
+            timeout=60,
+            clusters=(cluster,),
+            interval=0.05,
+            describe=lambda: str(operation_states(ids)),
+            message="the first tries did not all end in a scheduled retry",
+        )
         due = dict(Operation.objects.filter(pk__in=ids, state=State.RETRYING).values_list("pk", "next_attempt_at"))
         if len(due) != len(ids):
-            raise ClusterError(f"a retry ran before its due time was read ({len(due)} of {len(ids)} still due); "
-                               f"raise BENCH_MIN_DELAY")
+            raise ClusterError(
+                f"a retry ran before its due time was read ({len(due)} of {len(ids)} still due); raise BENCH_MIN_DELAY"
+            )
         left = standin.get("/_faults").json()["faults"]
         if left:
             raise ClusterError(f"{len(left)} injected faults were not consumed by the first tries")
@@ -208,14 +232,17 @@ def measure(variant: Variant, number: int, start, server, delays: list[int]) -> 
         variant.delayed_nudges = OrmQ.objects.filter(lock__in=list(due.values())).count()
 
     latest = max(due.values())
-    wait_for(lambda: states().get(State.SUCCEEDED) == len(ids),
-             timeout=(latest - timezone.now()).total_seconds() + 180, clusters=(cluster,),
-             describe=lambda: str(operation_states(ids)), message="the retries did not all succeed")
+    wait_for(
+        lambda: states().get(State.SUCCEEDED) == len(ids),
+        timeout=(latest - timezone.now()).total_seconds() + 180,
+        clusters=(cluster,),
+        describe=lambda: str(operation_states(ids)),
+        message="the retries did not all succeed",
+    )
     cluster.stop()
     variant.sweeps = sorted(beats - seen_before)
 
-    tries = dict(Attempt.objects.filter(operation__in=ids).order_by().values_list("operation")
-                 .annotate(n=Count("id")))
+    tries = dict(Attempt.objects.filter(operation__in=ids).order_by().values_list("operation").annotate(n=Count("id")))
     if set(tries.values()) != {2}:
         raise ClusterError(f"expected exactly two attempts per operation, found {sorted(set(tries.values()))}")
     retried = dict(Attempt.objects.filter(operation__in=ids, number=2).values_list("operation", "started_at"))
@@ -223,8 +250,10 @@ def measure(variant: Variant, number: int, start, server, delays: list[int]) -> 
     if DETAILS:
         first = dict(Attempt.objects.filter(operation__in=ids, number=1).values_list("operation", "finished_at"))
         for pk in sorted(ids, key=due.get):
-            print(f"    op {pk}: due {due[pk]:%H:%M:%S.%f} (+{(due[pk] - first[pk]).total_seconds():5.1f} s), "
-                  f"retry began {retried[pk]:%H:%M:%S.%f}, late {(retried[pk] - due[pk]).total_seconds():7.3f} s")
+            print(
+                f"    op {pk}: due {due[pk]:%H:%M:%S.%f} (+{(due[pk] - first[pk]).total_seconds():5.1f} s), "
+                f"retry began {retried[pk]:%H:%M:%S.%f}, late {(retried[pk] - due[pk]).total_seconds():7.3f} s"
+            )
         print(f"    sweeps ran at {', '.join(f'{beat:%H:%M:%S.%f}' for beat in variant.sweeps) or 'no time seen'}")
 
 
@@ -248,13 +277,17 @@ def percentile(values: list[float], fraction: float) -> float:
 
 def report(measured: list[Variant]) -> None:
     print()
-    print(f"{'broker':<7} {'variant':<14} {'n':>3} {'p50 s':>7} {'p95 s':>7} {'max s':>7} {'min s':>7} "
-          f"{'delayed nudges':>15} {'sweeps':>6}")
+    print(
+        f"{'broker':<7} {'variant':<14} {'n':>3} {'p50 s':>7} {'p95 s':>7} {'max s':>7} {'min s':>7} "
+        f"{'delayed nudges':>15} {'sweeps':>6}"
+    )
     for variant in measured:
         values = variant.lateness
-        print(f"{variant.broker:<7} {variant.name:<14} {len(values):>3} {statistics.median(values):7.2f} "
-              f"{percentile(values, 0.95):7.2f} {max(values):7.2f} {min(values):7.2f} "
-              f"{variant.delayed_nudges:>15} {len(variant.sweeps):>6}")
+        print(
+            f"{variant.broker:<7} {variant.name:<14} {len(values):>3} {statistics.median(values):7.2f} "
+            f"{percentile(values, 0.95):7.2f} {max(values):7.2f} {min(values):7.2f} "
+            f"{variant.delayed_nudges:>15} {len(variant.sweeps):>6}"
+        )
     by_name = {(variant.broker, variant.name): variant for variant in measured}
     baseline = by_name.get(("orm", "sweep only"))
     for broker in ("orm", "redis"):

@@ -75,8 +75,9 @@ def describe_machine() -> dict:
     try:
         import redis
 
-        redis_version = redis.Redis.from_url(os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
-                                             ).info("server")["redis_version"]
+        redis_version = redis.Redis.from_url(os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")).info(
+            "server"
+        )["redis_version"]
     except Exception as exc:  # noqa: BLE001  shown, not fatal here
         redis_version = f"unreachable ({type(exc).__name__})"
     revision = os.environ.get("BENCH_REVISION") or _git_revision()
@@ -88,19 +89,36 @@ def describe_machine() -> dict:
         "memory": _memory(),
         "python": platform.python_version(),
         "postgresql": f"{postgres} ({', '.join(f'{k} {v}' for k, v in settings.items())}; "
-                      f"{sessions} client sessions at start)",
+        f"{sessions} client sessions at start)",
         "redis": redis_version,
-        "packages": {name: package(name) for name in (
-            "Django", "django-q2", "psycopg", "gunicorn", "pgqueuer", "asyncpg", "aws-lambda-powertools", "redis")},
+        "packages": {
+            name: package(name)
+            for name in (
+                "Django",
+                "django-q2",
+                "psycopg",
+                "gunicorn",
+                "pgqueuer",
+                "asyncpg",
+                "aws-lambda-powertools",
+                "redis",
+            )
+        },
     }
 
 
 def _git_revision() -> str:
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_DIR, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_DIR,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_DIR, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=PROJECT_DIR,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git work tree)"
     return f"{head}{' with uncommitted changes' if dirty else ''}"
@@ -154,13 +172,18 @@ def main() -> int:
             call_command("migrate", verbosity=0)
             machine = describe_machine()
             print(f"opsconsole benchmarks, {machine['date']}, revision {machine['revision']}")
-            print(f"machine: {machine['cpus']} CPUs, {machine['memory']}, "
-                  f"load average {machine['load average at start']}; Python {machine['python']}; "
-                  f"PostgreSQL {machine['postgresql']}; Redis {machine['redis']}")
+            print(
+                f"machine: {machine['cpus']} CPUs, {machine['memory']}, "
+                f"load average {machine['load average at start']}; Python {machine['python']}; "
+                f"PostgreSQL {machine['postgresql']}; Redis {machine['redis']}"
+            )
             print("packages: " + ", ".join(f"{k} {v}" for k, v in machine["packages"].items()))
-            print(f"database: {scratch.label}; interleaved rounds: {quick_rounds.rounds} of scenarios 1 and 2, "
-                  f"{rounds.rounds} of 3 and 4; "
-                  f"scenarios {', '.join(chosen)}", flush=True)
+            print(
+                f"database: {scratch.label}; interleaved rounds: {quick_rounds.rounds} of scenarios 1 and 2, "
+                f"{rounds.rounds} of 3 and 4; "
+                f"scenarios {', '.join(chosen)}",
+                flush=True,
+            )
 
             from bench import scenario_intake, scenario_queue
 
@@ -196,18 +219,42 @@ def main() -> int:
     total = time.monotonic() - began
     print(f"\ntook {total:.0f} s ({', '.join(f'{k}: {v:.0f} s' for k, v in durations.items())})")
     if results := os.environ.get("BENCH_RESULTS"):
-        Path(results).write_text(json.dumps({
-            "machine": machine, "rounds": {"1-2": quick_rounds.rounds, "3-4": rounds.rounds},
-            "seconds": round(total), "durations": durations,
-            "failures": failures,
-            "rows": [{"scenario": row.scenario, "name": row.name, "unit": row.subject.unit,
-                      "values": row.subject.values, "median": row.subject.median,
-                      "baseline": None if row.baseline is None else {
-                          "name": row.baseline.name, "unit": row.baseline.unit, "values": row.baseline.values,
-                          "median": row.baseline.median},
-                      "ratios": row.ratios, "ratio": row.ratio, "target": row.target, "met": row.verdict,
-                      "note": row.note} for row in rows],
-        }, indent=2) + "\n")
+        Path(results).write_text(
+            json.dumps(
+                {
+                    "machine": machine,
+                    "rounds": {"1-2": quick_rounds.rounds, "3-4": rounds.rounds},
+                    "seconds": round(total),
+                    "durations": durations,
+                    "failures": failures,
+                    "rows": [
+                        {
+                            "scenario": row.scenario,
+                            "name": row.name,
+                            "unit": row.subject.unit,
+                            "values": row.subject.values,
+                            "median": row.subject.median,
+                            "baseline": None
+                            if row.baseline is None
+                            else {
+                                "name": row.baseline.name,
+                                "unit": row.baseline.unit,
+                                "values": row.baseline.values,
+                                "median": row.baseline.median,
+                            },
+                            "ratios": row.ratios,
+                            "ratio": row.ratio,
+                            "target": row.target,
+                            "met": row.verdict,
+                            "note": row.note,
+                        }
+                        for row in rows
+                    ],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         print(f"figures written to {results}")
     if failures:
         print(f"FAILED: scenario(s) {', '.join(failures)}")

@@ -52,8 +52,18 @@ KEEP = os.environ.get("SCALE_KEEP", "") not in ("", "0")
 BUDGET_MS = 300
 
 WORKSPACES = [("acme", 6), ("globex", 3), ("initech", 1)]  # slug, tenths of the rows
-ACTIONS = ["prepare-brief", "prepare-brief", "file-ticket", "send-notice", "prepare-brief",
-           "file-ticket", "prepare-brief", "send-notice", "prepare-brief", "issue-refund"]
+ACTIONS = [
+    "prepare-brief",
+    "prepare-brief",
+    "file-ticket",
+    "send-notice",
+    "prepare-brief",
+    "file-ticket",
+    "prepare-brief",
+    "send-notice",
+    "prepare-brief",
+    "issue-refund",
+]
 PASSWORD = "scale-bench-password"
 
 
@@ -85,7 +95,7 @@ def main() -> None:
                 from django.db import connections
 
                 connections.close_all()
-                print(f"kept {scratch.name} (SCALE_KEEP=1); drop it with: DROP DATABASE \"{scratch.name}\"")
+                print(f'kept {scratch.name} (SCALE_KEEP=1); drop it with: DROP DATABASE "{scratch.name}"')
             else:
                 scratch.drop()
 
@@ -97,8 +107,12 @@ def _kept_database(url: str):
 
     config = environ.Env.db_url_config(url)
     name = f"scale_{config['NAME']}"
-    params = {"host": config.get("HOST") or "127.0.0.1", "port": config.get("PORT") or 5432,
-              "user": config.get("USER") or None, "password": config.get("PASSWORD") or None}
+    params = {
+        "host": config.get("HOST") or "127.0.0.1",
+        "port": config.get("PORT") or 5432,
+        "user": config.get("USER") or None,
+        "password": config.get("PASSWORD") or None,
+    }
     with psycopg.connect(dbname="postgres", autocommit=True, **{k: v for k, v in params.items() if v}) as admin:
         if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
             admin.execute(f'CREATE DATABASE "{name}"')
@@ -114,6 +128,7 @@ def _kept_database(url: str):
 
 # --- loading -----------------------------------------------------------------------------------
 
+
 def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
     """Insert the rows with SQL, in one transaction per table family, then VACUUM ANALYZE."""
     from django.db import connection, transaction
@@ -122,25 +137,38 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
     per_operation = max(AUDIT_EVENTS // n, 1)
     ws_ids = [workspaces[slug] for slug, tenths in WORKSPACES for _ in range(tenths)]
     ws_slugs = [slug for slug, tenths in WORKSPACES for _ in range(tenths)]
-    params = {"n": n, "backlog": BACKLOG, "ws": ws_ids, "slugs": ws_slugs, "actions": ACTIONS, "per": per_operation,
-              "member": users["scale-member"], "alice": users["alice"], "events": per_operation * n,
-              "t0": _now() - timedelta(hours=1) - n * timedelta(seconds=30),
-              # The backlog arrived over the last day (after an hour of quiet, as the rest).
-              "backlog_t0": _now() - timedelta(hours=1) - timedelta(days=1),
-              "backlog_step": timedelta(days=1) / max(BACKLOG, 1)}
+    params = {
+        "n": n,
+        "backlog": BACKLOG,
+        "ws": ws_ids,
+        "slugs": ws_slugs,
+        "actions": ACTIONS,
+        "per": per_operation,
+        "member": users["scale-member"],
+        "alice": users["alice"],
+        "events": per_operation * n,
+        "t0": _now() - timedelta(hours=1) - n * timedelta(seconds=30),
+        # The backlog arrived over the last day (after an hour of quiet, as the rest).
+        "backlog_t0": _now() - timedelta(hours=1) - timedelta(days=1),
+        "backlog_step": timedelta(days=1) / max(BACKLOG, 1),
+    }
     with connection.cursor() as cursor:
         operation_columns = _columns(cursor, "ledger_operation")
+
     # Each row of the series, with what the other statements derive from it. The workspace
     # follows i (interleaved 6:3:1); the action and the fate follow a hash of i.
     def rows(source: str) -> str:
-        return """
+        return (
+            """
         WITH base AS (
             SELECT *, (%(ws)s::bigint[])[i %% 10 + 1] AS ws, (%(slugs)s::text[])[i %% 10 + 1] AS slug,
                    (%(actions)s::text[])[(i / 10) %% 10 + 1] AS action, abs(hashint4(i::int) %% 1000) AS r,
                    CASE WHEN i > %(n)s - %(backlog)s
                         THEN %(backlog_t0)s::timestamptz + (i - (%(n)s - %(backlog)s)) * %(backlog_step)s::interval
                         ELSE %(t0)s::timestamptz + i * interval '30 seconds' END AS t
-            FROM """ + source + """
+            FROM """
+            + source
+            + """
         ), s AS (
             SELECT *, slug || ':R-' || i || ':v1:' || action AS key,
                    CASE WHEN i > %(n)s - %(backlog)s THEN (CASE WHEN i %% 2 = 0 THEN 'pending' ELSE 'retrying' END)
@@ -151,20 +179,25 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
             FROM base
         )
         """
+        )
 
     series = rows("generate_series(1, %(n)s::int) AS i")
     first_delivery = "first_delivery_id" in operation_columns
     # Ordering columns (migration 0013; NOT NULL, no default): none of these versions is ordered.
     ordered = "ordered" in operation_columns
     statements = [
-        ("operations and their first deliveries", [
-            series + """
+        (
+            "operations and their first deliveries",
+            [
+                series
+                + """
             INSERT INTO ledger_delivery (id, workspace_id, operation_id, delivery_id, correlation_id, occurred_at,
                                          source, submitted_by, person_id, action, key, outcome, errors, received_at)
             SELECT i, ws, i, 'd-' || i, CASE WHEN i %% 10 = 0 THEN 'corr-' || i ELSE '' END, t, 'api',
                    'token:oc_ab12', NULL, action, key, 'accepted', '[]', t
             FROM s""",
-            series + f"""
+                series
+                + f"""
             INSERT INTO ledger_operation (id, workspace_id, action, key, key_recipe, definition_version, fingerprint,
                 payload, {"first_delivery_id," if first_delivery else ""} correlation_id, submitted_by, state,
                 attempts, next_attempt_at, deadline, lease_owner, lease_expires_at, fencing_token,
@@ -193,8 +226,9 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                                THEN interval '2 hours' + r * interval '1 minute' ELSE interval '20 seconds' END
                    {", '', ''" if ordered else ""}
             FROM s""",
-            # Duplicates (5 %%), conflicting deliveries (0.5 %%) and invalid ones (1 %% of n).
-            series + """
+                # Duplicates (5 %%), conflicting deliveries (0.5 %%) and invalid ones (1 %% of n).
+                series
+                + """
             INSERT INTO ledger_delivery (id, workspace_id, operation_id, delivery_id, correlation_id, occurred_at,
                                          source, submitted_by, person_id, action, key, outcome, errors, received_at)
             SELECT %(n)s + i, ws, i, 'd-' || i || '-again', '', t, 'api', 'token:oc_ab12', NULL::integer, action, key,
@@ -209,9 +243,13 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                    'invalid', '[{"field": "data.version", "message": "Input should be a valid integer"}]',
                    t + interval '5 seconds'
             FROM s WHERE i %% 100 = 7""",
-        ]),
-        ("attempts, conflicts, drafts, contributions, approvals", [
-            series + """
+            ],
+        ),
+        (
+            "attempts, conflicts, drafts, contributions, approvals",
+            [
+                series
+                + """
             INSERT INTO ledger_attempt (id, operation_id, number, fencing_token, worker, idempotency_key, started_at,
                                         finished_at, outcome, error_type, error_message, http_status, external_id)
             SELECT i, i, 1, 1, 'worker-' || (i %% 2 + 1), CASE WHEN external THEN key ELSE '' END,
@@ -227,7 +265,8 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                                                        ELSE 200 END) END,
                    CASE WHEN state = 'succeeded' AND external THEN 'rec-' || i ELSE '' END
             FROM s WHERE state IN ('succeeded', 'needs_review', 'unknown', 'retrying', 'cancelled')""",
-            series + """
+                series
+                + """
             INSERT INTO ledger_conflict (id, operation_id, delivery_id, incoming_fingerprint, incoming_payload,
                                          differences, status, decided_by, decided_at, created_at)
             SELECT i, i, 3 * %(n)s + i, md5('changed' || i) || md5(i::text),
@@ -239,24 +278,31 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                    CASE WHEN i %% 3 = 0 THEN '' ELSE 'alice' END,
                    CASE WHEN i %% 3 = 0 THEN NULL ELSE t + interval '1 hour' END, t + interval '30 minutes'
             FROM s WHERE r < 5""",
-            series + """
+                series
+                + """
             INSERT INTO ledger_reviewdraft (id, operation_id, workspace_id, title, owner, state, created_at)
             SELECT i, i, ws, 'Review renewal options', 'ops', 'awaiting_review', t + interval '8 seconds'
             FROM s WHERE state = 'succeeded' AND action = 'prepare-brief'""",
-            series + """
+                series
+                + """
             INSERT INTO ledger_contribution (id, operation_id, user_id, kind, created_at)
             SELECT i, i, CASE WHEN i %% 2 = 0 THEN %(member)s ELSE %(alice)s END, 'submitted', t
             FROM s WHERE r BETWEEN 200 AND 249""",
-            series + """
+                series
+                + """
             INSERT INTO ledger_approval (id, operation_id, fingerprint, decision, approver, note, decided_at)
             SELECT i, i, md5(i::text) || md5((i + 1)::text),
                    CASE WHEN state = 'rejected' THEN 'rejected' ELSE 'approved' END, 'bob',
                    CASE WHEN state = 'rejected' THEN 'amount looks wrong' ELSE '' END, t + interval '1 hour'
             FROM s WHERE action = 'issue-refund' AND state IN ('succeeded', 'rejected')""",
-        ]),
-        ("audit events", [
-            # Events of operation i at t + 0, 7, 14 .. seconds, so ids follow time as appends do.
-            rows("generate_series(1, %(events)s::int) AS g, LATERAL (SELECT (g - 1) / %(per)s + 1 AS i) AS op") + """
+            ],
+        ),
+        (
+            "audit events",
+            [
+                # Events of operation i at t + 0, 7, 14 .. seconds, so ids follow time as appends do.
+                rows("generate_series(1, %(events)s::int) AS g, LATERAL (SELECT (g - 1) / %(per)s + 1 AS i) AS op")
+                + """
             INSERT INTO ledger_auditevent (operation_id, workspace_id, attempt_id, actor, kind, from_state, to_state,
                                            error_category, message, created_at, prev_hash, hash)
             SELECT CASE WHEN paused THEN NULL ELSE i END, ws, NULL,
@@ -280,7 +326,8 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
             FROM (SELECT s.*, (g - 1) %% %(per)s AS j, %(per)s - 1 AS last,
                          (i %% 1000 = 0 AND (g - 1) %% %(per)s = 2) AS paused
                   FROM s) AS e""",
-        ]),
+            ],
+        ),
     ]
     with connection.cursor() as cursor:
         cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
@@ -298,10 +345,19 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
         print(f"  loaded {label} in {time.perf_counter() - started:.0f} s", flush=True)
     started = time.perf_counter()
     with connection.cursor() as cursor:
-        for table in ("ledger_delivery", "ledger_operation", "ledger_attempt", "ledger_conflict",
-                      "ledger_reviewdraft", "ledger_contribution", "ledger_approval", "ledger_auditevent"):
-            cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                           f"(SELECT coalesce(max(id), 1) FROM {table}))")
+        for table in (
+            "ledger_delivery",
+            "ledger_operation",
+            "ledger_attempt",
+            "ledger_conflict",
+            "ledger_reviewdraft",
+            "ledger_contribution",
+            "ledger_approval",
+            "ledger_auditevent",
+        ):
+            cursor.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT coalesce(max(id), 1) FROM {table}))"
+            )
             cursor.execute(f"VACUUM ANALYZE {table}")
     print(f"  vacuumed and analysed in {time.perf_counter() - started:.0f} s", flush=True)
 
@@ -327,8 +383,9 @@ def prepare() -> tuple[dict[str, int], dict[str, int]]:
             User.objects.create_user(name, password=PASSWORD)
         globex = Workspace.objects.get(slug="globex")
         accounts.set_membership(workspace=globex, user=member, role="operator", actor="bench")
-        pause.set_paused(paused=True, actor="alice", reason="destination maintenance", workspace=globex,
-                            action="send-notice")
+        pause.set_paused(
+            paused=True, actor="alice", reason="destination maintenance", workspace=globex, action="send-notice"
+        )
         Heartbeat.objects.update_or_create(name="sweep", defaults={"beat_at": _now(), "detail": {}})
     workspaces = dict(Workspace.objects.values_list("slug", "pk"))
     users = dict(User.objects.values_list("username", "pk"))
@@ -347,6 +404,7 @@ def _now():
 
 
 # --- requesting --------------------------------------------------------------------------------
+
 
 @dataclass
 class Result:
@@ -385,13 +443,24 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
     request_id = op.payload["request_id"]
     # The destination's record id of an operation the member may see (one answer: the find box
     # would redirect to it, so it is measured in the queue and audit searches).
-    record_id = Operation.objects.filter(workspace_id=globex).exclude(external_id="").values_list(
-        "external_id", flat=True).order_by("-id").first()
+    record_id = (
+        Operation.objects.filter(workspace_id=globex)
+        .exclude(external_id="")
+        .values_list("external_id", flat=True)
+        .order_by("-id")
+        .first()
+    )
     queue_depth, audit_depth = OPERATIONS // 200, AUDIT_EVENTS // 10  # rows before the deep page
-    deep_queue = _cursor(Operation.objects.filter(workspace_id=globex, state__in=ATTENTION_STATES)
-                         .order_by("-updated_at", "-id").values_list("updated_at", "id")[queue_depth])
-    deep_audit = _cursor(AuditEvent.objects.filter(workspace_id=globex).order_by("-created_at", "-id")
-                         .values_list("created_at", "id")[audit_depth])
+    deep_queue = _cursor(
+        Operation.objects.filter(workspace_id=globex, state__in=ATTENTION_STATES)
+        .order_by("-updated_at", "-id")
+        .values_list("updated_at", "id")[queue_depth]
+    )
+    deep_audit = _cursor(
+        AuditEvent.objects.filter(workspace_id=globex)
+        .order_by("-created_at", "-id")
+        .values_list("created_at", "id")[audit_depth]
+    )
     day = (op.created_at).date()
     [group, *_], _ = failure_groups(Operation.objects.all())
     console = [
@@ -404,16 +473,20 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
         ("console queue, search no match", "/console/?q=no-such-thing"),
         ("console queue, deep page", f"/console/?{deep_queue}&page={queue_depth // 50}"),
         ("console queue, arrived oldest first", "/console/?sort=oldest"),
-        ("console queue, oldest refunds awaiting approval",
-         "/console/?state=pending_approval&action=issue-refund&sort=oldest"),
+        (
+            "console queue, oldest refunds awaiting approval",
+            "/console/?state=pending_approval&action=issue-refund&sort=oldest",
+        ),
         ("console queue, review least updated first", "/console/?state=needs_review&sort=least_updated"),
         ("console export, refunds awaiting approval", "/console/export.csv?state=pending_approval&action=issue-refund"),
         ("console export, audit kind (rare)", "/console/audit/export.csv?kind=paused"),
         ("console operation page", f"/console/operations/{op.pk}/"),
         ("console controls", "/console/controls/"),
         ("console failures", "/console/failures/"),
-        ("console queue, failure group",
-         f"/console/?{urlencode({'state': 'needs_review', 'group': str(group.criterion)})}"),
+        (
+            "console queue, failure group",
+            f"/console/?{urlencode({'state': 'needs_review', 'group': str(group.criterion)})}",
+        ),
         ("console audit", "/console/audit/"),
         ("console dashboard", "/console/dashboard/"),
         ("console audit, kind (rare)", "/console/audit/?kind=paused"),
@@ -529,14 +602,19 @@ def run(database_label: str) -> None:
 
     started = time.perf_counter()
     if dashboard.take_samples(catch_up=dashboard.HOURS + 1):
-        print(f"dashboard samples of the last {dashboard.HOURS} hours taken in "
-              f"{time.perf_counter() - started:.1f} s", flush=True)
+        print(
+            f"dashboard samples of the last {dashboard.HOURS} hours taken in {time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
     with connection.cursor() as cursor:
         cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = 'ledger_auditevent'")
         audit_rows = cursor.fetchone()[0]
-    print(f"database: {database_label}; {Operation.objects.count():,} operations, ~{audit_rows:,} audit events "
-          f"(estimate); {REPEAT} timed requests per page after {WARMUP} warm-up; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    print(
+        f"database: {database_label}; {Operation.objects.count():,} operations, ~{audit_rows:,} audit events "
+        f"(estimate); {REPEAT} timed requests per page after {WARMUP} warm-up; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        flush=True,
+    )
     print(f"{'page':42} {'user':13} {'HTTP':>4} {'p50 ms':>8} {'p95 ms':>8} {'SQL':>5}  p95 < {BUDGET_MS} ms")
     results = []
     for username in ("scale-admin", "scale-member"):
@@ -548,14 +626,19 @@ def run(database_label: str) -> None:
             result = measure(name, path, username, client)
             results.append(result)
             verdict = "PASS" if result.p95 < BUDGET_MS and result.status == expected(name) else "FAIL"
-            print(f"{name:42} {username:13} {result.status:4} {result.p50:8.1f} {result.p95:8.1f} "
-                  f"{result.queries:5}  {verdict}", flush=True)
+            print(
+                f"{name:42} {username:13} {result.status:4} {result.p50:8.1f} {result.p95:8.1f} "
+                f"{result.queries:5}  {verdict}",
+                flush=True,
+            )
             if EXPLAIN and result.slowest_sql:
                 print(f"    slowest query {result.slowest_ms:.1f} ms:\n    {result.slowest_sql[:600]}")
                 print(re.sub(r"^", "      ", explain(result.slowest_sql), flags=re.M))
     failed = [r for r in results if r.p95 >= BUDGET_MS or r.status != expected(r.name)]
-    print(f"\n{len(results) - len(failed)} of {len(results)} pages PASS (p95 < {BUDGET_MS} ms, the expected status); "
-          f"load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"\n{len(results) - len(failed)} of {len(results)} pages PASS (p95 < {BUDGET_MS} ms, the expected status); "
+        f"load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     for result in failed:
         print(f"  FAIL {result.name} as {result.user}: p95 {result.p95:.0f} ms, status {result.status}")
 

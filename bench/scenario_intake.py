@@ -41,8 +41,11 @@ RAW_TABLE = "bench_raw_operation"
 
 def event(tag: str, n: int) -> dict:
     """A prepare-brief envelope, distinct per (tag, n)."""
-    return {"action": "prepare-brief", "delivery_id": f"{tag}-{n}-d1",
-            "data": {"request_id": f"{tag}-{n}", "version": 1, "title": f"Brief {n}", "owner": "ops"}}
+    return {
+        "action": "prepare-brief",
+        "delivery_id": f"{tag}-{n}-d1",
+        "data": {"request_id": f"{tag}-{n}", "version": 1, "title": f"Brief {n}", "owner": "ops"},
+    }
 
 
 def raw_connection():
@@ -55,6 +58,7 @@ def raw_connection():
 
 # --- the baseline: one raw INSERT .. ON CONFLICT DO NOTHING per row -----------------------------------
 
+
 class RawInsert:
     """Autocommit single-row inserts of operation-shaped rows into a scratch copy of the table."""
 
@@ -66,22 +70,31 @@ class RawInsert:
         self.connection = connection
         table = Operation._meta.db_table
         connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(RAW_TABLE)))
-        connection.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL)").format(
-            sql.Identifier(RAW_TABLE), sql.Identifier(table)))
-        cursor = connection.execute(sql.SQL("SELECT * FROM {} WHERE id = %s").format(sql.Identifier(table)),
-                                    [template_operation_id])
+        connection.execute(
+            sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL)").format(sql.Identifier(RAW_TABLE), sql.Identifier(table))
+        )
+        cursor = connection.execute(
+            sql.SQL("SELECT * FROM {} WHERE id = %s").format(sql.Identifier(table)), [template_operation_id]
+        )
         values = cursor.fetchone()
         columns = [column.name for column in cursor.description]
         # Whatever the table holds, the template is a real row; what must be unique is made unique.
-        unique = {name for (name,) in connection.execute(
-            "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
-            "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
-            "WHERE i.indrelid = %s::regclass AND i.indisunique", [RAW_TABLE]).fetchall()}
+        unique = {
+            name
+            for (name,) in connection.execute(
+                "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
+                "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+                "WHERE i.indrelid = %s::regclass AND i.indisunique",
+                [RAW_TABLE],
+            ).fetchall()
+        }
         self.template = {name: value for name, value in zip(columns, values, strict=True) if name != "id"}
         self.varied = sorted(unique - {"id", "workspace_id"})
         self.statement = sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT DO NOTHING").format(
-            sql.Identifier(RAW_TABLE), sql.SQL(", ").join(map(sql.Identifier, self.template)),
-            sql.SQL(", ").join(sql.Placeholder() * len(self.template)))
+            sql.Identifier(RAW_TABLE),
+            sql.SQL(", ").join(map(sql.Identifier, self.template)),
+            sql.SQL(", ").join(sql.Placeholder() * len(self.template)),
+        )
         self.next = 0
 
     def rows(self, count: int) -> list[tuple]:
@@ -114,6 +127,7 @@ class RawInsert:
 
 # --- the peer: Powertools idempotent_function on Redis -------------------------------------------
 
+
 class PowertoolsPeer:
     def __init__(self):
         import redis
@@ -127,8 +141,9 @@ class PowertoolsPeer:
         layer = CachePersistenceLayer(client=self.client)
         config = IdempotencyConfig(event_key_jmespath="[action, data.request_id, data.version]")
 
-        @idempotent_function(data_keyword_argument="event", persistence_store=layer, config=config,
-                             key_prefix=self.prefix)
+        @idempotent_function(
+            data_keyword_argument="event", persistence_store=layer, config=config, key_prefix=self.prefix
+        )
         def handle(event: dict) -> dict:
             return {"status": "accepted", "request_id": event["data"]["request_id"]}
 
@@ -152,6 +167,7 @@ class PowertoolsPeer:
 
 # --- dead tuples and queue rows per event ----------------------------------------------------------
 
+
 def _flush_statistics(observer) -> None:
     """End this process's database session: its backend flushes its table statistics as it exits
     (PostgreSQL 15 otherwise sends them at most once a second, up to 10 s late when idle)."""
@@ -169,8 +185,12 @@ def _flush_statistics(observer) -> None:
 
 def _table_counters(observer) -> dict[str, int]:
     observer.execute("SELECT pg_stat_clear_snapshot()")
-    return {name: dead for name, dead in observer.execute(
-        "SELECT relname, n_dead_tup FROM pg_stat_user_tables WHERE relname <> %s", [RAW_TABLE]).fetchall()}
+    return {
+        name: dead
+        for name, dead in observer.execute(
+            "SELECT relname, n_dead_tup FROM pg_stat_user_tables WHERE relname <> %s", [RAW_TABLE]
+        ).fetchall()
+    }
 
 
 def _queue_rows(observer) -> int:
@@ -204,6 +224,7 @@ def side_effects_per_event(workspace, observer, count: int) -> dict:
 
 # --- scenario 1 -----------------------------------------------------------------------------------
 
+
 def scenario_intake(rounds: Rounds) -> list[Row]:
     from django.db import connection
 
@@ -226,9 +247,16 @@ def scenario_intake(rounds: Rounds) -> list[Row]:
         side = side_effects_per_event(workspace, observer, DEAD_TUPLE_COUNT)
         connection.ensure_connection()
 
-        series = {name: Series(name, unit) for name, unit in (
-            ("raw INSERT", "rows/s"), ("intake new", "events/s"), ("intake duplicate", "events/s"),
-            ("Powertools new", "events/s"), ("Powertools duplicate", "events/s"))}
+        series = {
+            name: Series(name, unit)
+            for name, unit in (
+                ("raw INSERT", "rows/s"),
+                ("intake new", "events/s"),
+                ("intake duplicate", "events/s"),
+                ("Powertools new", "events/s"),
+                ("Powertools duplicate", "events/s"),
+            )
+        }
         state = {"round": 0}
 
         def intake_new_and_duplicates():
@@ -251,9 +279,14 @@ def scenario_intake(rounds: Rounds) -> list[Row]:
             series["Powertools new"].values.append(new)
             series["Powertools duplicate"].values.append(duplicate)
 
-        rounds.run([("raw INSERT", lambda: series["raw INSERT"].values.append(raw.measure(RAW_COUNT))),
-                    ("intake new+duplicates", intake_new_and_duplicates),
-                    ("Powertools new+duplicates", powertools)], label="1 intake")
+        rounds.run(
+            [
+                ("raw INSERT", lambda: series["raw INSERT"].values.append(raw.measure(RAW_COUNT))),
+                ("intake new+duplicates", intake_new_and_duplicates),
+                ("Powertools new+duplicates", powertools),
+            ],
+            label="1 intake",
+        )
     finally:
         peer.forget()
         raw_conn.close()
@@ -264,31 +297,68 @@ def scenario_intake(rounds: Rounds) -> list[Row]:
 
     new_side, dup_side = side["new"], side["duplicate"]
     return [
-        Row("1", "intake new event, in-process", series["intake new"], ">= 0.5", lambda r: r >= 0.5,
-            baseline=series["raw INSERT"]),
-        Row("1", "intake duplicate, in-process", series["intake duplicate"], "-", None,
-            baseline=series["raw INSERT"]),
-        Row("1", "intake duplicate vs new", series["intake duplicate"], "> 1", lambda r: r > 1,
-            baseline=series["intake new"]),
-        Row("1", "dead tuples per new event", value("dead tuples", "per event", new_side["dead_per_event"]),
-            "0", lambda v: v == 0, note=f"by table: {new_side['dead_by_table'] or 'none'}"),
-        Row("1", "dead tuples per duplicate", value("dead tuples", "per event", dup_side["dead_per_event"]),
-            "0", lambda v: v == 0, note=f"by table: {dup_side['dead_by_table'] or 'none'}"),
-        Row("1", "intake new vs Powertools new", series["intake new"], "-", None,
-            baseline=series["Powertools new"]),
-        Row("1", "intake duplicate vs Powertools duplicate", series["intake duplicate"], "-", None,
-            baseline=series["Powertools duplicate"]),
-        Row("3", "queue rows per new event, no cluster", value("queue rows", "per event",
-                                                               new_side["queue_rows_per_event"]),
-            "<= 0.02", lambda v: v <= 0.02,
-            note="django_q_ormq rows created by submit.submit_event; 0.02 = one per claim batch of 50"),
-        Row("3", "queue rows per duplicate, no cluster", value("queue rows", "per event",
-                                                               dup_side["queue_rows_per_event"]),
-            "0", lambda v: v == 0),
+        Row(
+            "1",
+            "intake new event, in-process",
+            series["intake new"],
+            ">= 0.5",
+            lambda r: r >= 0.5,
+            baseline=series["raw INSERT"],
+        ),
+        Row("1", "intake duplicate, in-process", series["intake duplicate"], "-", None, baseline=series["raw INSERT"]),
+        Row(
+            "1",
+            "intake duplicate vs new",
+            series["intake duplicate"],
+            "> 1",
+            lambda r: r > 1,
+            baseline=series["intake new"],
+        ),
+        Row(
+            "1",
+            "dead tuples per new event",
+            value("dead tuples", "per event", new_side["dead_per_event"]),
+            "0",
+            lambda v: v == 0,
+            note=f"by table: {new_side['dead_by_table'] or 'none'}",
+        ),
+        Row(
+            "1",
+            "dead tuples per duplicate",
+            value("dead tuples", "per event", dup_side["dead_per_event"]),
+            "0",
+            lambda v: v == 0,
+            note=f"by table: {dup_side['dead_by_table'] or 'none'}",
+        ),
+        Row("1", "intake new vs Powertools new", series["intake new"], "-", None, baseline=series["Powertools new"]),
+        Row(
+            "1",
+            "intake duplicate vs Powertools duplicate",
+            series["intake duplicate"],
+            "-",
+            None,
+            baseline=series["Powertools duplicate"],
+        ),
+        Row(
+            "3",
+            "queue rows per new event, no cluster",
+            value("queue rows", "per event", new_side["queue_rows_per_event"]),
+            "<= 0.02",
+            lambda v: v <= 0.02,
+            note="django_q_ormq rows created by submit.submit_event; 0.02 = one per claim batch of 50",
+        ),
+        Row(
+            "3",
+            "queue rows per duplicate, no cluster",
+            value("queue rows", "per event", dup_side["queue_rows_per_event"]),
+            "0",
+            lambda v: v == 0,
+        ),
     ]
 
 
 # --- scenario 2 -----------------------------------------------------------------------------------
+
 
 def scenario_batches(rounds: Rounds, log_dir: Path) -> list[Row]:
     import httpx
@@ -299,13 +369,17 @@ def scenario_batches(rounds: Rounds, log_dir: Path) -> list[Row]:
     workspace, token = accounts.create_workspace(slug="bench-http", approved_owners=["ops"], actor="bench")
     peer = PowertoolsPeer()
     batch_name = f"batch of {BATCH_SIZE}"
-    series = {name: Series(name, unit) for name, unit in (
-        ("single POSTs", "events/s"), (batch_name, "events/s"), ("Powertools new", "events/s"))}
+    series = {
+        name: Series(name, unit)
+        for name, unit in (("single POSTs", "events/s"), (batch_name, "events/s"), ("Powertools new", "events/s"))
+    }
     state = {"single": 0, "batch": 0}
     closed = set()
     try:
-        with running_gunicorn(log_dir) as server, httpx.Client(
-                base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
+        with (
+            running_gunicorn(log_dir) as server,
+            httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http,
+        ):
             print(f"  gunicorn: {configured_workers()} sync workers on {server.url}", flush=True)
 
             def post(body: dict) -> None:
@@ -344,14 +418,28 @@ def scenario_batches(rounds: Rounds, log_dir: Path) -> list[Row]:
             def run_peer():
                 series["Powertools new"].values.append(peer.measure(PEER_COUNT)[0])
 
-            rounds.run([("single POSTs", run_single), ("batch", run_batch), ("Powertools new", run_peer)],
-                       label="2 batches")
+            rounds.run(
+                [("single POSTs", run_single), ("batch", run_batch), ("Powertools new", run_peer)], label="2 batches"
+            )
     finally:
         peer.forget()
     note = f"Connection header of the single answers: {', '.join(sorted(closed))}"
     return [
-        Row("2", f"batch of {BATCH_SIZE} over HTTP, per event", series[batch_name], ">= 10",
-            lambda r: r >= 10, baseline=series["single POSTs"], note=note),
-        Row("2", f"batch of {BATCH_SIZE} over HTTP vs Powertools", series[batch_name], "> 1",
-            lambda r: r > 1, baseline=series["Powertools new"]),
+        Row(
+            "2",
+            f"batch of {BATCH_SIZE} over HTTP, per event",
+            series[batch_name],
+            ">= 10",
+            lambda r: r >= 10,
+            baseline=series["single POSTs"],
+            note=note,
+        ),
+        Row(
+            "2",
+            f"batch of {BATCH_SIZE} over HTTP vs Powertools",
+            series[batch_name],
+            "> 1",
+            lambda r: r > 1,
+            baseline=series["Powertools new"],
+        ),
     ]

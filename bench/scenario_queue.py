@@ -51,13 +51,19 @@ CLUSTER_ENV = {"Q_TIMEOUT": "90", "Q_RETRY": "120"}
 
 
 def prepare_brief(tag: str, n: int) -> dict:
-    return {"action": "prepare-brief", "delivery_id": f"{tag}-{n}-d1",
-            "data": {"request_id": f"{tag}-{n}", "version": 1, "title": f"Brief {n}", "owner": "ops"}}
+    return {
+        "action": "prepare-brief",
+        "delivery_id": f"{tag}-{n}-d1",
+        "data": {"request_id": f"{tag}-{n}", "version": 1, "title": f"Brief {n}", "owner": "ops"},
+    }
 
 
 def external_event(tag: str, n: int) -> dict:
-    return {"action": ("file-ticket", "send-notice")[n % 2], "delivery_id": f"{tag}-{n}-d1",
-            "data": {"request_id": f"{tag}-{n}", "version": 1, "summary": f"Record {n}", "owner": "ops"}}
+    return {
+        "action": ("file-ticket", "send-notice")[n % 2],
+        "delivery_id": f"{tag}-{n}-d1",
+        "data": {"request_id": f"{tag}-{n}", "version": 1, "summary": f"Record {n}", "owner": "ops"},
+    }
 
 
 class Standin:
@@ -65,9 +71,13 @@ class Standin:
 
     def __init__(self, log_dir: Path):
         self.log = open(Path(log_dir) / "standin.log", "w+b")  # closed in stop()
-        self.process = subprocess.Popen([sys.executable, "-u", "-m", "standin", "--host", "127.0.0.1", "--port", "0"],
-                                        cwd=PROJECT_DIR, stdout=subprocess.PIPE, stderr=self.log,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-u", "-m", "standin", "--host", "127.0.0.1", "--port", "0"],
+            cwd=PROJECT_DIR,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            start_new_session=True,
+        )
         line = self.process.stdout.readline().decode()
         if "listening on " not in line:
             self.stop()
@@ -96,10 +106,25 @@ class PgQueuerPeer:
         for batch in (PGQ_BATCH, PGQ_DEFAULT_BATCH):
             for number in range(PGQ_PROCESSES):
                 log = open(Path(log_dir) / f"pgqueuer-{batch}-{number}.log", "wb")
-                self.processes.append((subprocess.Popen(
-                    [sys.executable, str(PROJECT_DIR / "bench" / "pgqueuer_worker.py"), str(batch),
-                     self.entrypoint(batch)], cwd=PROJECT_DIR, env=env, stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True), log))
+                self.processes.append(
+                    (
+                        subprocess.Popen(
+                            [
+                                sys.executable,
+                                str(PROJECT_DIR / "bench" / "pgqueuer_worker.py"),
+                                str(batch),
+                                self.entrypoint(batch),
+                            ],
+                            cwd=PROJECT_DIR,
+                            env=env,
+                            stdin=subprocess.DEVNULL,
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            start_new_session=True,
+                        ),
+                        log,
+                    )
+                )
 
     @staticmethod
     def entrypoint(batch: int) -> str:
@@ -172,17 +197,26 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
     observer = psycopg.connect(dsn, autocommit=True)
     standin = Standin(log_dir)
     pgq = None
-    series = {name: Series(name, unit) for name, unit in (
-        ("django-q2 no-op", "tasks/s"), (f"pgqueuer no-op, batch {PGQ_BATCH}", "jobs/s"),
-        (f"pgqueuer no-op, batch {PGQ_DEFAULT_BATCH}", "jobs/s"), ("drain", "operations/s"),
-        ("burst", "operations/s"), ("burst queue rows", "per event"),
-        ("external, one cluster", "operations/s"), ("external, one at a time", "calls/s"))}
+    series = {
+        name: Series(name, unit)
+        for name, unit in (
+            ("django-q2 no-op", "tasks/s"),
+            (f"pgqueuer no-op, batch {PGQ_BATCH}", "jobs/s"),
+            (f"pgqueuer no-op, batch {PGQ_DEFAULT_BATCH}", "jobs/s"),
+            ("drain", "operations/s"),
+            ("burst", "operations/s"),
+            ("burst queue rows", "per event"),
+            ("external, one cluster", "operations/s"),
+            ("external, one at a time", "calls/s"),
+        )
+    }
     counter = {"workspace": 0}
 
     def new_workspace(kind: str):
         counter["workspace"] += 1
-        workspace, _ = accounts.create_workspace(slug=f"bench-{kind}-{counter['workspace']}",
-                                                 approved_owners=["ops"], actor="bench")
+        workspace, _ = accounts.create_workspace(
+            slug=f"bench-{kind}-{counter['workspace']}", approved_owners=["ops"], actor="bench"
+        )
         return workspace
 
     def queue_empty() -> bool:
@@ -190,13 +224,16 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
 
     def queue_rows_created() -> int:
         """Rows ever inserted into the queue table (its identity sequence)."""
-        return observer.execute("SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence(%s, 'id')), 0)",
-                                [OrmQ._meta.db_table]).fetchone()[0]
+        return observer.execute(
+            "SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence(%s, 'id')), 0)", [OrmQ._meta.db_table]
+        ).fetchone()[0]
 
     try:
         pgq = PgQueuerPeer(dsn, log_dir)
-        with cluster_pool(log_dir, env={**CLUSTER_ENV, "OPSCONSOLE_STANDIN_URL": standin.url}) as start, \
-                httpx.Client(base_url=standin.url, timeout=30) as destination:
+        with (
+            cluster_pool(log_dir, env={**CLUSTER_ENV, "OPSCONSOLE_STANDIN_URL": standin.url}) as start,
+            httpx.Client(base_url=standin.url, timeout=30) as destination,
+        ):
             cluster = start("bench")
             clusters = (cluster,)
             unfinished = [State.PENDING, State.PROCESSING, State.RETRYING]
@@ -209,19 +246,28 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
                 ids = [workspace.pk for workspace in workspaces]
 
                 def done() -> bool:
-                    if observer.execute("SELECT EXISTS (SELECT 1 FROM ledger_operation WHERE state = ANY(%s) "
-                                        "AND workspace_id = ANY(%s))", [unfinished, ids]).fetchone()[0]:
+                    if observer.execute(
+                        "SELECT EXISTS (SELECT 1 FROM ledger_operation WHERE state = ANY(%s) "
+                        "AND workspace_id = ANY(%s))",
+                        [unfinished, ids],
+                    ).fetchone()[0]:
                         return False
                     found = Operation.objects.filter(workspace__in=ids, state=State.SUCCEEDED).count()
                     if found != count:
                         raise RuntimeError(f"{found} of {count} operations succeeded: {operation_states()}")
                     return True
+
                 return done
 
             # Whatever earlier scenarios left pending is drained first (and warms the cluster up).
-            wait_for(lambda: not Operation.objects.filter(state__in=unfinished).exists() and queue_empty(),
-                     timeout=600, interval=0.2, clusters=clusters, describe=lambda: str(operation_states()),
-                     message="the operations of earlier scenarios did not drain")
+            wait_for(
+                lambda: not Operation.objects.filter(state__in=unfinished).exists() and queue_empty(),
+                timeout=600,
+                interval=0.2,
+                clusters=clusters,
+                describe=lambda: str(operation_states()),
+                message="the operations of earlier scenarios did not drain",
+            )
             for _ in range(10):
                 async_task("bench.drain.noop")
             wait_for(queue_empty, timeout=60, clusters=clusters, message="warm-up tasks did not run")
@@ -233,13 +279,15 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
                     for _ in range(QUEUE_COUNT):
                         async_task("bench.drain.noop")
                 started = time.perf_counter()
-                wait_for(queue_empty, timeout=600, interval=POLL, clusters=clusters,
-                         message="no-op tasks did not drain")
+                wait_for(
+                    queue_empty, timeout=600, interval=POLL, clusters=clusters, message="no-op tasks did not drain"
+                )
                 series["django-q2 no-op"].values.append(rate(QUEUE_COUNT, time.perf_counter() - started))
 
             def pgqueuer(batch):
                 def measure():
                     series[f"pgqueuer no-op, batch {batch}"].values.append(pgq.measure(observer, batch, QUEUE_COUNT))
+
                 return measure
 
             def hold_backlog(kind: str, make_event, count: int) -> list:
@@ -248,8 +296,9 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
                 workspace = new_workspace(kind)
                 events = [make_event(workspace.slug, n) for n in range(count)]
                 for offset in range(0, count, CHUNK):
-                    results = submit.submit_batch(workspace=workspace, raw_events=events[offset:offset + CHUNK],
-                                                  source="cli")
+                    results = submit.submit_batch(
+                        workspace=workspace, raw_events=events[offset : offset + CHUNK], source="cli"
+                    )
                     if {result.outcome for result in results} != {"accepted"}:
                         raise RuntimeError(f"intake answered {[r.outcome for r in results][:5]}...")
                 wait_for(queue_empty, timeout=600, clusters=clusters, message="paused nudges did not drain")
@@ -259,8 +308,14 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
                 workspaces = hold_backlog("drain", prepare_brief, QUEUE_COUNT)
                 started = time.perf_counter()
                 pause.set_paused(paused=False, actor="bench")
-                wait_for(succeeded(workspaces, QUEUE_COUNT), timeout=600, interval=POLL, clusters=clusters,
-                         describe=lambda: str(operation_states()), message="the backlog did not drain")
+                wait_for(
+                    succeeded(workspaces, QUEUE_COUNT),
+                    timeout=600,
+                    interval=POLL,
+                    clusters=clusters,
+                    describe=lambda: str(operation_states()),
+                    message="the backlog did not drain",
+                )
                 series["drain"].values.append(rate(QUEUE_COUNT, time.perf_counter() - started))
                 wait_for(queue_empty, timeout=600, clusters=clusters, message="drain nudges did not finish")
 
@@ -275,24 +330,37 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
                         if submit.submit_event(workspace=workspace, raw=body, source="cli").outcome != "accepted":
                             raise RuntimeError("a burst event was not accepted")
                 rows = queue_rows_created() - rows_before
-                wait_for(succeeded([workspace], QUEUE_COUNT), timeout=600, interval=POLL, clusters=clusters,
-                         describe=lambda: str(operation_states()), message="the burst did not drain")
+                wait_for(
+                    succeeded([workspace], QUEUE_COUNT),
+                    timeout=600,
+                    interval=POLL,
+                    clusters=clusters,
+                    describe=lambda: str(operation_states()),
+                    message="the burst did not drain",
+                )
                 series["burst"].values.append(rate(QUEUE_COUNT, time.perf_counter() - marks[0]))
                 series["burst queue rows"].values.append(rows / QUEUE_COUNT)
                 wait_for(queue_empty, timeout=600, clusters=clusters, message="burst nudges did not finish")
 
             def delay_each_create():
                 destination.post("/_reset").raise_for_status()
-                destination.post("/_faults", json={"faults": [{"kind": "delay", "seconds": EXTERNAL_DELAY}]
-                                                   * EXTERNAL_COUNT}).raise_for_status()
+                destination.post(
+                    "/_faults", json={"faults": [{"kind": "delay", "seconds": EXTERNAL_DELAY}] * EXTERNAL_COUNT}
+                ).raise_for_status()
 
             def external_cluster():
                 workspaces = hold_backlog("external", external_event, EXTERNAL_COUNT)
                 delay_each_create()
                 started = time.perf_counter()
                 pause.set_paused(paused=False, actor="bench")
-                wait_for(succeeded(workspaces, EXTERNAL_COUNT), timeout=600, interval=POLL, clusters=clusters,
-                         describe=lambda: str(operation_states()), message="the external batch did not drain")
+                wait_for(
+                    succeeded(workspaces, EXTERNAL_COUNT),
+                    timeout=600,
+                    interval=POLL,
+                    clusters=clusters,
+                    describe=lambda: str(operation_states()),
+                    message="the external batch did not drain",
+                )
                 series["external, one cluster"].values.append(rate(EXTERNAL_COUNT, time.perf_counter() - started))
                 check_destination(EXTERNAL_COUNT)
                 wait_for(queue_empty, timeout=600, clusters=clusters, message="external nudges did not finish")
@@ -301,8 +369,11 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
                 delay_each_create()
                 started = time.perf_counter()
                 for n in range(EXTERNAL_COUNT):
-                    destination.post("/records", json={"reference": f"sequential-{n}", "payload": {"n": n}},
-                                     headers={"Idempotency-Key": f"sequential-{n}"}).raise_for_status()
+                    destination.post(
+                        "/records",
+                        json={"reference": f"sequential-{n}", "payload": {"n": n}},
+                        headers={"Idempotency-Key": f"sequential-{n}"},
+                    ).raise_for_status()
                 series["external, one at a time"].values.append(rate(EXTERNAL_COUNT, time.perf_counter() - started))
                 check_destination(EXTERNAL_COUNT)
 
@@ -310,13 +381,23 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
                 left = destination.get("/_faults").json()["faults"]
                 stats = destination.get("/_stats").json()
                 if left or stats["records"] != records:
-                    raise RuntimeError(f"the stand-in holds {stats['records']} records (expected {records}), "
-                                       f"{len(left)} delay faults unused")
+                    raise RuntimeError(
+                        f"the stand-in holds {stats['records']} records (expected {records}), "
+                        f"{len(left)} delay faults unused"
+                    )
 
-            rounds.run([("django-q2 no-op", noop), (f"pgqueuer batch {PGQ_BATCH}", pgqueuer(PGQ_BATCH)),
-                        (f"pgqueuer batch {PGQ_DEFAULT_BATCH}", pgqueuer(PGQ_DEFAULT_BATCH)),
-                        ("drain", drain), ("burst", burst), ("external, cluster", external_cluster),
-                        ("external, one at a time", external_one_at_a_time)], label="3+4 queues")
+            rounds.run(
+                [
+                    ("django-q2 no-op", noop),
+                    (f"pgqueuer batch {PGQ_BATCH}", pgqueuer(PGQ_BATCH)),
+                    (f"pgqueuer batch {PGQ_DEFAULT_BATCH}", pgqueuer(PGQ_DEFAULT_BATCH)),
+                    ("drain", drain),
+                    ("burst", burst),
+                    ("external, cluster", external_cluster),
+                    ("external, one at a time", external_one_at_a_time),
+                ],
+                label="3+4 queues",
+            )
     finally:
         if pgq is not None:
             pgq.stop()
@@ -325,18 +406,53 @@ def scenario_queues(rounds: Rounds, log_dir: Path) -> list[Row]:
 
     burst_rows = series["burst queue rows"]
     return [
-        Row("3", "burst (a nudge per event) vs backlog drain", series["burst"], ">= 0.9 (as fast)",
-            lambda r: r >= 0.9, baseline=series["drain"]),
-        Row("3", "queue rows per burst event", burst_rows, "-", None,
+        Row(
+            "3",
+            "burst (a nudge per event) vs backlog drain",
+            series["burst"],
+            ">= 0.9 (as fast)",
+            lambda r: r >= 0.9,
+            baseline=series["drain"],
+        ),
+        Row(
+            "3",
+            "queue rows per burst event",
+            burst_rows,
+            "-",
+            None,
             note="django_q_ormq rows inserted from before the burst until its commit hooks ran, the cluster's "
-                 "own follow-up tasks in that time included"),
-        Row("4", "drain vs django-q2 no-op tasks", series["drain"], ">= 1.5", lambda r: r >= 1.5,
-            baseline=series["django-q2 no-op"]),
-        Row("4", f"drain vs pgqueuer no-op (batch {PGQ_BATCH})", series["drain"], ">= 0.5", lambda r: r >= 0.5,
-            baseline=series[f"pgqueuer no-op, batch {PGQ_BATCH}"]),
-        Row("4", f"drain vs pgqueuer no-op (batch {PGQ_DEFAULT_BATCH})", series["drain"], "-", None,
-            baseline=series[f"pgqueuer no-op, batch {PGQ_DEFAULT_BATCH}"]),
-        Row("4", f"external batch of {EXTERNAL_COUNT}, {EXTERNAL_DELAY * 1000:.0f} ms per call",
-            series["external, one cluster"], ">= 10", lambda r: r >= 10,
-            baseline=series["external, one at a time"]),
+            "own follow-up tasks in that time included",
+        ),
+        Row(
+            "4",
+            "drain vs django-q2 no-op tasks",
+            series["drain"],
+            ">= 1.5",
+            lambda r: r >= 1.5,
+            baseline=series["django-q2 no-op"],
+        ),
+        Row(
+            "4",
+            f"drain vs pgqueuer no-op (batch {PGQ_BATCH})",
+            series["drain"],
+            ">= 0.5",
+            lambda r: r >= 0.5,
+            baseline=series[f"pgqueuer no-op, batch {PGQ_BATCH}"],
+        ),
+        Row(
+            "4",
+            f"drain vs pgqueuer no-op (batch {PGQ_DEFAULT_BATCH})",
+            series["drain"],
+            "-",
+            None,
+            baseline=series[f"pgqueuer no-op, batch {PGQ_DEFAULT_BATCH}"],
+        ),
+        Row(
+            "4",
+            f"external batch of {EXTERNAL_COUNT}, {EXTERNAL_DELAY * 1000:.0f} ms per call",
+            series["external, one cluster"],
+            ">= 10",
+            lambda r: r >= 10,
+            baseline=series["external, one at a time"],
+        ),
     ]

@@ -41,8 +41,11 @@ INTERVAL = float(os.environ.get("BENCH_MEMORY_INTERVAL", "1"))
 WARMUP = float(os.environ.get("BENCH_MEMORY_WARMUP", "0.01"))
 RECYCLE = os.environ.get("BENCH_MEMORY_RECYCLE", "") not in ("", "0")
 LIMIT = 0.20
-ROLES = (("worker", re.compile(r"ready for work at (\d+)")), ("pusher", re.compile(r"pushing tasks at (\d+)")),
-         ("monitor", re.compile(r"monitoring at (\d+)")))
+ROLES = (
+    ("worker", re.compile(r"ready for work at (\d+)")),
+    ("pusher", re.compile(r"pushing tasks at (\d+)")),
+    ("monitor", re.compile(r"monitoring at (\d+)")),
+)
 
 
 def rss_kib(pid: int) -> int | None:
@@ -139,10 +142,15 @@ def measure(log_dir: Path, label: str) -> int:
     workspace, _ = accounts.create_workspace(slug="bench-memory", approved_owners=["ops"], actor="bench")
     env = {"Q_TIMEOUT": "90", "Q_RETRY": "120"}
     if not RECYCLE:
-        env |= {"DJANGO_SETTINGS_MODULE": "bench.no_recycle_settings",
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_DIR), os.environ.get("PYTHONPATH")]))}
-    print(f"database: {label}; {COUNT:,} prepare-brief operations, one qcluster (2 workers, "
-          f"{'recycled as deployed' if RECYCLE else 'not recycled'}), RSS sampled every {INTERVAL:g} s", flush=True)
+        env |= {
+            "DJANGO_SETTINGS_MODULE": "bench.no_recycle_settings",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_DIR), os.environ.get("PYTHONPATH")])),
+        }
+    print(
+        f"database: {label}; {COUNT:,} prepare-brief operations, one qcluster (2 workers, "
+        f"{'recycled as deployed' if RECYCLE else 'not recycled'}), RSS sampled every {INTERVAL:g} s",
+        flush=True,
+    )
 
     with cluster_pool(log_dir, env=env) as start:
         cluster = start("memory")
@@ -153,9 +161,14 @@ def measure(log_dir: Path, label: str) -> int:
         next_report = 0.1
         try:
             for offset in range(0, COUNT, CHUNK):
-                events = [{"action": "prepare-brief", "delivery_id": f"m-{n}-d1",
-                           "data": {"request_id": f"m-{n}", "version": 1, "title": f"Brief {n}", "owner": "ops"}}
-                          for n in range(offset, min(offset + CHUNK, COUNT))]
+                events = [
+                    {
+                        "action": "prepare-brief",
+                        "delivery_id": f"m-{n}-d1",
+                        "data": {"request_id": f"m-{n}", "version": 1, "title": f"Brief {n}", "owner": "ops"},
+                    }
+                    for n in range(offset, min(offset + CHUNK, COUNT))
+                ]
                 results = submit.submit_batch(workspace=workspace, raw_events=events, source="cli")
                 if {result.outcome for result in results} != {"accepted"}:
                     raise RuntimeError("intake did not accept every event")
@@ -163,17 +176,27 @@ def measure(log_dir: Path, label: str) -> int:
                     raise RuntimeError(f"the cluster exited\n{cluster.log_tail()}")
                 if (offset + CHUNK) / COUNT >= next_report:
                     sample = sampler.latest()
-                    print(f"  submitted {offset + CHUNK:,}, succeeded {sample.succeeded if sample else 0:,} "
-                          f"after {time.monotonic() - started:.0f} s", flush=True)
+                    print(
+                        f"  submitted {offset + CHUNK:,}, succeeded {sample.succeeded if sample else 0:,} "
+                        f"after {time.monotonic() - started:.0f} s",
+                        flush=True,
+                    )
                     next_report += 0.1
             print(f"  all submitted after {time.monotonic() - started:.0f} s", flush=True)
+
             def all_succeeded() -> bool:
                 if sampler.error is not None:
                     raise sampler.error
                 return (sampler.latest() or Sample(0, 0, {})).succeeded >= COUNT
 
-            wait_for(all_succeeded, timeout=3600, interval=1, clusters=(cluster,),
-                     describe=lambda: str(operation_states()), message="the operations did not all succeed")
+            wait_for(
+                all_succeeded,
+                timeout=3600,
+                interval=1,
+                clusters=(cluster,),
+                describe=lambda: str(operation_states()),
+                message="the operations did not all succeed",
+            )
             time.sleep(INTERVAL)
         finally:
             sampler.done.set()
@@ -197,8 +220,10 @@ def report(samples: list[Sample], named: dict[int, str], took: float) -> int:
 
     warm_at = next((s for s in samples if s.succeeded >= WARMUP * COUNT), samples[-1])
     idle = samples[0]
-    print(f"\n{COUNT:,} operations in {took:.0f} s ({COUNT / took:.0f}/s); {len(samples)} samples; reference point "
-          f"at {warm_at.succeeded:,} succeeded ({warm_at.seconds:.0f} s)")
+    print(
+        f"\n{COUNT:,} operations in {took:.0f} s ({COUNT / took:.0f}/s); {len(samples)} samples; reference point "
+        f"at {warm_at.succeeded:,} succeeded ({warm_at.seconds:.0f} s)"
+    )
     print(f"{'process':<18} {'idle MiB':>9} {'ref MiB':>8} {'end MiB':>8} {'max MiB':>8} {'max/ref':>8}")
     growth = {}
     for pid in sorted({pid for s in samples for pid in s.rss}, key=lambda p: (named.get(p, "sentinel"), p)):
@@ -211,16 +236,22 @@ def report(samples: list[Sample], named: dict[int, str], took: float) -> int:
         if role == "worker":
             growth[pid] = ratio - 1
         idle_mib = f"{idle.rss[pid] / 1024:.1f}" if pid in idle.rss else "-"
-        print(f"{role + ' ' + str(pid):<18} {idle_mib:>9} {reference / 1024:8.1f} {end / 1024:8.1f} "
-              f"{peak / 1024:8.1f} {ratio:8.3f}")
+        print(
+            f"{role + ' ' + str(pid):<18} {idle_mib:>9} {reference / 1024:8.1f} {end / 1024:8.1f} "
+            f"{peak / 1024:8.1f} {ratio:8.3f}"
+        )
     workers = [pid for pid, role in named.items() if role == "worker"]
     if len(workers) > 2:
         print(f"note: {len(workers)} worker processes were seen (recycled or reincarnated)")
     worst = max(growth.values()) if growth else float("nan")
-    row = Row("6", f"worker RSS growth over {COUNT:,} operations", Series("growth", "% of reference",
-                                                                          [100 * worst]),
-              "<= 20 %", lambda value: value <= 100 * LIMIT,
-              note="largest RSS after the reference point / RSS at it, the worst worker")
+    row = Row(
+        "6",
+        f"worker RSS growth over {COUNT:,} operations",
+        Series("growth", "% of reference", [100 * worst]),
+        "<= 20 %",
+        lambda value: value <= 100 * LIMIT,
+        note="largest RSS after the reference point / RSS at it, the worst worker",
+    )
     print()
     print("\n".join(table_lines([row])))
     print()

@@ -14,15 +14,19 @@ def check_queue_retry_exceeds_timeout_and_lease(app_configs=None, **kwargs):
     lease = settings.OPSCONSOLE_LEASE_SECONDS
     errors = []
     if timeout is None or retry <= timeout:
-        errors.append(checks.Error(
-            f"Q_CLUSTER['retry'] ({retry}s) must be larger than Q_CLUSTER['timeout'] ({timeout}s).",
-            hint="Set Q_RETRY above Q_TIMEOUT, or the queue re-runs tasks that are still running.",
-            id="ledger.E001",
-        ))
+        errors.append(
+            checks.Error(
+                f"Q_CLUSTER['retry'] ({retry}s) must be larger than Q_CLUSTER['timeout'] ({timeout}s).",
+                hint="Set Q_RETRY above Q_TIMEOUT, or the queue re-runs tasks that are still running.",
+                id="ledger.E001",
+            )
+        )
     if retry <= lease:
-        errors.append(checks.Error(
-            f"Q_CLUSTER['retry'] ({retry}s) must be larger than OPSCONSOLE_LEASE_SECONDS ({lease}s).",
-            hint="A task is re-delivered while its claim's lease still holds the operations.",
-            id="ledger.E002",
-        ))
+        errors.append(
+            checks.Error(
+                f"Q_CLUSTER['retry'] ({retry}s) must be larger than OPSCONSOLE_LEASE_SECONDS ({lease}s).",
+                hint="A task is re-delivered while its claim's lease still holds the operations.",
+                id="ledger.E002",
+            )
+        )
     return errors

@@ -39,9 +39,7 @@ def _normalise(value):
 
 def canonical_json(value) -> str:
     """Sorted keys, no insignificant white space, NFC strings, UTF-8 kept as text."""
-    return json.dumps(
-        _normalise(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return json.dumps(_normalise(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def fingerprint(data: Mapping, fields: Sequence[str]) -> str:
@@ -69,8 +67,14 @@ def hashed_component(workspace: str, name: str, value, *, secret: str) -> str:
     return HASHED_PREFIX + digest[:32]
 
 
-def build_key(workspace: str, action: str, identity: Sequence[tuple[str, object]], *,
-              sensitive: Collection[str] = (), secret: str = "") -> str:
+def build_key(
+    workspace: str,
+    action: str,
+    identity: Sequence[tuple[str, object]],
+    *,
+    sensitive: Collection[str] = (),
+    secret: str = "",
+) -> str:
     """Recipe 1: ``workspace:identity...:action``; a field named ``version`` is written ``v<N>``, a
     field in ``sensitive`` as its keyed hash (``hashed_component``).
 

@@ -45,6 +45,7 @@ class AmbiguousError(OutcomeError):
 
 # What reconciliation learns when it asks the destination about an operation whose outcome is unknown.
 
+
 @dataclass(frozen=True)
 class Found:
     """The destination has the record: the operation succeeded."""

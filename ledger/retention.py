@@ -63,11 +63,16 @@ class WorkspacePurge:
         return bool(self.redacted or self.deleted or self.refused_deliveries)
 
     def summary(self) -> str:
-        return (f"redacted {self.redacted} payloads, deleted {self.deleted} tombstones, "
-                f"deleted {self.refused_deliveries} refused deliveries"
-                + (f", kept {self.kept_for_occurred_at} whose deliveries occurred within the key window"
-                   if self.kept_for_occurred_at else "")
-                + (f", {self.skipped_chunks} chunks left for the next run" if self.skipped_chunks else ""))
+        return (
+            f"redacted {self.redacted} payloads, deleted {self.deleted} tombstones, "
+            f"deleted {self.refused_deliveries} refused deliveries"
+            + (
+                f", kept {self.kept_for_occurred_at} whose deliveries occurred within the key window"
+                if self.kept_for_occurred_at
+                else ""
+            )
+            + (f", {self.skipped_chunks} chunks left for the next run" if self.skipped_chunks else "")
+        )
 
 
 @dataclass
@@ -81,8 +86,15 @@ class PurgeReport:
         return sum(getattr(counts, name) for counts in self.workspaces.values())
 
 
-def purge(*, as_of: datetime | None = None, dry_run: bool = False, chunk: int = CHUNK,
-          progress: Callable[[str], None] | None = None, actor: str = "purge", vacuum: bool = True) -> PurgeReport:
+def purge(
+    *,
+    as_of: datetime | None = None,
+    dry_run: bool = False,
+    chunk: int = CHUNK,
+    progress: Callable[[str], None] | None = None,
+    actor: str = "purge",
+    vacuum: bool = True,
+) -> PurgeReport:
     """Apply every workspace's retention windows as of ``as_of`` (now): redact, then delete.
 
     ``dry_run`` counts what would change and changes nothing. ``progress`` hears a line per chunk.
@@ -104,15 +116,33 @@ def purge(*, as_of: datetime | None = None, dry_run: bool = False, chunk: int = 
         if counts.changed and not dry_run:
             # Lock order (docs/architecture.md): each chunk commits its rows on its own, and the workspace's
             # event comes after them, alone (a caller's transaction would hold the chain across chunks).
-            record_audit_event(actor=actor, kind="purged", workspace=workspace,
-                               message=f"as of {as_of.isoformat(timespec='seconds')}: {counts.summary()}")
+            record_audit_event(
+                actor=actor,
+                kind="purged",
+                workspace=workspace,
+                message=f"as of {as_of.isoformat(timespec='seconds')}: {counts.summary()}",
+            )
     if not dry_run:
         report.samples_forgotten = dashboard.forget_samples(before=as_of - dashboard.KEEP)
-        Heartbeat.objects.update_or_create(name="purge", defaults={"beat_at": timezone.now(), "detail": {
-            name: report.total(name) for name in ("redacted", "deleted", "refused_deliveries", "skipped_chunks")}})
-        if vacuum and not connection.in_atomic_block and (
-                report.total("redacted") or report.total("deleted") or report.total("refused_deliveries")
-                or report.samples_forgotten):
+        Heartbeat.objects.update_or_create(
+            name="purge",
+            defaults={
+                "beat_at": timezone.now(),
+                "detail": {
+                    name: report.total(name) for name in ("redacted", "deleted", "refused_deliveries", "skipped_chunks")
+                },
+            },
+        )
+        if (
+            vacuum
+            and not connection.in_atomic_block
+            and (
+                report.total("redacted")
+                or report.total("deleted")
+                or report.total("refused_deliveries")
+                or report.samples_forgotten
+            )
+        ):
             with connection.cursor() as cursor:
                 cursor.execute(f"VACUUM (ANALYZE) {', '.join(written_tables())}")
     return report
@@ -122,8 +152,10 @@ def _cutoff(windows: dict, as_of: datetime, window: str):
     """Per row, the time before which an operation of its action is past ``window``: a CASE over
     the actions (an action no longer registered gets the definitions' defaults)."""
     default = as_of - getattr(ActionDefinition, window)
-    return Case(*[When(action=name, then=Value(as_of - getattr(policy, window))) for name, policy in windows.items()],
-                default=Value(default))
+    return Case(
+        *[When(action=name, then=Value(as_of - getattr(policy, window))) for name, policy in windows.items()],
+        default=Value(default),
+    )
 
 
 def _finished(workspace) -> Q:
@@ -145,9 +177,11 @@ def _chunks(queryset, chunk: int, fields: tuple[str, ...]):
 
 # --- the payload window ---------------------------------------------------------------------------
 
+
 def _redact_payloads(workspace, windows, as_of, counts: WorkspacePurge, *, dry_run, chunk, say) -> None:
-    due = Operation.objects.filter(_finished(workspace), redacted_at__isnull=True,
-                                   updated_at__lt=_cutoff(windows, as_of, "payload_retention"))
+    due = Operation.objects.filter(
+        _finished(workspace), redacted_at__isnull=True, updated_at__lt=_cutoff(windows, as_of, "payload_retention")
+    )
     if dry_run:
         counts.redacted = due.count()
         return
@@ -155,10 +189,17 @@ def _redact_payloads(workspace, windows, as_of, counts: WorkspacePurge, *, dry_r
         with transaction.atomic():
             # One UPDATE .. FROM (VALUES ..) for the chunk, leaving updated_at alone: the key
             # window counts from when the operation finished.
-            update_each(Operation, [row["pk"] for row in rows], match={}, where={},
-                        each={"payload": [tombstone(row["action"], row["payload"]) for row in rows],
-                              "result": [_references(row["action"], row["result"]) for row in rows]},
-                        same={"redacted_at": timezone.now()})
+            update_each(
+                Operation,
+                [row["pk"] for row in rows],
+                match={},
+                where={},
+                each={
+                    "payload": [tombstone(row["action"], row["payload"]) for row in rows],
+                    "result": [_references(row["action"], row["result"]) for row in rows],
+                },
+                same={"redacted_at": timezone.now()},
+            )
             _redact_conflicts([row["pk"] for row in rows], {row["pk"]: row["action"] for row in rows})
         counts.redacted += len(rows)
         say(f"{workspace.slug}: redacted {counts.redacted} payloads")
@@ -170,8 +211,11 @@ def tombstone(action_name: str, payload: dict) -> dict:
     action = registry.get(action_name)
     if action is None or not isinstance(payload, dict):
         return {}
-    return {name: payload[name] for name in action.identity_fields
-            if name in payload and name not in action.sensitive_fields}
+    return {
+        name: payload[name]
+        for name in action.identity_fields
+        if name in payload and name not in action.sensitive_fields
+    }
 
 
 def _references(action_name: str, result) -> dict | None:
@@ -181,21 +225,37 @@ def _references(action_name: str, result) -> dict | None:
         return None
     action = registry.get(action_name)
     sensitive = set(action.sensitive_fields) if action is not None else set(result)
-    return {name: value for name, value in result.items()
-            if (name == "id" or name.endswith("_id")) and name not in sensitive} or None
+    return {
+        name: value
+        for name, value in result.items()
+        if (name == "id" or name.endswith("_id")) and name not in sensitive
+    } or None
 
 
 def _redact_conflicts(operation_ids: list[int], actions: dict[int, str]) -> None:
-    conflicts = list(Conflict.objects.filter(operation_id__in=operation_ids).values(
-        "pk", "operation_id", "incoming_payload", "differences"))
-    update_each(Conflict, [conflict["pk"] for conflict in conflicts], match={}, where={}, same={}, each={
-        "incoming_payload": [tombstone(actions[c["operation_id"]], c["incoming_payload"]) for c in conflicts],
-        "differences": [[{"field": d.get("field"), "recorded": REDACTED, "incoming": REDACTED}
-                         for d in c["differences"] or []] for c in conflicts],
-    })
+    conflicts = list(
+        Conflict.objects.filter(operation_id__in=operation_ids).values(
+            "pk", "operation_id", "incoming_payload", "differences"
+        )
+    )
+    update_each(
+        Conflict,
+        [conflict["pk"] for conflict in conflicts],
+        match={},
+        where={},
+        same={},
+        each={
+            "incoming_payload": [tombstone(actions[c["operation_id"]], c["incoming_payload"]) for c in conflicts],
+            "differences": [
+                [{"field": d.get("field"), "recorded": REDACTED, "incoming": REDACTED} for d in c["differences"] or []]
+                for c in conflicts
+            ],
+        },
+    )
 
 
 # --- the key window -------------------------------------------------------------------------------
+
 
 def _delete_tombstones(workspace, windows, as_of, counts: WorkspacePurge, *, dry_run, chunk, say) -> None:
     due = Operation.objects.filter(_finished(workspace), updated_at__lt=_cutoff(windows, as_of, "key_retention"))
@@ -211,8 +271,10 @@ def _delete_tombstones(workspace, windows, as_of, counts: WorkspacePurge, *, dry
         except IntegrityError:
             # A delivery of one of them arrived while this chunk was being deleted (a duplicate
             # that referred to it): nothing of the chunk is deleted; the next run tries again.
-            logger.warning("purge: a chunk met a concurrent write and is left for the next run",
-                           extra={"workspace": workspace.slug, "operations": len(deletable)})
+            logger.warning(
+                "purge: a chunk met a concurrent write and is left for the next run",
+                extra={"workspace": workspace.slug, "operations": len(deletable)},
+            )
             counts.skipped_chunks += 1
             continue
         counts.deleted += len(deletable)
@@ -223,8 +285,12 @@ def _not_recently_occurred(rows: list[dict], windows, as_of) -> list[int]:
     """The ids of ``rows`` none of whose deliveries says it occurred within the key window: a sender
     whose clock ran ahead could otherwise redeliver, once the key is gone, as new work."""
     ids = [row["pk"] for row in rows]
-    latest = dict(Delivery.objects.filter(operation_id__in=ids, occurred_at__isnull=False)
-                  .values("operation_id").annotate(latest=Max("occurred_at")).values_list("operation_id", "latest"))
+    latest = dict(
+        Delivery.objects.filter(operation_id__in=ids, occurred_at__isnull=False)
+        .values("operation_id")
+        .annotate(latest=Max("occurred_at"))
+        .values_list("operation_id", "latest")
+    )
     keep = set()
     for row in rows:
         occurred = latest.get(row["pk"])
@@ -250,7 +316,8 @@ def _delete_operations(ids: list[int]) -> None:
     for relation in referring_relations():
         if relation.on_delete is models.SET_NULL:
             relation.related_model.objects.filter(**{f"{relation.field.name}__in": ids}).update(
-                **{relation.field.name: None})
+                **{relation.field.name: None}
+            )
     for model in OWNED:
         _raw_delete(model.objects.filter(operation_id__in=ids))
     _raw_delete(Operation.objects.filter(pk__in=ids))
@@ -265,8 +332,11 @@ def written_tables() -> list[str]:
 
 def referring_relations():
     """Every relation to Operation from another table, hidden ones (``related_name="+"``) too."""
-    return [field for field in Operation._meta.get_fields(include_hidden=True)
-            if field.auto_created and not field.concrete and field.related_model is not Operation]
+    return [
+        field
+        for field in Operation._meta.get_fields(include_hidden=True)
+        if field.auto_created and not field.concrete and field.related_model is not Operation
+    ]
 
 
 def _raw_delete(queryset) -> int:
@@ -276,8 +346,9 @@ def _raw_delete(queryset) -> int:
 def _delete_refused_deliveries(workspace, windows, as_of, counts: WorkspacePurge, *, dry_run, chunk) -> None:
     """Invalid and stale deliveries (no operation) past their action's key window (the default one
     when they name no known action): they keep errors and labels, never content, but not forever."""
-    due = Delivery.objects.filter(workspace=workspace, operation__isnull=True,
-                                  received_at__lt=_cutoff(windows, as_of, "key_retention"))
+    due = Delivery.objects.filter(
+        workspace=workspace, operation__isnull=True, received_at__lt=_cutoff(windows, as_of, "key_retention")
+    )
     if dry_run:
         counts.refused_deliveries = due.count()
         return

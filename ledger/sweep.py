@@ -60,16 +60,27 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
     held = paused_filter()
     for operation in (late.exclude(held) if held is not None else late)[:batch]:
         report.deadlines_passed += transition_operation(
-            operation, to_state=State.NEEDS_REVIEW, actor="sweep", kind="deadline_passed",
-            error_category="deadline", message="processing deadline passed before the operation ran",
-            last_error_category="deadline", last_error_message="processing deadline passed",
+            operation,
+            to_state=State.NEEDS_REVIEW,
+            actor="sweep",
+            kind="deadline_passed",
+            error_category="deadline",
+            message="processing deadline passed before the operation ran",
+            last_error_category="deadline",
+            last_error_message="processing deadline passed",
             next_attempt_at=None,
         )
     for operation in Operation.objects.filter(state=State.PENDING_APPROVAL, deadline__lte=now)[:batch]:
         report.approvals_expired += transition_operation(
-            operation, to_state=State.NEEDS_REVIEW, actor="sweep", kind="approval_expired",
-            error_category="approval", message="approval expired: nobody approved or rejected it in time",
-            last_error_category="approval", last_error_message="approval expired", next_attempt_at=None,
+            operation,
+            to_state=State.NEEDS_REVIEW,
+            actor="sweep",
+            kind="approval_expired",
+            error_category="approval",
+            message="approval expired: nobody approved or rejected it in time",
+            last_error_category="approval",
+            last_error_message="approval expired",
+            next_attempt_at=None,
         )
     report.versions_missing = ordering.send_gaps_to_review(now=now, batch=batch)
     report.bulk_actions_stalled = bulk_actions.redrive_stalled(now=now)
@@ -126,8 +137,16 @@ def _recover_expired_lease(operation: Operation, now: datetime) -> bool:
             open_attempt.operation = operation  # finishing it counts it under the operation's action
             finish_attempt(open_attempt, Attempt.Outcome.ABANDONED)
         done = transition_operation(
-            operation, to_state=to_state, actor="sweep", kind="lease_expired", fencing_token=token,
-            error_category=category, message=message, lease_owner="", lease_expires_at=None, **fields,
+            operation,
+            to_state=to_state,
+            actor="sweep",
+            kind="lease_expired",
+            fencing_token=token,
+            error_category=category,
+            message=message,
+            lease_owner="",
+            lease_expires_at=None,
+            **fields,
         )
         if not done:
             transaction.set_rollback(True)

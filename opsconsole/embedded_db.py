@@ -147,8 +147,9 @@ def _locked():
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise Refused(f"another start or stop of {_shown(PGDATA)} has held {_shown(LOCK)} for "
-                                  f"{START_SECONDS} s") from None
+                    raise Refused(
+                        f"another start or stop of {_shown(PGDATA)} has held {_shown(LOCK)} for {START_SECONDS} s"
+                    ) from None
                 time.sleep(0.2)
         yield
 
@@ -185,7 +186,7 @@ def _last_log_error() -> str:
     for line in reversed(lines):
         for level in ("PANIC:", "FATAL:", "ERROR:"):
             if level in line:
-                return line[line.index(level):].strip()  # without the time and pid before it
+                return line[line.index(level) :].strip()  # without the time and pid before it
     return ""
 
 
@@ -195,24 +196,53 @@ def start() -> str:
     with _locked():
         port = running_port()
         if port is not None:
-            raise Refused(f"it is already running on port {port} ({url(port)}): another `make demo` or `make test` "
-                          "of this checkout is using it; if none is, stop it with "
-                          "`.venv/bin/python -m opsconsole.embedded_db stop`")
+            raise Refused(
+                f"it is already running on port {port} ({url(port)}): another `make demo` or `make test` "
+                "of this checkout is using it; if none is, stop it with "
+                "`.venv/bin/python -m opsconsole.embedded_db stop`"
+            )
         PGDATA.mkdir(exist_ok=True)
         LOG.touch()
         user = _run_as()
         if user is not None:
             _let_user_in(user)
         if not (PGDATA / "PG_VERSION").exists():
-            made = _run([binary("initdb"), "-D", str(PGDATA), "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8",
-                         "--locale=C.UTF-8"], user, timeout=120)
+            made = _run(
+                [
+                    binary("initdb"),
+                    "-D",
+                    str(PGDATA),
+                    "-U",
+                    SUPERUSER,
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--locale=C.UTF-8",
+                ],
+                user,
+                timeout=120,
+            )
             if made.returncode != 0:
                 lines = [line for line in (made.stderr or made.stdout).splitlines() if line.strip()]
                 raise Refused(f"initdb failed: {lines[-1] if lines else made.returncode}")
         port = _port()
         options = " ".join(f"-c {name}={shlex.quote(value)}" for name, value in SERVER_SETTINGS.items())
-        started = _run([binary("pg_ctl"), "-D", str(PGDATA), "-l", str(LOG), "-w", "-t", str(START_SECONDS),
-                        "-o", f"-p {port} {options}", "start"], user, timeout=START_SECONDS + 10)
+        started = _run(
+            [
+                binary("pg_ctl"),
+                "-D",
+                str(PGDATA),
+                "-l",
+                str(LOG),
+                "-w",
+                "-t",
+                str(START_SECONDS),
+                "-o",
+                f"-p {port} {options}",
+                "start",
+            ],
+            user,
+            timeout=START_SECONDS + 10,
+        )
         if started.returncode != 0 or running_port() != port:
             reason = _last_log_error() or (started.stderr.strip().splitlines() or ["pg_ctl failed"])[-1]
             raise Refused(f"postgres did not start on port {port}: {reason} (log: {_shown(LOG)})")
@@ -241,8 +271,11 @@ def stop() -> bool:
         if running_port() is None:
             return False
         user = _run_as()
-        stopped = _run([binary("pg_ctl"), "-D", str(PGDATA), "-m", "fast", "-w", "-t", str(START_SECONDS), "stop"],
-                       user, timeout=START_SECONDS + 10)
+        stopped = _run(
+            [binary("pg_ctl"), "-D", str(PGDATA), "-m", "fast", "-w", "-t", str(START_SECONDS), "stop"],
+            user,
+            timeout=START_SECONDS + 10,
+        )
         if stopped.returncode != 0 and running_port() is not None:
             _run([binary("pg_ctl"), "-D", str(PGDATA), "-m", "immediate", "-w", "stop"], user, timeout=30)
         if running_port() is not None:

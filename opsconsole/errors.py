@@ -59,8 +59,9 @@ def _back(request) -> str:
     """Where "Back" leads: the page the person came from, when it is one of ours (and not the
     address that failed), else what needs attention."""
     referer = request.META.get("HTTP_REFERER", "")
-    ours = url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()},
-                                           require_https=request.is_secure())
+    ours = url_has_allowed_host_and_scheme(
+        referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
     if ours and referer != request.build_absolute_uri():
         return referer
     return reverse("console:queue")

@@ -68,8 +68,9 @@ def unready_because() -> str:
 
 
 def _word(ok: bool) -> HttpResponse:
-    response = HttpResponse("ok\n" if ok else "unavailable\n", status=200 if ok else 503,
-                            content_type="text/plain; charset=utf-8")
+    response = HttpResponse(
+        "ok\n" if ok else "unavailable\n", status=200 if ok else 503, content_type="text/plain; charset=utf-8"
+    )
     response["Cache-Control"] = "no-store"
     # Not ready is logged once, as a WARNING with its reason (above): django.request would add an
     # ERROR for every probe while a deployment starts.

@@ -58,8 +58,11 @@ def metrics_view(request):
         raise Http404("metrics are off: set OPSCONSOLE_METRICS_TOKEN")
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), expected.encode()):
-        response = HttpResponse("A metrics token is required: Authorization: Bearer <OPSCONSOLE_METRICS_TOKEN>.\n",
-                                status=401, content_type="text/plain")
+        response = HttpResponse(
+            "A metrics token is required: Authorization: Bearer <OPSCONSOLE_METRICS_TOKEN>.\n",
+            status=401,
+            content_type="text/plain",
+        )
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
     registry = CollectorRegistry(auto_describe=False)
@@ -78,19 +81,26 @@ class LedgerCollector:
     def collect(self):
         now = timezone.now()
         switches = list(Control.objects.filter(paused=True))
-        unfinished = list(Operation.objects.filter(state__in=UNFINISHED_STATES)
-                          .values("workspace_id", "action", "state").annotate(n=Count("id"))
-                          .order_by("workspace_id", "action", "state"))
-        conflicts = list(Conflict.objects.filter(status=Conflict.Status.OPEN)
-                         .values("operation__workspace_id", "operation__action").annotate(n=Count("id"))
-                         .order_by("operation__workspace_id", "operation__action"))
+        unfinished = list(
+            Operation.objects.filter(state__in=UNFINISHED_STATES)
+            .values("workspace_id", "action", "state")
+            .annotate(n=Count("id"))
+            .order_by("workspace_id", "action", "state")
+        )
+        conflicts = list(
+            Conflict.objects.filter(status=Conflict.Status.OPEN)
+            .values("operation__workspace_id", "operation__action")
+            .annotate(n=Count("id"))
+            .order_by("operation__workspace_id", "operation__action")
+        )
         yield self._unfinished(unfinished)
         yield self._oldest_retryable(now, switches, unfinished)
         yield self._review_items(unfinished, conflicts)
         yield self._mismatches()
         yield from self._tallies()
-        oldest = GaugeMetricFamily("opsconsole_oldest_due_seconds",
-                                   "Age of the oldest operation waiting to be claimed (paused work excluded).")
+        oldest = GaugeMetricFamily(
+            "opsconsole_oldest_due_seconds", "Age of the oldest operation waiting to be claimed (paused work excluded)."
+        )
         oldest.add_metric([], oldest_due_seconds(now, switches) or 0)
         yield oldest
         open_conflicts = GaugeMetricFamily("opsconsole_open_conflicts", "Conflicts waiting for review.")
@@ -99,21 +109,30 @@ class LedgerCollector:
         beats = dict(Heartbeat.objects.values_list("name", "beat_at"))
         for job in HEARTBEATS:
             beat = beats.get(job)
-            family = GaugeMetricFamily(f"opsconsole_{job}_heartbeat_age_seconds",
-                                       f"Seconds since the {job} job last ran (-1: never).")
+            family = GaugeMetricFamily(
+                f"opsconsole_{job}_heartbeat_age_seconds", f"Seconds since the {job} job last ran (-1: never)."
+            )
             family.add_metric([], (now - beat).total_seconds() if beat else -1)
             yield family
 
     def _tallies(self):
         """The counters the workers keep (``ledger.core.tallies``), summed over their processes."""
-        attempts = CounterMetricFamily("opsconsole_attempts", "Attempts by action, destination and outcome.",
-                                       labels=["action", "destination", "outcome"])
+        attempts = CounterMetricFamily(
+            "opsconsole_attempts",
+            "Attempts by action, destination and outcome.",
+            labels=["action", "destination", "outcome"],
+        )
         failures = CounterMetricFamily(
-            "opsconsole_attempt_failures", "Attempts that did not succeed, by action, destination and category "
-            "(transient, permanent, ambiguous, stale, abandoned).", labels=["action", "destination", "category"])
-        late = CounterMetricFamily("opsconsole_late_operations",
-                                   "Operations that reached a final state after their action's service level.",
-                                   labels=["action"])
+            "opsconsole_attempt_failures",
+            "Attempts that did not succeed, by action, destination and category "
+            "(transient, permanent, ambiguous, stale, abandoned).",
+            labels=["action", "destination", "category"],
+        )
+        late = CounterMetricFamily(
+            "opsconsole_late_operations",
+            "Operations that reached a final state after their action's service level.",
+            labels=["action"],
+        )
         finished: dict[str, dict] = {}
         for (name, labels), value in tallies.totals().items():
             values = json.loads(labels)
@@ -136,8 +155,11 @@ class LedgerCollector:
 
     def _processing_time(self, finished: dict):
         family = HistogramMetricFamily(
-            "opsconsole_processing_seconds", "Time from arrival to a final state, per action, in buckets around "
-            "the action's service level (tenths to five times it).", labels=["action"])
+            "opsconsole_processing_seconds",
+            "Time from arrival to a final state, per action, in buckets around "
+            "the action's service level (tenths to five times it).",
+            labels=["action"],
+        )
         for action, seen in sorted(finished.items()):
             running, cumulative = 0.0, []
             for bound in [*tallies.buckets(action), float("inf")]:
@@ -147,17 +169,25 @@ class LedgerCollector:
         return family
 
     def _mismatches(self):
-        family = GaugeMetricFamily("opsconsole_reconciliation_mismatches",
-                                   "Open findings of the reconciliation audit, by kind.", labels=["kind"])
-        found = dict(Mismatch.objects.filter(status=MismatchStatus.OPEN).values_list("kind")
-                     .annotate(n=Count("id")).order_by("kind"))
+        family = GaugeMetricFamily(
+            "opsconsole_reconciliation_mismatches",
+            "Open findings of the reconciliation audit, by kind.",
+            labels=["kind"],
+        )
+        found = dict(
+            Mismatch.objects.filter(status=MismatchStatus.OPEN)
+            .values_list("kind")
+            .annotate(n=Count("id"))
+            .order_by("kind")
+        )
         for kind in MismatchKind.values:  # every kind, 0 too: an alert compares it with 0
             family.add_metric([kind], found.get(kind, 0))
         return family
 
     def _unfinished(self, rows):
-        family = GaugeMetricFamily("opsconsole_operations", "Unfinished operations by action and state.",
-                                   labels=["action", "state"])
+        family = GaugeMetricFamily(
+            "opsconsole_operations", "Unfinished operations by action and state.", labels=["action", "state"]
+        )
         by_action_state: Counter = Counter()
         for row in rows:
             by_action_state[(row["action"], row["state"])] += row["n"]
@@ -169,7 +199,9 @@ class LedgerCollector:
         family = GaugeMetricFamily(
             "opsconsole_oldest_retryable_age_seconds",
             "How long the oldest due operation (pending, or retrying past its time) has waited, per action; "
-            "held=true: those a pause holds.", labels=["action", "held"])
+            "held=true: those a pause holds.",
+            labels=["action", "held"],
+        )
         # From the counts already read: the actions with claimable operations a pause holds, and
         # those with some that none holds. Only their ranges are read.
         actions = {"true": set(), "false": set()}
@@ -184,14 +216,17 @@ class LedgerCollector:
         return family
 
     def _review_items(self, unfinished, conflicts):
-        family = GaugeMetricFamily("opsconsole_review_items", "What waits for a person, by workspace, action and "
-                                   f"reason ({', '.join(ATTENTION_STATES)}, conflict).",
-                                   labels=["workspace", "action", "reason"])
+        family = GaugeMetricFamily(
+            "opsconsole_review_items",
+            f"What waits for a person, by workspace, action and reason ({', '.join(ATTENTION_STATES)}, conflict).",
+            labels=["workspace", "action", "reason"],
+        )
         slugs = dict(Workspace.objects.values_list("pk", "slug"))
         for row in unfinished:
             if row["state"] in ATTENTION_STATES:
                 family.add_metric([slugs.get(row["workspace_id"], ""), row["action"], row["state"]], row["n"])
         for row in conflicts:
-            family.add_metric([slugs.get(row["operation__workspace_id"], ""), row["operation__action"], "conflict"],
-                              row["n"])
+            family.add_metric(
+                [slugs.get(row["operation__workspace_id"], ""), row["operation__action"], "conflict"], row["n"]
+            )
         return family

@@ -66,8 +66,9 @@ class DatabaseUnavailableMiddleware:
         if not isinstance(exception, OperationalError | InterfaceError):
             return None
         if what := contention(exception):
-            logger.warning("database busy: %s persisted; answered 503 busy", what,
-                           extra={"contention": what, "path": request.path})
+            logger.warning(
+                "database busy: %s persisted; answered 503 busy", what, extra={"contention": what, "path": request.path}
+            )
             return busy(request)
         return unavailable(request)
 
@@ -80,19 +81,36 @@ def unavailable(request):
 def busy(request):
     """503 ``busy`` with Retry-After: the database aborted the request's transaction (a deadlock or a
     serialization failure) again after it was run again. Nothing of it was kept."""
-    return _retry_later(request, "busy", "The ledger's database was too busy to finish this request "
-                        "(it lost a lock to other requests, and again when run again); nothing of it was kept.")
+    return _retry_later(
+        request,
+        "busy",
+        "The ledger's database was too busy to finish this request "
+        "(it lost a lock to other requests, and again when run again); nothing of it was kept.",
+    )
 
 
 def _retry_later(request, status: str, why: str):
     if request.path.startswith("/api/"):
-        response = answers.respond(answers.Unavailable(status=status, detail=(
-            f"{why} Retry in {RETRY_AFTER_SECONDS} seconds: resending is safe (what was recorded comes back "
-            "as a duplicate).")), 503)
+        response = answers.respond(
+            answers.Unavailable(
+                status=status,
+                detail=(
+                    f"{why} Retry in {RETRY_AFTER_SECONDS} seconds: resending is safe (what was recorded comes back "
+                    "as a duplicate)."
+                ),
+            ),
+            503,
+        )
     else:
         # Rendered without the request: its context processors would ask the database for the user.
-        page = render_to_string("503.html", {"retry_after": RETRY_AFTER_SECONDS, "busy": status == "busy",
-                                             "request_id": getattr(request, "request_id", "")})
+        page = render_to_string(
+            "503.html",
+            {
+                "retry_after": RETRY_AFTER_SECONDS,
+                "busy": status == "busy",
+                "request_id": getattr(request, "request_id", ""),
+            },
+        )
         response = HttpResponse(page, status=503)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response

@@ -29,11 +29,16 @@ logger = logging.getLogger("opsconsole.access")
 
 REGISTRY = CollectorRegistry(auto_describe=False)
 LABELS = ("route", "method", "status")
-REQUESTS = Counter("opsconsole_http_requests", "Requests answered, by route template, method and status.",
-                   LABELS, registry=REGISTRY)
-DURATION = Histogram("opsconsole_http_request_duration_seconds",
-                     "Time to answer a request, by route template, method and status.", LABELS, registry=REGISTRY,
-                     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+REQUESTS = Counter(
+    "opsconsole_http_requests", "Requests answered, by route template, method and status.", LABELS, registry=REGISTRY
+)
+DURATION = Histogram(
+    "opsconsole_http_request_duration_seconds",
+    "Time to answer a request, by route template, method and status.",
+    LABELS,
+    registry=REGISTRY,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
@@ -69,6 +74,10 @@ class RequestMetricsMiddleware:
         DURATION.labels(route, method, str(status)).observe(seconds)
         # The request id comes from the log context (RequestIdMiddleware runs outside this one).
         # The message names the request; its figures are fields (the JSON log writes them beside it).
-        logger.info("%s %s", method, route, extra={
-            "method": method, "route": route, "status": status, "duration_ms": round(seconds * 1000, 2)})
+        logger.info(
+            "%s %s",
+            method,
+            route,
+            extra={"method": method, "route": route, "status": status, "duration_ms": round(seconds * 1000, 2)},
+        )
         return response

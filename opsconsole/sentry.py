@@ -23,15 +23,47 @@ from opsconsole.logging import request_id
 
 WITHHELD = "(message withheld)"
 
-_EVENT_FIELDS = frozenset({
-    "event_id", "timestamp", "level", "platform", "logger", "transaction", "transaction_info", "server_name",
-    "release", "environment", "dist", "sdk", "tags", "fingerprint", "modules", "contexts", "exception", "threads",
-    "breadcrumbs", "request", "logentry",
-})
+_EVENT_FIELDS = frozenset(
+    {
+        "event_id",
+        "timestamp",
+        "level",
+        "platform",
+        "logger",
+        "transaction",
+        "transaction_info",
+        "server_name",
+        "release",
+        "environment",
+        "dist",
+        "sdk",
+        "tags",
+        "fingerprint",
+        "modules",
+        "contexts",
+        "exception",
+        "threads",
+        "breadcrumbs",
+        "request",
+        "logentry",
+    }
+)
 _CONTEXTS = frozenset({"runtime", "os", "trace"})
 _EXCEPTION_FIELDS = frozenset({"type", "module", "mechanism", "stacktrace", "thread_id"})
-_FRAME_FIELDS = frozenset({"filename", "abs_path", "function", "module", "lineno", "colno", "in_app",
-                           "pre_context", "context_line", "post_context"})
+_FRAME_FIELDS = frozenset(
+    {
+        "filename",
+        "abs_path",
+        "function",
+        "module",
+        "lineno",
+        "colno",
+        "in_app",
+        "pre_context",
+        "context_line",
+        "post_context",
+    }
+)
 _BREADCRUMB_FIELDS = frozenset({"type", "category", "level", "timestamp"})
 _BREADCRUMB_DATA = frozenset({"method", "status_code"})  # of an HTTP call: never its URL
 
@@ -44,8 +76,7 @@ def init_sentry(dsn: str, *, environment: str, release: str = "", transport=None
         transport=transport,
         auto_enabling_integrations=False,
         integrations=[
-            DjangoIntegration(transaction_style="url", middleware_spans=False, signals_spans=False,
-                              cache_spans=False),
+            DjangoIntegration(transaction_style="url", middleware_spans=False, signals_spans=False, cache_spans=False),
             # Records at INFO and above become breadcrumbs (scrubbed); ERROR and above, events.
             LoggingIntegration(level=logging.INFO, event_level=logging.ERROR),
             HttpxIntegration(),

@@ -46,15 +46,20 @@ if not OPSCONSOLE_AUDIT_KEY:
         raise ImproperlyConfigured("OPSCONSOLE_AUDIT_KEY must be set when DEBUG is off.")
     OPSCONSOLE_AUDIT_KEY = "dev-only-audit-key-do-not-use-in-production"
     OPSCONSOLE_AUDIT_KEY_ID = env.str("OPSCONSOLE_AUDIT_KEY_ID", default="dev")
-OPSCONSOLE_AUDIT_OLD_KEYS = dict(pair.strip().partition("=")[::2]
-                                 for pair in env.list("OPSCONSOLE_AUDIT_OLD_KEYS", default=[]))
+OPSCONSOLE_AUDIT_OLD_KEYS = dict(
+    pair.strip().partition("=")[::2] for pair in env.list("OPSCONSOLE_AUDIT_OLD_KEYS", default=[])
+)
 for _key_id, _secret in [(OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_KEY), *OPSCONSOLE_AUDIT_OLD_KEYS.items()]:
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,16}", _key_id) or not _secret:
-        raise ImproperlyConfigured(f"Audit key id {_key_id!r}: 1-16 letters, digits, '_', '.' or '-', and a secret "
-                                   "(OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_OLD_KEYS as id=secret,id=secret).")
+        raise ImproperlyConfigured(
+            f"Audit key id {_key_id!r}: 1-16 letters, digits, '_', '.' or '-', and a secret "
+            "(OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_OLD_KEYS as id=secret,id=secret)."
+        )
 if OPSCONSOLE_AUDIT_OLD_KEYS.get(OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_KEY) != OPSCONSOLE_AUDIT_KEY:
-    raise ImproperlyConfigured(f"OPSCONSOLE_AUDIT_OLD_KEYS holds another secret under the current key id "
-                               f"{OPSCONSOLE_AUDIT_KEY_ID!r}: a new key needs a new id.")
+    raise ImproperlyConfigured(
+        f"OPSCONSOLE_AUDIT_OLD_KEYS holds another secret under the current key id "
+        f"{OPSCONSOLE_AUDIT_KEY_ID!r}: a new key needs a new id."
+    )
 del _key_id, _secret
 # Where the chains' heads are exported (ledger.core.audit_heads, a schedule and `manage.py
 # export_audit_heads`): file:///path (a line appended) or http(s)://... (a line POSTed). Empty: nowhere.
@@ -133,11 +138,14 @@ if not DATABASE_URL:
     raise ImproperlyConfigured(
         "DATABASE_URL is not set: name a PostgreSQL database (postgres://user@host:port/name). `make demo` and "
         "`make test` start the embedded PostgreSQL and set it themselves; for another command, start it with "
-        "`export DATABASE_URL=$(.venv/bin/python -m opsconsole.embedded_db start)` (README.md).")
+        "`export DATABASE_URL=$(.venv/bin/python -m opsconsole.embedded_db start)` (README.md)."
+    )
 DATABASES = {"default": env.db_url_config(DATABASE_URL)}
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-    raise ImproperlyConfigured(f"DATABASE_URL must name a PostgreSQL database (postgres://...), not a "
-                               f"{DATABASE_URL.partition(':')[0]}: one (the only database this project runs on).")
+    raise ImproperlyConfigured(
+        f"DATABASE_URL must name a PostgreSQL database (postgres://...), not a "
+        f"{DATABASE_URL.partition(':')[0]}: one (the only database this project runs on)."
+    )
 # Connections, by kind of process (measured: docs/operations.md). gunicorn's workers
 # (opsconsole/gunicorn.conf.py) and the qcluster's are a fixed number of single-threaded processes,
 # so each keeps its one connection: reconnecting per request cuts the API's throughput to a third,
@@ -236,8 +244,11 @@ LOGGING = {
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "django.security": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         # The access log (a line per request) and why /readyz is not ready.
-        "opsconsole": {"handlers": ["console"], "level": env.str("OPSCONSOLE_LOG_LEVEL", default="INFO"),
-                       "propagate": False},
+        "opsconsole": {
+            "handlers": ["console"],
+            "level": env.str("OPSCONSOLE_LOG_LEVEL", default="INFO"),
+            "propagate": False,
+        },
     },
 }
 
@@ -249,8 +260,11 @@ SENTRY_DSN = env.str("SENTRY_DSN", default="")
 if SENTRY_DSN:
     from opsconsole.sentry import init_sentry
 
-    init_sentry(SENTRY_DSN, environment=env.str("SENTRY_ENVIRONMENT", default="production"),
-                release=env.str("SENTRY_RELEASE", default=""))
+    init_sentry(
+        SENTRY_DSN,
+        environment=env.str("SENTRY_ENVIRONMENT", default="production"),
+        release=env.str("SENTRY_RELEASE", default=""),
+    )
 
 # /metrics answers only a scraper presenting this bearer token (Prometheus `authorization`); unset: off.
 OPSCONSOLE_METRICS_TOKEN = env.str("OPSCONSOLE_METRICS_TOKEN", default="")

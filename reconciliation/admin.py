@@ -10,8 +10,18 @@ from reconciliation.models import Mismatch, ReconciliationRun
 @admin.register(ReconciliationRun)
 class ReconciliationRunAdmin(ReadOnlyAdmin):
     workspace_path = None  # a run counts every workspace: superusers only
-    list_display = ("id", "started_at", "since", "until", "status", "missing_at_destination", "unknown_to_ledger",
-                    "content_differs", "new_mismatches", "duration")
+    list_display = (
+        "id",
+        "started_at",
+        "since",
+        "until",
+        "status",
+        "missing_at_destination",
+        "unknown_to_ledger",
+        "content_differs",
+        "new_mismatches",
+        "duration",
+    )
     list_filter = ("status",)
     ordering = ("-id",)
 

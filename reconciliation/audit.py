@@ -76,21 +76,31 @@ class ActionAudit:
 
 def auditable_actions() -> list[ActionDefinition]:
     """External actions whose destination can list the records it created in a window."""
-    return [action for _, action in sorted(registry.items())
-            if action.external and callable(getattr(action, "list_records", None))]
+    return [
+        action
+        for _, action in sorted(registry.items())
+        if action.external and callable(getattr(action, "list_records", None))
+    ]
 
 
-def audit_window(*, since: datetime | None, now: datetime,
-                 actions: list[ActionDefinition]) -> tuple[datetime, datetime]:
+def audit_window(
+    *, since: datetime | None, now: datetime, actions: list[ActionDefinition]
+) -> tuple[datetime, datetime]:
     margin = max((action.settle_after for action in actions), default=timedelta(0))
     until = now - margin
     if since is None:
-        previous = ReconciliationRun.objects.filter(status=ReconciliationRun.Status.SUCCEEDED).order_by(
-            "-until").values_list("until", flat=True).first()
+        previous = (
+            ReconciliationRun.objects.filter(status=ReconciliationRun.Status.SUCCEEDED)
+            .order_by("-until")
+            .values_list("until", flat=True)
+            .first()
+        )
         since = previous or until - FIRST_WINDOW
     if since >= until:
-        raise AuditError(f"Nothing to audit: the window starts at {since:%Y-%m-%d %H:%M:%S} UTC, not before its end "
-                         f"{until:%Y-%m-%d %H:%M:%S} UTC (now less {margin.total_seconds():g} s of settle time).")
+        raise AuditError(
+            f"Nothing to audit: the window starts at {since:%Y-%m-%d %H:%M:%S} UTC, not before its end "
+            f"{until:%Y-%m-%d %H:%M:%S} UTC (now less {margin.total_seconds():g} s of settle time)."
+        )
     return since, until
 
 
@@ -146,17 +156,23 @@ def audit_destination(actions: list[ActionDefinition], *, since: datetime, until
     return audit
 
 
-def audit_action(action: ActionDefinition, records: list[dict], *, since: datetime, until: datetime,
-                 into: ActionAudit) -> None:
+def audit_action(
+    action: ActionDefinition, records: list[dict], *, since: datetime, until: datetime, into: ActionAudit
+) -> None:
     """Compare one action's succeeded operations in [since, until) with the destination's records."""
     ours: dict[str, list[dict]] = {}
     for record in records:
         reference = action.our_reference(record)
         if reference and reference.endswith(f":{action.name}"):
             ours.setdefault(reference, []).append(record)
-    succeeded = list(Operation.objects.filter(
-        action=action.name, state=State.SUCCEEDED, updated_at__gte=since, updated_at__lt=until,
-    ).order_by("id"))
+    succeeded = list(
+        Operation.objects.filter(
+            action=action.name,
+            state=State.SUCCEEDED,
+            updated_at__gte=since,
+            updated_at__lt=until,
+        ).order_by("id")
+    )
     into.operations_checked += len(succeeded)
     for operation in succeeded:
         into.findings += _check_operation(action, operation, ours.get(operation.key, []))
@@ -170,15 +186,31 @@ def _check_operation(action, operation: Operation, records: list[dict]) -> list[
             raise DestinationUnclear(f"{action.name} cannot tell whether it holds {operation.key}: {answer.reason}")
         if not isinstance(answer, Absent):
             return []
-        return [Finding(operation.workspace_id, action.name, Mismatch.Kind.MISSING_AT_DESTINATION, operation.key,
-                        operation=operation, evidence={"external_id": operation.external_id})]
+        return [
+            Finding(
+                operation.workspace_id,
+                action.name,
+                Mismatch.Kind.MISSING_AT_DESTINATION,
+                operation.key,
+                operation=operation,
+                evidence={"external_id": operation.external_id},
+            )
+        ]
     record = next((r for r in records if r["id"] == operation.external_id), records[0])
     fields = _differing_fields(action, operation, record)
     if not fields:
         return []
-    return [Finding(operation.workspace_id, action.name, Mismatch.Kind.CONTENT_DIFFERS, operation.key,
-                    record_id=record["id"], operation=operation,
-                    evidence={"record_id": record["id"], "fields": fields})]
+    return [
+        Finding(
+            operation.workspace_id,
+            action.name,
+            Mismatch.Kind.CONTENT_DIFFERS,
+            operation.key,
+            record_id=record["id"],
+            operation=operation,
+            evidence={"record_id": record["id"], "fields": fields},
+        )
+    ]
 
 
 def _differing_fields(action, operation: Operation, record: dict) -> list[str]:
@@ -189,16 +221,19 @@ def _differing_fields(action, operation: Operation, record: dict) -> list[str]:
     if not isinstance(held, dict):
         return ["payload"]
     missing = object()
-    fields = sorted(name for name in expected.keys() | held.keys()
-                    if expected.get(name, missing) != held.get(name, missing))
+    fields = sorted(
+        name for name in expected.keys() | held.keys() if expected.get(name, missing) != held.get(name, missing)
+    )
     if record.get("reference") != operation.key:
         fields.append("reference")
     return fields
 
 
 def _unknown_to_ledger(action, ours: dict[str, list[dict]], *, since, until) -> list[Finding]:
-    judged = {reference: [r for r in records if since <= datetime.fromisoformat(r["created_at"]) < until]
-              for reference, records in ours.items()}
+    judged = {
+        reference: [r for r in records if since <= datetime.fromisoformat(r["created_at"]) < until]
+        for reference, records in ours.items()
+    }
     judged = {reference: records for reference, records in judged.items() if records}
     operations = _operations(action, list(judged))
     slugs = {unquote(reference.split(":", 1)[0]) for reference in judged}
@@ -215,15 +250,24 @@ def _unknown_to_ledger(action, ours: dict[str, list[dict]], *, since, until) -> 
             evidence = {"record_id": record["id"], "operation_state": operation.state if operation else ""}
             if operation and operation.state == State.SUCCEEDED:
                 evidence["external_id"] = operation.external_id  # a second record of a succeeded operation
-            findings.append(Finding(workspace_id, action.name, Mismatch.Kind.UNKNOWN_TO_LEDGER, reference,
-                                    record_id=record["id"], operation=operation, evidence=evidence))
+            findings.append(
+                Finding(
+                    workspace_id,
+                    action.name,
+                    Mismatch.Kind.UNKNOWN_TO_LEDGER,
+                    reference,
+                    record_id=record["id"],
+                    operation=operation,
+                    evidence=evidence,
+                )
+            )
     return findings
 
 
 def _operations(action, keys: list[str]) -> dict[str, Operation]:
     found = {}
     for start in range(0, len(keys), _CHUNK):
-        for operation in Operation.objects.filter(action=action.name, key__in=keys[start:start + _CHUNK]):
+        for operation in Operation.objects.filter(action=action.name, key__in=keys[start : start + _CHUNK]):
             found[operation.key] = operation
     return found
 
@@ -234,18 +278,35 @@ def _record(run: ReconciliationRun, findings: list[Finding]) -> int:
     already_open = set()
     keys = sorted(references)
     for start in range(0, len(keys), _CHUNK):
-        already_open |= set(Mismatch.objects.filter(
-            status=Mismatch.Status.OPEN, reference__in=keys[start:start + _CHUNK],
-        ).values_list("workspace_id", "action", "kind", "reference", "record_id"))
+        already_open |= set(
+            Mismatch.objects.filter(
+                status=Mismatch.Status.OPEN,
+                reference__in=keys[start : start + _CHUNK],
+            ).values_list("workspace_id", "action", "kind", "reference", "record_id")
+        )
     new = [finding for finding in findings if finding.identity not in already_open]
     # ignore_conflicts: a concurrent run that recorded the same finding first keeps its row.
-    Mismatch.objects.bulk_create([
-        Mismatch(run=run, workspace_id=f.workspace_id, operation=f.operation, action=f.action, kind=f.kind,
-                 reference=f.reference, record_id=f.record_id, evidence=f.evidence) for f in new
-    ], ignore_conflicts=True)
+    Mismatch.objects.bulk_create(
+        [
+            Mismatch(
+                run=run,
+                workspace_id=f.workspace_id,
+                operation=f.operation,
+                action=f.action,
+                kind=f.kind,
+                reference=f.reference,
+                record_id=f.record_id,
+                evidence=f.evidence,
+            )
+            for f in new
+        ],
+        ignore_conflicts=True,
+    )
     for finding in new:
         record_audit_event(
-            actor=ACTOR, kind="mismatch_found", operation=finding.operation,
+            actor=ACTOR,
+            kind="mismatch_found",
+            operation=finding.operation,
             workspace=None if finding.operation else Workspace(pk=finding.workspace_id),
             message=f"{finding.kind} at {finding.action}'s destination: {_describe(finding)} (audit run {run.pk})",
         )
@@ -262,7 +323,8 @@ def _describe(finding: Finding) -> str:
         return f"record {evidence['record_id']} is a second record of {finding.reference}"
     state = evidence.get("operation_state")
     return f"record {evidence['record_id']} carries {finding.reference}, " + (
-        f"whose operation is {state}" if state else "which no operation has")
+        f"whose operation is {state}" if state else "which no operation has"
+    )
 
 
 def _finish(run: ReconciliationRun, *, status: str, error: str = "") -> None:

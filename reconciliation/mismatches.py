@@ -41,15 +41,23 @@ def adopt_mismatch(mismatch: Mismatch, *, user, reason: str) -> Mismatch:
         raise ReviewError(f"Only a record unknown to the ledger can be adopted; this mismatch is {mismatch.kind}.")
     operation = _operation(mismatch)
     if operation is None:
-        raise ReviewError(f"No operation has the key {mismatch.reference}: there is nothing to adopt record "
-                          f"{mismatch.record_id} into. Acknowledge the mismatch, or submit the request.")
+        raise ReviewError(
+            f"No operation has the key {mismatch.reference}: there is nothing to adopt record "
+            f"{mismatch.record_id} into. Acknowledge the mismatch, or submit the request."
+        )
     if operation.state == State.SUCCEEDED:
-        raise ReviewError(f"{operation.key} already succeeded with record {operation.external_id}; record "
-                          f"{mismatch.record_id} is a second one. Acknowledge the mismatch once it is dealt with.")
+        raise ReviewError(
+            f"{operation.key} already succeeded with record {operation.external_id}; record "
+            f"{mismatch.record_id} is a second one. Acknowledge the mismatch once it is dealt with."
+        )
     with transaction.atomic():
         _decide(mismatch, Mismatch.Status.ADOPTED, user=user, note=reason)
-        review.resolve_operation(operation, user=user, external_id=mismatch.record_id,
-                                 reason=f"adopted from reconciliation mismatch {mismatch.pk}: {reason}")
+        review.resolve_operation(
+            operation,
+            user=user,
+            external_id=mismatch.record_id,
+            reason=f"adopted from reconciliation mismatch {mismatch.pk}: {reason}",
+        )
     return mismatch
 
 
@@ -67,21 +75,28 @@ def replay_mismatch(mismatch: Mismatch, *, user, reason: str) -> review.Replay:
     _require_review(user, mismatch)
     _require_reason(reason)
     if mismatch.kind != Mismatch.Kind.MISSING_AT_DESTINATION:
-        raise ReviewError("Only an operation whose record is missing can be replayed; "
-                          f"this mismatch is {mismatch.kind}.")
+        raise ReviewError(
+            f"Only an operation whose record is missing can be replayed; this mismatch is {mismatch.kind}."
+        )
     operation = _operation(mismatch)
     if operation is None:
-        raise ReviewError(f"The operation {mismatch.reference} is gone (removed by retention): nothing can be "
-                          "replayed. Acknowledge the mismatch, or submit the request again.")
+        raise ReviewError(
+            f"The operation {mismatch.reference} is gone (removed by retention): nothing can be "
+            "replayed. Acknowledge the mismatch, or submit the request again."
+        )
     if operation.state != State.SUCCEEDED:
         raise ReviewError(f"{operation.key} is {operation.state}, no longer succeeded: decide it on its own page.")
     actor = user.get_username()
     with transaction.atomic():
         _decide(mismatch, Mismatch.Status.REPLAYED, user=user, note=reason)
         reopened = transition_operation(
-            operation, to_state=State.NEEDS_REVIEW, actor=actor, kind="reopened_missing",
+            operation,
+            to_state=State.NEEDS_REVIEW,
+            actor=actor,
+            kind="reopened_missing",
             message=f"reconciliation audit found no record at the destination (mismatch {mismatch.pk}): {reason}",
-            last_error_category="missing", last_error_message="the destination has no record of this operation",
+            last_error_category="missing",
+            last_error_message="the destination has no record of this operation",
         )
         if not reopened:
             raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
@@ -95,7 +110,8 @@ def _operation(mismatch: Mismatch) -> Operation | None:
 def _decide(mismatch: Mismatch, status: str, *, user, note: str) -> None:
     now, actor = timezone.now(), user.get_username()
     decided = Mismatch.objects.filter(pk=mismatch.pk, status=Mismatch.Status.OPEN).update(
-        status=status, decided_by=actor, decided_at=now, note=note[:500])
+        status=status, decided_by=actor, decided_at=now, note=note[:500]
+    )
     if not decided:
         mismatch.refresh_from_db(fields=["status"])
         raise ReviewError(f"Mismatch {mismatch.pk} is already {mismatch.status}.")
@@ -104,9 +120,13 @@ def _decide(mismatch: Mismatch, status: str, *, user, note: str) -> None:
 
 def _audit(mismatch: Mismatch, kind: str, *, user, reason: str) -> None:
     operation = _operation(mismatch)
-    record_audit_event(actor=user.get_username(), kind=kind, operation=operation,
-                       workspace=None if operation else mismatch.workspace,
-                       message=f"mismatch {mismatch.pk} ({mismatch.kind}, {mismatch.reference}): {reason}")
+    record_audit_event(
+        actor=user.get_username(),
+        kind=kind,
+        operation=operation,
+        workspace=None if operation else mismatch.workspace,
+        message=f"mismatch {mismatch.pk} ({mismatch.kind}, {mismatch.reference}): {reason}",
+    )
 
 
 def _require_review(user, mismatch: Mismatch) -> None:

@@ -52,8 +52,9 @@ class ReconciliationRun(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=choices_check("status", RunStatus.choices),
-                                   name="reconciliation_run_status_valid"),
+            models.CheckConstraint(
+                condition=choices_check("status", RunStatus.choices), name="reconciliation_run_status_valid"
+            ),
         ]
         indexes = [models.Index(fields=["status", "-until"], name="reconciliation_run_until_idx")]
 
@@ -67,8 +68,7 @@ class Mismatch(models.Model):
 
     run = models.ForeignKey(ReconciliationRun, on_delete=models.PROTECT, related_name="mismatches")
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
-    operation = models.ForeignKey(Operation, on_delete=models.SET_NULL, null=True, blank=True,
-                                  related_name="+")
+    operation = models.ForeignKey(Operation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     action = models.CharField(max_length=100)
     # Our reference: the operation key the record carries (as idempotency key or reference).
     reference = models.TextField()
@@ -84,16 +84,20 @@ class Mismatch(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(condition=choices_check("kind", MismatchKind.choices), name="mismatch_kind_valid"),
-            models.CheckConstraint(condition=choices_check("status", MismatchStatus.choices),
-                                   name="mismatch_status_valid"),
+            models.CheckConstraint(
+                condition=choices_check("status", MismatchStatus.choices), name="mismatch_status_valid"
+            ),
             models.CheckConstraint(
                 condition=Q(status="open", decided_at__isnull=True, decided_by="")
                 | (~Q(status="open") & Q(decided_at__isnull=False) & ~Q(decided_by="")),
                 name="mismatch_decided_has_who_and_when",
             ),
             # The same finding is recorded once while it is open, however many runs see it.
-            models.UniqueConstraint(fields=["workspace", "action", "kind", "reference", "record_id"],
-                                    condition=Q(status="open"), name="mismatch_open_once"),
+            models.UniqueConstraint(
+                fields=["workspace", "action", "kind", "reference", "record_id"],
+                condition=Q(status="open"),
+                name="mismatch_open_once",
+            ),
         ]
         indexes = [models.Index(fields=["status", "-created_at", "-id"], name="mismatch_open_page_idx")]
 

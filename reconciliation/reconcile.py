@@ -49,9 +49,14 @@ def reconcile_unknown_operations(*, now: datetime | None = None, limit: int = 10
     records a heartbeat."""
     now = now or timezone.now()
     report = ReconcileReport()
-    due = Operation.objects.filter(
-        Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now), state=State.UNKNOWN,
-    ).select_related("workspace").order_by("updated_at", "id")
+    due = (
+        Operation.objects.filter(
+            Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now),
+            state=State.UNKNOWN,
+        )
+        .select_related("workspace")
+        .order_by("updated_at", "id")
+    )
     for operation in due[:limit]:
         verdict = reconcile_operation(operation, now=now)
         setattr(report, verdict, getattr(report, verdict) + 1)
@@ -59,8 +64,9 @@ def reconcile_unknown_operations(*, now: datetime | None = None, limit: int = 10
     return report
 
 
-def reconcile_operation(operation: Operation, *, now: datetime | None = None, actor: str = ACTOR,
-                        asked_by_person: bool = False) -> str:
+def reconcile_operation(
+    operation: Operation, *, now: datetime | None = None, actor: str = ACTOR, asked_by_person: bool = False
+) -> str:
     """Ask the destination about one unknown operation and record the verdict; returns its name:
     ``found``, ``absent``, ``cannot_tell`` (asked again later), ``gave_up`` (needs_review),
     ``settling`` (a request may still be landing: not asked yet), or ``not_due``.
@@ -86,16 +92,25 @@ def reconcile_operation(operation: Operation, *, now: datetime | None = None, ac
     # Lock order (docs/architecture.md): one operation per transaction below, its row then the chain.
     if isinstance(answer, Found):
         transition_operation(
-            operation, to_state=State.SUCCEEDED, actor=actor, kind="reconciled_found",
+            operation,
+            to_state=State.SUCCEEDED,
+            actor=actor,
+            kind="reconciled_found",
             message=f"the destination has record {answer.external_id}",
-            external_id=answer.external_id, result=answer.result, next_attempt_at=None,
-            last_error_category="", last_error_message="",
+            external_id=answer.external_id,
+            result=answer.result,
+            next_attempt_at=None,
+            last_error_category="",
+            last_error_message="",
         )
         return "found"
     if isinstance(answer, Absent):
         with transaction.atomic():
             moved = transition_operation(
-                operation, to_state=State.RETRYING, actor=actor, kind="reconciled_absent",
+                operation,
+                to_state=State.RETRYING,
+                actor=actor,
+                kind="reconciled_absent",
                 message="the destination confirms no record; sending again under the same key",
                 next_attempt_at=now,
             )
@@ -126,13 +141,15 @@ def _give_up_at(operation: Operation, action: ActionDefinition) -> datetime:
 
 def _failed_lookups(operation: Operation) -> int:
     """Lookups that could not tell since the operation last became unknown."""
-    became_unknown = operation.audit_events.filter(to_state=State.UNKNOWN).order_by("-id").values_list(
-        "id", flat=True).first() or 0
+    became_unknown = (
+        operation.audit_events.filter(to_state=State.UNKNOWN).order_by("-id").values_list("id", flat=True).first() or 0
+    )
     return operation.audit_events.filter(kind="lookup_failed", id__gt=became_unknown).count()
 
 
-def _ask_again_later(operation: Operation, answer: CannotTell, *, actor: str, now: datetime,
-                     give_up_at: datetime) -> None:
+def _ask_again_later(
+    operation: Operation, answer: CannotTell, *, actor: str, now: datetime, give_up_at: datetime
+) -> None:
     failed = _failed_lookups(operation) + 1
     wait = backoff_ceiling(failed - 1, base=LOOKUP_BACKOFF_BASE_SECONDS, cap=LOOKUP_BACKOFF_CAP_SECONDS)
     next_lookup = min(now + timedelta(seconds=wait), give_up_at)
@@ -140,15 +157,20 @@ def _ask_again_later(operation: Operation, answer: CannotTell, *, actor: str, no
         # Not a state change: the operation stays unknown, with its next lookup time. Guarded so a
         # verdict recorded meanwhile (another reconciler, a person) is not overwritten.
         rescheduled = Operation.objects.filter(pk=operation.pk, state=State.UNKNOWN).update(
-            next_attempt_at=next_lookup, last_error_category="unknown",
-            last_error_message=f"lookup {failed} failed: {answer.reason}"[:500], updated_at=now,
+            next_attempt_at=next_lookup,
+            last_error_category="unknown",
+            last_error_message=f"lookup {failed} failed: {answer.reason}"[:500],
+            updated_at=now,
         )
         if not rescheduled:
             return
         record_audit_event(
-            actor=actor, kind="lookup_failed", operation=operation, error_category="unknown",
+            actor=actor,
+            kind="lookup_failed",
+            operation=operation,
+            error_category="unknown",
             message=f"lookup {failed} could not tell ({answer.reason}); next lookup at "
-                    f"{next_lookup:%Y-%m-%d %H:%M:%S} UTC, gives up at {give_up_at:%Y-%m-%d %H:%M:%S} UTC",
+            f"{next_lookup:%Y-%m-%d %H:%M:%S} UTC, gives up at {give_up_at:%Y-%m-%d %H:%M:%S} UTC",
         )
         transaction.on_commit(partial(nudges.enqueue_lookup, operation.pk, at=next_lookup))
     operation.next_attempt_at = next_lookup
@@ -159,8 +181,14 @@ def _give_up(operation: Operation, answer: CannotTell, *, actor: str, failed_loo
     if failed_lookups > 1:
         reason = f"gave up after {failed_lookups} lookups: {reason}"
     transition_operation(
-        operation, to_state=State.NEEDS_REVIEW, actor=actor, kind="reconciliation_inconclusive",
-        error_category="unknown", message=reason, next_attempt_at=None,
-        last_error_category="unknown", last_error_message=f"reconciliation: {reason}"[:500],
+        operation,
+        to_state=State.NEEDS_REVIEW,
+        actor=actor,
+        kind="reconciliation_inconclusive",
+        error_category="unknown",
+        message=reason,
+        next_attempt_at=None,
+        last_error_category="unknown",
+        last_error_message=f"reconciliation: {reason}"[:500],
     )
     return "gave_up"

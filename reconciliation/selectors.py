@@ -28,7 +28,7 @@ def results(user) -> Results:
     (two queries). The open ones are read through ``mismatch_open_page_idx``, at most
     ``COUNT_CAP + 1`` of them."""
     visible = roles.visible(Mismatch.objects.filter(status=Mismatch.Status.OPEN), user)
-    bounded = Mismatch.objects.filter(pk__in=visible.order_by("-created_at", "-id").values("pk")[:COUNT_CAP + 1])
+    bounded = Mismatch.objects.filter(pk__in=visible.order_by("-created_at", "-id").values("pk")[: COUNT_CAP + 1])
     counts = dict(bounded.values("kind").annotate(n=Count("pk")).order_by().values_list("kind", "n"))
     return Results(
         runs=list(ReconciliationRun.objects.order_by("-started_at", "-id")[:RECENT_RUNS]),

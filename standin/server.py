@@ -207,8 +207,9 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest("invalid_body", "Idempotency-Key must not be blank when sent")
         outcome, record = self.store.create(reference=reference, payload=body["payload"], idempotency_key=key)
         if outcome == "key_reused":
-            raise BadRequest("idempotency_key_reused", "this Idempotency-Key was used with a different body",
-                             status=422)
+            raise BadRequest(
+                "idempotency_key_reused", "this Idempotency-Key was used with a different body", status=422
+            )
         if outcome == "replayed":
             return 200, record, [("Idempotent-Replayed", "true")]
         return 201, record, []
@@ -239,14 +240,16 @@ class Handler(BaseHTTPRequestHandler):
         records created in the window, and the cursor of the next page (null on the last)."""
         unknown = sorted(set(query) - set(WINDOW_FILTERS + PAGE_PARAMS))
         if unknown:
-            raise BadRequest("unknown_filter",
-                             f"a listing takes {WINDOW_FILTERS + PAGE_PARAMS}, not {', '.join(unknown)}")
+            raise BadRequest(
+                "unknown_filter", f"a listing takes {WINDOW_FILTERS + PAGE_PARAMS}, not {', '.join(unknown)}"
+            )
         window = {name: _aware_time(query, name) for name in WINDOW_FILTERS}
         page_size = _whole_number(query, "page_size", DEFAULT_PAGE_SIZE)
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise BadRequest("invalid_query", f"'page_size' must be between 1 and {MAX_PAGE_SIZE}")
-        records, next_cursor = self.store.listing(**window, page_size=page_size,
-                                                  cursor=_whole_number(query, "cursor", 0))
+        records, next_cursor = self.store.listing(
+            **window, page_size=page_size, cursor=_whole_number(query, "cursor", 0)
+        )
         return {"records": records, "next_cursor": next_cursor}
 
     def get_record(self, *, raw, query, record_id):
@@ -368,9 +371,6 @@ def start_in_thread(host="127.0.0.1", port=0, *, verbose=False):
     The socket listens before this returns, so the base URL is usable at once.
     """
     server = StandinServer((host, port), verbose=verbose)
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="standin", daemon=True
-    )
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="standin", daemon=True)
     thread.start()
     return server, server.base_url
-

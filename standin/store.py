@@ -57,8 +57,11 @@ def validate_fault(fault):
         raise BadRequest("invalid_fault", f"'on' must be one of {FAULT_TARGETS}, not {target!r}")
     kind = fault.get("kind")
     if target == "lookup" and kind == "drop_after_commit":
-        raise BadRequest("invalid_fault", "drop_after_commit cannot apply to a lookup (a lookup commits nothing); "
-                                          f"lookup faults are {', '.join(LOOKUP_FAULT_KINDS)}")
+        raise BadRequest(
+            "invalid_fault",
+            "drop_after_commit cannot apply to a lookup (a lookup commits nothing); "
+            f"lookup faults are {', '.join(LOOKUP_FAULT_KINDS)}",
+        )
     return target, _normalised_fault(fault, kind)
 
 
@@ -197,4 +200,3 @@ class Store:
     def stats(self):
         with self.lock:
             return {"records": len(self._records), "requests": dict(self._requests)}
-

@@ -34,8 +34,14 @@ def pytest_report_header(config):
     embedded = host in ("127.0.0.1", "localhost") and embedded_db.running_port() == port
     where = "embedded (var/postgres)" if embedded else "given by DATABASE_URL"
     try:
-        with psycopg.connect(host=host, port=port, user=db.get("USER") or None, password=db.get("PASSWORD") or None,
-                             dbname="postgres", connect_timeout=5) as server:
+        with psycopg.connect(
+            host=host,
+            port=port,
+            user=db.get("USER") or None,
+            password=db.get("PASSWORD") or None,
+            dbname="postgres",
+            connect_timeout=5,
+        ) as server:
             version = f"PostgreSQL {server.execute('SHOW server_version').fetchone()[0]}"
     except psycopg.Error as error:
         version = f"PostgreSQL, version unknown ({str(error).strip().splitlines()[0]})"
@@ -101,8 +107,9 @@ def api(client, token):
     class Api:
         def post(self, path, body, **extra):
             data = body if isinstance(body, str | bytes) else __import__("json").dumps(body)
-            return client.post(path, data, content_type="application/json",
-                               HTTP_AUTHORIZATION=f"Bearer {token}", **extra)
+            return client.post(
+                path, data, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}", **extra
+            )
 
         def get(self, path, **extra):
             return client.get(path, HTTP_AUTHORIZATION=f"Bearer {token}", **extra)
@@ -127,8 +134,9 @@ def person(django_user_model, workspace):
     def make(username: str, role: str | None = None, *, workspaces=("demo",)):
         user = django_user_model.objects.create_user(username=username, password="pw")
         if role:
-            Membership.objects.bulk_create([Membership(user=user, workspace=w, role=role)
-                                            for w in Workspace.objects.filter(slug__in=workspaces)])
+            Membership.objects.bulk_create(
+                [Membership(user=user, workspace=w, role=role) for w in Workspace.objects.filter(slug__in=workspaces)]
+            )
         return user
 
     return make

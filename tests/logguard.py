@@ -43,8 +43,11 @@ def record_text(record: logging.LogRecord) -> str:
         parts.append(record.exc_text)
     if record.stack_info:
         parts.append(record.stack_info)
-    parts.extend(f"{name}={value!s}" for name, value in vars(record).items()
-                 if name not in _STANDARD and not (name in _SERVER_FIGURES and isinstance(value, int | float)))
+    parts.extend(
+        f"{name}={value!s}"
+        for name, value in vars(record).items()
+        if name not in _STANDARD and not (name in _SERVER_FIGURES and isinstance(value, int | float))
+    )
     return "\n".join(parts)
 
 
@@ -101,8 +104,9 @@ class LogGuard:
         self.values.extend(data[name] for name in sensitive_fields if name in data)
 
     def start(self) -> None:
-        loggers = [logging.getLogger()] + [logger for logger in logging.Logger.manager.loggerDict.values()
-                                           if isinstance(logger, logging.Logger)]
+        loggers = [logging.getLogger()] + [
+            logger for logger in logging.Logger.manager.loggerDict.values() if isinstance(logger, logging.Logger)
+        ]
         for logger in loggers:
             if logger.level != logging.NOTSET:
                 self._restore.append((logger, logger.level))

@@ -37,4 +37,3 @@ def test_every_path_it_lists_exists():
 
 def test_every_module_is_listed():
     assert sorted(product_modules() - set(listed_paths())) == []
-

@@ -35,7 +35,9 @@ class ActionDefinition:
     # intake after the schema, before anything is stored, fingerprinted or keyed. Every identity
     # field must declare one (``register`` refuses an action that does not).
     normalisers: ClassVar[dict[str, Callable[[Any], Any]]] = {
-        "request_id": keys.identifier, "version": keys.whole_number}
+        "request_id": keys.identifier,
+        "version": keys.whole_number,
+    }
     fingerprint_fields: ClassVar[tuple[str, ...]]
     # Internal effects are rows in our own database, committed with the outcome; external ones
     # call another system, outside any transaction.

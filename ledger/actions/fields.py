@@ -20,12 +20,20 @@ def _email(value: str) -> str:
 
 # Identity: kept exactly as sent (no trimming; normaliser ``keys.identifier``), since it becomes
 # part of the key; no control characters, not blank. The pattern publishes the rule it enforces.
-RequestId = Annotated[StrictStr, StringConstraints(min_length=1, max_length=200), AfterValidator(_identifier),
-                      Field(json_schema_extra={"pattern": keys.IDENTIFIER_PATTERN})]
+RequestId = Annotated[
+    StrictStr,
+    StringConstraints(min_length=1, max_length=200),
+    AfterValidator(_identifier),
+    Field(json_schema_extra={"pattern": keys.IDENTIFIER_PATTERN}),
+]
 # An email address as an identity (normaliser ``keys.email_address``): trimmed, its domain
 # lower-cased (IDNA), its local part kept.
-Email = Annotated[StrictStr, StringConstraints(max_length=254), AfterValidator(_email),
-                  Field(json_schema_extra={"pattern": keys.EMAIL_PATTERN})]
+Email = Annotated[
+    StrictStr,
+    StringConstraints(max_length=254),
+    AfterValidator(_email),
+    Field(json_schema_extra={"pattern": keys.EMAIL_PATTERN}),
+]
 # A whole number >= 1: `true`, `3.5` and `"3"` are refused (strict).
 Version = Annotated[StrictInt, Field(ge=1, le=2_147_483_647)]
 # Free text: trimmed, then required.

@@ -104,8 +104,9 @@ def origin(url: str) -> str:
     return f"{parsed.scheme}://{parsed.host}:{parsed.port or (443 if parsed.scheme == 'https' else 80)}"
 
 
-def send(method: str, url: str, *, json: dict | None = None, headers: dict | None = None,
-         params: dict | None = None) -> httpx.Response:
+def send(
+    method: str, url: str, *, json: dict | None = None, headers: dict | None = None, params: dict | None = None
+) -> httpx.Response:
     """Send one request; return a 2xx response or raise the classified outcome error."""
     try:
         response = _request(method, url, json=json, headers=headers, params=params)
@@ -132,8 +133,9 @@ def classify_response(response: httpx.Response) -> httpx.Response:
         return response
     message = f"HTTP {status} from {_host(str(response.request.url))}"
     if status in REFUSED_STATUSES:
-        raise TransientError(message, retry_after=retry_after_seconds(response.headers.get("Retry-After")),
-                             http_status=status)
+        raise TransientError(
+            message, retry_after=retry_after_seconds(response.headers.get("Retry-After")), http_status=status
+        )
     if status in AMBIGUOUS_STATUSES or status >= 500:
         raise AmbiguousError(message, http_status=status)
     raise PermanentError(message, http_status=status)

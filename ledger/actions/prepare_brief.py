@@ -39,14 +39,26 @@ class PrepareBrief(ActionDefinition):
         # for all of them (it returns the new ids).
         from ledger.models import ReviewDraft
 
-        drafts = ReviewDraft.objects.bulk_create([
-            ReviewDraft(operation=operation, workspace_id=operation.workspace_id,
-                        title=operation.payload["title"], owner=operation.payload["owner"])
-            for operation in operations
-        ])
+        drafts = ReviewDraft.objects.bulk_create(
+            [
+                ReviewDraft(
+                    operation=operation,
+                    workspace_id=operation.workspace_id,
+                    title=operation.payload["title"],
+                    owner=operation.payload["owner"],
+                )
+                for operation in operations
+            ]
+        )
         return [
-            Success(result={"draft_id": f"draft-{draft.pk}", "title": draft.title, "owner": draft.owner,
-                            "state": draft.state},
-                    external_id=f"draft-{draft.pk}")
+            Success(
+                result={
+                    "draft_id": f"draft-{draft.pk}",
+                    "title": draft.title,
+                    "owner": draft.owner,
+                    "state": draft.state,
+                },
+                external_id=f"draft-{draft.pk}",
+            )
             for draft in drafts
         ]

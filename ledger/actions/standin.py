@@ -64,8 +64,10 @@ class StandinRecordAction(ActionDefinition):
         return http.origin(settings.OPSCONSOLE_STANDIN_URL)
 
     def configuration(self) -> dict:
-        return super().configuration() | {"destination_url": settings.OPSCONSOLE_STANDIN_URL,
-                                          "timeout_seconds": settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS}
+        return super().configuration() | {
+            "destination_url": settings.OPSCONSOLE_STANDIN_URL,
+            "timeout_seconds": settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS,
+        }
 
     def perform(self, operation) -> Success:
         headers = {"Idempotency-Key": operation.key} if self.honours_idempotency_keys else {}
@@ -93,8 +95,11 @@ class StandinRecordAction(ActionDefinition):
     def list_records(self, created_after: datetime, created_before: datetime) -> Iterator[dict]:
         """Every record the destination created in [created_after, created_before), page by page
         (the reconciliation audit reads them). A failed page raises ``OutcomeError``."""
-        params = {"created_after": created_after.isoformat(), "created_before": created_before.isoformat(),
-                  "page_size": LISTING_PAGE_SIZE}
+        params = {
+            "created_after": created_after.isoformat(),
+            "created_before": created_before.isoformat(),
+            "page_size": LISTING_PAGE_SIZE,
+        }
         while True:
             page = http.send("GET", _records_url(), params=params).json()
             yield from page["records"]

@@ -46,11 +46,14 @@ class UpdateStatus(ActionDefinition):
         for operation in operations:
             payload = operation.payload
             row, created = RequestStatus.objects.get_or_create(
-                workspace_id=operation.workspace_id, request_id=payload["request_id"],
-                defaults={"status": payload["status"], "version": payload["version"], "operation": operation})
+                workspace_id=operation.workspace_id,
+                request_id=payload["request_id"],
+                defaults={"status": payload["status"], "version": payload["version"], "operation": operation},
+            )
             if not created and row.version < payload["version"]:
                 RequestStatus.objects.filter(pk=row.pk, version__lt=payload["version"]).update(
-                    status=payload["status"], version=payload["version"], operation=operation)
+                    status=payload["status"], version=payload["version"], operation=operation
+                )
                 row.status, row.version = payload["status"], payload["version"]
             result = {"status_id": f"status-{row.pk}", "status": row.status, "version": row.version}
             if row.version > payload["version"]:

@@ -151,4 +151,3 @@ def reveals(obj) -> bool:
 
 def as_json(value):
     return format_html('<pre class="json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
-

@@ -75,8 +75,11 @@ class PolicyForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        proposed = Policy(workspace=cleaned.get("workspace"), action=cleaned.get("action", ""),
-                          **{name: cleaned.get(name) for name in policies.FIELDS})
+        proposed = Policy(
+            workspace=cleaned.get("workspace"),
+            action=cleaned.get("action", ""),
+            **{name: cleaned.get(name) for name in policies.FIELDS},
+        )
         if proposed.action:
             try:
                 policies.check(proposed)
@@ -116,8 +119,19 @@ class PolicyAdmin(ReadOnlyAdmin):
 class FlowSampleAdmin(ReadOnlyAdmin):
     """The dashboard's samples of what finished and failed (ledger.reads.dashboard), newest first."""
 
-    list_display = ["hour", "since", "until", "workspace", "action", "attempts", "failures", "succeeded", "rejected",
-                    "cancelled", "superseded"]
+    list_display = [
+        "hour",
+        "since",
+        "until",
+        "workspace",
+        "action",
+        "attempts",
+        "failures",
+        "succeeded",
+        "rejected",
+        "cancelled",
+        "superseded",
+    ]
     list_select_related = ["workspace"]
     list_filter = [("workspace", WorkspaceListFilter)]
     ordering = ["-hour", "-id"]
@@ -131,4 +145,3 @@ class BacklogSampleAdmin(ReadOnlyAdmin):
     list_select_related = ["workspace"]
     list_filter = [("workspace", WorkspaceListFilter)]
     ordering = ["-at", "-id"]
-

@@ -105,8 +105,9 @@ class ConflictAdmin(SensitiveAdmin):
 
     @admin.display(description="differences")
     def differences_shown(self, conflict):
-        return as_json(privacy.masked_differences(conflict.differences, conflict.operation.action,
-                                                reveal=reveals(conflict)))
+        return as_json(
+            privacy.masked_differences(conflict.differences, conflict.operation.action, reveal=reveals(conflict))
+        )
 
 
 @admin.register(AuditEvent)
@@ -206,4 +207,3 @@ class BulkItemAdmin(ReadOnlyAdmin):
     list_filter = ["outcome"]
     ordering = ["-bulk_action", "-id"]
     show_full_result_count = False
-

@@ -23,7 +23,8 @@ class PersonAdmin(UserAdmin):
         if "is_active" in form.base_fields:
             form.base_fields["is_active"].help_text = (
                 "Untick to offboard: the person can no longer log in, and every API token of theirs is "
-                "revoked (audited). Ticking it again revives no token.")
+                "revoked (audited). Ticking it again revives no token."
+            )
         return form
 
     def save_model(self, request, obj, form, change):
@@ -31,8 +32,9 @@ class PersonAdmin(UserAdmin):
         # The admin's change view is one transaction: the save and the revocation commit together.
         if change and "is_active" in form.changed_data and not obj.is_active:
             revoked = accounts.deactivate_person(obj, actor=request.user.get_username())
-            self.message_user(request, f"Deactivated {obj.get_username()}; {accounts.tokens_revoked(revoked)}.",
-                              messages.WARNING)
+            self.message_user(
+                request, f"Deactivated {obj.get_username()}; {accounts.tokens_revoked(revoked)}.", messages.WARNING
+            )
 
     @admin.action(description="Deactivate the selected people and revoke their API tokens", permissions=["change"])
     def deactivate_people(self, request, queryset):

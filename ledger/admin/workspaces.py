@@ -50,8 +50,9 @@ class MembershipAdmin(admin.ModelAdmin):
     # Through the services, as `manage.py member` does: audited, and removing revokes the person's
     # tokens of the workspace in the same transaction (the admin's views are atomic).
     def save_model(self, request, obj, form, change):
-        obj.pk = accounts.set_membership(workspace=obj.workspace, user=obj.user, role=obj.role,
-                                         actor=request.user.get_username()).pk
+        obj.pk = accounts.set_membership(
+            workspace=obj.workspace, user=obj.user, role=obj.role, actor=request.user.get_username()
+        ).pk
 
     def delete_model(self, request, obj):
         accounts.remove_membership(workspace=obj.workspace, user=obj.user, actor=request.user.get_username())
@@ -59,4 +60,3 @@ class MembershipAdmin(admin.ModelAdmin):
     def delete_queryset(self, request, queryset):
         for membership in queryset.select_related("workspace", "user"):
             self.delete_model(request, membership)
-

@@ -15,8 +15,9 @@ class WorkspaceExists(Exception):
     pass
 
 
-def create_workspace(*, slug: str, approved_owners: list[str], actor: str,
-                     retry_budget_per_hour: int | None = None, user=None) -> tuple[Workspace, str]:
+def create_workspace(
+    *, slug: str, approved_owners: list[str], actor: str, retry_budget_per_hour: int | None = None, user=None
+) -> tuple[Workspace, str]:
     """Create a workspace and its first API token (``user``'s, when given, who then becomes the
     workspace's admin; else a machine's); returns the token (shown once, stored hashed)."""
     workspace = Workspace(slug=slug, approved_owners=approved_owners)
@@ -40,11 +41,14 @@ def issue_token(*, workspace: Workspace, name: str, actor: str, user=None) -> st
     token = ApiToken.generate()
     with transaction.atomic():
         ApiToken.objects.create(
-            workspace=workspace, name=name, token_hash=ApiToken.hash(token), hint=token[:8], user=user,
+            workspace=workspace,
+            name=name,
+            token_hash=ApiToken.hash(token),
+            hint=token[:8],
+            user=user,
         )
         owner = f" for {user.get_username()}" if user is not None else ""
-        record_audit_event(actor=actor, kind="token_issued", workspace=workspace,
-                           message=f"{name} {token[:8]}{owner}")
+        record_audit_event(actor=actor, kind="token_issued", workspace=workspace, message=f"{name} {token[:8]}{owner}")
     return token
 
 
@@ -61,8 +65,9 @@ def authenticate_token(token: str) -> ApiToken | None:
     person_may_use = Q(user__is_active=True) & (Q(user__is_superuser=True) | Q(membership__isnull=False))
     return (
         ApiToken.objects.select_related("workspace", "user")
-        .annotate(membership=FilteredRelation(
-            "user__memberships", condition=Q(user__memberships__workspace=F("workspace"))))
+        .annotate(
+            membership=FilteredRelation("user__memberships", condition=Q(user__memberships__workspace=F("workspace")))
+        )
         .filter(Q(user__isnull=True) | person_may_use, token_hash=ApiToken.hash(token), revoked_at__isnull=True)
         .first()
     )
@@ -75,19 +80,21 @@ class TokenNotFound(Exception):
 def revoke_token(*, workspace: Workspace, hint: str, actor: str) -> ApiToken:
     """Revoke the workspace's live token whose hint (first characters) is ``hint``; audited."""
     with transaction.atomic():
-        found = list(ApiToken.objects.select_for_update().filter(
-            workspace=workspace, hint=hint, revoked_at__isnull=True
-        ))
+        found = list(
+            ApiToken.objects.select_for_update().filter(workspace=workspace, hint=hint, revoked_at__isnull=True)
+        )
         if len(found) != 1:
             raise TokenNotFound(
-                f"No live token {hint!r} in workspace {workspace.slug}." if not found
+                f"No live token {hint!r} in workspace {workspace.slug}."
+                if not found
                 else f"{len(found)} live tokens share the hint {hint!r}; none was revoked."
             )
         api_token = found[0]
         api_token.revoked_at = timezone.now()
         api_token.save(update_fields=["revoked_at"])
-        record_audit_event(actor=actor, kind="token_revoked", workspace=workspace,
-                           message=f"{api_token.name} {api_token.hint}")
+        record_audit_event(
+            actor=actor, kind="token_revoked", workspace=workspace, message=f"{api_token.name} {api_token.hint}"
+        )
     return api_token
 
 
@@ -99,15 +106,20 @@ def set_membership(*, workspace: Workspace, user, role: str, actor: str) -> Memb
     """Give ``user`` ``role`` in ``workspace`` (adding them, or changing their role), audited."""
     with transaction.atomic():
         membership, created = Membership.objects.select_for_update().get_or_create(
-            workspace=workspace, user=user, defaults={"role": role})
+            workspace=workspace, user=user, defaults={"role": role}
+        )
         before = membership.role
         if not created and before != role:
             membership.role = role
             membership.save(update_fields=["role"])
         if created or before != role:
             change = f"{user.get_username()}: {role}" if created else f"{user.get_username()}: {before} -> {role}"
-            record_audit_event(actor=actor, kind="member_added" if created else "member_role_changed",
-                               workspace=workspace, message=change)
+            record_audit_event(
+                actor=actor,
+                kind="member_added" if created else "member_role_changed",
+                workspace=workspace,
+                message=change,
+            )
     return membership
 
 
@@ -118,10 +130,23 @@ def remove_membership(*, workspace: Workspace, user, actor: str) -> int:
         deleted, _ = Membership.objects.filter(workspace=workspace, user=user).delete()
         if not deleted:
             raise NotAMember(f"{user.get_username()} is not a member of workspace {workspace.slug}.")
-        events = _revoke_tokens_of(user, workspace=workspace, actor=actor,
-                                   why=f"{user.get_username()} is no longer a member of {workspace.slug}")
-        audit_chain.append([*events, AuditEvent(actor=actor, kind="member_removed", workspace_id=workspace.pk,
-                                          message=f"{user.get_username()} ({tokens_revoked(len(events))})")])
+        events = _revoke_tokens_of(
+            user,
+            workspace=workspace,
+            actor=actor,
+            why=f"{user.get_username()} is no longer a member of {workspace.slug}",
+        )
+        audit_chain.append(
+            [
+                *events,
+                AuditEvent(
+                    actor=actor,
+                    kind="member_removed",
+                    workspace_id=workspace.pk,
+                    message=f"{user.get_username()} ({tokens_revoked(len(events))})",
+                ),
+            ]
+        )
     return len(events)
 
 
@@ -136,8 +161,16 @@ def deactivate_person(user, *, actor: str) -> int:
         type(user).objects.filter(pk=user.pk).update(is_active=False)
         user.is_active = False
         events = _revoke_tokens_of(user, actor=actor, why=f"{user.get_username()} was deactivated")
-        audit_chain.append([*events, AuditEvent(actor=actor, kind="person_deactivated",
-                                          message=f"{user.get_username()} ({tokens_revoked(len(events))})")])
+        audit_chain.append(
+            [
+                *events,
+                AuditEvent(
+                    actor=actor,
+                    kind="person_deactivated",
+                    message=f"{user.get_username()} ({tokens_revoked(len(events))})",
+                ),
+            ]
+        )
     return len(events)
 
 
@@ -149,12 +182,21 @@ def _revoke_tokens_of(user, *, actor: str, why: str, workspace: Workspace | None
     """Revoke ``user``'s live tokens (of ``workspace``, or of every one); returns their audit
     events, one per token, for the caller to append with its own in one call (``audit_chain.append``
     takes the chains' locks in one order, after these row locks)."""
-    live = ApiToken.objects.select_for_update(of=("self",)).select_related("workspace").filter(
-        user=user, revoked_at__isnull=True)
+    live = (
+        ApiToken.objects.select_for_update(of=("self",))
+        .select_related("workspace")
+        .filter(user=user, revoked_at__isnull=True)
+    )
     if workspace is not None:
         live = live.filter(workspace=workspace)
     found = list(live.order_by("id"))
     ApiToken.objects.filter(pk__in=[api_token.pk for api_token in found]).update(revoked_at=timezone.now())
-    return [AuditEvent(actor=actor, kind="token_revoked", workspace_id=api_token.workspace_id,
-                       message=f"{api_token.name} {api_token.hint}: {why}") for api_token in found]
-
+    return [
+        AuditEvent(
+            actor=actor,
+            kind="token_revoked",
+            workspace_id=api_token.workspace_id,
+            message=f"{api_token.name} {api_token.hint}: {why}",
+        )
+        for api_token in found
+    ]

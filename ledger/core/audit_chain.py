@@ -60,8 +60,9 @@ def _append_in_database(workspace_id: int | None, events: list[AuditEvent]) -> N
     locks the chain, hashes the events along it and inserts them; their ids and hashes come back."""
     with connection.cursor() as cursor:
         rows = dumps([keyed(model_row(event)) for event in events])  # the key beside each, for ledger_audit_hash
-        cursor.execute("SELECT ledger_audit_append(%s, %s, %s::jsonb)",
-                       [chain_lock_key(workspace_id), workspace_id, rows])
+        cursor.execute(
+            "SELECT ledger_audit_append(%s, %s, %s::jsonb)", [chain_lock_key(workspace_id), workspace_id, rows]
+        )
         written = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
     for event, (pk, prev_hash, digest) in zip(events, written, strict=True):
         event.pk, event.prev_hash, event.hash = pk, prev_hash, digest
@@ -196,15 +197,25 @@ def _verify_chain(chain: Chain, *, chunk: int) -> BrokenLink | None:
                 chain.unchained += 1
                 continue
             if link.prev_hash != (previous or ""):
-                return BrokenLink(chain.workspace_id, link.id,
-                                  "does not follow the event before it (an event was removed or inserted)")
+                return BrokenLink(
+                    chain.workspace_id,
+                    link.id,
+                    "does not follow the event before it (an event was removed or inserted)",
+                )
             if keyed_before and not link.hash_key:
-                return BrokenLink(chain.workspace_id, link.id, "is hashed without a key after keyed events "
-                                                               "(rewritten by someone without the audit key)")
+                return BrokenLink(
+                    chain.workspace_id,
+                    link.id,
+                    "is hashed without a key after keyed events (rewritten by someone without the audit key)",
+                )
             keyed_before = keyed_before or bool(link.hash_key)
             if not link.known:
-                return BrokenLink(chain.workspace_id, link.id, f"is hashed under audit key id {link.hash_key!r}, "
-                                  "which is not configured (OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_OLD_KEYS)")
+                return BrokenLink(
+                    chain.workspace_id,
+                    link.id,
+                    f"is hashed under audit key id {link.hash_key!r}, "
+                    "which is not configured (OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_OLD_KEYS)",
+                )
             if link.expected != link.hash:
                 return BrokenLink(chain.workspace_id, link.id, "was changed after it was written")
             previous = chain.head = link.hash

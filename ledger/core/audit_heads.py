@@ -34,8 +34,13 @@ def current_heads() -> list[dict]:
     """Each chain's newest hashed event (the global chain's first): one index probe per chain."""
     heads = []
     for workspace_id in [None, *Workspace.objects.order_by("pk").values_list("pk", flat=True)]:
-        head = (AuditEvent.objects.filter(workspace_id=workspace_id).exclude(hash="").order_by("-id")
-                .values_list("id", "hash").first())
+        head = (
+            AuditEvent.objects.filter(workspace_id=workspace_id)
+            .exclude(hash="")
+            .order_by("-id")
+            .values_list("id", "hash")
+            .first()
+        )
         if head:
             heads.append({"workspace_id": workspace_id, "event_id": head[0], "hash": head[1]})
     return heads
@@ -64,8 +69,12 @@ def export_heads(destination: str) -> str:
         finally:
             os.close(descriptor)
     elif target.scheme in ("http", "https"):
-        httpx.post(destination, content=line, headers={"Content-Type": "application/json"},
-                   timeout=settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS).raise_for_status()
+        httpx.post(
+            destination,
+            content=line,
+            headers={"Content-Type": "application/json"},
+            timeout=settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS,
+        ).raise_for_status()
     else:
         raise ValueError("OPSCONSOLE_AUDIT_HEADS_TO must be file:///path, http://... or https://...")
     return f"{len(json.loads(line)['heads'])} chain heads exported"
@@ -95,20 +104,26 @@ def check_heads(lines) -> HeadsCheck:
             return report
         key = keys.get(body["key_id"])
         if key is None:
-            report.problem = (f"line {number} is signed under audit key id {body['key_id']!r}, which is not "
-                              "configured (OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_OLD_KEYS)")
+            report.problem = (
+                f"line {number} is signed under audit key id {body['key_id']!r}, which is not "
+                "configured (OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_OLD_KEYS)"
+            )
             return report
         if not hmac.compare_digest(_mac(body, key), str(mac)):
-            report.problem = (f"line {number} (exported {body['at']}): its signature does not match (the line was "
-                              "changed, or signed under another key with this id)")
+            report.problem = (
+                f"line {number} (exported {body['at']}): its signature does not match (the line was "
+                "changed, or signed under another key with this id)"
+            )
             return report
         for head in body["heads"]:
             workspace_id = head["workspace_id"]
             kept = AuditEvent.objects.filter(pk=head["event_id"], workspace_id=workspace_id, hash=head["hash"])
             if not kept.exists():
                 chain = f"workspace {slugs.get(workspace_id, workspace_id)}" if workspace_id else "the global chain"
-                report.problem = (f"line {number} (exported {body['at']}): the exported head of {chain}, event "
-                                  f"{head['event_id']}, is no longer on its chain (events were cut off or rewritten "
-                                  "after it was exported)")
+                report.problem = (
+                    f"line {number} (exported {body['at']}): the exported head of {chain}, event "
+                    f"{head['event_id']}, is no longer on its chain (events were cut off or rewritten "
+                    "after it was exported)"
+                )
                 return report
     return report

@@ -4,15 +4,22 @@ per column whose size grows with the rows (and whose cost, per row, with it)."""
 from django.db import connection
 
 
-def update_each(model, pks: list, *, match: dict[str, list], each: dict[str, list], same: dict,
-                 where: dict, increment: tuple[str, ...] = ()) -> int:
+def update_each(
+    model,
+    pks: list,
+    *,
+    match: dict[str, list],
+    each: dict[str, list],
+    same: dict,
+    where: dict,
+    increment: tuple[str, ...] = (),
+) -> int:
     """``UPDATE .. FROM (VALUES ..)``: each row, found by its pk and the ``match`` columns (and the
     ``where`` values), gets its own ``each`` values and the ``same`` ones; ``increment`` columns
     grow by one. Returns how many rows changed."""
     if not pks:
         return 0
-    sql, params = _update_each_sql(model, pks, match=match, each=each, same=same, where=where,
-                                   increment=increment)
+    sql, params = _update_each_sql(model, pks, match=match, each=each, same=same, where=where, increment=increment)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
@@ -29,8 +36,16 @@ def update_each_returning_pks(model, pks: list, **how) -> set:
         return {row[0] for row in cursor.fetchall()}
 
 
-def _update_each_sql(model, pks: list, *, match: dict[str, list], each: dict[str, list], same: dict,
-                     where: dict, increment: tuple[str, ...] = ()) -> tuple[str, list]:
+def _update_each_sql(
+    model,
+    pks: list,
+    *,
+    match: dict[str, list],
+    each: dict[str, list],
+    same: dict,
+    where: dict,
+    increment: tuple[str, ...] = (),
+) -> tuple[str, list]:
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     field = model._meta.get_field
@@ -39,7 +54,7 @@ def _update_each_sql(model, pks: list, *, match: dict[str, list], each: dict[str
     # PostgreSQL names the columns of a VALUES list column1, column2, ...
     held = {column: f"held.column{index}" for index, column in enumerate(columns, start=1)}
     assignments = [f"{quote(field(name).column)} = %s" for name in same]
-    assignments += [f"{quote(column.column)} = {held[column]}" for column in columns[len(keys):]]
+    assignments += [f"{quote(column.column)} = {held[column]}" for column in columns[len(keys) :]]
     assignments += [f"{quote(field(name).column)} = {table}.{quote(field(name).column)} + 1" for name in increment]
     params = [field(name).get_db_prep_save(value, connection) for name, value in same.items()]
     rows = []
@@ -52,5 +67,8 @@ def _update_each_sql(model, pks: list, *, match: dict[str, list], each: dict[str
     conditions = [f"{table}.{quote(column.column)} = {held[column]}" for column in keys]
     conditions += [f"{table}.{quote(field(name).column)} = %s" for name in where]
     params += [field(name).get_db_prep_save(value, connection) for name, value in where.items()]
-    return (f"UPDATE {table} SET {', '.join(assignments)} FROM (VALUES {', '.join(rows)}) AS held "
-            f"WHERE {' AND '.join(conditions)}", params)
+    return (
+        f"UPDATE {table} SET {', '.join(assignments)} FROM (VALUES {', '.join(rows)}) AS held "
+        f"WHERE {' AND '.join(conditions)}",
+        params,
+    )

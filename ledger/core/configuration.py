@@ -30,8 +30,10 @@ class Change:
 
 def content(workspace_id: int, action: ActionDefinition) -> dict:
     policy = policies.policy_for(workspace_id, action.name).describe()
-    return {**action.configuration(), "policy": {name: _plain(value) for name, value in policy.items()
-                                                 if name != "action"}}
+    return {
+        **action.configuration(),
+        "policy": {name: _plain(value) for name, value in policy.items() if name != "action"},
+    }
 
 
 def digests_for(operations: list[Operation]) -> list[str | None]:
@@ -76,8 +78,12 @@ def digest_for(operation: Operation) -> str | None:
 def changes_since_last_run(operation: Operation, action: ActionDefinition) -> list[Change]:
     """What differs between the configuration of the operation's last attempt and today's (nothing
     when it never ran, or ran before configurations were recorded)."""
-    last = (Attempt.objects.filter(operation=operation, config_version__isnull=False)
-            .order_by("-number", "-id").values_list("config_version__content", flat=True).first())
+    last = (
+        Attempt.objects.filter(operation=operation, config_version__isnull=False)
+        .order_by("-number", "-id")
+        .values_list("config_version__content", flat=True)
+        .first()
+    )
     if last is None:
         return []
     now = json.loads(json.dumps(content(operation.workspace_id, action)))  # as stored: JSON values

@@ -57,10 +57,19 @@ def retried(function: Callable[..., T], *args, doing: str, tries: int = TRIES, *
             what = contention(exc)
             if not what or attempt == tries:
                 if what:
-                    logger.warning("database contention: %s met a %s %d times; giving up", doing, what, attempt,
-                                   extra={"contention": what, "tries": attempt})
+                    logger.warning(
+                        "database contention: %s met a %s %d times; giving up",
+                        doing,
+                        what,
+                        attempt,
+                        extra={"contention": what, "tries": attempt},
+                    )
                 raise
-            logger.info("database contention: %s met a %s; running it again", doing, what,
-                        extra={"contention": what, "tries": attempt})
+            logger.info(
+                "database contention: %s met a %s; running it again",
+                doing,
+                what,
+                extra={"contention": what, "tries": attempt},
+            )
             time.sleep(random.uniform(0, PAUSE_SECONDS * attempt))  # noqa: S311  jitter, not a secret
     raise AssertionError("unreachable")

@@ -68,8 +68,11 @@ def _claim_wakeup() -> bool:
     """Insert the pending wake-up; False when another transaction inserted it first."""
     now = Wakeup._meta.get_field("requested_at").get_db_prep_save(timezone.now(), connection)
     with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {Wakeup._meta.db_table} (name, requested_at) VALUES (%s, %s) "
-                       "ON CONFLICT DO NOTHING RETURNING name", [WAKEUP, now])
+        cursor.execute(
+            f"INSERT INTO {Wakeup._meta.db_table} (name, requested_at) VALUES (%s, %s) "
+            "ON CONFLICT DO NOTHING RETURNING name",
+            [WAKEUP, now],
+        )
         return cursor.fetchone() is not None
 
 

@@ -17,8 +17,9 @@ class NotPaused(Exception):
     pass
 
 
-def set_paused(*, paused: bool, actor: str, reason: str = "", workspace: Workspace | None = None,
-               action: str = "") -> Control:
+def set_paused(
+    *, paused: bool, actor: str, reason: str = "", workspace: Workspace | None = None, action: str = ""
+) -> Control:
     """Pull or release one pause switch (global, a workspace, an action, or both), audited.
 
     Paused operations keep their state; workers simply do not claim them, and their processing
@@ -35,9 +36,9 @@ def set_paused(*, paused: bool, actor: str, reason: str = "", workspace: Workspa
             if not control.paused:
                 control.paused_since = now
         else:
-            control = Control.objects.select_for_update().filter(
-                workspace=workspace, action=action, paused=True
-            ).first()
+            control = (
+                Control.objects.select_for_update().filter(workspace=workspace, action=action, paused=True).first()
+            )
             if control is None:
                 scope = Control(workspace=workspace, action=action).scope_label
                 raise NotPaused(f"Nothing to resume: {scope} is not paused.")
@@ -48,7 +49,9 @@ def set_paused(*, paused: bool, actor: str, reason: str = "", workspace: Workspa
         control.changed_by = actor
         control.save()
         record_audit_event(
-            actor=actor, kind="paused" if paused else "resumed", workspace=workspace,
+            actor=actor,
+            kind="paused" if paused else "resumed",
+            workspace=workspace,
             message=(f"{control.scope_label}: {reason}" if reason else control.scope_label) + message,
         )
         if not paused:
@@ -70,7 +73,8 @@ def _credit_held_time(control: Control, now) -> int:
     held_for = now - control.paused_since
     held = Operation.objects.filter(
         scope_filter(control.workspace_id, control.action),
-        state__in=CLAIMABLE_STATES, deadline__gt=control.paused_since,
+        state__in=CLAIMABLE_STATES,
+        deadline__gt=control.paused_since,
     )
     credited = 0
     for definition in registry.values():
@@ -81,10 +85,10 @@ def _credit_held_time(control: Control, now) -> int:
         # Capped first: the rows the second UPDATE moves can then no longer match the first.
         credited += of_action.filter(deadline__gt=cap - held_for).update(deadline=cap, updated_at=now)
         credited += of_action.filter(deadline__lte=cap - held_for).update(
-            deadline=F("deadline") + held_for, updated_at=now)
+            deadline=F("deadline") + held_for, updated_at=now
+        )
     return credited
 
 
 def _drain_due_backlog() -> None:
     nudges.enqueue_drain(nudges.nudges_for(due_operations().count()))
-

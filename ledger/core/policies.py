@@ -66,8 +66,7 @@ def policy_for(workspace_id: int | None, action_name: str) -> EffectivePolicy:
 
 def _effective(workspace_id, action_name: str, rows) -> EffectivePolicy:
     definition = get_action(action_name)
-    layers = [("workspace", rows.get((workspace_id, action_name))),
-              ("every workspace", rows.get((None, action_name)))]
+    layers = [("workspace", rows.get((workspace_id, action_name))), ("every workspace", rows.get((None, action_name)))]
     values, sources = {}, []
     for name in FIELDS:
         source, values[name] = _first_set(name, layers, definition)
@@ -113,8 +112,16 @@ def set_policy(*, workspace: Workspace | None, action: str, actor: str, **change
                 row.save()
                 said = "; ".join(f"{name} {_shown(before[name])} -> {_shown(getattr(row, name))}" for name in changed)
                 where = workspace.slug if workspace else "every workspace"
-                audit_chain.append([AuditEvent(actor=actor, kind="policy_changed", workspace=workspace,
-                                         message=f"{action} in {where}: {said}"[:500])])
+                audit_chain.append(
+                    [
+                        AuditEvent(
+                            actor=actor,
+                            kind="policy_changed",
+                            workspace=workspace,
+                            message=f"{action} in {where}: {said}"[:500],
+                        )
+                    ]
+                )
     finally:
         clear_cache()  # the row read above may have been created and rolled back
     return policy_for(workspace.pk if workspace else None, action)
@@ -125,8 +132,11 @@ def check(proposed: Policy) -> None:
     the payload window in a workspace it reaches (its own, or, for every workspace, each one)."""
     clear_cache()
     rows = dict(_rows()) | {(proposed.workspace_id, proposed.action): proposed}
-    reached = {proposed.workspace_id} if proposed.workspace_id else {
-        workspace_id for workspace_id, action in rows if action == proposed.action}
+    reached = (
+        {proposed.workspace_id}
+        if proposed.workspace_id
+        else {workspace_id for workspace_id, action in rows if action == proposed.action}
+    )
     for workspace_id in reached | {proposed.workspace_id}:
         effective = _effective(workspace_id, proposed.action, rows)
         if effective.key_retention < effective.payload_retention:
@@ -134,7 +144,8 @@ def check(proposed: Policy) -> None:
             raise PolicyError(
                 f"in {where}, the key window ({format_duration(effective.key_retention)}) would be shorter than the "
                 f"payload window ({format_duration(effective.payload_retention)}): a tombstone must outlive its "
-                "payload, so that duplicates are still recognised after redaction.")
+                "payload, so that duplicates are still recognised after redaction."
+            )
 
 
 def _stored(name: str, value):
@@ -161,8 +172,10 @@ def parse_duration(text: str) -> timedelta | str:
     # 10**8 of any unit is already past the longest window, and timedelta would overflow beyond it.
     value = timedelta(**{_UNITS[match.group(2)]: min(int(match.group(1)), 10**8)}) if match else None
     if value is None or not timedelta(0) < value <= LONGEST:
-        raise PolicyError(f"{text!r} is not a duration: write a whole number and a unit, e.g. 7d, 12h, 30m or "
-                          "45s, more than nothing and at most 100 years (36500d).")
+        raise PolicyError(
+            f"{text!r} is not a duration: write a whole number and a unit, e.g. 7d, 12h, 30m or "
+            "45s, more than nothing and at most 100 years (36500d)."
+        )
     return value
 
 

@@ -61,8 +61,7 @@ def masked(values, action_name: str, *, reveal: bool):
     if reveal or not isinstance(values, dict):
         return values
     sensitive = sensitive_fields(action_name)
-    return {name: _mask(value) if sensitive is None or name in sensitive else value
-            for name, value in values.items()}
+    return {name: _mask(value) if sensitive is None or name in sensitive else value for name, value in values.items()}
 
 
 def masked_differences(differences: list[dict], action_name: str, *, reveal: bool) -> list[dict]:
@@ -70,9 +69,12 @@ def masked_differences(differences: list[dict], action_name: str, *, reveal: boo
     if reveal:
         return differences
     sensitive = sensitive_fields(action_name)
-    return [d | {"recorded": _mask(d.get("recorded")), "incoming": _mask(d.get("incoming"))}
-            if sensitive is None or d.get("field") in sensitive else d
-            for d in differences]
+    return [
+        d | {"recorded": _mask(d.get("recorded")), "incoming": _mask(d.get("incoming"))}
+        if sensitive is None or d.get("field") in sensitive
+        else d
+        for d in differences
+    ]
 
 
 def _mask(value):
@@ -114,6 +116,7 @@ def _schema_order(action_name: str):
 
 # --- erasing one data subject ----------------------------------------------------------------------
 
+
 class ErasureError(Exception):
     """The erasure is not possible; the message says why (and never quotes the value)."""
 
@@ -128,12 +131,13 @@ class Erasure:
     conflict_differences: int  # conflicts whose differences showed it (recorded or incoming)
 
     def describe(self) -> str:
-        return (f"{self.payloads} operation payloads, {self.results} results, {self.conflict_payloads} conflict "
-                f"payloads, {self.conflict_differences} conflict differences")
+        return (
+            f"{self.payloads} operation payloads, {self.results} results, {self.conflict_payloads} conflict "
+            f"payloads, {self.conflict_differences} conflict differences"
+        )
 
 
-def erase_values(*, workspace: Workspace, field: str, value: str, user, reason: str,
-                 dry_run: bool = False) -> Erasure:
+def erase_values(*, workspace: Workspace, field: str, value: str, user, reason: str, dry_run: bool = False) -> Erasure:
     """Replace ``value`` of ``field`` by ``REDACTED`` wherever the workspace holds it: operation
     payloads and results, conflicts' incoming payloads and differences. Keys and fingerprints stay,
     so a redelivery of an erased event is still a duplicate. One transaction, the rows locked
@@ -149,8 +153,9 @@ def erase_values(*, workspace: Workspace, field: str, value: str, user, reason: 
         raise ErasureError(roles.refusal(user, roles.ERASE, workspace))
     declared = declared_sensitive()
     if field not in declared:
-        raise ErasureError(f"No action declares {field!r} sensitive; sensitive fields: "
-                           f"{', '.join(sorted(declared)) or 'none'}.")
+        raise ErasureError(
+            f"No action declares {field!r} sensitive; sensitive fields: {', '.join(sorted(declared)) or 'none'}."
+        )
     if not value:
         raise ErasureError("Give the value to erase.")
     candidates = _forms(value, field)
@@ -161,12 +166,20 @@ def erase_values(*, workspace: Workspace, field: str, value: str, user, reason: 
     with transaction.atomic():
         # Lock order (docs/architecture.md): every row it changes, locked in id order, before the audit
         # chain (appended last).
-        operations = list(_holding(Operation.objects.filter(workspace=workspace), ("payload", "result"), field,
-                                   candidates).select_for_update().order_by("pk"))
+        operations = list(
+            _holding(Operation.objects.filter(workspace=workspace), ("payload", "result"), field, candidates)
+            .select_for_update()
+            .order_by("pk")
+        )
         # A conflict's differences are a list of fields: every conflict that differs on the
         # field is read, and the value looked for here.
-        conflicts = _holding(Conflict.objects.filter(operation__workspace=workspace), ("incoming_payload",), field,
-                             candidates, also=Q(differences__icontains=f'"{field}"'))
+        conflicts = _holding(
+            Conflict.objects.filter(operation__workspace=workspace),
+            ("incoming_payload",),
+            field,
+            candidates,
+            also=Q(differences__icontains=f'"{field}"'),
+        )
         conflicts = list(conflicts.select_related("operation").select_for_update(of=("self",)).order_by("pk"))
         payloads, results = _redact_operations(operations, field, candidates)
         changed, conflict_payloads, conflict_differences = _redact_conflicts(conflicts, field, candidates)
@@ -176,8 +189,12 @@ def erase_values(*, workspace: Workspace, field: str, value: str, user, reason: 
             return erasure
         Operation.objects.bulk_update(operations, ["payload", "result"])
         Conflict.objects.bulk_update(changed, ["incoming_payload", "differences"])
-        record_audit_event(actor=user.get_username(), kind="erased", workspace=workspace,
-                           message=f"erased one data subject's {field}: {erasure.describe()}; reason: {reason}")
+        record_audit_event(
+            actor=user.get_username(),
+            kind="erased",
+            workspace=workspace,
+            message=f"erased one data subject's {field}: {erasure.describe()}; reason: {reason}",
+        )
     return erasure
 
 
@@ -254,8 +271,9 @@ def _redacted(values, field: str, candidates: list) -> dict | None:
 def _redacted_difference(difference: dict, field: str, candidates: list) -> dict:
     if difference.get("field") != field:
         return difference
-    return difference | {side: REDACTED for side in ("recorded", "incoming")
-                         if _matches(difference.get(side), candidates)}
+    return difference | {
+        side: REDACTED for side in ("recorded", "incoming") if _matches(difference.get(side), candidates)
+    }
 
 
 def _refuse_unfinished(operations: list[Operation]) -> None:
@@ -264,4 +282,5 @@ def _refuse_unfinished(operations: list[Operation]) -> None:
         shown = ", ".join(unfinished[:5]) + (f" and {len(unfinished) - 5} more" if len(unfinished) > 5 else "")
         raise ErasureError(
             f"{len(unfinished)} operations holding the value have not finished ({shown}): they would run or be "
-            "replayed with the redacted value. Cancel them or let them finish, then erase; nothing was changed.")
+            "replayed with the redacted value. Cancel them or let them finish, then erase; nothing was changed."
+        )

@@ -30,8 +30,14 @@ GRANTS: dict[str, frozenset[str]] = {
     Role.ADMIN: frozenset({VIEW, REVIEW, APPROVE, PAUSE, VIEW_SENSITIVE, ERASE}),
 }
 
-DESCRIBE = {VIEW: "see", REVIEW: "replay, resolve, cancel or decide conflicts", APPROVE: "approve or reject",
-            PAUSE: "pause or resume", VIEW_SENSITIVE: "see sensitive values", ERASE: "erase personal data"}
+DESCRIBE = {
+    VIEW: "see",
+    REVIEW: "replay, resolve, cancel or decide conflicts",
+    APPROVE: "approve or reject",
+    PAUSE: "pause or resume",
+    VIEW_SENSITIVE: "see sensitive values",
+    ERASE: "erase personal data",
+}
 
 
 def roles_granting(capability: str) -> list[str]:

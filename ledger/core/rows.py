@@ -9,8 +9,11 @@ def model_row(instance, **values) -> dict:
     """The instance's columns (after setting ``values`` on it), without its id."""
     for name, value in values.items():
         setattr(instance, name, value)
-    return {field.column: field.get_prep_value(getattr(instance, field.attname))
-            for field in instance._meta.concrete_fields if not field.primary_key}
+    return {
+        field.column: field.get_prep_value(getattr(instance, field.attname))
+        for field in instance._meta.concrete_fields
+        if not field.primary_key
+    }
 
 
 def json_value(value):

@@ -32,8 +32,11 @@ def paused_filter(switches: list[Control] | None = None) -> Q | None:
     Returns None when nothing is paused. A global pause matches everything.
     """
     held = None
-    scopes = [(switch.workspace_id, switch.action) for switch in switches] if switches is not None else \
-        Control.objects.filter(paused=True).values_list("workspace_id", "action")
+    scopes = (
+        [(switch.workspace_id, switch.action) for switch in switches]
+        if switches is not None
+        else Control.objects.filter(paused=True).values_list("workspace_id", "action")
+    )
     for workspace_id, action in scopes:
         scope = scope_filter(workspace_id, action)
         held = scope if held is None else held | scope
@@ -62,8 +65,11 @@ def in_a_series():
 def waiting() -> Q:
     """The ``in_order`` versions that wait: their predecessor is not finished (or has not arrived)."""
     finished_predecessor = in_a_series().filter(
-        workspace_id=OuterRef("workspace_id"), series=OuterRef("series"), version=OuterRef("version") - 1,
-        state__in=TERMINAL_STATES)
+        workspace_id=OuterRef("workspace_id"),
+        series=OuterRef("series"),
+        version=OuterRef("version") - 1,
+        state__in=TERMINAL_STATES,
+    )
     return Q(ordered=Ordering.IN_ORDER, version__gt=1) & ~Exists(finished_predecessor)
 
 
@@ -91,16 +97,21 @@ def read_in_index_order():
             cursor.execute("SET LOCAL enable_sort TO DEFAULT")
 
 
-def oldest_due_seconds(now: datetime | None = None, switches: list[Control] | None = None, *,
-                       workspace_ids: set[int] | None = None) -> float | None:
+def oldest_due_seconds(
+    now: datetime | None = None, switches: list[Control] | None = None, *, workspace_ids: set[int] | None = None
+) -> float | None:
     """How long the oldest due operation (of ``workspace_ids``, None: of all) has waited to be
     claimed; None when nothing is due."""
     now = now or timezone.now()
     # In the claim's order, so that the first entries of its index (operation_claim_order_idx)
     # answer, however long the backlog.
     with read_in_index_order():
-        oldest = _within(due_operations(now, switches), workspace_ids).order_by("created_at", "id").values_list(
-            "created_at", flat=True).first()
+        oldest = (
+            _within(due_operations(now, switches), workspace_ids)
+            .order_by("created_at", "id")
+            .values_list("created_at", flat=True)
+            .first()
+        )
     return (now - oldest).total_seconds() if oldest else None
 
 
@@ -122,8 +133,7 @@ def oldest_due_by_action(operations, actions) -> dict[str, datetime]:
     if not actions:
         return {}
     waited = operations.order_by().annotate(since=due_since())
-    firsts = [waited.filter(action=action).order_by("since").values_list("action", "since")[:1]
-              for action in actions]
+    firsts = [waited.filter(action=action).order_by("since").values_list("action", "since")[:1] for action in actions]
     with read_in_index_order():
         return dict(firsts[0].union(*firsts[1:], all=True))
 
@@ -161,10 +171,21 @@ def service_level_standing(operations, now: datetime | None = None) -> tuple[lis
             unfinished = operations.filter(state__in=UNFINISHED_STATES, action=name).order_by()
             at_risk = capped_count(unfinished.filter(created_at__lt=risk_since, created_at__gte=late_since))
             late = capped_count(unfinished.filter(created_at__lt=late_since))
-            levels.append(ServiceLevel(name, action.service_level, min(at_risk, COUNT_CAP), min(late, COUNT_CAP),
-                                       at_risk_capped=at_risk > COUNT_CAP, late_capped=late > COUNT_CAP))
-            oldest += unfinished.filter(created_at__lt=risk_since).select_related("workspace").order_by(
-                "created_at", "id")[:WORST]
+            levels.append(
+                ServiceLevel(
+                    name,
+                    action.service_level,
+                    min(at_risk, COUNT_CAP),
+                    min(late, COUNT_CAP),
+                    at_risk_capped=at_risk > COUNT_CAP,
+                    late_capped=late > COUNT_CAP,
+                )
+            )
+            oldest += (
+                unfinished.filter(created_at__lt=risk_since)
+                .select_related("workspace")
+                .order_by("created_at", "id")[:WORST]
+            )
     listed = heapq.nsmallest(WORST, oldest, key=lambda operation: (operation.created_at, operation.pk))
     for operation in listed:
         level = registry[operation.action].service_level
@@ -177,11 +198,11 @@ def service_level_standing(operations, now: datetime | None = None) -> tuple[lis
 def capped_count(rows) -> int:
     """How many ``rows`` (a queryset) there are, counted no further than ``COUNT_CAP + 1``: more
     than COUNT_CAP reads as COUNT_CAP + 1, and only that many rows are read."""
-    return rows.order_by()[:COUNT_CAP + 1].count()
+    return rows.order_by()[: COUNT_CAP + 1].count()
 
 
 def standing(age: timedelta, level: timedelta) -> str:
-    """"late" past the service level, "at_risk" past ``AT_RISK_SHARE`` of it, else ""."""
+    """ "late" past the service level, "at_risk" past ``AT_RISK_SHARE`` of it, else ""."""
     if age > level:
         return "late"
     return "at_risk" if age > level * AT_RISK_SHARE else ""
@@ -217,14 +238,19 @@ def switch_over(switches: list[Control], workspace_id: int, action: str) -> Cont
     return None
 
 
-def oldest_held_seconds(now: datetime | None = None, switches: list[Control] | None = None, *,
-                        workspace_ids: set[int] | None = None) -> float | None:
+def oldest_held_seconds(
+    now: datetime | None = None, switches: list[Control] | None = None, *, workspace_ids: set[int] | None = None
+) -> float | None:
     """How long the oldest operation a pause holds (of ``workspace_ids``, None: of all) has been due
     (None: a pause holds nothing due)."""
     now = now or timezone.now()
-    oldest = (_within(held_due_operations(now, switches), workspace_ids)
-              .annotate(since=due_since()).order_by("since")
-              .values_list("since", flat=True).first())
+    oldest = (
+        _within(held_due_operations(now, switches), workspace_ids)
+        .annotate(since=due_since())
+        .order_by("since")
+        .values_list("since", flat=True)
+        .first()
+    )
     return (now - oldest).total_seconds() if oldest else None
 
 

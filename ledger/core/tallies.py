@@ -69,8 +69,12 @@ def count_successes(operations: list[Operation], now) -> None:
 def _attempts(outcomes) -> Counter:
     # Grouped by action first: the labels are built once per action and outcome, not per operation.
     by_action = Counter((operation.action, outcome) for operation, outcome in outcomes)
-    return Counter({(ATTEMPTS, _labels(action=action, destination=destination(action), outcome=outcome)): count
-                    for (action, outcome), count in by_action.items()})
+    return Counter(
+        {
+            (ATTEMPTS, _labels(action=action, destination=destination(action), outcome=outcome)): count
+            for (action, outcome), count in by_action.items()
+        }
+    )
 
 
 def _finished(operations, now) -> Counter:
@@ -127,4 +131,6 @@ def _add(counts: Counter) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} (name, labels, shard, value) VALUES {rows} "
-            f"ON CONFLICT (name, labels, shard) DO UPDATE SET value = {table}.value + excluded.value", params)
+            f"ON CONFLICT (name, labels, shard) DO UPDATE SET value = {table}.value + excluded.value",
+            params,
+        )

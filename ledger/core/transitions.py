@@ -22,44 +22,89 @@ class IllegalTransition(Exception):
     pass
 
 
-def record_audit_event(*, actor: str, kind: str, operation: Operation | None = None,
-                       workspace: Workspace | None = None, from_state: str = "", to_state: str = "",
-                       error_category: str = "", message: str = "", attempt=None) -> AuditEvent:
+def record_audit_event(
+    *,
+    actor: str,
+    kind: str,
+    operation: Operation | None = None,
+    workspace: Workspace | None = None,
+    from_state: str = "",
+    to_state: str = "",
+    error_category: str = "",
+    message: str = "",
+    attempt=None,
+) -> AuditEvent:
     """Append one audit event to its workspace's chain. Callers run it in the transaction of the
     change it describes."""
-    [event] = audit_chain.append([AuditEvent(
-        operation=operation,
-        workspace_id=workspace.pk if workspace else (operation.workspace_id if operation else None),
-        actor=actor,
-        kind=kind,
-        from_state=from_state,
-        to_state=to_state,
-        error_category=error_category,
-        message=message[:500],
-        attempt=attempt,
-    )])
+    [event] = audit_chain.append(
+        [
+            AuditEvent(
+                operation=operation,
+                workspace_id=workspace.pk if workspace else (operation.workspace_id if operation else None),
+                actor=actor,
+                kind=kind,
+                from_state=from_state,
+                to_state=to_state,
+                error_category=error_category,
+                message=message[:500],
+                attempt=attempt,
+            )
+        ]
+    )
     return event
 
 
-def transition_operation(operation: Operation, *, to_state: State, actor: str, kind: str,
-                         fencing_token: int | None = None, also_requires: dict | None = None,
-                         message: str = "", error_category: str = "", attempt=None, **fields) -> bool:
+def transition_operation(
+    operation: Operation,
+    *,
+    to_state: State,
+    actor: str,
+    kind: str,
+    fencing_token: int | None = None,
+    also_requires: dict | None = None,
+    message: str = "",
+    error_category: str = "",
+    attempt=None,
+    **fields,
+) -> bool:
     """Move ``operation`` from its current state (as loaded) to ``to_state``, with an audit event:
     ``transition_many`` of one row, its ``fields`` the values it writes. True when it moved; False,
     and nothing changed, when another process moved the row first (or took the claim whose
     ``fencing_token`` is given, or changed an ``also_requires`` column)."""
-    return bool(transition_many(
-        [operation], to_state=to_state, actor=actor, kind=kind, same=fields,
-        tokens=None if fencing_token is None else [fencing_token], also_requires=also_requires,
-        message=message, error_category=error_category, attempt_rows=[attempt]))
+    return bool(
+        transition_many(
+            [operation],
+            to_state=to_state,
+            actor=actor,
+            kind=kind,
+            same=fields,
+            tokens=None if fencing_token is None else [fencing_token],
+            also_requires=also_requires,
+            message=message,
+            error_category=error_category,
+            attempt_rows=[attempt],
+        )
+    )
 
 
-def transition_many(operations: list[Operation], *, to_state: State, actor: str, kind: str,
-                    same: dict | None = None, each: dict[str, list] | None = None, increment: tuple[str, ...] = (),
-                    tokens: list[int] | None = None, also_requires: dict | None = None,
-                    message: str | list[str] = "", error_category: str = "", attempt_rows: list | None = None,
-                    attempt_outcome: str | None = None, raise_if_any_stays: type[Exception] | None = None,
-                    now: datetime | None = None) -> list[Operation]:
+def transition_many(
+    operations: list[Operation],
+    *,
+    to_state: State,
+    actor: str,
+    kind: str,
+    same: dict | None = None,
+    each: dict[str, list] | None = None,
+    increment: tuple[str, ...] = (),
+    tokens: list[int] | None = None,
+    also_requires: dict | None = None,
+    message: str | list[str] = "",
+    error_category: str = "",
+    attempt_rows: list | None = None,
+    attempt_outcome: str | None = None,
+    raise_if_any_stays: type[Exception] | None = None,
+    now: datetime | None = None,
+) -> list[Operation]:
     """Move each of ``operations`` from its state (as loaded) to ``to_state``: one guarded UPDATE
     for the set, its tallies, one append of its audit events, a log line per row. Returns the
     operations that moved, in the given order, updated in memory.
@@ -94,22 +139,47 @@ def transition_many(operations: list[Operation], *, to_state: State, actor: str,
     # No savepoint: inside a caller's transaction a failure here fails the whole transaction
     # anyway (Django marks it for rollback), and a savepoint costs two round trips.
     with transaction.atomic(savepoint=False):
-        moved = _update_guarded(operations, from_states, tokens, also_requires,
-                                same={"state": to_state, "updated_at": now, **same}, each=each, increment=increment)
+        moved = _update_guarded(
+            operations,
+            from_states,
+            tokens,
+            also_requires,
+            same={"state": to_state, "updated_at": now, **same},
+            each=each,
+            increment=increment,
+        )
         if raise_if_any_stays is not None and len(moved) < count:
             raise raise_if_any_stays(f"{count - len(moved)} of {count} operations changed under their guard")
         _count(operations, moved, to_state, attempt_outcome, now)
-        audit_chain.append([AuditEvent(
-            operation=operations[index], workspace_id=operations[index].workspace_id, actor=actor, kind=kind,
-            from_state=from_states[index], to_state=to_state, error_category=error_category,
-            message=messages[index][:500], attempt=attempt_rows[index]) for index in moved])
+        audit_chain.append(
+            [
+                AuditEvent(
+                    operation=operations[index],
+                    workspace_id=operations[index].workspace_id,
+                    actor=actor,
+                    kind=kind,
+                    from_state=from_states[index],
+                    to_state=to_state,
+                    error_category=error_category,
+                    message=messages[index][:500],
+                    attempt=attempt_rows[index],
+                )
+                for index in moved
+            ]
+        )
     digests: dict[tuple[int, str], str] = {}
     for index in moved:
         operation = operations[index]
         _apply(operation, to_state, now, same, {name: values[index] for name, values in each.items()}, increment)
-        log_transition(operation, from_state=from_states[index], to_state=to_state, kind=kind,
-                       error_category=error_category, attempt=attempt_rows[index],
-                       config_version=_config_of(operation, attempt_rows[index], digests))
+        log_transition(
+            operation,
+            from_state=from_states[index],
+            to_state=to_state,
+            kind=kind,
+            error_category=error_category,
+            attempt=attempt_rows[index],
+            config_version=_config_of(operation, attempt_rows[index], digests),
+        )
     return [operations[index] for index in moved]
 
 
@@ -121,9 +191,14 @@ def _update_guarded(operations, from_states, tokens, also_requires, *, same, eac
     if tokens is not None:
         match["fencing_token"] = [tokens[index] for index in by_id]
     moved_ids = update_each_returning_pks(
-        Operation, [operations[index].pk for index in by_id], match=match, same=same,
+        Operation,
+        [operations[index].pk for index in by_id],
+        match=match,
+        same=same,
         each={name: [values[index] for index in by_id] for name, values in each.items()},
-        where=also_requires or {}, increment=increment)
+        where=also_requires or {},
+        increment=increment,
+    )
     return [index for index, operation in enumerate(operations) if operation.pk in moved_ids]
 
 
@@ -168,8 +243,17 @@ def _config_of(operation: Operation, attempt, digests: dict) -> str:
     return digests[scope]
 
 
-def moved_in_sql(operations: list[Operation], *, from_state: State, to_state: State, kind: str,
-                 configs: list[str | None], now, same: dict, each: dict[str, list]) -> None:
+def moved_in_sql(
+    operations: list[Operation],
+    *,
+    from_state: State,
+    to_state: State,
+    kind: str,
+    configs: list[str | None],
+    now,
+    same: dict,
+    each: dict[str, list],
+) -> None:
     """Make ``operations`` in memory what SQL that moves states itself wrote (``ledger_finish_claimed``,
     whose edges come from the state table: ``ledger.states.sql_edges``; ``same`` and ``each`` as
     ``transition_many`` takes them), and log each move as it does (``configs``: the configuration
@@ -180,16 +264,35 @@ def moved_in_sql(operations: list[Operation], *, from_state: State, to_state: St
         log_transition(operation, from_state=from_state, to_state=to_state, kind=kind, config_version=config)
 
 
-def log_transition(operation: Operation, *, from_state: str, to_state: str, kind: str, error_category: str = "",
-                   attempt=None, config_version: str | None = None) -> None:
+def log_transition(
+    operation: Operation,
+    *,
+    from_state: str,
+    to_state: str,
+    kind: str,
+    error_category: str = "",
+    attempt=None,
+    config_version: str | None = None,
+) -> None:
     """The log line of a state change: identifiers and states, never payload text. The
     configuration is the one the attempt ran under (``config_version``, or the attempt's), or else
     the one the operation would run under now (``ledger.core.configuration``), by its digest's first 12
     characters."""
-    config = config_version or (attempt.config_version_id if attempt is not None else None) or \
-        configuration.current_digest(operation)
-    logger.info("transition", extra={
-        "key": operation.key, "from": str(from_state), "to": str(to_state), "kind": kind,
-        "error_category": error_category, "attempts": operation.attempts,
-        "correlation_id": operation.correlation_id, "config_version": (config or "")[:12]})
-
+    config = (
+        config_version
+        or (attempt.config_version_id if attempt is not None else None)
+        or configuration.current_digest(operation)
+    )
+    logger.info(
+        "transition",
+        extra={
+            "key": operation.key,
+            "from": str(from_state),
+            "to": str(to_state),
+            "kind": kind,
+            "error_category": error_category,
+            "attempts": operation.attempts,
+            "correlation_id": operation.correlation_id,
+            "config_version": (config or "")[:12],
+        },
+    )

@@ -14,16 +14,31 @@ def attempt_number(operation: Operation) -> int:
     return operation.fencing_token
 
 
-def new_attempt(operation, *, worker, started_at, outcome, error: Exception | None = None,
-             external_id: str = "", counted: bool = True) -> Attempt:
+def new_attempt(
+    operation,
+    *,
+    worker,
+    started_at,
+    outcome,
+    error: Exception | None = None,
+    external_id: str = "",
+    counted: bool = True,
+) -> Attempt:
     """A finished try's row; counted now unless the move that records it counts it (``counted``
     False: ``transition_many``'s ``attempt_outcome``, after the rows, in the lock order)."""
     if counted:
         tallies.count_attempts([(operation, outcome)])
     return Attempt.objects.create(
-        operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
-        worker=worker, started_at=started_at, finished_at=timezone.now(), outcome=outcome,
-        external_id=external_id, config_version_id=configuration.digest_for(operation), **_error_fields(error),
+        operation=operation,
+        number=attempt_number(operation),
+        fencing_token=operation.fencing_token,
+        worker=worker,
+        started_at=started_at,
+        finished_at=timezone.now(),
+        outcome=outcome,
+        external_id=external_id,
+        config_version_id=configuration.digest_for(operation),
+        **_error_fields(error),
     )
 
 
@@ -35,8 +50,7 @@ def finish_attempt(attempt: Attempt, outcome: str, error: Exception | None = Non
     attempt.outcome = outcome
     for name, value in _error_fields(error).items():
         setattr(attempt, name, value)
-    attempt.save(update_fields=["finished_at", "outcome", "error_type", "error_message", "http_status",
-                                "external_id"])
+    attempt.save(update_fields=["finished_at", "outcome", "error_type", "error_message", "http_status", "external_id"])
 
 
 def _error_fields(error: Exception | None) -> dict:
@@ -51,4 +65,3 @@ def _error_fields(error: Exception | None) -> dict:
 
 def _short_message(error: Exception) -> str:
     return (getattr(error, "message", None) or str(error) or type(error).__name__)[:500]
-

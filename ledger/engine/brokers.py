@@ -73,7 +73,7 @@ class ORM(orm.ORM):
         """django-q2's ``ORM.dequeue`` without its sleep: the due tasks of ``queue`` (up to
         ``bulk``), each taken by moving its lock forward, unless another cluster moved it first."""
         taken = []
-        for task in queue.filter(key=self.list_key, lock__lt=timezone.now())[:Conf.BULK]:
+        for task in queue.filter(key=self.list_key, lock__lt=timezone.now())[: Conf.BULK]:
             if queue.filter(id=task.id, lock=task.lock).update(lock=self.timeout(task)):
                 taken.append((task.pk, task.payload))
         return taken

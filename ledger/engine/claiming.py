@@ -36,8 +36,9 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None,
-                         finish_known_sets: bool = False) -> list[Operation]:
+def claim_due_operations(
+    *, limit: int, worker: str, now: datetime | None = None, finish_known_sets: bool = False
+) -> list[Operation]:
     """Claim up to ``limit`` due operations for ``worker``; returns them with their new tokens.
 
     Locks: the claimed rows, ``FOR UPDATE SKIP LOCKED`` (other workers pass over them instead of
@@ -55,8 +56,13 @@ def claim_due_operations(*, limit: int, worker: str, now: datetime | None = None
     # A claim that PostgreSQL aborts for a deadlock leaves nothing (its effects and finished sets
     # included): it is run again at once rather than its operations waiting for the next task.
     finished, healths, claimed = contention.retried(
-        _claim_in_one_transaction, limit=limit, worker=worker, now=now, finish_known_sets=finish_known_sets,
-        doing="claiming due operations")
+        _claim_in_one_transaction,
+        limit=limit,
+        worker=worker,
+        now=now,
+        finish_known_sets=finish_known_sets,
+        doing="claiming due operations",
+    )
     if finished:
         faults.crash_point("after_commit")
         for known in healths:
@@ -75,8 +81,10 @@ def _claim_in_one_transaction(*, limit: int, worker: str, now: datetime, finish_
                 # of an intake that references the row (a duplicate delivery). Those wait at its commit
                 # while it holds its workspace's audit chain, which this claim needs next: a deadlock
                 # otherwise. Lock order (docs/architecture.md): these rows first, the chain last.
-                due_operations(now).select_for_update(skip_locked=True, no_key=True, of=("self",))
-                .select_related("workspace").order_by("created_at", "id")[:reading]
+                due_operations(now)
+                .select_for_update(skip_locked=True, no_key=True, of=("self",))
+                .select_related("workspace")
+                .order_by("created_at", "id")[:reading]
             )
         finished, healths = finish_in_claim(found, worker=worker, now=now) if finish_known_sets else ([], [])
         done = {operation.pk for operation in finished}
@@ -96,19 +104,26 @@ def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
     and a lease: one guarded UPDATE (``transition_many``). The rows are locked since they were
     found, so every guard matches; one that does not rolls the claim back (``ClaimChanged``)."""
     transition_many(
-        operations, to_state=State.PROCESSING, actor=worker, kind="claimed",
+        operations,
+        to_state=State.PROCESSING,
+        actor=worker,
+        kind="claimed",
         same={"lease_owner": worker, "lease_expires_at": now + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)},
-        increment=("attempts", "fencing_token"), tokens=[operation.fencing_token for operation in operations],
+        increment=("attempts", "fencing_token"),
+        tokens=[operation.fencing_token for operation in operations],
         message=[f"claim {operation.fencing_token + 1}" for operation in operations],
-        raise_if_any_stays=ClaimChanged, now=now)
+        raise_if_any_stays=ClaimChanged,
+        now=now,
+    )
 
 
 class _Told(Exception):
     """A set's failure, logged already, that leaves nothing finished in the claim."""
 
 
-def finish_in_claim(found: list[Operation], *, worker: str,
-                    now: datetime) -> tuple[list[Operation], list[destination_health.Health]]:
+def finish_in_claim(
+    found: list[Operation], *, worker: str, now: datetime
+) -> tuple[list[Operation], list[destination_health.Health]]:
     """Perform, claim and record as succeeded, in the caller's (the claim's) transaction, the
     operations of ``found`` whose internal action works on sets and is known to be working; returns
     them, and the health of their actions (noted after the commit: they worked again). Each
@@ -121,11 +136,18 @@ def finish_in_claim(found: list[Operation], *, worker: str,
     sets: dict[str, list[Operation]] = {}
     for operation in found:
         action = registry.get(operation.action)
-        if action is not None and not action.external and action.performs_many \
-                and not needs_approval(operation, action):
+        if (
+            action is not None
+            and not action.external
+            and action.performs_many
+            and not needs_approval(operation, action)
+        ):
             sets.setdefault(action.name, []).append(operation)
-    working = [(name, operations, known) for name, operations in sets.items()
-               if (known := destination_health.health_of(f"action:{name}")).working(now)]
+    working = [
+        (name, operations, known)
+        for name, operations in sets.items()
+        if (known := destination_health.health_of(f"action:{name}")).working(now)
+    ]
     if not working:
         return [], []
     performed: list[tuple[list[Operation], list[Success], destination_health.Health]] = []
@@ -139,27 +161,39 @@ def finish_in_claim(found: list[Operation], *, worker: str,
                 except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
                     if contention.contention(exc):
                         raise
-                    logger.warning("performing %d %s operations in their claim failed (%s); claiming them instead",
-                                   len(operations), name, type(exc).__name__)
+                    logger.warning(
+                        "performing %d %s operations in their claim failed (%s); claiming them instead",
+                        len(operations),
+                        name,
+                        type(exc).__name__,
+                    )
                     if len(working) == 1:
                         raise _Told from exc  # no savepoint of its own: the outer one undoes it
             # Lock order (docs/architecture.md): every set's effects (their rows) first, then all of
             # them recorded at once, which takes the audit chain last. Finishing each set in turn
             # would write the next set's effects while holding the chain.
             if performed:
-                record_claimed_successes([operation for operations, _, _ in performed for operation in operations],
-                                         [success for _, successes, _ in performed for success in successes],
-                                         worker=worker, now=now)
+                record_claimed_successes(
+                    [operation for operations, _, _ in performed for operation in operations],
+                    [success for _, successes, _ in performed for success in successes],
+                    worker=worker,
+                    now=now,
+                )
                 faults.fault_point(faults.IN_CLAIM_POINTS[0])
     except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
         if contention.contention(exc):
             raise  # the whole claim's transaction is aborted: the caller runs it again
         if not isinstance(exc, _Told):
-            logger.warning("finishing %d operations in their claim failed (%s); claiming them instead",
-                           sum(len(operations) for _, operations, _ in working), type(exc).__name__)
+            logger.warning(
+                "finishing %d operations in their claim failed (%s); claiming them instead",
+                sum(len(operations) for _, operations, _ in working),
+                type(exc).__name__,
+            )
         return [], []
-    return ([operation for operations, _, _ in performed for operation in operations],
-            [known for _, _, known in performed])
+    return (
+        [operation for operations, _, _ in performed for operation in operations],
+        [known for _, _, known in performed],
+    )
 
 
 def keep_leases(remaining: list[Operation], *, worker: str) -> None:
@@ -177,4 +211,3 @@ def keep_leases(remaining: list[Operation], *, worker: str) -> None:
     update_held(remaining, lease_expires_at=now + lease)
     for operation in remaining:
         operation.lease_expires_at = now + lease
-

@@ -29,8 +29,11 @@ class Health:
     last_failure_at: datetime | None = None
 
     def working(self, now: datetime) -> bool:
-        return (self.last_ok_at is not None and self.last_ok_at >= now - WORKING_WINDOW
-                and (self.last_failure_at is None or self.last_failure_at < self.last_ok_at))
+        return (
+            self.last_ok_at is not None
+            and self.last_ok_at >= now - WORKING_WINDOW
+            and (self.last_failure_at is None or self.last_failure_at < self.last_ok_at)
+        )
 
 
 def health_of(name: str) -> Health:
@@ -49,5 +52,6 @@ def record(health: Health, *, ok: bool, now: datetime | None = None) -> None:
     if health.known:
         DestinationHealth.objects.filter(name=health.name).update(**{field: now})
     else:  # another worker may create it at the same moment: advisory, either note will do
-        DestinationHealth.objects.bulk_create([DestinationHealth(name=health.name, **{field: now})],
-                                              ignore_conflicts=True)
+        DestinationHealth.objects.bulk_create(
+            [DestinationHealth(name=health.name, **{field: now})], ignore_conflicts=True
+        )

@@ -51,17 +51,30 @@ def record_failure(operation, action, error: Exception, *, started_at, worker, a
             # Lock order (docs/architecture.md): the Attempt, then the row, the tallies (the try's
             # outcome counted with the move) and the chain (transition_many).
             if attempt is None:
-                row = new_attempt(operation, worker=worker, started_at=started_at, outcome=category, error=error,
-                                  counted=False)
+                row = new_attempt(
+                    operation, worker=worker, started_at=started_at, outcome=category, error=error, counted=False
+                )
             else:
                 finish_attempt(attempt, category, error, counted=False)
                 row = attempt
             transition_many(
-                [operation], to_state=to_state, actor=worker, kind=_failure_kind(to_state),
-                tokens=[token], attempt_rows=[row], attempt_outcome=category, raise_if_any_stays=StaleClaim,
-                error_category=category, message=reason,
-                same={"last_error_category": category, "last_error_message": detail[:500], "lease_owner": "",
-                      "lease_expires_at": None, **fields},
+                [operation],
+                to_state=to_state,
+                actor=worker,
+                kind=_failure_kind(to_state),
+                tokens=[token],
+                attempt_rows=[row],
+                attempt_outcome=category,
+                raise_if_any_stays=StaleClaim,
+                error_category=category,
+                message=reason,
+                same={
+                    "last_error_category": category,
+                    "last_error_message": detail[:500],
+                    "lease_owner": "",
+                    "lease_expires_at": None,
+                    **fields,
+                },
             )
             # Wake a worker when the retry is due, or the reconciler when the lookup is, rather
             # than when the sweep or the reconcile schedule next looks.
@@ -79,8 +92,9 @@ def record_failure(operation, action, error: Exception, *, started_at, worker, a
 
 
 def _failure_kind(to_state: State) -> str:
-    return {State.RETRYING: "retry_scheduled", State.UNKNOWN: "outcome_unknown",
-            State.NEEDS_REVIEW: "needs_review"}[to_state]
+    return {State.RETRYING: "retry_scheduled", State.UNKNOWN: "outcome_unknown", State.NEEDS_REVIEW: "needs_review"}[
+        to_state
+    ]
 
 
 def _next_state_after(operation, action, error: OutcomeError) -> tuple[State, dict, str]:
@@ -105,8 +119,12 @@ def _next_state_after(operation, action, error: OutcomeError) -> tuple[State, di
 
 def _retry_or_review(operation, action, error: OutcomeError, reason: str) -> tuple[State, dict, str]:
     now = timezone.now()
-    delay = retry_delay(operation.attempts, base=action.backoff_base_seconds, cap=action.backoff_cap_seconds,
-                        retry_after=getattr(error, "retry_after", None))
+    delay = retry_delay(
+        operation.attempts,
+        base=action.backoff_base_seconds,
+        cap=action.backoff_cap_seconds,
+        retry_after=getattr(error, "retry_after", None),
+    )
     next_attempt_at = now + timedelta(seconds=delay)
     budget_frees_at = _retry_budget_frees_at(operation.workspace, now)
     if budget_frees_at and budget_frees_at > next_attempt_at:
@@ -120,9 +138,11 @@ def _retry_or_review(operation, action, error: OutcomeError, reason: str) -> tup
 def _retry_budget_frees_at(workspace, now) -> datetime | None:
     """When the workspace may schedule its next retry, if its hourly budget is spent now."""
     window_start = now - RETRY_BUDGET_WINDOW
-    recent = AuditEvent.objects.filter(
-        workspace=workspace, kind="retry_scheduled", created_at__gt=window_start
-    ).order_by("-created_at").values_list("created_at", flat=True)
+    recent = (
+        AuditEvent.objects.filter(workspace=workspace, kind="retry_scheduled", created_at__gt=window_start)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)
+    )
     budget = workspace.retry_budget_per_hour
     if budget == 0:
         return now + RETRY_BUDGET_WINDOW  # no budget at all: every retry waits a full window
@@ -131,4 +151,3 @@ def _retry_budget_frees_at(workspace, now) -> datetime | None:
         return None
     # The budget frees when the oldest of the last `budget` retries leaves the window.
     return spent[-1] + RETRY_BUDGET_WINDOW
-

@@ -24,8 +24,20 @@ class StaleClaim(Exception):
 
 
 # What the engine changes on an operation while a claim holds it.
-_ENGINE_FIELDS = ("state", "attempts", "fencing_token", "lease_owner", "lease_expires_at", "next_attempt_at",
-                  "deadline", "result", "external_id", "last_error_category", "last_error_message", "updated_at")
+_ENGINE_FIELDS = (
+    "state",
+    "attempts",
+    "fencing_token",
+    "lease_owner",
+    "lease_expires_at",
+    "next_attempt_at",
+    "deadline",
+    "result",
+    "external_id",
+    "last_error_category",
+    "last_error_message",
+    "updated_at",
+)
 
 
 def commit_outcome(operation: Operation, write):
@@ -46,8 +58,9 @@ def commit_outcome(operation: Operation, write):
         return write()
     except (OperationalError, InterfaceError):
         restore(operation, before)
-        logger.warning("database connection lost recording the outcome of %s; writing it again",
-                       operation.key, exc_info=True)
+        logger.warning(
+            "database connection lost recording the outcome of %s; writing it again", operation.key, exc_info=True
+        )
     except BaseException:
         restore(operation, before)
         raise
@@ -77,8 +90,11 @@ def commit_outcomes(operations: list[Operation], write) -> bool:
     except (OperationalError, InterfaceError):
         for operation, values in before:
             restore(operation, values)
-        logger.warning("database connection lost recording the outcomes of %d operations; recording them "
-                       "one at a time", len(operations), exc_info=True)
+        logger.warning(
+            "database connection lost recording the outcomes of %d operations; recording them one at a time",
+            len(operations),
+            exc_info=True,
+        )
     except BaseException:
         for operation, values in before:
             restore(operation, values)
@@ -108,9 +124,14 @@ def update_held(operations: list[Operation], *, each: dict[str, list] | None = N
     """
     if "state" in same or "state" in (each or {}):
         raise ValueError("states move through ledger.core.transitions.transition_many, not update_held")
-    return update_each(Operation, [operation.pk for operation in operations],
-                        match={"fencing_token": [operation.fencing_token for operation in operations]},
-                        each=each or {}, same=same, where={"state": State.PROCESSING})
+    return update_each(
+        Operation,
+        [operation.pk for operation in operations],
+        match={"fencing_token": [operation.fencing_token for operation in operations]},
+        each=each or {},
+        same=same,
+        where={"state": State.PROCESSING},
+    )
 
 
 def snapshot(operation: Operation) -> dict:
@@ -131,8 +152,9 @@ def refuse_stale(operation, *, worker, token, started_at, attempt=None, begun=Tr
         elif begun:
             new_attempt(operation, worker=worker, started_at=started_at, outcome=Attempt.Outcome.STALE)
         record_audit_event(
-            actor=worker, kind="stale_completion_refused", operation=operation,
+            actor=worker,
+            kind="stale_completion_refused",
+            operation=operation,
             message=f"claim {token} no longer holds the operation; outcome not applied",
         )
     logger.warning("stale completion refused for %s (claim %s)", operation.key, token)
-

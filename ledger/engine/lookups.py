@@ -29,8 +29,9 @@ def settles_at(operation: Operation, action: ActionDefinition) -> datetime | Non
     return last_try + action.settle_after if last_try else None
 
 
-def ask_destination(operation: Operation, action: ActionDefinition, *,
-                    now: datetime | None = None) -> Found | Absent | CannotTell:
+def ask_destination(
+    operation: Operation, action: ActionDefinition, *, now: datetime | None = None
+) -> Found | Absent | CannotTell:
     """The destination's answer about ``operation``; an "absent" while a request may still be
     landing is not believed (it becomes a ``CannotTell`` that says when to ask again)."""
     now = now or timezone.now()

@@ -40,13 +40,23 @@ def perform_claimed(operation: Operation, *, worker: str) -> None:
     try:
         action = get_action(operation.action)
     except UnknownAction:
-        record_failure(operation, None, PermanentError(f"action {operation.action!r} is not registered"),
-                        started_at=timezone.now(), worker=worker)
+        record_failure(
+            operation,
+            None,
+            PermanentError(f"action {operation.action!r} is not registered"),
+            started_at=timezone.now(),
+            worker=worker,
+        )
         return
     if needs_approval(operation, action):
         # Defence in depth: the state machine already keeps unapproved work out of `pending`.
-        record_failure(operation, action, PermanentError("no approval covers this payload"),
-                        started_at=timezone.now(), worker=worker)
+        record_failure(
+            operation,
+            action,
+            PermanentError("no approval covers this payload"),
+            started_at=timezone.now(),
+            worker=worker,
+        )
         return
     if action.external:
         _perform_external(operation, action, worker=worker)
@@ -60,6 +70,7 @@ def needs_approval(operation: Operation, action: ActionDefinition) -> bool:
 
 # --- internal actions -------------------------------------------------------------------------
 
+
 def _perform_internal(operation: Operation, action: ActionDefinition, *, worker: str) -> None:
     token = operation.fencing_token
     started_at = timezone.now()
@@ -67,8 +78,14 @@ def _perform_internal(operation: Operation, action: ActionDefinition, *, worker:
     def perform_and_record():
         with transaction.atomic():
             success = action.perform(operation)
-            attempt = new_attempt(operation, worker=worker, started_at=started_at, outcome=Attempt.Outcome.OK,
-                                  external_id=success.external_id, counted=False)
+            attempt = new_attempt(
+                operation,
+                worker=worker,
+                started_at=started_at,
+                outcome=Attempt.Outcome.OK,
+                external_id=success.external_id,
+                counted=False,
+            )
             record_success(operation, success, attempt=attempt, worker=worker, token=token)
             faults.fault_point("before_outcome_commit")
 
@@ -100,12 +117,17 @@ def perform_internal_set(operations: list[Operation], action: ActionDefinition, 
     try:
         done = commit_outcomes(operations, perform_and_record)
     except StaleClaim:
-        logger.info("a set of %d %s operations holds a lost claim; performing them one at a time",
-                    len(operations), action.name)
+        logger.info(
+            "a set of %d %s operations holds a lost claim; performing them one at a time", len(operations), action.name
+        )
         return False
     except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
-        logger.warning("performing %d %s operations as a set failed (%s); performing them one at a time",
-                       len(operations), action.name, type(exc).__name__)
+        logger.warning(
+            "performing %d %s operations as a set failed (%s); performing them one at a time",
+            len(operations),
+            action.name,
+            type(exc).__name__,
+        )
         return False
     if done:
         faults.crash_point("after_commit")
@@ -113,6 +135,7 @@ def perform_internal_set(operations: list[Operation], action: ActionDefinition, 
 
 
 # --- external actions -------------------------------------------------------------------------
+
 
 @dataclass
 class Call:
@@ -170,27 +193,35 @@ def begin_calls(operations: list[Operation], *, worker: str) -> list[Call] | Non
     with transaction.atomic():
         renewed = update_held(operations, lease_expires_at=lease_expires_at)
         if renewed == len(operations):
-            attempts = Attempt.objects.bulk_create([
-                _open_attempt(operation, action, worker=worker, started_at=started_at, config_version=digest)
-                for operation, action, digest in zip(operations, actions, configuration.digests_for(operations),
-                                                     strict=True)
-            ])
+            attempts = Attempt.objects.bulk_create(
+                [
+                    _open_attempt(operation, action, worker=worker, started_at=started_at, config_version=digest)
+                    for operation, action, digest in zip(
+                        operations, actions, configuration.digests_for(operations), strict=True
+                    )
+                ]
+            )
         else:
             transaction.set_rollback(True)
     if renewed != len(operations):
         return None
     for operation in operations:
         operation.lease_expires_at = lease_expires_at
-    return [Call(operation, action, attempt, started_at, worker)
-            for operation, action, attempt in zip(operations, actions, attempts, strict=True)]
+    return [
+        Call(operation, action, attempt, started_at, worker)
+        for operation, action, attempt in zip(operations, actions, attempts, strict=True)
+    ]
 
 
 def _open_attempt(operation, action, *, worker, started_at, config_version: str | None = None) -> Attempt:
     """An unsaved Attempt for a try about to begin (with the idempotency key, when honoured), under
     the configuration it begins with (``ledger.core.configuration``)."""
     return Attempt(
-        operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
-        worker=worker, started_at=started_at,
+        operation=operation,
+        number=attempt_number(operation),
+        fencing_token=operation.fencing_token,
+        worker=worker,
+        started_at=started_at,
         idempotency_key=operation.key if action.honours_idempotency_keys else "",
         config_version_id=config_version or configuration.digest_for(operation),
     )
@@ -215,8 +246,7 @@ def finish_call(call: Call, outcome: Success | Exception) -> None:
     """Record what one begun try came to."""
     operation, worker = call.operation, call.worker
     if isinstance(outcome, Exception):
-        record_failure(operation, call.action, outcome, started_at=call.started_at, worker=worker,
-                       attempt=call.attempt)
+        record_failure(operation, call.action, outcome, started_at=call.started_at, worker=worker, attempt=call.attempt)
         return
     faults.crash_point("after_external_call")  # the destination acted; we have not recorded it
     # Kept on the attempt even if the outcome is refused as stale: reconciliation can use it.
@@ -247,8 +277,7 @@ def finish_calls(calls: list[Call], successes: list[Success]) -> bool:
 
     def record():
         with transaction.atomic():
-            record_successes(operations, successes, worker=calls[0].worker,
-                             attempts=[call.attempt for call in calls])
+            record_successes(operations, successes, worker=calls[0].worker, attempts=[call.attempt for call in calls])
             faults.fault_point("before_outcome_commit")
 
     try:
@@ -256,7 +285,10 @@ def finish_calls(calls: list[Call], successes: list[Success]) -> bool:
     except StaleClaim:
         done = False
     except Exception as exc:  # noqa: BLE001  not swallowed: the caller records each call on its own
-        logger.warning("recording %d successful calls together failed (%s); recording them one at a time",
-                       len(calls), type(exc).__name__)
+        logger.warning(
+            "recording %d successful calls together failed (%s); recording them one at a time",
+            len(calls),
+            type(exc).__name__,
+        )
         done = False
     return done

@@ -44,8 +44,6 @@ from ledger.states import State
 logger = logging.getLogger("ledger")
 
 
-
-
 def process_due_operations(*, limit: int | None = None, worker: str | None = None) -> int:
     """Claim one batch and work through it. Returns how many operations were claimed.
 
@@ -65,8 +63,9 @@ def process_due_operations(*, limit: int | None = None, worker: str | None = Non
     batch goes on, so their claims do not sit out their leases.
     """
     worker = worker or worker_name()
-    claimed = claim_due_operations(limit=limit or settings.OPSCONSOLE_CLAIM_BATCH, worker=worker,
-                                   finish_known_sets=True)
+    claimed = claim_due_operations(
+        limit=limit or settings.OPSCONSOLE_CLAIM_BATCH, worker=worker, finish_known_sets=True
+    )
     claimed_apart = [operation for operation in claimed if operation.state == State.PROCESSING]
     batch = _Batch(claimed_apart, worker=worker)
     for group in _groups(claimed_apart):
@@ -213,8 +212,7 @@ class _Batch:
                 in_flight[pool.submit(call_destination, call.action, call.operation)] = call
             if not in_flight:
                 continue
-            done, pending = wait(in_flight, timeout=settings.OPSCONSOLE_LEASE_SECONDS / 4,
-                                 return_when=FIRST_COMPLETED)
+            done, pending = wait(in_flight, timeout=settings.OPSCONSOLE_LEASE_SECONDS / 4, return_when=FIRST_COMPLETED)
             if done and pending:
                 # Calls that left together come back within moments of each other: wait that
                 # moment, so their outcomes are recorded (and the next calls begun) together.
@@ -293,4 +291,3 @@ class _Batch:
 def _database_failed(doing: str, *args) -> None:
     logger.exception("database failure " + doing, *args)
     connection.close_if_unusable_or_obsolete()
-

@@ -11,8 +11,14 @@ def backoff_ceiling(attempt: int, *, base: float, cap: float) -> float:
     return min(cap, base * 2 ** min(attempt, _MAX_EXPONENT))
 
 
-def retry_delay(attempt: int, *, base: float, cap: float, retry_after: float | None = None,
-                rand: Callable[[], float] = random.random) -> float:
+def retry_delay(
+    attempt: int,
+    *,
+    base: float,
+    cap: float,
+    retry_after: float | None = None,
+    rand: Callable[[], float] = random.random,
+) -> float:
     """Seconds to wait before the next try: full jitter below the ceiling, never before Retry-After."""
     delay = rand() * backoff_ceiling(attempt, base=base, cap=cap)
     if retry_after is not None:

@@ -20,8 +20,13 @@ from ledger.outcomes import Success
 from ledger.states import CLAIMABLE_STATES, State, sql_edges
 
 # What a success clears: the lease, the next try, the last error.
-_SUCCEEDED_CLEARS = {"lease_owner": "", "lease_expires_at": None, "next_attempt_at": None, "last_error_category": "",
-                     "last_error_message": ""}
+_SUCCEEDED_CLEARS = {
+    "lease_owner": "",
+    "lease_expires_at": None,
+    "next_attempt_at": None,
+    "last_error_category": "",
+    "last_error_message": "",
+}
 
 # The states a set finished in its claim leaves: those the state table moves to processing that a
 # claim takes. ledger_finish_claimed (engine/sql/finish_claimed.sql) lists the same in SQL
@@ -34,13 +39,27 @@ def record_success(operation, success: Success, *, attempt, worker, token) -> No
     ``attempt`` (written uncounted by the caller) is counted with the move. StaleClaim when the
     claim was lost."""
     transition_many(
-        [operation], to_state=State.SUCCEEDED, actor=worker, kind="succeeded", tokens=[token],
-        attempt_rows=[attempt], attempt_outcome=Attempt.Outcome.OK, raise_if_any_stays=StaleClaim,
-        same=_SUCCEEDED_CLEARS, each=_results([success]))
+        [operation],
+        to_state=State.SUCCEEDED,
+        actor=worker,
+        kind="succeeded",
+        tokens=[token],
+        attempt_rows=[attempt],
+        attempt_outcome=Attempt.Outcome.OK,
+        raise_if_any_stays=StaleClaim,
+        same=_SUCCEEDED_CLEARS,
+        each=_results([success]),
+    )
 
 
-def record_successes(operations: list[Operation], successes: list[Success], *, worker: str,
-                     started_at: datetime | None = None, attempts: list[Attempt] | None = None) -> None:
+def record_successes(
+    operations: list[Operation],
+    successes: list[Success],
+    *,
+    worker: str,
+    started_at: datetime | None = None,
+    attempts: list[Attempt] | None = None,
+) -> None:
     """Record ``succeeded`` for many claimed operations at once, in the caller's transaction: their
     ok Attempts in one statement (new ones from ``started_at`` for internal effects, or the begun
     ``attempts`` of external tries, finished), then ``transition_many``: one UPDATE guarded per row
@@ -53,22 +72,38 @@ def record_successes(operations: list[Operation], successes: list[Success], *, w
     if len(successes) != len(operations):
         raise ValueError(f"{len(successes)} successes for {len(operations)} operations")
     if attempts is None:
-        attempts = _ok_attempts(operations, successes, configuration.digests_for(operations), worker=worker,
-                                started_at=started_at, now=now)
+        attempts = _ok_attempts(
+            operations, successes, configuration.digests_for(operations), worker=worker, started_at=started_at, now=now
+        )
     else:
-        update_each(Attempt, [attempt.pk for attempt in attempts], match={},
-                     each={"external_id": [success.external_id for success in successes]},
-                     same={"finished_at": now, "outcome": Attempt.Outcome.OK}, where={})
+        update_each(
+            Attempt,
+            [attempt.pk for attempt in attempts],
+            match={},
+            each={"external_id": [success.external_id for success in successes]},
+            same={"finished_at": now, "outcome": Attempt.Outcome.OK},
+            where={},
+        )
         for attempt, success in zip(attempts, successes, strict=True):
             attempt.finished_at, attempt.outcome, attempt.external_id = now, Attempt.Outcome.OK, success.external_id
     transition_many(
-        operations, to_state=State.SUCCEEDED, actor=worker, kind="succeeded", same=_SUCCEEDED_CLEARS,
-        each=_results(successes), tokens=[operation.fencing_token for operation in operations], attempt_rows=attempts,
-        attempt_outcome=Attempt.Outcome.OK, raise_if_any_stays=StaleClaim, now=now)
+        operations,
+        to_state=State.SUCCEEDED,
+        actor=worker,
+        kind="succeeded",
+        same=_SUCCEEDED_CLEARS,
+        each=_results(successes),
+        tokens=[operation.fencing_token for operation in operations],
+        attempt_rows=attempts,
+        attempt_outcome=Attempt.Outcome.OK,
+        raise_if_any_stays=StaleClaim,
+        now=now,
+    )
 
 
-def record_claimed_successes(operations: list[Operation], successes: list[Success], *, worker: str,
-                             now: datetime) -> None:
+def record_claimed_successes(
+    operations: list[Operation], successes: list[Success], *, worker: str, now: datetime
+) -> None:
     """Claim and record ``succeeded`` at once, for internal operations whose effects were just
     written in the caller's transaction, which also holds their rows locked since they were found
     due (``ledger.engine.processing``). The row goes from pending (or retrying) to succeeded in one guarded
@@ -91,8 +126,16 @@ def record_claimed_successes(operations: list[Operation], successes: list[Succes
         for operation, values in before:
             restore(operation, values)
         raise
-    moved_in_sql(operations, from_state=State.PROCESSING, to_state=State.SUCCEEDED, kind="succeeded",
-                 configs=digests, now=now, same=_SUCCEEDED_CLEARS, each=_results(successes))
+    moved_in_sql(
+        operations,
+        from_state=State.PROCESSING,
+        to_state=State.SUCCEEDED,
+        kind="succeeded",
+        configs=digests,
+        now=now,
+        same=_SUCCEEDED_CLEARS,
+        each=_results(successes),
+    )
 
 
 def _finish_claimed_in_database(operations, successes, digests, *, worker, now) -> None:
@@ -104,9 +147,15 @@ def _finish_claimed_in_database(operations, successes, digests, *, worker, now) 
         "audit": audit_chain.keyed(model_row(AuditEvent(actor=worker, created_at=now))),
         "chains": [[workspace_id, audit_chain.chain_lock_key(workspace_id)] for workspace_id in chains],
         "operations": [
-            {"id": operation.pk, "workspace_id": operation.workspace_id, "fencing_token": operation.fencing_token,
-             "from_state": operation.state, "result": success.result, "external_id": success.external_id,
-             "config_version_id": digest}
+            {
+                "id": operation.pk,
+                "workspace_id": operation.workspace_id,
+                "fencing_token": operation.fencing_token,
+                "from_state": operation.state,
+                "result": success.result,
+                "external_id": success.external_id,
+                "config_version_id": digest,
+            }
             for operation, success, digest in zip(operations, successes, digests, strict=True)
         ],
     }
@@ -122,17 +171,30 @@ def _finish_claimed_in_database(operations, successes, digests, *, worker, now) 
 
 def _results(successes: list[Success]) -> dict[str, list]:
     """What each success writes on its operation's row, one value per operation."""
-    return {"result": [success.result for success in successes],
-            "external_id": [success.external_id for success in successes]}
+    return {
+        "result": [success.result for success in successes],
+        "external_id": [success.external_id for success in successes],
+    }
 
 
-def _ok_attempts(operations: list[Operation], successes: list[Success], digests: list[str | None], *,
-                 worker: str, started_at, now) -> list[Attempt]:
+def _ok_attempts(
+    operations: list[Operation], successes: list[Success], digests: list[str | None], *, worker: str, started_at, now
+) -> list[Attempt]:
     """The ok Attempts of internal effects that just succeeded, one INSERT, each numbered by its claim
     and naming the configuration it ran under (``digests``, one per operation)."""
-    return Attempt.objects.bulk_create([
-        Attempt(operation=operation, number=attempt_number(operation), fencing_token=operation.fencing_token,
-                worker=worker, started_at=started_at, finished_at=now, outcome=Attempt.Outcome.OK,
-                external_id=success.external_id, config_version_id=digest)
-        for operation, success, digest in zip(operations, successes, digests, strict=True)
-    ])
+    return Attempt.objects.bulk_create(
+        [
+            Attempt(
+                operation=operation,
+                number=attempt_number(operation),
+                fencing_token=operation.fencing_token,
+                worker=worker,
+                started_at=started_at,
+                finished_at=now,
+                outcome=Attempt.Outcome.OK,
+                external_id=success.external_id,
+                config_version_id=digest,
+            )
+            for operation, success, digest in zip(operations, successes, digests, strict=True)
+        ]
+    )

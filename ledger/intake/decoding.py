@@ -38,8 +38,10 @@ class DuplicateKey(MalformedJSON):
 
     @property
     def errors(self) -> list[dict]:
-        return [{"field": path, "message": "appears more than once in its object; send each key once"}
-                for path in self.paths]
+        return [
+            {"field": path, "message": "appears more than once in its object; send each key once"}
+            for path in self.paths
+        ]
 
 
 # At most this many duplicate keys are named in an answer.
@@ -52,8 +54,7 @@ def decode_json(body: bytes | str) -> Any:
     ignored): Python's own guess at UTF-16 or UTF-32 is not made."""
     try:
         text = body.decode("utf-8-sig") if isinstance(body, bytes | bytearray) else body
-        value = json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant,
-                           object_pairs_hook=_unique_keys)
+        value = json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
     except _Duplicated:
         raise DuplicateKey(_duplicate_paths(text)) from None
     except json.JSONDecodeError as exc:

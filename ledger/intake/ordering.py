@@ -45,8 +45,9 @@ def mark(workspace, event: reservation.Event, ordering: str) -> None:
     event.ordered = ordering
 
 
-def reserve_latest(workspace, event: reservation.Event, *, source: str, submitted_by: str,
-                   person) -> reservation.Reserved:
+def reserve_latest(
+    workspace, event: reservation.Event, *, source: str, submitted_by: str, person
+) -> reservation.Reserved:
     """Reserve a ``latest_wins`` version, in a transaction of its own that holds its series (run
     again should the database abort it for a deadlock: ``ledger.core.contention``).
 
@@ -54,20 +55,37 @@ def reserve_latest(workspace, event: reservation.Event, *, source: str, submitte
     event is recorded as a stale delivery and answered with that newer operation. Otherwise the
     older versions that have not run are superseded, and it is reserved.
     """
-    return contention.retried(_reserve_latest, workspace, event, source=source, submitted_by=submitted_by,
-                              person=person, doing="reserving a latest_wins version")
+    return contention.retried(
+        _reserve_latest,
+        workspace,
+        event,
+        source=source,
+        submitted_by=submitted_by,
+        person=person,
+        doing="reserving a latest_wins version",
+    )
 
 
 def _reserve_latest(workspace, event, *, source, submitted_by, person) -> reservation.Reserved:
     with transaction.atomic():
         _lock(workspace, event.series)
-        versions = list(in_a_series().filter(workspace=workspace, series=event.series)
-                        .order_by("-version").values_list("key", "version"))
+        versions = list(
+            in_a_series()
+            .filter(workspace=workspace, series=event.series)
+            .order_by("-version")
+            .values_list("key", "version")
+        )
         new = event.key not in {key for key, _ in versions}
         if new and versions and versions[0][1] > event.version:
             newer = Operation.objects.select_related("workspace").get(workspace=workspace, key=versions[0][0])
-            reservation.stale_delivery(workspace, event, [stale_error(event.version, newer.version)],
-                                       source=source, submitted_by=submitted_by, person=person).save()
+            reservation.stale_delivery(
+                workspace,
+                event,
+                [stale_error(event.version, newer.version)],
+                source=source,
+                submitted_by=submitted_by,
+                person=person,
+            ).save()
             return reservation.Reserved(Delivery.Outcome.STALE, newer)
         # Lock order (docs/architecture.md): row locks before the audit chain's. Reserving takes the
         # chain, and superseding the older versions' rows, which a worker's claim may hold while it
@@ -75,30 +93,43 @@ def _reserve_latest(workspace, event, *, source, submitted_by, person) -> reserv
         # rows. Under the series lock a key no operation has is reserved (accepted) by this event.
         if new and not Operation.objects.filter(workspace=workspace, key=event.key).exists():
             _supersede_older(workspace.pk, event, actor=submitted_by or source)
-        [reserved] = reservation.reserve(workspace, [event], refused=[], source=source, submitted_by=submitted_by,
-                                         person=person)
+        [reserved] = reservation.reserve(
+            workspace, [event], refused=[], source=source, submitted_by=submitted_by, person=person
+        )
     return reserved
 
 
 def stale_error(version: int, newer: int) -> dict:
-    return {"field": "data.version", "message": f"version {version} is older than version {newer} of this request, "
-                                                "which supersedes it (the action's ordering is latest_wins)"}
+    return {
+        "field": "data.version",
+        "message": f"version {version} is older than version {newer} of this request, "
+        "which supersedes it (the action's ordering is latest_wins)",
+    }
 
 
 def _lock(workspace, series: str) -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s::integer, hashtext(%s))",
-                       [_LOCK_NAMESPACE, f"{workspace.pk}:{series}"])
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s::integer, hashtext(%s))", [_LOCK_NAMESPACE, f"{workspace.pk}:{series}"]
+        )
 
 
 def _supersede_older(workspace_id: int, newest: reservation.Event, *, actor: str) -> None:
     # Their rows locked first, in id order; then moved and audited at once (the chain last).
-    older = list(in_a_series().filter(workspace_id=workspace_id, series=newest.series, version__lt=newest.version,
-                                      state__in=UNRUN_STATES)
-                 .select_for_update(no_key=True).order_by("id"))
-    transition_many(older, to_state=State.SUPERSEDED, actor=actor, kind="superseded",
-                    message=f"superseded by version {newest.version} ({newest.key}) before it ran",
-                    same={"next_attempt_at": None})
+    older = list(
+        in_a_series()
+        .filter(workspace_id=workspace_id, series=newest.series, version__lt=newest.version, state__in=UNRUN_STATES)
+        .select_for_update(no_key=True)
+        .order_by("id")
+    )
+    transition_many(
+        older,
+        to_state=State.SUPERSEDED,
+        actor=actor,
+        kind="superseded",
+        message=f"superseded by version {newest.version} ({newest.key}) before it ran",
+        same={"next_attempt_at": None},
+    )
 
 
 def send_gaps_to_review(*, now=None, batch: int = 500) -> int:
@@ -106,9 +137,14 @@ def send_gaps_to_review(*, now=None, batch: int = 500) -> int:
     needs_review, naming the missing version. Returns how many went."""
     now = now or timezone.now()
     arrived_predecessor = in_a_series().filter(
-        workspace_id=OuterRef("workspace_id"), series=OuterRef("series"), version=OuterRef("version") - 1)
-    gapped = in_a_series().filter(ordered=Ordering.IN_ORDER, version__gt=1, state=State.PENDING).exclude(
-        Exists(arrived_predecessor)).order_by("created_at")
+        workspace_id=OuterRef("workspace_id"), series=OuterRef("series"), version=OuterRef("version") - 1
+    )
+    gapped = (
+        in_a_series()
+        .filter(ordered=Ordering.IN_ORDER, version__gt=1, state=State.PENDING)
+        .exclude(Exists(arrived_predecessor))
+        .order_by("created_at")
+    )
     sent = 0
     for operation in gapped[:batch]:
         wait = policies.policy_for(operation.workspace_id, operation.action).gap_wait
@@ -116,8 +152,14 @@ def send_gaps_to_review(*, now=None, batch: int = 500) -> int:
             continue
         missing = operation.version - 1
         sent += transition_operation(
-            operation, to_state=State.NEEDS_REVIEW, actor="sweep", kind="version_missing", error_category=GAP,
+            operation,
+            to_state=State.NEEDS_REVIEW,
+            actor="sweep",
+            kind="version_missing",
+            error_category=GAP,
             message=f"version {missing} of this request did not arrive within {policies.format_duration(wait)}",
-            last_error_category=GAP, last_error_message=f"version {missing} is missing (in_order)",
-            next_attempt_at=None)
+            last_error_category=GAP,
+            last_error_message=f"version {missing} is missing (in_order)",
+            next_attempt_at=None,
+        )
     return sent

@@ -59,14 +59,22 @@ class Event:
         return {"series": self.series, "version": self.version, "ordered": self.ordered} if self.ordered else {}
 
 
-def stale_delivery(workspace, event: Event, errors: list[dict], *, source: str, submitted_by: str,
-                   person) -> Delivery:
+def stale_delivery(workspace, event: Event, errors: list[dict], *, source: str, submitted_by: str, person) -> Delivery:
     """The delivery (unsaved) of an event refused as stale: too old for its key window, or an
     older version after a newer one (latest_wins). It names the key; it reserves nothing."""
-    return Delivery(workspace=workspace, source=source, submitted_by=submitted_by, person=person,
-                    outcome=Outcome.STALE, errors=errors, action=event.action.name, key=event.key,
-                    delivery_id=event.delivery_id, correlation_id=event.correlation_id,
-                    occurred_at=event.occurred_at)
+    return Delivery(
+        workspace=workspace,
+        source=source,
+        submitted_by=submitted_by,
+        person=person,
+        outcome=Outcome.STALE,
+        errors=errors,
+        action=event.action.name,
+        key=event.key,
+        delivery_id=event.delivery_id,
+        correlation_id=event.correlation_id,
+        occurred_at=event.occurred_at,
+    )
 
 
 @dataclass
@@ -76,12 +84,12 @@ class Reserved:
     conflict: Conflict | None = None
 
 
-def reserve(workspace: Workspace, events: list[Event], *, refused: list[Delivery], source: str,
-            submitted_by: str, person) -> list[Reserved]:
+def reserve(
+    workspace: Workspace, events: list[Event], *, refused: list[Delivery], source: str, submitted_by: str, person
+) -> list[Reserved]:
     """Record ``refused`` (invalid deliveries, unsaved) and reserve the operations of ``events``, in
     one transaction (the caller's, if any); one Reserved per event, in order."""
-    request = _request(workspace, events, refused=refused, source=source, submitted_by=submitted_by,
-                       person=person)
+    request = _request(workspace, events, refused=refused, source=source, submitted_by=submitted_by, person=person)
     # One event and no refusal, nearly every request, has a function of its own that writes it in
     # plain statements (migration 0024); a batch is reserved set-based.
     function = "ledger_reserve_one" if len(events) == 1 and not refused else "ledger_reserve"
@@ -98,7 +106,10 @@ def _request(workspace, events, *, refused, source, submitted_by, person) -> dic
     now = timezone.now()
     rows = _rows(workspace.pk, source, submitted_by, person.pk if person is not None else None)
     return {
-        "workspace_id": workspace.pk, "source": source, "now": now, "chain_lock": chain_lock_key(workspace.pk),
+        "workspace_id": workspace.pk,
+        "source": source,
+        "now": now,
+        "chain_lock": chain_lock_key(workspace.pk),
         "invalid": [model_row(refusal, received_at=now) for refusal in refused],
         "operation": {**rows["operation"], "created_at": now, "updated_at": now},
         "delivery": {**rows["delivery"], "received_at": now},
@@ -106,13 +117,23 @@ def _request(workspace, events, *, refused, source, submitted_by, person) -> dic
         "contribution": {**rows["contribution"], "created_at": now} if person is not None else None,
         "audit": audit_chain.keyed({**rows["audit"], "created_at": now}),
         "fingerprint_fields": {event.action.name: event.action.fingerprint_fields for event in events},
-        "events": [{
-            "operation": {"action": event.action.name, "key": event.key, "definition_version": event.action.version,
-                          "fingerprint": event.fingerprint, "payload": event.data,
-                          "correlation_id": event.correlation_id, "state": _first_state(event),
-                          "deadline": event.action.first_deadline(now), **event.ordering_columns()},
-            "delivery": {"delivery_id": event.delivery_id, "occurred_at": event.occurred_at},
-        } for event in events],
+        "events": [
+            {
+                "operation": {
+                    "action": event.action.name,
+                    "key": event.key,
+                    "definition_version": event.action.version,
+                    "fingerprint": event.fingerprint,
+                    "payload": event.data,
+                    "correlation_id": event.correlation_id,
+                    "state": _first_state(event),
+                    "deadline": event.action.first_deadline(now),
+                    **event.ordering_columns(),
+                },
+                "delivery": {"delivery_id": event.delivery_id, "occurred_at": event.occurred_at},
+            }
+            for event in events
+        ],
     }
 
 
@@ -138,8 +159,9 @@ def _rows(workspace_id: int, source: str, submitted_by: str, person_id: int | No
     outcomes, a conflict's differences, the audit chain). Built once per sender and process."""
     return {
         "operation": model_row(Operation(workspace_id=workspace_id, key_recipe=KEY_RECIPE, submitted_by=submitted_by)),
-        "delivery": model_row(Delivery(workspace_id=workspace_id, source=source, submitted_by=submitted_by,
-                                  person_id=person_id)),
+        "delivery": model_row(
+            Delivery(workspace_id=workspace_id, source=source, submitted_by=submitted_by, person_id=person_id)
+        ),
         "conflict": model_row(Conflict()),
         "contribution": model_row(Contribution(user_id=person_id, kind=Contribution.Kind.SUBMITTED)),
         "audit": model_row(AuditEvent(workspace_id=workspace_id, actor=submitted_by or source)),

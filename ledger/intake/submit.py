@@ -66,10 +66,15 @@ class Envelope(BaseModel):
     action: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100)]
     delivery_id: Label | None = None
     correlation_id: Label | None = None
-    occurred_at: Annotated[AwareDatetime, WithJsonSchema({"type": "string", "format": "date-time",
-                                                         "pattern": RFC3339})] | None = Field(None, description=(
-        "When the event happened: an RFC 3339 date-time (`2025-12-03T08:00:00Z`) with a UTC offset "
-        "within ±15:59, within 10 years of now."))
+    occurred_at: (
+        Annotated[AwareDatetime, WithJsonSchema({"type": "string", "format": "date-time", "pattern": RFC3339})] | None
+    ) = Field(
+        None,
+        description=(
+            "When the event happened: an RFC 3339 date-time (`2025-12-03T08:00:00Z`) with a UTC offset "
+            "within ±15:59, within 10 years of now."
+        ),
+    )
     data: dict[str, Any]
 
     @field_validator("occurred_at", mode="before")
@@ -115,8 +120,7 @@ class IntakeResult:
         return self.outcome not in (Outcome.ACCEPTED, Outcome.DUPLICATE)
 
 
-def submit_event(*, workspace: Workspace, raw: Any, source: str, submitted_by: str = "",
-                 person=None) -> IntakeResult:
+def submit_event(*, workspace: Workspace, raw: Any, source: str, submitted_by: str = "", person=None) -> IntakeResult:
     """Record one arriving event (already decoded from JSON) and reserve its operation.
 
     ``submitted_by`` labels the sender in deliveries and audit events; ``person`` is the user
@@ -127,8 +131,15 @@ def submit_event(*, workspace: Workspace, raw: Any, source: str, submitted_by: s
     return result
 
 
-def submit_batch(*, workspace: Workspace, raw_events: list, source: str, submitted_by: str = "",
-                 person=None, max_event_bytes: int | None = None) -> list[IntakeResult]:
+def submit_batch(
+    *,
+    workspace: Workspace,
+    raw_events: list,
+    source: str,
+    submitted_by: str = "",
+    person=None,
+    max_event_bytes: int | None = None,
+) -> list[IntakeResult]:
     """Record a batch set-based, each event still answered on its own.
 
     Every event is validated first; then one transaction writes them all (``ledger.intake.reservation``):
@@ -147,28 +158,44 @@ def submit_batch(*, workspace: Workspace, raw_events: list, source: str, submitt
         raise
     except Exception:
         # A warning: each event is tried again alone, and one that fails again is logged as an error.
-        logger.warning("a batch could not be written at once; writing its events one at a time",
-                       exc_info=True, extra={"workspace": workspace.slug, "events": len(raw_events)})
+        logger.warning(
+            "a batch could not be written at once; writing its events one at a time",
+            exc_info=True,
+            extra={"workspace": workspace.slug, "events": len(raw_events)},
+        )
     return [_submit_alone(workspace, index, raw, max_event_bytes, sender) for index, raw in enumerate(raw_events)]
 
 
-def _submit_alone(workspace: Workspace, index: int, raw: Any, max_event_bytes: int | None,
-                  sender: dict) -> IntakeResult:
+def _submit_alone(
+    workspace: Workspace, index: int, raw: Any, max_event_bytes: int | None, sender: dict
+) -> IntakeResult:
     try:
         [result] = _submit(workspace, [raw], sender=sender, max_event_bytes=max_event_bytes)
         return result
     except (OperationalError, InterfaceError):
         raise
     except Exception:
-        logger.exception("batch event failed unexpectedly; nothing of it was recorded",
-                         extra={"workspace": workspace.slug, "batch_index": index})
-        return IntakeResult(outcome=FAILED, http_status=500, reason="internal_error", errors=[{
-            "field": "body", "message": "the event could not be recorded (a server error); nothing of it was kept, "
-                                        "so it is safe to send again"}])
+        logger.exception(
+            "batch event failed unexpectedly; nothing of it was recorded",
+            extra={"workspace": workspace.slug, "batch_index": index},
+        )
+        return IntakeResult(
+            outcome=FAILED,
+            http_status=500,
+            reason="internal_error",
+            errors=[
+                {
+                    "field": "body",
+                    "message": "the event could not be recorded (a server error); nothing of it was kept, "
+                    "so it is safe to send again",
+                }
+            ],
+        )
 
 
-def _submit(workspace: Workspace, raws: list, *, sender: dict, max_event_bytes: int | None = None
-            ) -> list[IntakeResult]:
+def _submit(
+    workspace: Workspace, raws: list, *, sender: dict, max_event_bytes: int | None = None
+) -> list[IntakeResult]:
     """Validate every event, then write them all in one transaction: the refused ones as invalid
     deliveries, the others reserved set-based."""
     results: list[IntakeResult | None] = [None] * len(raws)
@@ -178,15 +205,21 @@ def _submit(workspace: Workspace, raws: list, *, sender: dict, max_event_bytes: 
     for index, raw in enumerate(raws):
         if max_event_bytes is not None and _json_size(raw) > max_event_bytes:
             delivery, results[index] = _refusal(
-                workspace, raw, sender, reason="too_large", http_status=413, extra={"limit_bytes": max_event_bytes},
+                workspace,
+                raw,
+                sender,
+                reason="too_large",
+                http_status=413,
+                extra={"limit_bytes": max_event_bytes},
                 errors=[{"field": "body", "message": f"the event is larger than the limit of {max_event_bytes} bytes"}],
             )
             refused.append(delivery)
             continue
         envelope, action, data, errors = _parse(workspace, raw)
         if errors:
-            delivery, results[index] = _refusal(workspace, raw, sender, reason="invalid_input", http_status=422,
-                                                errors=errors)
+            delivery, results[index] = _refusal(
+                workspace, raw, sender, reason="invalid_input", http_status=422, errors=errors
+            )
             refused.append(delivery)
             continue
         event = _event(workspace, envelope, action, data)
@@ -204,8 +237,20 @@ def _submit(workspace: Workspace, raws: list, *, sender: dict, max_event_bytes: 
     others = [i for i, event in enumerate(events) if event.ordered != Ordering.LATEST_WINS]
     # Each reservation is a transaction of its own, run again should the database abort it for a
     # deadlock (ledger.core.contention).
-    reserved = dict(zip(others, contention.retried(reservation.reserve, workspace, [events[i] for i in others],
-                                                   refused=refused, doing="reserving events", **sender), strict=True))
+    reserved = dict(
+        zip(
+            others,
+            contention.retried(
+                reservation.reserve,
+                workspace,
+                [events[i] for i in others],
+                refused=refused,
+                doing="reserving events",
+                **sender,
+            ),
+            strict=True,
+        )
+    )
     for i in latest:
         reserved[i] = ordering.reserve_latest(workspace, events[i], **sender)
     for i, (index, event) in enumerate(zip(positions, events, strict=True)):
@@ -215,11 +260,21 @@ def _submit(workspace: Workspace, raws: list, *, sender: dict, max_event_bytes: 
 
 def _answer(event: reservation.Event, done: reservation.Reserved) -> IntakeResult:
     if done.outcome == Outcome.STALE:  # an older version, after a newer one (latest_wins)
-        return IntakeResult(outcome=Outcome.STALE, http_status=409, reason="stale", key=event.key,
-                            errors=[ordering.stale_error(event.version, done.operation.version)])
-    return IntakeResult(outcome=done.outcome, http_status=_STATUS[done.outcome], key=event.key,
-                        operation=done.operation, conflict=done.conflict,
-                        reason="payload_conflict" if done.conflict else "")
+        return IntakeResult(
+            outcome=Outcome.STALE,
+            http_status=409,
+            reason="stale",
+            key=event.key,
+            errors=[ordering.stale_error(event.version, done.operation.version)],
+        )
+    return IntakeResult(
+        outcome=done.outcome,
+        http_status=_STATUS[done.outcome],
+        key=event.key,
+        operation=done.operation,
+        conflict=done.conflict,
+        reason="payload_conflict" if done.conflict else "",
+    )
 
 
 _STATUS = {Outcome.ACCEPTED: 201, Outcome.DUPLICATE: 200, Outcome.CONFLICT: 409}
@@ -227,18 +282,25 @@ _STATUS = {Outcome.ACCEPTED: 201, Outcome.DUPLICATE: 200, Outcome.CONFLICT: 409}
 
 def _event(workspace, envelope: Envelope, action: ActionDefinition, data: dict) -> reservation.Event:
     return reservation.Event(
-        action=action, data=data,
+        action=action,
+        data=data,
         key=key_for(workspace.slug, action, data),
         fingerprint=fingerprint(data, action.fingerprint_fields),
-        delivery_id=envelope.delivery_id or "", correlation_id=envelope.correlation_id or "",
+        delivery_id=envelope.delivery_id or "",
+        correlation_id=envelope.correlation_id or "",
         occurred_at=envelope.occurred_at,
     )
 
 
 def key_for(workspace_slug: str, action: ActionDefinition, data: dict) -> str:
     """The operation key of ``data`` (normalised: ``action.normalised``) in the workspace."""
-    return build_key(workspace_slug, action.name, [(f, data[f]) for f in action.identity_fields],
-                     sensitive=action.sensitive_fields, secret=settings.OPSCONSOLE_KEY_SECRET)
+    return build_key(
+        workspace_slug,
+        action.name,
+        [(f, data[f]) for f in action.identity_fields],
+        sensitive=action.sensitive_fields,
+        secret=settings.OPSCONSOLE_KEY_SECRET,
+    )
 
 
 def _staleness(event: reservation.Event, policy: policies.EffectivePolicy) -> str:
@@ -249,15 +311,16 @@ def _staleness(event: reservation.Event, policy: policies.EffectivePolicy) -> st
     window = policy.key_retention
     if event.occurred_at >= timezone.now() - window:
         return ""
-    return (f"occurred more than {policies.format_duration(window)} ago, beyond the key window of "
-            f"{event.action.name}: whether it was already handled can no longer be told, so it is not taken")
+    return (
+        f"occurred more than {policies.format_duration(window)} ago, beyond the key window of "
+        f"{event.action.name}: whether it was already handled can no longer be told, so it is not taken"
+    )
 
 
 def _stale_refusal(workspace, event: reservation.Event, sender: dict, why: str) -> tuple[Delivery, IntakeResult]:
     errors = [FieldError("occurred_at", why).as_dict()]
     delivery = reservation.stale_delivery(workspace, event, errors, **sender)
-    return delivery, IntakeResult(outcome=Outcome.STALE, http_status=409, reason="stale", key=event.key,
-                                  errors=errors)
+    return delivery, IntakeResult(outcome=Outcome.STALE, http_status=409, reason="stale", key=event.key, errors=errors)
 
 
 def _json_size(value) -> int:
@@ -265,28 +328,44 @@ def _json_size(value) -> int:
     return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
-def record_blocked_delivery(*, workspace: Workspace, source: str, reason: str, errors: list[dict],
-                            http_status: int, submitted_by: str = "", person=None, raw: Any = None,
-                            extra: dict | None = None) -> IntakeResult:
+def record_blocked_delivery(
+    *,
+    workspace: Workspace,
+    source: str,
+    reason: str,
+    errors: list[dict],
+    http_status: int,
+    submitted_by: str = "",
+    person=None,
+    raw: Any = None,
+    extra: dict | None = None,
+) -> IntakeResult:
     """Record a delivery that cannot become an operation. Keeps its errors, never its content."""
     sender = {"source": source, "submitted_by": submitted_by, "person": person}
-    delivery, result = _refusal(workspace, raw, sender, reason=reason, http_status=http_status, errors=errors,
-                                extra=extra)
+    delivery, result = _refusal(
+        workspace, raw, sender, reason=reason, http_status=http_status, errors=errors, extra=extra
+    )
     delivery.save()
     return result
 
 
-def _refusal(workspace, raw, sender: dict, *, reason: str, http_status: int, errors: list[dict],
-             extra: dict | None = None) -> tuple[Delivery, IntakeResult]:
+def _refusal(
+    workspace, raw, sender: dict, *, reason: str, http_status: int, errors: list[dict], extra: dict | None = None
+) -> tuple[Delivery, IntakeResult]:
     """The invalid delivery (not saved yet) and the answer for an event that cannot become an operation."""
     raw = raw if isinstance(raw, dict) else {}
     delivery = Delivery(
-        workspace=workspace, **sender, outcome=Outcome.INVALID, errors=errors,
-        action=_label(raw.get("action"), 100), delivery_id=_label(raw.get("delivery_id"), 200),
+        workspace=workspace,
+        **sender,
+        outcome=Outcome.INVALID,
+        errors=errors,
+        action=_label(raw.get("action"), 100),
+        delivery_id=_label(raw.get("delivery_id"), 200),
         correlation_id=_label(raw.get("correlation_id"), 200),
     )
-    return delivery, IntakeResult(outcome=Outcome.INVALID, http_status=http_status, reason=reason, errors=errors,
-                                  extra=extra or {})
+    return delivery, IntakeResult(
+        outcome=Outcome.INVALID, http_status=http_status, reason=reason, errors=errors, extra=extra or {}
+    )
 
 
 def _label(value, limit: int) -> str:

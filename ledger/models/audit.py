@@ -27,16 +27,25 @@ class AuditEvent(models.Model):
     # retention deletes an operation's tombstone (ledger.retention) its events stay, chained as they
     # were, naming an operation id that no longer exists.
     operation = models.ForeignKey(
-        "ledger.Operation", on_delete=models.DO_NOTHING, null=True, blank=True, related_name="audit_events",
+        "ledger.Operation",
+        on_delete=models.DO_NOTHING,
+        null=True,
+        blank=True,
+        related_name="audit_events",
         db_constraint=False,
     )
     # No index of its own: audit_chain_idx (workspace, id) leads with it.
     workspace = models.ForeignKey(
-        "ledger.Workspace", on_delete=models.PROTECT, null=True, blank=True, related_name="audit_events",
+        "ledger.Workspace",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="audit_events",
         db_index=False,
     )
-    attempt = models.ForeignKey("ledger.Attempt", on_delete=models.DO_NOTHING, null=True, blank=True,
-                                db_constraint=False)
+    attempt = models.ForeignKey(
+        "ledger.Attempt", on_delete=models.DO_NOTHING, null=True, blank=True, db_constraint=False
+    )
     actor = models.CharField(max_length=150)
     kind = models.CharField(max_length=40)
     from_state = models.CharField(max_length=20, blank=True)

@@ -51,18 +51,22 @@ class BulkAction(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["token"], name="bulk_action_unique_token"),
             models.CheckConstraint(condition=choices_check("kind", BulkKind.choices), name="bulk_action_kind_valid"),
-            models.CheckConstraint(condition=choices_check("status", BulkStatus.choices),
-                                   name="bulk_action_status_valid"),
+            models.CheckConstraint(
+                condition=choices_check("status", BulkStatus.choices), name="bulk_action_status_valid"
+            ),
             models.CheckConstraint(condition=~Q(reason=""), name="bulk_action_reason_given"),
             models.CheckConstraint(condition=Q(total__gt=0), name="bulk_action_not_empty"),
-            models.CheckConstraint(condition=Q(done__lte=F("total") - F("skipped") - F("failed")),
-                                   name="bulk_action_counts_within_total"),
+            models.CheckConstraint(
+                condition=Q(done__lte=F("total") - F("skipped") - F("failed")), name="bulk_action_counts_within_total"
+            ),
             # Finished exactly when every operation has its outcome.
             models.CheckConstraint(
-                condition=Q(status=BulkStatus.FINISHED, finished_at__isnull=False,
-                            done=F("total") - F("skipped") - F("failed"))
+                condition=Q(
+                    status=BulkStatus.FINISHED, finished_at__isnull=False, done=F("total") - F("skipped") - F("failed")
+                )
                 | (~Q(status=BulkStatus.FINISHED) & Q(finished_at__isnull=True)),
-                name="bulk_action_finished_when_all_done"),
+                name="bulk_action_finished_when_all_done",
+            ),
         ]
 
     def __str__(self):
@@ -90,8 +94,9 @@ class BulkItem(models.Model):
 
     bulk_action = models.ForeignKey(BulkAction, on_delete=models.CASCADE, related_name="items", db_index=False)
     # No database constraint: retention may purge a finished operation, and what was done to it stays.
-    operation = models.ForeignKey("ledger.Operation", on_delete=models.DO_NOTHING, db_constraint=False,
-                                  related_name="+")
+    operation = models.ForeignKey(
+        "ledger.Operation", on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
     outcome = models.CharField(max_length=10, choices=BulkOutcome.choices)
     detail = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -101,8 +106,9 @@ class BulkItem(models.Model):
         constraints = [
             # One outcome per operation; also the index of the progress page's reads.
             models.UniqueConstraint(fields=["bulk_action", "operation"], name="bulk_item_once"),
-            models.CheckConstraint(condition=choices_check("outcome", BulkOutcome.choices),
-                                   name="bulk_item_outcome_valid"),
+            models.CheckConstraint(
+                condition=choices_check("outcome", BulkOutcome.choices), name="bulk_item_outcome_valid"
+            ),
         ]
         indexes = [
             # The progress page's list of outcomes, newest first (keyset pages).

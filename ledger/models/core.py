@@ -63,8 +63,9 @@ class Delivery(models.Model):
     source = models.CharField(max_length=10, choices=DeliverySource.choices)
     submitted_by = models.CharField(max_length=150, blank=True)
     # The person behind the arrival (a person's token, a replay): who authored this payload or run.
-    person = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
-                               related_name="+")
+    person = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     action = models.CharField(max_length=100, blank=True)
     key = models.TextField(blank=True)
     outcome = models.CharField(max_length=10, choices=DeliveryOutcome.choices)
@@ -85,12 +86,21 @@ class Delivery(models.Model):
             models.Index(fields=["correlation_id"], name="delivery_correlation_idx", condition=~Q(correlation_id="")),
             # The console's deliveries page, newest first, overall, per outcome and per workspace:
             # only the refused arrivals are in them (accepted ones, nearly all, cost intake nothing).
-            models.Index(fields=["received_at", "id"], name="delivery_refused_time_idx",
-                         condition=Q(outcome__in=REFUSED_OUTCOMES)),
-            models.Index(fields=["outcome", "received_at", "id"], name="delivery_refused_outcome_idx",
-                         condition=Q(outcome__in=REFUSED_OUTCOMES)),
-            models.Index(fields=["workspace", "received_at", "id"], name="delivery_refused_ws_time_idx",
-                         condition=Q(outcome__in=REFUSED_OUTCOMES)),
+            models.Index(
+                fields=["received_at", "id"],
+                name="delivery_refused_time_idx",
+                condition=Q(outcome__in=REFUSED_OUTCOMES),
+            ),
+            models.Index(
+                fields=["outcome", "received_at", "id"],
+                name="delivery_refused_outcome_idx",
+                condition=Q(outcome__in=REFUSED_OUTCOMES),
+            ),
+            models.Index(
+                fields=["workspace", "received_at", "id"],
+                name="delivery_refused_ws_time_idx",
+                condition=Q(outcome__in=REFUSED_OUTCOMES),
+            ),
         ]
         constraints = [
             models.CheckConstraint(
@@ -153,9 +163,7 @@ class Operation(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(fields=["workspace", "key"], name="operation_unique_key"),
-            models.CheckConstraint(
-                condition=choices_check("state", State.choices), name="operation_state_valid"
-            ),
+            models.CheckConstraint(condition=choices_check("state", State.choices), name="operation_state_valid"),
         ]
         indexes = [
             models.Index(fields=["state", "next_attempt_at"], name="operation_due_idx"),
@@ -164,43 +172,70 @@ class Operation(models.Model):
             # walking the primary key through every finished operation older than it; and the age
             # of the oldest due one (ledger.core.selectors), from its first entries. Partial: a row
             # leaves it when it is claimed.
-            models.Index(fields=["created_at", "id"], name="operation_claim_order_idx",
-                         condition=Q(state__in=[State.PENDING, State.RETRYING])),
+            models.Index(
+                fields=["created_at", "id"],
+                name="operation_claim_order_idx",
+                condition=Q(state__in=[State.PENDING, State.RETRYING]),
+            ),
             # Per action, the due operations by the time they became due (arrival, or the next
             # attempt a retry put them off to): the longest-waiting due one of an action is the
             # first entry of its range that is due (/metrics, ledger.core.selectors).
-            models.Index("action", Coalesce("next_attempt_at", "created_at"), name="operation_due_since_idx",
-                         condition=Q(state__in=[State.PENDING, State.RETRYING])),
+            models.Index(
+                "action",
+                Coalesce("next_attempt_at", "created_at"),
+                name="operation_due_since_idx",
+                condition=Q(state__in=[State.PENDING, State.RETRYING]),
+            ),
             # Per action, the unfinished operations by arrival: the service-levels page counts and
             # lists those past a time along it, however large the backlog (ledger.core.selectors).
-            models.Index(fields=["action", "created_at", "id", "workspace"], name="operation_unfinished_idx",
-                         condition=Q(state__in=sorted(UNFINISHED_STATES))),
+            models.Index(
+                fields=["action", "created_at", "id", "workspace"],
+                name="operation_unfinished_idx",
+                condition=Q(state__in=sorted(UNFINISHED_STATES)),
+            ),
             # The console's queue: the operations that need a person, most recently changed first.
             # Partial, so the rows of every other state (nearly all of them) cost it nothing.
-            models.Index(fields=["updated_at", "id"], name="operation_attention_idx",
-                         condition=Q(state__in=list(ATTENTION_STATES))),
+            models.Index(
+                fields=["updated_at", "id"],
+                name="operation_attention_idx",
+                condition=Q(state__in=list(ATTENTION_STATES)),
+            ),
             # Its other orders (migration 0020): by arrival, and within one state by either time,
             # both ways; and the per-state counts, with their workspace and action filters, read
             # from the index alone.
-            models.Index(fields=["created_at", "id"], name="operation_arrival_idx",
-                         condition=Q(state__in=list(ATTENTION_STATES))),
-            models.Index(fields=["state", "updated_at", "id"], name="operation_state_updated_idx",
-                         condition=Q(state__in=list(ATTENTION_STATES))),
-            models.Index(fields=["state", "created_at", "id"], name="operation_state_arrival_idx",
-                         condition=Q(state__in=list(ATTENTION_STATES))),
-            models.Index(fields=["state", "action", "workspace"], name="operation_state_count_idx",
-                         condition=Q(state__in=list(ATTENTION_STATES))),
+            models.Index(
+                fields=["created_at", "id"], name="operation_arrival_idx", condition=Q(state__in=list(ATTENTION_STATES))
+            ),
+            models.Index(
+                fields=["state", "updated_at", "id"],
+                name="operation_state_updated_idx",
+                condition=Q(state__in=list(ATTENTION_STATES)),
+            ),
+            models.Index(
+                fields=["state", "created_at", "id"],
+                name="operation_state_arrival_idx",
+                condition=Q(state__in=list(ATTENTION_STATES)),
+            ),
+            models.Index(
+                fields=["state", "action", "workspace"],
+                name="operation_state_count_idx",
+                condition=Q(state__in=list(ATTENTION_STATES)),
+            ),
             # The versions of one request (ledger.intake.ordering), for the operations that have a series.
-            models.Index(fields=["workspace", "series", "version"], name="operation_series_idx",
-                         condition=~Q(series="")),
+            models.Index(
+                fields=["workspace", "series", "version"], name="operation_series_idx", condition=~Q(series="")
+            ),
             # Search by the destination's record id (the console's find box, queue and audit search):
             # set when the operation succeeds, so rows still changing state (none yet) are not in it.
             models.Index(fields=["external_id"], name="operation_external_id_idx", condition=~Q(external_id="")),
             # Failure groups (ledger.reads.failure_groups): the operations that need review, by how they failed,
             # counted from this index alone (an index-only scan, in the order of the grouping), and
             # one group's operations found along it (the queue's group filter, a bulk action's).
-            models.Index(fields=["action", "last_error_category", "last_error_message", "workspace", "updated_at"],
-                         name="operation_failure_idx", condition=Q(state=State.NEEDS_REVIEW)),
+            models.Index(
+                fields=["action", "last_error_category", "last_error_message", "workspace", "updated_at"],
+                name="operation_failure_idx",
+                condition=Q(state=State.NEEDS_REVIEW),
+            ),
         ]
         # Also, in migration 0007_scale_indexes: search by any part of the request
         # id (trigram, UPPER(payload->>'request_id')) and by the start of the key (UPPER(key)).
@@ -220,9 +255,12 @@ class Operation(models.Model):
         from ledger.models.people import ApprovalDecision
 
         latest = self.approvals.order_by("-id").first()
-        return (latest is not None and latest.decision == ApprovalDecision.APPROVED
-                and latest.fingerprint == self.fingerprint
-                and not self.contributions.filter(user__username=latest.approver).exists())
+        return (
+            latest is not None
+            and latest.decision == ApprovalDecision.APPROVED
+            and latest.fingerprint == self.fingerprint
+            and not self.contributions.filter(user__username=latest.approver).exists()
+        )
 
 
 class AttemptOutcome(models.TextChoices):
@@ -274,8 +312,9 @@ class Attempt(models.Model):
     external_id = models.CharField(max_length=200, blank=True)
     # No index: nothing looks attempts up by it (and configurations are never deleted), while
     # every attempt would pay for one.
-    config_version = models.ForeignKey(ConfigVersion, on_delete=models.PROTECT, null=True, blank=True,
-                                       related_name="+", db_index=False)
+    config_version = models.ForeignKey(
+        ConfigVersion, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
 
     class Meta:
         ordering = ["operation", "number"]
@@ -354,9 +393,7 @@ class Conflict(models.Model):
 class Control(models.Model):
     """A pause switch. Scope: no workspace and no action is global; either or both narrow it."""
 
-    workspace = models.ForeignKey(
-        "Workspace", on_delete=models.CASCADE, null=True, blank=True, related_name="controls"
-    )
+    workspace = models.ForeignKey("Workspace", on_delete=models.CASCADE, null=True, blank=True, related_name="controls")
     action = models.CharField(max_length=100, blank=True)
     paused = models.BooleanField(default=False)
     # When the switch was last pulled: resuming credits the time since to the deadlines it held.
@@ -383,8 +420,10 @@ class Control(models.Model):
 
     @property
     def scope_label(self) -> str:
-        parts = [f"workspace {self.workspace.slug}" if self.workspace_id else "",
-                 f"action {self.action}" if self.action else ""]
+        parts = [
+            f"workspace {self.workspace.slug}" if self.workspace_id else "",
+            f"action {self.action}" if self.action else "",
+        ]
         return ", ".join(p for p in parts if p) or "global"
 
 
@@ -420,8 +459,9 @@ class ReviewDraft(models.Model):
 
     # The draft is the destination's record: it outlives its operation's key (retention deletes the
     # tombstone and leaves the draft, no longer linked).
-    operation = models.OneToOneField("Operation", on_delete=models.SET_NULL, null=True, blank=True,
-                                     related_name="review_draft")
+    operation = models.OneToOneField(
+        "Operation", on_delete=models.SET_NULL, null=True, blank=True, related_name="review_draft"
+    )
     workspace = models.ForeignKey("Workspace", on_delete=models.PROTECT, related_name="review_drafts")
     title = models.CharField(max_length=500)
     owner = models.CharField(max_length=100)

@@ -22,8 +22,9 @@ class ApiToken(models.Model):
     workspace = models.ForeignKey("ledger.Workspace", on_delete=models.CASCADE, related_name="tokens")
     name = models.CharField(max_length=100, blank=True)
     # PROTECT: deleting the person would silently turn their token into a machine's (revoke it first).
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
-                             related_name="api_tokens")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="api_tokens"
+    )
     token_hash = models.CharField(max_length=64, unique=True)
     hint = models.CharField(max_length=12, help_text="The token's first characters, to tell tokens apart.")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -23,18 +23,23 @@ class Policy(models.Model):
     """One action's policy in one workspace, or (no workspace) in every workspace. A blank field
     inherits: from the every-workspace row, then from the action's definition."""
 
-    workspace = models.ForeignKey("ledger.Workspace", on_delete=models.CASCADE, null=True, blank=True,
-                                  related_name="policies")
+    workspace = models.ForeignKey(
+        "ledger.Workspace", on_delete=models.CASCADE, null=True, blank=True, related_name="policies"
+    )
     action = models.CharField(max_length=100)
     payload_retention = models.DurationField(
-        null=True, blank=True, help_text="How long a finished operation keeps its payload; then it is redacted.")
+        null=True, blank=True, help_text="How long a finished operation keeps its payload; then it is redacted."
+    )
     key_retention = models.DurationField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="How long a finished operation's key is kept (a redelivery within it is a duplicate); "
-                  "then it is deleted, and an arrival older than this is refused as stale.")
+        "then it is deleted, and an arrival older than this is refused as stale.",
+    )
     ordering = models.CharField(max_length=20, choices=Ordering.choices, blank=True)
     gap_wait = models.DurationField(
-        null=True, blank=True, help_text="in_order: how long a version waits for a missing predecessor.")
+        null=True, blank=True, help_text="in_order: how long a version waits for a missing predecessor."
+    )
     changed_by = models.CharField(max_length=150, blank=True)
     changed_at = models.DateTimeField(auto_now=True)
 
@@ -42,17 +47,21 @@ class Policy(models.Model):
         verbose_name_plural = "policies"
         ordering = ["action", "workspace__slug"]
         constraints = [
-            models.UniqueConstraint(fields=["action"], condition=Q(workspace__isnull=True),
-                                    name="policy_unique_every_workspace"),
-            models.UniqueConstraint(fields=["workspace", "action"], condition=Q(workspace__isnull=False),
-                                    name="policy_unique_workspace"),
-            models.CheckConstraint(condition=Q(ordering="") | choices_check("ordering", Ordering.choices),
-                                   name="policy_ordering_valid"),
+            models.UniqueConstraint(
+                fields=["action"], condition=Q(workspace__isnull=True), name="policy_unique_every_workspace"
+            ),
+            models.UniqueConstraint(
+                fields=["workspace", "action"], condition=Q(workspace__isnull=False), name="policy_unique_workspace"
+            ),
+            models.CheckConstraint(
+                condition=Q(ordering="") | choices_check("ordering", Ordering.choices), name="policy_ordering_valid"
+            ),
             models.CheckConstraint(
                 condition=(Q(payload_retention__isnull=True) | Q(payload_retention__gt=timedelta(0)))
                 & (Q(key_retention__isnull=True) | Q(key_retention__gt=timedelta(0)))
                 & (Q(gap_wait__isnull=True) | Q(gap_wait__gt=timedelta(0))),
-                name="policy_windows_positive"),
+                name="policy_windows_positive",
+            ),
         ]
 
     def __str__(self):

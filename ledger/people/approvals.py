@@ -32,8 +32,14 @@ def approve_operation(operation: Operation, *, user, note: str = "", fingerprint
     ``fingerprint`` is the payload the approver looked at: if it changed since, nothing is approved.
     The processing deadline starts now. Refused to anyone who submitted, changed or replayed it.
     """
-    return _decide(operation, user=user, decision=Approval.Decision.APPROVED, to_state=State.PENDING,
-                   note=note, fingerprint=fingerprint)
+    return _decide(
+        operation,
+        user=user,
+        decision=Approval.Decision.APPROVED,
+        to_state=State.PENDING,
+        note=note,
+        fingerprint=fingerprint,
+    )
 
 
 def reject_operation(operation: Operation, *, user, note: str, fingerprint: str | None = None) -> Approval:
@@ -41,12 +47,21 @@ def reject_operation(operation: Operation, *, user, note: str, fingerprint: str 
     submitted, changed or replayed it, as approving is."""
     if not note.strip():
         raise ApprovalError("Say why the operation is rejected.")
-    return _decide(operation, user=user, decision=Approval.Decision.REJECTED, to_state=State.REJECTED,
-                   note=note, fingerprint=fingerprint)
+    return _decide(
+        operation,
+        user=user,
+        decision=Approval.Decision.REJECTED,
+        to_state=State.REJECTED,
+        note=note,
+        fingerprint=fingerprint,
+    )
 
 
-_ROLES = {Contribution.Kind.SUBMITTED: "submitted", Contribution.Kind.CHANGED: "changed",
-          Contribution.Kind.REPLAYED: "replayed"}
+_ROLES = {
+    Contribution.Kind.SUBMITTED: "submitted",
+    Contribution.Kind.CHANGED: "changed",
+    Contribution.Kind.REPLAYED: "replayed",
+}
 
 
 def _refuse_own_work(operation: Operation, user, verb: str) -> None:
@@ -78,12 +93,22 @@ def _decide(operation, *, user, decision, to_state, note, fingerprint) -> Approv
         # is a new row.
         # The payload decided on is part of the guard: a conflict applied meanwhile refuses this.
         if not transition_operation(
-            operation, to_state=to_state, actor=user.get_username(), kind=f"approval_{decision}",
-            also_requires={"fingerprint": operation.fingerprint}, message=note[:500], **deadline,
+            operation,
+            to_state=to_state,
+            actor=user.get_username(),
+            kind=f"approval_{decision}",
+            also_requires={"fingerprint": operation.fingerprint},
+            message=note[:500],
+            **deadline,
         ):
             raise ApprovalError(f"{operation.key} changed meanwhile; reload it and decide again.")
-        approval = Approval.objects.create(operation=operation, fingerprint=operation.fingerprint,
-                                           decision=decision, approver=user.get_username(), note=note[:500])
+        approval = Approval.objects.create(
+            operation=operation,
+            fingerprint=operation.fingerprint,
+            decision=decision,
+            approver=user.get_username(),
+            note=note[:500],
+        )
         if decision == Approval.Decision.APPROVED:
             transaction.on_commit(partial(nudges.enqueue_processing, operation.pk))
     return approval

@@ -33,17 +33,24 @@ TASK_SECONDS = 15
 # One action takes at most this many operations: a larger group is replayed in several actions
 # (each shows its own progress), so no action's frozen list of ids grows without bound.
 MAX_OPERATIONS = 5_000
-DONE_OUTCOMES = (BulkItem.Outcome.REPLAYED, BulkItem.Outcome.FORCED, BulkItem.Outcome.FOUND,
-                 BulkItem.Outcome.CANCELLED)
+DONE_OUTCOMES = (BulkItem.Outcome.REPLAYED, BulkItem.Outcome.FORCED, BulkItem.Outcome.FOUND, BulkItem.Outcome.CANCELLED)
 
 
 class BulkActionError(Exception):
     """The bulk action cannot be submitted as asked; the message says why (nothing was written)."""
 
 
-def submit_bulk_action(*, user, kind: str, reason: str, token: str, operation_ids: list[int] | None = None,
-                       criterion: Criterion | None = None, accept_duplicate_risk: bool = False,
-                       accept_config_change: bool = False) -> tuple[BulkAction, bool]:
+def submit_bulk_action(
+    *,
+    user,
+    kind: str,
+    reason: str,
+    token: str,
+    operation_ids: list[int] | None = None,
+    criterion: Criterion | None = None,
+    accept_duplicate_risk: bool = False,
+    accept_config_change: bool = False,
+) -> tuple[BulkAction, bool]:
     """Record a bulk ``kind`` (replay or cancel) of the operations ``operation_ids`` (a person's
     selection, at most ``MAX_OPERATIONS``) or of those of the failure group ``criterion`` as it is
     now (frozen: operations that fail the same way later are not taken in; of a larger group, the
@@ -66,9 +73,13 @@ def submit_bulk_action(*, user, kind: str, reason: str, token: str, operation_id
         return _same_press(existing, user), False
     reviewable = roles.visible(Operation.objects.all(), user, capability=roles.REVIEW)
     if criterion is not None:
-        rows = [(op.pk, op.workspace_id) for op in reviewable.filter(criterion.filter()).only(
-            "pk", "workspace_id", "state", "action", "last_error_category", "last_error_message")
-            .order_by("updated_at", "pk")[:MAX_OPERATIONS] if criterion.matches(op)]
+        rows = [
+            (op.pk, op.workspace_id)
+            for op in reviewable.filter(criterion.filter())
+            .only("pk", "workspace_id", "state", "action", "last_error_category", "last_error_message")
+            .order_by("updated_at", "pk")[:MAX_OPERATIONS]
+            if criterion.matches(op)
+        ]
     else:
         wanted = list(dict.fromkeys(operation_ids or []))
         if len(wanted) > MAX_OPERATIONS:
@@ -78,20 +89,33 @@ def submit_bulk_action(*, user, kind: str, reason: str, token: str, operation_id
             raise BulkActionError("Some of the selected operations are not in a workspace where you may review.")
         rows = [(pk, found[pk]) for pk in wanted]
     if not rows:
-        raise BulkActionError("No operation was selected; nothing was done." if criterion is None
-                              else "No operation is in this group any more; nothing was done.")
+        raise BulkActionError(
+            "No operation was selected; nothing was done."
+            if criterion is None
+            else "No operation is in this group any more; nothing was done."
+        )
     try:
         with transaction.atomic():
             bulk = BulkAction.objects.create(
-                kind=kind, reason=reason, user=user, token=token, criterion=str(criterion or ""),
-                accept_duplicate_risk=accept_duplicate_risk, accept_config_change=accept_config_change,
-                operation_ids=[pk for pk, _ in rows], total=len(rows),
+                kind=kind,
+                reason=reason,
+                user=user,
+                token=token,
+                criterion=str(criterion or ""),
+                accept_duplicate_risk=accept_duplicate_risk,
+                accept_config_change=accept_config_change,
+                operation_ids=[pk for pk, _ in rows],
+                total=len(rows),
             )
             workspaces = Workspace.objects.in_bulk({workspace_id for _, workspace_id in rows})
             for workspace_id, workspace in sorted(workspaces.items()):
                 count = sum(1 for _, w in rows if w == workspace_id)
-                record_audit_event(actor=user.get_username(), kind="bulk_submitted", workspace=workspace,
-                                   message=f"bulk {kind} {bulk.pk} of {count} operation(s): {reason}")
+                record_audit_event(
+                    actor=user.get_username(),
+                    kind="bulk_submitted",
+                    workspace=workspace,
+                    message=f"bulk {kind} {bulk.pk} of {count} operation(s): {reason}",
+                )
             transaction.on_commit(partial(nudges.enqueue_bulk_action, bulk.pk))
     except IntegrityError:
         # The same form pressed twice at once: the other press made the action.
@@ -124,15 +148,17 @@ def run_bulk_action(pk: int, *, chunks: int | None = None, seconds: float | None
         return bulk
     if bulk.status == BulkAction.Status.QUEUED:
         BulkAction.objects.filter(pk=pk, status=BulkAction.Status.QUEUED).update(
-            status=BulkAction.Status.RUNNING, updated_at=timezone.now())
+            status=BulkAction.Status.RUNNING, updated_at=timezone.now()
+        )
     had = set(BulkItem.objects.filter(bulk_action_id=pk).values_list("operation_id", flat=True))
     remaining = [operation_id for operation_id in bulk.operation_ids if operation_id not in had]
     started = time.monotonic()
     for number, start in enumerate(range(0, len(remaining), CHUNK)):
         if (chunks is not None and number >= chunks) or (
-                seconds is not None and number and time.monotonic() - started > seconds):
+            seconds is not None and number and time.monotonic() - started > seconds
+        ):
             break
-        _run_chunk(bulk, remaining[start:start + CHUNK])
+        _run_chunk(bulk, remaining[start : start + CHUNK])
         _record_progress(bulk)
     if not remaining:
         _record_progress(bulk)  # a run that stopped after its last outcome, before it finished
@@ -146,8 +172,11 @@ def redrive_stalled(*, now: datetime) -> int:
     crashed (django-q2 does not retry a failed one) or was lost (Redis). Each is touched, so the
     next sweep leaves it alone for as long again. Returns how many were enqueued."""
     quiet = timedelta(seconds=settings.Q_CLUSTER["retry"])
-    stalled = list(BulkAction.objects.filter(status__in=[BulkAction.Status.QUEUED, BulkAction.Status.RUNNING],
-                                             updated_at__lt=now - quiet).values_list("pk", flat=True))
+    stalled = list(
+        BulkAction.objects.filter(
+            status__in=[BulkAction.Status.QUEUED, BulkAction.Status.RUNNING], updated_at__lt=now - quiet
+        ).values_list("pk", flat=True)
+    )
     for pk in stalled:
         touched = BulkAction.objects.filter(pk=pk, updated_at__lt=now - quiet).update(updated_at=now)
         if touched:
@@ -159,9 +188,14 @@ def _run_chunk(bulk: BulkAction, chunk: list[int]) -> None:
     operations = Operation.objects.select_related("workspace").in_bulk(chunk)
     # Replayed since the submission, but with no outcome recorded: this run, stopped before it
     # could record it, or the person by hand meanwhile. Either way not again.
-    replayed = set(Delivery.objects.filter(
-        operation_id__in=chunk, source=Delivery.Source.REPLAY, person_id=bulk.user_id,
-        received_at__gte=bulk.created_at).values_list("operation_id", flat=True))
+    replayed = set(
+        Delivery.objects.filter(
+            operation_id__in=chunk,
+            source=Delivery.Source.REPLAY,
+            person_id=bulk.user_id,
+            received_at__gte=bulk.created_at,
+        ).values_list("operation_id", flat=True)
+    )
     for operation_id in chunk:
         operation = operations.get(operation_id)
         if operation is None:
@@ -171,8 +205,10 @@ def _run_chunk(bulk: BulkAction, chunk: list[int]) -> None:
         else:
             outcome, detail = _act(bulk, operation)
         # ignore_conflicts: a second run at the same time recorded it first (its outcome stands).
-        BulkItem.objects.bulk_create([BulkItem(bulk_action=bulk, operation_id=operation_id, outcome=outcome,
-                                               detail=detail[:500])], ignore_conflicts=True)
+        BulkItem.objects.bulk_create(
+            [BulkItem(bulk_action=bulk, operation_id=operation_id, outcome=outcome, detail=detail[:500])],
+            ignore_conflicts=True,
+        )
 
 
 def _act(bulk: BulkAction, operation: Operation) -> tuple[str, str]:
@@ -184,17 +220,22 @@ def _act(bulk: BulkAction, operation: Operation) -> tuple[str, str]:
         if bulk.kind == BulkAction.Kind.REPLAY:
             if operation.state != State.NEEDS_REVIEW:
                 return BulkItem.Outcome.SKIPPED, f"no longer needs review (now {operation.state})"
-            done = review.replay_operation(operation, user=bulk.user, reason=reason,
-                                           accept_duplicate_risk=bulk.accept_duplicate_risk,
-                                           accept_config_change=bulk.accept_config_change)
+            done = review.replay_operation(
+                operation,
+                user=bulk.user,
+                reason=reason,
+                accept_duplicate_risk=bulk.accept_duplicate_risk,
+                accept_config_change=bulk.accept_config_change,
+            )
             return done.verdict, done.lookup
         if State.CANCELLED not in TRANSITIONS[State(operation.state)]:
             return BulkItem.Outcome.SKIPPED, f"cannot be cancelled now (it is {operation.state})"
         review.cancel_operation(operation, user=bulk.user, reason=reason)
         return BulkItem.Outcome.CANCELLED, ""
     except review.DuplicateRisk:
-        return BulkItem.Outcome.SKIPPED, ("the destination cannot tell whether it already acted, "
-                                          "and the duplicate risk was not accepted")
+        return BulkItem.Outcome.SKIPPED, (
+            "the destination cannot tell whether it already acted, and the duplicate risk was not accepted"
+        )
     except review.ConfigChanged as exc:
         fields = ", ".join(sorted({change.field for change in exc.changes}))
         return BulkItem.Outcome.SKIPPED, f"its configuration changed ({fields}), and the change was not accepted"
@@ -203,21 +244,26 @@ def _act(bulk: BulkAction, operation: Operation) -> tuple[str, str]:
     except DatabaseError:
         raise
     except Exception as exc:  # noqa: BLE001  one operation's unexpected error must not stop the others
-        logger.warning("bulk action: an operation failed unexpectedly", extra={
-            "bulk_action": bulk.pk, "operation": operation.pk, "error_type": type(exc).__name__})
+        logger.warning(
+            "bulk action: an operation failed unexpectedly",
+            extra={"bulk_action": bulk.pk, "operation": operation.pk, "error_type": type(exc).__name__},
+        )
         return BulkItem.Outcome.FAILED, f"unexpected error: {type(exc).__name__}"
 
 
 def _record_progress(bulk: BulkAction) -> None:
     """The counts from the outcomes recorded (so a rerun or a second run cannot miscount): one
     read and one UPDATE per chunk, which also finishes the action once every operation has one."""
-    counts = dict(BulkItem.objects.filter(bulk_action=bulk).order_by().values_list("outcome")
-                  .annotate(n=Count("pk")))
+    counts = dict(BulkItem.objects.filter(bulk_action=bulk).order_by().values_list("outcome").annotate(n=Count("pk")))
     done = sum(counts.get(outcome, 0) for outcome in DONE_OUTCOMES)
     skipped, failed = counts.get(BulkItem.Outcome.SKIPPED, 0), counts.get(BulkItem.Outcome.FAILED, 0)
     now = timezone.now()
     finished = done + skipped + failed >= bulk.total
     BulkAction.objects.filter(pk=bulk.pk).exclude(status=BulkAction.Status.FINISHED).update(
-        done=done, skipped=skipped, failed=failed, updated_at=now,
+        done=done,
+        skipped=skipped,
+        failed=failed,
+        updated_at=now,
         status=BulkAction.Status.FINISHED if finished else BulkAction.Status.RUNNING,
-        finished_at=now if finished else None)
+        finished_at=now if finished else None,
+    )

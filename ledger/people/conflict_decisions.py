@@ -39,8 +39,11 @@ class Decided:
 def open_ids(operation_ids: Collection[int], *, seen: int) -> list[int]:
     """The ids of the operations' open conflicts up to ``seen``, the newest conflict the person was
     shown: one that arrived since then is not decided unseen."""
-    return list(Conflict.objects.filter(status=OPEN, operation_id__in=operation_ids, pk__lte=seen)
-                .order_by("pk").values_list("pk", flat=True))
+    return list(
+        Conflict.objects.filter(status=OPEN, operation_id__in=operation_ids, pk__lte=seen)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
 
 
 def dismiss_conflicts(conflict_ids: Collection[int], *, user, reason: str) -> Decided:
@@ -60,12 +63,15 @@ def apply_dismissing_the_rest(conflict: Conflict, *, user, reason: str, rest: Co
     with transaction.atomic():
         locked, skipped = _lock(ids, user=user)
         if any(other.operation_id != conflict.operation_id for other in locked + skipped):
-            raise ReviewError(f"Only conflicts of {conflict.operation.key} can be dismissed with its conflict "
-                              f"{conflict.pk} applied; nothing was changed.")
+            raise ReviewError(
+                f"Only conflicts of {conflict.operation.key} can be dismissed with its conflict "
+                f"{conflict.pk} applied; nothing was changed."
+            )
         if conflict.pk not in {other.pk for other in locked}:
             conflict.refresh_from_db(fields=["status", "decided_by"])
-            raise ReviewError(f"Conflict {conflict.pk} is already {conflict.status} (by {conflict.decided_by}); "
-                              "nothing was changed.")
+            raise ReviewError(
+                f"Conflict {conflict.pk} is already {conflict.status} (by {conflict.decided_by}); nothing was changed."
+            )
         review.apply_conflict(conflict, user=user, reason=reason)
         dismissed = _dismiss([other for other in locked if other.pk != conflict.pk], user=user, reason=reason)
         return Decided(dismissed=dismissed, skipped=skipped, applied=conflict)
@@ -73,8 +79,9 @@ def apply_dismissing_the_rest(conflict: Conflict, *, user, reason: str, rest: Co
 
 def _selection(conflict_ids: Collection[int], reason: str) -> set[int]:
     if not reason.strip():
-        raise ReviewError("Give a reason: it is kept in the audit trail of every conflict decided. "
-                          "Nothing was changed.")
+        raise ReviewError(
+            "Give a reason: it is kept in the audit trail of every conflict decided. Nothing was changed."
+        )
     ids = set(conflict_ids)
     if not ids:
         raise ReviewError("Select at least one conflict; nothing was changed.")
@@ -86,12 +93,19 @@ def _lock(ids: set[int], *, user) -> tuple[list[Conflict], list[Conflict]]:
     write) for an id that names no conflict or a workspace where ``user`` may not review."""
     # Lock order (docs/architecture.md): the conflicts' rows, in id order, before the audit chain
     # (appended last).
-    locked = list(Conflict.objects.filter(pk__in=ids, status=OPEN).select_related("operation__workspace")
-                  .select_for_update(of=("self",)).order_by("pk"))
+    locked = list(
+        Conflict.objects.filter(pk__in=ids, status=OPEN)
+        .select_related("operation__workspace")
+        .select_for_update(of=("self",))
+        .order_by("pk")
+    )
     skipped = []
     if len(locked) < len(ids):
-        skipped = list(Conflict.objects.filter(pk__in=ids - {c.pk for c in locked})
-                       .select_related("operation__workspace").order_by("pk"))
+        skipped = list(
+            Conflict.objects.filter(pk__in=ids - {c.pk for c in locked})
+            .select_related("operation__workspace")
+            .order_by("pk")
+        )
         missing = ids - {c.pk for c in locked + skipped}
         if missing:
             raise ReviewError(f"No conflict {', '.join(map(str, sorted(missing)))}; nothing was changed.")
@@ -107,13 +121,23 @@ def _dismiss(conflicts: list[Conflict], *, user, reason: str) -> list[Conflict]:
         return []
     actor, now = user.get_username(), timezone.now()
     decided = Conflict.objects.filter(pk__in=[c.pk for c in conflicts], status=OPEN).update(
-        status=DISMISSED, decided_by=actor, decided_at=now)
+        status=DISMISSED, decided_by=actor, decided_at=now
+    )
     if decided != len(conflicts):
         # Not while _lock holds the rows; the guarded UPDATE still checks rather than trusts it.
         raise ReviewError("Some of these conflicts were decided meanwhile; nothing was changed. Look again.")
     for conflict in conflicts:
         conflict.status, conflict.decided_by, conflict.decided_at = DISMISSED, actor, now
-    audit_chain.append([AuditEvent(operation=c.operation, workspace_id=c.operation.workspace_id, actor=actor,
-                             kind="conflict_dismissed", message=review.conflict_message(c, reason)[:500])
-                  for c in conflicts])
+    audit_chain.append(
+        [
+            AuditEvent(
+                operation=c.operation,
+                workspace_id=c.operation.workspace_id,
+                actor=actor,
+                kind="conflict_dismissed",
+                message=review.conflict_message(c, reason)[:500],
+            )
+            for c in conflicts
+        ]
+    )
     return conflicts

@@ -55,8 +55,9 @@ class Replay:
     lookup: str = ""  # what the destination said, when it was asked
 
 
-def replay_operation(operation: Operation, *, user, reason: str, accept_duplicate_risk: bool = False,
-                     accept_config_change: bool = False) -> Replay:
+def replay_operation(
+    operation: Operation, *, user, reason: str, accept_duplicate_risk: bool = False, accept_config_change: bool = False
+) -> Replay:
     """Run an operation that needs review again, under the same key (so the same idempotency key
     reaches the destination): ``needs_review`` -> ``pending`` (``pending_approval`` when the action
     is consequential), with a fresh attempt budget and deadline.
@@ -85,7 +86,8 @@ def replay_operation(operation: Operation, *, user, reason: str, accept_duplicat
         raise ConfigChanged(
             f"The configuration of {operation.action} changed since {operation.key} last ran: "
             f"{'; '.join(str(change) for change in changed)}. Confirm the replay under the new configuration.",
-            changed)
+            changed,
+        )
     risk = ""
     lookup = ""
     if may_have_acted(operation, action):
@@ -96,8 +98,12 @@ def replay_operation(operation: Operation, *, user, reason: str, accept_duplicat
         if isinstance(answer, CannotTell):
             risk = answer.reason
             if not accept_duplicate_risk:
-                record_audit_event(actor=actor, kind="replay_refused", operation=operation,
-                                   message=f"the destination cannot tell whether it acted: {risk}")
+                record_audit_event(
+                    actor=actor,
+                    kind="replay_refused",
+                    operation=operation,
+                    message=f"the destination cannot tell whether it acted: {risk}",
+                )
                 raise DuplicateRisk(
                     f"Replay refused: the destination cannot tell whether {operation.key} already acted there "
                     f"({risk}). Sending it again could make a second {operation.action}. Check the destination "
@@ -105,18 +111,25 @@ def replay_operation(operation: Operation, *, user, reason: str, accept_duplicat
                     "again accepting the duplicate risk."
                 )
         lookup = "the destination has no record" if not risk else f"the destination cannot tell: {risk}"
-    _replay(operation, action, actor=actor, user=user, reason=reason, forced_because=risk, lookup=lookup,
-            changed=changed)
+    _replay(
+        operation, action, actor=actor, user=user, reason=reason, forced_because=risk, lookup=lookup, changed=changed
+    )
     return Replay(operation, "forced" if risk else "replayed", lookup=lookup)
 
 
 def _succeed_found_on_replay(operation, answer: Found, *, actor, reason) -> None:
     found = transition_operation(
-        operation, to_state=State.SUCCEEDED, actor=actor, kind="reconciled_on_replay",
+        operation,
+        to_state=State.SUCCEEDED,
+        actor=actor,
+        kind="reconciled_on_replay",
         message=f"replay asked the destination first: it has record {answer.external_id}; nothing was sent"
-                + (f" ({reason})" if reason else ""),
-        external_id=answer.external_id, result=answer.result, next_attempt_at=None,
-        last_error_category="", last_error_message="",
+        + (f" ({reason})" if reason else ""),
+        external_id=answer.external_id,
+        result=answer.result,
+        next_attempt_at=None,
+        last_error_category="",
+        last_error_message="",
     )
     if not found:
         raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
@@ -142,17 +155,31 @@ def _replay(operation, action, *, actor, user, reason, forced_because, lookup, c
     with transaction.atomic():
         # Lock order (docs/architecture.md): the row, then the chain (transition_operation); after it only new rows.
         replayed = transition_operation(
-            operation, to_state=State.PENDING_APPROVAL if action.consequential else State.PENDING,
-            actor=actor, kind="replay_forced" if forced_because else "replayed", message=message,
-            attempts=0, next_attempt_at=None, deadline=action.first_deadline(now),
-            definition_version=action.version, last_error_category="", last_error_message="", **ordering,
+            operation,
+            to_state=State.PENDING_APPROVAL if action.consequential else State.PENDING,
+            actor=actor,
+            kind="replay_forced" if forced_because else "replayed",
+            message=message,
+            attempts=0,
+            next_attempt_at=None,
+            deadline=action.first_deadline(now),
+            definition_version=action.version,
+            last_error_category="",
+            last_error_message="",
+            **ordering,
         )
         if not replayed:
             raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
         Delivery.objects.create(
-            workspace_id=operation.workspace_id, operation=operation, source=Delivery.Source.REPLAY,
-            submitted_by=actor, person=user, action=operation.action, key=operation.key,
-            correlation_id=operation.correlation_id, outcome=Delivery.Outcome.ACCEPTED,
+            workspace_id=operation.workspace_id,
+            operation=operation,
+            source=Delivery.Source.REPLAY,
+            submitted_by=actor,
+            person=user,
+            action=operation.action,
+            key=operation.key,
+            correlation_id=operation.correlation_id,
+            outcome=Delivery.Outcome.ACCEPTED,
         )
         Contribution.objects.create(operation=operation, user=user, kind=Contribution.Kind.REPLAYED)
         transaction.on_commit(partial(nudges.enqueue_processing, operation.pk))
@@ -175,14 +202,22 @@ def resolve_operation(operation: Operation, *, user, external_id: str, reason: s
             f"Only an unknown operation or one that needs review can be resolved; {operation.key} is {operation.state}."
         )
     if not _action_of(operation).external:
-        raise ReviewError(f"{operation.action} has no external destination to find a record at; "
-                          "replay or cancel the operation instead.")
+        raise ReviewError(
+            f"{operation.action} has no external destination to find a record at; "
+            "replay or cancel the operation instead."
+        )
     actor = user.get_username()
     resolved = transition_operation(
-        operation, to_state=State.SUCCEEDED, actor=actor, kind="resolved",
+        operation,
+        to_state=State.SUCCEEDED,
+        actor=actor,
+        kind="resolved",
         message=f"resolved by hand: the destination has record {external_id}: {reason}",
-        external_id=external_id, result={"external_id": external_id, "resolved_by": actor},
-        next_attempt_at=None, last_error_category="", last_error_message="",
+        external_id=external_id,
+        result={"external_id": external_id, "resolved_by": actor},
+        next_attempt_at=None,
+        last_error_category="",
+        last_error_message="",
     )
     if not resolved:
         raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
@@ -196,8 +231,12 @@ def cancel_operation(operation: Operation, *, user, reason: str) -> Operation:
         allowed = ", ".join(sorted(s for s, targets in TRANSITIONS.items() if State.CANCELLED in targets))
         raise ReviewError(f"{operation.key} is {operation.state}; only {allowed} operations can be cancelled.")
     cancelled = transition_operation(
-        operation, to_state=State.CANCELLED, actor=user.get_username(), kind="cancelled",
-        message=f"cancel: {reason}" if reason else "cancel", next_attempt_at=None,
+        operation,
+        to_state=State.CANCELLED,
+        actor=user.get_username(),
+        kind="cancelled",
+        message=f"cancel: {reason}" if reason else "cancel",
+        next_attempt_at=None,
     )
     if not cancelled:
         raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
@@ -210,8 +249,12 @@ def dismiss_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     actor = user.get_username()
     with transaction.atomic():
         _decide(conflict, Conflict.Status.DISMISSED, actor=actor)
-        record_audit_event(actor=actor, kind="conflict_dismissed", operation=conflict.operation,
-                           message=conflict_message(conflict, reason))
+        record_audit_event(
+            actor=actor,
+            kind="conflict_dismissed",
+            operation=conflict.operation,
+            message=conflict_message(conflict, reason),
+        )
     return conflict
 
 
@@ -237,10 +280,13 @@ def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     operation = conflict.operation
     with transaction.atomic():
         applied = Operation.objects.filter(
-            pk=operation.pk, state__in=states_taking_a_payload(_action_of(operation)), attempts=0,
+            pk=operation.pk,
+            state__in=states_taking_a_payload(_action_of(operation)),
+            attempts=0,
             fingerprint=operation.fingerprint,
-        ).update(payload=conflict.incoming_payload, fingerprint=conflict.incoming_fingerprint,
-                 updated_at=timezone.now())
+        ).update(
+            payload=conflict.incoming_payload, fingerprint=conflict.incoming_fingerprint, updated_at=timezone.now()
+        )
         if not applied:
             raise ReviewError(
                 f"{operation.key} has already run or changed ({operation.state}, {operation.attempts} attempt(s)); "
@@ -249,11 +295,13 @@ def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
         _decide(conflict, Conflict.Status.APPLIED, actor=actor)
         contributions = [Contribution(operation=operation, user=user, kind=Contribution.Kind.CHANGED)]
         if conflict.delivery.person_id is not None:
-            contributions.append(Contribution(operation=operation, user_id=conflict.delivery.person_id,
-                                              kind=Contribution.Kind.SUBMITTED))
+            contributions.append(
+                Contribution(operation=operation, user_id=conflict.delivery.person_id, kind=Contribution.Kind.SUBMITTED)
+            )
         Contribution.objects.bulk_create(contributions)
-        record_audit_event(actor=actor, kind="conflict_applied", operation=operation,
-                           message=conflict_message(conflict, reason))
+        record_audit_event(
+            actor=actor, kind="conflict_applied", operation=operation, message=conflict_message(conflict, reason)
+        )
     operation.payload, operation.fingerprint = conflict.incoming_payload, conflict.incoming_fingerprint
     return conflict
 

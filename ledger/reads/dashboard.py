@@ -52,6 +52,7 @@ def window_start(now: datetime) -> datetime:
 
 # --- sampling (the sweep) ---------------------------------------------------------------------------
 
+
 def take_samples(*, now: datetime | None = None, catch_up: int = CATCH_UP) -> datetime | None:
     """Sample what happened since the last sample, if ``EVERY`` has passed; returns the end of the
     sampled interval (None: too soon).
@@ -82,25 +83,48 @@ def take_samples(*, now: datetime | None = None, catch_up: int = CATCH_UP) -> da
 
 def _sample_flows(since: datetime, until: datetime) -> None:
     out_of_processing = Q(from_state=State.PROCESSING)
-    counts = {"attempts": Count("pk", filter=out_of_processing),
-              "failures": Count("pk", filter=out_of_processing & ~Q(to_state=State.SUCCEEDED))}
+    counts = {
+        "attempts": Count("pk", filter=out_of_processing),
+        "failures": Count("pk", filter=out_of_processing & ~Q(to_state=State.SUCCEEDED)),
+    }
     counts |= {state.value: Count("pk", filter=Q(to_state=state)) for state in FINISHED_STATES}
-    rows = (AuditEvent.objects.filter(created_at__gte=since, created_at__lt=until, workspace_id__isnull=False)
-            .filter(out_of_processing | Q(to_state__in=FINISHED_STATES))
-            .values("workspace_id", "operation__action").annotate(**counts).order_by())
+    rows = (
+        AuditEvent.objects.filter(created_at__gte=since, created_at__lt=until, workspace_id__isnull=False)
+        .filter(out_of_processing | Q(to_state__in=FINISHED_STATES))
+        .values("workspace_id", "operation__action")
+        .annotate(**counts)
+        .order_by()
+    )
     hour = hour_of(since)
-    FlowSample.objects.bulk_create([
-        FlowSample(workspace_id=row["workspace_id"], action=row["operation__action"] or "", hour=hour, since=since,
-                   until=until, **{name: row[name] for name in counts})
-        for row in rows])
+    FlowSample.objects.bulk_create(
+        [
+            FlowSample(
+                workspace_id=row["workspace_id"],
+                action=row["operation__action"] or "",
+                hour=hour,
+                since=since,
+                until=until,
+                **{name: row[name] for name in counts},
+            )
+            for row in rows
+        ]
+    )
 
 
 def _sample_backlog(at: datetime) -> None:
-    unfinished = dict(Operation.objects.filter(state__in=UNFINISHED_STATES).values("workspace_id")
-                      .annotate(n=Count("pk")).order_by().values_list("workspace_id", "n"))
-    BacklogSample.objects.bulk_create([
-        BacklogSample(workspace_id=workspace_id, at=at, unfinished=unfinished.get(workspace_id, 0))
-        for workspace_id in Workspace.objects.values_list("pk", flat=True)])
+    unfinished = dict(
+        Operation.objects.filter(state__in=UNFINISHED_STATES)
+        .values("workspace_id")
+        .annotate(n=Count("pk"))
+        .order_by()
+        .values_list("workspace_id", "n")
+    )
+    BacklogSample.objects.bulk_create(
+        [
+            BacklogSample(workspace_id=workspace_id, at=at, unfinished=unfinished.get(workspace_id, 0))
+            for workspace_id in Workspace.objects.values_list("pk", flat=True)
+        ]
+    )
 
 
 def forget_samples(*, before: datetime) -> int:
@@ -111,6 +135,7 @@ def forget_samples(*, before: datetime) -> int:
 
 
 # --- reading (the console) --------------------------------------------------------------------------
+
 
 @dataclass
 class StateCount:
@@ -190,9 +215,16 @@ def figures(user, *, now: datetime | None = None) -> Figures:
     switches = list(Control.objects.filter(paused=True))
     held = capped_count(roles.visible(held_operations(switches), user)) if switches else None
 
-    flows = (roles.visible(FlowSample.objects.filter(hour__gte=since), user).values("hour", "action")
-             .annotate(attempts=Sum("attempts"), failures=Sum("failures"),
-                       **{state.value: Sum(state.value) for state in FINISHED_STATES}).order_by())
+    flows = (
+        roles.visible(FlowSample.objects.filter(hour__gte=since), user)
+        .values("hour", "action")
+        .annotate(
+            attempts=Sum("attempts"),
+            failures=Sum("failures"),
+            **{state.value: Sum(state.value) for state in FINISHED_STATES},
+        )
+        .order_by()
+    )
     hours = {since + timedelta(hours=n): Hour(since + timedelta(hours=n)) for n in range(HOURS)}
     finished = dict.fromkeys(FINISHED_STATES, 0)
     by_action: dict[str, Rate] = {}
@@ -215,15 +247,22 @@ def figures(user, *, now: datetime | None = None) -> Figures:
         states[state] = StateCount(state, finished[state], finished=True)
 
     # The last backlog sample of each hour (every workspace is sampled at the same moment).
-    backlog = (roles.visible(BacklogSample.objects.filter(at__gte=since), user).values("at")
-               .annotate(unfinished=Sum("unfinished")).order_by("at"))
+    backlog = (
+        roles.visible(BacklogSample.objects.filter(at__gte=since), user)
+        .values("at")
+        .annotate(unfinished=Sum("unfinished"))
+        .order_by("at")
+    )
     for row in backlog:
         if (hour := hours.get(hour_of(row["at"]))) is not None:
             hour.backlog = row["unfinished"]
     return Figures(
-        now=now, since=since,
+        now=now,
+        since=since,
         sampled_until=Heartbeat.objects.filter(name=HEARTBEAT).values_list("beat_at", flat=True).first(),
-        states=[states[state] for state in State], held=held, hours=list(hours.values()),
+        states=[states[state] for state in State],
+        held=held,
+        hours=list(hours.values()),
         by_action=sorted(by_action.values(), key=lambda rate: rate.name),
         by_destination=sorted(by_destination.values(), key=lambda rate: rate.name),
         oldest_due_seconds=oldest_due_seconds(now, switches, workspace_ids=ids),

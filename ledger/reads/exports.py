@@ -32,19 +32,64 @@ CHUNK_ROWS = 2000
 FLUSH_ROWS = 500
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
-OPERATION_COLUMNS = ["key", "workspace", "action", "state", "attempts", "error_category", "error_message",
-                     "external_id", "created_at", "updated_at"]
+OPERATION_COLUMNS = [
+    "key",
+    "workspace",
+    "action",
+    "state",
+    "attempts",
+    "error_category",
+    "error_message",
+    "external_id",
+    "created_at",
+    "updated_at",
+]
 # What operation_rows reads of each operation (``QuerySet.only``), the workspace's slug joined.
-OPERATION_FIELDS = ("pk", "key", "workspace", "workspace__slug", "action", "state", "attempts",
-                    "last_error_category", "last_error_message", "external_id", "created_at", "updated_at",
-                    "payload", "result")
+OPERATION_FIELDS = (
+    "pk",
+    "key",
+    "workspace",
+    "workspace__slug",
+    "action",
+    "state",
+    "attempts",
+    "last_error_category",
+    "last_error_message",
+    "external_id",
+    "created_at",
+    "updated_at",
+    "payload",
+    "result",
+)
 # The payload and result values without a column of their own (a result, an action no longer defined).
 MORE_COLUMN = "more"
 
-AUDIT_COLUMNS = ["created_at", "workspace", "actor", "kind", "operation", "operation_id", "from_state",
-                 "to_state", "error_category", "message"]
-AUDIT_FIELDS = ("pk", "created_at", "workspace", "workspace__slug", "actor", "kind", "operation",
-                "operation__key", "from_state", "to_state", "error_category", "message")
+AUDIT_COLUMNS = [
+    "created_at",
+    "workspace",
+    "actor",
+    "kind",
+    "operation",
+    "operation_id",
+    "from_state",
+    "to_state",
+    "error_category",
+    "message",
+]
+AUDIT_FIELDS = (
+    "pk",
+    "created_at",
+    "workspace",
+    "workspace__slug",
+    "actor",
+    "kind",
+    "operation",
+    "operation__key",
+    "from_state",
+    "to_state",
+    "error_category",
+    "message",
+)
 
 
 def payload_fields(actions: Iterable[str]) -> list[str]:
@@ -67,12 +112,23 @@ def operation_rows(operations: QuerySet, *, user, actions: Iterable[str]) -> Ite
     for operation in _streamed(operations):
         values = privacy.exported(operation, user=user)
         more = {name: value for name, value in values.items() if name not in columns}
-        yield [cell(value) for value in (
-            operation.key, operation.workspace.slug, operation.action, operation.state, operation.attempts,
-            operation.last_error_category, operation.last_error_message, operation.external_id,
-            operation.created_at, operation.updated_at,
-            *(values.get(name) for name in columns), more or None,
-        )]
+        yield [
+            cell(value)
+            for value in (
+                operation.key,
+                operation.workspace.slug,
+                operation.action,
+                operation.state,
+                operation.attempts,
+                operation.last_error_category,
+                operation.last_error_message,
+                operation.external_id,
+                operation.created_at,
+                operation.updated_at,
+                *(values.get(name) for name in columns),
+                more or None,
+            )
+        ]
 
 
 def audit_rows(events: QuerySet) -> Iterator[list]:
@@ -80,12 +136,22 @@ def audit_rows(events: QuerySet) -> Iterator[list]:
     operation and workspace joined). Audit events hold no payload values (``AuditEvent.message``)."""
     yield AUDIT_COLUMNS
     for event in _streamed(events):
-        yield [cell(value) for value in (
-            event.created_at, event.workspace.slug if event.workspace else "", event.actor, event.kind,
-            # A purged operation (retention) is named by its id alone, as the audit page does.
-            event.operation.key if event.operation else "", event.operation_id, event.from_state,
-            event.to_state, event.error_category, event.message,
-        )]
+        yield [
+            cell(value)
+            for value in (
+                event.created_at,
+                event.workspace.slug if event.workspace else "",
+                event.actor,
+                event.kind,
+                # A purged operation (retention) is named by its id alone, as the audit page does.
+                event.operation.key if event.operation else "",
+                event.operation_id,
+                event.from_state,
+                event.to_state,
+                event.error_category,
+                event.message,
+            )
+        ]
 
 
 def _streamed(queryset: QuerySet) -> Iterator:

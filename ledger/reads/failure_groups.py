@@ -42,15 +42,18 @@ _PATTERNS = {
 }
 _HTTP_STATUS = "HTTP [1-5][0-9][0-9]"
 # Tried in this order at each position: an HTTP status is kept before its digits could be a number.
-_GENERAL = re.compile("|".join(
-    [f"(?P<keep>{_HTTP_STATUS})"]
-    + [f"(?P<p{index}>{pattern})" for index, pattern in enumerate(_PATTERNS.values())]))
+_GENERAL = re.compile(
+    "|".join(
+        [f"(?P<keep>{_HTTP_STATUS})"] + [f"(?P<p{index}>{pattern})" for index, pattern in enumerate(_PATTERNS.values())]
+    )
+)
 _PLACEHOLDERS = list(_PATTERNS)
 
 
 @lru_cache(maxsize=4_096)  # the same messages come back on every view of the page
 def signature(message: str) -> str:
     """``message`` with what varies between operations replaced by placeholders."""
+
     def replace(match: re.Match) -> str:
         if match.group("keep"):
             return match.group(0)
@@ -97,8 +100,12 @@ class Criterion:
         """The operations of this group, as a filter (a regular expression on the message: it may
         take in a message that only looks general, such as one holding "<n>" itself; ``matches``
         tells them apart)."""
-        return Q(state=GROUPED_STATE, action=self.action, last_error_category=self.category,
-                 last_error_message__regex=message_pattern(self.general))
+        return Q(
+            state=GROUPED_STATE,
+            action=self.action,
+            last_error_category=self.category,
+            last_error_message__regex=message_pattern(self.general),
+        )
 
     @property
     def message(self) -> str:
@@ -106,9 +113,12 @@ class Criterion:
         return self.general.removeprefix(f"{self.category}: ") if self.category else self.general
 
     def matches(self, operation: Operation) -> bool:
-        return (operation.state == GROUPED_STATE and operation.action == self.action
-                and operation.last_error_category == self.category
-                and signature(operation.last_error_message) == self.general)
+        return (
+            operation.state == GROUPED_STATE
+            and operation.action == self.action
+            and operation.last_error_category == self.category
+            and signature(operation.last_error_message) == self.general
+        )
 
 
 @dataclass
@@ -133,7 +143,7 @@ def failure_groups(operations: QuerySet, *, shown: int = GROUPS_SHOWN) -> tuple[
         .values("action", "last_error_category", "last_error_message")
         # COUNT(*), not of the id: the id is not in the index, and reading it would read every row.
         .annotate(n=Count("*"), first=Min("updated_at"), last=Max("updated_at"))
-        .order_by("-n", "action", "last_error_category", "last_error_message")[:MESSAGES_READ + 1]
+        .order_by("-n", "action", "last_error_category", "last_error_message")[: MESSAGES_READ + 1]
     )
     capped = len(rows) > MESSAGES_READ
     groups: dict[Criterion, Group] = {}

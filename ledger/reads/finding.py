@@ -32,8 +32,20 @@ FIELDS = {
 }
 
 # What a delivery row shows (never its conflict's payload: a conflict is shown on its operation's page).
-DELIVERY_COLUMNS = ("pk", "operation", "delivery_id", "correlation_id", "outcome", "errors", "received_at",
-                    "source", "action", "key", "submitted_by", "workspace__slug")
+DELIVERY_COLUMNS = (
+    "pk",
+    "operation",
+    "delivery_id",
+    "correlation_id",
+    "outcome",
+    "errors",
+    "received_at",
+    "source",
+    "action",
+    "key",
+    "submitted_by",
+    "workspace__slug",
+)
 
 
 class FindError(ValueError):
@@ -87,7 +99,7 @@ def find_operations(text: str | None, *, user) -> Found:
         nonlocal more
         # In no order: sorting would read every match (all of a workspace's, for its slug) to
         # keep LIMIT of them; the index gives the first LIMIT + 1 it meets.
-        rows = list(rows.order_by()[:LIMIT + 1])
+        rows = list(rows.order_by()[: LIMIT + 1])
         more |= len(rows) > LIMIT
         return rows[:LIMIT]
 
@@ -106,20 +118,28 @@ def find_operations(text: str | None, *, user) -> Found:
     for name, lookup in _delivery_lookups(query).items():
         deliveries = roles.visible(Delivery.objects.filter(lookup), user)
         # Each operation once: one flow's correlation id may be on many deliveries of one operation.
-        mark(name, found(deliveries.filter(operation__isnull=False).values_list("operation_id", flat=True)
-                         .distinct()))
+        mark(name, found(deliveries.filter(operation__isnull=False).values_list("operation_id", flat=True).distinct()))
         rows = found(deliveries.filter(operation__isnull=True).select_related("workspace").only(*DELIVERY_COLUMNS))
         refused.update({row.pk: row for row in rows})
 
-    shown = operations.filter(pk__in=list(matched)).select_related("workspace").only(
-        "pk", "key", "action", "state", "external_id", "updated_at", "workspace__slug")
+    shown = (
+        operations.filter(pk__in=list(matched))
+        .select_related("workspace")
+        .only("pk", "key", "action", "state", "external_id", "updated_at", "workspace__slug")
+    )
     for names in matched.values():
         if "external_id" in names:  # its attempt's record id is its own: said once
             names.discard("attempt_external_id")
-    matches = [Match(op, [label for name, label in FIELDS.items() if name in matched[op.pk]])
-               for op in sorted(shown, key=lambda op: (op.updated_at, op.pk), reverse=True)]
-    return Found(query=query, matches=matches, more=more,
-                 refused=sorted(refused.values(), key=lambda d: (d.received_at, d.pk), reverse=True))
+    matches = [
+        Match(op, [label for name, label in FIELDS.items() if name in matched[op.pk]])
+        for op in sorted(shown, key=lambda op: (op.updated_at, op.pk), reverse=True)
+    ]
+    return Found(
+        query=query,
+        matches=matches,
+        more=more,
+        refused=sorted(refused.values(), key=lambda d: (d.received_at, d.pk), reverse=True),
+    )
 
 
 def _may_begin_a_key(query: str, user) -> bool:
@@ -133,8 +153,10 @@ def _may_begin_a_key(query: str, user) -> bool:
     if ids is None:
         return True
     folded = query.upper()
-    return any(folded.startswith(begins) or begins.startswith(folded)
-               for begins in (f"{slug}:".upper() for slug in roles.workspaces(user).values_list("slug", flat=True)))
+    return any(
+        folded.startswith(begins) or begins.startswith(folded)
+        for begins in (f"{slug}:".upper() for slug in roles.workspaces(user).values_list("slug", flat=True))
+    )
 
 
 def _delivery_lookups(query: str) -> dict[str, Q]:
@@ -143,4 +165,3 @@ def _delivery_lookups(query: str) -> dict[str, Q]:
         lookups["delivery"] = Q(pk=int(query))
     lookups["correlation_id"] = Q(correlation_id=query)
     return lookups
-

@@ -29,8 +29,9 @@ def _without_defaults(schema: dict) -> None:
 
 
 class Answer(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True,
-                              json_schema_extra=_without_defaults)
+    model_config = ConfigDict(
+        extra="forbid", json_schema_serialization_defaults_required=True, json_schema_extra=_without_defaults
+    )
 
 
 def respond(answer: Answer, status: int, headers: dict | None = None) -> JsonResponse:
@@ -40,8 +41,11 @@ def respond(answer: Answer, status: int, headers: dict | None = None) -> JsonRes
 
 # A time as Python's isoformat writes it (`2025-12-03T08:00:00.123456+00:00`, the form the API has
 # always sent), published as a JSON Schema date-time.
-Timestamp = Annotated[datetime, PlainSerializer(datetime.isoformat, when_used="json"),
-                      WithJsonSchema({"type": "string", "format": "date-time"})]
+Timestamp = Annotated[
+    datetime,
+    PlainSerializer(datetime.isoformat, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
 
 
 class FieldProblem(Answer):
@@ -61,9 +65,12 @@ class OperationAnswer(Answer):
     action: str
     state: State
     attempts: int
-    payload: dict[str, Any] = Field(description=(
-        f"The business fields; the action's sensitive fields read `{privacy.MASK}` unless the token is a person's "
-        f"who may see sensitive values in the workspace (approver, admin); erased values read `{privacy.REDACTED}`."))
+    payload: dict[str, Any] = Field(
+        description=(
+            f"The business fields; the action's sensitive fields read `{privacy.MASK}` unless the token is a person's "
+            f"who may see sensitive values in the workspace (approver, admin); erased values read `{privacy.REDACTED}`."
+        )
+    )
     result: dict[str, Any] | None
     external_id: str
     last_error: LastError | None
@@ -171,16 +178,28 @@ def _item(answer: type[Answer], status: int) -> type[Answer]:
 
 # An event's answer in a batch, by the answer it would have had alone.
 _ITEMS: dict[type[Answer], type[Answer]] = {
-    answer: _item(answer, status) for answer, status in (
-        (Accepted, 201), (Duplicate, 200), (PayloadConflict, 409), (Stale, 409), (InvalidInput, 422),
-        (TooLarge, 413), (Failed, 500))
+    answer: _item(answer, status)
+    for answer, status in (
+        (Accepted, 201),
+        (Duplicate, 200),
+        (PayloadConflict, 409),
+        (Stale, 409),
+        (InvalidInput, 422),
+        (TooLarge, 413),
+        (Failed, 500),
+    )
 }
 
 
 class BatchAnswer(Answer):
     results: list[
-        _ITEMS[Accepted] | _ITEMS[Duplicate] | _ITEMS[PayloadConflict] | _ITEMS[Stale] | _ITEMS[InvalidInput]
-        | _ITEMS[TooLarge] | _ITEMS[Failed]
+        _ITEMS[Accepted]
+        | _ITEMS[Duplicate]
+        | _ITEMS[PayloadConflict]
+        | _ITEMS[Stale]
+        | _ITEMS[InvalidInput]
+        | _ITEMS[TooLarge]
+        | _ITEMS[Failed]
     ]
 
 
@@ -193,16 +212,24 @@ OPERATION_RESPONSES = {200: OperationAnswer, 401: Unauthorized, 404: NotFound, 5
 
 # --- built from the ledger's results --------------------------------------------------------------
 
+
 def operation_answer(operation: Operation, *, reveal: bool) -> OperationAnswer:
     """The operation as the API shows it: its sensitive values masked unless ``reveal``
     (``privacy.may_view_sensitive``)."""
     return OperationAnswer(
-        id=operation.pk, key=operation.key, workspace=operation.workspace.slug, action=operation.action,
-        state=operation.state, attempts=operation.attempts,
+        id=operation.pk,
+        key=operation.key,
+        workspace=operation.workspace.slug,
+        action=operation.action,
+        state=operation.state,
+        attempts=operation.attempts,
         payload=privacy.masked(operation.payload, operation.action, reveal=reveal),
         result=privacy.masked(operation.result, operation.action, reveal=reveal),
-        external_id=operation.external_id, last_error=operation.last_error,
-        correlation_id=operation.correlation_id, created_at=operation.created_at, updated_at=operation.updated_at,
+        external_id=operation.external_id,
+        last_error=operation.last_error,
+        correlation_id=operation.correlation_id,
+        created_at=operation.created_at,
+        updated_at=operation.updated_at,
     )
 
 
@@ -245,8 +272,11 @@ def _answer_of(result: IntakeResult, *, reveal: bool) -> tuple[type[Answer], dic
     if result.key:
         fields["key"] = result.key
     if result.conflict is not None:
-        fields |= {"conflict_id": result.conflict.pk, "operation": operation,
-                   "fields": [difference["field"] for difference in result.conflict.differences]}
+        fields |= {
+            "conflict_id": result.conflict.pk,
+            "operation": operation,
+            "fields": [difference["field"] for difference in result.conflict.differences],
+        }
     if result.errors:
         fields["errors"] = result.errors
     model = _REFUSALS.get(result.reason)
@@ -257,9 +287,13 @@ def _answer_of(result: IntakeResult, *, reveal: bool) -> tuple[type[Answer], dic
 
 # --- refusals that never reach intake -------------------------------------------------------------
 
+
 def batch_too_large(limit: int) -> BatchTooLarge:
-    return BatchTooLarge(reason="batch_too_large", limit=limit,
-                         errors=[FieldProblem(field="events", message=f"at most {limit} events per batch")])
+    return BatchTooLarge(
+        reason="batch_too_large",
+        limit=limit,
+        errors=[FieldProblem(field="events", message=f"at most {limit} events per batch")],
+    )
 
 
 UNAUTHORIZED = Unauthorized(detail="A valid workspace token is required: Authorization: Bearer <token>.")

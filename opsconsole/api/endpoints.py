@@ -34,8 +34,15 @@ SOURCE = Delivery.Source.API
 
 # --- what the document publishes besides the answers ----------------------------------------------
 
-_RETRY_AFTER = {"responses": {503: {"headers": {"Retry-After": {
-    "description": "Seconds to wait before sending again.", "schema": {"type": "integer"}}}}}}
+_RETRY_AFTER = {
+    "responses": {
+        503: {
+            "headers": {
+                "Retry-After": {"description": "Seconds to wait before sending again.", "schema": {"type": "integer"}}
+            }
+        }
+    }
+}
 
 
 def _event_schema() -> tuple[dict, dict]:
@@ -43,8 +50,11 @@ def _event_schema() -> tuple[dict, dict]:
     with that action's schema as ``data``; and the components it refers to."""
     envelopes = [
         create_model(
-            "".join(part.title() for part in name.split("-")) + "Event", __base__=Envelope,
-            __doc__=f"An event of action `{name}`.", action=(Literal[name], ...), data=(action.schema, ...),
+            "".join(part.title() for part in name.split("-")) + "Event",
+            __base__=Envelope,
+            __doc__=f"An event of action `{name}`.",
+            action=(Literal[name], ...),
+            data=(action.schema, ...),
         )
         for name, action in sorted(registry.items())
     ]
@@ -61,6 +71,7 @@ def _json_body(schema: dict) -> dict:
 
 
 # --- the views ------------------------------------------------------------------------------------
+
 
 class WorkspaceToken(HttpBearer):
     def authenticate(self, request, token):
@@ -96,12 +107,25 @@ def unauthorized(request, exc):
     return answers.respond(answers.UNAUTHORIZED, 401)
 
 
-def _blocked_response(request, *, reason: str, message: str = "", http_status: int, field: str = "body",
-                      extra: dict | None = None, errors: list[dict] | None = None,
-                      headers: dict | None = None) -> HttpResponse:
+def _blocked_response(
+    request,
+    *,
+    reason: str,
+    message: str = "",
+    http_status: int,
+    field: str = "body",
+    extra: dict | None = None,
+    errors: list[dict] | None = None,
+    headers: dict | None = None,
+) -> HttpResponse:
     result = submit.record_blocked_delivery(
-        workspace=request.workspace, source=SOURCE, **_sender(request), reason=reason,
-        errors=errors or [{"field": field, "message": message}], http_status=http_status, extra=extra,
+        workspace=request.workspace,
+        source=SOURCE,
+        **_sender(request),
+        reason=reason,
+        errors=errors or [{"field": field, "message": message}],
+        http_status=http_status,
+        extra=extra,
     )
     return _respond(request, result, headers=headers)
 
@@ -124,7 +148,8 @@ def _sender(request) -> dict:
 
 def _is_json(content_type: str) -> bool:
     return content_type == "application/json" or (
-        content_type.startswith("application/") and content_type.endswith("+json"))
+        content_type.startswith("application/") and content_type.endswith("+json")
+    )
 
 
 def _decode(request: HttpRequest, limit: int):
@@ -138,28 +163,52 @@ def _decode(request: HttpRequest, limit: int):
     ``limit`` + 1 bytes are read before a body is refused as too large.
     """
     if not _is_json(request.content_type or ""):
-        return None, _blocked_response(request, reason="unsupported_media_type", http_status=415,
-                                       field="Content-Type", message="must be application/json")
+        return None, _blocked_response(
+            request,
+            reason="unsupported_media_type",
+            http_status=415,
+            field="Content-Type",
+            message="must be application/json",
+        )
     charset = request.content_params.get("charset")
     if charset is not None and charset.strip().lower() not in http_bodies.UTF_8:
-        return None, _blocked_response(request, reason="unsupported_charset", http_status=415,
-                                       field="Content-Type", message="must be UTF-8 (charset=utf-8, or none)")
+        return None, _blocked_response(
+            request,
+            reason="unsupported_charset",
+            http_status=415,
+            field="Content-Type",
+            message="must be UTF-8 (charset=utf-8, or none)",
+        )
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     if encoding not in ("", "identity", *http_bodies.GZIP):
-        return None, _blocked_response(request, reason="unsupported_encoding", http_status=415,
-                                       field="Content-Encoding", message="must be gzip, or none",
-                                       headers={"Accept-Encoding": "gzip"})
+        return None, _blocked_response(
+            request,
+            reason="unsupported_encoding",
+            http_status=415,
+            field="Content-Encoding",
+            message="must be gzip, or none",
+            headers={"Accept-Encoding": "gzip"},
+        )
     declared = request.META.get("CONTENT_LENGTH") or ""
     if declared and not (declared.isascii() and declared.isdigit()):
         # Django's own reading of the body would fail on it.
-        return None, _blocked_response(request, reason="malformed_request", http_status=400,
-                                       field="Content-Length", message="must be a whole number of bytes")
+        return None, _blocked_response(
+            request,
+            reason="malformed_request",
+            http_status=400,
+            field="Content-Length",
+            message="must be a whole number of bytes",
+        )
     chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
     if chunked and not declared and not request.META.get("wsgi.input_terminated"):
         # runserver (wsgiref) passes the chunks undecoded and cannot say where they end.
-        return None, _blocked_response(request, reason="malformed_request", http_status=400,
-                                       field="Transfer-Encoding",
-                                       message="this server cannot read a chunked body: send a Content-Length")
+        return None, _blocked_response(
+            request,
+            reason="malformed_request",
+            http_status=400,
+            field="Transfer-Encoding",
+            message="this server cannot read a chunked body: send a Content-Length",
+        )
     too_large = {"reason": "too_large", "http_status": 413, "extra": {"limit_bytes": limit}}
     try:
         declared = declared.lstrip("0") or "0"
@@ -171,38 +220,61 @@ def _decode(request: HttpRequest, limit: int):
                 body = http_bodies.gunzip_limited(body, limit)
             except http_bodies.TooLarge:
                 return None, _blocked_response(
-                    request, **too_large, message=f"the body, decoded, is larger than the limit of {limit} bytes")
+                    request, **too_large, message=f"the body, decoded, is larger than the limit of {limit} bytes"
+                )
     except http_bodies.TooLarge:
-        return None, _blocked_response(request, **too_large,
-                                       message=f"the body is larger than the limit of {limit} bytes")
+        return None, _blocked_response(
+            request, **too_large, message=f"the body is larger than the limit of {limit} bytes"
+        )
     except http_bodies.BadGzip:
-        return None, _blocked_response(request, reason="malformed_request", http_status=400,
-                                       field="Content-Encoding", message="the body is not valid gzip")
+        return None, _blocked_response(
+            request,
+            reason="malformed_request",
+            http_status=400,
+            field="Content-Encoding",
+            message="the body is not valid gzip",
+        )
     try:
         return decoding.decode_json(body), None
     except decoding.MalformedJSON as exc:
         return None, _blocked_response(request, reason=exc.reason, http_status=400, errors=exc.errors)
 
 
-@api.post("/events", response=EVENT_RESPONSES, openapi_extra=_json_body(EVENT_SCHEMA),
-          summary="Submit one event: accepted (201), duplicate (200), blocked (409/422/400/413/415)")
+@api.post(
+    "/events",
+    response=EVENT_RESPONSES,
+    openapi_extra=_json_body(EVENT_SCHEMA),
+    summary="Submit one event: accepted (201), duplicate (200), blocked (409/422/400/413/415)",
+)
 def submit_event(request):
     raw, problem = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
     if problem:
         return problem
-    return _respond(request, submit.submit_event(
-        workspace=request.workspace, raw=raw, source=SOURCE, **_sender(request)
-    ))
+    return _respond(
+        request, submit.submit_event(workspace=request.workspace, raw=raw, source=SOURCE, **_sender(request))
+    )
 
 
-@api.post("/events/batch", response=BATCH_RESPONSES,
-          summary="Submit up to OPSCONSOLE_MAX_BATCH events; each stands alone",
-          openapi_extra=_json_body({"type": "object", "required": ["events"], "properties": {"events": {
-              "type": "array", "maxItems": settings.OPSCONSOLE_MAX_BATCH,
-              # Whatever an item holds, the batch takes it: an item that is no event is answered
-              # on its own, with a 422 in its result.
-              "items": {"anyOf": [EVENT_SCHEMA, {"description": "anything else: refused on its own (422)"}]},
-          }}}))
+@api.post(
+    "/events/batch",
+    response=BATCH_RESPONSES,
+    summary="Submit up to OPSCONSOLE_MAX_BATCH events; each stands alone",
+    openapi_extra=_json_body(
+        {
+            "type": "object",
+            "required": ["events"],
+            "properties": {
+                "events": {
+                    "type": "array",
+                    "maxItems": settings.OPSCONSOLE_MAX_BATCH,
+                    # Whatever an item holds, the batch takes it: an item that is no event is answered
+                    # on its own, with a 422 in its result.
+                    "items": {"anyOf": [EVENT_SCHEMA, {"description": "anything else: refused on its own (422)"}]},
+                }
+            },
+        }
+    ),
+)
 def submit_batch(request):
     """Each event is answered in `results` with the `http_status` it would have had alone, and its
     writes are its own: an event that fails leaves nothing, the others stand. An event that fails
@@ -213,24 +285,36 @@ def submit_batch(request):
         return problem
     events = raw.get("events") if isinstance(raw, dict) else None
     if not isinstance(events, list):
-        return _blocked_response(request, reason="invalid_input", http_status=422, field="events",
-                                 message="must be a list of events")
+        return _blocked_response(
+            request, reason="invalid_input", http_status=422, field="events", message="must be a list of events"
+        )
     limit = settings.OPSCONSOLE_MAX_BATCH
     if len(events) > limit:
         # Refused whole and recorded nowhere: nothing in it was looked at.
         return answers.respond(answers.batch_too_large(limit), 413)
-    results = submit.submit_batch(workspace=request.workspace, raw_events=events, source=SOURCE,
-                                  max_event_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES, **_sender(request))
+    results = submit.submit_batch(
+        workspace=request.workspace,
+        raw_events=events,
+        source=SOURCE,
+        max_event_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES,
+        **_sender(request),
+    )
     reveal = any(result.operation is not None for result in results) and _reveals(request)
     return answers.respond(answers.batch_answer(results, reveal=reveal), 200)
 
 
-@api.get("/operations/{path:key}", response=OPERATION_RESPONSES, openapi_extra=_RETRY_AFTER,
-         summary="One operation of this workspace, by key")
+@api.get(
+    "/operations/{path:key}",
+    response=OPERATION_RESPONSES,
+    openapi_extra=_RETRY_AFTER,
+    summary="One operation of this workspace, by key",
+)
 def get_operation(request, key: str):
     # A key the database cannot hold (NUL, a lone surrogate) names no operation: not even asked.
-    operation = None if decoding.storable_text_problem(key) else (
-        Operation.objects.select_related("workspace").filter(workspace=request.workspace, key=key).first()
+    operation = (
+        None
+        if decoding.storable_text_problem(key)
+        else (Operation.objects.select_related("workspace").filter(workspace=request.workspace, key=key).first())
     )
     if operation is None:
         return answers.respond(answers.NO_SUCH_OPERATION, 404)

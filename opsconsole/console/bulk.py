@@ -54,8 +54,9 @@ class BulkForm(ReplayForm):
     on the same action. Either a failure group or a selection of operations."""
 
     kind = forms.ChoiceField(label="Kind", choices=BulkAction.Kind.choices, widget=forms.HiddenInput)
-    token = forms.CharField(label="The form's one-time token (reload the page)", max_length=64,
-                            widget=forms.HiddenInput)
+    token = forms.CharField(
+        label="The form's one-time token (reload the page)", max_length=64, widget=forms.HiddenInput
+    )
     group = forms.CharField(required=False, widget=forms.HiddenInput)
     operation = OperationIdsField(label="Operations", required=False)
 
@@ -89,9 +90,16 @@ def failures(request):
     for group in groups:
         group.queue_url = f"{queue}?{urlencode({'state': 'needs_review', 'group': str(group.criterion)})}"
         group.token = new_token() if can_act else ""
-    return render(request, "console/failures.html", {
-        "nav": "failures", "groups": groups, "capped": capped, "can_act": can_act,
-    })
+    return render(
+        request,
+        "console/failures.html",
+        {
+            "nav": "failures",
+            "groups": groups,
+            "capped": capped,
+            "can_act": can_act,
+        },
+    )
 
 
 @console_action
@@ -111,18 +119,31 @@ def submit(request):
         raise PermissionDenied
     try:
         bulk, created = submit_bulk_action(
-            user=request.user, kind=data["kind"], reason=data["reason"], token=data["token"],
-            operation_ids=data["operation"] if criterion is None else None, criterion=criterion,
-            accept_duplicate_risk=data["accept_duplicate_risk"], accept_config_change=data["accept_config_change"])
+            user=request.user,
+            kind=data["kind"],
+            reason=data["reason"],
+            token=data["token"],
+            operation_ids=data["operation"] if criterion is None else None,
+            criterion=criterion,
+            accept_duplicate_risk=data["accept_duplicate_risk"],
+            accept_config_change=data["accept_config_change"],
+        )
     except BulkActionError as exc:
         messages.error(request, str(exc))
         return redirect(back)
     verb = "Replaying" if bulk.kind == BulkAction.Kind.REPLAY else "Cancelling"
     if created:
-        more = (f" They are the group's oldest {MAX_OPERATIONS}, the most one action takes: act on the rest "
-                "once it is done.") if criterion is not None and bulk.total == MAX_OPERATIONS else ""
-        messages.success(request, f"{verb} {bulk.total} operation{'s' if bulk.total != 1 else ''}: "
-                                  f"each is audited on its own.{more}")
+        more = (
+            (
+                f" They are the group's oldest {MAX_OPERATIONS}, the most one action takes: act on the rest "
+                "once it is done."
+            )
+            if criterion is not None and bulk.total == MAX_OPERATIONS
+            else ""
+        )
+        messages.success(
+            request, f"{verb} {bulk.total} operation{'s' if bulk.total != 1 else ''}: each is audited on its own.{more}"
+        )
     else:
         messages.info(request, "This form was already submitted; here is the bulk action it started.")
     return redirect("console:bulk", pk=bulk.pk)
@@ -145,12 +166,18 @@ def progress(request, pk):
     bulk = get_object_or_404(BulkAction.objects.filter(mine).select_related("user"), pk=pk)
     items = BulkItem.objects.filter(bulk_action=bulk).select_related("operation")
     page = keyset.paginate(items, request.GET, field="created_at", size=ITEMS_PAGE_SIZE)
-    reasons = list(BulkItem.objects.filter(bulk_action=bulk, outcome__in=[BulkItem.Outcome.SKIPPED,
-                                                                            BulkItem.Outcome.FAILED])
-                   .order_by().values("outcome", "detail").annotate(n=Count("pk"))
-                   .order_by("-n", "detail")[:REASONS_SHOWN])
+    reasons = list(
+        BulkItem.objects.filter(bulk_action=bulk, outcome__in=[BulkItem.Outcome.SKIPPED, BulkItem.Outcome.FAILED])
+        .order_by()
+        .values("outcome", "detail")
+        .annotate(n=Count("pk"))
+        .order_by("-n", "detail")[:REASONS_SHOWN]
+    )
     context = {
-        "nav": "failures", "bulk": bulk, "page": page, "reasons": reasons,
+        "nav": "failures",
+        "bulk": bulk,
+        "page": page,
+        "reasons": reasons,
         # Only the first page moves while the action runs; an older page stays put.
         "refresh": REFRESH if bulk.status != BulkAction.Status.FINISHED and page.first else "",
         "criterion": Criterion.parse(bulk.criterion),

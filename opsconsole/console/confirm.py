@@ -23,25 +23,31 @@ def approve(request, pk):
     if request.method == "POST":
         return _approve(request, operation)
     if operation.state != State.PENDING_APPROVAL:
-        messages.error(request, f"{operation.key} is {operation.state}; only an operation awaiting approval "
-                                "can be approved.")
+        messages.error(
+            request, f"{operation.key} is {operation.state}; only an operation awaiting approval can be approved."
+        )
         return redirect("console:operation", pk=pk)
     contributions = list(operation.contributions.select_related("user").order_by("created_at", "id"))
     own_work = sorted({c.kind for c in contributions if c.user_id == request.user.pk})
     if own_work:
-        messages.error(request, f"You {' and '.join(own_work)} {operation.key}, so another approver must "
-                                "approve it (four eyes).")
+        messages.error(
+            request, f"You {' and '.join(own_work)} {operation.key}, so another approver must approve it (four eyes)."
+        )
         return redirect("console:operation", pk=pk)
     reveal = privacy.may_view_sensitive(request.user, operation.workspace_id)
     shown = privacy.masked(operation.payload, operation.action, reveal=reveal)
-    return render(request, "console/approve_confirm.html", {
-        "nav": "queue",
-        "operation": operation,
-        "payload": money.shown_payload(shown, definition_of(operation.action)),
-        "masking": shown != operation.payload,
-        "contributions": contributions,
-        "form": DecisionForm(initial={"fingerprint": operation.fingerprint}),
-    })
+    return render(
+        request,
+        "console/approve_confirm.html",
+        {
+            "nav": "queue",
+            "operation": operation,
+            "payload": money.shown_payload(shown, definition_of(operation.action)),
+            "masking": shown != operation.payload,
+            "contributions": contributions,
+            "form": DecisionForm(initial={"fingerprint": operation.fingerprint}),
+        },
+    )
 
 
 def _approve(request, operation):
@@ -51,8 +57,9 @@ def _approve(request, operation):
         messages.error(request, first_error(form))
         return redirect("console:operation", pk=operation.pk)
     try:
-        approvals.approve_operation(operation, user=request.user, note=form.cleaned_data["note"],
-                                    fingerprint=form.cleaned_data["fingerprint"])
+        approvals.approve_operation(
+            operation, user=request.user, note=form.cleaned_data["note"], fingerprint=form.cleaned_data["fingerprint"]
+        )
     except approvals.ApprovalError as exc:
         messages.error(request, str(exc))
     else:

@@ -37,10 +37,15 @@ SELECTION_MAX = 500
 
 
 class ConflictFilter(django_filters.FilterSet):
-    workspace = django_filters.ModelChoiceFilter(label="Workspace", field_name="operation__workspace",
-                                                 queryset=Workspace.objects.all(), empty_label="All workspaces")
-    action = django_filters.ChoiceFilter(label="Action", field_name="operation__action", empty_label=None,
-                                         choices=lambda: action_choices("All actions"))
+    workspace = django_filters.ModelChoiceFilter(
+        label="Workspace",
+        field_name="operation__workspace",
+        queryset=Workspace.objects.all(),
+        empty_label="All workspaces",
+    )
+    action = django_filters.ChoiceFilter(
+        label="Action", field_name="operation__action", empty_label=None, choices=lambda: action_choices("All actions")
+    )
 
     class Meta:
         model = Conflict
@@ -60,49 +65,76 @@ def inbox(request):
     filterset.filters["workspace"].queryset = roles.workspaces(user)
     older = _id(request.GET.get("older"))
     groups = filterset.qs if older is None else filterset.qs.filter(operation_id__lt=older)
-    groups = list(groups.order_by().values("operation_id").annotate(
-        open=Count("pk"), first=Min("created_at"), last=Max("created_at"), newest=Max("pk"),
-    ).order_by("-operation_id")[:GROUPS_PER_PAGE + 1])
+    groups = list(
+        groups.order_by()
+        .values("operation_id")
+        .annotate(
+            open=Count("pk"),
+            first=Min("created_at"),
+            last=Max("created_at"),
+            newest=Max("pk"),
+        )
+        .order_by("-operation_id")[: GROUPS_PER_PAGE + 1]
+    )
     more = len(groups) > GROUPS_PER_PAGE
     groups = groups[:GROUPS_PER_PAGE]
     seen = max((group["newest"] for group in groups), default=0)
     rows = _rows(groups, user=user, seen=seen)
-    return render(request, "console/conflicts.html", {
-        "nav": "conflicts",
-        "filter": filterset,
-        "groups": rows,
-        "seen": seen,
-        "older": groups[-1]["operation_id"] if more else None,
-        "first": older is None,
-        "query": request.GET.urlencode(),
-        "can_select": any(row["can_review"] for row in rows),
-    })
+    return render(
+        request,
+        "console/conflicts.html",
+        {
+            "nav": "conflicts",
+            "filter": filterset,
+            "groups": rows,
+            "seen": seen,
+            "older": groups[-1]["operation_id"] if more else None,
+            "first": older is None,
+            "query": request.GET.urlencode(),
+            "can_select": any(row["can_review"] for row in rows),
+        },
+    )
 
 
 def _rows(groups: list[dict], *, user, seen: int) -> list[dict]:
     ids = [group["operation_id"] for group in groups]
-    operations = Operation.objects.select_related("workspace").only(
-        "pk", "key", "action", "state", "attempts", "workspace__slug").in_bulk(ids)
+    operations = (
+        Operation.objects.select_related("workspace")
+        .only("pk", "key", "action", "state", "attempts", "workspace__slug")
+        .in_bulk(ids)
+    )
     shown: dict[int, list[Conflict]] = {pk: [] for pk in ids}
-    ranked = Conflict.objects.filter(status=Conflict.Status.OPEN, operation_id__in=ids, pk__lte=seen).annotate(
-        place=Window(RowNumber(), partition_by=[F("operation_id")], order_by=[F("created_at").desc(), F("pk").desc()]),
-    ).filter(place__lte=SHOWN_PER_GROUP).select_related("delivery").defer("incoming_payload")
+    ranked = (
+        Conflict.objects.filter(status=Conflict.Status.OPEN, operation_id__in=ids, pk__lte=seen)
+        .annotate(
+            place=Window(
+                RowNumber(), partition_by=[F("operation_id")], order_by=[F("created_at").desc(), F("pk").desc()]
+            ),
+        )
+        .filter(place__lte=SHOWN_PER_GROUP)
+        .select_related("delivery")
+        .defer("incoming_payload")
+    )
     for conflict in ranked.order_by("operation_id", "-created_at", "-pk") if ids else []:
         shown[conflict.operation_id].append(conflict)
     rows = []
     for group in groups:
         op = operations[group["operation_id"]]
         reveal = privacy.may_view_sensitive(user, op.workspace_id)
-        rows.append(group | {
-            "operation": op,
-            "conflicts": [{"conflict": c, "differences": privacy.masked_differences(c.differences, op.action,
-                                                                                   reveal=reveal)}
-                          for c in shown[op.pk]],
-            "hidden": group["open"] - len(shown[op.pk]),
-            "can_review": roles.can(user, REVIEW, op.workspace_id),
-            "reviewers": _reviewers(op.workspace),
-            "can_apply": _may_take_a_payload(op),
-        })
+        rows.append(
+            group
+            | {
+                "operation": op,
+                "conflicts": [
+                    {"conflict": c, "differences": privacy.masked_differences(c.differences, op.action, reveal=reveal)}
+                    for c in shown[op.pk]
+                ],
+                "hidden": group["open"] - len(shown[op.pk]),
+                "can_review": roles.can(user, REVIEW, op.workspace_id),
+                "reviewers": _reviewers(op.workspace),
+                "can_apply": _may_take_a_payload(op),
+            }
+        )
     return rows
 
 
@@ -127,6 +159,7 @@ def _reviewers(workspace) -> str:
 
 
 # --- decisions ---------------------------------------------------------------------------------
+
 
 def _back(request):
     """The inbox, with the filters (and page) the decision was made on."""
@@ -159,16 +192,21 @@ def _report(request, done: conflict_decisions.Decided) -> None:
         said.append(f"Applied the incoming payload of conflict {done.applied.pk} to {done.applied.operation.key}.")
     if done.dismissed:
         keys = sorted({c.operation.key for c in done.dismissed})
-        said.append(f"Dismissed {len(done.dismissed)} conflict{'s' if len(done.dismissed) != 1 else ''} "
-                    f"of {', '.join(keys[:3])}{f' and {len(keys) - 3} more operations' if len(keys) > 3 else ''}; "
-                    "each decision is in the audit trail.")
+        said.append(
+            f"Dismissed {len(done.dismissed)} conflict{'s' if len(done.dismissed) != 1 else ''} "
+            f"of {', '.join(keys[:3])}{f' and {len(keys) - 3} more operations' if len(keys) > 3 else ''}; "
+            "each decision is in the audit trail."
+        )
     if said:
         messages.success(request, " ".join(said))
     if done.skipped:
         decided = ", ".join(f"{c.pk} ({c.status} by {c.decided_by})" for c in done.skipped[:10])
-        messages.warning(request, f"{len(done.skipped)} conflict{'s were' if len(done.skipped) != 1 else ' was'} "
-                                  f"already decided and left as {'they were' if len(done.skipped) != 1 else 'it was'}: "
-                                  f"{decided}{' ...' if len(done.skipped) > 10 else ''}.")
+        messages.warning(
+            request,
+            f"{len(done.skipped)} conflict{'s were' if len(done.skipped) != 1 else ' was'} "
+            f"already decided and left as {'they were' if len(done.skipped) != 1 else 'it was'}: "
+            f"{decided}{' ...' if len(done.skipped) > 10 else ''}.",
+        )
 
 
 def _reviewable(request, operation_workspaces) -> None:
@@ -194,8 +232,14 @@ def dismiss_operation(request, pk):
 @console_action
 def apply_one(request, pk):
     """Apply one conflict, dismissing its operation's other open ones (up to the newest shown)."""
-    conflict = get_object_or_404(roles.visible(Conflict.objects.select_related("operation__workspace", "delivery"),
-                                               request.user, via="operation__workspace"), pk=pk)
+    conflict = get_object_or_404(
+        roles.visible(
+            Conflict.objects.select_related("operation__workspace", "delivery"),
+            request.user,
+            via="operation__workspace",
+        ),
+        pk=pk,
+    )
     _reviewable(request, {conflict.operation.workspace_id})
 
     def decide(reason, seen):
@@ -217,8 +261,11 @@ def dismiss_selected(request):
         messages.error(request, f"Select at most {SELECTION_MAX} conflicts at once; nothing was changed.")
         return _back(request)
     user = request.user
-    named = dict(roles.visible(Conflict.objects.filter(pk__in=conflict_ids), user, via="operation__workspace")
-                 .values_list("pk", "operation__workspace_id"))
+    named = dict(
+        roles.visible(Conflict.objects.filter(pk__in=conflict_ids), user, via="operation__workspace").values_list(
+            "pk", "operation__workspace_id"
+        )
+    )
     owners = dict(roles.visible(Operation.objects.filter(pk__in=operation_ids), user).values_list("pk", "workspace_id"))
     if len(named) < len(conflict_ids) or len(owners) < len(operation_ids):
         raise Http404("No such conflict or operation in your workspaces.")

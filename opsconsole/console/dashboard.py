@@ -27,11 +27,13 @@ DUE_WARNING = timedelta(minutes=5)  # due work waiting longer than this for a wo
 def _whole_page_to_log_in(view):
     """A refresh after the session ended: htmx would swap the login page into the dashboard; the
     browser is sent to it instead (HX-Redirect), to come back here."""
+
     @wraps(view)
     def check(request, *args, **kwargs):
         if request.htmx and not request.user.is_authenticated:
             return HttpResponseClientRedirect(redirect_to_login(request.get_full_path()).url)
         return view(request, *args, **kwargs)
+
     return check
 
 
@@ -49,30 +51,48 @@ def dashboard(request):
         "results": results,
         "refresh_seconds": REFRESH_SECONDS,
         "scope": _scope(request.user),
-        "states": [{"count": count, "link": f"{queue}?state={count.state}" if count.state in filterable else ""}
-                   for count in figures.states],
+        "states": [
+            {"count": count, "link": f"{queue}?state={count.state}" if count.state in filterable else ""}
+            for count in figures.states
+        ],
         "held_link": f"{queue}?state={HELD}",
         "oldest_due": age_text(timedelta(seconds=figures.oldest_due_seconds))
-        if figures.oldest_due_seconds is not None else None,
+        if figures.oldest_due_seconds is not None
+        else None,
         "due_late": (figures.oldest_due_seconds or 0) > DUE_WARNING.total_seconds(),
         "oldest_held": age_text(timedelta(seconds=figures.oldest_held_seconds))
-        if figures.oldest_held_seconds is not None else None,
+        if figures.oldest_held_seconds is not None
+        else None,
         "samples_stale": figures.sampled_until is None or figures.now - figures.sampled_until > STALE_SAMPLES,
         "peak": max(figures.hours, key=lambda hour: hour.finished),
         "throughput_chart": charts.hourly_bars(
-            "throughput-chart", hours, [hour.finished for hour in figures.hours],
-            title="Operations finished per hour, last 24 hours", y_label="operations per hour",
-            description=f"{figures.finished} operations reached a final state in the last 24 hours."),
+            "throughput-chart",
+            hours,
+            [hour.finished for hour in figures.hours],
+            title="Operations finished per hour, last 24 hours",
+            y_label="operations per hour",
+            description=f"{figures.finished} operations reached a final state in the last 24 hours.",
+        ),
         "backlog_chart": charts.hourly_line(
-            "backlog-chart", hours, [hour.backlog for hour in figures.hours],
-            title="Unfinished operations (backlog), last 24 hours", y_label="unfinished operations",
-            description="The backlog at the sweep's last sample in each hour; no point where none was taken."),
+            "backlog-chart",
+            hours,
+            [hour.backlog for hour in figures.hours],
+            title="Unfinished operations (backlog), last 24 hours",
+            y_label="unfinished operations",
+            description="The backlog at the sweep's last sample in each hour; no point where none was taken.",
+        ),
         "action_chart": charts.rate_bars(
-            "action-failures-chart", [(rate.name, rate.percent) for rate in figures.by_action],
-            title="Failure rate by action, last 24 hours", description="Failed attempts as a share of attempts."),
+            "action-failures-chart",
+            [(rate.name, rate.percent) for rate in figures.by_action],
+            title="Failure rate by action, last 24 hours",
+            description="Failed attempts as a share of attempts.",
+        ),
         "destination_chart": charts.rate_bars(
-            "destination-failures-chart", [(rate.name, rate.percent) for rate in figures.by_destination],
-            title="Failure rate by destination, last 24 hours", description="Failed attempts as a share of attempts."),
+            "destination-failures-chart",
+            [(rate.name, rate.percent) for rate in figures.by_destination],
+            title="Failure rate by destination, last 24 hours",
+            description="Failed attempts as a share of attempts.",
+        ),
     }
     template = "console/_dashboard.html" if request.htmx else "console/dashboard.html"
     response = render(request, template, context)

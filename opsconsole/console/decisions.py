@@ -56,9 +56,13 @@ def replay(request, pk):
     op = operation_for(request, pk, REVIEW)
 
     def decide(reason, accept_duplicate_risk, accept_config_change):
-        done = review.replay_operation(op, user=request.user, reason=reason,
-                                       accept_duplicate_risk=accept_duplicate_risk,
-                                       accept_config_change=accept_config_change)
+        done = review.replay_operation(
+            op,
+            user=request.user,
+            reason=reason,
+            accept_duplicate_risk=accept_duplicate_risk,
+            accept_config_change=accept_config_change,
+        )
         if done.verdict == "found":
             return f"Nothing was sent: {done.lookup}. {op.key} is now succeeded."
         if done.verdict == "forced":
@@ -85,8 +89,9 @@ def look_up(request, pk):
     op = operation_for(request, pk, REVIEW)
     verdict = reconcile_operation(op, actor=person_of(request), asked_by_person=True)
     op.refresh_from_db()
-    text = LOOKUP_VERDICTS[verdict].format(key=op.key, why=op.last_error_message or "no answer",
-                                           next=when_text(op.next_attempt_at))
+    text = LOOKUP_VERDICTS[verdict].format(
+        key=op.key, why=op.last_error_message or "no answer", next=when_text(op.next_attempt_at)
+    )
     (messages.success if verdict in ("found", "absent") else messages.warning)(request, text)
     return _back(pk)
 
@@ -139,6 +144,7 @@ def _decision(decide, verb):
         else:
             messages.success(request, f"{verb} {op.key}.")
         return _back(pk)
+
     return view
 
 
@@ -153,8 +159,13 @@ def pause(request):
     if not form.is_valid():
         messages.error(request, first_error(form))
         return redirect("console:controls")
-    control = set_paused(paused=True, actor=person_of(request), reason=form.cleaned_data["reason"],
-                                  workspace=form.cleaned_data["workspace"], action=form.cleaned_data["action"])
+    control = set_paused(
+        paused=True,
+        actor=person_of(request),
+        reason=form.cleaned_data["reason"],
+        workspace=form.cleaned_data["workspace"],
+        action=form.cleaned_data["action"],
+    )
     messages.success(request, f"Paused {control.scope_label}.")
     return redirect("console:controls")
 
@@ -169,11 +180,11 @@ def resume(request):
     if not roles.can(request.user, PAUSE, workspace.pk if workspace else None):
         raise PermissionDenied
     try:
-        control = set_paused(paused=False, actor=person_of(request), workspace=workspace,
-                                      action=form.cleaned_data["action"])
+        control = set_paused(
+            paused=False, actor=person_of(request), workspace=workspace, action=form.cleaned_data["action"]
+        )
     except NotPaused as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Resumed {control.scope_label}.")
     return redirect("console:controls")
-

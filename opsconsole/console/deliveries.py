@@ -15,10 +15,14 @@ PAGE_SIZE = 50
 
 
 class DeliveryFilter(django_filters.FilterSet):
-    outcome = django_filters.ChoiceFilter(label="Outcome", empty_label="All refused",
-                                          choices=[(outcome.value, outcome.label) for outcome in REFUSED_OUTCOMES])
-    workspace = django_filters.ModelChoiceFilter(label="Workspace", queryset=Workspace.objects.all(),
-                                                 empty_label="All workspaces")
+    outcome = django_filters.ChoiceFilter(
+        label="Outcome",
+        empty_label="All refused",
+        choices=[(outcome.value, outcome.label) for outcome in REFUSED_OUTCOMES],
+    )
+    workspace = django_filters.ModelChoiceFilter(
+        label="Workspace", queryset=Workspace.objects.all(), empty_label="All workspaces"
+    )
     source = django_filters.ChoiceFilter(label="Source", empty_label="All sources", choices=Delivery.Source.choices)
 
     class Meta:
@@ -38,7 +42,8 @@ class DeliveryFilter(django_filters.FilterSet):
 def delivery_list(request):
     # A conflict's field names are shown, never its payloads (they hold the values).
     deliveries = roles.visible(Delivery.objects.select_related("workspace", "conflict"), request.user).only(
-        *DELIVERY_COLUMNS, "conflict__id", "conflict__differences", "conflict__status")
+        *DELIVERY_COLUMNS, "conflict__id", "conflict__differences", "conflict__status"
+    )
     # Always bound, even to no parameters: filter_queryset keeps the list to refused deliveries.
     filterset = DeliveryFilter(request.GET, queryset=deliveries)
     filterset.filters["workspace"].queryset = roles.workspaces(request.user)

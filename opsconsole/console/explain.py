@@ -32,30 +32,40 @@ def review_actions(operation: Operation, *, external: bool) -> list[str]:
     return offered
 
 
-def who_can_act(user, operation: Operation, *, external: bool, own_work: list[str],
-                contributor_ids: set[int]) -> list[str]:
+def who_can_act(
+    user, operation: Operation, *, external: bool, own_work: list[str], contributor_ids: set[int]
+) -> list[str]:
     """Sentences for ``user`` about the decisions on ``operation`` the page does not offer them."""
     said = []
     workspace = operation.workspace
     role = roles.roles_of(user).get(operation.workspace_id)
     if operation.state == State.PENDING_APPROVAL:
         if not roles.can(user, APPROVE, operation.workspace_id):
-            said.append(f"An approver of workspace {workspace.slug} must sign off on this payload before it runs"
-                        f" ({_people(operation, APPROVE, skip=contributor_ids)}).")
+            said.append(
+                f"An approver of workspace {workspace.slug} must sign off on this payload before it runs"
+                f" ({_people(operation, APPROVE, skip=contributor_ids)})."
+            )
         if own_work:
             done = " and ".join(own_work)  # the kinds of Contribution are the verbs: submitted, changed...
             if roles.can(user, APPROVE, operation.workspace_id):
-                said.append(f"You {done} this operation, so another approver must approve or reject it (four "
-                            f"eyes; {_people(operation, APPROVE, skip=contributor_ids | {user.pk})}).")
+                said.append(
+                    f"You {done} this operation, so another approver must approve or reject it (four "
+                    f"eyes; {_people(operation, APPROVE, skip=contributor_ids | {user.pk})})."
+                )
             else:
-                said.append(f"You {done} this operation, so you could not approve or reject it even with the "
-                            "approve permission (four eyes).")
+                said.append(
+                    f"You {done} this operation, so you could not approve or reject it even with the "
+                    "approve permission (four eyes)."
+                )
     offered = review_actions(operation, external=external)
     if offered and not roles.can(user, REVIEW, operation.workspace_id):
-        who = (f"an {' or '.join(roles.roles_granting(REVIEW))} of workspace {workspace.slug} can "
-               f"{_listed(offered)} ({_people(operation, REVIEW)}).")
-        said.append(f"You are {_a(role)} {role} of workspace {workspace.slug}; {who}" if role
-                    else who[0].upper() + who[1:])
+        who = (
+            f"an {' or '.join(roles.roles_granting(REVIEW))} of workspace {workspace.slug} can "
+            f"{_listed(offered)} ({_people(operation, REVIEW)})."
+        )
+        said.append(
+            f"You are {_a(role)} {role} of workspace {workspace.slug}; {who}" if role else who[0].upper() + who[1:]
+        )
     return said
 
 
@@ -68,13 +78,15 @@ def _listed(things: list[str]) -> str:
 
 
 def _people(operation: Operation, capability: str, *, skip: set[int] = frozenset()) -> str:
-    """"approvers and admins: alice, bob" - the active members holding ``capability`` in the
+    """ "approvers and admins: alice, bob" - the active members holding ``capability`` in the
     operation's workspace, but those in ``skip`` (four eyes); a superuser may act anywhere too."""
     granting = [str(role) for role in roles.roles_granting(capability)]
-    members = (Membership.objects.filter(workspace_id=operation.workspace_id, role__in=granting,
-                                         user__is_active=True)
-               .exclude(user_id__in=skip).order_by("user__username")
-               .values_list("user__username", flat=True)[:NAMES_SHOWN + 1])
+    members = (
+        Membership.objects.filter(workspace_id=operation.workspace_id, role__in=granting, user__is_active=True)
+        .exclude(user_id__in=skip)
+        .order_by("user__username")
+        .values_list("user__username", flat=True)[: NAMES_SHOWN + 1]
+    )
     names = list(members)
     kinds = " and ".join(f"{role}s" for role in granting)
     if not names:

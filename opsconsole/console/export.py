@@ -29,11 +29,15 @@ def queue_csv(request):
     listing = queue_listing(request, switches)
     action = listing.filterset.chosen("action")
     sort = listing.sort
-    operations = listing.filterset.qs.select_related("workspace").only(*exports.OPERATION_FIELDS).order_by(
-        *([sort.field, "pk"] if sort.ascending else [f"-{sort.field}", "-pk"]))
+    operations = (
+        listing.filterset.qs.select_related("workspace")
+        .only(*exports.OPERATION_FIELDS)
+        .order_by(*([sort.field, "pk"] if sort.ascending else [f"-{sort.field}", "-pk"]))
+    )
     # A payload column for each field of the actions it may list: the header comes before the rows.
-    return _attachment(exports.operation_rows(operations, user=request.user,
-                                              actions=[action] if action else sorted(registry)), "queue")
+    return _attachment(
+        exports.operation_rows(operations, user=request.user, actions=[action] if action else sorted(registry)), "queue"
+    )
 
 
 @console_page

@@ -34,12 +34,15 @@ class Sort:
 
 
 # Each is read through an index on (field, id), both ways (migrations 0007 and 0020).
-QUEUE_SORTS = {sort.name: sort for sort in [
-    Sort("updated", "updated_at", False, "Updated, latest first"),
-    Sort("least_updated", "updated_at", True, "Updated, earliest first"),
-    Sort("newest", "created_at", False, "Arrived, newest first"),
-    Sort("oldest", "created_at", True, "Arrived, oldest first"),
-]}
+QUEUE_SORTS = {
+    sort.name: sort
+    for sort in [
+        Sort("updated", "updated_at", False, "Updated, latest first"),
+        Sort("least_updated", "updated_at", True, "Updated, earliest first"),
+        Sort("newest", "created_at", False, "Arrived, newest first"),
+        Sort("oldest", "created_at", True, "Arrived, oldest first"),
+    ]
+}
 DEFAULT_SORT = QUEUE_SORTS["updated"]
 
 
@@ -47,26 +50,40 @@ def key_or_request_id(value: str, via: str = "") -> Q:
     """Operations whose key starts with ``value`` (a pasted key) or whose request id contains it,
     in any case, or whose destination record id it is: the searches PostgreSQL has indexes for
     (migrations 0007 and 0018)."""
-    return (Q(**{f"{via}key__istartswith": value}) | Q(**{f"{via}payload__request_id__icontains": value})
-            | Q(**{f"{via}external_id": value}))
+    return (
+        Q(**{f"{via}key__istartswith": value})
+        | Q(**{f"{via}payload__request_id__icontains": value})
+        | Q(**{f"{via}external_id": value})
+    )
 
 
 class QueueFilter(django_filters.FilterSet):
     state = django_filters.ChoiceFilter(
-        label="State", empty_label=None, method="filter_state",
+        label="State",
+        empty_label=None,
+        method="filter_state",
         choices=[("all", "all")] + [(state.value, state.value) for state in ATTENTION_STATES] + [(HELD, "held")],
     )
-    workspace = django_filters.ModelChoiceFilter(label="Workspace", queryset=Workspace.objects.all(),
-                                                 empty_label="All workspaces")
-    action = django_filters.ChoiceFilter(label="Action", empty_label=None,
-                                         choices=lambda: action_choices("All actions"))
-    q = django_filters.CharFilter(label="Key or request id", method="filter_q", widget=forms.TextInput(
-        attrs={"placeholder": "or destination record id"}))
+    workspace = django_filters.ModelChoiceFilter(
+        label="Workspace", queryset=Workspace.objects.all(), empty_label="All workspaces"
+    )
+    action = django_filters.ChoiceFilter(
+        label="Action", empty_label=None, choices=lambda: action_choices("All actions")
+    )
+    q = django_filters.CharFilter(
+        label="Key or request id",
+        method="filter_q",
+        widget=forms.TextInput(attrs={"placeholder": "or destination record id"}),
+    )
     # A failure group of /console/failures/ (ledger.reads.failure_groups.Criterion), from its link.
     group = django_filters.CharFilter(label="Failure group", method="filter_group", widget=forms.HiddenInput)
     # The order, not a filter: keyset.paginate applies it (the column headers link to it too).
-    sort = django_filters.ChoiceFilter(label="Sort", empty_label=None, method="keep",
-                                       choices=[(sort.name, sort.label) for sort in QUEUE_SORTS.values()])
+    sort = django_filters.ChoiceFilter(
+        label="Sort",
+        empty_label=None,
+        method="keep",
+        choices=[(sort.name, sort.label) for sort in QUEUE_SORTS.values()],
+    )
 
     class Meta:
         model = Operation
@@ -127,7 +144,8 @@ EARLIEST_DAY, LATEST_DAY = date(1970, 1, 1), date(2999, 12, 31)
 
 def _day_filter(label: str, method: str) -> django_filters.DateFilter:
     return django_filters.DateFilter(
-        label=label, method=method,
+        label=label,
+        method=method,
         validators=[MinValueValidator(EARLIEST_DAY), MaxValueValidator(LATEST_DAY)],
         widget=forms.DateInput(attrs={"type": "date", "min": EARLIEST_DAY.isoformat(), "max": LATEST_DAY.isoformat()}),
     )
@@ -136,12 +154,17 @@ def _day_filter(label: str, method: str) -> django_filters.DateFilter:
 class AuditFilter(django_filters.FilterSet):
     kind = django_filters.CharFilter(label="Kind", lookup_expr="exact")
     # A whole name in any case, read through an index on it: a substring would scan the trail.
-    actor = django_filters.CharFilter(label="Actor", lookup_expr="iexact",
-                                      widget=forms.TextInput(attrs={"placeholder": "e.g. alice, worker-1"}))
-    workspace = django_filters.ModelChoiceFilter(label="Workspace", queryset=Workspace.objects.all(),
-                                                 empty_label="All workspaces")
-    key = django_filters.CharFilter(label="Key or request id", method="filter_key", widget=forms.TextInput(
-        attrs={"placeholder": "or destination record id"}))
+    actor = django_filters.CharFilter(
+        label="Actor", lookup_expr="iexact", widget=forms.TextInput(attrs={"placeholder": "e.g. alice, worker-1"})
+    )
+    workspace = django_filters.ModelChoiceFilter(
+        label="Workspace", queryset=Workspace.objects.all(), empty_label="All workspaces"
+    )
+    key = django_filters.CharFilter(
+        label="Key or request id",
+        method="filter_key",
+        widget=forms.TextInput(attrs={"placeholder": "or destination record id"}),
+    )
     # Both dates are inclusive; compared as a range on created_at so the index stays usable.
     created_after = _day_filter("Created after", "filter_after")
     created_before = _day_filter("Created before", "filter_before")

@@ -16,11 +16,21 @@ def find(request):
         found = finding.find_operations(text, user=request.user)
     except finding.FindError as exc:
         messages.error(request, str(exc))
-        return render(request, "console/find.html", {"nav": "find", "found": None, "fields": finding.FIELDS.values(),
-                                                     "find_query": text[:finding.MAX_QUERY_LENGTH]}, status=400)
+        return render(
+            request,
+            "console/find.html",
+            {
+                "nav": "find",
+                "found": None,
+                "fields": finding.FIELDS.values(),
+                "find_query": text[: finding.MAX_QUERY_LENGTH],
+            },
+            status=400,
+        )
     if len(found.matches) == 1 and not found.more:
         match = found.matches[0]
         messages.info(request, f"Found {match.operation.key} by its {' and '.join(match.fields)}.")
         return redirect("console:operation", pk=match.operation.pk)
-    return render(request, "console/find.html", {"nav": "find", "found": found, "find_query": found.query,
-                                                 "limit": finding.LIMIT})
+    return render(
+        request, "console/find.html", {"nav": "find", "found": found, "find_query": found.query, "limit": finding.LIMIT}
+    )

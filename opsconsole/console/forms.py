@@ -21,7 +21,8 @@ class ReplayForm(ReasonForm):
         required=False,
     )
     accept_config_change = forms.BooleanField(
-        label="Replay under the changed configuration", required=False,
+        label="Replay under the changed configuration",
+        required=False,
     )
 
 
@@ -42,8 +43,9 @@ class PauseForm(forms.Form):
     """The scope and reason of a pause, among the workspaces where the person may pause; only a
     superuser may pull a switch beyond one workspace (everything, or an action everywhere)."""
 
-    workspace = forms.ModelChoiceField(label="Workspace", queryset=Workspace.objects.none(), required=False,
-                                       empty_label="All workspaces")
+    workspace = forms.ModelChoiceField(
+        label="Workspace", queryset=Workspace.objects.none(), required=False, empty_label="All workspaces"
+    )
     action = forms.ChoiceField(label="Action", required=False)
     reason = forms.CharField(label="Reason", max_length=500)
 

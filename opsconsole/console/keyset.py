@@ -76,7 +76,7 @@ def paginate(queryset: QuerySet, params, *, field: str, size: int, ascending: bo
     down, up = ([field, "pk"], [f"-{field}", "-pk"]) if ascending else ([f"-{field}", "-pk"], [field, "pk"])
     if back is not None and onward is None:
         # Read upwards from the cursor, then show the rows in the list's order like every page.
-        rows = list(queryset.filter(back_from(field, back)).order_by(*up)[:size + 1])
+        rows = list(queryset.filter(back_from(field, back)).order_by(*up)[: size + 1])
         more = len(rows) > size
         rows = rows[:size][::-1]
         top, bottom = (cursor(rows[0]) if more else None), (cursor(rows[-1]) if rows else None)
@@ -84,7 +84,7 @@ def paginate(queryset: QuerySet, params, *, field: str, size: int, ascending: bo
     else:
         if onward is not None:
             queryset = queryset.filter(onward_from(field, onward))
-        rows = list(queryset.order_by(*down)[:size + 1])
+        rows = list(queryset.order_by(*down)[: size + 1])
         more = len(rows) > size
         rows = rows[:size]
         top, bottom = (cursor(rows[0]) if onward is not None and rows else None), (cursor(rows[-1]) if more else None)
@@ -98,9 +98,11 @@ def _before(field: str, cursor: Cursor) -> Q:
     # (field, pk) < cursor, spelled so that the index on (field, id) is entered at the cursor: the
     # plain range on ``field`` is what the planner uses as the index condition.
     return Q(**{f"{field}__lte": cursor.at}) & (
-        Q(**{f"{field}__lt": cursor.at}) | Q(**{field: cursor.at, "pk__lt": cursor.pk}))
+        Q(**{f"{field}__lt": cursor.at}) | Q(**{field: cursor.at, "pk__lt": cursor.pk})
+    )
 
 
 def _after(field: str, cursor: Cursor) -> Q:
     return Q(**{f"{field}__gte": cursor.at}) & (
-        Q(**{f"{field}__gt": cursor.at}) | Q(**{field: cursor.at, "pk__gt": cursor.pk}))
+        Q(**{f"{field}__gt": cursor.at}) | Q(**{field: cursor.at, "pk__gt": cursor.pk})
+    )

@@ -22,27 +22,34 @@ RECENT_RUNS = 5
 
 @console_page
 def mismatch_list(request):
-    visible = roles.visible(Mismatch.objects.filter(status=Mismatch.Status.OPEN).select_related(
-        "workspace", "operation"), request.user)
+    visible = roles.visible(
+        Mismatch.objects.filter(status=Mismatch.Status.OPEN).select_related("workspace", "operation"), request.user
+    )
     page = keyset.paginate(visible, request.GET, field="created_at", size=PAGE_SIZE)
     reviewable = roles.workspace_ids(request.user, REVIEW)
-    return render(request, "console/mismatches.html", {
-        "nav": "queue",
-        "page": page,
-        "rows": [{"mismatch": m, "can_review": reviewable is None or m.workspace_id in reviewable}
-                 for m in page.object_list],
-        # A run counts every workspace's findings: shown to those who see every workspace.
-        "runs": ReconciliationRun.objects.order_by("-started_at", "-id")[:RECENT_RUNS]
-        if request.user.is_superuser else None,
-        "form": ReasonForm(),
-    })
+    return render(
+        request,
+        "console/mismatches.html",
+        {
+            "nav": "queue",
+            "page": page,
+            "rows": [
+                {"mismatch": m, "can_review": reviewable is None or m.workspace_id in reviewable}
+                for m in page.object_list
+            ],
+            # A run counts every workspace's findings: shown to those who see every workspace.
+            "runs": ReconciliationRun.objects.order_by("-started_at", "-id")[:RECENT_RUNS]
+            if request.user.is_superuser
+            else None,
+            "form": ReasonForm(),
+        },
+    )
 
 
 def _decision(decide, said):
     @console_action
     def view(request, pk):
-        mismatch = get_object_or_404(roles.visible(Mismatch.objects.select_related("workspace"), request.user),
-                                     pk=pk)
+        mismatch = get_object_or_404(roles.visible(Mismatch.objects.select_related("workspace"), request.user), pk=pk)
         if not roles.can(request.user, REVIEW, mismatch.workspace_id):
             raise PermissionDenied
         form = ReasonForm(request.POST)
@@ -56,6 +63,7 @@ def _decision(decide, said):
         else:
             messages.success(request, said(mismatch, done))
         return redirect("console:mismatches")
+
     return view
 
 
@@ -65,9 +73,13 @@ REPLAYED = {
     "forced": "Replayed {key} accepting the duplicate risk ({lookup}).",
 }
 
-acknowledge = _decision(mismatches.acknowledge_mismatch,
-                        lambda m, _: f"Acknowledged mismatch {m.pk} ({m.kind}, {m.reference}).")
-adopt = _decision(mismatches.adopt_mismatch,
-                  lambda m, _: f"Adopted record {m.record_id}: {m.reference} is succeeded with it.")
-replay = _decision(mismatches.replay_mismatch,
-                   lambda m, done: REPLAYED[done.verdict].format(key=m.reference, lookup=done.lookup or "not asked"))
+acknowledge = _decision(
+    mismatches.acknowledge_mismatch, lambda m, _: f"Acknowledged mismatch {m.pk} ({m.kind}, {m.reference})."
+)
+adopt = _decision(
+    mismatches.adopt_mismatch, lambda m, _: f"Adopted record {m.record_id}: {m.reference} is succeeded with it."
+)
+replay = _decision(
+    mismatches.replay_mismatch,
+    lambda m, done: REPLAYED[done.verdict].format(key=m.reference, lookup=done.lookup or "not asked"),
+)

@@ -11,8 +11,28 @@ from decimal import Decimal
 
 # ISO 4217 currencies whose minor unit is not a hundredth (every other code has two decimals).
 MINOR_UNITS = {
-    **dict.fromkeys(["BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND",
-                     "VUV", "XAF", "XOF", "XPF"], 0),
+    **dict.fromkeys(
+        [
+            "BIF",
+            "CLP",
+            "DJF",
+            "GNF",
+            "ISK",
+            "JPY",
+            "KMF",
+            "KRW",
+            "PYG",
+            "RWF",
+            "UGX",
+            "UYI",
+            "VND",
+            "VUV",
+            "XAF",
+            "XOF",
+            "XPF",
+        ],
+        0,
+    ),
     **dict.fromkeys(["BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"], 3),
     **dict.fromkeys(["CLF", "UYW"], 4),
 }
@@ -54,6 +74,7 @@ def shown_differences(differences: list[dict], definition, *, recorded: dict, in
             difference = difference | {
                 side: format_money(difference.get(side), payload.get(currency) if isinstance(payload, dict) else None)
                 or difference.get(side)
-                for side, payload in (("recorded", recorded), ("incoming", incoming))}
+                for side, payload in (("recorded", recorded), ("incoming", incoming))
+            }
         shown.append(difference)
     return shown

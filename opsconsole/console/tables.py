@@ -15,8 +15,18 @@ from ledger.states import ATTENTION_STATES
 from opsconsole.console.filters import HELD, QUEUE_SORTS, QueueFilter, Sort
 
 # What the queue's rows show (and its sorts read), the rest of each operation left unread.
-QUEUE_COLUMNS = ("pk", "key", "action", "state", "attempts", "last_error_category", "last_error_message",
-                 "created_at", "updated_at", "workspace_id")
+QUEUE_COLUMNS = (
+    "pk",
+    "key",
+    "action",
+    "state",
+    "attempts",
+    "last_error_category",
+    "last_error_message",
+    "created_at",
+    "updated_at",
+    "workspace_id",
+)
 
 
 @dataclass
@@ -33,9 +43,11 @@ class QueueListing:
 
 def queue_listing(request, switches: list[Control]) -> QueueListing:
     """The queue's filter and sort from the request's GET; ``switches``: the active pause switches."""
-    states = {"all": Operation.objects.filter(state__in=ATTENTION_STATES),
-              **{state.value: Operation.objects.filter(state=state) for state in ATTENTION_STATES},
-              HELD: held_operations(switches)}
+    states = {
+        "all": Operation.objects.filter(state__in=ATTENTION_STATES),
+        **{state.value: Operation.objects.filter(state=state) for state in ATTENTION_STATES},
+        HELD: held_operations(switches),
+    }
     states = {name: roles.visible(operations, request.user) for name, operations in states.items()}
     # An unknown state is a form error, and lists them all.
     chosen = states.get(request.GET.get("state", ""), states["all"])
@@ -48,8 +60,10 @@ def state_counts(listing: QueueListing, *, cap: int) -> dict[str, int]:
     """For each state the queue's filter offers, how many operations it would list with the other
     filters as they are, each counted up to ``cap + 1``: one query. "all" is the sum of the
     attention states' (past the cap when any of them is): not counted again."""
-    counts = bounded_counts({name: listing.filterset.narrowed(operations)
-                             for name, operations in listing.states.items() if name != "all"}, cap=cap)
+    counts = bounded_counts(
+        {name: listing.filterset.narrowed(operations) for name, operations in listing.states.items() if name != "all"},
+        cap=cap,
+    )
     return {"all": sum(counts[state] for state in ATTENTION_STATES)} | counts
 
 
@@ -60,7 +74,7 @@ def bounded_counts(querysets: dict[str, QuerySet], *, cap: int) -> dict[str, int
     counts, parts, params = {}, [], []
     for number, (name, queryset) in enumerate(querysets.items()):
         try:
-            sql, more = queryset.order_by().values("pk")[:cap + 1].query.sql_with_params()
+            sql, more = queryset.order_by().values("pk")[: cap + 1].query.sql_with_params()
         except EmptyResultSet:
             counts[name] = 0
             continue
@@ -76,8 +90,10 @@ def bounded_counts(querysets: dict[str, QuerySet], *, cap: int) -> dict[str, int
 
 def state_tabs(counts: dict[str, int], *, current: str, cap: int) -> list[dict]:
     """The queue's state links, in the filter's order, with their bounded counts."""
-    return [{"state": state, "count": min(counts[state], cap), "capped": counts[state] > cap,
-             "current": state == current} for state in ["all", *ATTENTION_STATES, HELD]]
+    return [
+        {"state": state, "count": min(counts[state], cap), "capped": counts[state] > cap, "current": state == current}
+        for state in ["all", *ATTENTION_STATES, HELD]
+    ]
 
 
 def sort_headers(sort: Sort) -> dict[str, dict]:

@@ -50,12 +50,15 @@ AUDIT_PAGE_SIZE = 100
 
 def _member(view):
     """403 for a person who belongs to no workspace (a superuser belongs everywhere)."""
+
     @wraps(view)
     def check(request, *args, **kwargs):
         if roles.workspace_ids(request.user) == set():
-            raise PermissionDenied(f"{request.user.get_username()} is a member of no workspace yet, so the "
-                                   "console has nothing to show.")
+            raise PermissionDenied(
+                f"{request.user.get_username()} is a member of no workspace yet, so the console has nothing to show."
+            )
         return view(request, *args, **kwargs)
+
     return check
 
 
@@ -96,8 +99,13 @@ def queue(request):
     switches = list(Control.objects.filter(paused=True).select_related("workspace").order_by("id"))
     listing = tables.queue_listing(request, switches)
     filterset, sort = listing.filterset, listing.sort
-    page = keyset.paginate(filterset.qs.only(*tables.QUEUE_COLUMNS), request.GET, field=sort.field,
-                           size=QUEUE_PAGE_SIZE, ascending=sort.ascending)
+    page = keyset.paginate(
+        filterset.qs.only(*tables.QUEUE_COLUMNS),
+        request.GET,
+        field=sort.field,
+        size=QUEUE_PAGE_SIZE,
+        ascending=sort.ascending,
+    )
     # Counted up to a bound: past it the exact number tells a person nothing more, and counting it
     # would read every row that needs attention on every view. Every state's count in one query.
     counts = tables.state_counts(listing, cap=QUEUE_COUNT_CAP)
@@ -105,22 +113,27 @@ def queue(request):
     if listing.showing_held:
         for op in page.object_list:
             op.held_by = holding_switch(op, switches)
-    return render(request, "console/queue.html", {
-        "nav": "queue",
-        "showing_held": listing.showing_held,
-        "filter": filterset,
-        "page": page,
-        "count": min(counts[state], QUEUE_COUNT_CAP),
-        "count_capped": counts[state] > QUEUE_COUNT_CAP,
-        "states": tables.state_tabs(counts, current=state, cap=QUEUE_COUNT_CAP),
-        "sorting": tables.sort_headers(sort),
-        "open_conflicts": roles.visible(Conflict.objects.filter(status=Conflict.Status.OPEN), request.user,
-                                        via="operation__workspace").count(),
-        "health": _health(switches, roles.workspace_ids(request.user)),
-        # Ticking rows to replay or cancel them at once (opsconsole.console.bulk), for who may review.
-        "can_bulk": roles.workspace_ids(request.user, REVIEW) != set(),
-        "bulk_token": secrets.token_urlsafe(24),
-    })
+    return render(
+        request,
+        "console/queue.html",
+        {
+            "nav": "queue",
+            "showing_held": listing.showing_held,
+            "filter": filterset,
+            "page": page,
+            "count": min(counts[state], QUEUE_COUNT_CAP),
+            "count_capped": counts[state] > QUEUE_COUNT_CAP,
+            "states": tables.state_tabs(counts, current=state, cap=QUEUE_COUNT_CAP),
+            "sorting": tables.sort_headers(sort),
+            "open_conflicts": roles.visible(
+                Conflict.objects.filter(status=Conflict.Status.OPEN), request.user, via="operation__workspace"
+            ).count(),
+            "health": _health(switches, roles.workspace_ids(request.user)),
+            # Ticking rows to replay or cancel them at once (opsconsole.console.bulk), for who may review.
+            "can_bulk": roles.workspace_ids(request.user, REVIEW) != set(),
+            "bulk_token": secrets.token_urlsafe(24),
+        },
+    )
 
 
 def _health(switches: list[Control], workspace_ids: set[int] | None) -> dict:
@@ -149,46 +162,58 @@ def operation(request, pk):
     own_work = sorted({c.kind for c in contributions if c.user_id == user.pk})
     external = bool(definition and definition.external)
     conflicts = [
-        {"conflict": conflict,
-         "differences": money.shown_differences(
-             privacy.masked_differences(conflict.differences, op.action, reveal=reveal), definition,
-             recorded=payload, incoming=privacy.masked(conflict.incoming_payload, op.action, reveal=reveal))}
+        {
+            "conflict": conflict,
+            "differences": money.shown_differences(
+                privacy.masked_differences(conflict.differences, op.action, reveal=reveal),
+                definition,
+                recorded=payload,
+                incoming=privacy.masked(conflict.incoming_payload, op.action, reveal=reveal),
+            ),
+        }
         for conflict in op.conflicts.order_by("-created_at", "-id")
     ]
     attempts = list(op.attempt_rows.order_by("number", "id"))
-    return render(request, "console/operation.html", {
-        "nav": "queue",
-        "operation": op,
-        "payload": money.shown_payload(payload, definition),
-        "result": json.dumps(privacy.masked(op.result, op.action, reveal=reveal), indent=2, sort_keys=True)
-        if op.result else "",
-        "masking": payload != op.payload,  # some value is masked: say who may see it
-        "attempts": attempts,
-        "attempt_limit": definition.max_attempts if definition else None,
-        "deliveries": op.deliveries.order_by("received_at", "id"),
-        "conflicts": conflicts,
-        "approvals": op.approvals.order_by("decided_at", "id"),
-        "audit_events": op.audit_events.order_by("created_at", "id"),
-        "contributions": contributions,
-        "own_work": own_work,
-        "can_review": can_review,
-        "can_replay": can_review and op.state == State.NEEDS_REVIEW,
-        # The replay form names the risk (and offers to accept it) when a try may have reached the destination.
-        "replay_may_duplicate": op.state == State.NEEDS_REVIEW and definition and may_have_acted(op, definition),
-        # ... and what changed in the action's configuration since it last ran, to be confirmed.
-        "config_changes": changes_since_last_run(op, definition) if can_review and definition
-        and op.state == State.NEEDS_REVIEW else [],
-        "can_resolve": can_review and op.state in (State.UNKNOWN, State.NEEDS_REVIEW) and external,
-        "can_look_up": can_review and op.state == State.UNKNOWN,
-        "can_cancel": can_review and State.CANCELLED in TRANSITIONS[State(op.state)],
-        # Four eyes: whoever submitted, changed or replayed it may neither approve nor reject it.
-        "can_decide": can_approve and op.state == State.PENDING_APPROVAL and not own_work,
-        "who_can_act": explain.who_can_act(user, op, external=external, own_work=own_work,
-                                           contributor_ids={c.user_id for c in contributions}),
-        "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
-        "standing": _standing(op, definition),
-        "held_by": holding_switch(op, list(Control.objects.filter(paused=True).select_related("workspace"))),
-    })
+    return render(
+        request,
+        "console/operation.html",
+        {
+            "nav": "queue",
+            "operation": op,
+            "payload": money.shown_payload(payload, definition),
+            "result": json.dumps(privacy.masked(op.result, op.action, reveal=reveal), indent=2, sort_keys=True)
+            if op.result
+            else "",
+            "masking": payload != op.payload,  # some value is masked: say who may see it
+            "attempts": attempts,
+            "attempt_limit": definition.max_attempts if definition else None,
+            "deliveries": op.deliveries.order_by("received_at", "id"),
+            "conflicts": conflicts,
+            "approvals": op.approvals.order_by("decided_at", "id"),
+            "audit_events": op.audit_events.order_by("created_at", "id"),
+            "contributions": contributions,
+            "own_work": own_work,
+            "can_review": can_review,
+            "can_replay": can_review and op.state == State.NEEDS_REVIEW,
+            # The replay form names the risk (and offers to accept it) when a try may have reached the destination.
+            "replay_may_duplicate": op.state == State.NEEDS_REVIEW and definition and may_have_acted(op, definition),
+            # ... and what changed in the action's configuration since it last ran, to be confirmed.
+            "config_changes": changes_since_last_run(op, definition)
+            if can_review and definition and op.state == State.NEEDS_REVIEW
+            else [],
+            "can_resolve": can_review and op.state in (State.UNKNOWN, State.NEEDS_REVIEW) and external,
+            "can_look_up": can_review and op.state == State.UNKNOWN,
+            "can_cancel": can_review and State.CANCELLED in TRANSITIONS[State(op.state)],
+            # Four eyes: whoever submitted, changed or replayed it may neither approve nor reject it.
+            "can_decide": can_approve and op.state == State.PENDING_APPROVAL and not own_work,
+            "who_can_act": explain.who_can_act(
+                user, op, external=external, own_work=own_work, contributor_ids={c.user_id for c in contributions}
+            ),
+            "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
+            "standing": _standing(op, definition),
+            "held_by": holding_switch(op, list(Control.objects.filter(paused=True).select_related("workspace"))),
+        },
+    )
 
 
 def definition_of(action: str):
@@ -207,18 +232,35 @@ def controls(request):
         switches = switches.filter(Q(workspace__isnull=True) | Q(workspace_id__in=ids))
     switches = list(switches)
     # What each switch holds, of what this person may see: one query, a filtered count per switch.
-    holds = roles.visible(held_operations(switches), request.user).aggregate(**{
-        f"switch_{control.pk}": Count("pk", filter=scope_filter(control.workspace_id, control.action))
-        for control in switches}) if switches else {}
-    rows = [{"control": control, "can_resume": roles.can(request.user, PAUSE, control.workspace_id),
-             "holds": holds.get(f"switch_{control.pk}", 0)} for control in switches]
+    holds = (
+        roles.visible(held_operations(switches), request.user).aggregate(
+            **{
+                f"switch_{control.pk}": Count("pk", filter=scope_filter(control.workspace_id, control.action))
+                for control in switches
+            }
+        )
+        if switches
+        else {}
+    )
+    rows = [
+        {
+            "control": control,
+            "can_resume": roles.can(request.user, PAUSE, control.workspace_id),
+            "holds": holds.get(f"switch_{control.pk}", 0),
+        }
+        for control in switches
+    ]
     form = PauseForm(user=request.user)
-    return render(request, "console/controls.html", {
-        "nav": "controls",
-        "switches": rows,
-        "form": form,
-        "can_pause": form.fields["workspace"].queryset.exists() or request.user.is_superuser,
-    })
+    return render(
+        request,
+        "console/controls.html",
+        {
+            "nav": "controls",
+            "switches": rows,
+            "form": form,
+            "can_pause": form.fields["workspace"].queryset.exists() or request.user.is_superuser,
+        },
+    )
 
 
 @console_page
@@ -228,19 +270,28 @@ def service_levels(request):
         operation.age_shown = age_text(operation.age)
         operation.level_shown = format_duration(operation.service_level)
     levels = [{"level": level, "shown": format_duration(level.level)} for level in levels]
-    return render(request, "console/service_levels.html", {
-        "nav": "service_levels", "levels": levels, "operations": listed, "at_risk_percent": int(AT_RISK_SHARE * 100),
-    })
+    return render(
+        request,
+        "console/service_levels.html",
+        {
+            "nav": "service_levels",
+            "levels": levels,
+            "operations": listed,
+            "at_risk_percent": int(AT_RISK_SHARE * 100),
+        },
+    )
 
 
 def _standing(op: Operation, definition) -> str:
-    """"late" or "at risk" against the action's service level, for unfinished work; else ""."""
+    """ "late" or "at risk" against the action's service level, for unfinished work; else ""."""
     level = definition.service_level if definition else None
     if level is None or op.state in TERMINAL_STATES:
         return ""
     age = timezone.now() - op.created_at
-    said = {"late": f"Late: {age_text(age)} since it arrived, past its service level of {format_duration(level)}.",
-            "at_risk": f"At risk: {age_text(age)} since it arrived, of a service level of {format_duration(level)}."}
+    said = {
+        "late": f"Late: {age_text(age)} since it arrived, past its service level of {format_duration(level)}.",
+        "at_risk": f"At risk: {age_text(age)} since it arrived, of a service level of {format_duration(level)}.",
+    }
     return said.get(standing(age, level), "")
 
 

@@ -69,6 +69,7 @@ def occurred_long_ago() -> dict:
 
 # --- the requests, one or more per documented status ---------------------------------------------
 
+
 def accepted(send: Sender):
     return send.post("/api/v1/events", event())
 
@@ -154,13 +155,28 @@ def every_batch_result(send: Sender):
                 FOR EACH ROW EXECUTE FUNCTION test_refuse();""")
     send.post("/api/v1/events", event())
     send.post("/api/v1/events", status_event(2))
-    events = [event("d-2", version=4), event("d-3"), event("d-4", title="Changed without a new version"),
-              status_event(1), occurred_long_ago(), event(version=0), event(title="x" * 400),
-              event("d-5", version=5, title="refused by the database")]
+    events = [
+        event("d-2", version=4),
+        event("d-3"),
+        event("d-4", title="Changed without a new version"),
+        status_event(1),
+        occurred_long_ago(),
+        event(version=0),
+        event(title="x" * 400),
+        event("d-5", version=5, title="refused by the database"),
+    ]
     with override_settings(OPSCONSOLE_MAX_BODY_BYTES=300):
         response = send.post("/api/v1/events/batch", {"events": events})
     assert sorted(result["http_status"] for result in response.json()["results"]) == [
-        200, 201, 409, 409, 409, 413, 422, 500]
+        200,
+        201,
+        409,
+        409,
+        409,
+        413,
+        422,
+        500,
+    ]
     return response
 
 
@@ -216,9 +232,11 @@ def operation_without_token(send: Sender):
 
 def unreachable(send: Callable) -> Callable:
     """``send``, the database no longer answering (nothing listens on port 9)."""
+
     def send_unreachable(sender: Sender, database_down):
         database_down()
         return send(sender)
+
     send_unreachable.needs = "database_down"
     send_unreachable.__name__ = f"{send.__name__}_unreachable"
     return send_unreachable
@@ -247,27 +265,49 @@ class Case:
 def _on(path: str, send: Callable) -> Callable:
     def bound(sender: Sender):
         return send(sender, path=path)
+
     bound.__name__ = send.__name__
     return bound
 
 
 CASES = [
-    Case(EVENTS, 201, accepted), Case(EVENTS, 200, duplicate),
-    Case(EVENTS, 409, payload_conflict), Case(EVENTS, 409, stale_version), Case(EVENTS, 409, stale_by_age),
+    Case(EVENTS, 201, accepted),
+    Case(EVENTS, 200, duplicate),
+    Case(EVENTS, 409, payload_conflict),
+    Case(EVENTS, 409, stale_version),
+    Case(EVENTS, 409, stale_by_age),
     Case(EVENTS, 422, invalid_input),
-    Case(EVENTS, 400, malformed_json), Case(EVENTS, 400, duplicate_key), Case(EVENTS, 400, bad_gzip),
-    Case(EVENTS, 413, too_large), Case(EVENTS, 413, gzip_too_large),
-    Case(EVENTS, 415, not_json), Case(EVENTS, 415, latin_1), Case(EVENTS, 415, brotli),
+    Case(EVENTS, 400, malformed_json),
+    Case(EVENTS, 400, duplicate_key),
+    Case(EVENTS, 400, bad_gzip),
+    Case(EVENTS, 413, too_large),
+    Case(EVENTS, 413, gzip_too_large),
+    Case(EVENTS, 415, not_json),
+    Case(EVENTS, 415, latin_1),
+    Case(EVENTS, 415, brotli),
     Case(EVENTS, 401, no_token),
-    Case(EVENTS, 503, unreachable(accepted), transactional=True), Case(EVENTS, 503, deadlocked, transactional=True),
+    Case(EVENTS, 503, unreachable(accepted), transactional=True),
+    Case(EVENTS, 503, deadlocked, transactional=True),
     Case(BATCH, 200, every_batch_result),
-    Case(BATCH, 422, events_not_a_list), Case(BATCH, 413, batch_too_large),
-    *(Case(BATCH, status, _on("/api/v1/events/batch", send)) for status, send in (
-        (400, malformed_json), (400, bad_gzip), (413, too_large), (415, not_json), (415, latin_1), (415, brotli),
-        (401, no_token))),
+    Case(BATCH, 422, events_not_a_list),
+    Case(BATCH, 413, batch_too_large),
+    *(
+        Case(BATCH, status, _on("/api/v1/events/batch", send))
+        for status, send in (
+            (400, malformed_json),
+            (400, bad_gzip),
+            (413, too_large),
+            (415, not_json),
+            (415, latin_1),
+            (415, brotli),
+            (401, no_token),
+        )
+    ),
     Case(BATCH, 503, unreachable(a_batch), transactional=True),
-    Case(OPERATION, 200, an_operation), Case(OPERATION, 200, an_operation_with_its_last_error),
-    Case(OPERATION, 404, no_such_operation), Case(OPERATION, 404, no_route_for_the_key),
+    Case(OPERATION, 200, an_operation),
+    Case(OPERATION, 200, an_operation_with_its_last_error),
+    Case(OPERATION, 404, no_such_operation),
+    Case(OPERATION, 404, no_route_for_the_key),
     Case(OPERATION, 404, no_route_for_the_key_in_debug),
     Case(OPERATION, 401, operation_without_token),
     Case(OPERATION, 503, unreachable(read_the_operation), transactional=True),
@@ -275,15 +315,22 @@ CASES = [
 
 
 def test_a_request_gets_every_status_the_document_lists_and_no_other():
-    documented = {(method, path, int(status)) for path, methods in DOCUMENT["paths"].items()
-                  for method, spec in methods.items() for status in spec["responses"]}
+    documented = {
+        (method, path, int(status))
+        for path, methods in DOCUMENT["paths"].items()
+        for method, spec in methods.items()
+        for status in spec["responses"]
+    }
     assert {(*case.operation, case.status) for case in CASES} == documented
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(case, id=case.id, marks=[pytest.mark.django_db(transaction=True)] if case.transactional else [])
-    for case in CASES
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, id=case.id, marks=[pytest.mark.django_db(transaction=True)] if case.transactional else [])
+        for case in CASES
+    ],
+)
 def test_each_answer_is_a_body_its_published_schema_accepts(case, client, token, request):
     client.raise_request_exception = False
     needs = getattr(case.send, "needs", None)
@@ -292,13 +339,13 @@ def test_each_answer_is_a_body_its_published_schema_accepts(case, client, token,
 
     assert response.status_code == case.status, response.content
     assert response["Content-Type"] == "application/json"
-    validator = jsonschema_rs.Draft202012Validator(published_schema(case.operation, case.status),
-                                                   validate_formats=True)
+    validator = jsonschema_rs.Draft202012Validator(published_schema(case.operation, case.status), validate_formats=True)
     errors = [error.message for error in validator.iter_errors(response.json())]
     assert errors == [], response.json()
 
 
 # --- the fixtures some requests need --------------------------------------------------------------
+
 
 @pytest.fixture
 def database_down():
@@ -333,6 +380,7 @@ def always_deadlocked():
 
 # --- a body the document does not describe cannot be built ----------------------------------------
 
+
 def test_an_answer_with_a_field_the_document_does_not_list_cannot_be_built():
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         answers.Unauthorized(detail="no token", hint="abc")
@@ -340,8 +388,13 @@ def test_an_answer_with_a_field_the_document_does_not_list_cannot_be_built():
 
 def test_an_intake_result_the_document_does_not_describe_cannot_be_answered():
     """A refusal with a field its published answer lacks, or a reason no answer lists, is never sent."""
-    extra_field = IntakeResult(outcome="invalid", http_status=422, reason="invalid_input",
-                               errors=[{"field": "body", "message": "must be a JSON object"}], extra={"hint": "x"})
+    extra_field = IntakeResult(
+        outcome="invalid",
+        http_status=422,
+        reason="invalid_input",
+        errors=[{"field": "body", "message": "must be a JSON object"}],
+        extra={"hint": "x"},
+    )
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         answers.intake_answer(extra_field)
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
@@ -351,14 +404,22 @@ def test_an_intake_result_the_document_does_not_describe_cannot_be_answered():
 
 
 def test_a_problem_with_a_field_the_document_does_not_list_cannot_be_answered():
-    with_value = IntakeResult(outcome="invalid", http_status=422, reason="invalid_input",
-                              errors=[{"field": "data.title", "message": "too long", "input": "private text"}])
+    with_value = IntakeResult(
+        outcome="invalid",
+        http_status=422,
+        reason="invalid_input",
+        errors=[{"field": "data.title", "message": "too long", "input": "private text"}],
+    )
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         answers.intake_answer(with_value)
 
 
 def test_a_batch_result_must_have_the_status_its_answer_is_published_with():
-    invalid_as_500 = IntakeResult(outcome="invalid", http_status=500, reason="invalid_input",
-                                  errors=[{"field": "body", "message": "must be a JSON object"}])
+    invalid_as_500 = IntakeResult(
+        outcome="invalid",
+        http_status=500,
+        reason="invalid_input",
+        errors=[{"field": "body", "message": "must be a JSON object"}],
+    )
     with pytest.raises(ValidationError, match="http_status"):
         answers.batch_answer([invalid_as_500])

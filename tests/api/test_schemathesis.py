@@ -28,8 +28,9 @@ CONFIG = {
 
 
 # The document the app serves, loaded through its WSGI entry point (it needs no database).
-schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", get_wsgi_application(),
-                                        config=schemathesis.Config.from_dict(CONFIG))
+schema = schemathesis.openapi.from_wsgi(
+    "/api/v1/openapi.json", get_wsgi_application(), config=schemathesis.Config.from_dict(CONFIG)
+)
 
 
 @pytest.fixture(autouse=True)
@@ -44,8 +45,7 @@ def requests_keep_the_test_connection():
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 def test_it_answers_every_generated_request_as_documented(case, token, fuzz_tally, log_guard):
     """Every answer is documented (status, content type, body), never a server error; input the
     document calls invalid is refused. Valid-looking data may still be refused (the owner must be one

@@ -70,8 +70,9 @@ class NotedData(BaseModel):
 @pytest.fixture
 def noted_action(scripted_action):  # noqa: F811
     """A test action with a business field (note) and a sensitive one (secret)."""
-    return scripted_action(schema=NotedData, fingerprint_fields=("request_id", "version", "note", "secret"),
-                           sensitive_fields=("secret",))
+    return scripted_action(
+        schema=NotedData, fingerprint_fields=("request_id", "version", "note", "secret"), sensitive_fields=("secret",)
+    )
 
 
 @pytest.fixture
@@ -80,7 +81,6 @@ def noted(workspace, noted_action):
 
     def send(note="first", secret="s3cr3t-one", request_id="R-9", **extra):
         data = {"request_id": request_id, "version": 1, "note": note, "secret": secret}
-        return submit_event(workspace=workspace, source="api", raw={"action": noted_action.name, "data": data},
-                            **extra)
+        return submit_event(workspace=workspace, source="api", raw={"action": noted_action.name, "data": data}, **extra)
 
     return send

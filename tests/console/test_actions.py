@@ -52,8 +52,11 @@ def test_it_cancels_an_operation(client, login, needing_review):
 def test_it_approves_an_operation_for_the_payload_shown(client, login, awaiting_approval):
     login("approver")
 
-    response = post(client, f"/console/operations/{awaiting_approval.pk}/approve/",
-                    {"note": "", "fingerprint": awaiting_approval.fingerprint})
+    response = post(
+        client,
+        f"/console/operations/{awaiting_approval.pk}/approve/",
+        {"note": "", "fingerprint": awaiting_approval.fingerprint},
+    )
 
     assert messages_of(response) == [("success", f"Approved {awaiting_approval.key}.")]
     awaiting_approval.refresh_from_db()
@@ -64,8 +67,11 @@ def test_it_approves_an_operation_for_the_payload_shown(client, login, awaiting_
 def test_it_rejects_an_operation_with_a_note(client, login, awaiting_approval):
     login("approver")
 
-    response = post(client, f"/console/operations/{awaiting_approval.pk}/reject/",
-                    {"note": "wrong customer", "fingerprint": awaiting_approval.fingerprint})
+    response = post(
+        client,
+        f"/console/operations/{awaiting_approval.pk}/reject/",
+        {"note": "wrong customer", "fingerprint": awaiting_approval.fingerprint},
+    )
 
     assert messages_of(response) == [("success", f"Rejected {awaiting_approval.key}.")]
     awaiting_approval.refresh_from_db()
@@ -81,7 +87,8 @@ def test_it_applies_the_incoming_payload_of_a_conflict(client, login, noted):
 
     assert response.url == f"/console/operations/{operation.pk}/"
     assert messages_of(response) == [
-        ("success", f"Applied the incoming payload of conflict {conflict.pk} to {operation.key}.")]
+        ("success", f"Applied the incoming payload of conflict {conflict.pk} to {operation.key}.")
+    ]
     operation.refresh_from_db()
     conflict.refresh_from_db()
     assert (operation.payload["note"], conflict.status, conflict.decided_by) == ("two", "applied", "operator")
@@ -102,9 +109,11 @@ def test_it_dismisses_a_conflict(client, login, noted):
 
 def snapshot():
     """Everything a decision could change."""
-    return (list(Operation.objects.order_by("pk").values_list("pk", "state", "payload")),
-            list(Conflict.objects.order_by("pk").values_list("pk", "status")),
-            AuditEvent.objects.count())
+    return (
+        list(Operation.objects.order_by("pk").values_list("pk", "state", "payload")),
+        list(Conflict.objects.order_by("pk").values_list("pk", "status")),
+        AuditEvent.objects.count(),
+    )
 
 
 @pytest.fixture
@@ -116,8 +125,7 @@ def targets(needing_review, awaiting_approval, noted):
     decision = {"note": "because", "fingerprint": awaiting_approval.fingerprint}
     return {
         "replay": (f"/console/operations/{needing_review.pk}/replay/", "operator", reason),
-        "resolve": (f"/console/operations/{needing_review.pk}/resolve/", "operator",
-                    reason | {"external_id": "rec-1"}),
+        "resolve": (f"/console/operations/{needing_review.pk}/resolve/", "operator", reason | {"external_id": "rec-1"}),
         "look_up": (f"/console/operations/{needing_review.pk}/look-up/", "operator", {}),
         "cancel": (f"/console/operations/{needing_review.pk}/cancel/", "operator", reason),
         "approve": (f"/console/operations/{awaiting_approval.pk}/approve/", "approver", decision),
@@ -172,7 +180,8 @@ def test_it_reports_a_replay_the_service_refuses(client, login, make_operation):
     response = post(client, f"/console/operations/{succeeded.pk}/replay/", {"reason": "again"})
 
     assert messages_of(response) == [
-        ("error", f"Only an operation that needs review can be replayed; {succeeded.key} is succeeded.")]
+        ("error", f"Only an operation that needs review can be replayed; {succeeded.key} is succeeded.")
+    ]
     assert snapshot() == before
 
 
@@ -191,11 +200,15 @@ def test_it_refuses_an_approval_for_a_payload_that_changed(client, login, awaiti
     login("approver")
     before = snapshot()
 
-    response = post(client, f"/console/operations/{awaiting_approval.pk}/approve/",
-                    {"note": "", "fingerprint": "not-the-shown-payload"})
+    response = post(
+        client,
+        f"/console/operations/{awaiting_approval.pk}/approve/",
+        {"note": "", "fingerprint": "not-the-shown-payload"},
+    )
 
     assert messages_of(response) == [
-        ("error", f"The payload of {awaiting_approval.key} changed since it was shown; look at it again.")]
+        ("error", f"The payload of {awaiting_approval.key} changed since it was shown; look at it again.")
+    ]
     assert snapshot() == before
 
 
@@ -221,8 +234,9 @@ def test_it_lets_a_superuser_decide(client, admin_user, needing_review):
     assert messages_of(response) == [("success", f"Cancelled {needing_review.key}.")]
 
 
-def test_the_replay_form_shows_a_configuration_change_and_needs_it_confirmed(client, login, workspace, action,
-                                                                            needing_review):
+def test_the_replay_form_shows_a_configuration_change_and_needs_it_confirmed(
+    client, login, workspace, action, needing_review
+):
     from datetime import timedelta
 
     from ledger.core import policies

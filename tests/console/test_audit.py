@@ -11,8 +11,10 @@ from ledger.models import AuditEvent
 
 
 def kinds_on(response) -> list[str]:
-    rows = re.findall(r"<tr>\s*<td[^>]*>(?:<time[^>]*>)?[^<]*(?:</time>)?</td>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>",
-                      response.content.decode())
+    rows = re.findall(
+        r"<tr>\s*<td[^>]*>(?:<time[^>]*>)?[^<]*(?:</time>)?</td>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>",
+        response.content.decode(),
+    )
     return [f"{actor}:{kind}" for actor, kind in rows]
 
 
@@ -53,16 +55,19 @@ def test_it_filters_by_dates_inclusively(client, login, workspace, time_machine)
     login("viewer")  # after moving the clock, so the session has not expired
 
     def days_on(response) -> list[str]:
-        rows = re.findall(r'<td class="when"><time [^>]*>2030-01-0(\d) [^<]*</time></td>\s*<td>scheduler</td>\s*'
-                          r'<td>([^<]*)</td>',
-                          response.content.decode())
+        rows = re.findall(
+            r'<td class="when"><time [^>]*>2030-01-0(\d) [^<]*</time></td>\s*<td>scheduler</td>\s*'
+            r"<td>([^<]*)</td>",
+            response.content.decode(),
+        )
         return [f"day{day}:{kind}" for day, kind in rows]
 
     days = {"actor": "scheduler"}  # not the workspace's own creation, which happened today
     after = days_on(client.get("/console/audit/", days | {"created_after": "2030-01-02"}))
     before = days_on(client.get("/console/audit/", days | {"created_before": "2030-01-02"}))
-    both = days_on(client.get("/console/audit/", days | {"created_after": "2030-01-02",
-                                                         "created_before": "2030-01-02"}))
+    both = days_on(
+        client.get("/console/audit/", days | {"created_after": "2030-01-02", "created_before": "2030-01-02"})
+    )
 
     assert {row.split(":")[0] for row in after} == {"day2", "day3"}
     assert {row.split(":")[0] for row in before} == {"day1", "day2"}
@@ -90,15 +95,15 @@ def test_it_pages_by_a_hundred_with_older_and_newer_links(client, login, workspa
     assert "events" not in first.content.decode().lower().split("<table")[0]  # nothing counts them
 
 
-def test_it_pages_through_events_of_the_same_instant_without_gaps_or_repeats(client, login, workspace,
-                                                                            time_machine):
+def test_it_pages_through_events_of_the_same_instant_without_gaps_or_repeats(client, login, workspace, time_machine):
     """Rows that share a time are told apart by id: the cursor carries both."""
     time_machine.move_to(datetime(2030, 1, 7, 9, tzinfo=UTC), tick=False)
     login("viewer")
     for number in range(250):
         pause.set_paused(paused=number % 2 == 0, actor=f"p{number}", reason="r", workspace=workspace)
-    expected = list(AuditEvent.objects.filter(workspace=workspace).order_by("-created_at", "-id")
-                    .values_list("actor", "kind"))
+    expected = list(
+        AuditEvent.objects.filter(workspace=workspace).order_by("-created_at", "-id").values_list("actor", "kind")
+    )
 
     seen, response = [], client.get("/console/audit/")
     while True:
@@ -122,9 +127,18 @@ def test_it_keeps_the_filters_in_its_links(client, login, workspace):
     assert kinds_on(first) == ["alice:paused"] * 100 and kinds_on(older) == ["alice:paused"] * 10
 
 
-@pytest.mark.parametrize("cursor", ["", "yesterday", "2030-01-07T09:00:00.000000Z", "2030-13-07T09:00:00.000000Z_1",
-                                    "2030-01-07T09:00:00.000000Z_x", "2030-01-07T09:00:00.000000Z_" + "9" * 30,
-                                    "\x00"])
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "",
+        "yesterday",
+        "2030-01-07T09:00:00.000000Z",
+        "2030-13-07T09:00:00.000000Z_1",
+        "2030-01-07T09:00:00.000000Z_x",
+        "2030-01-07T09:00:00.000000Z_" + "9" * 30,
+        "\x00",
+    ],
+)
 def test_it_starts_at_the_newest_for_a_cursor_it_cannot_read(client, login, workspace, cursor):
     pause.set_paused(paused=True, actor="alice", reason="r", workspace=workspace)
     login("viewer")

@@ -11,16 +11,19 @@ def field_errors(response) -> list[str]:
     return re.findall(r'<span class="field-error">([^<]*)</span>', response.content.decode())
 
 
-@pytest.mark.parametrize("query, error", [
-    ({"created_before": "9999-12-31"}, "Ensure this value is less than or equal to 2999-12-31."),
-    ({"created_after": "9999-12-31"}, "Ensure this value is less than or equal to 2999-12-31."),
-    ({"created_after": "0001-01-01"}, "Ensure this value is greater than or equal to 1970-01-01."),
-    ({"created_before": "0001-01-01"}, "Ensure this value is greater than or equal to 1970-01-01."),
-    ({"created_before": "10000-01-01"}, "Enter a valid date."),
-    ({"created_after": "2030-02-30"}, "Enter a valid date."),
-    ({"created_after": "yesterday"}, "Enter a valid date."),
-    ({"created_before": "\x00"}, "Enter a valid date."),
-])
+@pytest.mark.parametrize(
+    "query, error",
+    [
+        ({"created_before": "9999-12-31"}, "Ensure this value is less than or equal to 2999-12-31."),
+        ({"created_after": "9999-12-31"}, "Ensure this value is less than or equal to 2999-12-31."),
+        ({"created_after": "0001-01-01"}, "Ensure this value is greater than or equal to 1970-01-01."),
+        ({"created_before": "0001-01-01"}, "Ensure this value is greater than or equal to 1970-01-01."),
+        ({"created_before": "10000-01-01"}, "Enter a valid date."),
+        ({"created_after": "2030-02-30"}, "Enter a valid date."),
+        ({"created_after": "yesterday"}, "Enter a valid date."),
+        ({"created_before": "\x00"}, "Enter a valid date."),
+    ],
+)
 def test_it_answers_a_date_out_of_range_or_garbage_with_a_form_error(client, login, workspace, query, error):
     """The day after 9999-12-31 cannot be computed (it was a 500); such dates are refused by the form,
     and the page still lists the events, unfiltered by the refused date."""

@@ -67,8 +67,9 @@ def test_a_group_links_to_the_queue_filtered_to_it(client, login, failed):
     assert "Showing one failure group" in response.content.decode()
 
 
-def test_replay_all_of_a_group_starts_one_action_and_shows_its_progress(client, login, failed,
-                                                                       django_capture_on_commit_callbacks):
+def test_replay_all_of_a_group_starts_one_action_and_shows_its_progress(
+    client, login, failed, django_capture_on_commit_callbacks
+):
     login("operator")
     operations = failed(3)
     form = group_of(client)
@@ -111,8 +112,15 @@ def test_the_queue_selection_replays_or_cancels_the_ticked_rows(client, login, f
     page = client.get("/console/").content.decode()
     assert page.count('name="operation"') == 3 and "Replay selected" in page
 
-    response = client.post("/console/bulk/", {"operation": [operations[0].pk, operations[2].pk], "kind": "cancel",
-                                              "reason": "customer withdrew", "token": "tok-1"})
+    response = client.post(
+        "/console/bulk/",
+        {
+            "operation": [operations[0].pk, operations[2].pk],
+            "kind": "cancel",
+            "reason": "customer withdrew",
+            "token": "tok-1",
+        },
+    )
 
     bulk = BulkAction.objects.get()
     assert (bulk.kind, bulk.operation_ids, bulk.criterion) == ("cancel", [operations[0].pk, operations[2].pk], "")
@@ -122,18 +130,32 @@ def test_the_queue_selection_replays_or_cancels_the_ticked_rows(client, login, f
     assert response.url == f"/console/bulk/{bulk.pk}/"
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"kind": "replay", "reason": "fixed", "token": "t"},
-     "Operations: Select at least one operation. Nothing was changed."),
-    ({"operation": ["1"], "kind": "replay", "reason": "", "token": "t"}, "Reason is required; nothing was changed."),
-    ({"operation": ["x"], "kind": "replay", "reason": "r", "token": "t"},
-     "Operations: The selection is not a list of operations. Nothing was changed."),
-    ({"operation": ["1"], "kind": "explode", "reason": "r", "token": "t"}, "Kind: Select a valid choice."),
-    ({"operation": ["1"], "kind": "replay", "reason": "r"},
-     "The form's one-time token (reload the page) is required; nothing was changed."),
-    ({"group": "no-separators", "kind": "replay", "reason": "r", "token": "t"},
-     "This failure group is not one the console knows; reload the page. Nothing was changed."),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"kind": "replay", "reason": "fixed", "token": "t"},
+            "Operations: Select at least one operation. Nothing was changed.",
+        ),
+        (
+            {"operation": ["1"], "kind": "replay", "reason": "", "token": "t"},
+            "Reason is required; nothing was changed.",
+        ),
+        (
+            {"operation": ["x"], "kind": "replay", "reason": "r", "token": "t"},
+            "Operations: The selection is not a list of operations. Nothing was changed.",
+        ),
+        ({"operation": ["1"], "kind": "explode", "reason": "r", "token": "t"}, "Kind: Select a valid choice."),
+        (
+            {"operation": ["1"], "kind": "replay", "reason": "r"},
+            "The form's one-time token (reload the page) is required; nothing was changed.",
+        ),
+        (
+            {"group": "no-separators", "kind": "replay", "reason": "r", "token": "t"},
+            "This failure group is not one the console knows; reload the page. Nothing was changed.",
+        ),
+    ],
+)
 def test_bad_input_is_refused_with_a_clear_message_and_nothing_written(client, login, failed, data, message):
     login("operator")
     failed(1)
@@ -152,10 +174,13 @@ def test_without_the_review_role_it_is_refused(client, login, failed):
     page = client.get("/console/").content.decode()
     assert 'name="operation"' not in page and "Replay selected" not in page
 
-    by_selection = client.post("/console/bulk/", {"operation": [operations[0].pk], "kind": "replay", "reason": "r",
-                                                  "token": "t-1"})
-    by_group = client.post("/console/bulk/", {"group": f"{operations[0].action}|permanent|x", "kind": "replay",
-                                              "reason": "r", "token": "t-2"})
+    by_selection = client.post(
+        "/console/bulk/", {"operation": [operations[0].pk], "kind": "replay", "reason": "r", "token": "t-1"}
+    )
+    by_group = client.post(
+        "/console/bulk/",
+        {"group": f"{operations[0].action}|permanent|x", "kind": "replay", "reason": "r", "token": "t-2"},
+    )
 
     assert (by_selection.status_code, by_group.status_code) == (403, 403)
     assert not BulkAction.objects.exists()
@@ -167,8 +192,9 @@ def test_another_workspaces_operations_are_not_found(client, login, failed):
     [theirs] = failed(1, prefix="T", where=other)
     [mine] = failed(1)
 
-    response = client.post("/console/bulk/", {"operation": [mine.pk, theirs.pk], "kind": "replay", "reason": "r",
-                                              "token": "t-1"})
+    response = client.post(
+        "/console/bulk/", {"operation": [mine.pk, theirs.pk], "kind": "replay", "reason": "r", "token": "t-1"}
+    )
 
     assert response.status_code == 404
     assert not BulkAction.objects.exists()

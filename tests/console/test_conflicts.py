@@ -40,8 +40,11 @@ def race(noted):
 
 
 def snapshot():
-    return (list(Operation.objects.order_by("pk").values_list("pk", "state", "payload")),
-            list(Conflict.objects.order_by("pk").values_list("pk", "status")), AuditEvent.objects.count())
+    return (
+        list(Operation.objects.order_by("pk").values_list("pk", "state", "payload")),
+        list(Conflict.objects.order_by("pk").values_list("pk", "status")),
+        AuditEvent.objects.count(),
+    )
 
 
 def decide(client, url, data, *, query="") -> object:
@@ -57,8 +60,8 @@ def seen(client) -> int:
 
 # --- the list -------------------------------------------------------------------------------------
 
-def test_it_lists_the_open_conflicts_of_every_state_grouped_by_operation(client, login, race, operator_or_viewer,
-                                                                         bob):
+
+def test_it_lists_the_open_conflicts_of_every_state_grouped_by_operation(client, login, race, operator_or_viewer, bob):
     login(operator_or_viewer)
     waiting, waiting_conflicts = race(3, request_id="R-1")
     done, done_conflicts = race(2, request_id="R-2")
@@ -74,8 +77,7 @@ def test_it_lists_the_open_conflicts_of_every_state_grouped_by_operation(client,
     assert f'<a href="/console/operations/{done.pk}/">{done.key}</a>' in html
     assert '<span class="badge state-succeeded">succeeded</span>' in html
     assert '<span class="badge state-pending">pending</span>' in html
-    assert ('<strong>note</strong>: <span class="recorded">first</span> → <span class="incoming">take 2</span>'
-            in html)
+    assert '<strong>note</strong>: <span class="recorded">first</span> → <span class="incoming">take 2</span>' in html
     assert f'id="conflict-{waiting_conflicts[0].pk}"' not in html  # decided: not in the inbox
     assert f'id="conflict-{waiting_conflicts[1].pk}"' in html
     # Each conflict's delivery (no delivery id was sent: its number) and source.
@@ -192,15 +194,21 @@ def test_the_queue_links_its_open_conflicts_count_to_the_inbox(client, login, ra
 
 # --- decisions ------------------------------------------------------------------------------------
 
+
 def test_it_dismisses_all_of_an_operations_conflicts_with_one_reason(client, login, race):
     login("operator")
     operation, made = race(31)
 
-    response = decide(client, f"/console/conflicts/operations/{operation.pk}/dismiss/",
-                      {"reason": "a sender's retry storm", "seen": seen(client)}, query="workspace=1")
+    response = decide(
+        client,
+        f"/console/conflicts/operations/{operation.pk}/dismiss/",
+        {"reason": "a sender's retry storm", "seen": seen(client)},
+        query="workspace=1",
+    )
 
     assert messages_of(response) == [
-        ("success", f"Dismissed 31 conflicts of {operation.key}; each decision is in the audit trail.")]
+        ("success", f"Dismissed 31 conflicts of {operation.key}; each decision is in the audit trail.")
+    ]
     assert set(Conflict.objects.values_list("status", "decided_by")) == {("dismissed", "operator")}
     assert AuditEvent.objects.filter(kind="conflict_dismissed", actor="operator").count() == 31
     assert client.get(INBOX).context["groups"] == []
@@ -228,7 +236,8 @@ def test_pressing_dismiss_all_twice_changes_nothing_the_second_time(client, logi
     response = decide(client, f"/console/conflicts/operations/{operation.pk}/dismiss/", form)
 
     assert messages_of(response) == [
-        ("warning", f"No conflict of {operation.key} is open any more; nothing was changed.")]
+        ("warning", f"No conflict of {operation.key} is open any more; nothing was changed.")
+    ]
     assert snapshot() == before
 
 
@@ -236,12 +245,17 @@ def test_it_applies_one_and_dismisses_the_rest(client, login, race):
     login("operator")
     operation, made = race(4)
 
-    response = decide(client, f"/console/conflicts/{made[1].pk}/apply-one/",
-                      {"reason": "take 2 is the one", "seen": seen(client)})
+    response = decide(
+        client, f"/console/conflicts/{made[1].pk}/apply-one/", {"reason": "take 2 is the one", "seen": seen(client)}
+    )
 
-    assert messages_of(response) == [(
-        "success", f"Applied the incoming payload of conflict {made[1].pk} to {operation.key}. Dismissed 3 conflicts "
-                   f"of {operation.key}; each decision is in the audit trail.")]
+    assert messages_of(response) == [
+        (
+            "success",
+            f"Applied the incoming payload of conflict {made[1].pk} to {operation.key}. Dismissed 3 conflicts "
+            f"of {operation.key}; each decision is in the audit trail.",
+        )
+    ]
     operation.refresh_from_db()
     assert operation.payload["note"] == "take 2"
     assert sorted(Conflict.objects.values_list("status", flat=True)) == ["applied"] + ["dismissed"] * 3
@@ -268,13 +282,22 @@ def test_it_dismisses_a_selection_across_operations(client, login, race):
     second, _ = race(2, request_id="R-2")
     untouched, _ = race(2, request_id="R-3")
 
-    response = decide(client, "/console/conflicts/dismiss/", {
-        "conflict": [first_conflicts[0].pk, first_conflicts[2].pk], "operation": [second.pk],
-        "reason": "duplicates from the import", "seen": seen(client)})
+    response = decide(
+        client,
+        "/console/conflicts/dismiss/",
+        {
+            "conflict": [first_conflicts[0].pk, first_conflicts[2].pk],
+            "operation": [second.pk],
+            "reason": "duplicates from the import",
+            "seen": seen(client),
+        },
+    )
 
     [(level, message)] = messages_of(response)
-    assert (level, message) == ("success", f"Dismissed 4 conflicts of {first.key}, {second.key}; "
-                                           "each decision is in the audit trail.")
+    assert (level, message) == (
+        "success",
+        f"Dismissed 4 conflicts of {first.key}, {second.key}; each decision is in the audit trail.",
+    )
     open_by_operation = sorted(Conflict.objects.filter(status="open").values_list("operation_id", flat=True))
     assert open_by_operation == [first.pk, untouched.pk, untouched.pk]
 
@@ -285,11 +308,14 @@ def test_it_reports_the_selected_conflicts_someone_else_decided_meanwhile(client
     shown = seen(client)
     review.dismiss_conflict(made[0], user=bob, reason="mine")
 
-    response = decide(client, "/console/conflicts/dismiss/",
-                      {"conflict": [c.pk for c in made], "reason": "all", "seen": shown})
+    response = decide(
+        client, "/console/conflicts/dismiss/", {"conflict": [c.pk for c in made], "reason": "all", "seen": shown}
+    )
 
     assert messages_of(response)[1] == (
-        "warning", f"1 conflict was already decided and left as it was: {made[0].pk} (dismissed by bob).")
+        "warning",
+        f"1 conflict was already decided and left as it was: {made[0].pk} (dismissed by bob).",
+    )
     assert Conflict.objects.get(pk=made[0].pk).decided_by == "bob"
     assert AuditEvent.objects.filter(kind="conflict_dismissed").count() == 3
 
@@ -354,12 +380,15 @@ def test_it_answers_404_for_a_selection_reaching_into_another_workspace(client, 
     other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     data = {"request_id": "B-1", "version": 1, "note": "one", "secret": "s"}
     submit_event(workspace=other, source="api", raw={"action": noted_action.name, "data": data})
-    theirs = submit_event(workspace=other, source="api",
-                          raw={"action": noted_action.name, "data": data | {"note": "two"}}).conflict
-    chosen = {"conflict": {"conflict": [mine[0].pk, theirs.pk]},
-              "operation": {"conflict": [mine[0].pk], "operation": [theirs.operation_id]},
-              "junk": {"conflict": [mine[0].pk, "1; drop"]},
-              "huge": {"operation": [str(2**64)]}}[selected]
+    theirs = submit_event(
+        workspace=other, source="api", raw={"action": noted_action.name, "data": data | {"note": "two"}}
+    ).conflict
+    chosen = {
+        "conflict": {"conflict": [mine[0].pk, theirs.pk]},
+        "operation": {"conflict": [mine[0].pk], "operation": [theirs.operation_id]},
+        "junk": {"conflict": [mine[0].pk, "1; drop"]},
+        "huge": {"operation": [str(2**64)]},
+    }[selected]
     before = snapshot()
 
     response = client.post("/console/conflicts/dismiss/", chosen | {"reason": "r", "seen": 10**6})
@@ -373,8 +402,9 @@ def test_it_answers_404_for_another_workspaces_operation_or_conflict(client, log
     other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     data = {"request_id": "B-1", "version": 1, "note": "one", "secret": "s"}
     submit_event(workspace=other, source="api", raw={"action": noted_action.name, "data": data})
-    theirs = submit_event(workspace=other, source="api",
-                          raw={"action": noted_action.name, "data": data | {"note": "two"}}).conflict
+    theirs = submit_event(
+        workspace=other, source="api", raw={"action": noted_action.name, "data": data | {"note": "two"}}
+    ).conflict
     before = snapshot()
 
     form = {"reason": "r", "seen": theirs.pk}
@@ -383,8 +413,10 @@ def test_it_answers_404_for_another_workspaces_operation_or_conflict(client, log
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("url", ["/console/conflicts/dismiss/", "/console/conflicts/operations/1/dismiss/",
-                                 "/console/conflicts/1/apply-one/"])
+@pytest.mark.parametrize(
+    "url",
+    ["/console/conflicts/dismiss/", "/console/conflicts/operations/1/dismiss/", "/console/conflicts/1/apply-one/"],
+)
 def test_decisions_take_only_a_post(client, login, url):
     login("operator")
     assert client.get(url).status_code == 405

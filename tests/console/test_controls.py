@@ -13,14 +13,19 @@ def messages_of(response) -> list[tuple[str, str]]:
 def test_it_pauses_a_workspace_and_an_action_with_a_reason(client, login, workspace, action):
     login("operator")
 
-    response = client.post("/console/controls/pause/",
-                           {"workspace": workspace.pk, "action": action.name, "reason": "destination down"})
+    response = client.post(
+        "/console/controls/pause/", {"workspace": workspace.pk, "action": action.name, "reason": "destination down"}
+    )
 
     assert (response.status_code, response.url) == (302, "/console/controls/")
     assert messages_of(response) == [("success", f"Paused workspace demo, action {action.name}.")]
     control = Control.objects.get(paused=True)
     assert (control.workspace, control.action, control.reason, control.changed_by) == (
-        workspace, action.name, "destination down", "operator")
+        workspace,
+        action.name,
+        "destination down",
+        "operator",
+    )
     page = client.get("/console/controls/").content.decode()
     assert f"workspace demo, action {action.name}" in page and "destination down" in page
     assert ">Resume</button>" in page
@@ -52,7 +57,7 @@ def test_it_offers_only_the_persons_workspaces_to_pause(client, login, workspace
 
     page = client.get("/console/controls/").content.decode()
 
-    assert f"<option value=\"{workspace.pk}\">demo</option>" in page
+    assert f'<option value="{workspace.pk}">demo</option>' in page
     assert "other" not in page and "All workspaces" not in page
 
 

@@ -120,23 +120,25 @@ def test_held_work_is_counted_and_linked_to_the_queue(client, login, workspace, 
     pause.set_paused(paused=True, actor="alice", reason="maintenance", workspace=workspace)
     login("viewer")
     html = client.get(URL).content.decode()
-    assert '1 held: see them</a>' in html and 'href="/console/?state=held"' in html
+    assert "1 held: see them</a>" in html and 'href="/console/?state=held"' in html
     assert figure(html, "oldest-due") == "nothing due"
     assert figure(html, "oldest-held").endswith(" s")
 
 
 def test_open_mismatches_are_counted_by_kind_within_the_persons_workspaces(client, login, workspace, other):
     now = timezone.now()
-    run = ReconciliationRun.objects.create(started_at=now, since=now - timedelta(hours=1), until=now,
-                                           status="succeeded", operations_checked=12)
+    run = ReconciliationRun.objects.create(
+        started_at=now, since=now - timedelta(hours=1), until=now, status="succeeded", operations_checked=12
+    )
     for where, reference in ((workspace, "demo:R-1"), (workspace, "demo:R-2"), (other, "other:R-3")):
-        Mismatch.objects.create(run=run, workspace=where, action="send-notice", kind="missing_at_destination",
-                                reference=reference)
+        Mismatch.objects.create(
+            run=run, workspace=where, action="send-notice", kind="missing_at_destination", reference=reference
+        )
     login("viewer")
     html = client.get(URL).content.decode()
     assert "2 open mismatches: decide them" in html
     assert re.search(r"missing_at_destination</span> 2<", html)
-    assert "<th scope=\"col\" class=\"num\">Checked</th>" not in html  # a run counts every workspace
+    assert '<th scope="col" class="num">Checked</th>' not in html  # a run counts every workspace
 
 
 def test_it_says_when_nothing_was_sampled_yet(client, login):

@@ -22,14 +22,22 @@ def other(db):
 @pytest.fixture
 def refused(workspace, api):
     """One arrival of each refused kind, through the API as a sender makes them, and one accepted."""
-    invalid = api.post("/api/v1/events", {"action": "prepare-brief", "delivery_id": "d-bad",
-                                          "data": {"request_id": "R-1", "version": "three", "title": "Secret plan",
-                                                   "owner": "mallory"}})
+    invalid = api.post(
+        "/api/v1/events",
+        {
+            "action": "prepare-brief",
+            "delivery_id": "d-bad",
+            "data": {"request_id": "R-1", "version": "three", "title": "Secret plan", "owner": "mallory"},
+        },
+    )
     malformed = api.post("/api/v1/events", "{not json")
     accepted = api.post("/api/v1/events", event(delivery_id="d-ok"))
     conflict = api.post("/api/v1/events", event(delivery_id="d-changed", title="Another title"))
-    stale = api.post("/api/v1/events", event(delivery_id="d-old", request_id="R-9")
-                     | {"occurred_at": (timezone.now() - timezone.timedelta(days=400)).isoformat()})
+    stale = api.post(
+        "/api/v1/events",
+        event(delivery_id="d-old", request_id="R-9")
+        | {"occurred_at": (timezone.now() - timezone.timedelta(days=400)).isoformat()},
+    )
     assert [r.status_code for r in (invalid, malformed, accepted, conflict, stale)] == [422, 400, 201, 409, 409]
     return accepted.json()
 
@@ -66,7 +74,10 @@ def test_it_filters_by_outcome_workspace_and_source(client, login, refused, othe
     login("viewer")
     submit_event(workspace=workspace, source="cli", raw={"action": "no-such-action", "data": {}})
     assert rows(client.get("/console/deliveries/", {"outcome": "invalid"})) == [
-        ("invalid", ""), ("invalid", ""), ("invalid", "d-bad")]
+        ("invalid", ""),
+        ("invalid", ""),
+        ("invalid", "d-bad"),
+    ]
     assert rows(client.get("/console/deliveries/", {"source": "cli"})) == [("invalid", "")]
     assert len(rows(client.get("/console/deliveries/", {"workspace": workspace.pk}))) == 5
 
@@ -99,8 +110,9 @@ def test_it_shows_only_the_persons_workspaces(client, login, refused, other, per
 def test_it_pages_through_many_with_a_cursor(client, login, workspace):
     login("viewer")
     for number in range(55):
-        submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "delivery_id": f"d-{number}",
-                                                             "data": {}})
+        submit_event(
+            workspace=workspace, source="api", raw={"action": "prepare-brief", "delivery_id": f"d-{number}", "data": {}}
+        )
     first = client.get("/console/deliveries/")
     assert len(first.context["page"]) == 50 and first.context["page"].older is not None
     second = client.get("/console/deliveries/", {"older": str(first.context["page"].older)})

@@ -25,8 +25,11 @@ REFUND = {"version": 1, "customer_id": "C-1001", "amount_cents": 2500, "currency
 
 
 def refund(workspace, request_id: str = "R-1", **data) -> Operation:
-    result = submit_event(workspace=workspace, source="api",
-                          raw={"action": "issue-refund", "data": REFUND | {"request_id": request_id} | data})
+    result = submit_event(
+        workspace=workspace,
+        source="api",
+        raw={"action": "issue-refund", "data": REFUND | {"request_id": request_id} | data},
+    )
     assert result.outcome == "accepted", result
     return result.operation
 
@@ -65,13 +68,12 @@ def test_the_pages_link_to_their_export_with_the_filter(client, login, workspace
     assert 'href="/console/audit/export.csv?actor=api" download>Export CSV</a>' in audit
 
 
-@pytest.mark.parametrize("role, shown", [("viewer", False), ("operator", False), ("approver", True),
-                                         ("admin", True)])
+@pytest.mark.parametrize("role, shown", [("viewer", False), ("operator", False), ("approver", True), ("admin", True)])
 def test_sensitive_values_are_masked_for_whoever_may_not_see_them(client, login, workspace, role, shown):
     refund(workspace)
     login(role)
 
-    row, = exported(client, "/console/export.csv")
+    (row,) = exported(client, "/console/export.csv")
 
     assert row["payload.currency"] == "EUR" and row["payload.request_id"] == "R-1"
     if shown:
@@ -84,19 +86,22 @@ def test_a_superuser_sees_the_values(client, workspace, django_user_model):
     refund(workspace)
     client.force_login(django_user_model.objects.create_superuser("root", email=None, password=None))
 
-    row, = exported(client, "/console/export.csv")
+    (row,) = exported(client, "/console/export.csv")
 
     assert row["payload.customer_id"] == "C-1001"
 
 
-@pytest.mark.parametrize("text", ["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(A1)"])
+@pytest.mark.parametrize("text", ['=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)"])
 def test_text_a_spreadsheet_would_run_is_written_as_text(client, login, workspace, text):
-    brief = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": {
-        "request_id": "R-1", "version": 1, "title": text, "owner": "ops"}}).operation
+    brief = submit_event(
+        workspace=workspace,
+        source="api",
+        raw={"action": "prepare-brief", "data": {"request_id": "R-1", "version": 1, "title": text, "owner": "ops"}},
+    ).operation
     Operation.objects.filter(pk=brief.pk).update(state="needs_review", last_error_message=text)
     login("operator")
 
-    row, = exported(client, "/console/export.csv")
+    (row,) = exported(client, "/console/export.csv")
 
     assert row["payload.title"] == "'" + text
     assert row["error_message"] == "'" + text
@@ -165,7 +170,7 @@ def test_times_are_utc_with_their_offset_in_any_zone(client, login, workspace):
     login("operator")
     client.cookies["tz"] = "Asia/Tokyo"
 
-    row, = exported(client, "/console/export.csv")
+    (row,) = exported(client, "/console/export.csv")
 
     assert row["created_at"] == operation.created_at.astimezone(UTC).isoformat()
     assert row["created_at"].endswith("+00:00")
@@ -206,8 +211,10 @@ def test_the_audit_dates_are_days_in_the_persons_zone(client, login, workspace, 
 
     def kinds(zone):
         client.cookies["tz"] = zone
-        return [row["kind"] for row in exported(client, "/console/audit/export.csv",
-                                                {"actor": "alice", "created_after": "2030-01-02"})]
+        return [
+            row["kind"]
+            for row in exported(client, "/console/audit/export.csv", {"actor": "alice", "created_after": "2030-01-02"})
+        ]
 
     assert kinds("Europe/Berlin") == ["paused"]
     assert kinds("UTC") == []

@@ -18,8 +18,13 @@ def other(db):
 
 def test_every_console_page_has_the_find_box(client, login, make_operation):
     login("viewer")
-    for path in ["/console/", "/console/audit/", "/console/controls/", "/console/deliveries/",
-                 f"/console/operations/{make_operation().pk}/"]:
+    for path in [
+        "/console/",
+        "/console/audit/",
+        "/console/controls/",
+        "/console/deliveries/",
+        f"/console/operations/{make_operation().pk}/",
+    ]:
         html = client.get(path).content.decode()
         assert 'action="/console/find/"' in html and 'name="q"' in html and ">Find</label>" in html, path
 
@@ -27,8 +32,9 @@ def test_every_console_page_has_the_find_box(client, login, make_operation):
 def test_it_takes_a_person_to_the_one_operation_found(client, login, workspace):
     login("viewer")
     brief = submit_brief(workspace)
-    Attempt.objects.create(operation=brief, number=1, fencing_token=1, started_at=timezone.now(),
-                           outcome="stale", external_id="rec-77")
+    Attempt.objects.create(
+        operation=brief, number=1, fencing_token=1, started_at=timezone.now(), outcome="stale", external_id="rec-77"
+    )
 
     response = client.get("/console/find/", {"q": "rec-77"}, follow=True)
 
@@ -88,9 +94,14 @@ def test_one_operation_among_more_matches_is_listed_not_opened(client, login, wo
 
 def test_it_shows_arrivals_with_the_id_that_became_no_operation(client, login, workspace):
     login("viewer")
-    record_blocked_delivery(workspace=workspace, source="api", reason="invalid_input", http_status=422,
-                            errors=[{"field": "data.version", "message": "Input should be a valid integer"}],
-                            raw={"action": "prepare-brief", "delivery_id": "d-bad", "data": {"version": "x"}})
+    record_blocked_delivery(
+        workspace=workspace,
+        source="api",
+        reason="invalid_input",
+        http_status=422,
+        errors=[{"field": "data.version", "message": "Input should be a valid integer"}],
+        raw={"action": "prepare-brief", "delivery_id": "d-bad", "data": {"version": "x"}},
+    )
 
     html = client.get("/console/find/", {"q": "d-bad"}).content.decode()
 
@@ -99,10 +110,15 @@ def test_it_shows_arrivals_with_the_id_that_became_no_operation(client, login, w
     assert "<code>data.version</code>: Input should be a valid integer" in html
 
 
-@pytest.mark.parametrize("query, said", [
-    ("", "Type a key, request id"), ("  ", "Type a key, request id"),
-    ("x" * 501, "501 characters long"), ("a\nb", "control character"),
-])
+@pytest.mark.parametrize(
+    "query, said",
+    [
+        ("", "Type a key, request id"),
+        ("  ", "Type a key, request id"),
+        ("x" * 501, "501 characters long"),
+        ("a\nb", "control character"),
+    ],
+)
 def test_it_refuses_what_cannot_be_an_id(client, login, query, said):
     login("viewer")
     response = client.get("/console/find/", {"q": query})

@@ -11,8 +11,7 @@ from tests.ledger.conftest import submit_brief
 
 def test_the_queue_lists_what_a_pause_holds_with_its_switch_and_reason(client, login, workspace):
     held = submit_brief(workspace, request_id="R-1")
-    pause.set_paused(paused=True, reason="vendor outage", workspace=workspace, action="prepare-brief",
-                        actor="alice")
+    pause.set_paused(paused=True, reason="vendor outage", workspace=workspace, action="prepare-brief", actor="alice")
     login("viewer")
 
     response = client.get("/console/", {"state": "held"})

@@ -19,18 +19,27 @@ def run(db):
     return ReconciliationRun.objects.create(started_at=now, since=now, until=now, status="succeeded")
 
 
-def mismatch(run, workspace, kind, *, operation=None, reference="demo:R-9:v1:send-notice", record_id="rec-9",
-             evidence=None):
+def mismatch(
+    run, workspace, kind, *, operation=None, reference="demo:R-9:v1:send-notice", record_id="rec-9", evidence=None
+):
     return Mismatch.objects.create(
-        run=run, workspace=workspace, operation=operation, action="send-notice", kind=kind,
-        reference=operation.key if operation else reference, record_id=record_id,
-        evidence=evidence or {"record_id": record_id})
+        run=run,
+        workspace=workspace,
+        operation=operation,
+        action="send-notice",
+        kind=kind,
+        reference=operation.key if operation else reference,
+        record_id=record_id,
+        evidence=evidence or {"record_id": record_id},
+    )
 
 
 def operation_in(workspace, state, request_id="R-5"):
-    operation = submit_event(workspace=workspace, source="api",
-                             raw=external_event("send-notice", delivery_id=f"d-{request_id}",
-                                                request_id=request_id)).operation
+    operation = submit_event(
+        workspace=workspace,
+        source="api",
+        raw=external_event("send-notice", delivery_id=f"d-{request_id}", request_id=request_id),
+    ).operation
     Operation.objects.filter(pk=operation.pk).update(state=state)
     operation.refresh_from_db()
     return operation
@@ -130,12 +139,15 @@ def test_adopting_resolves_the_operation_with_the_records_id(client, login, run,
     assert f"reconciliation mismatch {m.pk}: it is ours" in resolved.message
 
 
-@pytest.mark.parametrize("case, expected", [
-    ("no operation", "No operation has the key"),
-    ("succeeded", "already succeeded"),
-    ("pending", "Only an unknown operation or one that needs review can be resolved"),
-    ("wrong kind", "Only a record unknown to the ledger can be adopted"),
-])
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("no operation", "No operation has the key"),
+        ("succeeded", "already succeeded"),
+        ("pending", "Only an unknown operation or one that needs review can be resolved"),
+        ("wrong kind", "Only a record unknown to the ledger can be adopted"),
+    ],
+)
 def test_adopting_explains_when_it_cannot(client, login, run, workspace, case, expected):
     login("operator")
     if case == "no operation":
@@ -171,8 +183,9 @@ def test_replaying_a_missing_record_sends_it_again_after_asking_the_destination(
     operation.refresh_from_db()
     m.refresh_from_db()
     assert (operation.state, m.status) == ("pending", "replayed")
-    kinds = list(AuditEvent.objects.filter(operation=operation).values_list("kind", "from_state", "to_state")
-                 .order_by("id"))[-2:]
+    kinds = list(
+        AuditEvent.objects.filter(operation=operation).values_list("kind", "from_state", "to_state").order_by("id")
+    )[-2:]
     assert kinds == [("reopened_missing", "succeeded", "needs_review"), ("replayed", "needs_review", "pending")]
     process_due_operations(worker="w2")
     operation.refresh_from_db()
@@ -195,11 +208,14 @@ def test_replay_finds_the_record_after_all_and_sends_nothing(client, login, run,
     assert standin.requests() == 1  # the original create only
 
 
-@pytest.mark.parametrize("case, expected", [
-    ("purged", "is gone (removed by retention)"),
-    ("moved", "no longer succeeded"),
-    ("wrong kind", "Only an operation whose record is missing can be replayed"),
-])
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("purged", "is gone (removed by retention)"),
+        ("moved", "no longer succeeded"),
+        ("wrong kind", "Only an operation whose record is missing can be replayed"),
+    ],
+)
 def test_replaying_explains_when_it_cannot(client, login, run, workspace, case, expected):
     login("operator")
     if case == "purged":

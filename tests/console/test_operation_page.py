@@ -13,14 +13,30 @@ MASK = "••••"
 
 def test_it_shows_the_fields_of_the_operation(client, login, make_operation):
     login("viewer")
-    operation = make_operation("needs_review", external_id="ext-77", correlation_id="corr-5",
-                               last_error_category="permanent", last_error_message="owner does not exist")
+    operation = make_operation(
+        "needs_review",
+        external_id="ext-77",
+        correlation_id="corr-5",
+        last_error_category="permanent",
+        last_error_message="owner does not exist",
+    )
 
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
 
     assert f"<h1>{operation.key}</h1>" in page
-    for label in ["State", "Action", "Workspace", "Attempts", "Next attempt", "Deadline", "External id",
-                  "Last error", "Correlation id", "Created", "Updated"]:
+    for label in [
+        "State",
+        "Action",
+        "Workspace",
+        "Attempts",
+        "Next attempt",
+        "Deadline",
+        "External id",
+        "Last error",
+        "Correlation id",
+        "Created",
+        "Updated",
+    ]:
         assert f"<dt>{label}</dt>" in page
     for value in ["needs_review", operation.action, "demo", "ext-77", "corr-5", "owner does not exist"]:
         assert value in page
@@ -41,8 +57,10 @@ def test_it_masks_the_sensitive_fields_of_payload_and_conflicts(client, login, n
     differences = re.sub(r"\s+", " ", page)
     note = '<strong>note</strong>: <span class="recorded">first note</span> → <span class="incoming">second note</span>'
     assert note in differences
-    assert f'<strong>secret</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>' \
+    assert (
+        f'<strong>secret</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>'
         in differences
+    )
 
 
 @pytest.mark.parametrize("role", ["approver", "admin"])
@@ -55,8 +73,9 @@ def test_it_shows_the_sensitive_values_to_a_person_who_may_see_them(client, logi
 
     assert MASK not in page and "Sensitive values are masked" not in page
     assert "<dt>secret</dt><dd>s3cr3t-one</dd>" in page
-    assert ('<strong>secret</strong>: <span class="recorded">s3cr3t-one</span> → '
-            '<span class="incoming">s3cr3t-two</span>') in page
+    assert (
+        '<strong>secret</strong>: <span class="recorded">s3cr3t-one</span> → <span class="incoming">s3cr3t-two</span>'
+    ) in page
 
 
 def test_it_shows_a_superuser_the_sensitive_values(client, noted, django_user_model):
@@ -101,8 +120,23 @@ def test_it_shows_attempts_deliveries_and_the_audit_trail(client, login, needing
 
     for heading in ["Payload", "Result", "Attempts", "Deliveries", "Conflicts", "Approvals", "Audit trail"]:
         assert f"<h2>{heading}</h2>" in page
-    for column in ["Number", "Outcome", "Started", "Duration ms", "Error", "HTTP status", "Idempotency key",
-                   "Received", "Source", "Delivery id", "Time", "Actor", "Kind", "From → to", "Message"]:
+    for column in [
+        "Number",
+        "Outcome",
+        "Started",
+        "Duration ms",
+        "Error",
+        "HTTP status",
+        "Idempotency key",
+        "Received",
+        "Source",
+        "Delivery id",
+        "Time",
+        "Actor",
+        "Kind",
+        "From → to",
+        "Message",
+    ]:
         assert f'<th scope="col">{column}</th>' in page
     assert attempt.outcome == "permanent" and "permanent" in page
     assert "owner does not exist" in page
@@ -127,8 +161,11 @@ def test_it_shows_approvals(client, login, workspace, scripted_action, django_us
 def forms_on(client, operation) -> set[str]:
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
     # Approve is a link: it leads to the approve confirmation (tests/console/test_polish.py).
-    return {label for label in ["Replay", "Cancel", "Approve", "Reject", "Apply incoming payload", "Dismiss"]
-            if f">{label}</button>" in page or f">{label}</a>" in page}
+    return {
+        label
+        for label in ["Replay", "Cancel", "Approve", "Reject", "Apply incoming payload", "Dismiss"]
+        if f">{label}</button>" in page or f">{label}</a>" in page
+    }
 
 
 def test_it_offers_replay_and_cancel_to_a_reviewer_of_an_operation_needing_review(client, login, make_operation):
@@ -140,8 +177,7 @@ def test_it_offers_replay_and_cancel_to_a_reviewer_of_an_operation_needing_revie
         assert forms_on(client, make_operation(state, request_id=f"R-{state}")) == set(), state
 
 
-def test_it_offers_approve_and_reject_to_an_approver_of_an_operation_awaiting_approval(client, login,
-                                                                                        make_operation):
+def test_it_offers_approve_and_reject_to_an_approver_of_an_operation_awaiting_approval(client, login, make_operation):
     login("approver")
     waiting = make_operation("pending_approval", request_id="R-1")
     page = client.get(f"/console/operations/{waiting.pk}/").content.decode()
@@ -155,8 +191,11 @@ def test_it_offers_no_decision_to_a_viewer(client, login, make_operation, noted)
     login("viewer")
     noted(note="one")
     noted(note="two")
-    for operation in [make_operation("needs_review", request_id="R-1"),
-                      make_operation("pending_approval", request_id="R-2"), Operation.objects.get(key__contains="R-9")]:
+    for operation in [
+        make_operation("needs_review", request_id="R-1"),
+        make_operation("pending_approval", request_id="R-2"),
+        Operation.objects.get(key__contains="R-9"),
+    ]:
         assert forms_on(client, operation) == set()
 
 

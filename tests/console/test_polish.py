@@ -23,8 +23,9 @@ REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_ce
 
 
 def refund(workspace, person=None, **data) -> Operation:
-    result = submit_event(workspace=workspace, source="api", person=person,
-                          raw={"action": "issue-refund", "data": REFUND | data})
+    result = submit_event(
+        workspace=workspace, source="api", person=person, raw={"action": "issue-refund", "data": REFUND | data}
+    )
     assert result.outcome == "accepted", result
     return result.operation
 
@@ -41,17 +42,34 @@ def messages_of(response) -> list[tuple[str, str]]:
 
 # --- money ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("amount", "currency", "shown"), [
-    (2500, "EUR", "25.00 EUR"), (5, "USD", "0.05 USD"), (123456789, "EUR", "1,234,567.89 EUR"),
-    (2500, "JPY", "2,500 JPY"), (2500, "KWD", "2.500 KWD"), (-150, "GBP", "-1.50 GBP"),
-])
+
+@pytest.mark.parametrize(
+    ("amount", "currency", "shown"),
+    [
+        (2500, "EUR", "25.00 EUR"),
+        (5, "USD", "0.05 USD"),
+        (123456789, "EUR", "1,234,567.89 EUR"),
+        (2500, "JPY", "2,500 JPY"),
+        (2500, "KWD", "2.500 KWD"),
+        (-150, "GBP", "-1.50 GBP"),
+    ],
+)
 def test_it_writes_an_amount_in_its_currencys_minor_units(amount, currency, shown):
     assert format_money(amount, currency) == shown
 
 
-@pytest.mark.parametrize(("amount", "currency"), [
-    (MASK, "EUR"), ("[redacted]", "EUR"), (True, "EUR"), (25.0, "EUR"), (2500, None), (2500, MASK), (2500, "eur"),
-])
+@pytest.mark.parametrize(
+    ("amount", "currency"),
+    [
+        (MASK, "EUR"),
+        ("[redacted]", "EUR"),
+        (True, "EUR"),
+        (25.0, "EUR"),
+        (2500, None),
+        (2500, MASK),
+        (2500, "eur"),
+    ],
+)
 def test_it_leaves_what_is_no_amount_as_it_is(amount, currency):
     assert format_money(amount, currency) is None
 
@@ -75,30 +93,41 @@ def test_it_shows_a_yen_amount_without_decimals(client, login, workspace):
 def test_a_masked_amount_stays_masked(client, login, workspace, role):
     login(role)
     operation = refund(workspace)
-    assert submit_event(workspace=workspace, source="api", raw={
-        "action": "issue-refund", "data": REFUND | {"amount_cents": 3000}}).outcome == "conflict"
+    assert (
+        submit_event(
+            workspace=workspace, source="api", raw={"action": "issue-refund", "data": REFUND | {"amount_cents": 3000}}
+        ).outcome
+        == "conflict"
+    )
 
     page = page_of(client, operation)
 
     assert f"<dt>amount_cents</dt><dd>{MASK}</dd>" in page
     assert "25.00" not in page and "30.00" not in page and "2500" not in page and "3000" not in page
-    assert (f'<strong>amount_cents</strong>: <span class="recorded">{MASK}</span> → '
-            f'<span class="incoming">{MASK}</span>') in page
+    assert (
+        f'<strong>amount_cents</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>'
+    ) in page
 
 
 def test_it_shows_both_amounts_of_a_conflict_with_their_currencies(client, login, workspace):
     login("approver")
     operation = refund(workspace)
-    submit_event(workspace=workspace, source="api", raw={
-        "action": "issue-refund", "data": REFUND | {"amount_cents": 3000, "currency": "JPY"}})
+    submit_event(
+        workspace=workspace,
+        source="api",
+        raw={"action": "issue-refund", "data": REFUND | {"amount_cents": 3000, "currency": "JPY"}},
+    )
 
     page = page_of(client, operation)
 
-    assert ('<strong>amount_cents</strong>: <span class="recorded">25.00 EUR</span> → '
-            '<span class="incoming">3,000 JPY</span>') in page
+    assert (
+        '<strong>amount_cents</strong>: <span class="recorded">25.00 EUR</span> → '
+        '<span class="incoming">3,000 JPY</span>'
+    ) in page
 
 
 # --- the approve confirmation ----------------------------------------------------------------------
+
 
 def test_the_approve_button_leads_to_the_confirmation(client, login, workspace):
     login("approver")
@@ -118,10 +147,15 @@ def test_the_confirmation_repeats_what_is_approved(client, login, workspace, per
     page = page_of(client, operation, "approve/")
 
     assert f"<h1>Approve {operation.key}?</h1>" in page
-    for term, value in [("Action", "issue-refund"), ("Key", operation.key), ("Workspace", "demo"),
-                        ("amount_cents", "25.00 EUR"), ("customer_id", "C-1001"),
-                        ("Submitted by", "sender (submitted)"),
-                        ("Payload fingerprint", f"<code>{operation.fingerprint}</code>")]:
+    for term, value in [
+        ("Action", "issue-refund"),
+        ("Key", operation.key),
+        ("Workspace", "demo"),
+        ("amount_cents", "25.00 EUR"),
+        ("customer_id", "C-1001"),
+        ("Submitted by", "sender (submitted)"),
+        ("Payload fingerprint", f"<code>{operation.fingerprint}</code>"),
+    ]:
         assert f"<dt>{term}</dt><dd>{value}</dd>" in page, term
     assert f'name="fingerprint" value="{operation.fingerprint}"' in page
     assert ">Confirm</button>" in page
@@ -153,8 +187,10 @@ def test_it_refuses_an_approval_without_the_pages_fingerprint(client, login, wor
 
     [(level, message)] = messages_of(response)
     assert level == "error"
-    assert message in ("Payload fingerprint is required; nothing was changed.",
-                       f"The payload of {operation.key} changed since it was shown; look at it again.")
+    assert message in (
+        "Payload fingerprint is required; nothing was changed.",
+        f"The payload of {operation.key} changed since it was shown; look at it again.",
+    )
     operation.refresh_from_db()
     assert operation.state == "pending_approval" and not Approval.objects.exists()
 
@@ -168,13 +204,15 @@ def test_the_confirmation_sends_back_what_cannot_be_approved(client, login, work
     gone = client.get(f"/console/operations/{decided.pk}/approve/")
     assert gone.url == f"/console/operations/{decided.pk}/"
     assert messages_of(gone) == [
-        ("error", f"{decided.key} is pending; only an operation awaiting approval can be approved.")]
+        ("error", f"{decided.key} is pending; only an operation awaiting approval can be approved.")
+    ]
     client.get(gone.url)  # shows (and so spends) the message
 
     mine = client.get(f"/console/operations/{own.pk}/approve/")
     assert mine.url == f"/console/operations/{own.pk}/"
     assert messages_of(mine) == [
-        ("error", f"You submitted {own.key}, so another approver must approve it (four eyes).")]
+        ("error", f"You submitted {own.key}, so another approver must approve it (four eyes).")
+    ]
 
 
 def test_the_confirmation_is_an_approvers(client, login, workspace):
@@ -189,6 +227,7 @@ def test_the_confirmation_is_an_approvers(client, login, workspace):
 
 # --- who can act -----------------------------------------------------------------------------------
 
+
 def test_an_operator_is_told_an_approver_must_sign_off(client, login, workspace, person):
     login("operator")
     person("carol", "approver")
@@ -198,8 +237,10 @@ def test_an_operator_is_told_an_approver_must_sign_off(client, login, workspace,
 
     page = page_of(client, operation)
 
-    assert ("An approver of workspace demo must sign off on this payload before it runs "
-            "(approvers and admins: boss, carol).") in page
+    assert (
+        "An approver of workspace demo must sign off on this payload before it runs "
+        "(approvers and admins: boss, carol)."
+    ) in page
     assert ">Approve</a>" not in page and ">Reject</button>" not in page
 
 
@@ -209,8 +250,10 @@ def test_the_approvers_named_leave_out_those_who_submitted_it(client, login, wor
 
     page = page_of(client, refund(workspace, person=carol))
 
-    assert ("An approver of workspace demo must sign off on this payload before it runs (there is none yet: "
-            "a member needs the approver or admin role; a superuser may too).") in page
+    assert (
+        "An approver of workspace demo must sign off on this payload before it runs (there is none yet: "
+        "a member needs the approver or admin role; a superuser may too)."
+    ) in page
 
 
 def test_a_viewer_is_told_operators_can_replay_or_cancel(client, login, needing_review, person):
@@ -219,8 +262,10 @@ def test_a_viewer_is_told_operators_can_replay_or_cancel(client, login, needing_
 
     page = page_of(client, needing_review)
 
-    assert ("You are a viewer of workspace demo; an operator or admin of workspace demo can replay it or cancel "
-            "it (operators and admins: olga).") in page
+    assert (
+        "You are a viewer of workspace demo; an operator or admin of workspace demo can replay it or cancel "
+        "it (operators and admins: olga)."
+    ) in page
     assert ">Replay</button>" not in page and ">Cancel</button>" not in page
 
 
@@ -230,8 +275,10 @@ def test_an_approver_is_told_of_four_eyes_on_their_own_work(client, login, works
 
     page = page_of(client, refund(workspace, person=approver))
 
-    assert ("You submitted this operation, so another approver must approve or reject it (four eyes; approvers and "
-            "admins: dora).") in page
+    assert (
+        "You submitted this operation, so another approver must approve or reject it (four eyes; approvers and "
+        "admins: dora)."
+    ) in page
     assert ">Approve</a>" not in page and ">Reject</button>" not in page
 
 
@@ -241,12 +288,15 @@ def test_an_operator_who_replayed_is_told_they_could_not_approve(client, login, 
     Operation.objects.filter(pk=operation.pk).update(state="needs_review")
     operation.refresh_from_db()
     from ledger.people import review
+
     review.replay_operation(operation, user=operator, reason="customer asked again")
 
     page = page_of(client, operation)
 
-    assert "You replayed this operation, so you could not approve or reject it even with the approve " \
+    assert (
+        "You replayed this operation, so you could not approve or reject it even with the approve "
         "permission (four eyes)." in page
+    )
 
 
 def test_no_one_is_told_anything_on_what_they_can_do_themselves(client, login, needing_review):
@@ -256,6 +306,7 @@ def test_no_one_is_told_anything_on_what_they_can_do_themselves(client, login, n
 
 
 # --- unknown -----------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def unknown(workspace, scripted_action):
@@ -271,8 +322,12 @@ def test_unknown_says_what_each_way_out_does(client, login, unknown):
 
     page = page_of(client, unknown)
 
-    assert ">Look up now</button>" in page and "if it has, the operation is marked succeeded; if it has none, " \
-        "it is sent again under the same key; if it cannot tell, it stays unknown" in page
+    assert (
+        ">Look up now</button>" in page
+        and "if it has, the operation is marked succeeded; if it has none, "
+        "it is sent again under the same key; if it cannot tell, it stays unknown"
+        in page
+    )
     assert ">Mark succeeded</button>" in page and "Record its id: the operation becomes succeeded" in page
     assert "Or wait: nothing is sent until the destination has been asked." in page
 
@@ -282,12 +337,15 @@ def test_a_viewer_of_unknown_is_told_who_can_look_it_up(client, login, unknown):
 
     page = page_of(client, unknown)
 
-    assert ("You are a viewer of workspace demo; an operator or admin of workspace demo can look it up at the "
-            "destination now or resolve it with the destination's record id (there is none yet: a member needs "
-            "the operator or admin role; a superuser may too).") in page
+    assert (
+        "You are a viewer of workspace demo; an operator or admin of workspace demo can look it up at the "
+        "destination now or resolve it with the destination's record id (there is none yet: a member needs "
+        "the operator or admin role; a superuser may too)."
+    ) in page
 
 
 # --- errors and attempts -------------------------------------------------------------------------
+
 
 def test_an_error_does_not_repeat_its_category(client, login, needing_review):
     login("viewer")
@@ -310,7 +368,9 @@ def test_attempts_keep_counting_across_a_replay(client, login, needing_review):
     assert needing_review.state == "succeeded"
     assert needing_review.attempts == 1  # since the replay: what the action's attempt limit counts
     assert list(needing_review.attempt_rows.order_by("id").values_list("number", "outcome")) == [
-        (1, "permanent"), (2, "ok")]
+        (1, "permanent"),
+        (2, "ok"),
+    ]
     page = page_of(client, needing_review)
     assert [int(n) for n in re.findall(r'<td class="num">(\d+)</td> <td><span class="badge outcome', page)] == [1, 2]
 
@@ -337,6 +397,7 @@ def test_attempts_after_a_replay_still_count_toward_the_limit_from_one(workspace
 
 # --- error pages, DEBUG off ------------------------------------------------------------------------
 
+
 def assert_styled(response, status: int, *sentences: str) -> str:
     assert settings.DEBUG is False
     assert response.status_code == status
@@ -352,12 +413,15 @@ def test_a_refused_action_shows_the_styled_403_with_the_refusal(client, login, w
     login("operator")
     operation = refund(workspace)
 
-    response = client.post(f"/console/operations/{operation.pk}/approve/",
-                           {"fingerprint": operation.fingerprint},
-                           HTTP_REFERER=f"http://testserver/console/operations/{operation.pk}/")
+    response = client.post(
+        f"/console/operations/{operation.pk}/approve/",
+        {"fingerprint": operation.fingerprint},
+        HTTP_REFERER=f"http://testserver/console/operations/{operation.pk}/",
+    )
 
-    page = assert_styled(response, 403, "Not allowed", "operator may not approve or reject in workspace demo.",
-                         "Nothing was changed")
+    page = assert_styled(
+        response, 403, "Not allowed", "operator may not approve or reject in workspace demo.", "Nothing was changed"
+    )
     assert ">Log out</button>" in page
     assert f'<a href="http://testserver/console/operations/{operation.pk}/">Back</a>' in page
 
@@ -378,8 +442,7 @@ def test_a_form_without_its_csrf_token_shows_the_styled_page(django_user_model, 
 
     response = browser.post(f"/console/operations/{needing_review.pk}/replay/", {"reason": "again"})
 
-    assert_styled(response, 403, "The form had expired", "Nothing was done",
-                  "The check said: CSRF cookie not set.")
+    assert_styled(response, 403, "The form had expired", "Nothing was done", "The check said: CSRF cookie not set.")
     needing_review.refresh_from_db()
     assert needing_review.state == "needs_review"
 
@@ -415,16 +478,23 @@ def test_a_server_error_shows_the_styled_500(client, login, monkeypatch):
     monkeypatch.setattr("opsconsole.console.views.service_level_standing", broken)
     client.raise_request_exception = False
 
-    assert_styled(client.get("/console/service-levels/"), 500, "Something went wrong on our side",
-                  'href="/console/">Back to the console</a>')
+    assert_styled(
+        client.get("/console/service-levels/"),
+        500,
+        "Something went wrong on our side",
+        'href="/console/">Back to the console</a>',
+    )
 
 
 # --- favicon -----------------------------------------------------------------------------------------
+
 
 def test_the_favicon_is_answered(client, db):
     response = client.get("/favicon.ico")
 
     assert response.status_code == 302 and response.url == "/static/favicon.svg"
     assert finders.find("favicon.svg")
-    assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in \
-        client.get("/accounts/login/").content.decode()
+    assert (
+        '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'
+        in client.get("/accounts/login/").content.decode()
+    )

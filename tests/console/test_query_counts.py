@@ -35,22 +35,43 @@ def crowded(workspace, action, django_user_model):
     busy = operations[0]
     now = timezone.now()
     people = django_user_model.objects.bulk_create(
-        [django_user_model(username=f"person-{number}") for number in range(ROWS)])
-    Attempt.objects.bulk_create([
-        Attempt(operation=busy, number=n, fencing_token=n, started_at=now, finished_at=now, outcome="transient")
-        for n in range(1, ROWS + 1)])
-    deliveries = Delivery.objects.bulk_create([
-        Delivery(workspace=workspace, operation=busy, source="api", outcome="conflict", key=busy.key)
-        for _ in range(ROWS)])
-    Conflict.objects.bulk_create([
-        Conflict(operation=busy, delivery=delivery, incoming_fingerprint="f", incoming_payload={},
-                 differences=[{"field": "version", "recorded": 1, "incoming": 2}])
-        for delivery in deliveries])
+        [django_user_model(username=f"person-{number}") for number in range(ROWS)]
+    )
+    Attempt.objects.bulk_create(
+        [
+            Attempt(operation=busy, number=n, fencing_token=n, started_at=now, finished_at=now, outcome="transient")
+            for n in range(1, ROWS + 1)
+        ]
+    )
+    deliveries = Delivery.objects.bulk_create(
+        [
+            Delivery(workspace=workspace, operation=busy, source="api", outcome="conflict", key=busy.key)
+            for _ in range(ROWS)
+        ]
+    )
+    Conflict.objects.bulk_create(
+        [
+            Conflict(
+                operation=busy,
+                delivery=delivery,
+                incoming_fingerprint="f",
+                incoming_payload={},
+                differences=[{"field": "version", "recorded": 1, "incoming": 2}],
+            )
+            for delivery in deliveries
+        ]
+    )
     Contribution.objects.bulk_create([Contribution(operation=busy, user=person, kind="replayed") for person in people])
-    Approval.objects.bulk_create([Approval(operation=busy, fingerprint="f", decision="rejected", approver=f"a{n}")
-                                  for n in range(ROWS)])
-    audit_chain.append([AuditEvent(operation=op, workspace=workspace, actor="worker", kind="claimed")
-                  for op in operations for _ in range(3)])
+    Approval.objects.bulk_create(
+        [Approval(operation=busy, fingerprint="f", decision="rejected", approver=f"a{n}") for n in range(ROWS)]
+    )
+    audit_chain.append(
+        [
+            AuditEvent(operation=op, workspace=workspace, actor="worker", kind="claimed")
+            for op in operations
+            for _ in range(3)
+        ]
+    )
     workspaces = Workspace.objects.bulk_create([Workspace(slug=f"w{number}") for number in range(ROWS)])
     Control.objects.bulk_create([Control(workspace=w, paused=True, paused_since=now, reason="r") for w in workspaces])
     return busy
@@ -64,8 +85,9 @@ def someone(request, client, django_user_model):
         user = django_user_model.objects.create_superuser("root", email=None, password=None)
     else:
         user = django_user_model.objects.create_user(username="member")
-        Membership.objects.bulk_create([Membership(user=user, workspace=w, role="operator")
-                                        for w in Workspace.objects.all()])
+        Membership.objects.bulk_create(
+            [Membership(user=user, workspace=w, role="operator") for w in Workspace.objects.all()]
+        )
     client.force_login(user)
     return user
 
@@ -83,17 +105,22 @@ def older_link(client, path, params) -> dict:
 QUEUE_QUERIES = 12 + IN_INDEX_ORDER
 
 
-def test_the_queue_costs_the_same_for_any_filter(client, crowded, someone, workspace,
-                                                 django_assert_max_num_queries):
-    for params in [{}, {"state": "all"}, {"state": "needs_review", "workspace": workspace.pk},
-                   {"action": crowded.action, "q": "R-1"}, {"q": "demo:R-2"}]:
+def test_the_queue_costs_the_same_for_any_filter(client, crowded, someone, workspace, django_assert_max_num_queries):
+    for params in [
+        {},
+        {"state": "all"},
+        {"state": "needs_review", "workspace": workspace.pk},
+        {"action": crowded.action, "q": "R-1"},
+        {"q": "demo:R-2"},
+    ]:
         with django_assert_max_num_queries(QUEUE_QUERIES, info=str(params)):
             response = client.get("/console/", params)
         assert len(response.context["page"]) > 0, params
 
 
-def test_a_deeper_page_of_the_queue_costs_the_same(client, crowded, someone, workspace, make_operation,
-                                                    django_assert_max_num_queries):
+def test_a_deeper_page_of_the_queue_costs_the_same(
+    client, crowded, someone, workspace, make_operation, django_assert_max_num_queries
+):
     for number in range(60):
         make_operation("needs_review", request_id=f"D-{number}")
     params = older_link(client, "/console/", {"workspace": workspace.pk})
@@ -102,8 +129,9 @@ def test_a_deeper_page_of_the_queue_costs_the_same(client, crowded, someone, wor
     assert len(response.context["page"]) > 0
 
 
-def test_the_operation_page_costs_the_same_however_much_it_shows(client, crowded, someone,
-                                                                  django_assert_max_num_queries):
+def test_the_operation_page_costs_the_same_however_much_it_shows(
+    client, crowded, someone, django_assert_max_num_queries
+):
     # ... and, for one that may be replayed, the configuration its last attempt ran under; the
     # pause switches (is it held?).
     with django_assert_max_num_queries(12):
@@ -112,8 +140,9 @@ def test_the_operation_page_costs_the_same_however_much_it_shows(client, crowded
     assert html.count("person-") == ROWS and html.count("transient") >= ROWS
 
 
-def test_the_controls_page_costs_the_same_however_many_switches(client, crowded, someone,
-                                                                 django_assert_max_num_queries):
+def test_the_controls_page_costs_the_same_however_many_switches(
+    client, crowded, someone, django_assert_max_num_queries
+):
     # ... the last one: what each switch holds, counted in one query.
     with django_assert_max_num_queries(8):
         response = client.get("/console/controls/")
@@ -125,10 +154,17 @@ def test_the_controls_page_costs_the_same_however_many_switches(client, crowded,
 AUDIT_QUERIES = 6
 
 
-def test_the_audit_page_costs_the_same_for_any_filter(client, crowded, someone, workspace,
-                                                      django_assert_max_num_queries):
-    for params in [{}, {"kind": "claimed"}, {"actor": "WORKER"}, {"workspace": workspace.pk}, {"key": "R-1"},
-                   {"created_after": "2000-01-01", "created_before": "2999-12-31"}]:
+def test_the_audit_page_costs_the_same_for_any_filter(
+    client, crowded, someone, workspace, django_assert_max_num_queries
+):
+    for params in [
+        {},
+        {"kind": "claimed"},
+        {"actor": "WORKER"},
+        {"workspace": workspace.pk},
+        {"key": "R-1"},
+        {"created_after": "2000-01-01", "created_before": "2999-12-31"},
+    ]:
         with django_assert_max_num_queries(AUDIT_QUERIES, info=str(params)):
             response = client.get("/console/audit/", params)
         assert len(response.context["page"]) > ROWS // 3, params
@@ -146,15 +182,26 @@ def test_an_older_page_of_the_audit_trail_costs_the_same(client, crowded, someon
 CONFLICTS_QUERIES = 8
 
 
-def test_the_conflicts_inbox_costs_the_same_however_many_conflicts(client, crowded, someone, workspace,
-                                                                    django_assert_max_num_queries):
+def test_the_conflicts_inbox_costs_the_same_however_many_conflicts(
+    client, crowded, someone, workspace, django_assert_max_num_queries
+):
     # Besides the busy operation's ROWS conflicts, one on each other operation: more than a page of groups.
     others = list(Operation.objects.exclude(pk=crowded.pk))
-    deliveries = Delivery.objects.bulk_create([
-        Delivery(workspace=workspace, operation=op, source="api", outcome="conflict", key=op.key) for op in others])
-    Conflict.objects.bulk_create([
-        Conflict(operation=delivery.operation, delivery=delivery, incoming_fingerprint="f", incoming_payload={},
-                 differences=[{"field": "version", "recorded": 1, "incoming": 2}]) for delivery in deliveries])
+    deliveries = Delivery.objects.bulk_create(
+        [Delivery(workspace=workspace, operation=op, source="api", outcome="conflict", key=op.key) for op in others]
+    )
+    Conflict.objects.bulk_create(
+        [
+            Conflict(
+                operation=delivery.operation,
+                delivery=delivery,
+                incoming_fingerprint="f",
+                incoming_payload={},
+                differences=[{"field": "version", "recorded": 1, "incoming": 2}],
+            )
+            for delivery in deliveries
+        ]
+    )
     for params in [{}, {"workspace": workspace.pk}, {"action": crowded.action}]:
         with django_assert_max_num_queries(CONFLICTS_QUERIES, info=str(params)):
             response = client.get("/console/conflicts/", params)
@@ -164,6 +211,8 @@ def test_the_conflicts_inbox_costs_the_same_however_many_conflicts(client, crowd
         response = client.get("/console/conflicts/", deeper)
     groups = response.context["groups"]
     assert groups[-1]["operation"] == crowded and len(groups[-1]["conflicts"]) == SHOWN_PER_GROUP
+
+
 # Session, user, memberships; one bounded count per unfinished state (6); the pause switches and
 # what they hold; the oldest due and held work; the sampled flows and backlog; the sampling
 # heartbeat; open mismatches by kind and the latest audit runs (a member of fewer than 6
@@ -171,8 +220,9 @@ def test_the_conflicts_inbox_costs_the_same_however_many_conflicts(client, crowd
 DASHBOARD_QUERIES = 18 + IN_INDEX_ORDER
 
 
-def test_the_dashboard_costs_the_same_however_much_was_sampled(client, crowded, someone, workspace, action,
-                                                               django_assert_max_num_queries):
+def test_the_dashboard_costs_the_same_however_much_was_sampled(
+    client, crowded, someone, workspace, action, django_assert_max_num_queries
+):
     from ledger.models import FlowSample
     from ledger.reads import dashboard
     from reconciliation.models import Mismatch, ReconciliationRun
@@ -180,39 +230,60 @@ def test_the_dashboard_costs_the_same_however_much_was_sampled(client, crowded, 
     now = timezone.now()
     dashboard.take_samples(now=now, catch_up=30)
     hours = [dashboard.hour_of(now) - timezone.timedelta(hours=n) for n in range(24)]
-    FlowSample.objects.bulk_create([
-        FlowSample(workspace=w, action=action.name, hour=hour, since=hour, until=hour, attempts=3, failures=1,
-                   succeeded=2) for hour in hours for w in Workspace.objects.all()])
+    FlowSample.objects.bulk_create(
+        [
+            FlowSample(
+                workspace=w, action=action.name, hour=hour, since=hour, until=hour, attempts=3, failures=1, succeeded=2
+            )
+            for hour in hours
+            for w in Workspace.objects.all()
+        ]
+    )
     run = ReconciliationRun.objects.create(started_at=now, since=now, until=now, status="succeeded")
-    Mismatch.objects.bulk_create([Mismatch(run=run, workspace=workspace, action=action.name, reference=f"r-{n}",
-                                           kind="unknown_to_ledger") for n in range(ROWS)])
+    Mismatch.objects.bulk_create(
+        [
+            Mismatch(run=run, workspace=workspace, action=action.name, reference=f"r-{n}", kind="unknown_to_ledger")
+            for n in range(ROWS)
+        ]
+    )
     for headers in [{}, {"HX-Request": "true"}]:  # the page, and the fragment that refreshes it
         with django_assert_max_num_queries(DASHBOARD_QUERIES, info=str(headers)):
             response = client.get("/console/dashboard/", headers=headers)
         assert response.context["figures"].finished == 2 * 24 * (ROWS + 1)
         assert response.context["results"].open_total == ROWS
-def test_the_operation_page_costs_the_same_for_a_person_who_cannot_act(client, crowded, django_user_model,
-                                                                         workspace, django_assert_max_num_queries):
+
+
+def test_the_operation_page_costs_the_same_for_a_person_who_cannot_act(
+    client, crowded, django_user_model, workspace, django_assert_max_num_queries
+):
     # ... and who can: the operators and admins of the workspace, named in one bounded query.
     viewer = django_user_model.objects.create_user(username="viewer")
-    Membership.objects.bulk_create([Membership(user=viewer, workspace=workspace, role="viewer")] + [
-        Membership(user=person, workspace=workspace, role="operator")
-        for person in django_user_model.objects.filter(username__startswith="person-")])
+    Membership.objects.bulk_create(
+        [Membership(user=viewer, workspace=workspace, role="viewer")]
+        + [
+            Membership(user=person, workspace=workspace, role="operator")
+            for person in django_user_model.objects.filter(username__startswith="person-")
+        ]
+    )
     client.force_login(viewer)
     with django_assert_max_num_queries(13):
         response = client.get(f"/console/operations/{crowded.pk}/")
-    assert "can replay it or cancel it (operators and admins: person-0, person-1, person-10" in \
-        response.content.decode()
+    assert (
+        "can replay it or cancel it (operators and admins: person-0, person-1, person-10" in response.content.decode()
+    )
 
 
 def test_the_approve_confirmation_costs_the_same_however_many_people_are_behind_it(
-        client, crowded, someone, django_assert_max_num_queries):
+    client, crowded, someone, django_assert_max_num_queries
+):
     Operation.objects.filter(pk=crowded.pk).update(state="pending_approval")
     Membership.objects.filter(user=someone).update(role="admin")  # who may approve
     # Session, user, memberships (unless a superuser); the operation; the people behind it.
     with django_assert_max_num_queries(5):
         response = client.get(f"/console/operations/{crowded.pk}/approve/")
     assert response.content.decode().count("person-") == ROWS
+
+
 # Session, user, memberships (and, for a member, their workspaces' slugs: can it begin a key?); one
 # bounded lookup per field (key, request id, record id, an attempt's record id; for a delivery id, a
 # delivery's number when it is one, and a correlation id, the operations and the refused arrivals);
@@ -222,9 +293,18 @@ FIND_QUERIES = 15
 
 def test_finding_costs_the_same_however_many_match(client, crowded, someone, django_assert_max_num_queries):
     Delivery.objects.filter(operation__isnull=False).update(correlation_id="flow-1")
-    Delivery.objects.bulk_create([Delivery(workspace=crowded.workspace, source="api", outcome="invalid",
-                                           correlation_id="flow-1", errors=[{"field": "body", "message": "m"}])
-                                  for _ in range(ROWS)])
+    Delivery.objects.bulk_create(
+        [
+            Delivery(
+                workspace=crowded.workspace,
+                source="api",
+                outcome="invalid",
+                correlation_id="flow-1",
+                errors=[{"field": "body", "message": "m"}],
+            )
+            for _ in range(ROWS)
+        ]
+    )
     for params in [{"q": "demo:"}, {"q": "flow-1"}, {"q": str(crowded.deliveries.first().pk)}, {"q": "nothing"}]:
         with django_assert_max_num_queries(FIND_QUERIES, info=str(params)):
             response = client.get("/console/find/", params)
@@ -238,12 +318,18 @@ def test_finding_costs_the_same_however_many_match(client, crowded, someone, dja
 DELIVERIES_QUERIES = 6
 
 
-def test_the_deliveries_page_costs_the_same_for_any_filter(client, crowded, someone, workspace,
-                                                           django_assert_max_num_queries):
-    Delivery.objects.bulk_create([Delivery(workspace=workspace, source="cli", outcome="invalid",
-                                           errors=[{"field": "data.version", "message": "m"}]) for _ in range(ROWS)])
-    for params in [{}, {"outcome": "conflict"}, {"outcome": "invalid", "source": "cli"},
-                   {"workspace": workspace.pk}]:
+def test_the_deliveries_page_costs_the_same_for_any_filter(
+    client, crowded, someone, workspace, django_assert_max_num_queries
+):
+    Delivery.objects.bulk_create(
+        [
+            Delivery(
+                workspace=workspace, source="cli", outcome="invalid", errors=[{"field": "data.version", "message": "m"}]
+            )
+            for _ in range(ROWS)
+        ]
+    )
+    for params in [{}, {"outcome": "conflict"}, {"outcome": "invalid", "source": "cli"}, {"workspace": workspace.pk}]:
         with django_assert_max_num_queries(DELIVERIES_QUERIES, info=str(params)):
             response = client.get("/console/deliveries/", params)
         assert len(response.context["page"]) >= ROWS, params
@@ -251,32 +337,52 @@ def test_the_deliveries_page_costs_the_same_for_any_filter(client, crowded, some
     with django_assert_max_num_queries(DELIVERIES_QUERIES):
         response = client.get("/console/deliveries/", params)
     assert len(response.context["page"]) == 2 * ROWS - 50
+
+
 def test_the_failures_page_costs_the_same_however_many_groups(client, crowded, someone, django_assert_max_num_queries):
     for number, operation in enumerate(Operation.objects.filter(state="needs_review")):
-        Operation.objects.filter(pk=operation.pk).update(last_error_category="permanent",
-                                                         last_error_message=f"failure {'x' * (number + 1)}")
+        Operation.objects.filter(pk=operation.pk).update(
+            last_error_category="permanent", last_error_message=f"failure {'x' * (number + 1)}"
+        )
     # Session, user, memberships; the groups, counted in one query.
     with django_assert_max_num_queries(4):
         response = client.get("/console/failures/")
     assert len(response.context["groups"]) == ROWS
 
 
-def test_the_bulk_progress_page_costs_the_same_however_many_operations(client, crowded, someone,
-                                                                       django_assert_max_num_queries):
+def test_the_bulk_progress_page_costs_the_same_however_many_operations(
+    client, crowded, someone, django_assert_max_num_queries
+):
     from ledger.models import BulkAction, BulkItem
 
     operations = list(Operation.objects.filter(state="needs_review"))
-    bulk = BulkAction.objects.create(kind="replay", reason="r", user=someone, token="t", total=len(operations),
-                                     operation_ids=[op.pk for op in operations], status="running")
-    BulkItem.objects.bulk_create([BulkItem(bulk_action=bulk, operation=op, outcome="skipped" if n % 2 else "replayed",
-                                           detail=f"reason {n % 5}") for n, op in enumerate(operations)])
+    bulk = BulkAction.objects.create(
+        kind="replay",
+        reason="r",
+        user=someone,
+        token="t",
+        total=len(operations),
+        operation_ids=[op.pk for op in operations],
+        status="running",
+    )
+    BulkItem.objects.bulk_create(
+        [
+            BulkItem(
+                bulk_action=bulk, operation=op, outcome="skipped" if n % 2 else "replayed", detail=f"reason {n % 5}"
+            )
+            for n, op in enumerate(operations)
+        ]
+    )
     # Session, user, memberships; the action, a page of its outcomes with their operations, the reasons.
     for headers in [{}, {"HX-Request": "true"}]:
         with django_assert_max_num_queries(6, info=str(headers)):
             response = client.get(f"/console/bulk/{bulk.pk}/", headers=headers)
         assert response.content.decode().count("/console/operations/") == ROWS
-def test_the_queue_costs_the_same_in_any_order(client, crowded, someone, workspace, make_operation,
-                                               django_assert_max_num_queries):
+
+
+def test_the_queue_costs_the_same_in_any_order(
+    client, crowded, someone, workspace, make_operation, django_assert_max_num_queries
+):
     # The per-state counts are one query (tables.bounded_counts), whatever the sort.
     for number in range(60):
         make_operation("needs_review", request_id=f"D-{number}")
@@ -302,8 +408,9 @@ def _drained(response) -> bytes:
 QUEUE_EXPORT_QUERIES = 8
 
 
-def test_the_queue_export_costs_the_same_however_many_rows(client, crowded, someone, workspace, make_operation,
-                                                           django_assert_max_num_queries):
+def test_the_queue_export_costs_the_same_however_many_rows(
+    client, crowded, someone, workspace, make_operation, django_assert_max_num_queries
+):
     for params in [{}, {"state": "needs_review", "workspace": workspace.pk, "sort": "oldest"}]:
         with django_assert_max_num_queries(QUEUE_EXPORT_QUERIES, info=str(params)):
             few = _drained(client.get("/console/export.csv", params))
@@ -320,10 +427,17 @@ def test_the_queue_export_costs_the_same_however_many_rows(client, crowded, some
 AUDIT_EXPORT_QUERIES = 7
 
 
-def test_the_audit_export_costs_the_same_for_any_filter(client, crowded, someone, workspace,
-                                                        django_assert_max_num_queries):
-    for params in [{}, {"kind": "claimed"}, {"actor": "WORKER"}, {"workspace": workspace.pk}, {"key": "R-1"},
-                   {"created_after": "2000-01-01", "created_before": "2999-12-31"}]:
+def test_the_audit_export_costs_the_same_for_any_filter(
+    client, crowded, someone, workspace, django_assert_max_num_queries
+):
+    for params in [
+        {},
+        {"kind": "claimed"},
+        {"actor": "WORKER"},
+        {"workspace": workspace.pk},
+        {"key": "R-1"},
+        {"created_after": "2000-01-01", "created_before": "2999-12-31"},
+    ]:
         with django_assert_max_num_queries(AUDIT_EXPORT_QUERIES, info=str(params)):
             body = _drained(client.get("/console/audit/export.csv", params))
         assert body.count(b"\n") > ROWS // 3, params

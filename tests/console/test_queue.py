@@ -20,8 +20,9 @@ def keys_on(response) -> set[str]:
 
 def test_it_lists_exactly_the_operations_needing_attention(client, login, make_operation):
     login("viewer")
-    shown = {make_operation(state, request_id=f"R-{state}").key for state in
-             ["needs_review", "unknown", "pending_approval"]}
+    shown = {
+        make_operation(state, request_id=f"R-{state}").key for state in ["needs_review", "unknown", "pending_approval"]
+    }
     for state in ["pending", "retrying", "processing", "succeeded", "cancelled", "rejected"]:
         make_operation(state, request_id=f"R-{state}")
 
@@ -71,8 +72,9 @@ def test_it_searches_by_key_or_request_id(client, login, make_operation):
 
 def test_it_shows_the_columns_of_each_operation(client, login, make_operation):
     login("viewer")
-    operation = make_operation("needs_review", attempts=3, last_error_category="permanent",
-                               last_error_message="owner does not exist")
+    operation = make_operation(
+        "needs_review", attempts=3, last_error_category="permanent", last_error_message="owner does not exist"
+    )
 
     page = client.get("/console/").content.decode()
 
@@ -170,6 +172,6 @@ def test_it_lists_the_states_its_index_covers():
     """The queue is read through a partial index (migration 0007) on exactly these states: were
     the two to differ, PostgreSQL would stop using it and sort every row that needs attention."""
     index = next(index for index in Operation._meta.indexes if index.name == "operation_attention_idx")
-    (lookup, states), = index.condition.children
+    ((lookup, states),) = index.condition.children
 
     assert lookup == "state__in" and sorted(states) == sorted(ATTENTION_STATES)

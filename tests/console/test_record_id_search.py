@@ -22,8 +22,9 @@ def test_the_queue_finds_an_operation_by_its_destination_record_id(client, login
 
 def test_the_audit_search_finds_the_events_of_an_operation_by_its_record_id(client, login, person, unknown_notice):
     operator = person("resolver", "operator")
-    review.resolve_operation(unknown_notice, user=operator, external_id="rec-by-hand-1",
-                             reason="found it in the vendor portal")
+    review.resolve_operation(
+        unknown_notice, user=operator, external_id="rec-by-hand-1", reason="found it in the vendor portal"
+    )
     login("viewer")
 
     response = client.get("/console/audit/", {"key": "rec-by-hand-1"})

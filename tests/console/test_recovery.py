@@ -41,7 +41,7 @@ def test_it_says_when_an_unknown_operation_is_next_looked_up(client, login, unkn
     html = page(client, unknown)
 
     assert "The last try may have reached the destination and its answer was lost." in html
-    assert f'{unknown.next_attempt_at:%Y-%m-%d %H:%M:%S} UTC</time>' in html
+    assert f"{unknown.next_attempt_at:%Y-%m-%d %H:%M:%S} UTC</time>" in html
     assert re.search(r"next lookup at <time datetime=\S+\+00:00\">", html)
     assert "it keeps asking until <time datetime=" in html
     assert "<dt>Next lookup</dt>" in html
@@ -68,9 +68,11 @@ def test_it_reports_a_lookup_that_could_not_tell(client, login, unknown, standin
 
     unknown.refresh_from_db()
     assert level == "warning"
-    assert message == (f"The destination could not tell (lookup 1 failed: lookup failed: HTTP 503 from 127.0.0.1); "
-                       f"{unknown.key} stays unknown and is asked again at {unknown.next_attempt_at:%Y-%m-%d %H:%M:%S} "
-                       "UTC.")
+    assert message == (
+        f"The destination could not tell (lookup 1 failed: lookup failed: HTTP 503 from 127.0.0.1); "
+        f"{unknown.key} stays unknown and is asked again at {unknown.next_attempt_at:%Y-%m-%d %H:%M:%S} "
+        "UTC."
+    )
     assert AuditEvent.objects.get(kind="lookup_failed").actor == "operator"
 
 
@@ -88,8 +90,9 @@ def test_it_refuses_a_replay_the_destination_cannot_vouch_for(client, login, nee
     login("operator")
     standin.fail_next_lookup(LOOKUP_503)
 
-    [(level, message)] = messages_of(client.post(f"/console/operations/{needing_review_after_lookup.pk}/replay/",
-                                                 {"reason": "customer asks"}))
+    [(level, message)] = messages_of(
+        client.post(f"/console/operations/{needing_review_after_lookup.pk}/replay/", {"reason": "customer asks"})
+    )
 
     assert level == "error" and message.startswith("Replay refused: the destination cannot tell")
     assert Operation.objects.get().state == "needs_review"
@@ -99,8 +102,12 @@ def test_it_replays_accepting_the_risk_when_the_box_is_ticked(client, login, nee
     login("operator")
     standin.fail_next_lookup(LOOKUP_503)
 
-    [(level, message)] = messages_of(client.post(f"/console/operations/{needing_review_after_lookup.pk}/replay/",
-                                                 {"reason": "vendor shows nothing", "accept_duplicate_risk": "on"}))
+    [(level, message)] = messages_of(
+        client.post(
+            f"/console/operations/{needing_review_after_lookup.pk}/replay/",
+            {"reason": "vendor shows nothing", "accept_duplicate_risk": "on"},
+        )
+    )
 
     assert level == "success" and "accepting the duplicate risk" in message
     assert Operation.objects.get().state == "pending"
@@ -110,30 +117,39 @@ def test_it_replays_accepting_the_risk_when_the_box_is_ticked(client, login, nee
 def test_it_replays_into_success_when_the_destination_has_the_record(client, login, needing_review_after_lookup):
     login("operator")
 
-    [(level, message)] = messages_of(client.post(f"/console/operations/{needing_review_after_lookup.pk}/replay/",
-                                                 {"reason": "customer asks"}))
+    [(level, message)] = messages_of(
+        client.post(f"/console/operations/{needing_review_after_lookup.pk}/replay/", {"reason": "customer asks"})
+    )
 
-    assert (level, message) == ("success", f"Nothing was sent: the destination has record rec-1. "
-                                           f"{needing_review_after_lookup.key} is now succeeded.")
+    assert (level, message) == (
+        "success",
+        f"Nothing was sent: the destination has record rec-1. {needing_review_after_lookup.key} is now succeeded.",
+    )
 
 
 def test_it_marks_an_operation_succeeded_with_the_record_a_person_found(client, login, unknown):
     login("operator")
 
-    response = client.post(f"/console/operations/{unknown.pk}/resolve/",
-                           {"external_id": "rec-1", "reason": "vendor portal"})
+    response = client.post(
+        f"/console/operations/{unknown.pk}/resolve/", {"external_id": "rec-1", "reason": "vendor portal"}
+    )
 
     assert messages_of(response) == [("success", f"Resolved {unknown.key}: succeeded with destination record rec-1.")]
     unknown.refresh_from_db()
     assert (unknown.state, unknown.external_id) == ("succeeded", "rec-1")
 
 
-@pytest.mark.parametrize("form, message", [
-    ({"external_id": "", "reason": "x"}, "Destination record id is required; nothing was changed."),
-    ({"external_id": "r" * 201, "reason": "x"}, "Destination record id: Ensure this value has at most 200 "
-                                                 "characters (it has 201). Nothing was changed."),
-    ({"external_id": "rec\x011", "reason": "x"}, "The record id must be printable text of at most 200 characters."),
-])
+@pytest.mark.parametrize(
+    "form, message",
+    [
+        ({"external_id": "", "reason": "x"}, "Destination record id is required; nothing was changed."),
+        (
+            {"external_id": "r" * 201, "reason": "x"},
+            "Destination record id: Ensure this value has at most 200 characters (it has 201). Nothing was changed.",
+        ),
+        ({"external_id": "rec\x011", "reason": "x"}, "The record id must be printable text of at most 200 characters."),
+    ],
+)
 def test_it_refuses_a_resolution_without_a_usable_record_id(client, login, unknown, form, message):
     login("operator")
 

@@ -18,8 +18,9 @@ def frozen(time_machine):
     return time_machine
 
 
-def test_it_counts_at_risk_and_late_unfinished_work_per_action(client, login, workspace, frozen,
-                                                               django_assert_max_num_queries):
+def test_it_counts_at_risk_and_late_unfinished_work_per_action(
+    client, login, workspace, frozen, django_assert_max_num_queries
+):
     done = submit_brief(workspace, request_id="R-0")
     process_due_operations()
     late = submit_brief(workspace, request_id="R-1")  # prepare-brief: 5 minutes
@@ -80,8 +81,14 @@ def test_the_oldest_are_listed_across_actions_in_arrival_order(workspace, frozen
     from ledger.intake.submit import submit_event
 
     def notice(n):
-        result = submit_event(workspace=workspace, source="api", raw={"action": "send-notice", "data": {
-            "request_id": f"N-{n}", "version": 1, "summary": "Renewal due", "owner": "ops"}})
+        result = submit_event(
+            workspace=workspace,
+            source="api",
+            raw={
+                "action": "send-notice",
+                "data": {"request_id": f"N-{n}", "version": 1, "summary": "Renewal due", "owner": "ops"},
+            },
+        )
         assert result.outcome == "accepted", result
         return result.operation
 
@@ -141,8 +148,12 @@ def test_the_operation_page_says_when_it_is_late_and_when_it_is_at_risk(client, 
     frozen.move_to(START + timedelta(minutes=2), tick=False)
     assert "service level" not in client.get(f"/console/operations/{operation.pk}/").content.decode()
     frozen.move_to(START + timedelta(seconds=250), tick=False)
-    assert "At risk: 4 min since it arrived, of a service level of 5m." in client.get(
-        f"/console/operations/{operation.pk}/").content.decode()
+    assert (
+        "At risk: 4 min since it arrived, of a service level of 5m."
+        in client.get(f"/console/operations/{operation.pk}/").content.decode()
+    )
     frozen.move_to(START + timedelta(minutes=7), tick=False)
-    assert "Late: 7 min since it arrived, past its service level of 5m." in client.get(
-        f"/console/operations/{operation.pk}/").content.decode()
+    assert (
+        "Late: 7 min since it arrived, past its service level of 5m."
+        in client.get(f"/console/operations/{operation.pk}/").content.decode()
+    )

@@ -34,8 +34,9 @@ def link(response, label: str) -> str | None:
 
 def refund(workspace, request_id: str, *, arrived, updated=None) -> Operation:
     """A refund awaiting approval (intake puts it there) that arrived at ``arrived``."""
-    result = submit_event(workspace=workspace, source="api",
-                          raw={"action": "issue-refund", "data": REFUND | {"request_id": request_id}})
+    result = submit_event(
+        workspace=workspace, source="api", raw={"action": "issue-refund", "data": REFUND | {"request_id": request_id}}
+    )
     assert result.operation.state == "pending_approval"
     Operation.objects.filter(pk=result.operation.pk).update(created_at=arrived, updated_at=updated or arrived)
     return result.operation
@@ -46,8 +47,15 @@ def refunds(workspace):
     """120 refunds awaiting approval, R-0 the oldest arrival, the last updated most recently; and
     operations of another state and another action, which the filter leaves out."""
     start = timezone.now() - timedelta(days=30)
-    made = [refund(workspace, f"R-{number}", arrived=start + timedelta(minutes=number),
-                   updated=start + timedelta(days=1, minutes=number)) for number in range(120)]
+    made = [
+        refund(
+            workspace,
+            f"R-{number}",
+            arrived=start + timedelta(minutes=number),
+            updated=start + timedelta(days=1, minutes=number),
+        )
+        for number in range(120)
+    ]
     brief = submit_brief(workspace, request_id="B-1")
     Operation.objects.filter(pk=brief.pk).update(state="pending_approval", created_at=start - timedelta(days=1))
     return made
@@ -65,15 +73,27 @@ def test_the_oldest_refund_awaiting_approval_is_first_when_sorted_oldest_first(c
     assert oldest_first == [op.key for op in refunds[:50]]
 
 
-@pytest.mark.parametrize("sort, field, reverse", [
-    ("updated", "updated_at", True), ("least_updated", "updated_at", False),
-    ("newest", "created_at", True), ("oldest", "created_at", False),
-])
+@pytest.mark.parametrize(
+    "sort, field, reverse",
+    [
+        ("updated", "updated_at", True),
+        ("least_updated", "updated_at", False),
+        ("newest", "created_at", True),
+        ("oldest", "created_at", False),
+    ],
+)
 def test_each_sort_orders_by_its_column(client, login, workspace, sort, field, reverse):
     """Arrival and last change in opposite orders, so that each sort is told apart."""
     start = timezone.now() - timedelta(days=3)
-    made = [refund(workspace, f"R-{number}", arrived=start + timedelta(minutes=number),
-                   updated=start + timedelta(hours=1) - timedelta(minutes=number)) for number in range(5)]
+    made = [
+        refund(
+            workspace,
+            f"R-{number}",
+            arrived=start + timedelta(minutes=number),
+            updated=start + timedelta(hours=1) - timedelta(minutes=number),
+        )
+        for number in range(5)
+    ]
     login("viewer")
 
     shown = client.get("/console/", {"sort": sort}).context["page"].object_list
@@ -114,7 +134,7 @@ def test_ties_in_time_are_paged_by_id_without_loss_or_repeat(workspace):
             if page.onward is None:
                 break
             params = {("newer" if ascending else "older"): str(page.onward)}
-        assert seen == sorted(op.pk for op in made)[::1 if ascending else -1]
+        assert seen == sorted(op.pk for op in made)[:: 1 if ascending else -1]
 
 
 def test_the_headers_link_to_their_sort_and_say_the_current_one(client, login, refunds):
@@ -156,26 +176,33 @@ def test_an_unknown_sort_is_a_form_error_and_the_default_order(client, login, re
 def test_every_sort_is_a_partial_index_on_the_attention_states():
     """Each order the queue offers (and its counts) has an index on the states it lists (0020):
     PostgreSQL would otherwise read and sort every row that needs attention."""
+
     def on_the_attention_states(index) -> bool:
         if index.condition is None or len(index.condition.children) != 1:
             return False
-        (lookup, states), = index.condition.children
+        ((lookup, states),) = index.condition.children
         return lookup == "state__in" and sorted(states) == sorted(ATTENTION_STATES)
 
     indexes = {index.name: index for index in Operation._meta.indexes}
     for sort in QUEUE_SORTS.values():
         # (The claim's index, on the claimable states, ends in (created_at, id) too.)
-        covering = [index for index in indexes.values()
-                    if index.fields[-2:] == [sort.field, "id"] and on_the_attention_states(index)]
+        covering = [
+            index
+            for index in indexes.values()
+            if index.fields[-2:] == [sort.field, "id"] and on_the_attention_states(index)
+        ]
         assert {tuple(index.fields[:-2]) for index in covering} == {(), ("state",)}, sort.name
     assert on_the_attention_states(indexes["operation_state_count_idx"])
 
 
 # --- per-state counts --------------------------------------------------------------------------
 
+
 def tabs(response) -> dict[str, str]:
-    found = re.findall(r'<li><a href="[^"]*"(?: aria-current="page")?>(\w+) <span class="tab-count">([^<]+)</span>',
-                       response.content.decode())
+    found = re.findall(
+        r'<li><a href="[^"]*"(?: aria-current="page")?>(\w+) <span class="tab-count">([^<]+)</span>',
+        response.content.decode(),
+    )
     return dict(found)
 
 
@@ -199,14 +226,20 @@ def test_the_counts_keep_the_other_filters(client, login, make_operation, script
     here = make_operation("needs_review", request_id="R-1")
     make_operation("needs_review", request_id="R-2")
     other = scripted_action()
-    elsewhere = submit_event(workspace=here.workspace, source="api",
-                             raw={"action": other.name, "data": {"request_id": "R-3", "version": 1}}).operation
+    elsewhere = submit_event(
+        workspace=here.workspace, source="api", raw={"action": other.name, "data": {"request_id": "R-3", "version": 1}}
+    ).operation
     Operation.objects.filter(pk=elsewhere.pk).update(state="unknown")
     login("viewer")
 
     assert tabs(client.get("/console/", {"action": here.action}))["all"] == "2"
     assert tabs(client.get("/console/", {"action": other.name})) == {
-        "all": "1", "needs_review": "0", "unknown": "1", "pending_approval": "0", "held": "0"}
+        "all": "1",
+        "needs_review": "0",
+        "unknown": "1",
+        "pending_approval": "0",
+        "held": "0",
+    }
     assert tabs(client.get("/console/", {"q": "R-1"}))["needs_review"] == "1"
 
 
@@ -232,8 +265,11 @@ def test_the_counts_are_one_query(client, login, make_operation, workspace):
     with CaptureQueriesContext(connection) as queries:
         client.get("/console/", {"action": "x"})
 
-    counting = [q["sql"] for q in queries.captured_queries if "bounded_" in q["sql"] or "COUNT(" in q["sql"]
-                and "ledger_conflict" not in q["sql"]]
+    counting = [
+        q["sql"]
+        for q in queries.captured_queries
+        if "bounded_" in q["sql"] or "COUNT(" in q["sql"] and "ledger_conflict" not in q["sql"]
+    ]
     assert len(counting) == 1 and counting[0].count("COUNT(*)") == len(ATTENTION_STATES) + 1  # and held
 
 
@@ -245,8 +281,11 @@ def test_nothing_paused_counts_no_held_work_without_asking(client, login, make_o
         response = client.get("/console/")
 
     assert tabs(response)["held"] == "0"
-    counting = [q["sql"] for q in queries.captured_queries if "bounded_" in q["sql"] or "COUNT(" in q["sql"]
-                and "ledger_conflict" not in q["sql"]]
+    counting = [
+        q["sql"]
+        for q in queries.captured_queries
+        if "bounded_" in q["sql"] or "COUNT(" in q["sql"] and "ledger_conflict" not in q["sql"]
+    ]
     assert counting[0].count("COUNT(*)") == len(ATTENTION_STATES)
 
 

@@ -37,23 +37,30 @@ def theirs(other, scripted_action, noted_action):
     awaiting = submit(other, scripted_action(consequential=True).name, request_id="B-2")
     data = {"request_id": "B-3", "version": 1, "note": "one", "secret": "s"}
     submit_event(workspace=other, source="api", raw={"action": noted_action.name, "data": data})
-    conflict = submit_event(workspace=other, source="api",
-                            raw={"action": noted_action.name, "data": data | {"note": "two"}}).conflict
+    conflict = submit_event(
+        workspace=other, source="api", raw={"action": noted_action.name, "data": data | {"note": "two"}}
+    ).conflict
     pause.set_paused(paused=True, actor="b-admin", reason="their incident", workspace=other)
     return {"needs_review": needing_review, "awaiting": awaiting, "conflict": conflict}
 
 
 def action_urls(theirs) -> dict[str, str]:
-    urls = {name: reverse(f"console:{name}", args=[theirs["awaiting" if name in ("approve", "reject")
-                                                          else "needs_review"].pk])
-            for name in OPERATION_ACTIONS}
+    urls = {
+        name: reverse(
+            f"console:{name}", args=[theirs["awaiting" if name in ("approve", "reject") else "needs_review"].pk]
+        )
+        for name in OPERATION_ACTIONS
+    }
     urls |= {name: reverse(f"console:{name}", args=[theirs["conflict"].pk]) for name in CONFLICT_ACTIONS}
     return urls
 
 
 def snapshot():
-    return (list(Operation.objects.order_by("pk").values_list("pk", "state", "payload")),
-            list(Conflict.objects.order_by("pk").values_list("pk", "status")), AuditEvent.objects.count())
+    return (
+        list(Operation.objects.order_by("pk").values_list("pk", "state", "payload")),
+        list(Conflict.objects.order_by("pk").values_list("pk", "status")),
+        AuditEvent.objects.count(),
+    )
 
 
 @pytest.mark.parametrize("role", ["viewer", "operator", "approver", "admin"])
@@ -114,12 +121,17 @@ def test_it_shows_everything_to_a_superuser(client, admin_user, theirs, make_ope
 def test_it_refuses_a_command_as_a_person_of_another_workspace(theirs, person):
     person("a-admin", "admin")  # admin of demo, nothing in other
 
-    for command, args in [("replay", ["--reason", "x"]), ("cancel", ["--reason", "x"]),
-                          ("resolve", ["--reason", "x", "--external-id", "r-1"])]:
-        with pytest.raises(CommandError, match="a-admin may not replay, resolve, cancel or decide conflicts "
-                                               "in workspace other."):
-            call_command(command, theirs["needs_review"].key, "--workspace", "other", "--as", "a-admin", *args,
-                         stdout=StringIO())
+    for command, args in [
+        ("replay", ["--reason", "x"]),
+        ("cancel", ["--reason", "x"]),
+        ("resolve", ["--reason", "x", "--external-id", "r-1"]),
+    ]:
+        with pytest.raises(
+            CommandError, match="a-admin may not replay, resolve, cancel or decide conflicts in workspace other."
+        ):
+            call_command(
+                command, theirs["needs_review"].key, "--workspace", "other", "--as", "a-admin", *args, stdout=StringIO()
+            )
     with pytest.raises(CommandError, match="a-admin may not approve or reject in workspace other."):
         call_command("approve", theirs["awaiting"].key, "--workspace", "other", "--as", "a-admin", stdout=StringIO())
     with pytest.raises(CommandError, match="a-admin is not a member of workspace other"):
@@ -138,13 +150,19 @@ def test_it_manages_members_from_the_command_line(other, person):
     call_command("member", "remove", "other", "alice", stdout=out)
 
     assert out.getvalue().splitlines() == [
-        "alice is viewer of other.", "alice is approver of other.",
-        "other  alice                approver", "alice is no longer a member of other; no API tokens to revoke."]
+        "alice is viewer of other.",
+        "alice is approver of other.",
+        "other  alice                approver",
+        "alice is no longer a member of other; no API tokens to revoke.",
+    ]
     assert not Membership.objects.filter(user=alice).exists()
-    assert list(AuditEvent.objects.filter(workspace=other, kind__startswith="member_")
-                .values_list("kind", "message")) == [
-        ("member_added", "alice: viewer"), ("member_role_changed", "alice: viewer -> approver"),
-        ("member_removed", "alice (0 API tokens revoked)")]
+    assert list(
+        AuditEvent.objects.filter(workspace=other, kind__startswith="member_").values_list("kind", "message")
+    ) == [
+        ("member_added", "alice: viewer"),
+        ("member_role_changed", "alice: viewer -> approver"),
+        ("member_removed", "alice (0 API tokens revoked)"),
+    ]
     with pytest.raises(CommandError, match="alice is not a member of workspace other."):
         call_command("member", "remove", "other", "alice", stdout=StringIO())
 
@@ -175,10 +193,15 @@ def test_it_turns_the_old_permissions_into_roles(person, other):
     operation_type = ContentType.objects.get(app_label="ledger", model="operation")
     grants = {}
     for codename in ["review_operation", "approve_operation", "pause_processing", "view_operation"]:
-        grants[codename] = Permission.objects.get_or_create(content_type=operation_type, codename=codename,
-                                                            defaults={"name": codename})[0]
-    people = {"both": ["review_operation", "approve_operation"], "ops": ["review_operation", "pause_processing"],
-              "signer": ["approve_operation"], "reader": ["view_operation"]}
+        grants[codename] = Permission.objects.get_or_create(
+            content_type=operation_type, codename=codename, defaults={"name": codename}
+        )[0]
+    people = {
+        "both": ["review_operation", "approve_operation"],
+        "ops": ["review_operation", "pause_processing"],
+        "signer": ["approve_operation"],
+        "reader": ["view_operation"],
+    }
     for username, codenames in people.items():
         person(username).user_permissions.add(*(grants[c] for c in codenames))
 

@@ -45,8 +45,18 @@ def test_without_the_cookie_times_are_utc(client, login, review):
     assert ("2026-12-01T16:04:05+00:00", "2026-12-01 16:04:05 UTC") in times_on(client.get("/console/"))
 
 
-@pytest.mark.parametrize("cookie", ["Mars/Olympus", "../../etc/passwd", "/usr/share/zoneinfo/Europe/Berlin",
-                                    "Europe/Berlin\x00", "", "europe/berlin", "x" * 5000])
+@pytest.mark.parametrize(
+    "cookie",
+    [
+        "Mars/Olympus",
+        "../../etc/passwd",
+        "/usr/share/zoneinfo/Europe/Berlin",
+        "Europe/Berlin\x00",
+        "",
+        "europe/berlin",
+        "x" * 5000,
+    ],
+)
 def test_a_name_that_is_no_time_zone_means_utc(client, login, review, cookie):
     login("viewer")
     client.cookies["tz"] = cookie

@@ -11,8 +11,13 @@ from ledger.models import Membership, Workspace
 CHROMIUM = "/usr/bin/chromium"
 # We run as root (no sandbox), and the machine has no network: keep Chromium from calling home.
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
 ]
 PASSWORD = "e2e-password"
 SHOTS = os.environ.get("E2E_SHOTS", "/tmp/e2e-shots")  # named at the end of the run (tests/conftest.py)

@@ -21,8 +21,13 @@ def shown(page, term: str):
 
 def test_an_approver_approves_a_refund_through_the_confirmation(page, workspace):
     sender = make_user("sender", OPERATOR)
-    refund = submit_event(workspace=workspace, source="api", submitted_by="sender", person=sender,
-                          raw={"action": "issue-refund", "data": REFUND}).operation
+    refund = submit_event(
+        workspace=workspace,
+        source="api",
+        submitted_by="sender",
+        person=sender,
+        raw={"action": "issue-refund", "data": REFUND},
+    ).operation
     make_user("approver", APPROVER)
 
     log_in(page, "approver")
@@ -32,9 +37,15 @@ def test_an_approver_approves_a_refund_through_the_confirmation(page, workspace)
 
     expect(page).to_have_url(re.compile(rf"/console/operations/{refund.pk}/approve/$"))
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Approve {refund.key}?")
-    for term, value in [("Action", "issue-refund"), ("Key", refund.key), ("Workspace", "demo"),
-                        ("amount_cents", "25.00 EUR"), ("customer_id", "C-1001"),
-                        ("Submitted by", "sender (submitted)"), ("Payload fingerprint", refund.fingerprint)]:
+    for term, value in [
+        ("Action", "issue-refund"),
+        ("Key", refund.key),
+        ("Workspace", "demo"),
+        ("amount_cents", "25.00 EUR"),
+        ("customer_id", "C-1001"),
+        ("Submitted by", "sender (submitted)"),
+        ("Payload fingerprint", refund.fingerprint),
+    ]:
         expect(shown(page, term)).to_have_text(value)
     assert Approval.objects.count() == 0  # looking is not approving
     screenshot(page, "approve-confirm")
@@ -49,7 +60,11 @@ def test_an_approver_approves_a_refund_through_the_confirmation(page, workspace)
     screenshot(page, "approve-confirm-approved")
     approval = Approval.objects.get()
     assert (approval.decision, approval.approver, approval.note, approval.fingerprint) == (
-        "approved", "approver", "customer called", refund.fingerprint)
+        "approved",
+        "approver",
+        "customer called",
+        refund.fingerprint,
+    )
 
 
 def test_back_leaves_it_awaiting_approval(page, workspace):

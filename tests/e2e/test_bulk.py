@@ -20,11 +20,15 @@ COUNT = 100
 def refused_notices(workspace, standin, count: int) -> list[int]:
     """``count`` send-notice operations whose destination answered HTTP 400 to each: needs review."""
     standin.fail_next(*[{"kind": "status", "status": 400}] * count)
-    events = [{"action": "send-notice", "delivery_id": f"d-{n}",
-               "data": {"request_id": f"R-{n}", "version": 1, "summary": f"Renewal notice {n}", "owner": "ops"}}
-              for n in range(count)]
-    ids = [result.operation.pk for result in submit.submit_batch(workspace=workspace, raw_events=events,
-                                                                 source="cli")]
+    events = [
+        {
+            "action": "send-notice",
+            "delivery_id": f"d-{n}",
+            "data": {"request_id": f"R-{n}", "version": 1, "summary": f"Renewal notice {n}", "owner": "ops"},
+        }
+        for n in range(count)
+    ]
+    ids = [result.operation.pk for result in submit.submit_batch(workspace=workspace, raw_events=events, source="cli")]
     while process_due_operations(worker="w1"):
         pass
     states = set(Operation.objects.filter(pk__in=ids).values_list("state", flat=True))
@@ -71,8 +75,9 @@ def test_replaying_a_failure_group_of_100_and_watching_the_progress(page, worksp
     assert sorted(replayed.values_list("operation_id", flat=True)) == sorted(ids)  # each audited on its own
 
     page.locator("#bulk-progress tbody a").first.click()
-    expect(page.get_by_text(f"replay: the destination accepts the summary field again (bulk replay {bulk.pk})")
-           ).to_be_visible()
+    expect(
+        page.get_by_text(f"replay: the destination accepts the summary field again (bulk replay {bulk.pk})")
+    ).to_be_visible()
 
 
 def test_cancelling_the_rows_ticked_in_the_queue(page, workspace, standin):

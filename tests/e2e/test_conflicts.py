@@ -18,11 +18,15 @@ TITLE = "Review renewal options"
 def sent_again(workspace, count: int, *, request_id: str):
     """The request sent once, then ``count`` more times with a changed title each (a sender's retry
     loop editing as it goes), through intake as the API does: one operation, ``count`` conflicts."""
-    operation = submit_event(workspace=workspace, source="api", raw=event(f"{request_id}-d0", request_id=request_id)
-                             ).operation
+    operation = submit_event(
+        workspace=workspace, source="api", raw=event(f"{request_id}-d0", request_id=request_id)
+    ).operation
     for number in range(1, count + 1):
-        result = submit_event(workspace=workspace, source="api",
-                              raw=event(f"{request_id}-d{number}", request_id=request_id, title=f"{TITLE} v{number}"))
+        result = submit_event(
+            workspace=workspace,
+            source="api",
+            raw=event(f"{request_id}-d{number}", request_id=request_id, title=f"{TITLE} v{number}"),
+        )
         assert result.outcome == "conflict"
     return operation
 
@@ -51,7 +55,8 @@ def test_deciding_a_races_31_conflicts_in_one_step(page, workspace):
     group.get_by_role("button", name="Dismiss all 31 conflicts of this operation").click()
 
     expect(page.get_by_role("status")).to_have_text(
-        f"Dismissed 31 conflicts of {race.key}; each decision is in the audit trail.")
+        f"Dismissed 31 conflicts of {race.key}; each decision is in the audit trail."
+    )
     expect(page.locator(f"#operation-{race.pk}")).to_have_count(0)
     expect(page.locator(f"#operation-{other.pk}").locator(".open-count")).to_have_text("2")
     screenshot(page, "conflicts-inbox-after")
@@ -84,7 +89,8 @@ def test_applying_one_and_dismissing_a_selection_across_operations(page, workspa
     group.locator(f"#conflict-{chosen.pk}").get_by_role("button", name="Apply this one").click()
 
     expect(page.get_by_role("status")).to_contain_text(
-        f"Applied the incoming payload of conflict {chosen.pk} to {first.key}. Dismissed 2 conflicts")
+        f"Applied the incoming payload of conflict {chosen.pk} to {first.key}. Dismissed 2 conflicts"
+    )
     expect(page.locator(f"#operation-{first.pk}")).to_have_count(0)
     first.refresh_from_db()
     assert first.payload["title"] == f"{TITLE} v2"
@@ -97,7 +103,8 @@ def test_applying_one_and_dismissing_a_selection_across_operations(page, workspa
     page.get_by_role("button", name="Dismiss the selected conflicts").click()
 
     expect(page.get_by_role("status")).to_have_text(
-        f"Dismissed 3 conflicts of {second.key}, {third.key}; each decision is in the audit trail.")
+        f"Dismissed 3 conflicts of {second.key}, {third.key}; each decision is in the audit trail."
+    )
     expect(page.locator(f"#operation-{second.pk}")).to_have_count(0)
     expect(page.locator(f"#operation-{third.pk}").locator(".open-count")).to_have_text("1")
     assert list(Conflict.objects.filter(status="open").values_list("operation_id", flat=True)) == [third.pk]

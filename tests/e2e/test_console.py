@@ -17,8 +17,9 @@ REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_ce
 
 
 def submit(workspace, action: str, data: dict) -> Operation:
-    result = submit_event(workspace=workspace, raw={"action": action, "data": data}, source="api",
-                          submitted_by="token:oc_test")
+    result = submit_event(
+        workspace=workspace, raw={"action": action, "data": data}, source="api", submitted_by="token:oc_test"
+    )
     assert result.outcome == "accepted", result
     return result.operation
 
@@ -28,7 +29,10 @@ def needs_review(workspace):
     """The R-42 brief, given up on after a permanent error: waiting for a person."""
     operation = submit(workspace, "prepare-brief", R42)
     Operation.objects.filter(pk=operation.pk).update(
-        state="needs_review", attempts=1, last_error_category="permanent", last_error_message="owner is on leave",
+        state="needs_review",
+        attempts=1,
+        last_error_category="permanent",
+        last_error_message="owner is on leave",
     )
     operation.refresh_from_db()
     return operation
@@ -154,21 +158,24 @@ def test_it_applies_the_incoming_payload_of_a_conflict(page, workspace, operator
     """A resend with another title shows as a conflict on the title; applying it takes the new title."""
     operation = submit(workspace, "prepare-brief", R42)
     corrected = "Review renewal options before Friday"
-    resend = submit_event(workspace=workspace, source="api",
-                          raw={"action": "prepare-brief", "data": R42 | {"title": corrected}})
+    resend = submit_event(
+        workspace=workspace, source="api", raw={"action": "prepare-brief", "data": R42 | {"title": corrected}}
+    )
     assert resend.outcome == "conflict", resend
 
     log_in(page, "operator")
     page.goto(f"/console/operations/{operation.pk}/")
     conflict = form_with(page, "Apply incoming payload")
     expect(page.get_by_role("listitem").filter(has_text="title:")).to_have_text(
-        f"title: Review renewal options → {corrected}")
+        f"title: Review renewal options → {corrected}"
+    )
 
     conflict.get_by_label("Reason").fill("sender corrected the title")
     conflict.get_by_role("button", name="Apply incoming payload").click()
 
     expect(page.get_by_role("status")).to_have_text(
-        f"Applied the incoming payload of conflict {resend.conflict.pk} to {operation.key}.")
+        f"Applied the incoming payload of conflict {resend.conflict.pk} to {operation.key}."
+    )
     expect(field(page, "title")).to_have_text(corrected)
     expect(page.get_by_role("button", name="Apply incoming payload")).to_have_count(0)
     assert Operation.objects.get(pk=operation.pk).payload["title"] == corrected

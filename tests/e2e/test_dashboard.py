@@ -43,8 +43,10 @@ def test_the_dashboard_shows_the_day_and_refreshes_itself(page, workspace, a_day
     make_user("operator", OPERATOR)
     monkeypatch.setattr(dashboard_view, "REFRESH_SECONDS", 1)
     refreshes = []
-    page.on("request", lambda request: refreshes.append(request.url)
-            if request.headers.get("hx-request") == "true" else None)
+    page.on(
+        "request",
+        lambda request: refreshes.append(request.url) if request.headers.get("hx-request") == "true" else None,
+    )
 
     log_in(page, "operator")
     page.get_by_role("link", name="Dashboard").click()

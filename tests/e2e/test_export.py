@@ -22,8 +22,13 @@ pytestmark = pytest.mark.e2e
 
 
 def refund(workspace, number: int) -> Operation:
-    data = {"request_id": f"R-{number}", "version": 1, "customer_id": f"C-{1000 + number}",
-            "amount_cents": 100 * (number + 1), "currency": "EUR"}
+    data = {
+        "request_id": f"R-{number}",
+        "version": 1,
+        "customer_id": f"C-{1000 + number}",
+        "amount_cents": 100 * (number + 1),
+        "currency": "EUR",
+    }
     return submit_event(workspace=workspace, source="api", raw={"action": "issue-refund", "data": data}).operation
 
 
@@ -34,12 +39,14 @@ def refunds(workspace):
     start = timezone.now() - timedelta(days=2)
     made = [refund(workspace, number) for number in range(60)]
     for number, operation in enumerate(made):
-        Operation.objects.filter(pk=operation.pk).update(created_at=start + timedelta(minutes=number),
-                                                         updated_at=start + timedelta(hours=3, minutes=-number))
+        Operation.objects.filter(pk=operation.pk).update(
+            created_at=start + timedelta(minutes=number), updated_at=start + timedelta(hours=3, minutes=-number)
+        )
     for number in range(2):
         brief = submit_brief(workspace, request_id=f"B-{number}")
-        Operation.objects.filter(pk=brief.pk).update(state="needs_review", last_error_category="permanent",
-                                                     last_error_message="owner is on leave")
+        Operation.objects.filter(pk=brief.pk).update(
+            state="needs_review", last_error_category="permanent", last_error_message="owner is on leave"
+        )
     return made
 
 
@@ -104,14 +111,16 @@ def test_exporting_the_audit_search(page, workspace, refunds):
 def test_times_show_in_the_browsers_zone(browser, live_server, workspace, refunds):
     make_user("operator", OPERATOR)
     oldest = refunds[0]  # arrived two days ago: in winter, CET
-    context = browser.new_context(base_url=live_server.url, timezone_id="Europe/Berlin",
-                                  viewport={"width": 1280, "height": 900})
+    context = browser.new_context(
+        base_url=live_server.url, timezone_id="Europe/Berlin", viewport={"width": 1280, "height": 900}
+    )
     context.set_default_timeout(10_000)
     page = context.new_page()
     try:
         log_in(page, "operator")
         assert {"name": "tz", "value": "Europe/Berlin"}.items() <= next(
-            cookie for cookie in context.cookies() if cookie["name"] == "tz").items()
+            cookie for cookie in context.cookies() if cookie["name"] == "tz"
+        ).items()
         page.goto(f"/console/operations/{oldest.pk}/")
         berlin = Operation.objects.get(pk=oldest.pk).created_at.astimezone(ZoneInfo("Europe/Berlin"))
         arrived = page.locator("dt", has_text=re.compile("^Created$")).locator("xpath=following-sibling::dd[1]")

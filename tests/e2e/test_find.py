@@ -18,10 +18,12 @@ pytestmark = pytest.mark.e2e
 def ticket(workspace, standin):
     """A file-ticket that went through the real processing path to the stand-in destination, and
     a second one: the destination gave each its own record id."""
-    first = submit_event(workspace=workspace, source="api",
-                         raw=external_event("file-ticket", request_id="R-1")).operation
-    submit_event(workspace=workspace, source="api",
-                 raw=external_event("file-ticket", delivery_id="d-2", request_id="R-2"))
+    first = submit_event(
+        workspace=workspace, source="api", raw=external_event("file-ticket", request_id="R-1")
+    ).operation
+    submit_event(
+        workspace=workspace, source="api", raw=external_event("file-ticket", delivery_id="d-2", request_id="R-2")
+    )
     process_due_operations(worker="w1")
     first.refresh_from_db()
     assert first.state == "succeeded" and first.external_id
@@ -48,7 +50,8 @@ def test_finding_an_operation_by_its_destination_record_id(page, ticket):
     box.fill(ticket.external_id + "-not-ours")
     box.press("Enter")
     expect(page.get_by_role("status").filter(has_text="Nothing found for")).to_contain_text(
-        f"{ticket.external_id}-not-ours")
+        f"{ticket.external_id}-not-ours"
+    )
     expect(page.get_by_role("listitem").filter(has_text="destination record id").first).to_be_visible()
     expect(page.get_by_label("Find", exact=True)).to_have_value(ticket.external_id + "-not-ours")
     screenshot(page, "find-nothing")
@@ -65,10 +68,21 @@ def test_finding_an_operation_by_its_destination_record_id(page, ticket):
 def test_an_invalid_delivery_sent_to_the_api_shows_on_the_deliveries_page(page, live_server, token):
     """An automation sends a refund whose amount is not a number: the API refuses it (422); an
     operator sees the refusal and its reason, but neither the customer nor the amount sent."""
-    answer = httpx.post(f"{live_server.url}/api/v1/events", headers={"Authorization": f"Bearer {token}"}, json={
-        "action": "issue-refund", "delivery_id": "hook-7731",
-        "data": {"request_id": "R-88", "version": 1, "customer_id": "C-SECRET-4471", "amount_cents": "lots",
-                 "currency": "EUR"}})
+    answer = httpx.post(
+        f"{live_server.url}/api/v1/events",
+        headers={"Authorization": f"Bearer {token}"},
+        json={
+            "action": "issue-refund",
+            "delivery_id": "hook-7731",
+            "data": {
+                "request_id": "R-88",
+                "version": 1,
+                "customer_id": "C-SECRET-4471",
+                "amount_cents": "lots",
+                "currency": "EUR",
+            },
+        },
+    )
     assert answer.status_code == 422, answer.text
     make_user("operator", OPERATOR)
     log_in(page, "operator")

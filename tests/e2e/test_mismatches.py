@@ -21,16 +21,19 @@ def audited(workspace, standin):
     """Ten minutes ago two requests succeeded at the stand-in; since then one record vanished, one
     was changed, and a record nobody sent appeared. The audit has run."""
     with time_machine.travel(timezone.now() - timedelta(minutes=10)):
-        ticket = submit_event(workspace=workspace, raw=external_event("file-ticket", request_id="R-1"),
-                              source="api").operation
-        notice = submit_event(workspace=workspace, raw=external_event("send-notice", delivery_id="d-2",
-                                                                      request_id="R-2"), source="api").operation
+        ticket = submit_event(
+            workspace=workspace, raw=external_event("file-ticket", request_id="R-1"), source="api"
+        ).operation
+        notice = submit_event(
+            workspace=workspace, raw=external_event("send-notice", delivery_id="d-2", request_id="R-2"), source="api"
+        ).operation
         process_due_operations(worker="w1")
         ticket.refresh_from_db()
         notice.refresh_from_db()
         standin.http.post("/_delete", json={"id": ticket.external_id}).raise_for_status()
-        standin.http.post("/_edit", json={"id": notice.external_id,
-                                          "payload": {"summary": "Edited there", "owner": "ops"}}).raise_for_status()
+        standin.http.post(
+            "/_edit", json={"id": notice.external_id, "payload": {"summary": "Edited there", "owner": "ops"}}
+        ).raise_for_status()
         standin.create("demo:R-9:v1:send-notice", {"summary": "Not ours", "owner": "ops"})
     run = run_audit(since=timezone.now() - timedelta(hours=1))
     assert run.new_mismatches == 3

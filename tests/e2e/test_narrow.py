@@ -61,26 +61,66 @@ def narrow(browser, live_server):
 @pytest.fixture
 def crowded_demo(workspace):
     """Long keys, a long error, a refund awaiting approval, work held by a switch, late work."""
-    review = submit_event(workspace=workspace, source="api", raw={
-        "action": "prepare-brief", "data": R42 | {"request_id": "R-42-" + "renewal-options-" * 4}}).operation
+    review = submit_event(
+        workspace=workspace,
+        source="api",
+        raw={"action": "prepare-brief", "data": R42 | {"request_id": "R-42-" + "renewal-options-" * 4}},
+    ).operation
     Operation.objects.filter(pk=review.pk).update(
-        state="needs_review", attempts=1, last_error_category="permanent",
-        last_error_message="the owner ops is on leave until the end of the quarter; " * 3)
-    refund = submit_event(workspace=workspace, source="api", raw={"action": "issue-refund", "data": {
-        "request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 2500, "currency": "EUR"}}).operation
-    unknown = submit_event(workspace=workspace, source="api", raw={"action": "send-notice", "data": {
-        "request_id": "R-9", "version": 1, "summary": "Renewal notice", "owner": "ops"}}).operation
-    Operation.objects.filter(pk=unknown.pk).update(state="unknown", attempts=1, last_error_category="ambiguous",
-                                                   last_error_message="read timeout")
+        state="needs_review",
+        attempts=1,
+        last_error_category="permanent",
+        last_error_message="the owner ops is on leave until the end of the quarter; " * 3,
+    )
+    refund = submit_event(
+        workspace=workspace,
+        source="api",
+        raw={
+            "action": "issue-refund",
+            "data": {
+                "request_id": "R-7",
+                "version": 1,
+                "customer_id": "C-1001",
+                "amount_cents": 2500,
+                "currency": "EUR",
+            },
+        },
+    ).operation
+    unknown = submit_event(
+        workspace=workspace,
+        source="api",
+        raw={
+            "action": "send-notice",
+            "data": {"request_id": "R-9", "version": 1, "summary": "Renewal notice", "owner": "ops"},
+        },
+    ).operation
+    Operation.objects.filter(pk=unknown.pk).update(
+        state="unknown", attempts=1, last_error_category="ambiguous", last_error_message="read timeout"
+    )
     for number in range(5):
-        late = submit_event(workspace=workspace, source="api", raw={
-            "action": "prepare-brief", "data": R42 | {"request_id": f"R-{number}"}}).operation
+        late = submit_event(
+            workspace=workspace,
+            source="api",
+            raw={"action": "prepare-brief", "data": R42 | {"request_id": f"R-{number}"}},
+        ).operation
         Operation.objects.filter(pk=late.pk).update(created_at=timezone.now() - timedelta(minutes=20))
     # The same key with another title: an open conflict (the inbox, the deliveries page).
-    submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": R42 | {
-        "request_id": review.payload["request_id"], "title": "A much longer title than the one recorded " * 3}})
-    pause.set_paused(paused=True, actor="ops", reason="destination maintenance until 14:00", workspace=workspace,
-                        action="prepare-brief")
+    submit_event(
+        workspace=workspace,
+        source="api",
+        raw={
+            "action": "prepare-brief",
+            "data": R42
+            | {"request_id": review.payload["request_id"], "title": "A much longer title than the one recorded " * 3},
+        },
+    )
+    pause.set_paused(
+        paused=True,
+        actor="ops",
+        reason="destination maintenance until 14:00",
+        workspace=workspace,
+        action="prepare-brief",
+    )
     return {"review": review.pk, "refund": refund.pk, "unknown": unknown.pk}
 
 

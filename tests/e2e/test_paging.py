@@ -50,8 +50,9 @@ def test_it_pages_the_audit_trail_keeping_the_filter(page, workspace, operator):
 def test_it_pages_the_queue_keeping_the_filter(page, workspace, operator):
     for number in range(60):
         submit_brief(workspace, request_id=f"R-{number}")
-    Operation.objects.update(state="needs_review", last_error_category="permanent",
-                             last_error_message="owner is on leave")
+    Operation.objects.update(
+        state="needs_review", last_error_category="permanent", last_error_message="owner is on leave"
+    )
 
     log_in(page, "operator")
     page.goto("/console/?state=needs_review")

@@ -86,16 +86,24 @@ def test_it_records_a_record_found_by_hand(page, unknown, operator):
 def test_it_tells_an_approver_why_they_cannot_approve_their_own_refund(page, workspace, live_server):
     approver = make_user("approver", APPROVER)
     token = accounts.issue_token(workspace=workspace, name="laptop", actor="test", user=approver)
-    result = submit_event(workspace=workspace, source="api", submitted_by="approver", person=approver, raw={
-        "action": "issue-refund",
-        "data": {"request_id": "R-7", "version": 1, "customer_id": "C-1", "amount_cents": 2500, "currency": "EUR"}})
+    result = submit_event(
+        workspace=workspace,
+        source="api",
+        submitted_by="approver",
+        person=approver,
+        raw={
+            "action": "issue-refund",
+            "data": {"request_id": "R-7", "version": 1, "customer_id": "C-1", "amount_cents": 2500, "currency": "EUR"},
+        },
+    )
     assert token and result.operation.state == "pending_approval"
     log_in(page, "approver")
 
     page.goto(f"/console/operations/{result.operation.pk}/")
 
-    expect(page.get_by_text("You submitted this operation, so another approver must approve or reject it")
-           ).to_be_visible()
+    expect(
+        page.get_by_text("You submitted this operation, so another approver must approve or reject it")
+    ).to_be_visible()
     expect(page.get_by_role("link", name="Approve")).to_have_count(0)
     expect(page.get_by_role("button", name="Reject")).to_have_count(0)
     screenshot(page, "four-eyes")

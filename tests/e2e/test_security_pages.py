@@ -14,8 +14,9 @@ pytestmark = pytest.mark.e2e
 def refusals(page):
     """What the browser refused because of the Content Security Policy, as it reports it."""
     refused = []
-    page.on("console", lambda message: refused.append(message.text)
-            if "Content Security Policy" in message.text else None)
+    page.on(
+        "console", lambda message: refused.append(message.text) if "Content Security Policy" in message.text else None
+    )
     return refused
 
 
@@ -42,9 +43,13 @@ def test_console_and_admin_pages_work_under_the_policy(page, refusals, db):
     make_user("admin", is_staff=True, is_superuser=True)
 
     log_in(page, "admin")
-    for path, heading in [("/console/", "Needs attention"), ("/console/controls/", "Controls"),
-                          ("/console/audit/", "Audit"), ("/admin/", "Site administration"),
-                          ("/admin/ledger/operation/", "Select operation to view")]:
+    for path, heading in [
+        ("/console/", "Needs attention"),
+        ("/console/controls/", "Controls"),
+        ("/console/audit/", "Audit"),
+        ("/admin/", "Site administration"),
+        ("/admin/ledger/operation/", "Select operation to view"),
+    ]:
         page.goto(path)
         expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
 

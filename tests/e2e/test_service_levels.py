@@ -17,8 +17,9 @@ pytestmark = pytest.mark.e2e
 def test_the_service_levels_page_lists_late_and_at_risk_work(page, workspace):
     make_user("operator", OPERATOR)
     late = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": R42}).operation
-    risky = submit_event(workspace=workspace, source="api",
-                         raw={"action": "prepare-brief", "data": R42 | {"request_id": "R-43"}}).operation
+    risky = submit_event(
+        workspace=workspace, source="api", raw={"action": "prepare-brief", "data": R42 | {"request_id": "R-43"}}
+    ).operation
     # As they would stand, arrived 20 and 4.5 minutes ago (prepare-brief's service level: 5 minutes).
     Operation.objects.filter(pk=late.pk).update(created_at=timezone.now() - timedelta(minutes=20))
     Operation.objects.filter(pk=risky.pk).update(created_at=timezone.now() - timedelta(seconds=270))

@@ -45,28 +45,36 @@ class Gunicorn:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(log_dir) / "gunicorn.log"
         self.env = {key: value for key, value in os.environ.items() if key not in _NOT_INHERITED}
-        self.env.update({
-            "DATABASE_URL": database_url(),
-            "SECRET_KEY": settings.SECRET_KEY,  # the cluster signs tasks with it too
-            "OPSCONSOLE_KEY_SECRET": settings.OPSCONSOLE_KEY_SECRET,  # keys of sensitive identity fields
-            "OPSCONSOLE_AUDIT_KEY": settings.OPSCONSOLE_AUDIT_KEY,  # the audit chain's, as the tests verify it
-            "OPSCONSOLE_AUDIT_KEY_ID": settings.OPSCONSOLE_AUDIT_KEY_ID,
-            "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
-            "BIND": f"127.0.0.1:{self.port}",
-            "LEDGER_LOG_LEVEL": "WARNING",
-            "PYTHONUNBUFFERED": "1",
-        })
+        self.env.update(
+            {
+                "DATABASE_URL": database_url(),
+                "SECRET_KEY": settings.SECRET_KEY,  # the cluster signs tasks with it too
+                "OPSCONSOLE_KEY_SECRET": settings.OPSCONSOLE_KEY_SECRET,  # keys of sensitive identity fields
+                "OPSCONSOLE_AUDIT_KEY": settings.OPSCONSOLE_AUDIT_KEY,  # the audit chain's, as the tests verify it
+                "OPSCONSOLE_AUDIT_KEY_ID": settings.OPSCONSOLE_AUDIT_KEY_ID,
+                "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
+                "BIND": f"127.0.0.1:{self.port}",
+                "LEDGER_LOG_LEVEL": "WARNING",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         self.env.update(env or {})
         self.process: subprocess.Popen | None = None
 
     def start(self, *, timeout: float = 30) -> "Gunicorn":
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "-c", str(CONFIG), "opsconsole.wsgi"], cwd=PROJECT_DIR,
-                env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                [sys.executable, "-m", "gunicorn", "-c", str(CONFIG), "opsconsole.wsgi"],
+                cwd=PROJECT_DIR,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
-        wait_for(self.answers, timeout=timeout, describe=self.log_tail,
-                 message=f"gunicorn did not answer on {self.url}")
+        wait_for(
+            self.answers, timeout=timeout, describe=self.log_tail, message=f"gunicorn did not answer on {self.url}"
+        )
         return self
 
     def answers(self) -> bool:

@@ -55,9 +55,15 @@ def database_url(settings_dict: dict | None = None) -> str:
     return f"postgres://{auth}@{host}{port}/{quote(s['NAME'], safe='')}"
 
 
-def wait_for(condition: Callable[[], object], *, timeout: float, message: str,
-             clusters: tuple["QCluster", ...] = (), describe: Callable[[], str] | None = None,
-             interval: float = 0.1):
+def wait_for(
+    condition: Callable[[], object],
+    *,
+    timeout: float,
+    message: str,
+    clusters: tuple["QCluster", ...] = (),
+    describe: Callable[[], str] | None = None,
+    interval: float = 0.1,
+):
     """Poll ``condition`` until it returns something truthy (and return it), for at most ``timeout``
     seconds. Fails early when one of ``clusters`` exits; on failure shows ``describe()`` (what
     was found instead) and the clusters' logs."""
@@ -68,8 +74,11 @@ def wait_for(condition: Callable[[], object], *, timeout: float, message: str,
             return result
         exited = [cluster for cluster in clusters if cluster.exited()]
         if exited or time.monotonic() > deadline:
-            why = (f"cluster {exited[0].name} exited with {exited[0].process.returncode}" if exited
-                   else f"gave up after {timeout:.0f}s")
+            why = (
+                f"cluster {exited[0].name} exited with {exited[0].process.returncode}"
+                if exited
+                else f"gave up after {timeout:.0f}s"
+            )
             found = f"\nfound: {describe()}" if describe else ""
             logs = "".join(f"\n{cluster.log_tail()}" for cluster in clusters)
             raise ClusterError(f"{message} ({why}){found}{logs}")
@@ -79,32 +88,38 @@ def wait_for(condition: Callable[[], object], *, timeout: float, message: str,
 class QCluster:
     """One ``manage.py qcluster`` process (its own process group) and its log file."""
 
-    def __init__(self, *, name: str, log_dir: Path, env: dict[str, str] | None = None,
-                 db_url: str | None = None):
+    def __init__(self, *, name: str, log_dir: Path, env: dict[str, str] | None = None, db_url: str | None = None):
         self.name = name
         self.log_path = Path(log_dir) / f"qcluster-{name}.log"
         self.env = {key: value for key, value in os.environ.items() if key not in _NOT_INHERITED}
         self.env.update(DEFAULT_ENV)
-        self.env.update({
-            "DATABASE_URL": db_url or database_url(),
-            # django-q2 signs each task with SECRET_KEY: the cluster must share the caller's.
-            "SECRET_KEY": settings.SECRET_KEY,
-            # Keys with a sensitive identity field are hashed under it: the same event, the same key.
-            "OPSCONSOLE_KEY_SECRET": settings.OPSCONSOLE_KEY_SECRET,
-            # The audit chain is hashed under it: the tests verify the chains the cluster writes.
-            "OPSCONSOLE_AUDIT_KEY": settings.OPSCONSOLE_AUDIT_KEY,
-            "OPSCONSOLE_AUDIT_KEY_ID": settings.OPSCONSOLE_AUDIT_KEY_ID,
-            "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
-            "PYTHONUNBUFFERED": "1",
-        })
+        self.env.update(
+            {
+                "DATABASE_URL": db_url or database_url(),
+                # django-q2 signs each task with SECRET_KEY: the cluster must share the caller's.
+                "SECRET_KEY": settings.SECRET_KEY,
+                # Keys with a sensitive identity field are hashed under it: the same event, the same key.
+                "OPSCONSOLE_KEY_SECRET": settings.OPSCONSOLE_KEY_SECRET,
+                # The audit chain is hashed under it: the tests verify the chains the cluster writes.
+                "OPSCONSOLE_AUDIT_KEY": settings.OPSCONSOLE_AUDIT_KEY,
+                "OPSCONSOLE_AUDIT_KEY_ID": settings.OPSCONSOLE_AUDIT_KEY_ID,
+                "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         self.env.update(env or {})
         self.process: subprocess.Popen | None = None
 
     def start(self, *, wait: bool = True, timeout: float = 30) -> "QCluster":
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "manage.py", "qcluster"], cwd=PROJECT_DIR, env=self.env,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                [sys.executable, "manage.py", "qcluster"],
+                cwd=PROJECT_DIR,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         if wait:
             self.wait_running(timeout=timeout)
@@ -112,8 +127,12 @@ class QCluster:
 
     def wait_running(self, *, timeout: float = 30) -> None:
         """Wait until the sentinel reports the cluster running (workers and pusher spawned)."""
-        wait_for(lambda: " running." in self.log_text(), timeout=timeout, clusters=(self,),
-                 message=f"cluster {self.name} did not start")
+        wait_for(
+            lambda: " running." in self.log_text(),
+            timeout=timeout,
+            clusters=(self,),
+            message=f"cluster {self.name} did not start",
+        )
 
     @property
     def pid(self) -> int:
@@ -202,11 +221,14 @@ def cluster_pool(log_dir: Path, **defaults):
 def wait_for_other_sessions_to_end(*, timeout: float = 10) -> None:
     """Wait until no other session is connected to this database (PostgreSQL): after a SIGKILL,
     the server has then rolled back whatever the dead processes left open, so reads are final."""
+
     def others() -> int:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity "
-                           "WHERE datname = current_database() AND backend_type = 'client backend' "
-                           "AND pid <> pg_backend_pid()")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND backend_type = 'client backend' "
+                "AND pid <> pg_backend_pid()"
+            )
             return cursor.fetchone()[0]
 
     wait_for(lambda: others() == 0, timeout=timeout, message="killed cluster sessions are still open")
@@ -214,14 +236,20 @@ def wait_for_other_sessions_to_end(*, timeout: float = 10) -> None:
 
 # --- the workload and what must hold after it ---------------------------------------------------
 
+
 def submit_prepare_briefs(workspace, count: int, *, prefix: str = "R") -> list[int]:
     """Submit ``count`` distinct prepare-brief events through intake (each nudges the workers on
     commit); returns the new operations' ids."""
     from ledger.intake import submit
 
-    events = [{"action": "prepare-brief", "delivery_id": f"{prefix}-{n}-d1",
-               "data": {"request_id": f"{prefix}-{n}", "version": 1, "title": f"Brief {n}", "owner": "ops"}}
-              for n in range(count)]
+    events = [
+        {
+            "action": "prepare-brief",
+            "delivery_id": f"{prefix}-{n}-d1",
+            "data": {"request_id": f"{prefix}-{n}", "version": 1, "title": f"Brief {n}", "owner": "ops"},
+        }
+        for n in range(count)
+    ]
     results = submit.submit_batch(workspace=workspace, raw_events=events, source="cli")
     outcomes = {result.outcome for result in results}
     if outcomes != {"accepted"}:
@@ -248,11 +276,12 @@ def assert_each_performed_exactly_once(operation_ids: list[int]) -> None:
     states = operation_states(operation_ids)
     assert states == {"succeeded": len(operation_ids)}, f"states of the operations: {states}"
     drafts = list(ReviewDraft.objects.values_list("operation_id", flat=True))
-    assert sorted(drafts) == sorted(operation_ids), (
-        f"{len(drafts)} drafts for {len(operation_ids)} operations")
-    ok_per_operation = dict(Attempt.objects.filter(outcome=Attempt.Outcome.OK).order_by()
-                            .values_list("operation").annotate(n=Count("id")))
+    assert sorted(drafts) == sorted(operation_ids), f"{len(drafts)} drafts for {len(operation_ids)} operations"
+    ok_per_operation = dict(
+        Attempt.objects.filter(outcome=Attempt.Outcome.OK).order_by().values_list("operation").annotate(n=Count("id"))
+    )
     performed_twice = {pk: n for pk, n in ok_per_operation.items() if n != 1}
     assert not performed_twice, f"operations performed more than once: {performed_twice}"
     assert sorted(ok_per_operation) == sorted(operation_ids), (
-        f"{len(ok_per_operation)} operations with an ok attempt, of {len(operation_ids)}")
+        f"{len(ok_per_operation)} operations with an ok attempt, of {len(operation_ids)}"
+    )

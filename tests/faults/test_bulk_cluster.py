@@ -19,15 +19,26 @@ def test_a_cluster_runs_a_bulk_replay_to_the_end(workspace, standin, start_clust
     # The worker runs under this process's configuration (ledger.core.configuration), so that the replays
     # made from here find nothing changed since the operations last ran.
     timeout = str(settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS)
-    cluster = start_cluster("worker", env={"OPSCONSOLE_STANDIN_URL": standin.url,
-                                           "OPSCONSOLE_HTTP_TIMEOUT_SECONDS": timeout})
+    cluster = start_cluster(
+        "worker", env={"OPSCONSOLE_STANDIN_URL": standin.url, "OPSCONSOLE_HTTP_TIMEOUT_SECONDS": timeout}
+    )
     standin.fail_next(*[{"kind": "status", "status": 400}] * COUNT)
-    events = [{"action": "send-notice", "delivery_id": f"d-{n}",
-               "data": {"request_id": f"R-{n}", "version": 1, "summary": f"Notice {n}", "owner": "ops"}}
-              for n in range(COUNT)]
+    events = [
+        {
+            "action": "send-notice",
+            "delivery_id": f"d-{n}",
+            "data": {"request_id": f"R-{n}", "version": 1, "summary": f"Notice {n}", "owner": "ops"},
+        }
+        for n in range(COUNT)
+    ]
     ids = [result.operation.pk for result in submit.submit_batch(workspace=workspace, raw_events=events, source="cli")]
-    wait_for(lambda: operation_states(ids) == {State.NEEDS_REVIEW: COUNT}, timeout=60, clusters=(cluster,),
-             message="the refused notices did not all need review", describe=lambda: str(operation_states(ids)))
+    wait_for(
+        lambda: operation_states(ids) == {State.NEEDS_REVIEW: COUNT},
+        timeout=60,
+        clusters=(cluster,),
+        message="the refused notices did not all need review",
+        describe=lambda: str(operation_states(ids)),
+    )
     [group], _ = failure_groups(Operation.objects.all())
     assert group.count == COUNT and group.message == "HTTP 400 from <ip>"
 
@@ -38,11 +49,20 @@ def test_a_cluster_runs_a_bulk_replay_to_the_end(workspace, standin, start_clust
     assert first.url == second.url
 
     bulk = BulkAction.objects.get()
-    wait_for(lambda: BulkAction.objects.filter(pk=bulk.pk, status="finished").exists(), timeout=90,
-             clusters=(cluster,), message="the bulk action did not finish",
-             describe=lambda: str(BulkAction.objects.values("status", "done", "skipped", "failed").get()))
-    wait_for(lambda: operation_states(ids) == {State.SUCCEEDED: COUNT}, timeout=90, clusters=(cluster,),
-             message="the replayed notices were not all sent", describe=lambda: str(operation_states(ids)))
+    wait_for(
+        lambda: BulkAction.objects.filter(pk=bulk.pk, status="finished").exists(),
+        timeout=90,
+        clusters=(cluster,),
+        message="the bulk action did not finish",
+        describe=lambda: str(BulkAction.objects.values("status", "done", "skipped", "failed").get()),
+    )
+    wait_for(
+        lambda: operation_states(ids) == {State.SUCCEEDED: COUNT},
+        timeout=90,
+        clusters=(cluster,),
+        message="the replayed notices were not all sent",
+        describe=lambda: str(operation_states(ids)),
+    )
 
     bulk.refresh_from_db()
     assert (bulk.done, bulk.skipped, bulk.failed) == (COUNT, 0, 0)

@@ -32,15 +32,20 @@ def test_it_reconciles_every_call_in_flight_when_the_worker_dies(action, workspa
     count = 1 + in_flight + WAITING_FOR_A_SLOT
     events = [external_event(action, delivery_id=f"d-{n}", request_id=f"R-{n}") for n in range(count)]
     standin.fail_next({"kind": "delay", "seconds": 0}, *[{"kind": "delay", "seconds": 60}] * in_flight)
-    operation_ids = [result.operation.pk for result in submit_batch(workspace=workspace, raw_events=events,
-                                                                    source="api")]
+    operation_ids = [
+        result.operation.pk for result in submit_batch(workspace=workspace, raw_events=events, source="api")
+    ]
     destination = {"OPSCONSOLE_STANDIN_URL": standin.url}
     # One claim takes them all: the first, a pool's worth in flight, and the ones waiting for a slot.
     crashing = start_cluster("crashing", env=destination | {"Q_WORKERS": "1", "OPSCONSOLE_CLAIM_BATCH": str(count)})
 
-    wait_for(lambda: len(standin.records()) == 1 + in_flight, timeout=30, clusters=(crashing,),
-             describe=lambda: f"{len(standin.records())} records, states {operation_states(operation_ids)}",
-             message="the calls did not all reach the destination")
+    wait_for(
+        lambda: len(standin.records()) == 1 + in_flight,
+        timeout=30,
+        clusters=(crashing,),
+        describe=lambda: f"{len(standin.records())} records, states {operation_states(operation_ids)}",
+        message="the calls did not all reach the destination",
+    )
     crashing.kill()
     wait_for_other_sessions_to_end()
 
@@ -59,9 +64,13 @@ def test_it_reconciles_every_call_in_flight_when_the_worker_dies(action, workspa
     assert report.found == in_flight
 
     restarted = start_cluster("restarted", env=destination)
-    wait_for(lambda: operation_states(operation_ids) == {"succeeded": count}, timeout=60, clusters=(restarted,),
-             describe=lambda: f"states {operation_states(operation_ids)}",
-             message="the restarted cluster did not finish the external operations")
+    wait_for(
+        lambda: operation_states(operation_ids) == {"succeeded": count},
+        timeout=60,
+        clusters=(restarted,),
+        describe=lambda: f"states {operation_states(operation_ids)}",
+        message="the restarted cluster did not finish the external operations",
+    )
     records = standin.records()
     assert sorted(r["reference"] for r in records) == sorted(Operation.objects.values_list("key", flat=True))
     assert sorted(r["id"] for r in records) == sorted(Operation.objects.values_list("external_id", flat=True))

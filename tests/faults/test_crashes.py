@@ -28,8 +28,7 @@ OPERATIONS = 30
 
 
 def all_succeeded(operation_ids):
-    return lambda: Operation.objects.filter(pk__in=operation_ids, state=State.SUCCEEDED).count() == len(
-        operation_ids)
+    return lambda: Operation.objects.filter(pk__in=operation_ids, state=State.SUCCEEDED).count() == len(operation_ids)
 
 
 @pytest.mark.parametrize("point", faults.POINTS)
@@ -38,8 +37,7 @@ def test_it_loses_no_operation_and_repeats_none_when_a_worker_is_killed(point, w
     them back to pending and a restarted cluster finishes everything, each effect exactly once."""
     operation_ids = submit_prepare_briefs(workspace, OPERATIONS)
     marker = tmp_path / "crashed"
-    crashing = start_cluster("crashing", env={"OPSCONSOLE_CRASH_AT": point,
-                                              "OPSCONSOLE_CRASH_ONCE_FILE": str(marker)})
+    crashing = start_cluster("crashing", env={"OPSCONSOLE_CRASH_AT": point, "OPSCONSOLE_CRASH_ONCE_FILE": str(marker)})
 
     wait_for(marker.exists, timeout=30, clusters=(crashing,), message=f"no worker reached the crash point {point}")
     crashing.kill()
@@ -50,22 +48,30 @@ def test_it_loses_no_operation_and_repeats_none_when_a_worker_is_killed(point, w
     assert stranded_ids, f"the crash at {point} left no claimed operation behind"
     lease_ends = max(stranded.values_list("lease_expires_at", flat=True))
     assert not sweep.sweep(now=lease_ends - timedelta(seconds=1)).leases_expired, (
-        "the sweep took back a claim whose lease still held")
+        "the sweep took back a claim whose lease still held"
+    )
 
     report = sweep.sweep(now=lease_ends + timedelta(seconds=1))
 
     assert report.leases_expired == len(stranded_ids)
-    assert sorted(Operation.objects.filter(pk__in=stranded_ids, state=State.PENDING)
-                  .values_list("pk", flat=True)) == stranded_ids
+    assert (
+        sorted(Operation.objects.filter(pk__in=stranded_ids, state=State.PENDING).values_list("pk", flat=True))
+        == stranded_ids
+    )
     restarted = start_cluster("restarted")
-    wait_for(all_succeeded(operation_ids), timeout=60, clusters=(restarted,),
-             describe=lambda: f"states {operation_states(operation_ids)}",
-             message=f"the restarted cluster did not finish the {OPERATIONS} operations")
+    wait_for(
+        all_succeeded(operation_ids),
+        timeout=60,
+        clusters=(restarted,),
+        describe=lambda: f"states {operation_states(operation_ids)}",
+        message=f"the restarted cluster did not finish the {OPERATIONS} operations",
+    )
     assert_each_performed_exactly_once(operation_ids)
 
 
 def test_a_worker_killed_inside_a_claim_that_finishes_its_set_leaves_nothing_and_nothing_to_wait_for(
-        workspace, start_cluster, tmp_path):
+    workspace, start_cluster, tmp_path
+):
     """prepare-brief is known to work, so a batch's effects, claims and ``succeeded`` commit in the
     claim's transaction (``ledger.engine.claiming.finish_in_claim``). A worker killed inside it takes the
     whole transaction with it: no operation is left in processing (no lease to wait out), no draft
@@ -75,8 +81,9 @@ def test_a_worker_killed_inside_a_claim_that_finishes_its_set_leaves_nothing_and
     destination_health.record(destination_health.health_of("action:prepare-brief"), ok=True)
     operation_ids = submit_prepare_briefs(workspace, OPERATIONS)
     marker = tmp_path / "crashed"
-    crashing = start_cluster("crashing", env={"OPSCONSOLE_CRASH_AT": faults.IN_CLAIM_POINTS[0],
-                                              "OPSCONSOLE_CRASH_ONCE_FILE": str(marker)})
+    crashing = start_cluster(
+        "crashing", env={"OPSCONSOLE_CRASH_AT": faults.IN_CLAIM_POINTS[0], "OPSCONSOLE_CRASH_ONCE_FILE": str(marker)}
+    )
 
     wait_for(marker.exists, timeout=30, clusters=(crashing,), message="no worker reached the point inside a claim")
     crashing.kill()
@@ -93,7 +100,11 @@ def test_a_worker_killed_inside_a_claim_that_finishes_its_set_leaves_nothing_and
 
     assert (report.leases_expired, report.due) == (0, left)
     restarted = start_cluster("restarted")
-    wait_for(all_succeeded(operation_ids), timeout=60, clusters=(restarted,),
-             describe=lambda: f"states {operation_states(operation_ids)}",
-             message=f"the restarted cluster did not finish the {OPERATIONS} operations")
+    wait_for(
+        all_succeeded(operation_ids),
+        timeout=60,
+        clusters=(restarted,),
+        describe=lambda: f"states {operation_states(operation_ids)}",
+        message=f"the restarted cluster did not finish the {OPERATIONS} operations",
+    )
     assert_each_performed_exactly_once(operation_ids)

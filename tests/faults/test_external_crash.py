@@ -30,20 +30,30 @@ OPERATIONS = 10
 @pytest.mark.parametrize("action", ["send-notice", "file-ticket"])
 def test_it_reconciles_a_crash_after_the_destination_acted(action, workspace, standin, start_cluster, tmp_path):
     events = [external_event(action, delivery_id=f"d-{n}", request_id=f"R-{n}") for n in range(OPERATIONS)]
-    operation_ids = [result.operation.pk for result in submit_batch(workspace=workspace, raw_events=events,
-                                                                    source="api")]
+    operation_ids = [
+        result.operation.pk for result in submit_batch(workspace=workspace, raw_events=events, source="api")
+    ]
     marker = tmp_path / "crashed"
     destination = {"OPSCONSOLE_STANDIN_URL": standin.url}
-    crashing = start_cluster("crashing", env=destination | {
-        "Q_WORKERS": "1",  # one try in flight at the crash, whatever the timing
-        "OPSCONSOLE_CRASH_AT": faults.EXTERNAL_POINTS[0], "OPSCONSOLE_CRASH_ONCE_FILE": str(marker)})
+    crashing = start_cluster(
+        "crashing",
+        env=destination
+        | {
+            "Q_WORKERS": "1",  # one try in flight at the crash, whatever the timing
+            "OPSCONSOLE_CRASH_AT": faults.EXTERNAL_POINTS[0],
+            "OPSCONSOLE_CRASH_ONCE_FILE": str(marker),
+        },
+    )
 
     wait_for(marker.exists, timeout=30, clusters=(crashing,), message="no worker reached the crash point")
     crashing.kill()
     wait_for_other_sessions_to_end()
 
-    [acted_unrecorded] = [record for record in standin.records()
-                          if Operation.objects.get(key=record["reference"]).state == State.PROCESSING]
+    [acted_unrecorded] = [
+        record
+        for record in standin.records()
+        if Operation.objects.get(key=record["reference"]).state == State.PROCESSING
+    ]
     lease_ends = max(Operation.objects.filter(state=State.PROCESSING).values_list("lease_expires_at", flat=True))
     sweep(now=lease_ends + timedelta(seconds=1))
     # The one try that reached the destination is unknown; the others never began one: back to pending.
@@ -54,9 +64,13 @@ def test_it_reconciles_a_crash_after_the_destination_acted(action, workspace, st
     report = reconcile_unknown_operations(now=lease_ends + timedelta(minutes=5))
     assert report.found == 1
     restarted = start_cluster("restarted", env=destination)
-    wait_for(lambda: operation_states(operation_ids) == {"succeeded": OPERATIONS}, timeout=60,
-             clusters=(restarted,), describe=lambda: f"states {operation_states(operation_ids)}",
-             message="the restarted cluster did not finish the external operations")
+    wait_for(
+        lambda: operation_states(operation_ids) == {"succeeded": OPERATIONS},
+        timeout=60,
+        clusters=(restarted,),
+        describe=lambda: f"states {operation_states(operation_ids)}",
+        message="the restarted cluster did not finish the external operations",
+    )
 
     records = standin.records()
     assert sorted(r["reference"] for r in records) == sorted(Operation.objects.values_list("key", flat=True))

@@ -38,8 +38,13 @@ def server(gunicorn, transactional_db):
 def post_chunked(server, token: str, chunks, path="/api/v1/events", headers=None) -> tuple[int, dict]:
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     try:
-        connection.request("POST", path, body=iter(chunks), encode_chunked=True, headers={
-            "Authorization": f"Bearer {token}", "Content-Type": "application/json", **(headers or {})})
+        connection.request(
+            "POST",
+            path,
+            body=iter(chunks),
+            encode_chunked=True,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", **(headers or {})},
+        )
         response = connection.getresponse()
         return response.status, json.loads(response.read())
     finally:
@@ -48,7 +53,7 @@ def post_chunked(server, token: str, chunks, path="/api/v1/events", headers=None
 
 def test_a_chunked_event_is_read_whole_and_taken(server, token):
     body = json.dumps(event()).encode()
-    chunks = [body[i:i + 7] for i in range(0, len(body), 7)]
+    chunks = [body[i : i + 7] for i in range(0, len(body), 7)]
 
     first = post_chunked(server, token, chunks)
     again = post_chunked(server, token, [body])
@@ -61,8 +66,9 @@ def test_a_chunked_event_is_read_whole_and_taken(server, token):
 def test_a_chunked_batch_is_read_whole(server, token):
     body = json.dumps({"events": [event(f"d-{n}", request_id=f"R-{n}") for n in range(40)]}).encode()
 
-    status, answer = post_chunked(server, token, [body[i:i + 100] for i in range(0, len(body), 100)],
-                                  path="/api/v1/events/batch")
+    status, answer = post_chunked(
+        server, token, [body[i : i + 100] for i in range(0, len(body), 100)], path="/api/v1/events/batch"
+    )
 
     assert status == 200, (answer, server.log_tail())
     assert [result["http_status"] for result in answer["results"]] == [201] * 40
@@ -72,7 +78,7 @@ def test_a_chunked_body_over_the_limit_is_refused_413(server, token):
     limit = settings.OPSCONSOLE_MAX_BODY_BYTES
     body = json.dumps(event(title="x" * limit)).encode()
 
-    status, answer = post_chunked(server, token, [body[i:i + 4096] for i in range(0, len(body), 4096)])
+    status, answer = post_chunked(server, token, [body[i : i + 4096] for i in range(0, len(body), 4096)])
 
     assert status == 413, (answer, server.log_tail())
     assert (answer["reason"], answer["limit_bytes"]) == ("too_large", limit)
@@ -85,9 +91,14 @@ def test_a_chunked_body_on_a_raw_socket(server, token):
     body = json.dumps(event()).encode()
     head, tail = body[:10], body[10:]
     request = (
-        f"POST /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-    ).encode() + f"{len(head):x}\r\n".encode() + head + b"\r\n"
+        (
+            f"POST /api/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        ).encode()
+        + f"{len(head):x}\r\n".encode()
+        + head
+        + b"\r\n"
+    )
     request += f"{len(tail):x};ext=1\r\n".encode() + tail + b"\r\n0\r\n\r\n"
 
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
@@ -107,8 +118,12 @@ def test_a_gzip_event_is_decoded(server, token):
 
     assert status == 201, (answer, server.log_tail())
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-    connection.request("POST", "/api/v1/events", body=body, headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/json", "Content-Encoding": "gzip"})
+    connection.request(
+        "POST",
+        "/api/v1/events",
+        body=body,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Content-Encoding": "gzip"},
+    )
     response = connection.getresponse()
     assert response.status == 200, response.read()  # the same event, with a Content-Length this time
     connection.close()

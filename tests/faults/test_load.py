@@ -46,8 +46,10 @@ class ConnectionSampler(threading.Thread):
         try:
             while not self.done.wait(0.05):
                 with connection.cursor() as cursor:
-                    cursor.execute("SELECT pid, state, left(query, 60) FROM pg_stat_activity "
-                                   "WHERE datname = current_database() AND backend_type = 'client backend'")
+                    cursor.execute(
+                        "SELECT pid, state, left(query, 60) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND backend_type = 'client backend'"
+                    )
                     sessions = cursor.fetchall()
                 self.samples.append(len(sessions))
                 if len(sessions) >= len(self.busiest):
@@ -75,9 +77,14 @@ def submit_from_clients(url: str, token: str) -> list[tuple[str, int | str]]:
 
     def client(number: int) -> list[tuple[str, int | str]]:
         pair = number // 2
-        events = [{"action": "prepare-brief", "delivery_id": f"c{number}-{n}",
-                   "data": {"request_id": f"L-{pair}-{n}", "version": 1, "title": "Load", "owner": "ops"}}
-                  for n in range(EVENTS_PER_CLIENT)]
+        events = [
+            {
+                "action": "prepare-brief",
+                "delivery_id": f"c{number}-{n}",
+                "data": {"request_id": f"L-{pair}-{n}", "version": 1, "title": "Load", "owner": "ops"},
+            }
+            for n in range(EVENTS_PER_CLIENT)
+        ]
         answers = []
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
             start.wait(timeout=30)
@@ -105,12 +112,18 @@ def test_64_clients_get_answers_and_the_connections_stay_bounded(workspace, toke
         took = time.monotonic() - began
         accepted = len({request_id for request_id, _ in answers})
         # The cluster performs what was accepted while the connections are still being counted.
-        wait_for(lambda: Operation.objects.filter(state=State.SUCCEEDED).count() == accepted, timeout=60,
-                 clusters=(cluster,), describe=lambda: f"states {operation_states()}",
-                 message=f"the cluster did not perform the {accepted} accepted operations")
+        wait_for(
+            lambda: Operation.objects.filter(state=State.SUCCEEDED).count() == accepted,
+            timeout=60,
+            clusters=(cluster,),
+            describe=lambda: f"states {operation_states()}",
+            message=f"the cluster did not perform the {accepted} accepted operations",
+        )
 
-    print(f"{len(answers)} requests from {CLIENTS} clients in {took:.1f} s ({len(answers) / took:.0f}/s); "
-          f"database connections: at most {max(sampler.samples)} (bound {bound}), {len(sampler.samples)} samples")
+    print(
+        f"{len(answers)} requests from {CLIENTS} clients in {took:.1f} s ({len(answers) / took:.0f}/s); "
+        f"database connections: at most {max(sampler.samples)} (bound {bound}), {len(sampler.samples)} samples"
+    )
     assert len(answers) >= CLIENTS, f"only {len(answers)} requests were sent before the deadline"
     statuses = Counter(status for _, status in answers)
     assert set(statuses) <= {200, 201}, f"answers: {statuses}\n{server.log_tail()}"
@@ -125,4 +138,5 @@ def test_64_clients_get_answers_and_the_connections_stay_bounded(workspace, toke
     assert Delivery.objects.count() == len(answers)
     assert sampler.samples, "the sampler took no sample"
     assert max(sampler.samples) <= bound, (
-        f"{max(sampler.samples)} connections, more than {bound}; at the busiest: {sampler.busiest}")
+        f"{max(sampler.samples)} connections, more than {bound}; at the busiest: {sampler.busiest}"
+    )

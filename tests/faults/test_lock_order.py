@@ -54,9 +54,15 @@ def send_increasing_versions(url: str, token: str) -> dict[str, list]:
             for version in range(1, VERSIONS + 1):
                 if time.monotonic() > deadline:
                     break
-                body = {"action": "update-status", "delivery_id": f"{request_id}-{version}",
-                        "data": {"request_id": request_id, "version": version,
-                                 "status": "in_review" if version % 2 else "approved"}}
+                body = {
+                    "action": "update-status",
+                    "delivery_id": f"{request_id}-{version}",
+                    "data": {
+                        "request_id": request_id,
+                        "version": version,
+                        "status": "in_review" if version % 2 else "approved",
+                    },
+                }
                 try:
                     response = http.post("/api/v1/events", json=body)
                     reason = response.json().get("status", "") if response.status_code >= 500 else ""
@@ -77,22 +83,33 @@ def test_latest_wins_intake_and_a_working_cluster_never_deadlock(workspace, toke
         began = time.monotonic()
         answers = send_increasing_versions(server.url, token)
         took = time.monotonic() - began
-        highest = {request_id: max((version for version, status, _ in sent if status in (200, 201)), default=0)
-                   for request_id, sent in answers.items()}
+        highest = {
+            request_id: max((version for version, status, _ in sent if status in (200, 201)), default=0)
+            for request_id, sent in answers.items()
+        }
         # What intake accepted last of each request runs; the older versions were superseded or ran.
-        wait_for(lambda: RequestStatus.objects.filter(version__in=set(highest.values())).count() >= len(highest)
-                 and not Operation.objects.filter(state__in=(State.PENDING, State.PROCESSING)).exists(),
-                 timeout=60, clusters=(cluster,), describe=lambda: f"states {operation_states()}",
-                 message="the cluster did not finish the highest versions")
+        wait_for(
+            lambda: (
+                RequestStatus.objects.filter(version__in=set(highest.values())).count() >= len(highest)
+                and not Operation.objects.filter(state__in=(State.PENDING, State.PROCESSING)).exists()
+            ),
+            timeout=60,
+            clusters=(cluster,),
+            describe=lambda: f"states {operation_states()}",
+            message="the cluster did not finish the highest versions",
+        )
         log = server.log_tail()
     cluster.stop()
     after = deadlocks()
 
-    statuses = Counter((status, reason) if reason else status
-                       for sent in answers.values() for _, status, reason in sent)
+    statuses = Counter(
+        (status, reason) if reason else status for sent in answers.values() for _, status, reason in sent
+    )
     sent = sum(statuses.values())
-    print(f"{sent} requests from {CLIENTS} clients in {took:.1f} s; answers {dict(statuses)}; "
-          f"deadlocks in the database: {after - before}; states {operation_states()}")
+    print(
+        f"{sent} requests from {CLIENTS} clients in {took:.1f} s; answers {dict(statuses)}; "
+        f"deadlocks in the database: {after - before}; states {operation_states()}"
+    )
     assert sent >= CLIENTS * 10, f"only {sent} requests were sent before the deadline"
     assert set(statuses) <= {200, 201}, f"answers: {dict(statuses)}\n{log}"
     assert after - before == 0, f"{after - before} deadlocks while {sent} versions were sent"

@@ -33,9 +33,13 @@ def test_it_finishes_every_claimed_internal_operation(workspace, start_cluster, 
 
     operation_ids = submit_prepare_briefs(workspace, OPERATIONS)
 
-    wait_for(lambda: operation_states(operation_ids) == {"succeeded": OPERATIONS}, timeout=FINISH_WITHIN,
-             clusters=(cluster,), describe=lambda: f"states {operation_states(operation_ids)}",
-             message="the claimed operations did not all finish")
+    wait_for(
+        lambda: operation_states(operation_ids) == {"succeeded": OPERATIONS},
+        timeout=FINISH_WITHIN,
+        clusters=(cluster,),
+        describe=lambda: f"states {operation_states(operation_ids)}",
+        message="the claimed operations did not all finish",
+    )
     assert marker.exists(), "no worker lost its connection"
     assert_each_performed_exactly_once(operation_ids)
     assert not AuditEvent.objects.filter(kind__in=["lease_expired", "stale_completion_refused"]).exists()
@@ -49,15 +53,21 @@ def test_it_finishes_every_claimed_external_operation_and_the_destination_acts_o
     cluster = start_cluster("terminated", env=env | {"Q_WORKERS": "1", "OPSCONSOLE_STANDIN_URL": standin.url})
 
     events = [external_event("send-notice", delivery_id=f"d-{n}", request_id=f"R-{n}") for n in range(10)]
-    operation_ids = [result.operation.pk for result in submit_batch(workspace=workspace, raw_events=events,
-                                                                    source="api")]
+    operation_ids = [
+        result.operation.pk for result in submit_batch(workspace=workspace, raw_events=events, source="api")
+    ]
 
-    wait_for(lambda: operation_states(operation_ids) == {"succeeded": 10}, timeout=FINISH_WITHIN,
-             clusters=(cluster,), describe=lambda: f"states {operation_states(operation_ids)}",
-             message="the claimed external operations did not all finish")
+    wait_for(
+        lambda: operation_states(operation_ids) == {"succeeded": 10},
+        timeout=FINISH_WITHIN,
+        clusters=(cluster,),
+        describe=lambda: f"states {operation_states(operation_ids)}",
+        message="the claimed external operations did not all finish",
+    )
     assert marker.exists(), "no worker lost its connection"
     records = standin.records()
     assert sorted(r["reference"] for r in records) == sorted(
-        Operation.objects.filter(pk__in=operation_ids).values_list("key", flat=True))
+        Operation.objects.filter(pk__in=operation_ids).values_list("key", flat=True)
+    )
     assert standin.requests("POST /records") == 10  # nothing was sent twice
     assert not Operation.objects.filter(pk__in=operation_ids).exclude(state=State.SUCCEEDED).exists()

@@ -12,8 +12,11 @@ VERSIONS = 16
 
 
 def status(version, request_id):
-    return {"action": "update-status", "delivery_id": f"{request_id}-{version}",
-            "data": {"request_id": request_id, "version": version, "status": "in_review" if version < 16 else "closed"}}
+    return {
+        "action": "update-status",
+        "delivery_id": f"{request_id}-{version}",
+        "data": {"request_id": request_id, "version": version, "status": "in_review" if version < 16 else "closed"},
+    }
 
 
 @pytest.mark.django_db(transaction=True)

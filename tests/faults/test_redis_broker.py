@@ -46,15 +46,25 @@ def redis_env(tmp_path):
     url = "redis://127.0.0.1:6379/15"
     requires_redis(url)
     # A cluster name of its own: django-q2 keys its Redis queue by it, so no other run interferes.
-    return {"Q_BROKER": "redis", "REDIS_URL": url, "Q_CLUSTER_NAME": f"opsconsole-test-{uuid.uuid4().hex[:8]}",
-            "OPSCONSOLE_LEASE_SECONDS": str(LEASE_SECONDS)}
+    return {
+        "Q_BROKER": "redis",
+        "REDIS_URL": url,
+        "Q_CLUSTER_NAME": f"opsconsole-test-{uuid.uuid4().hex[:8]}",
+        "OPSCONSOLE_LEASE_SECONDS": str(LEASE_SECONDS),
+    }
 
 
 def run_sweep(env, log_dir):
     """``manage.py sweep`` in a process of its own, with the clusters' settings (Redis broker)."""
     command_env = QCluster(name="sweep", log_dir=log_dir, env=env).env
-    result = subprocess.run([sys.executable, "manage.py", "sweep"], cwd=PROJECT_DIR, env=command_env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "sweep"],
+        cwd=PROJECT_DIR,
+        env=command_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -65,8 +75,10 @@ def test_it_re_drives_what_a_lost_redis_task_left_behind(workspace, redis_env, t
     operation_ids = submit_prepare_briefs(workspace, OPERATIONS)  # nudges go to this process's ORM queue
     marker = tmp_path / "crashed"
     with cluster_pool(tmp_path, env=redis_env) as start:
-        crashing = start("crashing", env=redis_env | {"OPSCONSOLE_CRASH_AT": "after_claim",
-                                                      "OPSCONSOLE_CRASH_ONCE_FILE": str(marker)})
+        crashing = start(
+            "crashing",
+            env=redis_env | {"OPSCONSOLE_CRASH_AT": "after_claim", "OPSCONSOLE_CRASH_ONCE_FILE": str(marker)},
+        )
         run_sweep(redis_env, tmp_path)  # the only nudges on Redis
         wait_for(marker.exists, timeout=30, clusters=(crashing,), message="no worker reached the crash point")
         crashing.kill()
@@ -84,7 +96,11 @@ def test_it_re_drives_what_a_lost_redis_task_left_behind(workspace, redis_env, t
         report = run_sweep(redis_env, tmp_path)
 
         assert f'"leases_expired": {len(stranded)}' in report
-        wait_for(lambda: operation_states(operation_ids) == {"succeeded": OPERATIONS}, timeout=60,
-                 clusters=(restarted,), describe=lambda: f"states {operation_states(operation_ids)}",
-                 message="the sweep's nudges did not drain the stranded operations")
+        wait_for(
+            lambda: operation_states(operation_ids) == {"succeeded": OPERATIONS},
+            timeout=60,
+            clusters=(restarted,),
+            describe=lambda: f"states {operation_states(operation_ids)}",
+            message="the sweep's nudges did not drain the stranded operations",
+        )
     assert_each_performed_exactly_once(operation_ids)

@@ -27,9 +27,16 @@ def counted_by_each_worker(directory) -> list[float]:
     counts = []
     for path in sorted(directory.glob("counter_*.db")):
         values = MmapedDict.read_all_values_from_file(str(path))
-        counts.append(sum(value for key, value, *_ in values
-                          if '"opsconsole_http_requests_total"' in key and '"/api/v1/operations/{key}"' in key
-                          and '"GET"' in key and '"200"' in key))
+        counts.append(
+            sum(
+                value
+                for key, value, *_ in values
+                if '"opsconsole_http_requests_total"' in key
+                and '"/api/v1/operations/{key}"' in key
+                and '"GET"' in key
+                and '"200"' in key
+            )
+        )
     return counts
 
 

@@ -30,12 +30,17 @@ def story(workspace, standin, start_cluster, settings, client, reviewer):
     # The worker runs under this process's configuration (ledger.core.configuration), so that a replay
     # from here finds nothing changed since the operation last ran.
     timeout = str(settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS)
-    cluster = start_cluster("worker", env={"OPSCONSOLE_STANDIN_URL": standin.url,
-                                           "OPSCONSOLE_HTTP_TIMEOUT_SECONDS": timeout})
+    cluster = start_cluster(
+        "worker", env={"OPSCONSOLE_STANDIN_URL": standin.url, "OPSCONSOLE_HTTP_TIMEOUT_SECONDS": timeout}
+    )
     standin.fail_next({"kind": "drop_after_commit"})
     operation = submit_event(workspace=workspace, raw=external_event("send-notice"), source="api").operation
-    wait_for(lambda: Operation.objects.get(pk=operation.pk).state == State.UNKNOWN, timeout=30,
-             clusters=(cluster,), message="the lost answer did not make the operation unknown")
+    wait_for(
+        lambda: Operation.objects.get(pk=operation.pk).state == State.UNKNOWN,
+        timeout=30,
+        clusters=(cluster,),
+        message="the lost answer did not make the operation unknown",
+    )
     operation.refresh_from_db()
     standin.fail_next_lookup(LOOKUP_503)
     assert reconcile_operation(operation, now=operation.next_attempt_at) == "gave_up"
@@ -47,8 +52,9 @@ def story(workspace, standin, start_cluster, settings, client, reviewer):
 
 def press_replay(client, operation, **extra) -> list[str]:
     """Press Replay on the operation page; returns what the page then tells the person."""
-    response = client.post(f"/console/operations/{operation.pk}/replay/", {"reason": "customer asks"} | extra,
-                           follow=True)
+    response = client.post(
+        f"/console/operations/{operation.pk}/replay/", {"reason": "customer asks"} | extra, follow=True
+    )
     assert response.redirect_chain == [(f"/console/operations/{operation.pk}/", 302)]
     return [message.message for message in response.context["messages"]]
 
@@ -97,8 +103,12 @@ def test_the_override_is_possible_audited_and_never_the_default(story, standin):
     messages = press_replay(client, operation, accept_duplicate_risk="on")
 
     assert messages[0].startswith(f"Replayed {operation.key} accepting the duplicate risk")
-    wait_for(lambda: Operation.objects.get(pk=operation.pk).state == State.SUCCEEDED, timeout=30,
-             clusters=(cluster,), message="the forced replay did not run")
+    wait_for(
+        lambda: Operation.objects.get(pk=operation.pk).state == State.SUCCEEDED,
+        timeout=30,
+        clusters=(cluster,),
+        message="the forced replay did not run",
+    )
     forced = AuditEvent.objects.get(kind="replay_forced")
     assert (forced.actor, forced.message.split(":")[0]) == ("operator", "replay accepting the duplicate risk")
     # This destination does not deduplicate: the person accepted exactly this.

@@ -30,9 +30,13 @@ def test_it_performs_each_operation_once_when_two_clusters_drain_together(worksp
     with transaction.atomic():
         operation_ids = submit_prepare_briefs(workspace, OPERATIONS)
 
-    wait_for(lambda: Operation.objects.filter(state=State.SUCCEEDED).count() == OPERATIONS, timeout=60,
-             clusters=clusters, describe=lambda: f"states {operation_states()}",
-             message=f"two clusters did not finish {OPERATIONS} operations")
+    wait_for(
+        lambda: Operation.objects.filter(state=State.SUCCEEDED).count() == OPERATIONS,
+        timeout=60,
+        clusters=clusters,
+        describe=lambda: f"states {operation_states()}",
+        message=f"two clusters did not finish {OPERATIONS} operations",
+    )
 
     assert_each_performed_exactly_once(operation_ids)
     # Without a crash nothing is claimed twice: SKIP LOCKED hands each row to one worker only.

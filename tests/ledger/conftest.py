@@ -90,7 +90,8 @@ def scripted_action():
 def submit(workspace, action: str, request_id: str = "R-1", version: int = 1) -> Operation:
     """Reserve one operation through intake, as an automation would."""
     result = submit_event(
-        workspace=workspace, source="api",
+        workspace=workspace,
+        source="api",
         raw={"action": action, "data": {"request_id": request_id, "version": version}},
     )
     assert result.outcome == "accepted", result

@@ -11,8 +11,9 @@ from tests.conftest import event
 
 # Membership and Policy are the tables people manage in the admin (superusers only; test_tenancy.py,
 # test_policy_admin below).
-LEDGER_MODELS = [model for model in apps.get_app_config("ledger").get_models()
-                 if model.__name__ not in ("Membership", "Policy")]
+LEDGER_MODELS = [
+    model for model in apps.get_app_config("ledger").get_models() if model.__name__ not in ("Membership", "Policy")
+]
 
 
 @pytest.fixture
@@ -66,7 +67,8 @@ def test_it_searches_operations_by_key(admin_client, workspace, r42):
 
     assert changelist_keys(admin_client, "/admin/ledger/operation/", "demo:R-42:v4") == {"demo:R-42:v4:prepare-brief"}
     assert changelist_keys(admin_client, "/admin/ledger/operation/", "R-42") == {
-        "demo:R-42:v3:prepare-brief", "demo:R-42:v4:prepare-brief",
+        "demo:R-42:v3:prepare-brief",
+        "demo:R-42:v4:prepare-brief",
     }
     assert changelist_keys(admin_client, "/admin/ledger/operation/", "R-99") == set()
 
@@ -101,9 +103,17 @@ def test_a_superuser_sets_a_policy_in_the_admin_through_the_service(admin_client
     from ledger.core import policies
     from ledger.models import Policy
 
-    response = admin_client.post("/admin/ledger/policy/add/", {
-        "workspace": workspace.pk, "action": "issue-refund", "payload_retention": "7 00:00:00",
-        "key_retention": "400 00:00:00", "ordering": "", "gap_wait": ""})
+    response = admin_client.post(
+        "/admin/ledger/policy/add/",
+        {
+            "workspace": workspace.pk,
+            "action": "issue-refund",
+            "payload_retention": "7 00:00:00",
+            "key_retention": "400 00:00:00",
+            "ordering": "",
+            "gap_wait": "",
+        },
+    )
 
     assert response.status_code == 302, response.content.decode()[:2000]
     policies.clear_cache()
@@ -115,9 +125,17 @@ def test_a_superuser_sets_a_policy_in_the_admin_through_the_service(admin_client
 def test_the_admin_refuses_a_key_window_shorter_than_the_payload_window(admin_client, workspace):
     from ledger.models import Policy
 
-    response = admin_client.post("/admin/ledger/policy/add/", {
-        "workspace": workspace.pk, "action": "issue-refund", "payload_retention": "120 00:00:00",
-        "key_retention": "", "ordering": "", "gap_wait": ""})
+    response = admin_client.post(
+        "/admin/ledger/policy/add/",
+        {
+            "workspace": workspace.pk,
+            "action": "issue-refund",
+            "payload_retention": "120 00:00:00",
+            "key_retention": "",
+            "ordering": "",
+            "gap_wait": "",
+        },
+    )
 
     assert response.status_code == 200
     assert "would be shorter than the payload window" in response.content.decode()
@@ -127,8 +145,12 @@ def test_the_admin_refuses_a_key_window_shorter_than_the_payload_window(admin_cl
 def test_a_member_who_is_not_a_superuser_cannot_change_a_policy(client, person, workspace):
     from ledger.core import policies
 
-    policies.set_policy(workspace=workspace, action="send-notice", actor="test", key_retention=__import__(
-        "datetime").timedelta(days=200))
+    policies.set_policy(
+        workspace=workspace,
+        action="send-notice",
+        actor="test",
+        key_retention=__import__("datetime").timedelta(days=200),
+    )
     staff = person("staffer", "admin")
     staff.is_staff = True
     staff.save()

@@ -11,10 +11,12 @@ REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_ce
 
 @pytest.fixture
 def refund(workspace):
-    operation = submit_event(workspace=workspace, source="api",
-                             raw={"action": "issue-refund", "data": REFUND}).operation
-    changed = submit_event(workspace=workspace, source="api",
-                           raw={"action": "issue-refund", "data": REFUND | {"customer_id": "C-2002"}})
+    operation = submit_event(
+        workspace=workspace, source="api", raw={"action": "issue-refund", "data": REFUND}
+    ).operation
+    changed = submit_event(
+        workspace=workspace, source="api", raw={"action": "issue-refund", "data": REFUND | {"customer_id": "C-2002"}}
+    )
     assert changed.outcome == "conflict"
     Operation.objects.filter(pk=operation.pk).update(result={"record_id": "rec-1", "customer_id": "C-1001"})
     return operation
@@ -28,6 +30,7 @@ def staff(client, person):
         user.save()
         client.force_login(user)
         return user
+
     return log_in
 
 

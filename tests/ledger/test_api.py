@@ -11,12 +11,24 @@ from ledger.models import Delivery, Operation, Wakeup
 from tests.conftest import event
 
 OPERATION_FIELDS = {
-    "id", "key", "workspace", "action", "state", "attempts", "payload", "result", "external_id", "last_error",
-    "correlation_id", "created_at", "updated_at",
+    "id",
+    "key",
+    "workspace",
+    "action",
+    "state",
+    "attempts",
+    "payload",
+    "result",
+    "external_id",
+    "last_error",
+    "correlation_id",
+    "created_at",
+    "updated_at",
 }
 
 
 # --- batches --------------------------------------------------------------------------------------
+
 
 def test_it_answers_each_event_of_a_batch_on_its_own(api):
     """One bad event blocks no other: each gets its own result, index and HTTP status."""
@@ -114,6 +126,7 @@ def test_it_holds_each_batch_item_to_the_single_event_limit(api):
 
 # --- reading an operation -------------------------------------------------------------------------
 
+
 def test_it_returns_an_operation_by_key(api):
     accepted = api.post("/api/v1/events", event() | {"correlation_id": "run-7"}).json()
 
@@ -171,8 +184,7 @@ def test_it_answers_404_for_an_unknown_key(api):
 def test_it_answers_404_for_a_key_of_another_workspace(api, client):
     """A token sees its own workspace only, even when it knows another workspace's key."""
     other, other_token = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
-    client.post("/api/v1/events", event(), content_type="application/json",
-                HTTP_AUTHORIZATION=f"Bearer {other_token}")
+    client.post("/api/v1/events", event(), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {other_token}")
     assert Operation.objects.filter(workspace=other, key="other:R-42:v3:prepare-brief").exists()
 
     assert api.get("/api/v1/operations/other:R-42:v3:prepare-brief").status_code == 404
@@ -184,6 +196,7 @@ def test_it_requires_a_token_to_read_an_operation(api, client):
 
 
 # --- the schema -----------------------------------------------------------------------------------
+
 
 def test_it_publishes_an_openapi_schema_with_the_three_paths(client):
     response = client.get("/api/v1/openapi.json")
@@ -218,11 +231,14 @@ def test_it_publishes_each_actions_envelope_with_its_data_schema(client):
     assert batch["schema"]["properties"]["events"]["items"]["anyOf"][0] == body
 
 
-@pytest.mark.parametrize("path, method, statuses", [
-    ("/api/v1/events", "post", {"200", "201", "400", "401", "409", "413", "415", "422", "503"}),
-    ("/api/v1/events/batch", "post", {"200", "400", "401", "413", "415", "422", "503"}),
-    ("/api/v1/operations/{key}", "get", {"200", "401", "404", "503"}),
-])
+@pytest.mark.parametrize(
+    "path, method, statuses",
+    [
+        ("/api/v1/events", "post", {"200", "201", "400", "401", "409", "413", "415", "422", "503"}),
+        ("/api/v1/events/batch", "post", {"200", "400", "401", "413", "415", "422", "503"}),
+        ("/api/v1/operations/{key}", "get", {"200", "401", "404", "503"}),
+    ],
+)
 def test_it_documents_every_status_an_endpoint_answers_with_its_body(client, path, method, statuses):
     """Each status an endpoint answers is in the document with the schema of its body; the 503 of
     an unreachable database also says when to retry."""
@@ -243,12 +259,14 @@ def test_it_documents_a_batch_result_for_each_status_an_event_can_have(client):
     components = client.get("/api/v1/openapi.json").json()["components"]["schemas"]
     results = components["BatchAnswer"]["properties"]["results"]["items"]["anyOf"]
 
-    statuses = sorted(components[ref["$ref"].rsplit("/", 1)[1]]["properties"]["http_status"]["const"]
-                      for ref in results)
+    statuses = sorted(
+        components[ref["$ref"].rsplit("/", 1)[1]]["properties"]["http_status"]["const"] for ref in results
+    )
     assert statuses == [200, 201, 409, 409, 413, 422, 500]
 
 
 # --- the worker nudge -----------------------------------------------------------------------------
+
 
 def queued_tasks():
     return [(task.func(), task.args()) for task in OrmQ.objects.all()]
@@ -277,13 +295,15 @@ def test_it_wakes_the_workers_once_the_intake_commits_and_coalesces_the_wakeups(
     assert queued_tasks() == [(PROCESS, (None,)), (PROCESS, (None,))]
 
 
-@pytest.mark.parametrize("body", [
-    event("delivery-2"),
-    event("delivery-2", title="Changed without a new version"),
-    event("delivery-2", version=0),
-])
-def test_it_enqueues_nothing_for_a_duplicate_a_conflict_or_invalid_input(api, django_capture_on_commit_callbacks,
-                                                                         body):
+@pytest.mark.parametrize(
+    "body",
+    [
+        event("delivery-2"),
+        event("delivery-2", title="Changed without a new version"),
+        event("delivery-2", version=0),
+    ],
+)
+def test_it_enqueues_nothing_for_a_duplicate_a_conflict_or_invalid_input(api, django_capture_on_commit_callbacks, body):
     api.post("/api/v1/events", event("delivery-1"))
     nudges.begin_processing()
     OrmQ.objects.all().delete()

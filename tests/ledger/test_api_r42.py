@@ -44,6 +44,9 @@ def test_it_returns_the_recorded_result_for_a_duplicate_after_processing(api):
     assert body["operation"]["state"] == "succeeded"
     draft = ReviewDraft.objects.get()
     assert body["operation"]["result"] == {
-        "draft_id": f"draft-{draft.pk}", "title": "Review renewal options", "owner": "ops", "state": "awaiting_review",
+        "draft_id": f"draft-{draft.pk}",
+        "title": "Review renewal options",
+        "owner": "ops",
+        "state": "awaiting_review",
     }
     assert ReviewDraft.objects.count() == 1

@@ -18,8 +18,12 @@ REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_ce
 
 
 def refund(workspace, submitted_by="token:oc_test", **data):
-    result = submit_event(workspace=workspace, raw={"action": "issue-refund", "data": REFUND | data},
-                          source="api", submitted_by=submitted_by)
+    result = submit_event(
+        workspace=workspace,
+        raw={"action": "issue-refund", "data": REFUND | data},
+        source="api",
+        submitted_by=submitted_by,
+    )
     assert result.http_status in (200, 201, 409), result
     return result
 
@@ -42,12 +46,19 @@ def test_it_runs_the_operation_once_approved(refund_waiting, approver, standin, 
         approval = approve_operation(refund_waiting, user=approver, note="customer called")
 
     assert (approval.decision, approval.approver, approval.fingerprint) == (
-        "approved", "approver", refund_waiting.fingerprint)
+        "approved",
+        "approver",
+        refund_waiting.fingerprint,
+    )
     assert Operation.objects.get().state == "pending"
     assert OrmQ.objects.count() == 1
     event = AuditEvent.objects.get(kind="approval_approved")
     assert (event.actor, event.from_state, event.to_state, event.message) == (
-        "approver", "pending_approval", "pending", "customer called")
+        "approver",
+        "pending_approval",
+        "pending",
+        "customer called",
+    )
 
     process_due_operations()
 
@@ -79,14 +90,14 @@ def test_it_refuses_to_run_an_approval_whose_payload_changed_afterwards(refund_w
     """The worker's own check: an approval covers the payload it was given for, even if something
     outside the services (here a direct database write) changed the payload after approval."""
     approve_operation(refund_waiting, user=approver)
-    Operation.objects.filter(pk=refund_waiting.pk).update(payload=REFUND | {"amount_cents": 999_999},
-                                                           fingerprint="0" * 64)
+    Operation.objects.filter(pk=refund_waiting.pk).update(
+        payload=REFUND | {"amount_cents": 999_999}, fingerprint="0" * 64
+    )
 
     process_due_operations()
 
     operation = Operation.objects.get()
-    assert (operation.state, operation.last_error["message"]) == (
-        "needs_review", "no approval covers this payload")
+    assert (operation.state, operation.last_error["message"]) == ("needs_review", "no approval covers this payload")
     assert standin.records() == []
     assert standin.requests() == 0
 
@@ -140,13 +151,13 @@ def test_it_does_not_run_a_consequential_operation_whose_approval_does_not_cover
     process_due_operations()
 
     operation = Operation.objects.get()
-    assert (operation.state, operation.last_error["message"]) == (
-        "needs_review", "no approval covers this payload")
+    assert (operation.state, operation.last_error["message"]) == ("needs_review", "no approval covers this payload")
     assert standin.records() == []
 
 
-def test_it_asks_for_a_new_approval_when_a_consequential_operation_is_replayed(refund_waiting, approver, standin,
-                                                                              reviewer):
+def test_it_asks_for_a_new_approval_when_a_consequential_operation_is_replayed(
+    refund_waiting, approver, standin, reviewer
+):
     standin.fail_next({"kind": "status", "status": 422})
     approve_operation(refund_waiting, user=approver)
     process_due_operations()
@@ -172,16 +183,19 @@ def test_it_approves_and_rejects_from_the_command_line(workspace, refund_waiting
     assert out.getvalue().splitlines() == [f"{refund_waiting.key} is now pending.", f"{other.key} is now rejected."]
 
 
-@pytest.mark.parametrize("username, message", [("nobody", "No active user 'nobody'."),
-                                               ("clerk", "clerk may not approve or reject in workspace demo.")])
+@pytest.mark.parametrize(
+    "username, message",
+    [("nobody", "No active user 'nobody'."), ("clerk", "clerk may not approve or reject in workspace demo.")],
+)
 def test_it_explains_a_refused_decision_on_the_command_line(refund_waiting, username, message):
     User.objects.create_user("clerk")
     with pytest.raises(CommandError, match=message):
         call_command("approve", refund_waiting.key, "--workspace", "demo", "--as", username, stdout=StringIO())
 
 
-def test_it_refuses_an_approval_made_on_a_copy_loaded_before_the_payload_changed(workspace, refund_waiting, approver,
-                                                                                 reviewer):
+def test_it_refuses_an_approval_made_on_a_copy_loaded_before_the_payload_changed(
+    workspace, refund_waiting, approver, reviewer
+):
     """The database guard itself requires the payload the approver's copy holds."""
     stale_copy = Operation.objects.get(pk=refund_waiting.pk)
     conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=450000).conflict.pk)

@@ -50,8 +50,9 @@ def shown_attempts(client, viewer, operation) -> tuple[int, int]:
     return int(figure), rows
 
 
-def test_an_internal_try_whose_worker_died_counts_and_the_page_says_why_it_has_no_row(client, viewer, workspace,
-                                                                                    frozen):
+def test_an_internal_try_whose_worker_died_counts_and_the_page_says_why_it_has_no_row(
+    client, viewer, workspace, frozen
+):
     """A worker claimed an internal operation and died: its effect died with its transaction, but
     the try was made. The page shows the count toward the limit and why the list is shorter."""
     operation = submit_brief(workspace)
@@ -69,12 +70,14 @@ def test_an_internal_try_whose_worker_died_counts_and_the_page_says_why_it_has_n
     process_due_operations(worker="alive")
     operation.refresh_from_db()
     assert (operation.state, operation.attempts, Attempt.objects.filter(operation=operation).count()) == (
-        "succeeded", 2, 1)
+        "succeeded",
+        2,
+        1,
+    )
     assert shown_attempts(client, viewer, operation) == (2, 1)
 
 
-def test_an_internal_action_that_kills_its_worker_every_time_stops_at_its_limit(workspace, scripted_action,
-                                                                                 frozen):
+def test_an_internal_action_that_kills_its_worker_every_time_stops_at_its_limit(workspace, scripted_action, frozen):
     """Claimed, the worker dies, the sweep finds the lease expired, again: at max_attempts the
     operation goes to needs review instead of being claimed until its deadline."""
     action = scripted_action(external=False, max_attempts=3)
@@ -89,8 +92,9 @@ def test_an_internal_action_that_kills_its_worker_every_time_stops_at_its_limit(
     assert (operation.state, operation.attempts) == ("needs_review", 3)
     assert not Attempt.objects.filter(operation=operation).exists()
     assert (operation.last_error_category, operation.last_error_message) == (
-        "transient", "attempt limit reached (3 of 3): the worker stopped before it recorded an outcome "
-                     "(its lease expired)")
+        "transient",
+        "attempt limit reached (3 of 3): the worker stopped before it recorded an outcome (its lease expired)",
+    )
     assert not claim_due_operations(limit=10, worker="next", now=now)
 
 

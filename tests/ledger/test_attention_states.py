@@ -14,13 +14,19 @@ def test_they_are_the_unfinished_states_no_worker_moves_on_its_own():
     assert not set(ATTENTION_STATES) & TERMINAL_STATES
 
 
-QUEUE_INDEXES = {"operation_attention_idx", "operation_arrival_idx", "operation_state_updated_idx",
-                 "operation_state_arrival_idx", "operation_state_count_idx"}
+QUEUE_INDEXES = {
+    "operation_attention_idx",
+    "operation_arrival_idx",
+    "operation_state_updated_idx",
+    "operation_state_arrival_idx",
+    "operation_state_count_idx",
+}
 
 
 def test_the_queues_indexes_cover_exactly_them_and_need_no_migration(db):
-    conditions = {index.name: index.condition.children for index in Operation._meta.indexes
-                  if index.name in QUEUE_INDEXES}
+    conditions = {
+        index.name: index.condition.children for index in Operation._meta.indexes if index.name in QUEUE_INDEXES
+    }
     assert set(conditions) == QUEUE_INDEXES
     assert all(children == [("state__in", list(ATTENTION_STATES))] for children in conditions.values())
     call_command("makemigrations", "ledger", "--check", "--dry-run", verbosity=0)

@@ -68,8 +68,9 @@ def test_it_finds_an_event_edited_with_the_trigger_disabled(history):
 
     tamper("UPDATE ledger_auditevent SET actor = %s WHERE id = %s", ["someone-else", target.pk])
 
-    with pytest.raises(CommandError, match=f"Audit chain broken: event {target.pk} \\(claimed, .*\\) "
-                                           "was changed after it was written."):
+    with pytest.raises(
+        CommandError, match=f"Audit chain broken: event {target.pk} \\(claimed, .*\\) was changed after it was written."
+    ):
         verify()
 
 
@@ -116,10 +117,17 @@ def test_it_keeps_one_chain_when_many_write_at_once(workspace):
     assert AuditEvent.objects.filter(workspace=workspace, kind="note").count() == 16
 
 
-@pytest.mark.parametrize("message", [
-    "", "plain", "Ünïcödé and ✓ and 𝄞", "line\nbreak\ttab \"quoted\" \\ backslash", "12:34:colons",
-    "x" * 500,
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "",
+        "plain",
+        "Ünïcödé and ✓ and 𝄞",
+        'line\nbreak\ttab "quoted" \\ backslash',
+        "12:34:colons",
+        "x" * 500,
+    ],
+)
 def test_it_finds_an_edit_of_any_text(workspace, message):
     """An event of any text verifies as written, and one character more in it is found: the
     database hashes each field with its length, so no text can pass for another."""
@@ -145,9 +153,19 @@ def test_it_finds_text_moved_from_one_field_to_the_next(workspace):
 # An event (the columns ledger_audit_hash reads, and the time with its microseconds) and its hash
 # under the first scheme (no key, SHA-256) and under a key (HMAC-SHA256). Chains already written
 # hold these hashes: however ledger_audit_hash is made again, it must give the same for them.
-WRITTEN = {"workspace_id": 3, "operation_id": None, "attempt_id": 7, "actor": "alice@example", "kind": "reserved",
-           "from_state": "", "to_state": "pending", "error_category": "", "message": "Ünïcödé ✓ 𝄞 12:34\nline",
-           "created_at": "2026-12-01T09:05:55.239842+00:00", "prev_hash": "ab" * 32}
+WRITTEN = {
+    "workspace_id": 3,
+    "operation_id": None,
+    "attempt_id": 7,
+    "actor": "alice@example",
+    "kind": "reserved",
+    "from_state": "",
+    "to_state": "pending",
+    "error_category": "",
+    "message": "Ünïcödé ✓ 𝄞 12:34\nline",
+    "created_at": "2026-12-01T09:05:55.239842+00:00",
+    "prev_hash": "ab" * 32,
+}
 UNKEYED_HASH = "2396b7fc1d1d46d313f36fb417da4e4c6846cdf70ef8555bed4cb7da78d50651"
 KEYED_HASH = "d25537c4d42d2de3e99bf1f00f5978bd2bccddf98f1e5c7942403aaa9d13646a"  # under "clé-ünïcode-✓"
 

@@ -53,8 +53,9 @@ def test_it_finds_the_newest_event_deleted_with_the_heads(workspace, heads_file)
     tamper("DELETE FROM ledger_auditevent WHERE id = %s", [newest.pk])
 
     assert verify().splitlines()[-1].startswith("Audit trail intact:")  # what is left links up
-    with pytest.raises(CommandError, match=f"exported head of workspace demo, event {newest.pk}, is no longer "
-                                           "on its chain"):
+    with pytest.raises(
+        CommandError, match=f"exported head of workspace demo, event {newest.pk}, is no longer on its chain"
+    ):
         verify("--heads", str(heads_file))
 
 

@@ -62,9 +62,12 @@ $$;
 
 
 def rewrite_from(target: AuditEvent, *, downgrade: bool) -> None:
-    sql = (REWRITE.replace("%(target)s", str(target.pk)).replace("%(workspace)s", str(target.workspace_id))
-           .replace("%(downgrade)s", "true" if downgrade else "false")
-           .replace("%(set_downgrade)s", ", hash_key = ''" if downgrade else ""))
+    sql = (
+        REWRITE.replace("%(target)s", str(target.pk))
+        .replace("%(workspace)s", str(target.workspace_id))
+        .replace("%(downgrade)s", "true" if downgrade else "false")
+        .replace("%(set_downgrade)s", ", hash_key = ''" if downgrade else "")
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql)
 
@@ -125,7 +128,7 @@ def test_events_of_any_text_verify_under_the_key_they_were_written_with_alone(wo
     started = {settings.OPSCONSOLE_AUDIT_KEY_ID: settings.OPSCONSOLE_AUDIT_KEY}  # the workspace's own event
     settings.OPSCONSOLE_AUDIT_KEY, settings.OPSCONSOLE_AUDIT_KEY_ID = key, "k9"
     settings.OPSCONSOLE_AUDIT_OLD_KEYS = started
-    for message in ["", "plain", "Ünïcödé and ✓ and 𝄞", "line\nbreak\ttab \"q\" \\", "x" * 500]:
+    for message in ["", "plain", "Ünïcödé and ✓ and 𝄞", 'line\nbreak\ttab "q" \\', "x" * 500]:
         transitions.record_audit_event(actor="alice@example", kind="note", workspace=workspace, message=message)
 
     assert verify().splitlines()[-1].startswith("Audit trail intact:")
@@ -156,17 +159,25 @@ def test_the_database_hmac_from_the_pads_is_pythons_hmac(workspace, key):
     event's encoding, read back from the database, and, the same way, an arbitrary byte string."""
     ipad, opad = audit_chain.hmac_pads(key)
     assert len(bytes.fromhex(ipad)) == len(bytes.fromhex(opad)) == 64
-    event = AuditEvent(workspace_id=workspace.pk, actor="alice", kind="note", message="ünï ✓",
-                       created_at=datetime(2026, 12, 1, 9, 5, 55, 239842, tzinfo=UTC), hash_key="k9")
+    event = AuditEvent(
+        workspace_id=workspace.pk,
+        actor="alice",
+        kind="note",
+        message="ünï ✓",
+        created_at=datetime(2026, 12, 1, 9, 5, 55, 239842, tzinfo=UTC),
+        hash_key="k9",
+    )
     row = {**model_row(event), "hash_key": "k9", "audit_ipad": ipad, "audit_opad": opad}
     with connection.cursor() as cursor:
-        cursor.execute("SELECT ledger_audit_hash(%s::jsonb), ledger_audit_encoding(%s::jsonb)",
-                       [json.dumps(row, default=str)] * 2)
+        cursor.execute(
+            "SELECT ledger_audit_hash(%s::jsonb), ledger_audit_encoding(%s::jsonb)", [json.dumps(row, default=str)] * 2
+        )
         digest, encoding = cursor.fetchone()
         assert digest == hmac.new(key.encode(), bytes(encoding), hashlib.sha256).hexdigest()
         message = bytes(range(256)) * 3
-        cursor.execute("SELECT encode(sha256(decode(%s, 'hex') || sha256(decode(%s, 'hex') || %s)), 'hex')",
-                       [opad, ipad, message])
+        cursor.execute(
+            "SELECT encode(sha256(decode(%s, 'hex') || sha256(decode(%s, 'hex') || %s)), 'hex')", [opad, ipad, message]
+        )
         assert cursor.fetchone()[0] == hmac.new(key.encode(), message, hashlib.sha256).hexdigest()
 
 
@@ -176,8 +187,12 @@ def test_truncate_of_the_audit_table_is_refused_even_to_its_owner(workspace):
     make_history(workspace)
     before = AuditEvent.objects.count()
 
-    result = subprocess.run([psql_program(), database_url(), "-v", "ON_ERROR_STOP=1", "-c",
-                             "TRUNCATE ledger_auditevent"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [psql_program(), database_url(), "-v", "ON_ERROR_STOP=1", "-c", "TRUNCATE ledger_auditevent"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
     assert result.returncode != 0
     assert "ledger_auditevent is append-only: TRUNCATE refused" in result.stderr

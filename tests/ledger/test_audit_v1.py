@@ -29,13 +29,28 @@ def leaves():
 def write_v1_chain(workspace_id: int, count: int) -> None:
     """Append ``count`` events as the code before the key did: by ledger_audit_append of then (rows
     without a key id, hashed with the unkeyed SHA-256)."""
-    rows = [{"workspace_id": workspace_id, "operation_id": None, "attempt_id": None, "actor": f"old-{n}",
-             "kind": "note", "from_state": "", "to_state": "", "error_category": "", "message": f"before keys {n}",
-             "created_at": datetime(2026, 11, 1, 12, n, tzinfo=UTC).isoformat(), "prev_hash": "", "hash": ""}
-            for n in range(count)]
+    rows = [
+        {
+            "workspace_id": workspace_id,
+            "operation_id": None,
+            "attempt_id": None,
+            "actor": f"old-{n}",
+            "kind": "note",
+            "from_state": "",
+            "to_state": "",
+            "error_category": "",
+            "message": f"before keys {n}",
+            "created_at": datetime(2026, 11, 1, 12, n, tzinfo=UTC).isoformat(),
+            "prev_hash": "",
+            "hash": "",
+        }
+        for n in range(count)
+    ]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT ledger_audit_append(%s, %s, %s::jsonb)",
-                       [audit_chain.chain_lock_key(workspace_id), workspace_id, json.dumps(rows)])
+        cursor.execute(
+            "SELECT ledger_audit_append(%s, %s, %s::jsonb)",
+            [audit_chain.chain_lock_key(workspace_id), workspace_id, json.dumps(rows)],
+        )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -27,7 +27,8 @@ def backlog(request, workspace):
             cursor.execute(
                 f"INSERT INTO ledger_operation (key, state, {listed}) "
                 f"SELECT %s || g, %s, {listed} FROM ledger_operation, generate_series(1, %s) AS g WHERE id = %s",
-                [f"{state}-", state, count, template.pk])
+                [f"{state}-", state, count, template.pk],
+            )
         if request.param == "analysed":
             cursor.execute("ANALYZE ledger_operation")
     return template
@@ -42,7 +43,8 @@ def plans_of(read) -> list[str]:
     reads = [sql for sql in statements if '"ledger_operation"' in sql]  # not the pause switches
     setting = statements.index("SET LOCAL enable_sort = off")
     assert setting < statements.index(reads[0]) and statements.index(reads[-1]) < statements.index(
-        "SET LOCAL enable_sort TO DEFAULT")
+        "SET LOCAL enable_sort TO DEFAULT"
+    )
     plans = []
     with transaction.atomic(), read_in_index_order(), connection.cursor() as cursor:
         for sql in reads:

@@ -54,7 +54,7 @@ def test_it_writes_500_events_in_the_same_statements(workspace, woken, django_as
 def test_it_answers_each_event_in_order_with_in_batch_repeats_as_repeats(workspace):
     events = [
         event("d-1", request_id="R-1"),
-        event("d-2", request_id="R-1"),                        # the same event again
+        event("d-2", request_id="R-1"),  # the same event again
         event("d-3", request_id="R-1", title="Changed title"),  # the same key, another payload
         {"action": "prepare-brief", "data": {"request_id": "R-2"}},  # invalid
         event("d-5", request_id="R-3"),
@@ -63,26 +63,42 @@ def test_it_answers_each_event_in_order_with_in_batch_repeats_as_repeats(workspa
     results = submit(workspace, events)
 
     assert [(r.outcome, r.http_status) for r in results] == [
-        ("accepted", 201), ("duplicate", 200), ("conflict", 409), ("invalid", 422), ("accepted", 201)]
+        ("accepted", 201),
+        ("duplicate", 200),
+        ("conflict", 409),
+        ("invalid", 422),
+        ("accepted", 201),
+    ]
     first = results[0].operation
     assert results[1].operation.pk == results[2].operation.pk == first.pk
     assert results[2].conflict.differences == [
-        {"field": "title", "recorded": "Review renewal options", "incoming": "Changed title"}]
+        {"field": "title", "recorded": "Review renewal options", "incoming": "Changed title"}
+    ]
     deliveries = list(Delivery.objects.order_by("id").values_list("delivery_id", "outcome", "operation_id"))
-    assert deliveries == [("", "invalid", None), ("d-1", "accepted", first.pk), ("d-2", "duplicate", first.pk),
-                          ("d-3", "conflict", first.pk), ("d-5", "accepted", results[4].operation.pk)]
+    assert deliveries == [
+        ("", "invalid", None),
+        ("d-1", "accepted", first.pk),
+        ("d-2", "duplicate", first.pk),
+        ("d-3", "conflict", first.pk),
+        ("d-5", "accepted", results[4].operation.pk),
+    ]
     assert Conflict.objects.get().delivery.delivery_id == "d-3"
     kinds = list(AuditEvent.objects.filter(operation=first).order_by("id").values_list("kind", "message"))
     d1, d2 = (Delivery.objects.get(delivery_id=d).pk for d in ("d-1", "d-2"))
-    assert kinds == [("reserved", f"delivery {d1} via api"), ("duplicate_delivery", f"delivery {d2} via api"),
-                     ("conflict_detected", f"conflict {results[2].conflict.pk}: title differ")]
+    assert kinds == [
+        ("reserved", f"delivery {d1} via api"),
+        ("duplicate_delivery", f"delivery {d2} via api"),
+        ("conflict_detected", f"conflict {results[2].conflict.pk}: title differ"),
+    ]
 
 
 def test_it_answers_events_of_keys_reserved_before_the_batch(workspace):
     submit(workspace, [event("d-1", request_id="R-1")])
 
-    results = submit(workspace, [event("d-2", request_id="R-1"), event("d-3", request_id="R-1", title="Other"),
-                                 event("d-4", request_id="R-2")])
+    results = submit(
+        workspace,
+        [event("d-2", request_id="R-1"), event("d-3", request_id="R-1", title="Other"), event("d-4", request_id="R-2")],
+    )
 
     assert [r.outcome for r in results] == ["duplicate", "conflict", "accepted"]
     assert Operation.objects.count() == 2
@@ -91,8 +107,7 @@ def test_it_answers_events_of_keys_reserved_before_the_batch(workspace):
 def test_it_records_a_single_event_in_the_same_few_statements(workspace, woken, django_assert_max_num_queries):
     for n in range(3):
         with django_assert_max_num_queries(statements()):
-            result = intake.submit_event(workspace=workspace, raw=event(f"d-{n}", request_id=f"R-{n}"),
-                                         source="api")
+            result = intake.submit_event(workspace=workspace, raw=event(f"d-{n}", request_id=f"R-{n}"), source="api")
         assert result.outcome == "accepted"
 
 

@@ -30,13 +30,20 @@ def failed(workspace, action, count, message="owner {n} does not exist", prefix=
     operations = [submit(workspace, action.name, request_id=f"{prefix}-{n}") for n in range(count)]
     process_due_operations(worker="w1", limit=count)
     assert set(Operation.objects.filter(pk__in=[o.pk for o in operations]).values_list("state", flat=True)) == {
-        "needs_review"}
+        "needs_review"
+    }
     return operations
 
 
 def replay(user, operations, token="t-1", **options):
-    bulk, created = submit_bulk_action(user=user, kind="replay", reason="owner created", token=token,
-                                       operation_ids=[o.pk for o in operations], **options)
+    bulk, created = submit_bulk_action(
+        user=user,
+        kind="replay",
+        reason="owner created",
+        token=token,
+        operation_ids=[o.pk for o in operations],
+        **options,
+    )
     assert created
     return bulk
 
@@ -45,8 +52,9 @@ def outcomes(bulk) -> dict[int, tuple[str, str]]:
     return {item.operation_id: (item.outcome, item.detail) for item in BulkItem.objects.filter(bulk_action=bulk)}
 
 
-def test_it_replays_each_operation_in_chunks_with_an_audit_event_each(workspace, action, alice, monkeypatch,
-                                                                       django_capture_on_commit_callbacks):
+def test_it_replays_each_operation_in_chunks_with_an_audit_event_each(
+    workspace, action, alice, monkeypatch, django_capture_on_commit_callbacks
+):
     monkeypatch.setattr(bulk_actions, "CHUNK", 4)
     operations = failed(workspace, action, 10)
     with django_capture_on_commit_callbacks() as enqueued:
@@ -65,9 +73,11 @@ def test_it_replays_each_operation_in_chunks_with_an_audit_event_each(workspace,
     events = AuditEvent.objects.filter(kind="replayed")
     assert sorted(events.values_list("operation_id", flat=True)) == sorted(o.pk for o in operations)
     assert {(e.actor, e.message) for e in events} == {
-        ("alice", f"replay: owner created (bulk replay {bulk.pk}) after 1 attempt(s)")}
+        ("alice", f"replay: owner created (bulk replay {bulk.pk}) after 1 attempt(s)")
+    }
     assert AuditEvent.objects.get(kind="bulk_submitted").message == (
-        f"bulk replay {bulk.pk} of 10 operation(s): owner created")
+        f"bulk replay {bulk.pk} of 10 operation(s): owner created"
+    )
 
 
 def test_the_progress_is_written_once_per_chunk_not_per_operation(workspace, action, alice, monkeypatch):
@@ -105,7 +115,9 @@ def test_it_skips_a_duplicate_risk_the_person_did_not_accept(workspace, scripted
 
     assert (bulk.done, bulk.skipped) == (1, 1)
     assert outcomes(bulk)[operation.pk] == (
-        "skipped", "the destination cannot tell whether it already acted, and the duplicate risk was not accepted")
+        "skipped",
+        "the destination cannot tell whether it already acted, and the duplicate risk was not accepted",
+    )
     operation.refresh_from_db()
     assert operation.state == "needs_review"
     assert AuditEvent.objects.filter(kind="replay_refused", operation=operation).exists()
@@ -130,15 +142,18 @@ def test_it_skips_a_changed_configuration_unless_accepted(workspace, action, ali
     accepted = run_bulk_action(replay(alice, operations[1:], token="t-2", accept_config_change=True).pk)
 
     assert outcomes(refused)[operations[0].pk] == (
-        "skipped", "its configuration changed (policy.key_retention), and the change was not accepted")
+        "skipped",
+        "its configuration changed (policy.key_retention), and the change was not accepted",
+    )
     assert outcomes(accepted)[operations[1].pk] == ("replayed", "")
 
 
 def test_it_cancels_with_the_reason_and_skips_what_cannot_be_cancelled(workspace, action, alice):
     operations = failed(workspace, action, 2)
     Operation.objects.filter(pk=operations[1].pk).update(state="succeeded")  # test setup only
-    bulk, _ = submit_bulk_action(user=alice, kind="cancel", reason="customer withdrew", token="t-1",
-                                 operation_ids=[o.pk for o in operations])
+    bulk, _ = submit_bulk_action(
+        user=alice, kind="cancel", reason="customer withdrew", token="t-1", operation_ids=[o.pk for o in operations]
+    )
 
     bulk = run_bulk_action(bulk.pk)
 
@@ -155,17 +170,20 @@ def test_a_person_who_lost_the_role_meanwhile_is_refused_per_operation(workspace
     bulk = run_bulk_action(bulk.pk)
 
     assert (bulk.done, bulk.skipped) == (0, 2)
-    assert {detail for _, detail in outcomes(bulk).values()} == {"alice may not replay, resolve, cancel or decide "
-                                                                 "conflicts in workspace demo."}
+    assert {detail for _, detail in outcomes(bulk).values()} == {
+        "alice may not replay, resolve, cancel or decide conflicts in workspace demo."
+    }
 
 
 def test_pressing_twice_is_one_action(workspace, action, alice, django_capture_on_commit_callbacks):
     operations = failed(workspace, action, 2)
     with django_capture_on_commit_callbacks() as enqueued:
-        first, created = submit_bulk_action(user=alice, kind="replay", reason="owner created", token="t-1",
-                                            operation_ids=[o.pk for o in operations])
-        second, again = submit_bulk_action(user=alice, kind="replay", reason="owner created", token="t-1",
-                                           operation_ids=[o.pk for o in operations])
+        first, created = submit_bulk_action(
+            user=alice, kind="replay", reason="owner created", token="t-1", operation_ids=[o.pk for o in operations]
+        )
+        second, again = submit_bulk_action(
+            user=alice, kind="replay", reason="owner created", token="t-1", operation_ids=[o.pk for o in operations]
+        )
 
     assert (created, again, second.pk) == (True, False, first.pk)
     assert BulkAction.objects.count() == 1 and len(enqueued) == 1
@@ -227,8 +245,9 @@ def test_a_group_is_frozen_at_submission_within_the_persons_workspaces(workspace
     [group], capped = failure_groups(Operation.objects.filter(workspace=workspace))
     assert (group.count, str(group.criterion.general), capped) == (3, "owner <n> does not exist", False)
 
-    bulk, _ = submit_bulk_action(user=alice, kind="replay", reason="owner created", token="t-1",
-                                 criterion=group.criterion)
+    bulk, _ = submit_bulk_action(
+        user=alice, kind="replay", reason="owner created", token="t-1", criterion=group.criterion
+    )
     failed(workspace, action, 1, prefix="L")  # fails the same way after the submission
 
     assert sorted(bulk.operation_ids) == sorted(o.pk for o in operations)
@@ -243,11 +262,20 @@ def test_nothing_is_written_for_bad_input(workspace, action, alice, person):
         (dict(user=alice, kind="replay", reason="r", token="t", operation_ids=[]), "No operation was selected"),
         (dict(user=alice, kind="explode", reason="r", token="t", operation_ids=[operations[0].pk]), "Unknown bulk"),
         (dict(user=alice, kind="replay", reason="r", token="", operation_ids=[operations[0].pk]), "form has expired"),
-        (dict(user=stranger, kind="replay", reason="r", token="t", operation_ids=[operations[0].pk]),
-         "not in a workspace where you may review"),
-        (dict(user=alice, kind="replay", reason="r", token="t",
-              criterion=Criterion(action.name, "permanent", "nothing fails like this")),
-         "No operation is in this group"),
+        (
+            dict(user=stranger, kind="replay", reason="r", token="t", operation_ids=[operations[0].pk]),
+            "not in a workspace where you may review",
+        ),
+        (
+            dict(
+                user=alice,
+                kind="replay",
+                reason="r",
+                token="t",
+                criterion=Criterion(action.name, "permanent", "nothing fails like this"),
+            ),
+            "No operation is in this group",
+        ),
     ]
     for arguments, message in cases:
         with pytest.raises(BulkActionError, match=message):
@@ -256,14 +284,20 @@ def test_nothing_is_written_for_bad_input(workspace, action, alice, person):
     assert not AuditEvent.objects.filter(kind="bulk_submitted").exists()
 
 
-@pytest.mark.parametrize(("message", "general"), [
-    ("HTTP 400 from 127.0.0.1:8123", "HTTP 400 from <ip>"),
-    ("owner 4711 does not exist", "owner <n> does not exist"),
-    ("record 'abc-1' is missing for 3f2b8c1e-1d2a-4b7e-9a0c-123456789abc", "record '<value>' is missing for <uuid>"),
-    ('field "amount" must be positive', 'field "<value>" must be positive'),
-    ("hash deadbeef00112233 is unknown", "hash <id> is unknown"),
-    ("owner does not exist", "owner does not exist"),
-])
+@pytest.mark.parametrize(
+    ("message", "general"),
+    [
+        ("HTTP 400 from 127.0.0.1:8123", "HTTP 400 from <ip>"),
+        ("owner 4711 does not exist", "owner <n> does not exist"),
+        (
+            "record 'abc-1' is missing for 3f2b8c1e-1d2a-4b7e-9a0c-123456789abc",
+            "record '<value>' is missing for <uuid>",
+        ),
+        ('field "amount" must be positive', 'field "<value>" must be positive'),
+        ("hash deadbeef00112233 is unknown", "hash <id> is unknown"),
+        ("owner does not exist", "owner does not exist"),
+    ],
+)
 def test_a_message_is_made_general(message, general):
     assert signature(message) == general
 
@@ -276,13 +310,17 @@ def test_a_group_filter_finds_exactly_its_operations(workspace, action):
     groups, _ = failure_groups(Operation.objects.all())
 
     assert [(g.criterion.general, g.count) for g in groups] == [
-        ("owner <n> does not exist", 3), ("HTTP 400 from <ip>", 2), ("HTTP 409 from <ip>", 1)]
+        ("owner <n> does not exist", 3),
+        ("HTTP 400 from <ip>", 2),
+        ("HTTP 409 from <ip>", 1),
+    ]
     for group in groups:
         assert Operation.objects.filter(group.criterion.filter()).count() == group.count
 
 
-def test_the_sweep_enqueues_a_bulk_action_whose_task_stopped(workspace, action, alice, settings,
-                                                           django_capture_on_commit_callbacks):
+def test_the_sweep_enqueues_a_bulk_action_whose_task_stopped(
+    workspace, action, alice, settings, django_capture_on_commit_callbacks
+):
     from django.utils import timezone
 
     from ledger.sweep import sweep
@@ -296,8 +334,11 @@ def test_the_sweep_enqueues_a_bulk_action_whose_task_stopped(workspace, action, 
         second = sweep(now=quiet)
 
     assert (first.bulk_actions_stalled, second.bulk_actions_stalled) == (1, 0)
-    assert [callback.args for callback in enqueued if getattr(callback, "func", None) is
-            bulk_actions.nudges.enqueue_bulk_action] == [(bulk.pk,)]
+    assert [
+        callback.args
+        for callback in enqueued
+        if getattr(callback, "func", None) is bulk_actions.nudges.enqueue_bulk_action
+    ] == [(bulk.pk,)]
     run_bulk_action(bulk.pk)
     assert sweep(now=quiet + timedelta(days=1)).bulk_actions_stalled == 0  # finished
 

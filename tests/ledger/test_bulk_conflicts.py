@@ -23,9 +23,15 @@ def race(workspace, count: int, *, request_id="R-42") -> tuple[Operation, list[C
     operation = submit_event(workspace=workspace, source="api", raw=_event(**base)).operation
     made = []
     for number in range(1, count + 1):
-        result = submit_event(workspace=workspace, source="api",
-                              raw=_event(request_id=request_id, delivery_id=f"{request_id}-d{number}",
-                                         title=f"Review renewal options, take {number}"))
+        result = submit_event(
+            workspace=workspace,
+            source="api",
+            raw=_event(
+                request_id=request_id,
+                delivery_id=f"{request_id}-d{number}",
+                title=f"Review renewal options, take {number}",
+            ),
+        )
         assert result.outcome == "conflict", result
         made.append(result.conflict)
     return operation, made
@@ -40,9 +46,11 @@ def ids(items) -> list[int]:
 
 
 def snapshot():
-    return (list(Operation.objects.order_by("pk").values_list("pk", "state", "payload")),
-            list(Conflict.objects.order_by("pk").values_list("pk", "status", "decided_by")),
-            AuditEvent.objects.count())
+    return (
+        list(Operation.objects.order_by("pk").values_list("pk", "state", "payload")),
+        list(Conflict.objects.order_by("pk").values_list("pk", "status", "decided_by")),
+        AuditEvent.objects.count(),
+    )
 
 
 def test_it_dismisses_every_conflict_of_a_race_each_audited_on_its_own(workspace, alice):
@@ -55,7 +63,8 @@ def test_it_dismisses_every_conflict_of_a_race_each_audited_on_its_own(workspace
     events = AuditEvent.objects.filter(kind__in=DECISIONS).order_by("id")
     assert [(e.kind, e.actor, e.operation_id, e.message) for e in events] == [
         ("conflict_dismissed", "alice", operation.pk, f"conflict {c.pk} (title): the sender retried with drafts")
-        for c in made]
+        for c in made
+    ]
     operation.refresh_from_db()
     assert operation.payload["title"] == "Review renewal options"
 
@@ -64,14 +73,16 @@ def test_it_applies_one_and_dismisses_the_rest_in_one_step(workspace, alice):
     operation, made = race(workspace, 5)
     chosen = made[2]
 
-    done = conflict_decisions.apply_dismissing_the_rest(chosen, user=alice, reason="take three is right",
-                                               rest=ids(made[:2] + made[3:]))
+    done = conflict_decisions.apply_dismissing_the_rest(
+        chosen, user=alice, reason="take three is right", rest=ids(made[:2] + made[3:])
+    )
 
     assert done.applied.pk == chosen.pk and sorted(ids(done.dismissed)) == ids(made[:2] + made[3:])
     operation.refresh_from_db()
     assert operation.payload["title"] == "Review renewal options, take 3"
     assert dict(Conflict.objects.values_list("pk", "status")) == {
-        c.pk: "applied" if c.pk == chosen.pk else "dismissed" for c in made}
+        c.pk: "applied" if c.pk == chosen.pk else "dismissed" for c in made
+    }
     kinds = list(AuditEvent.objects.filter(kind__in=DECISIONS).order_by("id").values_list("kind", "message"))
     assert kinds[0] == ("conflict_applied", f"conflict {chosen.pk} (title): take three is right")
     assert [kind for kind, _ in kinds[1:]] == ["conflict_dismissed"] * 4
@@ -119,8 +130,9 @@ def test_it_refuses_a_person_who_may_not_review(workspace, person, role):
     someone = person("clerk", role)
     before = snapshot()
 
-    with pytest.raises(review.ReviewError, match="clerk may not replay, resolve, cancel or decide conflicts "
-                                                 "in workspace demo."):
+    with pytest.raises(
+        review.ReviewError, match="clerk may not replay, resolve, cancel or decide conflicts in workspace demo."
+    ):
         conflict_decisions.dismiss_conflicts(ids(made), user=someone, reason="no")
 
     assert snapshot() == before
@@ -139,11 +151,14 @@ def test_it_refuses_the_whole_selection_when_one_workspace_is_not_the_persons_to
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("reason, selection, refusal", [
-    ("  ", "all", "Give a reason: it is kept in the audit trail of every conflict decided. Nothing was changed."),
-    ("why", "none", "Select at least one conflict; nothing was changed."),
-    ("why", "unknown", "No conflict 999999; nothing was changed."),
-])
+@pytest.mark.parametrize(
+    "reason, selection, refusal",
+    [
+        ("  ", "all", "Give a reason: it is kept in the audit trail of every conflict decided. Nothing was changed."),
+        ("why", "none", "Select at least one conflict; nothing was changed."),
+        ("why", "unknown", "No conflict 999999; nothing was changed."),
+    ],
+)
 def test_it_refuses_a_decision_without_a_reason_or_a_selection(workspace, alice, reason, selection, refusal):
     _, made = race(workspace, 2)
     chosen = {"all": ids(made), "none": [], "unknown": ids(made) + [999999]}[selection]
@@ -210,7 +225,8 @@ def test_two_people_dismissing_the_same_race_at_once_decide_each_conflict_exactl
         try:
             start.wait(timeout=10)
             outcomes[user.username] = conflict_decisions.dismiss_conflicts(
-                ids(made), user=user, reason=f"{user} says so")
+                ids(made), user=user, reason=f"{user} says so"
+            )
         except Exception as exc:  # noqa: BLE001 - reported by the assertion below
             failures.append(exc)
         finally:
@@ -231,4 +247,5 @@ def test_two_people_dismissing_the_same_race_at_once_decide_each_conflict_exactl
     assert {pk for pk, who in decided.items() if who == "alice"} == by_alice
     events = AuditEvent.objects.filter(kind="conflict_dismissed")
     assert events.count() == 31 and sorted(events.values_list("message", flat=True)) == sorted(
-        review.conflict_message(c, f"{decided[c.pk]} says so") for c in made)
+        review.conflict_message(c, f"{decided[c.pk]} says so") for c in made
+    )

@@ -21,13 +21,21 @@ BACKLOG = 60
 def finished_then_a_backlog(workspace):
     """FINISHED succeeded operations, older (lower ids) than BACKLOG pending ones."""
     template = submit_brief(workspace, request_id="TEMPLATE")
-    Operation.objects.bulk_create([
-        Operation(workspace=workspace, action=template.action, key=f"done-{n}", fingerprint=template.fingerprint,
-                  payload=template.payload, definition_version=template.definition_version,
-                  key_recipe=template.key_recipe,
-                  state=State.SUCCEEDED)
-        for n in range(FINISHED)
-    ])
+    Operation.objects.bulk_create(
+        [
+            Operation(
+                workspace=workspace,
+                action=template.action,
+                key=f"done-{n}",
+                fingerprint=template.fingerprint,
+                payload=template.payload,
+                definition_version=template.definition_version,
+                key_recipe=template.key_recipe,
+                state=State.SUCCEEDED,
+            )
+            for n in range(FINISHED)
+        ]
+    )
     for n in range(BACKLOG):
         submit_brief(workspace, request_id=f"R-{n}")
 

@@ -29,6 +29,7 @@ def json_lines(*bodies) -> str:
 
 # --- create_workspace -----------------------------------------------------------------------------
 
+
 @pytest.mark.django_db
 def test_it_prints_the_new_token_alone_on_the_last_line():
     lines, status = run("create_workspace", "acme", "--owners", "ops, finance")
@@ -46,8 +47,9 @@ def test_it_prints_the_new_token_alone_on_the_last_line():
 def test_it_prints_a_token_that_authenticates_over_http(client):
     lines, _ = run("create_workspace", "acme", "--owners", "ops")
 
-    response = client.post("/api/v1/events", event(), content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {lines[-1]}")
+    response = client.post(
+        "/api/v1/events", event(), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {lines[-1]}"
+    )
 
     assert response.status_code == 201, response.json()
     assert response.json()["key"] == "acme:R-42:v3:prepare-brief"
@@ -84,6 +86,7 @@ def test_it_refuses_a_negative_retry_budget():
 
 # --- submit ---------------------------------------------------------------------------------------
 
+
 def test_it_submits_json_lines_from_a_file(workspace, tmp_path):
     path = tmp_path / "events.jsonl"
     path.write_text(json_lines(event("delivery-1"), event("delivery-2"), event("delivery-3", version=4)))
@@ -93,7 +96,9 @@ def test_it_submits_json_lines_from_a_file(workspace, tmp_path):
     assert status == 0
     results = [json.loads(line) for line in lines]
     assert [(r["line"], r["http_status"], r["status"]) for r in results] == [
-        (1, 201, "accepted"), (2, 200, "duplicate"), (3, 201, "accepted"),
+        (1, 201, "accepted"),
+        (2, 200, "duplicate"),
+        (3, 201, "accepted"),
     ]
     assert results[0]["key"] == "demo:R-42:v3:prepare-brief"
     assert Operation.objects.count() == 2
@@ -101,8 +106,9 @@ def test_it_submits_json_lines_from_a_file(workspace, tmp_path):
 
 
 def test_it_submits_json_lines_from_standard_input(workspace, monkeypatch):
-    lines, status = run("submit", "-", "--workspace", "demo", stdin=json_lines(event("delivery-1")),
-                        monkeypatch=monkeypatch)
+    lines, status = run(
+        "submit", "-", "--workspace", "demo", stdin=json_lines(event("delivery-1")), monkeypatch=monkeypatch
+    )
 
     assert status == 0
     assert [json.loads(line)["status"] for line in lines] == ["accepted"]
@@ -122,11 +128,14 @@ def test_it_skips_blank_lines_and_numbers_lines_as_read(workspace, monkeypatch):
     assert [json.loads(line)["line"] for line in lines] == [2, 4]
 
 
-@pytest.mark.parametrize("bad_line, reason", [
-    (event("delivery-2", title="Changed without a new version"), "payload_conflict"),
-    (event("delivery-2", version=0), "invalid_input"),
-    ('{"action": "prepare-brief", ', "malformed_json"),
-])
+@pytest.mark.parametrize(
+    "bad_line, reason",
+    [
+        (event("delivery-2", title="Changed without a new version"), "payload_conflict"),
+        (event("delivery-2", version=0), "invalid_input"),
+        ('{"action": "prepare-brief", ', "malformed_json"),
+    ],
+)
 def test_it_exits_non_zero_when_any_line_is_blocked(workspace, monkeypatch, bad_line, reason):
     """Every line is still submitted and answered; the exit status says something was blocked."""
     stdin = json_lines(event("delivery-1"), bad_line, event("delivery-3", version=4))
@@ -150,8 +159,9 @@ def test_it_records_a_malformed_line_as_an_invalid_delivery(workspace, monkeypat
 
 
 def test_it_exits_zero_for_duplicates(workspace, monkeypatch):
-    lines, status = run("submit", "-", "--workspace", "demo", stdin=json_lines(event("d-1"), event("d-1")),
-                        monkeypatch=monkeypatch)
+    lines, status = run(
+        "submit", "-", "--workspace", "demo", stdin=json_lines(event("d-1"), event("d-1")), monkeypatch=monkeypatch
+    )
     assert status == 0
     assert [json.loads(line)["status"] for line in lines] == ["accepted", "duplicate"]
 
@@ -174,5 +184,6 @@ def test_it_answers_a_line_nested_too_deeply_as_malformed(workspace, monkeypatch
     lines, status = run("submit", "-", "--workspace", "demo", stdin=stdin, monkeypatch=monkeypatch)
     assert status == 1
     assert [(r["status"], r.get("reason")) for r in map(json.loads, lines)] == [
-        ("blocked", "malformed_json"), ("accepted", None),
+        ("blocked", "malformed_json"),
+        ("accepted", None),
     ]

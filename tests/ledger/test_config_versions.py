@@ -54,7 +54,8 @@ def test_the_destination_url_is_part_of_the_configuration_though_not_of_the_defi
     changes = configuration.differences(before, configuration.content(1, ticket))
 
     assert [str(change) for change in changes] == [
-        'destination_url: "http://destination-a.example/" -> "http://destination-b.example/"']
+        'destination_url: "http://destination-a.example/" -> "http://destination-b.example/"'
+    ]
     assert ticket.version == version_before
 
 

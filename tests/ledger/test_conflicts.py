@@ -29,7 +29,8 @@ def test_it_applies_the_incoming_payload_before_the_operation_runs(conflict, ali
     conflict.refresh_from_db()
     assert (conflict.status, conflict.decided_by) == ("applied", "alice")
     assert AuditEvent.objects.get(kind="conflict_applied").message == (
-        f"conflict {conflict.pk} (title): sender corrected the title")
+        f"conflict {conflict.pk} (title): sender corrected the title"
+    )
 
     process_due_operations()
     assert ReviewDraft.objects.get().title == "Review renewal options, EMEA only"
@@ -96,11 +97,14 @@ def test_it_lists_and_decides_conflicts_from_the_command_line(conflict, alice):
     assert list(Operation.objects.get().contributions.values_list("user__username", "kind")) == [("alice", "changed")]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["dismiss", "999", "--as", "alice", "--reason", "x"], "No conflict 999."),
-    (["dismiss", "{conflict}", "--as", "nobody", "--reason", "x"], "No active user 'nobody'."),
-    (["dismiss", "{conflict}", "--as", "clerk", "--reason", "x"], "clerk may not replay, resolve, cancel"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["dismiss", "999", "--as", "alice", "--reason", "x"], "No conflict 999."),
+        (["dismiss", "{conflict}", "--as", "nobody", "--reason", "x"], "No active user 'nobody'."),
+        (["dismiss", "{conflict}", "--as", "clerk", "--reason", "x"], "clerk may not replay, resolve, cancel"),
+    ],
+)
 def test_it_explains_what_the_command_cannot_do(conflict, args, message, alice, person):
     person("clerk", "viewer")
     args = [arg.format(conflict=conflict.pk) for arg in args]

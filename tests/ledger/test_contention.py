@@ -50,8 +50,10 @@ def run_in_threads(*targets) -> list:
 
 
 def two_workspaces() -> tuple[int, int]:
-    return (Workspace.objects.create(slug="one", approved_owners=[]).pk,
-            Workspace.objects.create(slug="two", approved_owners=[]).pk)
+    return (
+        Workspace.objects.create(slug="one", approved_owners=[]).pk,
+        Workspace.objects.create(slug="two", approved_owners=[]).pk,
+    )
 
 
 def test_without_a_retry_two_transactions_locking_in_opposite_orders_deadlock():
@@ -77,8 +79,10 @@ def test_it_runs_the_deadlocked_transaction_again_and_both_commit(caplog):
     assert failures == []
     # The victim ran twice, the survivor once; both changes committed.
     assert sorted(runs.count(name) for name in set(runs)) == [1, 2]
-    assert list(Workspace.objects.filter(pk__in=(one, two)).values_list("approved_owners", flat=True)) == \
-        [["locked"], ["locked"]]
+    assert list(Workspace.objects.filter(pk__in=(one, two)).values_list("approved_owners", flat=True)) == [
+        ["locked"],
+        ["locked"],
+    ]
     assert "locking two workspaces met a deadlock; running it again" in caplog.text
 
 
@@ -125,20 +129,30 @@ def always_deadlocked():
 
     yield tries
     with connection.cursor() as cursor:
-        cursor.execute("DROP TRIGGER test_deadlocked ON ledger_operation; DROP FUNCTION test_deadlocked(); "
-                       "DROP SEQUENCE test_deadlocked_tries;")
+        cursor.execute(
+            "DROP TRIGGER test_deadlocked ON ledger_operation; DROP FUNCTION test_deadlocked(); "
+            "DROP SEQUENCE test_deadlocked_tries;"
+        )
 
 
 @pytest.mark.parametrize("action", ["prepare-brief", "update-status"])
-def test_a_deadlock_that_persists_is_answered_503_busy_with_retry_after(client, token, always_deadlocked, caplog,
-                                                                         action):
+def test_a_deadlock_that_persists_is_answered_503_busy_with_retry_after(
+    client, token, always_deadlocked, caplog, action
+):
     client.raise_request_exception = False
-    data = {"request_id": "R-7", "version": 2, "title": "Busy", "owner": "ops"} if action == "prepare-brief" \
+    data = (
+        {"request_id": "R-7", "version": 2, "title": "Busy", "owner": "ops"}
+        if action == "prepare-brief"
         else {"request_id": "R-7", "version": 2, "status": "closed"}
+    )
 
     with caplog.at_level(logging.INFO, logger="ledger"):
-        response = client.post("/api/v1/events", json.dumps({"action": action, "data": data}),
-                               content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+        response = client.post(
+            "/api/v1/events",
+            json.dumps({"action": action, "data": data}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
 
     assert response.status_code == 503
     assert response["Retry-After"] == "5"

@@ -75,7 +75,8 @@ def test_the_window_moves_on_with_the_hours(frozen, workspace, action, root):
 
 
 def test_failure_rates_are_failed_attempts_over_attempts_by_action_and_destination(
-        frozen, workspace, scripted_action, root):
+    frozen, workspace, scripted_action, root
+):
     internal, external = scripted_action(), scripted_action(external=True, honours_idempotency_keys=True)
     at(frozen, START - timedelta(hours=2))
     finish(workspace, internal, "R-1")
@@ -96,7 +97,8 @@ def test_failure_rates_are_failed_attempts_over_attempts_by_action_and_destinati
 
 
 def test_counts_by_state_name_every_state_the_unfinished_ones_now_and_bounded(
-        frozen, workspace, action, root, monkeypatch):
+    frozen, workspace, action, root, monkeypatch
+):
     at(frozen, START)
     for number in range(3):
         submit(workspace, action.name, request_id=f"R-{number}")
@@ -150,10 +152,11 @@ def test_an_interval_is_cut_at_each_hour_so_each_sample_lies_in_one_hour(frozen,
     finish(workspace, action, "R-2")
     at(frozen, START + timedelta(minutes=5))
     sample_all()
-    assert sorted(FlowSample.objects.values_list("hour", "succeeded")) == [
-        (START - timedelta(hours=1), 1), (START, 1)]
-    assert all(sample.hour <= sample.since < sample.until <= sample.hour + timedelta(hours=1)
-               for sample in FlowSample.objects.all())
+    assert sorted(FlowSample.objects.values_list("hour", "succeeded")) == [(START - timedelta(hours=1), 1), (START, 1)]
+    assert all(
+        sample.hour <= sample.since < sample.until <= sample.hour + timedelta(hours=1)
+        for sample in FlowSample.objects.all()
+    )
 
 
 def test_a_first_sample_catches_up_a_bounded_number_of_hours_per_sweep(frozen, workspace, action):
@@ -186,7 +189,8 @@ def test_a_viewer_of_one_workspace_sees_only_its_figures(frozen, workspace, acti
 
 
 def test_oldest_waiting_ages_keep_due_and_held_work_apart_within_the_persons_workspaces(
-        frozen, workspace, action, django_user_model, root):
+    frozen, workspace, action, django_user_model, root
+):
     other = Workspace.objects.create(slug="other")
     viewer = django_user_model.objects.create_user("viewer")
     Membership.objects.create(user=viewer, workspace=workspace, role="viewer")

@@ -117,7 +117,9 @@ def test_it_sends_an_expired_approval_request_to_review(workspace, consequential
 
     operation.refresh_from_db()
     assert (operation.state, operation.last_error) == (
-        "needs_review", {"category": "approval", "message": "approval expired"})
+        "needs_review",
+        {"category": "approval", "message": "approval expired"},
+    )
     event = AuditEvent.objects.get(kind="approval_expired")
     assert (event.actor, event.from_state, event.to_state) == ("sweep", "pending_approval", "needs_review")
     with pytest.raises(approvals.ApprovalError, match="only an operation awaiting approval can be decided"):

@@ -57,8 +57,10 @@ def test_it_redacts_the_value_everywhere_and_keeps_keys_and_fingerprints(subject
 
     said = erase("--field", "customer_id", "--value", "C-9")
 
-    assert said == ("Erased customer_id in workspace demo: 1 operation payloads, 0 results, 1 conflict payloads, "
-                    "2 conflict differences.")
+    assert said == (
+        "Erased customer_id in workspace demo: 1 operation payloads, 0 results, 1 conflict payloads, "
+        "2 conflict differences."
+    )
     assert {operation.pk: (operation.key, operation.fingerprint) for operation in Operation.objects.all()} == before
     first.refresh_from_db()
     assert first.payload == REFUND | {"customer_id": REDACTED}
@@ -76,8 +78,10 @@ def test_it_audits_the_field_and_counts_never_the_value(subject):
 
     event = AuditEvent.objects.get(kind="erased")
     assert (event.actor, event.workspace.slug, event.operation_id) == ("boss", "demo", None)
-    assert event.message == ("erased one data subject's customer_id: 1 operation payloads, 0 results, 1 conflict "
-                             "payloads, 2 conflict differences; reason: erasure request ER-17")
+    assert event.message == (
+        "erased one data subject's customer_id: 1 operation payloads, 0 results, 1 conflict "
+        "payloads, 2 conflict differences; reason: erasure request ER-17"
+    )
     assert not AuditEvent.objects.filter(message__contains="C-9").exists()
     call_command("verify_audit", stdout=StringIO())  # the chain still holds
 
@@ -105,8 +109,9 @@ def test_it_shows_an_erased_value_as_erased_to_everyone(subject, client, person)
 def test_it_erases_a_number_given_as_digits(subject):
     said = erase("--field", "amount_cents", "--value", "4500")
 
-    assert said.startswith("Erased amount_cents in workspace demo: 3 operation payloads, 0 results, "
-                           "2 conflict payloads")
+    assert said.startswith(
+        "Erased amount_cents in workspace demo: 3 operation payloads, 0 results, 2 conflict payloads"
+    )
     assert set(Operation.objects.values_list("payload__amount_cents", flat=True)) == {REDACTED}
     assert Operation.objects.get(key="demo:R-1:v1:issue-refund").payload["customer_id"] == "C-9"
 
@@ -133,8 +138,13 @@ def test_it_refuses_while_an_operation_holding_the_value_has_not_finished(subjec
     waiting = refund(workspace, request_id="R-4").operation
     assert waiting.state == "pending_approval"
 
-    with pytest.raises(CommandError, match=(r"1 operations holding the value have not finished "
-                                            r"\(demo:R-4:v1:issue-refund\): they would run or be replayed")):
+    with pytest.raises(
+        CommandError,
+        match=(
+            r"1 operations holding the value have not finished "
+            r"\(demo:R-4:v1:issue-refund\): they would run or be replayed"
+        ),
+    ):
         erase("--field", "customer_id", "--value", "C-9")
 
     assert Operation.objects.filter(payload__customer_id="C-9").count() == 2
@@ -150,17 +160,32 @@ def test_it_refuses_an_open_conflict_whose_operation_may_still_take_it(workspace
         erase("--field", "customer_id", "--value", "C-9")
 
 
-@pytest.mark.parametrize("args, kwargs, message", [
-    (["--field", "currency", "--value", "EUR"], {},
-     "No action declares 'currency' sensitive; sensitive fields: amount_cents, customer_id, email."),
-    (["--field", "customer_id", "--value", "C-9"], {"username": "approver"},
-     "approver may not erase personal data in workspace demo."),
-    (["--field", "customer_id", "--value", "C-9"], {"reason": "customer C-9 asked"},
-     "The reason quotes the value: it would be kept in the audit trail. Give a reference."),
-    (["--field", "customer_id", "--value", "C-9"], {"reason": " "},
-     "Say why (a request reference, not the value): the reason is kept in the audit trail."),
-    (["--field", "customer_id", "--value", ""], {}, "Give the value to erase."),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        (
+            ["--field", "currency", "--value", "EUR"],
+            {},
+            "No action declares 'currency' sensitive; sensitive fields: amount_cents, customer_id, email.",
+        ),
+        (
+            ["--field", "customer_id", "--value", "C-9"],
+            {"username": "approver"},
+            "approver may not erase personal data in workspace demo.",
+        ),
+        (
+            ["--field", "customer_id", "--value", "C-9"],
+            {"reason": "customer C-9 asked"},
+            "The reason quotes the value: it would be kept in the audit trail. Give a reference.",
+        ),
+        (
+            ["--field", "customer_id", "--value", "C-9"],
+            {"reason": " "},
+            "Say why (a request reference, not the value): the reason is kept in the audit trail.",
+        ),
+        (["--field", "customer_id", "--value", ""], {}, "Give the value to erase."),
+    ],
+)
 def test_it_refuses_what_it_cannot_do_and_says_why(subject, args, kwargs, message):
     with pytest.raises(CommandError) as refused:
         erase(*args, **kwargs)
@@ -171,8 +196,20 @@ def test_it_refuses_what_it_cannot_do_and_says_why(subject, args, kwargs, messag
 
 def test_it_refuses_an_unknown_workspace(boss):
     with pytest.raises(CommandError, match="No workspace 'nowhere'."):
-        call_command("erase", "--workspace", "nowhere", "--field", "customer_id", "--value", "C-9", "--as", "boss",
-                     "--reason", "ER-1", stdout=StringIO())
+        call_command(
+            "erase",
+            "--workspace",
+            "nowhere",
+            "--field",
+            "customer_id",
+            "--value",
+            "C-9",
+            "--as",
+            "boss",
+            "--reason",
+            "ER-1",
+            stdout=StringIO(),
+        )
 
 
 class AccountData(BaseModel):
@@ -184,11 +221,17 @@ class AccountData(BaseModel):
 
 
 def test_it_erases_a_value_the_destination_answered_in_the_result(workspace, boss, scripted_action):
-    action = scripted_action(schema=AccountData, fingerprint_fields=("request_id", "version", "customer_id"),
-                             sensitive_fields=("customer_id",))
+    action = scripted_action(
+        schema=AccountData,
+        fingerprint_fields=("request_id", "version", "customer_id"),
+        sensitive_fields=("customer_id",),
+    )
     action.destination.answer(Success(result={"account": "A-1", "customer_id": "C-9"}))
-    submit_event(workspace=workspace, source="api",
-                 raw={"action": action.name, "data": {"request_id": "R-1", "version": 1, "customer_id": "C-9"}})
+    submit_event(
+        workspace=workspace,
+        source="api",
+        raw={"action": action.name, "data": {"request_id": "R-1", "version": 1, "customer_id": "C-9"}},
+    )
     process_due_operations()
 
     said = erase("--field", "customer_id", "--value", "C-9")

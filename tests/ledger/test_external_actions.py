@@ -63,9 +63,16 @@ def test_it_sends_a_rejected_request_to_review(workspace, standin, status):
     assert Attempt.objects.get().http_status == status
 
 
-@pytest.mark.parametrize("fault", [{"kind": "status", "status": 500}, {"kind": "status", "status": 504},
-                                   {"kind": "reset_before"}, {"kind": "drop_after_commit"}],
-                         ids=["500", "504", "reset", "dropped-answer"])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        {"kind": "status", "status": 500},
+        {"kind": "status", "status": 504},
+        {"kind": "reset_before"},
+        {"kind": "drop_after_commit"},
+    ],
+    ids=["500", "504", "reset", "dropped-answer"],
+)
 def test_it_marks_an_answer_that_may_hide_an_effect_unknown(workspace, standin, fault):
     """Without idempotency keys nothing is sent again until reconciliation has asked."""
     standin.fail_next(fault)
@@ -102,8 +109,9 @@ def test_it_retries_when_the_destination_cannot_be_reached(workspace, settings):
     assert "did not reach" in operation.last_error["message"]
 
 
-@pytest.mark.parametrize("value, expected", [("7", 7.0), (None, None), ("", None), ("soon", None),
-                                             ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)])
+@pytest.mark.parametrize(
+    "value, expected", [("7", 7.0), (None, None), ("", None), ("soon", None), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)]
+)
 def test_it_reads_retry_after_as_seconds_or_a_date(value, expected):
     assert retry_after_seconds(value) == expected
 

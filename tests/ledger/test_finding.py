@@ -28,8 +28,11 @@ def other(db):
 @pytest.fixture
 def sent(workspace, standin):
     """A file-ticket that succeeded at the stand-in destination, the real way: it has a record id."""
-    operation = submit_event(workspace=workspace, source="api", raw=external_event(
-        "file-ticket", delivery_id="d-ticket") | {"correlation_id": "flow-7"}).operation
+    operation = submit_event(
+        workspace=workspace,
+        source="api",
+        raw=external_event("file-ticket", delivery_id="d-ticket") | {"correlation_id": "flow-7"},
+    ).operation
     process_due_operations(worker="w1")
     operation.refresh_from_db()
     assert operation.state == "succeeded" and operation.external_id
@@ -65,8 +68,15 @@ def test_it_finds_an_operation_by_the_record_id_of_an_attempt_it_never_recorded(
     """A try whose worker lost its claim keeps the record id the destination answered with; the
     operation has none (it is being tried again, or is unknown)."""
     brief = submit_brief(workspace)
-    Attempt.objects.create(operation=brief, number=1, fencing_token=1, started_at=timezone.now(),
-                           finished_at=timezone.now(), outcome="stale", external_id="rec-lost-1")
+    Attempt.objects.create(
+        operation=brief,
+        number=1,
+        fencing_token=1,
+        started_at=timezone.now(),
+        finished_at=timezone.now(),
+        outcome="stale",
+        external_id="rec-lost-1",
+    )
     assert found("rec-lost-1", viewer) == {brief.pk: ["destination record id of an attempt"]}
 
 
@@ -99,9 +109,14 @@ def test_it_says_every_field_an_operation_matched(sent, viewer):
 
 
 def test_it_returns_the_arrivals_with_the_id_that_became_no_operation(workspace, viewer):
-    record_blocked_delivery(workspace=workspace, source="api", reason="invalid_input", http_status=422,
-                            errors=[{"field": "data.version", "message": "Input should be a valid integer"}],
-                            raw={"action": "prepare-brief", "delivery_id": "d-bad", "data": {}})
+    record_blocked_delivery(
+        workspace=workspace,
+        source="api",
+        reason="invalid_input",
+        http_status=422,
+        errors=[{"field": "data.version", "message": "Input should be a valid integer"}],
+        raw={"action": "prepare-brief", "delivery_id": "d-bad", "data": {}},
+    )
     result = find_operations("d-bad", user=viewer)
     assert result.matches == []
     assert [(d.outcome, d.errors[0]["field"]) for d in result.refused] == [("invalid", "data.version")]
@@ -110,12 +125,21 @@ def test_it_returns_the_arrivals_with_the_id_that_became_no_operation(workspace,
 def test_it_never_finds_another_workspaces_operations(other, person, standin):
     """Whatever the id, an operation of a workspace the person is not a member of is not found."""
     mine = person("mine", "admin")  # of "demo" only
-    theirs = submit_event(workspace=other, source="api", raw=external_event(
-        "file-ticket", delivery_id="d-theirs") | {"correlation_id": "flow-theirs"}).operation
+    theirs = submit_event(
+        workspace=other,
+        source="api",
+        raw=external_event("file-ticket", delivery_id="d-theirs") | {"correlation_id": "flow-theirs"},
+    ).operation
     process_due_operations(worker="w1")
     theirs.refresh_from_db()
-    record_blocked_delivery(workspace=other, source="api", reason="invalid_input", http_status=422,
-                            errors=[], raw={"delivery_id": "d-theirs"})
+    record_blocked_delivery(
+        workspace=other,
+        source="api",
+        reason="invalid_input",
+        http_status=422,
+        errors=[],
+        raw={"delivery_id": "d-theirs"},
+    )
     ids = [theirs.key, "r-42", theirs.external_id, "d-theirs", str(theirs.deliveries.get().pk), "flow-theirs"]
     for text in ids:
         result = find_operations(text, user=mine)
@@ -147,10 +171,17 @@ def test_it_lists_a_bounded_number_and_says_more_matched(workspace, viewer):
     assert len(result.matches) == finding.LIMIT and result.more
 
 
-@pytest.mark.parametrize("text, said", [
-    ("", "Type a key"), ("   ", "Type a key"), (None, "Type a key"),
-    ("x" * 501, "501 characters long"), ("R-1\nR-2", "control character"), ("R-1\x00", "control character"),
-])
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("", "Type a key"),
+        ("   ", "Type a key"),
+        (None, "Type a key"),
+        ("x" * 501, "501 characters long"),
+        ("R-1\nR-2", "control character"),
+        ("R-1\x00", "control character"),
+    ],
+)
 def test_it_refuses_what_cannot_be_an_id(viewer, text, said):
     with pytest.raises(FindError, match=said):
         find_operations(text, user=viewer)

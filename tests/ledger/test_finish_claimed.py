@@ -20,22 +20,54 @@ def written(workspaces):
     """What finishing wrote, without ids and per-run values: rows named by their request id."""
     operations = Operation.objects.filter(workspace__in=workspaces).exclude(key__contains=":warm:").order_by("id")
     names = {operation.pk: (operation.workspace.slug, operation.payload["request_id"]) for operation in operations}
-    drafts = {f"draft-{draft.pk}": names[draft.operation_id] for draft in ReviewDraft.objects.filter(
-        operation__in=operations)}
+    drafts = {
+        f"draft-{draft.pk}": names[draft.operation_id] for draft in ReviewDraft.objects.filter(operation__in=operations)
+    }
     return {
         "operations": [
-            (names[o.pk], o.state, o.attempts, o.fencing_token, o.lease_owner, o.lease_expires_at, o.next_attempt_at,
-             o.last_error_category, o.last_error_message, drafts[o.external_id], o.result["title"])
-            for o in operations],
+            (
+                names[o.pk],
+                o.state,
+                o.attempts,
+                o.fencing_token,
+                o.lease_owner,
+                o.lease_expires_at,
+                o.next_attempt_at,
+                o.last_error_category,
+                o.last_error_message,
+                drafts[o.external_id],
+                o.result["title"],
+            )
+            for o in operations
+        ],
         "attempts": sorted(
-            (names[a.operation_id], a.number, a.fencing_token, a.worker, a.outcome, drafts[a.external_id],
-             a.config_version_id, a.started_at == a.finished_at == START)
-            for a in Attempt.objects.filter(operation__in=operations)),
+            (
+                names[a.operation_id],
+                a.number,
+                a.fencing_token,
+                a.worker,
+                a.outcome,
+                drafts[a.external_id],
+                a.config_version_id,
+                a.started_at == a.finished_at == START,
+            )
+            for a in Attempt.objects.filter(operation__in=operations)
+        ),
         "audit": [
-            (names[e.operation_id], e.actor, e.kind, e.from_state, e.to_state, e.message,
-             names[e.attempt.operation_id] if e.attempt else None, e.created_at == START)
+            (
+                names[e.operation_id],
+                e.actor,
+                e.kind,
+                e.from_state,
+                e.to_state,
+                e.message,
+                names[e.attempt.operation_id] if e.attempt else None,
+                e.created_at == START,
+            )
             for e in AuditEvent.objects.filter(operation__in=operations, kind__in=["claimed", "succeeded"])
-            .select_related("attempt").order_by("id")],
+            .select_related("attempt")
+            .order_by("id")
+        ],
     }
 
 
@@ -49,8 +81,9 @@ def finish_two_workspaces(slugs):
         for workspace in workspaces:
             submit_brief(workspace, request_id=f"R-{n}")
     retried = Operation.objects.get(workspace=workspaces[1], key__contains=":R-1:")
-    Operation.objects.filter(pk=retried.pk).update(state=State.RETRYING, next_attempt_at=START - timedelta(seconds=1),
-                                                   fencing_token=4, attempts=2)
+    Operation.objects.filter(pk=retried.pk).update(
+        state=State.RETRYING, next_attempt_at=START - timedelta(seconds=1), fencing_token=4, attempts=2
+    )
 
     assert process_due_operations(worker="w1") == 6
 
@@ -65,18 +98,44 @@ def test_one_statement_finishes_a_set_across_workspaces_from_pending_and_retryin
     retried = ("b", "R-1")  # retrying after two tries, under token 4: its claim takes 5
     names = [(slug, f"R-{n}") for n in range(3) for slug in ("a", "b")]
     assert found["operations"] == [
-        (name, "succeeded", 3 if name == retried else 1, 5 if name == retried else 1, "", None, None, "", "", name,
-         "Review renewal options") for name in names]
+        (
+            name,
+            "succeeded",
+            3 if name == retried else 1,
+            5 if name == retried else 1,
+            "",
+            None,
+            None,
+            "",
+            "",
+            name,
+            "Review renewal options",
+        )
+        for name in names
+    ]
     configs = {config for *_, config, _ in found["attempts"]}
     assert len(configs) == 1 and None not in configs
     assert found["attempts"] == [
         (name, 5 if name == retried else 1, 5 if name == retried else 1, "w1", "ok", name, *configs, True)
-        for name in sorted(names)]
+        for name in sorted(names)
+    ]
     assert found["audit"] == [
-        event for name in sorted(names) for event in (
-            (name, "w1", "claimed", "retrying" if name == retried else "pending", "processing",
-             f"claim {5 if name == retried else 1}", None, True),
-            (name, "w1", "succeeded", "processing", "succeeded", "", name, True))]
+        event
+        for name in sorted(names)
+        for event in (
+            (
+                name,
+                "w1",
+                "claimed",
+                "retrying" if name == retried else "pending",
+                "processing",
+                f"claim {5 if name == retried else 1}",
+                None,
+                True,
+            ),
+            (name, "w1", "succeeded", "processing", "succeeded", "", name, True),
+        )
+    ]
     assert audit_chain.verify_chains().broken is None
 
 

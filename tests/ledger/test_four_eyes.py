@@ -25,11 +25,14 @@ VIA = ["console", "command"]
 
 
 def four_eyes(username: str, roles: str, key: str, verb: str = "approve") -> str:
-    return (f"{username} {roles} {key}, so cannot {verb} it: four eyes means another person with the approve "
-            "permission must.")
+    return (
+        f"{username} {roles} {key}, so cannot {verb} it: four eyes means another person with the approve "
+        "permission must."
+    )
 
 
 # --- people and entry points --------------------------------------------------------------------
+
 
 @pytest.fixture
 def second_approver(person):
@@ -57,8 +60,12 @@ def issue_token(username: str | None = None, workspace: str = "demo") -> str:
 
 def send(client, token: str, **data):
     """POST one issue-refund event to the HTTP API with ``token``."""
-    return client.post("/api/v1/events", json.dumps({"action": "issue-refund", "data": REFUND | data}),
-                       content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client.post(
+        "/api/v1/events",
+        json.dumps({"action": "issue-refund", "data": REFUND | data}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
 
 
 def send_refund(client, token: str, **data) -> Operation:
@@ -93,8 +100,17 @@ def approve(via: str, client, user, operation, note: str = "") -> str:
     with the operation's fingerprint)."""
     if via == "command":
         try:
-            call_command("approve", operation.key, "--workspace", operation.workspace.slug,
-                         "--as", user.get_username(), "--note", note, stdout=StringIO())
+            call_command(
+                "approve",
+                operation.key,
+                "--workspace",
+                operation.workspace.slug,
+                "--as",
+                user.get_username(),
+                "--note",
+                note,
+                stdout=StringIO(),
+            )
         except CommandError as exc:
             return str(exc)
         return ""
@@ -122,8 +138,9 @@ def assert_refused(via: str, client, user, operation, message: str) -> None:
     operation.refresh_from_db()
     assert operation.state == "pending_approval"
     assert Approval.objects.filter(operation=operation).count() == approvals
-    assert not AuditEvent.objects.filter(operation=operation, kind="approval_approved", actor=user.get_username()
-                                         ).exists()
+    assert not AuditEvent.objects.filter(
+        operation=operation, kind="approval_approved", actor=user.get_username()
+    ).exists()
 
 
 def assert_approved(via: str, client, user, operation) -> None:
@@ -136,7 +153,10 @@ def assert_approved(via: str, client, user, operation) -> None:
     assert operation.state == "pending"
     latest = operation.approvals.order_by("-id").first()
     assert (latest.decision, latest.approver, latest.fingerprint) == (
-        "approved", user.get_username(), operation.fingerprint)
+        "approved",
+        user.get_username(),
+        operation.fingerprint,
+    )
 
 
 def contributions(operation) -> list[tuple[str, str]]:
@@ -144,6 +164,7 @@ def contributions(operation) -> list[tuple[str, str]]:
 
 
 # --- 1. an approver who submitted with their own token ------------------------------------------
+
 
 @pytest.fixture
 def own_refund(client, workspace, approver):
@@ -156,7 +177,11 @@ def test_it_records_the_person_behind_a_token_as_the_submitter(client, workspace
     console name them, and they are a contributor of the operation."""
     delivery = Delivery.objects.get(operation=own_refund)
     assert (delivery.source, delivery.outcome, delivery.submitted_by, delivery.person) == (
-        "api", "accepted", "approver", approver)
+        "api",
+        "accepted",
+        "approver",
+        approver,
+    )
     assert own_refund.submitted_by == "approver"
     reserved = AuditEvent.objects.get(operation=own_refund, kind="reserved")
     assert (reserved.actor, reserved.message) == ("approver", f"delivery {delivery.pk} via api")
@@ -166,7 +191,8 @@ def test_it_records_the_person_behind_a_token_as_the_submitter(client, workspace
 
 @pytest.mark.parametrize("via", VIA)
 def test_it_refuses_an_approver_approving_a_refund_they_sent_with_their_own_token(
-        client, approver, second_approver, own_refund, via):
+    client, approver, second_approver, own_refund, via
+):
     """The submitter cannot approve their refund; another approver can."""
     assert_refused(via, client, approver, own_refund, four_eyes("approver", "submitted", own_refund.key))
 
@@ -178,8 +204,12 @@ def test_it_makes_the_person_a_submitter_on_every_api_endpoint(client, workspace
     """The batch endpoint submits as the token's person too."""
     event = {"action": "issue-refund", "data": REFUND}
     body = event if endpoint.endswith("events") else {"events": [event]}
-    response = client.post(endpoint, json.dumps(body), content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {issue_token('approver')}")
+    response = client.post(
+        endpoint,
+        json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {issue_token('approver')}",
+    )
     assert response.status_code in (200, 201), response.json()
     operation = Operation.objects.get()
 
@@ -188,6 +218,7 @@ def test_it_makes_the_person_a_submitter_on_every_api_endpoint(client, workspace
 
 
 # --- 2. an admin who raised the amount by applying a conflict -----------------------------------
+
 
 def raise_amount(client, token, operation, admin, apply_via: str) -> Conflict:
     """Send the same key with a higher amount (409), then ``admin`` applies the conflict."""
@@ -198,10 +229,19 @@ def raise_amount(client, token, operation, admin, apply_via: str) -> Conflict:
         client.force_login(admin)
         response = client.post(f"/console/conflicts/{conflict.pk}/apply/", {"reason": "sender corrected the amount"})
         assert messages_of(response) == [
-            ("success", f"Applied the incoming payload of conflict {conflict.pk} to {operation.key}.")]
+            ("success", f"Applied the incoming payload of conflict {conflict.pk} to {operation.key}.")
+        ]
     else:
-        call_command("conflict", "apply", str(conflict.pk), "--as", "admin", "--reason", "sender corrected the amount",
-                     stdout=StringIO())
+        call_command(
+            "conflict",
+            "apply",
+            str(conflict.pk),
+            "--as",
+            "admin",
+            "--reason",
+            "sender corrected the amount",
+            stdout=StringIO(),
+        )
     conflict.refresh_from_db()
     operation.refresh_from_db()
     assert (conflict.status, conflict.decided_by, operation.payload["amount_cents"]) == ("applied", "admin", 450_000)
@@ -211,7 +251,8 @@ def raise_amount(client, token, operation, admin, apply_via: str) -> Conflict:
 @pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("apply_via", VIA)
 def test_it_refuses_an_admin_approving_a_refund_whose_amount_they_raised(
-        client, workspace, token, admin, approver, standin, apply_via, via):
+    client, workspace, token, admin, approver, standin, apply_via, via
+):
     """Applying a conflict changes the payload: whoever applied it cannot approve the result (console
     or command, however the conflict was applied); another approver can, and the raised refund runs."""
     refund = send_refund(client, token)
@@ -229,7 +270,8 @@ def test_it_refuses_an_admin_approving_a_refund_whose_amount_they_raised(
 
 @pytest.mark.parametrize("via", VIA)
 def test_it_refuses_the_person_whose_token_sent_an_applied_conflict(
-        client, workspace, token, admin, approver, second_approver, via):
+    client, workspace, token, admin, approver, second_approver, via
+):
     """The payload a conflict brings in is the sender's: once applied, its sender is a submitter
     of the operation too (and the admin who applied it a changer); neither may approve."""
     refund = send_refund(client, token)
@@ -242,6 +284,7 @@ def test_it_refuses_the_person_whose_token_sent_an_applied_conflict(
 
 
 # --- 3. an admin who replayed a refund ----------------------------------------------------------
+
 
 @pytest.fixture
 def failed_refund(client, workspace, token, approver, standin):
@@ -262,8 +305,17 @@ def replay(replay_via: str, client, admin, operation) -> None:
         response = client.post(f"/console/operations/{operation.pk}/replay/", {"reason": "customer record fixed"})
         assert messages_of(response) == [("success", f"Replayed {operation.key}.")]
     else:
-        call_command("replay", operation.key, "--workspace", "demo", "--as", "admin",
-                     "--reason", "customer record fixed", stdout=StringIO())
+        call_command(
+            "replay",
+            operation.key,
+            "--workspace",
+            "demo",
+            "--as",
+            "admin",
+            "--reason",
+            "customer record fixed",
+            stdout=StringIO(),
+        )
     operation.refresh_from_db()
     assert operation.state == "pending_approval"
 
@@ -271,7 +323,8 @@ def replay(replay_via: str, client, admin, operation) -> None:
 @pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("replay_via", VIA)
 def test_it_refuses_an_admin_approving_a_refund_they_replayed(
-        client, admin, approver, standin, failed_refund, replay_via, via):
+    client, admin, approver, standin, failed_refund, replay_via, via
+):
     """Replaying runs the refund again: whoever replayed it cannot approve the new run; another
     approver can, and the worker then performs it once."""
     replay(replay_via, client, admin, failed_refund)
@@ -286,10 +339,13 @@ def test_it_refuses_an_admin_approving_a_refund_they_replayed(
     assert len(standin.records()) == 1
     assert Operation.objects.get(pk=failed_refund.pk).state == "succeeded"
     assert list(Approval.objects.filter(operation=failed_refund).values_list("approver", flat=True)) == [
-        "approver", "approver"]
+        "approver",
+        "approver",
+    ]
 
 
 # --- 4. a machine's refund ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("machine", ["create_workspace token", "token issue without --user"])
@@ -307,10 +363,12 @@ def test_it_lets_any_approver_approve_a_machines_refund(client, workspace, token
 
 # --- 5. submit --as -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("source", ["file", "stdin"])
 def test_it_refuses_an_approver_approving_what_they_submitted_on_the_command_line(
-        client, workspace, approver, second_approver, tmp_path, monkeypatch, source, via):
+    client, workspace, approver, second_approver, tmp_path, monkeypatch, source, via
+):
     """``submit --as approver`` makes the approver the submitter, from a file or standard input."""
     line = json.dumps({"action": "issue-refund", "data": REFUND}) + "\n"
     if source == "file":
@@ -345,6 +403,7 @@ def test_it_treats_submit_without_as_as_a_machine(client, workspace, approver, t
 
 # --- 6. create_workspace --user and token list ----------------------------------------------------
 
+
 def test_it_gives_the_first_token_of_a_workspace_to_its_user(client, approver, second_approver):
     """``create_workspace other --user approver``: the first token is the approver's, so what it
     submits the approver cannot approve; ``token list`` names each token's owner."""
@@ -375,14 +434,24 @@ def test_it_refuses_a_token_for_someone_who_is_not_a_user(workspace):
 
 # --- 7. rejecting your own work -----------------------------------------------------------------
 
+
 def reject(via: str, client, user, operation, note: str = "sent by mistake") -> str:
     """Reject as ``user`` through ``via``; returns the error it was refused with, or "" if rejected.
     Through the console: a POST of the reject form (forged with the operation's fingerprint when the
     page offers no Reject)."""
     if via == "command":
         try:
-            call_command("reject", operation.key, "--workspace", operation.workspace.slug,
-                         "--as", user.get_username(), "--note", note, stdout=StringIO())
+            call_command(
+                "reject",
+                operation.key,
+                "--workspace",
+                operation.workspace.slug,
+                "--as",
+                user.get_username(),
+                "--note",
+                note,
+                stdout=StringIO(),
+            )
         except CommandError as exc:
             return str(exc)
         return ""
@@ -406,12 +475,12 @@ def assert_reject_refused(via: str, client, user, operation, message: str) -> No
 
 
 @pytest.mark.parametrize("via", VIA)
-def test_it_refuses_a_submitter_rejecting_their_own_refund(client, approver, second_approver, own_refund, standin,
-                                                           via):
+def test_it_refuses_a_submitter_rejecting_their_own_refund(client, approver, second_approver, own_refund, standin, via):
     """A rejection is final (the key never runs), so it is a decision like approving: the person
     who sent the refund cannot take it alone; another approver can."""
-    assert_reject_refused(via, client, approver, own_refund,
-                          four_eyes("approver", "submitted", own_refund.key, verb="reject"))
+    assert_reject_refused(
+        via, client, approver, own_refund, four_eyes("approver", "submitted", own_refund.key, verb="reject")
+    )
 
     assert reject(via, client, second_approver, own_refund) == ""
     own_refund.refresh_from_db()
@@ -425,7 +494,8 @@ def test_it_refuses_a_submitter_rejecting_their_own_refund(client, approver, sec
 def test_it_refuses_an_admin_rejecting_a_refund_they_replayed(client, admin, approver, standin, failed_refund, via):
     replay("command", client, admin, failed_refund)
 
-    assert_reject_refused(via, client, admin, failed_refund,
-                          four_eyes("admin", "replayed", failed_refund.key, verb="reject"))
+    assert_reject_refused(
+        via, client, admin, failed_refund, four_eyes("admin", "replayed", failed_refund.key, verb="reject")
+    )
 
     assert reject(via, client, approver, failed_refund) == ""

@@ -39,10 +39,14 @@ def fields_of(answer) -> list[str]:
 
 # --- numbers -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path, wrap", [
-    ("/api/v1/events", lambda body: body),
-    ("/api/v1/events/batch", lambda body: '{"events": [' + body + "]}"),
-])
+
+@pytest.mark.parametrize(
+    "path, wrap",
+    [
+        ("/api/v1/events", lambda body: body),
+        ("/api/v1/events/batch", lambda body: '{"events": [' + body + "]}"),
+    ],
+)
 def test_it_answers_a_number_longer_than_python_converts_as_malformed_json(api, path, wrap):
     """A JSON integer of 4,301 digits is refused as malformed JSON (400), naming the rule only."""
     body = wrap('{"action": "prepare-brief", "data": {"request_id": "R-42", "version": ' + HUGE + "}}")
@@ -61,8 +65,11 @@ def test_it_answers_a_number_longer_than_python_converts_as_malformed_json(api, 
 def test_it_refuses_the_longest_convertible_number_by_the_field_it_breaks(api, path):
     """4,300 digits decode; the schema then refuses the version (422), without converting it back to text."""
     big = "9" * 4300
-    one = '{"action": "prepare-brief", "data": {"request_id": "R-42", "version": ' + big + \
-          ', "title": "t", "owner": "ops"}}'
+    one = (
+        '{"action": "prepare-brief", "data": {"request_id": "R-42", "version": '
+        + big
+        + ', "title": "t", "owner": "ops"}}'
+    )
     body = one if path.endswith("events") else '{"events": [' + one + "]}"
 
     response = post_json_text(api, path, body)
@@ -76,8 +83,9 @@ def test_it_refuses_the_longest_convertible_number_by_the_field_it_breaks(api, p
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_it_answers_nan_and_infinity_as_malformed_json(api, constant):
     """Python's decoder would take them; JSON has no such numbers."""
-    response = post_json_text(api, "/api/v1/events", '{"action": "prepare-brief", "data": {"version": '
-                              + constant + "}}")
+    response = post_json_text(
+        api, "/api/v1/events", '{"action": "prepare-brief", "data": {"version": ' + constant + "}}"
+    )
 
     assert response.status_code == 400
     assert response.json()["reason"] == "malformed_json"
@@ -106,6 +114,7 @@ def test_it_refuses_a_content_length_that_is_not_a_number(api):
 
 # --- text the database cannot store ------------------------------------------------------------
 
+
 def brief(**data):
     return event(**({"title": PRIVATE_TITLE} | data))
 
@@ -119,8 +128,10 @@ UNSTORABLE = {
     "surrogate in the request id": (brief(request_id="R-" + SURROGATE), "data.request_id"),
     "low surrogate in the owner": (brief(owner="\udc00ops"), "data.owner"),
     "surrogate in a field name": (brief() | {"data": R42 | {"no" + SURROGATE + "te": "x"}}, "data.no\\ud800te"),
-    "surrogate deep in a value": (brief() | {"data": R42 | {"notes": [{"deep": ["x", SURROGATE]}]}},
-                                  "data.notes.0.deep.1"),
+    "surrogate deep in a value": (
+        brief() | {"data": R42 | {"notes": [{"deep": ["x", SURROGATE]}]}},
+        "data.notes.0.deep.1",
+    ),
     "NUL and surrogate in the envelope": (brief() | {"extra\x00": SURROGATE}, "extra\\u0000"),
 }
 
@@ -142,8 +153,15 @@ def test_it_refuses_text_the_database_cannot_store_naming_the_field(api, body, f
 
 def test_it_keeps_what_it_can_of_an_unstorable_label(api):
     """The labels of a blocked delivery keep their text, with U+FFFD for each lone surrogate."""
-    api.post("/api/v1/events", brief() | {"action": "prepare" + SURROGATE, "delivery_id": "d" + SURROGATE + "1",
-                                          "correlation_id": "run\x00" + SURROGATE})
+    api.post(
+        "/api/v1/events",
+        brief()
+        | {
+            "action": "prepare" + SURROGATE,
+            "delivery_id": "d" + SURROGATE + "1",
+            "correlation_id": "run\x00" + SURROGATE,
+        },
+    )
     delivery = Delivery.objects.get()
     labels = (delivery.action, delivery.delivery_id, delivery.correlation_id)
     assert labels == ("prepare\ufffd", "d\ufffd1", "run\ufffd")
@@ -151,8 +169,9 @@ def test_it_keeps_what_it_can_of_an_unstorable_label(api):
 
 def test_it_answers_each_unstorable_batch_event_on_its_own(api):
     """In a batch, each such event is a 422 of its own; the good ones around it are accepted."""
-    events = [event("d-1", request_id="R-1")] + [body for body, _ in UNSTORABLE.values()] + [
-        event("d-2", request_id="R-2")]
+    events = (
+        [event("d-1", request_id="R-1")] + [body for body, _ in UNSTORABLE.values()] + [event("d-2", request_id="R-2")]
+    )
 
     response = post_json_text(api, "/api/v1/events/batch", json.dumps({"events": events}))
 
@@ -177,16 +196,20 @@ def test_it_measures_an_oversized_batch_event_even_when_it_holds_a_surrogate(api
 
 # --- the key of GET /operations/{key} ----------------------------------------------------------
 
-@pytest.mark.parametrize("path", [
-    "/api/v1/operations/demo%00R-42",
-    "/api/v1/operations/%00",
-    "/api/v1/operations/demo:%ED%A0%80:v3:prepare-brief",
-    "/api/v1/operations/%ED%A0%80",
-    "/api/v1/operations/demo%2FR-42",
-    "/api/v1/operations/demo/R-42/v3",
-    "/api/v1/operations/" + "k" * 20_000,
-    "/api/v1/operations/%F0%9F%92%A5%FF",
-])
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/operations/demo%00R-42",
+        "/api/v1/operations/%00",
+        "/api/v1/operations/demo:%ED%A0%80:v3:prepare-brief",
+        "/api/v1/operations/%ED%A0%80",
+        "/api/v1/operations/demo%2FR-42",
+        "/api/v1/operations/demo/R-42/v3",
+        "/api/v1/operations/" + "k" * 20_000,
+        "/api/v1/operations/%F0%9F%92%A5%FF",
+    ],
+)
 def test_it_answers_404_for_a_key_no_operation_can_have(api, path):
     """NUL (PostgreSQL refused the query), broken UTF-8, slashes and very long keys all answer a
     plain 404 in the API's shape, without repeating the key."""
@@ -200,16 +223,20 @@ def test_it_answers_404_for_a_key_no_operation_can_have(api, path):
 
 # --- times -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("occurred_at, message", [
-    ("2026-01-01T00:00:00+16:00", "must have a UTC offset between -15:59 and +15:59"),
-    ("2026-01-01T00:00:00-16:00", "must have a UTC offset between -15:59 and +15:59"),
-    ("2026-01-01T00:00:00+23:59", "must have a UTC offset between -15:59 and +15:59"),
-    ("9999-12-31T23:59:59-14:00", "must be within 10 years of now"),
-    ("0001-01-01T00:00:00+14:00", "must be within 10 years of now"),
-    ("2037-01-02T00:00:00Z", "must be within 10 years of now"),
-    ("2015-12-31T00:00:00Z", "must be within 10 years of now"),
-    (1767225600, "must be an RFC 3339 date-time string with a UTC offset (2025-12-03T08:00:00Z)"),
-])
+
+@pytest.mark.parametrize(
+    "occurred_at, message",
+    [
+        ("2026-01-01T00:00:00+16:00", "must have a UTC offset between -15:59 and +15:59"),
+        ("2026-01-01T00:00:00-16:00", "must have a UTC offset between -15:59 and +15:59"),
+        ("2026-01-01T00:00:00+23:59", "must have a UTC offset between -15:59 and +15:59"),
+        ("9999-12-31T23:59:59-14:00", "must be within 10 years of now"),
+        ("0001-01-01T00:00:00+14:00", "must be within 10 years of now"),
+        ("2037-01-02T00:00:00Z", "must be within 10 years of now"),
+        ("2015-12-31T00:00:00Z", "must be within 10 years of now"),
+        (1767225600, "must be an RFC 3339 date-time string with a UTC offset (2025-12-03T08:00:00Z)"),
+    ],
+)
 def test_it_refuses_a_time_the_ledger_cannot_keep_or_show(api, time_machine, occurred_at, message):
     """Offsets PostgreSQL cannot store, and dates that made pages fail for everyone, are a 422."""
     time_machine.move_to(datetime(2026, 6, 1, tzinfo=UTC), tick=False)
@@ -221,12 +248,15 @@ def test_it_refuses_a_time_the_ledger_cannot_keep_or_show(api, time_machine, occ
     assert_recorded_as_invalid(response)
 
 
-@pytest.mark.parametrize("occurred_at, stored", [
-    ("2026-06-01T12:00:00+15:59", datetime(2026, 5, 31, 20, 1, tzinfo=UTC)),
-    ("2026-06-01T12:00:00-15:59", datetime(2026, 6, 2, 3, 59, tzinfo=UTC)),
-    ("2016-06-03T00:00:00Z", datetime(2016, 6, 3, tzinfo=UTC)),
-    ("2036-05-29T00:00:00Z", datetime(2036, 5, 29, tzinfo=UTC)),
-])
+@pytest.mark.parametrize(
+    "occurred_at, stored",
+    [
+        ("2026-06-01T12:00:00+15:59", datetime(2026, 5, 31, 20, 1, tzinfo=UTC)),
+        ("2026-06-01T12:00:00-15:59", datetime(2026, 6, 2, 3, 59, tzinfo=UTC)),
+        ("2016-06-03T00:00:00Z", datetime(2016, 6, 3, tzinfo=UTC)),
+        ("2036-05-29T00:00:00Z", datetime(2036, 5, 29, tzinfo=UTC)),
+    ],
+)
 def test_it_keeps_a_time_within_the_bounds_in_utc(api, workspace, time_machine, occurred_at, stored):
     """Offsets up to ±15:59 and times up to 10 years either side of now are accepted, stored in UTC
     (with a key window as long: older than it, an event is stale, tests/ledger/test_retention.py)."""
@@ -255,15 +285,19 @@ def test_it_shows_the_operation_page_of_an_event_with_the_latest_time_allowed(ap
 
 # --- media types -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", ["/api/v1/events", "/api/v1/events/batch"])
-@pytest.mark.parametrize("content_type", [
-    "application/x-www-form-urlencoded",  # what curl -d sends unless told otherwise
-    "text/plain",
-    "multipart/form-data; boundary=x",
-    "application/jsonp",
-    "application/octet-stream",
-    "",  # none at all (what Django reads when the header is missing)
-])
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/x-www-form-urlencoded",  # what curl -d sends unless told otherwise
+        "text/plain",
+        "multipart/form-data; boundary=x",
+        "application/jsonp",
+        "application/octet-stream",
+        "",  # none at all (what Django reads when the header is missing)
+    ],
+)
 def test_it_answers_a_body_not_said_to_be_json_with_415(client, token, path, content_type):
     """The body must be declared JSON; anything else is refused, recorded, and told what to send."""
     body = json.dumps(event() if path.endswith("events") else {"events": [event()]})
@@ -271,13 +305,17 @@ def test_it_answers_a_body_not_said_to_be_json_with_415(client, token, path, con
     response = client.generic("POST", path, body, CONTENT_TYPE=content_type, HTTP_AUTHORIZATION=f"Bearer {token}")
 
     assert response.status_code == 415
-    assert response.json() == {"status": "blocked", "reason": "unsupported_media_type",
-                               "errors": [{"field": "Content-Type", "message": "must be application/json"}]}
+    assert response.json() == {
+        "status": "blocked",
+        "reason": "unsupported_media_type",
+        "errors": [{"field": "Content-Type", "message": "must be application/json"}],
+    }
     assert_recorded_as_invalid(response)
 
 
-@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "Application/JSON",
-                                          "application/vnd.opsconsole+json"])
+@pytest.mark.parametrize(
+    "content_type", ["application/json; charset=utf-8", "Application/JSON", "application/vnd.opsconsole+json"]
+)
 def test_it_takes_any_json_media_type(api, content_type):
     """application/json with parameters, in any case, and the +json types are JSON."""
     response = api.post("/api/v1/events", event(), CONTENT_TYPE=content_type)
@@ -286,15 +324,22 @@ def test_it_takes_any_json_media_type(api, content_type):
 
 # --- a batch is per event ----------------------------------------------------------------------
 
+
 def counts():
-    return {"deliveries": Delivery.objects.count(), "operations": Operation.objects.count(),
-            "reserved": AuditEvent.objects.filter(kind="reserved").count()}
+    return {
+        "deliveries": Delivery.objects.count(),
+        "operations": Operation.objects.count(),
+        "reserved": AuditEvent.objects.filter(kind="reserved").count(),
+    }
 
 
 def test_it_keeps_the_good_events_around_a_bad_one(api):
     """A bad event between good ones leaves only its own invalid delivery; the good ones stand."""
-    events = [event("d-1", request_id="R-1"), brief(title="Review " + SURROGATE, request_id="R-2"),
-              event("d-3", request_id="R-3")]
+    events = [
+        event("d-1", request_id="R-1"),
+        brief(title="Review " + SURROGATE, request_id="R-2"),
+        event("d-3", request_id="R-3"),
+    ]
 
     response = post_json_text(api, "/api/v1/events/batch", json.dumps({"events": events}))
 
@@ -329,10 +374,19 @@ def test_it_answers_an_unexpected_failure_of_one_event_as_its_own_error(api, wri
     assert response.status_code == 200
     results = response.json()["results"]
     assert [r["http_status"] for r in results] == [201, 500, 201]
-    assert results[1] == {"index": 1, "http_status": 500, "status": "error", "reason": "internal_error", "errors": [{
-        "field": "body",
-        "message": "the event could not be recorded (a server error); nothing of it was kept, so it is safe to "
-                   "send again"}]}
+    assert results[1] == {
+        "index": 1,
+        "http_status": 500,
+        "status": "error",
+        "reason": "internal_error",
+        "errors": [
+            {
+                "field": "body",
+                "message": "the event could not be recorded (a server error); nothing of it was kept, so it is safe to "
+                "send again",
+            }
+        ],
+    }
     assert counts() == {"deliveries": 2, "operations": 2, "reserved": 2}
     assert not Operation.objects.filter(payload__request_id="R-2").exists()
     [record] = [r for r in caplog.records if r.levelno == logging.ERROR]
@@ -368,6 +422,7 @@ def test_it_stops_the_batch_when_the_database_is_unavailable(api, monkeypatch):
 
 
 # --- what errors say ---------------------------------------------------------------------------
+
 
 def test_it_names_an_unknown_action_without_repeating_it(api):
     """The error lists the known actions, never the name that was sent."""

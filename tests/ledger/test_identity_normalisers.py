@@ -32,8 +32,9 @@ def key(action: ActionDefinition, data: dict) -> str:
 def respell(text: str, data) -> str:
     """``text`` with each letter's case flipped or kept, as hypothesis draws."""
     flips = data.draw(st.lists(st.booleans(), min_size=len(text), max_size=len(text)))
-    return "".join(char.swapcase() if flip and len(char.swapcase()) == 1 else char
-                   for char, flip in zip(text, flips, strict=True))
+    return "".join(
+        char.swapcase() if flip and len(char.swapcase()) == 1 else char for char, flip in zip(text, flips, strict=True)
+    )
 
 
 def test_every_identity_field_of_every_action_declares_a_normaliser():
@@ -72,22 +73,31 @@ def test_spellings_of_one_mailbox_give_one_key(local, domain, data):
 @given(local=LOCAL, domain=DOMAIN)
 def test_the_local_part_is_kept_so_another_case_is_another_mailbox(local, domain):
     other = local.swapcase()
-    if other == local or len(other) != len(local) or unicodedata.normalize("NFC", other) == unicodedata.normalize(
-            "NFC", local):
+    if (
+        other == local
+        or len(other) != len(local)
+        or unicodedata.normalize("NFC", other) == unicodedata.normalize("NFC", local)
+    ):
         return
     data = {"version": 1, "language": "en"}
     assert key(WELCOME, data | {"email": f"{local}@{domain}"}) != key(WELCOME, data | {"email": f"{other}@{domain}"})
 
 
 @settings(max_examples=200, deadline=None)
-@given(request_id=st.text(st.characters(categories=["L", "M", "N", "P", "S", "Zs"]), min_size=1, max_size=40)
-       .filter(lambda text: text.strip()), version=st.integers(1, 2**31 - 1))
+@given(
+    request_id=st.text(st.characters(categories=["L", "M", "N", "P", "S", "Zs"]), min_size=1, max_size=40).filter(
+        lambda text: text.strip()
+    ),
+    version=st.integers(1, 2**31 - 1),
+)
 def test_spellings_of_one_request_give_one_key_in_every_action_keyed_by_request(request_id, version):
     for action in registry.values():
         if "request_id" not in action.identity_fields:
             continue
-        keyed = [key(action, {"request_id": unicodedata.normalize(form, request_id), "version": version})
-                 for form in ("NFC", "NFD")]
+        keyed = [
+            key(action, {"request_id": unicodedata.normalize(form, request_id), "version": version})
+            for form in ("NFC", "NFD")
+        ]
         assert len(set(keyed)) == 1, action.name
         once, _ = action.normalised({"request_id": request_id, "version": version})
         assert action.normalised(once)[0] == once

@@ -44,12 +44,16 @@ def fields_of(response) -> list[str]:
 
 # --- finding 4: one mailbox, one key --------------------------------------------------------------
 
-@pytest.mark.parametrize("spelling", [
-    "ann.lee@EXAMPLE.com",
-    "ann.lee@Example.Com",
-    "  ann.lee@example.com ",
-    "\u00a0ann.lee@example.COM\u3000",  # no-break and ideographic spaces are trimmed too
-])
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "ann.lee@EXAMPLE.com",
+        "ann.lee@Example.Com",
+        "  ann.lee@example.com ",
+        "\u00a0ann.lee@example.COM\u3000",  # no-break and ideographic spaces are trimmed too
+    ],
+)
 def test_it_gives_one_mailbox_one_key_however_its_domain_and_margins_are_written(api, spelling):
     first = welcome(api, "d-1")
     again = welcome(api, "d-2", email=spelling)
@@ -61,8 +65,12 @@ def test_it_gives_one_mailbox_one_key_however_its_domain_and_margins_are_written
 
 
 def test_it_gives_an_internationalised_domain_one_key_in_each_of_its_forms(api):
-    forms = ["zoe@bücher.example", "zoe@BÜCHER.Example", "zoe@xn--bcher-kva.example",
-             unicodedata.normalize("NFD", "zoe@bücher.example")]
+    forms = [
+        "zoe@bücher.example",
+        "zoe@BÜCHER.Example",
+        "zoe@xn--bcher-kva.example",
+        unicodedata.normalize("NFD", "zoe@bücher.example"),
+    ]
 
     answers = [welcome(api, f"d-{n}", email=form) for n, form in enumerate(forms)]
 
@@ -80,14 +88,17 @@ def test_it_keeps_the_local_part_as_sent(api):
     assert lower.json()["key"] != upper.json()["key"]
 
 
-@pytest.mark.parametrize("email", [
-    "ann.lee@example.com\n",
-    "ann.lee@example.com\r\n",
-    "\tann.lee@example.com",
-    "ann\x07.lee@example.com",
-    "ann.lee@exam\x85ple.com",  # a C1 control (NEL)
-    "ann.lee@example.com\x7f",
-])
+@pytest.mark.parametrize(
+    "email",
+    [
+        "ann.lee@example.com\n",
+        "ann.lee@example.com\r\n",
+        "\tann.lee@example.com",
+        "ann\x07.lee@example.com",
+        "ann.lee@exam\x85ple.com",  # a C1 control (NEL)
+        "ann.lee@example.com\x7f",
+    ],
+)
 def test_it_refuses_an_email_with_a_control_character(api, email):
     response = welcome(api, email=email)
 
@@ -97,8 +108,10 @@ def test_it_refuses_an_email_with_a_control_character(api, email):
     assert_recorded_as_invalid(response)
 
 
-@pytest.mark.parametrize("email", ["ann lee@example.com", "ann@exa mple.com", "ann@", "@example.com",
-                                   "ann@b@example.com", "ann@bü_cher..example"])
+@pytest.mark.parametrize(
+    "email",
+    ["ann lee@example.com", "ann@exa mple.com", "ann@", "@example.com", "ann@b@example.com", "ann@bü_cher..example"],
+)
 def test_it_refuses_what_is_not_an_email_address(api, email):
     response = welcome(api, email=email)
 
@@ -124,8 +137,20 @@ def test_an_erasure_finds_the_address_however_it_is_typed(api, person, standin):
     process_due_operations()
     assert Operation.objects.get().state == "succeeded"
 
-    call_command("erase", "--workspace", "demo", "--field", "email", "--value", "ann.lee@Example.COM",
-                 "--as", "boss", "--reason", "erasure request ER-17", stdout=io.StringIO())
+    call_command(
+        "erase",
+        "--workspace",
+        "demo",
+        "--field",
+        "email",
+        "--value",
+        "ann.lee@Example.COM",
+        "--as",
+        "boss",
+        "--reason",
+        "erasure request ER-17",
+        stdout=io.StringIO(),
+    )
 
     assert Operation.objects.get().payload["email"] == "[redacted]"
 
@@ -141,14 +166,19 @@ def test_it_refuses_a_request_id_with_a_control_character(api, request_id):
 
 # --- finding 5: duplicate JSON keys ---------------------------------------------------------------
 
-BRIEF = ('{"request_id": "R-42", "version": 3, "title": "Review renewal options", "owner": "ops"}')
+BRIEF = '{"request_id": "R-42", "version": 3, "title": "Review renewal options", "owner": "ops"}'
 DUPLICATED = {
     "two data objects": ('{"action": "prepare-brief", "data": ' + BRIEF + ', "data": ' + BRIEF + "}", "data"),
-    "two versions": ('{"action": "prepare-brief", "data": {"request_id": "R-42", "version": 3, "version": 4, '
-                     '"title": "T", "owner": "ops"}}', "data.version"),
+    "two versions": (
+        '{"action": "prepare-brief", "data": {"request_id": "R-42", "version": 3, "version": 4, '
+        '"title": "T", "owner": "ops"}}',
+        "data.version",
+    ),
     "two actions": ('{"action": "prepare-brief", "action": "update-status", "data": ' + BRIEF + "}", "action"),
-    "deep in the data": ('{"action": "prepare-brief", "data": {"notes": [{"x": 1}, {"y": {"z": 1, "z": 2}}]}}',
-                         "data.notes[1].y.z"),
+    "deep in the data": (
+        '{"action": "prepare-brief", "data": {"notes": [{"x": 1}, {"y": {"z": 1, "z": 2}}]}}',
+        "data.notes[1].y.z",
+    ),
 }
 
 
@@ -190,8 +220,9 @@ def test_it_refuses_a_batch_whose_fourth_event_holds_two_data_objects(api):
 def test_the_command_line_refuses_a_duplicate_key_the_same_way(workspace, monkeypatch):
     line = '{"action": "prepare-brief", "data": ' + BRIEF + ', "data": ' + BRIEF + "}"
 
-    lines, status = run("submit", "-", "--workspace", "demo", stdin=json_lines(line, event("d-2")),
-                        monkeypatch=monkeypatch)
+    lines, status = run(
+        "submit", "-", "--workspace", "demo", stdin=json_lines(line, event("d-2")), monkeypatch=monkeypatch
+    )
 
     assert status == 1
     first, second = (json.loads(text) for text in lines)
@@ -202,10 +233,12 @@ def test_the_command_line_refuses_a_duplicate_key_the_same_way(workspace, monkey
 
 # --- finding 6: bodies read as HTTP says ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("charset", ["latin-1", "ISO-8859-1", "utf-16", "us-ascii"])
 def test_it_refuses_a_charset_other_than_utf8_with_415(api, charset):
-    response = api.post("/api/v1/events", json.dumps(event()).encode(),
-                        CONTENT_TYPE=f"application/json; charset={charset}")
+    response = api.post(
+        "/api/v1/events", json.dumps(event()).encode(), CONTENT_TYPE=f"application/json; charset={charset}"
+    )
 
     assert response.status_code == 415, response.content
     assert response.json()["reason"] == "unsupported_charset"
@@ -215,8 +248,9 @@ def test_it_refuses_a_charset_other_than_utf8_with_415(api, charset):
 
 @pytest.mark.parametrize("charset", ["utf-8", "UTF-8", '"utf-8"', "utf8"])
 def test_it_takes_utf8_however_it_is_spelled(api, charset):
-    response = api.post("/api/v1/events", json.dumps(event()).encode(),
-                        CONTENT_TYPE=f"application/json; charset={charset}")
+    response = api.post(
+        "/api/v1/events", json.dumps(event()).encode(), CONTENT_TYPE=f"application/json; charset={charset}"
+    )
     assert response.status_code == 201, response.content
 
 
@@ -290,8 +324,14 @@ def test_it_takes_the_identity_encoding(api):
 def chunked(api, body: bytes, path="/api/v1/events"):
     """What gunicorn hands Django for a chunked body: no Content-Length, the transfer coding named,
     and an input stream that ends where the (decoded) body ends."""
-    return api.post(path, b"", CONTENT_TYPE="application/json", CONTENT_LENGTH="", HTTP_TRANSFER_ENCODING="chunked",
-                    **{"wsgi.input": io.BytesIO(body), "wsgi.input_terminated": True})
+    return api.post(
+        path,
+        b"",
+        CONTENT_TYPE="application/json",
+        CONTENT_LENGTH="",
+        HTTP_TRANSFER_ENCODING="chunked",
+        **{"wsgi.input": io.BytesIO(body), "wsgi.input_terminated": True},
+    )
 
 
 def test_it_reads_a_chunked_body(api):
@@ -304,8 +344,14 @@ def test_it_says_so_when_its_server_cannot_read_a_chunked_body(api):
     """A server that passes the chunks on undecoded, with no end to its input (runserver): refused
     by name, not read as an empty body."""
     body = json.dumps(event()).encode()
-    response = api.post("/api/v1/events", b"", CONTENT_TYPE="application/json", CONTENT_LENGTH="",
-                        HTTP_TRANSFER_ENCODING="chunked", **{"wsgi.input": io.BytesIO(body)})
+    response = api.post(
+        "/api/v1/events",
+        b"",
+        CONTENT_TYPE="application/json",
+        CONTENT_LENGTH="",
+        HTTP_TRANSFER_ENCODING="chunked",
+        **{"wsgi.input": io.BytesIO(body)},
+    )
 
     assert response.status_code == 400, response.content
     assert (response.json()["reason"], fields_of(response)) == ("malformed_request", ["Transfer-Encoding"])
@@ -322,8 +368,18 @@ def test_it_counts_a_chunked_body_against_the_limit_while_reading(api):
     assert_recorded_as_invalid(response)
 
 
-@pytest.mark.parametrize("occurred_at", ["1764748800", "1764748800.5", "2025-12-03T08:00Z", "2025-12-03",
-                                         "2025-12-03 08:00:00Z", "20251203T080000Z", "2025-12-03T08:00:00+0100"])
+@pytest.mark.parametrize(
+    "occurred_at",
+    [
+        "1764748800",
+        "1764748800.5",
+        "2025-12-03T08:00Z",
+        "2025-12-03",
+        "2025-12-03 08:00:00Z",
+        "20251203T080000Z",
+        "2025-12-03T08:00:00+0100",
+    ],
+)
 def test_it_takes_only_rfc3339_times(api, occurred_at):
     response = api.post("/api/v1/events", event() | {"occurred_at": occurred_at})
 
@@ -331,8 +387,9 @@ def test_it_takes_only_rfc3339_times(api, occurred_at):
     assert fields_of(response) == ["occurred_at"]
 
 
-@pytest.mark.parametrize("occurred_at", ["2025-12-03T08:00:00Z", "2025-12-03t08:00:00.123456z",
-                                         "2025-12-03T09:00:00+01:00"])
+@pytest.mark.parametrize(
+    "occurred_at", ["2025-12-03T08:00:00Z", "2025-12-03t08:00:00.123456z", "2025-12-03T09:00:00+01:00"]
+)
 def test_it_takes_an_rfc3339_time(api, occurred_at, time_machine):
     time_machine.move_to("2025-12-03T08:00:00Z")
     response = api.post("/api/v1/events", event() | {"occurred_at": occurred_at})
@@ -340,6 +397,7 @@ def test_it_takes_an_rfc3339_time(api, occurred_at, time_machine):
 
 
 # --- finding 7: the schema states what intake enforces ------------------------------------------------
+
 
 @pytest.fixture
 def published(client):
@@ -356,8 +414,11 @@ def test_the_schema_states_the_request_id_rules(published):
 def test_the_schema_states_the_email_and_time_rules(published):
     schemas = published["components"]["schemas"]
     assert "pattern" in schemas["WelcomeData"]["properties"]["email"]
-    occurred_at = next(option for option in schemas["PrepareBriefEvent"]["properties"]["occurred_at"]["anyOf"]
-                       if option.get("type") == "string")
+    occurred_at = next(
+        option
+        for option in schemas["PrepareBriefEvent"]["properties"]["occurred_at"]["anyOf"]
+        if option.get("type") == "string"
+    )
     assert occurred_at["format"] == "date-time"
     assert "pattern" in occurred_at
 

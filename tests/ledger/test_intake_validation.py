@@ -156,16 +156,16 @@ def test_it_answers_401_without_a_token_and_records_nothing(client, workspace):
 
 @pytest.mark.parametrize("authorization", ["Bearer oc_not-a-real-token", "Bearer ", "Basic b3BzOm9wcw==", "oc_x"])
 def test_it_answers_401_with_a_bad_token_and_records_nothing(client, workspace, authorization):
-    response = client.post("/api/v1/events", event(), content_type="application/json",
-                           HTTP_AUTHORIZATION=authorization)
+    response = client.post("/api/v1/events", event(), content_type="application/json", HTTP_AUTHORIZATION=authorization)
     assert response.status_code == 401
     assert Delivery.objects.count() == 0
 
 
 def test_it_answers_401_for_a_revoked_token(client, workspace, token):
     workspace.tokens.update(revoked_at="2026-01-01T00:00:00Z")
-    response = client.post("/api/v1/events", event(), content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = client.post(
+        "/api/v1/events", event(), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
     assert response.status_code == 401
     assert Delivery.objects.count() == 0
 

@@ -25,6 +25,7 @@ def schema_data(**changes):
 
 # --- keys -----------------------------------------------------------------------------------------
 
+
 def test_it_builds_the_seed_key_for_r42():
     """The seed's R-42 example: workspace, request id, v<version>, action."""
     assert key_for("R-42", 3) == "demo:R-42:v3:prepare-brief"
@@ -67,6 +68,7 @@ def test_it_normalises_unicode_to_nfc_in_keys():
 
 # --- fingerprints ---------------------------------------------------------------------------------
 
+
 def test_it_fingerprints_with_sha256_of_the_canonical_business_fields():
     expected = hashlib.sha256(canonical_json({f: R42[f] for f in FINGERPRINT}).encode()).hexdigest()
     assert fingerprint(R42, FINGERPRINT) == expected
@@ -86,13 +88,20 @@ def test_it_ignores_key_order():
 
 
 def test_it_normalises_unicode_to_nfc_in_fingerprints():
-    assert (fingerprint(R42 | {"title": "Caf\u00e9 review"}, FINGERPRINT)
-            == fingerprint(R42 | {"title": "Cafe\u0301 review"}, FINGERPRINT))
+    assert fingerprint(R42 | {"title": "Caf\u00e9 review"}, FINGERPRINT) == fingerprint(
+        R42 | {"title": "Cafe\u0301 review"}, FINGERPRINT
+    )
 
 
-@pytest.mark.parametrize("field, value", [
-    ("request_id", "R-43"), ("version", 4), ("title", "Another title"), ("owner", "finance"),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("request_id", "R-43"),
+        ("version", 4),
+        ("title", "Another title"),
+        ("owner", "finance"),
+    ],
+)
 def test_it_changes_the_fingerprint_when_any_business_field_changes(field, value):
     assert fingerprint(R42 | {field: value}, FINGERPRINT) != fingerprint(R42, FINGERPRINT)
 
@@ -115,6 +124,7 @@ def test_it_keeps_the_action_recipe_of_prepare_brief():
 
 
 # --- canonical JSON -------------------------------------------------------------------------------
+
 
 def test_it_writes_canonical_json_with_sorted_keys_and_no_spaces():
     assert canonical_json({"b": 1, "a": [1, {"d": 2, "c": 3}]}) == '{"a":[1,{"c":3,"d":2}],"b":1}'

@@ -225,8 +225,9 @@ def test_a_full_batch_keeps_a_task_queued_for_every_worker(workspace, frozen):
 
 
 @override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2)
-def test_a_large_batch_asks_for_a_task_per_worker_not_per_claim_batch(workspace, api,
-                                                                       django_capture_on_commit_callbacks):
+def test_a_large_batch_asks_for_a_task_per_worker_not_per_claim_batch(
+    workspace, api, django_capture_on_commit_callbacks
+):
     """Ten events in one request are five claim batches; the request asks for one task per worker
     (Q_WORKERS 2: its wake-up and one more), not five. Each task that finds a full batch tops the
     queue up to one per worker, so the ten are all performed with at most two tasks queued."""
@@ -237,8 +238,9 @@ def test_a_large_batch_asks_for_a_task_per_worker_not_per_claim_batch(workspace,
 
     OrmQ.objects.all().delete()
     with django_capture_on_commit_callbacks(execute=True):
-        response = api.post("/api/v1/events/batch",
-                            {"events": [event(f"b-{n}", request_id=f"B-{n}") for n in range(10)]})
+        response = api.post(
+            "/api/v1/events/batch", {"events": [event(f"b-{n}", request_id=f"B-{n}") for n in range(10)]}
+        )
 
     assert response.status_code == 200
     assert OrmQ.objects.count() == Conf.WORKERS == 2

@@ -34,14 +34,16 @@ def issue_token(username: str | None = None, workspace: str = "demo") -> str:
 
 def post_event(client, token: str, request_id: str = "R-7"):
     body = {"action": "issue-refund", "data": REFUND | {"request_id": request_id}}
-    return client.post("/api/v1/events", json.dumps(body), content_type="application/json",
-                       HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client.post(
+        "/api/v1/events", json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
 
 
 def post_batch(client, token: str, request_id: str = "R-8"):
     body = {"events": [{"action": "issue-refund", "data": REFUND | {"request_id": request_id}}]}
-    return client.post("/api/v1/events/batch", json.dumps(body), content_type="application/json",
-                       HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client.post(
+        "/api/v1/events/batch", json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
 
 
 def get_operation(client, token: str, key: str):
@@ -50,8 +52,11 @@ def get_operation(client, token: str, key: str):
 
 def answers(client, token: str, key: str) -> tuple[int, int, int]:
     """What the three endpoints answer ``token``: (POST /events, POST /events/batch, GET /operations/key)."""
-    return (post_event(client, token, "R-9").status_code, post_batch(client, token, "R-10").status_code,
-            get_operation(client, token, key).status_code)
+    return (
+        post_event(client, token, "R-9").status_code,
+        post_batch(client, token, "R-10").status_code,
+        get_operation(client, token, key).status_code,
+    )
 
 
 @pytest.fixture
@@ -73,12 +78,15 @@ def pats_refund(client, pats_token) -> Operation:
 
 
 def revoked_events(username: str) -> list[tuple[str, str, str]]:
-    return [(event.actor, event.workspace.slug, event.message) for event in
-            AuditEvent.objects.filter(kind="token_revoked").select_related("workspace").order_by("id")
-            if username in event.message]
+    return [
+        (event.actor, event.workspace.slug, event.message)
+        for event in AuditEvent.objects.filter(kind="token_revoked").select_related("workspace").order_by("id")
+        if username in event.message
+    ]
 
 
 # --- member remove ------------------------------------------------------------------------------
+
 
 def test_member_remove_revokes_the_persons_tokens_and_says_how_many(client, workspace, pat, pats_token, pats_refund):
     second = issue_token("pat")
@@ -115,7 +123,8 @@ def test_member_remove_leaves_the_persons_tokens_of_other_workspaces(client, wor
     demo_token, other_token = issue_token("pat", "demo"), issue_token("pat", "other")
 
     assert run("member", "remove", "other", "pat") == [
-        "pat is no longer a member of other; 1 API token of theirs revoked."]
+        "pat is no longer a member of other; 1 API token of theirs revoked."
+    ]
 
     assert post_event(client, demo_token).status_code == 201
     assert post_event(client, other_token).status_code == 401
@@ -139,6 +148,7 @@ def test_a_machine_token_is_not_touched(client, workspace, token, pat, pats_toke
 
 # --- deactivation -------------------------------------------------------------------------------
 
+
 def test_member_deactivate_revokes_every_token_of_the_person(client, workspace, pat, pats_token, pats_refund):
     call_command("create_workspace", "other", stdout=StringIO())
     Membership.objects.create(user=pat, workspace=Workspace.objects.get(slug="other"), role="viewer")
@@ -157,7 +167,10 @@ def test_member_deactivate_revokes_every_token_of_the_person(client, workspace, 
     ]
     deactivated = AuditEvent.objects.get(kind="person_deactivated")
     assert (deactivated.actor, deactivated.workspace, deactivated.message) == (
-        "cli", None, "pat (2 API tokens revoked)")
+        "cli",
+        None,
+        "pat (2 API tokens revoked)",
+    )
 
 
 def test_reactivating_a_person_does_not_bring_their_tokens_back(client, workspace, pat, pats_token, pats_refund):
@@ -173,15 +186,20 @@ def test_member_deactivate_refuses_an_unknown_person(workspace):
         run("member", "deactivate", "ghost")
 
 
-def test_unticking_active_in_the_admin_revokes_the_persons_tokens(admin_client, client, workspace, pat, pats_token,
-                                                                   pats_refund):
+def test_unticking_active_in_the_admin_revokes_the_persons_tokens(
+    admin_client, client, workspace, pat, pats_token, pats_refund
+):
     page = admin_client.get(f"/admin/auth/user/{pat.pk}/change/")
     form = page.context["adminform"].form
-    data = {name: value for name, value in form.initial.items()
-            if value is not None and name not in ("password", "groups", "user_permissions", "last_login",
-                                                  "date_joined")}
-    data |= {"date_joined_0": pat.date_joined.strftime("%Y-%m-%d"),
-             "date_joined_1": pat.date_joined.strftime("%H:%M:%S")}
+    data = {
+        name: value
+        for name, value in form.initial.items()
+        if value is not None and name not in ("password", "groups", "user_permissions", "last_login", "date_joined")
+    }
+    data |= {
+        "date_joined_0": pat.date_joined.strftime("%Y-%m-%d"),
+        "date_joined_1": pat.date_joined.strftime("%H:%M:%S"),
+    }
     data.pop("is_active")  # an unticked checkbox is absent from the form
 
     response = admin_client.post(f"/admin/auth/user/{pat.pk}/change/", data)
@@ -194,8 +212,9 @@ def test_unticking_active_in_the_admin_revokes_the_persons_tokens(admin_client, 
 
 
 def test_the_admin_action_deactivates_and_revokes(admin_client, client, workspace, pat, pats_token, pats_refund):
-    response = admin_client.post("/admin/auth/user/", {"action": "deactivate_people", "_selected_action": [pat.pk]},
-                                 follow=True)
+    response = admin_client.post(
+        "/admin/auth/user/", {"action": "deactivate_people", "_selected_action": [pat.pk]}, follow=True
+    )
 
     assert "Deactivated pat; 1 API token revoked." in response.content.decode()
     pat.refresh_from_db()
@@ -204,8 +223,9 @@ def test_the_admin_action_deactivates_and_revokes(admin_client, client, workspac
     assert revoked_events("pat") == [("admin", "demo", f"laptop {pats_token[:8]}: pat was deactivated")]
 
 
-def test_deleting_a_membership_in_the_admin_revokes_through_the_service(admin_client, client, workspace, pat,
-                                                                        pats_token, pats_refund):
+def test_deleting_a_membership_in_the_admin_revokes_through_the_service(
+    admin_client, client, workspace, pat, pats_token, pats_refund
+):
     membership = Membership.objects.get(user=pat)
 
     response = admin_client.post(f"/admin/ledger/membership/{membership.pk}/delete/", {"post": "yes"})
@@ -219,8 +239,10 @@ def test_deleting_a_membership_in_the_admin_revokes_through_the_service(admin_cl
 
 # --- the check at use, whatever did not revoke ----------------------------------------------------
 
-def test_a_token_of_a_person_deactivated_behind_the_services_back_is_refused(client, workspace, pat, pats_token,
-                                                                             pats_refund):
+
+def test_a_token_of_a_person_deactivated_behind_the_services_back_is_refused(
+    client, workspace, pat, pats_token, pats_refund
+):
     """``is_active`` set to False by a shell or another app: nothing revoked the token, and the API
     refuses it anyway while the person is inactive."""
     type(pat).objects.filter(pk=pat.pk).update(is_active=False)
@@ -229,8 +251,7 @@ def test_a_token_of_a_person_deactivated_behind_the_services_back_is_refused(cli
     assert ApiToken.objects.get(hint=pats_token[:8]).revoked_at is None
 
 
-def test_a_token_of_a_person_whose_membership_row_vanished_is_refused(client, workspace, pat, pats_token,
-                                                                      pats_refund):
+def test_a_token_of_a_person_whose_membership_row_vanished_is_refused(client, workspace, pat, pats_token, pats_refund):
     Membership.objects.filter(user=pat).delete()
 
     assert answers(client, pats_token, pats_refund.key) == (401, 401, 401)

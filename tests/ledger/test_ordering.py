@@ -21,8 +21,11 @@ from tests.ledger.conftest import START
 
 
 def status(version, value="in_review", request_id="R-7", delivery_id=None):
-    return {"action": "update-status", "delivery_id": delivery_id or f"d-{version}",
-            "data": {"request_id": request_id, "version": version, "status": value}}
+    return {
+        "action": "update-status",
+        "delivery_id": delivery_id or f"d-{version}",
+        "data": {"request_id": request_id, "version": version, "status": value},
+    }
 
 
 def brief(version, request_id="R-42"):
@@ -34,6 +37,7 @@ def states(action="update-status") -> dict[int, str]:
 
 
 # --- independent ----------------------------------------------------------------------------------
+
 
 def test_prepare_brief_keeps_independent_versions_each_is_new_work(api):
     assert policies.policy_for(None, "prepare-brief").ordering == "independent"
@@ -48,6 +52,7 @@ def test_prepare_brief_keeps_independent_versions_each_is_new_work(api):
 
 
 # --- latest_wins ----------------------------------------------------------------------------------
+
 
 def test_a_newer_version_supersedes_an_older_one_that_has_not_run(api):
     api.post("/api/v1/events", status(1, "received"))
@@ -72,8 +77,13 @@ def test_an_older_version_after_a_newer_one_is_recorded_and_answered_stale(api):
     assert response.status_code == 409
     body = response.json()
     assert (body["status"], body["reason"], body["key"]) == ("blocked", "stale", "demo:R-7:v3:update-status")
-    assert body["errors"] == [{"field": "data.version", "message": "version 3 is older than version 4 of this "
-                               "request, which supersedes it (the action's ordering is latest_wins)"}]
+    assert body["errors"] == [
+        {
+            "field": "data.version",
+            "message": "version 3 is older than version 4 of this "
+            "request, which supersedes it (the action's ordering is latest_wins)",
+        }
+    ]
     assert states() == {4: "pending"}
     delivery = Delivery.objects.get(delivery_id="d-3")
     assert (delivery.outcome, delivery.key, delivery.operation) == ("stale", "demo:R-7:v3:update-status", None)
@@ -98,8 +108,9 @@ def test_other_requests_are_not_superseded(api):
 def test_a_retrying_older_version_is_superseded_and_a_running_one_is_not(api):
     api.post("/api/v1/events", status(1))
     api.post("/api/v1/events", status(2, request_id="R-8"))
-    Operation.objects.filter(version=1).update(state=State.RETRYING, attempts=1,
-                                               next_attempt_at=timezone.now() + timedelta(minutes=5))
+    Operation.objects.filter(version=1).update(
+        state=State.RETRYING, attempts=1, next_attempt_at=timezone.now() + timedelta(minutes=5)
+    )
     [claimed] = claim_due_operations(limit=1, worker="w")  # R-8 v2 is processing
 
     api.post("/api/v1/events", status(2))
@@ -150,6 +161,7 @@ def test_the_policy_command_turns_latest_wins_on_for_a_workspace(api, workspace)
 
 # --- in_order -------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def in_order(workspace):
     policies.set_policy(workspace=workspace, action="prepare-brief", actor="test", ordering="in_order")
@@ -193,7 +205,8 @@ def test_a_gap_goes_to_review_after_the_gap_wait_naming_the_missing_version(api,
     gapped = Operation.objects.get(version=3)
     assert (gapped.state, gapped.last_error_category) == ("needs_review", "gap")
     assert AuditEvent.objects.get(kind="version_missing").message == (
-        "version 2 of this request did not arrive within 10m")
+        "version 2 of this request did not arrive within 10m"
+    )
 
     review.replay_operation(gapped, user=reviewer, reason="version 2 was never sent")
     assert "runs without waiting for version 2" in AuditEvent.objects.filter(kind="replayed").get().message
@@ -209,7 +222,9 @@ def test_versions_reserved_before_a_policy_change_keep_their_ordering(api, works
     process_due_operations()
 
     assert dict(Operation.objects.values_list("key", "state")) == {
-        "demo:R-42:v2:prepare-brief": "succeeded", "demo:R-42:v4:prepare-brief": "pending"}  # 4 waits for 3
+        "demo:R-42:v2:prepare-brief": "succeeded",
+        "demo:R-42:v4:prepare-brief": "pending",
+    }  # 4 waits for 3
 
 
 def test_intake_answers_each_version_as_the_submitter_sees_it(workspace):

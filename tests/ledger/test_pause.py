@@ -43,8 +43,10 @@ def states(operations):
 
 
 SCOPES = {
-    "global": ((None, ""), {("demo", "prepare-brief"), ("demo", "test-note"),
-                            ("other", "prepare-brief"), ("other", "test-note")}),
+    "global": (
+        (None, ""),
+        {("demo", "prepare-brief"), ("demo", "test-note"), ("other", "prepare-brief"), ("other", "test-note")},
+    ),
     "workspace": (("demo", ""), {("demo", "prepare-brief"), ("demo", "test-note")}),
     "action": ((None, "prepare-brief"), {("demo", "prepare-brief"), ("other", "prepare-brief")}),
     "workspace+action": (("demo", "prepare-brief"), {("demo", "prepare-brief")}),
@@ -83,14 +85,17 @@ def test_it_keeps_a_held_retry_as_it_was(operations, note_action, time_machine):
 
     claimed = claim_due_operations(limit=100, worker="w")
 
-    assert {op.pk for op in claimed} == {operations[("demo", "prepare-brief")].pk,
-                                         operations[("other", "prepare-brief")].pk}
+    assert {op.pk for op in claimed} == {
+        operations[("demo", "prepare-brief")].pk,
+        operations[("other", "prepare-brief")].pk,
+    }
     retrying.refresh_from_db()
     assert (retrying.state, retrying.attempts, retrying.next_attempt_at) == ("retrying", 1, retrying.created_at)
 
 
-def test_it_keeps_holding_while_another_switch_is_still_pulled(operations, sync_queue,
-                                                               django_capture_on_commit_callbacks):
+def test_it_keeps_holding_while_another_switch_is_still_pulled(
+    operations, sync_queue, django_capture_on_commit_callbacks
+):
     """Releasing the workspace switch does not release the global one."""
     demo = Workspace.objects.get(slug="demo")
     set_paused(paused=True, actor="alice", reason="all stop")
@@ -150,13 +155,16 @@ def test_it_pauses_and_resumes_from_the_command_line(operations):
     assert set(AuditEvent.objects.filter(kind__in=["paused", "resumed"]).values_list("actor", flat=True)) == {"cli"}
 
 
-@pytest.mark.parametrize(("command", "options", "message"), [
-    ("pause", ["--reason", "x", "--workspace", "nope"], "No workspace 'nope'."),
-    ("resume", ["--workspace", "nope"], "No workspace 'nope'."),
-    ("pause", ["--reason", "x", "--action", "send-fax"], "Unknown action 'send-fax'; known: "),
-    ("resume", ["--action", "send-fax"], "Unknown action 'send-fax'; known: "),
-    ("pause", [], "the following arguments are required: --reason"),
-])
+@pytest.mark.parametrize(
+    ("command", "options", "message"),
+    [
+        ("pause", ["--reason", "x", "--workspace", "nope"], "No workspace 'nope'."),
+        ("resume", ["--workspace", "nope"], "No workspace 'nope'."),
+        ("pause", ["--reason", "x", "--action", "send-fax"], "Unknown action 'send-fax'; known: "),
+        ("resume", ["--action", "send-fax"], "Unknown action 'send-fax'; known: "),
+        ("pause", [], "the following arguments are required: --reason"),
+    ],
+)
 def test_it_refuses_an_unknown_scope_on_the_command_line(workspace, command, options, message):
     """A typo must not pull (or release) a switch nobody meant."""
     with pytest.raises(CommandError, match=message):

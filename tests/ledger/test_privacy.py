@@ -32,8 +32,10 @@ def test_it_shows_what_is_not_a_dict_as_it_is():
 
 
 def test_it_masks_both_sides_of_a_sensitive_difference():
-    differences = [{"field": "amount_cents", "recorded": 4500, "incoming": 9900},
-                   {"field": "currency", "recorded": "EUR", "incoming": "USD"}]
+    differences = [
+        {"field": "amount_cents", "recorded": 4500, "incoming": 9900},
+        {"field": "currency", "recorded": "EUR", "incoming": "USD"},
+    ]
 
     assert privacy.masked_differences(differences, "issue-refund", reveal=False) == [
         {"field": "amount_cents", "recorded": MASK, "incoming": MASK},
@@ -45,8 +47,9 @@ def test_it_redacts_only_the_fields_named():
     assert privacy.redact(REFUND, ["customer_id", "absent"]) == REFUND | {"customer_id": REDACTED}
 
 
-@pytest.mark.parametrize("role, shown", [("viewer", MASK), ("operator", MASK), ("approver", "C-1001"),
-                                         ("admin", "C-1001")])
+@pytest.mark.parametrize(
+    "role, shown", [("viewer", MASK), ("operator", MASK), ("approver", "C-1001"), ("admin", "C-1001")]
+)
 def test_an_export_row_shows_what_the_person_may_see(workspace, person, role, shown):
     operation = refund(workspace)
 

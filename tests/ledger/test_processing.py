@@ -28,17 +28,30 @@ def test_it_prepares_the_draft_once_and_records_one_ok_attempt(workspace, frozen
     assert operation.state == "succeeded"
     assert operation.attempts == 1
     assert operation.external_id == f"draft-{draft.pk}"
-    assert operation.result == {"draft_id": f"draft-{draft.pk}", "title": "Review renewal options",
-                                "owner": "ops", "state": "awaiting_review"}
+    assert operation.result == {
+        "draft_id": f"draft-{draft.pk}",
+        "title": "Review renewal options",
+        "owner": "ops",
+        "state": "awaiting_review",
+    }
     assert (operation.lease_owner, operation.lease_expires_at, operation.last_error) == ("", None, None)
     attempt = Attempt.objects.get()
     assert (attempt.operation, attempt.number, attempt.fencing_token, attempt.worker, attempt.outcome) == (
-        operation, 1, 1, "w1", "ok")
+        operation,
+        1,
+        1,
+        "w1",
+        "ok",
+    )
     assert attempt.started_at == attempt.finished_at == START
     assert kinds(operation) == ["reserved", "claimed", "succeeded"]
     succeeded = AuditEvent.objects.get(operation=operation, kind="succeeded")
     assert (succeeded.actor, succeeded.from_state, succeeded.to_state, succeeded.attempt) == (
-        "w1", "processing", "succeeded", attempt)
+        "w1",
+        "processing",
+        "succeeded",
+        attempt,
+    )
 
 
 def test_it_treats_an_unexpected_exception_in_an_internal_action_as_transient(
@@ -99,13 +112,10 @@ def test_it_sends_an_operation_whose_action_is_gone_to_review(workspace, scripte
 
     operation.refresh_from_db()
     assert operation.state == "needs_review"
-    assert operation.last_error == {
-        "category": "permanent", "message": f"action {action.name!r} is not registered"}
+    assert operation.last_error == {"category": "permanent", "message": f"action {action.name!r} is not registered"}
 
 
-def test_it_marks_an_ambiguous_external_outcome_unknown_when_keys_are_not_honoured(
-    workspace, scripted_action, frozen
-):
+def test_it_marks_an_ambiguous_external_outcome_unknown_when_keys_are_not_honoured(workspace, scripted_action, frozen):
     """The request may have reached a destination that cannot deduplicate: nothing is retried
     until reconciliation has asked the destination."""
     action = scripted_action(external=True, honours_idempotency_keys=False)
@@ -146,7 +156,9 @@ def test_it_retries_an_ambiguous_outcome_with_the_same_idempotency_key_when_hono
     assert operation.state == "succeeded"
     assert operation.external_id == "crm-7"
     assert list(Attempt.objects.values_list("number", "outcome", "idempotency_key")) == [
-        (1, "ambiguous", operation.key), (2, "ok", operation.key)]
+        (1, "ambiguous", operation.key),
+        (2, "ok", operation.key),
+    ]
 
 
 def test_it_leaves_an_ambiguous_outcome_unknown_when_no_attempt_is_left(workspace, scripted_action, frozen):

@@ -66,7 +66,10 @@ def assert_all_succeeded_once(operations):
         assert operation.state == "succeeded", (operation.key, operation.state, operation.last_error)
         [attempt] = Attempt.objects.filter(operation=operation)
         assert (attempt.outcome, attempt.fencing_token, attempt.external_id) == (
-            "ok", operation.fencing_token, operation.external_id)
+            "ok",
+            operation.fencing_token,
+            operation.external_id,
+        )
         assert AuditEvent.objects.get(operation=operation, kind="succeeded").attempt == attempt
 
 
@@ -94,8 +97,10 @@ def test_it_shares_the_smallest_cap_between_actions_that_call_one_destination(wo
     gauge = Gauge(gather=2)
     answer_with(wide, gauge, 4)
     answer_with(narrow, gauge, 3)
-    operations = [submit(workspace, action.name, request_id=f"R-{n}")
-                  for n, action in enumerate([wide, narrow, wide, narrow, wide, narrow, wide])]
+    operations = [
+        submit(workspace, action.name, request_id=f"R-{n}")
+        for n, action in enumerate([wide, narrow, wide, narrow, wide, narrow, wide])
+    ]
 
     process_due_operations(worker="w1")
 
@@ -241,16 +246,22 @@ def test_it_refuses_a_database_query_from_a_call_thread(workspace, scripted_acti
 
 
 def client_backends(monitor) -> int:
-    return monitor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND backend_type = 'client backend'").fetchone()[0]
+    return monitor.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'"
+    ).fetchone()[0]
 
 
 def test_it_opens_no_database_connection_from_the_call_threads(workspace, scripted_action):
     """While eight calls are in flight, the database sees the same client connections as before."""
     settings = connection.settings_dict
-    with psycopg.connect(host=settings["HOST"] or "127.0.0.1", port=settings["PORT"] or 5432,
-                         user=settings["USER"], password=settings["PASSWORD"] or None,
-                         dbname=settings["NAME"], autocommit=True) as monitor:
+    with psycopg.connect(
+        host=settings["HOST"] or "127.0.0.1",
+        port=settings["PORT"] or 5432,
+        user=settings["USER"],
+        password=settings["PASSWORD"] or None,
+        dbname=settings["NAME"],
+        autocommit=True,
+    ) as monitor:
         seen, lock = [], threading.Lock()
 
         def count_connections(operation):
@@ -369,6 +380,5 @@ def test_it_calls_a_real_destination_concurrently(workspace, standin):
     assert_all_succeeded_once(operations)
     records = standin.records()
     assert sorted(record["idempotency_key"] for record in records) == sorted(op.key for op in operations)
-    assert sorted(record["id"] for record in records) == sorted(
-        Operation.objects.values_list("external_id", flat=True))
+    assert sorted(record["id"] for record in records) == sorted(Operation.objects.values_list("external_id", flat=True))
     assert standin.requests("POST /records") == 12

@@ -58,11 +58,19 @@ def assert_succeeded_once_each(operations):
         attempt = Attempt.objects.get(operation=operation)
         assert operation.state == "succeeded"
         assert operation.external_id == f"draft-{draft.pk}"
-        assert operation.result == {"draft_id": f"draft-{draft.pk}", "title": "Review renewal options",
-                                    "owner": "ops", "state": "awaiting_review"}
+        assert operation.result == {
+            "draft_id": f"draft-{draft.pk}",
+            "title": "Review renewal options",
+            "owner": "ops",
+            "state": "awaiting_review",
+        }
         assert (operation.lease_owner, operation.lease_expires_at, operation.last_error) == ("", None, None)
         assert (attempt.number, attempt.fencing_token, attempt.outcome, attempt.external_id) == (
-            1, operation.fencing_token, "ok", operation.external_id)
+            1,
+            operation.fencing_token,
+            "ok",
+            operation.external_id,
+        )
         succeeded = AuditEvent.objects.get(operation=operation, kind="succeeded")
         assert (succeeded.from_state, succeeded.to_state, succeeded.attempt) == ("processing", "succeeded", attempt)
 
@@ -83,8 +91,7 @@ def test_it_completes_the_rest_of_the_batch_as_one_set(workspace, frozen, perfor
     assert audit_chain.verify_chains().broken is None
 
 
-def test_an_action_that_just_worked_completes_the_next_batch_as_one_set_at_once(workspace, frozen,
-                                                                                perform_many_calls):
+def test_an_action_that_just_worked_completes_the_next_batch_as_one_set_at_once(workspace, frozen, perform_many_calls):
     """Once a batch of an action all succeeded, the next batch sends no operation ahead alone."""
     briefs(workspace, 3)
     process_due_operations(worker="w1")
@@ -96,8 +103,7 @@ def test_an_action_that_just_worked_completes_the_next_batch_as_one_set_at_once(
     assert_succeeded_once_each(later)
 
 
-def test_an_action_not_seen_working_for_a_while_sends_one_operation_ahead_again(workspace, frozen,
-                                                                               perform_many_calls):
+def test_an_action_not_seen_working_for_a_while_sends_one_operation_ahead_again(workspace, frozen, perform_many_calls):
     from datetime import timedelta
 
     from ledger.engine.destination_health import WORKING_WINDOW
@@ -127,8 +133,15 @@ def test_it_completes_a_batch_in_the_same_number_of_queries_whatever_its_size(
 def take_over(operation):
     """Another worker owns ``operation`` now: its lease ran out, the sweep freed it, it was claimed."""
     current = Operation.objects.get(pk=operation.pk)
-    transition_operation(current, to_state=State.PENDING, actor="sweep", kind="lease_expired",
-                         fencing_token=current.fencing_token, lease_owner="", lease_expires_at=None)
+    transition_operation(
+        current,
+        to_state=State.PENDING,
+        actor="sweep",
+        kind="lease_expired",
+        fencing_token=current.fencing_token,
+        lease_owner="",
+        lease_expires_at=None,
+    )
     [taken] = claim_due_operations(limit=1, worker="new")
     assert taken.pk == operation.pk
 
@@ -158,14 +171,14 @@ def test_it_falls_back_to_one_at_a_time_when_one_claim_of_the_set_was_lost(
     assert (lost.state, lost.lease_owner, lost.fencing_token, lost.result) == ("processing", "new", 2, None)
     assert not ReviewDraft.objects.filter(operation=lost).exists()
     assert list(Attempt.objects.filter(operation=lost).values_list("fencing_token", "worker", "outcome")) == [
-        (1, "old", "stale")]
+        (1, "old", "stale")
+    ]
     refusal = AuditEvent.objects.get(operation=lost, kind="stale_completion_refused")
     assert (refusal.actor, refusal.message) == ("old", "claim 1 no longer holds the operation; outcome not applied")
     assert not AuditEvent.objects.filter(operation=lost, kind="succeeded").exists()
 
 
-def test_it_falls_back_to_one_at_a_time_when_one_effect_of_the_set_fails(workspace, frozen, caplog,
-                                                                          perform_many_calls):
+def test_it_falls_back_to_one_at_a_time_when_one_effect_of_the_set_fails(workspace, frozen, caplog, perform_many_calls):
     """A draft that cannot be written (here: one already exists) fails the set's insert; one at a
     time, that operation fails on its own (transient, rolled back) and the others succeed."""
     operations = briefs(workspace, 4)
@@ -182,7 +195,8 @@ def test_it_falls_back_to_one_at_a_time_when_one_effect_of_the_set_fails(workspa
     assert (failing.state, failing.last_error_category) == ("retrying", "transient")
     assert ReviewDraft.objects.get(operation=failing).title == "left behind"
     assert list(Attempt.objects.filter(operation=failing).values_list("outcome", "error_type")) == [
-        ("transient", "IntegrityError")]
+        ("transient", "IntegrityError")
+    ]
 
 
 def test_it_performs_one_at_a_time_while_none_has_succeeded(workspace, frozen, perform_many_calls):
@@ -200,8 +214,9 @@ def test_it_performs_one_at_a_time_while_none_has_succeeded(workspace, frozen, p
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_records_the_set_one_at_a_time_when_its_commit_loses_the_connection(workspace, monkeypatch,
-                                                                                tmp_path, caplog):
+def test_it_records_the_set_one_at_a_time_when_its_commit_loses_the_connection(
+    workspace, monkeypatch, tmp_path, caplog
+):
     """The connection is terminated inside the set's transaction, before its commit (PostgreSQL):
     nothing of it was kept, so on a fresh connection each operation is performed and recorded on
     its own, once."""
@@ -235,8 +250,9 @@ def warm(workspace):
 
 
 @pytest.mark.parametrize("size", [5, 50])
-def test_a_batch_of_an_action_known_to_work_finishes_in_its_claim(workspace, frozen, perform_many_calls,
-                                                                  django_assert_max_num_queries, size):
+def test_a_batch_of_an_action_known_to_work_finishes_in_its_claim(
+    workspace, frozen, perform_many_calls, django_assert_max_num_queries, size
+):
     """Effects, claims, attempts and ``succeeded`` commit in the claim's transaction: one
     perform_many, half the statements of a claim and a set apart, and each operation is audited as
     claimed and then succeeded, under claim 1."""
@@ -249,16 +265,22 @@ def test_a_batch_of_an_action_known_to_work_finishes_in_its_claim(workspace, fro
     assert perform_many_calls == [1, 1, size]
     assert_succeeded_once_each(operations)
     for operation in operations:
-        events = list(AuditEvent.objects.filter(operation=operation).order_by("id")
-                      .values_list("kind", "from_state", "to_state", "actor", "message"))
-        assert events[1:] == [("claimed", "pending", "processing", "w1", "claim 1"),
-                              ("succeeded", "processing", "succeeded", "w1", "")]
+        events = list(
+            AuditEvent.objects.filter(operation=operation)
+            .order_by("id")
+            .values_list("kind", "from_state", "to_state", "actor", "message")
+        )
+        assert events[1:] == [
+            ("claimed", "pending", "processing", "w1", "claim 1"),
+            ("succeeded", "processing", "succeeded", "w1", ""),
+        ]
         assert operation.attempts == 1
     assert audit_chain.verify_chains().broken is None
 
 
-def test_a_set_that_fails_in_its_claim_is_claimed_and_worked_through_instead(workspace, frozen, caplog,
-                                                                             perform_many_calls):
+def test_a_set_that_fails_in_its_claim_is_claimed_and_worked_through_instead(
+    workspace, frozen, caplog, perform_many_calls
+):
     """One draft cannot be written: the claim's savepoint keeps nothing of the set, the operations
     are claimed as usual, the set fails again there, and one at a time the failing one is retried
     later while the others succeed, each once."""
@@ -276,7 +298,10 @@ def test_a_set_that_fails_in_its_claim_is_claimed_and_worked_through_instead(wor
     failing.refresh_from_db()
     assert (failing.state, failing.last_error_category, failing.attempts) == ("retrying", "transient", 1)
     assert list(AuditEvent.objects.filter(operation=failing).order_by("id").values_list("kind", flat=True)) == [
-        "reserved", "claimed", "retry_scheduled"]
+        "reserved",
+        "claimed",
+        "retry_scheduled",
+    ]
     assert audit_chain.verify_chains().broken is None
 
 
@@ -305,4 +330,5 @@ def test_a_stale_row_keeps_the_whole_set_out_of_the_claim(workspace, frozen, mon
     assert perform_many_calls == [1, 1, 3, 3]
     assert ReviewDraft.objects.filter(operation__in=operations).count() == 3
     assert set(Operation.objects.filter(pk__in=[op.pk for op in operations]).values_list("state", flat=True)) == {
-        "succeeded"}
+        "succeeded"
+    }

@@ -64,7 +64,10 @@ def test_it_finds_the_record_and_sends_nothing(acted_and_lost, standin, reviewer
     assert (replay.verdict, replay.lookup) == ("found", f"the destination has record {record['id']}")
     acted_and_lost.refresh_from_db()
     assert (acted_and_lost.state, acted_and_lost.external_id, acted_and_lost.last_error) == (
-        "succeeded", record["id"], None)
+        "succeeded",
+        record["id"],
+        None,
+    )
     event = AuditEvent.objects.get(kind="reconciled_on_replay")
     assert (event.actor, event.from_state, event.to_state) == ("operator", "needs_review", "succeeded")
     assert record["id"] in event.message and "nothing was sent" in event.message
@@ -87,9 +90,13 @@ def test_it_replays_when_the_destination_confirms_it_has_nothing(never_acted, st
 def test_it_refuses_a_replay_when_the_destination_cannot_tell(acted_and_lost, standin, reviewer):
     standin.fail_next_lookup(LOOKUP_503)
 
-    with pytest.raises(review.DuplicateRisk, match=re.escape(
-        f"Replay refused: the destination cannot tell whether {acted_and_lost.key} already acted there "
-        "(lookup failed: HTTP 503 from 127.0.0.1). Sending it again could make a second send-notice.")):
+    with pytest.raises(
+        review.DuplicateRisk,
+        match=re.escape(
+            f"Replay refused: the destination cannot tell whether {acted_and_lost.key} already acted there "
+            "(lookup failed: HTTP 503 from 127.0.0.1). Sending it again could make a second send-notice."
+        ),
+    ):
         review.replay_operation(acted_and_lost, user=reviewer, reason="customer asks")
 
     acted_and_lost.refresh_from_db()
@@ -105,8 +112,9 @@ def test_it_refuses_a_replay_when_the_destination_cannot_tell(acted_and_lost, st
 def test_it_replays_accepting_the_risk_only_when_a_person_says_so(acted_and_lost, standin, reviewer):
     standin.fail_next_lookup(LOOKUP_503)
 
-    replay = review.replay_operation(acted_and_lost, user=reviewer, reason="checked the vendor portal: nothing",
-                                     accept_duplicate_risk=True)
+    replay = review.replay_operation(
+        acted_and_lost, user=reviewer, reason="checked the vendor portal: nothing", accept_duplicate_risk=True
+    )
 
     assert (replay.verdict, acted_and_lost.state) == ("forced", "pending")
     forced = AuditEvent.objects.get(kind="replay_forced")
@@ -151,8 +159,9 @@ def test_it_refuses_when_the_action_cannot_look_up(workspace, scripted_action, r
 
     action = scripted_action(external=True)
     action.destination.answer(AmbiguousError("read timeout"))
-    operation = submit_event(workspace=workspace, source="api", raw={
-        "action": action.name, "data": {"request_id": "R-1", "version": 1}}).operation
+    operation = submit_event(
+        workspace=workspace, source="api", raw={"action": action.name, "data": {"request_id": "R-1", "version": 1}}
+    ).operation
     process_due_operations()
     operation.refresh_from_db()
     assert reconcile_operation(operation) == "gave_up"  # no lookup: asking again cannot help
@@ -198,5 +207,6 @@ def test_it_reports_a_found_record_on_the_command_line(acted_and_lost, standin, 
 
     call_command("replay", acted_and_lost.key, "--workspace", "demo", "--as", "operator", "--reason", "x", stdout=out)
 
-    assert out.getvalue().strip() == (f"{acted_and_lost.key} is now succeeded: the destination has record "
-                                      f"{record['id']}, so nothing was sent again.")
+    assert out.getvalue().strip() == (
+        f"{acted_and_lost.key} is now succeeded: the destination has record {record['id']}, so nothing was sent again."
+    )

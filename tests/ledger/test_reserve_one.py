@@ -43,10 +43,17 @@ def rows(workspace):
     conflicts = list(Conflict.objects.filter(operation__workspace=workspace).order_by("id").values())
     for row in conflicts:
         row["operation_id"], row["delivery_id"] = keys[row["operation_id"]], sender_ids[row["delivery_id"]]
-    contributions = [(keys[operation], user, kind) for operation, user, kind in Contribution.objects.filter(
-        operation__workspace=workspace).order_by("id").values_list("operation_id", "user_id", "kind")]
-    events = list(AuditEvent.objects.filter(workspace=workspace, operation__isnull=False).order_by("id").values(
-        "operation_id", "attempt_id", "actor", "kind", "from_state", "to_state", "error_category", "message"))
+    contributions = [
+        (keys[operation], user, kind)
+        for operation, user, kind in Contribution.objects.filter(operation__workspace=workspace)
+        .order_by("id")
+        .values_list("operation_id", "user_id", "kind")
+    ]
+    events = list(
+        AuditEvent.objects.filter(workspace=workspace, operation__isnull=False)
+        .order_by("id")
+        .values("operation_id", "attempt_id", "actor", "kind", "from_state", "to_state", "error_category", "message")
+    )
     for row in events:
         row["operation_id"], row["message"] = keys[row["operation_id"]], ID.sub("N", row["message"])
     drop = {"id", "workspace_id", "created_at", "updated_at", "received_at", "deadline"}
@@ -60,8 +67,17 @@ def rows(workspace):
 
 
 def answers(results):
-    return [(r.outcome, r.http_status, unscoped(r.key), unscoped(r.operation.key), r.operation.state,
-             r.conflict.differences if r.conflict else None) for r in results]
+    return [
+        (
+            r.outcome,
+            r.http_status,
+            unscoped(r.key),
+            unscoped(r.operation.key),
+            r.operation.state,
+            r.conflict.differences if r.conflict else None,
+        )
+        for r in results
+    ]
 
 
 def test_one_event_at_a_time_leaves_what_one_batch_of_them_leaves(db, person):
@@ -79,10 +95,15 @@ def test_one_event_at_a_time_leaves_what_one_batch_of_them_leaves(db, person):
     for table, found in rows(batched).items():
         assert written[table] == found, table
     assert [row["kind"] for row in written["audit"]] == [
-        "reserved", "duplicate_delivery", "conflict_detected", "reserved"]
+        "reserved",
+        "duplicate_delivery",
+        "conflict_detected",
+        "reserved",
+    ]
     assert written["conflicts"][0]["differences"] == [
         {"field": "title", "recorded": "Review renewal options", "incoming": "Changed title"},
-        {"field": "owner", "recorded": "ops", "incoming": "finance"}]
+        {"field": "owner", "recorded": "ops", "incoming": "finance"},
+    ]
     assert len(written["contributions"]) == 2  # the person behind each new operation
     assert audit_chain.verify_chains().broken is None
 

@@ -24,16 +24,18 @@ def test_it_resolves_with_the_record_id_the_person_found(unknown, standin, revie
     unknown.refresh_from_db()
     [record] = standin.records()
 
-    review.resolve_operation(unknown, user=reviewer, external_id=f" {record['id']} ",
-                             reason="found it in the vendor portal")
+    review.resolve_operation(
+        unknown, user=reviewer, external_id=f" {record['id']} ", reason="found it in the vendor portal"
+    )
 
     unknown.refresh_from_db()
     assert (unknown.state, unknown.external_id, unknown.last_error) == ("succeeded", record["id"], None)
     assert unknown.result == {"external_id": record["id"], "resolved_by": "operator"}
     event = AuditEvent.objects.get(kind="resolved")
     assert (event.actor, event.from_state, event.to_state) == ("operator", state, "succeeded")
-    assert event.message == (f"resolved by hand: the destination has record {record['id']}: "
-                             "found it in the vendor portal")
+    assert event.message == (
+        f"resolved by hand: the destination has record {record['id']}: found it in the vendor portal"
+    )
 
 
 def test_it_leaves_nothing_for_reconciliation_to_do_afterwards(unknown, standin, reviewer):
@@ -43,14 +45,17 @@ def test_it_leaves_nothing_for_reconciliation_to_do_afterwards(unknown, standin,
     assert standin.requests("GET /records") == 0
 
 
-@pytest.mark.parametrize("external_id, reason, message", [
-    ("", "checked", "Give the destination's record id you found."),
-    ("  ", "checked", "Give the destination's record id you found."),
-    ("rec-1\n", "checked", None),  # trailing white space is trimmed: accepted
-    ("rec\x001", "checked", "The record id must be printable text of at most 200 characters."),
-    ("r" * 201, "checked", "The record id must be printable text of at most 200 characters."),
-    ("rec-1", " ", "Say how you checked the destination"),
-])
+@pytest.mark.parametrize(
+    "external_id, reason, message",
+    [
+        ("", "checked", "Give the destination's record id you found."),
+        ("  ", "checked", "Give the destination's record id you found."),
+        ("rec-1\n", "checked", None),  # trailing white space is trimmed: accepted
+        ("rec\x001", "checked", "The record id must be printable text of at most 200 characters."),
+        ("r" * 201, "checked", "The record id must be printable text of at most 200 characters."),
+        ("rec-1", " ", "Say how you checked the destination"),
+    ],
+)
 def test_it_refuses_a_resolution_without_evidence(unknown, reviewer, external_id, reason, message):
     if message is None:
         review.resolve_operation(unknown, user=reviewer, external_id=external_id, reason=reason)
@@ -67,8 +72,9 @@ def test_it_refuses_to_resolve_an_operation_that_is_not_waiting_for_evidence(unk
     Operation.objects.filter(pk=unknown.pk).update(state=state)
     unknown.refresh_from_db()
 
-    with pytest.raises(review.ReviewError, match=f"Only an unknown operation or one that needs review can be "
-                                                 f"resolved; .* is {state}."):
+    with pytest.raises(
+        review.ReviewError, match=f"Only an unknown operation or one that needs review can be resolved; .* is {state}."
+    ):
         review.resolve_operation(unknown, user=reviewer, external_id="rec-1", reason="checked")
     assert Operation.objects.get().state == state
 
@@ -102,18 +108,32 @@ def test_it_refuses_a_resolution_that_lost_a_race(unknown, reviewer, standin):
 
 def test_it_resolves_from_the_command_line(unknown, reviewer):
     out = StringIO()
-    call_command("resolve", unknown.key, "--workspace", "demo", "--external-id", "rec-1", "--as", "operator",
-                 "--reason", "vendor portal", stdout=out)
+    call_command(
+        "resolve",
+        unknown.key,
+        "--workspace",
+        "demo",
+        "--external-id",
+        "rec-1",
+        "--as",
+        "operator",
+        "--reason",
+        "vendor portal",
+        stdout=out,
+    )
 
     assert out.getvalue().strip() == f"{unknown.key} is now succeeded with destination record rec-1."
     assert AuditEvent.objects.get(kind="resolved").actor == "operator"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--as", "nobody"], "No active user 'nobody'."),
-    (["--as", "viewer"], "viewer may not replay, resolve, cancel or decide conflicts"),
-    (["--as", "operator", "--workspace", "other"], "No operation"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--as", "nobody"], "No active user 'nobody'."),
+        (["--as", "viewer"], "viewer may not replay, resolve, cancel or decide conflicts"),
+        (["--as", "operator", "--workspace", "other"], "No operation"),
+    ],
+)
 def test_it_explains_a_refused_resolution_on_the_command_line(unknown, reviewer, person, args, message):
     person("viewer", "viewer")
     base = {"--workspace": "demo", "--external-id": "rec-1", "--reason": "x"}

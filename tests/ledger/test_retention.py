@@ -41,6 +41,7 @@ def finished(api, frozen):
 
 # --- stale arrivals -----------------------------------------------------------------------------
 
+
 def test_an_arrival_just_inside_the_key_window_is_taken(api, frozen):
     response = api.post("/api/v1/events", event("d-1") | {"occurred_at": at(START - KEY_WINDOW + SECOND)})
 
@@ -58,17 +59,27 @@ def test_an_arrival_just_outside_the_key_window_is_refused_as_stale_and_recorded
     assert not Operation.objects.exists()
     delivery = Delivery.objects.get()
     assert (delivery.outcome, delivery.key, delivery.delivery_id, delivery.operation) == (
-        "stale", "demo:R-42:v3:prepare-brief", "d-1", None)
+        "stale",
+        "demo:R-42:v3:prepare-brief",
+        "d-1",
+        None,
+    )
     assert delivery.occurred_at == START - KEY_WINDOW - SECOND
 
 
 def test_the_stale_window_follows_the_workspace_policy(api, frozen, workspace):
-    policies.set_policy(workspace=workspace, action="prepare-brief", actor="test",
-                        payload_retention=timedelta(days=7), key_retention=timedelta(days=7))
+    policies.set_policy(
+        workspace=workspace,
+        action="prepare-brief",
+        actor="test",
+        payload_retention=timedelta(days=7),
+        key_retention=timedelta(days=7),
+    )
 
     inside = api.post("/api/v1/events", event("d-1") | {"occurred_at": at(START - timedelta(days=7) + SECOND)})
-    outside = api.post("/api/v1/events", event("d-2", request_id="R-43")
-                       | {"occurred_at": at(START - timedelta(days=7) - SECOND)})
+    outside = api.post(
+        "/api/v1/events", event("d-2", request_id="R-43") | {"occurred_at": at(START - timedelta(days=7) - SECOND)}
+    )
 
     assert (inside.status_code, outside.status_code) == (201, 409)
     assert outside.json()["reason"] == "stale"
@@ -87,6 +98,7 @@ def test_a_stale_event_in_a_batch_is_answered_alone(api, frozen):
 
 
 # --- the payload window ---------------------------------------------------------------------------
+
 
 def test_a_payload_is_kept_until_one_second_past_its_window(finished):
     retention.purge(as_of=START + PAYLOAD_WINDOW - SECOND)
@@ -145,6 +157,7 @@ def test_an_open_conflict_keeps_its_operation_whole(api, finished):
 
 
 # --- the key window -------------------------------------------------------------------------------
+
 
 def test_a_tombstone_is_kept_until_one_second_past_the_key_window(finished):
     retention.purge(as_of=START + KEY_WINDOW - SECOND)
@@ -212,8 +225,11 @@ def test_refused_deliveries_are_deleted_after_the_key_window(api, frozen):
 
 # --- unfinished work ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("state", [State.PENDING, State.PENDING_APPROVAL, State.PROCESSING, State.RETRYING,
-                                   State.UNKNOWN, State.NEEDS_REVIEW])
+
+@pytest.mark.parametrize(
+    "state",
+    [State.PENDING, State.PENDING_APPROVAL, State.PROCESSING, State.RETRYING, State.UNKNOWN, State.NEEDS_REVIEW],
+)
 def test_a_purge_never_touches_unfinished_work(api, frozen, state):
     api.post("/api/v1/events", event("d-1"))
     Operation.objects.update(state=state)  # as it would stand, years later
@@ -223,11 +239,15 @@ def test_a_purge_never_touches_unfinished_work(api, frozen, state):
     operation = Operation.objects.get()
     assert (report.total("redacted"), report.total("deleted")) == (0, 0)
     assert (operation.state, operation.redacted_at, operation.payload["title"]) == (
-        state, None, "Review renewal options")
+        state,
+        None,
+        "Review renewal options",
+    )
     assert Delivery.objects.filter(operation=operation).exists()
 
 
 # --- running it -----------------------------------------------------------------------------------
+
 
 def briefs(api, count):
     for number in range(count):
@@ -292,12 +312,15 @@ def test_the_purge_command_dry_run_says_would(finished, frozen):
     assert Operation.objects.exists()
 
 
-@pytest.mark.parametrize(("as_of", "message"), [
-    ("yesterday", "is not a date and time"),
-    ("2030-13-45T00:00+00:00", "is not a date and time"),
-    ("2030-01-01T00:00", "has no UTC offset"),
-    ("2999-01-01T00:00Z", "is in the future"),
-])
+@pytest.mark.parametrize(
+    ("as_of", "message"),
+    [
+        ("yesterday", "is not a date and time"),
+        ("2030-13-45T00:00+00:00", "is not a date and time"),
+        ("2030-01-01T00:00", "has no UTC offset"),
+        ("2999-01-01T00:00Z", "is in the future"),
+    ],
+)
 def test_the_purge_command_refuses_a_bad_as_of(db, as_of, message):
     with pytest.raises(CommandError, match=message):
         call_command("purge", "--as-of", as_of)
@@ -317,13 +340,27 @@ def test_the_scheduled_task_purges(finished, frozen):
 
 # --- policies -------------------------------------------------------------------------------------
 
+
 def test_the_policy_command_sets_and_shows_a_workspace_policy_audited(workspace):
     out = StringIO()
-    call_command("policy", "set", "--workspace", "demo", "--action", "issue-refund",
-                 "--payload-retention", "7d", "--key-retention", "400d", stdout=out)
+    call_command(
+        "policy",
+        "set",
+        "--workspace",
+        "demo",
+        "--action",
+        "issue-refund",
+        "--payload-retention",
+        "7d",
+        "--key-retention",
+        "400d",
+        stdout=out,
+    )
 
-    assert "issue-refund: payload retention 7d (workspace), key retention 400d (workspace), " \
-           "ordering independent (definition)" in out.getvalue()
+    assert (
+        "issue-refund: payload retention 7d (workspace), key retention 400d (workspace), "
+        "ordering independent (definition)" in out.getvalue()
+    )
     policy = policies.policy_for(workspace.pk, "issue-refund")
     assert (policy.payload_retention, policy.key_retention) == (timedelta(days=7), timedelta(days=400))
     changed = AuditEvent.objects.get(kind="policy_changed")
@@ -340,13 +377,16 @@ def test_a_workspace_policy_overrides_the_every_workspace_one_field_by_field(wor
     assert dict(policy.sources)["key_retention"] == "every workspace"
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--payload-retention", "7 weeks"], "is not a duration"),
-    (["--payload-retention", "0d"], "is not a duration"),
-    (["--key-retention", "99999999999999d"], "is not a duration"),
-    (["--key-retention", "1d"], "in demo, the key window \\(1d\\) would be shorter than the payload window"),
-    ([], "Say what to change"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--payload-retention", "7 weeks"], "is not a duration"),
+        (["--payload-retention", "0d"], "is not a duration"),
+        (["--key-retention", "99999999999999d"], "is not a duration"),
+        (["--key-retention", "1d"], "in demo, the key window \\(1d\\) would be shorter than the payload window"),
+        ([], "Say what to change"),
+    ],
+)
 def test_the_policy_command_refuses_what_cannot_be_and_writes_nothing(workspace, args, message):
     with pytest.raises(CommandError, match=message):
         call_command("policy", "set", "--workspace", "demo", "--action", "prepare-brief", *args)
@@ -363,8 +403,13 @@ def test_the_policy_command_names_an_unknown_workspace_or_action(workspace):
 
 
 def test_a_change_for_every_workspace_is_refused_where_it_would_break_a_workspace(workspace):
-    policies.set_policy(workspace=workspace, action="send-notice", actor="test", payload_retention=timedelta(days=60),
-                        key_retention=policies.INHERIT)
+    policies.set_policy(
+        workspace=workspace,
+        action="send-notice",
+        actor="test",
+        payload_retention=timedelta(days=60),
+        key_retention=policies.INHERIT,
+    )
 
     with pytest.raises(CommandError, match="in demo, the key window \\(50d\\) would be shorter"):
         call_command("policy", "set", "--action", "send-notice", "--key-retention", "50d")
@@ -378,7 +423,8 @@ def test_inherit_clears_a_field(workspace):
 
     assert policies.policy_for(workspace.pk, "send-notice").key_retention == timedelta(days=90)
     assert AuditEvent.objects.filter(kind="policy_changed").last().message == (
-        "send-notice in demo: key_retention 400d -> inherited")
+        "send-notice in demo: key_retention 400d -> inherited"
+    )
 
 
 def test_every_table_that_refers_to_an_operation_is_deleted_detached_or_unconstrained():
@@ -386,16 +432,20 @@ def test_every_table_that_refers_to_an_operation_is_deleted_detached_or_unconstr
     from django.db import models
 
     for relation in retention.referring_relations():
-        handled = (relation.related_model in retention.OWNED or relation.on_delete is models.SET_NULL
-                   or (relation.on_delete is models.DO_NOTHING and not relation.field.db_constraint))
+        handled = (
+            relation.related_model in retention.OWNED
+            or relation.on_delete is models.SET_NULL
+            or (relation.on_delete is models.DO_NOTHING and not relation.field.db_constraint)
+        )
         assert handled, f"{relation.related_model.__name__}.{relation.field.name} is not handled by the purge"
 
 
 def test_a_latest_status_outlives_its_operation(api, frozen):
     from ledger.models import RequestStatus
 
-    api.post("/api/v1/events", {"action": "update-status", "data": {"request_id": "R-7", "version": 1,
-                                                                    "status": "closed"}})
+    api.post(
+        "/api/v1/events", {"action": "update-status", "data": {"request_id": "R-7", "version": 1, "status": "closed"}}
+    )
     process_due_operations()
 
     report = retention.purge(as_of=START + KEY_WINDOW + SECOND)
@@ -414,8 +464,11 @@ def test_a_cancelled_operation_without_a_result_is_redacted_too(api, frozen, ali
     assert retention.purge(as_of=START + PAYLOAD_WINDOW + SECOND).total("redacted") == 1
 
     operation = Operation.objects.get()
-    assert (operation.state, operation.result, operation.payload) == ("cancelled", None,
-                                                                      {"request_id": "R-42", "version": 3})
+    assert (operation.state, operation.result, operation.payload) == (
+        "cancelled",
+        None,
+        {"request_id": "R-42", "version": 3},
+    )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -62,8 +62,6 @@ def test_it_never_retries_before_retry_after(attempt, base, cap, draw, retry_aft
     assert delay == max(draw * ceiling, retry_after)
 
 
-
-
 def test_it_sends_an_always_failing_operation_to_review_exactly_at_the_attempt_limit(workspace, scripted_action):
     """Each failure before the limit schedules a retry that is not claimed before its time; the
     failure that uses the last attempt goes to needs_review, and nothing is claimed after it."""

@@ -24,8 +24,9 @@ def needing_review(workspace, scripted_action, **declared):
     return action, operation
 
 
-def test_it_replays_under_the_same_key_and_the_operation_then_succeeds(workspace, scripted_action,
-                                                                     django_capture_on_commit_callbacks, alice):
+def test_it_replays_under_the_same_key_and_the_operation_then_succeeds(
+    workspace, scripted_action, django_capture_on_commit_callbacks, alice
+):
     action, operation = needing_review(workspace, scripted_action, external=True, honours_idempotency_keys=True)
     deadline_before = operation.deadline
     OrmQ.objects.all().delete()  # intake's own wake-up
@@ -38,7 +39,11 @@ def test_it_replays_under_the_same_key_and_the_operation_then_succeeds(workspace
     assert operation.deadline > deadline_before
     replay = Delivery.objects.get(source="replay")
     assert (replay.operation, replay.submitted_by, replay.outcome, replay.key) == (
-        operation, "alice", "accepted", operation.key)
+        operation,
+        "alice",
+        "accepted",
+        operation.key,
+    )
     event = AuditEvent.objects.get(kind="replayed")
     assert (event.actor, event.from_state, event.to_state) == ("alice", "needs_review", "pending")
     assert event.message == "replay: owner created in the CRM after 1 attempt(s)"
@@ -140,21 +145,36 @@ def test_it_replays_and_cancels_from_the_command_line(workspace, scripted_action
 
     assert out.getvalue().splitlines() == [f"{operation.key} is now pending.", f"{operation.key} is now cancelled."]
     assert list(AuditEvent.objects.filter(kind__in=["replayed", "cancelled"]).values_list("actor", flat=True)) == [
-        "alice", "alice"]
+        "alice",
+        "alice",
+    ]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["replay", "demo:nope:v1:prepare-brief", "--workspace", "demo", "--as", "alice", "--reason", "x"],
-     "No operation 'demo:nope:v1:prepare-brief' in workspace 'demo'."),
-    (["cancel", "demo:R-42:v3:prepare-brief", "--workspace", "other", "--as", "alice", "--reason", "x"],
-     "No operation 'demo:R-42:v3:prepare-brief' in workspace 'other'."),
-    (["replay", "demo:R-42:v3:prepare-brief", "--workspace", "demo", "--as", "alice", "--reason", "x"],
-     "Only an operation that needs review can be replayed; demo:R-42:v3:prepare-brief is pending."),
-    (["replay", "demo:R-42:v3:prepare-brief", "--workspace", "demo", "--as", "nobody", "--reason", "x"],
-     "No active user 'nobody'."),
-    (["cancel", "demo:R-42:v3:prepare-brief", "--workspace", "demo", "--as", "clerk", "--reason", "x"],
-     "clerk may not replay, resolve, cancel or decide conflicts in workspace demo."),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["replay", "demo:nope:v1:prepare-brief", "--workspace", "demo", "--as", "alice", "--reason", "x"],
+            "No operation 'demo:nope:v1:prepare-brief' in workspace 'demo'.",
+        ),
+        (
+            ["cancel", "demo:R-42:v3:prepare-brief", "--workspace", "other", "--as", "alice", "--reason", "x"],
+            "No operation 'demo:R-42:v3:prepare-brief' in workspace 'other'.",
+        ),
+        (
+            ["replay", "demo:R-42:v3:prepare-brief", "--workspace", "demo", "--as", "alice", "--reason", "x"],
+            "Only an operation that needs review can be replayed; demo:R-42:v3:prepare-brief is pending.",
+        ),
+        (
+            ["replay", "demo:R-42:v3:prepare-brief", "--workspace", "demo", "--as", "nobody", "--reason", "x"],
+            "No active user 'nobody'.",
+        ),
+        (
+            ["cancel", "demo:R-42:v3:prepare-brief", "--workspace", "demo", "--as", "clerk", "--reason", "x"],
+            "clerk may not replay, resolve, cancel or decide conflicts in workspace demo.",
+        ),
+    ],
+)
 def test_it_explains_what_a_command_cannot_do(workspace, args, message, alice, person):
     person("clerk", "viewer")
     submit_brief(workspace)

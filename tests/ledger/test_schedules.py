@@ -43,8 +43,9 @@ def test_it_removes_duplicates_and_repairs_bad_arguments(db):
     """Two concurrent deployments may leave two; one with bad args would stop every schedule."""
     Schedule.objects.filter(name=SWEEP_SCHEDULE).delete()
     later = timezone.now() + timedelta(minutes=5)
-    Schedule.objects.create(name=SWEEP_SCHEDULE, func="ledger.tasks.sweep", args="oops(", next_run=later,
-                            schedule_type=Schedule.HOURLY)
+    Schedule.objects.create(
+        name=SWEEP_SCHEDULE, func="ledger.tasks.sweep", args="oops(", next_run=later, schedule_type=Schedule.HOURLY
+    )
     Schedule.objects.create(name=SWEEP_SCHEDULE, func="ledger.tasks.sweep", next_run=later)
     unrelated = Schedule.objects.create(name="someone-else", func="app.tasks.nightly")
 

@@ -76,8 +76,9 @@ def test_it_gives_another_address_another_key(api):
 def test_it_gives_the_same_address_another_hash_in_another_workspace():
     """Keys of two workspaces cannot be matched up to tell that one person is in both."""
     secret = settings.OPSCONSOLE_KEY_SECRET
-    assert hashed_component("demo", "email", EMAIL, secret=secret) != hashed_component("acme", "email", EMAIL,
-                                                                                      secret=secret)
+    assert hashed_component("demo", "email", EMAIL, secret=secret) != hashed_component(
+        "acme", "email", EMAIL, secret=secret
+    )
 
 
 KEY_IN_A_PROCESS = (
@@ -89,11 +90,16 @@ KEY_IN_A_PROCESS = (
 
 
 def key_in_another_process(secret: str) -> str:
-    env = os.environ | {"DJANGO_SETTINGS_MODULE": "opsconsole.settings", "SECRET_KEY": "k",
-                        "OPSCONSOLE_KEY_SECRET": secret, "OPSCONSOLE_AUDIT_KEY": "ak"}
+    env = os.environ | {
+        "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
+        "SECRET_KEY": "k",
+        "OPSCONSOLE_KEY_SECRET": secret,
+        "OPSCONSOLE_AUDIT_KEY": "ak",
+    }
     env.pop("DEBUG", None)
-    done = subprocess.run([sys.executable, "-c", KEY_IN_A_PROCESS], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", KEY_IN_A_PROCESS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 

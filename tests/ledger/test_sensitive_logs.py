@@ -44,12 +44,15 @@ def test_the_guard_fails_a_test_that_logged_a_sensitive_value(guard, log_guard):
     log_guard.lines.clear()
 
 
-@pytest.mark.parametrize("log", [
-    pytest.param(lambda: logging.getLogger("ledger").info("transition", extra={"customer": "C-1001"}), id="extra"),
-    pytest.param(lambda: logging.getLogger("ledger.deep.child").debug("C-1001"), id="debug-level"),
-    pytest.param(lambda: logging.getLogger("django.request").warning("C-1001"), id="non-propagating"),
-    pytest.param(lambda: logging.getLogger("httpx").info("GET /records?customer=C-1001"), id="a-library"),
-])
+@pytest.mark.parametrize(
+    "log",
+    [
+        pytest.param(lambda: logging.getLogger("ledger").info("transition", extra={"customer": "C-1001"}), id="extra"),
+        pytest.param(lambda: logging.getLogger("ledger.deep.child").debug("C-1001"), id="debug-level"),
+        pytest.param(lambda: logging.getLogger("django.request").warning("C-1001"), id="non-propagating"),
+        pytest.param(lambda: logging.getLogger("httpx").info("GET /records?customer=C-1001"), id="a-library"),
+    ],
+)
 def test_the_guard_reads_every_part_of_every_record(guard, log_guard, log):
     planted(guard, "C-1001")
     log()
@@ -125,20 +128,29 @@ def test_the_guard_collects_what_passes_intake(log_guard, workspace):
 
 # --- the refund's paths, under the suite's guard --------------------------------------------------
 
+
 @pytest.fixture
 def admin(person):
     return person("boss", "admin")
 
 
 def test_a_refund_through_retries_a_lost_answer_and_a_conflict_logs_no_value(
-        client, workspace, approver, admin, standin, log_guard, caplog):
+    client, workspace, approver, admin, standin, log_guard, caplog
+):
     token = accounts.issue_token(workspace=workspace, name="shop", actor="test")
-    sent = client.post("/api/v1/events", json.dumps({"action": "issue-refund", "data": REFUND}),
-                       content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    sent = client.post(
+        "/api/v1/events",
+        json.dumps({"action": "issue-refund", "data": REFUND}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
     assert sent.status_code == 201
-    raised = client.post("/api/v1/events", json.dumps({"action": "issue-refund", "data": REFUND | {
-        "amount_cents": 450_000, "customer_id": "C-2002"}}), content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {token}")
+    raised = client.post(
+        "/api/v1/events",
+        json.dumps({"action": "issue-refund", "data": REFUND | {"amount_cents": 450_000, "customer_id": "C-2002"}}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
     assert raised.status_code == 409
     call_command("conflict", "dismiss", str(Conflict.objects.get().pk), "--as", "boss", "--reason", "typo")
     operation = Operation.objects.get()
@@ -169,8 +181,10 @@ def test_a_failing_batch_of_refunds_logs_no_value(api, monkeypatch, log_guard):
         return reserve(*args, **kwargs)
 
     monkeypatch.setattr(reservation, "reserve", fail_once)
-    events = [{"action": "issue-refund", "data": REFUND | {"request_id": f"R-{n}", "customer_id": f"C-90{n}"}}
-              for n in range(3)]
+    events = [
+        {"action": "issue-refund", "data": REFUND | {"request_id": f"R-{n}", "customer_id": f"C-90{n}"}}
+        for n in range(3)
+    ]
 
     response = api.post("/api/v1/events/batch", {"events": events})
 

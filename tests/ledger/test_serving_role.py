@@ -27,8 +27,10 @@ REFUSED = [
     ("TRUNCATE ledger_auditevent", "permission denied for table ledger_auditevent"),
     ("UPDATE ledger_auditevent SET message = 'nothing to see'", "permission denied for table ledger_auditevent"),
     ("DELETE FROM ledger_auditevent", "permission denied for table ledger_auditevent"),
-    ("CREATE OR REPLACE FUNCTION ledger_audit_hash(event jsonb) RETURNS text LANGUAGE sql AS $$ SELECT '' $$",
-     "permission denied for schema public|must be owner of function"),
+    (
+        "CREATE OR REPLACE FUNCTION ledger_audit_hash(event jsonb) RETURNS text LANGUAGE sql AS $$ SELECT '' $$",
+        "permission denied for schema public|must be owner of function",
+    ),
     ("DROP TRIGGER ledger_auditevent_no_truncate ON ledger_auditevent", "must be owner of"),
 ]
 
@@ -40,8 +42,10 @@ def serving_role():
     out = StringIO()
     call_command("serving_role", role, "--password", password, stdout=out)
     settings = connection.settings_dict
-    url = (f"postgres://{role}:{quote(password, safe='')}@{settings.get('HOST') or '127.0.0.1'}"
-           f":{settings.get('PORT') or 5432}/{settings['NAME']}")
+    url = (
+        f"postgres://{role}:{quote(password, safe='')}@{settings.get('HOST') or '127.0.0.1'}"
+        f":{settings.get('PORT') or 5432}/{settings['NAME']}"
+    )
     yield url, out.getvalue()
     with connection.cursor() as cursor:
         cursor.execute(f"DROP OWNED BY {role}")
@@ -49,8 +53,9 @@ def serving_role():
 
 
 def psql(url: str, sql: str) -> subprocess.CompletedProcess:
-    return subprocess.run([psql_program(), url, "-X", "-v", "ON_ERROR_STOP=1", "-c", sql],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [psql_program(), url, "-X", "-v", "ON_ERROR_STOP=1", "-c", sql], capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -75,8 +80,12 @@ def test_the_app_serves_as_the_serving_role(workspace_and_token, serving_role, t
     assert database_url() != url
     server = Gunicorn(log_dir=tmp_path, env={"DATABASE_URL": url, "WEB_CONCURRENCY": "1"}).start()
     try:
-        response = httpx.post(f"{server.url}/api/v1/events", headers={"Authorization": f"Bearer {token}"},
-                              json={"action": "prepare-brief", "delivery_id": "d-serving", "data": R42}, timeout=30)
+        response = httpx.post(
+            f"{server.url}/api/v1/events",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"action": "prepare-brief", "delivery_id": "d-serving", "data": R42},
+            timeout=30,
+        )
     finally:
         server.stop()
 
@@ -96,10 +105,12 @@ def test_make_serve_refuses_to_serve_as_the_owner(serving_role):
     check = [sys.executable, "manage.py", "serving_role", "--check"]
     env = {**os.environ, "SECRET_KEY": "k", "OPSCONSOLE_KEY_SECRET": "k", "OPSCONSOLE_AUDIT_KEY": "k"}
 
-    as_owner = subprocess.run(check, cwd=PROJECT_DIR, env=env | {"DATABASE_URL": database_url()},
-                              capture_output=True, text=True, timeout=120)
-    as_role = subprocess.run(check, cwd=PROJECT_DIR, env=env | {"DATABASE_URL": url},
-                             capture_output=True, text=True, timeout=120)
+    as_owner = subprocess.run(
+        check, cwd=PROJECT_DIR, env=env | {"DATABASE_URL": database_url()}, capture_output=True, text=True, timeout=120
+    )
+    as_role = subprocess.run(
+        check, cwd=PROJECT_DIR, env=env | {"DATABASE_URL": url}, capture_output=True, text=True, timeout=120
+    )
 
     assert as_owner.returncode == 1 and "is a superuser" in as_owner.stderr
     assert as_role.returncode == 0, as_role.stderr

@@ -40,8 +40,10 @@ def test_finishing_a_set_in_its_claim_moves_rows_only_from_the_claimable_states_
 
     [written] = re.findall(r"\bSET\s+state\s*=\s*'(\w+)'", text, flags=re.IGNORECASE)
     audited = re.findall(r"'kind', '(\w+)', 'from_state', ([^,]+), 'to_state', '(\w+)'", text)
-    assert [(kind, to_state) for kind, _, to_state in audited] == [("claimed", "processing"),
-                                                                    ("succeeded", "succeeded")]
+    assert [(kind, to_state) for kind, _, to_state in audited] == [
+        ("claimed", "processing"),
+        ("succeeded", "succeeded"),
+    ]
     [(_, claimed_from, _), (_, succeeded_from, succeeded_to)] = audited
     assert "from_state" in claimed_from  # each row's own state: one of the guard's
     assert quoted(succeeded_from) == {"processing"}

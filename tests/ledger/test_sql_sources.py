@@ -60,8 +60,10 @@ def read_source(path: Path) -> Source:
     """The object ``path`` defines, refused unless the file has the one shape the comparison reads."""
     header, _, body = path.read_text().partition("\n\n")
     if not header or not all(line.startswith("--") for line in header.splitlines()):
-        raise ValueError(f"{path}: expected a header of '--' lines saying what it is for and who calls it, "
-                         "then a blank line, then the definition")
+        raise ValueError(
+            f"{path}: expected a header of '--' lines saying what it is for and who calls it, "
+            "then a blank line, then the definition"
+        )
     if not body.endswith(";\n"):
         raise ValueError(f"{path}: expected the definition to end with ';' and a newline")
     definition = body.removesuffix(";\n")
@@ -105,16 +107,23 @@ def disagreements(database: dict[tuple[str, str], str], sources: dict[tuple[str,
     """Each way the files and the database differ, said so a person knows which file to write."""
     found = []
     for kind, name in sorted(database.keys() - sources.keys()):
-        found.append(f"{kind} {name} is in the database but has no file: write {file_name(kind, name)} beside the "
-                     f"code that calls it, its header then the database's text")
+        found.append(
+            f"{kind} {name} is in the database but has no file: write {file_name(kind, name)} beside the "
+            f"code that calls it, its header then the database's text"
+        )
     for key in sorted(sources.keys() - database.keys()):
         source = sources[key]
         found.append(f"{source.path} defines {source.kind} {source.name}, which the migrations do not make")
     for key in sorted(sources.keys() & database.keys()):
         source = sources[key]
         if source.definition != database[key]:
-            diff = difflib.unified_diff(source.definition.splitlines(), database[key].splitlines(),
-                                        str(source.path), "the database", lineterm="")
+            diff = difflib.unified_diff(
+                source.definition.splitlines(),
+                database[key].splitlines(),
+                str(source.path),
+                "the database",
+                lineterm="",
+            )
             found.append(f"{source.path} differs from the database's {source.kind} {source.name}:\n" + "\n".join(diff))
     return found
 
@@ -139,26 +148,34 @@ def test_a_function_without_a_file_is_named(postgresql):
 
     found = disagreements(database_definitions(), sources_in(project_sql_files()))
 
-    assert found == ["function ledger_stray is in the database but has no file: write stray.sql beside the code "
-                     "that calls it, its header then the database's text"]
+    assert found == [
+        "function ledger_stray is in the database but has no file: write stray.sql beside the code "
+        "that calls it, its header then the database's text"
+    ]
 
 
 def test_a_trigger_without_a_file_is_named(postgresql):
     with connection.cursor() as cursor:
-        cursor.execute("CREATE TRIGGER ledger_stray BEFORE TRUNCATE ON ledger_wakeup "
-                       "FOR EACH STATEMENT EXECUTE FUNCTION ledger_audit_no_truncate()")
+        cursor.execute(
+            "CREATE TRIGGER ledger_stray BEFORE TRUNCATE ON ledger_wakeup "
+            "FOR EACH STATEMENT EXECUTE FUNCTION ledger_audit_no_truncate()"
+        )
 
     found = disagreements(database_definitions(), sources_in(project_sql_files()))
 
-    assert found == ["trigger ledger_stray is in the database but has no file: write stray.trigger.sql beside the "
-                     "code that calls it, its header then the database's text"]
+    assert found == [
+        "trigger ledger_stray is in the database but has no file: write stray.trigger.sql beside the "
+        "code that calls it, its header then the database's text"
+    ]
 
 
 def test_a_file_without_its_function_is_named(postgresql, tmp_path):
     gone = tmp_path / "gone.sql"
-    gone.write_text("-- Dropped by a migration, its file left behind.\n\n"
-                    "CREATE OR REPLACE FUNCTION public.ledger_gone()\n RETURNS integer\n LANGUAGE sql\n"
-                    "AS $function$ SELECT 1 $function$;\n")
+    gone.write_text(
+        "-- Dropped by a migration, its file left behind.\n\n"
+        "CREATE OR REPLACE FUNCTION public.ledger_gone()\n RETURNS integer\n LANGUAGE sql\n"
+        "AS $function$ SELECT 1 $function$;\n"
+    )
 
     found = disagreements(database_definitions(), sources_in([*project_sql_files(), gone]))
 
@@ -168,13 +185,17 @@ def test_a_file_without_its_function_is_named(postgresql, tmp_path):
 def test_a_function_changed_without_its_file_is_named_with_the_difference(postgresql):
     """As a migration that changed ``ledger_take_wakeup`` and forgot its file would leave it."""
     with connection.cursor() as cursor:
-        cursor.execute("CREATE OR REPLACE FUNCTION ledger_take_wakeup(at timestamptz) RETURNS boolean "
-                       "LANGUAGE plpgsql AS $$ BEGIN RETURN true; END $$")
+        cursor.execute(
+            "CREATE OR REPLACE FUNCTION ledger_take_wakeup(at timestamptz) RETURNS boolean "
+            "LANGUAGE plpgsql AS $$ BEGIN RETURN true; END $$"
+        )
 
     [found] = disagreements(database_definitions(), sources_in(project_sql_files()))
 
-    assert found.startswith(f"{settings.BASE_DIR / 'ledger/intake/sql/take_wakeup.sql'} differs from the "
-                            "database's function ledger_take_wakeup:\n")
+    assert found.startswith(
+        f"{settings.BASE_DIR / 'ledger/intake/sql/take_wakeup.sql'} differs from the "
+        "database's function ledger_take_wakeup:\n"
+    )
     assert "\n+AS $function$ BEGIN RETURN true; END $function$" in found
     assert "\n-    PERFORM 1 FROM ledger_wakeup WHERE name = 'process' FOR KEY SHARE;" in found
 
@@ -191,17 +212,36 @@ def test_a_file_changed_by_a_space_is_named(postgresql, tmp_path):
     assert found.startswith(f"{edited} differs from the database's trigger ledger_announce_task:\n")
 
 
-@pytest.mark.parametrize(("name", "text", "refusal"), [
-    ("reserve.sql", "CREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb)\n$function$;\n",
-     "a header of '--'"),
-    ("reserve.sql", "-- Reserves.\n\nCREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb)\n$function$\n",
-     "end with ';'"),
-    ("reserve.sql", "-- Reserves.\n\nCREATE FUNCTION ledger_reserve(request jsonb);\n", "expected 'CREATE OR REPLACE"),
-    ("intake.sql", "-- Reserves.\n\nCREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb);\n",
-     "so is named reserve.sql"),
-    ("announce_task.sql", "-- Announces.\n\nCREATE TRIGGER ledger_announce_task AFTER INSERT;\n",
-     "so is named announce_task.trigger.sql"),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "refusal"),
+    [
+        (
+            "reserve.sql",
+            "CREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb)\n$function$;\n",
+            "a header of '--'",
+        ),
+        (
+            "reserve.sql",
+            "-- Reserves.\n\nCREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb)\n$function$\n",
+            "end with ';'",
+        ),
+        (
+            "reserve.sql",
+            "-- Reserves.\n\nCREATE FUNCTION ledger_reserve(request jsonb);\n",
+            "expected 'CREATE OR REPLACE",
+        ),
+        (
+            "intake.sql",
+            "-- Reserves.\n\nCREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb);\n",
+            "so is named reserve.sql",
+        ),
+        (
+            "announce_task.sql",
+            "-- Announces.\n\nCREATE TRIGGER ledger_announce_task AFTER INSERT;\n",
+            "so is named announce_task.trigger.sql",
+        ),
+    ],
+)
 def test_a_file_of_another_shape_is_refused(tmp_path, name, text, refusal):
     path = tmp_path / name
     path.write_text(text)

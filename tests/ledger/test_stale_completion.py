@@ -95,6 +95,7 @@ def test_it_does_not_call_the_destination_for_a_lost_external_claim(workspace, s
 def in_flight_takeover(frozen):
     """While the old worker waits on the destination: its lease expires, the sweep marks the
     operation unknown, reconciliation finds nothing at the destination, and a new worker claims it."""
+
     def reply(operation):
         frozen.move_to(after_lease())
         sweep(now=after_lease())
@@ -102,11 +103,13 @@ def in_flight_takeover(frozen):
         assert current.state == "unknown"
         transition_operation(current, to_state=State.RETRYING, actor="reconciler", kind="reconciled_absent")
         claim_due_operations(limit=10, worker="new")
+
     return reply
 
 
-@pytest.mark.parametrize("late_reply", [Success(external_id="crm-1"), TransientError("503")],
-                         ids=["success", "failure"])
+@pytest.mark.parametrize(
+    "late_reply", [Success(external_id="crm-1"), TransientError("503")], ids=["success", "failure"]
+)
 def test_it_refuses_an_external_completion_that_arrives_after_a_takeover(
     workspace, scripted_action, frozen, late_reply
 ):

@@ -64,8 +64,7 @@ def test_it_lists_every_state_in_the_table():
 
 def test_it_holds_exactly_the_designed_edges():
     """The table has every designed edge and no other: an edge added or dropped by mistake shows here."""
-    table = {(from_state.value, to_state.value) for from_state, targets in TRANSITIONS.items()
-             for to_state in targets}
+    table = {(from_state.value, to_state.value) for from_state, targets in TRANSITIONS.items() for to_state in targets}
     assert table - EDGES == set(), "edges in TRANSITIONS that the design does not have"
     assert EDGES - table == set(), "designed edges missing from TRANSITIONS"
     assert {from_state for from_state, _ in EDGES - REOPENED}.isdisjoint(TERMINAL)
@@ -114,8 +113,7 @@ def test_it_changes_nothing_under_a_wrong_fencing_token(workspace):
     operation.refresh_from_db()
     events_before = AuditEvent.objects.count()
 
-    moved = transition_operation(operation, to_state=State.SUCCEEDED, actor="worker", kind="succeeded",
-                                 fencing_token=6)
+    moved = transition_operation(operation, to_state=State.SUCCEEDED, actor="worker", kind="succeeded", fencing_token=6)
 
     assert moved is False
     assert Operation.objects.get(pk=operation.pk).state == State.PROCESSING
@@ -127,8 +125,9 @@ def test_it_moves_under_the_current_fencing_token(workspace):
     Operation.objects.filter(pk=operation.pk).update(fencing_token=7)
     operation.refresh_from_db()
 
-    assert transition_operation(operation, to_state=State.SUCCEEDED, actor="worker", kind="succeeded",
-                                fencing_token=7, external_id="draft-1")
+    assert transition_operation(
+        operation, to_state=State.SUCCEEDED, actor="worker", kind="succeeded", fencing_token=7, external_id="draft-1"
+    )
 
     stored = Operation.objects.get(pk=operation.pk)
     assert (stored.state, stored.external_id) == (State.SUCCEEDED, "draft-1")

@@ -179,9 +179,17 @@ def test_it_records_a_heartbeat_on_every_run(workspace, frozen):
 
     heartbeat = Heartbeat.objects.get(name="sweep")
     assert heartbeat.beat_at == START + timedelta(seconds=90)
-    assert heartbeat.detail == {"leases_expired": 0, "deadlines_passed": 0, "approvals_expired": 0,
-                                "versions_missing": 0, "bulk_actions_stalled": 0, "due": 1, "nudges": 1,
-                                "oldest_due_seconds": 90.0, "sampled": True}
+    assert heartbeat.detail == {
+        "leases_expired": 0,
+        "deadlines_passed": 0,
+        "approvals_expired": 0,
+        "versions_missing": 0,
+        "bulk_actions_stalled": 0,
+        "due": 1,
+        "nudges": 1,
+        "oldest_due_seconds": 90.0,
+        "sampled": True,
+    }
 
 
 def test_it_is_safe_to_run_twice(workspace, frozen):
@@ -202,9 +210,17 @@ def test_it_runs_from_the_command_line(workspace, frozen):
     out = StringIO()
     call_command("sweep", stdout=out)
 
-    assert json.loads(out.getvalue()) == {"leases_expired": 0, "deadlines_passed": 0, "approvals_expired": 0,
-                                          "versions_missing": 0, "bulk_actions_stalled": 0, "due": 1,
-                                          "nudges": 1, "oldest_due_seconds": 0.0, "sampled": True}
+    assert json.loads(out.getvalue()) == {
+        "leases_expired": 0,
+        "deadlines_passed": 0,
+        "approvals_expired": 0,
+        "versions_missing": 0,
+        "bulk_actions_stalled": 0,
+        "due": 1,
+        "nudges": 1,
+        "oldest_due_seconds": 0.0,
+        "sampled": True,
+    }
 
 
 def test_it_keeps_the_leases_of_a_slow_batch_so_the_sweep_leaves_them_alone(workspace, scripted_action, frozen):

@@ -17,8 +17,9 @@ def transitions(caplog) -> list[logging.LogRecord]:
 
 def test_a_transition_after_an_attempt_names_its_configuration_attempts_and_correlation_id(workspace, caplog):
     caplog.set_level(logging.INFO, logger="ledger")
-    submit_event(workspace=workspace, source="api",
-                 raw={"action": "prepare-brief", "correlation_id": "corr-7", "data": R42})
+    submit_event(
+        workspace=workspace, source="api", raw={"action": "prepare-brief", "correlation_id": "corr-7", "data": R42}
+    )
 
     process_due_operations()
 

@@ -29,8 +29,11 @@ def put(operation, state: State, **fields) -> Operation:
 
 
 def events_after(last_id):
-    return list(AuditEvent.objects.filter(pk__gt=last_id).order_by("id")
-                .values_list("operation_id", "actor", "kind", "from_state", "to_state", "message"))
+    return list(
+        AuditEvent.objects.filter(pk__gt=last_id)
+        .order_by("id")
+        .values_list("operation_id", "actor", "kind", "from_state", "to_state", "message")
+    )
 
 
 def last_event_id():
@@ -51,21 +54,30 @@ def test_it_moves_every_row_in_one_update_and_audits_each_in_one_append(workspac
     caplog.set_level(logging.INFO, logger="ledger")
 
     with CaptureQueriesContext(connection) as queries:
-        moved = transition_many(operations, to_state=State.CANCELLED, actor="alice", kind="cancelled",
-                                message="not needed", same={"next_attempt_at": None})
+        moved = transition_many(
+            operations,
+            to_state=State.CANCELLED,
+            actor="alice",
+            kind="cancelled",
+            message="not needed",
+            same={"next_attempt_at": None},
+        )
 
     assert moved == operations
     assert [operation.state for operation in operations] == ["cancelled"] * 3
     assert set(Operation.objects.filter(pk__in=[op.pk for op in operations]).values_list("state", flat=True)) == {
-        "cancelled"}
-    assert events_after(before) == [(op.pk, "alice", "cancelled", "pending", "cancelled", "not needed")
-                                    for op in operations]
+        "cancelled"
+    }
+    assert events_after(before) == [
+        (op.pk, "alice", "cancelled", "pending", "cancelled", "not needed") for op in operations
+    ]
     statements = [query["sql"] for query in queries.captured_queries]
     updates = [sql for sql in statements if sql.startswith('UPDATE "ledger_operation"')]
     appends = [sql for sql in statements if "ledger_audit_append" in sql]
     assert (len(updates), len(appends)) == (1, 1)
     assert [(record.key, record.kind) for record in transitions_logged(caplog)] == [
-        (op.key, "cancelled") for op in operations]
+        (op.key, "cancelled") for op in operations
+    ]
     assert audit_chain.verify_chains().broken is None
 
 
@@ -89,7 +101,7 @@ def test_it_takes_the_rows_then_the_tallies_then_the_audit_chain(workspace, froz
     statements = [query["sql"] for query in queries.captured_queries]
     assert [taken(sql) for sql in statements if taken(sql)] == ["rows", "tallies", "chain"]
     [update] = [sql for sql in statements if taken(sql) == "rows"]
-    values = update[update.index("(VALUES"):]
+    values = update[update.index("(VALUES") :]
     assert [int(pk) for pk in re.findall(r"\((\d+)(?:::bigint)?, ", values)] == sorted(op.pk for op in operations)
 
 
@@ -101,11 +113,18 @@ def test_it_refuses_an_illegal_edge_and_writes_nothing(workspace, frozen):
     before, tallied = last_event_id(), counted()
 
     with pytest.raises(IllegalTransition, match="needs_review -> processing"):
-        transition_many([pending, waiting], to_state=State.PROCESSING, actor="w1", kind="claimed",
-                        increment=("attempts", "fencing_token"))
+        transition_many(
+            [pending, waiting],
+            to_state=State.PROCESSING,
+            actor="w1",
+            kind="claimed",
+            increment=("attempts", "fencing_token"),
+        )
 
     assert dict(Operation.objects.filter(pk__in=[pending.pk, waiting.pk]).values_list("id", "state")) == {
-        pending.pk: "pending", waiting.pk: "needs_review"}
+        pending.pk: "pending",
+        waiting.pk: "needs_review",
+    }
     assert (pending.state, pending.attempts, pending.fencing_token) == ("pending", 0, 0)
     assert events_after(before) == []
     assert counted() == tallied
@@ -136,7 +155,10 @@ def test_a_row_whose_guard_no_longer_matches_stays_while_the_others_move(workspa
 
     assert moved == [first, third]
     assert dict(Operation.objects.filter(pk__in=[first.pk, second.pk, third.pk]).values_list("id", "state")) == {
-        first.pk: "cancelled", second.pk: "superseded", third.pk: "cancelled"}
+        first.pk: "cancelled",
+        second.pk: "superseded",
+        third.pk: "cancelled",
+    }
     assert second.state == "pending"  # in memory as loaded: it did not move here
     assert [event[0] for event in events_after(before)] == [first.pk, third.pk]
     finished = ("finished", '{"action": "prepare-brief"}')
@@ -152,14 +174,23 @@ def test_it_moves_each_row_under_the_claim_the_caller_holds(workspace, frozen):
     Operation.objects.filter(pk=taken.pk).update(fencing_token=taken.fencing_token + 1, lease_owner="w2")
     before = last_event_id()
 
-    moved = transition_many(claimed, to_state=State.SUCCEEDED, actor="w1", kind="succeeded",
-                            tokens=[operation.fencing_token for operation in claimed],
-                            same={"lease_owner": "", "lease_expires_at": None},
-                            each={"external_id": ["a", "b", "c"]})
+    moved = transition_many(
+        claimed,
+        to_state=State.SUCCEEDED,
+        actor="w1",
+        kind="succeeded",
+        tokens=[operation.fencing_token for operation in claimed],
+        same={"lease_owner": "", "lease_expires_at": None},
+        each={"external_id": ["a", "b", "c"]},
+    )
 
     assert moved == [claimed[0], claimed[2]]
-    stored = {row["id"]: row for row in Operation.objects.filter(pk__in=[op.pk for op in claimed])
-              .values("id", "state", "external_id", "lease_owner")}
+    stored = {
+        row["id"]: row
+        for row in Operation.objects.filter(pk__in=[op.pk for op in claimed]).values(
+            "id", "state", "external_id", "lease_owner"
+        )
+    }
     assert [stored[op.pk]["state"] for op in claimed] == ["succeeded", "processing", "succeeded"]
     assert [stored[op.pk]["external_id"] for op in claimed] == ["a", "", "c"]
     assert stored[taken.pk]["lease_owner"] == "w2"
@@ -175,11 +206,18 @@ def test_it_raises_the_callers_exception_and_keeps_nothing_when_a_row_stays(work
     before, tallied = last_event_id(), counted()
 
     with pytest.raises(StaleClaim, match="1 of 3 operations changed under their guard"), transaction.atomic():
-        transition_many(claimed, to_state=State.SUCCEEDED, actor="w1", kind="succeeded",
-                        tokens=[operation.fencing_token for operation in claimed], raise_if_any_stays=StaleClaim)
+        transition_many(
+            claimed,
+            to_state=State.SUCCEEDED,
+            actor="w1",
+            kind="succeeded",
+            tokens=[operation.fencing_token for operation in claimed],
+            raise_if_any_stays=StaleClaim,
+        )
 
     assert set(Operation.objects.filter(pk__in=[op.pk for op in claimed]).values_list("state", flat=True)) == {
-        "processing"}
+        "processing"
+    }
     assert [operation.state for operation in claimed] == ["processing"] * 3
     assert events_after(before) == []
     assert counted() == tallied
@@ -191,17 +229,29 @@ def test_it_writes_each_rows_own_values_increments_and_messages(workspace, froze
     second = put(second, State.RETRYING, fencing_token=4, attempts=2)
     before = last_event_id()
 
-    transition_many([first, second], to_state=State.PROCESSING, actor="w1", kind="claimed",
-                    increment=("attempts", "fencing_token"), same={"lease_owner": "w1"},
-                    tokens=[first.fencing_token, second.fencing_token],
-                    message=[f"claim {op.fencing_token + 1}" for op in (first, second)])
+    transition_many(
+        [first, second],
+        to_state=State.PROCESSING,
+        actor="w1",
+        kind="claimed",
+        increment=("attempts", "fencing_token"),
+        same={"lease_owner": "w1"},
+        tokens=[first.fencing_token, second.fencing_token],
+        message=[f"claim {op.fencing_token + 1}" for op in (first, second)],
+    )
 
-    stored = {row[0]: row[1:] for row in Operation.objects.filter(pk__in=[first.pk, second.pk])
-              .values_list("id", "state", "attempts", "fencing_token", "lease_owner")}
+    stored = {
+        row[0]: row[1:]
+        for row in Operation.objects.filter(pk__in=[first.pk, second.pk]).values_list(
+            "id", "state", "attempts", "fencing_token", "lease_owner"
+        )
+    }
     assert stored == {first.pk: ("processing", 1, 1, "w1"), second.pk: ("processing", 3, 5, "w1")}
     assert [(first.attempts, first.fencing_token), (second.attempts, second.fencing_token)] == [(1, 1), (3, 5)]
-    assert events_after(before) == [(first.pk, "w1", "claimed", "pending", "processing", "claim 1"),
-                                    (second.pk, "w1", "claimed", "retrying", "processing", "claim 5")]
+    assert events_after(before) == [
+        (first.pk, "w1", "claimed", "pending", "processing", "claim 1"),
+        (second.pk, "w1", "claimed", "retrying", "processing", "claim 5"),
+    ]
 
 
 def test_a_move_that_finishes_a_try_counts_it_with_the_move_and_names_it(workspace, frozen, caplog):
@@ -210,25 +260,43 @@ def test_a_move_that_finishes_a_try_counts_it_with_the_move_and_names_it(workspa
     in the one INSERT of the counters."""
     briefs(workspace, 2)
     claimed = claim_due_operations(limit=2, worker="w1")
-    attempts = [Attempt.objects.create(operation=op, number=op.fencing_token, fencing_token=op.fencing_token,
-                                       worker="w1", started_at=START, finished_at=START, outcome="ok",
-                                       config_version_id=configuration.digest_for(op))
-                for op in claimed]
+    attempts = [
+        Attempt.objects.create(
+            operation=op,
+            number=op.fencing_token,
+            fencing_token=op.fencing_token,
+            worker="w1",
+            started_at=START,
+            finished_at=START,
+            outcome="ok",
+            config_version_id=configuration.digest_for(op),
+        )
+        for op in claimed
+    ]
     caplog.set_level(logging.INFO, logger="ledger")
     caplog.clear()
     before, tallied = last_event_id(), tallies.totals()
 
     with CaptureQueriesContext(connection) as queries:
-        transition_many(claimed, to_state=State.SUCCEEDED, actor="w1", kind="succeeded", attempt_rows=attempts,
-                        attempt_outcome="ok", tokens=[op.fencing_token for op in claimed])
+        transition_many(
+            claimed,
+            to_state=State.SUCCEEDED,
+            actor="w1",
+            kind="succeeded",
+            attempt_rows=attempts,
+            attempt_outcome="ok",
+            tokens=[op.fencing_token for op in claimed],
+        )
 
     assert list(AuditEvent.objects.filter(pk__gt=before).order_by("id").values_list("attempt_id", flat=True)) == [
-        attempt.pk for attempt in attempts]
+        attempt.pk for attempt in attempts
+    ]
     assert len([q for q in queries.captured_queries if "ledger_tally" in q["sql"]]) == 1
     ok = ("attempts", '{"action": "prepare-brief", "destination": "internal", "outcome": "ok"}')
     assert tallies.totals()[ok] - tallied.get(ok, 0) == 2
     assert [(record.to, record.attempts, record.config_version) for record in transitions_logged(caplog)] == [
-        ("succeeded", 1, attempt.config_version_id[:12]) for attempt in attempts]
+        ("succeeded", 1, attempt.config_version_id[:12]) for attempt in attempts
+    ]
 
 
 def test_a_set_of_none_writes_nothing(db, django_assert_num_queries):
@@ -241,8 +309,9 @@ def test_it_refuses_lists_that_do_not_match_the_operations(workspace, frozen):
     with pytest.raises(ValueError):
         transition_many(operations, to_state=State.CANCELLED, actor="alice", kind="cancelled", message=["one"])
     with pytest.raises(ValueError):
-        transition_many(operations, to_state=State.CANCELLED, actor="alice", kind="cancelled",
-                        each={"external_id": ["one"]})
+        transition_many(
+            operations, to_state=State.CANCELLED, actor="alice", kind="cancelled", each={"external_id": ["one"]}
+        )
     assert set(Operation.objects.values_list("state", flat=True)) == {"pending"}
 
 
@@ -252,8 +321,10 @@ def test_transition_operation_is_its_one_row_case(workspace, frozen):
     stale_copy = Operation.objects.get(pk=stale.pk)
     transition_operation(stale, to_state=State.CANCELLED, actor="alice", kind="cancelled")
 
-    assert transition_operation(operation, to_state=State.CANCELLED, actor="alice", kind="cancelled",
-                                next_attempt_at=None) is True
+    assert (
+        transition_operation(operation, to_state=State.CANCELLED, actor="alice", kind="cancelled", next_attempt_at=None)
+        is True
+    )
     assert transition_operation(stale_copy, to_state=State.SUPERSEDED, actor="bob", kind="superseded") is False
     assert Operation.objects.get(pk=stale.pk).state == "cancelled"
 
@@ -274,9 +345,11 @@ def test_a_claim_audits_and_logs_each_operation_it_takes(workspace, frozen, capl
     claim_due_operations(limit=3, worker="w1")
 
     assert [(record.key, record.kind, getattr(record, "from"), record.to) for record in transitions_logged(caplog)] == [
-        (op.key, "claimed", "pending", "processing") for op in operations]
+        (op.key, "claimed", "pending", "processing") for op in operations
+    ]
     assert list(AuditEvent.objects.filter(kind="claimed").order_by("id").values_list("operation_id", "message")) == [
-        (op.pk, "claim 1") for op in operations]
+        (op.pk, "claim 1") for op in operations
+    ]
 
 
 def test_a_claim_whose_row_changed_under_its_lock_keeps_nothing(workspace, frozen, monkeypatch):

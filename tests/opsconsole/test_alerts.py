@@ -45,8 +45,9 @@ def test_a_broken_expectation_fails_the_rule_tests(tmp_path):
     (tmp_path / "alerts.yml").write_text(RULES.read_text())
     (tmp_path / "alerts.test.yml").write_text(broken)
 
-    tested = subprocess.run([promtool(), "test", "rules", "alerts.test.yml"], cwd=tmp_path, capture_output=True,
-                            text=True)
+    tested = subprocess.run(
+        [promtool(), "test", "rules", "alerts.test.yml"], cwd=tmp_path, capture_output=True, text=True
+    )
 
     assert tested.returncode != 0
 

@@ -22,8 +22,9 @@ def staff(client, django_user_model):
     return user
 
 
-@pytest.mark.parametrize("page", ["console:queue", "console:controls", "console:audit", "admin:index",
-                                  "admin:ledger_operation_changelist"])
+@pytest.mark.parametrize(
+    "page", ["console:queue", "console:controls", "console:audit", "admin:index", "admin:ledger_operation_changelist"]
+)
 def test_it_sends_the_policy_with_console_and_admin_pages(client, staff, page):
     response = client.get(reverse(page))
 

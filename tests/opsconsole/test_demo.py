@@ -20,8 +20,11 @@ VENV_PYTHON = CHECKOUT / ".venv" / "bin" / "python"
 def _shell_env(url: str) -> dict:
     """A person's environment: no SECRET_KEY, DEBUG or settings module; only the database is moved
     aside, so that the checkout's own demo database is not touched."""
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(("DJANGO_", "SECRET_KEY", "DEBUG", "DATABASE_URL", "OPSCONSOLE_"))}
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("DJANGO_", "SECRET_KEY", "DEBUG", "DATABASE_URL", "OPSCONSOLE_"))
+    }
     env["DATABASE_URL"] = url
     return env
 
@@ -78,7 +81,6 @@ def test_the_printed_command_needs_its_debug_setting(demo):
 
     assert done.returncode != 0
     assert "SECRET_KEY" in done.stderr
-
 
 
 def test_on_the_embedded_server_the_printed_command_names_its_database(monkeypatch):

@@ -11,16 +11,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def check_deploy(**env) -> subprocess.CompletedProcess:
     """`manage.py check --deploy` in a fresh process with production-like variables and ``env``."""
-    clean = {key: value for key, value in os.environ.items()
-             if key not in {"DEBUG", "DATABASE_URL", "ALLOWED_HOSTS"}
-             and not key.startswith(("OPSCONSOLE_", "SECURE_"))}
-    production = {"SECRET_KEY": secrets.token_urlsafe(50), "OPSCONSOLE_KEY_SECRET": secrets.token_urlsafe(50),
-                  "OPSCONSOLE_AUDIT_KEY": secrets.token_urlsafe(48),
-                  "DEBUG": "0", "ALLOWED_HOSTS": "ops.example.com",
-                  "DATABASE_URL": "postgres://opsconsole_app@db.example.com:5432/opsconsole"}  # not connected to
+    clean = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DEBUG", "DATABASE_URL", "ALLOWED_HOSTS"} and not key.startswith(("OPSCONSOLE_", "SECURE_"))
+    }
+    production = {
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "OPSCONSOLE_KEY_SECRET": secrets.token_urlsafe(50),
+        "OPSCONSOLE_AUDIT_KEY": secrets.token_urlsafe(48),
+        "DEBUG": "0",
+        "ALLOWED_HOSTS": "ops.example.com",
+        "DATABASE_URL": "postgres://opsconsole_app@db.example.com:5432/opsconsole",
+    }  # not connected to
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env=clean | production | env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env=clean | production | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -37,7 +47,7 @@ def test_without_the_switch_check_deploy_names_what_is_missing():
 
     assert result.returncode != 0
     for warning in ("security.W004", "security.W008", "security.W012", "security.W016"):  # HSTS, SSL
-        assert warning in result.stderr                                                  # redirect, cookies
+        assert warning in result.stderr  # redirect, cookies
 
 
 def test_a_weaker_hsts_choice_shows_in_check_deploy():

@@ -35,8 +35,9 @@ def test_it_gives_every_answer_a_request_id(client):
     assert refused["X-Request-ID"] != "<script>" and len(refused["X-Request-ID"]) == 32
 
 
-def test_it_logs_an_unhandled_error_with_its_request_id_and_without_its_message(client, person, monkeypatch,
-                                                                              request_log):
+def test_it_logs_an_unhandled_error_with_its_request_id_and_without_its_message(
+    client, person, monkeypatch, request_log
+):
     client.force_login(person("viewer", "viewer"))
 
     customer = "C-" + "1001"
@@ -53,7 +54,11 @@ def test_it_logs_an_unhandled_error_with_its_request_id_and_without_its_message(
     assert "Something went wrong on our side" in response.content.decode()
     [line] = [json.loads(line) for line in request_log.getvalue().splitlines()]
     assert (line["level"], line["logger"], line["request_id"], line["status_code"]) == (
-        "ERROR", "django.request", "req-42", 500)
+        "ERROR",
+        "django.request",
+        "req-42",
+        500,
+    )
     assert "in broken" in line["exception"] and "builtins.RuntimeError (message withheld)" in line["exception"]
     assert "C-1001" not in request_log.getvalue()
 
@@ -98,8 +103,12 @@ def test_it_answers_an_automation_503_with_retry_after_when_the_database_is_down
     client.raise_request_exception = False
     database_down()
 
-    response = client.post("/api/v1/events", {"action": "prepare-brief", "data": {}},
-                           content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = client.post(
+        "/api/v1/events",
+        {"action": "prepare-brief", "data": {}},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
 
     assert response.status_code == 503
     assert response["Retry-After"] == "5"
@@ -112,8 +121,13 @@ def test_it_logs_the_503_with_its_request_id(client, token, database_down, reque
     client.raise_request_exception = False
     database_down()
 
-    client.post("/api/v1/events", {}, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}",
-                HTTP_X_REQUEST_ID="req-down")
+    client.post(
+        "/api/v1/events",
+        {},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+        HTTP_X_REQUEST_ID="req-down",
+    )
 
     [line] = [json.loads(line) for line in request_log.getvalue().splitlines()]
     assert (line["status_code"], line["request_id"]) == (503, "req-down")

@@ -126,13 +126,19 @@ for path in ("/healthz", "/readyz"):
 def test_readyz_answers_503_when_the_database_cannot_be_reached(tmp_path):
     """A real process whose database is a PostgreSQL port nothing listens on."""
     env = {key: value for key, value in os.environ.items() if key not in ("DEBUG", "OPSCONSOLE_SECURE")}
-    env.update({"DATABASE_URL": f"postgres://postgres@127.0.0.1:{free_port()}/nowhere",
-                "DJANGO_SETTINGS_MODULE": "opsconsole.settings", "SECRET_KEY": "insecure-test-only-key",
-                "OPSCONSOLE_KEY_SECRET": "insecure-test-only-key-secret",
-                "OPSCONSOLE_AUDIT_KEY": "insecure-test-only-audit-key"})
+    env.update(
+        {
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:{free_port()}/nowhere",
+            "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
+            "SECRET_KEY": "insecure-test-only-key",
+            "OPSCONSOLE_KEY_SECRET": "insecure-test-only-key-secret",
+            "OPSCONSOLE_AUDIT_KEY": "insecure-test-only-audit-key",
+        }
+    )
 
-    done = subprocess.run([sys.executable, "-c", DOWN_SCRIPT], cwd=PROJECT_DIR, env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", DOWN_SCRIPT], cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=60
+    )
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["/healthz 200 'ok\\n'", "/readyz 503 'unavailable\\n'"], done.stderr

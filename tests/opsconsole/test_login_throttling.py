@@ -124,6 +124,7 @@ def test_an_administrator_unlocks_a_person_with_the_axes_command(client, operato
 
 # --- which address a login comes from ------------------------------------------------------------
 
+
 def request_from(remote_addr, forwarded_for=None):
     extra = {"HTTP_X_FORWARDED_FOR": forwarded_for} if forwarded_for is not None else {}
     return RequestFactory().get("/", REMOTE_ADDR=remote_addr, **extra)
@@ -160,12 +161,20 @@ def test_a_local_process_cannot_guess_without_limit_by_rotating_x_forwarded_for(
     """With the default settings, wrong passwords sent from 127.0.0.1, each claiming another
     address, are one address's failures: locked out at the limit, the right password too."""
     statuses = [
-        client.post(reverse("login"), {"username": "operator", "password": f"guess-{n}"},
-                    REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=f"198.51.100.{n}").status_code
+        client.post(
+            reverse("login"),
+            {"username": "operator", "password": f"guess-{n}"},
+            REMOTE_ADDR="127.0.0.1",
+            HTTP_X_FORWARDED_FOR=f"198.51.100.{n}",
+        ).status_code
         for n in range(settings.AXES_FAILURE_LIMIT + 3)
     ]
-    right = client.post(reverse("login"), {"username": "operator", "password": PASSWORD},
-                        REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.250")
+    right = client.post(
+        reverse("login"),
+        {"username": "operator", "password": PASSWORD},
+        REMOTE_ADDR="127.0.0.1",
+        HTTP_X_FORWARDED_FOR="203.0.113.250",
+    )
 
     assert statuses == [200] * (settings.AXES_FAILURE_LIMIT - 1) + [429] * 4
     assert right.status_code == 429

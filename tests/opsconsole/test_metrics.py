@@ -96,8 +96,13 @@ def test_items_waiting_for_a_person_are_counted_by_reason(api, client, workspace
     api.post("/api/v1/events", event("d-1"))
     api.post("/api/v1/events", event("d-2", version=4))
     Operation.objects.filter(key__contains=":v4:").update(state="needs_review")
-    api.post("/api/v1/events", {"action": "issue-refund", "data": {
-        "request_id": "F-1", "version": 1, "customer_id": "C-9", "amount_cents": 100, "currency": "EUR"}})
+    api.post(
+        "/api/v1/events",
+        {
+            "action": "issue-refund",
+            "data": {"request_id": "F-1", "version": 1, "customer_id": "C-9", "amount_cents": 100, "currency": "EUR"},
+        },
+    )
 
     body = scrape(client)
 
@@ -134,8 +139,13 @@ def test_a_failure_raises_the_failure_counter_by_action_destination_and_category
     body = scrape(client)
 
     where = get_action("file-ticket").destination_name()
-    assert value(body, f'opsconsole_attempt_failures_total{{action="file-ticket",category="permanent",'
-                       f'destination="{where}"}}') == 1
+    assert (
+        value(
+            body,
+            f'opsconsole_attempt_failures_total{{action="file-ticket",category="permanent",destination="{where}"}}',
+        )
+        == 1
+    )
     assert value(body, f'opsconsole_attempts_total{{action="file-ticket",destination="{where}",outcome="ok"}}') == 1
 
 
@@ -208,8 +218,7 @@ def test_a_process_writes_to_its_own_shard_taken_when_it_writes(db, monkeypatch)
     assert sorted(shards.values()) == [1, 2]
 
 
-def test_the_oldest_retryable_age_is_the_earliest_arrival_or_retry_time_per_action(
-        api, client, standin, time_machine):
+def test_the_oldest_retryable_age_is_the_earliest_arrival_or_retry_time_per_action(api, client, standin, time_machine):
     """Per action, the operation that has waited longest is not always the first to arrive: a
     retry puts one off, and one that arrived after it may be due from an earlier time."""
     from datetime import timedelta
@@ -237,15 +246,21 @@ def test_the_oldest_retryable_age_is_the_earliest_arrival_or_retry_time_per_acti
 
     body = scrape(client)
 
-    assert value(body, 'opsconsole_oldest_retryable_age_seconds{action="file-ticket",held="false"}') == \
-        (now - between).total_seconds()
-    assert value(body, 'opsconsole_oldest_retryable_age_seconds{action="send-notice",held="false"}') == \
-        (now - notice.next_attempt_at).total_seconds()
+    assert (
+        value(body, 'opsconsole_oldest_retryable_age_seconds{action="file-ticket",held="false"}')
+        == (now - between).total_seconds()
+    )
+    assert (
+        value(body, 'opsconsole_oldest_retryable_age_seconds{action="send-notice",held="false"}')
+        == (now - notice.next_attempt_at).total_seconds()
+    )
     # The same as the minimum over every due operation, the way this gauge was read before.
     oldest = due_operations(now).values_list("action").annotate(since=Min(Coalesce("next_attempt_at", "created_at")))
     for action, since in oldest.order_by():
-        assert value(body, f'opsconsole_oldest_retryable_age_seconds{{action="{action}",held="false"}}') == \
-            (now - since).total_seconds()
+        assert (
+            value(body, f'opsconsole_oldest_retryable_age_seconds{{action="{action}",held="false"}}')
+            == (now - since).total_seconds()
+        )
 
 
 def test_a_retry_not_yet_due_is_not_waiting(api, client, standin, time_machine):

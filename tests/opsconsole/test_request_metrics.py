@@ -56,8 +56,11 @@ def test_it_counts_and_times_a_route_with_a_key_under_its_template(api, client):
     assert series(lines, count, **route, status="404") - series(before, count, **route, status="404") == 1
     assert series(lines, count, route="/api/v1/events", method="POST", status="201") >= 1
     duration = "opsconsole_http_request_duration_seconds"
-    assert series(lines, duration + "_count", **route, status="200") - series(
-        before, duration + "_count", **route, status="200") == 3
+    assert (
+        series(lines, duration + "_count", **route, status="200")
+        - series(before, duration + "_count", **route, status="200")
+        == 3
+    )
     assert series(lines, duration + "_bucket", **route, status="200", le="+Inf") >= 3
     # No series names a key, a query string, or a path that matched nothing.
     text = "\n".join(lines)

@@ -21,9 +21,11 @@ pytestmark = pytest.mark.django_db
 
 CUSTOMER = "C-7731-sentinel"
 AMOUNT = 4321987
-REFUND = {"action": "issue-refund", "delivery_id": "d-refund",
-          "data": {"request_id": "R-77", "version": 1, "customer_id": CUSTOMER, "amount_cents": AMOUNT,
-                   "currency": "EUR"}}
+REFUND = {
+    "action": "issue-refund",
+    "delivery_id": "d-refund",
+    "data": {"request_id": "R-77", "version": 1, "customer_id": CUSTOMER, "amount_cents": AMOUNT, "currency": "EUR"},
+}
 KEY = "demo:R-77:v1:issue-refund"
 QUERY = "q=secret-query"  # up here: a frame's source lines are sent, and the test's own must not show it
 
@@ -40,8 +42,7 @@ class KeepingTransport(Transport):
         return [envelope.serialize() for envelope in self.envelopes]
 
     def events(self) -> list[dict]:
-        return [item.payload.json for envelope in self.envelopes for item in envelope.items
-                if item.type == "event"]
+        return [item.payload.json for envelope in self.envelopes for item in envelope.items if item.type == "event"]
 
 
 @pytest.fixture
@@ -76,8 +77,13 @@ def call_wsgi(path: str, *, query: str, headers: dict[str, str]) -> str:
 
     from opsconsole.wsgi import application
 
-    environ = {"PATH_INFO": path, "QUERY_STRING": query, "REQUEST_METHOD": "GET", "SERVER_NAME": "testserver",
-               "wsgi.input": BytesIO(b"")}
+    environ = {
+        "PATH_INFO": path,
+        "QUERY_STRING": query,
+        "REQUEST_METHOD": "GET",
+        "SERVER_NAME": "testserver",
+        "wsgi.input": BytesIO(b""),
+    }
     environ.update({"HTTP_" + name.upper().replace("-", "_"): value for name, value in headers.items()})
     setup_testing_defaults(environ)
     status = []
@@ -95,9 +101,16 @@ def test_a_500_reading_an_operation_sends_its_route_and_type_and_no_payload_valu
         raise ValueError(f"cannot mask {values['customer_id']} ({amount} cents)")  # a message quoting others
 
     monkeypatch.setattr(privacy, "masked", masked_badly)  # the bug this 500 stands for
-    status = call_wsgi(f"/api/v1/operations/{KEY}", query=QUERY, headers={
-        "Authorization": f"Bearer {token}", "X-Request-ID": "req-500", "Cookie": f"sessionid={CUSTOMER}",
-        "X-Customer": CUSTOMER})
+    status = call_wsgi(
+        f"/api/v1/operations/{KEY}",
+        query=QUERY,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "X-Request-ID": "req-500",
+            "Cookie": f"sessionid={CUSTOMER}",
+            "X-Customer": CUSTOMER,
+        },
+    )
     sentry_sdk.flush()
 
     assert status.startswith("500")
@@ -144,7 +157,10 @@ def test_an_error_logged_by_a_worker_is_sent_without_its_message(sentry):
     [event] = sentry.events()
     assert event["logger"] == "ledger"
     assert event["logentry"] == {"message": "(message withheld)"}
-    assert event["exception"]["values"][-1] == {**event["exception"]["values"][-1], "type": "ValueError",
-                                                "value": "(message withheld)"}
+    assert event["exception"]["values"][-1] == {
+        **event["exception"]["values"][-1],
+        "type": "ValueError",
+        "value": "(message withheld)",
+    }
     assert "sys.argv" not in json.dumps(event)
     assert CUSTOMER.encode() not in b"".join(sentry.sent())

@@ -15,14 +15,20 @@ def load_settings(*argv, show="s.DATABASES['default']['ENGINE']", **env):
     """Import the settings module in a fresh interpreter, as the command ``argv`` would (manage.py
     ...), with exactly these variables (a PostgreSQL DATABASE_URL unless given); its stdout is
     ``show`` evaluated there."""
-    clean = {k: v for k, v in os.environ.items()
-             if k not in {"SECRET_KEY", "OPSCONSOLE_KEY_SECRET", "DEBUG", "DATABASE_URL", "CONN_MAX_AGE"}
-             and not k.startswith("OPSCONSOLE_AUDIT_")}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"SECRET_KEY", "OPSCONSOLE_KEY_SECRET", "DEBUG", "DATABASE_URL", "CONN_MAX_AGE"}
+        and not k.startswith("OPSCONSOLE_AUDIT_")
+    }
     code = f"import sys; sys.argv = {['manage.py', *argv]!r}; import opsconsole.settings as s; print({show})"
     return subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT,
+        [sys.executable, "-c", code],
+        cwd=ROOT,
         env=clean | {"OPSCONSOLE_KEY_SECRET": "ks", "OPSCONSOLE_AUDIT_KEY": "ak", "DATABASE_URL": POSTGRES} | env,
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -65,30 +71,39 @@ def test_it_refuses_to_start_without_an_audit_key_when_debug_is_off():
 
 
 def test_it_uses_a_development_audit_key_only_with_debug_on_under_its_own_id():
-    result = load_settings(DEBUG="1", OPSCONSOLE_AUDIT_KEY="",
-                           show="(s.OPSCONSOLE_AUDIT_KEY, s.OPSCONSOLE_AUDIT_KEY_ID)")
+    result = load_settings(
+        DEBUG="1", OPSCONSOLE_AUDIT_KEY="", show="(s.OPSCONSOLE_AUDIT_KEY, s.OPSCONSOLE_AUDIT_KEY_ID)"
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "('dev-only-audit-key-do-not-use-in-production', 'dev')"
 
 
 def test_it_reads_the_audit_keys_from_the_environment():
-    result = load_settings(SECRET_KEY="k", OPSCONSOLE_AUDIT_KEY="k3", OPSCONSOLE_AUDIT_KEY_ID="3",
-                           OPSCONSOLE_AUDIT_OLD_KEYS="1=k=1,2=k2",
-                           show="(s.OPSCONSOLE_AUDIT_KEY_ID, s.OPSCONSOLE_AUDIT_OLD_KEYS)")
+    result = load_settings(
+        SECRET_KEY="k",
+        OPSCONSOLE_AUDIT_KEY="k3",
+        OPSCONSOLE_AUDIT_KEY_ID="3",
+        OPSCONSOLE_AUDIT_OLD_KEYS="1=k=1,2=k2",
+        show="(s.OPSCONSOLE_AUDIT_KEY_ID, s.OPSCONSOLE_AUDIT_OLD_KEYS)",
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "('3', {'1': 'k=1', '2': 'k2'})"
 
 
 def test_it_refuses_another_secret_under_the_current_audit_key_id():
-    result = load_settings(SECRET_KEY="k", OPSCONSOLE_AUDIT_KEY="new", OPSCONSOLE_AUDIT_KEY_ID="1",
-                           OPSCONSOLE_AUDIT_OLD_KEYS="1=old")
+    result = load_settings(
+        SECRET_KEY="k", OPSCONSOLE_AUDIT_KEY="new", OPSCONSOLE_AUDIT_KEY_ID="1", OPSCONSOLE_AUDIT_OLD_KEYS="1=old"
+    )
     assert result.returncode != 0
     assert "a new key needs a new id" in result.stderr
 
 
 def test_it_reads_the_database_from_database_url():
-    result = load_settings(SECRET_KEY="k", DATABASE_URL="postgres://postgres@127.0.0.1:5432/elsewhere",
-                           show="s.DATABASES['default']['NAME'], s.DATABASES['default']['ENGINE']")
+    result = load_settings(
+        SECRET_KEY="k",
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/elsewhere",
+        show="s.DATABASES['default']['NAME'], s.DATABASES['default']['ENGINE']",
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "elsewhere django.db.backends.postgresql"
 
@@ -132,4 +147,3 @@ def test_runserver_shares_a_small_pool_between_its_threads_on_postgresql():
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "(0, {'min_size': 1, 'max_size': 4})"
-

@@ -19,8 +19,11 @@ from tests.conftest import external_event
 
 
 def succeeded(workspace, action, request_id) -> Operation:
-    result = submit_event(workspace=workspace, raw=external_event(action, delivery_id=f"d-{request_id}",
-                                                                  request_id=request_id), source="api")
+    result = submit_event(
+        workspace=workspace,
+        raw=external_event(action, delivery_id=f"d-{request_id}", request_id=request_id),
+        source="api",
+    )
     process_due_operations(worker="w1")
     operation = Operation.objects.get(pk=result.operation.pk)
     assert operation.state == "succeeded", operation.last_error_message
@@ -97,9 +100,15 @@ def test_it_finds_one_planted_record_of_each_kind(workspace, history, standin, t
 
 
 def test_a_sensitive_field_that_differs_is_named_not_shown(workspace, standin, time_machine):
-    welcome = submit_event(workspace=workspace, source="api", raw={
-        "action": "send-welcome", "delivery_id": "w-1",
-        "data": {"email": "ann@example.com", "version": 1, "language": "en"}}).operation
+    welcome = submit_event(
+        workspace=workspace,
+        source="api",
+        raw={
+            "action": "send-welcome",
+            "delivery_id": "w-1",
+            "data": {"email": "ann@example.com", "version": 1, "language": "en"},
+        },
+    ).operation
     process_due_operations(worker="w1")
     welcome.refresh_from_db()
     edit_record(standin, welcome.external_id, {"email": "someone@example.com", "language": "en"})
@@ -142,8 +151,9 @@ def test_a_record_created_before_the_window_is_still_found_by_its_key(workspace,
     process_due_operations(worker="w1")
     settle(time_machine, minutes=120)
     [record] = standin.records()
-    Operation.objects.filter(pk=operation.pk).update(state="succeeded", external_id=record["id"],
-                                                     updated_at=timezone.now())
+    Operation.objects.filter(pk=operation.pk).update(
+        state="succeeded", external_id=record["id"], updated_at=timezone.now()
+    )
     settle(time_machine)
 
     run = run_audit(since=timezone.now() - timedelta(minutes=30))
@@ -273,12 +283,15 @@ def test_the_command_takes_a_window_start(history, standin, time_machine):
     assert ReconciliationRun.objects.get().since == since
 
 
-@pytest.mark.parametrize("since, message", [
-    ("yesterday", "is not a date and time"),
-    ("2030-02-30T00:00:00+00:00", "is not a date and time"),
-    ("2030-01-01T00:00:00", "has no UTC offset"),
-    ("2999-01-01T00:00:00+00:00", "Nothing to audit"),
-])
+@pytest.mark.parametrize(
+    "since, message",
+    [
+        ("yesterday", "is not a date and time"),
+        ("2030-02-30T00:00:00+00:00", "is not a date and time"),
+        ("2030-01-01T00:00:00", "has no UTC offset"),
+        ("2999-01-01T00:00:00+00:00", "Nothing to audit"),
+    ],
+)
 def test_the_command_refuses_a_bad_window_start(db, since, message):
     with pytest.raises(CommandError, match=message):
         call_command("reconcile", "--audit", "--since", since, stdout=StringIO())
@@ -311,7 +324,11 @@ def test_the_audit_is_scheduled_hourly(db):
 
     [schedule] = Schedule.objects.filter(name=AUDIT_SCHEDULE)
     assert (schedule.func, schedule.args, schedule.schedule_type, schedule.minutes) == (
-        "reconciliation.tasks.audit", None, Schedule.MINUTES, 60)
+        "reconciliation.tasks.audit",
+        None,
+        Schedule.MINUTES,
+        60,
+    )
 
 
 def test_the_scheduled_task_runs_the_audit_and_skips_an_empty_window(history, standin, time_machine):

@@ -123,8 +123,11 @@ def test_it_succeeds_without_review_when_a_lookup_fails_twice_then_answers(works
     operation.refresh_from_db()
     assert (operation.state, operation.external_id, operation.last_error) == ("succeeded", record["id"], None)
     assert not AuditEvent.objects.filter(operation=operation, to_state="needs_review").exists()
-    assert list(AuditEvent.objects.filter(operation=operation, kind__in=["lookup_failed", "reconciled_found"])
-                .values_list("kind", flat=True)) == ["lookup_failed", "lookup_failed", "reconciled_found"]
+    assert list(
+        AuditEvent.objects.filter(operation=operation, kind__in=["lookup_failed", "reconciled_found"]).values_list(
+            "kind", flat=True
+        )
+    ) == ["lookup_failed", "lookup_failed", "reconciled_found"]
     assert standin.requests() == 1  # nothing was sent again
 
 
@@ -179,6 +182,12 @@ def test_it_records_a_heartbeat_and_runs_from_the_command_line():
     out = StringIO()
     call_command("reconcile", stdout=out)
 
-    assert json.loads(out.getvalue()) == {"found": 0, "absent": 0, "cannot_tell": 0, "gave_up": 0, "settling": 0,
-                                          "not_due": 0}
+    assert json.loads(out.getvalue()) == {
+        "found": 0,
+        "absent": 0,
+        "cannot_tell": 0,
+        "gave_up": 0,
+        "settling": 0,
+        "not_due": 0,
+    }
     assert Heartbeat.objects.filter(name="reconcile").exists()

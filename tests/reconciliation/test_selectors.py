@@ -20,13 +20,15 @@ def viewer(workspace, django_user_model):
 
 
 def a_run(started_at, status="succeeded"):
-    return ReconciliationRun.objects.create(started_at=started_at, since=started_at - timedelta(hours=1),
-                                            until=started_at, status=status)
+    return ReconciliationRun.objects.create(
+        started_at=started_at, since=started_at - timedelta(hours=1), until=started_at, status=status
+    )
 
 
 def found(run, workspace, kind, reference, **fields):
-    return Mismatch.objects.create(run=run, workspace=workspace, action="send-notice", kind=kind,
-                                   reference=reference, **fields)
+    return Mismatch.objects.create(
+        run=run, workspace=workspace, action="send-notice", kind=kind, reference=reference, **fields
+    )
 
 
 def test_it_counts_the_open_mismatches_of_the_persons_workspaces_by_kind(workspace, viewer):
@@ -35,8 +37,15 @@ def test_it_counts_the_open_mismatches_of_the_persons_workspaces_by_kind(workspa
     found(run, workspace, "missing_at_destination", "demo:R-1")
     found(run, workspace, "missing_at_destination", "demo:R-2")
     found(run, workspace, "content_differs", "demo:R-3")
-    found(run, workspace, "unknown_to_ledger", "demo:R-4", status="acknowledged", decided_by="alice",
-          decided_at=timezone.now())
+    found(
+        run,
+        workspace,
+        "unknown_to_ledger",
+        "demo:R-4",
+        status="acknowledged",
+        decided_by="alice",
+        decided_at=timezone.now(),
+    )
     found(run, other, "unknown_to_ledger", "other:R-5")
 
     results = selectors.results(viewer)
@@ -56,4 +65,4 @@ def test_the_count_is_bounded(workspace, viewer, monkeypatch):
 def test_it_lists_the_latest_runs_first_at_most_five(viewer):
     now = timezone.now()
     runs = [a_run(now - timedelta(hours=hours)) for hours in range(7)]
-    assert selectors.results(viewer).runs == runs[:selectors.RECENT_RUNS]
+    assert selectors.results(viewer).runs == runs[: selectors.RECENT_RUNS]

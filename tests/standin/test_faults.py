@@ -106,15 +106,18 @@ def test_it_serves_lookups_while_faults_are_pending(http):
     assert [f["kind"] for f in http.get("/_faults").json()["faults"]] == ["reset_before", "drop_after_commit"]
 
 
-@pytest.mark.parametrize("fault", [
-    {"kind": "explode"},
-    {"kind": "status"},
-    {"kind": "status", "status": 200},
-    {"kind": "status", "status": 503, "retry_after": -1},
-    {"kind": "delay"},
-    {"kind": "delay", "seconds": "3"},
-    "reset_before",
-])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        {"kind": "explode"},
+        {"kind": "status"},
+        {"kind": "status", "status": 200},
+        {"kind": "status", "status": 503, "retry_after": -1},
+        {"kind": "delay"},
+        {"kind": "delay", "seconds": "3"},
+        "reset_before",
+    ],
+)
 def test_it_refuses_a_bad_fault_and_queues_none_of_the_list(http, fault):
     """A bad fault is a 400 and no fault from that list is queued."""
     response = http.post("/_faults", json={"faults": [{"kind": "reset_before"}, fault]})

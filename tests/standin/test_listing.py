@@ -16,8 +16,9 @@ def create_at(http, when, reference):
 
 
 def listing(http, after, before, **params):
-    response = http.get("/records", params={"created_after": after.isoformat(),
-                                            "created_before": before.isoformat(), **params})
+    response = http.get(
+        "/records", params={"created_after": after.isoformat(), "created_before": before.isoformat(), **params}
+    )
     assert response.status_code == 200, response.text
     return response.json()
 

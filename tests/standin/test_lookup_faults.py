@@ -91,18 +91,27 @@ def test_a_create_fault_does_not_affect_a_lookup(http):
 
 def test_it_splits_one_list_between_the_two_queues(http):
     """One POST /_faults may mix targets; each fault goes to its queue, in order; "on": "create" is the default."""
-    response = http.post("/_faults", json={"faults": [
-        {"kind": "status", "status": 503},
-        {"kind": "status", "status": 500, "on": "lookup"},
-        {"kind": "drop_after_commit", "on": "create"},
-        {"kind": "reset_before", "on": "lookup"},
-    ]})
+    response = http.post(
+        "/_faults",
+        json={
+            "faults": [
+                {"kind": "status", "status": 503},
+                {"kind": "status", "status": 500, "on": "lookup"},
+                {"kind": "drop_after_commit", "on": "create"},
+                {"kind": "reset_before", "on": "lookup"},
+            ]
+        },
+    )
 
     assert response.status_code == 200, response.text
-    assert response.json() == pending(http) == {
-        "faults": [{"kind": "status", "status": 503}, {"kind": "drop_after_commit"}],
-        "lookup_faults": [{"kind": "status", "status": 500}, {"kind": "reset_before"}],
-    }
+    assert (
+        response.json()
+        == pending(http)
+        == {
+            "faults": [{"kind": "status", "status": 503}, {"kind": "drop_after_commit"}],
+            "lookup_faults": [{"kind": "status", "status": 500}, {"kind": "reset_before"}],
+        }
+    )
 
 
 def test_a_lookup_of_one_record_by_id_does_not_consume_a_lookup_fault(http):
@@ -114,22 +123,32 @@ def test_a_lookup_of_one_record_by_id_does_not_consume_a_lookup_fault(http):
     assert pending(http)["lookup_faults"] == [{"kind": "reset_before"}]
 
 
-@pytest.mark.parametrize("fault", [
-    {"kind": "reset_before", "on": "delete"},
-    {"kind": "reset_before", "on": "LOOKUP"},
-    {"kind": "reset_before", "on": None},
-    {"kind": "reset_before", "on": ["lookup"]},
-    {"kind": "drop_after_commit", "on": "lookup"},
-    {"kind": "status", "status": 200, "on": "lookup"},
-    {"kind": "delay", "on": "lookup"},
-    {"kind": "explode", "on": "lookup"},
-])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        {"kind": "reset_before", "on": "delete"},
+        {"kind": "reset_before", "on": "LOOKUP"},
+        {"kind": "reset_before", "on": None},
+        {"kind": "reset_before", "on": ["lookup"]},
+        {"kind": "drop_after_commit", "on": "lookup"},
+        {"kind": "status", "status": 200, "on": "lookup"},
+        {"kind": "delay", "on": "lookup"},
+        {"kind": "explode", "on": "lookup"},
+    ],
+)
 def test_it_refuses_a_bad_fault_and_queues_none_of_the_list(http, fault):
     """A bad target, a drop_after_commit on a lookup or a bad lookup fault is a 400 that queues nothing
     from the list, on either queue."""
-    response = http.post("/_faults", json={"faults": [
-        {"kind": "reset_before"}, {"kind": "reset_before", "on": "lookup"}, fault,
-    ]})
+    response = http.post(
+        "/_faults",
+        json={
+            "faults": [
+                {"kind": "reset_before"},
+                {"kind": "reset_before", "on": "lookup"},
+                fault,
+            ]
+        },
+    )
 
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_fault"

@@ -25,8 +25,11 @@ def read_line(stream, *, timeout):
 def test_it_runs_as_a_process_on_a_free_port_until_signalled(signum):
     """`python -m standin --port 0` prints its real URL once ready, answers, and exits cleanly on a signal."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "standin", "--port", "0"], cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "standin", "--port", "0"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = read_line(process.stdout, timeout=10)

@@ -161,8 +161,10 @@ def test_it_clears_everything_on_reset(http):
 
     assert http.get("/_faults").json() == {"faults": [], "lookup_faults": []}
     assert records(http) == []
-    assert http.get("/_stats").json() == {"records": 0, "requests": {"GET /_faults": 1, "GET /records": 1,
-                                                                     "GET /_stats": 1}}
+    assert http.get("/_stats").json() == {
+        "records": 0,
+        "requests": {"GET /_faults": 1, "GET /records": 1, "GET /_stats": 1},
+    }
     reused = http.post("/records", json={**BODY, "payload": {"other": True}}, headers={"Idempotency-Key": "op-1"})
     assert reused.status_code == 201
     assert reused.json()["id"] == "rec-1"

@@ -15,8 +15,12 @@ class OperationCommand(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("key", help="The operation key, e.g. demo:R-42:v3:prepare-brief")
         parser.add_argument("--workspace", required=True)
-        parser.add_argument("--as", dest="username", required=True,
-                            help="Who acts: a user with the review permission (kept in the audit trail).")
+        parser.add_argument(
+            "--as",
+            dest="username",
+            required=True,
+            help="Who acts: a user with the review permission (kept in the audit trail).",
+        )
         parser.add_argument("--reason", required=True, help="Why: kept in the audit trail.")
 
     def act(self, operation: Operation, *, user, reason: str, **options) -> str:
@@ -76,6 +80,8 @@ def find_member(username: str, workspace) -> object:
     user = find_user(username)
     ids = roles.workspace_ids(user)
     if ids is not None and workspace.pk not in ids:
-        raise CommandError(f"{username} is not a member of workspace {workspace.slug} "
-                           f"(python manage.py member add {workspace.slug} {username} --role ...).")
+        raise CommandError(
+            f"{username} is not a member of workspace {workspace.slug} "
+            f"(python manage.py member add {workspace.slug} {username} --role ...)."
+        )
     return user

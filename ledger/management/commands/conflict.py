@@ -12,12 +12,15 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="verb", required=True)
         listing = sub.add_parser("list", help="Open conflicts, oldest first.")
         listing.add_argument("--workspace", help="Only this workspace (slug).")
-        for verb, text in [("dismiss", "Keep the recorded payload."),
-                           ("apply", "Use the incoming payload (only before the operation runs).")]:
+        for verb, text in [
+            ("dismiss", "Keep the recorded payload."),
+            ("apply", "Use the incoming payload (only before the operation runs)."),
+        ]:
             decide = sub.add_parser(verb, help=text)
             decide.add_argument("conflict_id", type=int)
-            decide.add_argument("--as", dest="username", required=True,
-                                help="Who decides: a user with the review permission.")
+            decide.add_argument(
+                "--as", dest="username", required=True, help="Who decides: a user with the review permission."
+            )
             decide.add_argument("--reason", required=True, help="Why: kept in the audit trail.")
 
     def handle(self, *args, verb, **options):

@@ -26,11 +26,15 @@ class Command(BaseCommand):
         if waiting.exists():
             self.stdout.write(f"{waiting.count()} operation(s) still waiting: is the qcluster running?")
         for draft in ReviewDraft.objects.filter(workspace__slug=workspace).select_related("operation"):
-            self.stdout.write(f"Prepared by the qcluster: draft-{draft.pk} {draft.title!r} "
-                              f"(owner {draft.owner}) for {draft.operation.key}")
+            self.stdout.write(
+                f"Prepared by the qcluster: draft-{draft.pk} {draft.title!r} "
+                f"(owner {draft.owner}) for {draft.operation.key}"
+            )
         for status in RequestStatus.objects.filter(workspace__slug=workspace).order_by("request_id"):
-            self.stdout.write(f"Latest status (update-status, latest wins): {status.request_id} is {status.status} "
-                              f"(version {status.version})")
+            self.stdout.write(
+                f"Latest status (update-status, latest wins): {status.request_id} is {status.status} "
+                f"(version {status.version})"
+            )
         superseded = Operation.objects.filter(workspace__slug=workspace, state=State.SUPERSEDED)
         for operation in superseded.order_by("id"):
             self.stdout.write(f"Superseded before it ran: {operation.key}")

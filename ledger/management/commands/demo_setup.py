@@ -26,6 +26,8 @@ def demo_manage() -> str:
 
     given, port = os.environ.get("DATABASE_URL", ""), embedded_db.running_port()
     return f"DATABASE_URL={given} {DEMO_MANAGE}" if port and given == embedded_db.url(port) else DEMO_MANAGE
+
+
 STAFF = [("admin", True), ("operator", False), ("approver", False)]
 # What each non-superuser may do in the demo workspace's console (/console/).
 ROLES = {"operator": Role.OPERATOR, "approver": Role.APPROVER}
@@ -38,21 +40,39 @@ EVENTS = [
     {"action": "prepare-brief", "delivery_id": "delivery-3", "data": R42 | {"title": "Changed without a new version"}},
     {"action": "prepare-brief", "delivery_id": "delivery-4", "data": R42 | {"version": 4}},
     # An external action: a record at the stand-in destination, sent with our idempotency key.
-    {"action": "file-ticket", "delivery_id": "delivery-5",
-     "data": {"request_id": "R-42", "version": 3, "summary": "Renewal review needed", "owner": "ops"}},
+    {
+        "action": "file-ticket",
+        "delivery_id": "delivery-5",
+        "data": {"request_id": "R-42", "version": 3, "summary": "Renewal review needed", "owner": "ops"},
+    },
     # Moves money: waits for the approver (DEMO_MANAGE approve ... --as approver).
-    {"action": "issue-refund", "delivery_id": "delivery-6",
-     "data": {"request_id": "R-42", "version": 3, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}},
+    {
+        "action": "issue-refund",
+        "delivery_id": "delivery-6",
+        "data": {"request_id": "R-42", "version": 3, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"},
+    },
     # Latest wins (update-status): version 2 of R-42 supersedes its version 1, which has not run;
     # version 1 of R-43, arriving after its version 2, is answered stale.
-    {"action": "update-status", "delivery_id": "delivery-7", "data": {"request_id": "R-42", "version": 1,
-                                                                      "status": "received"}},
-    {"action": "update-status", "delivery_id": "delivery-8", "data": {"request_id": "R-42", "version": 2,
-                                                                      "status": "in_review"}},
-    {"action": "update-status", "delivery_id": "delivery-9", "data": {"request_id": "R-43", "version": 2,
-                                                                      "status": "approved"}},
-    {"action": "update-status", "delivery_id": "delivery-10", "data": {"request_id": "R-43", "version": 1,
-                                                                       "status": "received"}},
+    {
+        "action": "update-status",
+        "delivery_id": "delivery-7",
+        "data": {"request_id": "R-42", "version": 1, "status": "received"},
+    },
+    {
+        "action": "update-status",
+        "delivery_id": "delivery-8",
+        "data": {"request_id": "R-42", "version": 2, "status": "in_review"},
+    },
+    {
+        "action": "update-status",
+        "delivery_id": "delivery-9",
+        "data": {"request_id": "R-43", "version": 2, "status": "approved"},
+    },
+    {
+        "action": "update-status",
+        "delivery_id": "delivery-10",
+        "data": {"request_id": "R-43", "version": 1, "status": "received"},
+    },
 ]
 
 
@@ -71,8 +91,9 @@ class Command(BaseCommand):
         self._ensure_staff(workspace)
         self.stdout.write("Submitting the R-42 example:")
         for event in EVENTS:
-            result = submit.submit_event(workspace=workspace, raw=event, source=Delivery.Source.CLI,
-                                         submitted_by="demo")
+            result = submit.submit_event(
+                workspace=workspace, raw=event, source=Delivery.Source.CLI, submitted_by="demo"
+            )
             body = answers.intake_body(result)
             outcome = " ".join(filter(None, [body["status"], body.get("reason"), body.get("key")]))
             self.stdout.write(f"  {event['delivery_id']}: {outcome}")
@@ -81,13 +102,16 @@ class Command(BaseCommand):
         self.stdout.write(f"Dashboard: {url}console/dashboard/")
         self.stdout.write(f"API:      {url}api/v1/docs  (OpenAPI: {url}api/v1/openapi.json)")
         if settings.OPSCONSOLE_METRICS_TOKEN:
-            self.stdout.write(f"Metrics:  curl -s -H 'Authorization: Bearer {settings.OPSCONSOLE_METRICS_TOKEN}' "
-                              f"{url}metrics")
+            self.stdout.write(
+                f"Metrics:  curl -s -H 'Authorization: Bearer {settings.OPSCONSOLE_METRICS_TOKEN}' {url}metrics"
+            )
         else:
             self.stdout.write("Metrics:  off (set OPSCONSOLE_METRICS_TOKEN to serve /metrics)")
         example = json.dumps({"action": "prepare-brief", "data": R42 | {"version": 5}})
-        self.stdout.write(f"Try:      curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
-                          f"-d '{example}' {url}api/v1/events")
+        self.stdout.write(
+            f"Try:      curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
+            f"-d '{example}' {url}api/v1/events"
+        )
         self.stdout.write(f"Approve:  {demo_manage()} approve demo:R-42:v3:issue-refund --workspace demo --as approver")
         self.stdout.write(f"API token for workspace demo: {token}")
 

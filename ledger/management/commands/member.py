@@ -6,8 +6,10 @@ from ledger.models import Membership, Role, Workspace
 
 
 class Command(BaseCommand):
-    help = ("Who belongs to a workspace, with which role (viewer, operator, approver, admin): a person sees "
-            "and acts on their workspaces only; a superuser on all.")
+    help = (
+        "Who belongs to a workspace, with which role (viewer, operator, approver, admin): a person sees "
+        "and acts on their workspaces only; a superuser on all."
+    )
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="verb", required=True)
@@ -20,8 +22,9 @@ class Command(BaseCommand):
         remove.add_argument("username")
         listing = sub.add_parser("list", help="The members of one workspace, or of all.")
         listing.add_argument("workspace", nargs="?")
-        deactivate = sub.add_parser("deactivate", help="Offboard a person: no more logins, and every API token "
-                                                       "of theirs revoked.")
+        deactivate = sub.add_parser(
+            "deactivate", help="Offboard a person: no more logins, and every API token of theirs revoked."
+        )
         deactivate.add_argument("username")
 
     def handle(self, *args, verb, workspace=None, **options):

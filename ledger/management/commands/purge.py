@@ -6,13 +6,18 @@ from ledger import retention
 
 
 class Command(BaseCommand):
-    help = ("Apply the retention windows (docs/retention.md): redact the payloads of operations finished longer ago "
-            "than their payload window, delete the tombstones past their key window. Chunked: it may be stopped and "
-            "run again. Runs daily on the worker cluster too.")
+    help = (
+        "Apply the retention windows (docs/retention.md): redact the payloads of operations finished longer ago "
+        "than their payload window, delete the tombstones past their key window. Chunked: it may be stopped and "
+        "run again. Runs daily on the worker cluster too."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("--as-of", help="Apply the windows as of this time (ISO 8601, e.g. 2026-11-30T00:00Z; "
-                                            "default now; never later than now).")
+        parser.add_argument(
+            "--as-of",
+            help="Apply the windows as of this time (ISO 8601, e.g. 2026-11-30T00:00Z; "
+            "default now; never later than now).",
+        )
         parser.add_argument("--dry-run", action="store_true", help="Count what would change; change nothing.")
         parser.add_argument("--chunk", type=int, default=retention.CHUNK, help="Rows per transaction.")
 
@@ -22,9 +27,11 @@ class Command(BaseCommand):
             raise CommandError("--chunk must be at least 1.")
         report = retention.purge(as_of=when, dry_run=dry_run, chunk=chunk, progress=self.stdout.write, actor="cli")
         verb = "Would" if dry_run else "Did"
-        self.stdout.write(f"{verb} redact {report.total('redacted')} payloads and delete {report.total('deleted')} "
-                          f"tombstones and {report.total('refused_deliveries')} refused deliveries, as of "
-                          f"{report.as_of.isoformat(timespec='seconds')}.")
+        self.stdout.write(
+            f"{verb} redact {report.total('redacted')} payloads and delete {report.total('deleted')} "
+            f"tombstones and {report.total('refused_deliveries')} refused deliveries, as of "
+            f"{report.as_of.isoformat(timespec='seconds')}."
+        )
 
 
 def _as_of(text: str | None):

@@ -3,8 +3,10 @@ from ledger.people import review
 
 
 class Command(OperationCommand):
-    help = ("Resolve an unknown operation, or one that needs review, with evidence: you checked the destination "
-            "by hand and it has the record (--external-id). The operation becomes succeeded with that id.")
+    help = (
+        "Resolve an unknown operation, or one that needs review, with evidence: you checked the destination "
+        "by hand and it has the record (--external-id). The operation becomes succeeded with that id."
+    )
 
     def add_arguments(self, parser):
         super().add_arguments(parser)

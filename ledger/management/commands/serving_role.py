@@ -28,15 +28,20 @@ GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO {role};
 
 
 class Command(BaseCommand):
-    help = ("Create (or bring up to date) the role the app serves as: SELECT/INSERT/UPDATE/DELETE on the tables, "
-            "SELECT and INSERT only on the audit table, USAGE on sequences, EXECUTE on functions; no ownership, "
-            "no TRUNCATE, no superuser. Run as the database's owner after each migrate.")
+    help = (
+        "Create (or bring up to date) the role the app serves as: SELECT/INSERT/UPDATE/DELETE on the tables, "
+        "SELECT and INSERT only on the audit table, USAGE on sequences, EXECUTE on functions; no ownership, "
+        "no TRUNCATE, no superuser. Run as the database's owner after each migrate."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("role", nargs="?", help="the serving role's name (made if missing)")
         parser.add_argument("--password", help="set (or change) its password; else it keeps the one it has")
-        parser.add_argument("--check", action="store_true",
-                            help="instead: fail unless this process is connected as such a role (make serve)")
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="instead: fail unless this process is connected as such a role (make serve)",
+        )
 
     def handle(self, *args, role=None, password=None, check=False, **options):
         if check:
@@ -59,18 +64,28 @@ class Command(BaseCommand):
             cursor.execute("SELECT tableowner = %s FROM pg_tables WHERE tablename = %s", [role, AUDIT_TABLE])
             if (cursor.fetchone() or [False])[0]:
                 raise CommandError(f"{role} owns {AUDIT_TABLE}: serve as a role that owns nothing.")
-            cursor.execute(sql.SQL(GRANTS).format(database=sql.Identifier(connection.settings_dict["NAME"]),
-                                                  role=name).as_string(raw))
-        self.stdout.write(f"{'Updated' if found else 'Created'} role {role}: it may read and write the tables, "
-                          f"only read and append to {AUDIT_TABLE}, use the sequences, call the functions.")
+            cursor.execute(
+                sql.SQL(GRANTS)
+                .format(database=sql.Identifier(connection.settings_dict["NAME"]), role=name)
+                .as_string(raw)
+            )
+        self.stdout.write(
+            f"{'Updated' if found else 'Created'} role {role}: it may read and write the tables, "
+            f"only read and append to {AUDIT_TABLE}, use the sequences, call the functions."
+        )
 
     def check_serving(self):
         with connection.cursor() as cursor:
-            cursor.execute("SELECT current_user, rolsuper OR rolbypassrls, (SELECT tableowner FROM pg_tables "
-                           "WHERE tablename = %s) FROM pg_roles WHERE rolname = current_user", [AUDIT_TABLE])
+            cursor.execute(
+                "SELECT current_user, rolsuper OR rolbypassrls, (SELECT tableowner FROM pg_tables "
+                "WHERE tablename = %s) FROM pg_roles WHERE rolname = current_user",
+                [AUDIT_TABLE],
+            )
             user, privileged, owner = cursor.fetchone()
         if privileged or owner == user:
-            raise CommandError(f"Not serving as {user}: it {'is a superuser' if privileged else 'owns the tables'}, "
-                               "so it could turn the audit trail's triggers off. Serve as the role `manage.py "
-                               "serving_role` makes (docs/operations.md, The serving role).")
+            raise CommandError(
+                f"Not serving as {user}: it {'is a superuser' if privileged else 'owns the tables'}, "
+                "so it could turn the audit trail's triggers off. Serve as the role `manage.py "
+                "serving_role` makes (docs/operations.md, The serving role)."
+            )
         self.stdout.write(f"Serving as {user}: not a superuser, owns no audit table.")

@@ -10,15 +10,21 @@ from opsconsole.api import answers
 
 
 class Command(BaseCommand):
-    help = ("Submit events as JSON lines (one envelope per line) from FILE or '-' for standard input. "
-            "Prints one result object per line (the API's answer to the event); exits 0 only if nothing was blocked.")
+    help = (
+        "Submit events as JSON lines (one envelope per line) from FILE or '-' for standard input. "
+        "Prints one result object per line (the API's answer to the event); exits 0 only if nothing was blocked."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("file", nargs="?", default="-")
         parser.add_argument("--workspace", required=True)
-        parser.add_argument("--as", dest="username", default=None,
-                            help="The person submitting (they then cannot approve what they submit); "
-                                 "without --as the submitter is the machine 'cli'.")
+        parser.add_argument(
+            "--as",
+            dest="username",
+            default=None,
+            help="The person submitting (they then cannot approve what they submit); "
+            "without --as the submitter is the machine 'cli'.",
+        )
 
     def handle(self, *args, file, workspace, username, **options):
         try:
@@ -38,8 +44,9 @@ class Command(BaseCommand):
                     continue
                 result = self._submit_line(target, line, sender)
                 blocked += result.blocked
-                self.stdout.write(json.dumps({"line": line_number, "http_status": result.http_status,
-                                              **answers.intake_body(result)}))
+                self.stdout.write(
+                    json.dumps({"line": line_number, "http_status": result.http_status, **answers.intake_body(result)})
+                )
         if blocked:
             raise SystemExit(1)
 
@@ -48,6 +55,7 @@ class Command(BaseCommand):
         try:
             raw = decoding.decode_json(line)
         except decoding.MalformedJSON as exc:  # duplicate_key too, as the API answers it
-            return submit.record_blocked_delivery(workspace=workspace, source=source, **sender, reason=exc.reason,
-                                                  errors=exc.errors, http_status=400)
+            return submit.record_blocked_delivery(
+                workspace=workspace, source=source, **sender, reason=exc.reason, errors=exc.errors, http_status=400
+            )
         return submit.submit_event(workspace=workspace, raw=raw, source=source, **sender)

@@ -15,9 +15,12 @@ class Command(BaseCommand):
         issue = sub.add_parser("issue", help="A new token; the value is shown this once.")
         issue.add_argument("workspace")
         issue.add_argument("--name", default="", help="What the token is for, e.g. the sending system.")
-        issue.add_argument("--user", default=None,
-                           help="The person the token belongs to: what it submits is theirs, so they cannot "
-                                "approve it. Without --user the token is a machine's.")
+        issue.add_argument(
+            "--user",
+            default=None,
+            help="The person the token belongs to: what it submits is theirs, so they cannot "
+            "approve it. Without --user the token is a machine's.",
+        )
         revoke = sub.add_parser("revoke", help="Refuse the token from now on.")
         revoke.add_argument("workspace")
         revoke.add_argument("hint", help="The token's first characters, as `list` shows them.")

@@ -6,10 +6,12 @@ from ledger.models import AuditEvent, Workspace
 
 
 class Command(BaseCommand):
-    help = ("Check that no audit event was changed, removed or inserted since it was written: walks each "
-            "workspace's hash chain, each event under its own audit key, and reports the first broken link "
-            "(exit 1). With --heads FILE (the lines export_audit_heads wrote), also checks that every head "
-            "exported is still on its chain, so the newest events cut off are found too.")
+    help = (
+        "Check that no audit event was changed, removed or inserted since it was written: walks each "
+        "workspace's hash chain, each event under its own audit key, and reports the first broken link "
+        "(exit 1). With --heads FILE (the lines export_audit_heads wrote), also checks that every head "
+        "exported is still on its chain, so the newest events cut off are found too."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--heads", metavar="FILE", help="a file of exported heads (OPSCONSOLE_AUDIT_HEADS_TO)")
@@ -35,5 +37,6 @@ class Command(BaseCommand):
             if checked.problem:
                 raise CommandError(f"Audit chain broken: {checked.problem}.")
             self.stdout.write(f"exported heads: {checked.lines} lines, all on their chains")
-        self.stdout.write(f"Audit trail intact: {sum(c.events for c in report.chains)} events in "
-                          f"{len(report.chains)} chain(s).")
+        self.stdout.write(
+            f"Audit trail intact: {sum(c.events for c in report.chains)} events in {len(report.chains)} chain(s)."
+        )

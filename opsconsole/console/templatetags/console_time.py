@@ -29,5 +29,6 @@ def when_text(value: datetime | None) -> str:
 def when(value: datetime | None) -> str:
     if not value:
         return NO_TIME
-    return format_html('<time datetime="{}">{}</time>', timezone.localtime(value).isoformat(timespec="seconds"),
-                       when_text(value))
+    return format_html(
+        '<time datetime="{}">{}</time>', timezone.localtime(value).isoformat(timespec="seconds"), when_text(value)
+    )

@@ -10,14 +10,22 @@ from reconciliation.reconcile import reconcile_unknown_operations
 
 
 class Command(BaseCommand):
-    help = ("Ask the destinations about every operation whose outcome is unknown (the qcluster does it each "
-            "minute); with --audit, compare the ledger and the destinations both ways (hourly on the qcluster).")
+    help = (
+        "Ask the destinations about every operation whose outcome is unknown (the qcluster does it each "
+        "minute); with --audit, compare the ledger and the destinations both ways (hourly on the qcluster)."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("--audit", action="store_true",
-                            help="run the reconciliation audit instead: missing, unknown and differing records")
-        parser.add_argument("--since", help="with --audit: the window's start, ISO 8601 with a UTC offset "
-                                            "(default: where the previous successful audit ended, or 24 h)")
+        parser.add_argument(
+            "--audit",
+            action="store_true",
+            help="run the reconciliation audit instead: missing, unknown and differing records",
+        )
+        parser.add_argument(
+            "--since",
+            help="with --audit: the window's start, ISO 8601 with a UTC offset "
+            "(default: where the previous successful audit ended, or 24 h)",
+        )
 
     def handle(self, *args, audit, since, **options):
         if since is not None and not audit:
@@ -30,12 +38,22 @@ class Command(BaseCommand):
         except AuditError as exc:
             raise CommandError(str(exc)) from None
         counts = {kind: getattr(run, kind) for kind in Mismatch.Kind.values}
-        self.stdout.write(json.dumps({
-            "run": run.pk, "status": run.status, "since": run.since.isoformat(), "until": run.until.isoformat(),
-            "records_seen": run.records_seen, "operations_checked": run.operations_checked, **counts,
-            "new_mismatches": run.new_mismatches, "duration_seconds": run.duration.total_seconds(),
-            **({"error": run.error} if run.error else {}),
-        }))
+        self.stdout.write(
+            json.dumps(
+                {
+                    "run": run.pk,
+                    "status": run.status,
+                    "since": run.since.isoformat(),
+                    "until": run.until.isoformat(),
+                    "records_seen": run.records_seen,
+                    "operations_checked": run.operations_checked,
+                    **counts,
+                    "new_mismatches": run.new_mismatches,
+                    "duration_seconds": run.duration.total_seconds(),
+                    **({"error": run.error} if run.error else {}),
+                }
+            )
+        )
         if run.status != run.Status.SUCCEEDED:
             raise CommandError(f"The audit failed: {run.error}")
 
