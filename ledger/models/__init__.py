@@ -9,20 +9,15 @@ from ledger.models.core import (
     ConfigVersion,
     Conflict,
     ConflictStatus,
-    Control,
     Delivery,
     DeliveryOutcome,
     DeliverySource,
-    DestinationHealth,
-    Heartbeat,
     Operation,
-    RequestStatus,
-    ReviewDraft,
-    Tally,
-    Wakeup,
     Workspace,
 )
+from ledger.models.destinations import RequestStatus, ReviewDraft
 from ledger.models.figures import BacklogSample, FlowSample
+from ledger.models.machinery import Control, DestinationHealth, Heartbeat, Tally, Wakeup
 from ledger.models.people import (
     ApiToken,
     Approval,

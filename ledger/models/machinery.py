@@ -1,0 +1,98 @@
+"""The engine's bookkeeping: pause switches, heartbeats of the sweep and the purge, destination
+health, the tallies /metrics reads, and the coalesced wake-up of the worker cluster."""
+
+from django.db import models
+from django.db.models import Q
+
+
+class Control(models.Model):
+    """A pause switch. Scope: no workspace and no action is global; either or both narrow it."""
+
+    workspace = models.ForeignKey("Workspace", on_delete=models.CASCADE, null=True, blank=True, related_name="controls")
+    action = models.CharField(max_length=100, blank=True)
+    paused = models.BooleanField(default=False)
+    # When the switch was last pulled: resuming credits the time since to the deadlines it held.
+    paused_since = models.DateTimeField(null=True, blank=True)
+    reason = models.CharField(max_length=500, blank=True)
+    changed_by = models.CharField(max_length=150, blank=True)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            # Partial unique indexes: one switch per scope, with or without a workspace.
+            models.UniqueConstraint(
+                fields=["action"], condition=Q(workspace__isnull=True), name="control_unique_unscoped"
+            ),
+            models.UniqueConstraint(
+                fields=["workspace", "action"],
+                condition=Q(workspace__isnull=False),
+                name="control_unique_workspace",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.scope_label}: {'paused' if self.paused else 'running'}"
+
+    @property
+    def scope_label(self) -> str:
+        parts = [
+            f"workspace {self.workspace.slug}" if self.workspace_id else "",
+            f"action {self.action}" if self.action else "",
+        ]
+        return ", ".join(p for p in parts if p) or "global"
+
+
+class Heartbeat(models.Model):
+    """When a periodic job last ran: the ledger's own liveness signal for the worker cluster."""
+
+    name = models.CharField(max_length=50, unique=True)
+    beat_at = models.DateTimeField()
+    detail = models.JSONField(default=dict, blank=True)
+
+    def __str__(self):
+        return f"{self.name} at {self.beat_at:%Y-%m-%d %H:%M:%S}"
+
+
+class DestinationHealth(models.Model):
+    """How the last batches that met a destination (or an internal action) fared, for the whole
+    cluster: a batch for one that is working goes wide at once (``ledger.engine.destination_health``). Written at most
+    once per ``health.RESOLUTION`` per destination and outcome, so it leaves few dead rows."""
+
+    name = models.CharField(max_length=300, primary_key=True)
+    last_ok_at = models.DateTimeField(null=True, blank=True)
+    last_failure_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "destination health"
+
+    def __str__(self):
+        return self.name
+
+
+class Tally(models.Model):
+    """A counter the workers keep for /metrics (``ledger.core.tallies``): attempts by outcome, finished
+    operations by how long they took. One row per counter, label set and process (``shard``), so
+    that two workers never wait for each other's row; a scrape sums the shards."""
+
+    name = models.CharField(max_length=100)
+    labels = models.CharField(max_length=500)  # canonical JSON of the label values
+    shard = models.CharField(max_length=200)
+    value = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "labels", "shard"], name="tally_unique")]
+
+    def __str__(self):
+        return f"{self.name}{self.labels} {self.value}"
+
+
+class Wakeup(models.Model):
+    """A wake-up of the worker cluster that is pending: a processing task was enqueued and has not
+    started yet. Intake enqueues a task only when there is none (``ledger.core.nudges``), so a stream
+    of events costs one queue row per task that runs, not one per event."""
+
+    name = models.CharField(max_length=50, primary_key=True)
+    requested_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"wake-up {self.name} pending since {self.requested_at:%H:%M:%S}"
