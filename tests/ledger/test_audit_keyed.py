@@ -62,9 +62,11 @@ $$;
 
 
 def rewrite_from(target: AuditEvent, *, downgrade: bool) -> None:
+    ipad, opad = audit_chain.hmac_pads("a-guess")
     sql = (
         REWRITE.replace("%(target)s", str(target.pk))
         .replace("%(workspace)s", str(target.workspace_id))
+        .replace("%(guess)s", f"'audit_ipad', '{ipad}', 'audit_opad', '{opad}'")
         .replace("%(downgrade)s", "true" if downgrade else "false")
         .replace("%(set_downgrade)s", ", hash_key = ''" if downgrade else "")
     )
