@@ -4,22 +4,11 @@ per column whose size grows with the rows (and whose cost, per row, with it)."""
 from django.db import connection
 
 
-def update_each(
-    model,
-    pks: list,
-    *,
-    match: dict[str, list],
-    each: dict[str, list],
-    same: dict,
-    where: dict,
-    increment: tuple[str, ...] = (),
-) -> int:
-    """``UPDATE .. FROM (VALUES ..)``: each row, found by its pk and the ``match`` columns (and the
-    ``where`` values), gets its own ``each`` values and the ``same`` ones; ``increment`` columns
-    grow by one. Returns how many rows changed."""
+def update_each(model, pks: list, **how) -> int:
+    """``UPDATE .. FROM (VALUES ..)`` (``how``: see ``_update_each_sql``). Returns how many rows changed."""
     if not pks:
         return 0
-    sql, params = _update_each_sql(model, pks, match=match, each=each, same=same, where=where, increment=increment)
+    sql, params = _update_each_sql(model, pks, **how)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
@@ -46,6 +35,8 @@ def _update_each_sql(
     where: dict,
     increment: tuple[str, ...] = (),
 ) -> tuple[str, list]:
+    """Each row, found by its pk and the ``match`` columns (and the ``where`` values), gets its own
+    ``each`` values and the ``same`` ones; ``increment`` columns grow by one."""
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     field = model._meta.get_field
