@@ -34,16 +34,14 @@ def request_processing(*, accepted: int) -> None:
     processing task is enqueued and has not begun: it deletes the row first thing, then claims.
     This transaction holds a KEY SHARE lock on that row until it commits, so the task's DELETE
     waits for it and its claim then sees this transaction's work. With no row, this transaction
-    inserts one and enqueues the task once it commits (``wake``). Intake does the same inside
-    ``ledger_reserve`` (``ledger_take_wakeup``, ``intake/sql/take_wakeup.sql``) and calls ``wake``
-    with what it found.
+    inserts one and enqueues the task once it commits (``wake``). The steps are the database's
+    ``ledger_take_wakeup`` (``sql/take_wakeup.sql``), which intake's ``ledger_reserve`` calls
+    too: one statement here, and the same steps wherever work becomes due.
     """
-    if not _pending_wakeup():
-        if _claim_wakeup():
-            wake(accepted=accepted, took_wakeup=True)
-            return
-        _pending_wakeup()  # another transaction made it meanwhile: lock theirs
-    wake(accepted=accepted, took_wakeup=False)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT ledger_take_wakeup(%s)", [timezone.now()])
+        [took_wakeup] = cursor.fetchone()
+    wake(accepted=accepted, took_wakeup=took_wakeup)
 
 
 def wake(*, accepted: int, took_wakeup: bool) -> None:
@@ -56,24 +54,6 @@ def wake(*, accepted: int, took_wakeup: bool) -> None:
     count = int(took_wakeup) + max(nudges_for(accepted) - 1, 0)
     if count:
         transaction.on_commit(partial(enqueue_drain, count))
-
-
-def _pending_wakeup() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT 1 FROM {Wakeup._meta.db_table} WHERE name = %s FOR KEY SHARE", [WAKEUP])
-        return cursor.fetchone() is not None
-
-
-def _claim_wakeup() -> bool:
-    """Insert the pending wake-up; False when another transaction inserted it first."""
-    now = Wakeup._meta.get_field("requested_at").get_db_prep_save(timezone.now(), connection)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {Wakeup._meta.db_table} (name, requested_at) VALUES (%s, %s) "
-            "ON CONFLICT DO NOTHING RETURNING name",
-            [WAKEUP, now],
-        )
-        return cursor.fetchone() is not None
 
 
 def begin_processing() -> None:

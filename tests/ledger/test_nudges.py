@@ -279,3 +279,30 @@ def test_a_resumed_backlog_gets_a_task_per_worker_not_per_claim_batch(workspace,
         assert OrmQ.objects.count() <= 2
     assert set(Operation.objects.values_list("state", flat=True)) == {"succeeded"}
     assert ran == 7  # the five batches, then one empty claim per worker
+
+
+def test_a_wake_up_is_taken_once_and_then_kept_pending(db, django_capture_on_commit_callbacks):
+    """``request_processing`` takes the wake-up the database's ``ledger_take_wakeup`` hands out: the
+    first caller inserts it and enqueues a task after its commit; one that finds it pending enqueues
+    nothing, since the pending task will claim its work too."""
+    from ledger.models import Wakeup
+
+    OrmQ.objects.all().delete()
+    with django_capture_on_commit_callbacks(execute=True) as first:
+        nudges.request_processing(accepted=1)
+    with django_capture_on_commit_callbacks(execute=True) as second:
+        nudges.request_processing(accepted=1)
+
+    assert Wakeup.objects.filter(name=nudges.WAKEUP).count() == 1
+    assert (len(first), len(second)) == (1, 0)
+    assert OrmQ.objects.count() == 1
+
+
+def test_a_task_that_began_lets_the_next_request_take_a_new_wake_up(db, django_capture_on_commit_callbacks):
+    nudges.request_processing(accepted=1)
+    nudges.begin_processing()  # the task deletes the wake-up first thing
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        nudges.request_processing(accepted=1)
+
+    assert len(callbacks) == 1

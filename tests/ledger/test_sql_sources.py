@@ -193,7 +193,7 @@ def test_a_function_changed_without_its_file_is_named_with_the_difference(postgr
     [found] = disagreements(database_definitions(), sources_in(project_sql_files()))
 
     assert found.startswith(
-        f"{settings.BASE_DIR / 'ledger/intake/sql/take_wakeup.sql'} differs from the "
+        f"{settings.BASE_DIR / 'ledger/core/sql/take_wakeup.sql'} differs from the "
         "database's function ledger_take_wakeup:\n"
     )
     assert "\n+AS $function$ BEGIN RETURN true; END $function$" in found

@@ -1,7 +1,8 @@
--- ledger.core.nudges.request_processing in SQL: a pending wake-up is kept, KEY SHARE-locked until
+-- The coalesced wake-up of the worker cluster: a pending wake-up is kept, KEY SHARE-locked until
 -- the caller commits; else the caller's is it. True when the caller took it (it then enqueues a
 -- task after its commit).
--- Called by: ledger_reserve, ledger_reserve_one. Made by migration 0024.
+-- Called by: ledger.core.nudges.request_processing, ledger_reserve, ledger_reserve_one. Made by
+-- migration 0024.
 
 CREATE OR REPLACE FUNCTION public.ledger_take_wakeup(at timestamp with time zone)
  RETURNS boolean
