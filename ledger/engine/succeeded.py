@@ -17,7 +17,7 @@ from ledger.engine.attempts import attempt_number
 from ledger.engine.fencing import StaleClaim, restore, snapshot
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import Success
-from ledger.states import CLAIMABLE_STATES, State, sql_edges
+from ledger.states import State
 
 # What a success clears: the lease, the next try, the last error.
 _SUCCEEDED_CLEARS = {
@@ -27,11 +27,6 @@ _SUCCEEDED_CLEARS = {
     "last_error_category": "",
     "last_error_message": "",
 }
-
-# The states a set finished in its claim leaves: those the state table moves to processing that a
-# claim takes. ledger_finish_claimed (engine/sql/finish_claimed.sql) lists the same in SQL
-# (tests/ledger/test_sql_edges.py reads its list back from the database).
-FINISHED_IN_CLAIM_FROM = tuple(state for state in sql_edges(State.PROCESSING) if state in CLAIMABLE_STATES)
 
 
 def record_success(operation, success: Success, *, attempt, worker, token) -> None:

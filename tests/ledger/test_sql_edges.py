@@ -7,7 +7,6 @@ import re
 import pytest
 from django.db import connection
 
-from ledger.engine.succeeded import FINISHED_IN_CLAIM_FROM
 from ledger.states import CLAIMABLE_STATES, State, can_transition, sql_edges
 
 
@@ -36,7 +35,7 @@ def test_finishing_a_set_in_its_claim_moves_rows_only_from_the_claimable_states_
     [guard] = re.findall(r"\bstate\s+IN\s*\(([^)]*)\)", text, flags=re.IGNORECASE)
     from_states = quoted(guard)
     assert from_states == {state for state in State if can_transition(state, State.PROCESSING)} & CLAIMABLE_STATES
-    assert from_states == set(FINISHED_IN_CLAIM_FROM)
+    assert from_states == set(sql_edges(State.PROCESSING)) & CLAIMABLE_STATES
 
     [written] = re.findall(r"\bSET\s+state\s*=\s*'(\w+)'", text, flags=re.IGNORECASE)
     audited = re.findall(r"'kind', '(\w+)', 'from_state', ([^,]+), 'to_state', '(\w+)'", text)
