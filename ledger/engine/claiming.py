@@ -20,7 +20,7 @@ from ledger.core import contention
 from ledger.core.selectors import due_operations, read_in_index_order
 from ledger.core.transitions import transition_many
 from ledger.engine import destination_health, faults
-from ledger.engine.fencing import update_held
+from ledger.engine.fencing import renew_leases
 from ledger.engine.performing import (
     needs_approval,
 )
@@ -208,6 +208,6 @@ def keep_leases(remaining: list[Operation], *, worker: str) -> None:
     # A claimed operation always has a lease (its expiry is set by the claim).
     if not remaining or now < min(op.lease_expires_at for op in remaining if op.lease_expires_at) - lease / 2:
         return
-    update_held(remaining, lease_expires_at=now + lease)
+    renew_leases(remaining, expires_at=now + lease)
     for operation in remaining:
         operation.lease_expires_at = now + lease

@@ -26,7 +26,7 @@ from ledger.core import configuration
 from ledger.engine import faults
 from ledger.engine.attempts import attempt_number, finish_attempt, new_attempt
 from ledger.engine.failed import record_failure
-from ledger.engine.fencing import StaleClaim, commit_outcome, commit_outcomes, refuse_stale, update_held
+from ledger.engine.fencing import StaleClaim, commit_outcome, commit_outcomes, refuse_stale, renew_leases
 from ledger.engine.succeeded import record_success, record_successes
 from ledger.models import Attempt, Operation
 from ledger.outcomes import PermanentError, Success
@@ -191,7 +191,7 @@ def begin_calls(operations: list[Operation], *, worker: str) -> list[Call] | Non
     lease_expires_at = started_at + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
     actions = [get_action(operation.action) for operation in operations]
     with transaction.atomic():
-        renewed = update_held(operations, lease_expires_at=lease_expires_at)
+        renewed = renew_leases(operations, expires_at=lease_expires_at)
         if renewed == len(operations):
             attempts = Attempt.objects.bulk_create(
                 [

@@ -7,12 +7,13 @@ import re
 
 import pytest
 from django.db import connection, transaction
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
 from ledger.core import audit_chain, configuration, tallies
 from ledger.core.transitions import IllegalTransition, transition_many, transition_operation
 from ledger.engine.claiming import ClaimChanged, claim_due_operations
-from ledger.engine.fencing import StaleClaim, update_held
+from ledger.engine.fencing import StaleClaim, renew_leases
 from ledger.models import Attempt, AuditEvent, Operation, Tally
 from ledger.states import State
 from tests.ledger.conftest import START, submit_brief
@@ -372,10 +373,11 @@ def test_a_claim_whose_row_changed_under_its_lock_keeps_nothing(workspace, froze
     assert not AuditEvent.objects.filter(kind="claimed").exists()
 
 
-def test_update_held_renews_leases_but_moves_no_state(workspace, frozen):
-    briefs(workspace, 1)
-    claimed = claim_due_operations(limit=1, worker="w1")
+def test_renewing_leases_moves_only_the_leases_of_rows_still_held(workspace, frozen):
+    briefs(workspace, 2)
+    claimed = claim_due_operations(limit=2, worker="w1")
+    Operation.objects.filter(pk=claimed[1].pk).update(fencing_token=F("fencing_token") + 1)  # taken over
 
-    with pytest.raises(ValueError, match="transition_many"):
-        update_held(claimed, state=State.SUCCEEDED)
-    assert update_held(claimed, lease_expires_at=START) == 1
+    assert renew_leases(claimed, expires_at=START) == 1
+    assert Operation.objects.get(pk=claimed[0].pk).lease_expires_at == START
+    assert {operation.state for operation in Operation.objects.all()} == {"processing"}
