@@ -133,7 +133,19 @@ def test_a_forked_child_starts_without_its_parents_client(destination):
     assert server.connections_accepted == 1
 
 
-def test_a_worker_s_batches_reuse_the_connections_of_the_ones_before(db, workspace, settings):
+@pytest.fixture
+def fresh_call_threads(monkeypatch):
+    """A worker's call threads as a new worker process has them: none yet (threads earlier tests
+    left idle would each open a connection of their own when a call lands on them)."""
+    from ledger.engine import processing
+
+    monkeypatch.setattr(processing, "_call_threads", None)
+    yield
+    if processing._call_threads is not None:
+        processing._call_threads.shutdown(wait=True)
+
+
+def test_a_worker_s_batches_reuse_the_connections_of_the_ones_before(db, workspace, settings, fresh_call_threads):
     """The call threads outlive a batch (ledger.engine.processing.call_threads), and with them their
     clients' kept-alive connections: five batches of four calls open at most one connection per
     thread that ever made a call, the worker's own and four in flight at once, not one per call."""
