@@ -131,11 +131,11 @@ def _recover_expired_lease(operation: Operation, now: datetime) -> bool:
         fields.update(next_attempt_at=None, last_error_category=category, last_error_message=why)
         message = f"{message}: {why}"
     with transaction.atomic():
-        # Lock order (docs/architecture.md): the attempt (and its tallies) before the transition,
-        # whose audit event takes the chain; undone below if the transition finds the claim gone.
+        # Lock order (docs/architecture.md): the rows (the attempt, then the operation), then the
+        # tallies (the abandoned try counted with the move), then the chain; undone below if the
+        # transition finds the claim gone.
         if open_attempt is not None:
-            open_attempt.operation = operation  # finishing it counts it under the operation's action
-            finish_attempt(open_attempt, Attempt.Outcome.ABANDONED)
+            finish_attempt(open_attempt, Attempt.Outcome.ABANDONED, counted=False)
         done = transition_operation(
             operation,
             to_state=to_state,
@@ -144,6 +144,7 @@ def _recover_expired_lease(operation: Operation, now: datetime) -> bool:
             fencing_token=token,
             error_category=category,
             message=message,
+            attempt_outcome=Attempt.Outcome.ABANDONED if open_attempt is not None else None,
             lease_owner="",
             lease_expires_at=None,
             **fields,

@@ -65,12 +65,14 @@ def transition_operation(
     message: str = "",
     error_category: str = "",
     attempt=None,
+    attempt_outcome: str | None = None,
     **fields,
 ) -> bool:
     """Move ``operation`` from its current state (as loaded) to ``to_state``, with an audit event:
     ``transition_many`` of one row, its ``fields`` the values it writes. True when it moved; False,
     and nothing changed, when another process moved the row first (or took the claim whose
-    ``fencing_token`` is given, or changed an ``also_requires`` column)."""
+    ``fencing_token`` is given, or changed an ``also_requires`` column). ``attempt_outcome``: a
+    try's outcome, counted with the move (after the row, as the lock order asks)."""
     return bool(
         transition_many(
             [operation],
@@ -83,6 +85,7 @@ def transition_operation(
             message=message,
             error_category=error_category,
             attempt_rows=[attempt],
+            attempt_outcome=attempt_outcome,
         )
     )
 

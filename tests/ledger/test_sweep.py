@@ -13,7 +13,7 @@ from django_q.models import OrmQ
 from ledger.core.pause import set_paused
 from ledger.engine.claiming import claim_due_operations
 from ledger.engine.processing import process_due_operations
-from ledger.models import Attempt, AuditEvent, Heartbeat, Operation, ReviewDraft
+from ledger.models import Attempt, AuditEvent, Heartbeat, Operation, ReviewDraft, Tally
 from ledger.outcomes import Success
 from ledger.sweep import sweep
 from tests.ledger.conftest import START, submit, submit_brief
@@ -69,6 +69,8 @@ def test_it_marks_an_external_operation_unknown_when_its_try_had_begun(workspace
     event = lease_event(operation)
     assert (event.to_state, event.error_category) == ("unknown", "ambiguous")
     assert claim_due_operations(limit=10, worker="alive", now=LATER) == []
+    abandoned = Tally.objects.filter(name="attempts", labels__contains='"abandoned"')
+    assert sum(abandoned.values_list("value", flat=True)) == 1  # counted with the move, once
 
 
 def test_it_returns_an_external_operation_to_pending_when_no_try_had_begun(workspace, scripted_action, frozen):
