@@ -30,7 +30,6 @@ from ledger.engine.fencing import StaleClaim, commit_outcome, commit_outcomes, r
 from ledger.engine.succeeded import record_success, record_successes
 from ledger.models import Attempt, Operation
 from ledger.outcomes import PermanentError, Success
-from ledger.states import State
 
 logger = logging.getLogger("ledger")
 
@@ -170,9 +169,7 @@ def begin_call(operation: Operation, action: ActionDefinition, *, worker: str) -
     started_at = timezone.now()
     lease_expires_at = started_at + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)
     with transaction.atomic():
-        renewed = Operation.objects.filter(
-            pk=operation.pk, state=State.PROCESSING, fencing_token=operation.fencing_token
-        ).update(lease_expires_at=lease_expires_at)
+        renewed = renew_leases([operation], expires_at=lease_expires_at)
         if renewed:
             attempt = _open_attempt(operation, action, worker=worker, started_at=started_at)
             attempt.save(force_insert=True)
