@@ -40,7 +40,8 @@ def serving_role():
     """A login role made by ``manage.py serving_role`` on the test database; dropped afterwards."""
     role, password = f"oc_serving_{secrets.token_hex(4)}", secrets.token_urlsafe(18)
     out = StringIO()
-    call_command("serving_role", role, "--password", password, stdout=out)
+    # One argument with "=": a generated password may start with "-", which argparse reads as an option.
+    call_command("serving_role", role, f"--password={password}", stdout=out)
     settings = connection.settings_dict
     url = (
         f"postgres://{role}:{quote(password, safe='')}@{settings.get('HOST') or '127.0.0.1'}"
