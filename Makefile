@@ -128,9 +128,16 @@ $(VENV)/.bench-installed: $(VENV)/.installed requirements-bench.txt
 	$(PY) -m pip install --quiet --require-hashes -r requirements-bench.txt
 	touch $@
 
-# Scenarios 1-4 of issue 8 in interleaved rounds (5 of 1-2, 3 of 3-4; ~4-8 minutes on 2 cores).
+# Scenarios 1-4 of issue 8 and the claims round trip of issue 25 in interleaved rounds (5 of 1, 2 and
+# claims, 3 of 3-4; ~5-9 minutes on 2 cores).
 bench: $(VENV)/.bench-installed
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/run.py
+
+# Issue 25: a caller SIGKILLed after its effect and before its report, then a retry, through the claims
+# API and through Powertools' idempotent_function: the destination's records side by side (~30 s).
+.PHONY: bench-claims-crash
+bench-claims-crash: $(VENV)/.bench-installed
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/claims_crash.py
 
 # Scenario 6: worker RSS while a qcluster drains 100,000 operations (longer: see bench/README.md).
 .PHONY: bench-memory
