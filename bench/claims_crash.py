@@ -131,9 +131,6 @@ class Caller:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=10)
 
-    def answers(self) -> list[str]:
-        return [event.get("status") for event in self.events if event["event"] == "answer"]
-
 
 def crash_then_retry(arguments: list[str], standin: Standin, reference: str) -> dict:
     """The first caller acts and is SIGKILLed before reporting; a second retries at once."""
@@ -176,7 +173,7 @@ def opsconsole_side(server_url: str, token: str, standin: Standin) -> dict:
     found["person resolves"] = resolve_from_command_line(key, standin.records(tag)[0]["id"])
     later = Caller(arguments)
     later.read_until(None, timeout=60)
-    found["claim after resolving"] = later.answers()
+    found["claim after resolving"] = answers_of(later.events)
     found["records at the end"] = len(standin.records(tag))
     return found
 
@@ -242,19 +239,23 @@ def summarise_answers(answers: list[str]) -> str:
     return ", ".join(f"{answer} x{count}" for answer, count in counts.items()) + f", then {last}"
 
 
-def retry_answers(side: dict) -> list[str]:
-    """What the layer told the retry, in order (Powertools' "running": it let the function run)."""
-    return [event["status"] for event in side["retry"] if event["event"] == "answer"]
+def answers_of(events: list[dict]) -> list[str]:
+    """What the layer told a caller, in order ("409 unknown"; Powertools' "running": it let the function run)."""
+    return [" ".join(str(e[k]) for k in ("http", "status") if k in e) for e in events if e["event"] == "answer"]
 
 
 def table(sides: dict[str, dict]) -> list[str]:
     names = list(sides)
     lines = [
-        ("retry answered", [summarise_answers(retry_answers(s)) for s in sides.values()]),
+        ("retry answered", [summarise_answers(answers_of(s["retry"])) for s in sides.values()]),
         ("retry decided, s after the kill", [str(s["retry decided after s"]) for s in sides.values()]),
         ("retry ran the action again", ["yes" if s["retry acted"] else "no" for s in sides.values()]),
         ("creates received by the destination", [str(s["creates received"]) for s in sides.values()]),
         ("records at the destination", [str(s["records at the destination"]) for s in sides.values()]),
+        (
+            "then a person resolves (manage.py resolve): the next claim",
+            [summarise_answers(s.get("claim after resolving", [])) for s in sides.values()],
+        ),
     ]
     out = ["| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     out += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in lines]

@@ -22,6 +22,7 @@ The target (issue 25): at least the rate of ``idempotent_function`` with the sam
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -185,7 +186,8 @@ def ours_round_trip(http, body: dict) -> None:
         "external_id": f"inv-{body['data']['request_id']}",
         "result": invoice_result(body),
     }
-    recorded = _expect(http.post(f"/api/v1/claims/{claimed['key']}/outcome", json=report), 200, "outcome")
+    key = quote(claimed["key"], safe=":")
+    recorded = _expect(http.post(f"/api/v1/claims/{key}/outcome", json=report), 200, "outcome")
     if recorded.get("state") != "succeeded":
         raise RuntimeError(f"the outcome answered {recorded}")
 
@@ -272,9 +274,10 @@ def scenario_claims(rounds: Rounds, log_dir: Path) -> list[Row]:
 
     ours = series[OURS]
     note = (
-        f"durability: opsconsole commits to PostgreSQL ({durability['PostgreSQL']}); "
-        f"Powertools on Redis {durability['Redis, no persistence']} or on Redis {durability['Redis AOF fsync always']}"
+        "durability: opsconsole a PostgreSQL commit (fsync on, synchronous_commit on) per request; "
+        "Powertools on Redis with appendfsync always (its AOF fsynced per write)"
     )
+    queries = queries_per_round_trip(token)
     return [
         Row(
             "claims",
@@ -309,4 +312,51 @@ def scenario_claims(rounds: Rounds, log_dir: Path) -> list[Row]:
             None,
             baseline=series["split, Redis no persistence"],
         ),
+        Row(
+            "claims",
+            "SQL statements per claim + outcome, in-process (untimed)",
+            Series("statements", "per operation", [queries["claim"] + queries["outcome"]]),
+            "(shown)",
+            None,
+            note=f"claim {queries['claim']}, outcome {queries['outcome']}, the token check included",
+        ),
     ]
+
+
+def queries_per_round_trip(token: str, count: int = 20) -> dict[str, float]:
+    """SQL statements per claim and per outcome, through Django's test client (no server, untimed):
+    what each of the round trip's requests asks of PostgreSQL, the token check included."""
+    from django.test import Client
+
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    counted = {"claim": 0, "outcome": 0}
+    access = logging.getLogger("opsconsole.access")  # a line per request: the servers' logs have them
+    level = access.level
+    access.setLevel(logging.WARNING)
+    try:
+        for n in range(count):
+            _count_one(client, invoice(f"queries-{uuid.uuid4().hex[:6]}", n), counted)
+    finally:
+        access.setLevel(level)
+    return {name: total / count for name, total in counted.items()}
+
+
+def _count_one(client, body: dict, counted: dict[str, int]) -> None:
+    import json
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as claim_queries:
+        claimed = client.post("/api/v1/claims", data=json.dumps(body), content_type="application/json")
+    found = _expect(claimed, 201, "POST /api/v1/claims (test client)")
+    report = {"token": found["token"], "outcome": "succeeded", "result": invoice_result(body)}
+    with CaptureQueriesContext(connection) as outcome_queries:
+        recorded = client.post(
+            f"/api/v1/claims/{quote(found['key'], safe=':')}/outcome",
+            data=json.dumps(report),
+            content_type="application/json",
+        )
+    _expect(recorded, 200, "outcome (test client)")
+    counted["claim"] += len(claim_queries.captured_queries)
+    counted["outcome"] += len(outcome_queries.captured_queries)
