@@ -120,13 +120,18 @@ class Claim:
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> bool:
-        self._stop_heartbeat()
-        if not self.should_act or self.reported or self._unreachable or self.lost:
-            return False
+        try:
+            if self.should_act and not (self.reported or self._unreachable or self.lost):
+                self._report_end(exc)
+        finally:
+            self._stop_heartbeat()  # only now: the lease is kept while the report is retried
+        return False
+
+    def _report_end(self, exc: BaseException | None) -> None:
         if exc is None:
             logger.warning("claim of %s: the block ended without a report; reporting unknown", self.key)
             self.unknown(error="the claim's block ended without reporting an outcome")
-            return False
+            return
         try:
             self._report_exception(exc)
         except ClaimError as report_failure:
@@ -134,7 +139,6 @@ class Claim:
             if hasattr(exc, "add_note"):
                 exc.add_note(f"opsconsole_claims: the outcome of {self.key} could not be reported: {report_failure}")
             logger.error("claim of %s: the outcome could not be reported: %s", self.key, report_failure)
-        return False
 
     def _report_exception(self, exc: BaseException) -> None:
         error = _describe(exc)
