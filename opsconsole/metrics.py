@@ -133,6 +133,17 @@ class LedgerCollector:
             "Operations that reached a final state after their action's service level.",
             labels=["action"],
         )
+        claims = CounterMetricFamily(
+            "opsconsole_claims",
+            "Claims by callers that perform their own actions (docs/claims.md), by action and answer "
+            "(claimed, done, in_progress, retry_later, held, unknown ...).",
+            labels=["action", "answer"],
+        )
+        expired = CounterMetricFamily(
+            "opsconsole_leases_expired",
+            "Claims whose lease expired before an outcome was recorded, by action.",
+            labels=["action"],
+        )
         finished: dict[str, dict] = {}
         for (name, labels), value in tallies.totals().items():
             values = json.loads(labels)
@@ -142,6 +153,10 @@ class LedgerCollector:
                     failures.add_metric([values["action"], values["destination"], values["outcome"]], value)
             elif name == tallies.LATE:
                 late.add_metric([values["action"]], value)
+            elif name == tallies.CLAIMS:
+                claims.add_metric([values["action"], values["answer"]], value)
+            elif name == tallies.LEASES_EXPIRED:
+                expired.add_metric([values["action"]], value)
             elif name in (tallies.FINISHED_BUCKET, tallies.FINISHED_SECONDS):
                 action = finished.setdefault(values["action"], {"buckets": {}, "sum": 0.0})
                 if name == tallies.FINISHED_SECONDS:
@@ -151,6 +166,8 @@ class LedgerCollector:
         yield attempts
         yield failures
         yield late
+        yield claims
+        yield expired
         yield self._processing_time(finished)
 
     def _processing_time(self, finished: dict):

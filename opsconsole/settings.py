@@ -284,6 +284,11 @@ OPSCONSOLE_CLAIM_BATCH = env.int("OPSCONSOLE_CLAIM_BATCH", default=50)
 # claim batch is claimed.
 OPSCONSOLE_FINISH_IN_CLAIM_BATCH = env.int("OPSCONSOLE_FINISH_IN_CLAIM_BATCH", default=200)
 OPSCONSOLE_LEASE_SECONDS = env.int("OPSCONSOLE_LEASE_SECONDS", default=60)
+# Claims by callers that perform their own effect (docs/claims.md): the leases a caller may ask for.
+# Short enough that a dead caller's operation is soon looked up; long enough for a slow connector
+# between heartbeats.
+OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN = env.int("OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN", default=5)
+OPSCONSOLE_CLAIM_LEASE_SECONDS_MAX = env.int("OPSCONSOLE_CLAIM_LEASE_SECONDS_MAX", default=3600)
 OPSCONSOLE_RETRY_BUDGET_PER_HOUR = env.int("OPSCONSOLE_RETRY_BUDGET_PER_HOUR", default=1000)
 
 # Reconciliation: how long after an unknown operation's last try began lookups that cannot tell

@@ -27,6 +27,10 @@ class UnknownAction(LookupError):
     pass
 
 
+# ``ActionDefinition.performed_by``: opsconsole's workers, or the caller (ledger.callers).
+WORKERS, CALLER = "opsconsole", "caller"
+
+
 class ActionDefinition:
     name: ClassVar[str]
     schema: ClassVar[type[BaseModel]]
@@ -77,6 +81,14 @@ class ActionDefinition:
     # cap). Above 1, ``perform`` runs in a pool thread, so it must be thread-safe and must not use
     # the database (a query from a call thread is refused); the default keeps calls one at a time.
     max_concurrency: ClassVar[int] = 1
+    # Who performs the effect: opsconsole's workers (``perform``), or the caller itself, an
+    # automation that claims the operation over HTTP, acts, and reports the outcome
+    # (``ledger.callers``, docs/claims.md). A caller-performed action is external (the caller acts
+    # outside our database), declares no ``perform``, and is never claimed by a worker.
+    performed_by: ClassVar[str] = WORKERS
+    # Caller-performed actions: the lease a claim gets when the caller names none; a caller may
+    # ask for any lease within OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN..MAX.
+    claim_lease: ClassVar[timedelta] = timedelta(seconds=60)
 
     def normalised(self, data: dict) -> tuple[dict, list[FieldError]]:
         """``data`` (as the schema gave it) with each declared field normalised, and the fields
@@ -102,6 +114,10 @@ class ActionDefinition:
         one ``Success`` per operation, in order, inside the transaction that records them all as
         succeeded. Optional: an action without it completes one operation at a time."""
         raise NotImplementedError
+
+    @property
+    def performed_by_caller(self) -> bool:
+        return self.performed_by == CALLER
 
     @property
     def performs_many(self) -> bool:
@@ -134,7 +150,14 @@ class ActionDefinition:
             "retry": [self.max_attempts, self.backoff_base_seconds, self.backoff_cap_seconds],
             "deadline": self.deadline.total_seconds(),
             "approval_window": self.approval_window.total_seconds(),
+            **self._caller_definition(),
         }
+
+    def _caller_definition(self) -> dict:
+        # Only where it differs from the default: the versions of every other action stay as they were.
+        if not self.performed_by_caller:
+            return {}
+        return {"performed_by": CALLER, "claim_lease": self.claim_lease.total_seconds()}
 
     @cached_property
     def version(self) -> str:
@@ -162,8 +185,23 @@ def register(cls: type[ActionDefinition]) -> type[ActionDefinition]:
         raise ValueError(f"Action {cls.name!r} is registered twice.")
     if undeclared := [name for name in cls.identity_fields if name not in cls.normalisers]:
         raise ValueError(f"Action {cls.name!r} declares no normaliser for its identity fields {undeclared}.")
+    if problem := _caller_problem(cls):
+        raise ValueError(f"Action {cls.name!r} {problem}.")
     registry[cls.name] = cls()
     return cls
+
+
+def _caller_problem(cls: type[ActionDefinition]) -> str:
+    """What a declared ``performed_by`` gets wrong, if anything."""
+    if cls.performed_by not in (WORKERS, CALLER):
+        return f"is performed_by {cls.performed_by!r}: say {WORKERS!r} or {CALLER!r}"
+    if cls.performed_by != CALLER:
+        return ""
+    if not cls.external:
+        return "is performed by the caller, outside our database: declare it external"
+    if cls.perform is not ActionDefinition.perform or cls.perform_many is not ActionDefinition.perform_many:
+        return "is performed by the caller: it declares no perform"
+    return ""
 
 
 def get_action(name: str) -> ActionDefinition:

@@ -1,6 +1,6 @@
 """External actions against the stand-in destination (``standin/``), one per ambiguity policy,
-one that moves money and so needs approval (``issue-refund``), and one whose identity is a
-person's email address (``send-welcome``).
+one that moves money and so needs approval (``issue-refund``), one whose identity is a
+person's email address (``send-welcome``), and one the caller performs itself (``send-invoice``).
 
 ``file-ticket``: the destination honours our idempotency key (the operation key, sent as
 ``Idempotency-Key``), so an ambiguous try is simply retried with the same key.
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, StringC
 
 from ledger import keys
 from ledger.actions import http
-from ledger.actions.base import ActionDefinition, register
+from ledger.actions.base import CALLER, ActionDefinition, register
 from ledger.actions.fields import Email, Owner, RequestId, Text, Version, approved_owner_errors
 from ledger.outcomes import Absent, CannotTell, Found, OutcomeError, Success
 
@@ -34,8 +34,9 @@ class RecordData(BaseModel):
     owner: Owner
 
 
-class StandinRecordAction(ActionDefinition):
-    """Creates one record at the stand-in destination per request version."""
+class StandinDestination(ActionDefinition):
+    """An action whose records live at the stand-in destination: one record per request version,
+    looked up and listed there. Who creates the record is the subclass's to say."""
 
     schema: ClassVar[type[BaseModel]] = RecordData
     identity_fields = ("request_id", "version")
@@ -68,12 +69,6 @@ class StandinRecordAction(ActionDefinition):
             "destination_url": settings.OPSCONSOLE_STANDIN_URL,
             "timeout_seconds": settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS,
         }
-
-    def perform(self, operation) -> Success:
-        headers = {"Idempotency-Key": operation.key} if self.honours_idempotency_keys else {}
-        body = {"reference": operation.key, "payload": self.record_payload(operation)}
-        record = http.send("POST", _records_url(), json=body, headers=headers).json()
-        return Success(result={"record_id": record["id"]}, external_id=record["id"])
 
     def lookup(self, operation) -> Found | Absent | CannotTell:
         query = {"idempotency_key": operation.key} if self.honours_idempotency_keys else {"reference": operation.key}
@@ -112,6 +107,16 @@ def _records_url() -> str:
     return settings.OPSCONSOLE_STANDIN_URL.rstrip("/") + "/records"
 
 
+class StandinRecordAction(StandinDestination):
+    """Creates one record at the stand-in destination per request version: opsconsole's workers do."""
+
+    def perform(self, operation) -> Success:
+        headers = {"Idempotency-Key": operation.key} if self.honours_idempotency_keys else {}
+        body = {"reference": operation.key, "payload": self.record_payload(operation)}
+        record = http.send("POST", _records_url(), json=body, headers=headers).json()
+        return Success(result={"record_id": record["id"]}, external_id=record["id"])
+
+
 @register
 class FileTicket(StandinRecordAction):
     name = "file-ticket"
@@ -146,6 +151,25 @@ class IssueRefund(StandinRecordAction):
     service_level = timedelta(days=2)  # an approver signs off first
     sensitive_fields = ("customer_id", "amount_cents")
     money_fields = {"amount_cents": "currency"}
+
+    def check(self, workspace, data):
+        return []
+
+
+@register
+class SendInvoice(StandinDestination):
+    """Performed by the caller (``ledger.callers``, docs/claims.md): an automation claims the
+    operation, creates the invoice at the stand-in itself under the claim's idempotency key, and
+    reports the outcome. Reconciliation looks the invoice up by that key when a claim's outcome is
+    unknown (a caller killed after acting, a lease that expired)."""
+
+    name = "send-invoice"
+    performed_by = CALLER
+    schema = RefundData
+    fingerprint_fields = ("request_id", "version", "customer_id", "amount_cents", "currency")
+    honours_idempotency_keys = True
+    money_fields = {"amount_cents": "currency"}
+    claim_lease = timedelta(seconds=60)
 
     def check(self, workspace, data):
         return []

@@ -44,16 +44,24 @@ def paused_filter(switches: list[Control] | None = None) -> Q | None:
 
 
 def due_operations(now: datetime | None = None, switches: list[Control] | None = None):
-    """Operations a worker may claim now: claimable, due, within their deadline, not paused, and
-    not waiting for an earlier version (``ledger.intake.ordering``, in_order)."""
+    """Operations a worker may claim now: claimable, due, within their deadline, not paused, not
+    waiting for an earlier version (``ledger.intake.ordering``, in_order), and of an action the
+    workers perform (a caller-performed one waits for its caller's claim, ``ledger.callers``)."""
     now = now or timezone.now()
     queryset = Operation.objects.filter(
         Q(state__in=CLAIMABLE_STATES),
         Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now),
         Q(deadline__isnull=True) | Q(deadline__gt=now),
     ).exclude(waiting())
+    if callers := caller_actions():
+        queryset = queryset.exclude(action__in=callers)
     held = paused_filter(switches)
     return queryset.exclude(held) if held is not None else queryset
+
+
+def caller_actions() -> list[str]:
+    """The registered actions their callers perform (``ActionDefinition.performed_by``)."""
+    return sorted(name for name, action in registry.items() if action.performed_by_caller)
 
 
 def in_a_series():

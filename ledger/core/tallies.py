@@ -32,6 +32,10 @@ FINISHED_BUCKET = "finished_bucket"  # per bucket, not cumulative: /metrics accu
 FINISHED_SECONDS = "finished_seconds"
 FINISHED = "finished"
 LATE = "late"
+# Claims by callers that perform their own effect (ledger.callers), by what they were answered;
+# and leases that expired with no outcome (ledger.engine.expiry), by action.
+CLAIMS = "claims"
+LEASES_EXPIRED = "leases_expired"
 # Buckets as shares of the action's service level (or, without one, of an hour).
 BUCKET_SHARES = (0.1, 0.25, 0.5, 0.8, 1.0, 1.5, 2.0, 5.0)
 NO_LEVEL = timedelta(hours=1)
@@ -50,15 +54,23 @@ def count_attempts(outcomes: list[tuple[Operation, str]]) -> None:
     _add(_attempts(outcomes))
 
 
+def count(name: str, n: int = 1, **labels) -> None:
+    """Add ``n`` to one counter, in the caller's transaction (if any)."""
+    _add(Counter({(name, _labels(**labels)): n}))
+
+
 def count_finished(operations: list[Operation], now=None) -> None:
     """Operations that reached a final state now: how long since they arrived, and whether late."""
     _add(_finished(operations, now or timezone.now()))
 
 
-def count_moves(finished: list[Operation], now, *, attempts: list[tuple[Operation, str]] = ()) -> None:
-    """Operations that reached a final state now, and the tries their moves finished, in one
-    statement (``ledger.core.transitions.transition_many``)."""
-    _add(_attempts(attempts) + _finished(finished, now))
+def count_moves(
+    finished: list[Operation], now, *, attempts: list[tuple[Operation, str]] = (), expired: list[Operation] = ()
+) -> None:
+    """Operations that reached a final state now, the tries their moves finished, and the leases
+    that expired with them, in one statement (``ledger.core.transitions.transition_many``)."""
+    leases = Counter((LEASES_EXPIRED, _labels(action=operation.action)) for operation in expired)
+    _add(_attempts(attempts) + _finished(finished, now) + leases)
 
 
 def count_successes(operations: list[Operation], now) -> None:

@@ -17,6 +17,10 @@ from ledger.states import TERMINAL_STATES, State, can_transition
 
 logger = logging.getLogger("ledger")
 
+# The kind of the move that takes an operation from a claim whose lease expired
+# (ledger.engine.expiry): counted as it is written (/metrics' opsconsole_leases_expired_total).
+LEASE_EXPIRED = "lease_expired"
+
 
 class IllegalTransition(Exception):
     pass
@@ -153,7 +157,7 @@ def transition_many(
         )
         if raise_if_any_stays is not None and len(moved) < count:
             raise raise_if_any_stays(f"{count - len(moved)} of {count} operations changed under their guard")
-        _count(operations, moved, to_state, attempt_outcome, now)
+        _count(operations, moved, to_state, attempt_outcome, now, kind)
         audit_chain.append(
             [
                 AuditEvent(
@@ -219,11 +223,12 @@ def _refuse_unmatched_lists(count: int, **lists) -> None:
             raise ValueError(f"{len(values)} {name} for {count} operations")
 
 
-def _count(operations, moved: list[int], to_state: State, attempt_outcome: str | None, now) -> None:
+def _count(operations, moved: list[int], to_state: State, attempt_outcome: str | None, now, kind: str) -> None:
     finished = [operations[index] for index in moved] if to_state in TERMINAL_STATES else []
     tried = [(operations[index], attempt_outcome) for index in moved] if attempt_outcome else []
-    if finished or tried:
-        tallies.count_moves(finished, now, attempts=tried)
+    expired = [operations[index] for index in moved] if kind == LEASE_EXPIRED else []
+    if finished or tried or expired:
+        tallies.count_moves(finished, now, attempts=tried, expired=expired)
 
 
 def _apply(operation: Operation, to_state: State, now, same: dict, own: dict, increment) -> None:

@@ -50,7 +50,9 @@ def finish_attempt(attempt: Attempt, outcome: str, error: Exception | None = Non
     attempt.outcome = outcome
     for name, value in _error_fields(error).items():
         setattr(attempt, name, value)
-    attempt.save(update_fields=["finished_at", "outcome", "error_type", "error_message", "http_status", "external_id"])
+    attempt.save(
+        update_fields=["finished_at", "outcome", "error_type", "error_message", "http_status", "external_id", "report"]
+    )
 
 
 def _error_fields(error: Exception | None) -> dict:

@@ -45,11 +45,9 @@ def record_failure(operation, action, error: Exception, *, started_at, worker, a
     token = operation.fencing_token
 
     def record():
-        to_state, fields, detail = _next_state_after(operation, action, outcome_error)
-        reason = f"{category}: {detail}"
         with transaction.atomic():
             # Lock order (docs/architecture.md): the Attempt, then the row, the tallies (the try's
-            # outcome counted with the move) and the chain (transition_many).
+            # outcome counted with the move) and the chain (write_failure).
             if attempt is None:
                 row = new_attempt(
                     operation, worker=worker, started_at=started_at, outcome=category, error=error, counted=False
@@ -57,31 +55,7 @@ def record_failure(operation, action, error: Exception, *, started_at, worker, a
             else:
                 finish_attempt(attempt, category, error, counted=False)
                 row = attempt
-            transition_many(
-                [operation],
-                to_state=to_state,
-                actor=worker,
-                kind=_failure_kind(to_state),
-                tokens=[token],
-                attempt_rows=[row],
-                attempt_outcome=category,
-                raise_if_any_stays=StaleClaim,
-                error_category=category,
-                message=reason,
-                same={
-                    "last_error_category": category,
-                    "last_error_message": detail[:500],
-                    "lease_owner": "",
-                    "lease_expires_at": None,
-                    **fields,
-                },
-            )
-            # Wake a worker when the retry is due, or the reconciler when the lookup is, rather
-            # than when the sweep or the reconcile schedule next looks.
-            if to_state == State.RETRYING:
-                transaction.on_commit(partial(nudges.enqueue_processing, operation.pk, at=fields["next_attempt_at"]))
-            elif to_state == State.UNKNOWN:
-                transaction.on_commit(partial(nudges.enqueue_lookup, operation.pk, at=fields["next_attempt_at"]))
+            write_failure(operation, action, outcome_error, attempt=row, worker=worker, token=token)
 
     try:
         commit_outcome(operation, record)
@@ -89,6 +63,39 @@ def record_failure(operation, action, error: Exception, *, started_at, worker, a
         # An external try's attempt row was begun under this claim: that one is marked stale (a
         # second row for the same claim would break attempt_one_per_claim).
         refuse_stale(operation, worker=worker, token=token, started_at=started_at, attempt=attempt)
+
+
+def write_failure(operation, action, error: OutcomeError, *, attempt, worker: str, token: int) -> None:
+    """Move a claimed operation whose try failed with ``error`` (classified) to the state that
+    failure leads to, in the caller's transaction, under the claim's ``token`` (StaleClaim when
+    it was lost); ``attempt``, finished uncounted by the caller, is counted with the move."""
+    category = error.category
+    to_state, fields, detail = _next_state_after(operation, action, error)
+    transition_many(
+        [operation],
+        to_state=to_state,
+        actor=worker,
+        kind=_failure_kind(to_state),
+        tokens=[token],
+        attempt_rows=[attempt],
+        attempt_outcome=category,
+        raise_if_any_stays=StaleClaim,
+        error_category=category,
+        message=f"{category}: {detail}",
+        same={
+            "last_error_category": category,
+            "last_error_message": detail[:500],
+            "lease_owner": "",
+            "lease_expires_at": None,
+            **fields,
+        },
+    )
+    # Wake a worker when the retry is due, or the reconciler when the lookup is, rather than when
+    # the sweep or the reconcile schedule next looks. A caller-performed retry waits for its caller.
+    if to_state == State.RETRYING and not (action and action.performed_by_caller):
+        transaction.on_commit(partial(nudges.enqueue_processing, operation.pk, at=fields["next_attempt_at"]))
+    elif to_state == State.UNKNOWN:
+        transaction.on_commit(partial(nudges.enqueue_lookup, operation.pk, at=fields["next_attempt_at"]))
 
 
 def _failure_kind(to_state: State) -> str:
@@ -106,7 +113,9 @@ def _next_state_after(operation, action, error: OutcomeError) -> tuple[State, di
         return State.NEEDS_REVIEW, {"next_attempt_at": None}, message
     retry_allowed = operation.attempts < action.max_attempts
     if isinstance(error, AmbiguousError):
-        if action.honours_idempotency_keys and retry_allowed:
+        # A caller that says it cannot tell whether it acted is never told to act again on its own
+        # word: a lookup or a person decides (docs/claims.md).
+        if action.honours_idempotency_keys and retry_allowed and not action.performed_by_caller:
             # The destination deduplicates by our key, so the same key can safely be sent again.
             return _retry_or_review(operation, action, error, f"retry with same key: {message}")
         # Unknown: reconciliation asks the destination once the request can no longer land.

@@ -383,7 +383,7 @@ def _parse(workspace, raw) -> tuple[Envelope | None, ActionDefinition | None, di
     try:
         envelope = Envelope.model_validate(raw)
     except ValidationError as exc:
-        errors += _field_errors(exc)
+        errors += field_errors(exc)
 
     action_name = raw.get("action")
     if isinstance(action_name, str) and action_name:
@@ -396,7 +396,7 @@ def _parse(workspace, raw) -> tuple[Envelope | None, ActionDefinition | None, di
         try:
             data = action.schema.model_validate(raw["data"]).model_dump(mode="json")
         except ValidationError as exc:
-            errors += _field_errors(exc, prefix="data")
+            errors += field_errors(exc, prefix="data")
         else:
             # What is stored, fingerprinted and keyed from here on is the normalised value.
             data, unnormal = action.normalised(data)
@@ -404,7 +404,7 @@ def _parse(workspace, raw) -> tuple[Envelope | None, ActionDefinition | None, di
     return envelope, action, data, [e.as_dict() for e in errors]
 
 
-def _field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
+def field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
     # Pydantic's messages name the rule, not the value; the submitted input is left out on purpose.
     found = []
     for error in exc.errors(include_input=False, include_url=False):

@@ -310,6 +310,9 @@ class Attempt(models.Model):
     http_status = models.PositiveSmallIntegerField(null=True, blank=True)
     # The destination's record id, when it answered with one (kept even on a stale attempt).
     external_id = models.CharField(max_length=200, blank=True)
+    # A caller-performed try (ledger.callers): the digest of the outcome its caller reported, so the
+    # same report sent again is answered as it was, and a different one under the same claim refused.
+    report = models.CharField(max_length=64, blank=True)
     # No index: nothing looks attempts up by it (and configurations are never deleted), while
     # every attempt would pay for one.
     config_version = models.ForeignKey(

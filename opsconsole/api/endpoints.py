@@ -21,12 +21,13 @@ from ninja.security import HttpBearer
 from pydantic import Field, TypeAdapter, create_model
 
 from ledger.actions import registry
+from ledger.callers import claims, reports
 from ledger.core import privacy
 from ledger.core.accounts import authenticate_token
 from ledger.intake import decoding, submit
 from ledger.intake.submit import Envelope, IntakeResult
 from ledger.models import Delivery, Operation
-from opsconsole.api import answers, http_bodies
+from opsconsole.api import answers, claim_answers, http_bodies
 from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES, OPERATION_RESPONSES
 
 SOURCE = Delivery.Source.API
@@ -45,25 +46,37 @@ _RETRY_AFTER = {
 }
 
 
-def _event_schema() -> tuple[dict, dict]:
+def _event_schema(*, claims: bool = False) -> tuple[dict, dict]:
     """The schema of one event: one envelope per registered action, told apart by ``action``, each
-    with that action's schema as ``data``; and the components it refers to."""
+    with that action's schema as ``data``; and the components it refers to. With ``claims``: the
+    claim of an action its caller performs, an event with the lease the caller asks for."""
     envelopes = [
         create_model(
-            "".join(part.title() for part in name.split("-")) + "Event",
-            __base__=Envelope,
-            __doc__=f"An event of action `{name}`.",
+            "".join(part.title() for part in name.split("-")) + ("Claim" if claims else "Event"),
+            __base__=ClaimEnvelope if claims else Envelope,
+            __doc__=f"{'A claim of' if claims else 'An event of'} action `{name}`.",
             action=(Literal[name], ...),
             data=(action.schema, ...),
         )
         for name, action in sorted(registry.items())
+        if action.performed_by_caller or not claims
     ]
     either = Annotated[reduce(operator.or_, envelopes), Field(discriminator="action")]
     schema = TypeAdapter(either).json_schema(ref_template=REF_TEMPLATE)
     return schema, schema.pop("$defs")
 
 
+class ClaimEnvelope(Envelope):
+    lease_seconds: int | None = Field(
+        None,
+        ge=settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN,
+        le=settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MAX,
+        description="How long the claim is yours unless you heartbeat; default the action's lease.",
+    )
+
+
 EVENT_SCHEMA, EVENT_COMPONENTS = _event_schema()
+CLAIM_SCHEMA, CLAIM_COMPONENTS = _event_schema(claims=True)
 
 
 def _json_body(schema: dict) -> dict:
@@ -87,7 +100,7 @@ class WorkspaceToken(HttpBearer):
 class LedgerAPI(NinjaAPI):
     def get_openapi_schema(self, **kwargs):
         schema = super().get_openapi_schema(**kwargs)
-        schema["components"]["schemas"].update(EVENT_COMPONENTS)
+        schema["components"]["schemas"].update(EVENT_COMPONENTS | CLAIM_COMPONENTS)
         return schema
 
 
@@ -319,3 +332,70 @@ def get_operation(request, key: str):
     if operation is None:
         return answers.respond(answers.NO_SUCH_OPERATION, 404)
     return answers.respond(answers.operation_answer(operation, reveal=_reveals(request)), 200)
+
+
+# --- claims: operations their callers perform (docs/claims.md) ------------------------------------
+
+
+def _body_of(model) -> dict:
+    """A route's body, published as ``model``'s schema (flat: it refers to no component)."""
+    return _json_body(model.model_json_schema(ref_template=REF_TEMPLATE))
+
+
+@api.post(
+    "/claims",
+    response=claim_answers.CLAIM_RESPONSES,
+    openapi_extra=_json_body(CLAIM_SCHEMA),
+    summary="Claim an operation you perform: claimed (201, act now), done (200), or why not (409/423)",
+)
+def claim(request):
+    raw, problem = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
+    if problem:
+        return problem
+    answer = claims.claim(workspace=request.workspace, raw=raw, **_sender(request))
+    return claim_answers.claim_response(answer, reveal=_reveals(request))
+
+
+@api.post(
+    "/claims/{path:key}/heartbeat",
+    response=claim_answers.HEARTBEAT_RESPONSES,
+    openapi_extra=_body_of(reports.Heartbeat),
+    summary="Extend the lease of the claim you hold",
+)
+def heartbeat(request, key: str):
+    body, problem = _read(request, reports.Heartbeat)
+    if problem:
+        return problem
+    answer = claims.heartbeat(
+        workspace=request.workspace,
+        key=key,
+        token=body.token,
+        lease_seconds=body.lease_seconds,
+        actor=request.submitter,
+    )
+    return claim_answers.claim_response(answer, reveal=_reveals(request))
+
+
+@api.post(
+    "/claims/{path:key}/outcome",
+    response=claim_answers.OUTCOME_RESPONSES,
+    openapi_extra=_body_of(reports.OutcomeReport),
+    summary="Report what your claimed try came to: succeeded, failed (transient or permanent) or unknown",
+)
+def outcome(request, key: str):
+    report, problem = _read(request, reports.OutcomeReport)
+    if problem:
+        return problem
+    answer = reports.report_outcome(workspace=request.workspace, key=key, report=report, actor=request.submitter)
+    return claim_answers.claim_response(answer, reveal=_reveals(request))
+
+
+def _read(request, model):
+    """The body as ``model``, or the response refusing it (recorded, as every refused request is)."""
+    raw, problem = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
+    if problem:
+        return None, problem
+    body, errors = reports.read(model, raw)
+    if errors:
+        return None, _blocked_response(request, reason="invalid_input", http_status=422, errors=errors)
+    return body, None

@@ -198,15 +198,23 @@ def test_it_requires_a_token_to_read_an_operation(api, client):
 # --- the schema -----------------------------------------------------------------------------------
 
 
-def test_it_publishes_an_openapi_schema_with_the_three_paths(client):
+def test_it_publishes_an_openapi_schema_with_every_path(client):
     response = client.get("/api/v1/openapi.json")
 
     assert response.status_code == 200
     paths = response.json()["paths"]
-    assert set(paths) == {"/api/v1/events", "/api/v1/events/batch", "/api/v1/operations/{key}"}
+    assert set(paths) == {
+        "/api/v1/events",
+        "/api/v1/events/batch",
+        "/api/v1/operations/{key}",
+        "/api/v1/claims",
+        "/api/v1/claims/{key}/heartbeat",
+        "/api/v1/claims/{key}/outcome",
+    }
     assert "post" in paths["/api/v1/events"]
     assert "post" in paths["/api/v1/events/batch"]
     assert "get" in paths["/api/v1/operations/{key}"]
+    assert all("post" in paths[path] for path in paths if path.startswith("/api/v1/claims"))
 
 
 def test_it_publishes_each_actions_envelope_with_its_data_schema(client):

@@ -1,0 +1,298 @@
+"""Claiming an operation its caller performs: reserve the event as intake does, then, in one short
+transaction holding the operation's row, either claim it (a lease, a new fencing token, the try's
+Attempt opened with the idempotency key) or say why not (done, in progress, retry later, held, a
+person must decide ...). The row lock makes concurrent claimers of one key take turns: exactly one
+is answered ``claimed``.
+
+A lease that expired, or a processing deadline that passed, is moved here as the sweep would move
+it (``ledger.engine.expiry``), after the row is let go, and the claimer answered by the state it
+moved to: an expired claim's operation is ``unknown``, never claimed again by itself.
+"""
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from ledger.actions import ActionDefinition, registry
+from ledger.callers.tokens import claim_of, token_for
+from ledger.core import configuration, tallies
+from ledger.core.selectors import switch_over, waiting
+from ledger.core.transitions import transition_many
+from ledger.engine import expiry
+from ledger.engine.performing import needs_approval
+from ledger.intake import submit
+from ledger.intake.submit import IntakeResult
+from ledger.models import Attempt, Control, Delivery, Operation, Ordering, Workspace
+from ledger.states import CLAIMABLE_STATES, State
+
+# What a claim is answered (the API's ``status``).
+CLAIMED = "claimed"
+DONE = "done"
+IN_PROGRESS = "in_progress"
+RETRY_LATER = "retry_later"
+HELD = "held"
+WAITING = "waiting"
+AWAITING_APPROVAL = "awaiting_approval"
+BLOCKED = "blocked"  # the request itself was refused, as intake refuses an event
+EXTENDED = "extended"
+STALE_TOKEN = "stale_token"
+NOT_FOUND = "not_found"
+# Not answered: met while deciding, and moved before the claimer is answered.
+_EXPIRED, _LATE = "expired", "late"
+
+# A state no claim can act from, and what it tells the caller.
+_DECIDED = {
+    State.PENDING_APPROVAL: (AWAITING_APPROVAL, "waiting for a person to approve it: do not act; claim again later"),
+    State.NEEDS_REVIEW: ("needs_review", "a person must decide before anyone acts again: do not act"),
+    State.UNKNOWN: (
+        "unknown",
+        "a try may have acted and nobody knows: a lookup or a person decides before anyone acts again",
+    ),
+    State.CANCELLED: ("cancelled", "a person cancelled it: do not act"),
+    State.REJECTED: ("rejected", "an approver rejected it: do not act"),
+    State.SUPERSEDED: ("superseded", "a newer version of the request replaced it: do not act"),
+}
+# How long a claimer held by a pause, or waiting for an earlier version, is asked to wait.
+_ASK_AGAIN_AFTER = 60
+
+
+@dataclass
+class Answer:
+    """What a claim, heartbeat or outcome report is answered."""
+
+    status: str
+    operation: Operation | None = None
+    message: str = ""
+    retry_after: int | None = None  # seconds, for the answers that ask the caller to come back
+    token: str = ""
+    attempt: Attempt | None = None
+    held_by: Control | None = None
+    intake: IntakeResult | None = None  # status BLOCKED: the refusal, as intake answers it
+
+    @property
+    def key(self) -> str:
+        if self.operation is not None:
+            return self.operation.key
+        return self.intake.key if self.intake is not None else ""
+
+
+def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> Answer:
+    """Reserve the event ``raw`` (an envelope, plus ``lease_seconds``) and claim its operation for
+    the caller ``submitted_by``, or say why it may not act."""
+    sender = {"source": Delivery.Source.API, "submitted_by": submitted_by, "person": person}
+    raw = dict(raw) if isinstance(raw, dict) else raw
+    lease_seconds = raw.pop("lease_seconds", None) if isinstance(raw, dict) else None
+    action = registry.get(raw.get("action")) if isinstance(raw, dict) and isinstance(raw.get("action"), str) else None
+    problem = _workers_action(action) or (lease_problem(lease_seconds) if action is not None else None)
+    if problem is not None:
+        field, message = problem
+        refused = submit.record_blocked_delivery(
+            workspace=workspace,
+            reason="invalid_input",
+            errors=[{"field": field, "message": message}],
+            http_status=422,
+            **sender,
+        )
+        return Answer(BLOCKED, intake=refused)
+    reserved = submit.submit_event(workspace=workspace, raw=raw, **sender)
+    if reserved.blocked:
+        return Answer(BLOCKED, operation=reserved.operation, intake=reserved)
+    lease = timedelta(seconds=lease_seconds) if lease_seconds is not None else action.claim_lease
+    return _take(reserved.operation, action, lease=lease, actor=submitted_by)
+
+
+def lease_problem(value: Any) -> tuple[str, str] | None:
+    """What is wrong with a lease a caller asked for (None: nothing, or none asked for)."""
+    low, high = settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN, settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MAX
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return "lease_seconds", f"must be a whole number of seconds from {low} to {high}"
+    return None
+
+
+def _workers_action(action: ActionDefinition | None) -> tuple[str, str] | None:
+    if action is None or action.performed_by_caller:
+        return None
+    return "action", f"{action.name} is performed by opsconsole's workers: submit it to /api/v1/events"
+
+
+def _take(operation: Operation, action: ActionDefinition, *, lease: timedelta, actor: str) -> Answer:
+    answer = _take_once(operation.pk, action, lease=lease, actor=actor)
+    if answer.status in (_EXPIRED, _LATE):
+        _move_overdue(answer, actor=actor)
+        answer = _take_once(operation.pk, action, lease=lease, actor=actor)
+    return answer
+
+
+def _take_once(operation_id: int, action: ActionDefinition, *, lease: timedelta, actor: str) -> Answer:
+    now = timezone.now()
+    with transaction.atomic():
+        operation = locked(Operation.objects.filter(pk=operation_id))
+        answer = standing(operation, action, now)
+        if answer.status not in (_EXPIRED, _LATE):
+            # Lock order (docs/architecture.md): the row (held), the tallies, then the claim's move.
+            tallies.count(tallies.CLAIMS, action=operation.action, answer=answer.status)
+        if answer.status == CLAIMED:
+            answer = _claim(operation, lease=lease, actor=actor, now=now)
+    return answer
+
+
+def standing(operation: Operation, action: ActionDefinition, now: datetime) -> Answer:
+    """What a claim of ``operation`` (its row held) is answered now: ``CLAIMED`` when it may be."""
+    state = operation.state
+    if state == State.SUCCEEDED:
+        return Answer(DONE, operation, "already performed: use its result, do not act")
+    if state == State.PROCESSING:
+        if operation.lease_expires_at and operation.lease_expires_at > now:
+            return Answer(
+                IN_PROGRESS,
+                operation,
+                "another caller holds the claim: do not act; claim again after Retry-After",
+                retry_after=_seconds_until(operation.lease_expires_at, now),
+            )
+        return Answer(_EXPIRED, operation)
+    if state not in CLAIMABLE_STATES:
+        status, message = _DECIDED[State(state)]
+        return Answer(status, operation, message)
+    return _claimable_standing(operation, action, now)
+
+
+def _claimable_standing(operation: Operation, action: ActionDefinition, now: datetime) -> Answer:
+    if operation.next_attempt_at and operation.next_attempt_at > now:
+        return Answer(
+            RETRY_LATER,
+            operation,
+            "a try failed and the next one is not due yet: claim again after Retry-After",
+            retry_after=_seconds_until(operation.next_attempt_at, now),
+        )
+    if operation.deadline and operation.deadline <= now:
+        return Answer(_LATE, operation)
+    switch = switch_over(list(Control.objects.filter(paused=True)), operation.workspace_id, operation.action)
+    if switch is not None:
+        why = f": {switch.reason}" if switch.reason else ""
+        return Answer(
+            HELD,
+            operation,
+            f"paused ({switch.scope_label}){why}: do not act; claim again later",
+            retry_after=_ASK_AGAIN_AFTER,
+            held_by=switch,
+        )
+    if operation.ordered == Ordering.IN_ORDER and Operation.objects.filter(pk=operation.pk).filter(waiting()).exists():
+        return Answer(
+            WAITING,
+            operation,
+            f"version {operation.version - 1} of this request has not finished: claim again later",
+            retry_after=_ASK_AGAIN_AFTER,
+        )
+    if needs_approval(operation, action):
+        return Answer(AWAITING_APPROVAL, operation, _DECIDED[State.PENDING_APPROVAL][1])
+    return Answer(CLAIMED, operation)
+
+
+def _claim(operation: Operation, *, lease: timedelta, actor: str, now: datetime) -> Answer:
+    """Claim the held row for the caller: its try's Attempt opened (the caller acts as soon as it
+    is answered), the row moved to processing under the next fencing token and a lease."""
+    claim = operation.fencing_token + 1
+    attempt = Attempt.objects.create(
+        operation=operation,
+        number=claim,
+        fencing_token=claim,
+        worker=actor,
+        started_at=now,
+        idempotency_key=operation.key,
+        config_version_id=configuration.digest_for(operation),
+    )
+    transition_many(
+        [operation],
+        to_state=State.PROCESSING,
+        actor=actor,
+        kind="claimed",
+        same={"lease_owner": actor, "lease_expires_at": now + lease},
+        increment=("attempts", "fencing_token"),
+        tokens=[operation.fencing_token],
+        message=f"claim {claim}: the caller performs it",
+        attempt_rows=[attempt],
+        raise_if_any_stays=ClaimChanged,
+        now=now,
+    )
+    return Answer(
+        CLAIMED,
+        operation,
+        "act now, sending idempotency_key to the destination",
+        token=token_for(operation),
+        attempt=attempt,
+    )
+
+
+class ClaimChanged(RuntimeError):
+    """The held row was not claimable under its state and token: only a bug could do that."""
+
+
+def heartbeat(*, workspace: Workspace, key: str, token: str, lease_seconds: int | None, actor: str) -> Answer:
+    """Extend the lease of the claim ``token`` holds (by ``lease_seconds``, or the action's lease)."""
+    now = timezone.now()
+    with transaction.atomic():
+        operation = locked(Operation.objects.filter(workspace=workspace, key=key))
+        if operation is None:
+            return Answer(NOT_FOUND, message="no operation has this key in the workspace")
+        answer = current_claim(operation, token, now)
+        if answer is None:
+            action = registry.get(operation.action)
+            lease = timedelta(seconds=lease_seconds) if lease_seconds is not None else action.claim_lease
+            Operation.objects.filter(pk=operation.pk).update(lease_expires_at=now + lease)
+            operation.lease_expires_at = now + lease
+            return Answer(EXTENDED, operation, "the lease is extended")
+    return stale_after(answer, actor=actor)
+
+
+def current_claim(operation: Operation, token: str, now: datetime) -> Answer | None:
+    """None when ``token`` is the claim ``operation`` (its row held) is held by, with its lease
+    running; else why not (``STALE_TOKEN``, or an expired lease, moved by ``stale_after``)."""
+    claim = claim_of(token, operation)
+    if claim is None:
+        return Answer(STALE_TOKEN, operation, "this token was never issued for this operation: change nothing")
+    if claim != operation.fencing_token or operation.state != State.PROCESSING:
+        return Answer(
+            STALE_TOKEN, operation, f"claim {claim} no longer holds the operation (it is {operation.state}): do not act"
+        )
+    if not operation.lease_expires_at or operation.lease_expires_at <= now:
+        return Answer(_EXPIRED, operation)
+    return None
+
+
+def stale_after(answer: Answer, *, actor: str) -> Answer:
+    """The answer to a token whose claim is over; an expired lease is moved first (to unknown)."""
+    if answer.status != _EXPIRED:
+        return answer
+    _move_overdue(answer, actor=actor)
+    operation = answer.operation
+    operation.refresh_from_db()
+    return Answer(
+        STALE_TOKEN,
+        operation,
+        f"the lease expired before an outcome was reported; the operation is {operation.state}: "
+        "a lookup or a person decides",
+    )
+
+
+def _move_overdue(answer: Answer, *, actor: str) -> None:
+    """Move an operation met overdue as the sweep would (guarded: if it moved meanwhile, nothing)."""
+    if answer.status == _EXPIRED:
+        expiry.recover_expired_lease(answer.operation, timezone.now(), actor=actor)
+    else:
+        expiry.send_late_to_review(answer.operation, actor=actor)
+
+
+def locked(operations) -> Operation | None:
+    # FOR NO KEY UPDATE: an intake that references the row (a duplicate's delivery) is not blocked.
+    return operations.select_for_update(no_key=True, of=("self",)).select_related("workspace").first()
+
+
+def _seconds_until(moment: datetime, now: datetime) -> int:
+    return max(1, math.ceil((moment - now).total_seconds()))

@@ -1,0 +1,170 @@
+"""A caller's report of what its claimed try came to: ``succeeded`` (with the destination's record
+id and result), ``failed`` (transient: retried with backoff within the attempt limit and the
+workspace's retry budget, as any action; permanent: review) or ``unknown`` (a lookup or a person
+decides). Fenced by the claim's token; the same report sent again is answered as it was, and a
+different one under the same claim is refused (``outcome_conflict``).
+"""
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal
+
+from django.db import transaction
+from django.utils import timezone
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from ledger.actions import FieldError, get_action
+from ledger.callers.claims import Answer, current_claim, lease_problem, locked, stale_after
+from ledger.callers.tokens import claim_of
+from ledger.engine.attempts import finish_attempt
+from ledger.engine.failed import write_failure
+from ledger.engine.succeeded import record_success
+from ledger.intake.decoding import unstorable_text_errors
+from ledger.intake.submit import field_errors
+from ledger.models import Attempt, Operation, Workspace
+from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
+
+RECORDED = "recorded"
+OUTCOME_CONFLICT = "outcome_conflict"
+
+Printable = Annotated[StrictStr, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class OutcomeReport(BaseModel):
+    """What the caller's try came to."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: Annotated[StrictStr, StringConstraints(min_length=1, max_length=300)] = Field(
+        description="The token the claim was answered with."
+    )
+    outcome: Literal["succeeded", "failed", "unknown"]
+    category: Literal["transient", "permanent"] | None = Field(
+        None, description="For `failed`: `transient` (may work later: retried) or `permanent` (a person looks)."
+    )
+    external_id: Printable | None = Field(None, description="For `succeeded`: the destination's record id.")
+    result: dict[str, Any] | None = Field(None, description="For `succeeded`: what later claims are answered.")
+    error: Annotated[StrictStr, StringConstraints(max_length=500)] | None = Field(
+        None, description="For `failed` and `unknown`: what happened, for people (no payload values)."
+    )
+    retry_after: Annotated[float, Field(ge=0, le=86400)] | None = Field(
+        None, description="For a transient failure: the destination's Retry-After, in seconds."
+    )
+
+    @model_validator(mode="after")
+    def _fits_the_outcome(self):
+        failed = self.outcome == "failed"
+        if failed != (self.category is not None):
+            raise ValueError("`category` is required for a failed outcome, and only for it")
+        if self.outcome != "succeeded" and (self.external_id is not None or self.result is not None):
+            raise ValueError("`external_id` and `result` are for a succeeded outcome only")
+        if self.outcome == "succeeded" and self.error is not None:
+            raise ValueError("`error` is for a failed or unknown outcome only")
+        if self.retry_after is not None and self.category != "transient":
+            raise ValueError("`retry_after` is for a transient failure only")
+        return self
+
+    def digest(self) -> str:
+        """The report without its token, as one value: the same report sent again has the same."""
+        body = self.model_dump(exclude={"token"})
+        return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+    def error_of(self) -> OutcomeError:
+        if self.outcome == "unknown":
+            return AmbiguousError(self.error or "the caller cannot tell whether it acted")
+        if self.category == "permanent":
+            return PermanentError(self.error or "the caller reported a permanent failure")
+        return TransientError(self.error or "the caller reported a transient failure", retry_after=self.retry_after)
+
+
+class Heartbeat(BaseModel):
+    """A claim's holder, still at work, extends its lease."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: Annotated[StrictStr, StringConstraints(min_length=1, max_length=300)]
+    lease_seconds: StrictInt | None = Field(
+        None,
+        description="The new lease from now, in seconds (5 to 3600 unless configured); default the action's.",
+    )
+
+    @field_validator("lease_seconds")
+    @classmethod
+    def _bounded(cls, value):
+        if (problem := lease_problem(value)) is not None:
+            raise ValueError(problem[1])
+        return value
+
+
+def read(model: type[BaseModel], raw: Any) -> tuple[Any, list[dict]]:
+    """``raw`` (decoded JSON) as ``model``, or the problems with it (field and rule, never the value)."""
+    if not isinstance(raw, dict):
+        return None, [FieldError("body", "must be a JSON object").as_dict()]
+    if unstorable := unstorable_text_errors(raw):
+        return None, [error.as_dict() for error in unstorable]
+    try:
+        return model.model_validate(raw), []
+    except ValidationError as exc:
+        return None, [error.as_dict() for error in field_errors(exc)]
+
+
+def report_outcome(*, workspace: Workspace, key: str, report: OutcomeReport, actor: str) -> Answer:
+    """Record ``report`` under its claim, or say why not."""
+    operation = Operation.objects.filter(workspace=workspace, key=key).first()
+    if operation is None:
+        return Answer("not_found", message="no operation has this key in the workspace")
+    digest = report.digest()
+    with transaction.atomic():
+        # Lock order (docs/architecture.md): the claim's Attempt, then the row, then the tallies
+        # and the chain (the move), as the sweep takes them when the lease expires.
+        attempt = _attempt_of(operation, report.token)
+        operation = locked(Operation.objects.filter(pk=operation.pk))
+        if attempt is not None and attempt.report:
+            return _repeated(operation, attempt, digest)
+        answer = current_claim(operation, report.token, timezone.now())
+        if answer is None:
+            _record(operation, attempt, report, digest, actor=actor)
+            return Answer(RECORDED, operation, f"recorded: the operation is {operation.state}")
+    return stale_after(answer, actor=actor)
+
+
+def _attempt_of(operation: Operation, token: str) -> Attempt | None:
+    claim = claim_of(token, operation)
+    if claim is None:
+        return None
+    return Attempt.objects.select_for_update().filter(operation=operation, fencing_token=claim).first()
+
+
+def _repeated(operation: Operation, attempt: Attempt, digest: str) -> Answer:
+    if attempt.report == digest:
+        return Answer(RECORDED, operation, f"already recorded: the operation is {operation.state}")
+    return Answer(
+        OUTCOME_CONFLICT,
+        operation,
+        f"claim {attempt.fencing_token} already reported a different outcome ({attempt.outcome}): nothing changed",
+    )
+
+
+def _record(operation: Operation, attempt: Attempt, report: OutcomeReport, digest: str, *, actor: str) -> None:
+    attempt.report = digest
+    if report.outcome == "succeeded":
+        attempt.external_id = report.external_id or ""
+        finish_attempt(attempt, Attempt.Outcome.OK, counted=False)
+        success = Success(result=report.result or {}, external_id=report.external_id or "")
+        record_success(operation, success, attempt=attempt, worker=actor, token=operation.fencing_token)
+        return
+    error = report.error_of()
+    finish_attempt(attempt, error.category, error, counted=False)
+    write_failure(
+        operation, get_action(operation.action), error, attempt=attempt, worker=actor, token=operation.fencing_token
+    )

@@ -1,0 +1,206 @@
+"""What the claims routes answer (docs/claims.md), as the OpenAPI document publishes it: one model
+per answer, built from what ``ledger.callers`` returns, with its HTTP status and headers. Every
+body carries ``status``: what the caller should do. Refusals of the request itself are intake's
+answers (``status`` ``blocked``, with a ``reason``), as ``/events`` sends them.
+"""
+
+from typing import Literal
+
+from django.http import JsonResponse
+from pydantic import Field
+
+from ledger.callers import claims, reports
+from ledger.states import State
+from opsconsole.api.answers import (
+    _REFUSED,
+    Answer,
+    LastError,
+    NotFound,
+    OperationAnswer,
+    PayloadConflict,
+    Stale,
+    Timestamp,
+    TooLarge,
+    intake_answer,
+    operation_answer,
+    respond,
+)
+
+
+class Claimed(Answer):
+    """Act now: the claim is yours until `lease_expires_at` (heartbeat to extend it); send
+    `idempotency_key` to the destination if it honours one (the same on every attempt), then
+    report the outcome with `token`."""
+
+    status: Literal["claimed"] = "claimed"
+    key: str
+    token: str = Field(description="The claim's token: send it with the heartbeats and the outcome.")
+    attempt: int = Field(description="The try this claim begins (1 for the first).")
+    lease_expires_at: Timestamp
+    idempotency_key: str
+    operation: OperationAnswer
+
+
+class Done(Answer):
+    """Already performed: do not act; `result` and `external_id` are what was recorded."""
+
+    status: Literal["done"] = "done"
+    key: str
+    result: dict | None
+    external_id: str
+    operation: OperationAnswer
+
+
+class Deferred(Answer):
+    """Do not act now; claim again after `retry_after` seconds (also the `Retry-After` header):
+    another caller holds the claim (`in_progress`), a reported transient failure's next try is not
+    due (`retry_later`), or an earlier version of the request has not finished (`waiting`)."""
+
+    status: Literal["in_progress", "retry_later", "waiting"]
+    key: str
+    message: str
+    retry_after: int
+    lease_expires_at: Timestamp | None
+    next_attempt_at: Timestamp | None
+    last_error: LastError | None
+    operation: OperationAnswer
+
+
+class Held(Answer):
+    """A pause holds the action in this workspace: do not act; claim again later."""
+
+    status: Literal["held"] = "held"
+    key: str
+    message: str
+    retry_after: int
+    scope: str = Field(description="What the pause covers: `global`, `workspace <slug>`, `action <name>` or both.")
+    reason: str = Field(description="Why it was paused, as the person who paused it said.")
+    operation: OperationAnswer
+
+
+class Decided(Answer):
+    """Nobody may act on the caller's word alone: a person approves (`awaiting_approval`), a person
+    or reconciliation decides (`needs_review`, `unknown`), or it is over (`cancelled`, `rejected`,
+    `superseded`)."""
+
+    status: Literal["awaiting_approval", "needs_review", "unknown", "cancelled", "rejected", "superseded"]
+    key: str
+    message: str
+    last_error: LastError | None
+    operation: OperationAnswer
+
+
+class StaleToken(Answer):
+    """The token is not the claim the operation is held by (taken over, decided, its lease expired,
+    or never issued): nothing changed; do not act on this claim any more."""
+
+    status: Literal["stale_token"] = "stale_token"
+    key: str
+    message: str
+    state: State
+
+
+class Extended(Answer):
+    status: Literal["extended"] = "extended"
+    key: str
+    lease_expires_at: Timestamp
+
+
+class Recorded(Answer):
+    """The outcome is recorded (or was, by the same report before): the operation's state now."""
+
+    status: Literal["recorded"] = "recorded"
+    key: str
+    message: str
+    state: State
+    next_attempt_at: Timestamp | None
+    operation: OperationAnswer
+
+
+class OutcomeConflict(Answer):
+    """This claim already reported a different outcome: nothing changed."""
+
+    status: Literal["outcome_conflict"] = "outcome_conflict"
+    key: str
+    message: str
+
+
+CLAIM_RESPONSES = {
+    201: Claimed,
+    200: Done,
+    409: Deferred | Decided | PayloadConflict | Stale,
+    413: TooLarge,
+    423: Held,
+    **_REFUSED,
+}
+HEARTBEAT_RESPONSES = {200: Extended, 404: NotFound, 409: StaleToken, 413: TooLarge, **_REFUSED}
+OUTCOME_RESPONSES = {200: Recorded, 404: NotFound, 409: StaleToken | OutcomeConflict, 413: TooLarge, **_REFUSED}
+
+_DEFERRED = {claims.IN_PROGRESS, claims.RETRY_LATER, claims.WAITING}
+NO_SUCH_OPERATION = NotFound(detail="No operation with this key in this workspace.")
+
+
+def claim_response(answer: claims.Answer, *, reveal: bool) -> JsonResponse:
+    """The HTTP response to a claim, heartbeat or outcome report answered ``answer``."""
+    if answer.status == claims.BLOCKED:
+        return respond(intake_answer(answer.intake, reveal=reveal), answer.intake.http_status)
+    if answer.status == claims.NOT_FOUND:
+        return respond(NO_SUCH_OPERATION, 404)
+    body, status = _body(answer, reveal=reveal)
+    headers = {"Retry-After": str(answer.retry_after)} if answer.retry_after is not None else None
+    return respond(body, status, headers)
+
+
+def _body(answer: claims.Answer, *, reveal: bool) -> tuple[Answer, int]:
+    operation, status = answer.operation, answer.status
+    shown = operation_answer(operation, reveal=reveal)
+    common = {"key": operation.key}
+    if status == claims.CLAIMED:
+        return Claimed(
+            **common,
+            token=answer.token,
+            attempt=answer.attempt.number,
+            lease_expires_at=operation.lease_expires_at,
+            idempotency_key=answer.attempt.idempotency_key,
+            operation=shown,
+        ), 201
+    if status == claims.DONE:
+        return Done(**common, result=shown.result, external_id=operation.external_id, operation=shown), 200
+    if status in _DEFERRED:
+        return Deferred(
+            **common,
+            status=status,
+            message=answer.message,
+            retry_after=answer.retry_after,
+            lease_expires_at=operation.lease_expires_at,
+            next_attempt_at=operation.next_attempt_at,
+            last_error=operation.last_error,
+            operation=shown,
+        ), 409
+    if status == claims.HELD:
+        switch = answer.held_by
+        return Held(
+            **common,
+            message=answer.message,
+            retry_after=answer.retry_after,
+            scope=switch.scope_label,
+            reason=switch.reason,
+            operation=shown,
+        ), 423
+    if status == claims.EXTENDED:
+        return Extended(**common, lease_expires_at=operation.lease_expires_at), 200
+    if status == claims.STALE_TOKEN:
+        return StaleToken(**common, message=answer.message, state=operation.state), 409
+    if status == reports.RECORDED:
+        return Recorded(
+            **common,
+            message=answer.message,
+            state=operation.state,
+            next_attempt_at=operation.next_attempt_at,
+            operation=shown,
+        ), 200
+    if status == reports.OUTCOME_CONFLICT:
+        return OutcomeConflict(**common, message=answer.message), 409
+    return Decided(
+        **common, status=status, message=answer.message, last_error=operation.last_error, operation=shown
+    ), 409
