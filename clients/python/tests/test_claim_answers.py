@@ -55,19 +55,26 @@ def test_a_200_done_carries_the_recorded_result_and_says_do_not_act(ledger, serv
     assert [r.url.path for r in server.requests] == ["/api/v1/claims"], "a done claim heartbeats and reports nothing"
 
 
+TRANSIENT = {"category": "transient", "message": "the vendor answered 503"}
+
+
 @pytest.mark.parametrize(
     ("http_status", "status", "fields"),
     [
         (409, "in_progress", {"retry_after": 12, "lease_expires_at": "2030-01-01T00:00:12+00:00"}),
-        (409, "retry_later", {"retry_after": 30, "next_attempt_at": "2030-01-01T00:00:30+00:00", "last_error": "503"}),
+        (
+            409,
+            "retry_later",
+            {"retry_after": 30, "next_attempt_at": "2030-01-01T00:00:30+00:00", "last_error": TRANSIENT},
+        ),
         (423, "held", {"retry_after": 60, "scope": "action", "reason": "vendor outage"}),
         (409, "awaiting_approval", {}),
-        (409, "needs_review", {"last_error": "declined"}),
-        (409, "unknown", {"last_error": "lease_expired"}),
+        (409, "needs_review", {"last_error": {"category": "permanent", "message": "declined"}}),
+        (409, "unknown", {"last_error": {"category": "ambiguous", "message": "the lease expired"}}),
         (409, "cancelled", {}),
         (409, "rejected", {}),
         (409, "superseded", {}),
-        (409, "waiting", {}),
+        (409, "waiting", {"retry_after": 60}),
         (409, "a_status_of_a_later_server", {}),
     ],
 )

@@ -31,21 +31,32 @@ def test_succeeded_records_the_result_and_the_claim_reads_done(ledger, server):
     assert claim.should_act, "should_act stays what the claim's answer said"
 
 
-@pytest.mark.parametrize(("category", "state_status"), [("transient", "retry_later"), ("permanent", "needs_review")])
-def test_failed_records_its_category_error_and_retry_after(ledger, server, category, state_status):
+def test_a_transient_failure_records_its_error_and_retry_after_and_the_claim_reads_retry_later(ledger, server):
     with ledger.claim("send-invoice", {}) as claim:
-        claim.failed(category=category, error="vendor said 503", retry_after=90)
+        claim.failed(category="transient", error="vendor said 503", retry_after=90)
 
     assert server.sent("outcome") == [
-        {"token": TOKEN, "outcome": "failed", "category": category, "error": "vendor said 503", "retry_after": 90}
+        {"token": TOKEN, "outcome": "failed", "category": "transient", "error": "vendor said 503", "retry_after": 90}
     ]
-    assert claim.status == state_status
+    assert claim.status == "retry_later"
 
 
-def test_failed_takes_only_the_two_categories(ledger, server):
+def test_a_permanent_failure_reads_needs_review(ledger, server):
+    with ledger.claim("send-invoice", {}) as claim:
+        claim.failed(category="permanent", error="customer closed")
+
+    assert server.sent("outcome") == [
+        {"token": TOKEN, "outcome": "failed", "category": "permanent", "error": "customer closed"}
+    ]
+    assert claim.status == "needs_review"
+
+
+def test_failed_takes_only_the_two_categories_and_a_retry_after_only_when_transient(ledger, server):
     with ledger.claim("send-invoice", {}) as claim:
         with pytest.raises(ValueError, match="transient"):
             claim.failed(category="maybe")
+        with pytest.raises(ValueError, match="transient failure only"):
+            claim.failed(category="permanent", retry_after=5)
         claim.unknown(error="gave up")
 
     assert [body["outcome"] for body in server.sent("outcome")] == ["unknown"]
@@ -145,6 +156,14 @@ def test_a_claim_that_was_not_claimed_has_nothing_to_report(ledger, server):
         ledger.claim("send-invoice", {}).succeeded()
 
     assert server.sent("outcome") == []
+
+
+def test_a_result_that_is_not_a_json_object_is_not_sent_and_the_block_reports_unknown(ledger, server):
+    with pytest.raises(TypeError, match="dict"):
+        with ledger.claim("send-invoice", {}) as claim:
+            claim.succeeded(external_id="rec-1", result=["INV-7"])
+
+    assert [body["outcome"] for body in server.sent("outcome")] == ["unknown"]
 
 
 def test_a_second_report_is_refused_by_the_client(ledger, server):

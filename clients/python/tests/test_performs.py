@@ -122,6 +122,15 @@ def test_a_return_value_it_cannot_record_reports_unknown_since_the_function_retu
     assert [b["outcome"] for b in server.sent("outcome")] == ["unknown"]
 
 
+def test_a_function_that_returns_nothing_records_success_without_a_result(ledger, server):
+    @ledger.performs("send-invoice")
+    def send(data, claim):
+        pass
+
+    assert send({}).status == "done"
+    assert server.sent("outcome") == [{"token": TOKEN, "outcome": "succeeded"}]
+
+
 def test_the_decorated_function_keeps_its_name_and_doc(send_invoice):
     assert (send_invoice.__name__, send_invoice.__doc__) == ("send_invoice", "Create the invoice at the vendor.")
 

@@ -83,7 +83,7 @@ class Claim:
         self.external_id: str | None = answer.get("external_id")
         self.operation: dict | None = answer.get("operation")
         self.message: str = answer.get("message", "")
-        self.last_error: str | None = answer.get("last_error")
+        self.last_error: dict | None = answer.get("last_error")  # {"category", "message"}
         self.retry_after = _seconds(answer.get("retry_after"), response.headers.get("Retry-After"))
         self.reported: str | None = None  # the outcome recorded: "succeeded", "failed" or "unknown"
         self.recorded: dict | None = None  # the server's answer to that report
@@ -155,9 +155,12 @@ class Claim:
         """Say the effect may have happened: from now on an exception reports unknown, not failed."""
         self._acted = True
 
-    def succeeded(self, *, external_id: str | None = None, result: Any = None) -> dict:
-        """Record the success: every later claim of this key is answered done with this result."""
+    def succeeded(self, *, external_id: str | None = None, result: dict | None = None) -> dict:
+        """Record the success: every later claim of this key is answered done with ``result`` (a JSON
+        object) and ``external_id`` (the destination's record id)."""
         self.acted()  # should this report be refused, the block's end reports unknown, not failed
+        if result is not None and not isinstance(result, dict):
+            raise TypeError(f"the result recorded is a dict (a JSON object), not {type(result).__name__}")
         body = _drop_none({"outcome": "succeeded", "external_id": external_id, "result": result})
         recorded = self._report(body)
         self.result, self.external_id = result, external_id
@@ -170,6 +173,8 @@ class Claim:
         ``retry_after`` seconds if given) or permanent (a person reviews it)."""
         if category not in ("transient", "permanent"):
             raise ValueError(f"category is 'transient' or 'permanent', not {category!r}")
+        if retry_after is not None and category != "transient":
+            raise ValueError("retry_after is for a transient failure only")
         body = {"outcome": "failed", "category": category, "error": _limit(error), "retry_after": retry_after}
         return self._report(_drop_none(body))
 

@@ -113,7 +113,7 @@ class Ledger:
         ambiguous: tuple[type[BaseException], ...] = (),
     ) -> Callable[[Callable[[dict[str, Any], Claim], Any]], Callable[..., Claim]]:
         """A decorator: ``f(data, claim)`` performs ``action`` and returns what to record, either
-        ``(external_id, result)`` or the result alone (any JSON value but a tuple, None included). The
+        ``(external_id, result)`` or the result alone (a dict, or None). The
         decorated function takes ``data`` and the claim's keywords (``delivery_id``, ``correlation_id``,
         ``occurred_at``, ``lease_seconds``), calls ``f`` only when the claim says act, reports
         succeeded with what ``f`` returned (an exception is reported as in a ``with`` block) and
