@@ -7,6 +7,8 @@ PostgreSQL, with a real stand-in destination.
 - A claimer SIGKILLed after creating its record at the destination and before reporting: once its
   lease has passed the operation is unknown and a new claim is answered unknown (nobody acts again);
   the destination holds one record; a person resolving it in the console makes the next claim done.
+- The client's heartbeat keeps a claim past its first lease; a claim that let its lease pass is
+  refused as stale (ClaimLost) and records nothing.
 """
 
 import json
@@ -16,10 +18,12 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from opsconsole_claims import Ledger
+from django.utils import timezone
+from opsconsole_claims import ClaimLost, Ledger
 
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.states import State
@@ -33,6 +37,20 @@ CLAIMERS = 32
 LEASE_SECONDS = 5  # the crash claimer's (the smallest the API allows)
 
 
+@pytest.fixture(scope="module")
+def gunicorn(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One server for the module, as `make serve` runs it (starting one is a good part of a test's
+    time); each test's rows are its own (``server``)."""
+    with django_db_blocker.unblock():
+        with running_gunicorn(tmp_path_factory.mktemp("gunicorn")) as running:
+            yield running
+
+
+@pytest.fixture
+def server(gunicorn, transactional_db):
+    return gunicorn
+
+
 def invoice(request_id: str) -> dict:
     return {"request_id": request_id, "version": 1, "customer_id": "C-7", "amount_cents": 2500, "currency": "EUR"}
 
@@ -43,19 +61,18 @@ def claimer_env(token: str) -> dict[str, str]:
     return os.environ | {"OPSCONSOLE_TOKEN": token, "PYTHONPATH": source, "PYTHONUNBUFFERED": "1"}
 
 
-def test_32_claimers_in_another_process_one_acts_the_others_defer_then_all_read_done(workspace, token, tmp_path):
+def test_32_claimers_in_another_process_one_acts_the_others_defer_then_all_read_done(workspace, token, server):
     data = invoice("R-race")
 
-    with running_gunicorn(tmp_path) as server:
-        finished = subprocess.run(
-            [sys.executable, str(CLAIMER), "race", server.url, json.dumps(data), str(CLAIMERS)],
-            env=claimer_env(token),
-            cwd=PROJECT_DIR,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert finished.returncode == 0, f"{finished.stderr}\n{server.log_tail()}"
+    finished = subprocess.run(
+        [sys.executable, str(CLAIMER), "race", server.url, json.dumps(data), str(CLAIMERS)],
+        env=claimer_env(token),
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert finished.returncode == 0, f"{finished.stderr}\n{server.log_tail()}"
     answers = json.loads(finished.stdout.strip().splitlines()[-1])
 
     first = Counter((answer["http"], answer["status"]) for answer in answers["first"])
@@ -76,56 +93,64 @@ def test_32_claimers_in_another_process_one_acts_the_others_defer_then_all_read_
 
 
 def test_a_claimer_killed_after_acting_leaves_it_unknown_until_a_person_resolves_it(
-    workspace, token, standin, reviewer, client, tmp_path
+    workspace, token, standin, reviewer, client, server
 ):
     data = invoice("R-crash")
+    claimer = subprocess.Popen(
+        [sys.executable, str(CLAIMER), "crash", server.url, json.dumps(data), standin.url],
+        env=claimer_env(token),
+        cwd=PROJECT_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        acted = claimer.stdout.readline()
+        assert acted.startswith("acted "), f"{acted}{claimer.stderr.read() if claimer.poll() else ''}"
+    finally:
+        claimer.send_signal(signal.SIGKILL)
+        claimer.wait(timeout=10)
+    record_id = acted.split()[1]
+    operation = Operation.objects.get()
+    time.sleep(max(0.0, (operation.lease_expires_at - timezone.now()).total_seconds()) + 0.5)
 
-    with running_gunicorn(tmp_path) as server:
-        claimer = subprocess.Popen(
-            [sys.executable, str(CLAIMER), "crash", server.url, json.dumps(data), standin.url],
-            env=claimer_env(token),
-            cwd=PROJECT_DIR,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+    with Ledger(server.url, token) as ledger:
+        after_the_lease = ledger.claim("send-invoice", data)
+        assert (after_the_lease.http_status, after_the_lease.status) == (409, "unknown")
+        assert not after_the_lease.should_act
+        assert ledger.claim("send-invoice", data).status == "unknown", "nobody acts again by themselves"
+        assert [record["id"] for record in standin.records()] == [record_id]
+        operation.refresh_from_db()
+        assert operation.state == State.UNKNOWN
+        assert AuditEvent.objects.filter(operation=operation, kind="lease_expired").count() == 1
+
+        client.force_login(reviewer)
+        response = client.post(
+            f"/console/operations/{operation.pk}/resolve/",
+            {"external_id": record_id, "reason": "found it at the stand-in by its idempotency key"},
         )
-        try:
-            acted = claimer.stdout.readline()
-            assert acted.startswith("acted "), f"{acted}{claimer.stderr.read() if claimer.poll() else ''}"
-        finally:
-            claimer.send_signal(signal.SIGKILL)
-            claimer.wait(timeout=10)
-        record_id = acted.split()[1]
-        operation = Operation.objects.get()
-        assert operation.lease_expires_at is not None
-        time.sleep(max(0.0, (operation.lease_expires_at - _now()).total_seconds()) + 0.5)
+        assert response.status_code == 302, response.content[:500]
 
-        with Ledger(server.url, token) as ledger:
-            after_the_lease = ledger.claim("send-invoice", data)
-            assert (after_the_lease.http_status, after_the_lease.status) == (409, "unknown")
-            assert not after_the_lease.should_act
-            again = ledger.claim("send-invoice", data)
-            assert again.status == "unknown", "nobody acts again by themselves"
-
-            assert [record["id"] for record in standin.records()] == [record_id]
-            operation.refresh_from_db()
-            assert operation.state == State.UNKNOWN
-            assert AuditEvent.objects.filter(operation=operation, kind="lease_expired").count() == 1
-
-            client.force_login(reviewer)
-            response = client.post(
-                f"/console/operations/{operation.pk}/resolve/",
-                {"external_id": record_id, "reason": "found it at the stand-in by its idempotency key"},
-            )
-            assert response.status_code == 302, response.content[:500]
-
-            done = ledger.claim("send-invoice", data)
-            assert (done.http_status, done.status, done.external_id) == (200, "done", record_id)
-            assert done.result["external_id"] == record_id
+        done = ledger.claim("send-invoice", data)
+    assert (done.http_status, done.status, done.external_id) == (200, "done", record_id)
+    assert done.result["external_id"] == record_id
     assert len(standin.records()) == 1
 
 
-def _now():
-    from django.utils import timezone
+def test_the_client_keeps_its_lease_by_heartbeat_and_a_lease_it_lost_records_nothing(workspace, token, server):
+    with Ledger(server.url, token, heartbeat_every=0.5) as ledger:
+        kept = ledger.claim("send-invoice", invoice("R-kept"), lease_seconds=LEASE_SECONDS)
+        lost = ledger.claim("send-invoice", invoice("R-lost"), lease_seconds=LEASE_SECONDS)  # no block, no heartbeat
+        with kept:
+            claimed_until = kept.lease_expires_at
+            time.sleep(LEASE_SECONDS + 1)
+            assert kept.lease_expires_at > claimed_until + timedelta(seconds=LEASE_SECONDS / 2)
+            assert not kept.lost
+            kept.succeeded(external_id="rec-kept", result={"invoice": "INV-kept"})
 
-    return timezone.now()
+        with pytest.raises(ClaimLost):
+            lost.succeeded(external_id="rec-lost", result={"invoice": "INV-lost"})
+
+    assert Operation.objects.get(key=kept.key).state == State.SUCCEEDED
+    lost_operation = Operation.objects.get(key=lost.key)
+    assert (lost_operation.state, lost_operation.external_id, lost_operation.result) == (State.UNKNOWN, "", None)
