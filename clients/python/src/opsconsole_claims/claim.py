@@ -136,8 +136,7 @@ class Claim:
             self._report_exception(exc)
         except ClaimError as report_failure:
             # The caller's exception is the one to see; the report's failure rides along with it.
-            if hasattr(exc, "add_note"):
-                exc.add_note(f"opsconsole_claims: the outcome of {self.key} could not be reported: {report_failure}")
+            _add_note(exc, f"opsconsole_claims: the outcome of {self.key} could not be reported: {report_failure}")
             logger.error("claim of %s: the outcome could not be reported: %s", self.key, report_failure)
 
     def _report_exception(self, exc: BaseException) -> None:
@@ -259,6 +258,13 @@ class Heartbeat(threading.Thread):
         self._stopped.set()
         if self.is_alive():
             self.join()
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # Python 3.10: PEP 678's attribute, kept for whoever catches it (tracebacks show it from 3.11)
+        exc.__notes__ = [*getattr(exc, "__notes__", []), note]
 
 
 def _describe(exc: BaseException) -> str:
