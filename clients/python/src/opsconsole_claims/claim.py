@@ -1,18 +1,15 @@
 """One claim of an operation: what opsconsole answered, and the reports of the one who holds it.
 
-Used as a context manager after a 201, a claim keeps its lease alive from a background thread and
-makes sure the operation is never left looking like it might not have happened when it might:
+Used as a context manager after a 201, a claim keeps its lease alive from a background thread, and
+the block's end reports what the caller did not, never as a success:
 
-| how the block ends                                    | reported                                   |
-| ---                                                   | ---                                        |
-| the caller reported (succeeded / failed / unknown)    | that, nothing more                         |
-| an exception before `claim.acted()`                   | failed, transient (permanent for Permanent |
-|                                                       | or a type in `permanent=`), re-raised      |
-| an exception after `claim.acted()`, or Ambiguous, or  | unknown, re-raised                         |
-| a type in `ambiguous=`                                |                                            |
-| no exception, nothing reported                        | unknown (the caller may have acted)        |
-| the lease was lost (stale token)                      | nothing: the server refuses the token      |
-| a report that could not reach the service             | nothing more: the lease expires to unknown |
+- the caller reported (succeeded, failed, unknown): nothing more;
+- an exception before ``claim.acted()``: failed, transient (permanent for a ``Permanent`` or a type
+  in ``permanent=``), and the exception is raised;
+- an exception after ``claim.acted()``, an ``Ambiguous`` or a type in ``ambiguous=``: unknown, raised;
+- no exception and no report: unknown (the caller may have acted);
+- the lease was lost (stale token), or a report could not reach the service: nothing (the server
+  refuses the token; the lease's expiry makes the operation unknown).
 """
 
 from __future__ import annotations

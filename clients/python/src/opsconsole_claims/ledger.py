@@ -74,7 +74,7 @@ class Ledger:
         """Claim the operation that ``action`` and ``data`` identify: a `Claim` whose ``should_act``
         says whether to act now (201). Done, in progress, retry later, held and the answers that wait
         for a person are claims too, with ``should_act`` False. Use it in a ``with`` block to keep the
-        lease alive and have an exception reported (module claim's table). An exception of a type in
+        lease alive and have an exception reported (opsconsole_claims.claim says how). An exception of a type in
         ``permanent`` reports a permanent failure; one in ``ambiguous`` reports unknown.
 
         Raises `Refused` for a refused request (401, 409 blocked, 422 ...), `ServiceUnavailable`
