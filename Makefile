@@ -7,11 +7,14 @@ export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
 .PHONY: demo serve migrate test lint check-migrations check typecheck imports venv lock bench clean
 
-# An existing virtualenv (or a link to one) is brought up to date, not made again.
-$(VENV)/.installed: requirements-dev.txt
+# An existing virtualenv (or a link to one) is brought up to date, not made again. The Python client
+# of the claims API (clients/python, its own package) is installed editable on top, without its
+# dependency (httpx, already pinned by the lock), so `make test` runs its tests against this tree.
+$(VENV)/.installed: requirements-dev.txt clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps -e clients/python
 	touch $@
 
 venv: $(VENV)/.installed
