@@ -7,11 +7,14 @@ export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
 .PHONY: demo serve migrate test lint check-migrations check typecheck imports venv lock bench clean
 
-# An existing virtualenv (or a link to one) is brought up to date, not made again.
-$(VENV)/.installed: requirements-dev.txt
+# An existing virtualenv (or a link to one) is brought up to date, not made again. The Python client
+# of the claims API (clients/python, its own package) is installed editable on top, without its
+# dependency (httpx, already pinned by the lock), so `make test` runs its tests against this tree.
+$(VENV)/.installed: requirements-dev.txt clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps -e clients/python
 	touch $@
 
 venv: $(VENV)/.installed
@@ -128,9 +131,16 @@ $(VENV)/.bench-installed: $(VENV)/.installed requirements-bench.txt
 	$(PY) -m pip install --quiet --require-hashes -r requirements-bench.txt
 	touch $@
 
-# Scenarios 1-4 of issue 8 in interleaved rounds (5 of 1-2, 3 of 3-4; ~4-8 minutes on 2 cores).
+# Scenarios 1-4 of issue 8 and the claims round trip of issue 25 in interleaved rounds (5 of 1, 2 and
+# claims, 3 of 3-4; ~5-9 minutes on 2 cores).
 bench: $(VENV)/.bench-installed
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/run.py
+
+# Issue 25: a caller SIGKILLed after its effect and before its report, then a retry, through the claims
+# API and through Powertools' idempotent_function: the destination's records side by side (~30 s).
+.PHONY: bench-claims-crash
+bench-claims-crash: $(VENV)/.bench-installed
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/claims_crash.py
 
 # Scenario 6: worker RSS while a qcluster drains 100,000 operations (longer: see bench/README.md).
 .PHONY: bench-memory

@@ -12,11 +12,14 @@ Scenarios (bench/scenario_intake.py, bench/scenario_queue.py; worker memory, sce
 2. a batch of 500 over HTTP (gunicorn) per event vs single POSTs, and vs the Powertools peer;
 3. burst vs backlog drain with a qcluster; queue rows per event;
 4. drain vs django-q2 no-op tasks and vs pgqueuer no-op jobs; an external batch with 100 ms per
-   call vs the same calls one at a time.
+   call vs the same calls one at a time;
+
+claims (issue 25, bench/scenario_claims.py): the claim -> outcome round trip over HTTP, per
+operation, vs Powertools' ``idempotent_function`` on Redis behind the same gunicorn configuration.
 
 Each scenario interleaves its subjects with their baselines, round after round, and the table shows
-medians and the median of the per-round ratios: ``BENCH_QUICK_ROUNDS`` (5) rounds of scenarios 1 and 2
-(a few seconds each), ``BENCH_ROUNDS`` (3) of scenarios 3 and 4 (each fills backlogs of 2,000).
+medians and the median of the per-round ratios: ``BENCH_QUICK_ROUNDS`` (5) rounds of scenarios 1, 2
+and claims (a few seconds each), ``BENCH_ROUNDS`` (3) of scenarios 3 and 4 (each fills backlogs of 2,000).
 PostgreSQL only: ``DATABASE_URL`` names the server and a database whose name is reused (default
 ``postgres://postgres@127.0.0.1:5432/opsconsole``); that database is never touched: a scratch one,
 ``bench_ratios_<pid>_<name>``, is created beside it, migrated, and dropped at the end. Redis
@@ -49,7 +52,7 @@ from bench.harness import (  # noqa: E402  (the project directory must be import
     table_lines,
 )
 
-SCENARIOS = ("1", "2", "3", "4")
+SCENARIOS = ("1", "2", "claims", "3", "4")
 
 
 def describe_machine() -> dict:
@@ -179,21 +182,22 @@ def main() -> int:
             )
             print("packages: " + ", ".join(f"{k} {v}" for k, v in machine["packages"].items()))
             print(
-                f"database: {scratch.label}; interleaved rounds: {quick_rounds.rounds} of scenarios 1 and 2, "
+                f"database: {scratch.label}; interleaved rounds: {quick_rounds.rounds} of scenarios 1, 2 and claims, "
                 f"{rounds.rounds} of 3 and 4; "
                 f"scenarios {', '.join(chosen)}",
                 flush=True,
             )
 
-            from bench import scenario_intake, scenario_queue
+            from bench import scenario_claims, scenario_intake, scenario_queue
 
             plan = {
                 "1": lambda: scenario_intake.scenario_intake(quick_rounds),
                 "2": lambda: scenario_intake.scenario_batches(quick_rounds, Path(scratch_dir)),
+                "claims": lambda: scenario_claims.scenario_claims(quick_rounds, Path(scratch_dir)),
                 # 3 and 4 share one cluster and one drain series.
                 "3": lambda: scenario_queue.scenario_queues(rounds, Path(scratch_dir)),
             }
-            steps = [s for s in ("1", "2") if s in chosen] + (["3"] if {"3", "4"} & set(chosen) else [])
+            steps = [s for s in ("1", "2", "claims") if s in chosen] + (["3"] if {"3", "4"} & set(chosen) else [])
             for step in steps:
                 name = "3+4" if step == "3" else step
                 started = time.monotonic()
@@ -223,7 +227,7 @@ def main() -> int:
             json.dumps(
                 {
                     "machine": machine,
-                    "rounds": {"1-2": quick_rounds.rounds, "3-4": rounds.rounds},
+                    "rounds": {"1-2": quick_rounds.rounds, "claims": quick_rounds.rounds, "3-4": rounds.rounds},
                     "seconds": round(total),
                     "durations": durations,
                     "failures": failures,

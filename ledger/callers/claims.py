@@ -26,6 +26,7 @@ from ledger.core.transitions import transition_many
 from ledger.engine import expiry
 from ledger.engine.performing import needs_approval
 from ledger.intake import submit
+from ledger.intake.decoding import storable_text_problem
 from ledger.intake.submit import IntakeResult
 from ledger.models import Attempt, Control, Delivery, Operation, Ordering, Workspace
 from ledger.states import CLAIMABLE_STATES, State
@@ -238,7 +239,7 @@ def heartbeat(*, workspace: Workspace, key: str, token: str, lease_seconds: int 
     """Extend the lease of the claim ``token`` holds (by ``lease_seconds``, or the action's lease)."""
     now = timezone.now()
     with transaction.atomic():
-        operation = locked(Operation.objects.filter(workspace=workspace, key=key))
+        operation = locked(keyed(workspace, key))
         if operation is None:
             return Answer(NOT_FOUND, message="no operation has this key in the workspace")
         answer = current_claim(operation, token, now)
@@ -287,6 +288,14 @@ def _move_overdue(answer: Answer, *, actor: str) -> None:
         expiry.recover_expired_lease(answer.operation, timezone.now(), actor=actor)
     else:
         expiry.send_late_to_review(answer.operation, actor=actor)
+
+
+def keyed(workspace: Workspace, key: str):
+    """The operation of ``key`` in the workspace, as a query; a key the database cannot hold (NUL,
+    a lone surrogate) names none and is not even asked."""
+    if storable_text_problem(key):
+        return Operation.objects.none()
+    return Operation.objects.filter(workspace=workspace, key=key)
 
 
 def locked(operations) -> Operation | None:

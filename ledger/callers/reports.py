@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from ledger.actions import FieldError, get_action
-from ledger.callers.claims import Answer, current_claim, lease_problem, locked, stale_after
+from ledger.callers.claims import Answer, current_claim, keyed, lease_problem, locked, stale_after
 from ledger.callers.tokens import claim_of
 from ledger.engine.attempts import finish_attempt
 from ledger.engine.failed import write_failure
@@ -120,7 +120,7 @@ def read(model: type[BaseModel], raw: Any) -> tuple[Any, list[dict]]:
 
 def report_outcome(*, workspace: Workspace, key: str, report: OutcomeReport, actor: str) -> Answer:
     """Record ``report`` under its claim, or say why not."""
-    operation = Operation.objects.filter(workspace=workspace, key=key).first()
+    operation = keyed(workspace, key).first()
     if operation is None:
         return Answer("not_found", message="no operation has this key in the workspace")
     digest = report.digest()

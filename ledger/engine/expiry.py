@@ -43,7 +43,7 @@ def recover_expired_lease(operation: Operation, now: datetime, *, actor: str = "
     reached_destination = external and open_attempt is not None
     message = f"lease of {operation.lease_owner or 'a worker'} expired (claim {token})"
     to_state, category, fields = State.PENDING, "", {}
-    if reached_destination:
+    if action is not None and open_attempt is not None and reached_destination:
         to_state, category = State.UNKNOWN, "ambiguous"
         # Reconciliation asks the destination once the abandoned request can no longer land.
         fields["next_attempt_at"] = max(now, open_attempt.started_at + action.settle_after)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from ledger.actions import UnknownAction, get_action
+from ledger.callers import tokens
 from ledger.core import privacy, roles
 from ledger.core.configuration import changes_since_last_run
 from ledger.core.policies import format_duration
@@ -210,6 +211,11 @@ def operation(request, pk):
                 user, op, external=external, own_work=own_work, contributor_ids={c.user_id for c in contributions}
             ),
             "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
+            "by_caller": bool(definition and definition.performed_by_caller),
+            # Enough of the claim's token to match it with the caller's own logs; never all of it.
+            "token_hint": tokens.token_for(op)[-6:]
+            if op.state == State.PROCESSING and definition and definition.performed_by_caller
+            else "",
             "standing": _standing(op, definition),
             "held_by": holding_switch(op, list(Control.objects.filter(paused=True).select_related("workspace"))),
         },

@@ -32,6 +32,10 @@ DOCUMENT = json.loads(json.dumps(api.get_openapi_schema()))
 EVENTS = ("post", "/api/v1/events")
 BATCH = ("post", "/api/v1/events/batch")
 OPERATION = ("get", "/api/v1/operations/{key}")
+CLAIMS = ("post", "/api/v1/claims")
+HEARTBEAT = ("post", "/api/v1/claims/{key}/heartbeat")
+OUTCOME = ("post", "/api/v1/claims/{key}/outcome")
+INVOICE = {"request_id": "INV-7", "version": 1, "customer_id": "C-1", "amount_cents": 4500, "currency": "EUR"}
 
 
 def published_schema(operation: tuple[str, str], status: int) -> dict:
@@ -110,7 +114,7 @@ def bad_gzip(send: Sender, path: str = "/api/v1/events"):
 
 
 def too_large(send: Sender, path: str = "/api/v1/events"):
-    limit = "OPSCONSOLE_MAX_BODY_BYTES" if path.endswith("/events") else "OPSCONSOLE_MAX_BATCH_BODY_BYTES"
+    limit = "OPSCONSOLE_MAX_BATCH_BODY_BYTES" if path.endswith("/batch") else "OPSCONSOLE_MAX_BODY_BYTES"
     with override_settings(**{limit: 100}):
         return send.post(path, {"events": [event(title="x" * 200)]} if path.endswith("batch") else event())
 
@@ -250,6 +254,117 @@ deadlocked.needs = "always_deadlocked"
 an_operation_with_its_last_error.needs = "unknown_notice"
 
 
+# --- claims (docs/claims.md) -------------------------------------------------------------------------
+
+
+def invoice_claim(**data) -> dict:
+    return {"action": "send-invoice", "data": INVOICE | data}
+
+
+def claimed(send: Sender):
+    return send.post("/api/v1/claims", invoice_claim())
+
+
+def claim_done(send: Sender):
+    report(send, claimed(send).json(), outcome="succeeded", external_id="inv_1", result={"number": "F-1"})
+    return claimed(send)
+
+
+def claim_in_progress(send: Sender):
+    claimed(send)
+    return claimed(send)
+
+
+def claim_needing_review(send: Sender):
+    report(send, claimed(send).json(), outcome="failed", category="permanent", error="HTTP 400")
+    return claimed(send)
+
+
+def claim_conflict(send: Sender):
+    claimed(send)
+    return send.post("/api/v1/claims", invoice_claim(amount_cents=9900))
+
+
+def claim_held(send: Sender):
+    from ledger.core.pause import set_paused
+
+    set_paused(paused=True, actor="ops", reason="vendor incident", action="send-invoice")
+    return claimed(send)
+
+
+def claim_with_a_bad_lease(send: Sender):
+    return send.post("/api/v1/claims", invoice_claim() | {"lease_seconds": 0})
+
+
+def report(send: Sender, claim: dict, **body):
+    return send.post(f"/api/v1/claims/{claim['key']}/outcome", {"token": claim["token"], **body})
+
+
+def heartbeat_extended(send: Sender):
+    claim = claimed(send).json()
+    return send.post(f"/api/v1/claims/{claim['key']}/heartbeat", {"token": claim["token"], "lease_seconds": 60})
+
+
+def heartbeat_stale(send: Sender):
+    claim = claimed(send).json()
+    return send.post(f"/api/v1/claims/{claim['key']}/heartbeat", {"token": claim["token"] + "x"})
+
+
+def heartbeat_of_no_operation(send: Sender):
+    return send.post("/api/v1/claims/demo:nothing/heartbeat", {"token": "1.1:x"})
+
+
+def heartbeat_invalid(send: Sender):
+    return send.post("/api/v1/claims/demo:nothing/heartbeat", {"token": "1.1:x", "lease_seconds": 1})
+
+
+def outcome_recorded(send: Sender):
+    return report(send, claimed(send).json(), outcome="failed", category="transient", error="HTTP 503")
+
+
+def outcome_stale(send: Sender):
+    claim = claimed(send).json()
+    return report(send, claim | {"token": claim["token"] + "x"}, outcome="succeeded")
+
+
+def outcome_conflict(send: Sender):
+    claim = claimed(send).json()
+    report(send, claim, outcome="unknown")
+    return report(send, claim, outcome="succeeded")
+
+
+def outcome_of_no_operation(send: Sender):
+    return send.post("/api/v1/claims/demo:nothing/outcome", {"token": "1.1:x", "outcome": "succeeded"})
+
+
+def outcome_invalid(send: Sender):
+    return send.post("/api/v1/claims/demo:nothing/outcome", {"token": "1.1:x", "outcome": "failed"})
+
+
+def heartbeat_of(send: Sender):
+    return send.post("/api/v1/claims/demo:nothing/heartbeat", {"token": "1.1:x"})
+
+
+def outcome_of(send: Sender):
+    return send.post("/api/v1/claims/demo:nothing/outcome", {"token": "1.1:x", "outcome": "succeeded"})
+
+
+def _refusals(operation: tuple[str, str], path: str) -> list:
+    """The refusals every POST route shares: what its body or token gets wrong."""
+    return [
+        Case(operation, status, _on(path, send))
+        for status, send in (
+            (400, malformed_json),
+            (400, bad_gzip),
+            (413, too_large),
+            (415, not_json),
+            (415, latin_1),
+            (415, brotli),
+            (401, no_token),
+        )
+    ]
+
+
 @dataclass(frozen=True)
 class Case:
     operation: tuple[str, str]
@@ -311,6 +426,28 @@ CASES = [
     Case(OPERATION, 404, no_route_for_the_key_in_debug),
     Case(OPERATION, 401, operation_without_token),
     Case(OPERATION, 503, unreachable(read_the_operation), transactional=True),
+    Case(CLAIMS, 201, claimed),
+    Case(CLAIMS, 200, claim_done),
+    Case(CLAIMS, 409, claim_in_progress),
+    Case(CLAIMS, 409, claim_needing_review),
+    Case(CLAIMS, 409, claim_conflict),
+    Case(CLAIMS, 423, claim_held),
+    Case(CLAIMS, 422, claim_with_a_bad_lease),
+    *_refusals(CLAIMS, "/api/v1/claims"),
+    Case(CLAIMS, 503, unreachable(claimed), transactional=True),
+    Case(HEARTBEAT, 200, heartbeat_extended),
+    Case(HEARTBEAT, 409, heartbeat_stale),
+    Case(HEARTBEAT, 404, heartbeat_of_no_operation),
+    Case(HEARTBEAT, 422, heartbeat_invalid),
+    *_refusals(HEARTBEAT, "/api/v1/claims/demo:nothing/heartbeat"),
+    Case(HEARTBEAT, 503, unreachable(heartbeat_of), transactional=True),
+    Case(OUTCOME, 200, outcome_recorded),
+    Case(OUTCOME, 409, outcome_stale),
+    Case(OUTCOME, 409, outcome_conflict),
+    Case(OUTCOME, 404, outcome_of_no_operation),
+    Case(OUTCOME, 422, outcome_invalid),
+    *_refusals(OUTCOME, "/api/v1/claims/demo:nothing/outcome"),
+    Case(OUTCOME, 503, unreachable(outcome_of), transactional=True),
 ]
 
 

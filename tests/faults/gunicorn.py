@@ -40,10 +40,21 @@ def configured_workers() -> int:
 
 
 class Gunicorn:
-    def __init__(self, *, log_dir: Path, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        *,
+        log_dir: Path,
+        env: dict[str, str] | None = None,
+        app: str = "opsconsole.wsgi",
+        ready_path: str = "/accounts/login/",
+    ):
+        # ``app`` and ``ready_path``: another WSGI application under the same configuration (the
+        # bench's peers, bench/powertools_server.py), and a GET that answers 200 once it serves.
+        self.app = app
+        self.ready_path = ready_path
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = Path(log_dir) / "gunicorn.log"
+        self.log_path = Path(log_dir) / ("gunicorn.log" if app == "opsconsole.wsgi" else f"gunicorn-{app}.log")
         self.env = {key: value for key, value in os.environ.items() if key not in _NOT_INHERITED}
         self.env.update(
             {
@@ -64,7 +75,7 @@ class Gunicorn:
     def start(self, *, timeout: float = 30) -> "Gunicorn":
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "-c", str(CONFIG), "opsconsole.wsgi"],
+                [sys.executable, "-m", "gunicorn", "-c", str(CONFIG), self.app],
                 cwd=PROJECT_DIR,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -81,7 +92,7 @@ class Gunicorn:
         if self.process.poll() is not None:
             raise AssertionError(f"gunicorn exited with {self.process.returncode}\n{self.log_tail()}")
         try:
-            return httpx.get(f"{self.url}/accounts/login/", timeout=2).status_code == 200
+            return httpx.get(f"{self.url}{self.ready_path}", timeout=2).status_code == 200
         except httpx.TransportError:
             return False
 

@@ -357,3 +357,12 @@ def test_claims_are_counted_by_answer_and_expired_leases_by_action(claims):
     assert totals[(tallies.CLAIMS, '{"action": "send-invoice", "answer": "in_progress"}')] == 1
     assert totals[(tallies.CLAIMS, '{"action": "send-invoice", "answer": "unknown"}')] == 1
     assert totals[(tallies.LEASES_EXPIRED, '{"action": "send-invoice"}')] == 1
+
+
+@pytest.mark.parametrize("key", ["demo:nul\u0000key", "demo:\ud800"])
+def test_a_key_the_database_cannot_hold_names_no_operation(claims, key):
+    from urllib.parse import quote
+
+    path = quote(key.encode("utf-8", "surrogatepass"), safe=":")
+    assert claims.heartbeat(path, {"token": "1.1:x"}).status_code == 404
+    assert claims.outcome(path, {"token": "1.1:x", "outcome": "succeeded"}).status_code == 404

@@ -95,3 +95,21 @@ def test_on_the_embedded_server_the_printed_command_names_its_database(monkeypat
     assert demo_manage() == DEMO_MANAGE
     monkeypatch.setattr(embedded_db, "running_port", lambda: None)
     assert demo_manage() == DEMO_MANAGE
+
+
+def test_it_prints_a_claim_a_caller_can_send_and_leaves_one_claim_that_will_expire(demo, workspace):
+    """The printed curl body claims a send-invoice (docs/claims.md); the demo's own INV-1 claim is
+    held by a caller that never reports, for the console to show its lease expiring into unknown."""
+    import json
+    import shlex
+
+    from ledger.callers import claims
+
+    _, printed = demo
+    [line] = [line.removeprefix("Claim:").strip() for line in printed.splitlines() if line.startswith("Claim:")]
+    words = shlex.split(line.split("   (")[0])
+    body = json.loads(words[words.index("-d") + 1])
+    assert words[-1].endswith("/api/v1/claims")
+
+    assert claims.claim(workspace=workspace, raw=body, submitted_by="test").status == claims.CLAIMED
+    assert "claim of INV-1 by demo-flow: claimed" in printed

@@ -5,6 +5,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from ledger.callers import claims
 from ledger.core import accounts
 from ledger.intake import submit
 from ledger.models import Delivery, Role, Workspace
@@ -34,6 +35,7 @@ ROLES = {"operator": Role.OPERATOR, "approver": Role.APPROVER}
 
 # The seed's R-42 story: new, a re-delivery, a changed title without a new version, version 4.
 R42 = {"request_id": "R-42", "version": 3, "title": "Review renewal options", "owner": "ops"}
+INVOICE = {"request_id": "INV-1", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
 EVENTS = [
     {"action": "prepare-brief", "delivery_id": "delivery-1", "data": R42},
     {"action": "prepare-brief", "delivery_id": "delivery-2", "data": R42},
@@ -97,6 +99,7 @@ class Command(BaseCommand):
             body = answers.intake_body(result)
             outcome = " ".join(filter(None, [body["status"], body.get("reason"), body.get("key")]))
             self.stdout.write(f"  {event['delivery_id']}: {outcome}")
+        self._abandoned_claim(workspace)
         self.stdout.write("")
         self.stdout.write(f"Console:  {url}console/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
         self.stdout.write(f"Dashboard: {url}console/dashboard/")
@@ -112,8 +115,23 @@ class Command(BaseCommand):
             f"Try:      curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
             f"-d '{example}' {url}api/v1/events"
         )
+        claim = json.dumps({"action": "send-invoice", "data": INVOICE | {"request_id": "INV-2"}, "lease_seconds": 60})
+        self.stdout.write(
+            f"Claim:    curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
+            f"-d '{claim}' {url}api/v1/claims   (docs/claims.md: act, then report the outcome)"
+        )
         self.stdout.write(f"Approve:  {demo_manage()} approve demo:R-42:v3:issue-refund --workspace demo --as approver")
         self.stdout.write(f"API token for workspace demo: {token}")
+
+    def _abandoned_claim(self, workspace):
+        """A caller that claims an invoice and never reports: its lease runs out, the sweep makes
+        the operation unknown, and reconciliation asks the stand-in before anyone acts again."""
+        answer = claims.claim(
+            workspace=workspace,
+            raw={"action": "send-invoice", "data": INVOICE, "lease_seconds": 5},
+            submitted_by="demo-flow",
+        )
+        self.stdout.write(f"  claim of INV-1 by demo-flow: {answer.status} (it never reports: watch it in the queue)")
 
     @transaction.atomic
     def _ensure_staff(self, workspace):
