@@ -111,7 +111,12 @@ def reconcile_operation(
                 to_state=State.RETRYING,
                 actor=actor,
                 kind="reconciled_absent",
-                message="the destination confirms no record; sending again under the same key",
+                message="the destination confirms no record; "
+                + (
+                    "its caller may claim it again under the same key"
+                    if action.performed_by_caller
+                    else "sending again under the same key"
+                ),
                 next_attempt_at=now,
             )
             if moved:

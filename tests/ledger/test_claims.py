@@ -171,6 +171,20 @@ def test_an_unknown_outcome_is_decided_by_the_lookup_not_by_the_next_caller(clai
     assert len(standin.records()) == 1
 
 
+def test_a_lookup_that_finds_no_record_lets_the_next_claim_act_under_the_same_key(claims, standin):
+    claimed = claims.claimed()
+    claims.outcome(claimed["key"], {"token": claimed["token"], "outcome": "unknown", "error": "connection reset"})
+    # Past the action's settle time: a request the caller sent can no longer land.
+    Attempt.objects.update(started_at=timezone.now() - timedelta(minutes=5))
+
+    assert reconcile_operation(Operation.objects.get(), asked_by_person=True) == "absent"
+
+    event = Operation.objects.get().audit_events.get(kind="reconciled_absent")
+    assert event.message == "the destination confirms no record; its caller may claim it again under the same key"
+    again = claims.claimed()
+    assert (again["attempt"], again["idempotency_key"]) == (2, claimed["idempotency_key"])
+
+
 def test_the_same_report_again_is_answered_as_recorded_and_a_different_one_is_refused(claims):
     claimed = claims.claimed()
     failed = {"token": claimed["token"], "outcome": "failed", "category": "transient", "error": "HTTP 503"}
