@@ -28,6 +28,7 @@ from ledger.models.people import (
     Role,
 )
 from ledger.models.policy import Ordering, Policy
+from ledger.models.sources import Source, SourceScheme
 
 __all__ = [
     "ApiToken",
@@ -63,6 +64,8 @@ __all__ = [
     "RequestStatus",
     "ReviewDraft",
     "Role",
+    "Source",
+    "SourceScheme",
     "Tally",
     "Wakeup",
     "Workspace",

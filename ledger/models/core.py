@@ -32,6 +32,7 @@ class DeliverySource(models.TextChoices):
     API = "api"
     CLI = "cli"
     REPLAY = "replay"
+    WEBHOOK = "webhook"  # a signed delivery of a Source (ledger.intake.sources)
 
 
 class DeliveryOutcome(models.TextChoices):
@@ -40,6 +41,7 @@ class DeliveryOutcome(models.TextChoices):
     CONFLICT = "conflict"
     INVALID = "invalid"
     STALE = "stale"
+    IGNORED = "ignored"  # a signed webhook whose event type no rule of its Source maps
 
 
 # Arrivals that did not become work: every outcome but a new operation and a repeat of one.

@@ -144,6 +144,28 @@ class UnsupportedMediaType(Blocked):
     reason: Literal["unsupported_media_type", "unsupported_charset", "unsupported_encoding"]
 
 
+class SignatureRefused(Blocked):
+    """A signed webhook (``/hooks/{source}``) whose signature is missing, matches none of the
+    source's secrets, or was made too long ago (`stale_timestamp`): recorded without its body."""
+
+    reason: Literal["missing_signature", "bad_signature", "stale_timestamp"]
+
+
+class Ignored(Answer):
+    """A signed webhook of an event type no rule of the source maps: recorded, nothing to do."""
+
+    status: Literal["ignored"] = "ignored"
+    event: str = Field(description="The sender's event type.")
+    delivery_id: str
+
+
+class Verified(Answer):
+    """An endpoint verification challenge (Standard Webhooks' `webhook-challenge`), answered in the
+    `webhook-challenge-response` header."""
+
+    status: Literal["verified"] = "verified"
+
+
 class Failed(Answer):
     status: Literal["error"] = "error"
     reason: Literal["internal_error"]
@@ -208,6 +230,13 @@ _REFUSED = {400: MalformedBody, 401: Unauthorized, 415: UnsupportedMediaType, 42
 EVENT_RESPONSES = {201: Accepted, 200: Duplicate, 409: PayloadConflict | Stale, 413: TooLarge, **_REFUSED}
 BATCH_RESPONSES = {200: BatchAnswer, 413: TooLarge | BatchTooLarge, **_REFUSED}
 OPERATION_RESPONSES = {200: OperationAnswer, 401: Unauthorized, 404: NotFound, 503: Unavailable}
+HOOK_RESPONSES = {
+    **EVENT_RESPONSES,
+    200: Duplicate | Verified,
+    202: Ignored,
+    401: SignatureRefused,
+    404: NotFound,
+}
 
 
 # --- built from the ledger's results --------------------------------------------------------------
@@ -236,7 +265,16 @@ def operation_answer(operation: Operation, *, reveal: bool) -> OperationAnswer:
 # The refusals by the reason intake gives, read from each model's own `reason`.
 _REFUSALS: dict[str, type[Answer]] = {
     reason: model
-    for model in (PayloadConflict, Stale, InvalidInput, MalformedBody, TooLarge, UnsupportedMediaType, Failed)
+    for model in (
+        PayloadConflict,
+        Stale,
+        InvalidInput,
+        MalformedBody,
+        TooLarge,
+        UnsupportedMediaType,
+        SignatureRefused,
+        Failed,
+    )
     for reason in get_args(model.model_fields["reason"].annotation)
 }
 _TAKEN: dict[str, type[Answer]] = {Outcome.ACCEPTED: Accepted, Outcome.DUPLICATE: Duplicate}
@@ -299,3 +337,4 @@ def batch_too_large(limit: int) -> BatchTooLarge:
 UNAUTHORIZED = Unauthorized(detail="A valid workspace token is required: Authorization: Bearer <token>.")
 NO_SUCH_OPERATION = NotFound(detail="No operation with this key in this workspace.")
 NO_SUCH_RESOURCE = NotFound(detail="No such resource in this API.")
+NO_SUCH_SOURCE = NotFound(detail="No webhook source has this name.")

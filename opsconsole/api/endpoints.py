@@ -7,6 +7,7 @@ every answer with its status; the answers are the models of ``opsconsole.api.ans
 body is one of them, built and dumped.
 """
 
+import logging
 import operator
 from functools import reduce
 from typing import Annotated, Literal
@@ -24,13 +25,14 @@ from ledger.actions import registry
 from ledger.callers import claims, reports
 from ledger.core import privacy
 from ledger.core.accounts import authenticate_token
-from ledger.intake import decoding, submit
+from ledger.intake import decoding, sources, submit
 from ledger.intake.submit import Envelope, IntakeResult
-from ledger.models import Delivery, Operation
+from ledger.models import Delivery, Operation, Source
 from opsconsole.api import answers, claim_answers, http_bodies
 from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES, OPERATION_RESPONSES
 
 SOURCE = Delivery.Source.API
+logger = logging.getLogger("ledger")
 
 
 # --- what the document publishes besides the answers ----------------------------------------------
@@ -133,7 +135,7 @@ def _blocked_response(
 ) -> HttpResponse:
     result = submit.record_blocked_delivery(
         workspace=request.workspace,
-        source=SOURCE,
+        source=getattr(request, "delivery_source", SOURCE),
         **_sender(request),
         reason=reason,
         errors=errors or [{"field": field, "message": message}],
@@ -166,7 +168,19 @@ def _is_json(content_type: str) -> bool:
 
 
 def _decode(request: HttpRequest, limit: int):
-    """The JSON body, or a response that says what was wrong with it (already recorded).
+    """The JSON body, or a response that says what was wrong with it (already recorded)."""
+    body, problem = _read_body(request, limit)
+    if problem:
+        return None, problem
+    try:
+        return decoding.decode_json(body), None
+    except decoding.MalformedJSON as exc:
+        return None, _blocked_response(request, reason=exc.reason, http_status=400, errors=exc.errors)
+
+
+def _read_body(request: HttpRequest, limit: int):
+    """The body's bytes as sent (decompressed), or a response that says what was wrong with it
+    (already recorded). A signed webhook is checked on these bytes before anything reads them.
 
     Read as HTTP says (RFC 9110, RFC 8259): a body must say it is JSON (one sent without a
     Content-Type, or as a form, what ``curl -d`` sends unless told otherwise, is refused with 415
@@ -247,10 +261,7 @@ def _decode(request: HttpRequest, limit: int):
             field="Content-Encoding",
             message="the body is not valid gzip",
         )
-    try:
-        return decoding.decode_json(body), None
-    except decoding.MalformedJSON as exc:
-        return None, _blocked_response(request, reason=exc.reason, http_status=400, errors=exc.errors)
+    return body, None
 
 
 @api.post(
@@ -399,3 +410,38 @@ def _read(request, model):
     if errors:
         return None, _blocked_response(request, reason="invalid_input", http_status=422, errors=errors)
     return body, None
+
+
+# --- signed webhooks in (ledger.intake.sources) ---------------------------------------------------
+
+
+@api.post(
+    "/hooks/{source}",
+    auth=None,
+    response=answers.HOOK_RESPONSES,
+    openapi_extra=_json_body({"type": "object", "description": "The sender's own body, signed as its scheme says."}),
+    summary="A signed webhook of a configured source: taken as an event (201/200), ignored (202), or refused (401)",
+)
+def receive_hook(request, source: str):
+    """No bearer token: the sender signs each delivery with the source's secret instead (Standard
+    Webhooks, GitHub or Stripe headers), and the source's rules map its body to an event."""
+    found = None if decoding.storable_text_problem(source) else Source.objects.filter(slug=source).first()
+    if found is None:
+        return answers.respond(answers.NO_SUCH_SOURCE, 404)
+    request.workspace, request.person, request.submitter = found.workspace, None, f"source:{found.slug}"
+    request.delivery_source = Delivery.Source.WEBHOOK
+    try:
+        if challenge := sources.answer_challenge(found, request.headers):
+            return answers.respond(answers.Verified(), 200, {"webhook-challenge-response": challenge})
+        body, problem = _read_body(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
+        if problem:
+            return problem
+        result = sources.receive(found, body, request.headers)
+    except sources.SecretMissing as exc:
+        logger.error("%s", exc)
+        unavailable = answers.Unavailable(status="unavailable", detail="This source cannot check signatures yet.")
+        return answers.respond(unavailable, 503, {"Retry-After": "60"})
+    if result.ignored is not None:
+        ignored = answers.Ignored(event=result.ignored.event, delivery_id=result.ignored.delivery.delivery_id)
+        return answers.respond(ignored, 202)
+    return _respond(request, result.intake)

@@ -1,0 +1,232 @@
+"""Signed webhooks in: a delivery to a Source (``ledger.models.Source``) is checked as its sender
+signs it (``ledger.intake.signatures``), mapped by the source's rules (JMESPath) from the sender's
+body to our envelope, and submitted as any event: the sender's delivery id becomes ``delivery_id``
+and its signed time ``occurred_at``, so a redelivery is a duplicate and one after the key window is
+stale. Every arrival is recorded: a refused signature as an invalid delivery (without the body), an
+event type no rule maps as ``ignored``.
+"""
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import jmespath
+from django.db import transaction
+from django.utils import timezone
+from jmespath.exceptions import JMESPathError
+
+from ledger.actions import registry
+from ledger.core.transitions import record_audit_event
+from ledger.intake import decoding, signatures, submit
+from ledger.intake.submit import IntakeResult
+from ledger.models import Delivery, Source
+
+IGNORED = Delivery.Outcome.IGNORED
+# How a verification challenge is recorded (an arrival that carries no event).
+_CHALLENGE = [{"field": "webhook-challenge", "message": "endpoint verification challenge answered"}]
+
+
+class SecretMissing(RuntimeError):
+    """The source names an environment variable that holds no secret: nothing can be verified."""
+
+
+@dataclass
+class Ignored:
+    """A verified delivery of an event type no rule maps: recorded, not taken."""
+
+    event: str
+    delivery: Delivery
+    http_status: int = 202
+
+
+@dataclass
+class HookResult:
+    """What a delivery to a source came to: an intake result (taken, or refused), or ignored."""
+
+    intake: IntakeResult | None = None
+    ignored: Ignored | None = None
+
+
+def receive(source: Source, body: bytes, headers, *, now: datetime | None = None) -> HookResult:
+    """Check, map and submit one delivery of ``body`` (the raw bytes as they arrived) to ``source``."""
+    now = now or timezone.now()
+    sender = {"source": Delivery.Source.WEBHOOK, "submitted_by": f"source:{source.slug}"}
+    secrets = secrets_of(source)
+    try:
+        signed = signatures.verify(source.scheme, body, headers, secrets, tolerance=source.tolerance_seconds, now=now)
+    except signatures.Refused as refused:
+        return HookResult(intake=_refuse(source, sender, refused.reason, refused.message, 401))
+    try:
+        document = decoding.decode_json(body)
+    except decoding.MalformedJSON as exc:
+        return HookResult(intake=_refuse(source, sender, exc.reason, "", 400, errors=exc.errors))
+    rule = matching_rule(source.rules, signed.event, document)
+    if rule is None:
+        delivery = Delivery.objects.create(
+            workspace=source.workspace, outcome=IGNORED, delivery_id=signed.delivery_id[:200], **sender
+        )
+        return HookResult(ignored=Ignored(signed.event, delivery))
+    envelope = _envelope(rule, document, signed)
+    return HookResult(intake=submit.submit_event(workspace=source.workspace, raw=envelope, **sender))
+
+
+def answer_challenge(source: Source, headers) -> str | None:
+    """The response to the sender's endpoint verification challenge, if the request is one (its
+    body, if any, is not read): recorded as an arrival that carries no event."""
+    answer = signatures.challenge_response(source.scheme, headers, secrets_of(source))
+    if answer is not None:
+        Delivery.objects.create(
+            workspace=source.workspace,
+            outcome=IGNORED,
+            errors=_CHALLENGE,
+            source=Delivery.Source.WEBHOOK,
+            submitted_by=f"source:{source.slug}",
+        )
+    return answer
+
+
+def secrets_of(source: Source) -> list[str]:
+    """The secrets a delivery may be signed with: the current one, and the one being retired."""
+    current = os.environ.get(source.secret_env, "")
+    if not current:
+        raise SecretMissing(f"source {source.slug}: environment variable {source.secret_env} holds no secret")
+    previous = os.environ.get(source.previous_secret_env, "") if source.previous_secret_env else ""
+    return [current, previous] if previous else [current]
+
+
+def matching_rule(rules: list[dict], event: str, document: Any) -> dict | None:
+    """The first rule whose event is ``event`` and whose condition (if any) holds of the body."""
+    for rule in rules:
+        if rule.get("event") != event:
+            continue
+        when = rule.get("when")
+        if when and not _search(when, document):
+            continue
+        return rule
+    return None
+
+
+def _envelope(rule: dict, document: Any, signed: signatures.Signed) -> dict:
+    data = {name: value for name, path in rule["data"].items() if (value := _search(path, document)) is not None}
+    envelope: dict[str, Any] = {"action": rule["action"], "data": data}
+    if signed.delivery_id:
+        envelope["delivery_id"] = signed.delivery_id
+    if signed.signed_at is not None:
+        envelope["occurred_at"] = signed.signed_at.isoformat()
+    if rule.get("correlation_id") and isinstance(correlation := _search(rule["correlation_id"], document), str):
+        envelope["correlation_id"] = correlation
+    return envelope
+
+
+def _refuse(source, sender, reason: str, message: str, status: int, errors: list[dict] | None = None) -> IntakeResult:
+    return submit.record_blocked_delivery(
+        workspace=source.workspace,
+        reason=reason,
+        errors=errors or [{"field": _SIGNATURE_HEADER[source.scheme], "message": message}],
+        http_status=status,
+        **sender,
+    )
+
+
+_SIGNATURE_HEADER = {
+    Source.Scheme.STANDARD_WEBHOOKS: "webhook-signature",
+    Source.Scheme.GITHUB: "X-Hub-Signature-256",
+    Source.Scheme.STRIPE: "Stripe-Signature",
+}
+
+
+def _search(expression: str, document: Any) -> Any:
+    return _compiled(expression).search(document)
+
+
+@lru_cache(maxsize=1024)
+def _compiled(expression: str):
+    return jmespath.compile(expression)
+
+
+# --- configuring a source (the admin; ``integrations apply`` later) --------------------------------
+
+
+class SourceError(ValueError):
+    """A source's configuration that cannot work; the message says where."""
+
+
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+def save_source(source: Source, *, actor: str) -> Source:
+    """Save ``source`` after checking it would work (its rules compile and name registered actions,
+    its secrets are named by environment variables, never given), audited in its workspace."""
+    if problems := source_problems(source):
+        raise SourceError("; ".join(problems))
+    created = source.pk is None
+    with transaction.atomic():
+        source.save()
+        record_audit_event(
+            actor=actor,
+            kind="source_created" if created else "source_changed",
+            workspace=source.workspace,
+            message=f"source {source.slug} ({source.scheme}): {len(source.rules)} rule(s)",
+        )
+    return source
+
+
+def source_problems(source: Source) -> list[str]:
+    """What would keep ``source`` from working, each problem saying where."""
+    problems = rule_problems(source.rules)
+    for name in ("secret_env", "previous_secret_env"):
+        value = getattr(source, name)
+        if (value or name == "secret_env") and not _ENV_NAME.fullmatch(value or ""):
+            problems.append(f"{name}: the name of an environment variable (A-Z, 0-9, _), not the secret itself")
+    return problems
+
+
+def secret_status(source: Source) -> str:
+    """Whether the secrets a source names are set in this process's environment (never their values)."""
+    named = [name for name in (source.secret_env, source.previous_secret_env) if name]
+    return ", ".join(f"{name}: {'set' if os.environ.get(name) else 'missing'}" for name in named)
+
+
+# --- checking a source's rules ----------------------------------------------------------------------
+
+
+def rule_problems(rules: Any) -> list[str]:
+    """What is wrong with ``rules``, each problem saying where: the shape, an action that is not
+    registered, an expression that does not compile."""
+    if not isinstance(rules, list):
+        return ["rules: must be a list of rules"]
+    problems = []
+    for index, rule in enumerate(rules):
+        where = f"rules[{index}]"
+        if not isinstance(rule, dict):
+            problems.append(f"{where}: must be an object")
+            continue
+        if unknown := sorted(set(rule) - {"event", "when", "action", "data", "correlation_id"}):
+            problems.append(f"{where}: unknown keys {', '.join(unknown)}")
+        if not isinstance(rule.get("event"), str) or not rule["event"]:
+            problems.append(f"{where}.event: the sender's event type, e.g. invoice.paid")
+        if rule.get("action") not in registry:
+            problems.append(f"{where}.action: {rule.get('action')!r} is not a registered action")
+        if not isinstance(rule.get("data"), dict) or not rule["data"]:
+            problems.append(f"{where}.data: an object of field -> JMESPath expression")
+        expressions = {"when": rule.get("when"), "correlation_id": rule.get("correlation_id")}
+        expressions |= {f"data.{name}": path for name, path in (rule.get("data") or {}).items()}
+        problems += [
+            f"{where}.{name}: {problem}"
+            for name, path in expressions.items()
+            if path is not None and (problem := _expression_problem(path))
+        ]
+    return problems
+
+
+def _expression_problem(path: Any) -> str:
+    if not isinstance(path, str) or not path:
+        return "must be a JMESPath expression"
+    try:
+        _compiled(path)
+    except JMESPathError as exc:
+        return f"does not compile: {exc}"
+    return ""

@@ -1,0 +1,301 @@
+"""Signed webhooks in (issue 26, part 1): a delivery to /api/v1/hooks/<source> is checked as its
+sender signs it, mapped by the source's rules to an event, and recorded whatever becomes of it.
+The senders here sign with the Standard Webhooks library, and with the published HMAC recipes of
+GitHub and Stripe (tests/test_source_senders.py signs with their own code)."""
+
+import base64
+import hashlib
+import hmac
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from ledger.intake.sources import rule_problems
+from ledger.models import Delivery, Operation, Source
+
+WHSEC = "whsec_" + base64.b64encode(b"a secret of thirty-two bytes!!!!").decode()
+OLD_WHSEC = "whsec_" + base64.b64encode(b"the secret being retired........").decode()
+PLAIN = "gh-secret-1"
+
+# Stripe's invoice.paid, as the sender's body; the rule maps it onto prepare-brief.
+RULES = [
+    {
+        "event": "invoice.paid",
+        "action": "prepare-brief",
+        "data": {
+            "request_id": "data.object.id",
+            "version": "`1`",
+            "title": "data.object.description",
+            "owner": "'ops'",
+        },
+        "correlation_id": "data.object.customer",
+    }
+]
+
+
+def invoice_paid(invoice="in_1", description="Thank the customer"):
+    body = {
+        "id": f"evt_{invoice}",
+        "type": "invoice.paid",
+        "data": {"object": {"id": invoice, "customer": "cus_9", "description": description}},
+    }
+    return json.dumps(body).encode()
+
+
+@pytest.fixture
+def source(workspace, monkeypatch):
+    """Make a source of ``scheme`` whose secrets sit in the environment, as a deployment's would."""
+    monkeypatch.setenv("HOOK_SECRET", WHSEC)
+    monkeypatch.setenv("HOOK_SECRET_OLD", OLD_WHSEC)
+    monkeypatch.setenv("GH_SECRET", PLAIN)
+
+    def make(scheme="standard_webhooks", **fields) -> Source:
+        defaults = {"secret_env": "GH_SECRET" if scheme == "github" else "HOOK_SECRET", "rules": RULES}
+        return Source.objects.create(
+            workspace=workspace, slug=scheme.replace("_", "-"), scheme=scheme, **(defaults | fields)
+        )
+
+    return make
+
+
+def post(client, source, body: bytes, headers: dict):
+    extra = {f"HTTP_{name.upper().replace('-', '_')}": value for name, value in headers.items()}
+    return client.post(f"/api/v1/hooks/{source.slug}", body, content_type="application/json", **extra)
+
+
+def standard_headers(body: bytes, *, secret=WHSEC, msg_id="msg_1", at=None) -> dict:
+    at = at or datetime.now(UTC)
+    signature = Webhook(secret).sign(msg_id, at, body.decode())
+    return {"webhook-id": msg_id, "webhook-timestamp": str(int(at.timestamp())), "webhook-signature": signature}
+
+
+def github_headers(body: bytes, *, secret=PLAIN, event="issues", delivery="d-1") -> dict:
+    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return {"X-Hub-Signature-256": signature, "X-GitHub-Event": event, "X-GitHub-Delivery": delivery}
+
+
+def stripe_headers(body: bytes, *, secret=WHSEC, at=None) -> dict:
+    stamp = str(int((at or datetime.now(UTC)).timestamp()))
+    signature = hmac.new(secret.encode(), stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return {"Stripe-Signature": f"t={stamp},v1={signature}"}
+
+
+# --- taken ----------------------------------------------------------------------------------------
+
+
+def test_a_signed_delivery_becomes_an_event_with_the_senders_id_and_time(client, source):
+    hooks = source()
+    body = invoice_paid()
+    at = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=30)
+
+    response = post(client, hooks, body, standard_headers(body, msg_id="msg_7", at=at))
+
+    assert response.status_code == 201, response.json()
+    operation = Operation.objects.get()
+    assert (operation.action, operation.payload["request_id"], operation.payload["owner"]) == (
+        "prepare-brief",
+        "in_1",
+        "ops",
+    )
+    assert operation.correlation_id == "cus_9"
+    delivery = Delivery.objects.get()
+    assert (delivery.source, delivery.delivery_id, delivery.occurred_at) == ("webhook", "msg_7", at)
+    assert delivery.submitted_by == "source:standard-webhooks"
+
+
+def test_a_redelivery_is_a_duplicate(client, source):
+    hooks = source()
+    body = invoice_paid()
+
+    post(client, hooks, body, standard_headers(body))
+    again = post(client, hooks, body, standard_headers(body))
+
+    assert (again.status_code, again.json()["status"]) == (200, "duplicate")
+    assert Operation.objects.count() == 1
+
+
+def test_during_a_rotation_the_retired_secret_still_verifies(client, source):
+    hooks = source(previous_secret_env="HOOK_SECRET_OLD")
+    body = invoice_paid()
+
+    assert post(client, hooks, body, standard_headers(body, secret=OLD_WHSEC)).status_code == 201
+
+
+def test_github_and_stripe_deliveries_are_verified_by_their_own_headers(client, source):
+    github = source("github", rules=[RULES[0] | {"event": "issues", "when": "action == 'opened'"}])
+    stripe = source("stripe")
+    opened = json.dumps({"action": "opened", "data": {"object": {"id": "gh-1", "description": "Triage"}}}).encode()
+    body = invoice_paid("in_2")
+
+    assert post(client, github, opened, github_headers(opened, delivery="gd-1")).status_code == 201
+    assert post(client, stripe, body, stripe_headers(body)).status_code == 201
+    deliveries = dict(Delivery.objects.values_list("submitted_by", "delivery_id"))
+    assert deliveries == {"source:github": "gd-1", "source:stripe": "evt_in_2"}
+
+
+# --- ignored and refused --------------------------------------------------------------------------
+
+
+def test_an_event_type_no_rule_maps_is_ignored_and_recorded(client, source):
+    hooks = source()
+    body = json.dumps({"type": "customer.created", "data": {}}).encode()
+
+    response = post(client, hooks, body, standard_headers(body, msg_id="msg_9"))
+
+    assert response.status_code == 202
+    assert response.json() == {"status": "ignored", "event": "customer.created", "delivery_id": "msg_9"}
+    delivery = Delivery.objects.get()
+    assert (delivery.outcome, delivery.source) == ("ignored", "webhook")
+    assert not Operation.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        (lambda body: standard_headers(body, secret="whsec_" + base64.b64encode(b"x" * 32).decode()), "bad_signature"),
+        (lambda body: standard_headers(body, at=datetime.now(UTC) - timedelta(minutes=6)), "stale_timestamp"),
+        (lambda body: standard_headers(body, at=datetime.now(UTC) + timedelta(minutes=6)), "stale_timestamp"),
+        (
+            lambda body: {k: v for k, v in standard_headers(body).items() if k != "webhook-signature"},
+            "missing_signature",
+        ),
+        (lambda body: standard_headers(b'{"type": "invoice.paid", "other": 1}'), "bad_signature"),
+    ],
+)
+def test_a_delivery_that_is_not_the_senders_is_refused_and_recorded_without_its_body(client, source, headers, reason):
+    hooks = source()
+    body = invoice_paid(description="a secret description")
+
+    response = post(client, hooks, body, headers(body))
+
+    assert response.status_code == 401
+    assert (response.json()["status"], response.json()["reason"]) == ("blocked", reason)
+    delivery = Delivery.objects.get()
+    assert (delivery.outcome, delivery.source, delivery.action) == ("invalid", "webhook", "")
+    assert "a secret description" not in json.dumps(delivery.errors)
+    assert not Operation.objects.exists()
+
+
+def test_stripe_and_github_signatures_made_with_another_secret_are_refused(client, source):
+    body = invoice_paid()
+
+    stripe = post(client, source("stripe"), body, stripe_headers(body, secret="whsec_other"))
+    github = post(client, source("github"), body, github_headers(body, secret="other"))
+
+    assert [stripe.status_code, github.status_code] == [401, 401]
+    assert Delivery.objects.filter(outcome="invalid").count() == 2
+
+
+def test_a_mapping_that_yields_invalid_data_is_refused_naming_the_field(client, source):
+    hooks = source()
+    body = json.dumps({"type": "invoice.paid", "data": {"object": {"id": "in_3"}}}).encode()
+
+    response = post(client, hooks, body, standard_headers(body))
+
+    assert response.status_code == 422
+    assert [error["field"] for error in response.json()["errors"]] == ["data.title"]
+
+
+def test_a_signed_body_that_is_not_json_is_malformed(client, source):
+    body = b"not json"
+
+    response = post(client, source(), body, standard_headers(body))
+
+    assert (response.status_code, response.json()["reason"]) == (400, "malformed_json")
+
+
+def test_an_unknown_source_is_not_found_and_a_missing_secret_is_unavailable(client, source, monkeypatch):
+    hooks = source()
+    body = invoice_paid()
+    assert client.post("/api/v1/hooks/nobody", body, content_type="application/json").status_code == 404
+
+    monkeypatch.delenv("HOOK_SECRET")
+    response = post(client, hooks, body, standard_headers(body))
+
+    assert (response.status_code, response.headers["Retry-After"]) == (503, "60")
+    assert not Delivery.objects.exists()
+
+
+# --- checking the rules ---------------------------------------------------------------------------
+
+
+def test_good_rules_have_no_problems():
+    assert rule_problems(RULES) == []
+
+
+@pytest.mark.parametrize(
+    ("rules", "problem"),
+    [
+        ({"event": "x"}, "rules: must be a list of rules"),
+        ([RULES[0] | {"action": "no-such"}], "rules[0].action: 'no-such' is not a registered action"),
+        ([RULES[0] | {"data": {"title": "data.[["}}], "rules[0].data.title: does not compile"),
+        ([RULES[0] | {"when": "=="}], "rules[0].when: does not compile"),
+        ([RULES[0] | {"event": ""}], "rules[0].event: the sender's event type"),
+        ([RULES[0] | {"extra": 1}], "rules[0]: unknown keys extra"),
+    ],
+)
+def test_bad_rules_are_refused_saying_where(rules, problem):
+    assert any(found.startswith(problem) for found in rule_problems(rules)), rule_problems(rules)
+
+
+def test_an_endpoint_verification_challenge_is_answered_with_the_current_secret(client, source):
+    hooks = source()
+
+    response = post(client, hooks, b"", {"webhook-challenge": "c-123"})
+
+    assert (response.status_code, response.json()) == (200, {"status": "verified"})
+    Webhook(WHSEC).verify_endpoint_verification_response("c-123", response.headers["webhook-challenge-response"])
+    assert Delivery.objects.get().outcome == "ignored"
+
+
+# --- configuring a source in the admin ------------------------------------------------------------
+
+
+def test_a_superuser_configures_a_source_in_the_admin_and_sees_only_whether_its_secret_is_set(
+    admin_client, workspace, monkeypatch
+):
+    monkeypatch.setenv("HOOK_SECRET", WHSEC)
+    form = {
+        "workspace": workspace.pk,
+        "slug": "billing",
+        "scheme": "stripe",
+        "secret_env": "HOOK_SECRET",
+        "previous_secret_env": "",
+        "tolerance_seconds": 300,
+        "rules": json.dumps(RULES),
+    }
+
+    response = admin_client.post("/admin/ledger/source/add/", form)
+
+    assert response.status_code == 302
+    source = Source.objects.get(slug="billing")
+    assert source.rules == RULES
+    assert workspace.audit_events.filter(kind="source_created").count() == 1
+    page = admin_client.get(f"/admin/ledger/source/{source.pk}/change/").content.decode()
+    assert "HOOK_SECRET: set" in page and WHSEC not in page
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("rules", json.dumps([RULES[0] | {"when": "=="}]), "rules[0].when: does not compile"),
+        ("secret_env", WHSEC, "secret_env: the name of an environment variable"),
+    ],
+)
+def test_the_admin_refuses_a_source_that_cannot_work_saying_where(admin_client, workspace, field, value, message):
+    form = {
+        "workspace": workspace.pk,
+        "slug": "billing",
+        "scheme": "stripe",
+        "secret_env": "HOOK_SECRET",
+        "tolerance_seconds": 300,
+        "rules": json.dumps(RULES),
+    } | {field: value}
+
+    response = admin_client.post("/admin/ledger/source/add/", form)
+
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert not Source.objects.exists()
