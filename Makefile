@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
-.PHONY: demo serve migrate test lint check-migrations check typecheck imports venv lock bench clean
+.PHONY: demo serve migrate test lint check-migrations check typecheck imports venv node_modules lock bench clean
 
 # An existing virtualenv (or a link to one) is brought up to date, not made again. The Python client
 # of the claims API (clients/python, its own package) is installed editable on top, without its
@@ -18,6 +18,16 @@ $(VENV)/.installed: requirements-dev.txt clients/python/pyproject.toml
 	touch $@
 
 venv: $(VENV)/.installed
+
+# The npm packages the tests sign webhooks with (tests/signers.py: @octokit/webhooks-methods, stripe),
+# exactly as package-lock.json pins them, with the machine's node and npm (README.md, Dependencies).
+# npm ci empties node_modules and installs the lock again when the lock (or package.json) is newer than
+# npm's record of the last install, node_modules/.package-lock.json.
+node_modules/.package-lock.json: package-lock.json package.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+node_modules: node_modules/.package-lock.json
 
 # The lock files, from pyproject.toml (README.md, Dependencies): every package pinned, with the hashes
 # of its files on PyPI, for Python 3.11+ on any platform. requirements.txt: the runtime;
@@ -90,8 +100,9 @@ migrate: venv
 	DATABASE_URL="$(MIGRATE_DATABASE_URL)" $(PY) manage.py migrate --noinput
 	DATABASE_URL="$(MIGRATE_DATABASE_URL)" $(PY) manage.py serving_role "$$($(PY) -c 'import os, urllib.parse; print(urllib.parse.urlsplit(os.environ["DATABASE_URL"]).username or "")')"
 
-# The whole suite, on the database above (the embedded PostgreSQL unless DATABASE_URL is set).
-test: venv
+# The whole suite, on the database above (the embedded PostgreSQL unless DATABASE_URL is set), with the
+# npm signers installed.
+test: venv node_modules
 	@$(WITH_DATABASE) \
 	trap '$$STOP_DATABASE' EXIT; \
 	SECRET_KEY=insecure-test-only-key $(PY) -m pytest $(PYTEST_ARGS)
@@ -166,7 +177,8 @@ bench-purge: venv
 bench-scrape: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/metrics_scrape.py
 
-# Also the embedded PostgreSQL's data (the demo's database): stopped first if it is running.
+# Also node_modules, and the embedded PostgreSQL's data (the demo's database): stopped first if it is
+# running.
 clean:
 	-test ! -x $(PY) || $(EMBEDDED_DB) stop
-	rm -rf $(VENV) var var-qcluster.log var-standin.log
+	rm -rf $(VENV) node_modules var var-qcluster.log var-standin.log
