@@ -8,6 +8,7 @@ Needs PostgreSQL: the 503s take the database away, the batch's 500 result is a r
 
 import gzip
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -35,6 +36,7 @@ OPERATION = ("get", "/api/v1/operations/{key}")
 CLAIMS = ("post", "/api/v1/claims")
 HEARTBEAT = ("post", "/api/v1/claims/{key}/heartbeat")
 OUTCOME = ("post", "/api/v1/claims/{key}/outcome")
+HOOKS = ("post", "/api/v1/hooks/{source}")
 INVOICE = {"request_id": "INV-7", "version": 1, "customer_id": "C-1", "amount_cents": 4500, "currency": "EUR"}
 
 
@@ -349,7 +351,104 @@ def outcome_of(send: Sender):
     return send.post("/api/v1/claims/demo:nothing/outcome", {"token": "1.1:x", "outcome": "succeeded"})
 
 
-def _refusals(operation: tuple[str, str], path: str) -> list:
+# --- signed webhooks in (/hooks/{source}) -------------------------------------------------------------
+
+HOOK_SECRET = "whsec_" + "c2VjcmV0IG9mIHRoZSB0ZXN0IHNvdXJjZSEhISEhISE="
+HOOK_RULES = [
+    {
+        "event": "invoice.paid",
+        "action": "prepare-brief",
+        "data": {"request_id": "data.id", "version": "data.version", "title": "data.title", "owner": "'ops'"},
+    }
+]
+
+
+@pytest.fixture(autouse=True)
+def hook_secret(monkeypatch):
+    monkeypatch.setenv("OPSCONSOLE_TEST_HOOK_SECRET", HOOK_SECRET)
+
+
+def hook(send: Sender, data: dict | None = None, *, event: str = "invoice.paid", msg_id: str = "msg_1", **headers):
+    from standardwebhooks.webhooks import Webhook
+
+    from ledger.models import Source, Workspace
+
+    Source.objects.get_or_create(
+        slug="billing",
+        defaults={
+            "workspace": Workspace.objects.get(slug="demo"),
+            "scheme": "standard_webhooks",
+            "secret_env": "OPSCONSOLE_TEST_HOOK_SECRET",
+            "rules": HOOK_RULES,
+        },
+    )
+    body = json.dumps({"type": event, "data": {"id": "R-9", "version": 1, "title": "Paid"} | (data or {})})
+    at = timezone.now()
+    signed = {
+        "HTTP_WEBHOOK_ID": msg_id,
+        "HTTP_WEBHOOK_TIMESTAMP": str(int(at.timestamp())),
+        "HTTP_WEBHOOK_SIGNATURE": Webhook(HOOK_SECRET).sign(msg_id, at, body),
+    }
+    return send.client.post("/api/v1/hooks/billing", body, content_type="application/json", **(signed | headers))
+
+
+def hook_taken(send: Sender):
+    return hook(send)
+
+
+def hook_duplicate(send: Sender):
+    hook(send)
+    return hook(send)
+
+
+def hook_verified(send: Sender):
+    hook(send, event="nothing")  # makes the source
+    return send.client.post("/api/v1/hooks/billing", "", content_type="application/json", HTTP_WEBHOOK_CHALLENGE="c1")
+
+
+def hook_ignored(send: Sender):
+    return hook(send, event="customer.created")
+
+
+def hook_forged(send: Sender):
+    return hook(send, HTTP_WEBHOOK_SIGNATURE="v1,Zm9yZ2Vk")
+
+
+def hook_conflict(send: Sender):
+    hook(send)
+    return hook(send, {"title": "Paid twice"}, msg_id="msg_2")
+
+
+def hook_invalid(send: Sender):
+    return hook(send, {"version": 0})
+
+
+def hook_signed_but_not_json(send: Sender):
+    from standardwebhooks.webhooks import Webhook
+
+    hook(send, event="nothing")
+    at, body = timezone.now(), '{"type": '
+    return send.client.post(
+        "/api/v1/hooks/billing",
+        body,
+        content_type="application/json",
+        HTTP_WEBHOOK_ID="msg_3",
+        HTTP_WEBHOOK_TIMESTAMP=str(int(at.timestamp())),
+        HTTP_WEBHOOK_SIGNATURE=Webhook(HOOK_SECRET).sign("msg_3", at, body),
+    )
+
+
+def hook_of_no_source(send: Sender):
+    return send.client.post("/api/v1/hooks/nobody", "{}", content_type="application/json")
+
+
+def hook_without_its_secret(send: Sender):
+    hook(send, event="nothing")
+    os.environ.pop("OPSCONSOLE_TEST_HOOK_SECRET")
+    return hook(send)
+
+
+def _refusals(operation: tuple[str, str], path: str, *, token: bool = True) -> list:
     """The refusals every POST route shares: what its body or token gets wrong."""
     return [
         Case(operation, status, _on(path, send))
@@ -360,9 +459,20 @@ def _refusals(operation: tuple[str, str], path: str) -> list:
             (415, not_json),
             (415, latin_1),
             (415, brotli),
-            (401, no_token),
+            *([(401, no_token)] if token else []),
         )
     ]
+
+
+def _made_source(send: Callable) -> Callable:
+    """``send`` to the hooks route once its source exists (the body refusals come before the signature)."""
+
+    def with_source(sender: Sender):
+        hook(sender, event="nothing")
+        return send(sender)
+
+    with_source.__name__ = send.__name__
+    return with_source
 
 
 @dataclass(frozen=True)
@@ -448,6 +558,22 @@ CASES = [
     Case(OUTCOME, 422, outcome_invalid),
     *_refusals(OUTCOME, "/api/v1/claims/demo:nothing/outcome"),
     Case(OUTCOME, 503, unreachable(outcome_of), transactional=True),
+    Case(HOOKS, 201, hook_taken),
+    Case(HOOKS, 200, hook_duplicate),
+    Case(HOOKS, 200, hook_verified),
+    Case(HOOKS, 202, hook_ignored),
+    Case(HOOKS, 401, hook_forged),
+    Case(HOOKS, 409, hook_conflict),
+    Case(HOOKS, 422, hook_invalid),
+    Case(HOOKS, 404, hook_of_no_source),
+    Case(HOOKS, 503, hook_without_its_secret),
+    Case(HOOKS, 400, hook_signed_but_not_json),
+    *(
+        Case(case.operation, case.status, _made_source(case.send))
+        for case in _refusals(HOOKS, "/api/v1/hooks/billing", token=False)
+        # Malformed JSON is found once the signature held, which an unsigned body never does.
+        if case.send.__name__ != "malformed_json"
+    ),
 ]
 
 

@@ -9,10 +9,12 @@ from ledger.intake import submit
 from ledger.models import AuditEvent, Delivery, Operation
 from tests.conftest import event
 
-# Membership and Policy are the tables people manage in the admin (superusers only; test_tenancy.py,
-# test_policy_admin below).
+# Membership, Policy and Source are the tables people manage in the admin (superusers only;
+# test_tenancy.py, test_policy_admin below, test_sources.py).
 LEDGER_MODELS = [
-    model for model in apps.get_app_config("ledger").get_models() if model.__name__ not in ("Membership", "Policy")
+    model
+    for model in apps.get_app_config("ledger").get_models()
+    if model.__name__ not in ("Membership", "Policy", "Source")
 ]
 
 

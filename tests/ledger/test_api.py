@@ -210,6 +210,7 @@ def test_it_publishes_an_openapi_schema_with_every_path(client):
         "/api/v1/claims",
         "/api/v1/claims/{key}/heartbeat",
         "/api/v1/claims/{key}/outcome",
+        "/api/v1/hooks/{source}",
     }
     assert "post" in paths["/api/v1/events"]
     assert "post" in paths["/api/v1/events/batch"]

@@ -1,7 +1,7 @@
 """Signed webhooks in (issue 26, part 1): a delivery to /api/v1/hooks/<source> is checked as its
 sender signs it, mapped by the source's rules to an event, and recorded whatever becomes of it.
-The senders here sign with the Standard Webhooks library, and with the published HMAC recipes of
-GitHub and Stripe (tests/test_source_senders.py signs with their own code)."""
+Most senders here sign with the published HMAC recipes; the last section signs with the senders'
+own code (``tests/signers.py``: the standardwebhooks library, @octokit/webhooks-methods, stripe)."""
 
 import base64
 import hashlib
@@ -14,6 +14,7 @@ from standardwebhooks.webhooks import Webhook
 
 from ledger.intake.sources import rule_problems
 from ledger.models import Delivery, Operation, Source
+from tests import signers
 
 WHSEC = "whsec_" + base64.b64encode(b"a secret of thirty-two bytes!!!!").decode()
 OLD_WHSEC = "whsec_" + base64.b64encode(b"the secret being retired........").decode()
@@ -299,3 +300,64 @@ def test_the_admin_refuses_a_source_that_cannot_work_saying_where(admin_client, 
     assert response.status_code == 200
     assert message in response.content.decode()
     assert not Source.objects.exists()
+
+
+# --- signed with the senders' own code ------------------------------------------------------------
+
+
+def test_a_delivery_signed_by_the_standard_webhooks_library_is_taken(client, source):
+    body = invoice_paid("in_sw")
+    at = datetime.now(UTC)
+
+    response = post(client, source(), body, signers.standard_webhooks(WHSEC, "msg_sw", body, at))
+
+    assert response.status_code == 201
+    assert Delivery.objects.get().delivery_id == "msg_sw"
+
+
+@signers.needs_node
+def test_a_delivery_signed_by_octokit_is_taken_and_a_redelivery_is_a_duplicate(client, source):
+    github = source("github", rules=[RULES[0] | {"event": "issues", "when": "action == 'opened'"}])
+    body = json.dumps({"action": "opened", "data": {"object": {"id": "gh-7", "description": "Triage é"}}}).encode()
+    headers = signers.github(PLAIN, body, event="issues", delivery="72d3162e-cc78-11e3-81ab-4c9367dc0958")
+
+    first = post(client, github, body, headers)
+    again = post(client, github, body, headers)
+
+    assert [first.status_code, again.status_code] == [201, 200]
+    assert Operation.objects.get().payload["title"] == "Triage é"
+
+
+@signers.needs_node
+def test_a_delivery_signed_by_stripes_library_is_taken_and_a_wrong_secret_is_refused(client, source):
+    stripe = source("stripe")
+    body = invoice_paid("in_st")
+    now = int(datetime.now(UTC).timestamp())
+
+    taken = post(client, stripe, body, signers.stripe(WHSEC, body, now))
+    forged = post(
+        client, stripe, invoice_paid("in_forged"), signers.stripe("whsec_not_ours", invoice_paid("in_forged"), now)
+    )
+    old = post(client, stripe, invoice_paid("in_old"), signers.stripe(WHSEC, invoice_paid("in_old"), now - 3600))
+
+    assert taken.status_code == 201
+    assert (forged.status_code, forged.json()["reason"]) == (401, "bad_signature")
+    assert (old.status_code, old.json()["reason"]) == (401, "stale_timestamp")
+    assert list(Delivery.objects.order_by("id").values_list("outcome", flat=True)) == ["accepted", "invalid", "invalid"]
+
+
+def test_only_a_superuser_may_add_or_change_a_source_and_a_member_sees_their_workspaces(client, workspace, person):
+    from django.contrib import admin
+
+    Source.objects.create(workspace=workspace, slug="billing", scheme="stripe", secret_env="HOOK_SECRET")
+    user = person("boss", "admin")
+    user.is_staff = True
+    user.save()
+    client.force_login(user)
+
+    page = client.get("/admin/ledger/source/")
+    refused = client.post("/admin/ledger/source/add/", {"slug": "x"})
+
+    assert "billing" in page.content.decode()
+    assert refused.status_code == 403
+    assert not admin.site.get_model_admin(Source).has_delete_permission(page.wsgi_request)
