@@ -35,6 +35,9 @@ class Signed:
     delivery_id: str
     signed_at: datetime | None
     event: str  # the scheme's event type ("" when the sender names none)
+    # When the event itself happened, where the sender says so: unlike the signature's time, it
+    # stays the same when the sender delivers the event again (so an old one can be found stale).
+    occurred_at: datetime | None = None
 
 
 def verify(scheme: str, body: bytes, headers, secrets: list[str], *, tolerance: int, now: datetime) -> Signed:
@@ -59,7 +62,8 @@ def _standard_webhooks(body: bytes, headers, secrets, *, tolerance, now) -> Sign
             Webhook(secret).verify(body, signed, json_parse=False)
         except WebhookVerificationError:
             continue
-        return Signed(delivery_id, signed_at, _body_field(body, "type"))
+        # The spec's payload carries the event's own time as `timestamp` (RFC 3339).
+        return Signed(delivery_id, signed_at, _body_field(body, "type"), _iso_time(_body_field(body, "timestamp")))
     raise Refused(BAD_SIGNATURE, "no signature in webhook-signature matches this source's secrets")
 
 
@@ -97,7 +101,8 @@ def _stripe(body: bytes, headers, secrets, *, tolerance, now) -> Signed:
     for secret in secrets:
         expected = hmac.new(secret.encode(), payload, hashlib.sha256).hexdigest()
         if any(hmac.compare_digest(expected, signature) for signature in signatures):
-            return Signed(_body_field(body, "id"), signed_at, _body_field(body, "type"))
+            # An event's `created` (Unix seconds) is when Stripe made it, kept across redeliveries.
+            return Signed(_body_field(body, "id"), signed_at, _body_field(body, "type"), _unix_time(body))
     raise Refused(BAD_SIGNATURE, "no v1 signature in Stripe-Signature matches this source's secrets")
 
 
@@ -112,6 +117,24 @@ def _timestamp(stamp: str, *, tolerance: int, now: datetime) -> datetime:
             "a replay, or the sender's clock is off",
         )
     return signed_at
+
+
+def _iso_time(text: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+    return moment if moment is not None and moment.tzinfo is not None else None
+
+
+def _unix_time(body: bytes) -> datetime | None:
+    try:
+        created = json.loads(body).get("created")
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    if isinstance(created, bool) or not isinstance(created, int) or not 0 < created < 10**11:
+        return None
+    return datetime.fromtimestamp(created, UTC)
 
 
 def _body_field(body: bytes, name: str) -> str:

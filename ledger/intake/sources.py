@@ -114,8 +114,8 @@ def _envelope(rule: dict, document: Any, signed: signatures.Signed) -> dict:
     envelope: dict[str, Any] = {"action": rule["action"], "data": data}
     if signed.delivery_id:
         envelope["delivery_id"] = signed.delivery_id
-    if signed.signed_at is not None:
-        envelope["occurred_at"] = signed.signed_at.isoformat()
+    if (occurred_at := signed.occurred_at or signed.signed_at) is not None:
+        envelope["occurred_at"] = occurred_at.isoformat()
     if rule.get("correlation_id") and isinstance(correlation := _search(rule["correlation_id"], document), str):
         envelope["correlation_id"] = correlation
     return envelope

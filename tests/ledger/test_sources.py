@@ -117,6 +117,28 @@ def test_a_redelivery_is_a_duplicate(client, source):
     assert Operation.objects.count() == 1
 
 
+def test_an_event_redelivered_after_the_key_window_is_stale_although_freshly_signed(client, source):
+    """Stripe's `created` is the event's own time: kept when the event is sent again months later."""
+    stripe = source("stripe")
+    created = int((datetime.now(UTC) - timedelta(days=100)).timestamp())
+    body = json.loads(invoice_paid("in_old")) | {"created": created}
+    body = json.dumps(body).encode()
+
+    response = post(client, stripe, body, stripe_headers(body))
+
+    assert (response.status_code, response.json()["reason"]) == (409, "stale")
+    assert not Operation.objects.exists()
+
+
+def test_a_standard_webhook_payloads_own_timestamp_is_when_it_occurred(client, source):
+    happened = (datetime.now(UTC) - timedelta(days=2)).replace(microsecond=0)
+    body = json.loads(invoice_paid()) | {"timestamp": happened.isoformat().replace("+00:00", "Z")}
+    body = json.dumps(body).encode()
+
+    assert post(client, source(), body, standard_headers(body)).status_code == 201
+    assert Delivery.objects.get().occurred_at == happened
+
+
 def test_during_a_rotation_the_retired_secret_still_verifies(client, source):
     hooks = source(previous_secret_env="HOOK_SECRET_OLD")
     body = invoice_paid()
