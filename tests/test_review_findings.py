@@ -135,3 +135,20 @@ def test_integrations_apply_refuses_a_slug_no_url_can_reach(tmp_path, workspace,
     with pytest.raises(CommandError):
         _apply(tmp_path, text)
     assert not Source.objects.exists()
+
+
+@pytest.mark.parametrize("secret", ["abcde", "whsec_"])
+def test_a_standard_webhooks_secret_that_is_not_base64_is_a_503_not_a_500_on_every_delivery(
+    client, source, monkeypatch, secret
+):
+    """Bug: a Standard Webhooks secret is base64 (after `whsec_`); an operator who sets a plain
+    secret like `abcde` (or a bare `whsec_`) passes every check (secret_status says "set") and then
+    every delivery, signed or not, is answered 500 (binascii.Error / EmptyWebhookSecretError from
+    Webhook(secret)). It should be the 503 "cannot check signatures yet" the route already has for a
+    missing secret, and the admin/`integrations apply` should say the secret is unusable."""
+    monkeypatch.setenv("HOOK_SECRET", secret)
+    hooks = source()
+    body = invoice_paid()
+    client.raise_request_exception = False
+    response = post(client, hooks, body, standard_headers(body))
+    assert response.status_code == 503
