@@ -29,6 +29,7 @@ from ledger.models import Source, Workspace
 SOURCE_FIELDS = ("workspace", "scheme", "secret_env", "previous_secret_env", "tolerance_seconds", "rules")
 _DEFAULTS = {"previous_secret_env": "", "tolerance_seconds": 300, "rules": []}
 SECTIONS = ("sources",)
+_TEXT = ("scheme", "secret_env", "previous_secret_env")
 
 
 class IntegrationsError(ValueError):
@@ -119,14 +120,14 @@ def _proposed(entry: Any, where: str) -> tuple[Source | None, dict | None, list[
     slug, slug_name = entry.get("slug"), entry.get("workspace")
     if not isinstance(slug, str) or not slug:
         problems.append(f"{where}.slug: required")
+    problems += [
+        f"{where}.{name}: must be text" for name in _TEXT if name in entry and not isinstance(entry[name], str)
+    ]
     workspace = Workspace.objects.filter(slug=slug_name).first() if isinstance(slug_name, str) else None
     if workspace is None:
         problems.append(f"{where}.workspace: {slug_name!r} is not a workspace")
     if entry.get("scheme") not in Source.Scheme.values:
         problems.append(f"{where}.scheme: one of {', '.join(Source.Scheme.values)}")
-    tolerance = entry.get("tolerance_seconds", _DEFAULTS["tolerance_seconds"])
-    if isinstance(tolerance, bool) or not isinstance(tolerance, int) or tolerance < 1:
-        problems.append(f"{where}.tolerance_seconds: a whole number of seconds, at least 1")
     if problems:
         return None, None, problems
     source = Source.objects.select_related("workspace").filter(slug=slug).first() or Source(slug=slug)

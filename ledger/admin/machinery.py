@@ -159,7 +159,8 @@ class SourceForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        proposed = Source(**{name: cleaned.get(name) for name in ("secret_env", "previous_secret_env", "rules")})
+        fields = ("slug", "secret_env", "previous_secret_env", "tolerance_seconds", "rules")
+        proposed = Source(**{name: cleaned.get(name) for name in fields})
         if problems := sources.source_problems(proposed):
             raise forms.ValidationError(problems)
         return cleaned

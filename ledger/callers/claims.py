@@ -242,11 +242,11 @@ class ClaimChanged(RuntimeError):
 
 def heartbeat(*, workspace: Workspace, key: str, token: str, lease_seconds: int | None, actor: str) -> Answer:
     """Extend the lease of the claim ``token`` holds (by ``lease_seconds``, or the action's lease)."""
-    now = timezone.now()
     with transaction.atomic():
         operation = locked(keyed(workspace, key))
         if operation is None:
             return Answer(NOT_FOUND, message="no operation has this key in the workspace")
+        now = timezone.now()  # once the row is held: the sweep cannot be moving it meanwhile
         answer = current_claim(operation, token, now)
         if answer is None:
             action = registry.get(operation.action)

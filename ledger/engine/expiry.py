@@ -64,6 +64,10 @@ def recover_expired_lease(operation: Operation, now: datetime, *, actor: str = "
         # transition finds the claim gone.
         if open_attempt is not None:
             finish_attempt(open_attempt, Attempt.Outcome.ABANDONED, counted=False)
+        if not _still_expired(operation, token, now):
+            # A heartbeat renewed it after we read it (a caller's, which holds the row to do so).
+            transaction.set_rollback(True)
+            return False
         done = transition_operation(
             operation,
             to_state=to_state,
@@ -82,6 +86,15 @@ def recover_expired_lease(operation: Operation, now: datetime, *, actor: str = "
         elif reached_destination:
             transaction.on_commit(partial(nudges.enqueue_lookup, operation.pk, at=fields["next_attempt_at"]))
     return done
+
+
+def _still_expired(operation: Operation, token: int, now: datetime) -> bool:
+    """Whether the claim ``token`` still holds the row with its lease expired, the row locked until
+    the caller's transaction ends (after the attempt's: the lock order of a report)."""
+    held = Operation.objects.select_for_update(no_key=True).filter(
+        pk=operation.pk, state=State.PROCESSING, fencing_token=token, lease_expires_at__lt=now
+    )
+    return held.exists()
 
 
 def send_late_to_review(operation: Operation, *, actor: str = "sweep") -> bool:

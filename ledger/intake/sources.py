@@ -63,13 +63,16 @@ def receive(source: Source, body: bytes, headers, *, now: datetime | None = None
         document = decoding.decode_json(body)
     except decoding.MalformedJSON as exc:
         return HookResult(intake=_refuse(source, sender, exc.reason, "", 400, errors=exc.errors))
-    rule = matching_rule(source.rules, signed.event, document)
+    try:
+        rule = matching_rule(source.rules, signed.event, document)
+        envelope = _envelope(rule, document, signed) if rule is not None else None
+    except MappingFailed as failed:
+        return HookResult(intake=_refuse(source, sender, "invalid_input", "", 422, errors=[failed.error]))
     if rule is None:
         delivery = Delivery.objects.create(
             workspace=source.workspace, outcome=IGNORED, delivery_id=signed.delivery_id[:200], **sender
         )
         return HookResult(ignored=Ignored(signed.event, delivery))
-    envelope = _envelope(rule, document, signed)
     return HookResult(intake=submit.submit_event(workspace=source.workspace, raw=envelope, **sender))
 
 
@@ -91,32 +94,48 @@ def answer_challenge(source: Source, headers) -> str | None:
 def secrets_of(source: Source) -> list[str]:
     """The secrets a delivery may be signed with: the current one, and the one being retired."""
     current = os.environ.get(source.secret_env, "")
-    if not current:
-        raise SecretMissing(f"source {source.slug}: environment variable {source.secret_env} holds no secret")
+    if not signatures.usable_secret(source.scheme, current):
+        raise SecretMissing(
+            f"source {source.slug}: environment variable {source.secret_env} holds no usable {source.scheme} secret"
+        )
     previous = os.environ.get(source.previous_secret_env, "") if source.previous_secret_env else ""
-    return [current, previous] if previous else [current]
+    return [current, previous] if signatures.usable_secret(source.scheme, previous) else [current]
+
+
+class MappingFailed(ValueError):
+    """A rule's expression failed on this body (a function given the wrong type): the delivery is
+    refused naming the rule, recorded, for a person to fix the rule or the sender."""
+
+    def __init__(self, where: str, exc: JMESPathError):
+        super().__init__(where)
+        self.error = {"field": where, "message": f"the expression failed on this body: {exc}"[:500]}
 
 
 def matching_rule(rules: list[dict], event: str, document: Any) -> dict | None:
     """The first rule whose event is ``event`` and whose condition (if any) holds of the body."""
-    for rule in rules:
+    for index, rule in enumerate(rules):
         if rule.get("event") != event:
             continue
         when = rule.get("when")
-        if when and not _search(when, document):
+        if when and not _search(when, document, f"rules[{index}].when"):
             continue
         return rule
     return None
 
 
 def _envelope(rule: dict, document: Any, signed: signatures.Signed) -> dict:
-    data = {name: value for name, path in rule["data"].items() if (value := _search(path, document)) is not None}
+    data = {
+        name: value
+        for name, path in rule["data"].items()
+        if (value := _search(path, document, f"rule for {rule['event']}: data.{name}")) is not None
+    }
     envelope: dict[str, Any] = {"action": rule["action"], "data": data}
     if signed.delivery_id:
         envelope["delivery_id"] = signed.delivery_id
     if (occurred_at := signed.occurred_at or signed.signed_at) is not None:
         envelope["occurred_at"] = occurred_at.isoformat()
-    if rule.get("correlation_id") and isinstance(correlation := _search(rule["correlation_id"], document), str):
+    path = rule.get("correlation_id")
+    if path and isinstance(correlation := _search(path, document, f"rule for {rule['event']}: correlation_id"), str):
         envelope["correlation_id"] = correlation
     return envelope
 
@@ -138,8 +157,11 @@ _SIGNATURE_HEADER = {
 }
 
 
-def _search(expression: str, document: Any) -> Any:
-    return _compiled(expression).search(document)
+def _search(expression: str, document: Any, where: str) -> Any:
+    try:
+        return _compiled(expression).search(document)
+    except JMESPathError as exc:
+        raise MappingFailed(where, exc) from None
 
 
 @lru_cache(maxsize=1024)
@@ -154,7 +176,8 @@ class SourceError(ValueError):
     """A source's configuration that cannot work; the message says where."""
 
 
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
+_SLUG = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
 
 
 def save_source(source: Source, *, actor: str) -> Source:
@@ -174,20 +197,35 @@ def save_source(source: Source, *, actor: str) -> Source:
     return source
 
 
+MAX_TOLERANCE_SECONDS = 86400
+
+
 def source_problems(source: Source) -> list[str]:
     """What would keep ``source`` from working, each problem saying where."""
     problems = rule_problems(source.rules)
+    if not isinstance(source.slug, str) or not _SLUG.fullmatch(source.slug):
+        problems.append("slug: letters, digits, - and _, at most 50 (it is the URL /api/v1/hooks/<slug>)")
     for name in ("secret_env", "previous_secret_env"):
         value = getattr(source, name)
-        if (value or name == "secret_env") and not _ENV_NAME.fullmatch(value or ""):
+        if not isinstance(value, str) or ((value or name == "secret_env") and not _ENV_NAME.fullmatch(value)):
             problems.append(f"{name}: the name of an environment variable (A-Z, 0-9, _), not the secret itself")
+    tolerance = source.tolerance_seconds
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int) or not 1 <= tolerance <= MAX_TOLERANCE_SECONDS:
+        problems.append(f"tolerance_seconds: whole seconds from 1 to {MAX_TOLERANCE_SECONDS}")
     return problems
 
 
 def secret_status(source: Source) -> str:
     """Whether the secrets a source names are set in this process's environment (never their values)."""
     named = [name for name in (source.secret_env, source.previous_secret_env) if name]
-    return ", ".join(f"{name}: {'set' if os.environ.get(name) else 'missing'}" for name in named)
+    return ", ".join(f"{name}: {_secret_state(source.scheme, name)}" for name in named)
+
+
+def _secret_state(scheme: str, name: str) -> str:
+    value = os.environ.get(name, "")
+    if not value:
+        return "missing"
+    return "set" if signatures.usable_secret(scheme, value) else "set, but not a usable secret"
 
 
 # --- checking a source's rules ----------------------------------------------------------------------

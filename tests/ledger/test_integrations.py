@@ -119,3 +119,38 @@ def test_export_writes_what_apply_takes_back_unchanged(tmp_path, workspace):
 def test_a_missing_file_is_a_clear_error(workspace):
     with pytest.raises(CommandError, match="cannot read /no/such/file.yaml"):
         call_command("integrations", "apply", "/no/such/file.yaml")
+
+
+# --- found by an adversarial review: every bad field is a problem said up front, never a traceback -
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "previous_secret_env:",  # YAML null: what a careless operator writes for "none"
+        "tolerance_seconds: 100000000000",  # beyond the column's integer
+        "secret_env: 12345",  # not a string
+    ],
+)
+def test_integrations_apply_refuses_a_bad_field_with_a_message_not_a_traceback(tmp_path, workspace, line):
+    """Found in review: `integrations apply` promises a file "checked whole, each problem said where", but these
+    pass the checks (and --dry-run says they would apply) and then crash at save with
+    IntegrityError / DataError / TypeError instead of CommandError."""
+    name = line.split(":")[0]
+    fields = {"secret_env": "STRIPE_WEBHOOK_SECRET"}
+    text = "sources:\n  - slug: billing\n    workspace: demo\n    scheme: stripe\n"
+    text += "".join(f"    {k}: {v}\n" for k, v in fields.items() if k != name) + f"    {line}\n"
+    with pytest.raises(CommandError):
+        integrations(tmp_path, text)
+    assert not Source.objects.exists()
+
+
+@pytest.mark.parametrize("slug", ["billing/eu", "Billing Hooks", "x" * 60])
+def test_integrations_apply_refuses_a_slug_no_url_can_reach(tmp_path, workspace, slug):
+    """Found in review: the slug is only checked to be a non-empty string: `billing/eu` or `Billing Hooks` is
+    saved (Model.save runs no validators) as a source /api/v1/hooks/{source} can never reach (or a
+    60-character slug crashes the save with DataError): the file should be refused with a problem."""
+    text = f"sources:\n  - slug: {json.dumps(slug)}\n    workspace: demo\n    scheme: stripe\n    secret_env: S\n"
+    with pytest.raises(CommandError):
+        integrations(tmp_path, text)
+    assert not Source.objects.exists()
