@@ -128,6 +128,9 @@ def _take(operation: Operation, action: ActionDefinition, *, lease: timedelta, a
     if answer.status in (_EXPIRED, _LATE):
         _move_overdue(answer, actor=actor)
         answer = _take_once(operation.pk, action, lease=lease, actor=actor)
+    if answer.status in (_EXPIRED, _LATE):
+        # Another process is moving it this very moment (the sweep): a moment later it has moved.
+        return Answer(IN_PROGRESS, answer.operation, "the operation is changing state: claim again", retry_after=1)
     return answer
 
 
@@ -165,15 +168,8 @@ def standing(operation: Operation, action: ActionDefinition, now: datetime) -> A
 
 
 def _claimable_standing(operation: Operation, action: ActionDefinition, now: datetime) -> Answer:
-    if operation.next_attempt_at and operation.next_attempt_at > now:
-        return Answer(
-            RETRY_LATER,
-            operation,
-            "a try failed and the next one is not due yet: claim again after Retry-After",
-            retry_after=_seconds_until(operation.next_attempt_at, now),
-        )
-    if operation.deadline and operation.deadline <= now:
-        return Answer(_LATE, operation)
+    # A pause first: time held by a pause does not count against the deadline (the sweep, too,
+    # leaves held work alone), so held work is not late.
     switch = switch_over(list(Control.objects.filter(paused=True)), operation.workspace_id, operation.action)
     if switch is not None:
         why = f": {switch.reason}" if switch.reason else ""
@@ -184,6 +180,15 @@ def _claimable_standing(operation: Operation, action: ActionDefinition, now: dat
             retry_after=_ASK_AGAIN_AFTER,
             held_by=switch,
         )
+    if operation.next_attempt_at and operation.next_attempt_at > now:
+        return Answer(
+            RETRY_LATER,
+            operation,
+            "a try failed and the next one is not due yet: claim again after Retry-After",
+            retry_after=_seconds_until(operation.next_attempt_at, now),
+        )
+    if operation.deadline and operation.deadline <= now:
+        return Answer(_LATE, operation)
     if operation.ordered == Ordering.IN_ORDER and Operation.objects.filter(pk=operation.pk).filter(waiting()).exists():
         return Answer(
             WAITING,

@@ -1,6 +1,7 @@
 """The console's deliveries page: the arrivals that did not become work (invalid, stale, in
-conflict with what a key holds), newest first, with the errors they were refused with (messages
-only: intake never stores the values). Any member of a workspace sees its own."""
+conflict with what a key holds; on request, signed webhooks that no rule maps), newest first,
+with the errors they were refused with (messages only: intake never stores the values). Any
+member of a workspace sees its own."""
 
 import django_filters
 from django.shortcuts import render
@@ -18,7 +19,9 @@ class DeliveryFilter(django_filters.FilterSet):
     outcome = django_filters.ChoiceFilter(
         label="Outcome",
         empty_label="All refused",
-        choices=[(outcome.value, outcome.label) for outcome in REFUSED_OUTCOMES],
+        # Ignored webhooks are not refused (the sender did nothing wrong), but a person asking why
+        # an event did nothing looks for them here.
+        choices=[(outcome.value, outcome.label) for outcome in [*REFUSED_OUTCOMES, Delivery.Outcome.IGNORED]],
     )
     workspace = django_filters.ModelChoiceFilter(
         label="Workspace", queryset=Workspace.objects.all(), empty_label="All workspaces"

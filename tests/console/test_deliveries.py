@@ -130,3 +130,17 @@ def test_it_is_in_the_navigation(client, login):
     login("viewer")
     html = client.get("/console/deliveries/").content.decode()
     assert '<a href="/console/deliveries/" aria-current="page">Deliveries</a>' in html
+
+
+def test_it_lists_the_webhooks_no_rule_mapped_when_asked(client, login, workspace):
+    """Not among the refused (nothing was wrong with them), but where a person looks for them."""
+    Delivery.objects.create(
+        workspace=workspace, source="webhook", outcome="ignored", delivery_id="evt_1", submitted_by="source:billing"
+    )
+    login("viewer")
+
+    default = client.get("/console/deliveries/").content.decode()
+    ignored = client.get("/console/deliveries/?outcome=ignored&source=webhook").content.decode()
+
+    assert "evt_1" not in default
+    assert "evt_1" in ignored

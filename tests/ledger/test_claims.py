@@ -380,3 +380,25 @@ def test_a_key_the_database_cannot_hold_names_no_operation(claims, key):
     path = quote(key.encode("utf-8", "surrogatepass"), safe=":")
     assert claims.heartbeat(path, {"token": "1.1:x"}).status_code == 404
     assert claims.outcome(path, {"token": "1.1:x", "outcome": "succeeded"}).status_code == 404
+
+
+def test_held_work_is_not_late_its_deadline_waits_for_the_resume(claims):
+    """The sweep leaves held work alone, paused time not counting; a claim does the same."""
+    claims.claim(lease_seconds=None)  # reserved and claimed: make it pending again, past its deadline
+    Operation.objects.update(state="pending", deadline=timezone.now() - timedelta(seconds=1))
+    set_paused(paused=True, actor="ops", reason="vendor incident", action="send-invoice")
+
+    response = claims.claim()
+
+    assert (response.status_code, response.json()["status"]) == (423, "held")
+    assert Operation.objects.get().state == "pending"
+
+
+def test_a_claim_past_the_deadline_sends_the_operation_to_review(claims):
+    claims.claim()
+    Operation.objects.update(state="pending", deadline=timezone.now() - timedelta(seconds=1))
+
+    response = claims.claim()
+
+    assert (response.status_code, response.json()["status"]) == (409, "needs_review")
+    assert Operation.objects.get().audit_events.filter(kind="deadline_passed").count() == 1
