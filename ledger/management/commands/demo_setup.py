@@ -7,10 +7,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from ledger import integrations
 from ledger.callers import claims
 from ledger.core import accounts
-from ledger.intake import sources, submit
-from ledger.models import Delivery, Role, Source, Workspace
+from ledger.intake import submit
+from ledger.models import Delivery, Role, Workspace
 from opsconsole.api import answers
 
 DEMO_PASSWORD = "demo-password"
@@ -80,20 +81,27 @@ EVENTS = [
 # A billing system's signed webhooks (docs/integrations.md): its invoice.paid files a fulfilment
 # ticket at the stand-in destination, once per invoice however often the webhook comes. The secret
 # is the demo's (the Makefile's demo target exports it), never stored: the source names its variable.
+# Applied as an integrations file would be (``ledger.integrations``): the same entry, the same checks.
 HOOK_SECRET_ENV = "OPSCONSOLE_DEMO_HOOK_SECRET"
-BILLING_RULES = [
-    {
-        "event": "invoice.paid",
-        "action": "file-ticket",
-        "data": {
-            "request_id": "data.invoice_id",
-            "version": "`1`",
-            "summary": "join(' ', ['Fulfil paid invoice', data.invoice_id, 'for', data.customer_id])",
-            "owner": "'ops'",
-        },
-        "correlation_id": "data.customer_id",
-    }
-]
+BILLING = {
+    "slug": "billing",
+    "workspace": "demo",
+    "scheme": "standard_webhooks",
+    "secret_env": HOOK_SECRET_ENV,
+    "rules": [
+        {
+            "event": "invoice.paid",
+            "action": "file-ticket",
+            "data": {
+                "request_id": "data.invoice_id",
+                "version": "`1`",
+                "summary": "join(' ', ['Fulfil paid invoice', data.invoice_id, 'for', data.customer_id])",
+                "owner": "'ops'",
+            },
+            "correlation_id": "data.customer_id",
+        }
+    ],
+}
 
 
 def webhook_command(url: str) -> str:
@@ -130,7 +138,7 @@ class Command(BaseCommand):
             outcome = " ".join(filter(None, [body["status"], body.get("reason"), body.get("key")]))
             self.stdout.write(f"  {event['delivery_id']}: {outcome}")
         self._abandoned_claim(workspace)
-        self._billing_source(workspace)
+        self._billing_source()
         self.stdout.write("")
         self.stdout.write(f"Console:  {url}console/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
         self.stdout.write(f"Dashboard: {url}console/dashboard/")
@@ -165,16 +173,8 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"  claim of INV-1 by demo-flow: {answer.status} (it never reports: watch it in the queue)")
 
-    def _billing_source(self, workspace):
-        if not Source.objects.filter(slug="billing").exists():
-            source = Source(
-                workspace=workspace,
-                slug="billing",
-                scheme=Source.Scheme.STANDARD_WEBHOOKS,
-                secret_env=HOOK_SECRET_ENV,
-                rules=BILLING_RULES,
-            )
-            sources.save_source(source, actor="demo")
+    def _billing_source(self):
+        integrations.apply({"sources": [BILLING]}, actor="demo")
         self.stdout.write("  source billing: invoice.paid -> file-ticket (signed webhooks to /api/v1/hooks/billing)")
 
     @transaction.atomic
