@@ -2,19 +2,26 @@
 project's settings in its environment (a person's terminal)."""
 
 import os
+import re
+import signal
 import subprocess
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 from django.conf import settings
 
-from ledger.management.commands.demo_setup import DEMO_MANAGE, demo_manage
+from ledger.management.commands.demo_setup import DEMO_MANAGE, HOOK_SECRET_ENV, demo_manage, webhook_command
 from opsconsole import embedded_db
-from tests.faults.qcluster import database_url
+from tests.faults.gunicorn import free_port
+from tests.faults.qcluster import database_url, wait_for
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 VENV_PYTHON = CHECKOUT / ".venv" / "bin" / "python"
+# What `make demo` exports to demo_setup and the server, read from the Makefile itself: the billing
+# source's signing secret.
+MAKE_DEMO_ENV = {HOOK_SECRET_ENV: re.search(rf"{HOOK_SECRET_ENV} \?= (\S+)", (CHECKOUT / "Makefile").read_text())[1]}
 
 
 def _shell_env(url: str) -> dict:
@@ -49,15 +56,59 @@ def demo_database():
 
 
 @pytest.fixture(scope="module")
-def demo(demo_database):
-    """The demo's database, set up as `make demo` does; what demo_setup printed."""
+def demo_port():
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def demo(demo_database, demo_port):
+    """The demo's database, set up as `make demo` does (for a server on ``demo_port``); what
+    demo_setup printed, and the environment of a person's other terminal."""
     if not VENV_PYTHON.exists():
         pytest.skip(f"needs the project's virtualenv at {VENV_PYTHON} (make venv): the demo's commands name it")
     env = _shell_env(demo_database)
-    for step in ("migrate --noinput", "demo_setup"):
-        done = _run(f"DEBUG=1 {VENV_PYTHON} manage.py {step}", env)
+    for step in ("migrate --noinput", f"demo_setup --url http://127.0.0.1:{demo_port}/"):
+        done = _run(f"DEBUG=1 {VENV_PYTHON} manage.py {step}", env | MAKE_DEMO_ENV)
         assert done.returncode == 0, done.stderr
     return env, done.stdout
+
+
+@pytest.fixture(scope="module")
+def demo_server(demo, demo_port):
+    """The demo's web server as `make demo` runs it (runserver, DEBUG on, the Makefile's secret)."""
+    env, _ = demo
+    server = subprocess.Popen(
+        [str(VENV_PYTHON), "manage.py", "runserver", f"127.0.0.1:{demo_port}", "--noreload"],
+        cwd=CHECKOUT,
+        env=env | MAKE_DEMO_ENV | {"DEBUG": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+    def answers():
+        if server.poll() is not None:
+            raise AssertionError(f"runserver exited with {server.returncode}: {server.stderr.read().decode()}")
+        try:
+            return httpx.get(f"http://127.0.0.1:{demo_port}/healthz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_for(answers, timeout=60, message=f"runserver did not answer on port {demo_port}")
+        yield
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+
+
+def _printed(printed: str, label: str) -> str:
+    [line] = [line.removeprefix(label).strip() for line in printed.splitlines() if line.startswith(label)]
+    return line.split("   (")[0]
 
 
 def test_it_prints_the_approve_command_that_approves_the_refund(demo):
@@ -113,3 +164,36 @@ def test_it_prints_a_claim_a_caller_can_send_and_leaves_one_claim_that_will_expi
 
     assert claims.claim(workspace=workspace, raw=body, submitted_by="test").status == claims.CLAIMED
     assert "claim of INV-1 by demo-flow: claimed" in printed
+
+
+def test_the_printed_webhook_lands_as_an_operation_and_sent_again_is_a_duplicate(demo, demo_server):
+    """The sender signs an invoice.paid with the demo's secret; the billing source maps it onto
+    file-ticket. Run from a person's terminal, which has neither the secret nor any setting."""
+    env, printed = demo
+    command = _printed(printed, "Webhook:")
+    assert command.startswith(".venv/bin/python -m opsconsole.send_webhook ")
+
+    first, again = _run(command, env), _run(command, env)
+
+    assert (first.returncode, first.stdout.split("\n")[0]) == (0, "201 Created"), first.stdout + first.stderr
+    assert '"key": "demo:INV-7:v1:file-ticket"' in first.stdout
+    assert (again.returncode, again.stdout.split("\n")[0]) == (0, "200 OK"), again.stdout + again.stderr
+    assert '"status": "duplicate"' in again.stdout
+
+
+def test_the_printed_webhook_is_taken_because_of_its_secret(demo, demo_server):
+    """Control: the same command with another secret is refused, so the test above passes because
+    the server checks the signature the demo's secret makes."""
+    env, printed = demo
+    command = _printed(printed, "Webhook:").replace(MAKE_DEMO_ENV[HOOK_SECRET_ENV], "whsec_b3RoZXIgc2VjcmV0")
+
+    done = _run(command, env)
+
+    assert (done.returncode, done.stdout.split("\n")[0]) == (1, "401 Unauthorized")
+    assert '"reason": "bad_signature"' in done.stdout
+
+
+def test_without_the_secret_in_its_environment_it_prints_how_to_set_it(monkeypatch):
+    monkeypatch.delenv(HOOK_SECRET_ENV, raising=False)
+
+    assert webhook_command("http://127.0.0.1:8000/").startswith(f"off (set {HOOK_SECRET_ENV} ")

@@ -1,10 +1,13 @@
 import json
+import os
+import shlex
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from ledger import integrations
 from ledger.callers import claims
 from ledger.core import accounts
 from ledger.intake import submit
@@ -21,8 +24,6 @@ def demo_manage() -> str:
     """DEMO_MANAGE, after the demo database's URL when `make demo` started the embedded PostgreSQL
     for it (opsconsole/embedded_db.py): another terminal has no DATABASE_URL, and the server's port
     is the one of this run. A DATABASE_URL the person gave is theirs already: not printed."""
-    import os
-
     from opsconsole import embedded_db
 
     given, port = os.environ.get("DATABASE_URL", ""), embedded_db.running_port()
@@ -77,6 +78,43 @@ EVENTS = [
     },
 ]
 
+# A billing system's signed webhooks (docs/integrations.md): its invoice.paid files a fulfilment
+# ticket at the stand-in destination, once per invoice however often the webhook comes. The secret
+# is the demo's (the Makefile's demo target exports it), never stored: the source names its variable.
+# Applied as an integrations file would be (``ledger.integrations``): the same entry, the same checks.
+HOOK_SECRET_ENV = "OPSCONSOLE_DEMO_HOOK_SECRET"
+BILLING = {
+    "slug": "billing",
+    "workspace": "demo",
+    "scheme": "standard_webhooks",
+    "secret_env": HOOK_SECRET_ENV,
+    "rules": [
+        {
+            "event": "invoice.paid",
+            "action": "file-ticket",
+            "data": {
+                "request_id": "data.invoice_id",
+                "version": "`1`",
+                "summary": "join(' ', ['Fulfil paid invoice', data.invoice_id, 'for', data.customer_id])",
+                "owner": "'ops'",
+            },
+            "correlation_id": "data.customer_id",
+        }
+    ],
+}
+
+
+def webhook_command(url: str) -> str:
+    """The sender a person runs from the checkout to sign an invoice.paid for the billing source,
+    with the demo's secret (the server must have the same in its environment, as `make demo` does)."""
+    secret = os.environ.get(HOOK_SECRET_ENV, "")
+    if not secret:
+        return f"off (set {HOOK_SECRET_ENV} to a whsec_ secret for the billing source; `make demo` does)"
+    return (
+        f".venv/bin/python -m opsconsole.send_webhook --url {url}api/v1/hooks/billing --example invoice.paid "
+        f"--secret {shlex.quote(secret)}   (twice: 201, then 200 duplicate)"
+    )
+
 
 class Command(BaseCommand):
     help = "Set up the demo: workspace 'demo' (owner ops), staff users, a fresh API token, the R-42 events."
@@ -100,6 +138,7 @@ class Command(BaseCommand):
             outcome = " ".join(filter(None, [body["status"], body.get("reason"), body.get("key")]))
             self.stdout.write(f"  {event['delivery_id']}: {outcome}")
         self._abandoned_claim(workspace)
+        self._billing_source()
         self.stdout.write("")
         self.stdout.write(f"Console:  {url}console/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
         self.stdout.write(f"Dashboard: {url}console/dashboard/")
@@ -120,6 +159,7 @@ class Command(BaseCommand):
             f"Claim:    curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
             f"-d '{claim}' {url}api/v1/claims   (docs/claims.md: act, then report the outcome)"
         )
+        self.stdout.write(f"Webhook:  {webhook_command(url)}")
         self.stdout.write(f"Approve:  {demo_manage()} approve demo:R-42:v3:issue-refund --workspace demo --as approver")
         self.stdout.write(f"API token for workspace demo: {token}")
 
@@ -132,6 +172,10 @@ class Command(BaseCommand):
             submitted_by="demo-flow",
         )
         self.stdout.write(f"  claim of INV-1 by demo-flow: {answer.status} (it never reports: watch it in the queue)")
+
+    def _billing_source(self):
+        integrations.apply({"sources": [BILLING]}, actor="demo")
+        self.stdout.write("  source billing: invoice.paid -> file-ticket (signed webhooks to /api/v1/hooks/billing)")
 
     @transaction.atomic
     def _ensure_staff(self, workspace):
