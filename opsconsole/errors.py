@@ -6,6 +6,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 
 from opsconsole.api import answers
 
@@ -21,10 +22,12 @@ def not_found(request, exception):
 API_UNMATCHED = "api-unmatched"
 
 
+@csrf_exempt  # the API authenticates by bearer token, never by cookie: a POST here is no forgery
 def api_not_found(request, *args, **kwargs):
     """A path under /api/ that no route matches (say a key with a line break, which Django's path
-    converter refuses): still the API's answer, not the console's HTML page. Routed (the last
-    pattern under /api/) rather than left to ``handler404``, which DEBUG replaces with Django's page."""
+    converter refuses): still the API's answer, not the console's HTML page, whatever the method.
+    Routed (the last pattern under /api/) rather than left to ``handler404``, which DEBUG replaces
+    with Django's page."""
     return answers.respond(answers.NO_SUCH_RESOURCE, 404)
 
 

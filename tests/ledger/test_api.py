@@ -334,3 +334,17 @@ def test_a_path_no_route_matches_is_answered_as_the_api_answers(client, token):
     assert (response.status_code, response["Content-Type"]) == (404, "application/json")
     assert response.json()["status"] == "not_found"
     assert client.get("/console/no-such-page/").status_code in (302, 404)  # the console keeps its own
+
+
+@pytest.mark.parametrize("path", ["/api/v1/claims/demo:R-1%0A/outcome", "/api/v1/claims/x%0A/heartbeat", "/api/v2/x"])
+def test_a_post_no_route_matches_is_the_apis_404_not_a_csrf_refusal(token, path):
+    """The API authenticates by bearer token: a POST to a path no route matches (a key with a line
+    break) is answered as a GET is, the API's 404, by a client that enforces CSRF as a browser's
+    session would (found by schemathesis: 403 "Form expired")."""
+    from django.test import Client
+
+    response = Client(enforce_csrf_checks=True).post(
+        path, "{}", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
+
+    assert (response.status_code, response["Content-Type"]) == (404, "application/json")
