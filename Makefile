@@ -19,7 +19,8 @@ $(VENV)/.installed: requirements-dev.txt clients/python/pyproject.toml
 
 venv: $(VENV)/.installed
 
-# The npm packages the tests sign webhooks with (tests/signers.py: @octokit/webhooks-methods, stripe),
+# The npm packages the tests sign webhooks with (tests/signers.py: @octokit/webhooks-methods, stripe)
+# and the HTTP servers they run as destinations (tests/third_party.py: json-server, stripe-stateful-mock),
 # exactly as package-lock.json pins them, with the machine's node and npm (README.md, Dependencies).
 # npm ci empties node_modules and installs the lock again when the lock (or package.json) is newer than
 # npm's record of the last install, node_modules/.package-lock.json.

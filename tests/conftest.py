@@ -4,6 +4,7 @@ import pytest
 
 from ledger.core import accounts
 from ledger.intake import submit
+from tests import third_party
 from tests.logguard import LogGuard
 
 
@@ -115,6 +116,21 @@ def api(client, token):
             return client.get(path, HTTP_AUTHORIZATION=f"Bearer {token}", **extra)
 
     return Api()
+
+
+@pytest.fixture
+def json_server(tmp_path):
+    """A running json-server (tests/third_party.py) with an empty `tickets` resource: `.url`,
+    `.requests()`, `.db()`. Other resources or a delay: `third_party.running_json_server`."""
+    with third_party.running_json_server(tmp_path) as server:
+        yield server
+
+
+@pytest.fixture
+def stripe_mock(tmp_path):
+    """A running stripe-stateful-mock (tests/third_party.py) with no objects: `.url`, `.requests()`."""
+    with third_party.running_stripe_mock(tmp_path) as server:
+        yield server
 
 
 @pytest.fixture

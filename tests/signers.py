@@ -86,13 +86,19 @@ def _node_sign(scheme: str, secret: str, body: bytes, **extra) -> str:
     return json.loads(run.stdout)["header"]
 
 
-def check_node_modules() -> None:
-    """The npm signers' packages are installed at the versions package-lock.json pins."""
+def check_node_modules(
+    packages: tuple[str, ...] = NODE_PACKAGES,
+    *,
+    needed_for: str = "to sign",
+    error: type[RuntimeError] = SignerUnavailable,
+) -> None:
+    """`packages` (the npm signers' by default) are installed at the versions package-lock.json pins;
+    else `error` names `make node_modules` (tests/third_party.py checks its servers' the same way)."""
     try:
         locked = json.loads((ROOT / "package-lock.json").read_text())["packages"]
-    except (OSError, ValueError, KeyError) as error:
-        raise SignerUnavailable(f"cannot read {ROOT / 'package-lock.json'}: {error}") from error
-    for name in NODE_PACKAGES:
+    except (OSError, ValueError, KeyError) as failure:
+        raise error(f"cannot read {ROOT / 'package-lock.json'}: {failure}") from failure
+    for name in packages:
         want = locked[f"node_modules/{name}"]["version"]
         manifest = ROOT / "node_modules" / name / "package.json"
         try:
@@ -101,7 +107,7 @@ def check_node_modules() -> None:
             have = None
         if have != want:
             found = f"version {have} is installed" if have else "it is not installed"
-            raise SignerUnavailable(
-                f"npm package {name} {want} (package-lock.json) is needed to sign and {found} "
+            raise error(
+                f"npm package {name} {want} (package-lock.json) is needed {needed_for} and {found} "
                 f"in {ROOT / 'node_modules'}: run `{INSTALL}` (`make test` runs it)"
             )
