@@ -20,10 +20,12 @@ from django.utils import timezone
 
 from ledger.actions import ActionDefinition, registry
 from ledger.callers.tokens import claim_of, token_for
-from ledger.core import configuration, tallies
+from ledger.core import tallies
 from ledger.core.selectors import switch_over, waiting
 from ledger.core.transitions import transition_many
 from ledger.engine import expiry
+from ledger.engine.attempts import open_attempt
+from ledger.engine.fencing import renew_leases
 from ledger.engine.performing import needs_approval
 from ledger.intake import submit
 from ledger.intake.decoding import storable_text_problem
@@ -143,7 +145,7 @@ def _take_once(operation_id: int, action: ActionDefinition, *, lease: timedelta,
             # Lock order (docs/architecture.md): the row (held), the tallies, then the claim's move.
             tallies.count(tallies.CLAIMS, action=operation.action, answer=answer.status)
         if answer.status == CLAIMED:
-            answer = _claim(operation, lease=lease, actor=actor, now=now)
+            answer = _claim(operation, action, lease=lease, actor=actor, now=now)
     return answer
 
 
@@ -201,19 +203,9 @@ def _claimable_standing(operation: Operation, action: ActionDefinition, now: dat
     return Answer(CLAIMED, operation)
 
 
-def _claim(operation: Operation, *, lease: timedelta, actor: str, now: datetime) -> Answer:
-    """Claim the held row for the caller: its try's Attempt opened (the caller acts as soon as it
-    is answered), the row moved to processing under the next fencing token and a lease."""
-    claim = operation.fencing_token + 1
-    attempt = Attempt.objects.create(
-        operation=operation,
-        number=claim,
-        fencing_token=claim,
-        worker=actor,
-        started_at=now,
-        idempotency_key=operation.key,
-        config_version_id=configuration.digest_for(operation),
-    )
+def _claim(operation: Operation, action: ActionDefinition, *, lease: timedelta, actor: str, now: datetime) -> Answer:
+    """Claim the held row for the caller: processing under the next fencing token and a lease, and
+    its try's Attempt opened at once (the caller acts as soon as it is answered)."""
     transition_many(
         [operation],
         to_state=State.PROCESSING,
@@ -222,18 +214,15 @@ def _claim(operation: Operation, *, lease: timedelta, actor: str, now: datetime)
         same={"lease_owner": actor, "lease_expires_at": now + lease},
         increment=("attempts", "fencing_token"),
         tokens=[operation.fencing_token],
-        message=f"claim {claim}: the caller performs it",
-        attempt_rows=[attempt],
+        message=f"claim {operation.fencing_token + 1}: the caller performs it",
         raise_if_any_stays=ClaimChanged,
         now=now,
     )
-    return Answer(
-        CLAIMED,
-        operation,
-        "act now, sending idempotency_key to the destination",
-        token=token_for(operation),
-        attempt=attempt,
-    )
+    # Lock order (docs/architecture.md): after the chain, only new rows.
+    attempt = open_attempt(operation, action, worker=actor, started_at=now)
+    attempt.save(force_insert=True)
+    message = "act now, sending idempotency_key to the destination"
+    return Answer(CLAIMED, operation, message, token=token_for(operation), attempt=attempt)
 
 
 class ClaimChanged(RuntimeError):
@@ -251,7 +240,7 @@ def heartbeat(*, workspace: Workspace, key: str, token: str, lease_seconds: int 
         if answer is None:
             action = registry.get(operation.action)
             lease = timedelta(seconds=lease_seconds) if lease_seconds is not None else action.claim_lease
-            Operation.objects.filter(pk=operation.pk).update(lease_expires_at=now + lease)
+            renew_leases([operation], expires_at=now + lease)
             operation.lease_expires_at = now + lease
             return Answer(EXTENDED, operation, "the lease is extended")
     return stale_after(answer, actor=actor)

@@ -14,6 +14,23 @@ def attempt_number(operation: Operation) -> int:
     return operation.fencing_token
 
 
+def open_attempt(operation, action, *, worker, started_at, config_version: str | None = None) -> Attempt:
+    """An unsaved Attempt for a try about to begin under the operation's claim, under the
+    configuration it begins with (``ledger.core.configuration``). It carries the idempotency key
+    when the destination honours it, and always for a caller's try (``ledger.callers``): the caller
+    is told to send it."""
+    sends_key = action.honours_idempotency_keys or action.performed_by_caller
+    return Attempt(
+        operation=operation,
+        number=attempt_number(operation),
+        fencing_token=operation.fencing_token,
+        worker=worker,
+        started_at=started_at,
+        idempotency_key=operation.key if sends_key else "",
+        config_version_id=config_version or configuration.digest_for(operation),
+    )
+
+
 def new_attempt(
     operation,
     *,

@@ -24,7 +24,7 @@ from django.utils import timezone
 from ledger.actions import ActionDefinition, UnknownAction, get_action
 from ledger.core import configuration
 from ledger.engine import faults
-from ledger.engine.attempts import attempt_number, finish_attempt, new_attempt
+from ledger.engine.attempts import finish_attempt, new_attempt, open_attempt
 from ledger.engine.failed import record_failure
 from ledger.engine.fencing import StaleClaim, commit_outcome, commit_outcomes, refuse_stale, renew_leases
 from ledger.engine.succeeded import record_success, record_successes
@@ -171,7 +171,7 @@ def begin_call(operation: Operation, action: ActionDefinition, *, worker: str) -
     with transaction.atomic():
         renewed = renew_leases([operation], expires_at=lease_expires_at)
         if renewed:
-            attempt = _open_attempt(operation, action, worker=worker, started_at=started_at)
+            attempt = open_attempt(operation, action, worker=worker, started_at=started_at)
             attempt.save(force_insert=True)
     if not renewed:
         refuse_stale(operation, worker=worker, token=operation.fencing_token, started_at=started_at, begun=False)
@@ -192,7 +192,7 @@ def begin_calls(operations: list[Operation], *, worker: str) -> list[Call] | Non
         if renewed == len(operations):
             attempts = Attempt.objects.bulk_create(
                 [
-                    _open_attempt(operation, action, worker=worker, started_at=started_at, config_version=digest)
+                    open_attempt(operation, action, worker=worker, started_at=started_at, config_version=digest)
                     for operation, action, digest in zip(
                         operations, actions, configuration.digests_for(operations), strict=True
                     )
@@ -208,20 +208,6 @@ def begin_calls(operations: list[Operation], *, worker: str) -> list[Call] | Non
         Call(operation, action, attempt, started_at, worker)
         for operation, action, attempt in zip(operations, actions, attempts, strict=True)
     ]
-
-
-def _open_attempt(operation, action, *, worker, started_at, config_version: str | None = None) -> Attempt:
-    """An unsaved Attempt for a try about to begin (with the idempotency key, when honoured), under
-    the configuration it begins with (``ledger.core.configuration``)."""
-    return Attempt(
-        operation=operation,
-        number=attempt_number(operation),
-        fencing_token=operation.fencing_token,
-        worker=worker,
-        started_at=started_at,
-        idempotency_key=operation.key if action.honours_idempotency_keys else "",
-        config_version_id=config_version or configuration.digest_for(operation),
-    )
 
 
 def call_destination(action: ActionDefinition, operation: Operation) -> Success:

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from ledger.callers import claims, reports
 from ledger.states import State
+from opsconsole.api import answers
 from opsconsole.api.answers import (
     _REFUSED,
     Answer,
@@ -137,7 +138,6 @@ HEARTBEAT_RESPONSES = {200: Extended, 404: NotFound, 409: StaleToken, 413: TooLa
 OUTCOME_RESPONSES = {200: Recorded, 404: NotFound, 409: StaleToken | OutcomeConflict, 413: TooLarge, **_REFUSED}
 
 _DEFERRED = {claims.IN_PROGRESS, claims.RETRY_LATER, claims.WAITING}
-NO_SUCH_OPERATION = NotFound(detail="No operation with this key in this workspace.")
 
 
 def claim_response(answer: claims.Answer, *, reveal: bool) -> JsonResponse:
@@ -145,7 +145,7 @@ def claim_response(answer: claims.Answer, *, reveal: bool) -> JsonResponse:
     if answer.status == claims.BLOCKED:
         return respond(intake_answer(answer.intake, reveal=reveal), answer.intake.http_status)
     if answer.status == claims.NOT_FOUND:
-        return respond(NO_SUCH_OPERATION, 404)
+        return respond(answers.NO_SUCH_OPERATION, 404)
     body, status = _body(answer, reveal=reveal)
     headers = {"Retry-After": str(answer.retry_after)} if answer.retry_after is not None else None
     return respond(body, status, headers)
