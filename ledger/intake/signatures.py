@@ -7,8 +7,7 @@ with the reason the endpoint answers 401 with.
 
 import hashlib
 import hmac
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from standardwebhooks.webhooks import Webhook
@@ -35,13 +34,12 @@ class Signed:
     delivery_id: str
     signed_at: datetime | None
     event: str  # the scheme's event type ("" when the sender names none)
-    # When the event itself happened, where the sender says so: unlike the signature's time, it
-    # stays the same when the sender delivers the event again (so an old one can be found stale).
-    occurred_at: datetime | None = None
+    occurred_at: datetime | None = None  # when the event itself happened, where the body says (``described``)
 
 
 def verify(scheme: str, body: bytes, headers, secrets: list[str], *, tolerance: int, now: datetime) -> Signed:
-    """The sender's word on a delivery of ``body`` whose signature one of ``secrets`` checks."""
+    """What the headers of a delivery of ``body`` whose signature one of ``secrets`` checks say of
+    it; what its body says is ``described`` once the body is decoded."""
     check = {
         SourceScheme.STANDARD_WEBHOOKS: _standard_webhooks,
         SourceScheme.GITHUB: _github,
@@ -67,7 +65,7 @@ def _standard_webhooks(body: bytes, headers, secrets, *, tolerance, now) -> Sign
         expected = Webhook(secret).sign(delivery_id, signed_at, text).encode()
         if any(hmac.compare_digest(expected, candidate) for candidate in candidates):
             # The spec's payload carries the event's own time as `timestamp` (RFC 3339).
-            return Signed(delivery_id, signed_at, _body_field(body, "type"), _iso_time(_body_field(body, "timestamp")))
+            return Signed(delivery_id, signed_at, event="")
     raise Refused(BAD_SIGNATURE, "no signature in webhook-signature matches this source's secrets")
 
 
@@ -106,7 +104,7 @@ def _stripe(body: bytes, headers, secrets, *, tolerance, now) -> Signed:
         expected = hmac.new(secret.encode(), payload, hashlib.sha256).hexdigest().encode()
         if any(hmac.compare_digest(expected, _ascii(signature)) for signature in signatures):
             # An event's `created` (Unix seconds) is when Stripe made it, kept across redeliveries.
-            return Signed(_body_field(body, "id"), signed_at, _body_field(body, "type"), _unix_time(body))
+            return Signed("", signed_at, event="")
     raise Refused(BAD_SIGNATURE, "no v1 signature in Stripe-Signature matches this source's secrets")
 
 
@@ -142,29 +140,34 @@ def usable_secret(scheme: str, secret: str) -> bool:
     return True
 
 
-def _iso_time(text: str) -> datetime | None:
+def described(scheme: str, signed: Signed, document) -> Signed:
+    """``signed`` with what the verified, decoded body says where the scheme puts it there: the
+    event type (both), Stripe's event id and ``created``, a Standard Webhooks payload's
+    ``timestamp`` (RFC 3339). The event's own time stays the same when the sender delivers it
+    again, unlike the signature's (so an old one can be found stale)."""
+    if scheme == SourceScheme.GITHUB or not isinstance(document, dict):
+        return signed
+    event = _text(document.get("type"))
+    if scheme == SourceScheme.STRIPE:
+        return replace(
+            signed, delivery_id=_text(document.get("id")), event=event, occurred_at=_unix(document.get("created"))
+        )
+    return replace(signed, event=event, occurred_at=_iso(document.get("timestamp")))
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _iso(value) -> datetime | None:
     try:
-        moment = datetime.fromisoformat(text) if text else None
+        moment = datetime.fromisoformat(value) if isinstance(value, str) and value else None
     except ValueError:
         return None
     return moment if moment is not None and moment.tzinfo is not None else None
 
 
-def _unix_time(body: bytes) -> datetime | None:
-    try:
-        created = json.loads(body).get("created")
-    except (ValueError, AttributeError, RecursionError):
+def _unix(value) -> datetime | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 10**11:
         return None
-    if isinstance(created, bool) or not isinstance(created, int) or not 0 < created < 10**11:
-        return None
-    return datetime.fromtimestamp(created, UTC)
-
-
-def _body_field(body: bytes, name: str) -> str:
-    """A top-level string of a JSON object body ("" when there is none): read only after the
-    signature held, for the delivery's id or type."""
-    try:
-        value = json.loads(body).get(name)
-    except (ValueError, AttributeError, RecursionError):
-        return ""
-    return value if isinstance(value, str) else ""
+    return datetime.fromtimestamp(value, UTC)

@@ -53,7 +53,7 @@ class HookResult:
 def receive(source: Source, body: bytes, headers, *, now: datetime | None = None) -> HookResult:
     """Check, map and submit one delivery of ``body`` (the raw bytes as they arrived) to ``source``."""
     now = now or timezone.now()
-    sender = {"source": Delivery.Source.WEBHOOK, "submitted_by": f"source:{source.slug}"}
+    sender = _sender(source)
     secrets = secrets_of(source)
     try:
         signed = signatures.verify(source.scheme, body, headers, secrets, tolerance=source.tolerance_seconds, now=now)
@@ -63,16 +63,14 @@ def receive(source: Source, body: bytes, headers, *, now: datetime | None = None
         document = decoding.decode_json(body)
     except decoding.MalformedJSON as exc:
         return HookResult(intake=_refuse(source, sender, exc.reason, "", 400, errors=exc.errors))
+    signed = signatures.described(source.scheme, signed, document)
     try:
         rule = matching_rule(source.rules, signed.event, document)
         envelope = _envelope(rule, document, signed) if rule is not None else None
     except MappingFailed as failed:
         return HookResult(intake=_refuse(source, sender, "invalid_input", "", 422, errors=[failed.error]))
     if rule is None:
-        delivery = Delivery.objects.create(
-            workspace=source.workspace, outcome=IGNORED, delivery_id=signed.delivery_id[:200], **sender
-        )
-        return HookResult(ignored=Ignored(signed.event, delivery))
+        return HookResult(ignored=Ignored(signed.event, _record_ignored(source, delivery_id=signed.delivery_id)))
     return HookResult(intake=submit.submit_event(workspace=source.workspace, raw=envelope, **sender))
 
 
@@ -81,14 +79,23 @@ def answer_challenge(source: Source, headers) -> str | None:
     body, if any, is not read): recorded as an arrival that carries no event."""
     answer = signatures.challenge_response(source.scheme, headers, secrets_of(source))
     if answer is not None:
-        Delivery.objects.create(
-            workspace=source.workspace,
-            outcome=IGNORED,
-            errors=_CHALLENGE,
-            source=Delivery.Source.WEBHOOK,
-            submitted_by=f"source:{source.slug}",
-        )
+        _record_ignored(source, errors=_CHALLENGE)
     return answer
+
+
+def _record_ignored(source: Source, *, delivery_id: str = "", errors: list[dict] | None = None) -> Delivery:
+    """A verified arrival that carries no event to take (unmapped, or a challenge)."""
+    return Delivery.objects.create(
+        workspace=source.workspace,
+        outcome=IGNORED,
+        delivery_id=delivery_id[:200],
+        errors=errors or [],
+        **_sender(source),
+    )
+
+
+def _sender(source: Source) -> dict:
+    return {"source": Delivery.Source.WEBHOOK, "submitted_by": f"source:{source.slug}"}
 
 
 def secrets_of(source: Source) -> list[str]:
