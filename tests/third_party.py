@@ -22,7 +22,6 @@ counts calls, rates and concurrency at the server. The pytest fixtures `json_ser
 import json
 import os
 import shutil
-import signal
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +30,7 @@ import httpx
 
 from tests import signers
 from tests.faults.gunicorn import free_port
-from tests.faults.qcluster import wait_for
+from tests.faults.qcluster import log_tail, stop_session, wait_for
 
 ROOT = signers.ROOT
 TESTS = Path(__file__).resolve().parent
@@ -114,19 +113,8 @@ class NodeServer:
         return True  # any answer: stripe-stateful-mock answers 401 to a request without a key
 
     def stop(self, *, timeout: float = 10) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait(timeout=10)
+        if self.process is not None:
+            stop_session(self.process, timeout=timeout)
 
     def requests(self) -> list[dict]:
         """The requests the server answered so far, in the order it answered them."""
@@ -137,12 +125,7 @@ class NodeServer:
         return [json.loads(line) for line in text.splitlines() if line]
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            text = ""
-        tail = "\n".join(text.splitlines()[-lines:])
-        return f"--- {self.log_path} (last {lines} lines) ---\n{tail}"
+        return log_tail(self.log_path, lines)
 
 
 class JsonServer(NodeServer):

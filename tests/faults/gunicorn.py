@@ -7,7 +7,6 @@ SIGKILLs the whole group if it outlives the timeout, so no worker outlives the t
 
 import os
 import runpy
-import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from unittest import mock
 import httpx
 from django.conf import settings
 
-from tests.faults.qcluster import PROJECT_DIR, database_url, wait_for
+from tests.faults.qcluster import PROJECT_DIR, database_url, log_tail, stop_session, wait_for
 
 CONFIG = PROJECT_DIR / "opsconsole" / "gunicorn.conf.py"
 # Never inherited: the server under test runs as `make serve` would, on plain HTTP.
@@ -97,27 +96,11 @@ class Gunicorn:
             return False
 
     def stop(self, *, timeout: float = 30) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait(timeout=10)
+        if self.process is not None:
+            stop_session(self.process, timeout=timeout)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            text = ""
-        tail = "\n".join(text.splitlines()[-lines:])
-        return f"--- {self.log_path} (last {lines} lines) ---\n{tail}"
+        return log_tail(self.log_path, lines)
 
 
 @contextmanager

@@ -190,8 +190,33 @@ class QCluster:
             return ""
 
     def log_tail(self, lines: int = 40) -> str:
-        tail = "\n".join(self.log_text().splitlines()[-lines:])
-        return f"--- {self.log_path} (last {lines} lines) ---\n{tail}"
+        return log_tail(self.log_path, lines)
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` of a process's log, headed by its path (for a failing test's message)."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        text = ""
+    tail = "\n".join(text.splitlines()[-lines:])
+    return f"--- {path} (last {lines} lines) ---\n{tail}"
+
+
+def stop_session(process: subprocess.Popen, *, timeout: float) -> None:
+    """Stop a process started in its own session: SIGTERM, then SIGKILL of its whole group if it
+    does not end within ``timeout``, so nothing it started outlives the test; reaped."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=10)
 
 
 @contextmanager
