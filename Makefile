@@ -69,10 +69,12 @@ endef
 # then stops the cluster by signalling its main pid (signalling the group can hang it) and waits for
 # it to let go of the database before the database is stopped.
 # /metrics answers the demo's own token (OPSCONSOLE_METRICS_TOKEN; printed by demo_setup).
-# The billing source's signing secret (a Standard Webhooks whsec_ one): the server verifies with it,
-# and demo_setup prints the sender's command with it (docs/integrations.md).
+# The demo's integrations (examples/integrations.yaml) read two secrets from the environment: the
+# billing source's signing secret (a Standard Webhooks whsec_ one: the server verifies with it, and
+# demo_setup prints the sender's command with it) and the fulfilment destination's bearer token.
 demo: export OPSCONSOLE_METRICS_TOKEN ?= demo-metrics-token
 demo: export OPSCONSOLE_DEMO_HOOK_SECRET ?= whsec_b3BzY29uc29sZSBkZW1vIHdlYmhvb2sgc2VjcmV0ISE=
+demo: export OPSCONSOLE_DEMO_FULFILMENT_TOKEN ?= demo-fulfilment-token
 demo: venv
 	@$(WITH_DATABASE) \
 	trap '$$STOP_DATABASE' EXIT; \

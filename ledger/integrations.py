@@ -1,35 +1,43 @@
-"""Integrations as a file (``manage.py integrations apply|export``): the sources of signed webhooks
-(and, with the rest of issue 26, destinations and HTTP actions) written as YAML or JSON, applied as
-one change. A file is checked whole first: one problem anywhere and nothing changes. Applying the
-same file twice changes nothing the second time; every change is saved through the same service
-as the admin's (``ledger.intake.sources.save_source``), and so audited.
+"""Integrations as a file (``manage.py integrations apply|export``): destinations, HTTP actions and
+sources of signed webhooks, written as YAML or JSON and applied as one change. A file is checked
+whole first: one problem anywhere and nothing changes. Applying the same file twice changes nothing
+the second time; every change is saved through the same services as the admin's
+(``ledger.core.outbound``, ``ledger.intake.sources.save_source``), and so audited.
+docs/integrations.md has a complete example:
 
+    destinations:
+      - slug: helpdesk
+        base_url: https://helpdesk.example.com/api
+        auth: bearer                        # none | bearer | basic | header
+        secret_env: HELPDESK_TOKEN          # the variable's name, never the secret
+    http_actions:
+      - name: create-ticket
+        destination: helpdesk
+        schema: {type: object, properties: {...}, required: [...]}
+        identity_fields: [request_id]
+        normalisers: {request_id: identifier}
+        fingerprint_fields: [request_id, title]
+        request: {method: POST, path: /tickets, body: {title: "{{ data.title }}", source_key: "{{ key }}"}}
+        lookup: {path: "/tickets?source_key={{ key }}"}
     sources:
       - slug: billing
         workspace: acme
         scheme: stripe                      # standard_webhooks | github | stripe
-        secret_env: STRIPE_WEBHOOK_SECRET   # the variable's name, never the secret
-        previous_secret_env: ""             # while rotating
-        tolerance_seconds: 300
+        secret_env: STRIPE_WEBHOOK_SECRET
         rules:
-          - event: invoice.paid
-            action: issue-refund
-            data: {request_id: data.object.id, ...}
+          - {event: invoice.paid, action: create-ticket, data: {request_id: data.object.id, ...}}
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from django.db import transaction
+from django.db import models, transaction
 
+from ledger.core import outbound
 from ledger.intake import sources
-from ledger.models import Source, Workspace
-
-SOURCE_FIELDS = ("workspace", "scheme", "secret_env", "previous_secret_env", "tolerance_seconds", "rules")
-_DEFAULTS = {"previous_secret_env": "", "tolerance_seconds": 300, "rules": []}
-SECTIONS = ("sources",)
-_TEXT = ("scheme", "secret_env", "previous_secret_env")
+from ledger.models import Destination, HttpAction, Source, Workspace
 
 
 class IntegrationsError(ValueError):
@@ -40,18 +48,115 @@ class IntegrationsError(ValueError):
         self.problems = problems
 
 
+@dataclass(frozen=True)
+class Section:
+    """One kind of row a file holds: its list's name, the row's key, its fields and their defaults."""
+
+    name: str
+    noun: str
+    model: type[models.Model]
+    key: str
+    fields: tuple[str, ...]
+    defaults: dict[str, Any]
+    # (row, names of the other sections' rows the file declares) -> problems
+    problems: Callable[..., list[str]]
+    save: Callable[..., Any]
+    # A field that names a row of another model by its key: (model, that model's key field).
+    references: dict[str, tuple[type[models.Model], str]] = field(default_factory=dict)
+
+
+def _model_defaults(model: type[models.Model], names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: model._meta.get_field(name).get_default() for name in names}
+
+
+DESTINATION_FIELDS = (
+    "base_url",
+    "auth",
+    "auth_header",
+    "secret_env",
+    "connect_timeout_seconds",
+    "timeout_seconds",
+    "idempotency_header",
+    "idempotency_key_retention_seconds",
+    "rate_limit_per_second",
+    "max_concurrency",
+    "breaker_threshold",
+    "breaker_cooldown_seconds",
+)
+HTTP_ACTION_FIELDS = (
+    "destination",
+    "schema",
+    "identity_fields",
+    "normalisers",
+    "fingerprint_fields",
+    "consequential",
+    "sensitive_fields",
+    "money_fields",
+    "max_attempts",
+    "backoff_base_seconds",
+    "backoff_cap_seconds",
+    "deadline_seconds",
+    "settle_after_seconds",
+    "ordering",
+    "payload_retention_days",
+    "key_retention_days",
+    "request",
+    "response",
+    "lookup",
+    "listing",
+)
+SOURCE_FIELDS = ("workspace", "scheme", "secret_env", "previous_secret_env", "tolerance_seconds", "rules")
+
+SECTIONS = (
+    Section(
+        "destinations",
+        "destination",
+        Destination,
+        "slug",
+        DESTINATION_FIELDS,
+        _model_defaults(Destination, DESTINATION_FIELDS),
+        problems=lambda row, declared: outbound.destination_problems(row),
+        save=outbound.save_destination,
+    ),
+    Section(
+        "http_actions",
+        "HTTP action",
+        HttpAction,
+        "name",
+        HTTP_ACTION_FIELDS,
+        _model_defaults(HttpAction, HTTP_ACTION_FIELDS[1:]),
+        problems=lambda row, declared: outbound.http_action_problems(row),
+        save=outbound.save_http_action,
+        references={"destination": (Destination, "slug")},
+    ),
+    Section(
+        "sources",
+        "source",
+        Source,
+        "slug",
+        SOURCE_FIELDS,
+        {"previous_secret_env": "", "tolerance_seconds": 300, "rules": []},
+        problems=lambda row, declared: sources.source_problems(row, also_known=declared["http_actions"]),
+        save=sources.save_source,
+        references={"workspace": (Workspace, "slug")},
+    ),
+)
+_BY_NAME = {section.name: section for section in SECTIONS}
+
+
 @dataclass
 class Change:
-    """One source the file creates or changes, with the fields that differ (before, after)."""
+    """One row the file creates or changes, with the fields that differ (before, after)."""
 
-    slug: str
+    noun: str
+    key: str
     created: bool
     fields: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         if self.created:
-            return f"source {self.slug}: created"
-        return f"source {self.slug}: " + ", ".join(
+            return f"{self.noun} {self.key}: created"
+        return f"{self.noun} {self.key}: " + ", ".join(
             f"{name} {before!r} -> {after!r}" for name, (before, after) in self.fields.items()
         )
 
@@ -65,30 +170,43 @@ def read(text: str) -> dict:
     if document is None:
         return {}
     if not isinstance(document, dict):
-        raise IntegrationsError(["the file must hold a mapping with a `sources` list"])
+        raise IntegrationsError([f"the file must hold a mapping with lists: {', '.join(_BY_NAME)}"])
     return document
 
 
-def plan(document: dict) -> list[tuple[Source, Change]]:
-    """The sources ``document`` creates or changes (unsaved), each with its change; IntegrationsError
-    listing every problem when any."""
-    problems = [f"{name}: unknown section (known: {', '.join(SECTIONS)})" for name in document if name not in SECTIONS]
-    entries = document.get("sources") or []
-    if not isinstance(entries, list):
-        raise IntegrationsError([*problems, "sources: must be a list"])
-    planned, seen = [], set()
-    for index, entry in enumerate(entries):
-        where = f"sources[{index}]"
-        source, before, found = _proposed(entry, where)
-        problems += found
-        if source is None:
+@dataclass
+class _Planned:
+    section: Section
+    row: models.Model
+    change: Change | None
+
+
+def plan(document: dict) -> list[_Planned]:
+    """Every row ``document`` declares (unsaved, in the order they must be saved), each with its
+    change (None: unchanged); IntegrationsError listing every problem when any."""
+    problems = [f"{name}: unknown section (known: {', '.join(_BY_NAME)})" for name in document if name not in _BY_NAME]
+    declared = {section.name: _declared_keys(document, section) for section in SECTIONS}
+    planned: list[_Planned] = []
+    rows_by_key: dict[tuple[type, str], models.Model] = {}
+    for section in SECTIONS:
+        entries = document.get(section.name) or []
+        if not isinstance(entries, list):
+            problems.append(f"{section.name}: must be a list")
             continue
-        if source.slug in seen:
-            problems.append(f"{where}: the slug {source.slug} appears twice")
-        seen.add(source.slug)
-        problems += [f"{where}.{problem}" for problem in sources.source_problems(source)]
-        if (change := _change(source, before)) is not None:
-            planned.append((source, change))
+        seen = set()
+        for index, entry in enumerate(entries):
+            where = f"{section.name}[{index}]"
+            row, before, found = _proposed(section, entry, where, rows_by_key)
+            problems += found
+            if row is None:
+                continue
+            key = getattr(row, section.key)
+            if key in seen:
+                problems.append(f"{where}: the {section.key} {key} appears twice")
+            seen.add(key)
+            rows_by_key[(section.model, key)] = row
+            problems += [f"{where}.{problem}" for problem in section.problems(row, declared)]
+            planned.append(_Planned(section, row, _change(section, row, before)))
     if problems:
         raise IntegrationsError(problems)
     return planned
@@ -97,56 +215,80 @@ def plan(document: dict) -> list[tuple[Source, Change]]:
 def apply(document: dict, *, actor: str, dry_run: bool = False) -> list[Change]:
     """Apply ``document`` as one change (nothing when ``dry_run``); returns the changes it makes."""
     planned = plan(document)
-    if not dry_run:
-        with transaction.atomic():
-            for source, _ in planned:
-                sources.save_source(source, actor=actor)
-    return [change for _, change in planned]
+    changed = [item for item in planned if item.change is not None]
+    if not dry_run and changed:
+        try:
+            with transaction.atomic():
+                for item in changed:
+                    item.section.save(item.row, actor=actor)
+        except (outbound.ConfigurationRefused, sources.SourceError) as refused:
+            # Checked above, so only a change made meanwhile by someone else gets here: all rolled back.
+            raise IntegrationsError([f"{item.section.name} {item.change.key}: {refused}"]) from None
+    return [item.change for item in changed]
 
 
 def export() -> str:
-    """Every source, as a file ``apply`` takes back unchanged."""
-    rows = Source.objects.select_related("workspace").order_by("slug")
-    entries = [{"slug": row.slug, **{name: _value(row, name) for name in SOURCE_FIELDS}} for row in rows]
-    return yaml.safe_dump({"sources": entries}, sort_keys=False, allow_unicode=True)
+    """Every destination, HTTP action and source, as a file ``apply`` takes back unchanged."""
+    document = {}
+    for section in SECTIONS:
+        rows = section.model.objects.order_by(section.key)
+        document[section.name] = [
+            {section.key: getattr(row, section.key), **{name: _value(section, row, name) for name in section.fields}}
+            for row in rows
+        ]
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
 
 
-def _proposed(entry: Any, where: str) -> tuple[Source | None, dict | None, list[str]]:
-    """The source ``entry`` describes (its row, if it exists, updated in memory) and what the row
-    held before (None: a new source); or the problems."""
+def _declared_keys(document: dict, section: Section) -> frozenset[str]:
+    entries = document.get(section.name)
+    if not isinstance(entries, list):
+        return frozenset()
+    return frozenset(
+        entry[section.key] for entry in entries if isinstance(entry, dict) and isinstance(entry.get(section.key), str)
+    )
+
+
+def _proposed(section: Section, entry: Any, where: str, rows_by_key: dict) -> tuple[Any, dict | None, list[str]]:
+    """The row ``entry`` describes (the stored one, if there is one, updated in memory) and what it
+    held before (None: a new row); or the problems."""
     if not isinstance(entry, dict):
         return None, None, [f"{where}: must be a mapping"]
-    problems = [f"{where}.{name}: unknown field" for name in entry if name not in ("slug", *SOURCE_FIELDS)]
-    slug, slug_name = entry.get("slug"), entry.get("workspace")
-    if not isinstance(slug, str) or not slug:
-        problems.append(f"{where}.slug: required")
-    problems += [
-        f"{where}.{name}: must be text" for name in _TEXT if name in entry and not isinstance(entry[name], str)
-    ]
-    workspace = Workspace.objects.filter(slug=slug_name).first() if isinstance(slug_name, str) else None
-    if workspace is None:
-        problems.append(f"{where}.workspace: {slug_name!r} is not a workspace")
-    if entry.get("scheme") not in Source.Scheme.values:
-        problems.append(f"{where}.scheme: one of {', '.join(Source.Scheme.values)}")
+    problems = [f"{where}.{name}: unknown field" for name in entry if name not in (section.key, *section.fields)]
+    key = entry.get(section.key)
+    if not isinstance(key, str) or not key:
+        problems.append(f"{where}.{section.key}: required")
+    references = {}
+    for name, (model, model_key) in section.references.items():
+        named = entry.get(name)
+        target = rows_by_key.get((model, named)) if isinstance(named, str) else None
+        if target is None and isinstance(named, str):
+            target = model.objects.filter(**{model_key: named}).first()
+        if target is None:
+            problems.append(f"{where}.{name}: {named!r} is not a {model._meta.verbose_name}")
+        references[name] = target
     if problems:
         return None, None, problems
-    source = Source.objects.select_related("workspace").filter(slug=slug).first() or Source(slug=slug)
-    if source.pk and source.workspace_id != workspace.pk:
-        return None, None, [f"{where}.workspace: source {slug} belongs to workspace {source.workspace.slug}"]
-    before = {name: _value(source, name) for name in SOURCE_FIELDS} if source.pk else None
-    source.workspace = workspace
-    for name in SOURCE_FIELDS[1:]:
-        setattr(source, name, entry.get(name, _DEFAULTS.get(name, "")))
-    return source, before, []
+    row = section.model.objects.filter(**{section.key: key}).first() or section.model(**{section.key: key})
+    before = {name: _value(section, row, name) for name in section.fields} if row.pk else None
+    if row.pk and section.model is Source and row.workspace_id != references["workspace"].pk:
+        return None, None, [f"{where}.workspace: source {key} belongs to workspace {row.workspace.slug}"]
+    for name in section.fields:
+        value = references[name] if name in references else entry.get(name, section.defaults.get(name, ""))
+        setattr(row, name, value)
+    return row, before, []
 
 
-def _change(source: Source, before: dict | None) -> Change | None:
+def _change(section: Section, row, before: dict | None) -> Change | None:
+    key = getattr(row, section.key)
     if before is None:
-        return Change(source.slug, created=True)
-    after = {name: _value(source, name) for name in SOURCE_FIELDS}
-    differing = {name: (before[name], after[name]) for name in SOURCE_FIELDS if before[name] != after[name]}
-    return Change(source.slug, created=False, fields=differing) if differing else None
+        return Change(section.noun, key, created=True)
+    after = {name: _value(section, row, name) for name in section.fields}
+    differing = {name: (before[name], after[name]) for name in section.fields if before[name] != after[name]}
+    return Change(section.noun, key, created=False, fields=differing) if differing else None
 
 
-def _value(source: Source, name: str) -> Any:
-    return source.workspace.slug if name == "workspace" else getattr(source, name)
+def _value(section: Section, row, name: str) -> Any:
+    if name in section.references:
+        target = getattr(row, name, None)
+        return getattr(target, section.references[name][1]) if target is not None else None
+    return getattr(row, name)

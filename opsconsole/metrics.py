@@ -44,7 +44,7 @@ from ledger.core.selectors import (
     oldest_due_seconds,
     switch_over,
 )
-from ledger.models import Conflict, Control, Heartbeat, Operation, Workspace
+from ledger.models import Conflict, Control, DestinationHealth, Heartbeat, Operation, Workspace
 from ledger.states import ATTENTION_STATES, CLAIMABLE_STATES, UNFINISHED_STATES
 from opsconsole import requests_metrics
 from reconciliation.models import Mismatch, MismatchKind, MismatchStatus
@@ -106,6 +106,7 @@ class LedgerCollector:
         open_conflicts = GaugeMetricFamily("opsconsole_open_conflicts", "Conflicts waiting for review.")
         open_conflicts.add_metric([], sum(row["n"] for row in conflicts))
         yield open_conflicts
+        yield self._breakers()
         beats = dict(Heartbeat.objects.values_list("name", "beat_at"))
         for job in HEARTBEATS:
             beat = beats.get(job)
@@ -183,6 +184,17 @@ class LedgerCollector:
                 running += seen["buckets"].get(bound, 0.0)
                 cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
             family.add_metric([action], cumulative, sum_value=seen["sum"])
+        return family
+
+    def _breakers(self):
+        family = GaugeMetricFamily(
+            "opsconsole_destination_breaker_open",
+            "1 while a destination's circuit breaker pauses its calls (or one probe call is deciding), else 0.",
+            labels=["destination"],
+        )
+        rows = DestinationHealth.objects.filter(name__startswith="destination:").values_list("name", "breaker_until")
+        for name, breaker_until in rows.order_by("name"):
+            family.add_metric([name.removeprefix("destination:")], 0 if breaker_until is None else 1)
         return family
 
     def _mismatches(self):

@@ -76,11 +76,7 @@ class ActionAudit:
 
 def auditable_actions() -> list[ActionDefinition]:
     """External actions whose destination can list the records it created in a window."""
-    return [
-        action
-        for _, action in sorted(registry.items())
-        if action.external and callable(getattr(action, "list_records", None))
-    ]
+    return [action for _, action in sorted(registry.items()) if action.external and action.lists_records]
 
 
 def audit_window(

@@ -21,9 +21,9 @@ from django.utils import timezone
 
 from ledger.actions import ActionDefinition, UnknownAction, get_action
 from ledger.core import nudges
+from ledger.core.retry import backoff_ceiling
 from ledger.core.transitions import record_audit_event, transition_operation
 from ledger.engine.lookups import ask_destination, settles_at
-from ledger.engine.retry import backoff_ceiling
 from ledger.models import Heartbeat, Operation
 from ledger.outcomes import Absent, CannotTell, Found
 from ledger.states import State

@@ -261,3 +261,26 @@ def fresh_policy_cache():
     policies.clear_cache()
     yield
     policies.clear_cache()
+
+
+@pytest.fixture(autouse=True)
+def fresh_configured_actions():
+    """The registry reads the configured HTTP actions again every few seconds (ledger.actions.configured):
+    a test starts without the ones an earlier test's rolled-back transaction left in it."""
+    from ledger.actions import configured
+
+    configured.loaded.assume_none()
+    yield
+    configured.loaded.assume_none()
+
+
+@pytest.fixture
+def configured(tmp_path):
+    """Apply integrations (``configured(json_server=..., stripe_mock=..., **changes)``): the
+    destinations and HTTP actions of tests/configured.py pointed at the running third-party servers."""
+    from tests import configured as integrations
+
+    def apply(**servers):
+        return integrations.apply(tmp_path, **servers)
+
+    return apply

@@ -1,6 +1,8 @@
-"""docs/integrations.md's complete example is true: its file applies, and each of its sources takes
-a delivery signed as its sender signs (the Standard Webhooks one by opsconsole.send_webhook's own
-signing), ignores what no rule maps, and answers a redelivery as a duplicate."""
+"""docs/integrations.md's complete example is true: its one file applies (destinations, HTTP actions
+and sources), applying it again changes nothing, each HTTP action is registered with the destination
+it names, and each source takes a delivery signed as its sender signs (the Standard Webhooks one by
+opsconsole.send_webhook's own signing), ignores what no rule maps, and answers a redelivery as a
+duplicate."""
 
 import base64
 import hashlib
@@ -11,8 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ledger import integrations
+from ledger.actions import get_action
 from ledger.core import accounts
 from ledger.models import Delivery, Operation, Source
 from opsconsole.send_webhook import signed_headers
@@ -27,14 +31,21 @@ SECRETS = {
 
 @pytest.fixture
 def example(db, monkeypatch):
-    """The doc's file, applied in a workspace acme (owner ops), the secrets in the environment."""
+    """The doc's file (its one yaml block), applied in a workspace acme (owner ops), the secrets in
+    the environment."""
     [block] = re.findall(r"```yaml\n(.*?)```", DOC.read_text(), flags=re.S)
     accounts.create_workspace(slug="acme", approved_owners=["ops"], actor="test")
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     changes = integrations.apply(integrations.read(block), actor="test")
     assert [str(change) for change in changes] == [
-        f"source {slug}: created" for slug in ("stripe", "github", "billing")
+        "destination helpdesk: created",
+        "destination stripe-api: created",
+        "HTTP action create-ticket: created",
+        "HTTP action charge-customer: created",
+        "source stripe: created",
+        "source github: created",
+        "source billing: created",
     ]
     return block
 
@@ -62,7 +73,19 @@ def test_applying_the_example_again_changes_nothing(example):
     assert Source.objects.get(slug="github").rules[0]["when"] == "action == 'opened'"
 
 
-def test_a_stripe_invoice_paid_files_one_ticket_and_other_events_are_ignored(client, example):
+def test_each_http_action_is_registered_with_the_destination_it_names(example):
+    declared = yaml.safe_load(example)["http_actions"]
+    assert declared, "the example declares HTTP actions"
+    for entry in declared:
+        action = get_action(entry["name"])
+        assert (action.external, action.destination.slug, action.destination_name()) == (
+            True,
+            entry["destination"],
+            entry["destination"],
+        )
+
+
+def test_a_stripe_invoice_paid_creates_one_ticket_and_other_events_are_ignored(client, example):
     invoice = {"id": "in_1", "customer": "cus_9"}
     now = int(datetime.now(UTC).timestamp())
     paid = json.dumps({"id": "evt_1", "type": "invoice.paid", "created": now, "data": {"object": invoice}}).encode()
@@ -76,8 +99,13 @@ def test_a_stripe_invoice_paid_files_one_ticket_and_other_events_are_ignored(cli
 
     assert [first.status_code, again.status_code, ignored.status_code] == [201, 200, 202]
     operation = Operation.objects.get()
-    assert operation.key == "acme:in_1:v1:file-ticket"
-    assert (operation.payload["summary"], operation.correlation_id) == ("Fulfil paid invoice in_1 for cus_9", "cus_9")
+    assert operation.key == "acme:in_1:create-ticket"
+    assert operation.payload == {
+        "request_id": "in_1",
+        "title": "Fulfil paid invoice in_1 for cus_9",
+        "priority": "normal",
+    }
+    assert operation.correlation_id == "cus_9"
 
 
 def test_a_github_issue_opened_prepares_a_brief_and_the_ping_is_ignored(client, example):
@@ -100,13 +128,20 @@ def test_a_github_issue_opened_prepares_a_brief_and_the_ping_is_ignored(client, 
     assert Delivery.objects.filter(outcome="ignored", submitted_by="source:github").count() == 1
 
 
-def test_a_standard_webhooks_invoice_paid_signed_by_the_sender_module_is_taken(client, example):
+def test_a_standard_webhooks_invoice_due_signed_by_the_sender_module_charges_once(client, example):
     now = datetime.now(UTC)
-    body = json.dumps(
-        {"type": "invoice.paid", "timestamp": now.isoformat(), "data": {"invoice_id": "INV-9", "customer_id": "C-1"}}
-    ).encode()
+    invoice = {"invoice_id": "INV-9", "customer_id": "cus_1", "amount_cents": 2500, "currency": "eur"}
+    body = json.dumps({"type": "invoice.due", "timestamp": now.isoformat(), "data": invoice}).encode()
     headers = signed_headers(SECRETS["BILLING_WEBHOOK_SECRET"], "msg_1", body, now)
+    headers = {k: v for k, v in headers.items() if k != "Content-Type"}
 
-    response = post(client, "billing", body, {k: v for k, v in headers.items() if k != "Content-Type"})
+    first, again = post(client, "billing", body, headers), post(client, "billing", body, headers)
 
-    assert (response.status_code, response.json()["key"]) == (201, "acme:INV-9:v1:file-ticket")
+    assert (first.status_code, first.json()["key"]) == (201, "acme:INV-9:charge-customer")
+    assert again.json()["status"] == "duplicate"
+    assert Operation.objects.get().payload == {
+        "request_id": "INV-9",
+        "customer": "cus_1",
+        "amount_cents": 2500,
+        "currency": "eur",
+    }

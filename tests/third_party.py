@@ -15,7 +15,8 @@ node_modules`; only a machine without `node` skips, through `needs_node`.
 
 Each server writes one JSON line per request it answered (`requests()`: method, path, status,
 Idempotency-Key, start and end in epoch milliseconds; `tests/third_party_requests.cjs`), so a test
-counts calls, rates and concurrency at the server. The pytest fixtures `json_server` (an empty
+counts calls, rates and concurrency at the server; `fail_next` makes the next requests to a route meet a fault
+(an answer dropped after acting, delayed, or refused). The pytest fixtures `json_server` (an empty
 `tickets` resource) and `stripe_mock` (tests/conftest.py) wrap the context managers below.
 """
 
@@ -63,6 +64,7 @@ class NodeServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.log_path = self.directory / f"{self.name}.log"
         self.requests_path = self.directory / "requests.jsonl"
+        self.faults_path = self.directory / "faults.json"
         self.process: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
@@ -70,7 +72,14 @@ class NodeServer:
 
     def environment(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if key != "NODE_OPTIONS"}
-        env.update({"THIRD_PARTY_REQUEST_LOG": str(self.requests_path), "NO_COLOR": "1", "FORCE_COLOR": "0"})
+        env.update(
+            {
+                "THIRD_PARTY_REQUEST_LOG": str(self.requests_path),
+                "THIRD_PARTY_FAULTS": str(self.faults_path),
+                "NO_COLOR": "1",
+                "FORCE_COLOR": "0",
+            }
+        )
         return env
 
     def start(self, *, timeout: float = START_TIMEOUT) -> "NodeServer":
@@ -123,6 +132,15 @@ class NodeServer:
         except FileNotFoundError:
             return []
         return [json.loads(line) for line in text.splitlines() if line]
+
+    def fail_next(self, route: str, fault: str, *, times: int = 1, **details) -> None:
+        """Make the next ``times`` requests to ``route`` ("POST /tickets") meet ``fault``:
+        "drop_answer" (the server acts, then closes the connection unanswered), "delay_answer"
+        (``ms``: it acts, then answers that much later) or "status" (``status``: answered so,
+        before it acts). Faults apply in the order they were added; tests/third_party_requests.cjs."""
+        faults = json.loads(self.faults_path.read_text()) if self.faults_path.exists() else []
+        faults.append({"route": route, "fault": fault, "times": times, **details})
+        self.faults_path.write_text(json.dumps(faults))
 
     def log_tail(self, lines: int = 40) -> str:
         return log_tail(self.log_path, lines)

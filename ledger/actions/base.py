@@ -2,13 +2,13 @@
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
 from typing import Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ledger import keys
 from ledger.outcomes import CannotTell, Success
@@ -27,47 +27,76 @@ class UnknownAction(LookupError):
     pass
 
 
+def field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
+    """Pydantic's errors, one per field. Its messages name the rule, not the value; the submitted
+    input is left out on purpose."""
+    found = []
+    for error in exc.errors(include_input=False, include_url=False):
+        path = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
+        found.append(FieldError(path or "body", error["msg"].removeprefix("Value error, ")))
+    return found
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How the calls to a destination are spared, for the whole cluster (``ledger.engine.limits``):
+    at most ``rate_per_second`` calls begin per second, at most ``concurrency`` are in flight, and
+    after ``breaker_threshold`` transient failures in a row calls pause for ``breaker_cooldown``,
+    then one probe call decides. None: no such limit."""
+
+    rate_per_second: float | None = None
+    concurrency: int | None = None
+    breaker_threshold: int | None = None
+    breaker_cooldown: timedelta = timedelta(seconds=30)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.rate_per_second or self.concurrency or self.breaker_threshold)
+
+
 # ``ActionDefinition.performed_by``: opsconsole's workers, or the caller (ledger.callers).
 WORKERS, CALLER = "opsconsole", "caller"
 
 
 class ActionDefinition:
-    name: ClassVar[str]
+    # Declared on the class by a coded action; a configured one (ledger.actions.configured) sets the
+    # same attributes per instance, so only what no configured action sets is a ClassVar.
+    name: str
     schema: ClassVar[type[BaseModel]]
-    identity_fields: ClassVar[tuple[str, ...]] = ("request_id", "version")
+    identity_fields: tuple[str, ...] = ("request_id", "version")
     # How each identity field's equivalent spellings become one value (ledger.keys), applied by
     # intake after the schema, before anything is stored, fingerprinted or keyed. Every identity
     # field must declare one (``register`` refuses an action that does not).
-    normalisers: ClassVar[dict[str, Callable[[Any], Any]]] = {
+    normalisers: dict[str, Callable[[Any], Any]] = {
         "request_id": keys.identifier,
         "version": keys.whole_number,
     }
-    fingerprint_fields: ClassVar[tuple[str, ...]]
+    fingerprint_fields: tuple[str, ...]
     # Internal effects are rows in our own database, committed with the outcome; external ones
     # call another system, outside any transaction.
-    external: ClassVar[bool] = False
-    honours_idempotency_keys: ClassVar[bool] = False
-    consequential: ClassVar[bool] = False
-    max_attempts: ClassVar[int] = 5
-    backoff_base_seconds: ClassVar[float] = 2.0
-    backoff_cap_seconds: ClassVar[float] = 300.0
+    external: bool = False
+    honours_idempotency_keys: bool = False
+    consequential: bool = False
+    max_attempts: int = 5
+    backoff_base_seconds: float = 2.0
+    backoff_cap_seconds: float = 300.0
     # The processing deadline: how long after it may first run (arrival, or approval when
     # consequential) an operation may still run. Time held by a pause does not count.
-    deadline: ClassVar[timedelta] = timedelta(hours=24)
+    deadline: timedelta = timedelta(hours=24)
     # Consequential actions: how long an approval request waits for a decision before it goes to
     # needs_review ("approval expired").
     approval_window: ClassVar[timedelta] = timedelta(days=7)
-    sensitive_fields: ClassVar[tuple[str, ...]] = ()
+    sensitive_fields: tuple[str, ...] = ()
     # Amounts of money, for people to read ("25.00 EUR"): each amount field (an integer in the
     # currency's minor units) and the field that names its currency (an ISO 4217 code).
-    money_fields: ClassVar[dict[str, str]] = {}
+    money_fields: dict[str, str] = {}
     # Retention and ordering, the defaults of the action's Policy (ledger.core.policies; a workspace may
     # override them). A finished operation keeps its payload for the payload window, then only a
     # tombstone (key, fingerprint, state, references, times); the tombstone is deleted after the
     # key window, which is also how old an arrival may be before it is refused as stale.
-    payload_retention: ClassVar[timedelta] = timedelta(days=30)
-    key_retention: ClassVar[timedelta] = timedelta(days=90)
-    ordering: ClassVar[str] = "independent"
+    payload_retention: timedelta = timedelta(days=30)
+    key_retention: timedelta = timedelta(days=90)
+    ordering: str = "independent"
     # in_order: how long a version waits for a missing predecessor before a person must look.
     gap_wait: ClassVar[timedelta] = timedelta(minutes=10)
     # How long from arrival to a final state the business expects (None: no promise). Past 80 %
@@ -75,12 +104,12 @@ class ActionDefinition:
     service_level: ClassVar[timedelta | None] = None
     # External actions: how long after a try began its request may still land at the
     # destination; reconciliation waits that long before it believes a lookup that finds nothing.
-    settle_after: ClassVar[timedelta] = timedelta(0)
+    settle_after: timedelta = timedelta(0)
     # External actions: how many calls of one claimed batch may be in flight at once to this
     # action's destination (``destination_name()``; actions that share one share the smallest
     # cap). Above 1, ``perform`` runs in a pool thread, so it must be thread-safe and must not use
     # the database (a query from a call thread is refused); the default keeps calls one at a time.
-    max_concurrency: ClassVar[int] = 1
+    max_concurrency: int = 1
     # Who performs the effect: opsconsole's workers (``perform``), or the caller itself, an
     # automation that claims the operation over HTTP, acts, and reports the outcome
     # (``ledger.callers``, docs/claims.md). A caller-performed action is external (the caller acts
@@ -89,6 +118,37 @@ class ActionDefinition:
     # Caller-performed actions: the lease a claim gets when the caller names none; a caller may
     # ask for any lease within OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN..MAX.
     claim_lease: ClassVar[timedelta] = timedelta(seconds=60)
+    # Destinations that honour our key: how long they keep one (Stripe: 24 h; None: at least as long
+    # as we keep ours). A try whose answer was lost is repeated under the same key only while the
+    # first try's key is still kept; after that, a repeat would act twice, so the outcome is unknown
+    # and reconciliation (a lookup, or a person) decides.
+    idempotency_key_retention: timedelta | None = None
+
+    def validated(self, data: dict) -> tuple[dict | None, list[FieldError]]:
+        """``data`` as the schema reads it (None, and each field's error, when it does not)."""
+        try:
+            return self.schema.model_validate(data).model_dump(mode="json"), []
+        except ValidationError as exc:
+            return None, field_errors(exc, prefix="data")
+
+    def data_schema(self) -> dict:
+        """The JSON Schema of the event's data."""
+        return self.schema.model_json_schema()
+
+    def field_names(self) -> list[str]:
+        """The data's fields, in the schema's order."""
+        return list(self.schema.model_fields)
+
+    def key_still_kept(self, operation, now) -> bool:
+        """Whether the destination still holds the key of ``operation``'s first try (so the same
+        request under the same key is answered, not acted on again)."""
+        if not self.honours_idempotency_keys:
+            return False
+        if self.idempotency_key_retention is None:
+            return True
+        first_try = operation.attempt_rows.order_by("fencing_token").values_list("started_at", flat=True).first()
+        # A margin: the vendor's clock and ours differ, and the repeat takes time to arrive.
+        return first_try is None or now < first_try + self.idempotency_key_retention * 0.9
 
     def normalised(self, data: dict) -> tuple[dict, list[FieldError]]:
         """``data`` (as the schema gave it) with each declared field normalised, and the fields
@@ -123,9 +183,21 @@ class ActionDefinition:
     def performs_many(self) -> bool:
         return type(self).perform_many is not ActionDefinition.perform_many
 
+    @property
+    def lists_records(self) -> bool:
+        """Whether the destination can list the records it created in a window (``list_records``,
+        read by the two-way reconciliation audit)."""
+        return callable(getattr(self, "list_records", None))
+
     def destination_name(self) -> str:
-        """What ``max_concurrency`` caps: the system this action calls (by default its own name)."""
+        """What ``max_concurrency`` and ``limits`` cap: the system this action calls (by default its
+        own name)."""
         return self.name
+
+    def limits(self) -> Limits:
+        """The cluster-wide limits of this action's destination (none by default; a configured
+        destination declares its own). Actions that share a destination should declare the same."""
+        return Limits()
 
     def lookup(self, operation):
         """Ask the destination about ``operation``: ``Found``, ``Absent`` or ``CannotTell``."""
@@ -140,7 +212,7 @@ class ActionDefinition:
     def definition(self) -> dict:
         """What the code of the action says: schema, identity and fingerprint, retries, deadlines."""
         return {
-            "schema": self.schema.model_json_schema(),
+            "schema": self.data_schema(),
             "identity": list(self.identity_fields),
             "normalisers": {name: normalise.__name__ for name, normalise in sorted(self.normalisers.items())},
             "fingerprint": list(self.fingerprint_fields),
@@ -151,7 +223,13 @@ class ActionDefinition:
             "deadline": self.deadline.total_seconds(),
             "approval_window": self.approval_window.total_seconds(),
             **self._caller_definition(),
+            **self.definition_extras(),
         }
+
+    def definition_extras(self) -> dict:
+        """What else defines the action (a configured action's request); none for a coded one, so
+        the versions of the coded actions stay as they were."""
+        return {}
 
     def _caller_definition(self) -> dict:
         # Only where it differs from the default: the versions of every other action stay as they were.
@@ -177,17 +255,41 @@ class ActionDefinition:
         }
 
 
-registry: dict[str, ActionDefinition] = {}
+class Registry(Mapping):
+    """Every action type by name: the coded ones (``register``) and the HTTP actions configured as
+    rows (``ledger.actions.configured``, read again when they change). A coded action's name is
+    never a configured one's (saving refuses it)."""
+
+    def __init__(self):
+        self.coded: dict[str, ActionDefinition] = {}
+        # Set by ledger.actions.configured: the configured actions as of now.
+        self.configured: Callable[[], Mapping[str, ActionDefinition]] = dict
+
+    def __getitem__(self, name: str) -> ActionDefinition:
+        try:
+            return self.coded[name]
+        except KeyError:
+            return self.configured()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.coded
+        yield from (name for name in self.configured() if name not in self.coded)
+
+    def __len__(self) -> int:
+        return len(self.coded.keys() | self.configured().keys())
+
+
+registry = Registry()
 
 
 def register(cls: type[ActionDefinition]) -> type[ActionDefinition]:
-    if cls.name in registry:
+    if cls.name in registry.coded:
         raise ValueError(f"Action {cls.name!r} is registered twice.")
     if undeclared := [name for name in cls.identity_fields if name not in cls.normalisers]:
         raise ValueError(f"Action {cls.name!r} declares no normaliser for its identity fields {undeclared}.")
     if problem := _caller_problem(cls):
         raise ValueError(f"Action {cls.name!r} {problem}.")
-    registry[cls.name] = cls()
+    registry.coded[cls.name] = cls()
     return cls
 
 

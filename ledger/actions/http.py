@@ -104,23 +104,35 @@ def origin(url: str) -> str:
     return f"{parsed.scheme}://{parsed.host}:{parsed.port or (443 if parsed.scheme == 'https' else 80)}"
 
 
-def send(
-    method: str, url: str, *, json: dict | None = None, headers: dict | None = None, params: dict | None = None
-) -> httpx.Response:
+def send(method: str, url: str, **request) -> httpx.Response:
     """Send one request; return a 2xx response or raise the classified outcome error."""
+    return classify_response(deliver(method, url, **request))
+
+
+def deliver(
+    method: str,
+    url: str,
+    *,
+    json: dict | None = None,
+    data: list | dict | None = None,
+    headers: dict | None = None,
+    params: dict | None = None,
+    timeout: httpx.Timeout | float | None = None,
+) -> httpx.Response:
+    """Send one request; return its answer whatever the status (a transport failure raises its
+    classified error). ``timeout``: the destination's, else OPSCONSOLE_HTTP_TIMEOUT_SECONDS."""
     try:
-        response = _request(method, url, json=json, headers=headers, params=params)
+        return _request(method, url, json=json, data=data, headers=headers, params=params, timeout=timeout)
     except NOT_SENT as exc:
         raise TransientError(f"{type(exc).__name__}: the request did not reach {_host(url)}") from exc
     except MAYBE_SENT as exc:
         raise AmbiguousError(f"{type(exc).__name__}: no answer from {_host(url)}") from exc
-    return classify_response(response)
 
 
-def _request(method: str, url: str, **kwargs) -> httpx.Response:
+def _request(method: str, url: str, *, timeout=None, **kwargs) -> httpx.Response:
     http = thread_client()
     try:
-        return http.request(method, url, timeout=settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS, **kwargs)
+        return http.request(method, url, timeout=timeout or settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS, **kwargs)
     except BaseException:
         # Whatever the failure left in the pool (a connection cut mid-answer) goes with the client.
         close_thread_client()

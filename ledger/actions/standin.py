@@ -40,7 +40,7 @@ class StandinDestination(ActionDefinition):
 
     schema: ClassVar[type[BaseModel]] = RecordData
     identity_fields = ("request_id", "version")
-    fingerprint_fields: ClassVar[tuple[str, ...]] = ("request_id", "version", "summary", "owner")
+    fingerprint_fields: tuple[str, ...] = ("request_id", "version", "summary", "owner")
     external = True
     max_attempts = 5
     backoff_base_seconds = 2.0

@@ -12,4 +12,4 @@ Payloads, results and conflicts are shown as ``ledger.core.privacy`` masks them 
 the raw JSON fields): sensitive values only to those who may see them in the row's workspace.
 """
 
-from ledger.admin import machinery, operations, people, workspaces  # noqa: F401  each registers its admins
+from ledger.admin import integrations, machinery, operations, people, workspaces  # noqa: F401  each registers its admins

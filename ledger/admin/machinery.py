@@ -1,5 +1,6 @@
 """The ledger's machinery in the admin: pause switches, policies, configuration versions, tallies,
-heartbeats, wake-ups, destination health and the dashboard's samples."""
+heartbeats, wake-ups, destination health and the dashboard's samples. Integrations (sources,
+destinations, HTTP actions): ``ledger.admin.integrations``."""
 
 from django import forms
 from django.contrib import admin
@@ -7,7 +8,6 @@ from django.contrib import admin
 from ledger.actions import registry
 from ledger.admin.lists import ReadOnlyAdmin, WorkspaceListFilter
 from ledger.core import policies
-from ledger.intake import sources
 from ledger.models import (
     BacklogSample,
     ConfigVersion,
@@ -16,7 +16,6 @@ from ledger.models import (
     FlowSample,
     Heartbeat,
     Policy,
-    Source,
     Tally,
     Wakeup,
 )
@@ -147,43 +146,3 @@ class BacklogSampleAdmin(ReadOnlyAdmin):
     list_select_related = ["workspace"]
     list_filter = [("workspace", WorkspaceListFilter)]
     ordering = ["-at", "-id"]
-
-
-class SourceForm(forms.ModelForm):
-    """A source as ``sources.save_source`` will have it: rules that compile and name registered
-    actions, secrets named by environment variables (refused on save, saying where)."""
-
-    class Meta:
-        model = Source
-        fields = ["workspace", "slug", "scheme", "secret_env", "previous_secret_env", "tolerance_seconds", "rules"]
-
-    def clean(self):
-        cleaned = super().clean()
-        fields = ("slug", "secret_env", "previous_secret_env", "tolerance_seconds", "rules")
-        proposed = Source(**{name: cleaned.get(name) for name in fields})
-        if problems := sources.source_problems(proposed):
-            raise forms.ValidationError(problems)
-        return cleaned
-
-
-@admin.register(Source)
-class SourceAdmin(ReadOnlyAdmin):
-    """Senders of signed webhooks (``/api/v1/hooks/<slug>``): superusers configure them here; the
-    secrets stay in the environment, shown only as set or missing. Members see their workspaces'."""
-
-    form = SourceForm
-    list_display = ["slug", "workspace", "scheme", "secrets", "updated_at"]
-    list_select_related = ["workspace"]
-    readonly_fields = ["secrets"]
-
-    @admin.display(description="Secrets")
-    def secrets(self, obj):
-        return sources.secret_status(obj) if obj.pk else "—"
-
-    def has_add_permission(self, request, obj=None):
-        return request.user.is_active and request.user.is_superuser
-
-    has_change_permission = has_add_permission
-
-    def save_model(self, request, obj, form, change):
-        sources.save_source(obj, actor=request.user.get_username())  # what the form checked, audited

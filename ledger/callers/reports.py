@@ -24,13 +24,13 @@ from pydantic import (
 )
 
 from ledger.actions import FieldError, get_action
+from ledger.actions.base import field_errors
 from ledger.callers.claims import Answer, current_claim, keyed, lease_problem, locked, stale_after
 from ledger.callers.tokens import claim_of
 from ledger.engine.attempts import finish_attempt
 from ledger.engine.failed import write_failure
 from ledger.engine.succeeded import record_success
 from ledger.intake.decoding import unstorable_text_errors
-from ledger.intake.submit import field_errors
 from ledger.models import Attempt, Operation, Workspace
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
 

@@ -108,7 +108,7 @@ def exported(operation: Operation, *, user) -> dict[str, object]:
 
 def _schema_order(action_name: str):
     try:
-        fields = list(get_action(action_name).schema.model_fields)
+        fields = get_action(action_name).field_names()
     except UnknownAction:
         fields = []
     return lambda name: (fields.index(name), "") if name in fields else (len(fields), name)

@@ -1,15 +1,16 @@
 """Who may do what where: a person's role in each workspace grants capabilities there.
 
-| role | view | review (replay, resolve, cancel, conflicts) | approve | pause | view sensitive | erase |
-| ---- | ---- | ------------------------------------------- | ------- | ----- | -------------- | ----- |
-| viewer | yes | | | | | |
-| operator | yes | yes | | yes | | |
-| approver | yes | | yes | | yes | |
-| admin | yes | yes | yes | yes | yes | yes |
+| role | view | review (replay, resolve, cancel, conflicts) | approve | pause | view sensitive | erase | configure |
+| ---- | ---- | ------------------------------------------- | ------- | ----- | -------------- | ----- | --------- |
+| viewer | yes | | | | | | |
+| operator | yes | yes | | yes | | | |
+| approver | yes | | yes | | yes | | |
+| admin | yes | yes | yes | yes | yes | yes | yes |
 
 View sensitive: the values of an action's ``sensitive_fields`` unmasked (``ledger.core.privacy``); an
 approver needs them to judge what they sign off. Erase: redact one data subject's values
-(``manage.py erase``).
+(``manage.py erase``). Configure: edit the workspace's sources of signed webhooks in the admin
+(destinations and HTTP actions serve every workspace: a superuser's).
 
 A superuser holds every capability everywhere, and alone may pull switches that reach beyond a
 workspace (global, or an action in every workspace). Nobody else sees another workspace at all:
@@ -21,13 +22,13 @@ from django.db.models import Q, QuerySet
 from ledger.models import Membership, Role, Workspace
 
 VIEW, REVIEW, APPROVE, PAUSE = "view", "review", "approve", "pause"
-VIEW_SENSITIVE, ERASE = "view_sensitive", "erase"
+VIEW_SENSITIVE, ERASE, CONFIGURE = "view_sensitive", "erase", "configure"
 
 GRANTS: dict[str, frozenset[str]] = {
     Role.VIEWER: frozenset({VIEW}),
     Role.OPERATOR: frozenset({VIEW, REVIEW, PAUSE}),
     Role.APPROVER: frozenset({VIEW, APPROVE, VIEW_SENSITIVE}),
-    Role.ADMIN: frozenset({VIEW, REVIEW, APPROVE, PAUSE, VIEW_SENSITIVE, ERASE}),
+    Role.ADMIN: frozenset({VIEW, REVIEW, APPROVE, PAUSE, VIEW_SENSITIVE, ERASE, CONFIGURE}),
 }
 
 DESCRIBE = {
@@ -37,6 +38,7 @@ DESCRIBE = {
     PAUSE: "pause or resume",
     VIEW_SENSITIVE: "see sensitive values",
     ERASE: "erase personal data",
+    CONFIGURE: "configure integrations",
 }
 
 

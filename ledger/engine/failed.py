@@ -11,10 +11,10 @@ from django.utils import timezone
 
 from ledger.actions import ActionDefinition
 from ledger.core import nudges
+from ledger.core.retry import retry_delay
 from ledger.core.transitions import transition_many
 from ledger.engine.attempts import _short_message, finish_attempt, new_attempt
 from ledger.engine.fencing import StaleClaim, commit_outcome, refuse_stale
-from ledger.engine.retry import retry_delay
 from ledger.models import AuditEvent
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, TransientError
 from ledger.states import State
@@ -115,8 +115,9 @@ def _next_state_after(operation, action, error: OutcomeError) -> tuple[State, di
     if isinstance(error, AmbiguousError):
         # A caller that says it cannot tell whether it acted is never told to act again on its own
         # word: a lookup or a person decides (docs/claims.md).
-        if action.honours_idempotency_keys and retry_allowed and not action.performed_by_caller:
-            # The destination deduplicates by our key, so the same key can safely be sent again.
+        if retry_allowed and not action.performed_by_caller and action.key_still_kept(operation, timezone.now()):
+            # The destination deduplicates by our key (and still keeps it), so the same key can
+            # safely be sent again.
             return _retry_or_review(operation, action, error, f"retry with same key: {message}")
         # Unknown: reconciliation asks the destination once the request can no longer land.
         return State.UNKNOWN, {"next_attempt_at": timezone.now() + action.settle_after}, message

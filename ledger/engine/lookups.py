@@ -9,6 +9,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition
+from ledger.engine import limits
 from ledger.models import Attempt, Operation
 from ledger.outcomes import Absent, CannotTell, Found
 
@@ -35,8 +36,24 @@ def ask_destination(
     """The destination's answer about ``operation``; an "absent" while a request may still be
     landing is not believed (it becomes a ``CannotTell`` that says when to ask again)."""
     now = now or timezone.now()
-    answer = action.lookup(operation)
+    answer = _asked(operation, action)
     settled = settles_at(operation, action)
     if isinstance(answer, Absent) and settled and now < settled:
         return CannotTell(f"no record yet, but the last request may still land until {settled:%Y-%m-%d %H:%M:%S} UTC")
+    return answer
+
+
+def _asked(operation: Operation, action: ActionDefinition) -> Found | Absent | CannotTell:
+    """The lookup, under the destination's limits (``ledger.engine.limits``): paced, a slot held,
+    not made while its calls are paused. An answer closes the breaker; a lookup that could not
+    tell is no verdict on the destination (it may be a 404 of a record we never made)."""
+    if not action.limits().any:
+        return action.lookup(operation)
+    gate = limits.Gate(action)
+    if paused_until := gate.admission():
+        return CannotTell(f"not asked: {gate.paused_message(paused_until)}")
+    with gate.one_call():
+        answer = action.lookup(operation)
+    if not isinstance(answer, CannotTell):
+        gate.note(failed=False)
     return answer

@@ -14,7 +14,9 @@ refused and audited).
 import logging
 import os
 import threading
+import time
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
@@ -24,7 +26,7 @@ from django.utils import timezone
 
 from ledger.actions import ActionDefinition, UnknownAction, get_action, registry
 from ledger.core import nudges
-from ledger.engine import destination_health, faults
+from ledger.engine import destination_health, faults, limits
 from ledger.engine.claiming import claim_due_operations, keep_leases, worker_name
 from ledger.engine.performing import (
     Call,
@@ -68,7 +70,7 @@ def process_due_operations(*, limit: int | None = None, worker: str | None = Non
     )
     claimed_apart = [operation for operation in claimed if operation.state == State.PROCESSING]
     batch = _Batch(claimed_apart, worker=worker)
-    for group in _groups(claimed_apart):
+    for group in _groups(claimed_apart, worker=worker):
         batch.work_through(group)
     if any(operation.ordered == Ordering.IN_ORDER for operation in claimed):
         # A finished in_order version may be what its successor waits for (ledger.intake.ordering).
@@ -115,13 +117,15 @@ class _Group:
     action: ActionDefinition | None = None
     # External: calls in flight at once, once one of the group's calls succeeded.
     concurrency: int = 1
+    # External: the destination's cluster-wide limits, when it declares any.
+    gate: limits.Gate | None = None
 
     @property
     def widens(self) -> bool:
         return self.action is not None or self.concurrency > 1
 
 
-def _groups(claimed: list[Operation]) -> list[_Group]:
+def _groups(claimed: list[Operation], *, worker: str) -> list[_Group]:
     groups: dict[str, _Group] = {}
     for operation in claimed:
         try:
@@ -130,9 +134,11 @@ def _groups(claimed: list[Operation]) -> list[_Group]:
             group = groups.setdefault(f"alone:{operation.pk}", _Group(f"alone:{operation.pk}"))
         else:
             if action.external:
-                name = f"destination:{action.destination_name()}"
+                name = limits.row_name(action)
                 group = groups.setdefault(name, _Group(name, concurrency=action.max_concurrency))
                 group.concurrency = min(group.concurrency, action.max_concurrency)
+                if group.gate is None and action.limits().any:
+                    group.gate = limits.Gate(action, actor=worker)
             else:
                 name = f"action:{action.name}"
                 group = groups.setdefault(name, _Group(name, action=action if action.performs_many else None))
@@ -150,31 +156,60 @@ class _Batch:
         self.steps = 0
 
     def work_through(self, group: _Group) -> None:
-        rest = list(group.operations)
+        rest, gate = list(group.operations), group.gate
+        if gate is not None and (paused_until := gate.admission()):
+            self.hold(rest, gate, paused_until)
+            return
         known = destination_health.health_of(group.name) if group.widens else None
-        working = known is not None and known.working(timezone.now())
+        # A probe goes alone, whatever the last batches said.
+        working = known is not None and known.working(timezone.now()) and not (gate and gate.probing)
         while rest and not working:
-            if self.one(rest.pop(0)) and group.widens:
+            if self.one(rest.pop(0), gate) and group.widens:
                 break
+            if gate is not None and gate.paused_until:
+                self.hold(rest, gate, gate.paused_until)
+                rest = []
         if rest and group.action is not None:
             self.as_set(rest, group.action)
         elif rest:
-            self.concurrently(rest, group.concurrency)
+            self.concurrently(rest, group.concurrency, gate)
         if known is not None:
             all_succeeded = all(operation.state == State.SUCCEEDED for operation in group.operations)
             destination_health.record(known, ok=all_succeeded)
 
-    def one(self, operation: Operation) -> bool:
-        """Perform ``operation`` on its own; True when it succeeded."""
+    def one(self, operation: Operation, gate: limits.Gate | None = None) -> bool:
+        """Perform ``operation`` on its own (under its destination's limits, ``gate``); True when
+        it succeeded."""
         self.step()
+        gate = gate if gate is not None and _calls(operation) else None
         try:
             keep_leases(self.waiting, worker=self.worker)
-            perform_claimed(operation, worker=self.worker)
+            if gate is None:
+                perform_claimed(operation, worker=self.worker)
+            else:
+                with gate.one_call(keep_waiting=self.keep_leases):
+                    perform_claimed(operation, worker=self.worker)
+                gate.note(failed=limits.failed_try(operation))
         except DatabaseError:
             self.database_failed(operation)
         finally:
             self.waiting.remove(operation)
         return operation.state == State.SUCCEEDED
+
+    def hold(self, operations: list[Operation], gate: limits.Gate, until) -> None:
+        """Give ``operations`` back untried: their destination's calls are paused until ``until``."""
+        try:
+            limits.hold(operations, gate, until, worker=self.worker)
+        except DatabaseError:
+            _database_failed("holding %d operations; the sweep will recover them", len(operations))
+        finally:
+            self.finished(operations)
+
+    def keep_leases(self) -> None:
+        try:
+            keep_leases(self.waiting, worker=self.worker)
+        except DatabaseError:
+            _database_failed("renewing the leases of a batch")
 
     def as_set(self, operations: list[Operation], action: ActionDefinition) -> None:
         together = [operation for operation in operations if not needs_approval(operation, action)]
@@ -192,38 +227,81 @@ class _Batch:
         for operation in operations:
             self.one(operation)
 
-    def concurrently(self, operations: list[Operation], limit: int) -> None:
-        """Call the destination for ``operations``, at most ``limit`` calls in flight. Pool threads
-        make the calls and nothing else; here, on the worker's one database connection, tries are
-        begun (their Attempts written) just before their calls leave, as many at once as slots are
-        free, and outcomes recorded as they arrive, the successes that arrived together at once."""
+    def concurrently(self, operations: list[Operation], limit: int, gate: limits.Gate | None = None) -> None:
+        """Call the destination for ``operations``, at most ``limit`` calls in flight (and no more
+        than its ``gate`` lets through). Pool threads make the calls and nothing else; here, on the
+        worker's one database connection, tries are begun (their Attempts written) just before
+        their calls leave, as many at once as slots are free, and outcomes recorded as they
+        arrive, the successes that arrived together at once."""
         queue = deque(operations)
         in_flight: dict[Future, Call] = {}
         pool = call_threads()
-        while queue or in_flight:
-            wave: list[Operation] = []
-            while queue and len(in_flight) + len(wave) < limit:
-                operation = queue.popleft()
-                if needs_approval(operation, get_action(operation.action)):
-                    self.one(operation)  # recorded as a failure there
-                else:
-                    wave.append(operation)
-            for call in self.begin(wave):
-                in_flight[pool.submit(call_destination, call.action, call.operation)] = call
-            if not in_flight:
-                continue
-            done, pending = wait(in_flight, timeout=settings.OPSCONSOLE_LEASE_SECONDS / 4, return_when=FIRST_COMPLETED)
-            if done and pending:
-                # Calls that left together come back within moments of each other: wait that
-                # moment, so their outcomes are recorded (and the next calls begun) together.
-                done |= wait(pending, timeout=ARRIVALS_WINDOW_SECONDS)[0]
-            try:
-                keep_leases(self.waiting, worker=self.worker)
-            except DatabaseError:
-                _database_failed("renewing the leases of a batch")
-            self.finish([(in_flight.pop(future), future) for future in done])
+        try:
+            while queue or in_flight:
+                if gate is not None and gate.paused_until and queue:
+                    self.hold(list(queue), gate, gate.paused_until)
+                    queue.clear()
+                wave = self.next_wave(queue, limit - len(in_flight), gate)
+                for call in self.begin(wave, gate):
+                    in_flight[pool.submit(call_destination, call.action, call.operation)] = call
+                if not in_flight:
+                    if queue:  # every slot of the destination is another worker's
+                        time.sleep(limits.SLOT_WAIT_SECONDS)
+                        self.keep_leases()
+                    continue
+                done, pending = wait(
+                    in_flight, timeout=settings.OPSCONSOLE_LEASE_SECONDS / 4, return_when=FIRST_COMPLETED
+                )
+                if done and pending:
+                    # Calls that left together come back within moments of each other: wait that
+                    # moment, so their outcomes are recorded (and the next calls begun) together.
+                    done |= wait(pending, timeout=ARRIVALS_WINDOW_SECONDS)[0]
+                self.keep_leases()
+                arrived = [(in_flight.pop(future), future) for future in done]
+                if gate is not None:
+                    gate.give_back(len(arrived))
+                    for _, future in arrived:
+                        gate.note(failed=limits.failed_call(future.exception() or future.result()))
+                self.finish(arrived)
+        finally:
+            if gate is not None:
+                gate.give_back_all()
 
-    def begin(self, operations: list[Operation]) -> list[Call]:
+    def next_wave(self, queue: deque, room: int, gate: limits.Gate | None) -> list[Operation]:
+        """Up to ``room`` operations from ``queue`` whose calls may leave now, a slot taken for each;
+        one that needs an approval it lacks is recorded as failed instead (in ``one``)."""
+        wave: list[Operation] = []
+        while queue and len(wave) < room:
+            operation = queue.popleft()
+            if needs_approval(operation, get_action(operation.action)):
+                self.one(operation)  # recorded as a failure there
+            else:
+                wave.append(operation)
+        if gate is not None and wave:
+            free = gate.take_slots(len(wave))
+            queue.extendleft(reversed(wave[free:]))
+            wave = wave[:free]
+        return wave
+
+    def begin(self, operations: list[Operation], gate: limits.Gate | None = None) -> Iterator[Call]:
+        """Begin the tries of ``operations`` together, or, when the destination is paced, one at a
+        time, each at its moment (each yielded as it is begun, so its call leaves then); a slot
+        taken for one that was not begun is given back."""
+        begun = 0
+        if gate is not None and gate.limits.rate_per_second:
+            for operation in operations:
+                gate.wait_for_turn()
+                for call in self.begin_together([operation]):
+                    begun += 1
+                    yield call
+        else:
+            for call in self.begin_together(operations):
+                begun += 1
+                yield call
+        if gate is not None:
+            gate.give_back(len(operations) - begun)
+
+    def begin_together(self, operations: list[Operation]) -> list[Call]:
         if not operations:
             return []
         self.step()
@@ -286,6 +364,14 @@ class _Batch:
     @staticmethod
     def database_failed(operation: Operation) -> None:
         _database_failed("working on %s; the sweep will recover it", operation.key)
+
+
+def _calls(operation: Operation) -> bool:
+    """Whether performing ``operation`` calls its destination (not refused before, unapproved)."""
+    try:
+        return not needs_approval(operation, get_action(operation.action))
+    except UnknownAction:
+        return False
 
 
 def _database_failed(doing: str, *args) -> None:

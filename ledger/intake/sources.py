@@ -207,11 +207,13 @@ def save_source(source: Source, *, actor: str) -> Source:
 MAX_TOLERANCE_SECONDS = 86400
 
 
-def source_problems(source: Source) -> list[str]:
+def source_problems(source: Source, *, also_known: frozenset[str] = frozenset()) -> list[str]:
     """What would keep ``source`` from working, each problem saying where."""
-    problems = rule_problems(source.rules)
+    problems = rule_problems(source.rules, also_known=also_known)
     if not isinstance(source.slug, str) or not _SLUG.fullmatch(source.slug):
         problems.append("slug: letters, digits, - and _, at most 50 (it is the URL /api/v1/hooks/<slug>)")
+    if source.scheme not in Source.Scheme.values:
+        problems.append(f"scheme: one of {', '.join(Source.Scheme.values)}")
     for name in ("secret_env", "previous_secret_env"):
         value = getattr(source, name)
         if not isinstance(value, str) or ((value or name == "secret_env") and not _ENV_NAME.fullmatch(value)):
@@ -238,7 +240,7 @@ def _secret_state(scheme: str, name: str) -> str:
 # --- checking a source's rules ----------------------------------------------------------------------
 
 
-def rule_problems(rules: Any) -> list[str]:
+def rule_problems(rules: Any, *, also_known: frozenset[str] = frozenset()) -> list[str]:
     """What is wrong with ``rules``, each problem saying where: the shape, an action that is not
     registered, an expression that does not compile."""
     if not isinstance(rules, list):
@@ -253,7 +255,7 @@ def rule_problems(rules: Any) -> list[str]:
             problems.append(f"{where}: unknown keys {', '.join(unknown)}")
         if not isinstance(rule.get("event"), str) or not rule["event"]:
             problems.append(f"{where}.event: the sender's event type, e.g. invoice.paid")
-        if rule.get("action") not in registry:
+        if rule.get("action") not in registry and rule.get("action") not in also_known:
             problems.append(f"{where}.action: {rule.get('action')!r} is not a registered action")
         if not isinstance(rule.get("data"), dict) or not rule["data"]:
             problems.append(f"{where}.data: an object of field -> JMESPath expression")

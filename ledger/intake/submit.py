@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from ledger.actions import ActionDefinition, FieldError, UnknownAction, get_action, registry
+from ledger.actions.base import field_errors
 from ledger.core import contention, policies
 from ledger.intake import ordering, reservation
 from ledger.intake.decoding import storable, unstorable_text_errors
@@ -393,26 +394,10 @@ def _parse(workspace, raw) -> tuple[Envelope | None, ActionDefinition | None, di
             known = ", ".join(sorted(registry))
             errors.append(FieldError("action", f"is not a known action; known: {known}"))
     if action and isinstance(raw.get("data"), dict):
-        try:
-            data = action.schema.model_validate(raw["data"]).model_dump(mode="json")
-        except ValidationError as exc:
-            errors += field_errors(exc, prefix="data")
-        else:
+        data, invalid = action.validated(raw["data"])
+        errors += invalid
+        if data is not None:
             # What is stored, fingerprinted and keyed from here on is the normalised value.
             data, unnormal = action.normalised(data)
             errors += unnormal or action.check(workspace, data)
     return envelope, action, data, [e.as_dict() for e in errors]
-
-
-def field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
-    # Pydantic's messages name the rule, not the value; the submitted input is left out on purpose.
-    found = []
-    for error in exc.errors(include_input=False, include_url=False):
-        path = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
-        found.append(FieldError(path or "body", _message(error)))
-    return found
-
-
-def _message(error: dict) -> str:
-    message = error["msg"]
-    return message.removeprefix("Value error, ")

@@ -18,6 +18,7 @@ from ledger.models.core import (
 from ledger.models.destinations import RequestStatus, ReviewDraft
 from ledger.models.figures import BacklogSample, FlowSample
 from ledger.models.machinery import Control, DestinationHealth, Heartbeat, Tally, Wakeup
+from ledger.models.outbound import Destination, DestinationAuth, HttpAction
 from ledger.models.people import (
     ApiToken,
     Approval,
@@ -46,6 +47,9 @@ __all__ = [
     "BulkOutcome",
     "BulkStatus",
     "ConfigVersion",
+    "Destination",
+    "DestinationAuth",
+    "HttpAction",
     "Conflict",
     "ConflictStatus",
     "Contribution",

@@ -61,12 +61,36 @@ class DestinationHealth(models.Model):
     name = models.CharField(max_length=300, primary_key=True)
     last_ok_at = models.DateTimeField(null=True, blank=True)
     last_failure_at = models.DateTimeField(null=True, blank=True)
+    # The limits of a destination that declares them (``ledger.engine.limits``), for the whole
+    # cluster. Pacing: the earliest moment the next call may begin (each call takes the next free
+    # moment, 1/rate apart). The circuit breaker: transient failures in a row; while
+    # ``breaker_until`` lies ahead calls are paused (open), or, with ``probing``, one probe call is in
+    # flight; once it has passed a probe may be taken; no ``breaker_until``: closed.
+    next_call_at = models.DateTimeField(null=True, blank=True)
+    failures_in_row = models.PositiveIntegerField(default=0)
+    breaker_until = models.DateTimeField(null=True, blank=True)
+    probing = models.BooleanField(default=False)
 
     class Meta:
         verbose_name_plural = "destination health"
 
     def __str__(self):
         return self.name
+
+    @staticmethod
+    def row_of(destination: str) -> str:
+        """The name of the row of the destination called ``destination``
+        (``ActionDefinition.destination_name``)."""
+        return f"destination:{destination}"
+
+    def breaker(self, now) -> str:
+        """The circuit breaker as people read it: closed, open (calls paused), probing (one call
+        deciding) or probe due (the pause is over; the next call is the probe)."""
+        if self.breaker_until is None:
+            return "closed"
+        if self.breaker_until <= now:
+            return "probe due"
+        return "probing" if self.probing else "open"
 
 
 class Tally(models.Model):

@@ -97,7 +97,7 @@ def payload_fields(actions: Iterable[str]) -> list[str]:
     fields = {}
     for name in actions:
         try:
-            fields |= dict.fromkeys(get_action(name).schema.model_fields)
+            fields |= dict.fromkeys(get_action(name).field_names())
         except UnknownAction:
             continue
     return list(fields)

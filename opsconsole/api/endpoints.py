@@ -49,9 +49,11 @@ _RETRY_AFTER = {
 
 
 def _event_schema(*, claims: bool = False) -> tuple[dict, dict]:
-    """The schema of one event: one envelope per registered action, told apart by ``action``, each
-    with that action's schema as ``data``; and the components it refers to. With ``claims``: the
-    claim of an action its caller performs, an event with the lease the caller asks for."""
+    """The schema of one event: one envelope per action defined in code, told apart by ``action``,
+    each with that action's schema as ``data``; and the components it refers to. With ``claims``:
+    the claim of an action its caller performs, an event with the lease the caller asks for. (The
+    document is built once, at start: configured HTTP actions, which change while it runs, publish
+    their data's JSON Schema with ``manage.py integrations export``.)"""
     envelopes = [
         create_model(
             "".join(part.title() for part in name.split("-")) + ("Claim" if claims else "Event"),
@@ -60,7 +62,7 @@ def _event_schema(*, claims: bool = False) -> tuple[dict, dict]:
             action=(Literal[name], ...),
             data=(action.schema, ...),
         )
-        for name, action in sorted(registry.items())
+        for name, action in sorted(registry.coded.items())
         if action.performed_by_caller or not claims
     ]
     either = Annotated[reduce(operator.or_, envelopes), Field(discriminator="action")]

@@ -84,7 +84,7 @@ def scripted_action():
 
     yield make
     for name in registered:
-        base.registry.pop(name, None)
+        base.registry.coded.pop(name, None)
 
 
 def submit(workspace, action: str, request_id: str = "R-1", version: int = 1) -> Operation:

@@ -86,7 +86,7 @@ def test_a_change_is_printed_field_by_field_and_a_dry_run_makes_none(tmp_path, w
             "sources[1].secret_env: the name of an environment variable",
         ),
         (FILE.replace("slug: repo", "slug: billing"), "sources[1]: the slug billing appears twice"),
-        (FILE + "destinations: []\n", "destinations: unknown section"),
+        (FILE + "webhooks_out: []\n", "webhooks_out: unknown section"),
         ("sources: [1", "not YAML or JSON"),
         (
             FILE.replace("    secret_env: GITHUB", "    colour: red\n    secret_env: GITHUB"),

@@ -106,7 +106,7 @@ def test_it_sends_an_operation_whose_action_is_gone_to_review(workspace, scripte
     """An action type removed after the operation was reserved cannot run: a person must look."""
     action = scripted_action()
     operation = submit(workspace, action.name)
-    base.registry.pop(action.name)
+    base.registry.coded.pop(action.name)
 
     process_due_operations(worker="w1")
 

@@ -8,9 +8,9 @@ from django.db import transaction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledger.core.retry import backoff_ceiling, retry_delay
 from ledger.engine.claiming import claim_due_operations
 from ledger.engine.processing import process_due_operations
-from ledger.engine.retry import backoff_ceiling, retry_delay
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.outcomes import TransientError
 from tests.ledger.conftest import START, submit

@@ -13,7 +13,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from ledger.intake.sources import rule_problems
-from ledger.models import Delivery, Operation, Source
+from ledger.models import AuditEvent, Delivery, Operation, Source, Workspace
 from tests import signers
 
 WHSEC = "whsec_" + base64.b64encode(b"a secret of thirty-two bytes!!!!").decode()
@@ -368,21 +368,35 @@ def test_a_delivery_signed_by_stripes_library_is_taken_and_a_wrong_secret_is_ref
     assert list(Delivery.objects.order_by("id").values_list("outcome", flat=True)) == ["accepted", "invalid", "invalid"]
 
 
-def test_only_a_superuser_may_add_or_change_a_source_and_a_member_sees_their_workspaces(client, workspace, person):
+def test_a_workspace_admin_configures_their_workspaces_sources_and_an_operator_only_sees_them(
+    client, workspace, person
+):
     from django.contrib import admin
 
-    Source.objects.create(workspace=workspace, slug="billing", scheme="stripe", secret_env="HOOK_SECRET")
-    user = person("boss", "admin")
-    user.is_staff = True
-    user.save()
-    client.force_login(user)
+    billing = Source.objects.create(workspace=workspace, slug="billing", scheme="stripe", secret_env="HOOK_SECRET")
+    Workspace.objects.create(slug="other")
+    operator = person("op", "operator")
+    boss = person("boss", "admin")
+    for user in (operator, boss):
+        user.is_staff = True
+        user.save()
+    form = {"workspace": workspace.pk, "slug": "repo", "scheme": "github", "secret_env": "REPO_SECRET"}
+    form |= {"tolerance_seconds": 300, "rules": "[]", "previous_secret_env": ""}
 
-    page = client.get("/admin/ledger/source/")
-    refused = client.post("/admin/ledger/source/add/", {"slug": "x"})
+    client.force_login(operator)
+    assert "billing" in client.get("/admin/ledger/source/").content.decode()
+    assert client.post("/admin/ledger/source/add/", form).status_code == 403
+    assert client.post(f"/admin/ledger/source/{billing.pk}/change/", form | {"slug": "billing"}).status_code == 403
 
-    assert "billing" in page.content.decode()
-    assert refused.status_code == 403
-    assert not admin.site.get_model_admin(Source).has_delete_permission(page.wsgi_request)
+    client.force_login(boss)
+    added = client.post("/admin/ledger/source/add/", form)
+    choices = client.get("/admin/ledger/source/add/").context["adminform"].form.fields["workspace"].queryset
+
+    assert added.status_code == 302, added.content.decode()[:2000]
+    assert Source.objects.get(slug="repo").workspace == workspace
+    assert list(choices.values_list("slug", flat=True)) == ["demo"]  # not the workspace they are no admin of
+    assert AuditEvent.objects.filter(kind="source_created", actor="boss").exists()
+    assert not admin.site.get_model_admin(Source).has_delete_permission(added.wsgi_request)
 
 
 # --- found by an adversarial review: hostile senders get a 401 or a recorded refusal, never a 500 -----

@@ -168,7 +168,7 @@ def test_it_prints_a_claim_a_caller_can_send_and_leaves_one_claim_that_will_expi
 
 def test_the_printed_webhook_lands_as_an_operation_and_sent_again_is_a_duplicate(demo, demo_server):
     """The sender signs an invoice.paid with the demo's secret; the billing source maps it onto
-    file-ticket. Run from a person's terminal, which has neither the secret nor any setting."""
+    fulfil-invoice. Run from a person's terminal, which has neither the secret nor any setting."""
     env, printed = demo
     command = _printed(printed, "Webhook:")
     assert command.startswith(".venv/bin/python -m opsconsole.send_webhook ")
@@ -176,7 +176,7 @@ def test_the_printed_webhook_lands_as_an_operation_and_sent_again_is_a_duplicate
     first, again = _run(command, env), _run(command, env)
 
     assert (first.returncode, first.stdout.split("\n")[0]) == (0, "201 Created"), first.stdout + first.stderr
-    assert '"key": "demo:INV-7:v1:file-ticket"' in first.stdout
+    assert '"key": "demo:INV-7:fulfil-invoice"' in first.stdout
     assert (again.returncode, again.stdout.split("\n")[0]) == (0, "200 OK"), again.stdout + again.stderr
     assert '"status": "duplicate"' in again.stdout
 

@@ -1,9 +1,13 @@
 """/metrics speaks Prometheus text and shows the ledger's liveness signals, to a scraper that
 presents the metrics token; without a token configured it is off."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from ledger.engine.processing import process_due_operations
+from ledger.models import DestinationHealth
 from ledger.sweep import sweep
 from tests.conftest import event, external_event
 
@@ -295,3 +299,17 @@ def test_a_scrape_makes_the_same_queries_however_many_operations_wait(api, clien
     for n in range(2, 30):
         api.post("/api/v1/events", event(f"d-{n}", request_id=f"R-{n}"))
     assert queries_of_a_scrape() == few
+
+
+def test_a_destination_whose_breaker_is_open_shows_as_one(client, db):
+    DestinationHealth.objects.create(
+        name="destination:helpdesk", failures_in_row=3, breaker_until=timezone.now() + timedelta(seconds=30)
+    )
+    DestinationHealth.objects.create(name="destination:crm", last_ok_at=timezone.now())
+    DestinationHealth.objects.create(name="action:prepare-brief", last_ok_at=timezone.now())
+
+    body = scrape(client)
+
+    assert 'opsconsole_destination_breaker_open{destination="helpdesk"} 1.0' in body
+    assert 'opsconsole_destination_breaker_open{destination="crm"} 0.0' in body
+    assert "prepare-brief" not in body.split("opsconsole_destination_breaker_open")[-1].split("# HELP")[0]

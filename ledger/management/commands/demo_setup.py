@@ -1,6 +1,7 @@
 import json
 import os
 import shlex
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -78,30 +79,13 @@ EVENTS = [
     },
 ]
 
-# A billing system's signed webhooks (docs/integrations.md): its invoice.paid files a fulfilment
-# ticket at the stand-in destination, once per invoice however often the webhook comes. The secret
-# is the demo's (the Makefile's demo target exports it), never stored: the source names its variable.
-# Applied as an integrations file would be (``ledger.integrations``): the same entry, the same checks.
+# The demo's integrations, applied as any integrations file is (``ledger.integrations``): a billing
+# system's signed webhooks come in through the `billing` source, and each paid invoice becomes one
+# `fulfil-invoice` operation calling the fulfilment system (the stand-in destination) — a destination
+# and an HTTP action configured, not coded. The secrets are the demo's (the Makefile's demo target
+# exports them), never stored: the file names only their variables.
+INTEGRATIONS_FILE = Path(settings.BASE_DIR) / "examples" / "integrations.yaml"
 HOOK_SECRET_ENV = "OPSCONSOLE_DEMO_HOOK_SECRET"
-BILLING = {
-    "slug": "billing",
-    "workspace": "demo",
-    "scheme": "standard_webhooks",
-    "secret_env": HOOK_SECRET_ENV,
-    "rules": [
-        {
-            "event": "invoice.paid",
-            "action": "file-ticket",
-            "data": {
-                "request_id": "data.invoice_id",
-                "version": "`1`",
-                "summary": "join(' ', ['Fulfil paid invoice', data.invoice_id, 'for', data.customer_id])",
-                "owner": "'ops'",
-            },
-            "correlation_id": "data.customer_id",
-        }
-    ],
-}
 
 
 def webhook_command(url: str) -> str:
@@ -138,7 +122,7 @@ class Command(BaseCommand):
             outcome = " ".join(filter(None, [body["status"], body.get("reason"), body.get("key")]))
             self.stdout.write(f"  {event['delivery_id']}: {outcome}")
         self._abandoned_claim(workspace)
-        self._billing_source()
+        self._integrations()
         self.stdout.write("")
         self.stdout.write(f"Console:  {url}console/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
         self.stdout.write(f"Dashboard: {url}console/dashboard/")
@@ -173,9 +157,12 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"  claim of INV-1 by demo-flow: {answer.status} (it never reports: watch it in the queue)")
 
-    def _billing_source(self):
-        integrations.apply({"sources": [BILLING]}, actor="demo")
-        self.stdout.write("  source billing: invoice.paid -> file-ticket (signed webhooks to /api/v1/hooks/billing)")
+    def _integrations(self):
+        changes = integrations.apply(integrations.read(INTEGRATIONS_FILE.read_text()), actor="demo")
+        self.stdout.write(f"Integrations from {INTEGRATIONS_FILE.relative_to(settings.BASE_DIR)}:")
+        for change in changes or ["no changes"]:
+            self.stdout.write(f"  {change}")
+        self.stdout.write("  source billing: invoice.paid -> fulfil-invoice at destination fulfilment (the stand-in)")
 
     @transaction.atomic
     def _ensure_staff(self, workspace):

@@ -1,5 +1,6 @@
 """``manage.py integrations apply FILE [--dry-run]`` and ``manage.py integrations export``: the
-integrations (sources of signed webhooks) as a YAML or JSON file (``ledger.integrations``)."""
+integrations (destinations, HTTP actions and sources of signed webhooks) as a YAML or JSON file
+(``ledger.integrations``)."""
 
 import sys
 

@@ -24,3 +24,12 @@ def retry_delay(
     if retry_after is not None:
         delay = max(delay, retry_after)
     return delay
+
+
+def schedule(max_attempts: int, base: float, cap: float) -> str:
+    """The waits a retry policy allows between its tries, for people: "up to 2 s, 4 s, 8 s" (each
+    wait is drawn below its ceiling, "full jitter")."""
+    ceilings = [backoff_ceiling(attempt, base=base, cap=cap) for attempt in range(1, max(1, max_attempts))]
+    if not ceilings:
+        return "one try, no retry"
+    return "up to " + ", ".join(f"{ceiling:g} s" for ceiling in ceilings) + f" ({max_attempts} tries)"

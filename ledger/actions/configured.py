@@ -1,0 +1,473 @@
+"""HTTP actions defined by configuration (``ledger.models.HttpAction`` rows and their
+``Destination``), not code: each row becomes an ``ActionDefinition`` the registry holds beside the
+coded ones, so it runs through the same engine (leases, fencing, classification, reconciliation,
+approvals, audit, metrics). docs/integrations.md describes the format.
+
+The registry reads the rows again when they change (``Loaded``): each process looks at most every
+``REFRESH_SECONDS`` whether any row changed (one small query), and at once after a save in its own
+process. A definition holds plain values only (no rows), so a pool thread can perform it without
+touching the database.
+"""
+
+import base64
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import jsonschema
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from ledger import keys
+from ledger.actions import http, templates
+from ledger.actions.base import ActionDefinition, FieldError, Limits, registry
+from ledger.models import Destination, HttpAction
+from ledger.outcomes import (
+    Absent,
+    AmbiguousError,
+    CannotTell,
+    Found,
+    OutcomeError,
+    PermanentError,
+    Success,
+    TransientError,
+)
+
+# The normalisers an identity field may name (``ledger.keys``).
+NORMALISERS: dict[str, Callable[[Any], Any]] = {
+    "identifier": keys.identifier,
+    "whole_number": keys.whole_number,
+    "email_address": keys.email_address,
+}
+OUTCOMES = ("success", "transient", "permanent", "ambiguous")
+BODY_FORMATS = ("json", "form")
+METHODS = ("POST", "PUT", "PATCH", "DELETE", "GET")
+# Where a vendor's refusal usually says why (a response.message expression overrides it).
+DEFAULT_MESSAGE = "error.message || message || error_description || detail || error"
+LISTING_PAGE_LIMIT = 1000
+
+
+# A destination's fields that pace its calls rather than change them.
+LIMITS = ("rate_limit_per_second", "max_concurrency", "breaker_threshold", "breaker_cooldown_seconds")
+
+
+class SecretMissing(PermanentError):
+    """The destination's credential is not in the environment: nothing was sent."""
+
+
+@dataclass(frozen=True)
+class DestinationConfig:
+    """A destination's row as plain values (a pool thread reads it without the database)."""
+
+    slug: str
+    base_url: str
+    auth: str
+    auth_header: str
+    secret_env: str
+    connect_timeout_seconds: float
+    timeout_seconds: float
+    idempotency_header: str
+    idempotency_key_retention_seconds: int | None
+    rate_limit_per_second: float | None
+    max_concurrency: int
+    breaker_threshold: int | None
+    breaker_cooldown_seconds: int
+
+    @classmethod
+    def of(cls, row: Destination) -> "DestinationConfig":
+        return cls(**{name: getattr(row, name) for name in cls.__dataclass_fields__})
+
+    def url(self, path: str) -> str:
+        return self.base_url.rstrip("/") + "/" + path.lstrip("/")
+
+    def timeout(self) -> httpx.Timeout:
+        return httpx.Timeout(self.timeout_seconds, connect=self.connect_timeout_seconds)
+
+    def auth_headers(self) -> dict[str, str]:
+        """The credential's header, read from the environment now (a rotated secret applies to the
+        next call); ``SecretMissing`` when the variable is empty."""
+        if self.auth == Destination.Auth.NONE:
+            return {}
+        secret = os.environ.get(self.secret_env, "")
+        if not secret:
+            raise SecretMissing(f"the credential of destination {self.slug} is missing: set {self.secret_env}")
+        if self.auth == Destination.Auth.BEARER:
+            return {"Authorization": f"Bearer {secret}"}
+        if self.auth == Destination.Auth.BASIC:
+            return {"Authorization": "Basic " + base64.b64encode(secret.encode()).decode()}
+        return {self.auth_header: secret}
+
+    def described(self) -> dict:
+        """What changes what a call does (never the secret, only where it is read from); not the
+        limits, which change only how fast calls go (so tuning one asks no replay to confirm)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__ if name not in LIMITS}
+
+
+class ConfiguredHttpAction(ActionDefinition):
+    """One ``HttpAction`` row as an action definition."""
+
+    external = True
+
+    def __init__(self, row: HttpAction, destination: DestinationConfig):
+        self.name = row.name
+        self.destination = destination
+        self.json_schema = row.schema
+        self.validator = jsonschema.Draft202012Validator(row.schema, format_checker=jsonschema.FormatChecker())
+        self.identity_fields = tuple(row.identity_fields)
+        self.normalisers = {field: NORMALISERS[name] for field, name in row.normalisers.items()}
+        self.fingerprint_fields = tuple(row.fingerprint_fields)
+        self.consequential = row.consequential
+        self.sensitive_fields = tuple(row.sensitive_fields)
+        self.money_fields = dict(row.money_fields)
+        self.max_attempts = row.max_attempts
+        self.backoff_base_seconds = row.backoff_base_seconds
+        self.backoff_cap_seconds = row.backoff_cap_seconds
+        self.deadline = timedelta(seconds=row.deadline_seconds)
+        self.settle_after = timedelta(seconds=row.settle_after_seconds)
+        self.ordering = row.ordering
+        self.payload_retention = timedelta(days=row.payload_retention_days)
+        self.key_retention = timedelta(days=row.key_retention_days)
+        self.request = row.request
+        self.response = row.response or {}
+        self.lookup_config = row.lookup or {}
+        self.listing = row.listing or {}
+        # The destination's guarantees and limits are the action's.
+        self.honours_idempotency_keys = bool(destination.idempotency_header)
+        retention = destination.idempotency_key_retention_seconds
+        self.idempotency_key_retention = timedelta(seconds=retention) if retention else None
+        self.max_concurrency = destination.max_concurrency
+
+    # What the data is.
+
+    def validated(self, data: dict) -> tuple[dict | None, list[FieldError]]:
+        errors = sorted(self.validator.iter_errors(data), key=lambda error: list(error.absolute_path))
+        if not errors:
+            return dict(data), []
+        return None, [FieldError(_field_path(error), error.message) for error in errors]
+
+    def data_schema(self) -> dict:
+        return self.json_schema
+
+    def field_names(self) -> list[str]:
+        return list(self.json_schema.get("properties", {}))
+
+    def limits(self) -> Limits:
+        destination = self.destination
+        return Limits(
+            rate_per_second=destination.rate_limit_per_second,
+            concurrency=destination.max_concurrency,
+            breaker_threshold=destination.breaker_threshold,
+            breaker_cooldown=timedelta(seconds=destination.breaker_cooldown_seconds),
+        )
+
+    def destination_name(self) -> str:
+        return self.destination.slug
+
+    def definition_extras(self) -> dict:
+        return {
+            "request": self.request,
+            "response": self.response,
+            "lookup": self.lookup_config,
+            "listing": self.listing,
+        }
+
+    def configuration(self) -> dict:
+        # Its destination's limits pace the calls, they do not change them (``DestinationConfig.described``).
+        paced = {name: value for name, value in super().configuration().items() if name not in LIMITS}
+        return paced | {"destination": self.destination.described()}
+
+    # Calling the destination.
+
+    def perform(self, operation) -> Success:
+        return self.answered(self.call(operation))
+
+    def call(self, operation) -> httpx.Response:
+        """Send the operation's request; its answer, whatever the status (a transport failure raises
+        its classified error)."""
+        context = {"data": operation.payload, "key": operation.key}
+        method = self.request.get("method", "POST").upper()
+        headers = {
+            name: templates._as_text(templates.render(value, context))
+            for name, value in self.request.get("headers", {}).items()
+        }
+        headers |= self.destination.auth_headers()
+        if self.destination.idempotency_header:
+            headers[self.destination.idempotency_header] = operation.key
+        body = templates.render(self.request["body"], context) if "body" in self.request else None
+        form = self.request.get("body_format", "json") == "form"
+        return http.deliver(
+            method,
+            self.destination.url(templates.render_path(self.request["path"], context)),
+            json=None if form else body,
+            data=dict(form_fields(body)) if form and body is not None else None,
+            headers=headers,
+            timeout=self.destination.timeout(),
+        )
+
+    def answered(self, response: httpx.Response) -> Success:
+        """The success an answer is, or the classified error it raises: the action's own outcome
+        rules first, then HTTP's (``ledger.actions.http``), each refusal with the vendor's message."""
+        body = _body(response)
+        outcome = self._ruled_outcome(response.status_code, body)
+        if outcome is None and 200 <= response.status_code < 300:
+            outcome = "success"
+        if outcome == "success":
+            record_id = templates.search(self.response.get("record_id", "id"), body) if body is not None else None
+            record_id = None if record_id is None else str(record_id)
+            return Success(result={"record_id": record_id, "status": response.status_code}, external_id=record_id or "")
+        message = f"HTTP {response.status_code} from {response.request.url.host}"
+        if said := self._vendor_message(body, response):
+            message += f": {said}"
+        if outcome is None:
+            try:
+                http.classify_response(response)
+            except OutcomeError as exc:
+                exc.message, exc.args = message, (message,)  # HTTP's classification, the vendor's words
+                raise
+        assert outcome is not None  # classify_response raised: no answer but a 2xx is a success by HTTP
+        if outcome == "transient":
+            retry_after = http.retry_after_seconds(response.headers.get("Retry-After"))
+            raise TransientError(message, retry_after=retry_after, http_status=response.status_code)
+        raise {"permanent": PermanentError, "ambiguous": AmbiguousError}[outcome](
+            message, http_status=response.status_code
+        )
+
+    def _ruled_outcome(self, status: int, body: Any) -> str | None:
+        for rule in self.response.get("outcomes", []):
+            if templates.search(rule["when"], {"status": status, "body": body}):
+                return rule["outcome"]
+        return None
+
+    def _vendor_message(self, body: Any, response: httpx.Response) -> str:
+        said = templates.search(self.response.get("message", DEFAULT_MESSAGE), body) if isinstance(body, dict) else None
+        if said is None and body is None:
+            said = response.text
+        if said is None:
+            return ""
+        return (said if isinstance(said, str) else templates._as_text(said)).strip()[:300]
+
+    # What became of an operation whose answer was lost.
+
+    def lookup(self, operation) -> Found | Absent | CannotTell:
+        """Repeat the request under the same key while the vendor still keeps it (its answer is the
+        first one's), else the lookup GET, else a person decides. Only an operation whose outcome
+        is not known is repeated: the reconciliation audit asks about succeeded ones, and a repeat
+        for one the vendor lost would act again."""
+        repeat = self.lookup_config.get("repeat") and operation.state != "succeeded"
+        if repeat and self.key_still_kept(operation, timezone.now()):
+            try:
+                success = self.perform(operation)
+            except PermanentError as exc:
+                return CannotTell(f"the repeat under the same key was refused: {exc.message}", final=True)
+            except OutcomeError as exc:
+                return CannotTell(f"the repeat under the same key failed: {exc.message}")
+            return Found(external_id=success.external_id, result=success.result)
+        if "path" in self.lookup_config:
+            return self._looked_up(operation)
+        return CannotTell(f"action {self.name} has no lookup its destination still answers", final=True)
+
+    def _looked_up(self, operation) -> Found | Absent | CannotTell:
+        context = {"data": operation.payload, "key": operation.key}
+        url = self.destination.url(templates.render_path(self.lookup_config["path"], context))
+        try:
+            body = http.send(
+                "GET", url, headers=self.destination.auth_headers(), timeout=self.destination.timeout()
+            ).json()
+        except PermanentError as exc:
+            if exc.http_status == 404 and self.lookup_config.get("absent_on_404"):
+                return Absent()  # a GET of one record by our reference: no such record
+            return CannotTell(f"lookup failed: {exc.message}")
+        except (OutcomeError, ValueError) as exc:
+            return CannotTell(f"lookup failed: {getattr(exc, 'message', type(exc).__name__)}")
+        records = templates.search(self.lookup_config.get("found", "@"), body)
+        if isinstance(records, dict):
+            records = [records]
+        if not isinstance(records, list):
+            return CannotTell("the lookup's answer holds no list of records where `found` points")
+        if len(records) > 1:
+            return CannotTell(f"{len(records)} records carry this key at the destination", final=True)
+        if not records:
+            return Absent()
+        record_id = templates.search(self.lookup_config.get("record_id", "id"), records[0])
+        record_id = None if record_id is None else str(record_id)
+        return Found(external_id=record_id or "", result={"record_id": record_id})
+
+    # The two-way reconciliation audit (``reconciliation.audit``).
+
+    @property
+    def lists_records(self) -> bool:
+        return bool(self.listing)
+
+    def list_records(self, created_after: datetime, created_before: datetime) -> Iterator[dict]:
+        """The destination's records created in the window, each as the audit reads one: ``id``,
+        ``reference`` (our key), ``created_at`` (ISO 8601) and ``payload`` (the listed fields)."""
+        context = {
+            "created_after": created_after.isoformat(),
+            "created_before": created_before.isoformat(),
+            "created_after_epoch": int(created_after.timestamp()),
+            "created_before_epoch": int(created_before.timestamp()),
+        }
+        path = templates.render_path(self.listing["path"], context)
+        page_param, page_size = self.listing.get("page_param"), self.listing.get("page_size", 100)
+        cursor_param, next_cursor = self.listing.get("cursor_param"), self.listing.get("next_cursor")
+        params: dict = {page_param: 1} if page_param else {}
+        if size_param := self.listing.get("page_size_param"):
+            params[size_param] = page_size
+        for _ in range(LISTING_PAGE_LIMIT):
+            body = http.send(
+                "GET",
+                self.destination.url(path),
+                params=params or None,
+                headers=self.destination.auth_headers(),
+                timeout=self.destination.timeout(),
+            ).json()
+            records = templates.search(self.listing.get("records", "@"), body) or []
+            yield from (self._listed(record) for record in records)
+            if page_param and len(records) >= page_size:  # numbered pages: a full one may have a next
+                params[page_param] += 1
+            elif cursor_param and next_cursor and (cursor := templates.search(next_cursor, body)):
+                params[cursor_param] = cursor
+            else:
+                return
+        raise TransientError(f"destination {self.destination.slug} listed more than {LISTING_PAGE_LIMIT} pages")
+
+    def _listed(self, record: dict) -> dict:
+        fields = self.listing.get("fields", {})
+        created_at = templates.search(self.listing.get("created_at", "created_at"), record)
+        if created_at is None:
+            raise TransientError(
+                f"destination {self.destination.slug} listed a record without a creation time where "
+                f"listing.created_at ({self.listing.get('created_at', 'created_at')}) points"
+            )
+        return {
+            "id": str(templates.search(self.listing.get("record_id", "id"), record)),
+            "reference": templates.search(self.listing["reference"], record),
+            "created_at": _iso(created_at),
+            "payload": {name: templates.search(expression, record) for name, expression in fields.items()},
+        }
+
+    def our_reference(self, record: dict) -> str | None:
+        return record.get("reference")
+
+    def record_payload(self, operation) -> dict:
+        return {name: operation.payload.get(name) for name in self.listing.get("fields", {})}
+
+
+def form_fields(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """A body as form fields, nested values in the bracket convention most vendors read (Stripe's
+    ``metadata[source_key]=…``, ``items[0][price]=…``)."""
+    if isinstance(value, dict):
+        pairs = []
+        for name, inner in value.items():
+            pairs += form_fields(inner, f"{prefix}[{name}]" if prefix else str(name))
+        return pairs
+    if isinstance(value, list):
+        return [pair for index, inner in enumerate(value) for pair in form_fields(inner, f"{prefix}[{index}]")]
+    return [] if value is None else [(prefix, templates._as_text(value))]
+
+
+def _body(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _iso(value: Any) -> str:
+    """A record's creation time as ISO 8601 with its zone (epoch seconds, as Stripe's `created`, or
+    text; a time without a zone is taken as UTC)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, tz=UTC).isoformat()
+    try:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise TransientError(f"a listed record's creation time {str(value)[:40]!r} is not ISO 8601") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+
+
+def _field_path(error: jsonschema.ValidationError) -> str:
+    path = ["data", *(str(part) for part in error.absolute_path)]
+    if error.validator == "required":  # the missing field is named in the message, not the path
+        missing = error.message.split("'")[1] if error.message.count("'") >= 2 else ""
+        path += [missing] if missing else []
+    elif error.validator == "additionalProperties" and error.message.count("'") >= 2:
+        path.append(error.message.split("'")[1])
+    return ".".join(path)
+
+
+_ACTIONS, _DESTINATIONS = HttpAction._meta.db_table, Destination._meta.db_table
+
+
+class Loaded:
+    """The configured actions as the registry sees them, read again when a row changed."""
+
+    REFRESH_SECONDS = 2.0
+
+    def __init__(self):
+        self.actions: dict[str, ConfiguredHttpAction] = {}
+        self.stamp: tuple | None = None
+        self.checked_at = -math.inf
+        self.lock = threading.Lock()
+
+    def __call__(self) -> dict[str, ConfiguredHttpAction]:
+        if time.monotonic() - self.checked_at < self.REFRESH_SECONDS:
+            return self.actions
+        with self.lock:
+            if time.monotonic() - self.checked_at >= self.REFRESH_SECONDS:
+                self._refresh()
+        return self.actions
+
+    def forget(self) -> None:
+        """Read the rows again at the next look (after a save in this process)."""
+        self.checked_at = -math.inf
+
+    def assume_none(self) -> None:
+        """Know, without asking, that there are no configured actions (the tests' empty database)."""
+        self.actions, self.stamp, self.checked_at = {}, (0, None, 0, None), time.monotonic()
+
+    def _refresh(self) -> None:
+        # Inside a transaction, a savepoint: a failure (the tables not there yet) must not spoil it.
+        inside = connection.in_atomic_block
+        try:
+            with transaction.atomic() if inside else nullcontext():
+                stamp = self._stamp()
+                if stamp != self.stamp:
+                    self.actions, self.stamp = self._load(), stamp
+        except (DatabaseError, RuntimeError):
+            # Before the tables exist (migrations), or in a call thread (which may not query): the
+            # actions as last read, looked at again next time.
+            return
+        self.checked_at = time.monotonic()
+
+    @staticmethod
+    def _stamp() -> tuple:
+        """Whether any row changed: how many there are, and the last change, in one query."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT (SELECT count(*) FROM {_ACTIONS}), (SELECT max(updated_at) FROM {_ACTIONS}),"
+                f" (SELECT count(*) FROM {_DESTINATIONS}), (SELECT max(updated_at) FROM {_DESTINATIONS})"
+            )
+            return tuple(cursor.fetchone())
+
+    @staticmethod
+    def _load() -> dict[str, ConfiguredHttpAction]:
+        loaded = {}
+        for row in HttpAction.objects.select_related("destination"):
+            if row.name in registry.coded:
+                continue  # a coded action of the name wins (saving refuses such a row)
+            try:
+                loaded[row.name] = ConfiguredHttpAction(row, DestinationConfig.of(row.destination))
+            except (KeyError, TypeError, ValueError, jsonschema.SchemaError):
+                continue  # saving refuses a row that cannot be built; one written otherwise is skipped
+        return loaded
+
+
+loaded = Loaded()
+registry.configured = loaded

@@ -1,0 +1,189 @@
+"""Integrations in the admin: sources of signed webhooks, destinations and HTTP actions, edited
+through the same services as ``manage.py integrations apply`` (``ledger.intake.sources``,
+``ledger.core.outbound``). A form is refused on save with every problem, each saying where (a
+template or an expression that does not compile names its place). Secrets stay in the environment:
+the admin shows only whether the variable a row names is set.
+
+Sources belong to a workspace: its admins (the ``configure`` capability) edit them, as superusers
+do. Destinations and HTTP actions serve every workspace: superusers edit them; staff with a role
+see them, to know what an action calls.
+"""
+
+import json
+
+from django import forms
+from django.contrib import admin
+from django.db import models
+from django.utils.html import format_html
+
+from ledger import integrations
+from ledger.admin.lists import ReadOnlyAdmin
+from ledger.core import outbound, roles
+from ledger.intake import sources
+from ledger.models import Destination, HttpAction, Source
+
+
+class SourceForm(forms.ModelForm):
+    """A source as ``sources.save_source`` will have it: rules that compile and name registered
+    actions, secrets named by environment variables (refused on save, saying where)."""
+
+    class Meta:
+        model = Source
+        fields = ["workspace", "slug", "scheme", "secret_env", "previous_secret_env", "tolerance_seconds", "rules"]
+
+    def clean(self):
+        cleaned = super().clean()
+        fields = ("slug", "scheme", "secret_env", "previous_secret_env", "tolerance_seconds", "rules")
+        proposed = Source(**{name: cleaned.get(name) for name in fields})
+        if problems := sources.source_problems(proposed):
+            raise forms.ValidationError(problems)
+        return cleaned
+
+
+@admin.register(Source)
+class SourceAdmin(ReadOnlyAdmin):
+    """Senders of signed webhooks (``/api/v1/hooks/<slug>``): superusers and the workspace's admins
+    configure them here; the secrets stay in the environment, shown only as set or missing. Members
+    see their workspaces'."""
+
+    form = SourceForm
+    list_display = ["slug", "workspace", "scheme", "secrets", "updated_at"]
+    list_select_related = ["workspace"]
+    readonly_fields = ["secrets"]
+
+    @admin.display(description="Secrets")
+    def secrets(self, obj):
+        return sources.secret_status(obj) if obj.pk else "—"
+
+    def has_add_permission(self, request, obj=None):
+        return request.user.is_active and roles.workspace_ids(request.user, roles.CONFIGURE) != set()
+
+    def has_change_permission(self, request, obj=None):
+        if obj is None:
+            return self.has_add_permission(request)
+        return roles.can(request.user, roles.CONFIGURE, obj.workspace_id)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "workspace":  # a workspace admin adds sources to their workspaces only
+            kwargs["queryset"] = roles.workspaces(request.user, roles.CONFIGURE)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        sources.save_source(obj, actor=request.user.get_username())  # what the form checked, audited
+
+
+class SuperuserEdits(ReadOnlyAdmin):
+    """Rows that serve every workspace: visible to staff with a role, edited by superusers."""
+
+    workspace_path = None
+
+    def get_queryset(self, request):
+        queryset = super(ReadOnlyAdmin, self).get_queryset(request)
+        return queryset if roles.workspace_ids(request.user) != set() else queryset.none()
+
+    def has_add_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    has_change_permission = has_add_permission
+
+
+class IndentedJSONField(forms.JSONField):
+    """JSON shown indented, one key a line: a schema or a request template is read and edited
+    there, not on one long line."""
+
+    widget = forms.Textarea(attrs={"class": "vLargeTextField", "rows": 14, "cols": 100})
+
+    def prepare_value(self, value):
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
+
+
+class DestinationForm(forms.ModelForm):
+    base_url = forms.URLField(max_length=500, assume_scheme="https")
+
+    class Meta:
+        model = Destination
+        fields = ["slug", *integrations.DESTINATION_FIELDS]
+        # What the limits mean (docs/integrations.md, Limits); the model's columns say only their names.
+        help_texts = {
+            "rate_limit_per_second": "Calls per second to the vendor, over all workers; empty: no limit.",
+            "max_concurrency": "Calls in flight to the vendor at once, over all workers.",
+            "breaker_cooldown_seconds": "How long calls pause once the breaker opens; then one probe call decides.",
+        }
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:  # a field that did not parse already says so
+            return cleaned
+        proposed = Destination(**{name: value for name, value in cleaned.items()})
+        if problems := outbound.destination_problems(proposed):
+            raise forms.ValidationError(problems)
+        return cleaned
+
+
+@admin.register(Destination)
+class DestinationAdmin(SuperuserEdits):
+    """A vendor's API the configured HTTP actions call."""
+
+    form = DestinationForm
+    list_display = [
+        "slug",
+        "base_url",
+        "auth",
+        "credential",
+        "idempotency_header",
+        "rate_limit_per_second",
+        "max_concurrency",
+    ]
+    readonly_fields = ["credential"]
+
+    @admin.display(description="Credential")
+    def credential(self, obj):
+        return outbound.secret_status(obj) if obj.pk else "—"
+
+    def save_model(self, request, obj, form, change):
+        outbound.save_destination(obj, actor=request.user.get_username())
+
+
+class HttpActionForm(forms.ModelForm):
+    class Meta:
+        model = HttpAction
+        fields = ["name", *integrations.HTTP_ACTION_FIELDS]
+        field_classes = {
+            name: IndentedJSONField
+            for name in integrations.HTTP_ACTION_FIELDS
+            if isinstance(HttpAction._meta.get_field(name), models.JSONField)
+        }
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:  # a field that did not parse (JSON) already says so
+            return cleaned
+        proposed = HttpAction(**{name: value for name, value in cleaned.items()})
+        if problems := outbound.http_action_problems(proposed):
+            raise forms.ValidationError(problems)
+        return cleaned
+
+
+@admin.register(HttpAction)
+class HttpActionAdmin(SuperuserEdits):
+    """An action type defined by configuration: its data schema, identity, policies and request."""
+
+    form = HttpActionForm
+    list_display = ["name", "destination", "method_and_path", "consequential", "max_attempts", "updated_at"]
+    list_select_related = ["destination"]
+    readonly_fields = ["retry_schedule"]
+
+    @admin.display(description="Request")
+    def method_and_path(self, obj):
+        return f"{obj.request.get('method', 'POST')} {obj.request.get('path', '')}"
+
+    @admin.display(description="Retry schedule")
+    def retry_schedule(self, obj):
+        if obj.pk is None:
+            return "shown once saved"
+        return format_html("<code>{}</code>", outbound.retry_schedule(obj))
+
+    def save_model(self, request, obj, form, change):
+        outbound.save_http_action(obj, actor=request.user.get_username())

@@ -1,0 +1,119 @@
+"""Configured HTTP systems out: a Destination (a vendor's API: where, how we authenticate, how it
+deduplicates, how fast it may be called) and the HTTP actions that call it (an action type defined
+by configuration, not code: ``ledger.actions.configured`` makes each row an action definition that
+runs through the same engine as the coded ones). Rows change only through
+``ledger.core.outbound`` (the integrations file and the admin), which checks and audits them."""
+
+from django.core.validators import MinValueValidator, validate_slug
+from django.db import models
+
+from ledger.models.checks import choices_check
+from ledger.models.policy import Ordering
+
+
+class DestinationAuth(models.TextChoices):
+    NONE = "none", "None"
+    BEARER = "bearer", "Bearer token (Authorization: Bearer <secret>)"
+    BASIC = "basic", "Basic (the secret is user:password)"
+    HEADER = "header", "A header of its own (auth_header: <secret>)"
+
+
+class Destination(models.Model):
+    """A vendor's HTTP API that configured actions call."""
+
+    Auth = DestinationAuth
+
+    slug = models.SlugField(max_length=50, unique=True, validators=[validate_slug])
+    base_url = models.URLField(max_length=500)
+    auth = models.CharField(max_length=10, choices=DestinationAuth.choices, default=DestinationAuth.NONE)
+    auth_header = models.CharField(max_length=100, blank=True, help_text="The header's name, for auth=header.")
+    # The secret is never stored here: the destination names the environment variable that holds it.
+    secret_env = models.CharField(
+        max_length=100, blank=True, help_text="Environment variable holding the credential (not the credential)."
+    )
+    connect_timeout_seconds = models.FloatField(default=3.0, validators=[MinValueValidator(0.1)])
+    timeout_seconds = models.FloatField(
+        default=10.0, validators=[MinValueValidator(0.1)], help_text="How long to wait for an answer."
+    )
+    idempotency_header = models.CharField(
+        max_length=100, blank=True, help_text="The header that carries our key, if the vendor honours one."
+    )
+    idempotency_key_retention_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="How long the vendor keeps a key (Stripe: 86400); empty: as long as we do.",
+    )
+    rate_limit_per_second = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.01)])
+    max_concurrency = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)])
+    breaker_threshold = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Transient failures in a row that pause calls; empty: no breaker."
+    )
+    breaker_cooldown_seconds = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(
+                condition=choices_check("auth", DestinationAuth.choices), name="destination_auth_valid"
+            ),
+        ]
+
+    def __str__(self):
+        return self.slug
+
+
+class HttpAction(models.Model):
+    """An action type defined by configuration: its data, its identity, its policies, and the request
+    that performs it at its destination (docs/integrations.md has the format)."""
+
+    name = models.SlugField(max_length=50, unique=True, validators=[validate_slug])
+    destination = models.ForeignKey(Destination, on_delete=models.PROTECT, related_name="actions")
+    # JSON Schema (draft 2020-12) of the event's data.
+    schema = models.JSONField(default=dict)
+    identity_fields = models.JSONField(default=list)
+    # {field: normaliser name} (ledger.actions.configured.NORMALISERS), one per identity field.
+    normalisers = models.JSONField(default=dict, blank=True)
+    fingerprint_fields = models.JSONField(default=list)
+    consequential = models.BooleanField(default=False)
+    sensitive_fields = models.JSONField(default=list, blank=True)
+    # {amount field: currency field}
+    money_fields = models.JSONField(default=dict, blank=True)
+    max_attempts = models.PositiveIntegerField(default=5, validators=[MinValueValidator(1)])
+    backoff_base_seconds = models.FloatField(default=2.0, validators=[MinValueValidator(0)])
+    backoff_cap_seconds = models.FloatField(default=300.0, validators=[MinValueValidator(0)])
+    deadline_seconds = models.PositiveIntegerField(default=86400, validators=[MinValueValidator(1)])
+    settle_after_seconds = models.PositiveIntegerField(default=30)
+    ordering = models.CharField(max_length=20, choices=Ordering.choices, default=Ordering.INDEPENDENT)
+    payload_retention_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
+    key_retention_days = models.PositiveIntegerField(default=90, validators=[MinValueValidator(1)])
+    # {method, path, headers, body, body_format: json|form}: strings hold {{ JMESPath }} over
+    # {data: the operation's payload, key: its key}.
+    request = models.JSONField(default=dict)
+    # {record_id: JMESPath on the answer, message: JMESPath for a refusal's text,
+    #  outcomes: [{when: JMESPath on {status, body}, outcome: success|transient|permanent|ambiguous}]}
+    response = models.JSONField(default=dict, blank=True)
+    # {repeat: true (while the vendor keeps the key), path: "/tickets?source_key={{ key }}",
+    #  found: JMESPath to the records (a list), record_id: JMESPath on one, absent_on_404: a 404 to
+    #  the GET means no record}; {}: a person decides.
+    lookup = models.JSONField(default=dict, blank=True)
+    # {path (with {{ created_after }} and {{ created_before }}, ISO 8601, or their _epoch seconds),
+    #  records, record_id, reference, created_at, fields: {data field: JMESPath on a record}, paging:
+    #  page_param + page_size (+ page_size_param), or cursor_param + next_cursor}: the destination's
+    #  records for the two-way reconciliation audit.
+    listing = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "HTTP action"
+        constraints = [
+            models.CheckConstraint(
+                condition=choices_check("ordering", Ordering.choices), name="http_action_ordering_valid"
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
