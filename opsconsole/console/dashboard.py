@@ -14,6 +14,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from ledger.core import roles
 from ledger.reads import dashboard as figures_of
+from ledger.reads import destinations as destinations_of
 from opsconsole.console import charts
 from opsconsole.console.filters import HELD, QueueFilter
 from opsconsole.console.views import age_text, console_page
@@ -49,6 +50,7 @@ def dashboard(request):
         "nav": "dashboard",
         "figures": figures,
         "results": results,
+        "destinations": destinations_of.destinations(now=figures.now),
         "refresh_seconds": REFRESH_SECONDS,
         "scope": _scope(request.user),
         "states": [

@@ -32,6 +32,7 @@ from ledger.core.selectors import (
 )
 from ledger.engine.lookups import may_have_acted
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
+from ledger.reads import destinations
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
 from opsconsole.console import explain, keyset, money, tables
 from opsconsole.console.filters import AuditFilter
@@ -211,6 +212,7 @@ def operation(request, pk):
                 user, op, external=external, own_work=own_work, contributor_ids={c.user_id for c in contributions}
             ),
             "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
+            "waiting": destinations.waiting_for(op),
             "by_caller": bool(definition and definition.performed_by_caller),
             # Enough of the claim's token to match it with the caller's own logs; never all of it.
             "token_hint": tokens.token_for(op)[-6:]

@@ -105,7 +105,7 @@ def test_it_masks_every_value_of_an_action_that_is_no_longer_defined(client, log
 
     login("viewer")
     operation = noted(note="first note").operation
-    base.registry.pop(noted_action.name)
+    base.registry.coded.pop(noted_action.name)
 
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
 
