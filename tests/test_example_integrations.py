@@ -1,0 +1,106 @@
+"""examples/integrations.yaml (the demo's, and the proof that a new vendor needs no Python) works end
+to end: a signed invoice.paid lands through its source as a `fulfil-invoice` operation, our engine
+calls the fulfilment system (the stand-in destination) with the destination's token and key, a lost
+answer is found by repeating under the key, and the reconciliation audit lists its records."""
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from ledger import integrations
+from ledger.actions import get_action
+from ledger.engine.processing import process_due_operations
+from ledger.models import Operation
+from opsconsole.send_webhook import invoice_paid, signed_headers
+from reconciliation.audit import run_audit
+from reconciliation.reconcile import reconcile_operation
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "integrations.yaml"
+HOOK_SECRET = "whsec_b3BzY29uc29sZSBleGFtcGxlIHdlYmhvb2sgc2VjcmV0ISE="
+
+
+@pytest.fixture
+def example(workspace, standin, monkeypatch):
+    """The example file, its fulfilment destination pointed at this test's stand-in."""
+    monkeypatch.setenv("OPSCONSOLE_DEMO_HOOK_SECRET", HOOK_SECRET)
+    monkeypatch.setenv("OPSCONSOLE_DEMO_FULFILMENT_TOKEN", "demo-token")
+    text = EXAMPLE.read_text().replace("http://127.0.0.1:8765", standin.url)
+    changes = [str(change) for change in integrations.apply(integrations.read(text), actor="test")]
+    assert changes == [
+        "destination fulfilment: created",
+        "HTTP action fulfil-invoice: created",
+        "source billing: created",
+    ]
+    return text
+
+
+def deliver(client, delivery_id: str = "msg_1"):
+    now = datetime.now(UTC)
+    body = json.dumps(invoice_paid(now)).encode()
+    headers = signed_headers(HOOK_SECRET, delivery_id, body, now)
+    extra = {
+        f"HTTP_{name.upper().replace('-', '_')}": value for name, value in headers.items() if name != "Content-Type"
+    }
+    return client.post("/api/v1/hooks/billing", body, content_type="application/json", **extra)
+
+
+def test_a_signed_invoice_paid_becomes_one_record_at_the_fulfilment_system(client, example, standin):
+    first, again = deliver(client), deliver(client)
+    assert (first.status_code, first.json()["key"]) == (201, "demo:INV-7:fulfil-invoice")
+    assert again.json()["status"] == "duplicate"
+
+    process_due_operations(worker="w1")
+
+    operation = Operation.objects.get()
+    assert operation.state == "succeeded", operation.last_error_message
+    [record] = standin.records()
+    assert record["reference"] == operation.key and record["idempotency_key"] == operation.key
+    assert record["payload"] == {
+        "invoice_id": "INV-7",
+        "customer_id": "C-1001",
+        "amount_cents": 4500,
+        "currency": "EUR",
+    }
+    assert operation.external_id == record["id"]
+
+
+def test_a_lost_answer_is_found_by_repeating_under_the_key(client, example, standin):
+    standin.fail_next({"kind": "drop_after_commit"})
+    deliver(client)
+    process_due_operations(worker="w1")
+    operation = Operation.objects.get()
+    assert operation.state == "retrying"  # the destination keeps our key: safe to repeat
+
+    Operation.objects.filter(pk=operation.pk).update(next_attempt_at=timezone.now())
+    process_due_operations(worker="w1")
+
+    operation.refresh_from_db()
+    [record] = standin.records()
+    assert (operation.state, operation.external_id) == ("succeeded", record["id"])
+
+
+def test_the_lookup_repeats_under_the_key_and_the_audit_lists_the_records(client, example, standin, time_machine):
+    deliver(client)
+    process_due_operations(worker="w1")
+    operation = Operation.objects.get()
+    Operation.objects.filter(pk=operation.pk).update(state="unknown")
+    operation.refresh_from_db()
+
+    assert reconcile_operation(operation, asked_by_person=True) == "found"
+    assert len(standin.records()) == 1
+
+    time_machine.move_to(timezone.now() + timedelta(minutes=1))  # past the action's settle time
+    run = run_audit(since=timezone.now() - timedelta(hours=1))
+    assert (run.status, run.error) == ("succeeded", "")
+    assert run.new_mismatches == 0
+    # What the audit compared: the record as the file's listing reads it.
+    [listed] = get_action("fulfil-invoice").list_records(timezone.now() - timedelta(hours=1), timezone.now())
+    assert listed == {
+        "id": operation.external_id,
+        "reference": operation.key,
+        "created_at": standin.records()[0]["created_at"],
+        "payload": {"invoice_id": "INV-7", "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"},
+    }
