@@ -215,15 +215,15 @@ def test_the_conflicts_inbox_costs_the_same_however_many_conflicts(
 
 # Session, user, memberships; one bounded count per unfinished state (6); the pause switches and
 # what they hold; the oldest due and held work; the sampled flows and backlog; the sampling
-# heartbeat; open mismatches by kind and the latest audit runs (a member of fewer than 6
-# workspaces has one more: their names).
-DASHBOARD_QUERIES = 18 + IN_INDEX_ORDER
+# heartbeat; open mismatches by kind and the latest audit runs; the configured destinations, their
+# actions and their breakers' rows (a member of fewer than 6 workspaces has one more: their names).
+DASHBOARD_QUERIES = 21 + IN_INDEX_ORDER
 
 
 def test_the_dashboard_costs_the_same_however_much_was_sampled(
     client, crowded, someone, workspace, action, django_assert_max_num_queries
 ):
-    from ledger.models import FlowSample
+    from ledger.models import Destination, DestinationHealth, FlowSample
     from ledger.reads import dashboard
     from reconciliation.models import Mismatch, ReconciliationRun
 
@@ -240,6 +240,9 @@ def test_the_dashboard_costs_the_same_however_much_was_sampled(
         ]
     )
     run = ReconciliationRun.objects.create(started_at=now, since=now, until=now, status="succeeded")
+    for n in range(ROWS):  # the Destinations panel: one breaker row each, read together
+        destination = Destination.objects.create(slug=f"vendor-{n}", base_url="https://vendor.example.com")
+        DestinationHealth.objects.create(name=DestinationHealth.row_of(destination.slug), failures_in_row=1)
     Mismatch.objects.bulk_create(
         [
             Mismatch(run=run, workspace=workspace, action=action.name, reference=f"r-{n}", kind="unknown_to_ledger")

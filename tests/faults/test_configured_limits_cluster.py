@@ -108,7 +108,11 @@ def test_a_bulk_replay_of_200_is_paced_at_the_destinations_rate(
         span = (max(call["started"] for call in calls) - min(call["started"] for call in calls)) / 1000
         # 200 calls at 40 a second begin over at least 199/40 s; a burst would take a fraction of it.
         assert span >= 0.95 * (REPLAYED - 1) / RATE, span
-        assert most_begun_within_a_second(calls) <= RATE + 1
+        # Slots are 1/RATE apart; the server sees each start after its slot plus a scheduling delay
+        # that varies (2 cores, a worker and json-server sharing them). Allowing 100 ms of that
+        # jitter, one second holds at most 1.1 s of slots; an unpaced replay puts several times that
+        # into a second.
+        assert most_begun_within_a_second(calls) <= int(1.1 * RATE) + 1
     created_once_each(json_server, ids)
 
 

@@ -45,7 +45,7 @@ def test_it_counts_and_times_a_route_with_a_key_under_its_template(api, client):
     before = scrape(client)
     api.post("/api/v1/events", event("d-1"))
     for _ in range(3):
-        assert api.get(f"/api/v1/operations/{KEY}?probe=1").status_code == 200
+        assert api.get(f"/api/v1/operations/{KEY}?traced_query=1").status_code == 200
     assert api.get("/api/v1/operations/demo:R-404:v1:prepare-brief").status_code == 404
 
     lines = scrape(client)
@@ -64,7 +64,7 @@ def test_it_counts_and_times_a_route_with_a_key_under_its_template(api, client):
     assert series(lines, duration + "_bucket", **route, status="200", le="+Inf") >= 3
     # No series names a key, a query string, or a path that matched nothing.
     text = "\n".join(lines)
-    assert "R-42" not in text and "R-404" not in text and "probe" not in text
+    assert "R-42" not in text and "R-404" not in text and "traced_query" not in text
 
 
 def test_a_path_that_matches_nothing_is_counted_as_unmatched(client):
