@@ -10,12 +10,11 @@ import re
 from typing import Any
 
 import jsonschema
-from django.db import transaction
 
 from ledger.actions import configured, registry, templates
 from ledger.actions.configured import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction
 from ledger.core.retry import schedule
-from ledger.core.transitions import record_audit_event
+from ledger.core.transitions import save_audited
 from ledger.models import Destination, HttpAction, Ordering
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
@@ -34,14 +33,12 @@ class ConfigurationRefused(ValueError):
 def save_destination(destination: Destination, *, actor: str) -> Destination:
     if problems := destination_problems(destination):
         raise ConfigurationRefused(problems)
-    created = destination.pk is None
-    with transaction.atomic():
-        destination.save()
-        record_audit_event(
-            actor=actor,
-            kind="destination_created" if created else "destination_changed",
-            message=f"destination {destination.slug}: {destination.base_url} (auth {destination.auth})",
-        )
+    save_audited(
+        destination,
+        actor=actor,
+        noun="destination",
+        message=f"destination {destination.slug}: {destination.base_url} (auth {destination.auth})",
+    )
     configured.loaded.forget()
     return destination
 
@@ -49,15 +46,13 @@ def save_destination(destination: Destination, *, actor: str) -> Destination:
 def save_http_action(action: HttpAction, *, actor: str) -> HttpAction:
     if problems := http_action_problems(action):
         raise ConfigurationRefused(problems)
-    created = action.pk is None
-    with transaction.atomic():
-        action.save()
-        record_audit_event(
-            actor=actor,
-            kind="http_action_created" if created else "http_action_changed",
-            message=f"HTTP action {action.name}: {action.request.get('method', 'POST')} "
-            f"{action.destination.slug}{action.request.get('path', '')}",
-        )
+    save_audited(
+        action,
+        actor=actor,
+        noun="http_action",
+        message=f"HTTP action {action.name}: {action.request.get('method', 'POST')} "
+        f"{action.destination.slug}{action.request.get('path', '')}",
+    )
     configured.loaded.forget()
     return action
 

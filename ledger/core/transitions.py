@@ -26,6 +26,16 @@ class IllegalTransition(Exception):
     pass
 
 
+def save_audited(row, *, actor: str, noun: str, message: str, workspace: Workspace | None = None) -> None:
+    """Save a configuration ``row`` (a destination, an HTTP action, a source) and audit it as
+    ``<noun>_created`` or ``<noun>_changed``, in one transaction."""
+    created = row.pk is None
+    with transaction.atomic():
+        row.save()
+        kind = f"{noun}_created" if created else f"{noun}_changed"
+        record_audit_event(actor=actor, kind=kind, workspace=workspace, message=message)
+
+
 def record_audit_event(
     *,
     actor: str,

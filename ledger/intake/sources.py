@@ -7,19 +7,18 @@ event type no rule maps as ``ignored``.
 """
 
 import os
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 import jmespath
-from django.db import transaction
 from django.utils import timezone
 from jmespath.exceptions import JMESPathError
 
 from ledger.actions import registry
-from ledger.core.transitions import record_audit_event
+from ledger.core.outbound import ENV_NAME, SLUG
+from ledger.core.transitions import save_audited
 from ledger.intake import decoding, signatures, submit
 from ledger.intake.submit import IntakeResult
 from ledger.models import Delivery, Source
@@ -183,24 +182,18 @@ class SourceError(ValueError):
     """A source's configuration that cannot work; the message says where."""
 
 
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
-_SLUG = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
-
-
 def save_source(source: Source, *, actor: str) -> Source:
     """Save ``source`` after checking it would work (its rules compile and name registered actions,
     its secrets are named by environment variables, never given), audited in its workspace."""
     if problems := source_problems(source):
         raise SourceError("; ".join(problems))
-    created = source.pk is None
-    with transaction.atomic():
-        source.save()
-        record_audit_event(
-            actor=actor,
-            kind="source_created" if created else "source_changed",
-            workspace=source.workspace,
-            message=f"source {source.slug} ({source.scheme}): {len(source.rules)} rule(s)",
-        )
+    save_audited(
+        source,
+        actor=actor,
+        noun="source",
+        workspace=source.workspace,
+        message=f"source {source.slug} ({source.scheme}): {len(source.rules)} rule(s)",
+    )
     return source
 
 
@@ -210,13 +203,13 @@ MAX_TOLERANCE_SECONDS = 86400
 def source_problems(source: Source, *, also_known: frozenset[str] = frozenset()) -> list[str]:
     """What would keep ``source`` from working, each problem saying where."""
     problems = rule_problems(source.rules, also_known=also_known)
-    if not isinstance(source.slug, str) or not _SLUG.fullmatch(source.slug):
+    if not isinstance(source.slug, str) or not SLUG.fullmatch(source.slug):
         problems.append("slug: letters, digits, - and _, at most 50 (it is the URL /api/v1/hooks/<slug>)")
     if source.scheme not in Source.Scheme.values:
         problems.append(f"scheme: one of {', '.join(Source.Scheme.values)}")
     for name in ("secret_env", "previous_secret_env"):
         value = getattr(source, name)
-        if not isinstance(value, str) or ((value or name == "secret_env") and not _ENV_NAME.fullmatch(value)):
+        if not isinstance(value, str) or ((value or name == "secret_env") and not ENV_NAME.fullmatch(value)):
             problems.append(f"{name}: the name of an environment variable (A-Z, 0-9, _), not the secret itself")
     tolerance = source.tolerance_seconds
     if isinstance(tolerance, bool) or not isinstance(tolerance, int) or not 1 <= tolerance <= MAX_TOLERANCE_SECONDS:
