@@ -82,6 +82,7 @@ DESTINATION_FIELDS = (
     "max_concurrency",
     "breaker_threshold",
     "breaker_cooldown_seconds",
+    "error_code",
 )
 HTTP_ACTION_FIELDS = (
     "destination",

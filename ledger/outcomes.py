@@ -10,15 +10,31 @@ class Success:
     external_id: str = ""
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What a destination said when it refused or failed a call: its status, a few headers worth
+    keeping (``ledger.actions.http.KEPT_HEADERS``), its body up to a bound, and its own error code
+    and words where the body holds them. Kept on the try's Attempt row, with the action's sensitive
+    values and the destination's secret masked first (``ledger.core.privacy.scrub_failure``)."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str = ""
+    code: str = ""
+    said: str = ""
+
+
 class OutcomeError(Exception):
-    """Base of the classified failures. ``message`` must not contain payload text."""
+    """Base of the classified failures. ``message`` must not contain payload text beyond what the
+    destination said (masked before it is stored); ``answer``, when the destination answered."""
 
     category = ""
 
-    def __init__(self, message: str, *, http_status: int | None = None):
+    def __init__(self, message: str, *, http_status: int | None = None, answer: Answer | None = None):
         super().__init__(message)
         self.message = message
-        self.http_status = http_status
+        self.answer = answer
+        self.http_status = answer.status if answer is not None and http_status is None else http_status
 
 
 class TransientError(OutcomeError):
@@ -26,8 +42,15 @@ class TransientError(OutcomeError):
 
     category = "transient"
 
-    def __init__(self, message: str, *, retry_after: float | None = None, http_status: int | None = None):
-        super().__init__(message, http_status=http_status)
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        http_status: int | None = None,
+        answer: Answer | None = None,
+    ):
+        super().__init__(message, http_status=http_status, answer=answer)
         self.retry_after = retry_after
 
 

@@ -166,7 +166,11 @@ class Handler(BaseHTTPRequestHandler):
         kind = fault["kind"] if fault else None
         if kind == "status":
             headers = [("Retry-After", str(fault["retry_after"]))] if "retry_after" in fault else []
-            self._answer(fault["status"], {"error": "injected_fault", "detail": f"status {fault['status']}"}, headers)
+            said = {
+                "error": fault.get("error", "injected_fault"),
+                "detail": fault.get("detail", f"status {fault['status']}"),
+            }
+            self._answer(fault["status"], said, headers)
             return True
         if kind == "reset_before":
             self._hang_up()

@@ -76,6 +76,12 @@ def _normalised_fault(fault, kind):
             if type(retry_after) is not int or retry_after < 0:
                 raise BadRequest("invalid_fault", "'retry_after' must be a non-negative integer (seconds)")
             normalised["retry_after"] = retry_after
+        # What the refusal says: its code ("error") and words ("detail"), as a vendor's would.
+        for name in ("error", "detail"):
+            if fault.get(name) is not None:
+                if not isinstance(fault[name], str) or not fault[name].strip() or len(fault[name]) > 500:
+                    raise BadRequest("invalid_fault", f"'{name}' must be a non-empty string of at most 500 characters")
+                normalised[name] = fault[name]
         return normalised
     if kind in ("reset_before", "drop_after_commit"):
         return {"kind": kind}

@@ -35,6 +35,7 @@ STRIPE = """
     idempotency_header: Idempotency-Key
     idempotency_key_retention_seconds: 86400
     timeout_seconds: 1
+    error_code: error.code || error.type
 """
 CREATE_TICKET = """
   - name: create-ticket

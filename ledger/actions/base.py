@@ -199,6 +199,11 @@ class ActionDefinition:
         destination declares its own). Actions that share a destination should declare the same."""
         return Limits()
 
+    def secret_values(self) -> list[str]:
+        """The credentials this action's calls carry, as text a destination might echo back: masked
+        out of every answer before it is stored (``ledger.core.privacy.scrub_failure``)."""
+        return []
+
     def lookup(self, operation):
         """Ask the destination about ``operation``: ``Found``, ``Absent`` or ``CannotTell``."""
         return CannotTell(f"action {self.name} cannot look its records up at the destination", final=True)

@@ -26,7 +26,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from ledger import keys
-from ledger.actions import http, templates
+from ledger.actions import answers, http, templates
 from ledger.actions.base import ActionDefinition, FieldError, Limits, registry
 from ledger.models import Destination, HttpAction
 from ledger.outcomes import (
@@ -49,13 +49,13 @@ NORMALISERS: dict[str, Callable[[Any], Any]] = {
 OUTCOMES = ("success", "transient", "permanent", "ambiguous")
 BODY_FORMATS = ("json", "form")
 METHODS = ("POST", "PUT", "PATCH", "DELETE", "GET")
-# Where a vendor's refusal usually says why (a response.message expression overrides it).
-DEFAULT_MESSAGE = "error.message || message || error_description || detail || error"
 LISTING_PAGE_LIMIT = 1000
 
 
 # A destination's fields that pace its calls rather than change them.
 LIMITS = ("rate_limit_per_second", "max_concurrency", "breaker_threshold", "breaker_cooldown_seconds")
+# And those that change neither: where its refusals hold the vendor's code changes how they read.
+NOT_THE_CALL = (*LIMITS, "error_code")
 
 
 class SecretMissing(PermanentError):
@@ -79,6 +79,8 @@ class DestinationConfig:
     max_concurrency: int
     breaker_threshold: int | None
     breaker_cooldown_seconds: int
+    # Where its refusals' JSON bodies hold the vendor's error code (``ledger.actions.answers``).
+    error_code: str
 
     @classmethod
     def of(cls, row: Destination) -> "DestinationConfig":
@@ -104,10 +106,21 @@ class DestinationConfig:
             return {"Authorization": "Basic " + base64.b64encode(secret.encode()).decode()}
         return {self.auth_header: secret}
 
+    def secret_values(self) -> list[str]:
+        """The credential and the forms it travels in (for basic auth, each half and the encoding)."""
+        secret = os.environ.get(self.secret_env, "") if self.auth != Destination.Auth.NONE else ""
+        if not secret:
+            return []
+        values = [secret]
+        if self.auth == Destination.Auth.BASIC:
+            values += [part for part in secret.split(":", 1) if part]
+            values.append(base64.b64encode(secret.encode()).decode())
+        return values
+
     def described(self) -> dict:
         """What changes what a call does (never the secret, only where it is read from); not the
         limits, which change only how fast calls go (so tuning one asks no replay to confirm)."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__ if name not in LIMITS}
+        return {name: getattr(self, name) for name in self.__dataclass_fields__ if name not in NOT_THE_CALL}
 
 
 class ConfiguredHttpAction(ActionDefinition):
@@ -178,6 +191,9 @@ class ConfiguredHttpAction(ActionDefinition):
             "listing": self.listing,
         }
 
+    def secret_values(self) -> list[str]:
+        return self.destination.secret_values()
+
     def configuration(self) -> dict:
         # Its destination's limits pace the calls, they do not change them (``DestinationConfig.described``).
         paced = {name: value for name, value in super().configuration().items() if name not in LIMITS}
@@ -222,36 +238,21 @@ class ConfiguredHttpAction(ActionDefinition):
             record_id = templates.search(self.response.get("record_id", "id"), body) if body is not None else None
             record_id = None if record_id is None else str(record_id)
             return Success(result={"record_id": record_id, "status": response.status_code}, external_id=record_id or "")
-        message = f"HTTP {response.status_code} from {response.request.url.host}"
-        if said := self._vendor_message(body, response):
-            message += f": {said}"
+        paths = {"code_path": self.destination.error_code, "message_path": self.response.get("message", "")}
         if outcome is None:
-            try:
-                http.classify_response(response)
-            except OutcomeError as exc:
-                exc.message, exc.args = message, (message,)  # HTTP's classification, the vendor's words
-                raise
-        assert outcome is not None  # classify_response raised: no answer but a 2xx is a success by HTTP
+            http.classify_response(response, **paths)  # raises: a 2xx without a rule is a success
+        answer = answers.answer_of(response, **paths)
+        message = answers.failure_message(answer, response.request.url.host)
         if outcome == "transient":
             retry_after = http.retry_after_seconds(response.headers.get("Retry-After"))
-            raise TransientError(message, retry_after=retry_after, http_status=response.status_code)
-        raise {"permanent": PermanentError, "ambiguous": AmbiguousError}[outcome](
-            message, http_status=response.status_code
-        )
+            raise TransientError(message, retry_after=retry_after, answer=answer)
+        raise {"permanent": PermanentError, "ambiguous": AmbiguousError}[outcome](message, answer=answer)
 
     def _ruled_outcome(self, status: int, body: Any) -> str | None:
         for rule in self.response.get("outcomes", []):
             if templates.search(rule["when"], {"status": status, "body": body}):
                 return rule["outcome"]
         return None
-
-    def _vendor_message(self, body: Any, response: httpx.Response) -> str:
-        said = templates.search(self.response.get("message", DEFAULT_MESSAGE), body) if isinstance(body, dict) else None
-        if said is None and body is None:
-            said = response.text
-        if said is None:
-            return ""
-        return (said if isinstance(said, str) else templates._as_text(said)).strip()[:300]
 
     # What became of an operation whose answer was lost.
 

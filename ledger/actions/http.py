@@ -34,6 +34,7 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
+from ledger.actions import answers
 from ledger.outcomes import AmbiguousError, PermanentError, TransientError
 
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
@@ -139,18 +140,20 @@ def _request(method: str, url: str, *, timeout=None, **kwargs) -> httpx.Response
         raise
 
 
-def classify_response(response: httpx.Response) -> httpx.Response:
+def classify_response(response: httpx.Response, *, code_path: str = "", message_path: str = "") -> httpx.Response:
+    """``response`` if it is a 2xx, else the classified error it is, carrying the destination's
+    answer (``ledger.actions.answers``; the paths find its code and words in a JSON body)."""
     status = response.status_code
     if 200 <= status < 300:
         return response
-    message = f"HTTP {status} from {_host(str(response.request.url))}"
+    answer = answers.answer_of(response, code_path=code_path, message_path=message_path)
+    message = answers.failure_message(answer, _host(str(response.request.url)))
     if status in REFUSED_STATUSES:
-        raise TransientError(
-            message, retry_after=retry_after_seconds(response.headers.get("Retry-After")), http_status=status
-        )
+        retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+        raise TransientError(message, retry_after=retry_after, answer=answer)
     if status in AMBIGUOUS_STATUSES or status >= 500:
-        raise AmbiguousError(message, http_status=status)
-    raise PermanentError(message, http_status=status)
+        raise AmbiguousError(message, answer=answer)
+    raise PermanentError(message, answer=answer)
 
 
 def retry_after_seconds(value: str | None) -> float | None:

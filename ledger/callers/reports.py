@@ -27,6 +27,7 @@ from ledger.actions import FieldError, get_action
 from ledger.actions.base import field_errors
 from ledger.callers.claims import Answer, current_claim, keyed, lease_problem, locked, stale_after
 from ledger.callers.tokens import claim_of
+from ledger.core import privacy
 from ledger.engine.attempts import finish_attempt
 from ledger.engine.failed import write_failure
 from ledger.engine.succeeded import record_success
@@ -163,7 +164,7 @@ def _record(operation: Operation, attempt: Attempt, report: OutcomeReport, diges
         success = Success(result=report.result or {}, external_id=report.external_id or "")
         record_success(operation, success, attempt=attempt, worker=actor, token=operation.fencing_token)
         return
-    error = report.error_of()
+    error = privacy.scrub_failure(report.error_of(), operation, get_action(operation.action))
     finish_attempt(attempt, error.category, error, counted=False)
     write_failure(
         operation, get_action(operation.action), error, attempt=attempt, worker=actor, token=operation.fencing_token

@@ -83,6 +83,8 @@ def destination_problems(destination: Destination) -> list[str]:
         value = getattr(destination, name)
         if value and not HEADER_NAME.fullmatch(str(value)):
             problems.append(f"{name}: a header name, or empty")
+    if destination.error_code:
+        problems += [f"error_code: {problem}" for problem in templates.expression_problems(destination.error_code)]
     problems += _numbers(
         destination,
         positive=("connect_timeout_seconds", "timeout_seconds", "max_concurrency", "breaker_cooldown_seconds"),

@@ -20,7 +20,7 @@ the key as a keyed hash (``ledger.keys``), so keys in URLs, logs and the audit t
 import re
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.db import transaction
 from django.db.models import Q
@@ -30,6 +30,7 @@ from ledger.actions import UnknownAction, get_action, registry
 from ledger.core import roles
 from ledger.core.transitions import record_audit_event
 from ledger.models import Conflict, Operation, Workspace
+from ledger.outcomes import OutcomeError
 from ledger.states import TERMINAL_STATES
 
 MASK = "••••"
@@ -112,6 +113,67 @@ def _schema_order(action_name: str):
     except UnknownAction:
         fields = []
     return lambda name: (fields.index(name), "") if name in fields else (len(fields), name)
+
+
+# --- what a destination said ------------------------------------------------------------------------
+
+# A value shorter than this is not masked inside free text (a body, a message): "45" would mask
+# every 45 in it. Whole values are what identify people and cards; they are longer.
+SHORTEST_MASKED_TEXT = 3
+
+
+def scrub_failure(error: OutcomeError, operation: Operation, action) -> OutcomeError:
+    """``error`` with the operation's sensitive values and the action's secrets masked out of its
+    message and its answer, before either is stored: a destination may echo what it was sent
+    ("customer C-1001 has no card on file"), the attempt row and the operation's last error are
+    shown to people who may not see it, and a credential must never be kept at all. A value is
+    masked where its text appears (case aside); one written another way (45.00 for 4500) is not."""
+    hidden = _hidden_texts(operation, action)
+    if not hidden:
+        return error
+    error.message = _masked_text(error.message, hidden)
+    error.args = (error.message,)
+    if error.answer is not None:
+        answer = error.answer
+        error.answer = replace(
+            answer,
+            headers={name: _masked_text(value, hidden) for name, value in answer.headers.items()},
+            body=_masked_text(answer.body, hidden),
+            code=_masked_text(answer.code, hidden),
+            said=_masked_text(answer.said, hidden),
+        )
+    return error
+
+
+def _hidden_texts(operation: Operation, action) -> re.Pattern | None:
+    sensitive = sensitive_fields(operation.action)
+    payload = operation.payload if isinstance(operation.payload, dict) else {}
+    texts = [
+        text
+        for name, value in payload.items()
+        if sensitive is None or name in sensitive
+        for text in _leaf_texts(value)
+        if len(text) >= SHORTEST_MASKED_TEXT and text != REDACTED
+    ]
+    texts += [secret for secret in (action.secret_values() if action is not None else []) if secret]
+    if not texts:
+        return None
+    # Longest first: a value that contains another is masked whole.
+    return re.compile("|".join(re.escape(text) for text in sorted(set(texts), key=len, reverse=True)), re.IGNORECASE)
+
+
+def _leaf_texts(value) -> list[str]:
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _leaf_texts(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _leaf_texts(item)]
+    if value is None or isinstance(value, bool):
+        return []
+    return [str(value)]
+
+
+def _masked_text(text: str, hidden: re.Pattern) -> str:
+    return hidden.sub(MASK, text) if text else text
 
 
 # --- erasing one data subject ----------------------------------------------------------------------

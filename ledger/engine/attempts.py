@@ -68,17 +68,34 @@ def finish_attempt(attempt: Attempt, outcome: str, error: Exception | None = Non
     for name, value in _error_fields(error).items():
         setattr(attempt, name, value)
     attempt.save(
-        update_fields=["finished_at", "outcome", "error_type", "error_message", "http_status", "external_id", "report"]
+        update_fields=[
+            "finished_at",
+            "outcome",
+            "error_type",
+            "error_message",
+            "http_status",
+            *ANSWER_FIELDS,
+            "external_id",
+            "report",
+        ]
     )
+
+
+ANSWER_FIELDS = ("error_code", "response_headers", "response_body")
 
 
 def _error_fields(error: Exception | None) -> dict:
     if error is None:
         return {}
+    answer = getattr(error, "answer", None)
     return {
         "error_type": type(error).__qualname__[:200],
         "error_message": _short_message(error),
         "http_status": getattr(error, "http_status", None),
+        # What the destination said (``ledger.outcomes.Answer``), masked by the caller.
+        "error_code": answer.code if answer else "",
+        "response_headers": answer.headers if answer else {},
+        "response_body": answer.body if answer else "",
     }
 
 

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition
-from ledger.core import nudges
+from ledger.core import nudges, privacy
 from ledger.core.retry import retry_delay
 from ledger.core.transitions import transition_many
 from ledger.engine.attempts import _short_message, finish_attempt, new_attempt
@@ -39,7 +39,10 @@ def _classify(error: Exception, action: ActionDefinition | None) -> OutcomeError
 
 def record_failure(operation, action, error: Exception, *, started_at, worker, attempt=None) -> None:
     outcome_error = _classify(error, action)
-    if not isinstance(error, OutcomeError):
+    if isinstance(error, OutcomeError):
+        # What the destination said is stored below, on the attempt and the operation: masked first.
+        privacy.scrub_failure(error, operation, action)
+    else:
         logger.exception("unexpected error performing %s", operation.key, exc_info=error)
     category = outcome_error.category
     token = operation.fencing_token

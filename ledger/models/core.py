@@ -5,7 +5,7 @@ versions and conflicts. Rows change only through the services (``ledger.core.tra
 from django.conf import settings
 from django.core.validators import validate_slug
 from django.db import models
-from django.db.models import Q
+from django.db.models import JSONField, Q, Value
 from django.db.models.functions import Coalesce
 
 from ledger.models.checks import choices_check
@@ -310,6 +310,12 @@ class Attempt(models.Model):
     error_type = models.CharField(max_length=200, blank=True)
     error_message = models.CharField(max_length=500, blank=True)
     http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    # What the destination answered a refused or failed try (``ledger.outcomes.Answer``): its own
+    # error code, a few headers and the body up to 4 KiB, sensitive values and secrets masked.
+    # Defaults in the database too: the SQL that writes attempts in bulk names only the columns it sets.
+    error_code = models.CharField(max_length=80, blank=True, default="", db_default="")
+    response_headers = models.JSONField(default=dict, db_default=Value({}, JSONField()), blank=True)
+    response_body = models.TextField(blank=True, default="", db_default="")
     # The destination's record id, when it answered with one (kept even on a stale attempt).
     external_id = models.CharField(max_length=200, blank=True)
     # A caller-performed try (ledger.callers): the digest of the outcome its caller reported, so the

@@ -49,6 +49,12 @@ class Destination(models.Model):
         null=True, blank=True, help_text="Transient failures in a row that pause calls; empty: no breaker."
     )
     breaker_cooldown_seconds = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
+    error_code = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="JMESPath to the vendor's error code in a refusal's JSON body (e.g. error.type); "
+        "empty: the usual places (ledger.actions.answers.DEFAULT_CODE).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

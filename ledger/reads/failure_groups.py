@@ -4,7 +4,10 @@ An operation's way of failing is its action, its error category and its error me
 general (``signature``): numbers, uuids, long hexadecimal ids, addresses and quoted values become
 placeholders, so that "owner 4711 does not exist" and "owner 4712 does not exist" are one group.
 An HTTP status is kept as it is: "HTTP 400 from <ip>" and "HTTP 409 from <ip>" are two groups (the
-message of an HTTP failure names the status of the attempt that failed last).
+message of an HTTP failure names the status of the attempt that failed last). So is the destination's
+own error code, which a refusal's message carries in brackets (``ledger.actions.answers``), and the
+destination's words after a code are left out: "HTTP 400 from <ip> [card_declined]: ..." is one group
+however the vendor words it, and a group per code; without a code, its words (made general) group.
 
 Only ``needs_review`` operations are grouped: they are the unfinished failures a person decides
 (``unknown`` ones are the reconciler's until it gives up, and then they need review too). The
@@ -41,32 +44,42 @@ _PATTERNS = {
     "<n>": "[0-9]+",
 }
 _HTTP_STATUS = "HTTP [1-5][0-9][0-9]"
+_ERROR_CODE = r"\[[^\s\[\]]{1,80}\]"  # ledger.actions.answers.CODE, in brackets
 # Tried in this order at each position: an HTTP status is kept before its digits could be a number.
 _GENERAL = re.compile(
     "|".join(
-        [f"(?P<keep>{_HTTP_STATUS})"] + [f"(?P<p{index}>{pattern})" for index, pattern in enumerate(_PATTERNS.values())]
+        [f"(?P<keep>{_HTTP_STATUS}|{_ERROR_CODE})"]
+        + [f"(?P<p{index}>{pattern})" for index, pattern in enumerate(_PATTERNS.values())]
     )
 )
 _PLACEHOLDERS = list(_PATTERNS)
+# What follows a destination's error code: its words, left out of the signature.
+_SAID = ": <said>"
+_CODED = re.compile(rf"^(.*?{_ERROR_CODE})(: .*)?$", re.DOTALL)
 
 
 @lru_cache(maxsize=4_096)  # the same messages come back on every view of the page
 def signature(message: str) -> str:
-    """``message`` with what varies between operations replaced by placeholders."""
+    """``message`` with what varies between operations replaced by placeholders, and the words after
+    a destination's error code left out."""
 
     def replace(match: re.Match) -> str:
         if match.group("keep"):
             return match.group(0)
         return _PLACEHOLDERS[int(match.lastgroup[1:])]
 
+    if coded := _CODED.match(message):
+        return _GENERAL.sub(replace, coded.group(1)) + _SAID
     return _GENERAL.sub(replace, message)
 
 
 def message_pattern(general: str) -> str:
     """A regular expression (anchored) matching the messages whose ``signature`` is ``general``."""
+    said = general.endswith(_SAID)
+    general = general.removesuffix(_SAID) if said else general
     tokens = re.split("(" + "|".join(re.escape(placeholder) for placeholder in _PLACEHOLDERS) + ")", general)
     parts = [f"({_PATTERNS[token]})" if token in _PATTERNS else _literal(token) for token in tokens if token]
-    return "^" + "".join(parts) + "$"
+    return "^" + "".join(parts) + ("(: .*)?" if said else "") + "$"
 
 
 def _literal(text: str) -> str:

@@ -296,6 +296,16 @@ def test_nothing_is_written_for_bad_input(workspace, action, alice, person):
         ('field "amount" must be positive', 'field "<value>" must be positive'),
         ("hash deadbeef00112233 is unknown", "hash <id> is unknown"),
         ("owner does not exist", "owner does not exist"),
+        # The destination's own code is kept as it is, and its words after it left out.
+        (
+            "HTTP 400 from 127.0.0.1:8123 [card_declined]: Card 4242 was declined",
+            "HTTP 400 from <ip> [card_declined]: <said>",
+        ),
+        ("HTTP 400 from 127.0.0.1:8123 [card_declined]", "HTTP 400 from <ip> [card_declined]: <said>"),
+        ("HTTP 400 from api.example [E1234]: no", "HTTP 400 from api.example [E1234]: <said>"),
+        # Without a code, the words are the group (made general).
+        ("HTTP 400 from 10.0.0.1 : owner 12 is unknown", "HTTP 400 from <ip> : owner <n> is unknown"),
+        ("HTTP 422 from 10.0.0.1: owner 12 is unknown", "HTTP 422 from <ip>: owner <n> is unknown"),
     ],
 )
 def test_a_message_is_made_general(message, general):
@@ -315,6 +325,23 @@ def test_a_group_filter_finds_exactly_its_operations(workspace, action):
         ("HTTP 409 from <ip>", 1),
     ]
     for group in groups:
+        assert Operation.objects.filter(group.criterion.filter()).count() == group.count
+
+
+def test_groups_split_by_the_destinations_code_and_not_by_its_words(workspace, action):
+    failed(workspace, action, 3, message="HTTP 400 from 10.0.0.1 [card_declined]: card {n} declined", prefix="D")
+    failed(workspace, action, 1, message="HTTP 400 from 10.0.0.1 [card_declined]", prefix="E")
+    failed(workspace, action, 2, message="HTTP 400 from 10.0.0.1 [expired_card]: expired in 20{n}", prefix="X")
+    failed(workspace, action, 1, message="HTTP 400 from 10.0.0.1 [card_declinedx]: near miss", prefix="N")
+
+    groups, _ = failure_groups(Operation.objects.all())
+
+    assert [(g.criterion.general, g.count) for g in groups] == [
+        ("HTTP 400 from <ip> [card_declined]: <said>", 4),
+        ("HTTP 400 from <ip> [expired_card]: <said>", 2),
+        ("HTTP 400 from <ip> [card_declinedx]: <said>", 1),
+    ]
+    for group in groups:  # PostgreSQL's regular expression takes in exactly the group's operations
         assert Operation.objects.filter(group.criterion.filter()).count() == group.count
 
 

@@ -4,14 +4,16 @@ configuration saying where, the integrations file's new sections, and the regist
 import json
 from io import StringIO
 
+import httpx
 import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
 from ledger.actions import UnknownAction, get_action, registry, templates
 from ledger.actions.configured import DestinationConfig, SecretMissing, form_fields
-from ledger.core import outbound
-from ledger.models import AuditEvent, Destination, HttpAction
+from ledger.core import outbound, privacy
+from ledger.models import AuditEvent, Destination, HttpAction, Operation
+from ledger.outcomes import OutcomeError
 
 SCHEMA = {
     "type": "object",
@@ -113,6 +115,27 @@ def test_the_admin_shows_a_credential_only_as_set_or_missing(monkeypatch):
     assert outbound.secret_status(destination) == "CRM_TOKEN: set"
 
 
+@pytest.mark.parametrize("auth, secret", [("bearer", "s3cret-token"), ("basic", "ann:pa55word")])
+def test_a_credential_the_destination_echoes_is_never_stored(tmp_path, db, monkeypatch, auth, secret):
+    """A vendor that quotes the request's credential back in its refusal: the answer, the words and
+    the message keep none of it, in any form it travelled in."""
+    monkeypatch.setenv("CRM_TOKEN", secret)
+    apply(tmp_path, file_text(destination=DESTINATION | {"auth": auth}))
+    action = get_action("notify-crm")
+    sent = action.destination.auth_headers()["Authorization"]
+    echoed = {"error": {"code": "bad_auth", "message": f"rejected {sent} (user {secret.split(':')[0]})"}}
+    request = httpx.Request("POST", "https://crm.example.com/api/contacts/R-1/notes")
+    with pytest.raises(OutcomeError) as refused:
+        action.answered(httpx.Response(401, json=echoed, request=request))
+
+    error = privacy.scrub_failure(refused.value, Operation(action="notify-crm", payload={"request_id": "R-1"}), action)
+
+    stored = " ".join([error.message, error.answer.body, error.answer.said, *error.answer.headers.values()])
+    for form in {secret, *secret.split(":"), sent.split(" ", 1)[1]}:
+        assert form not in stored
+    assert error.answer.code == "bad_auth" and privacy.MASK in error.answer.said
+
+
 # The integrations file: destinations and HTTP actions.
 
 
@@ -160,6 +183,7 @@ def test_a_dry_run_prints_and_changes_nothing(tmp_path, db):
             "destinations[0].secret_env: the name of an environment variable",
         ),
         (DESTINATION | {"base_url": "ftp://x"}, None, "destinations[0].base_url: an http:// or https:// URL"),
+        (DESTINATION | {"error_code": "error.["}, None, "destinations[0].error_code: `error.[` does not compile"),
         (None, ACTION | {"destination": "nowhere"}, "http_actions[0].destination: 'nowhere' is not a destination"),
         (None, ACTION | {"name": "prepare-brief"}, "http_actions[0].name: prepare-brief is an action defined in code"),
         (

@@ -3,6 +3,7 @@ wrote: json-server (no idempotency; a lost answer is found by the lookup GET) an
 stripe-stateful-mock (honours Idempotency-Key; a lost answer is found by repeating under the key).
 The actions come from an integrations file (tests/configured.py), not from Python."""
 
+import json
 import time
 from datetime import timedelta
 
@@ -191,6 +192,11 @@ def test_a_conflicting_reuse_of_the_key_is_permanent_with_the_vendors_message(
     assert "HTTP 400" in operation.last_error_message
     assert "idempotent requests can only be used with the same parameters" in operation.last_error_message
     assert len(charges(stripe_mock)) == 1
+    # The vendor's own answer is kept on the try: its body and its code (Stripe's error.type, as
+    # the destination's error_code path says; tests/configured.py).
+    refused = Attempt.objects.filter(operation=operation).order_by("number").last()
+    assert json.loads(refused.response_body)["error"]["type"] == refused.error_code == "idempotency_error"
+    assert f"[{refused.error_code}]" in operation.last_error_message
     # Each try names the configuration it ran under: the change shows between them.
     first, second = Attempt.objects.filter(operation=operation).order_by("number")
     assert first.config_version_id != second.config_version_id

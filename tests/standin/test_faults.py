@@ -22,6 +22,16 @@ def test_it_answers_an_injected_status_without_creating_anything(http):
     assert http.post("/records", json=BODY, headers=KEY).status_code == 201
 
 
+def test_a_status_fault_says_the_code_and_words_it_is_given(http):
+    """A status fault may carry a vendor's code and words, so tests can refuse for many reasons."""
+    add_faults(http, {"kind": "status", "status": 400, "error": "owner_unknown", "detail": "no owner ops-9"})
+
+    response = http.post("/records", json=BODY, headers=KEY)
+
+    assert (response.status_code, response.json()) == (400, {"error": "owner_unknown", "detail": "no owner ops-9"})
+    assert records(http) == []
+
+
 def test_it_omits_retry_after_when_the_fault_has_none(http):
     """retry_after is optional."""
     add_faults(http, {"kind": "status", "status": 500})
@@ -115,6 +125,9 @@ def test_it_serves_lookups_while_faults_are_pending(http):
         {"kind": "status", "status": 503, "retry_after": -1},
         {"kind": "delay"},
         {"kind": "delay", "seconds": "3"},
+        {"kind": "status", "status": 400, "error": 7},
+        {"kind": "status", "status": 400, "detail": "  "},
+        {"kind": "status", "status": 400, "detail": "x" * 501},
         "reset_before",
     ],
 )
