@@ -241,6 +241,7 @@ class ConfiguredHttpAction(ActionDefinition):
         paths = {"code_path": self.destination.error_code, "message_path": self.response.get("message", "")}
         if outcome is None:
             http.classify_response(response, **paths)  # raises: a 2xx without a rule is a success
+        assert outcome is not None
         answer = answers.answer_of(response, **paths)
         message = answers.failure_message(answer, response.request.url.host)
         if outcome == "transient":

@@ -3,6 +3,7 @@ approvals, contributions, the audit trail, bulk actions and the internal destina
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
+from django.utils.html import format_html
 
 from ledger.admin.lists import (
     KEY_SEARCH,
@@ -37,11 +38,34 @@ class AttemptInline(admin.TabularInline):
     model = Attempt
     extra = 0
     can_delete = False
-    fields = ["number", "outcome", "started_at", "finished_at", "error_type", "error_message", "worker"]
+    fields = [
+        "number",
+        "outcome",
+        "started_at",
+        "finished_at",
+        "error_type",
+        "error_message",
+        "http_status",
+        "error_code",
+        "answer_shown",
+        "worker",
+    ]
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="what the destination said")
+    def answer_shown(self, obj) -> str:
+        # Stored masked (ledger.core.privacy.scrub_failure): shown as it is, escaped.
+        if not (obj.response_body or obj.response_headers):
+            return "—"
+        headers = "\n".join(f"{name}: {value}" for name, value in obj.response_headers.items())
+        return format_html(
+            "<details><summary>headers and body</summary><pre>{}</pre><pre>{}</pre></details>",
+            headers,
+            obj.response_body,
+        )
 
 
 @admin.register(Operation)

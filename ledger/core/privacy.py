@@ -145,6 +145,12 @@ def scrub_failure(error: OutcomeError, operation: Operation, action) -> OutcomeE
     return error
 
 
+def scrubbed_text(text: str, operation: Operation, action) -> str:
+    """``text`` (a lookup's reason, which may quote the destination) masked as ``scrub_failure`` masks."""
+    hidden = _hidden_texts(operation, action)
+    return _masked_text(text, hidden) if hidden else text
+
+
 def _hidden_texts(operation: Operation, action) -> re.Pattern | None:
     sensitive = sensitive_fields(operation.action)
     payload = operation.payload if isinstance(operation.payload, dict) else {}

@@ -4,11 +4,13 @@ Reconciliation asks about ``unknown`` operations; a replay asks before it sends 
 (docs/design.md rule 9). The lookup is a network call: callers run it outside any transaction.
 """
 
+from dataclasses import replace
 from datetime import datetime
 
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition
+from ledger.core import privacy
 from ledger.engine import limits
 from ledger.models import Attempt, Operation
 from ledger.outcomes import Absent, CannotTell, Found
@@ -37,6 +39,9 @@ def ask_destination(
     landing is not believed (it becomes a ``CannotTell`` that says when to ask again)."""
     now = now or timezone.now()
     answer = _asked(operation, action)
+    if isinstance(answer, CannotTell):
+        # Its reason may quote the destination, and is stored (the last error, the audit trail).
+        answer = replace(answer, reason=privacy.scrubbed_text(answer.reason, operation, action))
     settled = settles_at(operation, action)
     if isinstance(answer, Absent) and settled and now < settled:
         return CannotTell(f"no record yet, but the last request may still land until {settled:%Y-%m-%d %H:%M:%S} UTC")

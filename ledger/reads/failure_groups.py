@@ -20,11 +20,12 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, reduce
+from operator import or_
 
 from django.db.models import Count, Max, Min, Q, QuerySet
 
-from ledger.models import Operation
+from ledger.models import Attempt, Operation
 from ledger.states import State
 
 GROUPED_STATE = State.NEEDS_REVIEW
@@ -122,8 +123,10 @@ class Criterion:
 
     @property
     def message(self) -> str:
-        """The general message without its category, which it may begin with ("permanent: ...")."""
-        return self.general.removeprefix(f"{self.category}: ") if self.category else self.general
+        """The general message for people: without its category, which it may begin with
+        ("permanent: ..."), and "…" for the destination's words after its code."""
+        general = self.general.removeprefix(f"{self.category}: ") if self.category else self.general
+        return general.removesuffix(_SAID) + ": …" if general.endswith(_SAID) else general
 
     def matches(self, operation: Operation) -> bool:
         return (
@@ -141,6 +144,8 @@ class Group:
     first_seen: datetime
     last_seen: datetime
     examples: list[str] = field(default_factory=list)  # a few of the messages, as they are
+    # The latest answered try of an operation failing with the first example (``example_answers``).
+    answer: Attempt | None = None
 
     @property
     def message(self) -> str:
@@ -172,3 +177,30 @@ def failure_groups(operations: QuerySet, *, shown: int = GROUPS_SHOWN) -> tuple[
             group.examples.append(row["last_error_message"])
     ordered = sorted(groups.values(), key=lambda g: (-g.count, -g.last_seen.timestamp(), str(g.criterion)))
     return ordered[:shown], capped or len(ordered) > shown
+
+
+def example_answers(groups: list[Group], operations: QuerySet) -> None:
+    """Give each group an example of what the destination said: the last answered try of the most
+    recently failed operation with the group's first example message. Two reads for all the groups:
+    one operation per message (along ``operation_failure_idx``), then one try per operation."""
+    if not groups:
+        return
+    by_message = {(g.criterion.action, g.criterion.category, g.examples[0]): g for g in groups}
+    shown = reduce(
+        or_,
+        [Q(action=action, last_error_category=category, last_error_message=m) for action, category, m in by_message],
+    )
+    latest = (
+        operations.filter(shown, state=GROUPED_STATE)
+        .order_by("action", "last_error_category", "last_error_message", "-updated_at")
+        .distinct("action", "last_error_category", "last_error_message")
+        .values_list("pk", "action", "last_error_category", "last_error_message")
+    )
+    group_of = {pk: by_message[(action, category, message)] for pk, action, category, message in latest}
+    answered = (
+        Attempt.objects.filter(operation_id__in=list(group_of), http_status__isnull=False)
+        .order_by("operation_id", "-number")
+        .distinct("operation_id")
+    )
+    for attempt in answered:
+        group_of[attempt.operation_id].answer = attempt

@@ -19,7 +19,7 @@ from ledger.core import roles
 from ledger.core.roles import REVIEW
 from ledger.models import BulkAction, BulkItem, Operation
 from ledger.people.bulk_actions import MAX_OPERATIONS, BulkActionError, submit_bulk_action
-from ledger.reads.failure_groups import Criterion, failure_groups
+from ledger.reads.failure_groups import Criterion, example_answers, failure_groups
 from opsconsole.console import keyset
 from opsconsole.console.forms import ReplayForm, first_error
 from opsconsole.console.views import console_action, console_page
@@ -84,7 +84,9 @@ def may_bulk(user) -> bool:
 
 @console_page
 def failures(request):
-    groups, capped = failure_groups(roles.visible(Operation.objects.all(), request.user))
+    visible = roles.visible(Operation.objects.all(), request.user)
+    groups, capped = failure_groups(visible)
+    example_answers(groups, visible)
     can_act = may_bulk(request.user)
     queue = reverse("console:queue")
     for group in groups:

@@ -69,7 +69,8 @@ def test_it_reports_a_lookup_that_could_not_tell(client, login, unknown, standin
     unknown.refresh_from_db()
     assert level == "warning"
     assert message == (
-        f"The destination could not tell (lookup 1 failed: lookup failed: HTTP 503 from 127.0.0.1); "
+        "The destination could not tell (lookup 1 failed: lookup failed: HTTP 503 from 127.0.0.1 [injected_fault]: "
+        f"status 503); "
         f"{unknown.key} stays unknown and is asked again at {unknown.next_attempt_at:%Y-%m-%d %H:%M:%S} "
         "UTC."
     )

@@ -179,3 +179,32 @@ def test_a_failure_group_splits_by_the_destinations_own_error_code(workspace, st
     ]
     for group in groups:
         assert Operation.objects.filter(group.criterion.filter()).count() == group.count
+
+
+def test_a_lookup_that_quotes_a_sensitive_value_is_masked_in_the_last_error_and_the_audit(
+    workspace, standin, time_machine
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ledger.models import AuditEvent
+    from reconciliation.reconcile import reconcile_operation
+
+    standin.fail_next({"kind": "drop_after_commit"})
+    welcome = {"email": "ann.lee@example.org", "version": 1, "language": "en"}
+    result = submit_event(
+        workspace=workspace, raw={"action": "send-welcome", "delivery_id": "w-1", "data": welcome}, source="api"
+    )
+    process_due_operations(worker="w1")
+    operation = Operation.objects.get(pk=result.operation.pk)
+    assert operation.state == "unknown"
+    standin.fail_next_lookup({"kind": "status", "status": 503, "error": "busy", "detail": "ann.lee@example.org: later"})
+    time_machine.move_to(timezone.now() + timedelta(minutes=1))  # past the time a request may still land
+
+    assert reconcile_operation(operation) == "cannot_tell"
+
+    operation.refresh_from_db()
+    said = AuditEvent.objects.get(operation=operation, kind="lookup_failed").message
+    for stored in (operation.last_error_message, said):
+        assert "[busy]" in stored and MASK in stored and "ann.lee" not in stored

@@ -1,0 +1,16 @@
+"""Text as people read it on the console's pages."""
+
+import json
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def pretty_body(body: str) -> str:
+    """A destination's answer body: indented when it is JSON (as kept whole), else as it came."""
+    try:
+        return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
+    except ValueError:
+        return body
