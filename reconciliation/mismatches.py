@@ -57,6 +57,7 @@ def adopt_mismatch(mismatch: Mismatch, *, user, reason: str) -> Mismatch:
             user=user,
             external_id=mismatch.record_id,
             reason=f"adopted from reconciliation mismatch {mismatch.pk}: {reason}",
+            seen_at_destination=True,
         )
     return mismatch
 

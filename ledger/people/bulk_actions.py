@@ -230,8 +230,8 @@ def _act(bulk: BulkAction, operation: Operation) -> tuple[str, str]:
             return done.verdict, done.lookup
         if State.CANCELLED not in TRANSITIONS[State(operation.state)]:
             return BulkItem.Outcome.SKIPPED, f"cannot be cancelled now (it is {operation.state})"
-        review.cancel_operation(operation, user=bulk.user, reason=reason)
-        return BulkItem.Outcome.CANCELLED, ""
+        done = review.cancel_operation(operation, user=bulk.user, reason=reason)
+        return done.verdict, done.lookup
     except review.DuplicateRisk:
         return BulkItem.Outcome.SKIPPED, (
             "the destination cannot tell whether it already acted, and the duplicate risk was not accepted"

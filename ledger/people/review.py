@@ -93,7 +93,7 @@ def replay_operation(
     if may_have_acted(operation, action):
         answer = ask_destination(operation, action)
         if isinstance(answer, Found):
-            _succeed_found_on_replay(operation, answer, actor=actor, reason=reason)
+            _succeed_found(operation, answer, actor=actor, reason=reason, asked_by="replay")
             return Replay(operation, "found", lookup=f"the destination has record {answer.external_id}")
         if isinstance(answer, CannotTell):
             risk = answer.reason
@@ -117,13 +117,15 @@ def replay_operation(
     return Replay(operation, "forced" if risk else "replayed", lookup=lookup)
 
 
-def _succeed_found_on_replay(operation, answer: Found, *, actor, reason) -> None:
+def _succeed_found(operation, answer: Found, *, actor, reason, asked_by: str) -> None:
+    """A replay or a cancel asked the destination first, and it has the record: succeeded."""
+    done = "nothing was sent" if asked_by == "replay" else "nothing was cancelled"
     found = transition_operation(
         operation,
         to_state=State.SUCCEEDED,
         actor=actor,
-        kind="reconciled_on_replay",
-        message=f"replay asked the destination first: it has record {answer.external_id}; nothing was sent"
+        kind=f"reconciled_on_{asked_by}",
+        message=f"{asked_by} asked the destination first: it has record {answer.external_id}; {done}"
         + (f" ({reason})" if reason else ""),
         external_id=answer.external_id,
         result=answer.result,
@@ -185,10 +187,14 @@ def _replay(operation, action, *, actor, user, reason, forced_because, lookup, c
         transaction.on_commit(partial(nudges.enqueue_processing, operation.pk))
 
 
-def resolve_operation(operation: Operation, *, user, external_id: str, reason: str) -> Operation:
+def resolve_operation(
+    operation: Operation, *, user, external_id: str, reason: str, seen_at_destination: bool = False
+) -> Operation:
     """A person who checked the destination by hand records what they found there: an ``unknown``
     or ``needs_review`` operation becomes ``succeeded`` with the destination's record id, audited
-    with the person and how they checked."""
+    with the person and how they checked. Only where a try may have reached the destination
+    (``may_mark_succeeded``): after definite refusals alone, no record of ours can be there, unless
+    the reconciliation audit saw one carrying our key (``seen_at_destination``)."""
     _require_review(user, operation)
     external_id = external_id.strip()
     if not external_id:
@@ -201,9 +207,15 @@ def resolve_operation(operation: Operation, *, user, external_id: str, reason: s
         raise ReviewError(
             f"Only an unknown operation or one that needs review can be resolved; {operation.key} is {operation.state}."
         )
-    if not _action_of(operation).external:
+    action = _action_of(operation)
+    if not action.external:
         raise ReviewError(
             f"{operation.action} has no external destination to find a record at; "
+            "replay or cancel the operation instead."
+        )
+    if not seen_at_destination and not may_mark_succeeded(operation, action):
+        raise ReviewError(
+            f"Every try of {operation.key} was refused before it acted, so the destination holds no record of it; "
             "replay or cancel the operation instead."
         )
     actor = user.get_username()
@@ -224,23 +236,58 @@ def resolve_operation(operation: Operation, *, user, external_id: str, reason: s
     return operation
 
 
-def cancel_operation(operation: Operation, *, user, reason: str) -> Operation:
-    """Give up on an operation that has not run to an end (pending, retrying or needing review)."""
+def may_mark_succeeded(operation: Operation, action) -> bool:
+    """Whether a person may record that the destination has the operation's record: it is unknown,
+    or a try of it may have reached the destination (not only definite refusals)."""
+    return bool(action and action.external) and (operation.state == State.UNKNOWN or may_have_acted(operation, action))
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """What a cancel did. ``verdict``: ``cancelled``, or ``found`` (a try may have reached the
+    destination, which was asked first and has the record: the operation is succeeded, nothing
+    was cancelled)."""
+
+    operation: Operation
+    verdict: str
+    lookup: str = ""  # what the destination said, when it was asked
+
+
+def cancel_operation(operation: Operation, *, user, reason: str) -> Cancel:
+    """Give up on an operation that has not run to an end (pending, retrying or needing review).
+
+    Where a try may have reached the destination, it is asked first, as a replay asks (outside any
+    transaction): found -> ``succeeded`` with its record id and nothing is cancelled, since the
+    effect happened; absent or cannot tell -> cancelled, with what it said in the audit message."""
     _require_review(user, operation)
     if State.CANCELLED not in TRANSITIONS[State(operation.state)]:
         allowed = ", ".join(sorted(s for s, targets in TRANSITIONS.items() if State.CANCELLED in targets))
         raise ReviewError(f"{operation.key} is {operation.state}; only {allowed} operations can be cancelled.")
+    actor = user.get_username()
+    action = _defined_action(operation)
+    lookup = ""
+    if action is not None and may_have_acted(operation, action):
+        answer = ask_destination(operation, action)
+        if isinstance(answer, Found):
+            _succeed_found(operation, answer, actor=actor, reason=reason, asked_by="cancel")
+            return Cancel(operation, "found", lookup=f"the destination has record {answer.external_id}")
+        lookup = (
+            f"the destination cannot tell whether it acted: {answer.reason}"
+            if isinstance(answer, CannotTell)
+            else "the destination has no record"
+        )
+    message = f"cancel: {reason}" if reason else "cancel"
     cancelled = transition_operation(
         operation,
         to_state=State.CANCELLED,
-        actor=user.get_username(),
+        actor=actor,
         kind="cancelled",
-        message=f"cancel: {reason}" if reason else "cancel",
+        message=message + (f"; {lookup}" if lookup else ""),
         next_attempt_at=None,
     )
     if not cancelled:
         raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
-    return operation
+    return Cancel(operation, "cancelled", lookup=lookup)
 
 
 def dismiss_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
@@ -327,6 +374,13 @@ def _require_review(user, operation: Operation) -> None:
     """The person needs a role that may review in the operation's workspace (operator or admin)."""
     if not roles.can(user, roles.REVIEW, operation.workspace_id):
         raise ReviewError(roles.refusal(user, roles.REVIEW, operation.workspace))
+
+
+def _defined_action(operation: Operation):
+    try:
+        return get_action(operation.action)
+    except UnknownAction:
+        return None
 
 
 def _action_of(operation: Operation):

@@ -36,16 +36,23 @@ def _back(op_pk):
     return redirect("console:operation", pk=op_pk)
 
 
-def _decide(request, op_pk, form, decide):
+def beside(form_name: str) -> str:
+    """The tags of a refusal shown beside the form it refused (``templates/console/_beside.html``)
+    rather than in the page's banner: the person's eyes are on the button they pressed."""
+    return f"beside beside-{form_name}"
+
+
+def _decide(request, op_pk, form, decide, *, form_name: str):
     """Run ``decide(**cleaned_data)`` (it returns what to tell the person) when ``form`` is valid;
-    report the outcome on the operation page. A refused form or decision changes nothing."""
+    report the outcome on the operation page, a refusal beside ``form_name``'s form. A refused form
+    or decision changes nothing."""
     if not form.is_valid():
-        messages.error(request, first_error(form))
+        messages.error(request, first_error(form), extra_tags=beside(form_name))
         return _back(op_pk)
     try:
         said = decide(**form.cleaned_data)
     except review.ReviewError as exc:
-        messages.error(request, str(exc))
+        messages.error(request, str(exc), extra_tags=beside(form_name))
     else:
         messages.success(request, said)
     return _back(op_pk)
@@ -69,7 +76,7 @@ def replay(request, pk):
             return f"Replayed {op.key} accepting the duplicate risk ({done.lookup}); audited as replay_forced."
         return f"Replayed {op.key}" + (f" ({done.lookup})." if done.lookup else ".")
 
-    return _decide(request, pk, ReplayForm(request.POST), decide)
+    return _decide(request, pk, ReplayForm(request.POST), decide, form_name="replay")
 
 
 @console_action
@@ -80,7 +87,7 @@ def resolve(request, pk):
         review.resolve_operation(op, user=request.user, external_id=external_id, reason=reason)
         return f"Resolved {op.key}: succeeded with destination record {op.external_id}."
 
-    return _decide(request, pk, ResolveForm(request.POST), decide)
+    return _decide(request, pk, ResolveForm(request.POST), decide, form_name="resolve")
 
 
 @console_action
@@ -101,10 +108,12 @@ def cancel(request, pk):
     op = operation_for(request, pk, REVIEW)
 
     def decide(reason):
-        review.cancel_operation(op, user=request.user, reason=reason)
-        return f"Cancelled {op.key}."
+        done = review.cancel_operation(op, user=request.user, reason=reason)
+        if done.verdict == "found":
+            return f"Nothing was cancelled: {done.lookup}. {op.key} is now succeeded."
+        return f"Cancelled {op.key}" + (f" ({done.lookup})." if done.lookup else ".")
 
-    return _decide(request, pk, ReasonForm(request.POST), decide)
+    return _decide(request, pk, ReasonForm(request.POST), decide, form_name="replay")
 
 
 @console_action
@@ -115,7 +124,7 @@ def apply_conflict(request, pk):
         review.apply_conflict(conflict, user=request.user, reason=reason)
         return f"Applied the incoming payload of conflict {conflict.pk} to {conflict.operation.key}."
 
-    return _decide(request, conflict.operation_id, ReasonForm(request.POST), decide)
+    return _decide(request, conflict.operation_id, ReasonForm(request.POST), decide, form_name=f"conflict-{pk}")
 
 
 @console_action
@@ -126,7 +135,7 @@ def dismiss_conflict(request, pk):
         review.dismiss_conflict(conflict, user=request.user, reason=reason)
         return f"Dismissed conflict {conflict.pk} on {conflict.operation.key}."
 
-    return _decide(request, conflict.operation_id, ReasonForm(request.POST), decide)
+    return _decide(request, conflict.operation_id, ReasonForm(request.POST), decide, form_name=f"conflict-{pk}")
 
 
 def _decision(decide, verb):
@@ -135,12 +144,12 @@ def _decision(decide, verb):
         op = operation_for(request, pk, APPROVE)
         form = DecisionForm(request.POST)
         if not form.is_valid():
-            messages.error(request, first_error(form))
+            messages.error(request, first_error(form), extra_tags=beside("decide"))
             return _back(pk)
         try:
             decide(op, user=request.user, note=form.cleaned_data["note"], fingerprint=form.cleaned_data["fingerprint"])
         except approvals.ApprovalError as exc:
-            messages.error(request, str(exc))
+            messages.error(request, str(exc), extra_tags=beside("decide"))
         else:
             messages.success(request, f"{verb} {op.key}.")
         return _back(pk)

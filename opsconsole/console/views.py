@@ -176,6 +176,13 @@ def operation(request, pk):
         for conflict in op.conflicts.order_by("-created_at", "-id")
     ]
     attempts = list(op.attempt_rows.order_by("number", "id"))
+    # Whether a try may have reached the destination: a replay and a cancel then ask it first, and
+    # only then may a person record that it has the record (one query, where it can matter).
+    landed = bool(definition) and op.state in LANDING_STATES and may_have_acted(op, definition)
+    can_replay = can_review and op.state == State.NEEDS_REVIEW
+    can_cancel = can_review and State.CANCELLED in TRANSITIONS[State(op.state)]
+    can_resolve = can_review and external and (op.state == State.UNKNOWN or (op.state == State.NEEDS_REVIEW and landed))
+    can_decide = can_approve and op.state == State.PENDING_APPROVAL and not own_work
     return render(
         request,
         "console/operation.html",
@@ -196,18 +203,26 @@ def operation(request, pk):
             "contributions": contributions,
             "own_work": own_work,
             "can_review": can_review,
-            "can_replay": can_review and op.state == State.NEEDS_REVIEW,
+            "can_replay": can_replay,
             # The replay form names the risk (and offers to accept it) when a try may have reached the destination.
-            "replay_may_duplicate": op.state == State.NEEDS_REVIEW and definition and may_have_acted(op, definition),
+            "replay_may_duplicate": op.state == State.NEEDS_REVIEW and landed,
+            "cancel_asks_first": can_cancel and landed,
             # ... and what changed in the action's configuration since it last ran, to be confirmed.
             "config_changes": changes_since_last_run(op, definition)
             if can_review and definition and op.state == State.NEEDS_REVIEW
             else [],
-            "can_resolve": can_review and op.state in (State.UNKNOWN, State.NEEDS_REVIEW) and external,
+            # Mark succeeded: only where a try may have landed (never after definite refusals alone).
+            "can_resolve": can_resolve,
             "can_look_up": can_review and op.state == State.UNKNOWN,
-            "can_cancel": can_review and State.CANCELLED in TRANSITIONS[State(op.state)],
+            "can_cancel": can_cancel,
             # Four eyes: whoever submitted, changed or replayed it may neither approve nor reject it.
-            "can_decide": can_approve and op.state == State.PENDING_APPROVAL and not own_work,
+            "can_decide": can_decide,
+            # The forms on the page whose refusals are shown beside them (decisions.beside).
+            "beside_forms": _beside_forms(can_replay or can_cancel, can_resolve, can_decide, conflicts, can_review),
+            # A lookup's failure is the last error of an unknown operation: the try's own error is
+            # shown first, the lookup's below it.
+            "last_try": _last_try_error(op, attempts),
+            "final": op.state in TERMINAL_STATES,
             "who_can_act": explain.who_can_act(
                 user, op, external=external, own_work=own_work, contributor_ids={c.user_id for c in contributions}
             ),
@@ -222,6 +237,25 @@ def operation(request, pk):
             "held_by": holding_switch(op, list(Control.objects.filter(paused=True).select_related("workspace"))),
         },
     )
+
+
+# Where a try may have reached the destination and a person can still act on it.
+LANDING_STATES = (State.NEEDS_REVIEW, State.RETRYING, State.UNKNOWN, State.PENDING)
+
+
+def _beside_forms(replay_or_cancel: bool, resolve: bool, decide: bool, conflicts: list, can_review: bool) -> list[str]:
+    names = (["replay"] if replay_or_cancel else []) + (["resolve"] if resolve else []) + (["decide"] if decide else [])
+    if can_review:
+        names += [f"conflict-{item['conflict'].pk}" for item in conflicts if item["conflict"].status == "open"]
+    return names
+
+
+def _last_try_error(op: Operation, attempts: list):
+    """The last failed try, when the operation's last error is a lookup's (reconciliation's)."""
+    if op.last_error_category != "unknown":
+        return None
+    failed = [attempt for attempt in attempts if attempt.error_message]
+    return failed[-1] if failed else None
 
 
 def definition_of(action: str):

@@ -94,7 +94,8 @@ def test_it_refuses_a_replay_when_the_destination_cannot_tell(acted_and_lost, st
         review.DuplicateRisk,
         match=re.escape(
             f"Replay refused: the destination cannot tell whether {acted_and_lost.key} already acted there "
-            "(lookup failed: HTTP 503 from 127.0.0.1). Sending it again could make a second send-notice."
+            "(lookup failed: HTTP 503 from 127.0.0.1 [injected_fault]: status 503). Sending it again could make "
+            "a second send-notice."
         ),
     ):
         review.replay_operation(acted_and_lost, user=reviewer, reason="customer asks")

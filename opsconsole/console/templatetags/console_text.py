@@ -14,3 +14,12 @@ def pretty_body(body: str) -> str:
         return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
     except ValueError:
         return body
+
+
+@register.filter
+def beside_name(message) -> str:
+    """The form a message belongs beside (``opsconsole.console.decisions.beside``), or ""."""
+    for tag in (getattr(message, "extra_tags", "") or "").split():
+        if tag.startswith("beside-"):
+            return tag.removeprefix("beside-")
+    return ""
