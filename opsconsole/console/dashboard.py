@@ -115,13 +115,13 @@ def _sampled_ago(figures) -> str:
 
 
 def _hour_age(hour, figures) -> str:
-    """Where an hour's figures come from, for the hours' table: "live", "sampled 4 min ago", or both."""
-    live_from = figures.live.counted_from
+    """Where an hour's figures come from, for the hours' table: "live", "sampled 4 min ago", or
+    "live from 09:57" (sampled before)."""
     if not hour.sampled:
         return "live"
     if not hour.live:
         return _sampled_ago(figures) or "not sampled"
-    return f"{_sampled_ago(figures) or 'not sampled'}, then live from {timezone.localtime(live_from):%H:%M:%S}"
+    return f"live from {timezone.localtime(figures.live.counted_from):%H:%M}"
 
 
 def _queue_states() -> set[str]:
