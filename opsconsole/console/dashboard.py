@@ -9,6 +9,7 @@ from functools import wraps
 from django.contrib.auth.views import redirect_to_login
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -66,6 +67,9 @@ def dashboard(request):
         if figures.oldest_held_seconds is not None
         else None,
         "samples_stale": figures.sampled_until is None or figures.now - figures.sampled_until > STALE_SAMPLES,
+        "sampled_ago": _sampled_ago(figures),
+        "hours_with_ages": [(hour, _hour_age(hour, figures)) for hour in figures.hours],
+        "cap": figures_of.COUNT_CAP,
         "peak": max(figures.hours, key=lambda hour: hour.finished),
         "throughput_chart": charts.hourly_bars(
             "throughput-chart",
@@ -81,7 +85,8 @@ def dashboard(request):
             [hour.backlog for hour in figures.hours],
             title="Unfinished operations (backlog), last 24 hours",
             y_label="unfinished operations",
-            description="The backlog at the sweep's last sample in each hour; no point where none was taken.",
+            description="The backlog at the sweep's last sample in each hour, and now in the current hour; "
+            "no point where none was taken.",
         ),
         "action_chart": charts.rate_bars(
             "action-failures-chart",
@@ -100,6 +105,23 @@ def dashboard(request):
     response = render(request, template, context)
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+def _sampled_ago(figures) -> str:
+    """How old the sweep's samples are ("sampled 4 min ago"); "" when there are none."""
+    if figures.sampled_until is None:
+        return ""
+    return f"sampled {age_text(max(figures.now - figures.sampled_until, timedelta(0)))} ago"
+
+
+def _hour_age(hour, figures) -> str:
+    """Where an hour's figures come from, for the hours' table: "live", "sampled 4 min ago", or
+    "live from 09:57" (sampled before)."""
+    if not hour.sampled:
+        return "live"
+    if not hour.live:
+        return _sampled_ago(figures) or "not sampled"
+    return f"live from {timezone.localtime(figures.live.counted_from):%H:%M}"
 
 
 def _queue_states() -> set[str]:

@@ -7,13 +7,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ledger.core import pause
+from ledger.core import audit_chain, pause
+from ledger.core.selectors import COUNT_CAP
 from ledger.engine.processing import process_due_operations
-from ledger.models import Workspace
+from ledger.models import AuditEvent, FlowSample, Workspace
 from ledger.outcomes import PermanentError
 from ledger.reads import dashboard
 from reconciliation.models import Mismatch, ReconciliationRun
-from tests.ledger.conftest import submit
+from tests.ledger.conftest import START, submit
 
 URL = "/console/dashboard/"
 
@@ -47,10 +48,15 @@ def figure(html: str, name: str) -> str:
     return found.group(1).strip()
 
 
-def state_count(html: str, state: str) -> str:
-    """The number in the row of ``state`` in the table of counts by state."""
-    found = re.search(rf'<tr id="state-{state}">.*?<td class="num">([^<]*)</td>', html, re.S)
-    assert found, state
+def state_count(html: str, state: str, column: str = "") -> str:
+    """A number in the row of ``state`` in the table of counts by state: ``column`` "now" (an
+    unfinished state's), "live" or "day" (a final state's: since the live part began, in 24 h);
+    by default the one it has of "now" and "day"."""
+    row = re.search(rf'<tr id="state-{state}">(.*?)</tr>', html, re.S)
+    assert row, state
+    columns = [column] if column else ["now", "day"]
+    found = re.search(rf'<td class="num" data-column="(?:{"|".join(columns)})">([^<]*)</td>', row.group(1))
+    assert found, (state, column)
     return found.group(1).strip()
 
 
@@ -144,7 +150,7 @@ def test_open_mismatches_are_counted_by_kind_within_the_persons_workspaces(clien
 def test_it_says_when_nothing_was_sampled_yet(client, login):
     login("viewer")
     html = client.get(URL).content.decode()
-    assert "Not sampled yet" in html
+    assert "before, not sampled yet" in html
     assert "No attempt ended in the last 24 hours." in html
     assert "The reconciliation audit has not run yet" in html
 
@@ -165,3 +171,135 @@ def test_the_dashboard_is_the_first_item_of_the_navigation_and_the_queue_stays_h
     html = client.get("/console/").content.decode()
     assert html.index('href="/console/dashboard/"') < html.index(">Needs attention<")
     assert "<h1>Needs attention</h1>" in html
+
+
+# --- the live last hour (issue 27): "now" means now ----------------------------------------------
+
+
+def work(workspace, action, *, succeed: int, fail: int = 0, prefix: str) -> None:
+    """``succeed + fail`` operations arrive and are worked through now; the first ``fail`` are
+    refused for good by the destination."""
+    action.destination.answer(*[PermanentError("owner does not exist")] * fail)
+    for number in range(succeed + fail):
+        submit(workspace, action.name, request_id=f"{prefix}-{number}")
+    while process_due_operations(worker="w1"):
+        pass
+
+
+def sample_up_to_now() -> None:
+    while dashboard.take_samples() not in (None, timezone.now() - dashboard.SETTLE):
+        pass
+
+
+def hour_row(html: str, hh_mm: str) -> list[str]:
+    """One hour's row in the hours' table: its figures, then where they come from (its age)."""
+    row = re.search(rf'<tr>\s*<td class="when"><time [^>]*>{hh_mm}</time>(.*?)</tr>', html, re.S)
+    assert row, hh_mm
+    age, figures = row.group(1).split("</td>", 1)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", figures, re.S)
+    return [re.sub(r"<[^>]+>", "", cell).strip() for cell in cells] + [re.sub(r"<[^>]+>", "", age).strip()]
+
+
+def test_an_incident_minutes_after_the_last_sample_shows_at_once(client, login, workspace, other, action, time_machine):
+    """The newcomer's day: 4 minutes after thousands of successes and failures the dashboard said
+    "succeeded 5, failed 0 of 5", the sweep's last sample. The last hour is counted live now."""
+    time_machine.move_to(START + timedelta(minutes=10), tick=False)
+    work(workspace, action, succeed=5, prefix="early")
+    time_machine.move_to(START + timedelta(minutes=20), tick=False)
+    sample_up_to_now()
+    time_machine.move_to(START + timedelta(minutes=21), tick=False)
+    work(workspace, action, succeed=40, fail=8, prefix="incident")
+    work(other, action, succeed=7, prefix="elsewhere")  # not the viewer's
+    time_machine.move_to(START + timedelta(minutes=24), tick=False)
+
+    assert dashboard.take_samples() is None  # 4 minutes: too soon for the next sample
+    assert sum(FlowSample.objects.values_list("succeeded", flat=True)) == 5  # what the page used to show
+    login("viewer")
+    html = client.get(URL).content.decode()
+    assert state_count(html, "succeeded", "live") == "45" and state_count(html, "succeeded", "day") == "45"
+    assert state_count(html, "needs_review", "now") == "8"
+    assert '<span class="visually-hidden">Finished </span>Since 09:00' in html
+    assert figure(html, "throughput").startswith("45 finished in 24 h,\n      45 of them since 09:00 (live)")
+    assert "Failed attempts as a share of attempts: 8 of 53;" in figure(html, "failures").replace("\n ", "")
+    assert "live</span>: 8 of 53." in html
+    assert "15.1 %" in html  # 8 of 53, by action and by destination
+    assert hour_row(html, "09:00") == ["45", "53", "8", "8", "live"]
+    assert hour_row(html, "08:00")[-1] == "sampled 4 min ago"
+    assert 'before, the sweep\'s samples, <span class="age sampled">sampled 4 min ago</span>' in html
+
+
+def test_the_minutes_the_sweep_has_not_sampled_before_the_hour_are_live_too(
+    client, login, workspace, action, time_machine
+):
+    """Two minutes into an hour, the last sample ended three minutes before it: those minutes of
+    the previous hour are counted live, and its row says both."""
+    time_machine.move_to(START + timedelta(minutes=50), tick=False)
+    work(workspace, action, succeed=3, prefix="before")
+    time_machine.move_to(START + timedelta(minutes=58), tick=False)
+    sample_up_to_now()  # up to 09:57:55
+    time_machine.move_to(START + timedelta(minutes=59), tick=False)
+    work(workspace, action, succeed=6, fail=2, prefix="late")
+    time_machine.move_to(START + timedelta(minutes=62), tick=False)
+    work(workspace, action, succeed=1, prefix="new hour")
+
+    assert dashboard.take_samples() is None
+    login("viewer")
+    html = client.get(URL).content.decode()
+    assert hour_row(html, "09:00") == ["9", "11", "2", "0", "live from 09:57"]
+    assert hour_row(html, "10:00") == ["1", "1", "0", "2", "live"]  # the backlog now: the two refused
+    assert state_count(html, "succeeded", "day") == "10" and state_count(html, "succeeded", "live") == "7"
+    assert '<span class="visually-hidden">Finished </span>Since 09:57' in html
+
+
+def test_when_the_sweep_stood_still_the_live_hour_does_not_reach_back_and_the_gap_is_named(
+    client, login, workspace, action, time_machine
+):
+    time_machine.move_to(START - timedelta(hours=3) + timedelta(minutes=10), tick=False)
+    work(workspace, action, succeed=5, prefix="sampled")
+    time_machine.move_to(START - timedelta(hours=3) + timedelta(minutes=20), tick=False)
+    sample_up_to_now()  # up to 06:19:55; then the cluster stops
+    time_machine.move_to(START - timedelta(hours=1) + timedelta(minutes=10), tick=False)
+    work(workspace, action, succeed=4, prefix="uncounted")
+    time_machine.move_to(START + timedelta(minutes=40), tick=False)
+    work(workspace, action, succeed=3, prefix="live")
+    time_machine.move_to(START + timedelta(minutes=50), tick=False)
+
+    login("viewer")
+    html = client.get(URL).content.decode()
+    assert state_count(html, "succeeded", "day") == "8" and state_count(html, "succeeded", "live") == "3"
+    assert "the sweep has not sampled for a while; is the worker cluster running?" in html
+    assert re.search(r"Not counted: from <time[^>]*>06:19</time>\s*to <time[^>]*>08:50</time>", html)
+    assert hour_row(html, "08:00")[-1] == "live from 08:50"
+
+
+def test_more_events_than_the_live_read_takes_are_counted_from_the_newest_and_said_so(
+    client, login, workspace, action, time_machine
+):
+    operation = submit(workspace, action.name, request_id="R-busy")
+    first = START + timedelta(minutes=5)
+    events = [
+        AuditEvent(
+            operation=operation,
+            workspace=workspace,
+            actor="worker",
+            kind="succeeded",
+            from_state="processing",
+            to_state="succeeded",
+            created_at=first + n * timedelta(milliseconds=200),
+        )
+        for n in range(COUNT_CAP + 10)
+    ]
+    audit_chain.append(events)
+    time_machine.move_to(START + timedelta(minutes=40), tick=False)
+
+    login("viewer")
+    response = client.get(URL)
+    live = response.context["figures"].live  # never sampled: the live part reaches back an hour
+    assert live.capped and live.counted_from == first + 9 * timedelta(milliseconds=200)
+    html = response.content.decode()
+    assert state_count(html, "succeeded", "live") == "more than 10,001"
+    assert re.search(
+        r"More than 10,000 attempts and finishes since\s*<time[^>]*>08:40:00</time>: too many to read at each "
+        r"view,\s*the live figures count those since <time[^>]*>09:05:01</time>",
+        html,
+    )

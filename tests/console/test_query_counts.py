@@ -215,9 +215,10 @@ def test_the_conflicts_inbox_costs_the_same_however_many_conflicts(
 
 # Session, user, memberships; one bounded count per unfinished state (6); the pause switches and
 # what they hold; the oldest due and held work; the sampled flows and backlog; the sampling
-# heartbeat; open mismatches by kind and the latest audit runs; the configured destinations, their
-# actions and their breakers' rows (a member of fewer than 6 workspaces has one more: their names).
-DASHBOARD_QUERIES = 21 + IN_INDEX_ORDER
+# heartbeat; the live last hour; open mismatches by kind and the latest audit runs; the configured
+# destinations, their actions and their breakers' rows (a member of fewer than 6 workspaces has one
+# more: their names).
+DASHBOARD_QUERIES = 22 + IN_INDEX_ORDER
 
 
 def test_the_dashboard_costs_the_same_however_much_was_sampled(
@@ -249,10 +250,20 @@ def test_the_dashboard_costs_the_same_however_much_was_sampled(
             for n in range(ROWS)
         ]
     )
+    # The live last hour: ROWS attempts of every workspace ended since the last sample, each a success.
+    audit_chain.append(
+        [
+            AuditEvent(operation=crowded, workspace=w, actor="worker", kind="x", from_state="processing", to_state=to)
+            for w in Workspace.objects.all()
+            for to in ["succeeded"] * ROWS
+        ]
+    )
     for headers in [{}, {"HX-Request": "true"}]:  # the page, and the fragment that refreshes it
         with django_assert_max_num_queries(DASHBOARD_QUERIES, info=str(headers)):
             response = client.get("/console/dashboard/", headers=headers)
-        assert response.context["figures"].finished == 2 * 24 * (ROWS + 1)
+        figures = response.context["figures"]
+        assert figures.live.finished == ROWS * (ROWS + 1)
+        assert figures.finished == 2 * 24 * (ROWS + 1) + ROWS * (ROWS + 1)
         assert response.context["results"].open_total == ROWS
 
 
