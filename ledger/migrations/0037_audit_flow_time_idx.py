@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("ledger", "0035_destination_limits"),
+        ("ledger", "0036_attempt_answers"),
     ]
 
     operations = [
