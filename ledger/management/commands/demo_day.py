@@ -172,7 +172,6 @@ class Command(BaseCommand):
     def _queue_faults(self, standin: str, faults: list[dict]) -> None:
         try:
             with httpx.Client(base_url=standin, timeout=10) as client:
-                client.post("/_reset").raise_for_status()  # nothing left over from an earlier day
                 for chunk in _chunks(faults, 1000):
                     client.post("/_faults", json={"faults": chunk}).raise_for_status()
         except httpx.HTTPError as error:
