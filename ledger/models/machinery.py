@@ -104,6 +104,7 @@ class Tally(models.Model):
     value = models.FloatField(default=0)
 
     class Meta:
+        verbose_name_plural = "tallies"
         constraints = [models.UniqueConstraint(fields=["name", "labels", "shard"], name="tally_unique")]
 
     def __str__(self):

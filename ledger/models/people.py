@@ -30,6 +30,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        verbose_name = "API token"
+
     def __str__(self):
         return f"{self.workspace.slug} {self.hint}…"
 

@@ -193,3 +193,31 @@ def test_an_event_of_a_purged_operation_still_shows_without_its_link(client, log
     assert not Operation.objects.exists()
     assert f"#{operation.pk}, purged" in page
     assert f"/console/operations/{operation.pk}/" not in page
+
+
+def test_the_kind_filter_offers_the_kinds_the_code_writes_by_topic(client, login, workspace):
+    """A select, not free text: every listed kind under its topic, "All kinds" first, the chosen
+    one selected again on the filtered page."""
+    from ledger.models.audit import AUDIT_KIND_GROUPS
+
+    login("viewer")
+    pause.set_paused(paused=True, actor="alice", reason="incident", workspace=workspace)
+
+    page = client.get("/console/audit/", {"kind": "paused"}).content.decode()
+
+    select = re.search(r'<select name="kind"[^>]*>(.*?)</select>', page, re.DOTALL)[1]
+    assert re.findall(r'<optgroup label="([^"]*)"', select) == [html.escape(topic) for topic in AUDIT_KIND_GROUPS]
+    assert re.findall(r'<option value="([^"]*)"', select) == ["", *(k for ks in AUDIT_KIND_GROUPS.values() for k in ks)]
+    assert '<option value="">All kinds</option>' in select
+    assert '<option value="paused" selected>paused</option>' in select
+
+
+def test_a_kind_not_on_the_list_is_a_form_error_that_says_so(client, login, workspace):
+    """An old link with a kind the code does not write (or a typo): the field says what is wrong."""
+    login("viewer")
+
+    response = client.get("/console/audit/", {"kind": "pausd"})
+
+    assert re.findall(r'<span class="field-error">([^<]*)</span>', response.content.decode()) == [
+        "Select a valid choice. pausd is not one of the available choices."
+    ]

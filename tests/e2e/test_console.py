@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 from ledger.core import pause
 from ledger.intake.submit import submit_event
 from ledger.models import Approval, AuditEvent, Conflict, Control, Operation
+from ledger.models.audit import AUDIT_KIND_GROUPS, AUDIT_KINDS
 from tests.conftest import R42
 from tests.e2e.conftest import APPROVER, OPERATOR, PASSWORD, log_in, make_user, screenshot
 
@@ -206,7 +207,8 @@ def test_it_pauses_and_resumes_from_the_controls_page(page, workspace, operator)
 
 
 def test_it_filters_the_audit_page_by_kind(page, workspace, operator):
-    """Filtered by kind, the audit page lists only events of that kind."""
+    """The Kind filter is a list of the kinds there are, by topic; chosen, the audit page lists only
+    events of that kind, and the list still shows the choice."""
     submit(workspace, "prepare-brief", R42)
     pause.set_paused(paused=True, actor="alice", reason="maintenance", workspace=workspace)
     pause.set_paused(paused=False, actor="alice", workspace=workspace)
@@ -214,10 +216,16 @@ def test_it_filters_the_audit_page_by_kind(page, workspace, operator):
 
     log_in(page, "operator")
     page.get_by_role("link", name="Audit", exact=True).click()
-    page.get_by_label("Kind").fill("paused")
+    kind = page.get_by_label("Kind")
+    expect(kind).to_have_value("")  # All kinds
+    expect(kind.locator("optgroup")).to_have_count(len(AUDIT_KIND_GROUPS))
+    expect(kind.locator("option")).to_have_count(len(AUDIT_KINDS) + 1)
+    kind.select_option("paused")
     page.get_by_role("button", name="Filter").click()
 
     rows = page.get_by_role("row").filter(has_not=page.get_by_role("columnheader"))
     expect(rows).to_have_count(1)
     expect(rows).to_contain_text("paused")
     expect(rows).to_contain_text("alice")
+    expect(page.get_by_label("Kind")).to_have_value("paused")
+    screenshot(page, "audit")

@@ -197,3 +197,53 @@ def test_without_the_secret_in_its_environment_it_prints_how_to_set_it(monkeypat
     monkeypatch.delenv(HOOK_SECRET_ENV, raising=False)
 
     assert webhook_command("http://127.0.0.1:8000/").startswith(f"off (set {HOOK_SECRET_ENV} ")
+
+
+def test_a_second_demo_setup_is_quiet_keeps_the_example_and_ends_with_the_url_and_a_token(demo, demo_port):
+    """`make demo` again on the kept database: the example is not sent again (no duplicate
+    deliveries), a few lines, the console's URL, the users and a fresh token at the end."""
+    env, first = demo
+    with psycopg.connect(env["DATABASE_URL"]) as db:
+        deliveries = db.execute("SELECT count(*) FROM ledger_delivery").fetchone()[0]
+
+    again = _run(f"DEBUG=1 {VENV_PYTHON} manage.py demo_setup --url http://127.0.0.1:{demo_port}/", env | MAKE_DEMO_ENV)
+
+    assert again.returncode == 0, again.stderr
+    lines = again.stdout.splitlines()
+    assert "Submitting the R-42 example:" in first and "Submitting the R-42 example:" not in again.stdout
+    assert lines[0].startswith("Workspace demo set up before: ") and "operations kept" in lines[0]
+    assert len(lines) < 20
+    assert f"Console:  http://127.0.0.1:{demo_port}/console/   users: admin, operator, approver" in again.stdout
+    assert lines[-1].startswith("API token for workspace demo: oc_")
+    assert lines[-1] != first.splitlines()[-1]  # a fresh token
+    with psycopg.connect(env["DATABASE_URL"]) as db:
+        assert db.execute("SELECT count(*) FROM ledger_delivery").fetchone()[0] == deliveries
+
+
+def test_demo_drafts_lists_a_few_of_each_and_counts_the_rest(workspace):
+    """After a day of thousands, a second `make demo` lists five drafts and says how many more, so
+    the URL and the token demo_setup printed stay in sight."""
+    import io
+
+    from django.core.management import call_command
+
+    from ledger.engine.processing import process_due_operations
+    from ledger.intake import submit
+    from ledger.models import Delivery
+    from tests.conftest import R42
+
+    for version in range(1, 9):
+        submit.submit_event(
+            workspace=workspace,
+            raw={"action": "prepare-brief", "data": R42 | {"version": version}},
+            source=Delivery.Source.CLI,
+        )
+    process_due_operations(worker="w1")
+    out = io.StringIO()
+
+    call_command("demo_drafts", wait=0, stdout=out)
+
+    printed = out.getvalue()
+    assert printed.count("Prepared by the qcluster: draft-") == 5
+    assert "  ... and 3 more drafts" in printed
+    assert printed.splitlines()[-1].startswith("Dashboard: ")

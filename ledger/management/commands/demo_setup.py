@@ -110,18 +110,16 @@ class Command(BaseCommand):
         workspace = Workspace.objects.filter(slug="demo").first()
         if workspace is None:
             workspace, token = accounts.create_workspace(slug="demo", approved_owners=["ops"], actor="demo")
+            self._example(workspace)
         else:
+            # Set up before (its data is kept in var/postgres): the example is there already, and
+            # sending it again would only add duplicate deliveries. A fresh token, as every run.
             token = accounts.issue_token(workspace=workspace, name="demo", actor="demo")
-        self._ensure_staff(workspace)
-        self.stdout.write("Submitting the R-42 example:")
-        for event in EVENTS:
-            result = submit.submit_event(
-                workspace=workspace, raw=event, source=Delivery.Source.CLI, submitted_by="demo"
+            operations = workspace.operations.count()
+            self.stdout.write(
+                f"Workspace demo set up before: {operations:,} operations kept (the R-42 example among them)."
             )
-            body = answers.intake_body(result)
-            outcome = " ".join(filter(None, [body["status"], body.get("reason"), body.get("key")]))
-            self.stdout.write(f"  {event['delivery_id']}: {outcome}")
-        self._abandoned_claim(workspace)
+        self._ensure_staff(workspace)
         self._integrations()
         self.stdout.write("")
         self.stdout.write(f"Console:  {url}console/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
@@ -146,6 +144,17 @@ class Command(BaseCommand):
         self.stdout.write(f"Webhook:  {webhook_command(url)}")
         self.stdout.write(f"Approve:  {demo_manage()} approve demo:R-42:v3:issue-refund --workspace demo --as approver")
         self.stdout.write(f"API token for workspace demo: {token}")
+
+    def _example(self, workspace):
+        self.stdout.write("Submitting the R-42 example:")
+        for event in EVENTS:
+            result = submit.submit_event(
+                workspace=workspace, raw=event, source=Delivery.Source.CLI, submitted_by="demo"
+            )
+            body = answers.intake_body(result)
+            outcome = " ".join(filter(None, [body["status"], body.get("reason"), body.get("key")]))
+            self.stdout.write(f"  {event['delivery_id']}: {outcome}")
+        self._abandoned_claim(workspace)
 
     def _abandoned_claim(self, workspace):
         """A caller that claims an invoice and never reports: its lease runs out, the sweep makes

@@ -1,0 +1,65 @@
+"""`make demo-day` at a small scale: the day's events through the real intake, a real qcluster
+calling a real stand-in destination told to fail, and the operations ending in the states a
+person then works: succeeded, needing review after a definite 4xx, unknown after a hang-up or a
+timeout, awaiting approval; the output shows the progress and then what to look at."""
+
+import io
+import re
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from ledger.models import AuditEvent, Operation
+from ledger.states import State
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_small_day_ends_in_varied_states_with_progress_and_what_to_look_at(workspace, standin, start_cluster):
+    start_cluster(
+        "day", env={"OPSCONSOLE_STANDIN_URL": standin.url, "OPSCONSOLE_HTTP_TIMEOUT_SECONDS": "2", "Q_WORKERS": "4"}
+    )
+    out = io.StringIO()
+
+    call_command("demo_day", events=240, batch=20, wait=90, url="http://console.test/", stdout=out)
+
+    printed = out.getvalue()
+    progress = re.findall(r"^  (\d+)/240 events in: ", printed, re.MULTILINE)
+    assert 5 <= len(progress) <= 11 and progress[-1] == "240"  # progress, not a line per event
+    assert "the cluster at work: " in printed
+    assert len(printed.splitlines()) < 60
+    for answer in ("accepted", "duplicate", "payload_conflict", "invalid_input"):
+        assert re.search(rf"answers: .*\b\d+ {answer}\b", printed), answer
+    for link in ("console/failures/", "console/conflicts/", "console/?state=pending_approval", "console/audit/"):
+        assert f"http://console.test/{link}" in printed, link
+
+    states = set(Operation.objects.values_list("state", flat=True))
+    assert {State.SUCCEEDED, State.NEEDS_REVIEW, State.PENDING_APPROVAL} <= states, states
+    assert not states & {State.PENDING, State.PROCESSING}, states  # the cluster worked through the day
+    # A definite refusal of the stand-in sent an operation to review; a hang-up or a slow answer made
+    # one unknown (reconciliation may have settled it since); a 5xx was retried.
+    refused = Operation.objects.filter(state=State.NEEDS_REVIEW, last_error_category="permanent")
+    assert {re.search(r"HTTP (4\d\d)", op.last_error_message)[1] for op in refused}, "no 4xx refusal"
+    assert AuditEvent.objects.filter(kind="outcome_unknown").exists()
+    assert AuditEvent.objects.filter(kind="retry_scheduled").exists()
+    example = re.search(r"One to review: +http://console.test/console/operations/(\d+)/", printed)
+    assert Operation.objects.get(pk=example[1]).state == State.NEEDS_REVIEW
+
+
+def test_without_the_workspace_it_says_to_set_the_demo_up_first(db):
+    with pytest.raises(CommandError, match="No workspace 'demo': run demo_setup first"):
+        call_command("demo_day", events=10, stdout=io.StringIO())
+
+
+def test_without_a_stand_in_it_says_so_and_submits_nothing(workspace, settings):
+    settings.OPSCONSOLE_STANDIN_URL = "http://127.0.0.1:1"
+
+    with pytest.raises(CommandError, match="did not take the faults .*is it running"):
+        call_command("demo_day", events=10, stdout=io.StringIO())
+    assert not Operation.objects.exists()
+
+
+@pytest.mark.parametrize("option", [{"events": 0}, {"batch": 0}])
+def test_it_refuses_an_empty_day(workspace, option):
+    with pytest.raises(CommandError, match="must be at least 1"):
+        call_command("demo_day", **({"events": 10} | option), stdout=io.StringIO())
