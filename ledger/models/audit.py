@@ -58,6 +58,7 @@ AUDIT_KIND_GROUPS = {
         "replay_forced",
         "replay_refused",
         "reconciled_on_replay",
+        "reconciled_on_cancel",
         "resolved",
         "cancelled",
         "conflict_applied",

@@ -124,7 +124,7 @@ def _succeed_found(operation, answer: Found, *, actor, reason, asked_by: str) ->
         operation,
         to_state=State.SUCCEEDED,
         actor=actor,
-        kind=f"reconciled_on_{asked_by}",
+        kind="reconciled_on_replay" if asked_by == "replay" else "reconciled_on_cancel",
         message=f"{asked_by} asked the destination first: it has record {answer.external_id}; {done}"
         + (f" ({reason})" if reason else ""),
         external_id=answer.external_id,

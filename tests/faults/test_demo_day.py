@@ -40,6 +40,8 @@ def test_a_small_day_ends_in_varied_states_with_progress_and_what_to_look_at(wor
     # one unknown (reconciliation may have settled it since); a 5xx was retried.
     refused = Operation.objects.filter(state=State.NEEDS_REVIEW, last_error_category="permanent")
     assert {re.search(r"HTTP (4\d\d)", op.last_error_message)[1] for op in refused}, "no 4xx refusal"
+    # ... in the stand-in's own words: its code is kept in brackets, for failure groups to split by.
+    assert all(re.search(r"HTTP 4\d\d from \S+ \[[a-z_]+\]: ", op.last_error_message) for op in refused)
     assert AuditEvent.objects.filter(kind="outcome_unknown").exists()
     assert AuditEvent.objects.filter(kind="retry_scheduled").exists()
     example = re.search(r"One to review: +http://console.test/console/operations/(\d+)/", printed)

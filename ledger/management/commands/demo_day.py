@@ -42,10 +42,13 @@ EXTERNAL = {"ticket": "file-ticket", "notice": "send-notice", "welcome": "send-w
 FAULTS = [
     (10, {"kind": "status", "status": 503, "retry_after": 1}),  # transient: retried
     (3, {"kind": "status", "status": 500}),  # transient: retried
-    (1, {"kind": "status", "status": 400}),  # definite refusals: needs review
-    (1, {"kind": "status", "status": 404}),
-    (1, {"kind": "status", "status": 409}),
-    (1, {"kind": "status", "status": 422}),
+    # Definite refusals, each with the destination's own code and words (failure groups split by the
+    # code): needs review.
+    (1, {"kind": "status", "status": 400, "error": "owner_unknown", "detail": "no such owner in this tenant"}),
+    (1, {"kind": "status", "status": 400, "error": "summary_too_long", "detail": "summary over 80 characters"}),
+    (1, {"kind": "status", "status": 404, "error": "request_not_found", "detail": "the request was deleted"}),
+    (1, {"kind": "status", "status": 409, "error": "request_archived", "detail": "the request is archived"}),
+    (1, {"kind": "status", "status": 422, "error": "invalid_version", "detail": "version out of range"}),
     (2, {"kind": "reset_before"}),  # hung up before acting: unknown until looked up (absent)
     (2, {"kind": "drop_after_commit"}),  # hung up after acting: unknown until looked up (found)
     (1, "timeout"),  # answered after our timeout, having acted: unknown

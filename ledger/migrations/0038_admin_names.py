@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ledger', '0035_destination_limits'),
+        ('ledger', '0037_audit_flow_time_idx'),
     ]
 
     operations = [
