@@ -12,8 +12,7 @@ from ledger.core import privacy
 from ledger.core.roles import APPROVE
 from ledger.people import approvals
 from ledger.states import State
-from opsconsole.console import approval_list
-from opsconsole.console import labels
+from opsconsole.console import approval_list, labels
 from opsconsole.console.forms import DecisionForm, first_error
 from opsconsole.console.views import console_page, definition_of, operation_for
 

@@ -96,7 +96,7 @@ def test_an_approver_approves_20_refunds_in_one_confirmation_one_refused_for_fou
     shown = html.unescape(page)
     for op in selected:  # every operation's amount, customer and fingerprint, repeated
         assert f"{(op.payload['amount_cents']) / 100:.2f} EUR" in shown
-        assert f"<dt>Customer</dt><dd>{op.payload['customer_id']}</dd>" in shown
+        assert f'<span class="label">Customer</span> {op.payload["customer_id"]}</li>' in shown
         assert op.fingerprint in shown
     total = sum(op.payload["amount_cents"] for op in theirs)
     assert f"Total approved if you confirm: <strong>{total / 100:,.2f} EUR</strong>, 19 operations." in shown
@@ -150,7 +150,10 @@ def test_the_list_shows_amounts_totals_per_currency_and_who_is_behind_each(appro
     assert f'name="op" value="{mine.pk}"' not in page  # four eyes: not offered to its submitter
     assert "You submitted it: another approver must decide (four eyes)" in page
     assert "sender (submitted)" in page and "approver (submitted)" in page
-    assert "<dt>Customer</dt><dd>C-1</dd>" in page and "<dt>Request ID</dt><dd>R-1</dd>" in page
+    assert (
+        '<span class="label">Customer</span> C-1</li>' in page
+        and '<span class="label">Request ID</span> R-1</li>' in page
+    )
     assert "2,500 JPY" in page and "45.00 EUR" in page
     assert "amount_cents" not in page
     # Oldest first, the order their windows run out.
@@ -182,7 +185,7 @@ def test_the_list_shows_only_the_workspaces_where_the_person_approves(approver_c
 
     page = text_of(approver_client.get("/console/approvals/"))
 
-    assert elsewhere.key not in page and "0 operations await" in page
+    assert elsewhere.key not in page and "Nothing awaits your approval." in page
     response = approver_client.get("/console/approvals/confirm/", {"op": [elsewhere.pk]})
     assert messages_of(response) == [
         ("error", "None of the selected operations awaits approval any more; nothing was approved.")
