@@ -207,6 +207,18 @@ def test_the_list_costs_a_fixed_number_of_queries(approver_client, sender):
     assert queries() == few <= 12
 
 
+def test_the_confirmation_costs_a_fixed_number_of_queries(approver_client, sender):
+    token = issue_token("sender")
+    operations = [send_refund(token, n) for n in range(1, 36)]
+
+    def queries(selected) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            confirmation(approver_client, selected)
+        return len(captured)
+
+    assert queries(operations) == queries(operations[:1])
+
+
 # --- failure paths -------------------------------------------------------------------------------
 
 

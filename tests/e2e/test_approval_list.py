@@ -54,6 +54,10 @@ def test_an_approver_works_the_list_select_confirm_result(page, workspace):
     expect(own.get_by_role("checkbox")).to_be_disabled()
     expect(page.get_by_text("amount_cents")).to_have_count(0)
     screenshot(page, "approvals")
+    page.set_viewport_size({"width": 390, "height": 844})
+    expect(page.get_by_role("button", name="Approve selected…")).to_be_in_viewport()
+    screenshot(page, "approvals-narrow")
+    page.set_viewport_size({"width": 1280, "height": 900})
 
     page.get_by_role("checkbox", name="Select all on this page").check()
     page.get_by_role("checkbox", name=f"Select {refunds[4].key}").uncheck()
