@@ -197,9 +197,14 @@ def test_the_list_costs_a_fixed_number_of_queries(approver_client, sender):
     send_refund(token, 1)
 
     def queries() -> int:
-        with CaptureQueriesContext(connection) as captured:
-            assert approver_client.get("/console/approvals/").status_code == 200
-        return len(captured)
+        # The fewer of two reads: now and then a request also checks whether the configured actions
+        # changed (ledger.actions.configured, every few seconds), whatever the page lists.
+        counts = []
+        for _ in range(2):
+            with CaptureQueriesContext(connection) as captured:
+                assert approver_client.get("/console/approvals/").status_code == 200
+            counts.append(len(captured))
+        return min(counts)
 
     few = queries()
     for n in range(2, 36):
@@ -212,9 +217,12 @@ def test_the_confirmation_costs_a_fixed_number_of_queries(approver_client, sende
     operations = [send_refund(token, n) for n in range(1, 36)]
 
     def queries(selected) -> int:
-        with CaptureQueriesContext(connection) as captured:
-            confirmation(approver_client, selected)
-        return len(captured)
+        counts = []
+        for _ in range(2):  # the fewer of two reads, as for the list
+            with CaptureQueriesContext(connection) as captured:
+                confirmation(approver_client, selected)
+            counts.append(len(captured))
+        return min(counts)
 
     assert queries(operations) == queries(operations[:1])
 
