@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,6 +26,19 @@ class FieldError:
 
 class UnknownAction(LookupError):
     pass
+
+
+# Words a humanised field name writes in capitals (``customer_id`` -> "Customer ID").
+_ACRONYMS = {"id": "ID", "url": "URL", "http": "HTTP", "api": "API", "iban": "IBAN", "vat": "VAT"}
+
+
+def humanised(name: str) -> str:
+    """A field name as people read it when its schema gives no title: ``amount_cents`` -> "Amount
+    cents", ``customer_id`` -> "Customer ID"."""
+    words = [_ACRONYMS.get(word.lower(), word.lower()) for word in re.split(r"[_\-\s]+", name) if word]
+    if not words:
+        return name
+    return " ".join([words[0][:1].upper() + words[0][1:], *words[1:]])
 
 
 def field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
@@ -138,6 +152,16 @@ class ActionDefinition:
     def field_names(self) -> list[str]:
         """The data's fields, in the schema's order."""
         return list(self.schema.model_fields)
+
+    def field_titles(self) -> dict[str, str]:
+        """The titles the schema gives its fields (``Field(title="Amount")``); pydantic's own
+        titles, made from the names, are not titles anyone chose, so they are left out."""
+        return {name: field.title for name, field in self.schema.model_fields.items() if field.title}
+
+    def field_label(self, name: str) -> str:
+        """What people read for field ``name`` (pages, confirmations): its schema title, else the
+        name humanised. Never the raw name: ``amount_cents`` reads "Amount" or "Amount cents"."""
+        return self.field_titles().get(name) or humanised(name)
 
     def key_still_kept(self, operation, now) -> bool:
         """Whether the destination still holds the key of ``operation``'s first try (so the same

@@ -171,6 +171,14 @@ class ConfiguredHttpAction(ActionDefinition):
     def field_names(self) -> list[str]:
         return list(self.json_schema.get("properties", {}))
 
+    def field_titles(self) -> dict[str, str]:
+        """Each property's JSON Schema ``title``, where the configuration gives one."""
+        return {
+            name: spec["title"].strip()
+            for name, spec in self.json_schema.get("properties", {}).items()
+            if isinstance(spec, dict) and isinstance(spec.get("title"), str) and spec["title"].strip()
+        }
+
     def limits(self) -> Limits:
         destination = self.destination
         return Limits(

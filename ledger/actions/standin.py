@@ -132,11 +132,12 @@ class SendNotice(StandinRecordAction):
 class RefundData(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    # Titles: what the console labels each field with ("Amount", not amount_cents).
     request_id: RequestId
     version: Version
-    customer_id: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100)]
-    amount_cents: Annotated[StrictInt, Field(ge=1, le=100_000_000)]
-    currency: Annotated[StrictStr, StringConstraints(pattern=r"^[A-Z]{3}$")]
+    customer_id: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100), Field(title="Customer")]
+    amount_cents: Annotated[StrictInt, Field(ge=1, le=100_000_000, title="Amount")]
+    currency: Annotated[StrictStr, StringConstraints(pattern=r"^[A-Z]{3}$"), Field(title="Currency")]
 
 
 @register

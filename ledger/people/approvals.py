@@ -98,7 +98,7 @@ def _decide(operation, *, user, decision, to_state, note, fingerprint) -> Approv
             actor=user.get_username(),
             kind=f"approval_{decision}",
             also_requires={"fingerprint": operation.fingerprint},
-            message=note[:500],
+            message=audit_message(note, operation.fingerprint),
             **deadline,
         ):
             raise ApprovalError(f"{operation.key} changed meanwhile; reload it and decide again.")
@@ -112,6 +112,13 @@ def _decide(operation, *, user, decision, to_state, note, fingerprint) -> Approv
         if decision == Approval.Decision.APPROVED:
             transaction.on_commit(partial(nudges.enqueue_processing, operation.pk))
     return approval
+
+
+def audit_message(note: str, fingerprint: str) -> str:
+    """The decision's audit message: the note, then the payload decided on, so the trail itself
+    binds each decision to its fingerprint (the Approval row keeps the whole note)."""
+    bound = f"(payload {fingerprint})"
+    return f"{note.strip()[: 499 - len(bound)]} {bound}".lstrip()
 
 
 def _action_of(operation: Operation):

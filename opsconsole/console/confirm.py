@@ -1,7 +1,8 @@
 """The approve confirmation: before an approval counts, the page repeats what is being approved (the
 action, key, workspace, payload with its amount and customer as this person may see them, who is
 behind it, the payload's fingerprint). GET shows it; its Confirm POSTs the fingerprint shown, and
-``approvals.approve_operation`` approves only that payload. Reject stays on the operation page."""
+``approvals.approve_operation`` approves only that payload. Reject stays on the operation page.
+Once approved, the person lands on the next operation awaiting their decision."""
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
@@ -11,7 +12,7 @@ from ledger.core import privacy
 from ledger.core.roles import APPROVE
 from ledger.people import approvals
 from ledger.states import State
-from opsconsole.console import money
+from opsconsole.console import approval_list, labels
 from opsconsole.console.forms import DecisionForm, first_error
 from opsconsole.console.views import console_page, definition_of, operation_for
 
@@ -42,7 +43,7 @@ def approve(request, pk):
         {
             "nav": "queue",
             "operation": operation,
-            "payload": money.shown_payload(shown, definition_of(operation.action)),
+            "payload": labels.payload_rows(shown, definition_of(operation.action)),
             "masking": shown != operation.payload,
             "contributions": contributions,
             "form": DecisionForm(initial={"fingerprint": operation.fingerprint}),
@@ -62,6 +63,6 @@ def _approve(request, operation):
         )
     except approvals.ApprovalError as exc:
         messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Approved {operation.key}.")
-    return redirect("console:operation", pk=operation.pk)
+        return redirect("console:operation", pk=operation.pk)
+    # On to the next operation awaiting this person's decision, not back to the one just approved.
+    return approval_list.landing(request, operation.key, "Approved")

@@ -10,6 +10,7 @@ from ledger.core import roles
 from ledger.core.pause import NotPaused, set_paused
 from ledger.core.roles import APPROVE, PAUSE, REVIEW
 from ledger.people import approvals, review
+from opsconsole.console import approval_list
 from opsconsole.console.forms import (
     DecisionForm,
     PauseForm,
@@ -150,9 +151,9 @@ def _decision(decide, verb):
             decide(op, user=request.user, note=form.cleaned_data["note"], fingerprint=form.cleaned_data["fingerprint"])
         except approvals.ApprovalError as exc:
             messages.error(request, str(exc), extra_tags=beside("decide"))
-        else:
-            messages.success(request, f"{verb} {op.key}.")
-        return _back(pk)
+            return _back(pk)
+        # On to the next operation awaiting this person's decision, not back to the one just decided.
+        return approval_list.landing(request, op.key, verb)
 
     return view
 

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from opsconsole.console import (
+    approval_list,
     bulk,
     confirm,
     conflicts,
@@ -24,6 +25,9 @@ urlpatterns = [
     path("operations/<int:pk>/cancel/", decisions.cancel, name="cancel"),
     path("operations/<int:pk>/approve/", confirm.approve, name="approve"),
     path("operations/<int:pk>/reject/", decisions.reject, name="reject"),
+    path("approvals/", approval_list.work_list, name="approvals"),
+    path("approvals/confirm/", approval_list.confirm_selected, name="approvals_confirm"),
+    path("approvals/approve/", approval_list.approve_selected, name="approvals_approve"),
     path("conflicts/<int:pk>/apply/", decisions.apply_conflict, name="apply_conflict"),
     path("conflicts/<int:pk>/dismiss/", decisions.dismiss_conflict, name="dismiss_conflict"),
     path("controls/", views.controls, name="controls"),

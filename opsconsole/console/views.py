@@ -34,7 +34,7 @@ from ledger.engine.lookups import may_have_acted
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
 from ledger.reads import destinations
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
-from opsconsole.console import explain, keyset, money, tables
+from opsconsole.console import explain, keyset, labels, money, tables
 from opsconsole.console.filters import AuditFilter
 from opsconsole.console.forms import (
     PauseForm,
@@ -189,7 +189,7 @@ def operation(request, pk):
         {
             "nav": "queue",
             "operation": op,
-            "payload": money.shown_payload(payload, definition),
+            "payload": labels.payload_rows(payload, definition),
             "result": json.dumps(privacy.masked(op.result, op.action, reveal=reveal), indent=2, sort_keys=True)
             if op.result
             else "",

@@ -58,7 +58,9 @@ def test_it_approves_an_operation_for_the_payload_shown(client, login, awaiting_
         {"note": "", "fingerprint": awaiting_approval.fingerprint},
     )
 
-    assert messages_of(response) == [("success", f"Approved {awaiting_approval.key}.")]
+    assert messages_of(response) == [
+        ("success", f"Approved {awaiting_approval.key}. Nothing else awaits your approval.")
+    ]
     awaiting_approval.refresh_from_db()
     assert awaiting_approval.state == "pending"
     assert awaiting_approval.approvals.get().approver == "approver"
@@ -73,7 +75,9 @@ def test_it_rejects_an_operation_with_a_note(client, login, awaiting_approval):
         {"note": "wrong customer", "fingerprint": awaiting_approval.fingerprint},
     )
 
-    assert messages_of(response) == [("success", f"Rejected {awaiting_approval.key}.")]
+    assert messages_of(response) == [
+        ("success", f"Rejected {awaiting_approval.key}. Nothing else awaits your approval.")
+    ]
     awaiting_approval.refresh_from_db()
     assert awaiting_approval.state == "rejected"
 

@@ -51,8 +51,8 @@ def test_it_masks_the_sensitive_fields_of_payload_and_conflicts(client, login, n
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
 
     assert "s3cr3t" not in page
-    assert "<dt>secret</dt><dd>••••</dd>" in page
-    assert "<dt>note</dt><dd>first note</dd>" in page
+    assert "<dt>Secret</dt><dd>••••</dd>" in page
+    assert "<dt>Note</dt><dd>first note</dd>" in page
     assert "Sensitive values are masked: an approver or admin of demo sees them." in page
     differences = re.sub(r"\s+", " ", page)
     note = '<strong>note</strong>: <span class="recorded">first note</span> → <span class="incoming">second note</span>'
@@ -72,7 +72,7 @@ def test_it_shows_the_sensitive_values_to_a_person_who_may_see_them(client, logi
     page = re.sub(r"\s+", " ", client.get(f"/console/operations/{operation.pk}/").content.decode())
 
     assert MASK not in page and "Sensitive values are masked" not in page
-    assert "<dt>secret</dt><dd>s3cr3t-one</dd>" in page
+    assert "<dt>Secret</dt><dd>s3cr3t-one</dd>" in page
     assert (
         '<strong>secret</strong>: <span class="recorded">s3cr3t-one</span> → <span class="incoming">s3cr3t-two</span>'
     ) in page
@@ -82,7 +82,7 @@ def test_it_shows_a_superuser_the_sensitive_values(client, noted, django_user_mo
     client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
     operation = noted(secret="s3cr3t-one").operation
 
-    assert "<dt>secret</dt><dd>s3cr3t-one</dd>" in client.get(f"/console/operations/{operation.pk}/").content.decode()
+    assert "<dt>Secret</dt><dd>s3cr3t-one</dd>" in client.get(f"/console/operations/{operation.pk}/").content.decode()
 
 
 def test_it_masks_a_refunds_customer_and_amount(client, login, workspace):
@@ -95,8 +95,8 @@ def test_it_masks_a_refunds_customer_and_amount(client, login, workspace):
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
 
     assert "C-1001" not in page and "<dd>4500<" not in page
-    assert "<dt>customer_id</dt><dd>••••</dd>" in page and "<dt>amount_cents</dt><dd>••••</dd>" in page
-    assert "<dt>currency</dt><dd>EUR</dd>" in page
+    assert "<dt>Customer</dt><dd>••••</dd>" in page and "<dt>Amount</dt><dd>••••</dd>" in page
+    assert "<dt>Currency</dt><dd>EUR</dd>" in page
 
 
 def test_it_masks_every_value_of_an_action_that_is_no_longer_defined(client, login, noted, noted_action):
@@ -109,7 +109,7 @@ def test_it_masks_every_value_of_an_action_that_is_no_longer_defined(client, log
 
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
 
-    assert "first note" not in page and "<dt>note</dt><dd>••••</dd>" in page
+    assert "first note" not in page and "<dt>Note</dt><dd>••••</dd>" in page
 
 
 def test_it_shows_attempts_deliveries_and_the_audit_trail(client, login, needing_review):

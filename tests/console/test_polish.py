@@ -79,14 +79,14 @@ def test_it_shows_a_refunds_amount_with_its_currency_to_an_approver(client, logi
 
     page = page_of(client, refund(workspace))
 
-    assert "<dt>amount_cents</dt><dd>25.00 EUR</dd>" in page and "<dd>2500</dd>" not in page
-    assert "<dt>customer_id</dt><dd>C-1001</dd>" in page
+    assert "<dt>Amount</dt><dd>25.00 EUR</dd>" in page and "<dd>2500</dd>" not in page
+    assert "<dt>Customer</dt><dd>C-1001</dd>" in page
 
 
 def test_it_shows_a_yen_amount_without_decimals(client, login, workspace):
     login("approver")
 
-    assert "<dt>amount_cents</dt><dd>2,500 JPY</dd>" in page_of(client, refund(workspace, currency="JPY"))
+    assert "<dt>Amount</dt><dd>2,500 JPY</dd>" in page_of(client, refund(workspace, currency="JPY"))
 
 
 @pytest.mark.parametrize("role", ["viewer", "operator"])
@@ -102,7 +102,7 @@ def test_a_masked_amount_stays_masked(client, login, workspace, role):
 
     page = page_of(client, operation)
 
-    assert f"<dt>amount_cents</dt><dd>{MASK}</dd>" in page
+    assert f"<dt>Amount</dt><dd>{MASK}</dd>" in page
     assert "25.00" not in page and "30.00" not in page and "2500" not in page and "3000" not in page
     assert (
         f'<strong>amount_cents</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>'
@@ -151,8 +151,8 @@ def test_the_confirmation_repeats_what_is_approved(client, login, workspace, per
         ("Action", "issue-refund"),
         ("Key", operation.key),
         ("Workspace", "demo"),
-        ("amount_cents", "25.00 EUR"),
-        ("customer_id", "C-1001"),
+        ("Amount", "25.00 EUR"),
+        ("Customer", "C-1001"),
         ("Submitted by", "sender (submitted)"),
         ("Payload fingerprint", f"<code>{operation.fingerprint}</code>"),
     ]:
@@ -171,8 +171,9 @@ def test_confirming_approves_the_payload_shown(client, login, workspace):
 
     response = client.post(f"/console/operations/{operation.pk}/approve/", {"fingerprint": shown, "note": "ok"})
 
-    assert response.url == f"/console/operations/{operation.pk}/"
-    assert messages_of(response) == [("success", f"Approved {operation.key}.")]
+    # Nothing else awaits: the approver lands on the work list, not back on the same operation.
+    assert response.url == "/console/approvals/"
+    assert messages_of(response) == [("success", f"Approved {operation.key}. Nothing else awaits your approval.")]
     operation.refresh_from_db()
     assert operation.state == "pending"
     assert Approval.objects.get().fingerprint == shown

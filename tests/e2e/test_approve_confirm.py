@@ -1,5 +1,6 @@
 """The approve confirmation: an approver approves a refund through a page that repeats what is
-being approved (action, key, workspace, amount and customer, who sent it, the fingerprint)."""
+being approved (action, key, workspace, amount and customer, who sent it, the fingerprint), then
+lands on the next refund awaiting their decision."""
 
 import re
 
@@ -28,11 +29,18 @@ def test_an_approver_approves_a_refund_through_the_confirmation(page, workspace)
         person=sender,
         raw={"action": "issue-refund", "data": REFUND},
     ).operation
+    following = submit_event(
+        workspace=workspace,
+        source="api",
+        submitted_by="sender",
+        person=sender,
+        raw={"action": "issue-refund", "data": REFUND | {"request_id": "R-8"}},
+    ).operation
     make_user("approver", APPROVER)
 
     log_in(page, "approver")
     page.goto(f"/console/operations/{refund.pk}/")
-    expect(shown(page, "amount_cents")).to_have_text("25.00 EUR")
+    expect(shown(page, "Amount")).to_have_text("25.00 EUR")
     page.get_by_role("link", name="Approve", exact=True).click()
 
     expect(page).to_have_url(re.compile(rf"/console/operations/{refund.pk}/approve/$"))
@@ -41,8 +49,8 @@ def test_an_approver_approves_a_refund_through_the_confirmation(page, workspace)
         ("Action", "issue-refund"),
         ("Key", refund.key),
         ("Workspace", "demo"),
-        ("amount_cents", "25.00 EUR"),
-        ("customer_id", "C-1001"),
+        ("Amount", "25.00 EUR"),
+        ("Customer", "C-1001"),
         ("Submitted by", "sender (submitted)"),
         ("Payload fingerprint", refund.fingerprint),
     ]:
@@ -53,10 +61,13 @@ def test_an_approver_approves_a_refund_through_the_confirmation(page, workspace)
     page.get_by_label("Note").fill("customer called")
     page.get_by_role("button", name="Confirm", exact=True).click()
 
-    expect(page).to_have_url(re.compile(rf"/console/operations/{refund.pk}/$"))
-    expect(page.get_by_role("status").filter(has_text="Approved")).to_have_text(f"Approved {refund.key}.")
-    expect(shown(page, "State")).to_have_text("pending")
-    expect(page.locator("table").filter(has_text="Payload fingerprint").get_by_text("approved")).to_be_visible()
+    # On to the next refund awaiting a decision, not back to the one just approved.
+    expect(page).to_have_url(re.compile(rf"/console/operations/{following.pk}/$"))
+    expect(page.get_by_role("status").filter(has_text="Approved")).to_have_text(
+        f"Approved {refund.key}. Next awaiting your approval: {following.key}."
+    )
+    expect(shown(page, "State")).to_have_text("pending_approval")
+    expect(page.get_by_role("link", name="Approve", exact=True)).to_be_visible()
     screenshot(page, "approve-confirm-approved")
     approval = Approval.objects.get()
     assert (approval.decision, approval.approver, approval.note, approval.fingerprint) == (

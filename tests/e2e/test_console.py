@@ -149,7 +149,10 @@ def test_it_lets_only_an_approver_approve_a_refund(page, workspace, operator):
     page.get_by_label("Note").fill("customer called")
     page.get_by_role("button", name="Confirm", exact=True).click()
 
-    expect(page.get_by_role("status")).to_have_text(f"Approved {refund.key}.")
+    # Nothing else awaits this approver: they land on their (empty) work list, not on the same refund.
+    expect(page.get_by_role("status")).to_have_text(f"Approved {refund.key}. Nothing else awaits your approval.")
+    expect(page).to_have_url(re.compile(r"/console/approvals/$"))
+    page.goto(f"/console/operations/{refund.pk}/")
     expect(field(page, "State")).to_have_text("pending")
     approval = Approval.objects.get(operation=refund)
     assert (approval.decision, approval.approver, approval.note) == ("approved", "approver", "customer called")
@@ -177,7 +180,7 @@ def test_it_applies_the_incoming_payload_of_a_conflict(page, workspace, operator
     expect(page.get_by_role("status")).to_have_text(
         f"Applied the incoming payload of conflict {resend.conflict.pk} to {operation.key}."
     )
-    expect(field(page, "title")).to_have_text(corrected)
+    expect(field(page, "Title")).to_have_text(corrected)
     expect(page.get_by_role("button", name="Apply incoming payload")).to_have_count(0)
     assert Operation.objects.get(pk=operation.pk).payload["title"] == corrected
     assert Conflict.objects.get().status == "applied"

@@ -57,7 +57,7 @@ def test_it_runs_the_operation_once_approved(refund_waiting, approver, standin, 
         "approver",
         "pending_approval",
         "pending",
-        "customer called",
+        f"customer called (payload {refund_waiting.fingerprint})",  # the decision bound to its payload
     )
 
     process_due_operations()

@@ -102,8 +102,8 @@ def test_it_shows_an_erased_value_as_erased_to_everyone(subject, client, person)
 
     page = client.get(f"/console/operations/{first.pk}/").content.decode()
 
-    assert f"<dt>customer_id</dt><dd>{REDACTED}</dd>" in page
-    assert "<dt>amount_cents</dt><dd>••••</dd>" in page
+    assert f"<dt>Customer</dt><dd>{REDACTED}</dd>" in page
+    assert "<dt>Amount</dt><dd>••••</dd>" in page
 
 
 def test_it_erases_a_number_given_as_digits(subject):
