@@ -80,7 +80,8 @@ def test_a_failed_lookup_keeps_its_next_lookup_and_give_up_times_as_data(workspa
 
     event = AuditEvent.objects.get(kind="lookup_failed")
     assert event.message == (
-        "lookup 1 could not tell (HTTP 503 from the destination); next lookup at {next_lookup}, gives up at {give_up_at}"
+        "lookup 1 could not tell (HTTP 503 from the destination); "
+        "next lookup at {next_lookup}, gives up at {give_up_at}"
     )
     operation.refresh_from_db()
     assert event.times == {"next_lookup": iso(operation.next_attempt_at), "give_up_at": iso(START + timedelta(hours=1))}
