@@ -27,6 +27,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Case, Exists, Max, OuterRef, Q, Value, When
 from django.utils import timezone
 
+from ledger import timed
 from ledger.actions import ActionDefinition, registry
 from ledger.core import policies
 from ledger.core.bulk_sql import update_each
@@ -120,7 +121,8 @@ def purge(
                 actor=actor,
                 kind="purged",
                 workspace=workspace,
-                message=f"as of {as_of.isoformat(timespec='seconds')}: {counts.summary()}",
+                message=f"as of {{as_of}}: {counts.summary()}",
+                times=timed.kept(as_of=as_of),
             )
     if not dry_run:
         report.samples_forgotten = dashboard.forget_samples(before=as_of - dashboard.KEEP)

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ledger import timed
 from ledger.actions import ActionDefinition, UnknownAction, get_action
 from ledger.core import nudges
 from ledger.core.retry import backoff_ceiling
@@ -165,6 +166,7 @@ def _ask_again_later(
             next_attempt_at=next_lookup,
             last_error_category="unknown",
             last_error_message=f"lookup {failed} failed: {answer.reason}"[:500],
+            last_error_times=None,
             updated_at=now,
         )
         if not rescheduled:
@@ -174,8 +176,9 @@ def _ask_again_later(
             kind="lookup_failed",
             operation=operation,
             error_category="unknown",
-            message=f"lookup {failed} could not tell ({answer.reason}); next lookup at "
-            f"{next_lookup:%Y-%m-%d %H:%M:%S} UTC, gives up at {give_up_at:%Y-%m-%d %H:%M:%S} UTC",
+            message=f"lookup {failed} could not tell ({answer.reason}); next lookup at {{next_lookup}}, "
+            "gives up at {give_up_at}",
+            times=timed.kept(next_lookup=next_lookup, give_up_at=give_up_at),
         )
         transaction.on_commit(partial(nudges.enqueue_lookup, operation.pk, at=next_lookup))
     operation.next_attempt_at = next_lookup
@@ -195,5 +198,6 @@ def _give_up(operation: Operation, answer: CannotTell, *, actor: str, failed_loo
         next_attempt_at=None,
         last_error_category="unknown",
         last_error_message=f"reconciliation: {reason}"[:500],
+        last_error_times=None,
     )
     return "gave_up"

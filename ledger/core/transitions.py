@@ -46,10 +46,11 @@ def record_audit_event(
     to_state: str = "",
     error_category: str = "",
     message: str = "",
+    times: dict | None = None,
     attempt=None,
 ) -> AuditEvent:
     """Append one audit event to its workspace's chain. Callers run it in the transaction of the
-    change it describes."""
+    change it describes. ``times``: those ``message`` names as ``{name}`` (``ledger.timed.kept``)."""
     [event] = audit_chain.append(
         [
             AuditEvent(
@@ -61,6 +62,7 @@ def record_audit_event(
                 to_state=to_state,
                 error_category=error_category,
                 message=message[:500],
+                times=times or None,
                 attempt=attempt,
             )
         ]
@@ -77,6 +79,7 @@ def transition_operation(
     fencing_token: int | None = None,
     also_requires: dict | None = None,
     message: str = "",
+    times: dict | None = None,
     error_category: str = "",
     attempt=None,
     attempt_outcome: str | None = None,
@@ -97,6 +100,7 @@ def transition_operation(
             tokens=None if fencing_token is None else [fencing_token],
             also_requires=also_requires,
             message=message,
+            times=times,
             error_category=error_category,
             attempt_rows=[attempt],
             attempt_outcome=attempt_outcome,
@@ -116,6 +120,7 @@ def transition_many(
     tokens: list[int] | None = None,
     also_requires: dict | None = None,
     message: str | list[str] = "",
+    times: dict | None = None,
     error_category: str = "",
     attempt_rows: list | None = None,
     attempt_outcome: str | None = None,
@@ -135,7 +140,8 @@ def transition_many(
     when a row stayed, and that exception is raised, which rolls back the caller's transaction
     (or this one) with it. Each row gets the ``same`` values, its own of the ``each`` lists (one
     value per operation, in order) and its ``increment`` columns plus one. ``message`` is the
-    audit events' text, one for all or one per operation; ``attempt_rows`` the Attempt each move
+    audit events' text, one for all or one per operation, and ``times`` the times it names as
+    ``{name}`` (``ledger.timed``); ``attempt_rows`` the Attempt each move
     records (its event names it, its log line the configuration it ran under), and
     ``attempt_outcome`` that try's outcome, counted with the move's tallies (None: the caller
     counted it).
@@ -179,6 +185,7 @@ def transition_many(
                     to_state=to_state,
                     error_category=error_category,
                     message=messages[index][:500],
+                    times=times or None,
                     attempt=attempt_rows[index],
                 )
                 for index in moved

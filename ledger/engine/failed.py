@@ -9,6 +9,7 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
+from ledger import timed
 from ledger.actions import ActionDefinition
 from ledger.core import nudges, privacy
 from ledger.core.retry import retry_delay
@@ -74,6 +75,8 @@ def write_failure(operation, action, error: OutcomeError, *, attempt, worker: st
     it was lost); ``attempt``, finished uncounted by the caller, is counted with the move."""
     category = error.category
     to_state, fields, detail = _next_state_after(operation, action, error)
+    # The times the words name (ledger.timed): none but a spent retry budget's.
+    times = fields.setdefault("last_error_times", None)
     transition_many(
         [operation],
         to_state=to_state,
@@ -85,6 +88,7 @@ def write_failure(operation, action, error: OutcomeError, *, attempt, worker: st
         raise_if_any_stays=StaleClaim,
         error_category=category,
         message=f"{category}: {detail}",
+        times=times,
         same={
             "last_error_category": category,
             "last_error_message": detail[:500],
@@ -108,7 +112,8 @@ def _failure_kind(to_state: State) -> str:
 
 
 def _next_state_after(operation, action, error: OutcomeError) -> tuple[State, dict, str]:
-    """Where a failed try leads: (state, extra fields, what happened for people). The text leaves
+    """Where a failed try leads: (state, extra fields, what happened for people: its times, if it
+    names any, in the fields' ``last_error_times``). The text leaves
     out the error's category: it is stored beside it (``last_error_category``) and every place that
     shows one shows both, which read "permanent permanent: ..." when the text began with it too."""
     message = _short_message(error)
@@ -142,10 +147,17 @@ def _retry_or_review(operation, action, error: OutcomeError, reason: str) -> tup
     budget_frees_at = _retry_budget_frees_at(operation.workspace, now)
     if budget_frees_at and budget_frees_at > next_attempt_at:
         next_attempt_at = budget_frees_at
-        reason += f" (workspace retry budget spent; waits until {budget_frees_at:%H:%M:%S})"
+        reason += " (workspace retry budget spent; waits until {retry_budget_frees_at})"
+        times = timed.kept(retry_budget_frees_at=budget_frees_at)
+    else:
+        times = None
     if operation.deadline and next_attempt_at > operation.deadline:
-        return State.NEEDS_REVIEW, {"next_attempt_at": None}, f"processing deadline passed: {reason}"
-    return State.RETRYING, {"next_attempt_at": next_attempt_at}, reason
+        return (
+            State.NEEDS_REVIEW,
+            {"next_attempt_at": None, "last_error_times": times},
+            f"processing deadline passed: {reason}",
+        )
+    return State.RETRYING, {"next_attempt_at": next_attempt_at, "last_error_times": times}, reason
 
 
 def _retry_budget_frees_at(workspace, now) -> datetime | None:

@@ -31,6 +31,7 @@ from functools import partial
 from django.db import connection, transaction
 from django.utils import timezone
 
+from ledger import timed
 from ledger.actions import ActionDefinition, Limits
 from ledger.core import nudges
 from ledger.core.transitions import record_audit_event, transition_many
@@ -208,14 +209,15 @@ class Gate:
             )
             (paused_until,) = cursor.fetchone()
             if paused_until == until:
-                self._audit("breaker_opened", self.paused_message(until))
+                self._audit("breaker_opened", self.paused_message(), times=timed.kept(paused_until=until))
         return paused_until
 
-    def _audit(self, kind: str, message: str) -> None:
-        record_audit_event(actor=self.actor, kind=kind, message=message)
+    def _audit(self, kind: str, message: str, *, times: dict | None = None) -> None:
+        record_audit_event(actor=self.actor, kind=kind, message=message, times=times)
 
-    def paused_message(self, until: datetime) -> str:
-        return f"calls to {self.destination} paused until {until:%Y-%m-%d %H:%M:%S} UTC (circuit breaker)"
+    def paused_message(self) -> str:
+        """Why calls wait, with ``{paused_until}`` where the time goes (``ledger.timed``)."""
+        return f"calls to {self.destination} paused until {{paused_until}} (circuit breaker)"
 
 
 def failed_call(outcome: object) -> bool:
@@ -241,7 +243,7 @@ def hold(operations: list[Operation], gate: Gate, until: datetime, *, worker: st
     shows it). Guarded by the claims' tokens: one someone else took over stays as it is."""
     if not operations:
         return []
-    reason = gate.paused_message(until)
+    reason, times = gate.paused_message(), timed.kept(paused_until=until)
     with transaction.atomic():
         held = transition_many(
             operations,
@@ -254,9 +256,11 @@ def hold(operations: list[Operation], gate: Gate, until: datetime, *, worker: st
             each={"attempts": [max(operation.attempts - 1, 0) for operation in operations]},
             error_category=TransientError.category,
             message=reason,
+            times=times,
             same={
                 "last_error_category": TransientError.category,
                 "last_error_message": reason,
+                "last_error_times": times,
                 "lease_owner": "",
                 "lease_expires_at": None,
                 "next_attempt_at": until,

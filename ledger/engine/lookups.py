@@ -10,7 +10,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition
-from ledger.core import privacy
+from ledger.core import policies, privacy
 from ledger.engine import limits
 from ledger.models import Attempt, Operation
 from ledger.outcomes import Absent, CannotTell, Found
@@ -44,7 +44,9 @@ def ask_destination(
         answer = replace(answer, reason=privacy.scrubbed_text(answer.reason, operation, action))
     settled = settles_at(operation, action)
     if isinstance(answer, Absent) and settled and now < settled:
-        return CannotTell(f"no record yet, but the last request may still land until {settled:%Y-%m-%d %H:%M:%S} UTC")
+        # No clock time in the words (they are stored): the try's start is on its attempt row.
+        waited = policies.format_duration(action.settle_after)
+        return CannotTell(f"no record yet, but the last request may still land (within {waited} of the try's start)")
     return answer
 
 
@@ -55,8 +57,9 @@ def _asked(operation: Operation, action: ActionDefinition) -> Found | Absent | C
     if not action.limits().any:
         return action.lookup(operation)
     gate = limits.Gate(action)
-    if paused_until := gate.admission():
-        return CannotTell(f"not asked: {gate.paused_message(paused_until)}")
+    if gate.admission():
+        # Until when: the breaker_opened audit event and the destination's health row say.
+        return CannotTell(f"not asked: calls to {gate.destination} are paused (circuit breaker)")
     with gate.one_call():
         answer = action.lookup(operation)
     if not isinstance(answer, CannotTell):

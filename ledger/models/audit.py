@@ -131,6 +131,10 @@ class AuditEvent(models.Model):
     error_category = models.CharField(max_length=20, blank=True)
     # Never payload text: a state, a reason, a field name.
     message = models.CharField(max_length=500, blank=True)
+    # The times the message names as {name}, ISO 8601 in UTC by name (ledger.timed), so that each
+    # reader shows them in its zone; null for none (and for every event written before they were kept
+    # apart, whose message holds its times as words). Covered by the hash chain (ledger_audit_encoding).
+    times = models.JSONField(null=True, blank=True, default=None)
     # Set before the hash is computed (not auto_now_add, which would overwrite it on insert).
     created_at = models.DateTimeField(default=timezone.now)
     # The workspace's hash chain (ledger.core.audit_chain): this event's hash, and the one before it.

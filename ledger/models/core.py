@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import JSONField, Q, Value
 from django.db.models.functions import Coalesce
 
+from ledger import timed
 from ledger.models.checks import choices_check
 from ledger.states import ATTENTION_STATES, UNFINISHED_STATES, State
 
@@ -152,6 +153,8 @@ class Operation(models.Model):
 
     last_error_category = models.CharField(max_length=20, blank=True)
     last_error_message = models.CharField(max_length=500, blank=True)
+    # The times last_error_message names as {name} (ledger.timed): read only with that message.
+    last_error_times = models.JSONField(null=True, blank=True, default=None)
     result = models.JSONField(null=True, blank=True)
     external_id = models.CharField(max_length=200, blank=True)
     # When retention replaced the payload and result of this finished operation by its tombstone
@@ -249,7 +252,11 @@ class Operation(models.Model):
     def last_error(self) -> dict | None:
         if not self.last_error_category:
             return None
-        return {"category": self.last_error_category, "message": self.last_error_message}
+        # As the API answers it: its times in ISO 8601 with their offset (ledger.timed).
+        return {
+            "category": self.last_error_category,
+            "message": timed.as_iso(self.last_error_message, self.last_error_times),
+        }
 
     def approved_as_is(self) -> bool:
         """Whether the latest approval decision approved this payload as it is now, by a person who

@@ -11,7 +11,9 @@ may see sensitive values in the operation's workspace, as the operation page sho
 Cells are made safe to open in a spreadsheet: text that starts with ``= + - @`` (or a tab or a
 carriage return) would be read as a formula there, so it is written with a leading ``'``
 (OWASP's advice on CSV injection); numbers are written as they are. Times are ISO 8601 in UTC with
-their offset, whatever zone the person reads the console in.
+their offset, whatever zone the person reads the console in, and the export says so: in each time
+column's name (``created_at (UTC)``) and in the file's name (``opsconsole.console.export``); the
+times a message names (``ledger.timed``) are written the same way inside its text.
 """
 
 import csv
@@ -23,6 +25,7 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.db.models import QuerySet
 
+from ledger import timed
 from ledger.actions import UnknownAction, get_action
 from ledger.core import privacy
 
@@ -31,6 +34,8 @@ from ledger.core import privacy
 CHUNK_ROWS = 2000
 FLUSH_ROWS = 500
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# The zone of an export's times, as its header and its file's name say it.
+ZONE = "UTC"
 
 OPERATION_COLUMNS = [
     "key",
@@ -41,8 +46,8 @@ OPERATION_COLUMNS = [
     "error_category",
     "error_message",
     "external_id",
-    "created_at",
-    "updated_at",
+    f"created_at ({ZONE})",
+    f"updated_at ({ZONE})",
 ]
 # What operation_rows reads of each operation (``QuerySet.only``), the workspace's slug joined.
 OPERATION_FIELDS = (
@@ -55,6 +60,7 @@ OPERATION_FIELDS = (
     "attempts",
     "last_error_category",
     "last_error_message",
+    "last_error_times",
     "external_id",
     "created_at",
     "updated_at",
@@ -65,7 +71,7 @@ OPERATION_FIELDS = (
 MORE_COLUMN = "more"
 
 AUDIT_COLUMNS = [
-    "created_at",
+    f"created_at ({ZONE})",
     "workspace",
     "actor",
     "kind",
@@ -89,6 +95,7 @@ AUDIT_FIELDS = (
     "to_state",
     "error_category",
     "message",
+    "times",
 )
 
 
@@ -121,7 +128,7 @@ def operation_rows(operations: QuerySet, *, user, actions: Iterable[str]) -> Ite
                 operation.state,
                 operation.attempts,
                 operation.last_error_category,
-                operation.last_error_message,
+                timed.as_iso(operation.last_error_message, operation.last_error_times),
                 operation.external_id,
                 operation.created_at,
                 operation.updated_at,
@@ -149,7 +156,7 @@ def audit_rows(events: QuerySet) -> Iterator[list]:
                 event.from_state,
                 event.to_state,
                 event.error_category,
-                event.message,
+                timed.as_iso(event.message, event.times),
             )
         ]
 

@@ -20,7 +20,7 @@ from opsconsole.console.forms import (
     ResumeForm,
     first_error,
 )
-from opsconsole.console.templatetags.console_time import when_text
+from opsconsole.console.templatetags.console_time import text_with_times, when_text
 from opsconsole.console.views import conflict_for, console_action, operation_for, person_of
 from reconciliation.reconcile import reconcile_operation
 
@@ -98,7 +98,9 @@ def look_up(request, pk):
     verdict = reconcile_operation(op, actor=person_of(request), asked_by_person=True)
     op.refresh_from_db()
     text = LOOKUP_VERDICTS[verdict].format(
-        key=op.key, why=op.last_error_message or "no answer", next=when_text(op.next_attempt_at)
+        key=op.key,
+        why=text_with_times(op.last_error_message, op.last_error_times) or "no answer",
+        next=when_text(op.next_attempt_at),
     )
     (messages.success if verdict in ("found", "absent") else messages.warning)(request, text)
     return _back(pk)

@@ -18,8 +18,8 @@ from opsconsole.console.views import console_page
 
 def _attachment(rows, name: str) -> StreamingHttpResponse:
     response = StreamingHttpResponse(exports.csv_chunks(rows), content_type="text/csv; charset=utf-8")
-    # Dated in the person's time zone: the day they exported it.
-    response["Content-Disposition"] = f'attachment; filename="{name}-{timezone.localdate():%Y-%m-%d}.csv"'
+    # Dated, like its times, in UTC, and named with that zone: nothing in it reads in another.
+    response["Content-Disposition"] = f'attachment; filename="{name}-{timezone.now():%Y-%m-%d}-{exports.ZONE}.csv"'
     return response
 
 

@@ -23,6 +23,7 @@ QUEUE_COLUMNS = (
     "attempts",
     "last_error_category",
     "last_error_message",
+    "last_error_times",
     "created_at",
     "updated_at",
     "workspace_id",

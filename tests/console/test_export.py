@@ -50,7 +50,7 @@ def test_it_streams_the_queue_as_a_dated_attachment_with_a_header(client, login,
 
     assert isinstance(response, StreamingHttpResponse)
     assert response["Content-Type"] == "text/csv; charset=utf-8"
-    assert response["Content-Disposition"] == f'attachment; filename="queue-{timezone.now():%Y-%m-%d}.csv"'
+    assert response["Content-Disposition"] == f'attachment; filename="queue-{timezone.now():%Y-%m-%d}-UTC.csv"'
     header = next(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert header[:10] == exports.OPERATION_COLUMNS
     assert {"payload.customer_id", "payload.amount_cents", "payload.currency"} <= set(header)
@@ -172,8 +172,8 @@ def test_times_are_utc_with_their_offset_in_any_zone(client, login, workspace):
 
     (row,) = exported(client, "/console/export.csv")
 
-    assert row["created_at"] == operation.created_at.astimezone(UTC).isoformat()
-    assert row["created_at"].endswith("+00:00")
+    assert row["created_at (UTC)"] == operation.created_at.astimezone(UTC).isoformat()
+    assert row["created_at (UTC)"].endswith("+00:00")
 
 
 def test_the_audit_export_has_the_search_filter(client, login, workspace):

@@ -79,7 +79,7 @@ def test_exporting_the_queue_as_csv(page, workspace, refunds):
     screenshot(page, "tables-queue-sorted-with-counts")
 
     name, rows = download_csv(page)
-    assert name == f"queue-{timezone.now():%Y-%m-%d}.csv"
+    assert name == f"queue-{timezone.now():%Y-%m-%d}-UTC.csv"
     assert [row["key"] for row in rows] == [f"demo:R-{number}:v1:issue-refund" for number in range(60)]
     assert {row["payload.customer_id"] for row in rows} == {MASK}
     assert {row["payload.amount_cents"] for row in rows} == {MASK}
@@ -103,9 +103,9 @@ def test_exporting_the_audit_search(page, workspace, refunds):
 
     name, rows = download_csv(page)
 
-    assert name == f"audit-{timezone.now():%Y-%m-%d}.csv"
+    assert name == f"audit-{timezone.now():%Y-%m-%d}-UTC.csv"
     assert rows and {row["operation"] for row in rows} == {"demo:R-7:v1:issue-refund"}
-    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+\+00:00", row["created_at"]) for row in rows)
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+\+00:00", row["created_at (UTC)"]) for row in rows)
 
 
 def test_times_show_in_the_browsers_zone(browser, live_server, workspace, refunds):

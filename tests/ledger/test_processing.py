@@ -234,6 +234,12 @@ def test_it_makes_retries_wait_when_the_workspace_retry_budget_is_spent(workspac
     assert first.next_attempt_at <= START + timedelta(seconds=10)
     assert second.next_attempt_at == START + timedelta(hours=1)
     assert "workspace retry budget spent" in second.last_error["message"]
+    # The time it waits for is data (ledger.timed); the API writes it as ISO 8601 with its offset.
+    assert second.last_error_message.endswith("(workspace retry budget spent; waits until {retry_budget_frees_at})")
+    assert second.last_error_times == {"retry_budget_frees_at": "2030-01-07T10:00:00+00:00"}
+    assert second.last_error["message"].endswith("waits until 2030-01-07T10:00:00+00:00)")
+    event = second.audit_events.get(kind="retry_scheduled")
+    assert (event.message, event.times) == (f"transient: {second.last_error_message}", second.last_error_times)
 
 
 def test_it_makes_retries_wait_when_the_workspace_has_no_retry_budget(workspace, scripted_action, frozen):

@@ -4,13 +4,20 @@ activates the browser's), with the zone's name, e.g. ``2026-12-01 17:04:05 CET``
 ``{{ value|when }}`` is a ``<time>`` element whose ``datetime`` carries the same instant in ISO
 8601 with its offset; ``{{ value|when_text }}`` is the text alone (for a title, or a sentence a
 view writes). Both show "—" for no time.
+
+``{{ event.message|with_times:event.times }}`` is a stored text whose times are kept apart
+(``ledger.timed``): its words, escaped, with each time as ``when`` writes it. A text of before
+(no times) reads as it was written.
 """
 
 from datetime import datetime
 
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import mark_safe
+
+from ledger import timed
 
 register = template.Library()
 
@@ -32,3 +39,18 @@ def when(value: datetime | None) -> str:
     return format_html(
         '<time datetime="{}">{}</time>', timezone.localtime(value).isoformat(timespec="seconds"), when_text(value)
     )
+
+
+@register.filter
+def with_times(words: str, times: dict | None) -> str:
+    return mark_safe(
+        "".join(
+            when(piece) if isinstance(piece, datetime) else conditional_escape(piece)
+            for piece in timed.pieces(words or "", times)
+        )
+    )
+
+
+def text_with_times(words: str, times: dict | None) -> str:
+    """A stored text with its times in the person's zone, as plain text (a message a view writes)."""
+    return timed.filled(words, times, when_text)
