@@ -18,6 +18,7 @@ from opsconsole.console.forms import (
     ResolveForm,
     ResumeForm,
     first_error,
+    report_refusal,
 )
 from opsconsole.console.templatetags.console_time import when_text
 from opsconsole.console.views import conflict_for, console_action, operation_for, person_of
@@ -36,16 +37,17 @@ def _back(op_pk):
     return redirect("console:operation", pk=op_pk)
 
 
-def _decide(request, op_pk, form, decide):
+def _decide(request, op_pk, form, decide, *, field_id):
     """Run ``decide(**cleaned_data)`` (it returns what to tell the person) when ``form`` is valid;
-    report the outcome on the operation page. A refused form or decision changes nothing."""
+    report the outcome on the operation page (a refused reason beside ``field_id``, the field it
+    was written in). A refused form or decision changes nothing."""
     if not form.is_valid():
         messages.error(request, first_error(form))
         return _back(op_pk)
     try:
         said = decide(**form.cleaned_data)
     except review.ReviewError as exc:
-        messages.error(request, str(exc))
+        report_refusal(request, exc, field_id=field_id)
     else:
         messages.success(request, said)
     return _back(op_pk)
@@ -69,7 +71,7 @@ def replay(request, pk):
             return f"Replayed {op.key} accepting the duplicate risk ({done.lookup}); audited as replay_forced."
         return f"Replayed {op.key}" + (f" ({done.lookup})." if done.lookup else ".")
 
-    return _decide(request, pk, ReplayForm(request.POST), decide)
+    return _decide(request, pk, ReplayForm(request.POST), decide, field_id="operation-reason")
 
 
 @console_action
@@ -80,7 +82,7 @@ def resolve(request, pk):
         review.resolve_operation(op, user=request.user, external_id=external_id, reason=reason)
         return f"Resolved {op.key}: succeeded with destination record {op.external_id}."
 
-    return _decide(request, pk, ResolveForm(request.POST), decide)
+    return _decide(request, pk, ResolveForm(request.POST), decide, field_id="resolve-reason")
 
 
 @console_action
@@ -104,7 +106,7 @@ def cancel(request, pk):
         review.cancel_operation(op, user=request.user, reason=reason)
         return f"Cancelled {op.key}."
 
-    return _decide(request, pk, ReasonForm(request.POST), decide)
+    return _decide(request, pk, ReasonForm(request.POST), decide, field_id="operation-reason")
 
 
 @console_action
@@ -115,7 +117,9 @@ def apply_conflict(request, pk):
         review.apply_conflict(conflict, user=request.user, reason=reason)
         return f"Applied the incoming payload of conflict {conflict.pk} to {conflict.operation.key}."
 
-    return _decide(request, conflict.operation_id, ReasonForm(request.POST), decide)
+    return _decide(
+        request, conflict.operation_id, ReasonForm(request.POST), decide, field_id=f"conflict-{conflict.pk}-reason"
+    )
 
 
 @console_action
@@ -126,7 +130,9 @@ def dismiss_conflict(request, pk):
         review.dismiss_conflict(conflict, user=request.user, reason=reason)
         return f"Dismissed conflict {conflict.pk} on {conflict.operation.key}."
 
-    return _decide(request, conflict.operation_id, ReasonForm(request.POST), decide)
+    return _decide(
+        request, conflict.operation_id, ReasonForm(request.POST), decide, field_id=f"conflict-{conflict.pk}-reason"
+    )
 
 
 def _decision(decide, verb):
@@ -140,7 +146,7 @@ def _decision(decide, verb):
         try:
             decide(op, user=request.user, note=form.cleaned_data["note"], fingerprint=form.cleaned_data["fingerprint"])
         except approvals.ApprovalError as exc:
-            messages.error(request, str(exc))
+            report_refusal(request, exc, field_id="approval-note")
         else:
             messages.success(request, f"{verb} {op.key}.")
         return _back(pk)

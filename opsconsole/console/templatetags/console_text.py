@@ -4,6 +4,9 @@ import json
 
 from django import template
 
+from ledger.core import privacy
+from opsconsole.console.forms import BESIDE
+
 register = template.Library()
 
 
@@ -14,3 +17,17 @@ def pretty_body(body: str) -> str:
         return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
     except ValueError:
         return body
+
+
+@register.filter
+def readers(where) -> str:
+    """Who reads a note written here: ``{{ operation.workspace|readers }}`` (``privacy.readers_of``)."""
+    return privacy.readers_of(where)
+
+
+@register.filter
+def refused_beside(messages, field_id: str) -> str:
+    """The refusal of the note written in the field ``field_id``, shown beside it
+    (``opsconsole.console.forms.report_refusal``); "" when there is none."""
+    tag = f"{BESIDE}{field_id}"
+    return next((str(message) for message in messages or () if message.extra_tags == tag), "")
