@@ -12,6 +12,10 @@ JSON log withholds exception messages (``opsconsole.logging``); a test over the 
 (tests/conftest.py) fails any test during which one was logged. A sensitive identity field enters
 the key as a keyed hash (``ledger.keys``), so keys in URLs, logs and the audit trail reveal nothing.
 
+What people write is shown as written, to everyone in the workspace: ``refuse_sensitive_note``
+refuses a reason or note that quotes a sensitive value of what it concerns, naming the field, never
+the value; every service that keeps a note calls it before writing anything.
+
 ``erase_values`` (``manage.py erase``) replaces one data subject's value of a field by
 ``REDACTED`` in every payload, result and conflict of a workspace, keeping keys and fingerprints
 (a redelivery is still recognised as a duplicate), in one audited transaction.
@@ -207,8 +211,8 @@ def refuse_sensitive_note(
     incoming payload, as ``masked`` would hide them. A note is kept in the audit trail, on the
     operation page, the controls page or the bulk action, where everyone in the workspace reads it
     as written, viewers and operators too; it is refused whoever the members are today (a viewer
-    added next year reads it too). The one check every entry point reaches through its service:
-    the console, the admin, the API and the management commands.
+    added next year reads it too). The one check every entry point reaches through its service
+    (the console and the management commands; the admin and the API take no note today).
 
     Matched: each value case-insensitively (Unicode NFKC, ``casefold``), whitespace runs as one
     space, as a whole word (``C-1001`` is not found in ``C-10010``), a number also with thousands
