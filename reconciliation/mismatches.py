@@ -24,7 +24,7 @@ def acknowledge_mismatch(mismatch: Mismatch, *, user, reason: str) -> Mismatch:
     """Close the mismatch with the person's reason (known and accepted, or fixed elsewhere);
     nothing else changes."""
     _require_review(user, mismatch)
-    _require_reason(reason)
+    _require_reason(reason, mismatch)
     with transaction.atomic():
         _decide(mismatch, Mismatch.Status.ACKNOWLEDGED, user=user, note=reason)
         _audit(mismatch, "mismatch_acknowledged", user=user, reason=reason)
@@ -36,7 +36,7 @@ def adopt_mismatch(mismatch: Mismatch, *, user, reason: str) -> Mismatch:
     operation exists but did not succeed (unknown or needs review) is resolved with the record's
     id (``review.resolve_operation``), in the same transaction as the decision."""
     _require_review(user, mismatch)
-    _require_reason(reason)
+    _require_reason(reason, mismatch)
     if mismatch.kind != Mismatch.Kind.UNKNOWN_TO_LEDGER:
         raise ReviewError(f"Only a record unknown to the ledger can be adopted; this mismatch is {mismatch.kind}.")
     operation = _operation(mismatch)
@@ -74,7 +74,7 @@ def replay_mismatch(mismatch: Mismatch, *, user, reason: str) -> review.Replay:
     the choices it needs; the mismatch is decided either way.
     """
     _require_review(user, mismatch)
-    _require_reason(reason)
+    _require_reason(reason, mismatch)
     if mismatch.kind != Mismatch.Kind.MISSING_AT_DESTINATION:
         raise ReviewError(
             f"Only an operation whose record is missing can be replayed; this mismatch is {mismatch.kind}."
@@ -135,6 +135,8 @@ def _require_review(user, mismatch: Mismatch) -> None:
         raise ReviewError(roles.refusal(user, roles.REVIEW, mismatch.workspace))
 
 
-def _require_reason(reason: str) -> None:
+def _require_reason(reason: str, mismatch: Mismatch) -> None:
     if not reason.strip():
         raise ReviewError("Give a reason: it is kept with the decision and in the audit trail.")
+    operation = _operation(mismatch)
+    review.refuse_sensitive_reason(reason, *([operation] if operation else []))

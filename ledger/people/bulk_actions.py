@@ -18,7 +18,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from ledger.core import nudges, roles
+from ledger.core import nudges, privacy, roles
 from ledger.core.transitions import record_audit_event
 from ledger.models import BulkAction, BulkItem, Delivery, Operation, Workspace
 from ledger.people import review
@@ -38,6 +38,10 @@ DONE_OUTCOMES = (BulkItem.Outcome.REPLAYED, BulkItem.Outcome.FORCED, BulkItem.Ou
 
 class BulkActionError(Exception):
     """The bulk action cannot be submitted as asked; the message says why (nothing was written)."""
+
+
+class SensitiveBulkReason(privacy.SensitiveNote, BulkActionError):
+    """The reason quotes a sensitive value of one of the operations (``privacy.refuse_sensitive_note``)."""
 
 
 def submit_bulk_action(
@@ -94,6 +98,12 @@ def submit_bulk_action(
             if criterion is None
             else "No operation is in this group any more; nothing was done."
         )
+    # The reason goes into the audit trail of every operation: none of their sensitive values may be in it.
+    privacy.refuse_sensitive_note(
+        reason,
+        Operation.objects.filter(pk__in=[pk for pk, _ in rows]).only("key", "action", "payload", "result").iterator(),
+        error=SensitiveBulkReason,
+    )
     try:
         with transaction.atomic():
             bulk = BulkAction.objects.create(

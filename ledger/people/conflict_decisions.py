@@ -21,7 +21,7 @@ from django.utils import timezone
 from ledger.core import audit_chain, roles
 from ledger.models import AuditEvent, Conflict
 from ledger.people import review
-from ledger.people.review import ReviewError
+from ledger.people.review import ReviewError, refuse_sensitive_reason
 
 OPEN, DISMISSED = Conflict.Status.OPEN, Conflict.Status.DISMISSED
 
@@ -52,6 +52,7 @@ def dismiss_conflicts(conflict_ids: Collection[int], *, user, reason: str) -> De
     ids = _selection(conflict_ids, reason)
     with transaction.atomic():
         locked, skipped = _lock(ids, user=user)
+        refuse_sensitive_reason(reason, *_concerned(locked))
         return Decided(dismissed=_dismiss(locked, user=user, reason=reason), skipped=skipped)
 
 
@@ -72,6 +73,7 @@ def apply_dismissing_the_rest(conflict: Conflict, *, user, reason: str, rest: Co
             raise ReviewError(
                 f"Conflict {conflict.pk} is already {conflict.status} (by {conflict.decided_by}); nothing was changed."
             )
+        refuse_sensitive_reason(reason, *_concerned(locked))
         review.apply_conflict(conflict, user=user, reason=reason)
         dismissed = _dismiss([other for other in locked if other.pk != conflict.pk], user=user, reason=reason)
         return Decided(dismissed=dismissed, skipped=skipped, applied=conflict)
@@ -113,6 +115,11 @@ def _lock(ids: set[int], *, user) -> tuple[list[Conflict], list[Conflict]]:
         if not roles.can(user, roles.REVIEW, workspace.pk):
             raise ReviewError(roles.refusal(user, roles.REVIEW, workspace))
     return locked, skipped
+
+
+def _concerned(conflicts: list[Conflict]) -> list:
+    """What a reason deciding ``conflicts`` concerns: each conflict and its operation."""
+    return [*{c.operation_id: c.operation for c in conflicts}.values(), *conflicts]
 
 
 def _dismiss(conflicts: list[Conflict], *, user, reason: str) -> list[Conflict]:

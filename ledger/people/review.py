@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ledger.actions import UnknownAction, get_action
-from ledger.core import nudges, roles
+from ledger.core import nudges, privacy, roles
 from ledger.core.configuration import Change, changes_since_last_run
 from ledger.core.transitions import record_audit_event, transition_operation
 from ledger.engine.lookups import ask_destination, may_have_acted
@@ -30,6 +30,15 @@ EXTERNAL_ID_MAX = 200
 
 class ReviewError(Exception):
     """The action is not possible for this operation now; the message says why."""
+
+
+class SensitiveReason(privacy.SensitiveNote, ReviewError):
+    """The reason quotes a sensitive value of what it concerns (``privacy.refuse_sensitive_note``)."""
+
+
+def refuse_sensitive_reason(reason: str, *concerns) -> None:
+    """Refuse (``SensitiveReason``, before anything is written) a reason quoting a sensitive value."""
+    privacy.refuse_sensitive_note(reason, concerns, error=SensitiveReason)
 
 
 class DuplicateRisk(ReviewError):
@@ -80,6 +89,7 @@ def replay_operation(
         raise ReviewError(f"Only an operation that needs review can be replayed; {operation.key} is {operation.state}.")
     if accept_duplicate_risk and not reason.strip():
         raise ReviewError("Say why the replay may risk a duplicate: the reason is kept in the audit trail.")
+    refuse_sensitive_reason(reason, operation)
     action = _action_of(operation)
     changed = changes_since_last_run(operation, action)
     if changed and not accept_config_change:
@@ -203,6 +213,7 @@ def resolve_operation(
         raise ReviewError(f"The record id must be printable text of at most {EXTERNAL_ID_MAX} characters.")
     if not reason.strip():
         raise ReviewError("Say how you checked the destination: the reason is kept in the audit trail.")
+    refuse_sensitive_reason(reason, operation)
     if operation.state not in (State.UNKNOWN, State.NEEDS_REVIEW):
         raise ReviewError(
             f"Only an unknown operation or one that needs review can be resolved; {operation.key} is {operation.state}."
@@ -263,6 +274,7 @@ def cancel_operation(operation: Operation, *, user, reason: str) -> Cancel:
     if State.CANCELLED not in TRANSITIONS[State(operation.state)]:
         allowed = ", ".join(sorted(s for s, targets in TRANSITIONS.items() if State.CANCELLED in targets))
         raise ReviewError(f"{operation.key} is {operation.state}; only {allowed} operations can be cancelled.")
+    refuse_sensitive_reason(reason, operation)
     actor = user.get_username()
     action = _defined_action(operation)
     lookup = ""
@@ -293,6 +305,7 @@ def cancel_operation(operation: Operation, *, user, reason: str) -> Cancel:
 def dismiss_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     """Keep the recorded payload: the incoming one was a mistake (or is stale) and stays unapplied."""
     _require_review(user, conflict.operation)
+    refuse_sensitive_reason(reason, conflict.operation, conflict)
     actor = user.get_username()
     with transaction.atomic():
         _decide(conflict, Conflict.Status.DISMISSED, actor=actor)
@@ -323,6 +336,7 @@ def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     measured against, so a worker's claim or another decision in between makes this refuse.
     """
     _require_review(user, conflict.operation)
+    refuse_sensitive_reason(reason, conflict.operation, conflict)
     actor = user.get_username()
     operation = conflict.operation
     with transaction.atomic():

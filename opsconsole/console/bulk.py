@@ -21,7 +21,7 @@ from ledger.models import BulkAction, BulkItem, Operation
 from ledger.people.bulk_actions import MAX_OPERATIONS, BulkActionError, submit_bulk_action
 from ledger.reads.failure_groups import Criterion, example_answers, failure_groups
 from opsconsole.console import keyset
-from opsconsole.console.forms import ReplayForm, first_error
+from opsconsole.console.forms import ReplayForm, first_error, report_refusal
 from opsconsole.console.views import console_action, console_page
 
 ITEMS_PAGE_SIZE = 50
@@ -131,7 +131,11 @@ def submit(request):
             accept_config_change=data["accept_config_change"],
         )
     except BulkActionError as exc:
-        messages.error(request, str(exc))
+        if criterion is None:
+            # The queue does not keep a selection across the redirect: said at the top of the page.
+            messages.error(request, str(exc))
+        else:
+            report_refusal(request, exc, field_id=f"reason-{criterion.digest}")
         return redirect(back)
     verb = "Replaying" if bulk.kind == BulkAction.Kind.REPLAY else "Cancelling"
     if created:

@@ -13,7 +13,7 @@ from ledger.core.roles import APPROVE
 from ledger.people import approvals
 from ledger.states import State
 from opsconsole.console import approval_list, labels
-from opsconsole.console.forms import DecisionForm, first_error
+from opsconsole.console.forms import DecisionForm, first_error, report_refusal
 from opsconsole.console.views import console_page, definition_of, operation_for
 
 
@@ -61,6 +61,10 @@ def _approve(request, operation):
         approvals.approve_operation(
             operation, user=request.user, note=form.cleaned_data["note"], fingerprint=form.cleaned_data["fingerprint"]
         )
+    except approvals.SensitiveApprovalNote as exc:
+        # Back to the confirmation, where the note is written, with the refusal beside it.
+        report_refusal(request, exc, field_id="approval-note")
+        return redirect("console:approve", pk=operation.pk)
     except approvals.ApprovalError as exc:
         messages.error(request, str(exc))
         return redirect("console:operation", pk=operation.pk)

@@ -27,7 +27,7 @@ from ledger.core.roles import REVIEW
 from ledger.models import Conflict, Operation, Workspace
 from ledger.people import conflict_decisions, review
 from ledger.people.review import ReviewError
-from opsconsole.console.forms import ReasonForm, action_choices, first_error
+from opsconsole.console.forms import ReasonForm, action_choices, first_error, report_refusal
 from opsconsole.console.views import console_action, console_page, definition_of, operation_for
 
 GROUPS_PER_PAGE = 20
@@ -167,17 +167,17 @@ def _back(request):
     return redirect(reverse("console:conflicts") + (f"?{query}" if query else ""))
 
 
-def _decide(request, form, decide):
+def _decide(request, form, decide, *, field_id):
     """Run ``decide(reason, seen)`` when ``form`` is valid and report what it returns: a
     ``conflict_decisions.Decided``, or why there was nothing left to decide (a second press). A refused form
-    or decision changes nothing."""
+    or decision changes nothing; a refused reason is reported beside ``field_id``, where it was written."""
     if not form.is_valid():
         messages.error(request, first_error(form))
         return _back(request)
     try:
         done = decide(form.cleaned_data["reason"], form.cleaned_data["seen"])
     except ReviewError as exc:
-        messages.error(request, str(exc))
+        report_refusal(request, exc, field_id=field_id)
         return _back(request)
     if isinstance(done, str):
         messages.warning(request, done)
@@ -226,7 +226,7 @@ def dismiss_operation(request, pk):
             return f"No conflict of {operation.key} is open any more; nothing was changed."
         return conflict_decisions.dismiss_conflicts(ids, user=request.user, reason=reason)
 
-    return _decide(request, DecideForm(request.POST), decide)
+    return _decide(request, DecideForm(request.POST), decide, field_id=f"group-{operation.pk}-reason")
 
 
 @console_action
@@ -247,7 +247,7 @@ def apply_one(request, pk):
         rest = [other for other in still_open if other != conflict.pk]
         return conflict_decisions.apply_dismissing_the_rest(conflict, user=request.user, reason=reason, rest=rest)
 
-    return _decide(request, DecideForm(request.POST), decide)
+    return _decide(request, DecideForm(request.POST), decide, field_id=f"group-{conflict.operation_id}-reason")
 
 
 @console_action
@@ -277,7 +277,7 @@ def dismiss_selected(request):
             return "None of the selected operations has an open conflict any more; nothing was changed."
         return conflict_decisions.dismiss_conflicts(ids, user=user, reason=reason)
 
-    return _decide(request, DecideForm(request.POST), decide)
+    return _decide(request, DecideForm(request.POST), decide, field_id="selection-reason")
 
 
 def _ids(values: list[str]) -> set[int]:

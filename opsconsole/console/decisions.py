@@ -12,6 +12,7 @@ from ledger.core.roles import APPROVE, PAUSE, REVIEW
 from ledger.people import approvals, review
 from opsconsole.console import approval_list
 from opsconsole.console.forms import (
+    BESIDE,
     DecisionForm,
     PauseForm,
     ReasonForm,
@@ -19,6 +20,7 @@ from opsconsole.console.forms import (
     ResolveForm,
     ResumeForm,
     first_error,
+    report_refusal,
 )
 from opsconsole.console.templatetags.console_time import text_with_times, when_text
 from opsconsole.console.views import conflict_for, console_action, operation_for, person_of
@@ -37,23 +39,17 @@ def _back(op_pk):
     return redirect("console:operation", pk=op_pk)
 
 
-def beside(form_name: str) -> str:
-    """The tags of a refusal shown beside the form it refused (``templates/console/_beside.html``)
-    rather than in the page's banner: the person's eyes are on the button they pressed."""
-    return f"beside beside-{form_name}"
-
-
-def _decide(request, op_pk, form, decide, *, form_name: str):
+def _decide(request, op_pk, form, decide, *, field_id):
     """Run ``decide(**cleaned_data)`` (it returns what to tell the person) when ``form`` is valid;
-    report the outcome on the operation page, a refusal beside ``form_name``'s form. A refused form
-    or decision changes nothing."""
+    report the outcome on the operation page (a refused reason beside ``field_id``, the field it
+    was written in). A refused form or decision changes nothing."""
     if not form.is_valid():
-        messages.error(request, first_error(form), extra_tags=beside(form_name))
+        messages.error(request, first_error(form), extra_tags=f"{BESIDE}{field_id}")
         return _back(op_pk)
     try:
         said = decide(**form.cleaned_data)
     except review.ReviewError as exc:
-        messages.error(request, str(exc), extra_tags=beside(form_name))
+        report_refusal(request, exc, field_id=field_id, every=True)
     else:
         messages.success(request, said)
     return _back(op_pk)
@@ -77,7 +73,7 @@ def replay(request, pk):
             return f"Replayed {op.key} accepting the duplicate risk ({done.lookup}); audited as replay_forced."
         return f"Replayed {op.key}" + (f" ({done.lookup})." if done.lookup else ".")
 
-    return _decide(request, pk, ReplayForm(request.POST), decide, form_name="replay")
+    return _decide(request, pk, ReplayForm(request.POST), decide, field_id="operation-reason")
 
 
 @console_action
@@ -88,7 +84,7 @@ def resolve(request, pk):
         review.resolve_operation(op, user=request.user, external_id=external_id, reason=reason)
         return f"Resolved {op.key}: succeeded with destination record {op.external_id}."
 
-    return _decide(request, pk, ResolveForm(request.POST), decide, form_name="resolve")
+    return _decide(request, pk, ResolveForm(request.POST), decide, field_id="resolve-reason")
 
 
 @console_action
@@ -116,7 +112,7 @@ def cancel(request, pk):
             return f"Nothing was cancelled: {done.lookup}. {op.key} is now succeeded."
         return f"Cancelled {op.key}" + (f" ({done.lookup})." if done.lookup else ".")
 
-    return _decide(request, pk, ReasonForm(request.POST), decide, form_name="replay")
+    return _decide(request, pk, ReasonForm(request.POST), decide, field_id="operation-reason")
 
 
 @console_action
@@ -127,7 +123,9 @@ def apply_conflict(request, pk):
         review.apply_conflict(conflict, user=request.user, reason=reason)
         return f"Applied the incoming payload of conflict {conflict.pk} to {conflict.operation.key}."
 
-    return _decide(request, conflict.operation_id, ReasonForm(request.POST), decide, form_name=f"conflict-{pk}")
+    return _decide(
+        request, conflict.operation_id, ReasonForm(request.POST), decide, field_id=f"conflict-{conflict.pk}-reason"
+    )
 
 
 @console_action
@@ -138,7 +136,9 @@ def dismiss_conflict(request, pk):
         review.dismiss_conflict(conflict, user=request.user, reason=reason)
         return f"Dismissed conflict {conflict.pk} on {conflict.operation.key}."
 
-    return _decide(request, conflict.operation_id, ReasonForm(request.POST), decide, form_name=f"conflict-{pk}")
+    return _decide(
+        request, conflict.operation_id, ReasonForm(request.POST), decide, field_id=f"conflict-{conflict.pk}-reason"
+    )
 
 
 def _decision(decide, verb):
@@ -147,12 +147,12 @@ def _decision(decide, verb):
         op = operation_for(request, pk, APPROVE)
         form = DecisionForm(request.POST)
         if not form.is_valid():
-            messages.error(request, first_error(form), extra_tags=beside("decide"))
+            messages.error(request, first_error(form), extra_tags=f"{BESIDE}approval-note")
             return _back(pk)
         try:
             decide(op, user=request.user, note=form.cleaned_data["note"], fingerprint=form.cleaned_data["fingerprint"])
         except approvals.ApprovalError as exc:
-            messages.error(request, str(exc), extra_tags=beside("decide"))
+            report_refusal(request, exc, field_id="approval-note", every=True)
             return _back(pk)
         # On to the next operation awaiting this person's decision, not back to the one just decided.
         return approval_list.landing(request, op.key, verb)

@@ -1,9 +1,10 @@
 """The console's input: a person's reason or note, and the scope of a pause switch."""
 
 from django import forms
+from django.contrib import messages
 
 from ledger.actions import registry
-from ledger.core import roles
+from ledger.core import privacy, roles
 from ledger.models import Workspace
 
 
@@ -72,3 +73,21 @@ def first_error(form: forms.Form) -> str:
             return f"{label} is required; nothing was changed."
         return f"{label}: {errors[0].messages[0]} Nothing was changed."
     return "The form was not valid; nothing was changed."
+
+
+# The extra tag of a message shown beside a field (``templates/console/_refused.html``), not at the top.
+BESIDE = "beside:"
+
+
+def report_refusal(request, refusal: Exception, *, field_id: str, every: bool = False) -> None:
+    """Tell the person why a service refused their decision. A note that quotes a sensitive value
+    (``privacy.SensitiveNote``) is reported beside the field ``field_id`` it was written in; the
+    refused text itself is not shown again, to anyone (it is kept nowhere, not even in the
+    session; the person rewrites it). Anything else is a message at the top of the page, unless
+    ``every``: the operation page says every refusal beside the field of the form that was sent
+    (where the person's eyes are), and in full at the top when that form is no longer shown
+    (``beside_fields``, ``console_text.said_beside``)."""
+    if every or isinstance(refusal, privacy.SensitiveNote):
+        messages.error(request, str(refusal), extra_tags=f"{BESIDE}{field_id}")
+    else:
+        messages.error(request, str(refusal))

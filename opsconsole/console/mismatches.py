@@ -11,7 +11,7 @@ from ledger.core import roles
 from ledger.core.roles import REVIEW
 from ledger.people.review import ReviewError
 from opsconsole.console import keyset
-from opsconsole.console.forms import ReasonForm, first_error
+from opsconsole.console.forms import ReasonForm, first_error, report_refusal
 from opsconsole.console.views import console_action, console_page
 from reconciliation import mismatches
 from reconciliation.models import Mismatch, ReconciliationRun
@@ -59,7 +59,7 @@ def _decision(decide, said):
         try:
             done = decide(mismatch, user=request.user, reason=form.cleaned_data["reason"])
         except ReviewError as exc:
-            messages.error(request, str(exc))
+            report_refusal(request, exc, field_id=f"reason-{mismatch.pk}")
         else:
             messages.success(request, said(mismatch, done))
         return redirect("console:mismatches")

@@ -217,8 +217,8 @@ def operation(request, pk):
             "can_cancel": can_cancel,
             # Four eyes: whoever submitted, changed or replayed it may neither approve nor reject it.
             "can_decide": can_decide,
-            # The forms on the page whose refusals are shown beside them (decisions.beside).
-            "beside_forms": _beside_forms(can_replay or can_cancel, can_resolve, can_decide, conflicts, can_review),
+            # The note fields on the page, beside which a refusal is said (forms.report_refusal).
+            "beside_fields": _beside_fields(can_replay or can_cancel, can_resolve, can_decide, conflicts, can_review),
             # A lookup's failure is the last error of an unknown operation: the try's own error is
             # shown first, the lookup's below it.
             "last_try": _last_try_error(op, attempts),
@@ -243,11 +243,12 @@ def operation(request, pk):
 LANDING_STATES = (State.NEEDS_REVIEW, State.RETRYING, State.UNKNOWN, State.PENDING)
 
 
-def _beside_forms(replay_or_cancel: bool, resolve: bool, decide: bool, conflicts: list, can_review: bool) -> list[str]:
-    names = (["replay"] if replay_or_cancel else []) + (["resolve"] if resolve else []) + (["decide"] if decide else [])
+def _beside_fields(replay_or_cancel: bool, resolve: bool, decide: bool, conflicts: list, can_review: bool) -> list[str]:
+    fields = ["operation-reason"] if replay_or_cancel else []
+    fields += (["resolve-reason"] if resolve else []) + (["approval-note"] if decide else [])
     if can_review:
-        names += [f"conflict-{item['conflict'].pk}" for item in conflicts if item["conflict"].status == "open"]
-    return names
+        fields += [f"conflict-{item['conflict'].pk}-reason" for item in conflicts if item["conflict"].status == "open"]
+    return fields
 
 
 def _last_try_error(op: Operation, attempts: list):

@@ -165,11 +165,12 @@ def test_a_missing_reason_is_refused_by_the_server_beside_the_button(client, log
     refused.refresh_from_db()
     assert refused.state == "needs_review"
     html = response.content.decode()
-    beside = html.split('<p class="field-error" role="alert" id="replay-error">', 1)[1].split("</p>", 1)[0]
+    beside = html.split('<p class="field-error" id="operation-reason-refused" role="alert">', 1)[1].split("</p>", 1)[0]
     assert beside == "Reason is required; nothing was changed."
     banner = html.split('<div class="messages">', 1)[1].split("</div>", 1)[0]
     assert "Reason is required" not in banner  # not in the banner as well
-    assert 'aria-describedby="replay-error"' in html
+    assert 'aria-describedby="operation-reason-refused operation-reason-readers"' in html
+    assert "see why, beside the field" in banner
 
 
 def test_a_refusal_whose_form_is_gone_is_shown_in_the_banner(client, login, refused):

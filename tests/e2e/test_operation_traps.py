@@ -26,8 +26,10 @@ def test_a_refused_operation_offers_no_trap_and_says_why_beside_the_button(page,
 
     actions.get_by_role("button", name="Cancel").click()
 
-    error = page.locator("#replay-error")
+    error = page.locator("#operation-reason-refused")
     expect(error).to_have_text("Reason is required; nothing was changed.")
-    expect(page.get_by_label("Reason")).to_have_attribute("aria-describedby", "replay-error")
+    expect(page.get_by_label("Reason")).to_have_attribute(
+        "aria-describedby", "operation-reason-refused operation-reason-readers"
+    )
     expect(page.locator(".badge.state-needs_review").first).to_be_visible()
     screenshot(page, "operation-refusal-beside")

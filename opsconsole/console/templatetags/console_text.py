@@ -4,6 +4,9 @@ import json
 
 from django import template
 
+from ledger.core import privacy
+from opsconsole.console.forms import BESIDE
+
 register = template.Library()
 
 
@@ -17,9 +20,27 @@ def pretty_body(body: str) -> str:
 
 
 @register.filter
-def beside_name(message) -> str:
-    """The form a message belongs beside (``opsconsole.console.decisions.beside``), or ""."""
-    for tag in (getattr(message, "extra_tags", "") or "").split():
-        if tag.startswith("beside-"):
-            return tag.removeprefix("beside-")
-    return ""
+def readers(where) -> str:
+    """Who reads a note written here: ``{{ operation.workspace|readers }}`` (``privacy.readers_of``)."""
+    return privacy.readers_of(where)
+
+
+@register.filter
+def refused_beside(messages, field_id: str) -> str:
+    """The refusal of the note written in the field ``field_id``, shown beside it
+    (``opsconsole.console.forms.report_refusal``); "" when there is none."""
+    tag = f"{BESIDE}{field_id}"
+    return next((str(message) for message in messages or () if message.extra_tags == tag), "")
+
+
+@register.simple_tag(takes_context=True)
+def said_beside(context, message) -> bool:
+    """Whether ``message`` is said beside a field of the page (the banner then only points to it):
+    it names a field (``forms.report_refusal``), and the page shows that field. A page that lists
+    the fields it shows (``beside_fields``, the operation page) gets in the banner, in full, a
+    refusal whose form is gone (the operation moved on meanwhile)."""
+    tags = getattr(message, "extra_tags", "") or ""
+    if not tags.startswith(BESIDE):
+        return False
+    shown = context.get("beside_fields")
+    return shown is None or tags.removeprefix(BESIDE) in shown
