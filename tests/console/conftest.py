@@ -86,11 +86,12 @@ def noted(workspace, noted_action):
     return send
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def configured_read_once(monkeypatch, db):
     """The registry reads the configured actions again every 2 s (``configured.Loaded``); on a busy
     machine such a read lands inside a measured request now and then. Read them now, and not
-    again during the test, so a query bound counts the page's own queries only."""
+    again during the test unless they change (a save in this process makes the next look read
+    them), so a query bound counts the page's own queries only."""
     import math
 
     from ledger.actions import configured, registry

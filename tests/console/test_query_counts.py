@@ -24,8 +24,6 @@ from tests.ledger.conftest import submit
 
 ROWS = 35
 
-pytestmark = pytest.mark.usefixtures("configured_read_once")
-
 
 @pytest.fixture
 def crowded(workspace, action, django_user_model):
