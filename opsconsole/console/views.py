@@ -32,6 +32,7 @@ from ledger.core.selectors import (
 )
 from ledger.engine.lookups import may_have_acted
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
+from ledger.people import holds
 from ledger.reads import destinations
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
 from opsconsole.console import explain, keyset, money, tables
@@ -196,7 +197,9 @@ def operation(request, pk):
             "contributions": contributions,
             "own_work": own_work,
             "can_review": can_review,
-            "can_replay": can_review and op.state == State.NEEDS_REVIEW,
+            # Held by a conflict: it has not run, and runs once its conflicts are decided (not replayed).
+            "held_by_conflict": holds.is_held(op),
+            "can_replay": can_review and op.state == State.NEEDS_REVIEW and not holds.is_held(op),
             # The replay form names the risk (and offers to accept it) when a try may have reached the destination.
             "replay_may_duplicate": op.state == State.NEEDS_REVIEW and definition and may_have_acted(op, definition),
             # ... and what changed in the action's configuration since it last ran, to be confirmed.
