@@ -154,8 +154,9 @@ BEGIN
                                       || 'dismiss it to let the operation run', 500)
         WHERE id = hold.id AND state IN ('pending', 'pending_approval') AND attempts = 0
         RETURNING * INTO held;
+        -- The answer names the operation as it is now: held, or as the lock found it.
+        operations := operations || jsonb_build_object(locked.key, to_jsonb(CASE WHEN FOUND THEN held ELSE locked END));
         IF FOUND THEN
-            operations := operations || jsonb_build_object(held.key, to_jsonb(held));
             audits := audits || (request->'audit' || jsonb_build_object(
                 'operation_id', held.id, 'kind', 'conflict_held', 'from_state', locked.state,
                 'to_state', 'needs_review', 'error_category', 'conflict', 'message', held.last_error_message));
@@ -260,9 +261,9 @@ BEGIN
                                           || 'dismiss it to let the operation run', 500)
             WHERE id = operation.id AND state IN ('pending', 'pending_approval') AND attempts = 0
             RETURNING * INTO held;
-            IF FOUND THEN
-                operation := held;
-            END IF;
+            -- The answer names the operation as it is now: held, or as the lock found it (a claim
+            -- that committed meanwhile made it processing).
+            operation := CASE WHEN FOUND THEN held ELSE locked END;
         END IF;
     ELSE
         message := 'delivery ' || delivery_id || ' via ' || (request->>'source');

@@ -76,9 +76,9 @@ BEGIN
                                           || 'dismiss it to let the operation run', 500)
             WHERE id = operation.id AND state IN ('pending', 'pending_approval') AND attempts = 0
             RETURNING * INTO held;
-            IF FOUND THEN
-                operation := held;
-            END IF;
+            -- The answer names the operation as it is now: held, or as the lock found it (a claim
+            -- that committed meanwhile made it processing).
+            operation := CASE WHEN FOUND THEN held ELSE locked END;
         END IF;
     ELSE
         message := 'delivery ' || delivery_id || ' via ' || (request->>'source');
