@@ -209,6 +209,11 @@ def resolve_operation(operation: Operation, *, user, external_id: str, reason: s
         raise ReviewError(
             f"Only an unknown operation or one that needs review can be resolved; {operation.key} is {operation.state}."
         )
+    if holds.is_held(operation):
+        raise ReviewError(
+            f"{operation.key} is held by a conflicting delivery and never ran: the destination has no record of it. "
+            "Apply or dismiss the conflict to let it run, or cancel it."
+        )
     if not _action_of(operation).external:
         raise ReviewError(
             f"{operation.action} has no external destination to find a record at; "
@@ -342,9 +347,9 @@ def may_apply(operation: Operation, action, origins: dict[int, State] | None = N
 
 
 def decision_message(conflict: Conflict, decided: str, reason: str) -> str:
-    """What a release says ran it: ``conflict 7 applied: <reason>``, and which payload runs."""
-    runs = "the incoming payload" if decided == "applied" else "the recorded payload"
-    return f"conflict {conflict.pk} {decided}" + (f": {reason}" if reason else "") + f"; runs with {runs}"
+    """What a release says ran it: ``conflict 7 applied: <reason>``, and which payload stands."""
+    stands = "the incoming payload" if decided == "applied" else "the recorded payload"
+    return f"conflict {conflict.pk} {decided}" + (f": {reason}" if reason else "") + f"; {stands} stands"
 
 
 def _decide(conflict: Conflict, status: str, *, actor: str) -> None:

@@ -28,6 +28,7 @@ from ledger.core.roles import REVIEW
 from ledger.models import Conflict, Operation, Workspace
 from ledger.people import conflict_decisions, holds, review
 from ledger.people.review import ReviewError
+from ledger.states import State
 from opsconsole.console.forms import ReasonForm, action_choices, first_error
 from opsconsole.console.views import console_action, console_page, definition_of, operation_for
 
@@ -137,6 +138,8 @@ def _rows(groups: list[dict], *, user, seen: int) -> list[dict]:
                 "reviewers": _reviewers(op.workspace),
                 "can_apply": _may_take_a_payload(op, origins),
                 "held": op.pk in held,
+                # Where a decision releases it: awaiting approval, or due to run.
+                "awaits_approval": origins.get(op.pk) == State.PENDING_APPROVAL,
             }
         )
     return rows

@@ -26,7 +26,7 @@ def review_actions(operation: Operation, *, external: bool) -> list[str]:
         offered.append("look it up at the destination now")
     if state == State.NEEDS_REVIEW:
         offered.append("apply or dismiss its conflict" if holds.is_held(operation) else "replay it")
-    if external and state in (State.UNKNOWN, State.NEEDS_REVIEW):
+    if external and state in (State.UNKNOWN, State.NEEDS_REVIEW) and not holds.is_held(operation):
         offered.append("resolve it with the destination's record id")
     if State.CANCELLED in TRANSITIONS[state]:
         offered.append("cancel it")

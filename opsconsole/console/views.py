@@ -206,7 +206,10 @@ def operation(request, pk):
             "config_changes": changes_since_last_run(op, definition)
             if can_review and definition and op.state == State.NEEDS_REVIEW
             else [],
-            "can_resolve": can_review and op.state in (State.UNKNOWN, State.NEEDS_REVIEW) and external,
+            "can_resolve": can_review
+            and op.state in (State.UNKNOWN, State.NEEDS_REVIEW)
+            and external
+            and not holds.is_held(op),
             "can_look_up": can_review and op.state == State.UNKNOWN,
             "can_cancel": can_review and State.CANCELLED in TRANSITIONS[State(op.state)],
             # Four eyes: whoever submitted, changed or replayed it may neither approve nor reject it.

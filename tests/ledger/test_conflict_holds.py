@@ -75,7 +75,7 @@ def test_applying_the_conflict_releases_it_to_run_once_with_the_incoming_payload
     released = AuditEvent.objects.get(kind="conflict_released")
     assert (released.actor, released.from_state, released.to_state) == ("alice", "needs_review", "pending")
     assert released.message == (
-        f"released: conflict {conflict.pk} applied: the sender corrected it; runs with the incoming payload"
+        f"released: conflict {conflict.pk} applied: the sender corrected it; the incoming payload stands"
     )
 
     process_due_operations()
@@ -154,6 +154,16 @@ def test_a_held_operation_is_not_replayed_without_a_decision(workspace, noted, a
 
     operation.refresh_from_db()
     assert operation.state == "needs_review"
+
+
+def test_a_held_operation_is_not_marked_succeeded_by_hand(workspace, noted, alice):
+    action = noted(on_conflict="hold", external=True)
+    operation, _ = held_operation(workspace, action)
+
+    with pytest.raises(review.ReviewError, match="held by a conflicting delivery and never ran"):
+        review.resolve_operation(operation, user=alice, external_id="X-1", reason="found it")
+
+    assert Operation.objects.get().state == "needs_review"
 
 
 def test_a_held_operation_may_still_be_cancelled(workspace, noted, alice):
