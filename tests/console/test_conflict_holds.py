@@ -51,7 +51,7 @@ def test_the_inbox_marks_the_group_held_and_offers_to_release_it(client, login, 
     page = text(response)
     assert f"Held for review: {held.key} has not run and does not run until its conflicts are decided" in page
     assert "it then runs." in page
-    assert "Apply this one and release it" in page and "and release it as recorded" in page
+    assert "Apply this one and release it" in page and "Dismiss all 1 conflict and release it" in page
 
 
 def test_the_operation_page_offers_the_decision_not_a_replay_or_a_record_found(client, login, held):
