@@ -3,17 +3,22 @@ the operation has run holds it in needs_review; the worker does not perform it; 
 runs it once with the incoming payload, dismissing it runs it once with the recorded one. Under
 first_wins, and after the operation ran, a conflict changes nothing but itself."""
 
+import re
+
 import pytest
 from django.core.management import CommandError
 
 from ledger.actions import get_action
 from ledger.actions.base import ActionDefinition, register
 from ledger.engine.processing import process_due_operations
+from ledger.intake.reservation import CONFLICT_HOLD
 from ledger.intake.submit import submit_batch, submit_event
 from ledger.models import Attempt, AuditEvent, Conflict, HttpAction, Operation
 from ledger.people import approvals, conflict_decisions, review
+from ledger.states import HOLDABLE_STATES, State, can_transition
 from tests.ledger.conftest import NoteData
 from tests.ledger.test_configured_actions import ACTION, apply, file_text
+from tests.ledger.test_sql_edges import function_text, quoted
 
 HELD_MESSAGE = (
     "held: a conflicting delivery arrived (conflict {pk}: note differ); apply or dismiss it to let the operation run"
@@ -312,3 +317,16 @@ def test_a_file_with_an_unknown_policy_changes_nothing_and_says_what_is_allowed(
         f"before the operation runs), not {value!r}"
     ) in str(refused.value)
     assert not HttpAction.objects.exists()
+
+
+@pytest.mark.parametrize("function", ["ledger_reserve", "ledger_reserve_one"])
+def test_intake_holds_only_from_the_states_the_table_lets_go_to_needs_review(db, function):
+    """The hold in SQL (migration 0036) takes rows in the states its ``state IN (..)`` lists: the
+    states where an operation has not run (``HOLDABLE_STATES``), each an edge to needs_review."""
+    text = function_text(function)
+
+    [guard] = re.findall(r"\bstate\s+IN\s*\(([^)]*)\)\s+AND attempts = 0", text, flags=re.IGNORECASE)
+    assert quoted(guard) == set(HOLDABLE_STATES)
+    assert all(can_transition(state, State.NEEDS_REVIEW) for state in HOLDABLE_STATES)
+    assert all(can_transition(State.NEEDS_REVIEW, state) for state in HOLDABLE_STATES)  # the release
+    assert re.findall(r"SET state = '(\w+)', last_error_category = '(\w+)'", text) == [("needs_review", CONFLICT_HOLD)]
