@@ -99,6 +99,7 @@ HTTP_ACTION_FIELDS = (
     "deadline_seconds",
     "settle_after_seconds",
     "ordering",
+    "on_conflict",
     "payload_retention_days",
     "key_retention_days",
     "request",

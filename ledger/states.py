@@ -56,6 +56,10 @@ TERMINAL_STATES = frozenset(state for state, targets in TRANSITIONS.items() if t
 # States a worker may claim from (when due and not paused).
 CLAIMABLE_STATES = frozenset({S.PENDING, S.RETRYING})
 
+# States a conflicting delivery may hold an operation in (its action's on_conflict: hold): it has
+# not run. The hold is the edge to needs_review (ledger_reserve, ledger.people.holds).
+HOLDABLE_STATES = (S.PENDING_APPROVAL, S.PENDING)
+
 # What waits for a person (the console's queue, /metrics' review items), in the order the queue
 # lists them. The queue's partial indexes (ledger.models.core) are conditioned on this list, in
 # this order, as their migrations froze it: another order would need a migration.

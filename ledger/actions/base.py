@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ValidationError
 
 from ledger import keys
+from ledger.models.policy import OnConflict
 from ledger.outcomes import CannotTell, Success
 
 
@@ -111,6 +112,12 @@ class ActionDefinition:
     payload_retention: timedelta = timedelta(days=30)
     key_retention: timedelta = timedelta(days=90)
     ordering: str = "independent"
+    # A delivery reusing a key with a changed payload before the operation has run: ``first_wins``
+    # (the recorded payload runs unless a person applies the other in time) or ``hold`` (the
+    # operation waits in needs_review until a person applies or dismisses the conflict,
+    # ``ledger.people.holds``). Not part of the definition's version: it decides what intake does
+    # with an arrival, not what a run does.
+    on_conflict: str = OnConflict.FIRST_WINS
     # in_order: how long a version waits for a missing predecessor before a person must look.
     gap_wait: ClassVar[timedelta] = timedelta(minutes=10)
     # How long from arrival to a final state the business expects (None: no promise). Past 80 %
@@ -318,6 +325,11 @@ def register(cls: type[ActionDefinition]) -> type[ActionDefinition]:
         raise ValueError(f"Action {cls.name!r} declares no normaliser for its identity fields {undeclared}.")
     if problem := _caller_problem(cls):
         raise ValueError(f"Action {cls.name!r} {problem}.")
+    if cls.on_conflict not in OnConflict.values:
+        raise ValueError(
+            f"Action {cls.name!r} declares on_conflict {cls.on_conflict!r}: say "
+            f"{' or '.join(repr(value) for value in OnConflict.values)}."
+        )
     registry.coded[cls.name] = cls()
     return cls
 

@@ -145,6 +145,7 @@ class ConfiguredHttpAction(ActionDefinition):
         self.deadline = timedelta(seconds=row.deadline_seconds)
         self.settle_after = timedelta(seconds=row.settle_after_seconds)
         self.ordering = row.ordering
+        self.on_conflict = row.on_conflict
         self.payload_retention = timedelta(days=row.payload_retention_days)
         self.key_retention = timedelta(days=row.key_retention_days)
         self.request = row.request

@@ -20,6 +20,7 @@ from ledger import keys
 from ledger.actions import http
 from ledger.actions.base import CALLER, ActionDefinition, register
 from ledger.actions.fields import Email, Owner, RequestId, Text, Version, approved_owner_errors
+from ledger.models.policy import OnConflict
 from ledger.outcomes import Absent, CannotTell, Found, OutcomeError, Success
 
 LISTING_PAGE_SIZE = 500
@@ -149,6 +150,8 @@ class IssueRefund(StandinRecordAction):
     fingerprint_fields = ("request_id", "version", "customer_id", "amount_cents", "currency")
     honours_idempotency_keys = True
     consequential = True
+    # A refund redelivered with another amount or customer stops until a person decides which is meant.
+    on_conflict = OnConflict.HOLD
     service_level = timedelta(days=2)  # an approver signs off first
     sensitive_fields = ("customer_id", "amount_cents")
     money_fields = {"amount_cents": "currency"}

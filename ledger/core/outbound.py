@@ -15,7 +15,7 @@ from ledger.actions import configured, registry, templates
 from ledger.actions.configured import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction
 from ledger.core.retry import schedule
 from ledger.core.transitions import save_audited
-from ledger.models import Destination, HttpAction, Ordering
+from ledger.models import Destination, HttpAction, OnConflict, Ordering
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
 SLUG = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
@@ -115,6 +115,11 @@ def http_action_problems(action: HttpAction) -> list[str]:
         problems.append(
             f"ordering: {action.ordering} orders the versions of one request: it needs an identity field "
             "`version` (an integer, normaliser whole_number)"
+        )
+    if action.on_conflict not in OnConflict.values:
+        problems.append(
+            f"on_conflict: one of {', '.join(OnConflict.values)} (what a redelivery with a changed payload "
+            f"does before the operation runs), not {action.on_conflict!r}"
         )
     problems += _request_problems(action.request)
     problems += _response_problems(action.response)

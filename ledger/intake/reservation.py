@@ -11,6 +11,12 @@ models:
    request is reserved by its first event, the later ones are its duplicates or conflicts;
 2. inserts the deliveries (with their final outcome: nothing is updated afterwards, so no dead row
    is left), the conflicts (with their differences) and the people behind new operations;
+2b. holds for review each conflicting operation of an action whose ``on_conflict`` is ``hold`` that
+   has not run yet (``HOLDABLE_STATES``, no attempt): ``needs_review``, error category
+   ``conflict``, audited as ``conflict_held``. Its row is locked first (``FOR NO KEY UPDATE``, in id
+   order), so a worker's claim of it either committed before (the operation runs: the conflict
+   stays open, as under first_wins) or finds it held; and a person releasing it
+   (``ledger.people.holds``) either sees this conflict or is seen releasing before it;
 3. appends all audit events to the workspace's chain, after every row is written (the lock order,
    docs/architecture.md: rows, then the chain; a new row locks nothing another waits for);
 4. takes a wake-up of the cluster, coalesced (as ``ledger.core.nudges.request_processing``): its
@@ -33,10 +39,15 @@ from ledger.core import audit_chain, nudges
 from ledger.core.audit_chain import chain_lock_key
 from ledger.core.rows import dumps, model_row
 from ledger.keys import KEY_RECIPE
-from ledger.models import AuditEvent, Conflict, Contribution, Delivery, Operation, Workspace
+from ledger.models import AuditEvent, Conflict, Contribution, Delivery, OnConflict, Operation, Workspace
 from ledger.states import State
 
 Outcome = Delivery.Outcome
+
+# What a hold writes (ledger_reserve, ledger_reserve_one): the error category a held operation
+# carries while it waits in needs_review, and the kind of the move's audit event.
+CONFLICT_HOLD = "conflict"
+HELD = "conflict_held"
 
 
 @dataclass
@@ -117,6 +128,7 @@ def _request(workspace, events, *, refused, source, submitted_by, person) -> dic
         "contribution": {**rows["contribution"], "created_at": now} if person is not None else None,
         "audit": audit_chain.keyed({**rows["audit"], "created_at": now}),
         "fingerprint_fields": {event.action.name: event.action.fingerprint_fields for event in events},
+        "hold_actions": sorted({event.action.name for event in events if event.action.on_conflict == OnConflict.HOLD}),
         "events": [
             {
                 "operation": {

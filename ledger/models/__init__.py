@@ -28,7 +28,7 @@ from ledger.models.people import (
     Membership,
     Role,
 )
-from ledger.models.policy import Ordering, Policy
+from ledger.models.policy import OnConflict, Ordering, Policy
 from ledger.models.sources import Source, SourceScheme
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "Heartbeat",
     "Membership",
     "Operation",
+    "OnConflict",
     "Ordering",
     "Policy",
     "REFUSED_OUTCOMES",

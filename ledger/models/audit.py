@@ -63,6 +63,8 @@ AUDIT_KIND_GROUPS = {
         "cancelled",
         "conflict_applied",
         "conflict_dismissed",
+        "conflict_held",
+        "conflict_released",
         "bulk_submitted",
     ),
     "Workspaces, people and configuration": (

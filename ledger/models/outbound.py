@@ -8,7 +8,7 @@ from django.core.validators import MinValueValidator, validate_slug
 from django.db import models
 
 from ledger.models.checks import choices_check
-from ledger.models.policy import Ordering
+from ledger.models.policy import OnConflict, Ordering
 
 
 class DestinationAuth(models.TextChoices):
@@ -92,6 +92,8 @@ class HttpAction(models.Model):
     deadline_seconds = models.PositiveIntegerField(default=86400, validators=[MinValueValidator(1)])
     settle_after_seconds = models.PositiveIntegerField(default=30)
     ordering = models.CharField(max_length=20, choices=Ordering.choices, default=Ordering.INDEPENDENT)
+    # A conflicting redelivery before the operation runs: first_wins, or hold it for review.
+    on_conflict = models.CharField(max_length=20, choices=OnConflict.choices, default=OnConflict.FIRST_WINS)
     payload_retention_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
     key_retention_days = models.PositiveIntegerField(default=90, validators=[MinValueValidator(1)])
     # {method, path, headers, body, body_format: json|form}: strings hold {{ JMESPath }} over
@@ -118,6 +120,9 @@ class HttpAction(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=choices_check("ordering", Ordering.choices), name="http_action_ordering_valid"
+            ),
+            models.CheckConstraint(
+                condition=choices_check("on_conflict", OnConflict.choices), name="http_action_on_conflict_valid"
             ),
         ]
 

@@ -19,6 +19,17 @@ class Ordering(models.TextChoices):
     IN_ORDER = "in_order"
 
 
+class OnConflict(models.TextChoices):
+    """What a delivery that reuses a key with a changed payload does to an operation that has not run
+    yet (it is always recorded as an open conflict; docs/design.md rule 3)."""
+
+    # The recorded payload runs; a person may still apply the incoming one until the worker claims it.
+    FIRST_WINS = "first_wins"
+    # The operation stops for review (needs_review, category ``conflict``) until a person applies or
+    # dismisses the conflict (ledger.people.holds).
+    HOLD = "hold"
+
+
 class Policy(models.Model):
     """One action's policy in one workspace, or (no workspace) in every workspace. A blank field
     inherits: from the every-workspace row, then from the action's definition."""

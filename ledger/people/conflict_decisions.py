@@ -7,7 +7,8 @@ Each conflict is decided and audited on its own, with the kind and message of a 
 (no reason, no review role in a workspace, an apply its operation can no longer take) writes nothing.
 
 Locks: the selected conflicts still open, ``SELECT .. FOR UPDATE`` in id order (two callers cannot
-deadlock), before anything is written. Someone deciding the same conflicts at the same moment waits
+deadlock), before anything is written; then the operations they held (``ledger.people.holds``), which
+run once no conflict of theirs is open. Someone deciding the same conflicts at the same moment waits
 for the first to commit, then finds them decided: those are skipped and reported, not decided again,
 and the rest of the selection is decided. Pressing the same button twice is therefore safe.
 """
@@ -20,7 +21,7 @@ from django.utils import timezone
 
 from ledger.core import audit_chain, roles
 from ledger.models import AuditEvent, Conflict
-from ledger.people import review
+from ledger.people import holds, review
 from ledger.people.review import ReviewError, refuse_sensitive_reason
 
 OPEN, DISMISSED = Conflict.Status.OPEN, Conflict.Status.DISMISSED
@@ -53,7 +54,10 @@ def dismiss_conflicts(conflict_ids: Collection[int], *, user, reason: str) -> De
     with transaction.atomic():
         locked, skipped = _lock(ids, user=user)
         refuse_sensitive_reason(reason, *_concerned(locked))
-        return Decided(dismissed=_dismiss(locked, user=user, reason=reason), skipped=skipped)
+        holds.lock_held({conflict.operation_id for conflict in locked})  # before _dismiss takes the chain
+        dismissed = _dismiss(locked, user=user, reason=reason)
+        _release(dismissed, user=user, reason=reason)
+        return Decided(dismissed=dismissed, skipped=skipped)
 
 
 def apply_dismissing_the_rest(conflict: Conflict, *, user, reason: str, rest: Collection[int]) -> Decided:
@@ -76,7 +80,20 @@ def apply_dismissing_the_rest(conflict: Conflict, *, user, reason: str, rest: Co
         refuse_sensitive_reason(reason, *_concerned(locked))
         review.apply_conflict(conflict, user=user, reason=reason)
         dismissed = _dismiss([other for other in locked if other.pk != conflict.pk], user=user, reason=reason)
+        holds.release_decided(
+            {conflict.operation_id: review.decision_message(conflict, "applied", reason)}, actor=user.get_username()
+        )
         return Decided(dismissed=dismissed, skipped=skipped, applied=conflict)
+
+
+def _release(dismissed: list[Conflict], *, user, reason: str) -> None:
+    """Release the operations the dismissed conflicts held, where no conflict of theirs is open any
+    more (``ledger.people.holds``), each audited with the last of its conflicts dismissed."""
+    last = {conflict.operation_id: conflict for conflict in sorted(dismissed, key=lambda c: c.pk)}
+    holds.release_decided(
+        {pk: review.decision_message(conflict, "dismissed", reason) for pk, conflict in last.items()},
+        actor=user.get_username(),
+    )
 
 
 def _selection(conflict_ids: Collection[int], reason: str) -> set[int]:

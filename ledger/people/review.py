@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from ledger.actions import UnknownAction, get_action
@@ -21,8 +22,10 @@ from ledger.core.configuration import Change, changes_since_last_run
 from ledger.core.transitions import record_audit_event, transition_operation
 from ledger.engine.lookups import ask_destination, may_have_acted
 from ledger.intake.ordering import GAP
+from ledger.intake.reservation import CONFLICT_HOLD
 from ledger.models import Conflict, Contribution, Delivery, Operation
 from ledger.outcomes import CannotTell, Found
+from ledger.people import holds
 from ledger.states import TRANSITIONS, State
 
 EXTERNAL_ID_MAX = 200
@@ -87,6 +90,11 @@ def replay_operation(
     actor = user.get_username()
     if operation.state != State.NEEDS_REVIEW:
         raise ReviewError(f"Only an operation that needs review can be replayed; {operation.key} is {operation.state}.")
+    if holds.is_held(operation):
+        raise ReviewError(
+            f"{operation.key} is held by a conflicting delivery and has not run: apply or dismiss the conflict "
+            "to let it run (a replay would run it without deciding which payload is meant)."
+        )
     if accept_duplicate_risk and not reason.strip():
         raise ReviewError("Say why the replay may risk a duplicate: the reason is kept in the audit trail.")
     refuse_sensitive_reason(reason, operation)
@@ -218,6 +226,11 @@ def resolve_operation(
         raise ReviewError(
             f"Only an unknown operation or one that needs review can be resolved; {operation.key} is {operation.state}."
         )
+    if holds.is_held(operation):
+        raise ReviewError(
+            f"{operation.key} is held by a conflicting delivery and never ran: the destination has no record of it. "
+            "Apply or dismiss the conflict to let it run, or cancel it."
+        )
     action = _action_of(operation)
     if not action.external:
         raise ReviewError(
@@ -309,12 +322,14 @@ def dismiss_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     actor = user.get_username()
     with transaction.atomic():
         _decide(conflict, Conflict.Status.DISMISSED, actor=actor)
+        holds.lock_held([conflict.operation_id])  # lock order: the conflict, the operation, the chain
         record_audit_event(
             actor=actor,
             kind="conflict_dismissed",
             operation=conflict.operation,
             message=conflict_message(conflict, reason),
         )
+        holds.release_decided({conflict.operation_id: decision_message(conflict, "dismissed", reason)}, actor=actor)
     return conflict
 
 
@@ -328,32 +343,34 @@ def states_taking_a_payload(action) -> list[State]:
 def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     """Replace the operation's payload with the conflict's, allowed only while the operation has
     not run (pending or awaiting approval, no attempt yet; for a consequential action only while
-    awaiting approval): what already happened, or was approved, is never rewritten. The person who
-    applies it, and the person who sent the conflicting payload (if a person did), become
-    contributors of the operation.
+    awaiting approval), or while a conflict holds it in one of those states (``ledger.people.holds``,
+    which then releases it to run with this payload): what already happened, or was approved, is
+    never rewritten. The person who applies it, and the person who sent the conflicting payload (if a
+    person did), become contributors of the operation.
 
-    Locks: the operation row, by a guarded UPDATE that also requires the payload the conflict was
-    measured against, so a worker's claim or another decision in between makes this refuse.
+    Locks: the conflict, then the operation row, by a guarded UPDATE that also requires the payload
+    the conflict was measured against, so a worker's claim or another decision in between makes this
+    refuse (and the conflict stays open: the transaction is rolled back).
     """
     _require_review(user, conflict.operation)
     refuse_sensitive_reason(reason, conflict.operation, conflict)
     actor = user.get_username()
     operation = conflict.operation
     with transaction.atomic():
-        applied = Operation.objects.filter(
-            pk=operation.pk,
-            state__in=states_taking_a_payload(_action_of(operation)),
-            attempts=0,
-            fingerprint=operation.fingerprint,
-        ).update(
-            payload=conflict.incoming_payload, fingerprint=conflict.incoming_fingerprint, updated_at=timezone.now()
+        # Lock order (docs/architecture.md): the conflict, the operation, the audit chain.
+        _decide(conflict, Conflict.Status.APPLIED, actor=actor)
+        applied = (
+            Operation.objects.filter(pk=operation.pk, attempts=0, fingerprint=operation.fingerprint)
+            .filter(_taking_a_payload(operation))
+            .update(
+                payload=conflict.incoming_payload, fingerprint=conflict.incoming_fingerprint, updated_at=timezone.now()
+            )
         )
         if not applied:
             raise ReviewError(
                 f"{operation.key} has already run or changed ({operation.state}, {operation.attempts} attempt(s)); "
                 "a conflict can only be applied before the operation runs. Dismiss it, or submit a new version."
             )
-        _decide(conflict, Conflict.Status.APPLIED, actor=actor)
         contributions = [Contribution(operation=operation, user=user, kind=Contribution.Kind.CHANGED)]
         if conflict.delivery.person_id is not None:
             contributions.append(
@@ -363,8 +380,37 @@ def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
         record_audit_event(
             actor=actor, kind="conflict_applied", operation=operation, message=conflict_message(conflict, reason)
         )
+        holds.release_decided({operation.pk: decision_message(conflict, "applied", reason)}, actor=actor)
     operation.payload, operation.fingerprint = conflict.incoming_payload, conflict.incoming_fingerprint
     return conflict
+
+
+def _taking_a_payload(operation: Operation) -> Q:
+    """The rows ``apply_conflict`` may change: in a state taking a payload, or held by a conflict from one."""
+    taking = states_taking_a_payload(_action_of(operation))
+    where = Q(state__in=taking)
+    if holds.is_held(operation) and holds.held_from([operation.pk]).get(operation.pk) in taking:
+        where |= Q(state=State.NEEDS_REVIEW, last_error_category=CONFLICT_HOLD)
+    return where
+
+
+def may_apply(operation: Operation, action, origins: dict[int, State] | None = None) -> bool:
+    """Whether a conflict of ``operation`` (as loaded) can be applied now (``apply_conflict`` decides;
+    pages use this to offer it). ``origins``: ``holds.held_from`` of a page's held operations, read
+    once for all of them."""
+    if operation.attempts != 0:
+        return False
+    taking = states_taking_a_payload(action)
+    if holds.is_held(operation):
+        origins = holds.held_from([operation.pk]) if origins is None else origins
+        return origins.get(operation.pk) in taking
+    return operation.state in taking
+
+
+def decision_message(conflict: Conflict, decided: str, reason: str) -> str:
+    """What a release says ran it: ``conflict 7 applied: <reason>``, and which payload stands."""
+    stands = "the incoming payload" if decided == "applied" else "the recorded payload"
+    return f"conflict {conflict.pk} {decided}" + (f": {reason}" if reason else "") + f"; {stands} stands"
 
 
 def _decide(conflict: Conflict, status: str, *, actor: str) -> None:

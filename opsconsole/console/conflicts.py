@@ -9,7 +9,8 @@ Thin like every console view: find within the person's workspaces (404), check t
 A page holds ``GROUPS_PER_PAGE`` operations, newest first, read by a keyset on the operation id
 through the partial index of open conflicts (``conflict_open_idx``), and at most
 ``SHOWN_PER_GROUP`` conflicts of each: one query for the groups, one for their operations, one for
-their conflicts, however many there are.
+their conflicts, however many there are, and one for where the held ones were held (when any is:
+``ledger.people.holds``).
 """
 
 import django_filters
@@ -25,8 +26,9 @@ from django.urls import reverse
 from ledger.core import privacy, roles
 from ledger.core.roles import REVIEW
 from ledger.models import Conflict, Operation, Workspace
-from ledger.people import conflict_decisions, review
+from ledger.people import conflict_decisions, holds, review
 from ledger.people.review import ReviewError
+from ledger.states import State
 from opsconsole.console.forms import ReasonForm, action_choices, first_error, report_refusal
 from opsconsole.console.views import console_action, console_page, definition_of, operation_for
 
@@ -100,9 +102,11 @@ def _rows(groups: list[dict], *, user, seen: int) -> list[dict]:
     ids = [group["operation_id"] for group in groups]
     operations = (
         Operation.objects.select_related("workspace")
-        .only("pk", "key", "action", "state", "attempts", "workspace__slug")
+        .only("pk", "key", "action", "state", "attempts", "last_error_category", "workspace__slug")
         .in_bulk(ids)
     )
+    held = [pk for pk, op in operations.items() if holds.is_held(op)]
+    origins = holds.held_from(held) if held else {}
     shown: dict[int, list[Conflict]] = {pk: [] for pk in ids}
     ranked = (
         Conflict.objects.filter(status=Conflict.Status.OPEN, operation_id__in=ids, pk__lte=seen)
@@ -132,16 +136,19 @@ def _rows(groups: list[dict], *, user, seen: int) -> list[dict]:
                 "hidden": group["open"] - len(shown[op.pk]),
                 "can_review": roles.can(user, REVIEW, op.workspace_id),
                 "reviewers": _reviewers(op.workspace),
-                "can_apply": _may_take_a_payload(op),
+                "can_apply": _may_take_a_payload(op, origins),
+                "held": op.pk in held,
+                # Where a decision releases it: awaiting approval, or due to run.
+                "awaits_approval": origins.get(op.pk) == State.PENDING_APPROVAL,
             }
         )
     return rows
 
 
-def _may_take_a_payload(op: Operation) -> bool:
+def _may_take_a_payload(op: Operation, origins: dict) -> bool:
     """Whether a conflict can be applied (``review.apply_conflict`` decides; this only offers it)."""
     action = definition_of(op.action)
-    return action is not None and op.attempts == 0 and op.state in review.states_taking_a_payload(action)
+    return action is not None and review.may_apply(op, action, origins)
 
 
 def _id(text) -> int | None:

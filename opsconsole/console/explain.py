@@ -9,6 +9,7 @@ offers no button. At most ``NAMES_SHOWN`` people are named per role, read in one
 from ledger.core import roles
 from ledger.core.roles import APPROVE, REVIEW
 from ledger.models import Membership, Operation
+from ledger.people import holds
 from ledger.states import TRANSITIONS, State
 
 NAMES_SHOWN = 5
@@ -24,8 +25,8 @@ def review_actions(operation: Operation, *, external: bool) -> list[str]:
     if state == State.UNKNOWN:
         offered.append("look it up at the destination now")
     if state == State.NEEDS_REVIEW:
-        offered.append("replay it")
-    if external and state in (State.UNKNOWN, State.NEEDS_REVIEW):
+        offered.append("apply or dismiss its conflict" if holds.is_held(operation) else "replay it")
+    if external and state in (State.UNKNOWN, State.NEEDS_REVIEW) and not holds.is_held(operation):
         offered.append("resolve it with the destination's record id")
     if State.CANCELLED in TRANSITIONS[state]:
         offered.append("cancel it")

@@ -32,6 +32,7 @@ from ledger.core.selectors import (
 )
 from ledger.engine.lookups import may_have_acted
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
+from ledger.people import holds
 from ledger.reads import destinations
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
 from opsconsole.console import explain, keyset, labels, money, tables
@@ -179,9 +180,15 @@ def operation(request, pk):
     # Whether a try may have reached the destination: a replay and a cancel then ask it first, and
     # only then may a person record that it has the record (one query, where it can matter).
     landed = bool(definition) and op.state in LANDING_STATES and may_have_acted(op, definition)
-    can_replay = can_review and op.state == State.NEEDS_REVIEW
+    held = holds.is_held(op)
+    can_replay = can_review and op.state == State.NEEDS_REVIEW and not held
     can_cancel = can_review and State.CANCELLED in TRANSITIONS[State(op.state)]
-    can_resolve = can_review and external and (op.state == State.UNKNOWN or (op.state == State.NEEDS_REVIEW and landed))
+    can_resolve = (
+        can_review
+        and external
+        and not held
+        and (op.state == State.UNKNOWN or (op.state == State.NEEDS_REVIEW and landed))
+    )
     can_decide = can_approve and op.state == State.PENDING_APPROVAL and not own_work
     return render(
         request,
@@ -203,6 +210,8 @@ def operation(request, pk):
             "contributions": contributions,
             "own_work": own_work,
             "can_review": can_review,
+            # Held by a conflict: it has not run, and runs once its conflicts are decided (not replayed).
+            "held_by_conflict": held,
             "can_replay": can_replay,
             # The replay form names the risk (and offers to accept it) when a try may have reached the destination.
             "replay_may_duplicate": op.state == State.NEEDS_REVIEW and landed,

@@ -103,3 +103,34 @@ def submit_brief(workspace, request_id: str = "R-42", version: int = 3) -> Opera
     result = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": data})
     assert result.outcome == "accepted", result
     return result.operation
+
+
+class NoteData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: StrictStr
+    version: StrictInt
+    note: StrictStr
+
+
+class Recorder:
+    """The destination: records the note of every payload it is asked to act on."""
+
+    def __init__(self):
+        self.notes = []
+
+    def __call__(self, operation):
+        self.notes.append(operation.payload["note"])
+        return Success(result={"sent": operation.payload["note"]})
+
+
+@pytest.fixture
+def noted(scripted_action):
+    """Make a test action whose payload has a note in its fingerprint; its destination records notes."""
+
+    def make(**declared):
+        action = scripted_action(schema=NoteData, fingerprint_fields=("request_id", "version", "note"), **declared)
+        action.destination = Recorder()
+        return action
+
+    return make

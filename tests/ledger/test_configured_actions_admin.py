@@ -41,6 +41,7 @@ def action_form(destination: Destination, **changes) -> dict:
         "deadline_seconds": "86400",
         "settle_after_seconds": "30",
         "ordering": "independent",
+        "on_conflict": "first_wins",
         "payload_retention_days": "30",
         "key_retention_days": "90",
         "request": json.dumps({"method": "POST", "path": "/notes", "body": {"ref": "{{ key }}"}}),

@@ -25,6 +25,9 @@ DECLARE
     results jsonb;
     accepted int;
     previous text;
+    hold record;
+    locked ledger_operation;
+    held ledger_operation;
     wake boolean := false;
 BEGIN
     INSERT INTO ledger_delivery
@@ -127,6 +130,34 @@ BEGIN
            count(*) FILTER (WHERE outcome = 'accepted')
     INTO audits, results, accepted
     FROM decided LEFT JOIN conflicts USING (place);
+
+    -- The holds (on_conflict: hold), as in ledger_reserve_one: each held operation by the request's
+    -- first conflict of it, the rows locked in id order (two requests never deadlock), before the chain.
+    FOR hold IN
+        SELECT DISTINCT ON ((r.item->'conflict'->>'operation_id')::bigint)
+               (r.item->'conflict'->>'operation_id')::bigint AS id,
+               'conflict ' || (r.item->'conflict'->>'id') || ': ' || coalesce((
+                   SELECT string_agg(d->>'field', ', ')
+                   FROM jsonb_array_elements(r.item->'conflict'->'differences') AS ds(d)), '') || ' differ' AS message
+        FROM jsonb_array_elements(results) WITH ORDINALITY AS r(item, place)
+        WHERE r.item->>'outcome' = 'conflict' AND request->'hold_actions' ? (operations->(r.item->>'key')->>'action')
+        ORDER BY (r.item->'conflict'->>'operation_id')::bigint, r.place
+    LOOP
+        SELECT * INTO locked FROM ledger_operation WHERE id = hold.id FOR NO KEY UPDATE;
+        UPDATE ledger_operation
+        SET state = 'needs_review', last_error_category = 'conflict', updated_at = (request->>'now')::timestamptz,
+            last_error_message = left('held: a conflicting delivery arrived (' || hold.message || '); apply or '
+                                      || 'dismiss it to let the operation run', 500)
+        WHERE id = hold.id AND state IN ('pending', 'pending_approval') AND attempts = 0
+        RETURNING * INTO held;
+        -- The answer names the operation as it is now: held, or as the lock found it.
+        operations := operations || jsonb_build_object(locked.key, to_jsonb(CASE WHEN FOUND THEN held ELSE locked END));
+        IF FOUND THEN
+            audits := audits || (request->'audit' || jsonb_build_object(
+                'operation_id', held.id, 'kind', 'conflict_held', 'from_state', locked.state,
+                'to_state', 'needs_review', 'error_category', 'conflict', 'message', held.last_error_message));
+        END IF;
+    END LOOP;
 
     -- The audit chain last, as ledger.audit.append does: locked until the commit, then read (a
     -- statement of its own, after the lock: it sees what the lock's previous holder committed).

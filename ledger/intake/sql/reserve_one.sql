@@ -1,7 +1,8 @@
 -- ledger_reserve for a request of one event and no refused delivery, in plain statements (the
 -- shape of nearly every request). The same request, answer and rows as ledger_reserve
 -- (tests/ledger/test_reserve_one.py holds the two together).
--- Called by: ledger.intake.reservation on PostgreSQL. Made by migration 0024.
+-- Called by: ledger.intake.reservation on PostgreSQL. Made by migration 0024; the hold of a
+-- conflicting operation (on_conflict: hold) added by 0036.
 
 CREATE OR REPLACE FUNCTION public.ledger_reserve_one(request jsonb)
  RETURNS jsonb
@@ -18,6 +19,8 @@ DECLARE
     differences jsonb;
     conflict jsonb;
     message text;
+    locked ledger_operation;
+    held ledger_operation;
     previous text;
     audit jsonb;
     wake boolean := false;
@@ -62,6 +65,21 @@ BEGIN
         message := 'conflict ' || (conflict->>'id') || ': '
                    || coalesce((SELECT string_agg(d->>'field', ', ') FROM jsonb_array_elements(differences) AS ds(d)), '')
                    || ' differ';
+        -- The hold (on_conflict: hold): the row locked first, so a claim, an approval or a person's
+        -- release of it is either seen committed or waits for this commit; then moved only from a
+        -- state where it has not run (ledger.states.HOLDABLE_STATES), before the chain below.
+        IF request->'hold_actions' ? (incoming->>'action') THEN
+            SELECT * INTO locked FROM ledger_operation WHERE id = operation.id FOR NO KEY UPDATE;
+            UPDATE ledger_operation
+            SET state = 'needs_review', last_error_category = 'conflict', updated_at = (request->>'now')::timestamptz,
+                last_error_message = left('held: a conflicting delivery arrived (' || message || '); apply or '
+                                          || 'dismiss it to let the operation run', 500)
+            WHERE id = operation.id AND state IN ('pending', 'pending_approval') AND attempts = 0
+            RETURNING * INTO held;
+            -- The answer names the operation as it is now: held, or as the lock found it (a claim
+            -- that committed meanwhile made it processing).
+            operation := CASE WHEN FOUND THEN held ELSE locked END;
+        END IF;
     ELSE
         message := 'delivery ' || delivery_id || ' via ' || (request->>'source');
     END IF;
@@ -87,6 +105,14 @@ BEGIN
         'id', nextval('ledger_auditevent_id_seq'), 'prev_hash', coalesce(previous, ''));
     audit := audit || jsonb_build_object('hash', ledger_audit_hash(audit));
     INSERT INTO ledger_auditevent SELECT r.* FROM jsonb_populate_record(NULL::ledger_auditevent, audit) r;
+    IF held.id IS NOT NULL THEN
+        audit := request->'audit' || jsonb_build_object(
+            'operation_id', operation.id, 'kind', 'conflict_held', 'from_state', locked.state,
+            'to_state', 'needs_review', 'error_category', 'conflict', 'message', operation.last_error_message,
+            'id', nextval('ledger_auditevent_id_seq'), 'prev_hash', audit->>'hash');
+        audit := audit || jsonb_build_object('hash', ledger_audit_hash(audit));
+        INSERT INTO ledger_auditevent SELECT r.* FROM jsonb_populate_record(NULL::ledger_auditevent, audit) r;
+    END IF;
 
     IF created THEN
         wake := ledger_take_wakeup((request->>'now')::timestamptz);

@@ -1,0 +1,581 @@
+"""on_conflict: hold. An HTTP action's policy for a redelivery with a changed payload
+(``first_wins`` or ``hold``), and intake's two functions made again so that a conflicting arrival
+holds, for review, an operation of a holding action that has not run yet (``ledger_reserve`` and
+``ledger_reserve_one``: the row locked, moved to needs_review, audited as ``conflict_held``, before
+the audit chain). Both texts are written out, the new ones and 0024's, which unapplying this
+migration makes again: a migration carries its SQL as it was.
+"""
+
+from django.db import migrations, models
+
+RESERVE = r"""
+CREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+DECLARE
+    workspace bigint := (request->>'workspace_id')::bigint;
+    operation_ids regclass := pg_get_serial_sequence('ledger_operation', 'id')::regclass;
+    delivery_ids regclass := pg_get_serial_sequence('ledger_delivery', 'id')::regclass;
+    conflict_ids regclass := pg_get_serial_sequence('ledger_conflict', 'id')::regclass;
+    audit_ids regclass := pg_get_serial_sequence('ledger_auditevent', 'id')::regclass;
+    contribution_ids regclass := pg_get_serial_sequence('ledger_contribution', 'id')::regclass;
+    keys text[];
+    operations jsonb;
+    created bigint[] := '{}';
+    taken text[];
+    audits jsonb[];
+    results jsonb;
+    accepted int;
+    previous text;
+    hold record;
+    locked ledger_operation;
+    held ledger_operation;
+    wake boolean := false;
+BEGIN
+    INSERT INTO ledger_delivery
+    SELECT r.* FROM jsonb_array_elements(request->'invalid') AS rows(row),
+    LATERAL jsonb_populate_record(NULL::ledger_delivery, row || jsonb_build_object('id', nextval(delivery_ids))) r;
+
+    SELECT array_agg(DISTINCT item->'operation'->>'key') INTO keys
+    FROM jsonb_array_elements(request->'events') AS items(item);
+    IF keys IS NULL THEN
+        RETURN jsonb_build_object('wake', false, 'operations', '{}'::jsonb, 'results', '[]'::jsonb);
+    END IF;
+
+    -- The keys taken before this request: duplicates and conflicts reserve nothing.
+    operations := ledger_operations_of(workspace, keys);
+
+    -- The database decides who reserves each new key (DESIGN.md rule 2): the rows the INSERT
+    -- returns are the ones this request created; a key repeated in the request is reserved by its
+    -- first event.
+    IF (SELECT count(*) FROM jsonb_object_keys(operations)) < array_length(keys, 1) THEN
+        WITH events AS (
+            SELECT DISTINCT ON (item->'operation'->>'key') item, place
+            FROM jsonb_array_elements(request->'events') WITH ORDINALITY AS items(item, place)
+            WHERE NOT operations ? (item->'operation'->>'key')
+            ORDER BY item->'operation'->>'key', place
+        ), inserted AS (
+            INSERT INTO ledger_operation
+            SELECT r.* FROM events,
+            LATERAL jsonb_populate_record(NULL::ledger_operation, request->'operation' || (item->'operation')
+                                          || jsonb_build_object('id', nextval(operation_ids))) r
+            ORDER BY place
+            ON CONFLICT ON CONSTRAINT operation_unique_key DO NOTHING
+            RETURNING ledger_operation.*
+        )
+        SELECT coalesce(array_agg(o.id), '{}'), operations || coalesce(jsonb_object_agg(o.key, to_jsonb(o)), '{}')
+        INTO created, operations FROM inserted o;
+
+        -- Keys another transaction reserved between the two statements above (the INSERT waited
+        -- for it to commit): read in a statement of their own, which sees that commit.
+        SELECT array_agg(key) INTO taken FROM unnest(keys) AS keys(key) WHERE NOT operations ? key;
+        IF taken IS NOT NULL THEN
+            operations := operations || ledger_operations_of(workspace, taken);
+        END IF;
+    END IF;
+
+    -- Each event's outcome, and the rows it writes: its delivery (final from the start: nothing
+    -- is updated later), its conflict, the person behind a new operation; then its audit event.
+    WITH events AS (
+        SELECT place, item->'operation' AS incoming, operations->(item->'operation'->>'key') AS operation,
+               item->'delivery' AS delivery, nextval(delivery_ids) AS delivery_id,
+               row_number() OVER (PARTITION BY item->'operation'->>'key' ORDER BY place) AS nth
+        FROM jsonb_array_elements(request->'events') WITH ORDINALITY AS items(item, place)
+    ), decided AS (
+        SELECT *, CASE WHEN nth = 1 AND (operation->>'id')::bigint = ANY(created) THEN 'accepted'
+                       WHEN operation->>'fingerprint' = incoming->>'fingerprint' THEN 'duplicate'
+                       ELSE 'conflict' END AS outcome
+        FROM events
+    ), conflicts AS (
+        SELECT place, request->'conflict' || jsonb_build_object(
+                   'id', nextval(conflict_ids), 'operation_id', operation->'id', 'delivery_id', delivery_id,
+                   'incoming_fingerprint', incoming->'fingerprint', 'incoming_payload', incoming->'payload',
+                   'differences', differences) AS conflict,
+               (SELECT string_agg(d->>'field', ', ') FROM jsonb_array_elements(differences) AS ds(d)) AS fields
+        FROM decided,
+        LATERAL (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'field', name, 'recorded', coalesce(operation->'payload'->name, 'null'),
+                       'incoming', coalesce(incoming->'payload'->name, 'null')) ORDER BY n), '[]') AS differences
+            FROM jsonb_array_elements_text(request->'fingerprint_fields'->(incoming->>'action'))
+                 WITH ORDINALITY AS names(name, n)
+            WHERE (operation->'payload'->name) IS DISTINCT FROM (incoming->'payload'->name)
+        ) found
+        WHERE outcome = 'conflict'
+    ), written_deliveries AS (
+        INSERT INTO ledger_delivery
+        SELECT r.* FROM decided, LATERAL jsonb_populate_record(NULL::ledger_delivery,
+            request->'delivery' || delivery || jsonb_build_object(
+                'action', incoming->'action', 'key', incoming->'key', 'correlation_id', incoming->'correlation_id',
+                'id', delivery_id, 'operation_id', operation->'id', 'outcome', outcome)) r
+    ), written_conflicts AS (
+        INSERT INTO ledger_conflict
+        SELECT r.* FROM conflicts, LATERAL jsonb_populate_record(NULL::ledger_conflict, conflict) r
+    ), written_contributions AS (
+        INSERT INTO ledger_contribution
+        SELECT r.* FROM decided, LATERAL jsonb_populate_record(NULL::ledger_contribution,
+            request->'contribution' || jsonb_build_object('id', nextval(contribution_ids),
+                                                          'operation_id', operation->'id')) r
+        WHERE outcome = 'accepted' AND request->'contribution' <> 'null'
+    )
+    SELECT array_agg(request->'audit' || jsonb_build_object(
+               'operation_id', operation->'id',
+               'kind', CASE outcome WHEN 'accepted' THEN 'reserved' WHEN 'duplicate' THEN 'duplicate_delivery'
+                                    ELSE 'conflict_detected' END,
+               'to_state', CASE WHEN outcome = 'accepted' THEN operation->>'state' ELSE '' END,
+               'message', left(CASE WHEN outcome = 'conflict'
+                                    THEN 'conflict ' || (conflict->>'id') || ': ' || coalesce(fields, '') || ' differ'
+                                    ELSE 'delivery ' || delivery_id || ' via ' || (request->>'source') END, 500))
+               ORDER BY place),
+           jsonb_agg(jsonb_build_object('outcome', outcome, 'key', operation->'key', 'conflict', conflict)
+               ORDER BY place),
+           count(*) FILTER (WHERE outcome = 'accepted')
+    INTO audits, results, accepted
+    FROM decided LEFT JOIN conflicts USING (place);
+
+    -- The holds (on_conflict: hold), as in ledger_reserve_one: each held operation by the request's
+    -- first conflict of it, the rows locked in id order (two requests never deadlock), before the chain.
+    FOR hold IN
+        SELECT DISTINCT ON ((r.item->'conflict'->>'operation_id')::bigint)
+               (r.item->'conflict'->>'operation_id')::bigint AS id,
+               'conflict ' || (r.item->'conflict'->>'id') || ': ' || coalesce((
+                   SELECT string_agg(d->>'field', ', ')
+                   FROM jsonb_array_elements(r.item->'conflict'->'differences') AS ds(d)), '') || ' differ' AS message
+        FROM jsonb_array_elements(results) WITH ORDINALITY AS r(item, place)
+        WHERE r.item->>'outcome' = 'conflict' AND request->'hold_actions' ? (operations->(r.item->>'key')->>'action')
+        ORDER BY (r.item->'conflict'->>'operation_id')::bigint, r.place
+    LOOP
+        SELECT * INTO locked FROM ledger_operation WHERE id = hold.id FOR NO KEY UPDATE;
+        UPDATE ledger_operation
+        SET state = 'needs_review', last_error_category = 'conflict', updated_at = (request->>'now')::timestamptz,
+            last_error_message = left('held: a conflicting delivery arrived (' || hold.message || '); apply or '
+                                      || 'dismiss it to let the operation run', 500)
+        WHERE id = hold.id AND state IN ('pending', 'pending_approval') AND attempts = 0
+        RETURNING * INTO held;
+        -- The answer names the operation as it is now: held, or as the lock found it.
+        operations := operations || jsonb_build_object(locked.key, to_jsonb(CASE WHEN FOUND THEN held ELSE locked END));
+        IF FOUND THEN
+            audits := audits || (request->'audit' || jsonb_build_object(
+                'operation_id', held.id, 'kind', 'conflict_held', 'from_state', locked.state,
+                'to_state', 'needs_review', 'error_category', 'conflict', 'message', held.last_error_message));
+        END IF;
+    END LOOP;
+
+    -- The audit chain last, as ledger.audit.append does: locked until the commit, then read (a
+    -- statement of its own, after the lock: it sees what the lock's previous holder committed).
+    PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
+    SELECT hash INTO previous FROM ledger_auditevent
+    WHERE workspace_id = workspace AND hash <> '' ORDER BY id DESC LIMIT 1;
+    previous := coalesce(previous, '');
+    FOR place IN 1 .. array_length(audits, 1) LOOP
+        audits[place] := audits[place] || jsonb_build_object('id', nextval(audit_ids), 'prev_hash', previous);
+        previous := ledger_audit_hash(audits[place]);
+        audits[place] := audits[place] || jsonb_build_object('hash', previous);
+    END LOOP;
+    INSERT INTO ledger_auditevent
+    SELECT r.* FROM unnest(audits) AS rows(row), LATERAL jsonb_populate_record(NULL::ledger_auditevent, row) r;
+
+    -- The wake-up (ledger.nudges.request_processing): a pending one is kept, KEY SHARE-locked until
+    -- this commits (the task that takes it waits, then claims what this wrote); else this one is it.
+    IF accepted > 0 THEN
+        wake := ledger_take_wakeup((request->>'now')::timestamptz);
+    END IF;
+
+    RETURN jsonb_build_object('wake', wake, 'operations', operations, 'results', results);
+END
+$function$
+"""
+
+RESERVE_ONE = r"""
+CREATE OR REPLACE FUNCTION public.ledger_reserve_one(request jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+DECLARE
+    workspace bigint := (request->>'workspace_id')::bigint;
+    incoming jsonb := request->'events'->0->'operation';
+    operation ledger_operation;
+    created boolean := false;
+    outcome text;
+    delivery_id bigint := nextval('ledger_delivery_id_seq');
+    differences jsonb;
+    conflict jsonb;
+    message text;
+    locked ledger_operation;
+    held ledger_operation;
+    previous text;
+    audit jsonb;
+    wake boolean := false;
+BEGIN
+    SELECT * INTO operation FROM ledger_operation WHERE workspace_id = workspace AND key = incoming->>'key';
+    IF NOT FOUND THEN
+        INSERT INTO ledger_operation
+        SELECT r.* FROM jsonb_populate_record(NULL::ledger_operation, request->'operation' || incoming
+                                              || jsonb_build_object('id', nextval('ledger_operation_id_seq'))) r
+        ON CONFLICT ON CONSTRAINT operation_unique_key DO NOTHING
+        RETURNING * INTO operation;
+        created := FOUND;
+        IF NOT created THEN
+            -- Reserved by another transaction since the read above (the INSERT waited for its
+            -- commit): a statement of its own sees that commit.
+            SELECT * INTO operation FROM ledger_operation WHERE workspace_id = workspace AND key = incoming->>'key';
+        END IF;
+    END IF;
+    outcome := CASE WHEN created THEN 'accepted'
+                    WHEN operation.fingerprint = incoming->>'fingerprint' THEN 'duplicate'
+                    ELSE 'conflict' END;
+
+    INSERT INTO ledger_delivery
+    SELECT r.* FROM jsonb_populate_record(NULL::ledger_delivery,
+        request->'delivery' || (request->'events'->0->'delivery') || jsonb_build_object(
+            'action', incoming->'action', 'key', incoming->'key', 'correlation_id', incoming->'correlation_id',
+            'id', delivery_id, 'operation_id', operation.id, 'outcome', outcome)) r;
+
+    IF outcome = 'conflict' THEN
+        SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'field', name, 'recorded', coalesce(operation.payload->name, 'null'),
+                   'incoming', coalesce(incoming->'payload'->name, 'null')) ORDER BY n), '[]')
+        INTO differences
+        FROM jsonb_array_elements_text(request->'fingerprint_fields'->(incoming->>'action'))
+             WITH ORDINALITY AS names(name, n)
+        WHERE (operation.payload->name) IS DISTINCT FROM (incoming->'payload'->name);
+        conflict := request->'conflict' || jsonb_build_object(
+            'id', nextval('ledger_conflict_id_seq'), 'operation_id', operation.id, 'delivery_id', delivery_id,
+            'incoming_fingerprint', incoming->'fingerprint', 'incoming_payload', incoming->'payload',
+            'differences', differences);
+        INSERT INTO ledger_conflict SELECT r.* FROM jsonb_populate_record(NULL::ledger_conflict, conflict) r;
+        message := 'conflict ' || (conflict->>'id') || ': '
+                   || coalesce((SELECT string_agg(d->>'field', ', ') FROM jsonb_array_elements(differences) AS ds(d)), '')
+                   || ' differ';
+        -- The hold (on_conflict: hold): the row locked first, so a claim, an approval or a person's
+        -- release of it is either seen committed or waits for this commit; then moved only from a
+        -- state where it has not run (ledger.states.HOLDABLE_STATES), before the chain below.
+        IF request->'hold_actions' ? (incoming->>'action') THEN
+            SELECT * INTO locked FROM ledger_operation WHERE id = operation.id FOR NO KEY UPDATE;
+            UPDATE ledger_operation
+            SET state = 'needs_review', last_error_category = 'conflict', updated_at = (request->>'now')::timestamptz,
+                last_error_message = left('held: a conflicting delivery arrived (' || message || '); apply or '
+                                          || 'dismiss it to let the operation run', 500)
+            WHERE id = operation.id AND state IN ('pending', 'pending_approval') AND attempts = 0
+            RETURNING * INTO held;
+            -- The answer names the operation as it is now: held, or as the lock found it (a claim
+            -- that committed meanwhile made it processing).
+            operation := CASE WHEN FOUND THEN held ELSE locked END;
+        END IF;
+    ELSE
+        message := 'delivery ' || delivery_id || ' via ' || (request->>'source');
+    END IF;
+
+    IF created AND request->'contribution' <> 'null' THEN
+        INSERT INTO ledger_contribution
+        SELECT r.* FROM jsonb_populate_record(NULL::ledger_contribution, request->'contribution'
+            || jsonb_build_object('id', nextval('ledger_contribution_id_seq'), 'operation_id', operation.id)) r;
+    END IF;
+
+    -- The audit chain, as in ledger_reserve: locked until the commit, then its head read in a
+    -- statement of its own (it sees what the lock's previous holder committed). Written here
+    -- rather than by calling ledger_audit_append, which cost ~90 µs more for one event.
+    PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
+    SELECT hash INTO previous FROM ledger_auditevent
+    WHERE workspace_id = workspace AND hash <> '' ORDER BY id DESC LIMIT 1;
+    audit := request->'audit' || jsonb_build_object(
+        'operation_id', operation.id,
+        'kind', CASE outcome WHEN 'accepted' THEN 'reserved' WHEN 'duplicate' THEN 'duplicate_delivery'
+                             ELSE 'conflict_detected' END,
+        'to_state', CASE WHEN created THEN operation.state ELSE '' END,
+        'message', left(message, 500),
+        'id', nextval('ledger_auditevent_id_seq'), 'prev_hash', coalesce(previous, ''));
+    audit := audit || jsonb_build_object('hash', ledger_audit_hash(audit));
+    INSERT INTO ledger_auditevent SELECT r.* FROM jsonb_populate_record(NULL::ledger_auditevent, audit) r;
+    IF held.id IS NOT NULL THEN
+        audit := request->'audit' || jsonb_build_object(
+            'operation_id', operation.id, 'kind', 'conflict_held', 'from_state', locked.state,
+            'to_state', 'needs_review', 'error_category', 'conflict', 'message', operation.last_error_message,
+            'id', nextval('ledger_auditevent_id_seq'), 'prev_hash', audit->>'hash');
+        audit := audit || jsonb_build_object('hash', ledger_audit_hash(audit));
+        INSERT INTO ledger_auditevent SELECT r.* FROM jsonb_populate_record(NULL::ledger_auditevent, audit) r;
+    END IF;
+
+    IF created THEN
+        wake := ledger_take_wakeup((request->>'now')::timestamptz);
+    END IF;
+
+    RETURN jsonb_build_object(
+        'wake', wake, 'operations', jsonb_build_object(operation.key, to_jsonb(operation)),
+        'results', jsonb_build_array(jsonb_build_object('outcome', outcome, 'key', operation.key, 'conflict', conflict)));
+END
+$function$
+"""
+
+RESERVE_BEFORE = r"""
+CREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+DECLARE
+    workspace bigint := (request->>'workspace_id')::bigint;
+    operation_ids regclass := pg_get_serial_sequence('ledger_operation', 'id')::regclass;
+    delivery_ids regclass := pg_get_serial_sequence('ledger_delivery', 'id')::regclass;
+    conflict_ids regclass := pg_get_serial_sequence('ledger_conflict', 'id')::regclass;
+    audit_ids regclass := pg_get_serial_sequence('ledger_auditevent', 'id')::regclass;
+    contribution_ids regclass := pg_get_serial_sequence('ledger_contribution', 'id')::regclass;
+    keys text[];
+    operations jsonb;
+    created bigint[] := '{}';
+    taken text[];
+    audits jsonb[];
+    results jsonb;
+    accepted int;
+    previous text;
+    wake boolean := false;
+BEGIN
+    INSERT INTO ledger_delivery
+    SELECT r.* FROM jsonb_array_elements(request->'invalid') AS rows(row),
+    LATERAL jsonb_populate_record(NULL::ledger_delivery, row || jsonb_build_object('id', nextval(delivery_ids))) r;
+
+    SELECT array_agg(DISTINCT item->'operation'->>'key') INTO keys
+    FROM jsonb_array_elements(request->'events') AS items(item);
+    IF keys IS NULL THEN
+        RETURN jsonb_build_object('wake', false, 'operations', '{}'::jsonb, 'results', '[]'::jsonb);
+    END IF;
+
+    -- The keys taken before this request: duplicates and conflicts reserve nothing.
+    operations := ledger_operations_of(workspace, keys);
+
+    -- The database decides who reserves each new key (DESIGN.md rule 2): the rows the INSERT
+    -- returns are the ones this request created; a key repeated in the request is reserved by its
+    -- first event.
+    IF (SELECT count(*) FROM jsonb_object_keys(operations)) < array_length(keys, 1) THEN
+        WITH events AS (
+            SELECT DISTINCT ON (item->'operation'->>'key') item, place
+            FROM jsonb_array_elements(request->'events') WITH ORDINALITY AS items(item, place)
+            WHERE NOT operations ? (item->'operation'->>'key')
+            ORDER BY item->'operation'->>'key', place
+        ), inserted AS (
+            INSERT INTO ledger_operation
+            SELECT r.* FROM events,
+            LATERAL jsonb_populate_record(NULL::ledger_operation, request->'operation' || (item->'operation')
+                                          || jsonb_build_object('id', nextval(operation_ids))) r
+            ORDER BY place
+            ON CONFLICT ON CONSTRAINT operation_unique_key DO NOTHING
+            RETURNING ledger_operation.*
+        )
+        SELECT coalesce(array_agg(o.id), '{}'), operations || coalesce(jsonb_object_agg(o.key, to_jsonb(o)), '{}')
+        INTO created, operations FROM inserted o;
+
+        -- Keys another transaction reserved between the two statements above (the INSERT waited
+        -- for it to commit): read in a statement of their own, which sees that commit.
+        SELECT array_agg(key) INTO taken FROM unnest(keys) AS keys(key) WHERE NOT operations ? key;
+        IF taken IS NOT NULL THEN
+            operations := operations || ledger_operations_of(workspace, taken);
+        END IF;
+    END IF;
+
+    -- Each event's outcome, and the rows it writes: its delivery (final from the start: nothing
+    -- is updated later), its conflict, the person behind a new operation; then its audit event.
+    WITH events AS (
+        SELECT place, item->'operation' AS incoming, operations->(item->'operation'->>'key') AS operation,
+               item->'delivery' AS delivery, nextval(delivery_ids) AS delivery_id,
+               row_number() OVER (PARTITION BY item->'operation'->>'key' ORDER BY place) AS nth
+        FROM jsonb_array_elements(request->'events') WITH ORDINALITY AS items(item, place)
+    ), decided AS (
+        SELECT *, CASE WHEN nth = 1 AND (operation->>'id')::bigint = ANY(created) THEN 'accepted'
+                       WHEN operation->>'fingerprint' = incoming->>'fingerprint' THEN 'duplicate'
+                       ELSE 'conflict' END AS outcome
+        FROM events
+    ), conflicts AS (
+        SELECT place, request->'conflict' || jsonb_build_object(
+                   'id', nextval(conflict_ids), 'operation_id', operation->'id', 'delivery_id', delivery_id,
+                   'incoming_fingerprint', incoming->'fingerprint', 'incoming_payload', incoming->'payload',
+                   'differences', differences) AS conflict,
+               (SELECT string_agg(d->>'field', ', ') FROM jsonb_array_elements(differences) AS ds(d)) AS fields
+        FROM decided,
+        LATERAL (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'field', name, 'recorded', coalesce(operation->'payload'->name, 'null'),
+                       'incoming', coalesce(incoming->'payload'->name, 'null')) ORDER BY n), '[]') AS differences
+            FROM jsonb_array_elements_text(request->'fingerprint_fields'->(incoming->>'action'))
+                 WITH ORDINALITY AS names(name, n)
+            WHERE (operation->'payload'->name) IS DISTINCT FROM (incoming->'payload'->name)
+        ) found
+        WHERE outcome = 'conflict'
+    ), written_deliveries AS (
+        INSERT INTO ledger_delivery
+        SELECT r.* FROM decided, LATERAL jsonb_populate_record(NULL::ledger_delivery,
+            request->'delivery' || delivery || jsonb_build_object(
+                'action', incoming->'action', 'key', incoming->'key', 'correlation_id', incoming->'correlation_id',
+                'id', delivery_id, 'operation_id', operation->'id', 'outcome', outcome)) r
+    ), written_conflicts AS (
+        INSERT INTO ledger_conflict
+        SELECT r.* FROM conflicts, LATERAL jsonb_populate_record(NULL::ledger_conflict, conflict) r
+    ), written_contributions AS (
+        INSERT INTO ledger_contribution
+        SELECT r.* FROM decided, LATERAL jsonb_populate_record(NULL::ledger_contribution,
+            request->'contribution' || jsonb_build_object('id', nextval(contribution_ids),
+                                                          'operation_id', operation->'id')) r
+        WHERE outcome = 'accepted' AND request->'contribution' <> 'null'
+    )
+    SELECT array_agg(request->'audit' || jsonb_build_object(
+               'operation_id', operation->'id',
+               'kind', CASE outcome WHEN 'accepted' THEN 'reserved' WHEN 'duplicate' THEN 'duplicate_delivery'
+                                    ELSE 'conflict_detected' END,
+               'to_state', CASE WHEN outcome = 'accepted' THEN operation->>'state' ELSE '' END,
+               'message', left(CASE WHEN outcome = 'conflict'
+                                    THEN 'conflict ' || (conflict->>'id') || ': ' || coalesce(fields, '') || ' differ'
+                                    ELSE 'delivery ' || delivery_id || ' via ' || (request->>'source') END, 500))
+               ORDER BY place),
+           jsonb_agg(jsonb_build_object('outcome', outcome, 'key', operation->'key', 'conflict', conflict)
+               ORDER BY place),
+           count(*) FILTER (WHERE outcome = 'accepted')
+    INTO audits, results, accepted
+    FROM decided LEFT JOIN conflicts USING (place);
+
+    -- The audit chain last, as ledger.audit.append does: locked until the commit, then read (a
+    -- statement of its own, after the lock: it sees what the lock's previous holder committed).
+    PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
+    SELECT hash INTO previous FROM ledger_auditevent
+    WHERE workspace_id = workspace AND hash <> '' ORDER BY id DESC LIMIT 1;
+    previous := coalesce(previous, '');
+    FOR place IN 1 .. array_length(audits, 1) LOOP
+        audits[place] := audits[place] || jsonb_build_object('id', nextval(audit_ids), 'prev_hash', previous);
+        previous := ledger_audit_hash(audits[place]);
+        audits[place] := audits[place] || jsonb_build_object('hash', previous);
+    END LOOP;
+    INSERT INTO ledger_auditevent
+    SELECT r.* FROM unnest(audits) AS rows(row), LATERAL jsonb_populate_record(NULL::ledger_auditevent, row) r;
+
+    -- The wake-up (ledger.nudges.request_processing): a pending one is kept, KEY SHARE-locked until
+    -- this commits (the task that takes it waits, then claims what this wrote); else this one is it.
+    IF accepted > 0 THEN
+        wake := ledger_take_wakeup((request->>'now')::timestamptz);
+    END IF;
+
+    RETURN jsonb_build_object('wake', wake, 'operations', operations, 'results', results);
+END
+$function$
+"""
+
+RESERVE_ONE_BEFORE = r"""
+CREATE OR REPLACE FUNCTION public.ledger_reserve_one(request jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+DECLARE
+    workspace bigint := (request->>'workspace_id')::bigint;
+    incoming jsonb := request->'events'->0->'operation';
+    operation ledger_operation;
+    created boolean := false;
+    outcome text;
+    delivery_id bigint := nextval('ledger_delivery_id_seq');
+    differences jsonb;
+    conflict jsonb;
+    message text;
+    previous text;
+    audit jsonb;
+    wake boolean := false;
+BEGIN
+    SELECT * INTO operation FROM ledger_operation WHERE workspace_id = workspace AND key = incoming->>'key';
+    IF NOT FOUND THEN
+        INSERT INTO ledger_operation
+        SELECT r.* FROM jsonb_populate_record(NULL::ledger_operation, request->'operation' || incoming
+                                              || jsonb_build_object('id', nextval('ledger_operation_id_seq'))) r
+        ON CONFLICT ON CONSTRAINT operation_unique_key DO NOTHING
+        RETURNING * INTO operation;
+        created := FOUND;
+        IF NOT created THEN
+            -- Reserved by another transaction since the read above (the INSERT waited for its
+            -- commit): a statement of its own sees that commit.
+            SELECT * INTO operation FROM ledger_operation WHERE workspace_id = workspace AND key = incoming->>'key';
+        END IF;
+    END IF;
+    outcome := CASE WHEN created THEN 'accepted'
+                    WHEN operation.fingerprint = incoming->>'fingerprint' THEN 'duplicate'
+                    ELSE 'conflict' END;
+
+    INSERT INTO ledger_delivery
+    SELECT r.* FROM jsonb_populate_record(NULL::ledger_delivery,
+        request->'delivery' || (request->'events'->0->'delivery') || jsonb_build_object(
+            'action', incoming->'action', 'key', incoming->'key', 'correlation_id', incoming->'correlation_id',
+            'id', delivery_id, 'operation_id', operation.id, 'outcome', outcome)) r;
+
+    IF outcome = 'conflict' THEN
+        SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'field', name, 'recorded', coalesce(operation.payload->name, 'null'),
+                   'incoming', coalesce(incoming->'payload'->name, 'null')) ORDER BY n), '[]')
+        INTO differences
+        FROM jsonb_array_elements_text(request->'fingerprint_fields'->(incoming->>'action'))
+             WITH ORDINALITY AS names(name, n)
+        WHERE (operation.payload->name) IS DISTINCT FROM (incoming->'payload'->name);
+        conflict := request->'conflict' || jsonb_build_object(
+            'id', nextval('ledger_conflict_id_seq'), 'operation_id', operation.id, 'delivery_id', delivery_id,
+            'incoming_fingerprint', incoming->'fingerprint', 'incoming_payload', incoming->'payload',
+            'differences', differences);
+        INSERT INTO ledger_conflict SELECT r.* FROM jsonb_populate_record(NULL::ledger_conflict, conflict) r;
+        message := 'conflict ' || (conflict->>'id') || ': '
+                   || coalesce((SELECT string_agg(d->>'field', ', ') FROM jsonb_array_elements(differences) AS ds(d)), '')
+                   || ' differ';
+    ELSE
+        message := 'delivery ' || delivery_id || ' via ' || (request->>'source');
+    END IF;
+
+    IF created AND request->'contribution' <> 'null' THEN
+        INSERT INTO ledger_contribution
+        SELECT r.* FROM jsonb_populate_record(NULL::ledger_contribution, request->'contribution'
+            || jsonb_build_object('id', nextval('ledger_contribution_id_seq'), 'operation_id', operation.id)) r;
+    END IF;
+
+    -- The audit chain, as in ledger_reserve: locked until the commit, then its head read in a
+    -- statement of its own (it sees what the lock's previous holder committed). Written here
+    -- rather than by calling ledger_audit_append, which cost ~90 µs more for one event.
+    PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
+    SELECT hash INTO previous FROM ledger_auditevent
+    WHERE workspace_id = workspace AND hash <> '' ORDER BY id DESC LIMIT 1;
+    audit := request->'audit' || jsonb_build_object(
+        'operation_id', operation.id,
+        'kind', CASE outcome WHEN 'accepted' THEN 'reserved' WHEN 'duplicate' THEN 'duplicate_delivery'
+                             ELSE 'conflict_detected' END,
+        'to_state', CASE WHEN created THEN operation.state ELSE '' END,
+        'message', left(message, 500),
+        'id', nextval('ledger_auditevent_id_seq'), 'prev_hash', coalesce(previous, ''));
+    audit := audit || jsonb_build_object('hash', ledger_audit_hash(audit));
+    INSERT INTO ledger_auditevent SELECT r.* FROM jsonb_populate_record(NULL::ledger_auditevent, audit) r;
+
+    IF created THEN
+        wake := ledger_take_wakeup((request->>'now')::timestamptz);
+    END IF;
+
+    RETURN jsonb_build_object(
+        'wake', wake, 'operations', jsonb_build_object(operation.key, to_jsonb(operation)),
+        'results', jsonb_build_array(jsonb_build_object('outcome', outcome, 'key', operation.key, 'conflict', conflict)));
+END
+$function$
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("ledger", "0039_times_as_data"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="httpaction",
+            name="on_conflict",
+            field=models.CharField(
+                choices=[("first_wins", "First Wins"), ("hold", "Hold")], default="first_wins", max_length=20
+            ),
+        ),
+        migrations.AddConstraint(
+            model_name="httpaction",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("on_conflict__in", ["first_wins", "hold"])), name="http_action_on_conflict_valid"
+            ),
+        ),
+        migrations.RunSQL(RESERVE, reverse_sql=RESERVE_BEFORE),
+        migrations.RunSQL(RESERVE_ONE, reverse_sql=RESERVE_ONE_BEFORE),
+    ]
