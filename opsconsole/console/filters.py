@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from ledger.models import AuditEvent, Operation, Workspace
 from ledger.reads.failure_groups import Criterion
-from ledger.states import ATTENTION_STATES
+from ledger.states import ATTENTION_STATES, LABELS
 from opsconsole.console.forms import action_choices
 
 # Not a state: the queue's choice for the operations a pause holds (ledger.core.selectors.held_operations).
@@ -62,7 +62,9 @@ class QueueFilter(django_filters.FilterSet):
         label="State",
         empty_label=None,
         method="filter_state",
-        choices=[("all", "all")] + [(state.value, state.value) for state in ATTENTION_STATES] + [(HELD, "held")],
+        choices=[("all", "All that need attention")]
+        + [(state.value, LABELS[state]) for state in ATTENTION_STATES]
+        + [(HELD, "Held (paused)")],
     )
     workspace = django_filters.ModelChoiceFilter(
         label="Workspace", queryset=Workspace.objects.all(), empty_label="All workspaces"

@@ -8,11 +8,15 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import QuerySet
 
+from ledger.actions import UnknownAction, get_action
 from ledger.core import roles
 from ledger.core.selectors import held_operations
 from ledger.models import Control, Operation
+from ledger import states
 from ledger.states import ATTENTION_STATES
 from opsconsole.console.filters import HELD, QUEUE_SORTS, QueueFilter, Sort
+
+TAB_LABELS = {"all": "All", HELD: "Held"}
 
 # What the queue's rows show (and its sorts read), the rest of each operation left unread.
 QUEUE_COLUMNS = (
@@ -23,6 +27,7 @@ QUEUE_COLUMNS = (
     "attempts",
     "last_error_category",
     "last_error_message",
+    "payload",  # the summary's fields (ledger.actions.summaries)
     "created_at",
     "updated_at",
     "workspace_id",
@@ -54,6 +59,16 @@ def queue_listing(request, switches: list[Control]) -> QueueListing:
     filterset = QueueFilter(request.GET or None, queryset=chosen)
     filterset.filters["workspace"].queryset = roles.workspaces(request.user)
     return QueueListing(filterset, filterset.chosen_sort, request.GET.get("state") == HELD, states)
+
+
+def summarise(operations) -> None:
+    """Give each operation its ``summary``: its action's line over its payload, never a sensitive
+    value (``ledger.actions.summaries``); nothing for an action no longer defined."""
+    for operation in operations:
+        try:
+            operation.summary = get_action(operation.action).summarise(operation.payload)
+        except UnknownAction:
+            operation.summary = ""
 
 
 def state_counts(listing: QueueListing, *, cap: int) -> dict[str, int]:
@@ -91,7 +106,13 @@ def bounded_counts(querysets: dict[str, QuerySet], *, cap: int) -> dict[str, int
 def state_tabs(counts: dict[str, int], *, current: str, cap: int) -> list[dict]:
     """The queue's state links, in the filter's order, with their bounded counts."""
     return [
-        {"state": state, "count": min(counts[state], cap), "capped": counts[state] > cap, "current": state == current}
+        {
+            "state": state,
+            "label": TAB_LABELS.get(state) or states.label(state),
+            "count": min(counts[state], cap),
+            "capped": counts[state] > cap,
+            "current": state == current,
+        }
         for state in ["all", *ATTENTION_STATES, HELD]
     ]
 

@@ -112,6 +112,7 @@ def queue(request):
     # would read every row that needs attention on every view. Every state's count in one query.
     counts = tables.state_counts(listing, cap=QUEUE_COUNT_CAP)
     state = filterset.chosen_state
+    tables.summarise(page.object_list)
     if listing.showing_held:
         for op in page.object_list:
             op.held_by = holding_switch(op, switches)

@@ -25,6 +25,14 @@ from tests.ledger.conftest import submit
 ROWS = 35
 
 
+@pytest.fixture(autouse=True)
+def configured_actions_read_once(monkeypatch):
+    """The registry looks at the configured actions again every 2 s (ledger.actions.configured): on a
+    slow machine a test's setup outlasts that, and the look (3 statements in a test's transaction)
+    would land in whichever request comes next. Not what these budgets are about."""
+    monkeypatch.setattr("ledger.actions.configured.Loaded.REFRESH_SECONDS", float("inf"))
+
+
 @pytest.fixture
 def crowded(workspace, action, django_user_model):
     """ROWS operations needing review in "demo", one of them with ROWS of everything its page shows,

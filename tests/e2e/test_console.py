@@ -66,7 +66,7 @@ def test_it_sends_a_person_through_login_to_what_needs_attention(page, needs_rev
     expect(page.get_by_role("heading", name="Needs attention")).to_be_visible()
     key_link = page.get_by_role("link", name=needs_review.key)
     row = page.get_by_role("row").filter(has=key_link)
-    expect(row).to_contain_text("needs_review")
+    expect(row).to_contain_text("Needs review")
     expect(row).to_contain_text("owner is on leave")
     screenshot(page, "queue")
 

@@ -4,6 +4,8 @@ import json
 
 from django import template
 
+from ledger import states
+
 register = template.Library()
 
 
@@ -14,3 +16,9 @@ def pretty_body(body: str) -> str:
         return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
     except ValueError:
         return body
+
+
+@register.filter
+def state_label(state: str) -> str:
+    """A state as people read it: "needs_review" is "Needs review" (``ledger.states.LABELS``)."""
+    return states.label(state)
