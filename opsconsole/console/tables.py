@@ -8,11 +8,11 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import QuerySet
 
+from ledger import states
 from ledger.actions import UnknownAction, get_action
 from ledger.core import roles
 from ledger.core.selectors import held_operations
 from ledger.models import Control, Operation
-from ledger import states
 from ledger.states import ATTENTION_STATES
 from opsconsole.console.filters import HELD, QUEUE_SORTS, QueueFilter, Sort
 

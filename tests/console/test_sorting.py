@@ -218,7 +218,9 @@ def test_it_counts_each_state_of_the_filter(client, login, make_operation, works
     response = client.get("/console/", {"state": "unknown"})
 
     assert tabs(response) == {"all": "4", "needs_review": "3", "unknown": "1", "pending_approval": "0", "held": "1"}
-    assert '<a href="?state=unknown" data-state="unknown" aria-current="page">Outcome unknown' in response.content.decode()
+    assert (
+        '<a href="?state=unknown" data-state="unknown" aria-current="page">Outcome unknown' in response.content.decode()
+    )
     assert "1 operation" in response.content.decode()
 
 
