@@ -2,6 +2,7 @@
 sort), its sortable column headers, and its per-state counts (bounded, in one query). The queue
 view (``views.queue``) and its CSV export (``export.queue_csv``) both start from ``queue_listing``."""
 
+import hashlib
 from dataclasses import dataclass
 
 from django.core.exceptions import EmptyResultSet
@@ -48,17 +49,45 @@ class QueueListing:
 
 def queue_listing(request, switches: list[Control]) -> QueueListing:
     """The queue's filter and sort from the request's GET; ``switches``: the active pause switches."""
+    return listing_for(request.GET, request.user, switches)
+
+
+def listing_for(params, user, switches: list[Control]) -> QueueListing:
+    """The queue's filter and sort from ``params`` (a query string's QueryDict), for ``user``."""
     states = {
         "all": Operation.objects.filter(state__in=ATTENTION_STATES),
         **{state.value: Operation.objects.filter(state=state) for state in ATTENTION_STATES},
         HELD: held_operations(switches),
     }
-    states = {name: roles.visible(operations, request.user) for name, operations in states.items()}
+    states = {name: roles.visible(operations, user) for name, operations in states.items()}
     # An unknown state is a form error, and lists them all.
-    chosen = states.get(request.GET.get("state", ""), states["all"])
-    filterset = QueueFilter(request.GET or None, queryset=chosen)
-    filterset.filters["workspace"].queryset = roles.workspaces(request.user)
-    return QueueListing(filterset, filterset.chosen_sort, request.GET.get("state") == HELD, states)
+    chosen = states.get(params.get("state", ""), states["all"])
+    filterset = QueueFilter(params or None, queryset=chosen)
+    filterset.filters["workspace"].queryset = roles.workspaces(user)
+    return QueueListing(filterset, filterset.chosen_sort, params.get("state") == HELD, states)
+
+
+# "Select all N matching": what a person saw as N is what is acted on. The page carries the
+# digest of the ids it counted; the submission counts them again and refuses a different set.
+def matching_digest(queryset: QuerySet, *, limit: int) -> tuple[int, str]:
+    """How many operations ``queryset`` holds (up to ``limit + 1``) and the digest of their ids, in
+    one query that reads the ids only (from an index where the filter has one)."""
+    sql, params = queryset.order_by().values("pk")[: limit + 1].query.sql_with_params()
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*), encode(sha256(convert_to(COALESCE(string_agg(pk::text, ',' ORDER BY pk), ''),"
+            f" 'UTF8')), 'hex') FROM ({sql}) AS matching",
+            params,
+        )
+        count, digest = cursor.fetchone()
+    return count, digest
+
+
+def matching_ids(queryset: QuerySet, *, limit: int) -> tuple[list[int], str]:
+    """The ids ``queryset`` holds (up to ``limit + 1``), in order, and their digest as
+    ``matching_digest`` computes it."""
+    ids = sorted(queryset.order_by().values_list("pk", flat=True)[: limit + 1])
+    return ids, hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
 
 
 def summarise(operations) -> None:

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from opsconsole.console import (
+    all_operations,
     bulk,
     confirm,
     conflicts,
@@ -17,6 +18,7 @@ app_name = "console"
 
 urlpatterns = [
     path("", views.queue, name="queue"),
+    path("operations/", all_operations.operation_list, name="operations"),
     path("operations/<int:pk>/", views.operation, name="operation"),
     path("operations/<int:pk>/replay/", decisions.replay, name="replay"),
     path("operations/<int:pk>/resolve/", decisions.resolve, name="resolve"),

@@ -32,6 +32,7 @@ from ledger.core.selectors import (
 )
 from ledger.engine.lookups import may_have_acted
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
+from ledger.people.bulk_actions import MAX_OPERATIONS
 from ledger.reads import destinations
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
 from opsconsole.console import explain, keyset, money, tables
@@ -112,7 +113,9 @@ def queue(request):
     # would read every row that needs attention on every view. Every state's count in one query.
     counts = tables.state_counts(listing, cap=QUEUE_COUNT_CAP)
     state = filterset.chosen_state
+    count = counts[state]
     tables.summarise(page.object_list)
+    can_bulk = roles.workspace_ids(request.user, REVIEW) != set()
     if listing.showing_held:
         for op in page.object_list:
             op.held_by = holding_switch(op, switches)
@@ -124,8 +127,8 @@ def queue(request):
             "showing_held": listing.showing_held,
             "filter": filterset,
             "page": page,
-            "count": min(counts[state], QUEUE_COUNT_CAP),
-            "count_capped": counts[state] > QUEUE_COUNT_CAP,
+            "count": min(count, QUEUE_COUNT_CAP),
+            "count_capped": count > QUEUE_COUNT_CAP,
             "states": tables.state_tabs(counts, current=state, cap=QUEUE_COUNT_CAP),
             "sorting": tables.sort_headers(sort),
             "open_conflicts": roles.visible(
@@ -133,10 +136,24 @@ def queue(request):
             ).count(),
             "health": _health(switches, roles.workspace_ids(request.user)),
             # Ticking rows to replay or cancel them at once (opsconsole.console.bulk), for who may review.
-            "can_bulk": roles.workspace_ids(request.user, REVIEW) != set(),
+            "can_bulk": can_bulk,
             "bulk_token": secrets.token_urlsafe(24),
+            "matching": _matching(request, filterset, count, shown=len(page)) if can_bulk else None,
+            "matching_limit": MAX_OPERATIONS,
         },
     )
+
+
+def _matching(request, filterset, count: int, *, shown: int) -> dict | None:
+    """What "select all N matching" sends: the list's query (without its page), N and the digest
+    of the ids counted. None where the page shows them all, or more match than one action takes."""
+    if count <= shown or count > MAX_OPERATIONS:
+        return None
+    counted, digest = tables.matching_digest(filterset.qs, limit=MAX_OPERATIONS)
+    query = request.GET.copy()
+    for paging in ("older", "newer", "page"):
+        query.pop(paging, None)
+    return {"count": counted, "digest": digest, "query": query.urlencode()}
 
 
 def _health(switches: list[Control], workspace_ids: set[int] | None) -> dict:

@@ -2,14 +2,16 @@
 operation from its action's template, never a sensitive value."""
 
 import re
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 
-from ledger.actions import base, summaries
+from ledger.actions import base, get_action, summaries
 from ledger.core import outbound
 from ledger.intake.submit import submit_event
-from ledger.models import Destination, HttpAction, Operation
+from ledger.models import BulkAction, Destination, HttpAction, Operation, Workspace
 from ledger.states import LABELS, State
 from tests.ledger.conftest import submit_brief
 
@@ -157,3 +159,226 @@ def test_a_configured_action_may_declare_a_summary(db):
     assert not [
         p for p in outbound.http_action_problems(configured_action(summary="Note {request_id}")) if "summary" in p
     ]
+
+
+# --- part 2: filters, "select all N matching", every operation ------------------------------------
+
+
+def keys_in(response) -> set[str]:
+    return {op.key for op in response.context["page"].object_list}
+
+
+def test_the_queue_filters_by_how_it_failed_its_destination_and_its_age(client, login, make_operation, workspace):
+    refused = make_operation("needs_review", request_id="R-1", last_error_category="permanent")
+    lost = make_operation("unknown", request_id="R-2", last_error_category="ambiguous")
+    brief = to_review(submit_brief(workspace), last_error_category="permanent")
+    Operation.objects.filter(pk=refused.pk).update(created_at=timezone.now() - timedelta(hours=30))
+    login("viewer")
+
+    assert keys_in(client.get("/console/", {"category": "permanent"})) == {refused.key, brief.key}
+    assert keys_in(client.get("/console/", {"category": "ambiguous"})) == {lost.key}
+    assert keys_in(client.get("/console/", {"destination": "prepare-brief"})) == {brief.key}
+    assert keys_in(client.get("/console/", {"age": "24h"})) == {refused.key}
+    assert keys_in(client.get("/console/", {"age": "7d"})) == set()
+    # The counts keep the filters.
+    assert client.get("/console/", {"category": "permanent"}).context["count"] == 2
+
+
+def test_an_unknown_filter_value_is_a_form_error_not_a_wider_list(client, login, make_operation):
+    make_operation("needs_review")
+    login("viewer")
+
+    response = client.get("/console/", {"age": "forever"})
+
+    assert response.status_code == 200
+    assert "Select a valid choice" in response.content.decode()
+
+
+def test_a_destination_shared_by_actions_lists_them_all(client, login, workspace):
+    """file-ticket and send-notice both call the stand-in."""
+    ticket = to_review(
+        submit_event(
+            workspace=workspace,
+            source="api",
+            raw={"action": "file-ticket", "data": {"request_id": "R-1", "version": 1, "summary": "s", "owner": "ops"}},
+        ).operation
+    )
+    login("viewer")
+    destination = get_action("file-ticket").destination_name()
+
+    assert keys_in(client.get("/console/", {"destination": destination})) == {ticket.key}
+
+
+def many(make_operation, count: int, state: str = "needs_review") -> list[Operation]:
+    return [make_operation(state, request_id=f"M-{number}") for number in range(count)]
+
+
+def bar(response) -> dict:
+    return response.context["matching"]
+
+
+def select_all(client, response, kind: str = "cancel", **changes):
+    matching = bar(response)
+    data = {
+        "kind": kind,
+        "reason": "the customer withdrew",
+        "token": "select-all-token",
+        "all_matching": "on",
+        "matching": matching["query"],
+        "matching_count": matching["count"],
+        "matching_digest": matching["digest"],
+    } | changes
+    return client.post("/console/bulk/", data)
+
+
+def test_select_all_matching_acts_on_exactly_the_operations_counted(client, login, make_operation):
+    operations = many(make_operation, 55)
+    elsewhere = make_operation("unknown", request_id="U-1")
+    login("operator")
+    listed = client.get("/console/", {"state": "needs_review"})
+    assert bar(listed)["count"] == 55 and len(listed.context["page"]) == 50
+    assert "Select all 55 matching" in listed.content.decode()
+
+    response = select_all(client, listed)
+
+    bulk = BulkAction.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/console/bulk/{bulk.pk}/"
+    assert sorted(bulk.operation_ids) == sorted(op.pk for op in operations)
+    assert elsewhere.pk not in bulk.operation_ids
+    assert bulk.kind == "cancel" and bulk.total == 55
+
+
+def test_select_all_matching_refuses_a_list_that_changed_since_it_was_seen(client, login, make_operation):
+    many(make_operation, 55)
+    login("operator")
+    listed = client.get("/console/", {"state": "needs_review"})
+    make_operation("needs_review", request_id="LATE-1")  # arrived after the page was loaded
+
+    response = client.get(select_all(client, listed)["Location"])
+
+    assert not BulkAction.objects.exists()
+    assert "The list changed since you loaded it: you saw 55 operations, it now holds 56." in response.content.decode()
+
+
+def test_select_all_matching_refuses_the_same_number_of_other_operations(client, login, make_operation):
+    operations = many(make_operation, 55)
+    login("operator")
+    listed = client.get("/console/", {"state": "needs_review"})
+    Operation.objects.filter(pk=operations[0].pk).update(state="cancelled")  # one left the list ...
+    make_operation("needs_review", request_id="LATE-1")  # ... and another took its place: still 55
+
+    select_all(client, listed)
+
+    assert not BulkAction.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"matching_digest": "0" * 64}, {"matching_count": 54}, {"matching_digest": ""}, {"matching_count": "lots"}],
+)
+def test_select_all_matching_refuses_a_tampered_selection(client, login, make_operation, changes):
+    many(make_operation, 55)
+    login("operator")
+
+    select_all(client, client.get("/console/", {"state": "needs_review"}), **changes)
+
+    assert not BulkAction.objects.exists()
+
+
+def test_select_all_matching_sees_only_the_persons_workspaces(client, login, make_operation, django_user_model):
+    many(make_operation, 55)
+    other = Workspace.objects.create(slug="other")
+    theirs = Operation.objects.create(
+        workspace=other,
+        action="x",
+        key="other:x",
+        key_recipe=1,
+        definition_version="v",
+        fingerprint="f",
+        payload={},
+        state="needs_review",
+    )
+    login("operator")
+
+    select_all(client, client.get("/console/", {"state": "needs_review"}))
+
+    assert theirs.pk not in BulkAction.objects.get().operation_ids
+
+
+def test_select_all_is_offered_only_when_the_page_does_not_show_them_all(client, login, make_operation):
+    many(make_operation, 3)
+    login("operator")
+
+    response = client.get("/console/")
+
+    assert bar(response) is None
+    assert "matching" not in response.content.decode().split('id="bulk-selection"', 1)[1].split("</form>", 1)[0]
+
+
+def test_select_all_is_not_offered_past_what_one_action_takes(client, login, make_operation, monkeypatch):
+    monkeypatch.setattr("opsconsole.console.views.MAX_OPERATIONS", 52)
+    many(make_operation, 55)
+    login("operator")
+
+    response = client.get("/console/", {"state": "needs_review"})
+
+    assert bar(response) is None
+    assert "more than 52 match, so narrow the filter" in response.content.decode()
+
+
+def test_a_viewer_is_offered_no_action_bar(client, login, make_operation):
+    many(make_operation, 55)
+    login("viewer")
+
+    response = client.get("/console/", {"state": "needs_review"})
+
+    assert response.context["matching"] is None and 'id="bulk-selection"' not in response.content.decode()
+
+
+def test_all_operations_lists_finished_ones_too_newest_first(client, login, make_operation):
+    done = make_operation("succeeded", request_id="S-1")
+    cancelled = make_operation("cancelled", request_id="C-1")
+    waiting = make_operation("needs_review", request_id="N-1")
+    login("viewer")
+
+    response = client.get("/console/operations/")
+
+    assert [op.key for op in response.context["page"]] == [waiting.key, cancelled.key, done.key]
+    assert "Succeeded" in response.content.decode() and "Cancelled" in response.content.decode()
+    assert keys_in(client.get("/console/operations/", {"state": "succeeded"})) == {done.key}
+    assert [op.key for op in client.get("/console/operations/", {"sort": "oldest"}).context["page"]][0] == done.key
+
+
+def test_all_operations_pages_along_the_ids(client, login, make_operation):
+    operations = many(make_operation, 60, state="succeeded")
+    login("viewer")
+
+    first = client.get("/console/operations/").context["page"]
+    second = client.get("/console/operations/", {"older": str(first.older)}).context["page"]
+    back = client.get("/console/operations/", {"newer": str(second.newer)}).context["page"]
+
+    assert [op.pk for op in first] == [op.pk for op in operations[::-1][:50]]
+    assert [op.pk for op in second] == [op.pk for op in operations[::-1][50:]]
+    assert second.older is None and [op.pk for op in back] == [op.pk for op in first]
+
+
+def test_all_operations_shows_only_the_persons_workspaces(client, login, make_operation):
+    ours = make_operation("succeeded")
+    other = Workspace.objects.create(slug="other")
+    Operation.objects.create(
+        workspace=other,
+        action="x",
+        key="other:x",
+        key_recipe=1,
+        definition_version="v",
+        fingerprint="f",
+        payload={},
+        state="succeeded",
+    )
+    login("viewer")
+
+    assert keys_in(client.get("/console/operations/")) == {ours.key}
+
+
+def test_all_operations_wants_a_login(client):
+    assert client.get("/console/operations/").status_code == 302

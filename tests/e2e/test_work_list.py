@@ -5,7 +5,7 @@ import pytest
 from playwright.sync_api import expect
 
 from ledger.intake.submit import submit_event
-from ledger.models import Operation
+from ledger.models import BulkAction, Operation
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 
 pytestmark = pytest.mark.e2e
@@ -61,3 +61,53 @@ def test_at_1440_px_each_row_is_one_line_with_its_summary(wide, work):
     heights = {round(box["height"]) for box in rows.evaluate_all("rows => rows.map(r => r.getBoundingClientRect())")}
     assert max(heights) <= 40, heights  # one line of text: no cell wraps
     assert wide.evaluate("document.documentElement.scrollWidth") <= WIDE["width"]
+    # The action bar is above the list, not below it.
+    assert wide.locator("#bulk-selection").bounding_box()["y"] < wide.locator("table.work-list").bounding_box()["y"]
+
+
+def test_the_queue_filters_by_how_the_destination_refused(wide, work):
+    make_user("operator", OPERATOR)
+    log_in(wide, "operator")
+    wide.goto("/console/")
+    wide.get_by_label("Last error").select_option("permanent")
+    wide.get_by_role("button", name="Filter").click()
+    expect(wide.locator(".count")).to_have_text("15 operations")
+    expect(wide.locator("table.work-list tbody tr")).to_have_count(15)
+    expect(wide.get_by_text("matching")).to_have_count(0)  # one page shows them all: nothing more to select
+
+
+def test_select_all_matching_reaches_past_the_page(wide, workspace):
+    operations = [brief(workspace, number) for number in range(55)]
+    Operation.objects.filter(pk__in=[op.pk for op in operations]).update(
+        state="needs_review", last_error_category="permanent", last_error_message="HTTP 400: owner_unknown"
+    )
+    make_user("operator", OPERATOR)
+    log_in(wide, "operator")
+    wide.goto("/console/?category=permanent")
+    expect(wide.locator("table.work-list tbody tr")).to_have_count(50)
+
+    wide.get_by_label("Select all 55 matching").check()
+    expect(wide.get_by_label("Select all on this page")).to_be_checked()
+    wide.get_by_label("Reason").fill("the owner left; nothing to brief")
+    screenshot(wide, "queue-select-all")
+    with wide.expect_navigation():
+        wide.get_by_role("button", name="Cancel selected").click()
+
+    expect(wide.locator("#bulk-progress")).to_contain_text("0/55")
+    assert sorted(BulkAction.objects.get().operation_ids) == sorted(op.pk for op in operations)
+
+
+def test_all_operations_lists_finished_work(wide, work):
+    Operation.objects.filter(pk__in=[op.pk for op in work[:10]]).update(
+        state="succeeded", last_error_category="", last_error_message=""
+    )
+    make_user("operator", OPERATOR)
+    log_in(wide, "operator")
+    wide.get_by_role("link", name="All operations", exact=True).click()
+
+    expect(wide.get_by_role("heading", name="All operations")).to_be_visible()
+    expect(wide.locator("table.work-list tbody tr").filter(has_text="Succeeded")).to_have_count(10)
+    wide.get_by_label("State").select_option("succeeded")
+    wide.get_by_role("button", name="Filter").click()
+    expect(wide.locator("table.work-list tbody tr")).to_have_count(10)
+    screenshot(wide, "all-operations")

@@ -1,0 +1,29 @@
+"""Every operation, finished ones too (issue 27, item 7): the queue's filters over any state, newest
+arrival first, a page at a time along the primary key (ids are given in arrival order). Nothing
+counts the list: at a million operations a count alone would outlast the page."""
+
+from django.shortcuts import render
+
+from ledger.core import roles
+from ledger.models import Operation
+from opsconsole.console import keyset, tables
+from opsconsole.console.filters import OperationsFilter
+from opsconsole.console.views import console_page
+
+PAGE_SIZE = 50
+
+
+def operations_filter(params, user) -> OperationsFilter:
+    filterset = OperationsFilter(params or None, queryset=roles.visible(Operation.objects.all(), user))
+    filterset.filters["workspace"].queryset = roles.workspaces(user)
+    return filterset
+
+
+@console_page
+def operation_list(request):
+    filterset = operations_filter(request.GET, request.user)
+    page = keyset.paginate(
+        filterset.qs.only(*tables.QUEUE_COLUMNS), request.GET, field="pk", size=PAGE_SIZE, ascending=filterset.ascending
+    )
+    tables.summarise(page.object_list)
+    return render(request, "console/operations.html", {"nav": "operations", "filter": filterset, "page": page})
