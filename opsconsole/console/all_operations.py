@@ -6,6 +6,7 @@ from django.shortcuts import render
 
 from ledger.core import roles
 from ledger.models import Operation
+from ledger.people.assignment import TAKERS
 from opsconsole.console import keyset, tables
 from opsconsole.console.filters import OperationsFilter
 from opsconsole.console.views import console_page
@@ -14,7 +15,7 @@ PAGE_SIZE = 50
 
 
 def operations_filter(params, user) -> OperationsFilter:
-    filterset = OperationsFilter(params or None, queryset=roles.visible(Operation.objects.all(), user))
+    filterset = OperationsFilter(params or None, queryset=roles.visible(Operation.objects.all(), user), user=user)
     filterset.filters["workspace"].queryset = roles.workspaces(user)
     return filterset
 
@@ -23,7 +24,16 @@ def operations_filter(params, user) -> OperationsFilter:
 def operation_list(request):
     filterset = operations_filter(request.GET, request.user)
     page = keyset.paginate(
-        filterset.qs.only(*tables.QUEUE_COLUMNS), request.GET, field="pk", size=PAGE_SIZE, ascending=filterset.ascending
+        filterset.qs.select_related("assigned_to").only(*tables.QUEUE_COLUMNS),
+        request.GET,
+        field="pk",
+        size=PAGE_SIZE,
+        ascending=filterset.ascending,
     )
     tables.summarise(page.object_list)
-    return render(request, "console/operations.html", {"nav": "operations", "filter": filterset, "page": page})
+    can_take = any(roles.workspace_ids(request.user, capability) != set() for capability in TAKERS)
+    return render(
+        request,
+        "console/operations.html",
+        {"nav": "operations", "filter": filterset, "page": page, "can_take": can_take},
+    )

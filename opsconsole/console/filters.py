@@ -30,6 +30,7 @@ ERROR_CATEGORIES = [
 ]
 # "Older than": how long ago an operation arrived.
 AGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
+ASSIGNED_CHOICES = [("mine", "Assigned to me"), ("nobody", "Not taken"), ("anyone", "Taken by anyone")]
 AGE_CHOICES = [("1h", "Older than 1 hour"), ("24h", "Older than 24 hours"), ("7d", "Older than 7 days")]
 
 
@@ -63,11 +64,23 @@ class WorkFilters(django_filters.FilterSet):
         label="Last error", empty_label="Any error or none", choices=ERROR_CATEGORIES, field_name="last_error_category"
     )
     age = django_filters.ChoiceFilter(label="Age", empty_label="Any age", choices=AGE_CHOICES, method="filter_age")
+    assigned = django_filters.ChoiceFilter(
+        label="Taken", empty_label="Taken or not", choices=ASSIGNED_CHOICES, method="filter_assigned"
+    )
     q = django_filters.CharFilter(
         label="Key or request id",
         method="filter_q",
         widget=forms.TextInput(attrs={"placeholder": "or destination record id"}),
     )
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def filter_assigned(self, queryset, name, value):
+        if value == "mine":
+            return queryset.filter(assigned_to=self.user.pk if self.user else None)
+        return queryset.filter(assigned_to__isnull=value == "nobody")
 
     def filter_destination(self, queryset, name, value):
         return queryset.filter(action__in=_actions_by_destination().get(value, []))
@@ -150,7 +163,7 @@ class QueueFilter(WorkFilters):
 
     class Meta:
         model = Operation
-        fields = ["state", "workspace", "action", "destination", "category", "age", "q", "group", "sort"]
+        fields = ["state", "workspace", "action", "destination", "category", "age", "assigned", "q", "group", "sort"]
 
     def filter_state(self, queryset, name, value):
         # The view chose the operations of the state as the queryset already (tables.queue_listing):
@@ -199,7 +212,7 @@ class OperationsFilter(WorkFilters):
 
     class Meta:
         model = Operation
-        fields = ["state", "workspace", "action", "destination", "category", "age", "q", "sort"]
+        fields = ["state", "workspace", "action", "destination", "category", "age", "assigned", "q", "sort"]
 
     @property
     def ascending(self) -> bool:

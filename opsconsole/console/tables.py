@@ -29,6 +29,8 @@ QUEUE_COLUMNS = (
     "last_error_category",
     "last_error_message",
     "payload",  # the summary's fields (ledger.actions.summaries)
+    "assigned_to__username",  # who took it (joined)
+    "assigned_at",
     "created_at",
     "updated_at",
     "workspace_id",
@@ -62,7 +64,7 @@ def listing_for(params, user, switches: list[Control]) -> QueueListing:
     states = {name: roles.visible(operations, user) for name, operations in states.items()}
     # An unknown state is a form error, and lists them all.
     chosen = states.get(params.get("state", ""), states["all"])
-    filterset = QueueFilter(params or None, queryset=chosen)
+    filterset = QueueFilter(params or None, queryset=chosen, user=user)
     filterset.filters["workspace"].queryset = roles.workspaces(user)
     return QueueListing(filterset, filterset.chosen_sort, params.get("state") == HELD, states)
 

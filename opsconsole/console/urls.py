@@ -2,6 +2,7 @@ from django.urls import path
 
 from opsconsole.console import (
     all_operations,
+    assignments,
     bulk,
     confirm,
     conflicts,
@@ -20,6 +21,8 @@ urlpatterns = [
     path("", views.queue, name="queue"),
     path("operations/", all_operations.operation_list, name="operations"),
     path("operations/<int:pk>/", views.operation, name="operation"),
+    path("operations/<int:pk>/take/", assignments.take, name="take"),
+    path("operations/<int:pk>/release/", assignments.release, name="release"),
     path("operations/<int:pk>/replay/", decisions.replay, name="replay"),
     path("operations/<int:pk>/resolve/", decisions.resolve, name="resolve"),
     path("operations/<int:pk>/look-up/", decisions.look_up, name="look_up"),

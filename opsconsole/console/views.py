@@ -32,6 +32,7 @@ from ledger.core.selectors import (
 )
 from ledger.engine.lookups import may_have_acted
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
+from ledger.people import assignment
 from ledger.people.bulk_actions import MAX_OPERATIONS
 from ledger.reads import destinations
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
@@ -79,7 +80,8 @@ def console_action(view):
 def operation_for(request, pk, capability=VIEW) -> Operation:
     """The operation, if it is in one of the person's workspaces (else 404) and they hold
     ``capability`` there (else 403)."""
-    operation = get_object_or_404(roles.visible(Operation.objects.select_related("workspace"), request.user), pk=pk)
+    operations = Operation.objects.select_related("workspace", "assigned_to")
+    operation = get_object_or_404(roles.visible(operations, request.user), pk=pk)
     if not roles.can(request.user, capability, operation.workspace_id):
         raise PermissionDenied(roles.refusal(request.user, capability, operation.workspace))
     return operation
@@ -103,7 +105,7 @@ def queue(request):
     listing = tables.queue_listing(request, switches)
     filterset, sort = listing.filterset, listing.sort
     page = keyset.paginate(
-        filterset.qs.only(*tables.QUEUE_COLUMNS),
+        filterset.qs.select_related("assigned_to").only(*tables.QUEUE_COLUMNS),
         request.GET,
         field=sort.field,
         size=QUEUE_PAGE_SIZE,
@@ -137,6 +139,7 @@ def queue(request):
             "health": _health(switches, roles.workspace_ids(request.user)),
             # Ticking rows to replay or cancel them at once (opsconsole.console.bulk), for who may review.
             "can_bulk": can_bulk,
+            "can_take": can_bulk or roles.workspace_ids(request.user, APPROVE) != set(),
             "bulk_token": secrets.token_urlsafe(24),
             "matching": _matching(request, filterset, count, shown=len(page)) if can_bulk else None,
             "matching_limit": MAX_OPERATIONS,
@@ -238,6 +241,7 @@ def operation(request, pk):
             else "",
             "standing": _standing(op, definition),
             "held_by": holding_switch(op, list(Control.objects.filter(paused=True).select_related("workspace"))),
+            "can_take": assignment.may_take(user, op),
         },
     )
 

@@ -482,3 +482,17 @@ def test_the_list_of_all_operations_costs_the_same_for_any_filter(
     with django_assert_max_num_queries(ALL_OPERATIONS_QUERIES):
         response = client.get("/console/operations/", deeper)
     assert len(response.context["page"]) > 0
+
+
+def test_who_took_each_row_costs_nothing_more(
+    client, crowded, someone, django_user_model, django_assert_max_num_queries
+):
+    people = list(django_user_model.objects.filter(username__startswith="person-"))
+    for operation, person in zip(Operation.objects.filter(state="needs_review"), people, strict=False):
+        Operation.objects.filter(pk=operation.pk).update(assigned_to=person, assigned_at=timezone.now())
+    for path, budget in [("/console/", QUEUE_QUERIES), ("/console/operations/", ALL_OPERATIONS_QUERIES)]:
+        with django_assert_max_num_queries(budget, info=path):
+            response = client.get(path, {"assigned": "anyone"})
+        assert response.content.decode().count('<span class="taken"') == ROWS, path
+    with django_assert_max_num_queries(12):
+        client.get(f"/console/operations/{crowded.pk}/")

@@ -5,13 +5,14 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 
 from ledger.actions import base, get_action, summaries
 from ledger.core import outbound
 from ledger.intake.submit import submit_event
-from ledger.models import BulkAction, Destination, HttpAction, Operation, Workspace
+from ledger.models import AuditEvent, BulkAction, Destination, HttpAction, Operation, Workspace
 from ledger.states import LABELS, State
 from tests.ledger.conftest import submit_brief
 
@@ -382,3 +383,147 @@ def test_all_operations_shows_only_the_persons_workspaces(client, login, make_op
 
 def test_all_operations_wants_a_login(client):
     assert client.get("/console/operations/").status_code == 302
+
+
+# --- part 3: taking an operation ----------------------------------------------------------------------
+
+
+def xmin(operation: Operation) -> int:
+    """The row version's transaction id: it changes with every UPDATE (each leaves a dead row)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT xmin::text::bigint FROM ledger_operation WHERE id = %s", [operation.pk])
+        return cursor.fetchone()[0]
+
+
+def audit_kinds(operation: Operation) -> list[tuple[str, str, str]]:
+    return list(
+        AuditEvent.objects.filter(operation=operation, kind__in=["taken", "taken_over", "released"])
+        .order_by("id")
+        .values_list("kind", "actor", "message")
+    )
+
+
+def test_an_operator_takes_an_operation_from_its_row_and_others_see_who(client, login, make_operation, person):
+    operation = make_operation("needs_review")
+    alice = login("operator")
+
+    response = client.post(f"/console/operations/{operation.pk}/take/", {"next": "/console/?state=needs_review"})
+
+    assert response.status_code == 302 and response["Location"] == "/console/?state=needs_review"
+    operation.refresh_from_db()
+    assert operation.assigned_to == alice and operation.assigned_at is not None
+    assert audit_kinds(operation) == [("taken", "operator", "taken")]
+    assert "you" in rows(client.get("/console/"))[0]
+    client.force_login(person("bob", "operator"))
+    assert " operator " in f" {rows(client.get('/console/'))[0]} "
+
+
+def test_assigned_to_me_lists_only_mine(client, login, make_operation, person):
+    mine, theirs, nobodys = (make_operation("needs_review", request_id=f"R-{n}") for n in range(3))
+    bob = person("bob", "operator")
+    me = login("operator")
+    Operation.objects.filter(pk=mine.pk).update(assigned_to=me, assigned_at=timezone.now())
+    Operation.objects.filter(pk=theirs.pk).update(assigned_to=bob, assigned_at=timezone.now())
+
+    assert keys_in(client.get("/console/", {"assigned": "mine"})) == {mine.key}
+    assert keys_in(client.get("/console/", {"assigned": "nobody"})) == {nobodys.key}
+    assert keys_in(client.get("/console/", {"assigned": "anyone"})) == {mine.key, theirs.key}
+    assert keys_in(client.get("/console/operations/", {"assigned": "mine"})) == {mine.key}
+
+
+def test_taking_one_someone_else_holds_needs_an_explicit_take_over(client, login, make_operation, person):
+    operation = make_operation("needs_review")
+    bob = person("bob", "operator")
+    Operation.objects.filter(pk=operation.pk).update(assigned_to=bob, assigned_at=timezone.now())
+    login("operator")
+
+    refused = client.get(client.post(f"/console/operations/{operation.pk}/take/")["Location"])
+
+    assert "bob has taken this operation; take it over to work on it yourself." in refused.content.decode()
+    operation.refresh_from_db()
+    assert operation.assigned_to == bob and audit_kinds(operation) == []
+
+    client.post(f"/console/operations/{operation.pk}/take/", {"take_over": "on"})
+
+    operation.refresh_from_db()
+    assert operation.assigned_to.username == "operator"
+    assert audit_kinds(operation) == [("taken_over", "operator", "taken over from bob")]
+
+
+def test_taking_one_you_hold_or_giving_back_one_you_do_not_writes_nothing(client, login, make_operation):
+    operation = make_operation("needs_review")
+    login("operator")
+    client.post(f"/console/operations/{operation.pk}/take/")
+    before = xmin(operation)
+
+    again = client.get(client.post(f"/console/operations/{operation.pk}/take/")["Location"])
+    client.post(f"/console/operations/{operation.pk}/release/")
+    after_release = xmin(operation)
+    client.post(f"/console/operations/{operation.pk}/release/")
+
+    assert "You had taken" in again.content.decode()
+    assert xmin(operation) == after_release != before  # the release wrote; the second take and release did not
+    assert [kind for kind, _, _ in audit_kinds(operation)] == ["taken", "released"]
+
+
+def test_giving_back_leaves_it_to_anyone(client, login, make_operation):
+    operation = make_operation("needs_review")
+    login("operator")
+    client.post(f"/console/operations/{operation.pk}/take/")
+
+    client.post(f"/console/operations/{operation.pk}/release/")
+
+    operation.refresh_from_db()
+    assert operation.assigned_to is None and operation.assigned_at is None
+    assert audit_kinds(operation)[-1] == ("released", "operator", "given back")
+
+
+def test_a_viewer_may_not_take(client, login, make_operation):
+    operation = make_operation("needs_review")
+    login("viewer")
+
+    response = client.get(client.post(f"/console/operations/{operation.pk}/take/")["Location"])
+
+    assert "viewer may not act on operations of workspace demo." in response.content.decode()
+    operation.refresh_from_db()
+    assert operation.assigned_to is None and audit_kinds(operation) == []
+
+
+def test_taking_is_a_post_within_the_persons_workspaces(client, login, make_operation):
+    operation = make_operation("needs_review")
+    other = Workspace.objects.create(slug="other")
+    theirs = Operation.objects.create(
+        workspace=other,
+        action="x",
+        key="other:x",
+        key_recipe=1,
+        definition_version="v",
+        fingerprint="f",
+        payload={},
+        state="needs_review",
+    )
+    login("operator")
+
+    assert client.get(f"/console/operations/{operation.pk}/take/").status_code == 405
+    assert client.post(f"/console/operations/{theirs.pk}/take/").status_code == 404
+
+
+def test_the_next_link_never_leaves_the_site(client, login, make_operation):
+    operation = make_operation("needs_review")
+    login("operator")
+
+    response = client.post(f"/console/operations/{operation.pk}/take/", {"next": "https://evil.example/"})
+
+    assert response["Location"] == f"/console/operations/{operation.pk}/"
+
+
+def test_the_operation_page_offers_take_and_take_over(client, login, make_operation, person):
+    operation = make_operation("needs_review")
+    login("operator")
+    page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+    assert "Nobody has taken this operation." in page and ">Take</button>" in page
+
+    Operation.objects.filter(pk=operation.pk).update(assigned_to=person("bob", "operator"), assigned_at=timezone.now())
+    page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+
+    assert "Taken by <strong>bob</strong>" in page and "Take over from bob</button>" in page

@@ -5,7 +5,7 @@ import pytest
 from playwright.sync_api import expect
 
 from ledger.intake.submit import submit_event
-from ledger.models import BulkAction, Operation
+from ledger.models import AuditEvent, BulkAction, Operation
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 
 pytestmark = pytest.mark.e2e
@@ -111,3 +111,30 @@ def test_all_operations_lists_finished_work(wide, work):
     wide.get_by_role("button", name="Filter").click()
     expect(wide.locator("table.work-list tbody tr")).to_have_count(10)
     screenshot(wide, "all-operations")
+
+
+def test_taking_an_operation_shows_to_everyone_and_taking_it_over_is_explicit(wide, work, browser, live_server):
+    make_user("operator", OPERATOR)
+    make_user("bob", OPERATOR)
+    first = work[-1]
+    log_in(wide, "operator")
+    wide.goto("/console/?state=needs_review")
+    wide.get_by_role("button", name=f"Take {first.key}").click()
+
+    row = wide.locator("table.work-list tbody tr").filter(has=wide.get_by_role("link", name=first.key))
+    expect(row.locator("td.taken")).to_have_text("you")
+    wide.get_by_label("Taken", exact=True).select_option("mine")
+    wide.get_by_role("button", name="Filter").click()
+    expect(wide.locator("table.work-list tbody tr")).to_have_count(1)
+
+    other = browser.new_context(base_url=live_server.url, viewport=WIDE).new_page()
+    try:
+        log_in(other, "bob")
+        other.goto(f"/console/operations/{first.pk}/")
+        expect(other.locator(".assignment")).to_contain_text("Taken by operator")
+        screenshot(other, "operation-taken")
+        other.get_by_role("button", name="Take over from operator").click()
+        expect(other.locator(".assignment")).to_contain_text("You took this operation")
+    finally:
+        other.context.close()
+    assert AuditEvent.objects.filter(operation=first, kind="taken_over", actor="bob").exists()
