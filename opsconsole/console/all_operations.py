@@ -5,24 +5,16 @@ counts the list: at a million operations a count alone would outlast the page.""
 from django.shortcuts import render
 
 from ledger.core import roles
-from ledger.models import Operation
 from ledger.people.assignment import TAKERS
 from opsconsole.console import keyset, tables
-from opsconsole.console.filters import OperationsFilter
 from opsconsole.console.views import console_page
 
 PAGE_SIZE = 50
 
 
-def operations_filter(params, user) -> OperationsFilter:
-    filterset = OperationsFilter(params or None, queryset=roles.visible(Operation.objects.all(), user), user=user)
-    filterset.filters["workspace"].queryset = roles.workspaces(user)
-    return filterset
-
-
 @console_page
 def operation_list(request):
-    filterset = operations_filter(request.GET, request.user)
+    filterset = tables.operations_filter(request.GET, request.user)
     page = keyset.paginate(
         filterset.qs.select_related("assigned_to").only(*tables.QUEUE_COLUMNS),
         request.GET,
@@ -35,5 +27,11 @@ def operation_list(request):
     return render(
         request,
         "console/operations.html",
-        {"nav": "operations", "filter": filterset, "page": page, "can_take": can_take},
+        {
+            "nav": "operations",
+            "filter": filterset,
+            "page": page,
+            "can_take": can_take,
+            "list_query": tables.list_query(request.GET, "all"),
+        },
     )

@@ -75,7 +75,7 @@ def paginate(queryset: QuerySet, params, *, field: str, size: int, ascending: bo
     older, newer = Cursor.parse(params.get("older")), Cursor.parse(params.get("newer"))
     # Onward is down the list (older rows, or newer ones when ascending); back is towards its top.
     onward, back = (newer, older) if ascending else (older, newer)
-    onward_from, back_from = (_after, _before) if ascending else (_before, _after)
+    onward_from, back_from = (after, before) if ascending else (before, after)
     down, up = ([field, "pk"], [f"-{field}", "-pk"]) if ascending else ([f"-{field}", "-pk"], [field, "pk"])
     if back is not None and onward is None:
         # Read upwards from the cursor, then show the rows in the list's order like every page.
@@ -97,7 +97,7 @@ def paginate(queryset: QuerySet, params, *, field: str, size: int, ascending: bo
     return Page(rows, newer=newer_cursor, older=older_cursor, first=first, span=span(rows), ascending=ascending)
 
 
-def _before(field: str, cursor: Cursor) -> Q:
+def before(field: str, cursor: Cursor) -> Q:
     # (field, pk) < cursor, spelled so that the index on (field, id) is entered at the cursor: the
     # plain range on ``field`` is what the planner uses as the index condition.
     return Q(**{f"{field}__lte": cursor.at}) & (
@@ -105,7 +105,7 @@ def _before(field: str, cursor: Cursor) -> Q:
     )
 
 
-def _after(field: str, cursor: Cursor) -> Q:
+def after(field: str, cursor: Cursor) -> Q:
     return Q(**{f"{field}__gte": cursor.at}) & (
         Q(**{f"{field}__gt": cursor.at}) | Q(**{field: cursor.at, "pk__gt": cursor.pk})
     )

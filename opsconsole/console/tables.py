@@ -15,7 +15,7 @@ from ledger.core import roles
 from ledger.core.selectors import held_operations
 from ledger.models import Control, Operation
 from ledger.states import ATTENTION_STATES
-from opsconsole.console.filters import HELD, QUEUE_SORTS, QueueFilter, Sort
+from opsconsole.console.filters import HELD, QUEUE_SORTS, OperationsFilter, QueueFilter, Sort
 
 TAB_LABELS = {"all": "All", HELD: "Held"}
 
@@ -90,6 +90,23 @@ def matching_ids(queryset: QuerySet, *, limit: int) -> tuple[list[int], str]:
     ``matching_digest`` computes it."""
     ids = sorted(queryset.order_by().values_list("pk", flat=True)[: limit + 1])
     return ids, hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
+
+
+def operations_filter(params, user) -> OperationsFilter:
+    """The filter of the list of all operations (any state) from ``params``, for ``user``."""
+    filterset = OperationsFilter(params or None, queryset=roles.visible(Operation.objects.all(), user), user=user)
+    filterset.filters["workspace"].queryset = roles.workspaces(user)
+    return filterset
+
+
+def list_query(params, name: str) -> str:
+    """The query an operation's link carries from list ``name`` (``queue``, ``all``) with
+    ``params``: its filters and sort, not its page (opsconsole.console.neighbours reads it back)."""
+    query = params.copy()
+    for paging in ("older", "newer", "page", "list"):
+        query.pop(paging, None)
+    query["list"] = name
+    return query.urlencode()
 
 
 def summarise(operations) -> None:

@@ -36,7 +36,7 @@ from ledger.people import assignment
 from ledger.people.bulk_actions import MAX_OPERATIONS
 from ledger.reads import destinations
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
-from opsconsole.console import explain, keyset, money, tables
+from opsconsole.console import explain, keyset, money, neighbours, tables
 from opsconsole.console.filters import AuditFilter
 from opsconsole.console.forms import (
     PauseForm,
@@ -143,6 +143,7 @@ def queue(request):
             "bulk_token": secrets.token_urlsafe(24),
             "matching": _matching(request, filterset, count, shown=len(page)) if can_bulk else None,
             "matching_limit": MAX_OPERATIONS,
+            "list_query": tables.list_query(request.GET, "queue"),
         },
     )
 
@@ -242,6 +243,8 @@ def operation(request, pk):
             "standing": _standing(op, definition),
             "held_by": holding_switch(op, list(Control.objects.filter(paused=True).select_related("workspace"))),
             "can_take": assignment.may_take(user, op),
+            # Previous and next in the list it was opened from (opsconsole.console.neighbours).
+            "neighbours": neighbours.around(request, op),
         },
     )
 

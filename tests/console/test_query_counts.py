@@ -496,3 +496,17 @@ def test_who_took_each_row_costs_nothing_more(
         assert response.content.decode().count('<span class="taken"') == ROWS, path
     with django_assert_max_num_queries(12):
         client.get(f"/console/operations/{crowded.pk}/")
+
+
+def test_the_operation_page_opened_from_a_list_costs_two_reads_more(
+    client, crowded, someone, workspace, django_assert_max_num_queries
+):
+    """Its neighbours: one row each way along the list's index (and, from the queue, the pause
+    switches and the chosen workspace, as the queue reads them)."""
+    for query, budget in [
+        ("list=all", 12 + 2),
+        (f"list=queue&state=needs_review&workspace={workspace.pk}&sort=oldest", 12 + 4),
+    ]:
+        with django_assert_max_num_queries(budget, info=query):
+            response = client.get(f"/console/operations/{crowded.pk}/?{query}")
+        assert response.context["neighbours"] is not None, query

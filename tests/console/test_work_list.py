@@ -527,3 +527,67 @@ def test_the_operation_page_offers_take_and_take_over(client, login, make_operat
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
 
     assert "Taken by <strong>bob</strong>" in page and "Take over from bob</button>" in page
+
+
+# --- part 4: previous and next within the list --------------------------------------------------------
+
+
+def neighbours_of(client, operation: Operation, query: str):
+    return client.get(f"/console/operations/{operation.pk}/?{query}").context["neighbours"]
+
+
+def test_the_operation_page_steps_through_the_queue_it_was_opened_from(client, login, make_operation):
+    a, b, c = (make_operation("needs_review", request_id=f"R-{n}") for n in range(3))
+    login("viewer")
+    listed = client.get("/console/").content.decode()
+    link = re.search(rf'href="(/console/operations/{b.pk}/\?[^"]+)"', listed).group(1).replace("&amp;", "&")
+
+    around = client.get(link).context["neighbours"]
+
+    # Most recently updated first: c, b, a.
+    assert around.previous == f"/console/operations/{c.pk}/?list=queue"
+    assert around.next == f"/console/operations/{a.pk}/?list=queue"
+    assert around.back == "/console/?list=queue"
+    assert neighbours_of(client, c, "list=queue").previous == ""
+    assert neighbours_of(client, a, "list=queue").next == ""
+
+
+def test_the_neighbours_keep_the_lists_filter_and_sort(client, login, make_operation):
+    a = make_operation("unknown", request_id="U-1")
+    make_operation("needs_review", request_id="N-1")
+    c = make_operation("unknown", request_id="U-2")
+    login("viewer")
+
+    around = neighbours_of(client, a, "state=unknown&sort=oldest&list=queue")
+
+    assert around.previous == ""
+    assert around.next == f"/console/operations/{c.pk}/?state=unknown&sort=oldest&list=queue"
+
+
+def test_the_neighbours_in_the_list_of_all_operations(client, login, make_operation):
+    a, b, c = (make_operation("succeeded", request_id=f"S-{n}") for n in range(3))
+    login("viewer")
+
+    around = neighbours_of(client, b, "list=all")
+
+    assert around.previous == f"/console/operations/{c.pk}/?list=all"
+    assert around.next == f"/console/operations/{a.pk}/?list=all"
+
+
+def test_an_operation_that_left_the_list_still_has_its_neighbours(client, login, make_operation):
+    a, b, c = (make_operation("needs_review", request_id=f"R-{n}") for n in range(3))
+    login("operator")
+    Operation.objects.filter(pk=b.pk).update(state="cancelled")  # as a decision would, keeping its time
+
+    around = neighbours_of(client, b, "state=needs_review&list=queue")
+
+    assert around.previous.startswith(f"/console/operations/{c.pk}/")
+    assert around.next.startswith(f"/console/operations/{a.pk}/")
+
+
+def test_without_a_list_there_are_no_neighbours(client, login, make_operation):
+    operation = make_operation("needs_review")
+    login("viewer")
+
+    assert client.get(f"/console/operations/{operation.pk}/").context["neighbours"] is None
+    assert client.get(f"/console/operations/{operation.pk}/?list=elsewhere").context["neighbours"] is None

@@ -73,7 +73,7 @@ def test_it_sends_a_person_through_login_to_what_needs_attention(page, needs_rev
     key_link.click()
 
     expect(page.get_by_role("heading", level=1, name=needs_review.key)).to_be_visible()
-    expect(page).to_have_url(re.compile(rf"/console/operations/{needs_review.pk}/$"))
+    expect(page).to_have_url(re.compile(rf"/console/operations/{needs_review.pk}/\?list=queue$"))
 
 
 def test_it_lands_on_needs_attention_after_logging_in(page, needs_review, operator):

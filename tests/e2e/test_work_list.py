@@ -138,3 +138,23 @@ def test_taking_an_operation_shows_to_everyone_and_taking_it_over_is_explicit(wi
     finally:
         other.context.close()
     assert AuditEvent.objects.filter(operation=first, kind="taken_over", actor="bob").exists()
+
+
+def test_next_and_previous_step_through_the_filtered_list(wide, work):
+    make_user("operator", OPERATOR)
+    log_in(wide, "operator")
+    wide.goto("/console/?category=transient&sort=oldest")
+    keys = wide.locator("table.work-list td.key a").all_inner_texts()
+    assert len(keys) == 15
+
+    wide.get_by_role("link", name=keys[1]).click()
+    expect(wide.get_by_role("heading", level=1)).to_have_text(keys[1])
+    wide.get_by_role("link", name="Next ›").click()
+    expect(wide.get_by_role("heading", level=1)).to_have_text(keys[2])
+    screenshot(wide, "operation-next-previous")
+    wide.get_by_role("link", name="‹ Previous").click()
+    wide.get_by_role("link", name="‹ Previous").click()
+    expect(wide.get_by_role("heading", level=1)).to_have_text(keys[0])
+    expect(wide.get_by_text("First in the list")).to_be_visible()
+    wide.get_by_role("link", name="Back to the list").click()
+    expect(wide.get_by_label("Last error")).to_have_value("transient")
