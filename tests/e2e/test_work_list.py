@@ -63,6 +63,7 @@ def test_at_1440_px_each_row_is_one_line_with_its_summary(wide, work):
     assert wide.evaluate("document.documentElement.scrollWidth") <= WIDE["width"]
     # The action bar is above the list, not below it.
     assert wide.locator("#bulk-selection").bounding_box()["y"] < wide.locator("table.work-list").bounding_box()["y"]
+    screenshot(wide, "work-list")  # docs/console/queue.png
 
 
 def test_the_queue_filters_by_how_the_destination_refused(wide, work):
