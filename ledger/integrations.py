@@ -93,6 +93,7 @@ HTTP_ACTION_FIELDS = (
     "consequential",
     "sensitive_fields",
     "money_fields",
+    "summary",
     "max_attempts",
     "backoff_base_seconds",
     "backoff_cap_seconds",

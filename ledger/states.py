@@ -25,6 +25,22 @@ class State(models.TextChoices):
 
 S = State
 
+# What people read for each state (the console's badges, tabs, filters and exports' readers): the
+# values stay the code's words, the labels are sentences' words. Not the TextChoices' labels: those
+# are part of the column's migration state.
+LABELS: dict[State, str] = {
+    S.PENDING_APPROVAL: "Awaiting approval",
+    S.PENDING: "Pending",
+    S.PROCESSING: "Processing",
+    S.RETRYING: "Retrying",
+    S.UNKNOWN: "Outcome unknown",
+    S.NEEDS_REVIEW: "Needs review",
+    S.SUCCEEDED: "Succeeded",
+    S.REJECTED: "Rejected",
+    S.CANCELLED: "Cancelled",
+    S.SUPERSEDED: "Superseded",
+}
+
 # from state -> the states it may move to (docs/design.md section 4).
 TRANSITIONS: dict[State, frozenset[State]] = {
     # pending_approval -> needs_review: nobody decided within the action's approval window.
@@ -78,3 +94,11 @@ def sql_edges(to_state: str) -> tuple[State, ...]:
     """The states a move to ``to_state`` may start from, by the table, sorted: the list SQL that
     moves states itself guards its UPDATE with (``ledger_finish_claimed``, migration 0029)."""
     return tuple(sorted(state for state in S if can_transition(state, to_state)))
+
+
+def label(state: str) -> str:
+    """The state as people read it ("needs_review": "Needs review"); an unknown value as it is."""
+    try:
+        return LABELS[State(state)]
+    except ValueError:
+        return state

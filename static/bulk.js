@@ -7,3 +7,9 @@ document.addEventListener("change", (event) => {
   const boxes = document.querySelectorAll(`input[type="checkbox"][form="${all.dataset.selectAll}"]`);
   boxes.forEach((box) => { box.checked = all.checked; });
 });
+// "Select all N matching" ticks this page's rows too, so what is selected shows.
+document.addEventListener("change", (event) => {
+  const all = event.target.closest("input[data-all-matching]");
+  if (!all || !all.checked) return;
+  document.querySelectorAll('input[type="checkbox"][form="bulk-selection"], input[data-select-all]').forEach((box) => { box.checked = true; });
+});

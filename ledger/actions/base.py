@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ValidationError
 
 from ledger import keys
+from ledger.actions import summaries
 from ledger.models.policy import OnConflict
 from ledger.outcomes import CannotTell, Success
 
@@ -102,6 +103,10 @@ class ActionDefinition:
     # needs_review ("approval expired").
     approval_window: ClassVar[timedelta] = timedelta(days=7)
     sensitive_fields: tuple[str, ...] = ()
+    # What an operation is about, in one line of a list (``ledger.actions.summaries``): a template
+    # over the data's fields that are not sensitive, e.g. "{request_id} v{version} · {title}".
+    # Empty: its identity without what is sensitive ("{request_id} v{version}").
+    summary: str = ""
     # Amounts of money, for people to read ("25.00 EUR"): each amount field (an integer in the
     # currency's minor units) and the field that names its currency (an ISO 4217 code).
     money_fields: dict[str, str] = {}
@@ -169,6 +174,11 @@ class ActionDefinition:
         """What people read for field ``name`` (pages, confirmations): its schema title, else the
         name humanised. Never the raw name: ``amount_cents`` reads "Amount" or "Amount cents"."""
         return self.field_titles().get(name) or humanised(name)
+
+    def summarise(self, payload: dict | None) -> str:
+        """The operation's line in a list, from its ``payload`` (never a sensitive value)."""
+        template = self.summary or summaries.default_template(self.identity_fields, self.sensitive_fields)
+        return summaries.render(template, payload, sensitive=self.sensitive_fields)
 
     def key_still_kept(self, operation, now) -> bool:
         """Whether the destination still holds the key of ``operation``'s first try (so the same
@@ -323,6 +333,10 @@ def register(cls: type[ActionDefinition]) -> type[ActionDefinition]:
         raise ValueError(f"Action {cls.name!r} is registered twice.")
     if undeclared := [name for name in cls.identity_fields if name not in cls.normalisers]:
         raise ValueError(f"Action {cls.name!r} declares no normaliser for its identity fields {undeclared}.")
+    if cls.summary and (
+        wrong := summaries.problems(cls.summary, fields=list(cls.schema.model_fields), sensitive=cls.sensitive_fields)
+    ):
+        raise ValueError(f"Action {cls.name!r}: {'; '.join(wrong)}.")
     if problem := _caller_problem(cls):
         raise ValueError(f"Action {cls.name!r} {problem}.")
     if cls.on_conflict not in OnConflict.values:

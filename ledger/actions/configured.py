@@ -139,6 +139,7 @@ class ConfiguredHttpAction(ActionDefinition):
         self.consequential = row.consequential
         self.sensitive_fields = tuple(row.sensitive_fields)
         self.money_fields = dict(row.money_fields)
+        self.summary = row.summary
         self.max_attempts = row.max_attempts
         self.backoff_base_seconds = row.backoff_base_seconds
         self.backoff_cap_seconds = row.backoff_cap_seconds

@@ -24,6 +24,7 @@ class PrepareBrief(ActionDefinition):
     schema = PrepareBriefData
     identity_fields = ("request_id", "version")
     fingerprint_fields = ("request_id", "version", "title", "owner")
+    summary = "{request_id} v{version} · {title}"
     service_level = timedelta(minutes=5)
 
     def check(self, workspace, data):

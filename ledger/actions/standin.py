@@ -42,6 +42,7 @@ class StandinDestination(ActionDefinition):
     schema: ClassVar[type[BaseModel]] = RecordData
     identity_fields = ("request_id", "version")
     fingerprint_fields: tuple[str, ...] = ("request_id", "version", "summary", "owner")
+    summary = "{request_id} v{version} · {summary}"
     external = True
     max_attempts = 5
     backoff_base_seconds = 2.0
@@ -155,6 +156,7 @@ class IssueRefund(StandinRecordAction):
     service_level = timedelta(days=2)  # an approver signs off first
     sensitive_fields = ("customer_id", "amount_cents")
     money_fields = {"amount_cents": "currency"}
+    summary = "{request_id} v{version} · refund in {currency}"
 
     def check(self, workspace, data):
         return []
@@ -173,6 +175,7 @@ class SendInvoice(StandinDestination):
     fingerprint_fields = ("request_id", "version", "customer_id", "amount_cents", "currency")
     honours_idempotency_keys = True
     money_fields = {"amount_cents": "currency"}
+    summary = "{request_id} v{version} · invoice in {currency}"
     claim_lease = timedelta(seconds=60)
 
     def check(self, workspace, data):
@@ -201,6 +204,7 @@ class SendWelcome(StandinRecordAction):
     normalisers = {"email": keys.email_address, "version": keys.whole_number}
     fingerprint_fields = ("email", "version", "language")
     sensitive_fields = ("email",)
+    summary = "Welcome in {language} · sign-up {version}"
     honours_idempotency_keys = False
 
     def check(self, workspace, data):

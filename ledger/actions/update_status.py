@@ -29,6 +29,7 @@ class UpdateStatus(ActionDefinition):
     schema = UpdateStatusData
     identity_fields = ("request_id", "version")
     fingerprint_fields = ("request_id", "version", "status")
+    summary = "{request_id} v{version} · status {status}"
     ordering = "latest_wins"
     service_level = timedelta(minutes=5)
 

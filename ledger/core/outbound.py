@@ -11,7 +11,7 @@ from typing import Any
 
 import jsonschema
 
-from ledger.actions import configured, registry, templates
+from ledger.actions import configured, registry, summaries, templates
 from ledger.actions.configured import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction
 from ledger.core.retry import schedule
 from ledger.core.transitions import save_audited
@@ -177,6 +177,13 @@ def _schema_problems(action: HttpAction) -> list[str]:
         amount in properties and currency in properties for amount, currency in money.items()
     ):
         problems.append("money_fields: amount field: currency field, both fields of the schema")
+    if action.summary and isinstance(action.sensitive_fields, list):
+        problems += [
+            f"summary: {problem}"
+            for problem in summaries.problems(
+                action.summary, fields=sorted(properties), sensitive=action.sensitive_fields
+            )
+        ]
     return problems
 
 

@@ -65,6 +65,9 @@ AUDIT_KIND_GROUPS = {
         "conflict_dismissed",
         "conflict_held",
         "conflict_released",
+        "taken",
+        "taken_over",
+        "released",
         "bulk_submitted",
     ),
     "Workspaces, people and configuration": (

@@ -161,6 +161,13 @@ class Operation(models.Model):
     # (identity and references only; ledger.retention). The key and fingerprint stay.
     redacted_at = models.DateTimeField(null=True, blank=True)
 
+    # Who took it in the console, so two people do not work the same one (ledger.people.assignment);
+    # a marker, not a lock: anyone who may act still can. Null for nearly every row.
+    assigned_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
+    )
+    assigned_at = models.DateTimeField(null=True, blank=True)
+
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -225,6 +232,12 @@ class Operation(models.Model):
                 fields=["state", "action", "workspace"],
                 name="operation_state_count_idx",
                 condition=Q(state__in=list(ATTENTION_STATES)),
+            ),
+            # "Assigned to me": the few operations someone took (partial: the others cost it nothing).
+            models.Index(
+                fields=["assigned_to", "updated_at", "id"],
+                name="operation_assigned_idx",
+                condition=Q(assigned_to__isnull=False),
             ),
             # The versions of one request (ledger.intake.ordering), for the operations that have a series.
             models.Index(

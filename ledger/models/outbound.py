@@ -86,6 +86,9 @@ class HttpAction(models.Model):
     sensitive_fields = models.JSONField(default=list, blank=True)
     # {amount field: currency field}
     money_fields = models.JSONField(default=dict, blank=True)
+    # The operation's line in the console's lists: "{field}" names a data field that is not
+    # sensitive (ledger.actions.summaries); blank: its identity fields.
+    summary = models.CharField(max_length=200, blank=True)
     max_attempts = models.PositiveIntegerField(default=5, validators=[MinValueValidator(1)])
     backoff_base_seconds = models.FloatField(default=2.0, validators=[MinValueValidator(0)])
     backoff_cap_seconds = models.FloatField(default=300.0, validators=[MinValueValidator(0)])

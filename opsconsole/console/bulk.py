@@ -10,17 +10,17 @@ from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
-from django.http import Http404
+from django.http import Http404, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
 
 from ledger.core import roles
 from ledger.core.roles import REVIEW
-from ledger.models import BulkAction, BulkItem, Operation
+from ledger.models import BulkAction, BulkItem, Control, Operation
 from ledger.people.bulk_actions import MAX_OPERATIONS, BulkActionError, submit_bulk_action
 from ledger.reads.failure_groups import Criterion, example_answers, failure_groups
-from opsconsole.console import keyset
+from opsconsole.console import keyset, tables
 from opsconsole.console.forms import ReplayForm, first_error, report_refusal
 from opsconsole.console.views import console_action, console_page
 
@@ -59,6 +59,11 @@ class BulkForm(ReplayForm):
     )
     group = forms.CharField(required=False, widget=forms.HiddenInput)
     operation = OperationIdsField(label="Operations", required=False)
+    # "Select all N matching": the queue's query, and the N and digest of the ids it counted.
+    all_matching = forms.BooleanField(required=False)
+    matching = forms.CharField(required=False, max_length=4000, widget=forms.HiddenInput)
+    matching_count = forms.IntegerField(required=False, min_value=1, max_value=MAX_OPERATIONS, widget=forms.HiddenInput)
+    matching_digest = forms.RegexField(required=False, regex=r"^[0-9a-f]{64}$", widget=forms.HiddenInput)
 
     def clean(self):
         cleaned = super().clean()
@@ -68,6 +73,9 @@ class BulkForm(ReplayForm):
             cleaned["criterion"] = Criterion.parse(cleaned["group"])
             if cleaned["criterion"] is None:
                 raise forms.ValidationError("This failure group is not one the console knows; reload the page.")
+        elif cleaned.get("all_matching"):
+            if not (cleaned.get("matching_count") and cleaned.get("matching_digest")):
+                raise forms.ValidationError("The list's selection is incomplete; reload the page.")
         elif not cleaned.get("operation"):
             self.add_error("operation", forms.ValidationError("Select at least one operation.", code="empty"))
         return cleaned
@@ -115,6 +123,12 @@ def submit(request):
         return redirect(back)
     data = form.cleaned_data
     criterion = data.get("criterion")
+    if data.get("all_matching") and criterion is None:
+        ids, refusal = _all_matching(request.user, data)
+        if refusal:
+            messages.error(request, refusal)
+            return redirect(f"{reverse('console:queue')}?{data['matching']}")
+        data["operation"] = ids
     if criterion is None:
         _check_selection(request.user, data["operation"])
     elif not may_bulk(request.user):
@@ -153,6 +167,22 @@ def submit(request):
     else:
         messages.info(request, "This form was already submitted; here is the bulk action it started.")
     return redirect("console:bulk", pk=bulk.pk)
+
+
+def _all_matching(user, data: dict) -> tuple[list[int], str]:
+    """The ids of the operations the queue's query lists now, if they are exactly those the person
+    saw counted (their number and digest); else why not (nothing is done)."""
+    switches = list(Control.objects.filter(paused=True).select_related("workspace").order_by("id"))
+    listing = tables.listing_for(QueryDict(data["matching"]), user, switches)
+    ids, digest = tables.matching_ids(listing.filterset.qs, limit=MAX_OPERATIONS)
+    seen = data["matching_count"]
+    if len(ids) != seen or digest != data["matching_digest"]:
+        now = f"more than {MAX_OPERATIONS:,}" if len(ids) > MAX_OPERATIONS else f"{len(ids):,}"
+        return [], (
+            f"The list changed since you loaded it: you saw {seen:,} operations, it now holds {now}. "
+            "Nothing was changed; look at the list again before acting on all of it."
+        )
+    return ids, ""
 
 
 def _check_selection(user, ids: list[int]) -> None:

@@ -9,14 +9,99 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db.models import Q
 from django.utils import timezone
 
+from ledger.actions import registry
 from ledger.models import AuditEvent, Operation, Workspace
 from ledger.models.audit import AUDIT_KIND_GROUPS
 from ledger.reads.failure_groups import Criterion
-from ledger.states import ATTENTION_STATES
+from ledger.states import ATTENTION_STATES, LABELS, State
 from opsconsole.console.forms import action_choices
 
 # Not a state: the queue's choice for the operations a pause holds (ledger.core.selectors.held_operations).
 HELD = "held"
+
+# How an operation last failed (``Operation.last_error_category``), as people read it.
+ERROR_CATEGORIES = [
+    ("permanent", "Permanent (the destination refused)"),
+    ("transient", "Transient (tries used up)"),
+    ("ambiguous", "Ambiguous (may have acted)"),
+    ("unknown", "Destination cannot tell"),
+    ("deadline", "Deadline passed"),
+    ("approval", "Approval expired"),
+    ("missing", "Missing at the destination"),
+]
+# "Older than": how long ago an operation arrived.
+AGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
+ASSIGNED_CHOICES = [("mine", "Assigned to me"), ("nobody", "Not taken"), ("anyone", "Taken by anyone")]
+AGE_CHOICES = [("1h", "Older than 1 hour"), ("24h", "Older than 24 hours"), ("7d", "Older than 7 days")]
+
+
+def destination_choices() -> list[tuple[str, str]]:
+    """Every destination the actions call (an action's own name unless it names another)."""
+    return [("", "All destinations")] + [(name, name) for name in sorted(_actions_by_destination())]
+
+
+def _actions_by_destination() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for name in sorted(registry):
+        found.setdefault(registry[name].destination_name(), []).append(name)
+    return found
+
+
+class WorkFilters(django_filters.FilterSet):
+    """What the queue and the list of all operations filter by besides state: where the work is,
+    what it is, how it failed and how old it is. Each a plain condition on the operation's own
+    columns, read along the list's index (a page of ``size + 1`` rows, never a count of them all)."""
+
+    workspace = django_filters.ModelChoiceFilter(
+        label="Workspace", queryset=Workspace.objects.all(), empty_label="All workspaces"
+    )
+    action = django_filters.ChoiceFilter(
+        label="Action", empty_label=None, choices=lambda: action_choices("All actions")
+    )
+    destination = django_filters.ChoiceFilter(
+        label="Destination", empty_label=None, choices=destination_choices, method="filter_destination"
+    )
+    category = django_filters.ChoiceFilter(
+        label="Last error", empty_label="Any error or none", choices=ERROR_CATEGORIES, field_name="last_error_category"
+    )
+    age = django_filters.ChoiceFilter(label="Age", empty_label="Any age", choices=AGE_CHOICES, method="filter_age")
+    assigned = django_filters.ChoiceFilter(
+        label="Taken", empty_label="Taken or not", choices=ASSIGNED_CHOICES, method="filter_assigned"
+    )
+    q = django_filters.CharFilter(
+        label="Key or request id",
+        method="filter_q",
+        widget=forms.TextInput(attrs={"placeholder": "or destination record id"}),
+    )
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def filter_assigned(self, queryset, name, value):
+        if value == "mine":
+            return queryset.filter(assigned_to=self.user.pk if self.user else None)
+        return queryset.filter(assigned_to__isnull=value == "nobody")
+
+    def filter_destination(self, queryset, name, value):
+        return queryset.filter(action__in=_actions_by_destination().get(value, []))
+
+    def filter_age(self, queryset, name, value):
+        return queryset.filter(created_at__lt=timezone.now() - AGES[value])
+
+    def filter_q(self, queryset, name, value):
+        value = value.strip()
+        return queryset.filter(key_or_request_id(value)) if value else queryset
+
+    def keep(self, queryset, name, value):
+        return queryset
+
+    def chosen(self, name: str):
+        """The value the form took for ``name``; None unbound, or for a refused value (a form error)."""
+        if not self.is_bound:
+            return None
+        self.is_valid()  # cleaned_data holds the values the form took
+        return self.form.cleaned_data.get(name)
 
 
 @dataclass(frozen=True)
@@ -58,23 +143,14 @@ def key_or_request_id(value: str, via: str = "") -> Q:
     )
 
 
-class QueueFilter(django_filters.FilterSet):
+class QueueFilter(WorkFilters):
     state = django_filters.ChoiceFilter(
         label="State",
         empty_label=None,
         method="filter_state",
-        choices=[("all", "all")] + [(state.value, state.value) for state in ATTENTION_STATES] + [(HELD, "held")],
-    )
-    workspace = django_filters.ModelChoiceFilter(
-        label="Workspace", queryset=Workspace.objects.all(), empty_label="All workspaces"
-    )
-    action = django_filters.ChoiceFilter(
-        label="Action", empty_label=None, choices=lambda: action_choices("All actions")
-    )
-    q = django_filters.CharFilter(
-        label="Key or request id",
-        method="filter_q",
-        widget=forms.TextInput(attrs={"placeholder": "or destination record id"}),
+        choices=[("all", "All that need attention")]
+        + [(state.value, LABELS[state]) for state in ATTENTION_STATES]
+        + [(HELD, "Held (paused)")],
     )
     # A failure group of /console/failures/ (ledger.reads.failure_groups.Criterion), from its link.
     group = django_filters.CharFilter(label="Failure group", method="filter_group", widget=forms.HiddenInput)
@@ -88,23 +164,13 @@ class QueueFilter(django_filters.FilterSet):
 
     class Meta:
         model = Operation
-        fields = ["state", "workspace", "action", "q", "group", "sort"]
+        fields = ["state", "workspace", "action", "destination", "category", "age", "assigned", "q", "group", "sort"]
 
     def filter_state(self, queryset, name, value):
         # The view chose the operations of the state as the queryset already (tables.queue_listing):
         # "state = x" alone, not "state IN (...) AND state = x", whose row estimate misleads
         # PostgreSQL into sorting every row of the state instead of reading its index in order.
         return queryset
-
-    def keep(self, queryset, name, value):
-        return queryset
-
-    def chosen(self, name: str):
-        """The value the form took for ``name``; None unbound, or for a refused value (a form error)."""
-        if not self.is_bound:
-            return None
-        self.is_valid()  # cleaned_data holds the values the form took
-        return self.form.cleaned_data.get(name)
 
     @property
     def chosen_sort(self) -> Sort:
@@ -125,13 +191,33 @@ class QueueFilter(django_filters.FilterSet):
                 queryset = self.filters[name].filter(queryset, value)
         return queryset
 
-    def filter_q(self, queryset, name, value):
-        value = value.strip()
-        return queryset.filter(key_or_request_id(value)) if value else queryset
-
     def filter_group(self, queryset, name, value):
         criterion = Criterion.parse(value)
         return queryset.filter(criterion.filter()) if criterion else queryset.none()
+
+
+# The list of all operations, in arrival order: along the primary key (ids are given in arrival
+# order), the one index every operation is in, so no index more slows every write.
+ALL_SORTS = {"newest": ("Arrived, newest first", False), "oldest": ("Arrived, oldest first", True)}
+
+
+class OperationsFilter(WorkFilters):
+    """The list of all operations, finished ones too: any state, the queue's other filters."""
+
+    state = django_filters.ChoiceFilter(
+        label="State", empty_label="Any state", choices=[(state.value, LABELS[state]) for state in State]
+    )
+    sort = django_filters.ChoiceFilter(
+        label="Sort", empty_label=None, method="keep", choices=[(name, label) for name, (label, _) in ALL_SORTS.items()]
+    )
+
+    class Meta:
+        model = Operation
+        fields = ["state", "workspace", "action", "destination", "category", "age", "assigned", "q", "sort"]
+
+    @property
+    def ascending(self) -> bool:
+        return ALL_SORTS.get(self.chosen("sort") or "newest", ALL_SORTS["newest"])[1]
 
 
 def _start_of(day) -> datetime:

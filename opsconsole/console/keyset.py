@@ -40,14 +40,14 @@ class Cursor:
 @dataclass
 class Page:
     object_list: list
-    newer: Cursor | None  # where the "Newer" link starts (None: nothing newer)
-    older: Cursor | None  # where the "Older" link starts (None: nothing older)
+    newer: "Cursor | IdCursor | None"  # where the "Newer" link starts (None: nothing newer)
+    older: "Cursor | IdCursor | None"  # where the "Older" link starts (None: nothing older)
     first: bool  # the list's first page (the newest, or the oldest when ascending), reached without a cursor
     span: tuple[datetime, datetime] | None = None  # the first and last time on the page
     ascending: bool = False  # oldest first
 
     @property
-    def onward(self) -> Cursor | None:
+    def onward(self) -> "Cursor | IdCursor | None":
         """The cursor of the next page down the list."""
         return self.newer if self.ascending else self.older
 
@@ -61,7 +61,10 @@ class Page:
 def paginate(queryset: QuerySet, params, *, field: str, size: int, ascending: bool = False) -> Page:
     """The page of ``queryset`` (newest ``field`` first, then highest id; oldest and lowest first
     when ``ascending``) that ``params`` (the request's GET) points at with ``older`` or ``newer``;
-    the list's first page without either."""
+    the list's first page without either. ``field="pk"``: by id alone (arrival order), the cursor
+    an id."""
+    if field == "pk":
+        return _paginate_by_id(queryset, params, size=size, ascending=ascending)
 
     def cursor(row) -> Cursor:
         return Cursor(getattr(row, field), row.pk)
@@ -72,7 +75,7 @@ def paginate(queryset: QuerySet, params, *, field: str, size: int, ascending: bo
     older, newer = Cursor.parse(params.get("older")), Cursor.parse(params.get("newer"))
     # Onward is down the list (older rows, or newer ones when ascending); back is towards its top.
     onward, back = (newer, older) if ascending else (older, newer)
-    onward_from, back_from = (_after, _before) if ascending else (_before, _after)
+    onward_from, back_from = (after, before) if ascending else (before, after)
     down, up = ([field, "pk"], [f"-{field}", "-pk"]) if ascending else ([f"-{field}", "-pk"], [field, "pk"])
     if back is not None and onward is None:
         # Read upwards from the cursor, then show the rows in the list's order like every page.
@@ -94,7 +97,7 @@ def paginate(queryset: QuerySet, params, *, field: str, size: int, ascending: bo
     return Page(rows, newer=newer_cursor, older=older_cursor, first=first, span=span(rows), ascending=ascending)
 
 
-def _before(field: str, cursor: Cursor) -> Q:
+def before(field: str, cursor: Cursor) -> Q:
     # (field, pk) < cursor, spelled so that the index on (field, id) is entered at the cursor: the
     # plain range on ``field`` is what the planner uses as the index condition.
     return Q(**{f"{field}__lte": cursor.at}) & (
@@ -102,7 +105,44 @@ def _before(field: str, cursor: Cursor) -> Q:
     )
 
 
-def _after(field: str, cursor: Cursor) -> Q:
+def after(field: str, cursor: Cursor) -> Q:
     return Q(**{f"{field}__gte": cursor.at}) & (
         Q(**{f"{field}__gt": cursor.at}) | Q(**{field: cursor.at, "pk__gt": cursor.pk})
     )
+
+
+@dataclass(frozen=True)
+class IdCursor:
+    """A position in a list ordered by id alone."""
+
+    pk: int
+
+    def __str__(self):
+        return str(self.pk)
+
+    @classmethod
+    def parse(cls, text: str | None) -> "IdCursor | None":
+        return cls(int(text)) if text and text.isdigit() and len(text) < 19 else None
+
+
+def _paginate_by_id(queryset: QuerySet, params, *, size: int, ascending: bool) -> Page:
+    older, newer = IdCursor.parse(params.get("older")), IdCursor.parse(params.get("newer"))
+    onward, back = (newer, older) if ascending else (older, newer)
+    down, up = ("pk", "-pk") if ascending else ("-pk", "pk")
+    onward_from = (lambda c: Q(pk__gt=c.pk)) if ascending else (lambda c: Q(pk__lt=c.pk))
+    back_from = (lambda c: Q(pk__lt=c.pk)) if ascending else (lambda c: Q(pk__gt=c.pk))
+    if back is not None and onward is None:
+        rows = list(queryset.filter(back_from(back)).order_by(up)[: size + 1])
+        more = len(rows) > size
+        rows = rows[:size][::-1]
+        top, bottom, first = (IdCursor(rows[0].pk) if more else None), (IdCursor(rows[-1].pk) if rows else None), False
+    else:
+        if onward is not None:
+            queryset = queryset.filter(onward_from(onward))
+        rows = list(queryset.order_by(down)[: size + 1])
+        more = len(rows) > size
+        rows = rows[:size]
+        top = IdCursor(rows[0].pk) if onward is not None and rows else None
+        bottom, first = (IdCursor(rows[-1].pk) if more else None), onward is None
+    newer_cursor, older_cursor = (bottom, top) if ascending else (top, bottom)
+    return Page(rows, newer=newer_cursor, older=older_cursor, first=first, ascending=ascending)

@@ -2,17 +2,22 @@
 sort), its sortable column headers, and its per-state counts (bounded, in one query). The queue
 view (``views.queue``) and its CSV export (``export.queue_csv``) both start from ``queue_listing``."""
 
+import hashlib
 from dataclasses import dataclass
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import QuerySet
 
+from ledger import states
+from ledger.actions import UnknownAction, get_action
 from ledger.core import roles
 from ledger.core.selectors import held_operations
 from ledger.models import Control, Operation
 from ledger.states import ATTENTION_STATES
-from opsconsole.console.filters import HELD, QUEUE_SORTS, QueueFilter, Sort
+from opsconsole.console.filters import HELD, QUEUE_SORTS, OperationsFilter, QueueFilter, Sort
+
+TAB_LABELS = {"all": "All", HELD: "Held"}
 
 # What the queue's rows show (and its sorts read), the rest of each operation left unread.
 QUEUE_COLUMNS = (
@@ -24,6 +29,9 @@ QUEUE_COLUMNS = (
     "last_error_category",
     "last_error_message",
     "last_error_times",
+    "payload",  # the summary's fields (ledger.actions.summaries)
+    "assigned_to__username",  # who took it (joined)
+    "assigned_at",
     "created_at",
     "updated_at",
     "workspace_id",
@@ -44,17 +52,72 @@ class QueueListing:
 
 def queue_listing(request, switches: list[Control]) -> QueueListing:
     """The queue's filter and sort from the request's GET; ``switches``: the active pause switches."""
+    return listing_for(request.GET, request.user, switches)
+
+
+def listing_for(params, user, switches: list[Control]) -> QueueListing:
+    """The queue's filter and sort from ``params`` (a query string's QueryDict), for ``user``."""
     states = {
         "all": Operation.objects.filter(state__in=ATTENTION_STATES),
         **{state.value: Operation.objects.filter(state=state) for state in ATTENTION_STATES},
         HELD: held_operations(switches),
     }
-    states = {name: roles.visible(operations, request.user) for name, operations in states.items()}
+    states = {name: roles.visible(operations, user) for name, operations in states.items()}
     # An unknown state is a form error, and lists them all.
-    chosen = states.get(request.GET.get("state", ""), states["all"])
-    filterset = QueueFilter(request.GET or None, queryset=chosen)
-    filterset.filters["workspace"].queryset = roles.workspaces(request.user)
-    return QueueListing(filterset, filterset.chosen_sort, request.GET.get("state") == HELD, states)
+    chosen = states.get(params.get("state", ""), states["all"])
+    filterset = QueueFilter(params or None, queryset=chosen, user=user)
+    filterset.filters["workspace"].queryset = roles.workspaces(user)
+    return QueueListing(filterset, filterset.chosen_sort, params.get("state") == HELD, states)
+
+
+# "Select all N matching": what a person saw as N is what is acted on. The page carries the
+# digest of the ids it counted; the submission counts them again and refuses a different set.
+def matching_digest(queryset: QuerySet, *, limit: int) -> tuple[int, str]:
+    """How many operations ``queryset`` holds (up to ``limit + 1``) and the digest of their ids, in
+    one query that reads the ids only (from an index where the filter has one)."""
+    sql, params = queryset.order_by().values("pk")[: limit + 1].query.sql_with_params()
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*), encode(sha256(convert_to(COALESCE(string_agg(pk::text, ',' ORDER BY pk), ''),"
+            f" 'UTF8')), 'hex') FROM ({sql}) AS matching",
+            params,
+        )
+        count, digest = cursor.fetchone()
+    return count, digest
+
+
+def matching_ids(queryset: QuerySet, *, limit: int) -> tuple[list[int], str]:
+    """The ids ``queryset`` holds (up to ``limit + 1``), in order, and their digest as
+    ``matching_digest`` computes it."""
+    ids = sorted(queryset.order_by().values_list("pk", flat=True)[: limit + 1])
+    return ids, hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
+
+
+def operations_filter(params, user) -> OperationsFilter:
+    """The filter of the list of all operations (any state) from ``params``, for ``user``."""
+    filterset = OperationsFilter(params or None, queryset=roles.visible(Operation.objects.all(), user), user=user)
+    filterset.filters["workspace"].queryset = roles.workspaces(user)
+    return filterset
+
+
+def list_query(params, name: str) -> str:
+    """The query an operation's link carries from list ``name`` (``queue``, ``all``) with
+    ``params``: its filters and sort, not its page (opsconsole.console.neighbours reads it back)."""
+    query = params.copy()
+    for paging in ("older", "newer", "page", "list"):
+        query.pop(paging, None)
+    query["list"] = name
+    return query.urlencode()
+
+
+def summarise(operations) -> None:
+    """Give each operation its ``summary``: its action's line over its payload, never a sensitive
+    value (``ledger.actions.summaries``); nothing for an action no longer defined."""
+    for operation in operations:
+        try:
+            operation.summary = get_action(operation.action).summarise(operation.payload)
+        except UnknownAction:
+            operation.summary = ""
 
 
 def state_counts(listing: QueueListing, *, cap: int) -> dict[str, int]:
@@ -92,7 +155,13 @@ def bounded_counts(querysets: dict[str, QuerySet], *, cap: int) -> dict[str, int
 def state_tabs(counts: dict[str, int], *, current: str, cap: int) -> list[dict]:
     """The queue's state links, in the filter's order, with their bounded counts."""
     return [
-        {"state": state, "count": min(counts[state], cap), "capped": counts[state] > cap, "current": state == current}
+        {
+            "state": state,
+            "label": TAB_LABELS.get(state) or states.label(state),
+            "count": min(counts[state], cap),
+            "capped": counts[state] > cap,
+            "current": state == current,
+        }
         for state in ["all", *ATTENTION_STATES, HELD]
     ]
 

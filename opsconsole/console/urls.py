@@ -1,7 +1,9 @@
 from django.urls import path
 
 from opsconsole.console import (
+    all_operations,
     approval_list,
+    assignments,
     bulk,
     confirm,
     conflicts,
@@ -18,7 +20,10 @@ app_name = "console"
 
 urlpatterns = [
     path("", views.queue, name="queue"),
+    path("operations/", all_operations.operation_list, name="operations"),
     path("operations/<int:pk>/", views.operation, name="operation"),
+    path("operations/<int:pk>/take/", assignments.take, name="take"),
+    path("operations/<int:pk>/release/", assignments.release, name="release"),
     path("operations/<int:pk>/replay/", decisions.replay, name="replay"),
     path("operations/<int:pk>/resolve/", decisions.resolve, name="resolve"),
     path("operations/<int:pk>/look-up/", decisions.look_up, name="look_up"),

@@ -32,10 +32,11 @@ from ledger.core.selectors import (
 )
 from ledger.engine.lookups import may_have_acted
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
-from ledger.people import holds
+from ledger.people import assignment, holds
+from ledger.people.bulk_actions import MAX_OPERATIONS
 from ledger.reads import destinations
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
-from opsconsole.console import explain, keyset, labels, money, tables
+from opsconsole.console import explain, keyset, labels, money, neighbours, tables
 from opsconsole.console.filters import AuditFilter
 from opsconsole.console.forms import (
     PauseForm,
@@ -79,7 +80,8 @@ def console_action(view):
 def operation_for(request, pk, capability=VIEW) -> Operation:
     """The operation, if it is in one of the person's workspaces (else 404) and they hold
     ``capability`` there (else 403)."""
-    operation = get_object_or_404(roles.visible(Operation.objects.select_related("workspace"), request.user), pk=pk)
+    operations = Operation.objects.select_related("workspace", "assigned_to")
+    operation = get_object_or_404(roles.visible(operations, request.user), pk=pk)
     if not roles.can(request.user, capability, operation.workspace_id):
         raise PermissionDenied(roles.refusal(request.user, capability, operation.workspace))
     return operation
@@ -103,7 +105,7 @@ def queue(request):
     listing = tables.queue_listing(request, switches)
     filterset, sort = listing.filterset, listing.sort
     page = keyset.paginate(
-        filterset.qs.only(*tables.QUEUE_COLUMNS),
+        filterset.qs.select_related("assigned_to").only(*tables.QUEUE_COLUMNS),
         request.GET,
         field=sort.field,
         size=QUEUE_PAGE_SIZE,
@@ -113,6 +115,9 @@ def queue(request):
     # would read every row that needs attention on every view. Every state's count in one query.
     counts = tables.state_counts(listing, cap=QUEUE_COUNT_CAP)
     state = filterset.chosen_state
+    count = counts[state]
+    tables.summarise(page.object_list)
+    can_bulk = roles.workspace_ids(request.user, REVIEW) != set()
     if listing.showing_held:
         for op in page.object_list:
             op.held_by = holding_switch(op, switches)
@@ -124,8 +129,8 @@ def queue(request):
             "showing_held": listing.showing_held,
             "filter": filterset,
             "page": page,
-            "count": min(counts[state], QUEUE_COUNT_CAP),
-            "count_capped": counts[state] > QUEUE_COUNT_CAP,
+            "count": min(count, QUEUE_COUNT_CAP),
+            "count_capped": count > QUEUE_COUNT_CAP,
             "states": tables.state_tabs(counts, current=state, cap=QUEUE_COUNT_CAP),
             "sorting": tables.sort_headers(sort),
             "open_conflicts": roles.visible(
@@ -133,10 +138,26 @@ def queue(request):
             ).count(),
             "health": _health(switches, roles.workspace_ids(request.user)),
             # Ticking rows to replay or cancel them at once (opsconsole.console.bulk), for who may review.
-            "can_bulk": roles.workspace_ids(request.user, REVIEW) != set(),
+            "can_bulk": can_bulk,
+            "can_take": can_bulk or roles.workspace_ids(request.user, APPROVE) != set(),
             "bulk_token": secrets.token_urlsafe(24),
+            "matching": _matching(request, filterset, count, shown=len(page)) if can_bulk else None,
+            "matching_limit": MAX_OPERATIONS,
+            "list_query": tables.list_query(request.GET, "queue"),
         },
     )
+
+
+def _matching(request, filterset, count: int, *, shown: int) -> dict | None:
+    """What "select all N matching" sends: the list's query (without its page), N and the digest
+    of the ids counted. None where the page shows them all, or more match than one action takes."""
+    if count <= shown or count > MAX_OPERATIONS:
+        return None
+    counted, digest = tables.matching_digest(filterset.qs, limit=MAX_OPERATIONS)
+    query = request.GET.copy()
+    for paging in ("older", "newer", "page"):
+        query.pop(paging, None)
+    return {"count": counted, "digest": digest, "query": query.urlencode()}
 
 
 def _health(switches: list[Control], workspace_ids: set[int] | None) -> dict:
@@ -244,6 +265,9 @@ def operation(request, pk):
             else "",
             "standing": _standing(op, definition),
             "held_by": holding_switch(op, list(Control.objects.filter(paused=True).select_related("workspace"))),
+            "can_take": assignment.may_take(user, op),
+            # Previous and next in the list it was opened from (opsconsole.console.neighbours).
+            "neighbours": neighbours.around(request, op),
         },
     )
 

@@ -271,6 +271,7 @@ def test_a_payload_changed_since_the_confirmation_is_refused_and_the_rest_approv
         HTTP_AUTHORIZATION=f"Bearer {token}",
     )
     assert send.status_code == 409
+    changed.refresh_from_db()  # held by the conflict (issue-refund: on_conflict hold) until it is decided
     review.apply_conflict(changed.conflicts.get(), user=_admin(), reason="the sender corrected it")
 
     response = approver_client.post("/console/approvals/approve/", {"item": items_of(page)})

@@ -75,8 +75,8 @@ def test_it_lists_the_open_conflicts_of_every_state_grouped_by_operation(client,
     assert [(g["operation"].pk, g["open"]) for g in groups] == [(done.pk, 2), (waiting.pk, 2)]
     html = text(page)
     assert f'<a href="/console/operations/{done.pk}/">{done.key}</a>' in html
-    assert '<span class="badge state-succeeded">succeeded</span>' in html
-    assert '<span class="badge state-pending">pending</span>' in html
+    assert '<span class="badge state-succeeded">Succeeded</span>' in html
+    assert '<span class="badge state-pending">Pending</span>' in html
     assert '<strong>note</strong>: <span class="recorded">first</span> → <span class="incoming">take 2</span>' in html
     assert f'id="conflict-{waiting_conflicts[0].pk}"' not in html  # decided: not in the inbox
     assert f'id="conflict-{waiting_conflicts[1].pk}"' in html

@@ -43,7 +43,7 @@ def test_deciding_a_races_31_conflicts_in_one_step(page, workspace):
     expect(page.get_by_role("heading", name="Conflicts", exact=True)).to_be_visible()
     group = page.locator(f"#operation-{race.pk}")
     expect(group.get_by_role("link", name=race.key)).to_be_visible()
-    expect(group.locator(".badge")).to_have_text("succeeded")
+    expect(group.locator(".badge")).to_have_text("Succeeded")
     expect(group.locator(".open-count")).to_have_text("31")
     expect(group.locator("tbody tr")).to_have_count(20)  # the newest 20; the rest are counted
     expect(group).to_contain_text("And 11 more")

@@ -67,14 +67,14 @@ def test_it_sends_a_person_through_login_to_what_needs_attention(page, needs_rev
     expect(page.get_by_role("heading", name="Needs attention")).to_be_visible()
     key_link = page.get_by_role("link", name=needs_review.key)
     row = page.get_by_role("row").filter(has=key_link)
-    expect(row).to_contain_text("needs_review")
+    expect(row).to_contain_text("Needs review")
     expect(row).to_contain_text("owner is on leave")
     screenshot(page, "queue")
 
     key_link.click()
 
     expect(page.get_by_role("heading", level=1, name=needs_review.key)).to_be_visible()
-    expect(page).to_have_url(re.compile(rf"/console/operations/{needs_review.pk}/$"))
+    expect(page).to_have_url(re.compile(rf"/console/operations/{needs_review.pk}/\?list=queue$"))
 
 
 def test_it_lands_on_needs_attention_after_logging_in(page, needs_review, operator):
@@ -98,7 +98,7 @@ def test_it_replays_an_operation_with_a_reason(page, needs_review, operator):
     replay.get_by_role("button", name="Replay", exact=True).click()
 
     expect(page.get_by_role("status")).to_have_text(f"Replayed {needs_review.key}.")
-    expect(field(page, "State")).to_have_text("pending")
+    expect(field(page, "State")).to_have_text("Pending")
     audit_row = page.get_by_role("row").filter(has_text="replayed")
     expect(audit_row).to_contain_text("operator")
     expect(audit_row).to_contain_text("owner is back")
@@ -116,7 +116,7 @@ def test_it_keeps_the_operation_when_a_replay_has_no_reason(page, needs_review, 
 
     expect(page.locator("#operation-reason-refused")).to_have_text("Reason is required; nothing was changed.")
     expect(page.locator(".messages")).to_contain_text("see why, beside the field")
-    expect(field(page, "State")).to_have_text("needs_review")
+    expect(field(page, "State")).to_have_text("Needs review")
     assert Operation.objects.get(pk=needs_review.pk).state == "needs_review"
     assert not AuditEvent.objects.filter(kind="replayed").exists()
 
@@ -146,7 +146,7 @@ def test_it_lets_only_an_approver_approve_a_refund(page, workspace, operator):
     expect(page.get_by_role("status")).to_have_text(f"Approved {refund.key}. Nothing else awaits your approval.")
     expect(page).to_have_url(re.compile(r"/console/approvals/$"))
     page.goto(f"/console/operations/{refund.pk}/")
-    expect(field(page, "State")).to_have_text("pending")
+    expect(field(page, "State")).to_have_text("Pending")
     approval = Approval.objects.get(operation=refund)
     assert (approval.decision, approval.approver, approval.note) == ("approved", "approver", "customer called")
 

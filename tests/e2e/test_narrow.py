@@ -41,6 +41,8 @@ PAGES = [
     ("find-several", "/console/find/?q=demo:R-"),
     ("find-nothing", "/console/find/?q=no-such-thing"),
     ("queue-oldest-first", "/console/?sort=oldest"),
+    ("all-operations", "/console/operations/"),
+    ("operation-from-the-queue", "/console/operations/{review}/?list=queue"),
 ]
 # (name, path, who): pages someone else sees; no one: logged out.
 OTHER_PAGES = [
@@ -186,3 +188,43 @@ def test_a_wide_table_scrolls_inside_itself(narrow, crowded_demo):
     scroll, client = table.evaluate("t => [t.scrollWidth, t.clientWidth]")
     assert scroll > client  # wider than the screen: it scrolls, the page does not
     assert narrow.evaluate("document.documentElement.scrollWidth") <= WIDTH
+
+
+def on_screen(page, locator) -> bool:
+    """Whether ``locator`` is within the first screen, across and down."""
+    box = locator.bounding_box()
+    return box is not None and box["x"] >= 0 and box["x"] + box["width"] <= WIDTH and box["y"] + box["height"] <= HEIGHT
+
+
+def test_below_600_px_each_row_is_a_card_with_state_summary_and_last_error_first(narrow, crowded_demo):
+    """The first row's State, summary and Last error are on the first screen, not two screens down
+    or off to the right (issue 27, item 8)."""
+    make_user("operator", "operator")
+    log_in(narrow, "operator")
+    narrow.goto("/console/?state=needs_review")
+
+    card = narrow.locator("table.work-list tbody tr").first
+    for cell in ["td.summary", "td.state", "td.error"]:
+        expect(card.locator(cell)).to_be_visible()
+        assert on_screen(narrow, card.locator(cell)), cell
+    expect(card.locator("td.state")).to_have_text("Needs review")
+    expect(card.locator("td.error")).to_contain_text("the owner ops is on leave")
+    summary, error = card.locator("td.summary").bounding_box(), card.locator("td.error").bounding_box()
+    assert summary["y"] < error["y"]  # stacked, the summary first
+    assert narrow.evaluate("document.documentElement.scrollWidth") <= WIDTH
+    screenshot(narrow, "narrow-queue")
+
+
+def test_below_600_px_a_conflicts_differences_come_first(narrow, crowded_demo):
+    make_user("operator", "operator")
+    log_in(narrow, "operator")
+    narrow.goto("/console/conflicts/")
+
+    group = narrow.locator("section.conflict-group").first
+    differences = group.locator("td.differences").first
+    expect(differences).to_contain_text("title")
+    assert differences.bounding_box()["y"] < group.locator("textarea").first.bounding_box()["y"]
+    assert differences.bounding_box()["y"] < group.locator("dl.fields").bounding_box()["y"]
+    assert on_screen(narrow, differences.locator("li").first)
+    assert narrow.evaluate("document.documentElement.scrollWidth") <= WIDTH
+    screenshot(narrow, "narrow-conflicts")

@@ -4,6 +4,7 @@ import json
 
 from django import template
 
+from ledger import states
 from ledger.core import privacy
 from opsconsole.console.forms import BESIDE
 
@@ -44,3 +45,9 @@ def said_beside(context, message) -> bool:
         return False
     shown = context.get("beside_fields")
     return shown is None or tags.removeprefix(BESIDE) in shown
+
+
+@register.filter
+def state_label(state: str) -> str:
+    """A state as people read it: "needs_review" is "Needs review" (``ledger.states.LABELS``)."""
+    return states.label(state)

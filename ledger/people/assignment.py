@@ -1,0 +1,77 @@
+"""Taking an operation: a person marks it as theirs, so that two people do not work the same one.
+
+A marker, not a lock: whoever may act on the operation still can. Taking one nobody holds, taking
+over one someone else holds (only when asked explicitly), and giving one back are each a guarded
+UPDATE of the assignment alone (it names the holder it expects, so two people taking at once
+cannot both win) with its audit event, in one transaction. Nothing is written when nothing
+changes (taking one you hold, giving back one you do not): autovacuum is off for the operations
+(docs/architecture.md), and every UPDATE leaves a dead row. ``updated_at`` is left alone: taking
+is not a change of the operation, and the queue's "Updated" order stays the work's own.
+"""
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from ledger.core import roles
+from ledger.core.transitions import record_audit_event
+from ledger.models import Operation
+
+# Who may take an operation: who may act on it in its workspace.
+TAKERS = (roles.REVIEW, roles.APPROVE)
+
+
+class AssignmentError(Exception):
+    """The operation cannot be taken or given back as asked; the message says why (nothing was written)."""
+
+
+class HeldBySomeoneElse(AssignmentError):
+    """Someone else holds it: taking it over must be asked for explicitly."""
+
+
+def may_take(user, operation: Operation) -> bool:
+    return any(roles.can(user, capability, operation.workspace_id) for capability in TAKERS)
+
+
+def take_operation(operation: Operation, *, user, take_over: bool = False) -> bool:
+    """Assign ``operation`` to ``user``; returns whether anything changed (False: they hold it
+    already). Someone else's: refused unless ``take_over`` (audited as ``taken_over``, naming
+    them). ``AssignmentError`` when ``user`` may not act on it."""
+    if not may_take(user, operation):
+        raise AssignmentError(f"{user.get_username()} may not act on operations of workspace {operation.workspace}.")
+    with transaction.atomic():
+        holder = Operation.objects.filter(pk=operation.pk).values_list("assigned_to", flat=True).first()
+        if holder == user.pk:
+            return False
+        if holder is not None and not take_over:
+            raise HeldBySomeoneElse(f"{_name(holder)} has taken this operation; take it over to work on it yourself.")
+        now = timezone.now()
+        taken = Operation.objects.filter(pk=operation.pk, assigned_to=holder).update(assigned_to=user, assigned_at=now)
+        if not taken:
+            raise AssignmentError("Someone took this operation at the same moment; look again.")
+        record_audit_event(
+            actor=user.get_username(),
+            kind="taken_over" if holder is not None else "taken",
+            operation=operation,
+            message=f"taken over from {_name(holder)}" if holder is not None else "taken",
+        )
+    operation.assigned_to, operation.assigned_at = user, now
+    return True
+
+
+def release_operation(operation: Operation, *, user) -> bool:
+    """Give ``operation`` back, if ``user`` holds it; returns whether anything changed."""
+    with transaction.atomic():
+        released = Operation.objects.filter(pk=operation.pk, assigned_to=user).update(
+            assigned_to=None, assigned_at=None
+        )
+        if released:
+            record_audit_event(actor=user.get_username(), kind="released", operation=operation, message="given back")
+    if released:
+        operation.assigned_to, operation.assigned_at = None, None
+    return bool(released)
+
+
+def _name(user_id) -> str:
+    user = get_user_model().objects.filter(pk=user_id).first()
+    return user.get_username() if user else "someone"

@@ -1,0 +1,37 @@
+"""Every operation, finished ones too (issue 27, item 7): the queue's filters over any state, newest
+arrival first, a page at a time along the primary key (ids are given in arrival order). Nothing
+counts the list: at a million operations a count alone would outlast the page."""
+
+from django.shortcuts import render
+
+from ledger.core import roles
+from ledger.people.assignment import TAKERS
+from opsconsole.console import keyset, tables
+from opsconsole.console.views import console_page
+
+PAGE_SIZE = 50
+
+
+@console_page
+def operation_list(request):
+    filterset = tables.operations_filter(request.GET, request.user)
+    page = keyset.paginate(
+        filterset.qs.select_related("assigned_to").only(*tables.QUEUE_COLUMNS),
+        request.GET,
+        field="pk",
+        size=PAGE_SIZE,
+        ascending=filterset.ascending,
+    )
+    tables.summarise(page.object_list)
+    can_take = any(roles.workspace_ids(request.user, capability) != set() for capability in TAKERS)
+    return render(
+        request,
+        "console/operations.html",
+        {
+            "nav": "operations",
+            "filter": filterset,
+            "page": page,
+            "can_take": can_take,
+            "list_query": tables.list_query(request.GET, "all"),
+        },
+    )
