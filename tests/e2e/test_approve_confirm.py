@@ -66,7 +66,7 @@ def test_an_approver_approves_a_refund_through_the_confirmation(page, workspace)
     expect(page.get_by_role("status").filter(has_text="Approved")).to_have_text(
         f"Approved {refund.key}. Next awaiting your approval: {following.key}."
     )
-    expect(shown(page, "State")).to_have_text("pending_approval")
+    expect(shown(page, "State")).to_have_text("Awaiting approval")
     expect(page.get_by_role("link", name="Approve", exact=True)).to_be_visible()
     screenshot(page, "approve-confirm-approved")
     approval = Approval.objects.get()
@@ -87,5 +87,5 @@ def test_back_leaves_it_awaiting_approval(page, workspace):
     page.get_by_role("link", name="Back", exact=True).click()
 
     expect(page).to_have_url(re.compile(rf"/console/operations/{refund.pk}/$"))
-    expect(shown(page, "State")).to_have_text("pending_approval")
+    expect(shown(page, "State")).to_have_text("Awaiting approval")
     assert Approval.objects.count() == 0

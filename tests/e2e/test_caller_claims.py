@@ -44,6 +44,6 @@ def test_an_expired_claim_is_unknown_and_an_operator_resolves_it(page, workspace
     page.get_by_label("Destination record id").fill("inv_77")
     page.get_by_label("How you checked").fill("found it in the vendor's invoice list")
     page.get_by_role("button", name="Mark succeeded").click()
-    expect(page.locator(".page-head .badge")).to_have_text("succeeded")
+    expect(page.locator(".page-head .badge")).to_have_text("Succeeded")
     screenshot(page, "expired-claim-resolved")
     assert claim(workspace).status == claims.DONE

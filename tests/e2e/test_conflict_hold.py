@@ -63,7 +63,7 @@ def test_a_held_refund_says_why_and_a_decision_releases_it(page, workspace):
     decide.get_by_role("button", name="Dismiss").click()
 
     expect(page.locator("#held-by-conflict")).to_have_count(0)
-    expect(page.locator(".page-head .badge")).to_have_text("pending_approval")
+    expect(page.locator(".page-head .badge")).to_have_text("Awaiting approval")
     other.refresh_from_db()
     assert (other.state, other.payload["amount_cents"]) == ("pending_approval", 4500)
     screenshot(page, "operation-released")

@@ -40,7 +40,7 @@ def test_it_shows_an_unknown_operation_and_looks_it_up_now(page, unknown, operat
     page.get_by_role("button", name="Look up now").click()
 
     expect(page.get_by_role("status").filter(has_text="The destination has the record")).to_be_visible()
-    expect(page.locator(".page-head .badge")).to_have_text("succeeded")
+    expect(page.locator(".page-head .badge")).to_have_text("Succeeded")
     assert Operation.objects.get().external_id == "rec-1"
 
 
@@ -58,7 +58,7 @@ def test_it_refuses_a_risky_replay_until_the_risk_is_ticked(page, unknown, opera
     page.get_by_role("button", name="Replay").click()
 
     expect(page.get_by_role("alert")).to_contain_text("Replay refused: the destination cannot tell")
-    expect(page.locator(".page-head .badge")).to_have_text("needs_review")
+    expect(page.locator(".page-head .badge")).to_have_text("Needs review")
     screenshot(page, "replay-refused")
 
     page.get_by_label("Reason").first.fill("vendor portal shows no notice for this key")
@@ -66,7 +66,7 @@ def test_it_refuses_a_risky_replay_until_the_risk_is_ticked(page, unknown, opera
     page.get_by_role("button", name="Replay").click()
 
     expect(page.get_by_role("status").filter(has_text="accepting the duplicate risk")).to_be_visible()
-    expect(page.locator(".page-head .badge")).to_have_text("pending")
+    expect(page.locator(".page-head .badge")).to_have_text("Pending")
     forced = AuditEvent.objects.get(kind="replay_forced")
     assert forced.actor == "operator" and "vendor portal shows no notice" in forced.message
 

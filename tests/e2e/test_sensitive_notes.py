@@ -48,7 +48,7 @@ def test_an_operator_is_told_beside_the_reason_that_it_quotes_a_masked_value(pag
     expect(page.get_by_role("link", name="see why, beside the field")).to_have_attribute("href", "#operation-reason")
     expect(reason).to_have_value("")
     expect(page.get_by_text("1001")).to_have_count(0)
-    expect(page.locator(".badge").first).to_have_text("needs_review")
+    expect(page.locator(".badge").first).to_have_text("Needs review")
     assert AuditEvent.objects.count() == events
     page.locator("section.actions").screenshot(path=_shot("sensitive-note-refused"))
     screenshot(page, "sensitive-note-refused-page")

@@ -46,12 +46,12 @@ def test_a_replay_under_a_changed_configuration_needs_confirming(page, workspace
     page.get_by_label("Reason").first.fill("ticket system fixed the owner")
     page.get_by_role("button", name="Replay").click()
     expect(page.get_by_role("alert")).to_contain_text("Confirm the replay under the new configuration")
-    expect(page.locator(".page-head .badge")).to_have_text("needs_review")
+    expect(page.locator(".page-head .badge")).to_have_text("Needs review")
 
     page.get_by_label("Reason").first.fill("ticket system fixed the owner")
     page.get_by_label(re.compile("Replay under the changed configuration")).check()
     page.get_by_role("button", name="Replay").click()
-    expect(page.locator(".page-head .badge")).to_have_text("pending")
+    expect(page.locator(".page-head .badge")).to_have_text("Pending")
     assert "under a changed configuration: policy.key_retention" in AuditEvent.objects.get(kind="replayed").message
 
 
@@ -63,7 +63,7 @@ def test_a_superseded_version_and_a_purged_operation_read_plainly(page, workspac
 
     log_in(page, "operator")
     page.goto(f"/console/operations/{older.pk}/")
-    expect(page.locator(".page-head .badge")).to_have_text("superseded")
+    expect(page.locator(".page-head .badge")).to_have_text("Superseded")
     expect(page.get_by_text("superseded by version 2 (demo:R-7:v2:update-status) before it ran")).to_be_visible()
     screenshot(page, "superseded-version")
 
