@@ -64,7 +64,7 @@ def test_deciding_a_races_31_conflicts_in_one_step(page, workspace):
     assert Conflict.objects.filter(status="open").count() == 2
 
     page.get_by_role("link", name="Audit").click()
-    page.get_by_label("Kind").fill("conflict_dismissed")
+    page.get_by_label("Kind").select_option("conflict_dismissed")
     page.get_by_role("button", name="Filter").click()
     rows = page.locator("tbody tr")
     expect(rows).to_have_count(31)

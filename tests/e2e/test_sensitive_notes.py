@@ -29,7 +29,7 @@ def test_an_operator_is_told_beside_the_reason_that_it_quotes_a_masked_value(pag
         "Visible to everyone in workspace demo, including viewers and operators, who do not see sensitive values: "
         "a note that quotes one is refused."
     )
-    expect(reason).to_have_attribute("aria-describedby", "operation-reason-readers")
+    expect(reason).to_have_attribute("aria-describedby", "operation-reason-refused operation-reason-readers")
     events = AuditEvent.objects.count()
 
     reason.fill("Customer  c-1001 called: no refund")

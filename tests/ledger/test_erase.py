@@ -7,11 +7,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 
+from ledger.actions import registry
 from ledger.core import accounts
 from ledger.core.privacy import REDACTED
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
-from ledger.models import AuditEvent, Conflict, Operation
+from ledger.models import AuditEvent, Conflict, OnConflict, Operation
 from ledger.outcomes import Success
 from ledger.people.approvals import approve_operation, reject_operation
 
@@ -34,9 +35,11 @@ def boss(person):
 
 
 @pytest.fixture
-def subject(workspace, boss, approver, standin):
+def subject(workspace, boss, approver, standin, monkeypatch):
     """C-9's refunds: R-1 (succeeded; a resend for C-8 conflicted with it), and C-8's refund R-2
-    (rejected), which a resend for C-9 conflicted with. C-7's R-3 is someone else's."""
+    (rejected), which a resend for C-9 conflicted with. C-7's R-3 is someone else's. The conflicts
+    hold nothing here (issue-refund holds by default): this story is about what was kept."""
+    monkeypatch.setattr(registry["issue-refund"], "on_conflict", OnConflict.FIRST_WINS)
     first = refund(workspace).operation
     assert refund(workspace, customer_id="C-8").outcome == "conflict"
     second = refund(workspace, request_id="R-2", customer_id="C-8").operation

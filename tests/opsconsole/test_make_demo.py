@@ -38,7 +38,9 @@ def fake_venv(tmp_path):
 
 def make(target: str, venv: Path, **env) -> tuple[str, list[tuple[str, str]]]:
     """Runs `make target` with the stand-in interpreter; its output and the (database, command) calls."""
-    environment = {k: v for k, v in os.environ.items() if k != "DATABASE_URL" and not k.startswith("MAKE")} | env
+    # Not the variables of a make this runs under (a developer's `make test PYTEST_ARGS=...`).
+    inherited = ("DATABASE_URL", "PYTEST_ARGS")
+    environment = {k: v for k, v in os.environ.items() if k not in inherited and not k.startswith("MAKE")} | env
     done = subprocess.run(
         ["make", "--no-print-directory", target, f"VENV={venv}"],
         cwd=CHECKOUT,
