@@ -68,7 +68,8 @@ def test_exporting_the_queue_as_csv(page, workspace, refunds):
 
     log_in(page, "operator")
     page.goto("/console/?state=pending_approval&action=issue-refund")
-    expect(page.get_by_role("link", name=re.compile(r"^Awaiting approval 60"))).to_have_attribute("aria-current", "page")
+    awaiting = page.get_by_role("link", name=re.compile(r"^Awaiting approval 60"))
+    expect(awaiting).to_have_attribute("aria-current", "page")
     # The counts keep the other filters: no refund needs review.
     expect(page.get_by_role("link", name=re.compile(r"^Needs review 0"))).to_be_visible()
     page.get_by_role("link", name="Arrived").click()  # newest first
