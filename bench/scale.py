@@ -251,7 +251,8 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                 series
                 + """
             INSERT INTO ledger_attempt (id, operation_id, number, fencing_token, worker, idempotency_key, started_at,
-                                        finished_at, outcome, error_type, error_message, http_status, external_id)
+                                        finished_at, outcome, error_type, error_message, http_status, external_id,
+                                        report)
             SELECT i, i, 1, 1, 'worker-' || (i %% 2 + 1), CASE WHEN external THEN key ELSE '' END,
                    t + interval '7 seconds', t + interval '8 seconds',
                    CASE state WHEN 'needs_review' THEN 'permanent' WHEN 'unknown' THEN 'ambiguous'
@@ -263,7 +264,7 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                               WHEN 'retrying' THEN 'HTTP 503 from the destination' ELSE '' END,
                    CASE WHEN external THEN (CASE state WHEN 'retrying' THEN 503 WHEN 'unknown' THEN NULL
                                                        ELSE 200 END) END,
-                   CASE WHEN state = 'succeeded' AND external THEN 'rec-' || i ELSE '' END
+                   CASE WHEN state = 'succeeded' AND external THEN 'rec-' || i ELSE '' END, ''
             FROM s WHERE state IN ('succeeded', 'needs_review', 'unknown', 'retrying', 'cancelled')""",
                 series
                 + """
@@ -304,7 +305,7 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                 rows("generate_series(1, %(events)s::int) AS g, LATERAL (SELECT (g - 1) / %(per)s + 1 AS i) AS op")
                 + """
             INSERT INTO ledger_auditevent (operation_id, workspace_id, attempt_id, actor, kind, from_state, to_state,
-                                           error_category, message, created_at, prev_hash, hash)
+                                           error_category, message, created_at, prev_hash, hash, hash_key)
             SELECT CASE WHEN paused THEN NULL ELSE i END, ws, NULL,
                    CASE WHEN paused THEN 'alice' WHEN j = 0 THEN 'token:oc_ab12'
                         ELSE 'worker-' || (i %% 2 + 1) END,
@@ -322,7 +323,8 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                         ELSE 'transient' END,
                    CASE WHEN paused THEN 'destination maintenance'
                         WHEN j > 0 AND j %% 2 = 0 AND j < last THEN 'HTTP 503 from the destination' ELSE '' END,
-                   t + j * interval '7 seconds', md5(g::text) || md5((g + 1)::text), md5((g + 1)::text) || md5(g::text)
+                   t + j * interval '7 seconds', md5(g::text) || md5((g + 1)::text), md5((g + 1)::text) || md5(g::text),
+                   'bench'
             FROM (SELECT s.*, (g - 1) %% %(per)s AS j, %(per)s - 1 AS last,
                          (i %% 1000 = 0 AND (g - 1) %% %(per)s = 2) AS paused
                   FROM s) AS e""",
@@ -483,6 +485,7 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
         ("console operation page", f"/console/operations/{op.pk}/"),
         ("console controls", "/console/controls/"),
         ("console failures", "/console/failures/"),
+        ("console approvals", "/console/approvals/"),
         (
             "console queue, failure group",
             f"/console/?{urlencode({'state': 'needs_review', 'group': str(group.criterion)})}",
@@ -630,8 +633,8 @@ def run(database_label: str) -> None:
         client = Client()
         client.force_login(User.objects.get(username=username))
         for name, path in pages(workspaces):
-            if username == "scale-member" and path.startswith("/admin/ledger/membership/"):
-                continue  # superusers only
+            if username == "scale-member" and path.startswith(("/admin/ledger/membership/", "/console/approvals/")):
+                continue  # superusers only (the member is an operator: approving is not theirs)
             result = measure(name, path, username, client)
             results.append(result)
             verdict = "PASS" if result.p95 < BUDGET_MS and result.status == expected(name) else "FAIL"
