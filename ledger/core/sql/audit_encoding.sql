@@ -1,9 +1,9 @@
 -- The bytes an audit event's hash covers: its fields in a fixed order, each through
 -- ledger_audit_field, the time as microseconds since 1970, then the times its message names
 -- (ledger.timed; jsonb's own text, the same when written and when read back) where it has any: an
--- event without (every event before migration 0037) has the bytes it had. The same bytes as
+-- event without (every event before migration 0039) has the bytes it had. The same bytes as
 -- Python's ledger.core.audit_chain (tests/ledger/test_audit_keyed.py holds the two together).
--- Called by: ledger_audit_hash. Made by migration 0037 (first by 0030).
+-- Called by: ledger_audit_hash. Made by migration 0039 (first by 0030).
 
 CREATE OR REPLACE FUNCTION public.ledger_audit_encoding(event jsonb)
  RETURNS bytea

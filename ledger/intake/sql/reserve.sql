@@ -3,7 +3,8 @@
 -- contributions, the audit events on the workspace's chain, the wake-up. The request and the
 -- answer are described in ledger.intake.reservation.
 -- Called by: ledger.intake.reservation on PostgreSQL, for a batch (or any request with a refused
--- delivery); a single event goes to ledger_reserve_one. Made by migration 0024 (first by 0009).
+-- delivery); a single event goes to ledger_reserve_one. Made by migration 0024 (first by 0009);
+-- the hold of a conflicting operation (on_conflict: hold) added by 0040.
 
 CREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb)
  RETURNS jsonb

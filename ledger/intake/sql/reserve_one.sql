@@ -2,7 +2,7 @@
 -- shape of nearly every request). The same request, answer and rows as ledger_reserve
 -- (tests/ledger/test_reserve_one.py holds the two together).
 -- Called by: ledger.intake.reservation on PostgreSQL. Made by migration 0024; the hold of a
--- conflicting operation (on_conflict: hold) added by 0036.
+-- conflicting operation (on_conflict: hold) added by 0040.
 
 CREATE OR REPLACE FUNCTION public.ledger_reserve_one(request jsonb)
  RETURNS jsonb
