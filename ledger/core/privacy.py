@@ -273,10 +273,8 @@ def _sensitive_forms(concern: Operation | Conflict):
     else:
         action_name, held = concern.action, [concern.payload, concern.result]
     sensitive = sensitive_fields(action_name)
-    try:
-        money = get_action(action_name).money_fields
-    except UnknownAction:
-        money = {}
+    action = registry.get(action_name)
+    money = action.money_fields if action else {}
     for values in held:
         if not isinstance(values, dict):
             continue

@@ -14,7 +14,7 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from ledger.actions import UnknownAction, get_action
+from ledger.actions import registry
 from ledger.core import nudges
 from ledger.core.transitions import transition_many
 from ledger.intake.reservation import CONFLICT_HOLD, HELD
@@ -98,21 +98,14 @@ def _back_to(operation: Operation, origins: dict[int, State]) -> State:
     safer of the two for a consequential action: an approver signs off again."""
     if operation.pk in origins:
         return origins[operation.pk]
-    action = _action(operation)
+    action = registry.get(operation.action)
     return State.PENDING_APPROVAL if action is None or action.consequential else State.PENDING
 
 
 def _fresh_deadline(operation: Operation, target: State, now):
     """A full deadline from now (an approval window awaiting approval): the time held, waiting for
     a person, does not count against the operation (as a pause does not)."""
-    action = _action(operation)
+    action = registry.get(operation.action)
     if action is None:
         return operation.deadline
     return now + (action.approval_window if target == State.PENDING_APPROVAL else action.deadline)
-
-
-def _action(operation: Operation):
-    try:
-        return get_action(operation.action)
-    except UnknownAction:
-        return None

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ledger.actions import UnknownAction, get_action
+from ledger.actions import UnknownAction, get_action, registry
 from ledger.core import nudges, privacy, roles
 from ledger.core.configuration import Change, changes_since_last_run
 from ledger.core.transitions import record_audit_event, transition_operation
@@ -289,7 +289,7 @@ def cancel_operation(operation: Operation, *, user, reason: str) -> Cancel:
         raise ReviewError(f"{operation.key} is {operation.state}; only {allowed} operations can be cancelled.")
     refuse_sensitive_reason(reason, operation)
     actor = user.get_username()
-    action = _defined_action(operation)
+    action = registry.get(operation.action)  # an action no longer defined: cancelled unasked
     lookup = ""
     if action is not None and may_have_acted(operation, action):
         answer = ask_destination(operation, action)
@@ -434,13 +434,6 @@ def _require_review(user, operation: Operation) -> None:
     """The person needs a role that may review in the operation's workspace (operator or admin)."""
     if not roles.can(user, roles.REVIEW, operation.workspace_id):
         raise ReviewError(roles.refusal(user, roles.REVIEW, operation.workspace))
-
-
-def _defined_action(operation: Operation):
-    try:
-        return get_action(operation.action)
-    except UnknownAction:
-        return None
 
 
 def _action_of(operation: Operation):

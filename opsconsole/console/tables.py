@@ -10,7 +10,7 @@ from django.db import connections
 from django.db.models import QuerySet
 
 from ledger import states
-from ledger.actions import UnknownAction, get_action
+from ledger.actions import registry
 from ledger.core import roles
 from ledger.core.selectors import held_operations
 from ledger.models import Control, Operation
@@ -114,10 +114,8 @@ def summarise(operations) -> None:
     """Give each operation its ``summary``: its action's line over its payload, never a sensitive
     value (``ledger.actions.summaries``); nothing for an action no longer defined."""
     for operation in operations:
-        try:
-            operation.summary = get_action(operation.action).summarise(operation.payload)
-        except UnknownAction:
-            operation.summary = ""
+        action = registry.get(operation.action)
+        operation.summary = action.summarise(operation.payload) if action else ""
 
 
 def state_counts(listing: QueueListing, *, cap: int) -> dict[str, int]:
