@@ -12,7 +12,6 @@ from ledger.core.roles import APPROVE, PAUSE, REVIEW
 from ledger.people import approvals, review
 from opsconsole.console import approval_list
 from opsconsole.console.forms import (
-    BESIDE,
     DecisionForm,
     PauseForm,
     ReasonForm,
@@ -20,6 +19,7 @@ from opsconsole.console.forms import (
     ResolveForm,
     ResumeForm,
     first_error,
+    refuse_beside,
     report_refusal,
 )
 from opsconsole.console.templatetags.console_time import text_with_times, when_text
@@ -44,7 +44,7 @@ def _decide(request, op_pk, form, decide, *, field_id):
     report the outcome on the operation page (a refused reason beside ``field_id``, the field it
     was written in). A refused form or decision changes nothing."""
     if not form.is_valid():
-        messages.error(request, first_error(form), extra_tags=f"{BESIDE}{field_id}")
+        refuse_beside(request, first_error(form), field_id=field_id)
         return _back(op_pk)
     try:
         said = decide(**form.cleaned_data)
@@ -147,7 +147,7 @@ def _decision(decide, verb):
         op = operation_for(request, pk, APPROVE)
         form = DecisionForm(request.POST)
         if not form.is_valid():
-            messages.error(request, first_error(form), extra_tags=f"{BESIDE}approval-note")
+            refuse_beside(request, first_error(form), field_id="approval-note")
             return _back(pk)
         try:
             decide(op, user=request.user, note=form.cleaned_data["note"], fingerprint=form.cleaned_data["fingerprint"])

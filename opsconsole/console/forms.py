@@ -88,6 +88,11 @@ def report_refusal(request, refusal: Exception, *, field_id: str, every: bool = 
     (where the person's eyes are), and in full at the top when that form is no longer shown
     (``beside_fields``, ``console_text.said_beside``)."""
     if every or isinstance(refusal, privacy.SensitiveNote):
-        messages.error(request, str(refusal), extra_tags=f"{BESIDE}{field_id}")
+        refuse_beside(request, str(refusal), field_id=field_id)
     else:
         messages.error(request, str(refusal))
+
+
+def refuse_beside(request, said: str, *, field_id: str) -> None:
+    """Say a refusal beside the field ``field_id`` (``console/_note_help.html``); the banner points to it."""
+    messages.error(request, said, extra_tags=f"{BESIDE}{field_id}")
