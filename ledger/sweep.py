@@ -9,7 +9,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from ledger.core import nudges
+from ledger.core import held_time, nudges
 from ledger.core.selectors import due_operations, oldest_due_seconds, paused_filter
 from ledger.core.transitions import transition_operation
 from ledger.engine import expiry
@@ -40,7 +40,7 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
       external claim that began no try goes back to pending, not counted as an attempt; an internal
       try goes back to pending, counted (needs review once the attempt limit is reached);
     - passed deadlines: due work that can no longer finish in time goes to needs_review, unless a
-      pause holds it (paused time does not count: resuming gives it back, ``set_paused``);
+      pause holds it, or held it (paused time does not count: ``ledger.core.held_time``);
     - expired approval requests: nobody decided within the action's approval window;
     - in_order versions whose predecessor has not arrived within the gap wait (``ledger.intake.ordering``);
     - bulk actions whose task crashed or was lost are enqueued again (``ledger.people.bulk_actions``);
@@ -53,7 +53,7 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
     # batch at once, which would take the next row while holding the chain.
     for operation in Operation.objects.filter(state=State.PROCESSING, lease_expires_at__lt=now)[:batch]:
         report.leases_expired += expiry.recover_expired_lease(operation, now)
-    late = Operation.objects.filter(state__in=CLAIMABLE_STATES, deadline__lte=now)
+    late = Operation.objects.filter(held_time.deadline_passed(now), state__in=CLAIMABLE_STATES)
     held = paused_filter()
     for operation in (late.exclude(held) if held is not None else late)[:batch]:
         report.deadlines_passed += expiry.send_late_to_review(operation)

@@ -21,6 +21,7 @@ from django.utils import timezone
 from ledger.actions import ActionDefinition, registry
 from ledger.callers.tokens import claim_of, token_for
 from ledger.core import tallies
+from ledger.core.held_time import with_held_time
 from ledger.core.selectors import switch_over, waiting
 from ledger.core.transitions import transition_many
 from ledger.engine import expiry
@@ -139,7 +140,7 @@ def _take(operation: Operation, action: ActionDefinition, *, lease: timedelta, a
 def _take_once(operation_id: int, action: ActionDefinition, *, lease: timedelta, actor: str) -> Answer:
     now = timezone.now()
     with transaction.atomic():
-        operation = locked(Operation.objects.filter(pk=operation_id))
+        operation = locked(with_held_time(Operation.objects.filter(pk=operation_id)))
         answer = standing(operation, action, now)
         if answer.status not in (_EXPIRED, _LATE):
             # Lock order (docs/architecture.md): the row (held), the tallies, then the claim's move.
@@ -189,7 +190,7 @@ def _claimable_standing(operation: Operation, action: ActionDefinition, now: dat
             "a try failed and the next one is not due yet: claim again after Retry-After",
             retry_after=_seconds_until(operation.next_attempt_at, now),
         )
-    if operation.deadline and operation.deadline <= now:
+    if operation.held_deadline and operation.held_deadline <= now:
         return Answer(_LATE, operation)
     if operation.ordered == Ordering.IN_ORDER and Operation.objects.filter(pk=operation.pk).filter(waiting()).exists():
         return Answer(
@@ -211,7 +212,8 @@ def _claim(operation: Operation, action: ActionDefinition, *, lease: timedelta, 
         to_state=State.PROCESSING,
         actor=actor,
         kind="claimed",
-        same={"lease_owner": actor, "lease_expires_at": now + lease},
+        # The time a pause held it is given to its deadline now (ledger.core.held_time).
+        same={"lease_owner": actor, "lease_expires_at": now + lease, "deadline": operation.held_deadline},
         increment=("attempts", "fencing_token"),
         tokens=[operation.fencing_token],
         message=f"claim {operation.fencing_token + 1}: the caller performs it",

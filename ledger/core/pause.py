@@ -1,16 +1,16 @@
-"""Pause switches: holding an action, a workspace or everything, and resuming (held time is credited
-to each held operation's deadline)."""
+"""Pause switches: holding an action, a workspace or everything, and resuming (the time held is kept,
+and given to each held operation's deadline when it is claimed: ``ledger.core.held_time``)."""
+
+from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
-from ledger.actions import registry
-from ledger.core import nudges
-from ledger.core.selectors import due_operations, scope_filter
+from ledger.core import held_time, nudges
+from ledger.core.policies import format_duration
+from ledger.core.selectors import due_operations
 from ledger.core.transitions import record_audit_event
-from ledger.models import Control, Operation, Workspace
-from ledger.states import CLAIMABLE_STATES
+from ledger.models import Control, Workspace
 
 
 class NotPaused(Exception):
@@ -23,13 +23,14 @@ def set_paused(
     """Pull or release one pause switch (global, a workspace, an action, or both), audited.
 
     Paused operations keep their state; workers simply do not claim them, and their processing
-    deadline does not run while they wait: releasing a switch gives the operations it held the
-    time it held them (``_credit_held_time``) and nudges the workers on commit so they drain.
+    deadline does not run while they wait: releasing a switch keeps the time it held them
+    (``held_time.keep_interval``: one row, whatever it held; each operation is given that time
+    when it is claimed) and nudges the workers on commit so they drain.
     Releasing a switch that is not pulled raises NotPaused (a mistyped scope must not look like a
     successful resume).
     """
     now = timezone.now()
-    message = ""
+    held = ""
     with transaction.atomic():
         if paused:
             control, _ = Control.objects.select_for_update().get_or_create(workspace=workspace, action=action)
@@ -42,8 +43,10 @@ def set_paused(
             if control is None:
                 scope = Control(workspace=workspace, action=action).scope_label
                 raise NotPaused(f"Nothing to resume: {scope} is not paused.")
-            credited = _credit_held_time(control, now)
-            message = f"; {credited} held operation(s) keep the time they waited" if credited else ""
+            held_for = held_time.keep_interval(control, now)
+            # Whole seconds: the work it held keeps that time (given at each one's claim).
+            held = f", held {format_duration(held_for)}" if held_for >= timedelta(seconds=1) else ""
+            control.paused_since = None
         control.paused = paused
         control.reason = reason
         control.changed_by = actor
@@ -52,42 +55,11 @@ def set_paused(
             actor=actor,
             kind="paused" if paused else "resumed",
             workspace=workspace,
-            message=(f"{control.scope_label}: {reason}" if reason else control.scope_label) + message,
+            message=control.scope_label + held + (f": {reason}" if reason else ""),
         )
         if not paused:
             transaction.on_commit(_drain_due_backlog)
     return control
-
-
-def _credit_held_time(control: Control, now) -> int:
-    """Add the time ``control`` was pulled to the processing deadlines of the work it held.
-
-    Each pending or retrying operation in its scope whose deadline had not passed when the switch
-    was pulled gets ``now - paused_since`` more, but never more than a full fresh deadline from
-    now. So one that arrived during the pause gets exactly its own deadline from now, and one held
-    by overlapping switches, credited by each as it is released, is never credited less than it
-    waited. Two UPDATEs per action, each comparing with constants; returns the rows credited.
-    """
-    if control.paused_since is None:
-        return 0
-    held_for = now - control.paused_since
-    held = Operation.objects.filter(
-        scope_filter(control.workspace_id, control.action),
-        state__in=CLAIMABLE_STATES,
-        deadline__gt=control.paused_since,
-    )
-    credited = 0
-    for definition in registry.values():
-        if control.action and definition.name != control.action:
-            continue
-        cap = now + definition.deadline
-        of_action = held.filter(action=definition.name)
-        # Capped first: the rows the second UPDATE moves can then no longer match the first.
-        credited += of_action.filter(deadline__gt=cap - held_for).update(deadline=cap, updated_at=now)
-        credited += of_action.filter(deadline__lte=cap - held_for).update(
-            deadline=F("deadline") + held_for, updated_at=now
-        )
-    return credited
 
 
 def _drain_due_backlog() -> None:

@@ -11,6 +11,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ledger.actions import registry
+from ledger.core import held_time
 from ledger.models import Control, Operation, Ordering
 from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, UNFINISHED_STATES
 
@@ -51,7 +52,7 @@ def due_operations(now: datetime | None = None, switches: list[Control] | None =
     queryset = Operation.objects.filter(
         Q(state__in=CLAIMABLE_STATES),
         Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now),
-        Q(deadline__isnull=True) | Q(deadline__gt=now),
+        held_time.within_deadline(now),
     ).exclude(waiting())
     if callers := caller_actions():
         queryset = queryset.exclude(action__in=callers)

@@ -167,7 +167,7 @@ def transition_many(
             from_states,
             tokens,
             also_requires,
-            same={"state": to_state, "updated_at": now, **same},
+            same={"state": to_state, "updated_at": now, "state_changed_at": now, **same},
             each=each,
             increment=increment,
         )
@@ -254,7 +254,7 @@ def _apply(operation: Operation, to_state: State, now, same: dict, own: dict, in
         setattr(operation, name, value)
     for name in increment:
         setattr(operation, name, getattr(operation, name) + 1)
-    operation.state, operation.updated_at = to_state, now
+    operation.state, operation.updated_at, operation.state_changed_at = to_state, now, now
 
 
 def _config_of(operation: Operation, attempt, digests: dict) -> str:

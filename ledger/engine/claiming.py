@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from ledger.actions import get_action, registry
 from ledger.core import contention
+from ledger.core.held_time import with_held_time
 from ledger.core.selectors import due_operations, read_in_index_order
 from ledger.core.transitions import transition_many
 from ledger.engine import destination_health, faults
@@ -81,7 +82,7 @@ def _claim_in_one_transaction(*, limit: int, worker: str, now: datetime, finish_
                 # of an intake that references the row (a duplicate delivery). Those wait at its commit
                 # while it holds its workspace's audit chain, which this claim needs next: a deadlock
                 # otherwise. Lock order (docs/architecture.md): these rows first, the chain last.
-                due_operations(now)
+                with_held_time(due_operations(now))
                 .select_for_update(skip_locked=True, no_key=True, of=("self",))
                 .select_related("workspace")
                 .order_by("created_at", "id")[:reading]
@@ -101,14 +102,16 @@ class ClaimChanged(RuntimeError):
 
 def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
     """Move the found rows to processing, each under a new fencing token (its old one plus one)
-    and a lease: one guarded UPDATE (``transition_many``). The rows are locked since they were
-    found, so every guard matches; one that does not rolls the claim back (``ClaimChanged``)."""
+    and a lease, with the time a pause held it given to its deadline (``with_held_time``): one
+    guarded UPDATE (``transition_many``). The rows are locked since they were found, so every
+    guard matches; one that does not rolls the claim back (``ClaimChanged``)."""
     transition_many(
         operations,
         to_state=State.PROCESSING,
         actor=worker,
         kind="claimed",
         same={"lease_owner": worker, "lease_expires_at": now + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)},
+        each={"deadline": [operation.held_deadline for operation in operations]},
         increment=("attempts", "fencing_token"),
         tokens=[operation.fencing_token for operation in operations],
         message=[f"claim {operation.fencing_token + 1}" for operation in operations],

@@ -142,8 +142,13 @@ class Operation(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     # pending/retrying: when the next try is due. unknown: when the next lookup at the destination is.
     next_attempt_at = models.DateTimeField(null=True, blank=True)
-    # pending_approval: when the approval request expires. Otherwise: the processing deadline.
+    # pending_approval: when the approval request expires. Otherwise: the processing deadline, not
+    # counting the pauses that ended since state_changed_at (given at the next claim:
+    # ledger.core.held_time).
     deadline = models.DateTimeField(null=True, blank=True)
+    # When the state last moved (null: not since created_at). Written by every move
+    # (ledger.core.transitions), which rewrites the row anyway.
+    state_changed_at = models.DateTimeField(null=True, blank=True)
 
     # The lease of the worker that claimed it; the fencing token grows with every claim, and an
     # outcome is recorded only while the token it was claimed with still matches.

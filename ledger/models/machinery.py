@@ -11,7 +11,7 @@ class Control(models.Model):
     workspace = models.ForeignKey("Workspace", on_delete=models.CASCADE, null=True, blank=True, related_name="controls")
     action = models.CharField(max_length=100, blank=True)
     paused = models.BooleanField(default=False)
-    # When the switch was last pulled: resuming credits the time since to the deadlines it held.
+    # When the switch was last pulled: resuming keeps the time since as a PauseInterval.
     paused_since = models.DateTimeField(null=True, blank=True)
     reason = models.CharField(max_length=500, blank=True)
     changed_by = models.CharField(max_length=150, blank=True)
@@ -40,6 +40,29 @@ class Control(models.Model):
             f"action {self.action}" if self.action else "",
         ]
         return ", ".join(p for p in parts if p) or "global"
+
+
+class PauseInterval(models.Model):
+    """The time one switch held its scope, written when it is released (``ledger.core.held_time``).
+
+    Held time does not count against a processing deadline: an operation is given the intervals
+    that ended since its state last changed when it is next claimed, which rewrites its row anyway,
+    so a resume writes this one row, not every operation it held. Kept for as long as a held
+    operation may wait: a few rows a year."""
+
+    workspace = models.ForeignKey("Workspace", on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    action = models.CharField(max_length=100, blank=True)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["ended_at"], name="pauseinterval_ended_idx")]
+        constraints = [
+            models.CheckConstraint(condition=Q(ended_at__gte=models.F("started_at")), name="pauseinterval_ordered")
+        ]
+
+    def __str__(self):
+        return f"{self.workspace_id or '-'} {self.action or '-'} {self.started_at} - {self.ended_at}"
 
 
 class Heartbeat(models.Model):

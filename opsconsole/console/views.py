@@ -18,6 +18,7 @@ from ledger.actions import UnknownAction, get_action
 from ledger.callers import tokens
 from ledger.core import privacy, roles
 from ledger.core.configuration import changes_since_last_run
+from ledger.core.held_time import with_held_time
 from ledger.core.policies import format_duration
 from ledger.core.roles import APPROVE, PAUSE, REVIEW, VIEW
 from ledger.core.selectors import (
@@ -80,7 +81,8 @@ def console_action(view):
 def operation_for(request, pk, capability=VIEW) -> Operation:
     """The operation, if it is in one of the person's workspaces (else 404) and they hold
     ``capability`` there (else 403)."""
-    operations = Operation.objects.select_related("workspace", "assigned_to")
+    # With the time a pause held it (ledger.core.held_time): its deadline as its next claim will see it.
+    operations = with_held_time(Operation.objects.select_related("workspace", "assigned_to"))
     operation = get_object_or_404(roles.visible(operations, request.user), pk=pk)
     if not roles.can(request.user, capability, operation.workspace_id):
         raise PermissionDenied(roles.refusal(request.user, capability, operation.workspace))

@@ -394,6 +394,22 @@ def test_held_work_is_not_late_its_deadline_waits_for_the_resume(claims):
     assert Operation.objects.get().state == "pending"
 
 
+def test_a_claim_after_a_resume_is_given_the_time_held_and_writes_it(claims, frozen):
+    """The deadline passed while a pause held the operation: after the resume it is claimed, not
+    sent to review, and its claim writes the deadline with the held hour given."""
+    claims.claim()
+    claimed_at = timezone.now()
+    Operation.objects.update(state="pending", state_changed_at=claimed_at, deadline=claimed_at + timedelta(minutes=1))
+    set_paused(paused=True, actor="ops", reason="vendor incident", action="send-invoice")
+    frozen.move_to(claimed_at + timedelta(hours=1))
+    set_paused(paused=False, actor="ops", action="send-invoice")
+
+    response = claims.claim()
+
+    assert (response.status_code, response.json()["status"]) == (201, "claimed")
+    assert Operation.objects.get().deadline == claimed_at + timedelta(hours=1, minutes=1)
+
+
 def test_a_claim_past_the_deadline_sends_the_operation_to_review(claims):
     claims.claim()
     Operation.objects.update(state="pending", deadline=timezone.now() - timedelta(seconds=1))

@@ -5,15 +5,27 @@ approval request expires on its own (``approval_window``) into needs_review."""
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 
+from ledger.core.held_time import with_held_time
 from ledger.core.pause import set_paused
 from ledger.engine.processing import process_due_operations
-from ledger.models import AuditEvent, Operation
+from ledger.intake.submit import submit_batch
+from ledger.models import AuditEvent, Operation, PauseInterval
 from ledger.people import approvals, review
 from ledger.sweep import sweep
 from tests.ledger.conftest import START, submit
 
 DEADLINE = timedelta(minutes=5)
+
+
+def owed_deadlines() -> dict:
+    """Each operation's deadline with the held time it is owed given: what its next claim writes."""
+    return {op.pk: op.held_deadline for op in with_held_time(Operation.objects.all())}
+
+
+def stored_deadlines() -> dict:
+    return dict(Operation.objects.values_list("pk", "deadline"))
 
 
 @pytest.fixture
@@ -32,13 +44,14 @@ def test_it_runs_held_work_after_a_pause_longer_than_its_deadline(workspace, act
     assert Operation.objects.get().state == "pending"
 
     set_paused(paused=False, actor="alice", workspace=workspace)
-    operation.refresh_from_db()
-    assert operation.deadline == START + timedelta(hours=2) + DEADLINE  # the two held hours given back
-    assert "1 held operation(s) keep the time they waited" in AuditEvent.objects.get(kind="resumed").message
+    assert owed_deadlines() == {operation.pk: START + timedelta(hours=2) + DEADLINE}  # the two held hours
+    assert stored_deadlines() == {operation.pk: START + DEADLINE}  # given at the claim, not written now
+    assert AuditEvent.objects.get(kind="resumed").message == "workspace demo, held 2h"
     frozen.move_to(START + timedelta(hours=2, minutes=1))
     assert sweep().deadlines_passed == 0
     assert process_due_operations() == 1
     assert Operation.objects.get().state == "succeeded"
+    assert stored_deadlines() == {operation.pk: START + timedelta(hours=2) + DEADLINE}  # the claim wrote it
 
 
 def test_it_gives_back_exactly_the_time_held(workspace, action, frozen):
@@ -52,7 +65,7 @@ def test_it_gives_back_exactly_the_time_held(workspace, action, frozen):
 
     set_paused(paused=False, actor="alice")
 
-    deadlines = dict(Operation.objects.values_list("pk", "deadline"))
+    deadlines = owed_deadlines()
     resumed = START + timedelta(minutes=30)
     assert deadlines[early.pk] == resumed + timedelta(minutes=3)
     assert deadlines[during.pk] == resumed + DEADLINE  # held from its arrival: its whole deadline is left
@@ -69,8 +82,9 @@ def test_it_never_gives_back_less_than_was_held_under_overlapping_pauses(workspa
 
     set_paused(paused=False, actor="bob", workspace=workspace)
 
-    operation.refresh_from_db()
-    assert operation.deadline >= START + timedelta(hours=3) + DEADLINE
+    assert owed_deadlines()[operation.pk] >= START + timedelta(hours=3) + DEADLINE
+    frozen.move_to(START + timedelta(hours=3, minutes=4))
+    assert sweep().deadlines_passed == 0
     assert process_due_operations() == 1
 
 
@@ -128,3 +142,50 @@ def test_it_sends_an_expired_approval_request_to_review(workspace, consequential
     review.replay_operation(operation, user=reviewer, reason="customer still wants it")
     operation.refresh_from_db()
     assert (operation.state, operation.deadline) == ("pending_approval", START + timedelta(days=4))
+
+
+def test_a_resume_writes_no_operation_however_much_it_held(workspace, action, frozen):
+    """O(1): the switch and its interval are written, not the held operations (no update, so no
+    dead tuple in ledger_operation); each is given its time when it is claimed."""
+    results = submit_batch(
+        workspace=workspace,
+        source="api",
+        raw_events=[{"action": action.name, "data": {"request_id": f"R-{n}", "version": 1}} for n in range(200)],
+    )
+    assert {result.outcome for result in results} == {"accepted"}
+    set_paused(paused=True, actor="alice", reason="vendor outage")
+    frozen.move_to(START + timedelta(hours=1))
+    before = updated_rows_of("ledger_operation")
+
+    set_paused(paused=False, actor="alice")
+
+    assert updated_rows_of("ledger_operation") == before
+    assert set(owed_deadlines().values()) == {START + timedelta(hours=1) + DEADLINE}
+    assert PauseInterval.objects.get().ended_at == START + timedelta(hours=1)
+    while process_due_operations():  # a batch at a time
+        pass
+    assert set(Operation.objects.values_list("state", flat=True)) == {"succeeded"}
+    assert set(stored_deadlines().values()) == {START + timedelta(hours=1) + DEADLINE}
+
+
+def test_work_that_came_back_after_a_pause_is_not_given_its_time(workspace, action, frozen):
+    """Held time goes to what the pause held: an operation whose state moved after the release (a
+    retry of a try that was running through the pause) keeps its deadline as it is."""
+    operation = submit(workspace, action.name)
+    set_paused(paused=True, actor="alice", reason="deploy")
+    frozen.move_to(START + timedelta(minutes=2))
+    set_paused(paused=False, actor="alice")
+    frozen.move_to(START + timedelta(minutes=3))
+    Operation.objects.filter(pk=operation.pk).update(state_changed_at=START + timedelta(minutes=3))
+
+    assert owed_deadlines() == {operation.pk: START + DEADLINE}
+    frozen.move_to(START + DEADLINE)
+    assert sweep().deadlines_passed == 1
+
+
+def updated_rows_of(table: str) -> int:
+    """Rows of ``table`` this transaction updated so far (the test's transaction: PostgreSQL's
+    own count, which every UPDATE, HOT or not, adds to)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_get_xact_tuples_updated(%s::regclass)", [table])
+        return cursor.fetchone()[0]
