@@ -48,11 +48,13 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     # latest_wins before this one ran (ledger.intake.ordering).
     S.PENDING_APPROVAL: frozenset({S.PENDING, S.REJECTED, S.NEEDS_REVIEW, S.SUPERSEDED}),
     # pending/retrying -> needs_review: the sweep found the processing deadline passed.
-    S.PENDING: frozenset({S.PROCESSING, S.CANCELLED, S.SUPERSEDED, S.NEEDS_REVIEW}),
+    # pending/retrying -> succeeded: an internal set finished in its claim (ledger_finish_claimed):
+    # performed, claimed and recorded in one transaction, never processing in a committed state.
+    S.PENDING: frozenset({S.PROCESSING, S.SUCCEEDED, S.CANCELLED, S.SUPERSEDED, S.NEEDS_REVIEW}),
     # processing -> pending: the sweep found the lease of an internal action expired; nothing
     # outside our database happened, so the operation simply runs again.
     S.PROCESSING: frozenset({S.SUCCEEDED, S.RETRYING, S.NEEDS_REVIEW, S.UNKNOWN, S.PENDING}),
-    S.RETRYING: frozenset({S.PROCESSING, S.CANCELLED, S.NEEDS_REVIEW, S.SUPERSEDED}),
+    S.RETRYING: frozenset({S.PROCESSING, S.SUCCEEDED, S.CANCELLED, S.NEEDS_REVIEW, S.SUPERSEDED}),
     S.UNKNOWN: frozenset({S.SUCCEEDED, S.RETRYING, S.NEEDS_REVIEW}),
     S.NEEDS_REVIEW: frozenset({S.PENDING, S.PENDING_APPROVAL, S.SUCCEEDED, S.CANCELLED}),
     # succeeded -> needs_review: reconciliation audit found the record missing; a person reopens

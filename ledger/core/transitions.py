@@ -271,7 +271,6 @@ def _config_of(operation: Operation, attempt, digests: dict) -> str:
 def moved_in_sql(
     operations: list[Operation],
     *,
-    from_state: State,
     to_state: State,
     kind: str,
     configs: list[str | None],
@@ -281,12 +280,13 @@ def moved_in_sql(
 ) -> None:
     """Make ``operations`` in memory what SQL that moves states itself wrote (``ledger_finish_claimed``,
     whose edges come from the state table: ``ledger.states.sql_edges``; ``same`` and ``each`` as
-    ``transition_many`` takes them), and log each move as it does (``configs``: the configuration
-    each ran under)."""
-    refuse_illegal([from_state], to_state)
+    ``transition_many`` takes them), each from its state as loaded, and log each move as it does
+    (``configs``: the configuration each ran under)."""
+    from_states = [operation.state for operation in operations]
+    refuse_illegal(from_states, to_state)
     for index, (operation, config) in enumerate(zip(operations, configs, strict=True)):
         _apply(operation, to_state, now, same, {name: values[index] for name, values in each.items()}, ())
-        log_transition(operation, from_state=from_state, to_state=to_state, kind=kind, config_version=config)
+        log_transition(operation, from_state=from_states[index], to_state=to_state, kind=kind, config_version=config)
 
 
 def log_transition(

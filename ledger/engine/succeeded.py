@@ -103,10 +103,11 @@ def record_claimed_successes(
     written in the caller's transaction, which also holds their rows locked since they were found
     due (``ledger.engine.processing``). The row goes from pending (or retrying) to succeeded in one guarded
     UPDATE that also takes the claim's token (old + 1), so the attempt is numbered as a claim's
-    would be; both transitions are audited (``claimed``, then ``succeeded``), as a claim and an
-    outcome recorded apart would be. ``processing`` is never visible: whoever reads the row sees it
-    due (locked) until the commit, then succeeded. Raises StaleClaim when any row was not claimable
-    under its token (the caller's savepoint then undoes the set, effects included).
+    would be. ``processing`` is never visible: whoever reads the row sees it due (locked) until
+    the commit, then succeeded; so that one real change is audited once (``succeeded`` from
+    pending or retrying, the claim's token in its message), as the state table has it. Raises
+    StaleClaim when any row was not claimable under its token (the caller's savepoint then undoes
+    the set, effects included).
 
     The UPDATE, the Attempts and the audit events are one statement (``ledger_finish_claimed``,
     ``engine/sql/finish_claimed.sql``)."""
@@ -123,7 +124,6 @@ def record_claimed_successes(
         raise
     moved_in_sql(
         operations,
-        from_state=State.PROCESSING,
         to_state=State.SUCCEEDED,
         kind="succeeded",
         configs=digests,

@@ -1,6 +1,7 @@
 """A set of internal operations finished in its claim is recorded by one statement
-(``ledger_finish_claimed``, migration 0029): each operation, its attempt and its two audit events
-(claimed, succeeded), across workspaces (one chain each) and from pending and retrying alike."""
+(``ledger_finish_claimed``, migrations 0029 and 0044): each operation, its attempt and one audit
+event for its one real change (pending or retrying -> succeeded, the claim's token in its message),
+across workspaces (one chain each) and from pending and retrying alike."""
 
 from datetime import timedelta
 
@@ -120,21 +121,17 @@ def test_one_statement_finishes_a_set_across_workspaces_from_pending_and_retryin
         for name in sorted(names)
     ]
     assert found["audit"] == [
-        event
-        for name in sorted(names)
-        for event in (
-            (
-                name,
-                "w1",
-                "claimed",
-                "retrying" if name == retried else "pending",
-                "processing",
-                f"claim {5 if name == retried else 1}",
-                None,
-                True,
-            ),
-            (name, "w1", "succeeded", "processing", "succeeded", "", name, True),
+        (
+            name,
+            "w1",
+            "succeeded",
+            "retrying" if name == retried else "pending",
+            "succeeded",
+            f"claim {5 if name == retried else 1}, finished in it",
+            name,
+            True,
         )
+        for name in sorted(names)
     ]
     assert audit_chain.verify_chains().broken is None
 

@@ -13,7 +13,7 @@ from tests.conftest import event
 
 # The edges, written out by hand: docs/design.md section 4, the extra edges of docs/architecture.md
 # "States", and the ones added since. Never derived from TRANSITIONS, so a wrong edge in the
-# table (say pending -> succeeded) fails the walk below instead of being taken as expected.
+# table (say pending -> unknown) fails the walk below instead of being taken as expected.
 EDGES = {
     # docs/design.md section 4
     ("pending_approval", "pending"),  # approve
@@ -43,6 +43,8 @@ EDGES = {
     ("pending_approval", "superseded"),  # a newer version arrived before approval (latest_wins)
     ("retrying", "superseded"),  # a newer version arrived before a retry succeeded (latest_wins)
     ("succeeded", "needs_review"),  # reconciliation audit found the record missing (a person reopens it)
+    ("pending", "succeeded"),  # an internal set finished in its claim, never processing when committed
+    ("retrying", "succeeded"),  # the same, for a retry (issue 28: one event per real change)
 }
 REOPENED = {("succeeded", "needs_review")}  # a person's way out of a terminal state
 TERMINAL = {"succeeded", "rejected", "cancelled", "superseded"}

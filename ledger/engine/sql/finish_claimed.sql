@@ -1,8 +1,9 @@
 -- The bookkeeping of a set of internal operations finished in their claim: one guarded UPDATE
--- to succeeded under the claim's tokens, then the ok Attempts and the claimed/succeeded audit
--- events (ledger_audit_append). Returns how many rows it moved.
--- Called by: ledger.engine.succeeded.record_claimed_successes on PostgreSQL
--- (tests/ledger/test_finish_claimed.py). Made by migration 0029.
+-- to succeeded under the claim's tokens, then the ok Attempts and one audit event per operation
+-- for its one real change, pending (or retrying) -> succeeded, the claim's token in its message
+-- (ledger_audit_append). Returns how many rows it moved.
+-- Called by: ledger.engine.succeeded.record_claimed_successes
+-- (tests/ledger/test_finish_claimed.py). Made by migration 0029; one event, migration 0044.
 
 CREATE OR REPLACE FUNCTION public.ledger_finish_claimed(request jsonb)
  RETURNS integer
@@ -18,7 +19,7 @@ DECLARE
 BEGIN
     UPDATE ledger_operation o
     SET state = 'succeeded', attempts = o.attempts + 1, fencing_token = o.fencing_token + 1,
-        result = h.result, external_id = h.external_id, updated_at = at, lease_owner = '',
+        result = h.result, external_id = h.external_id, updated_at = at, state_changed_at = at, lease_owner = '',
         lease_expires_at = NULL, next_attempt_at = NULL, last_error_category = '', last_error_message = ''
     FROM jsonb_to_recordset(request->'operations')
          AS h(id bigint, fencing_token bigint, result jsonb, external_id text)
@@ -41,24 +42,18 @@ BEGIN
     SELECT r.* FROM jsonb_array_elements(held) AS h(row),
                     LATERAL jsonb_populate_record(NULL::ledger_attempt, h.row->'attempt') r;
 
-    -- Two events per operation, claimed then succeeded, on each workspace's chain in turn (the
-    -- chains sorted, as ledger.audit.append takes them, so no two appenders deadlock).
+    -- One event per operation for the one change a reader can see (the row is never processing
+    -- in a committed state), the claim's token in its message, on each workspace's chain in turn
+    -- (the chains sorted, as ledger.audit.append takes them, so no two appenders deadlock).
     FOR chain IN SELECT c FROM jsonb_array_elements(request->'chains') AS chains(c) LOOP
-        SELECT jsonb_agg(event ORDER BY n, step) INTO events FROM (
-            SELECT n, 1 AS step, request->'audit' || jsonb_build_object(
-                       'workspace_id', h.row->'operation'->'workspace_id', 'operation_id', h.row->'operation'->'id',
-                       'kind', 'claimed', 'from_state', h.row->'operation'->'from_state', 'to_state', 'processing',
-                       'message', 'claim ' || (h.row->'attempt'->>'fencing_token')) AS event
-            FROM jsonb_array_elements(held) WITH ORDINALITY AS h(row, n)
-            WHERE h.row->'operation'->'workspace_id' = chain->0
-            UNION ALL
-            SELECT n, 2, request->'audit' || jsonb_build_object(
-                       'workspace_id', h.row->'operation'->'workspace_id', 'operation_id', h.row->'operation'->'id',
-                       'kind', 'succeeded', 'from_state', 'processing', 'to_state', 'succeeded',
-                       'attempt_id', h.row->'attempt'->'id')
-            FROM jsonb_array_elements(held) WITH ORDINALITY AS h(row, n)
-            WHERE h.row->'operation'->'workspace_id' = chain->0
-        ) chained;
+        SELECT jsonb_agg(request->'audit' || jsonb_build_object(
+                   'workspace_id', h.row->'operation'->'workspace_id', 'operation_id', h.row->'operation'->'id',
+                   'kind', 'succeeded', 'from_state', h.row->'operation'->'from_state', 'to_state', 'succeeded',
+                   'message', 'claim ' || (h.row->'attempt'->>'fencing_token') || ', finished in it',
+                   'attempt_id', h.row->'attempt'->'id') ORDER BY n)
+        INTO events
+        FROM jsonb_array_elements(held) WITH ORDINALITY AS h(row, n)
+        WHERE h.row->'operation'->'workspace_id' = chain->0;
         PERFORM ledger_audit_append((chain->>1)::bigint, (chain->>0)::bigint, events);
     END LOOP;
 
