@@ -111,7 +111,7 @@ def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
         actor=worker,
         kind="claimed",
         same={"lease_owner": worker, "lease_expires_at": now + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)},
-        each={"deadline": [operation.held_deadline for operation in operations]},
+        each={"deadline": [operation.held_deadline for operation in operations]},  # type: ignore[attr-defined]
         increment=("attempts", "fencing_token"),
         tokens=[operation.fencing_token for operation in operations],
         message=[f"claim {operation.fencing_token + 1}" for operation in operations],

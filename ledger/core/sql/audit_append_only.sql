@@ -1,5 +1,5 @@
 -- The function of the row trigger ledger_auditevent_append_only: every UPDATE and DELETE of an
--- audit event is refused, whoever asks (DESIGN.md rule 8: the audit trail is append-only).
+-- audit event is refused, whoever asks (docs/design.md: the audit trail is append-only).
 -- Called by: that trigger (auditevent_append_only.trigger.sql). Made by migration 0002.
 
 CREATE OR REPLACE FUNCTION public.ledger_audit_append_only()

@@ -1,5 +1,5 @@
 -- Everything intake writes for the events of one request, in one statement: each new key reserved
--- by INSERT .. ON CONFLICT DO NOTHING (DESIGN.md rule 2), the deliveries, conflicts and
+-- by INSERT .. ON CONFLICT DO NOTHING (docs/design.md rule 2), the deliveries, conflicts and
 -- contributions, the audit events on the workspace's chain, the wake-up. The request and the
 -- answer are described in ledger.intake.reservation.
 -- Called by: ledger.intake.reservation on PostgreSQL, for a batch (or any request with a refused
