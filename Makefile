@@ -186,6 +186,13 @@ bench-memory: $(VENV)/.bench-installed
 bench-scale: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/scale.py
 
+# Issue 28: resuming a pause that held 100,000 operations: its time against a resume that held
+# nothing and against the per-row UPDATEs a resume wrote before, the rows it updated, and the first
+# claim after it (bench/resume.py; about a minute).
+.PHONY: bench-resume
+bench-resume: venv
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/resume.py
+
 # Issue 9: purge (redaction, then deletion) of 1,000,000 finished operations loaded with SQL into a
 # scratch database, rows/s per phase and table sizes before, after and after VACUUM (bench/purge.py).
 .PHONY: bench-purge
