@@ -193,6 +193,12 @@ bench-scale: venv
 bench-resume: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/resume.py
 
+# Issue 28: end to end at idle, from a POST sent to its operation succeeded, through a real gunicorn
+# and qcluster: p50 and p95 over 60 events (bench/idle_latency.py; about a minute).
+.PHONY: bench-latency
+bench-latency: venv
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/idle_latency.py
+
 # Issue 9: purge (redaction, then deletion) of 1,000,000 finished operations loaded with SQL into a
 # scratch database, rows/s per phase and table sizes before, after and after VACUUM (bench/purge.py).
 .PHONY: bench-purge
