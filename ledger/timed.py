@@ -11,7 +11,7 @@ reason) stay as they are.
 
 import re
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 PLACEHOLDER = re.compile(r"\{([a-z][a-z_]*)\}")
 
@@ -55,3 +55,15 @@ def iso(moment: datetime) -> str:
 def as_iso(words: str, times: Times | None) -> str:
     """``words`` with each kept time in ISO 8601 (UTC), as machines read them."""
     return filled(words, times, iso)
+
+
+def duration_text(duration: timedelta) -> str:
+    """A length of time as a person reads it: 42 s, 7 min, 3 h 5 min, 2 d 4 h."""
+    seconds = int(duration.total_seconds())
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 86400:
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    return f"{seconds // 86400} d {seconds % 86400 // 3600} h"

@@ -7,10 +7,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from ledger.core import held_time, nudges
-from ledger.core.policies import format_duration
 from ledger.core.selectors import due_operations
 from ledger.core.transitions import record_audit_event
 from ledger.models import Control, Workspace
+from ledger.timed import duration_text
 
 
 class NotPaused(Exception):
@@ -45,7 +45,7 @@ def set_paused(
                 raise NotPaused(f"Nothing to resume: {scope} is not paused.")
             held_for = held_time.keep_interval(control, now)
             # Whole seconds: the work it held keeps that time (given at each one's claim).
-            held = f", held {format_duration(held_for)}" if held_for >= timedelta(seconds=1) else ""
+            held = f", held {duration_text(held_for)}" if held_for >= timedelta(seconds=1) else ""
             control.paused_since = None
         control.paused = paused
         control.reason = reason

@@ -16,9 +16,10 @@ from django_htmx.http import HttpResponseClientRedirect
 from ledger.core import roles
 from ledger.reads import dashboard as figures_of
 from ledger.reads import destinations as destinations_of
+from ledger.timed import duration_text
 from opsconsole.console import charts
 from opsconsole.console.filters import HELD, QueueFilter
-from opsconsole.console.views import age_text, console_page
+from opsconsole.console.views import console_page
 from reconciliation import selectors as reconciliation
 
 REFRESH_SECONDS = 15
@@ -59,11 +60,11 @@ def dashboard(request):
             for count in figures.states
         ],
         "held_link": f"{queue}?state={HELD}",
-        "oldest_due": age_text(timedelta(seconds=figures.oldest_due_seconds))
+        "oldest_due": duration_text(timedelta(seconds=figures.oldest_due_seconds))
         if figures.oldest_due_seconds is not None
         else None,
         "due_late": (figures.oldest_due_seconds or 0) > DUE_WARNING.total_seconds(),
-        "oldest_held": age_text(timedelta(seconds=figures.oldest_held_seconds))
+        "oldest_held": duration_text(timedelta(seconds=figures.oldest_held_seconds))
         if figures.oldest_held_seconds is not None
         else None,
         "samples_stale": figures.sampled_until is None or figures.now - figures.sampled_until > STALE_SAMPLES,
@@ -111,7 +112,7 @@ def _sampled_ago(figures) -> str:
     """How old the sweep's samples are ("sampled 4 min ago"); "" when there are none."""
     if figures.sampled_until is None:
         return ""
-    return f"sampled {age_text(max(figures.now - figures.sampled_until, timedelta(0)))} ago"
+    return f"sampled {duration_text(max(figures.now - figures.sampled_until, timedelta(0)))} ago"
 
 
 def _hour_age(hour, figures) -> str:

@@ -37,6 +37,7 @@ from ledger.people import assignment, holds
 from ledger.people.bulk_actions import MAX_OPERATIONS
 from ledger.reads import destinations
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
+from ledger.timed import duration_text
 from opsconsole.console import explain, keyset, labels, money, neighbours, tables
 from opsconsole.console.filters import AuditFilter
 from opsconsole.console.forms import (
@@ -345,7 +346,7 @@ def controls(request):
 def service_levels(request):
     levels, listed = service_level_standing(roles.visible(Operation.objects.all(), request.user))
     for operation in listed:
-        operation.age_shown = age_text(operation.age)
+        operation.age_shown = duration_text(operation.age)
         operation.level_shown = format_duration(operation.service_level)
     levels = [{"level": level, "shown": format_duration(level.level)} for level in levels]
     return render(
@@ -367,22 +368,10 @@ def _standing(op: Operation, definition) -> str:
         return ""
     age = timezone.now() - op.created_at
     said = {
-        "late": f"Late: {age_text(age)} since it arrived, past its service level of {format_duration(level)}.",
-        "at_risk": f"At risk: {age_text(age)} since it arrived, of a service level of {format_duration(level)}.",
+        "late": f"Late: {duration_text(age)} since it arrived, past its service level of {format_duration(level)}.",
+        "at_risk": f"At risk: {duration_text(age)} since it arrived, of a service level of {format_duration(level)}.",
     }
     return said.get(standing(age, level), "")
-
-
-def age_text(age) -> str:
-    """An age as a person reads it: 42 s, 7 min, 3 h 5 min, 2 d 4 h."""
-    seconds = int(age.total_seconds())
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min"
-    if seconds < 86400:
-        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
-    return f"{seconds // 86400} d {seconds % 86400 // 3600} h"
 
 
 @console_page

@@ -208,3 +208,27 @@ def test_it_offers_conflict_decisions_only_while_the_conflict_is_open(client, lo
     review.dismiss_conflict(conflict, user=operator, reason="stale")
 
     assert forms_on(client, operation) == {"Cancel"}
+
+
+def test_a_held_operation_shows_the_deadline_its_claim_will_give_it(client, login, make_operation, time_machine):
+    """A resume writes no operation (ledger.core.held_time): the page still shows the deadline with
+    the time the pause held it given, not the stored one its next claim will replace."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ledger.core.pause import set_paused
+
+    login("viewer")
+    start = timezone.now()
+    time_machine.move_to(start, tick=False)
+    operation = make_operation("pending", deadline=start + timedelta(minutes=5), state_changed_at=start)
+    set_paused(paused=True, actor="ops", reason="vendor outage")
+    time_machine.move_to(start + timedelta(hours=2), tick=False)
+    set_paused(paused=False, actor="ops")
+
+    page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+
+    deadline = page.split("<dt>Deadline</dt>", 1)[1].split("</dd>", 1)[0]
+    given = (start + timedelta(hours=2, minutes=5)).replace(microsecond=0)
+    assert f'datetime="{timezone.localtime(given).isoformat(timespec="seconds")}"' in deadline

@@ -1,11 +1,15 @@
 """An operator finds the work a pause holds: from the queue's health line to the held list, the
 operation's banner, and the switch's count on Controls; then resumes it, and nothing is held."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from ledger.core import pause
 from ledger.intake.submit import submit_event
+from ledger.models import AuditEvent, Control, Operation
 from tests.conftest import R42
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 
@@ -15,7 +19,11 @@ pytestmark = pytest.mark.e2e
 def test_held_work_is_in_plain_sight_and_resumed(page, workspace):
     make_user("operator", OPERATOR)
     held = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": R42}).operation
+    # It arrived three hours ago, and the pause was pulled two hours ago: its resume gives it those two.
+    now = timezone.now()
+    Operation.objects.filter(pk=held.pk).update(created_at=now - timedelta(hours=3), deadline=now + timedelta(hours=21))
     pause.set_paused(paused=True, reason="vendor outage", workspace=workspace, actor="alice")
+    Control.objects.filter(workspace=workspace).update(paused_since=now - timedelta(hours=2))
 
     log_in(page, "operator")
     page.get_by_role("link", name="Held by a pause").click()
@@ -31,6 +39,8 @@ def test_held_work_is_in_plain_sight_and_resumed(page, workspace):
 
     page.get_by_role("row").filter(has_text="vendor outage").get_by_role("button", name="Resume").click()
     expect(page.get_by_role("status").filter(has_text="Resumed workspace demo")).to_be_visible()
+    resumed = AuditEvent.objects.get(kind="resumed")
+    assert resumed.message.startswith("workspace demo, held 2 h 0 min")
     expect(page.get_by_role("row").filter(has_text="vendor outage")).to_have_count(0)
 
     page.goto("/console/?state=held")
@@ -38,6 +48,11 @@ def test_held_work_is_in_plain_sight_and_resumed(page, workspace):
     expect(page.get_by_role("link", name="Held by a pause")).to_have_count(0)
     page.goto(f"/console/operations/{held.pk}/")
     expect(page.get_by_text("Held: the pause switch")).to_have_count(0)
+    # The deadline its next claim will write: the two held hours given (none written at the resume).
+    given = timezone.localtime(now + timedelta(hours=23)).replace(microsecond=0)
+    deadline = page.locator("dt:text-is('Deadline') + dd time")
+    assert deadline.get_attribute("datetime")[:16] == given.isoformat()[:16]
     held.refresh_from_db()
     assert held.state == "pending"  # due again, for the next worker's claim
+    assert held.deadline == now + timedelta(hours=21)
     screenshot(page, "held-resumed")

@@ -46,7 +46,7 @@ def test_it_runs_held_work_after_a_pause_longer_than_its_deadline(workspace, act
     set_paused(paused=False, actor="alice", workspace=workspace)
     assert owed_deadlines() == {operation.pk: START + timedelta(hours=2) + DEADLINE}  # the two held hours
     assert stored_deadlines() == {operation.pk: START + DEADLINE}  # given at the claim, not written now
-    assert AuditEvent.objects.get(kind="resumed").message == "workspace demo, held 2h"
+    assert AuditEvent.objects.get(kind="resumed").message == "workspace demo, held 2 h 0 min"
     frozen.move_to(START + timedelta(hours=2, minutes=1))
     assert sweep().deadlines_passed == 0
     assert process_due_operations() == 1
