@@ -54,6 +54,7 @@ EXTERNAL_COUNT = env_int("BENCH_EXTERNAL_COUNT", 50)
 EXTERNAL_DELAY = float(os.environ.get("BENCH_EXTERNAL_DELAY", "0.1"))
 PGQ_BATCH = env_int("BENCH_PGQ_BATCH", 100)
 PGQ_DEFAULT_BATCH = 10
+PGQ_BATCHES = (PGQ_BATCH, PGQ_DEFAULT_BATCH)
 PGQ_LEDGER_COUNT = env_int("BENCH_PGQ_LEDGER_COUNT", 2000)
 PGQ_PROCESSES = 2
 # How often a timed wait looks (pgqueuer's own wait looks every 5 ms).
@@ -280,14 +281,15 @@ def scenario_queues(rounds: Rounds, log_dir: Path, wanted: set[str] | frozenset 
             (f"pgqueuer + ledger writes, batch {PGQ_BATCH}", "jobs/s"),
         )
     }
-    # CPU per operation (peers), ms: the cluster's and pgqueuer's ledger workers' processes, and their
+    # CPU per operation (peers), ms: the cluster's and pgqueuer's workers' processes, and their
     # backends; one value per round, and the backends seen and lost, for the note.
+    cpu_subjects = ("drain", "pgqueuer + ledger writes", *(f"pgqueuer no-op, batch {b}" for b in PGQ_BATCHES))
     cpu = {
         (subject, part): Series(f"{subject}, {part}", "ms CPU per operation")
-        for subject in ("drain", "pgqueuer + ledger writes")
+        for subject in cpu_subjects
         for part in ("Python", "PostgreSQL", "both")
     }
-    backends_seen = {"drain": [], "pgqueuer + ledger writes": []}
+    backends_seen: dict[str, list] = {subject: [] for subject in cpu_subjects}
     counter = {"workspace": 0}
 
     def record_cpu(subject: str, use, operations: int) -> None:
@@ -373,8 +375,17 @@ def scenario_queues(rounds: Rounds, log_dir: Path, wanted: set[str] | frozenset 
                 series["django-q2 no-op"].values.append(rate(QUEUE_COUNT, time.perf_counter() - started))
 
             def pgqueuer(batch):
+                name = f"pgqueuer no-op, batch {batch}"
+
                 def measure():
-                    series[f"pgqueuer no-op, batch {batch}"].values.append(pgq.measure(observer, batch, QUEUE_COUNT))
+                    meter = CpuMeter(
+                        observer,
+                        groups=pgq.process_groups(batch),
+                        application_name=PgQueuerPeer.application_name(batch),
+                    )
+                    before = meter.snapshot()
+                    series[name].values.append(pgq.measure(observer, batch, QUEUE_COUNT))
+                    record_cpu(name, meter.since(before), QUEUE_COUNT)
 
                 return measure
 
@@ -614,6 +625,14 @@ def peer_rows(series: dict, cpu: dict, backends_seen: dict, ledger_check: str) -
             baseline=series[f"pgqueuer no-op, batch {PGQ_BATCH}"],
         ),
     ]
+
+    def noop_cpu(part: str) -> str:
+        # What pgqueuer's own machinery costs a job (dequeue, the log of finished jobs), for reading
+        # the ledger-writes peer's figure.
+        return "pgqueuer no-op per job, the same parts: " + ", ".join(
+            f"batch {batch} {cpu[(f'pgqueuer no-op, batch {batch}', part)].median:.3g} ms" for batch in PGQ_BATCHES
+        )
+
     for part in ("Python", "PostgreSQL", "both"):
         rows.append(
             Row(
@@ -623,7 +642,7 @@ def peer_rows(series: dict, cpu: dict, backends_seen: dict, ledger_check: str) -
                 "(shown)",
                 None,
                 baseline=cpu[("pgqueuer + ledger writes", part)],
-                note=cpu_note if part == "Python" else "",
+                note=(f"{cpu_note}; " if part == "Python" else "") + noop_cpu(part),
             )
         )
     return rows
