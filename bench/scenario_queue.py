@@ -18,9 +18,9 @@ Per round (the order rotated each round), ``BENCH_QUEUE_COUNT`` (2,000) of each:
   (bench/pgqueuer_worker.py), two worker processes, batch size 100; -> its queue table empty. After
   the rounds (untimed) every job's three rows are counted and the chain is verified.
 - CPU (``peers``, bench/cpu.py): around each drain (resume -> every operation succeeded and the
-  queue empty) and each ledger-writes run (enqueue -> queue empty), user + system from
-  ``/proc/<pid>/stat`` of the cluster's process group / the two ledger workers, and of their
-  backends (``application_name`` ``bench-qcluster`` / ``bench-pgq-ledger100``).
+  queue empty) and each pgqueuer run (enqueue -> queue empty), user + system from
+  ``/proc/<pid>/stat`` of the cluster's process group / the pair of pgqueuer workers, and of their
+  backends (``application_name`` ``bench-qcluster`` / ``bench-pgq-<kind><batch>``).
 - ``drain``: prepare-brief events submitted while a global pause holds them, their nudges left to
   run out; ``set_paused(paused=False)`` -> every one succeeded.
 - ``burst``: prepare-brief events submitted one at a time with ``submit.submit_event`` inside one
