@@ -164,8 +164,8 @@ $(VENV)/.bench-installed: $(VENV)/.installed requirements-bench.txt
 	$(PY) -m pip install --quiet --require-hashes -r requirements-bench.txt
 	touch $@
 
-# Scenarios 1-4 of issue 8 and the claims round trip of issue 25 in interleaved rounds (5 of 1, 2 and
-# claims, 3 of 3-4; ~5-9 minutes on 2 cores).
+# Scenarios 1-4 of issue 8, the claims round trip of issue 25 and the peers of issue 28 in interleaved
+# rounds (5 of 1, 2, claims and peers' HTTP intake, 3 of 3-4 and peers' drain; ~5-8 minutes on 2 cores).
 bench: $(VENV)/.bench-installed
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/run.py
 

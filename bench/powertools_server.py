@@ -1,4 +1,5 @@
-"""The Powertools peer of the claims round trip, served by gunicorn as opsconsole is (bench/scenario_claims.py).
+"""The Powertools peer of the claims round trip (bench/scenario_claims.py) and of the batch of
+scenario 2 (bench/scenario_intake.py), served by gunicorn as opsconsole is.
 
     gunicorn -c opsconsole/gunicorn.conf.py bench.powertools_server:app
 
@@ -13,6 +14,10 @@ Two shapes, each with its own key prefix (a persistence layer is configured once
   (``{"data": envelope, "result": ...}``): the same two records, written by the persistence layer's
   ``save_inprogress`` and ``save_success`` (what ``idempotent_function`` calls around the function),
   one request each: the endpoint shape of ``POST /api/v1/claims`` and ``/outcome``.
+- ``POST /powertools/events/batch`` (``{"events": [envelope, ...]}``): each event through the
+  ``idempotent_function`` above, one after another, each answered in ``results`` (its
+  ``http_status`` and what the function returned, or the stored result of a key seen before): the
+  endpoint shape of ``POST /api/v1/events/batch``.
 
 Environment: ``POWERTOOLS_REDIS_URL`` (the Redis), ``POWERTOOLS_KEY_PREFIX`` (every key starts with it,
 so the harness can delete them). Each gunicorn worker imports this module after the fork (no
@@ -56,6 +61,14 @@ def operation(body: dict) -> tuple[str, dict]:
     return "200 OK", {"status": "done", "result": perform(event=body)}
 
 
+def batch(body: dict) -> tuple[str, dict]:
+    results = []
+    for event in body["events"]:
+        result = perform(event=event)
+        results.append({"http_status": 201, "status": result["status"], "request_id": result["request_id"]})
+    return "200 OK", {"results": results}
+
+
 def claim(body: dict) -> tuple[str, dict]:
     try:
         _split_layer.save_inprogress(data=body)
@@ -74,6 +87,8 @@ def route(method: str, path: str):
         return None
     if path == "/powertools/operations":
         return operation
+    if path == "/powertools/events/batch":
+        return batch
     if path == "/powertools/claims":
         return claim
     if path.startswith("/powertools/claims/") and path.endswith("/outcome"):

@@ -4,12 +4,13 @@
     .venv/bin/python bench/run.py               # the same, without the install
     BENCH_SCENARIOS=1,2 BENCH_ROUNDS=5 .venv/bin/python bench/run.py
 
-Scenarios (bench/scenario_intake.py, bench/scenario_queue.py; worker memory, scenario 6, is
+Scenarios (bench/scenario_intake.py, bench/scenario_queue.py, bench/scenario_peers.py; worker memory, scenario 6, is
 ``make bench-memory``, bench/worker_memory.py):
 
 1. intake of one event in-process (new, duplicate) vs a raw ``INSERT .. ON CONFLICT DO NOTHING``;
    dead tuples and queue rows per event; the Powertools peer;
-2. a batch of 500 over HTTP (gunicorn) per event vs single POSTs, and vs the Powertools peer;
+2. a batch of 500 over HTTP (gunicorn) per event vs single POSTs, and vs the Powertools peer
+   behind the same gunicorn with the same endpoint shape;
 3. burst vs backlog drain with a qcluster; queue rows per event;
 4. drain vs django-q2 no-op tasks and vs pgqueuer no-op jobs; an external batch with 100 ms per
    call vs the same calls one at a time;
@@ -17,9 +18,16 @@ Scenarios (bench/scenario_intake.py, bench/scenario_queue.py; worker memory, sce
 claims (issue 25, bench/scenario_claims.py): the claim -> outcome round trip over HTTP, per
 operation, vs Powertools' ``idempotent_function`` on Redis behind the same gunicorn configuration.
 
+peers (issue 28): HTTP intake of single events at 1, 4 and 16 clients vs a bare django-ninja
+``INSERT .. ON CONFLICT`` endpoint behind the same gunicorn (bench/scenario_peers.py); the drain vs
+pgqueuer making the ledger's writes and vs its no-op at its default batch (with scenarios 3 and 4,
+on their cluster); CPU per event and per operation of each side, from ``/proc``. (Issue 28's batch
+of 500 vs Powertools behind the same gunicorn is scenario 2.)
+
 Each scenario interleaves its subjects with their baselines, round after round, and the table shows
-medians and the median of the per-round ratios: ``BENCH_QUICK_ROUNDS`` (5) rounds of scenarios 1, 2
-and claims (a few seconds each), ``BENCH_ROUNDS`` (3) of scenarios 3 and 4 (each fills backlogs of 2,000).
+medians and the median of the per-round ratios: ``BENCH_QUICK_ROUNDS`` (5) rounds of scenarios 1, 2,
+claims and peers' HTTP intake (a few seconds each), ``BENCH_ROUNDS`` (3) of scenarios 3 and 4 and
+peers' drain (each fills backlogs of 2,000).
 PostgreSQL only: ``DATABASE_URL`` names the server and a database whose name is reused (default
 ``postgres://postgres@127.0.0.1:5432/opsconsole``); that database is never touched: a scratch one,
 ``bench_ratios_<pid>_<name>``, is created beside it, migrated, and dropped at the end. Redis
@@ -52,7 +60,7 @@ from bench.harness import (  # noqa: E402  (the project directory must be import
     table_lines,
 )
 
-SCENARIOS = ("1", "2", "claims", "3", "4")
+SCENARIOS = ("1", "2", "claims", "peers", "3", "4")
 
 
 def describe_machine() -> dict:
@@ -182,30 +190,31 @@ def main() -> int:
             )
             print("packages: " + ", ".join(f"{k} {v}" for k, v in machine["packages"].items()))
             print(
-                f"database: {scratch.label}; interleaved rounds: {quick_rounds.rounds} of scenarios 1, 2 and claims, "
-                f"{rounds.rounds} of 3 and 4; "
+                f"database: {scratch.label}; interleaved rounds: {quick_rounds.rounds} of scenarios 1, 2, claims "
+                f"and peers' HTTP intake, {rounds.rounds} of 3, 4 and peers' drain; "
                 f"scenarios {', '.join(chosen)}",
                 flush=True,
             )
 
-            from bench import scenario_claims, scenario_intake, scenario_queue
+            from bench import scenario_claims, scenario_intake, scenario_peers, scenario_queue
 
+            # 3, 4 and the drain half of peers share one cluster and one drain series.
+            queued = {"3", "4", "peers"} & set(chosen)
             plan = {
                 "1": lambda: scenario_intake.scenario_intake(quick_rounds),
                 "2": lambda: scenario_intake.scenario_batches(quick_rounds, Path(scratch_dir)),
                 "claims": lambda: scenario_claims.scenario_claims(quick_rounds, Path(scratch_dir)),
-                # 3 and 4 share one cluster and one drain series.
-                "3": lambda: scenario_queue.scenario_queues(rounds, Path(scratch_dir)),
+                "peers": lambda: scenario_peers.scenario_http_intake(quick_rounds, Path(scratch_dir)),
+                "queues": lambda: scenario_queue.scenario_queues(rounds, Path(scratch_dir), queued),
             }
-            steps = [s for s in ("1", "2", "claims") if s in chosen] + (["3"] if {"3", "4"} & set(chosen) else [])
+            names = {"peers": "peers (HTTP)", "queues": "+".join(sorted(queued)) + " (queues)"}
+            steps = [s for s in ("1", "2", "claims", "peers") if s in chosen] + (["queues"] if queued else [])
             for step in steps:
-                name = "3+4" if step == "3" else step
+                name = names.get(step, step)
                 started = time.monotonic()
                 print(f"\nscenario {name}:", flush=True)
                 try:
                     found = plan[step]()
-                    if step == "3":
-                        found = [row for row in found if row.scenario in chosen]
                     rows += found
                 except Exception:  # noqa: BLE001  report it, go on with the other scenarios
                     failures.append(name)
@@ -227,7 +236,13 @@ def main() -> int:
             json.dumps(
                 {
                     "machine": machine,
-                    "rounds": {"1-2": quick_rounds.rounds, "claims": quick_rounds.rounds, "3-4": rounds.rounds},
+                    "rounds": {
+                        "1-2": quick_rounds.rounds,
+                        "claims": quick_rounds.rounds,
+                        "peers HTTP": quick_rounds.rounds,
+                        "3-4": rounds.rounds,
+                        "peers drain": rounds.rounds,
+                    },
                     "seconds": round(total),
                     "durations": durations,
                     "failures": failures,
