@@ -12,7 +12,7 @@ measured side by side in one run:
 
 1. **Profile**: one gunicorn worker (``WEB_CONCURRENCY=1``) runs ``bench/profiled_wsgi.py``,
    cProfile around the whole WSGI call and a count of the statements Django sends.
-   ``REQUEST_PROFILE_COUNT`` (300) new events, then the same again as duplicates, one client:
+   ``REQUEST_PROFILE_COUNT`` (300; 0: no profile) new events, then the same again as duplicates, one client:
    the top ``REQUEST_TOP`` (25) functions by cumulative and by own time of each, and the
    statements per request (with the machine's token, then the person's). ``REQUEST_PROFILE_DIR``:
    each profile also written there as ``NAME-new.prof`` and ``NAME-duplicate.prof`` (pstats). Not counted there:
@@ -77,7 +77,7 @@ def run(label: str) -> None:
     checkouts = trees()
     print(f"one POST /api/v1/events on {label}; checkouts: {', '.join(f'{n}={p}' for n, p in checkouts.items())}")
     with tempfile.TemporaryDirectory(prefix="opsconsole-request-") as log_dir:
-        for name, tree in checkouts.items():
+        for name, tree in checkouts.items() if PROFILE_COUNT else ():
             profile(name, tree, tokens, Path(log_dir))
         if ROUNDS:
             throughput(checkouts, tokens["machine"], Path(log_dir))
