@@ -24,7 +24,8 @@ measured side by side in one run:
    measurement stops after ``REQUEST_COUNT`` (400) requests or ``REQUEST_SECONDS`` (4) seconds.
    Reported per measurement: requests/s, and CPU per request (from ``/proc``, not wall time) of the
    gunicorn processes and of the PostgreSQL backends serving them: the median over the rounds with
-   the lowest and highest, and with two checkouts the median of the per-round ratios.
+   the lowest and highest, and for each checkout after the first the median of its per-round
+   ratios to the first.
 
 gunicorn's sync workers answer ``Connection: close``: each request opens a loopback connection,
 whatever the client keeps. No qcluster runs: the first accepted event leaves the wake-up pending
@@ -286,24 +287,23 @@ def throughput(checkouts: dict[str, Path], token: str, log_dir: Path) -> None:
 
 
 def report(figures: dict[tuple, dict[str, list[float]]], names: list[str]) -> None:
+    """Per measurement, each checkout's median (lowest-highest), and every later checkout's per-round
+    ratio to the first one's, as a median."""
     units = {"rps": "requests/s", "python_ms": "gunicorn CPU ms/request", "postgres_ms": "PostgreSQL CPU ms/request"}
-    header = "| event | clients | figure | " + " | ".join(f"{name} (median, low-high)" for name in names)
-    compare = len(names) == 2
+    first, others = names[0], names[1:]
+    columns = [f"{name} (median, low-high)" for name in names] + [f"{name} / {first}" for name in others]
     print()
-    print(header + (f" | {names[1]} / {names[0]} (median of rounds) |" if compare else " |"))
-    print("|---" * (3 + len(names) + compare) + "|")
+    print("| event | clients | figure | " + " | ".join(columns) + " |")
+    print("|---" * (3 + len(columns)) + "|")
     for kind in ("new", "duplicate"):
         for clients in CLIENTS:
             for figure, unit in units.items():
-                cells = []
-                for name in names:
-                    values = figures[(kind, clients, name)][figure]
-                    cells.append(f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})")
-                line = f"| {kind} | {clients} | {unit} | " + " | ".join(cells)
-                if compare:
-                    a, b = (figures[(kind, clients, name)][figure] for name in names)
-                    line += f" | {statistics.median(y / x for x, y in zip(a, b, strict=True)):.3f}"
-                print(line + " |")
+                values = {name: figures[(kind, clients, name)][figure] for name in names}
+                cells = [f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" for v in values.values()]
+                for name in others:
+                    ratios = [b / a for a, b in zip(values[first], values[name], strict=True)]
+                    cells.append(f"{statistics.median(ratios):.3f}")
+                print(f"| {kind} | {clients} | {unit} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
