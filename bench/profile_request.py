@@ -11,13 +11,14 @@ checkout of ``REQUEST_TREES`` (default: this one) is served by its own gunicorn 
 measured side by side in one run:
 
 1. **Profile**: one gunicorn worker (``WEB_CONCURRENCY=1``) runs ``bench/profiled_wsgi.py``,
-   cProfile around the whole WSGI call and a count of the statements Django sends.
-   ``REQUEST_PROFILE_COUNT`` (300; 0: no profile) new events, then the same again as duplicates, one client:
-   the top ``REQUEST_TOP`` (25) functions by cumulative and by own time of each, and the
-   statements per request (with the machine's token, then the person's). ``REQUEST_PROFILE_DIR``:
-   each profile also written there as ``NAME-new.prof`` and ``NAME-duplicate.prof`` (pstats). Not counted there:
-   Django's connection health check (``CONN_HEALTH_CHECKS``, one ``SELECT 1`` per request,
-   psycopg's own cursor), which the profile shows as ``is_usable``.
+   cProfile (CPU time) around the whole WSGI call and a count of the statements Django sends.
+   ``REQUEST_PROFILE_COUNT`` (300; 0: no profile) new events, then the same again as duplicates,
+   one client: the top ``REQUEST_TOP`` (25) functions by cumulative and by own time of each, and
+   the statements per request (with the machine's token, then the person's).
+   ``REQUEST_PROFILE_DIR``: each profile also written there as ``NAME-new.prof`` and
+   ``NAME-duplicate.prof`` (pstats). Not counted there: Django's connection health check
+   (``CONN_HEALTH_CHECKS``, one ``SELECT 1`` per request on psycopg's own cursor), which the
+   profile shows as ``is_usable``.
 2. **Throughput**: ``make serve``'s worker count, no profiler; ``REQUEST_ROUNDS`` (5) rounds, each
    measuring every checkout at 1 and 4 concurrent clients (threads, each with its own
    ``httpx.Client``), new events then the same events again; the order rotated per round. A
