@@ -199,6 +199,13 @@ bench-resume: venv
 bench-latency: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/idle_latency.py
 
+# Issue 28: one POST /api/v1/events through a real gunicorn, profiled (cProfile in the worker, the
+# statements per request), then requests/s and CPU per request at 1 and 4 clients, new events and
+# duplicates (bench/profile_request.py; REQUEST_TREES=before=DIR,after=. measures two checkouts in one run).
+.PHONY: bench-request
+bench-request: venv
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/profile_request.py
+
 # Issue 9: purge (redaction, then deletion) of 1,000,000 finished operations loaded with SQL into a
 # scratch database, rows/s per phase and table sizes before, after and after VACUUM (bench/purge.py).
 .PHONY: bench-purge

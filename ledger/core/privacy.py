@@ -61,6 +61,12 @@ def may_view_sensitive(user, workspace_id: int | None) -> bool:
     return user is not None and roles.can(user, roles.VIEW_SENSITIVE, workspace_id)
 
 
+def may_view_sensitive_as(user, role: str | None) -> bool:
+    """``may_view_sensitive`` in a workspace where ``user``'s role was read already (None: no
+    member), as an API token reads it with its person (``accounts.authenticate_token``)."""
+    return user is not None and roles.grants(user, role, roles.VIEW_SENSITIVE)
+
+
 def masked(values, action_name: str, *, reveal: bool):
     """``values`` (a payload or result) as a person sees it: with ``reveal`` as it is, otherwise
     with the action's sensitive values replaced by ``MASK``. Anything but a dict is shown as it is."""

@@ -59,17 +59,24 @@ def roles_of(user) -> dict[int, str]:
 
 def can(user, capability: str, workspace_id: int | None) -> bool:
     """Whether ``user`` holds ``capability`` in the workspace (``None``: beyond any one workspace)."""
-    if getattr(user, "is_superuser", False) and user.is_active:
-        return True
     if workspace_id is None:
-        return False
-    role = roles_of(user).get(workspace_id)
-    return role is not None and capability in GRANTS[Role(role)]
+        return _superuser(user)
+    return grants(user, roles_of(user).get(workspace_id), capability)
+
+
+def grants(user, role: str | None, capability: str) -> bool:
+    """``can`` in a workspace where ``user``'s role was read already (None: no member), as an API
+    token reads it (``accounts.authenticate_token``): no query of its own."""
+    return _superuser(user) or (role is not None and capability in GRANTS[Role(role)])
+
+
+def _superuser(user) -> bool:
+    return bool(getattr(user, "is_superuser", False) and user.is_active)
 
 
 def workspace_ids(user, capability: str = VIEW) -> set[int] | None:
     """The workspaces where ``user`` holds ``capability``; None means all of them (a superuser)."""
-    if getattr(user, "is_superuser", False) and user.is_active:
+    if _superuser(user):
         return None
     return {workspace_id for workspace_id, role in roles_of(user).items() if capability in GRANTS[Role(role)]}
 

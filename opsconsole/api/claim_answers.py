@@ -6,7 +6,7 @@ answers (``status`` ``blocked``, with a ``reason``), as ``/events`` sends them.
 
 from typing import Literal
 
-from django.http import JsonResponse
+from django.http import HttpResponse
 from pydantic import Field
 
 from ledger.callers import claims, reports
@@ -140,7 +140,7 @@ OUTCOME_RESPONSES = {200: Recorded, 404: NotFound, 409: StaleToken | OutcomeConf
 _DEFERRED = {claims.IN_PROGRESS, claims.RETRY_LATER, claims.WAITING}
 
 
-def claim_response(answer: claims.Answer, *, reveal: bool) -> JsonResponse:
+def claim_response(answer: claims.Answer, *, reveal: bool) -> HttpResponse:
     """The HTTP response to a claim, heartbeat or outcome report answered ``answer``."""
     if answer.status == claims.BLOCKED:
         return respond(intake_answer(answer.intake, reveal=reveal), answer.intake.http_status)

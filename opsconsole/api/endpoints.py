@@ -97,6 +97,7 @@ class WorkspaceToken(HttpBearer):
             request.workspace = api_token.workspace
             # A person's token submits as that person (who then cannot approve what they sent).
             request.person = api_token.user
+            request.workspace_role = api_token.workspace_role  # read with the token: what _reveals needs
             request.submitter = api_token.user.get_username() if api_token.user else f"token:{api_token.hint}"
         return api_token
 
@@ -155,7 +156,7 @@ def _respond(request, result: IntakeResult, headers: dict | None = None) -> Http
 def _reveals(request) -> bool:
     """Whether the token's person may see sensitive values in its workspace (a machine's may not):
     what the operation bodies of the answer show."""
-    return privacy.may_view_sensitive(request.person, request.workspace.pk)
+    return privacy.may_view_sensitive_as(request.person, request.workspace_role)
 
 
 def _sender(request) -> dict:
@@ -431,6 +432,7 @@ def receive_hook(request, source: str):
     if found is None:
         return answers.respond(answers.NO_SUCH_SOURCE, 404)
     request.workspace, request.person, request.submitter = found.workspace, None, f"source:{found.slug}"
+    request.workspace_role = None
     request.delivery_source = Delivery.Source.WEBHOOK
     try:
         if challenge := sources.answer_challenge(found, request.headers):

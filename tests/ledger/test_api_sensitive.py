@@ -4,6 +4,7 @@ person's who may see them in the workspace (an approver or admin there)."""
 import json
 
 import pytest
+from django.db import connection
 
 from ledger.core import accounts
 from opsconsole.api.endpoints import api as ninja_api
@@ -11,6 +12,7 @@ from opsconsole.api.endpoints import api as ninja_api
 REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
 MASKED = REFUND | {"customer_id": "••••", "amount_cents": "••••"}
 KEY = "demo:R-7:v1:issue-refund"
+BRIEF = {"request_id": "R-42", "version": 3, "title": "Review renewal options", "owner": "ops"}
 
 
 @pytest.fixture
@@ -77,3 +79,35 @@ def test_it_documents_the_payload_and_its_mask():
 
     assert "payload" in answer["required"]
     assert "••••" in answer["properties"]["payload"]["description"]
+
+
+def test_the_role_is_read_with_the_token_in_its_one_statement(client, token_of):
+    """What the answer reveals is decided by the role the token's statement read: a POST is that
+    statement and intake's, nothing more (the test's transaction adds intake's savepoint)."""
+    approver = token_of("approver")
+    post(client, approver, "/api/v1/events", {"action": "prepare-brief", "data": BRIEF})
+
+    statements = []
+
+    def count(execute, sql, params, many, context):
+        # Counted, not logged (Django's query log would write the refund's values).
+        if "SAVEPOINT" not in sql:
+            statements.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        sent = post(client, approver, "/api/v1/events", {"action": "issue-refund", "data": REFUND})
+
+    assert len(statements) == 2, statements
+    assert "ledger_apitoken" in statements[0]
+    assert sent.json()["operation"]["payload"] == REFUND
+
+
+def test_a_superusers_token_reveals_them_without_a_membership(client, workspace, django_user_model):
+    root = django_user_model.objects.create_superuser("root", password="pw")
+    token = accounts.issue_token(workspace=workspace, name="root", actor="test", user=root)
+
+    assert (
+        post(client, token, "/api/v1/events", {"action": "issue-refund", "data": REFUND}).json()["operation"]["payload"]
+        == REFUND
+    )
