@@ -1,6 +1,6 @@
-"""The ledger's machinery in the admin: pause switches, policies, configuration versions, tallies,
-heartbeats, wake-ups, destination health and the dashboard's samples. Integrations (sources,
-destinations, HTTP actions): ``ledger.admin.integrations``."""
+"""The ledger's machinery in the admin: pause switches and the intervals they held, policies,
+configuration versions, tallies, heartbeats, wake-ups, destination health and the dashboard's
+samples. Integrations (sources, destinations, HTTP actions): ``ledger.admin.integrations``."""
 
 from django import forms
 from django.contrib import admin
@@ -15,6 +15,7 @@ from ledger.models import (
     DestinationHealth,
     FlowSample,
     Heartbeat,
+    PauseInterval,
     Policy,
     Tally,
     Wakeup,
@@ -25,6 +26,14 @@ from ledger.models import (
 class ControlAdmin(ReadOnlyAdmin):
     list_display = ["__str__", "reason", "changed_by", "changed_at"]
     list_select_related = ["workspace"]  # the scope names it
+
+
+@admin.register(PauseInterval)
+class PauseIntervalAdmin(ReadOnlyAdmin):
+    """The time each released switch held its scope, given to held operations at their claims."""
+
+    list_display = ["workspace", "action", "started_at", "ended_at"]
+    list_select_related = ["workspace"]
 
 
 @admin.register(ConfigVersion)

@@ -107,4 +107,4 @@ def test_the_scan_finds_kinds_of_every_shape():
     assert "mismatch_acknowledged" in named and "breaker_opened" in named  # _audit(..., "kind", ...)
     assert {"outcome_unknown", "needs_review"} <= named  # _failure_kind's table
     assert r"approval_[a-z_]+" in patterns  # f"approval_{decision}"
-    assert {"reserved", "duplicate_delivery", "conflict_detected", "claimed", "succeeded"} <= kinds_in_sql()
+    assert {"reserved", "duplicate_delivery", "conflict_detected", "succeeded"} <= kinds_in_sql()
