@@ -18,7 +18,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from ledger.core import nudges, privacy, roles
+from ledger.core import nudges, roles, sensitive_notes
 from ledger.core.transitions import record_audit_event
 from ledger.models import BulkAction, BulkItem, Delivery, Operation, Workspace
 from ledger.people import review
@@ -40,8 +40,8 @@ class BulkActionError(Exception):
     """The bulk action cannot be submitted as asked; the message says why (nothing was written)."""
 
 
-class SensitiveBulkReason(privacy.SensitiveNote, BulkActionError):
-    """The reason quotes a sensitive value of one of the operations (``privacy.refuse_sensitive_note``)."""
+class SensitiveBulkReason(sensitive_notes.SensitiveNote, BulkActionError):
+    """The reason quotes a sensitive value of one of the operations (``sensitive_notes.refuse_sensitive_note``)."""
 
 
 def submit_bulk_action(
@@ -99,7 +99,7 @@ def submit_bulk_action(
             else "No operation is in this group any more; nothing was done."
         )
     # The reason goes into the audit trail of every operation: none of their sensitive values may be in it.
-    privacy.refuse_sensitive_note(
+    sensitive_notes.refuse_sensitive_note(
         reason,
         Operation.objects.filter(pk__in=[pk for pk, _ in rows]).only("key", "action", "payload", "result").iterator(),
         error=SensitiveBulkReason,

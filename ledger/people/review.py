@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ledger.actions import UnknownAction, get_action, registry
-from ledger.core import nudges, privacy, roles
+from ledger.core import nudges, roles, sensitive_notes
 from ledger.core.configuration import Change, changes_since_last_run
 from ledger.core.transitions import record_audit_event, transition_operation
 from ledger.engine.lookups import ask_destination, may_have_acted
@@ -35,13 +35,13 @@ class ReviewError(Exception):
     """The action is not possible for this operation now; the message says why."""
 
 
-class SensitiveReason(privacy.SensitiveNote, ReviewError):
-    """The reason quotes a sensitive value of what it concerns (``privacy.refuse_sensitive_note``)."""
+class SensitiveReason(sensitive_notes.SensitiveNote, ReviewError):
+    """The reason quotes a sensitive value of what it concerns (``sensitive_notes.refuse_sensitive_note``)."""
 
 
 def refuse_sensitive_reason(reason: str, *concerns) -> None:
     """Refuse (``SensitiveReason``, before anything is written) a reason quoting a sensitive value."""
-    privacy.refuse_sensitive_note(reason, concerns, error=SensitiveReason)
+    sensitive_notes.refuse_sensitive_note(reason, concerns, error=SensitiveReason)
 
 
 class DuplicateRisk(ReviewError):
