@@ -9,7 +9,7 @@ from ledger.core import erasure, privacy, sensitive_notes
 from ledger.core.sensitive_notes import SensitiveNote
 from ledger.intake.submit import submit_event
 from ledger.models import Approval, AuditEvent, BulkAction, BulkItem, Conflict, Operation
-from ledger.people import approvals, bulk_actions, conflict_decisions, review
+from ledger.people import approvals, bulk_actions, cancellations, conflict_decisions, replays, resolutions, review
 from ledger.people.review import ReviewError
 from ledger.states import State
 
@@ -162,9 +162,9 @@ def test_it_says_who_reads_a_note(workspace):
 def test_a_decision_on_an_operation_refuses_a_reason_quoting_a_sensitive_value(workspace, reviewer, verb):
     operation = needs_review(refund(workspace))
     decide = {
-        "replay": review.replay_operation,
-        "resolve": lambda op, **kw: review.resolve_operation(op, external_id="rec-1", **kw),
-        "cancel": review.cancel_operation,
+        "replay": replays.replay_operation,
+        "resolve": lambda op, **kw: resolutions.resolve_operation(op, external_id="rec-1", **kw),
+        "cancel": cancellations.cancel_operation,
     }[verb]
     before = written()
 
@@ -177,12 +177,12 @@ def test_a_decision_on_an_operation_refuses_a_reason_quoting_a_sensitive_value(w
 def test_a_cancel_keeps_a_reason_without_the_value(workspace, reviewer):
     operation = needs_review(refund(workspace))
 
-    review.cancel_operation(operation, user=reviewer, reason="the customer asked, ticket T-55")
+    cancellations.cancel_operation(operation, user=reviewer, reason="the customer asked, ticket T-55")
 
     assert AuditEvent.objects.get(kind="cancelled").message == "cancel: the customer asked, ticket T-55"
 
 
-@pytest.mark.parametrize("decide", [review.apply_conflict, review.dismiss_conflict])
+@pytest.mark.parametrize("decide", [conflict_decisions.apply_conflict, conflict_decisions.dismiss_conflict])
 def test_a_conflict_decision_refuses_a_value_of_either_payload(workspace, reviewer, decide):
     refund(workspace)
     conflict = submit_event(
