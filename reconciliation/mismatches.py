@@ -3,9 +3,9 @@ destination's record, or replay the operation whose record is missing.
 
 Each needs the review capability in the mismatch's workspace (``ledger.core.roles``), decides the
 mismatch once (a guarded UPDATE from ``open``) and is audited with the person. Adopting and
-replaying act on the operation through ``ledger.people.review``'s own services, so the state machine,
-its guards and the replay's safety (the destination is asked before anything is sent) are the
-same as on the operation's page.
+replaying act on the operation through the review services (``ledger.people.resolutions``,
+``ledger.people.replays``), so the state machine, its guards and the replay's safety (the
+destination is asked before anything is sent) are the same as on the operation's page.
 """
 
 from django.db import transaction
@@ -14,7 +14,7 @@ from django.utils import timezone
 from ledger.core import roles
 from ledger.core.transitions import record_audit_event, transition_operation
 from ledger.models import Operation
-from ledger.people import review
+from ledger.people import replays, resolutions, review
 from ledger.people.review import ReviewError
 from ledger.states import State
 from reconciliation.models import Mismatch
@@ -34,7 +34,7 @@ def acknowledge_mismatch(mismatch: Mismatch, *, user, reason: str) -> Mismatch:
 def adopt_mismatch(mismatch: Mismatch, *, user, reason: str) -> Mismatch:
     """The destination's record is the operation's: an ``unknown_to_ledger`` record whose
     operation exists but did not succeed (unknown or needs review) is resolved with the record's
-    id (``review.resolve_operation``), in the same transaction as the decision."""
+    id (``resolutions.resolve_operation``), in the same transaction as the decision."""
     _require_review(user, mismatch)
     _require_reason(reason, mismatch)
     if mismatch.kind != Mismatch.Kind.UNKNOWN_TO_LEDGER:
@@ -52,7 +52,7 @@ def adopt_mismatch(mismatch: Mismatch, *, user, reason: str) -> Mismatch:
         )
     with transaction.atomic():
         _decide(mismatch, Mismatch.Status.ADOPTED, user=user, note=reason)
-        review.resolve_operation(
+        resolutions.resolve_operation(
             operation,
             user=user,
             external_id=mismatch.record_id,
@@ -62,10 +62,10 @@ def adopt_mismatch(mismatch: Mismatch, *, user, reason: str) -> Mismatch:
     return mismatch
 
 
-def replay_mismatch(mismatch: Mismatch, *, user, reason: str) -> review.Replay:
+def replay_mismatch(mismatch: Mismatch, *, user, reason: str) -> replays.Replay:
     """Send a ``missing_at_destination`` operation again. The operation is ``succeeded`` (final),
     so it is reopened first (``succeeded -> needs_review``, audited as ``reopened_missing`` with
-    the decision, one transaction); then ``review.replay_operation`` runs as on the operation's
+    the decision, one transaction); then ``replays.replay_operation`` runs as on the operation's
     page: it asks the destination first (found: succeeded again, nothing sent; cannot tell:
     ``DuplicateRisk``) and sends under the same key only when the record is confirmed absent.
 
@@ -101,7 +101,7 @@ def replay_mismatch(mismatch: Mismatch, *, user, reason: str) -> review.Replay:
         )
         if not reopened:
             raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
-    return review.replay_operation(operation, user=user, reason=f"record missing at the destination: {reason}")
+    return replays.replay_operation(operation, user=user, reason=f"record missing at the destination: {reason}")
 
 
 def _operation(mismatch: Mismatch) -> Operation | None:

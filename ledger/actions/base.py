@@ -75,7 +75,7 @@ WORKERS, CALLER = "opsconsole", "caller"
 
 
 class ActionDefinition:
-    # Declared on the class by a coded action; a configured one (ledger.actions.configured) sets the
+    # Declared on the class by a coded action; a configured one (ledger.actions.http_action) sets the
     # same attributes per instance, so only what no configured action sets is a ClassVar.
     name: str
     schema: ClassVar[type[BaseModel]]

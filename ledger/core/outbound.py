@@ -12,7 +12,8 @@ from typing import Any
 import jsonschema
 
 from ledger.actions import configured, registry, summaries, templates
-from ledger.actions.configured import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction
+from ledger.actions.destination_config import DestinationConfig
+from ledger.actions.http_action import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction
 from ledger.core.retry import schedule
 from ledger.core.transitions import save_audited
 from ledger.models import Destination, HttpAction, OnConflict, Ordering
@@ -127,7 +128,7 @@ def http_action_problems(action: HttpAction) -> list[str]:
     problems += _listing_problems(action.listing)
     if not problems:
         try:
-            ConfiguredHttpAction(action, configured.DestinationConfig.of(action.destination))
+            ConfiguredHttpAction(action, DestinationConfig.of(action.destination))
         except (KeyError, TypeError, ValueError, jsonschema.SchemaError) as exc:
             problems.append(f"cannot be built: {exc}")
     return problems

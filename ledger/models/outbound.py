@@ -79,7 +79,7 @@ class HttpAction(models.Model):
     # JSON Schema (draft 2020-12) of the event's data.
     schema = models.JSONField(default=dict)
     identity_fields = models.JSONField(default=list)
-    # {field: normaliser name} (ledger.actions.configured.NORMALISERS), one per identity field.
+    # {field: normaliser name} (ledger.actions.http_action.NORMALISERS), one per identity field.
     normalisers = models.JSONField(default=dict, blank=True)
     fingerprint_fields = models.JSONField(default=list)
     consequential = models.BooleanField(default=False)

@@ -1,2 +1,2 @@
-"""People's decisions: review (replay, resolve, cancel), approvals, conflict decisions and bulk actions,
-each checked against the person's role in the workspace."""
+"""People's decisions: review (``review``: replays, resolutions, cancellations), approvals, conflict
+decisions and bulk actions, each checked against the person's role in the workspace."""

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ledger.actions import UnknownAction, get_action
-from ledger.core import nudges, privacy, roles
+from ledger.core import nudges, roles, sensitive_notes
 from ledger.core.transitions import transition_operation
 from ledger.models import Approval, Contribution, Operation
 from ledger.states import State
@@ -26,8 +26,8 @@ class ApprovalError(Exception):
     """The decision is not possible; the message says why."""
 
 
-class SensitiveApprovalNote(privacy.SensitiveNote, ApprovalError):
-    """The note quotes a sensitive value of the operation (``privacy.refuse_sensitive_note``)."""
+class SensitiveApprovalNote(sensitive_notes.SensitiveNote, ApprovalError):
+    """The note quotes a sensitive value of the operation (``sensitive_notes.refuse_sensitive_note``)."""
 
 
 def approve_operation(operation: Operation, *, user, note: str = "", fingerprint: str | None = None) -> Approval:
@@ -89,7 +89,7 @@ def _decide(operation, *, user, decision, to_state, note, fingerprint) -> Approv
         raise ApprovalError(f"The payload of {operation.key} changed since it was shown; look at it again.")
     _refuse_own_work(operation, user, "approve" if decision == Approval.Decision.APPROVED else "reject")
     # The note is shown on the operation page and in the audit trail, to viewers too.
-    privacy.refuse_sensitive_note(note, [operation], label="note", error=SensitiveApprovalNote)
+    sensitive_notes.refuse_sensitive_note(note, [operation], label="note", error=SensitiveApprovalNote)
     deadline = {}
     if decision == Approval.Decision.APPROVED:
         # The processing deadline starts at approval: time spent waiting for a person is not the worker's.

@@ -1,6 +1,6 @@
 """Bulk actions: replay or cancel many operations with one reason, as a task, each operation
-through ``ledger.people.review`` on its own (so each has its own audit event, and each refusal its own
-reason), with the progress kept per chunk.
+through ``ledger.people.replays`` or ``ledger.people.cancellations`` on its own (so each has its own
+audit event, and each refusal its own reason), with the progress kept per chunk.
 
 Safe to press twice: the form carries a one-time token, unique in the database, so a second
 submission of the same form finds the first action. Safe to run twice or to run again after a
@@ -18,10 +18,10 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from ledger.core import nudges, privacy, roles
+from ledger.core import nudges, roles, sensitive_notes
 from ledger.core.transitions import record_audit_event
 from ledger.models import BulkAction, BulkItem, Delivery, Operation, Workspace
-from ledger.people import review
+from ledger.people import cancellations, replays, review
 from ledger.reads.failure_groups import Criterion
 from ledger.states import TRANSITIONS, State
 
@@ -40,8 +40,8 @@ class BulkActionError(Exception):
     """The bulk action cannot be submitted as asked; the message says why (nothing was written)."""
 
 
-class SensitiveBulkReason(privacy.SensitiveNote, BulkActionError):
-    """The reason quotes a sensitive value of one of the operations (``privacy.refuse_sensitive_note``)."""
+class SensitiveBulkReason(sensitive_notes.SensitiveNote, BulkActionError):
+    """The reason quotes a sensitive value of one of the operations (``sensitive_notes.refuse_sensitive_note``)."""
 
 
 def submit_bulk_action(
@@ -99,7 +99,7 @@ def submit_bulk_action(
             else "No operation is in this group any more; nothing was done."
         )
     # The reason goes into the audit trail of every operation: none of their sensitive values may be in it.
-    privacy.refuse_sensitive_note(
+    sensitive_notes.refuse_sensitive_note(
         reason,
         Operation.objects.filter(pk__in=[pk for pk, _ in rows]).only("key", "action", "payload", "result").iterator(),
         error=SensitiveBulkReason,
@@ -147,7 +147,7 @@ def run_bulk_action(pk: int, *, chunks: int | None = None, seconds: float | None
     for at most ``chunks`` chunks or until ``seconds`` have passed (checked between chunks); then
     write the counts. Finished once every operation has its outcome.
 
-    Each operation: ``review.replay_operation`` or ``review.cancel_operation`` as the person who
+    Each operation: ``replays.replay_operation`` or ``cancellations.cancel_operation`` as the person who
     submitted it, with their reason (and the risks they accepted), then its ``BulkItem``. A
     refusal (no longer needs review, a duplicate risk or a configuration change not accepted, no
     longer the right role ...) is recorded as skipped with its reason. Database errors are not
@@ -230,7 +230,7 @@ def _act(bulk: BulkAction, operation: Operation) -> tuple[str, str]:
         if bulk.kind == BulkAction.Kind.REPLAY:
             if operation.state != State.NEEDS_REVIEW:
                 return BulkItem.Outcome.SKIPPED, f"no longer needs review (now {operation.state})"
-            done = review.replay_operation(
+            done = replays.replay_operation(
                 operation,
                 user=bulk.user,
                 reason=reason,
@@ -240,13 +240,13 @@ def _act(bulk: BulkAction, operation: Operation) -> tuple[str, str]:
             return done.verdict, done.lookup
         if State.CANCELLED not in TRANSITIONS[State(operation.state)]:
             return BulkItem.Outcome.SKIPPED, f"cannot be cancelled now (it is {operation.state})"
-        done = review.cancel_operation(operation, user=bulk.user, reason=reason)
+        done = cancellations.cancel_operation(operation, user=bulk.user, reason=reason)
         return done.verdict, done.lookup
-    except review.DuplicateRisk:
+    except replays.DuplicateRisk:
         return BulkItem.Outcome.SKIPPED, (
             "the destination cannot tell whether it already acted, and the duplicate risk was not accepted"
         )
-    except review.ConfigChanged as exc:
+    except replays.ConfigChanged as exc:
         fields = ", ".join(sorted({change.field for change in exc.changes}))
         return BulkItem.Outcome.SKIPPED, f"its configuration changed ({fields}), and the change was not accepted"
     except review.ReviewError as exc:

@@ -1,9 +1,10 @@
-"""Deciding many conflicts at once, as the console's conflicts inbox does: dismiss a selection (every
-open conflict of an operation, or some of several operations) with one reason, or apply one conflict
-and dismiss the other open ones of its operation.
+"""Deciding conflicts: one, as the operation page and the ``conflict`` command do (dismiss it, or
+apply its payload while the operation has not run), or many at once, as the console's conflicts
+inbox does: dismiss a selection (every open conflict of an operation, or some of several operations)
+with one reason, or apply one conflict and dismiss the other open ones of its operation.
 
-Each conflict is decided and audited on its own, with the kind and message of a single decision in
-``ledger.people.review`` (``conflict_dismissed``, ``conflict_applied``), all in one transaction: a refusal
+Many at once: each conflict is decided and audited on its own, with the kind and message of a single
+decision (``conflict_dismissed``, ``conflict_applied``), all in one transaction: a refusal
 (no reason, no review role in a workspace, an apply its operation can no longer take) writes nothing.
 
 Locks: the selected conflicts still open, ``SELECT .. FOR UPDATE`` in id order (two callers cannot
@@ -17,14 +18,139 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from ledger.core import audit_chain, roles
-from ledger.models import AuditEvent, Conflict
-from ledger.people import holds, review
-from ledger.people.review import ReviewError, refuse_sensitive_reason
+from ledger.core.transitions import record_audit_event
+from ledger.intake.reservation import CONFLICT_HOLD
+from ledger.models import AuditEvent, Conflict, Contribution, Operation
+from ledger.people import holds
+from ledger.people.review import ReviewError, _action_of, _require_review, refuse_sensitive_reason
+from ledger.states import State
 
 OPEN, DISMISSED = Conflict.Status.OPEN, Conflict.Status.DISMISSED
+
+
+# --- one conflict ----------------------------------------------------------------------------------
+
+
+def dismiss_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
+    """Keep the recorded payload: the incoming one was a mistake (or is stale) and stays unapplied."""
+    _require_review(user, conflict.operation)
+    refuse_sensitive_reason(reason, conflict.operation, conflict)
+    actor = user.get_username()
+    with transaction.atomic():
+        _decide(conflict, Conflict.Status.DISMISSED, actor=actor)
+        holds.lock_held([conflict.operation_id])  # lock order: the conflict, the operation, the chain
+        record_audit_event(
+            actor=actor,
+            kind="conflict_dismissed",
+            operation=conflict.operation,
+            message=conflict_message(conflict, reason),
+        )
+        holds.release_decided({conflict.operation_id: decision_message(conflict, "dismissed", reason)}, actor=actor)
+    return conflict
+
+
+def states_taking_a_payload(action) -> list[State]:
+    """Where an operation that has not run yet (no attempt) may still have its payload replaced. A
+    consequential operation's approval covers the payload it was given for: once approved, the
+    payload stays as approved (the conflict can be dismissed, or a new version submitted)."""
+    return [State.PENDING_APPROVAL] if action.consequential else [State.PENDING, State.PENDING_APPROVAL]
+
+
+def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
+    """Replace the operation's payload with the conflict's, allowed only while the operation has
+    not run (pending or awaiting approval, no attempt yet; for a consequential action only while
+    awaiting approval), or while a conflict holds it in one of those states (``ledger.people.holds``,
+    which then releases it to run with this payload): what already happened, or was approved, is
+    never rewritten. The person who applies it, and the person who sent the conflicting payload (if a
+    person did), become contributors of the operation.
+
+    Locks: the conflict, then the operation row, by a guarded UPDATE that also requires the payload
+    the conflict was measured against, so a worker's claim or another decision in between makes this
+    refuse (and the conflict stays open: the transaction is rolled back).
+    """
+    _require_review(user, conflict.operation)
+    refuse_sensitive_reason(reason, conflict.operation, conflict)
+    actor = user.get_username()
+    operation = conflict.operation
+    with transaction.atomic():
+        # Lock order (docs/architecture.md): the conflict, the operation, the audit chain.
+        _decide(conflict, Conflict.Status.APPLIED, actor=actor)
+        applied = (
+            Operation.objects.filter(pk=operation.pk, attempts=0, fingerprint=operation.fingerprint)
+            .filter(_taking_a_payload(operation))
+            .update(
+                payload=conflict.incoming_payload, fingerprint=conflict.incoming_fingerprint, updated_at=timezone.now()
+            )
+        )
+        if not applied:
+            raise ReviewError(
+                f"{operation.key} has already run or changed ({operation.state}, {operation.attempts} attempt(s)); "
+                "a conflict can only be applied before the operation runs. Dismiss it, or submit a new version."
+            )
+        contributions = [Contribution(operation=operation, user=user, kind=Contribution.Kind.CHANGED)]
+        if conflict.delivery.person_id is not None:
+            contributions.append(
+                Contribution(operation=operation, user_id=conflict.delivery.person_id, kind=Contribution.Kind.SUBMITTED)
+            )
+        Contribution.objects.bulk_create(contributions)
+        record_audit_event(
+            actor=actor, kind="conflict_applied", operation=operation, message=conflict_message(conflict, reason)
+        )
+        holds.release_decided({operation.pk: decision_message(conflict, "applied", reason)}, actor=actor)
+    operation.payload, operation.fingerprint = conflict.incoming_payload, conflict.incoming_fingerprint
+    return conflict
+
+
+def _taking_a_payload(operation: Operation) -> Q:
+    """The rows ``apply_conflict`` may change: in a state taking a payload, or held by a conflict from one."""
+    taking = states_taking_a_payload(_action_of(operation))
+    where = Q(state__in=taking)
+    if holds.is_held(operation) and holds.held_from([operation.pk]).get(operation.pk) in taking:
+        where |= Q(state=State.NEEDS_REVIEW, last_error_category=CONFLICT_HOLD)
+    return where
+
+
+def may_apply(operation: Operation, action, origins: dict[int, State] | None = None) -> bool:
+    """Whether a conflict of ``operation`` (as loaded) can be applied now (``apply_conflict`` decides;
+    pages use this to offer it). ``origins``: ``holds.held_from`` of a page's held operations, read
+    once for all of them."""
+    if operation.attempts != 0:
+        return False
+    taking = states_taking_a_payload(action)
+    if holds.is_held(operation):
+        origins = holds.held_from([operation.pk]) if origins is None else origins
+        return origins.get(operation.pk) in taking
+    return operation.state in taking
+
+
+def decision_message(conflict: Conflict, decided: str, reason: str) -> str:
+    """What a release says ran it: ``conflict 7 applied: <reason>``, and which payload stands."""
+    stands = "the incoming payload" if decided == "applied" else "the recorded payload"
+    return f"conflict {conflict.pk} {decided}" + (f": {reason}" if reason else "") + f"; {stands} stands"
+
+
+def _decide(conflict: Conflict, status: str, *, actor: str) -> None:
+    now = timezone.now()
+    decided = Conflict.objects.filter(pk=conflict.pk, status=Conflict.Status.OPEN).update(
+        status=status, decided_by=actor, decided_at=now
+    )
+    if not decided:
+        conflict.refresh_from_db(fields=["status"])
+        raise ReviewError(f"Conflict {conflict.pk} is already {conflict.status}.")
+    conflict.status, conflict.decided_by, conflict.decided_at = status, actor, now
+
+
+def conflict_message(conflict: Conflict, reason: str) -> str:
+    """The audit message of a decision on a conflict (``ledger.people.conflict_decisions`` writes the same)."""
+    fields = ", ".join(d["field"] for d in conflict.differences)
+    return f"conflict {conflict.pk} ({fields}): {reason}" if reason else f"conflict {conflict.pk} ({fields})"
+
+
+# --- many at once ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -61,7 +187,7 @@ def dismiss_conflicts(conflict_ids: Collection[int], *, user, reason: str) -> De
 
 
 def apply_dismissing_the_rest(conflict: Conflict, *, user, reason: str, rest: Collection[int]) -> Decided:
-    """Apply ``conflict``'s payload to its operation (``review.apply_conflict``: only before the
+    """Apply ``conflict``'s payload to its operation (``apply_conflict``: only before the
     operation runs) and dismiss ``rest``, other conflicts of the same operation, with the one reason.
     Refused as a whole, nothing dismissed, when the apply is refused or ``conflict`` is decided."""
     ids = _selection({conflict.pk, *rest}, reason)
@@ -78,10 +204,10 @@ def apply_dismissing_the_rest(conflict: Conflict, *, user, reason: str, rest: Co
                 f"Conflict {conflict.pk} is already {conflict.status} (by {conflict.decided_by}); nothing was changed."
             )
         refuse_sensitive_reason(reason, *_concerned(locked))
-        review.apply_conflict(conflict, user=user, reason=reason)
+        apply_conflict(conflict, user=user, reason=reason)
         dismissed = _dismiss([other for other in locked if other.pk != conflict.pk], user=user, reason=reason)
         holds.release_decided(
-            {conflict.operation_id: review.decision_message(conflict, "applied", reason)}, actor=user.get_username()
+            {conflict.operation_id: decision_message(conflict, "applied", reason)}, actor=user.get_username()
         )
         return Decided(dismissed=dismissed, skipped=skipped, applied=conflict)
 
@@ -91,7 +217,7 @@ def _release(dismissed: list[Conflict], *, user, reason: str) -> None:
     more (``ledger.people.holds``), each audited with the last of its conflicts dismissed."""
     last = {conflict.operation_id: conflict for conflict in sorted(dismissed, key=lambda c: c.pk)}
     holds.release_decided(
-        {pk: review.decision_message(conflict, "dismissed", reason) for pk, conflict in last.items()},
+        {pk: decision_message(conflict, "dismissed", reason) for pk, conflict in last.items()},
         actor=user.get_username(),
     )
 
@@ -159,7 +285,7 @@ def _dismiss(conflicts: list[Conflict], *, user, reason: str) -> list[Conflict]:
                 workspace_id=c.operation.workspace_id,
                 actor=actor,
                 kind="conflict_dismissed",
-                message=review.conflict_message(c, reason)[:500],
+                message=conflict_message(c, reason)[:500],
             )
             for c in conflicts
         ]

@@ -26,7 +26,7 @@ from django.urls import reverse
 from ledger.core import privacy, roles
 from ledger.core.roles import REVIEW
 from ledger.models import Conflict, Operation, Workspace
-from ledger.people import conflict_decisions, holds, review
+from ledger.people import conflict_decisions, holds
 from ledger.people.review import ReviewError
 from ledger.states import State
 from opsconsole.console.forms import ReasonForm, action_choices, first_error, report_refusal
@@ -146,9 +146,9 @@ def _rows(groups: list[dict], *, user, seen: int) -> list[dict]:
 
 
 def _may_take_a_payload(op: Operation, origins: dict) -> bool:
-    """Whether a conflict can be applied (``review.apply_conflict`` decides; this only offers it)."""
+    """Whether a conflict can be applied (``conflict_decisions.apply_conflict`` decides; this only offers it)."""
     action = definition_of(op.action)
-    return action is not None and review.may_apply(op, action, origins)
+    return action is not None and conflict_decisions.may_apply(op, action, origins)
 
 
 def _id(text) -> int | None:

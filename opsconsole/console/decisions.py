@@ -9,7 +9,7 @@ from django.shortcuts import redirect
 from ledger.core import roles
 from ledger.core.pause import NotPaused, set_paused
 from ledger.core.roles import APPROVE, PAUSE, REVIEW
-from ledger.people import approvals, review
+from ledger.people import approvals, cancellations, conflict_decisions, replays, resolutions, review
 from opsconsole.console import approval_list
 from opsconsole.console.forms import (
     DecisionForm,
@@ -60,7 +60,7 @@ def replay(request, pk):
     op = operation_for(request, pk, REVIEW)
 
     def decide(reason, accept_duplicate_risk, accept_config_change):
-        done = review.replay_operation(
+        done = replays.replay_operation(
             op,
             user=request.user,
             reason=reason,
@@ -81,7 +81,7 @@ def resolve(request, pk):
     op = operation_for(request, pk, REVIEW)
 
     def decide(external_id, reason):
-        review.resolve_operation(op, user=request.user, external_id=external_id, reason=reason)
+        resolutions.resolve_operation(op, user=request.user, external_id=external_id, reason=reason)
         return f"Resolved {op.key}: succeeded with destination record {op.external_id}."
 
     return _decide(request, pk, ResolveForm(request.POST), decide, field_id="resolve-reason")
@@ -107,7 +107,7 @@ def cancel(request, pk):
     op = operation_for(request, pk, REVIEW)
 
     def decide(reason):
-        done = review.cancel_operation(op, user=request.user, reason=reason)
+        done = cancellations.cancel_operation(op, user=request.user, reason=reason)
         if done.verdict == "found":
             return f"Nothing was cancelled: {done.lookup}. {op.key} is now succeeded."
         return f"Cancelled {op.key}" + (f" ({done.lookup})." if done.lookup else ".")
@@ -120,7 +120,7 @@ def apply_conflict(request, pk):
     conflict = conflict_for(request, pk)
 
     def decide(reason):
-        review.apply_conflict(conflict, user=request.user, reason=reason)
+        conflict_decisions.apply_conflict(conflict, user=request.user, reason=reason)
         return f"Applied the incoming payload of conflict {conflict.pk} to {conflict.operation.key}."
 
     return _decide(
@@ -133,7 +133,7 @@ def dismiss_conflict(request, pk):
     conflict = conflict_for(request, pk)
 
     def decide(reason):
-        review.dismiss_conflict(conflict, user=request.user, reason=reason)
+        conflict_decisions.dismiss_conflict(conflict, user=request.user, reason=reason)
         return f"Dismissed conflict {conflict.pk} on {conflict.operation.key}."
 
     return _decide(

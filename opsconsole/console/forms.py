@@ -4,7 +4,7 @@ from django import forms
 from django.contrib import messages
 
 from ledger.actions import registry
-from ledger.core import privacy, roles
+from ledger.core import roles, sensitive_notes
 from ledger.models import Workspace
 
 
@@ -81,13 +81,13 @@ BESIDE = "beside:"
 
 def report_refusal(request, refusal: Exception, *, field_id: str, every: bool = False) -> None:
     """Tell the person why a service refused their decision. A note that quotes a sensitive value
-    (``privacy.SensitiveNote``) is reported beside the field ``field_id`` it was written in; the
+    (``sensitive_notes.SensitiveNote``) is reported beside the field ``field_id`` it was written in; the
     refused text itself is not shown again, to anyone (it is kept nowhere, not even in the
     session; the person rewrites it). Anything else is a message at the top of the page, unless
     ``every``: the operation page says every refusal beside the field of the form that was sent
     (where the person's eyes are), and in full at the top when that form is no longer shown
     (``beside_fields``, ``console_text.said_beside``)."""
-    if every or isinstance(refusal, privacy.SensitiveNote):
+    if every or isinstance(refusal, sensitive_notes.SensitiveNote):
         refuse_beside(request, str(refusal), field_id=field_id)
     else:
         messages.error(request, str(refusal))

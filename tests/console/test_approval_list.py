@@ -262,7 +262,7 @@ def test_a_payload_changed_since_the_confirmation_is_refused_and_the_rest_approv
     kept, changed = send_refund(token, 1), send_refund(token, 2)
     page = confirmation(approver_client, [kept, changed])
     # The sender's redelivery with another amount, applied by a reviewer before the approver confirms.
-    from ledger.people import review
+    from ledger.people import conflict_decisions
 
     send = Client().post(
         "/api/v1/events",
@@ -272,7 +272,7 @@ def test_a_payload_changed_since_the_confirmation_is_refused_and_the_rest_approv
     )
     assert send.status_code == 409
     changed.refresh_from_db()  # held by the conflict (issue-refund: on_conflict hold) until it is decided
-    review.apply_conflict(changed.conflicts.get(), user=_admin(), reason="the sender corrected it")
+    conflict_decisions.apply_conflict(changed.conflicts.get(), user=_admin(), reason="the sender corrected it")
 
     response = approver_client.post("/console/approvals/approve/", {"item": items_of(page)})
 

@@ -225,7 +225,7 @@ def test_someone_elses_bulk_action_is_not_found(client, login, failed, person):
 
 
 def test_the_progress_page_says_why_operations_were_skipped(client, login, failed, bob):
-    from ledger.people.review import replay_operation
+    from ledger.people.replays import replay_operation
 
     login("operator")
     operations = failed(3)

@@ -12,7 +12,7 @@ from ledger.core.privacy import MASK
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Conflict, Membership, Operation
-from ledger.people import review
+from ledger.people import conflict_decisions
 from opsconsole.console.conflicts import GROUPS_PER_PAGE, SHOWN_PER_GROUP
 
 INBOX = "/console/conflicts/"
@@ -66,7 +66,7 @@ def test_it_lists_the_open_conflicts_of_every_state_grouped_by_operation(client,
     waiting, waiting_conflicts = race(3, request_id="R-1")
     done, done_conflicts = race(2, request_id="R-2")
     Operation.objects.filter(pk=done.pk).update(state="succeeded")
-    review.dismiss_conflict(waiting_conflicts[0], user=bob, reason="decided before")
+    conflict_decisions.dismiss_conflict(waiting_conflicts[0], user=bob, reason="decided before")
 
     page = client.get(INBOX)
 
@@ -306,7 +306,7 @@ def test_it_reports_the_selected_conflicts_someone_else_decided_meanwhile(client
     login("operator")
     _, made = race(3)
     shown = seen(client)
-    review.dismiss_conflict(made[0], user=bob, reason="mine")
+    conflict_decisions.dismiss_conflict(made[0], user=bob, reason="mine")
 
     response = decide(
         client, "/console/conflicts/dismiss/", {"conflict": [c.pk for c in made], "reason": "all", "seen": shown}

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from ledger.models import Attempt, Operation
-from ledger.people import approvals, review
+from ledger.people import approvals, conflict_decisions
 
 MASK = "••••"
 
@@ -205,7 +205,7 @@ def test_it_offers_conflict_decisions_only_while_the_conflict_is_open(client, lo
     conflict = noted(note="two").conflict
     assert forms_on(client, operation) == {"Cancel", "Apply incoming payload", "Dismiss"}
 
-    review.dismiss_conflict(conflict, user=operator, reason="stale")
+    conflict_decisions.dismiss_conflict(conflict, user=operator, reason="stale")
 
     assert forms_on(client, operation) == {"Cancel"}
 

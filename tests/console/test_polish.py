@@ -288,9 +288,9 @@ def test_an_operator_who_replayed_is_told_they_could_not_approve(client, login, 
     operation = refund(workspace)
     Operation.objects.filter(pk=operation.pk).update(state="needs_review")
     operation.refresh_from_db()
-    from ledger.people import review
+    from ledger.people import replays
 
-    review.replay_operation(operation, user=operator, reason="customer asked again")
+    replays.replay_operation(operation, user=operator, reason="customer asked again")
 
     page = page_of(client, operation)
 
@@ -378,14 +378,14 @@ def test_attempts_keep_counting_across_a_replay(client, login, needing_review):
 
 def test_attempts_after_a_replay_still_count_toward_the_limit_from_one(workspace, scripted_action, alice):
     from ledger.outcomes import PermanentError, TransientError
-    from ledger.people import review
+    from ledger.people import replays
 
     action = scripted_action(max_attempts=2)
     action.destination.answer(PermanentError("no"), TransientError("busy"), TransientError("busy"))
     operation = submit(workspace, action.name)
     process_due_operations(worker="w1")
     operation.refresh_from_db()
-    review.replay_operation(operation, user=alice, reason="again")
+    replays.replay_operation(operation, user=alice, reason="again")
     process_due_operations(worker="w1")
     Operation.objects.filter(pk=operation.pk).update(next_attempt_at=None)
     process_due_operations(worker="w1")

@@ -3,7 +3,7 @@ destination gave it (besides its key and request id), exactly, within the person
 
 from ledger.core import accounts
 from ledger.models import AuditEvent
-from ledger.people import review
+from ledger.people import resolutions
 
 
 def keys_on(response) -> set[str]:
@@ -22,7 +22,7 @@ def test_the_queue_finds_an_operation_by_its_destination_record_id(client, login
 
 def test_the_audit_search_finds_the_events_of_an_operation_by_its_record_id(client, login, person, unknown_notice):
     operator = person("resolver", "operator")
-    review.resolve_operation(
+    resolutions.resolve_operation(
         unknown_notice, user=operator, external_id="rec-by-hand-1", reason="found it in the vendor portal"
     )
     login("viewer")

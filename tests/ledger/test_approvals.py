@@ -11,7 +11,7 @@ from django_q.models import OrmQ
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import Approval, AuditEvent, Conflict, Operation
-from ledger.people import review
+from ledger.people import conflict_decisions, replays, review
 from ledger.people.approvals import ApprovalError, approve_operation, reject_operation
 
 REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
@@ -111,7 +111,7 @@ def test_it_refuses_a_rejection_without_a_reason(refund_waiting, approver):
 def test_it_refuses_to_approve_a_payload_other_than_the_one_shown(workspace, refund_waiting, approver, reviewer):
     shown = refund_waiting.fingerprint
     conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=450000).conflict.pk)
-    review.apply_conflict(conflict, user=reviewer, reason="sender corrected the amount")
+    conflict_decisions.apply_conflict(conflict, user=reviewer, reason="sender corrected the amount")
     operation = Operation.objects.get()
 
     with pytest.raises(ApprovalError, match="changed since it was shown"):
@@ -139,7 +139,7 @@ def test_it_refuses_to_apply_a_conflict_to_an_approved_operation(workspace, refu
     conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=999).conflict.pk)
 
     with pytest.raises(review.ReviewError, match="can only be applied before the operation runs"):
-        review.apply_conflict(conflict, user=reviewer, reason="too late")
+        conflict_decisions.apply_conflict(conflict, user=reviewer, reason="too late")
 
     assert Operation.objects.get().payload["amount_cents"] == 4500
 
@@ -164,7 +164,7 @@ def test_it_asks_for_a_new_approval_when_a_consequential_operation_is_replayed(
     operation = Operation.objects.get()
     assert operation.state == "needs_review"
 
-    review.replay_operation(operation, user=reviewer, reason="customer record fixed")
+    replays.replay_operation(operation, user=reviewer, reason="customer record fixed")
 
     assert Operation.objects.get().state == "pending_approval"
     approve_operation(Operation.objects.get(), user=approver, note="again")
@@ -199,7 +199,7 @@ def test_it_refuses_an_approval_made_on_a_copy_loaded_before_the_payload_changed
     """The database guard itself requires the payload the approver's copy holds."""
     stale_copy = Operation.objects.get(pk=refund_waiting.pk)
     conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=450000).conflict.pk)
-    review.apply_conflict(conflict, user=reviewer, reason="sender corrected the amount")
+    conflict_decisions.apply_conflict(conflict, user=reviewer, reason="sender corrected the amount")
 
     with pytest.raises(ApprovalError, match="changed meanwhile"):
         approve_operation(stale_copy, user=approver)

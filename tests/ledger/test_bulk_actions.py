@@ -14,7 +14,7 @@ from ledger.models import Attempt, AuditEvent, BulkAction, BulkItem, Operation
 from ledger.outcomes import CannotTell, PermanentError
 from ledger.people import bulk_actions
 from ledger.people.bulk_actions import BulkActionError, run_bulk_action, submit_bulk_action
-from ledger.people.review import replay_operation
+from ledger.people.replays import replay_operation
 from ledger.reads.failure_groups import Criterion, failure_groups, signature
 from tests.ledger.conftest import submit
 

@@ -90,7 +90,7 @@ def test_it_applies_one_and_dismisses_the_rest_in_one_step(workspace, alice):
 
 def test_it_skips_and_reports_a_conflict_someone_else_decided(workspace, alice, bob):
     _, made = race(workspace, 4)
-    review.dismiss_conflict(made[1], user=bob, reason="mine")
+    conflict_decisions.dismiss_conflict(made[1], user=bob, reason="mine")
 
     done = conflict_decisions.dismiss_conflicts(ids(made), user=alice, reason="all of them")
 
@@ -185,7 +185,7 @@ def test_it_dismisses_nothing_when_the_apply_is_refused(workspace, alice):
 def test_it_refuses_to_apply_a_conflict_already_decided(workspace, alice, bob):
     _, made = race(workspace, 3)
     stale_copy = Conflict.objects.select_related("operation").get(pk=made[0].pk)
-    review.dismiss_conflict(made[0], user=bob, reason="stale")
+    conflict_decisions.dismiss_conflict(made[0], user=bob, reason="stale")
     before = snapshot()
 
     with pytest.raises(review.ReviewError) as refused:
@@ -247,5 +247,5 @@ def test_two_people_dismissing_the_same_race_at_once_decide_each_conflict_exactl
     assert {pk for pk, who in decided.items() if who == "alice"} == by_alice
     events = AuditEvent.objects.filter(kind="conflict_dismissed")
     assert events.count() == 31 and sorted(events.values_list("message", flat=True)) == sorted(
-        review.conflict_message(c, f"{decided[c.pk]} says so") for c in made
+        conflict_decisions.conflict_message(c, f"{decided[c.pk]} says so") for c in made
     )

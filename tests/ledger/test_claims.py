@@ -12,7 +12,8 @@ from ledger.core.pause import set_paused
 from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Delivery, Operation
 from ledger.people.approvals import approve_operation
-from ledger.people.review import replay_operation, resolve_operation
+from ledger.people.replays import replay_operation
+from ledger.people.resolutions import resolve_operation
 from ledger.sweep import sweep
 from reconciliation.reconcile import reconcile_operation
 

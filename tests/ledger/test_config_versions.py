@@ -13,7 +13,7 @@ from ledger.core import configuration, policies
 from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, ConfigVersion, Operation
 from ledger.outcomes import PermanentError
-from ledger.people import review
+from ledger.people import replays
 from tests.ledger.conftest import submit
 
 
@@ -63,8 +63,8 @@ def test_a_replay_after_a_configuration_change_lists_the_changes_and_does_nothin
     operation = needing_review(workspace, action)
     policies.set_policy(workspace=workspace, action=action.name, actor="test", key_retention=timedelta(days=400))
 
-    with pytest.raises(review.ConfigChanged) as refused:
-        review.replay_operation(operation, user=alice, reason="owner created")
+    with pytest.raises(replays.ConfigChanged) as refused:
+        replays.replay_operation(operation, user=alice, reason="owner created")
 
     assert [str(change) for change in refused.value.changes] == ['policy.key_retention: "90d" -> "400d"']
     assert "Confirm the replay under the new configuration" in str(refused.value)
@@ -77,7 +77,7 @@ def test_a_confirmed_replay_runs_under_the_new_configuration_and_audits_the_chan
     operation = needing_review(workspace, action)
     policies.set_policy(workspace=workspace, action=action.name, actor="test", payload_retention=timedelta(days=2))
 
-    review.replay_operation(operation, user=alice, reason="owner created", accept_config_change=True)
+    replays.replay_operation(operation, user=alice, reason="owner created", accept_config_change=True)
 
     assert "under a changed configuration: policy.payload_retention" in AuditEvent.objects.get(kind="replayed").message
     process_due_operations(worker="w1")
@@ -89,7 +89,7 @@ def test_a_confirmed_replay_runs_under_the_new_configuration_and_audits_the_chan
 def test_an_unchanged_configuration_needs_no_confirmation(workspace, action, alice):
     operation = needing_review(workspace, action)
 
-    review.replay_operation(operation, user=alice, reason="owner created")
+    replays.replay_operation(operation, user=alice, reason="owner created")
 
     assert Operation.objects.get(pk=operation.pk).state == "pending"
 

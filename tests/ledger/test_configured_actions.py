@@ -10,7 +10,8 @@ import yaml
 from django.core.management import CommandError, call_command
 
 from ledger.actions import UnknownAction, get_action, registry, templates
-from ledger.actions.configured import DestinationConfig, SecretMissing, form_fields
+from ledger.actions.destination_config import DestinationConfig, SecretMissing
+from ledger.actions.http_action import form_fields
 from ledger.core import outbound, privacy
 from ledger.models import AuditEvent, Destination, HttpAction, Operation
 from ledger.outcomes import OutcomeError

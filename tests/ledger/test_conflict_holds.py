@@ -14,7 +14,7 @@ from ledger.engine.processing import process_due_operations
 from ledger.intake.reservation import CONFLICT_HOLD
 from ledger.intake.submit import submit_batch, submit_event
 from ledger.models import Attempt, AuditEvent, Conflict, HttpAction, Operation
-from ledger.people import approvals, conflict_decisions, review
+from ledger.people import approvals, cancellations, conflict_decisions, replays, resolutions, review
 from ledger.states import HOLDABLE_STATES, State, can_transition
 from tests.ledger.conftest import NoteData
 from tests.ledger.test_configured_actions import ACTION, apply, file_text
@@ -73,7 +73,7 @@ def test_applying_the_conflict_releases_it_to_run_once_with_the_incoming_payload
     action = noted(on_conflict="hold")
     operation, conflict = held_operation(workspace, action)
 
-    review.apply_conflict(conflict, user=alice, reason="the sender corrected it")
+    conflict_decisions.apply_conflict(conflict, user=alice, reason="the sender corrected it")
 
     operation.refresh_from_db()
     assert (operation.state, operation.last_error_category, operation.last_error_message) == ("pending", "", "")
@@ -95,7 +95,7 @@ def test_dismissing_the_conflict_releases_it_to_run_once_with_the_recorded_paylo
     action = noted(on_conflict="hold")
     operation, conflict = held_operation(workspace, action)
 
-    review.dismiss_conflict(conflict, user=bob, reason="a stale resend")
+    conflict_decisions.dismiss_conflict(conflict, user=bob, reason="a stale resend")
 
     operation.refresh_from_db()
     assert operation.state == "pending"
@@ -123,7 +123,7 @@ def test_it_stays_held_while_any_of_its_conflicts_is_open(workspace, noted, alic
     assert later.outcome == "conflict"
     assert AuditEvent.objects.filter(kind="conflict_held").count() == 1  # held once, not again
 
-    review.dismiss_conflict(first_conflict, user=alice, reason="stale")
+    conflict_decisions.dismiss_conflict(first_conflict, user=alice, reason="stale")
     operation.refresh_from_db()
     assert operation.state == "needs_review"
     process_due_operations()
@@ -155,7 +155,7 @@ def test_a_held_operation_is_not_replayed_without_a_decision(workspace, noted, a
     operation, _ = held_operation(workspace, action)
 
     with pytest.raises(review.ReviewError, match="held by a conflicting delivery and has not run"):
-        review.replay_operation(operation, user=alice, reason="just run it")
+        replays.replay_operation(operation, user=alice, reason="just run it")
 
     operation.refresh_from_db()
     assert operation.state == "needs_review"
@@ -166,7 +166,7 @@ def test_a_held_operation_is_not_marked_succeeded_by_hand(workspace, noted, alic
     operation, _ = held_operation(workspace, action)
 
     with pytest.raises(review.ReviewError, match="held by a conflicting delivery and never ran"):
-        review.resolve_operation(operation, user=alice, external_id="X-1", reason="found it")
+        resolutions.resolve_operation(operation, user=alice, external_id="X-1", reason="found it")
 
     assert Operation.objects.get().state == "needs_review"
 
@@ -175,7 +175,7 @@ def test_a_held_operation_may_still_be_cancelled(workspace, noted, alice):
     action = noted(on_conflict="hold")
     operation, _ = held_operation(workspace, action)
 
-    review.cancel_operation(operation, user=alice, reason="neither payload is wanted")
+    cancellations.cancel_operation(operation, user=alice, reason="neither payload is wanted")
 
     process_due_operations()
     assert Operation.objects.get().state == "cancelled"
@@ -241,7 +241,7 @@ def test_a_consequential_operation_held_before_approval_goes_back_to_await_it(wo
     operation, conflict = held_operation(workspace, action)
     assert AuditEvent.objects.get(kind="conflict_held").from_state == "pending_approval"
 
-    review.apply_conflict(conflict, user=alice, reason="corrected amount")
+    conflict_decisions.apply_conflict(conflict, user=alice, reason="corrected amount")
 
     operation.refresh_from_db()
     assert (operation.state, operation.payload["note"]) == ("pending_approval", "second")
@@ -261,14 +261,16 @@ def test_an_approved_operation_held_by_a_conflict_keeps_its_approved_payload(wor
     operation = Operation.objects.get()
     assert operation.state == "needs_review"
     assert AuditEvent.objects.get(kind="conflict_held").from_state == "pending"
-    assert not review.may_apply(operation, action)
+    assert not conflict_decisions.may_apply(operation, action)
 
     with pytest.raises(review.ReviewError, match="a conflict can only be applied before the operation runs"):
-        review.apply_conflict(Conflict.objects.get(pk=conflict.pk), user=alice, reason="take the new one")
+        conflict_decisions.apply_conflict(Conflict.objects.get(pk=conflict.pk), user=alice, reason="take the new one")
     assert Conflict.objects.get(pk=conflict.pk).status == "open"
     assert Operation.objects.get().state == "needs_review"
 
-    review.dismiss_conflict(Conflict.objects.get(pk=conflict.pk), user=alice, reason="keep what was approved")
+    conflict_decisions.dismiss_conflict(
+        Conflict.objects.get(pk=conflict.pk), user=alice, reason="keep what was approved"
+    )
     assert Operation.objects.get().state == "pending"
     process_due_operations()
     assert action.destination.notes == ["first"]

@@ -9,7 +9,7 @@ from django.db import IntegrityError
 from ledger.engine.processing import process_due_operations
 from ledger.keys import fingerprint
 from ledger.models import AuditEvent, Conflict, Operation, ReviewDraft
-from ledger.people import review
+from ledger.people import conflict_decisions, review
 from tests.conftest import event
 
 
@@ -21,7 +21,7 @@ def conflict(api):
 
 
 def test_it_applies_the_incoming_payload_before_the_operation_runs(conflict, alice):
-    review.apply_conflict(conflict, user=alice, reason="sender corrected the title")
+    conflict_decisions.apply_conflict(conflict, user=alice, reason="sender corrected the title")
 
     operation = Operation.objects.get()
     assert operation.payload["title"] == "Review renewal options, EMEA only"
@@ -37,7 +37,7 @@ def test_it_applies_the_incoming_payload_before_the_operation_runs(conflict, ali
 
 
 def test_it_treats_a_resend_of_the_applied_payload_as_a_duplicate(api, conflict, alice):
-    review.apply_conflict(conflict, user=alice, reason="corrected")
+    conflict_decisions.apply_conflict(conflict, user=alice, reason="corrected")
 
     response = api.post("/api/v1/events", event("d-3", title="Review renewal options, EMEA only"))
 
@@ -48,7 +48,7 @@ def test_it_refuses_to_apply_once_the_operation_has_run(conflict, alice):
     process_due_operations()
 
     with pytest.raises(review.ReviewError, match="a conflict can only be applied before the operation runs"):
-        review.apply_conflict(conflict, user=alice, reason="too late")
+        conflict_decisions.apply_conflict(conflict, user=alice, reason="too late")
 
     conflict.refresh_from_db()
     assert conflict.status == "open"
@@ -58,7 +58,7 @@ def test_it_refuses_to_apply_once_the_operation_has_run(conflict, alice):
 
 
 def test_it_dismisses_a_conflict_and_keeps_the_recorded_payload(conflict, bob):
-    review.dismiss_conflict(conflict, user=bob, reason="stale resend")
+    conflict_decisions.dismiss_conflict(conflict, user=bob, reason="stale resend")
 
     conflict.refresh_from_db()
     assert (conflict.status, conflict.decided_by) == ("dismissed", "bob")
@@ -66,10 +66,10 @@ def test_it_dismisses_a_conflict_and_keeps_the_recorded_payload(conflict, bob):
     assert AuditEvent.objects.get(kind="conflict_dismissed").actor == "bob"
 
 
-@pytest.mark.parametrize("decide", [review.apply_conflict, review.dismiss_conflict])
+@pytest.mark.parametrize("decide", [conflict_decisions.apply_conflict, conflict_decisions.dismiss_conflict])
 def test_it_decides_a_conflict_only_once(conflict, decide, alice, bob):
     stale_copy = Conflict.objects.get(pk=conflict.pk)
-    review.dismiss_conflict(conflict, user=bob, reason="first")
+    conflict_decisions.dismiss_conflict(conflict, user=bob, reason="first")
 
     with pytest.raises(review.ReviewError, match=f"Conflict {conflict.pk} is already dismissed."):
         decide(stale_copy, user=alice, reason="second")

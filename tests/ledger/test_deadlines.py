@@ -12,7 +12,7 @@ from ledger.core.pause import set_paused
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_batch
 from ledger.models import AuditEvent, Operation, PauseInterval
-from ledger.people import approvals, review
+from ledger.people import approvals, replays
 from ledger.sweep import sweep
 from tests.ledger.conftest import START, submit
 
@@ -139,7 +139,7 @@ def test_it_sends_an_expired_approval_request_to_review(workspace, consequential
     with pytest.raises(approvals.ApprovalError, match="only an operation awaiting approval can be decided"):
         approvals.approve_operation(operation, user=approver)
 
-    review.replay_operation(operation, user=reviewer, reason="customer still wants it")
+    replays.replay_operation(operation, user=reviewer, reason="customer still wants it")
     operation.refresh_from_db()
     assert (operation.state, operation.deadline) == ("pending_approval", START + timedelta(days=4))
 

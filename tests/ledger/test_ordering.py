@@ -13,7 +13,7 @@ from ledger.engine.claiming import claim_due_operations
 from ledger.engine.processing import process_due_operations
 from ledger.intake import submit
 from ledger.models import AuditEvent, Delivery, Operation, RequestStatus, ReviewDraft, Wakeup
-from ledger.people import review
+from ledger.people import replays
 from ledger.states import State
 from ledger.sweep import sweep
 from tests.conftest import R42
@@ -208,7 +208,7 @@ def test_a_gap_goes_to_review_after_the_gap_wait_naming_the_missing_version(api,
         "version 2 of this request did not arrive within 10m"
     )
 
-    review.replay_operation(gapped, user=reviewer, reason="version 2 was never sent")
+    replays.replay_operation(gapped, user=reviewer, reason="version 2 was never sent")
     assert "runs without waiting for version 2" in AuditEvent.objects.filter(kind="replayed").get().message
     process_due_operations()
     assert states("prepare-brief") == {1: "succeeded", 3: "succeeded"}

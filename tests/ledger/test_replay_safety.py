@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Contribution, Delivery, Operation
-from ledger.people import review
+from ledger.people import replays, review
 from reconciliation.reconcile import reconcile_operation
 from tests.conftest import external_event
 
@@ -59,7 +59,7 @@ def never_acted(workspace, standin, time_machine, gives_up_at_once):
 def test_it_finds_the_record_and_sends_nothing(acted_and_lost, standin, reviewer):
     [record] = standin.records()
 
-    replay = review.replay_operation(acted_and_lost, user=reviewer, reason="customer asks")
+    replay = replays.replay_operation(acted_and_lost, user=reviewer, reason="customer asks")
 
     assert (replay.verdict, replay.lookup) == ("found", f"the destination has record {record['id']}")
     acted_and_lost.refresh_from_db()
@@ -77,7 +77,7 @@ def test_it_finds_the_record_and_sends_nothing(acted_and_lost, standin, reviewer
 
 
 def test_it_replays_when_the_destination_confirms_it_has_nothing(never_acted, standin, reviewer):
-    replay = review.replay_operation(never_acted, user=reviewer, reason="vendor fixed")
+    replay = replays.replay_operation(never_acted, user=reviewer, reason="vendor fixed")
 
     assert (replay.verdict, never_acted.state) == ("replayed", "pending")
     assert "the destination has no record" in AuditEvent.objects.get(kind="replayed").message
@@ -91,14 +91,14 @@ def test_it_refuses_a_replay_when_the_destination_cannot_tell(acted_and_lost, st
     standin.fail_next_lookup(LOOKUP_503)
 
     with pytest.raises(
-        review.DuplicateRisk,
+        replays.DuplicateRisk,
         match=re.escape(
             f"Replay refused: the destination cannot tell whether {acted_and_lost.key} already acted there "
             "(lookup failed: HTTP 503 from 127.0.0.1 [injected_fault]: status 503). Sending it again could make "
             "a second send-notice."
         ),
     ):
-        review.replay_operation(acted_and_lost, user=reviewer, reason="customer asks")
+        replays.replay_operation(acted_and_lost, user=reviewer, reason="customer asks")
 
     acted_and_lost.refresh_from_db()
     assert acted_and_lost.state == "needs_review"
@@ -113,7 +113,7 @@ def test_it_refuses_a_replay_when_the_destination_cannot_tell(acted_and_lost, st
 def test_it_replays_accepting_the_risk_only_when_a_person_says_so(acted_and_lost, standin, reviewer):
     standin.fail_next_lookup(LOOKUP_503)
 
-    replay = review.replay_operation(
+    replay = replays.replay_operation(
         acted_and_lost, user=reviewer, reason="checked the vendor portal: nothing", accept_duplicate_risk=True
     )
 
@@ -130,7 +130,7 @@ def test_it_replays_accepting_the_risk_only_when_a_person_says_so(acted_and_lost
 
 def test_it_follows_the_destination_even_when_the_risk_is_accepted(acted_and_lost, standin, reviewer):
     """Accepting the risk only matters when the destination cannot tell; found still sends nothing."""
-    replay = review.replay_operation(acted_and_lost, user=reviewer, reason="x", accept_duplicate_risk=True)
+    replay = replays.replay_operation(acted_and_lost, user=reviewer, reason="x", accept_duplicate_risk=True)
 
     assert replay.verdict == "found"
     assert len(standin.records()) == 1
@@ -138,7 +138,7 @@ def test_it_follows_the_destination_even_when_the_risk_is_accepted(acted_and_los
 
 def test_it_wants_a_reason_to_accept_the_risk(acted_and_lost, reviewer):
     with pytest.raises(review.ReviewError, match="Say why the replay may risk a duplicate"):
-        review.replay_operation(acted_and_lost, user=reviewer, reason=" ", accept_duplicate_risk=True)
+        replays.replay_operation(acted_and_lost, user=reviewer, reason=" ", accept_duplicate_risk=True)
     assert Operation.objects.get().state == "needs_review"
 
 
@@ -152,10 +152,10 @@ def test_it_does_not_believe_absent_while_a_request_may_still_land(workspace, st
     operation.refresh_from_db()
 
     with pytest.raises(
-        review.DuplicateRisk,
+        replays.DuplicateRisk,
         match=r"no record yet, but the last request may still land \(within \d+[smh] of the try's start\)",
     ):
-        review.replay_operation(operation, user=reviewer, reason="too soon")
+        replays.replay_operation(operation, user=reviewer, reason="too soon")
 
 
 def test_it_refuses_when_the_action_cannot_look_up(workspace, scripted_action, reviewer):
@@ -171,8 +171,8 @@ def test_it_refuses_when_the_action_cannot_look_up(workspace, scripted_action, r
     assert reconcile_operation(operation) == "gave_up"  # no lookup: asking again cannot help
     operation.refresh_from_db()
 
-    with pytest.raises(review.DuplicateRisk, match="cannot look its records up at the destination"):
-        review.replay_operation(operation, user=reviewer, reason="retry")
+    with pytest.raises(replays.DuplicateRisk, match="cannot look its records up at the destination"):
+        replays.replay_operation(operation, user=reviewer, reason="retry")
     assert len(action.destination.calls) == 1
 
 
@@ -183,7 +183,7 @@ def test_it_does_not_ask_when_no_try_reached_the_destination(workspace, standin,
     operation.refresh_from_db()
     assert operation.state == "needs_review"
 
-    replay = review.replay_operation(operation, user=reviewer, reason="payload fixed at the vendor")
+    replay = replays.replay_operation(operation, user=reviewer, reason="payload fixed at the vendor")
 
     assert (replay.verdict, replay.lookup) == ("replayed", "")
     assert standin.requests("GET /records") == 0

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from ledger.models import AuditEvent, Operation
-from ledger.people import review
+from ledger.people import resolutions, review
 from reconciliation.reconcile import reconcile_unknown_operations
 from tests.ledger.conftest import submit_brief
 
@@ -24,7 +24,7 @@ def test_it_resolves_with_the_record_id_the_person_found(unknown, standin, revie
     unknown.refresh_from_db()
     [record] = standin.records()
 
-    review.resolve_operation(
+    resolutions.resolve_operation(
         unknown, user=reviewer, external_id=f" {record['id']} ", reason="found it in the vendor portal"
     )
 
@@ -39,7 +39,7 @@ def test_it_resolves_with_the_record_id_the_person_found(unknown, standin, revie
 
 
 def test_it_leaves_nothing_for_reconciliation_to_do_afterwards(unknown, standin, reviewer):
-    review.resolve_operation(unknown, user=reviewer, external_id="rec-1", reason="checked")
+    resolutions.resolve_operation(unknown, user=reviewer, external_id="rec-1", reason="checked")
 
     assert reconcile_unknown_operations().found == 0
     assert standin.requests("GET /records") == 0
@@ -58,11 +58,11 @@ def test_it_leaves_nothing_for_reconciliation_to_do_afterwards(unknown, standin,
 )
 def test_it_refuses_a_resolution_without_evidence(unknown, reviewer, external_id, reason, message):
     if message is None:
-        review.resolve_operation(unknown, user=reviewer, external_id=external_id, reason=reason)
+        resolutions.resolve_operation(unknown, user=reviewer, external_id=external_id, reason=reason)
         assert Operation.objects.get().external_id == "rec-1"
         return
     with pytest.raises(review.ReviewError, match=re.escape(message)):
-        review.resolve_operation(unknown, user=reviewer, external_id=external_id, reason=reason)
+        resolutions.resolve_operation(unknown, user=reviewer, external_id=external_id, reason=reason)
     assert Operation.objects.get().state == "unknown"
     assert not AuditEvent.objects.filter(kind="resolved").exists()
 
@@ -75,7 +75,7 @@ def test_it_refuses_to_resolve_an_operation_that_is_not_waiting_for_evidence(unk
     with pytest.raises(
         review.ReviewError, match=f"Only an unknown operation or one that needs review can be resolved; .* is {state}."
     ):
-        review.resolve_operation(unknown, user=reviewer, external_id="rec-1", reason="checked")
+        resolutions.resolve_operation(unknown, user=reviewer, external_id="rec-1", reason="checked")
     assert Operation.objects.get().state == state
 
 
@@ -85,24 +85,24 @@ def test_it_refuses_an_internal_action(workspace, reviewer):
     operation.refresh_from_db()
 
     with pytest.raises(review.ReviewError, match="prepare-brief has no external destination"):
-        review.resolve_operation(operation, user=reviewer, external_id="draft-1", reason="x")
+        resolutions.resolve_operation(operation, user=reviewer, external_id="draft-1", reason="x")
 
 
 def test_it_needs_the_review_permission(unknown, person):
     viewer = person("viewer", "viewer")
 
     with pytest.raises(review.ReviewError, match="viewer may not replay, resolve, cancel or decide conflicts"):
-        review.resolve_operation(unknown, user=viewer, external_id="rec-1", reason="checked")
+        resolutions.resolve_operation(unknown, user=viewer, external_id="rec-1", reason="checked")
     assert Operation.objects.get().state == "unknown"
 
 
 def test_it_refuses_a_resolution_that_lost_a_race(unknown, reviewer, standin):
     stale_copy = Operation.objects.get(pk=unknown.pk)
-    review.resolve_operation(unknown, user=reviewer, external_id="rec-1", reason="first")
+    resolutions.resolve_operation(unknown, user=reviewer, external_id="rec-1", reason="first")
 
     # The stale copy still says unknown, but the guarded write sees the row has moved on.
     with pytest.raises(review.ReviewError, match="changed meanwhile"):
-        review.resolve_operation(stale_copy, user=reviewer, external_id="rec-2", reason="second")
+        resolutions.resolve_operation(stale_copy, user=reviewer, external_id="rec-2", reason="second")
     assert Operation.objects.get().external_id == "rec-1"
 
 

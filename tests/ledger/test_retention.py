@@ -133,11 +133,11 @@ def test_a_redelivery_of_a_redacted_operation_is_still_a_duplicate_or_a_conflict
 
 
 def test_a_decided_conflicts_payload_is_redacted_with_its_operation(api, finished, alice):
-    from ledger.people import review
+    from ledger.people import conflict_decisions
 
     response = api.post("/api/v1/events", event("d-2", title="Something else", owner="ops"))
     conflict = Conflict.objects.get(pk=response.json()["conflict_id"])
-    review.dismiss_conflict(conflict, user=alice, reason="the first one stands")
+    conflict_decisions.dismiss_conflict(conflict, user=alice, reason="the first one stands")
 
     retention.purge(as_of=START + PAYLOAD_WINDOW + SECOND)
 
@@ -456,10 +456,10 @@ def test_a_latest_status_outlives_its_operation(api, frozen):
 
 
 def test_a_cancelled_operation_without_a_result_is_redacted_too(api, frozen, alice):
-    from ledger.people import review
+    from ledger.people import cancellations
 
     api.post("/api/v1/events", event("d-1"))
-    review.cancel_operation(Operation.objects.get(), user=alice, reason="not needed")
+    cancellations.cancel_operation(Operation.objects.get(), user=alice, reason="not needed")
 
     assert retention.purge(as_of=START + PAYLOAD_WINDOW + SECOND).total("redacted") == 1
 

@@ -10,7 +10,7 @@ from django_q.models import OrmQ
 from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Delivery, Operation, ReviewDraft
 from ledger.outcomes import PermanentError
-from ledger.people import review
+from ledger.people import cancellations, replays, review
 from tests.ledger.conftest import submit, submit_brief
 
 
@@ -32,7 +32,7 @@ def test_it_replays_under_the_same_key_and_the_operation_then_succeeds(
     OrmQ.objects.all().delete()  # intake's own wake-up
 
     with django_capture_on_commit_callbacks(execute=True):
-        review.replay_operation(operation, user=alice, reason="owner created in the CRM")
+        replays.replay_operation(operation, user=alice, reason="owner created in the CRM")
 
     operation.refresh_from_db()
     assert (operation.state, operation.attempts, operation.last_error) == ("pending", 0, None)
@@ -64,7 +64,7 @@ def test_it_calls_out_a_replay_after_the_definition_changed(workspace, scripted_
     Operation.objects.filter(pk=operation.pk).update(definition_version="old-version")
     operation.refresh_from_db()
 
-    review.replay_operation(operation, user=alice, reason="retry")
+    replays.replay_operation(operation, user=alice, reason="retry")
 
     operation.refresh_from_db()
     assert operation.definition_version == action.version
@@ -75,7 +75,7 @@ def test_it_replays_a_consequential_operation_into_approval(workspace, scripted_
     action, operation = needing_review(workspace, scripted_action)
     type(action).consequential = True  # declared consequential after the operation needed review
 
-    review.replay_operation(operation, user=alice, reason="retry")
+    replays.replay_operation(operation, user=alice, reason="retry")
 
     operation.refresh_from_db()
     assert operation.state == "pending_approval"
@@ -89,7 +89,7 @@ def test_it_refuses_to_replay_an_operation_that_does_not_need_review(workspace, 
 
     refusal = f"Only an operation that needs review can be replayed; .* is {state}."
     with pytest.raises(review.ReviewError, match=refusal):
-        review.replay_operation(operation, user=alice, reason="retry")
+        replays.replay_operation(operation, user=alice, reason="retry")
 
     assert not AuditEvent.objects.filter(kind="replayed").exists()
     assert not Delivery.objects.filter(source="replay").exists()
@@ -99,10 +99,10 @@ def test_it_refuses_a_replay_that_lost_a_race(workspace, scripted_action, alice,
     """Two people replay the same operation at once: the second finds it moved and writes nothing."""
     _, operation = needing_review(workspace, scripted_action)
     stale_copy = Operation.objects.get(pk=operation.pk)
-    review.replay_operation(operation, user=alice, reason="first")
+    replays.replay_operation(operation, user=alice, reason="first")
 
     with pytest.raises(review.ReviewError, match="changed meanwhile"):
-        review.replay_operation(stale_copy, user=bob, reason="second")
+        replays.replay_operation(stale_copy, user=bob, reason="second")
 
     assert list(AuditEvent.objects.filter(kind="replayed").values_list("actor", flat=True)) == ["alice"]
     assert Delivery.objects.filter(source="replay").count() == 1
@@ -114,7 +114,7 @@ def test_it_cancels_an_operation_that_has_not_ended(workspace, state, alice):
     Operation.objects.filter(pk=operation.pk).update(state=state)
     operation.refresh_from_db()
 
-    review.cancel_operation(operation, user=alice, reason="request withdrawn")
+    cancellations.cancel_operation(operation, user=alice, reason="request withdrawn")
 
     operation.refresh_from_db()
     assert operation.state == "cancelled"
@@ -130,7 +130,7 @@ def test_it_refuses_to_cancel_an_operation_in_flight_or_ended(workspace, state, 
     operation.refresh_from_db()
 
     with pytest.raises(review.ReviewError, match="only needs_review, pending, retrying operations can be cancelled"):
-        review.cancel_operation(operation, user=alice, reason="no")
+        cancellations.cancel_operation(operation, user=alice, reason="no")
 
     operation.refresh_from_db()
     assert operation.state == state

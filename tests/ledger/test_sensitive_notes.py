@@ -1,15 +1,15 @@
 """Notes that cannot leak: a reason or note that quotes a sensitive value of what it concerns is
-refused by the service every entry point calls (``privacy.refuse_sensitive_note``), naming the
+refused by the service every entry point calls (``sensitive_notes.refuse_sensitive_note``), naming the
 field it matched and never the value, and nothing is written; a note without the value is kept."""
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from ledger.core import privacy
-from ledger.core.privacy import SensitiveNote
+from ledger.core import erasure, privacy, sensitive_notes
+from ledger.core.sensitive_notes import SensitiveNote
 from ledger.intake.submit import submit_event
 from ledger.models import Approval, AuditEvent, BulkAction, BulkItem, Conflict, Operation
-from ledger.people import approvals, bulk_actions, conflict_decisions, review
+from ledger.people import approvals, bulk_actions, cancellations, conflict_decisions, replays, resolutions, review
 from ledger.people.review import ReviewError
 from ledger.states import State
 
@@ -31,7 +31,7 @@ def welcome(workspace, email="Ann.Lee@Example.com"):
 def refused_field(text, *concerns, label="reason"):
     """The field the note was refused for, or None when it is accepted."""
     try:
-        privacy.refuse_sensitive_note(text, concerns, label=label)
+        sensitive_notes.refuse_sensitive_note(text, concerns, label=label)
     except SensitiveNote as exc:
         return exc.field
     return None
@@ -135,7 +135,7 @@ def test_an_erased_value_is_no_secret(workspace):
 
 def test_the_message_names_the_field_and_never_the_value(workspace):
     with pytest.raises(SensitiveNote) as refused:
-        privacy.refuse_sensitive_note("Customer C-1001 …", [refund(workspace)], label="reason")
+        sensitive_notes.refuse_sensitive_note("Customer C-1001 …", [refund(workspace)], label="reason")
 
     assert str(refused.value) == REFUSED
     assert "1001" not in str(refused.value)
@@ -145,11 +145,11 @@ def test_the_message_names_the_operation_when_the_note_concerns_several(workspac
     first, second = refund(workspace), refund(workspace, request_id="R-8", customer_id="C-2002")
 
     with pytest.raises(SensitiveNote, match=f"the customer_id of operation {second.key};"):
-        privacy.refuse_sensitive_note("for C-2002", [first, second])
+        sensitive_notes.refuse_sensitive_note("for C-2002", [first, second])
 
 
 def test_it_says_who_reads_a_note(workspace):
-    assert privacy.readers_of(workspace) == (
+    assert sensitive_notes.readers_of(workspace) == (
         "Visible to everyone in workspace demo, including viewers and operators, who do not see sensitive values: "
         "a note that quotes one is refused."
     )
@@ -162,9 +162,9 @@ def test_it_says_who_reads_a_note(workspace):
 def test_a_decision_on_an_operation_refuses_a_reason_quoting_a_sensitive_value(workspace, reviewer, verb):
     operation = needs_review(refund(workspace))
     decide = {
-        "replay": review.replay_operation,
-        "resolve": lambda op, **kw: review.resolve_operation(op, external_id="rec-1", **kw),
-        "cancel": review.cancel_operation,
+        "replay": replays.replay_operation,
+        "resolve": lambda op, **kw: resolutions.resolve_operation(op, external_id="rec-1", **kw),
+        "cancel": cancellations.cancel_operation,
     }[verb]
     before = written()
 
@@ -177,12 +177,12 @@ def test_a_decision_on_an_operation_refuses_a_reason_quoting_a_sensitive_value(w
 def test_a_cancel_keeps_a_reason_without_the_value(workspace, reviewer):
     operation = needs_review(refund(workspace))
 
-    review.cancel_operation(operation, user=reviewer, reason="the customer asked, ticket T-55")
+    cancellations.cancel_operation(operation, user=reviewer, reason="the customer asked, ticket T-55")
 
     assert AuditEvent.objects.get(kind="cancelled").message == "cancel: the customer asked, ticket T-55"
 
 
-@pytest.mark.parametrize("decide", [review.apply_conflict, review.dismiss_conflict])
+@pytest.mark.parametrize("decide", [conflict_decisions.apply_conflict, conflict_decisions.dismiss_conflict])
 def test_a_conflict_decision_refuses_a_value_of_either_payload(workspace, reviewer, decide):
     refund(workspace)
     conflict = submit_event(
@@ -268,8 +268,8 @@ def test_a_reason_checked_at_submission_is_checked_again_per_operation(workspace
 
 def test_erase_finds_the_value_in_the_reason_in_any_case(workspace, person):
     boss = person("boss", "admin")
-    with pytest.raises(privacy.ErasureError, match="The reason quotes the value"):
-        privacy.erase_values(
+    with pytest.raises(erasure.ErasureError, match="The reason quotes the value"):
+        erasure.erase_values(
             workspace=workspace, field="email", value="ann@example.com", user=boss, reason="ANN@Example.com"
         )
 

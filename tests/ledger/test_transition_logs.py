@@ -7,7 +7,7 @@ from ledger.core import configuration
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import Attempt
-from ledger.people import review
+from ledger.people import cancellations
 from tests.conftest import R42
 
 
@@ -34,7 +34,7 @@ def test_a_transition_without_an_attempt_names_the_configuration_it_would_run_un
     result = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": R42})
     caplog.set_level(logging.INFO, logger="ledger")
 
-    review.cancel_operation(result.operation, user=alice, reason="not needed")
+    cancellations.cancel_operation(result.operation, user=alice, reason="not needed")
 
     [cancelled] = transitions(caplog)
     assert (cancelled.kind, cancelled.attempts, cancelled.correlation_id) == ("cancelled", 0, "")

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ledger.management.commands._operation import find_user
 from ledger.models import Conflict
-from ledger.people import review
+from ledger.people import conflict_decisions, review
 
 
 class Command(BaseCommand):
@@ -30,7 +30,7 @@ class Command(BaseCommand):
         if conflict is None:
             raise CommandError(f"No conflict {options['conflict_id']}.")
         user = find_user(options["username"])
-        decide = review.apply_conflict if verb == "apply" else review.dismiss_conflict
+        decide = conflict_decisions.apply_conflict if verb == "apply" else conflict_decisions.dismiss_conflict
         try:
             decide(conflict, user=user, reason=options["reason"])
         except review.ReviewError as exc:

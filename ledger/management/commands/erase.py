@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger.core import privacy
+from ledger.core.erasure import ErasureError, erase_values
 from ledger.management.commands._operation import find_user
 from ledger.models import Workspace
 
@@ -38,10 +39,10 @@ class Command(BaseCommand):
             raise CommandError(f"No workspace {workspace!r}.")
         user = find_user(username)
         try:
-            erasure = privacy.erase_values(
+            erasure = erase_values(
                 workspace=target, field=field, value=value, user=user, reason=reason, dry_run=dry_run
             )
-        except privacy.ErasureError as exc:
+        except ErasureError as exc:
             raise CommandError(str(exc)) from None
         verb = "Would erase" if dry_run else "Erased"
         self.stdout.write(f"{verb} {field} in workspace {target.slug}: {erasure.describe()}.")

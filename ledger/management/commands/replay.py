@@ -1,5 +1,5 @@
 from ledger.management.commands._operation import OperationCommand
-from ledger.people import review
+from ledger.people import replays, review
 
 
 class Command(OperationCommand):
@@ -26,18 +26,18 @@ class Command(OperationCommand):
 
     def act(self, operation, *, user, reason, accept_duplicate_risk=False, accept_config_change=False, **options):
         try:
-            replay = review.replay_operation(
+            replay = replays.replay_operation(
                 operation,
                 user=user,
                 reason=reason,
                 accept_duplicate_risk=accept_duplicate_risk,
                 accept_config_change=accept_config_change,
             )
-        except review.DuplicateRisk as exc:
+        except replays.DuplicateRisk as exc:
             raise review.ReviewError(
                 f"{exc} To replay anyway, run the command again with --accept-duplicate-risk."
             ) from None
-        except review.ConfigChanged as exc:
+        except replays.ConfigChanged as exc:
             raise review.ReviewError(
                 f"{exc} To replay under it, run the command again with --accept-config-change."
             ) from None

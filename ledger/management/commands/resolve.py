@@ -1,5 +1,5 @@
 from ledger.management.commands._operation import OperationCommand
-from ledger.people import review
+from ledger.people import resolutions
 
 
 class Command(OperationCommand):
@@ -13,5 +13,5 @@ class Command(OperationCommand):
         parser.add_argument("--external-id", required=True, help="The destination's record id you found.")
 
     def act(self, operation, *, user, reason, external_id, **options):
-        review.resolve_operation(operation, user=user, external_id=external_id, reason=reason)
+        resolutions.resolve_operation(operation, user=user, external_id=external_id, reason=reason)
         return f"{operation.key} is now succeeded with destination record {operation.external_id}."

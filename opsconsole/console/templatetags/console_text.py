@@ -5,7 +5,7 @@ import json
 from django import template
 
 from ledger import states
-from ledger.core import privacy
+from ledger.core import sensitive_notes
 from opsconsole.console.forms import BESIDE
 
 register = template.Library()
@@ -22,8 +22,8 @@ def pretty_body(body: str) -> str:
 
 @register.filter
 def readers(where) -> str:
-    """Who reads a note written here: ``{{ operation.workspace|readers }}`` (``privacy.readers_of``)."""
-    return privacy.readers_of(where)
+    """Who reads a note written here: ``{{ operation.workspace|readers }}`` (``sensitive_notes.readers_of``)."""
+    return sensitive_notes.readers_of(where)
 
 
 @register.filter
