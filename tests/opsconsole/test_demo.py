@@ -1,6 +1,7 @@
 """The commands the demo prints work as printed, from the checkout, in a shell with none of the
 project's settings in its environment (a person's terminal)."""
 
+import json
 import os
 import re
 import signal
@@ -176,9 +177,14 @@ def test_the_printed_webhook_lands_as_an_operation_and_sent_again_is_a_duplicate
     first, again = _run(command, env), _run(command, env)
 
     assert (first.returncode, first.stdout.split("\n")[0]) == (0, "201 Created"), first.stdout + first.stderr
-    assert '"key": "demo:INV-7:fulfil-invoice"' in first.stdout
+    assert _answer(first.stdout)["key"] == "demo:INV-7:fulfil-invoice"
     assert (again.returncode, again.stdout.split("\n")[0]) == (0, "200 OK"), again.stdout + again.stderr
-    assert '"status": "duplicate"' in again.stdout
+    assert _answer(again.stdout)["status"] == "duplicate"
+
+
+def _answer(stdout: str) -> dict:
+    """The answer's body the sender printed under its status line."""
+    return json.loads(stdout.split("\n", 1)[1])
 
 
 def test_the_printed_webhook_is_taken_because_of_its_secret(demo, demo_server):
@@ -190,7 +196,7 @@ def test_the_printed_webhook_is_taken_because_of_its_secret(demo, demo_server):
     done = _run(command, env)
 
     assert (done.returncode, done.stdout.split("\n")[0]) == (1, "401 Unauthorized")
-    assert '"reason": "bad_signature"' in done.stdout
+    assert _answer(done.stdout)["reason"] == "bad_signature"
 
 
 def test_without_the_secret_in_its_environment_it_prints_how_to_set_it(monkeypatch):
