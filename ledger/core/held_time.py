@@ -14,11 +14,8 @@ from django.db.models import Case, DateTimeField, DurationField, F, Func, Q, Sub
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import GreaterThan, LessThan, LessThanOrEqual
 
-from ledger.actions import registry
+from ledger.actions import ActionDefinition, registry
 from ledger.models import Control, PauseInterval
-
-# An action no longer registered keeps the default processing deadline's cap.
-_WHOLE_DEFAULT = timedelta(hours=24)
 
 
 def keep_interval(control: Control, now: datetime) -> timedelta:
@@ -39,7 +36,7 @@ def _whole_deadline():
     """Each operation's whole processing deadline, the cap of what a pause gives back."""
     return Case(
         *(When(action=name, then=Value(action.deadline)) for name, action in sorted(registry.items())),
-        default=Value(_WHOLE_DEFAULT),
+        default=Value(ActionDefinition.deadline),  # an action no longer registered: the default deadline
         output_field=DurationField(),
     )
 
