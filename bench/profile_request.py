@@ -112,30 +112,11 @@ def event(tag: str, n: int) -> dict:
 
 def server(tree: Path, log_dir: Path, name: str, *, profiled: bool):
     """A gunicorn serving ``tree``'s opsconsole (profiled: one worker under bench/profiled_wsgi.py)."""
-    import subprocess
-
     from tests.faults.gunicorn import Gunicorn
-    from tests.faults.qcluster import wait_for
-
-    class TreeGunicorn(Gunicorn):
-        def start(self, *, timeout: float = 60) -> "TreeGunicorn":
-            config = tree / "opsconsole" / "gunicorn.conf.py"
-            with open(self.log_path, "ab") as log:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "gunicorn", "-c", str(config), self.app],
-                    cwd=tree,
-                    env=self.env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            wait_for(self.answers, timeout=timeout, describe=self.log_tail, message=f"gunicorn ({name}) did not answer")
-            return self
 
     env = {"WEB_CONCURRENCY": "1", "PYTHONPATH": str(BENCH_DIR)} if profiled else {}
-    gunicorn = TreeGunicorn(
-        log_dir=log_dir, env=env, app="profiled_wsgi:application" if profiled else "opsconsole.wsgi"
+    gunicorn = Gunicorn(
+        log_dir=log_dir, env=env, app="profiled_wsgi:application" if profiled else "opsconsole.wsgi", tree=tree
     )
     gunicorn.log_path = log_dir / f"gunicorn-{name}-{'profiled' if profiled else 'plain'}.log"
     return gunicorn
@@ -159,7 +140,7 @@ def post(http, body: dict, expected: int) -> None:
 def profile(name: str, tree: Path, tokens: dict[str, str], log_dir: Path) -> None:
     if DUMP_DIR:
         Path(DUMP_DIR).mkdir(parents=True, exist_ok=True)
-    gunicorn = server(tree, log_dir, name, profiled=True).start()
+    gunicorn = server(tree, log_dir, name, profiled=True).start(timeout=60)
     try:
         with client(gunicorn.url, tokens["machine"]) as http:
             for n in range(20):  # imports, caches and the connection made before anything is profiled
@@ -264,7 +245,7 @@ def measure(gunicorn, token: str, bodies: list[dict], clients: int, expected: in
 
 
 def throughput(checkouts: dict[str, Path], token: str, log_dir: Path) -> None:
-    servers = {name: server(tree, log_dir, name, profiled=False).start() for name, tree in checkouts.items()}
+    servers = {name: server(tree, log_dir, name, profiled=False).start(timeout=60) for name, tree in checkouts.items()}
     figures: dict[tuple, dict[str, list[float]]] = {}
     try:
         for name, gunicorn in servers.items():  # every worker has answered, and holds its connection

@@ -46,11 +46,15 @@ class Gunicorn:
         env: dict[str, str] | None = None,
         app: str = "opsconsole.wsgi",
         ready_path: str = "/accounts/login/",
+        tree: Path = PROJECT_DIR,
     ):
         # ``app`` and ``ready_path``: another WSGI application under the same configuration (the
         # bench's peers, bench/powertools_server.py), and a GET that answers 200 once it serves.
+        # ``tree``: the checkout served, with its own configuration (bench/profile_request.py
+        # serves two side by side).
         self.app = app
         self.ready_path = ready_path
+        self.tree = Path(tree)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(log_dir) / ("gunicorn.log" if app == "opsconsole.wsgi" else f"gunicorn-{app}.log")
@@ -74,8 +78,8 @@ class Gunicorn:
     def start(self, *, timeout: float = 30) -> "Gunicorn":
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "-c", str(CONFIG), self.app],
-                cwd=PROJECT_DIR,
+                [sys.executable, "-m", "gunicorn", "-c", str(self.tree / CONFIG.relative_to(PROJECT_DIR)), self.app],
+                cwd=self.tree,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
