@@ -97,9 +97,9 @@ def load(count: int) -> None:
     print(f"  loaded {count:,} pending operations in {time.perf_counter() - started:.1f} s", flush=True)
 
 
-def pull(*, held: bool) -> None:
+def pull(*, held: bool) -> str:
     """A global pause pulled an hour ago; with ``held``, over the operations (else over an action
-    with none)."""
+    with none). Returns the action the switch is over ("" for all)."""
     from django.utils import timezone
 
     from ledger.core.pause import set_paused
@@ -179,10 +179,6 @@ def claim_timed() -> float:
     return ms
 
 
-def claim_with_intervals() -> float:
-    return claim_timed()
-
-
 def claim_without_intervals() -> float:
     """The same claim when no pause ended since the rows last moved (the function is not asked)."""
     from django.db import transaction
@@ -198,7 +194,7 @@ def claim_without_intervals() -> float:
         PauseInterval.objects.bulk_create(kept)
 
 
-CLAIMS = {"claim": claim_with_intervals, "claim_plain": claim_without_intervals}
+CLAIMS = {"claim": claim_timed, "claim_plain": claim_without_intervals}
 
 
 # --- counting -----------------------------------------------------------------------------------------
