@@ -154,6 +154,11 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
 # held 64): there the threads share a pool of a few connections, each returned after its request.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Prepared statements: Django's cursors bind parameters on the client and never prepare, whatever
+# this says; psycopg prepares only when it is set. Set, so that the few statements sent through
+# ledger.core.rows.prepared_cursor are prepared on their first use; so high that psycopg prepares
+# nothing else by count.
+DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
 if sys.argv[1:2] == ["runserver"]:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # a pooled connection goes back to the pool instead
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": 4}

@@ -10,7 +10,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from ledger.core import audit_chain
-from ledger.core.rows import Selected
+from ledger.core.rows import Selected, prepared_cursor
 from ledger.core.transitions import record_audit_event
 from ledger.models import ApiToken, AuditEvent, Membership, Role, Workspace
 
@@ -69,9 +69,10 @@ def authenticate_token(token: str) -> ApiToken | None:
     (user, workspace), which ``membership_one_per_workspace`` indexes. Written in SQL, built once per
     process from the models: the ORM compiled the same joins again at every request, about 2 ms of
     CPU, two fifths of what a ``POST /api/v1/events`` cost its gunicorn worker (bench/profile_request.py).
+    Prepared: PostgreSQL plans it once per connection, not at every request (``prepared_cursor``).
     """
     statement = _token_statement()
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(statement.sql, [ApiToken.hash(token)])
         row = cursor.fetchone()
     if row is None:

@@ -275,3 +275,21 @@ def test_authenticating_is_one_query(workspace, pat, pats_token, token):
             assert found.workspace.slug == "demo"
             assert found.user is None or found.user.get_username() == "pat"
         assert len(queries) == 1, [query["sql"] for query in queries]
+
+
+def test_the_lookup_is_planned_once_per_connection_and_still_sees_each_change(client, workspace, pat, pats_token):
+    """The lookup is a prepared statement (PostgreSQL plans it once per connection, not at every
+    request): it stays one plan however often it runs, and a plan keeps no answer, so a membership
+    removed behind every service's back is seen by the very next request on the same connection."""
+
+    def prepared_lookups() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%%ledger_apitoken t%%'")
+            return cursor.fetchone()[0]
+
+    for request_id in ("R-20", "R-21", "R-22"):
+        assert post_event(client, pats_token, request_id).status_code == 201
+    assert prepared_lookups() == 1
+    Membership.objects.filter(user=pat).delete()
+    assert post_event(client, pats_token, "R-23").status_code == 401
+    assert prepared_lookups() == 1
