@@ -1,9 +1,10 @@
 """What a sender's bytes say, read as the ledger reads them: JSON (UTF-8 only, every key once, no
-number too long to convert, no nesting deeper than anything walks), and text the database can
+number too long to convert or too large for a double, no nesting deeper than anything walks), and text the database can
 store. Every entry point decodes events through ``decode_json``; intake names the fields whose text
 cannot be stored (``unstorable_text_errors``)."""
 
 import json
+import math
 import sys
 from typing import Any
 
@@ -54,7 +55,13 @@ def decode_json(body: bytes | str) -> Any:
     ignored): Python's own guess at UTF-16 or UTF-32 is not made."""
     try:
         text = body.decode("utf-8-sig") if isinstance(body, bytes | bytearray) else body
-        value = json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
+        value = json.loads(
+            text,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_refuse_constant,
+            object_pairs_hook=_unique_keys,
+        )
     except _Duplicated:
         raise DuplicateKey(_duplicate_paths(text)) from None
     except json.JSONDecodeError as exc:
@@ -87,7 +94,13 @@ def _duplicate_paths(text: str) -> list[str]:
     """The path of each key named twice in its object, in document order. Only when a body has a
     duplicate: it is parsed once more keeping every pair, and walked without recursion."""
     try:
-        tree = json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant, object_pairs_hook=_Pairs)
+        tree = json.loads(
+            text,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_refuse_constant,
+            object_pairs_hook=_Pairs,
+        )
     except (ValueError, RecursionError):
         return ["body"]  # something later in it is malformed too: the duplicate is still refused
     found: list[str] = []
@@ -119,6 +132,15 @@ def _parse_int(digits: str) -> int:
     if limit and len(digits.lstrip("-")) > limit:
         raise MalformedJSON(f"malformed JSON: a number has more than {limit} digits")
     return int(digits)
+
+
+def _parse_float(text: str) -> float:
+    # A number with a fraction or an exponent beyond a double's range (1e400) would become
+    # infinity, which neither JSON nor PostgreSQL's jsonb can hold: said here, as malformed.
+    value = float(text)
+    if math.isinf(value):
+        raise MalformedJSON("malformed JSON: a number is too large (beyond ±1.7976931348623157e308)")
+    return value
 
 
 def _refuse_constant(name: str):

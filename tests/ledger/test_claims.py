@@ -352,6 +352,19 @@ def test_a_bad_report_is_refused_and_changes_nothing(claims, report):
     assert writes() == before
 
 
+def test_a_report_with_a_number_beyond_a_double_is_refused_and_changes_nothing(api, claims):
+    """1e400 would be read as infinity, which the result's jsonb column cannot hold: a 400, not a 500."""
+    claimed = claims.claimed()
+    before = writes()
+    body = '{"token": "%s", "outcome": "succeeded", "result": {"total": 1e400}}' % claimed["token"]
+
+    response = api.post(f"/api/v1/claims/{claimed['key']}/outcome", body.encode())
+
+    assert response.status_code == 400
+    assert response.json()["reason"] == "malformed_json"
+    assert writes() == before
+
+
 def test_a_report_for_a_key_with_no_operation_is_not_found(claims):
     response = claims.outcome("demo:nothing", {"token": "1.1:x", "outcome": "succeeded"})
 

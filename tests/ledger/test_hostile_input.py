@@ -92,6 +92,39 @@ def test_it_answers_nan_and_infinity_as_malformed_json(api, constant):
     assert "NaN and Infinity" in response.json()["errors"][0]["message"]
 
 
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1" + "0" * 400 + ".5"])
+@pytest.mark.parametrize(
+    "path, wrap",
+    [
+        ("/api/v1/events", lambda body: body),
+        ("/api/v1/events/batch", lambda body: '{"events": [' + body + "]}"),
+    ],
+)
+def test_it_answers_a_number_beyond_a_double_as_malformed_json(api, path, wrap, number):
+    """Python would read it as infinity, which neither JSON nor the database can hold: refused as
+    malformed (400) and recorded, not answered with a server error."""
+    body = wrap('{"action": "prepare-brief", "data": {"request_id": "R-42", "version": 1, "x": ' + number + "}}")
+
+    response = post_json_text(api, path, body)
+
+    assert response.status_code == 400, response.content
+    assert response.json()["reason"] == "malformed_json"
+    assert response.json()["errors"] == [
+        {"field": "body", "message": "malformed JSON: a number is too large (beyond ±1.7976931348623157e308)"}
+    ]
+    assert_recorded_as_invalid(response)
+
+
+def test_it_keeps_a_number_a_double_holds(api):
+    """The largest double and the smallest fractions read as numbers (the schema then judges them)."""
+    body = '{"action": "prepare-brief", "data": {"request_id": "R-42", "version": 1.7976931348623157e308, "title": 1e-400}}'
+
+    response = post_json_text(api, "/api/v1/events", body)
+
+    assert response.status_code == 422
+    assert sorted(fields_of(response.json())) == ["data.owner", "data.title", "data.version"]
+
+
 @pytest.mark.parametrize("path", ["/api/v1/events", "/api/v1/events/batch"])
 def test_it_answers_json_nested_deeper_than_64_levels_as_malformed(api, path):
     """Shallow enough for Python to decode, too deep to be walked safely again: refused at once."""
