@@ -356,7 +356,7 @@ def test_a_report_with_a_number_beyond_a_double_is_refused_and_changes_nothing(a
     """1e400 would be read as infinity, which the result's jsonb column cannot hold: a 400, not a 500."""
     claimed = claims.claimed()
     before = writes()
-    body = '{"token": "%s", "outcome": "succeeded", "result": {"total": 1e400}}' % claimed["token"]
+    body = '{"token": "' + claimed["token"] + '", "outcome": "succeeded", "result": {"total": 1e400}}'
 
     response = api.post(f"/api/v1/claims/{claimed['key']}/outcome", body.encode())
 

@@ -117,7 +117,8 @@ def test_it_answers_a_number_beyond_a_double_as_malformed_json(api, path, wrap, 
 
 def test_it_keeps_a_number_a_double_holds(api):
     """The largest double and the smallest fractions read as numbers (the schema then judges them)."""
-    body = '{"action": "prepare-brief", "data": {"request_id": "R-42", "version": 1.7976931348623157e308, "title": 1e-400}}'
+    data = '{"request_id": "R-42", "version": 1.7976931348623157e308, "title": 1e-400}'
+    body = '{"action": "prepare-brief", "data": ' + data + "}"
 
     response = post_json_text(api, "/api/v1/events", body)
 
