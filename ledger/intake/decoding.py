@@ -55,13 +55,7 @@ def decode_json(body: bytes | str) -> Any:
     ignored): Python's own guess at UTF-16 or UTF-32 is not made."""
     try:
         text = body.decode("utf-8-sig") if isinstance(body, bytes | bytearray) else body
-        value = json.loads(
-            text,
-            parse_int=_parse_int,
-            parse_float=_parse_float,
-            parse_constant=_refuse_constant,
-            object_pairs_hook=_unique_keys,
-        )
+        value = _loads(text, _unique_keys)
     except _Duplicated:
         raise DuplicateKey(_duplicate_paths(text)) from None
     except json.JSONDecodeError as exc:
@@ -73,6 +67,17 @@ def decode_json(body: bytes | str) -> Any:
     if _nested_deeper_than(value, MAX_NESTING):
         raise MalformedJSON(f"malformed JSON: nested deeper than {MAX_NESTING} levels")
     return value
+
+
+def _loads(text: str, object_pairs_hook) -> Any:
+    """``text`` as JSON under the ledger's rules for numbers, each object built by the hook."""
+    return json.loads(
+        text,
+        parse_int=_parse_int,
+        parse_float=_parse_float,
+        parse_constant=_refuse_constant,
+        object_pairs_hook=object_pairs_hook,
+    )
 
 
 class _Duplicated(Exception):
@@ -94,13 +99,7 @@ def _duplicate_paths(text: str) -> list[str]:
     """The path of each key named twice in its object, in document order. Only when a body has a
     duplicate: it is parsed once more keeping every pair, and walked without recursion."""
     try:
-        tree = json.loads(
-            text,
-            parse_int=_parse_int,
-            parse_float=_parse_float,
-            parse_constant=_refuse_constant,
-            object_pairs_hook=_Pairs,
-        )
+        tree = _loads(text, _Pairs)
     except (ValueError, RecursionError):
         return ["body"]  # something later in it is malformed too: the duplicate is still refused
     found: list[str] = []
