@@ -1,7 +1,7 @@
 """What a sender's bytes say, read as the ledger reads them: JSON (UTF-8 only, every key once, no
-number too long to convert or too large for a double, no nesting deeper than anything walks), and text the database can
-store. Every entry point decodes events through ``decode_json``; intake names the fields whose text
-cannot be stored (``unstorable_text_errors``)."""
+number too long to convert or too large for a double, no nesting deeper than anything walks), and
+text the database can store. Every entry point decodes events through ``decode_json``; intake names
+the fields whose text cannot be stored (``unstorable_text_errors``)."""
 
 import json
 import math
