@@ -36,13 +36,22 @@ def test_a_small_day_ends_in_varied_states_with_progress_and_what_to_look_at(wor
     states = set(Operation.objects.values_list("state", flat=True))
     assert {State.SUCCEEDED, State.NEEDS_REVIEW, State.PENDING_APPROVAL} <= states, states
     assert not states & {State.PENDING, State.PROCESSING}, states  # the cluster worked through the day
-    # A definite refusal of the stand-in sent an operation to review; a hang-up or a slow answer made
-    # one unknown (reconciliation may have settled it since); a 5xx was retried.
+    # A definite refusal of the stand-in sent an operation to review; a hang-up or a slow answer was
+    # met as ambiguous; a 5xx was retried.
     refused = Operation.objects.filter(state=State.NEEDS_REVIEW, last_error_category="permanent")
     assert {re.search(r"HTTP (4\d\d)", op.last_error_message)[1] for op in refused}, "no 4xx refusal"
     # ... in the stand-in's own words: its code is kept in brackets, for failure groups to split by.
     assert all(re.search(r"HTTP 4\d\d from \S+ \[[a-z_]+\]: ", op.last_error_message) for op in refused)
-    assert AuditEvent.objects.filter(kind="outcome_unknown").exists()
+    # An ambiguous try became unknown where the destination does not deduplicate (send-notice; then
+    # reconciliation may have settled it), and was retried with the same key where it does
+    # (file-ticket). Which call draws a hang-up depends on the cluster's four workers, so a day this
+    # small may meet only one of the two; each is asserted on its own in tests/ledger/test_processing.py.
+    ambiguous = AuditEvent.objects.filter(error_category="ambiguous")
+    assert ambiguous.filter(kind__in=["outcome_unknown", "retry_scheduled"]).exists()
+    assert all(
+        event.kind == "outcome_unknown" or "retry with same key" in event.message
+        for event in ambiguous.filter(kind__in=["outcome_unknown", "retry_scheduled"])
+    )
     assert AuditEvent.objects.filter(kind="retry_scheduled").exists()
     example = re.search(r"One to review: +http://console.test/console/operations/(\d+)/", printed)
     assert Operation.objects.get(pk=example[1]).state == State.NEEDS_REVIEW
