@@ -7,17 +7,28 @@ from ledger.intake import submit
 from tests import third_party
 from tests.logguard import LogGuard
 
+# As migration 0045 writes it on a new database.
+INSTALLATION = """
+DO $$ BEGIN
+    IF to_regclass('ledger_auditinstallation') IS NOT NULL THEN
+        INSERT INTO ledger_auditinstallation (id, installation, keyed_since)
+        VALUES (1, gen_random_uuid(), now()) ON CONFLICT DO NOTHING;
+    END IF;
+END $$
+"""
+
 
 def pytest_configure(config):
     """Transactional tests reset the test database with TRUNCATE, which the audit table's statement
     trigger refuses (migration 0030): the tests' role, a superuser as a database's owner can be,
-    truncates with the triggers off, the very power the keyed chain is there to make visible."""
+    truncates with the triggers off, the very power the keyed chain is there to make visible. The
+    installation record (one row, migration 0045) is written again after it, as a new database has it."""
     from django.db.backends.postgresql.operations import DatabaseOperations
 
     flush = DatabaseOperations.execute_sql_flush
 
     def execute_sql_flush(self, sql_list):
-        return flush(self, ["SET LOCAL session_replication_role = replica", *sql_list])
+        return flush(self, ["SET LOCAL session_replication_role = replica", *sql_list, INSTALLATION])
 
     DatabaseOperations.execute_sql_flush = execute_sql_flush
 

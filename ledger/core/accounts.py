@@ -31,6 +31,9 @@ def create_workspace(
     try:
         with transaction.atomic():
             workspace.save()
+            # The first event of the workspace's chain, keyed: a chain that appears since the last
+            # exported heads must begin keyed (ledger.core.audit_verify).
+            record_audit_event(actor=actor, kind="workspace_created", workspace=workspace, message=slug)
             if user is not None:
                 set_membership(workspace=workspace, user=user, role=Role.ADMIN, actor=actor)
             token = issue_token(workspace=workspace, name="initial", actor=actor, user=user)

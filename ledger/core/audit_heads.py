@@ -10,24 +10,29 @@ every exported head to be still on its chain: the same event, with the same hash
 A line::
 
     {"at": "2026-12-04T10:00:00+00:00", "heads": [{"event_id": 812, "hash": "9f..", "workspace_id": 3},
-     {"event_id": 17, "hash": "c0..", "workspace_id": null}], "key_id": "1", "mac": "5b.."}
+     {"event_id": 17, "hash": "c0..", "workspace_id": null}], "installation": "5f0c..", "key_id": "1",
+     "keyed_since": "2026-11-20T08:00:00+00:00", "mac": "5b.."}
 
-``mac`` is the HMAC of the line without it, as JSON with sorted keys and no spaces.
+``mac`` is the HMAC of the line without it, as JSON with sorted keys and no spaces. ``installation``
+and ``keyed_since`` are the database's ``AuditInstallation`` (lines exported before migration 0045
+have neither): a line of another installation is refused, and verification takes the keying date
+from the signed line, not from the database it checks.
 """
 
 import hashlib
 import hmac
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 from django.utils import timezone
 
-from ledger.core.audit_chain import audit_keys
-from ledger.models import AuditEvent, Workspace
+from ledger.core.audit_mac import audit_keys
+from ledger.models import AuditEvent, AuditInstallation, Workspace
 
 
 def current_heads() -> list[dict]:
@@ -52,7 +57,14 @@ def _mac(body: dict, key: str) -> str:
 
 
 def signed_line() -> str:
-    body = {"at": timezone.now().isoformat(), "key_id": settings.OPSCONSOLE_AUDIT_KEY_ID, "heads": current_heads()}
+    installation = AuditInstallation.objects.get()
+    body = {
+        "at": timezone.now().isoformat(),
+        "key_id": settings.OPSCONSOLE_AUDIT_KEY_ID,
+        "installation": str(installation.installation),
+        "keyed_since": installation.keyed_since.isoformat(),
+        "heads": current_heads(),
+    }
     return json.dumps(body | {"mac": _mac(body, settings.OPSCONSOLE_AUDIT_KEY)}, sort_keys=True)
 
 
@@ -84,6 +96,10 @@ def export_heads(destination: str) -> str:
 class HeadsCheck:
     lines: int = 0
     problem: str = ""
+    # Of the last line: when it was exported, its heads by chain, and the installation's keying date.
+    last_at: str = ""
+    last_heads: dict = field(default_factory=dict)
+    keyed_since: datetime | None = None
 
 
 def check_heads(lines) -> HeadsCheck:
@@ -91,14 +107,15 @@ def check_heads(lines) -> HeadsCheck:
     (any configured key), each head still an event of its chain with the hash exported."""
     report, keys = HeadsCheck(), audit_keys()
     slugs = dict(Workspace.objects.values_list("pk", "slug"))
+    installation = AuditInstallation.objects.first()
     for number, text in enumerate(lines, 1):
         if not text.strip():
             continue
         report.lines += 1
         try:
             line = json.loads(text)
-            body = {name: line[name] for name in ("at", "key_id", "heads")}
-            mac = line["mac"]
+            mac = line.pop("mac")
+            body = {name: line[name] for name in ("at", "key_id", "heads")} | line
         except (ValueError, KeyError, TypeError):
             report.problem = f"line {number} is not a line of exported heads"
             return report
@@ -115,6 +132,9 @@ def check_heads(lines) -> HeadsCheck:
                 "changed, or signed under another key with this id)"
             )
             return report
+        if problem := _installation_problem(body, installation):
+            report.problem = f"line {number} (exported {body['at']}): {problem}"
+            return report
         for head in body["heads"]:
             workspace_id = head["workspace_id"]
             kept = AuditEvent.objects.filter(pk=head["event_id"], workspace_id=workspace_id, hash=head["hash"])
@@ -126,4 +146,24 @@ def check_heads(lines) -> HeadsCheck:
                     "after it was exported)"
                 )
                 return report
+        report.last_at = body["at"]
+        report.last_heads = {head["workspace_id"]: head for head in body["heads"]}
+        if "keyed_since" in body:
+            report.keyed_since = datetime.fromisoformat(body["keyed_since"])
     return report
+
+
+def _installation_problem(body: dict, installation: AuditInstallation | None) -> str:
+    """Why a signed line does not belong to this database's installation ("" when it does)."""
+    if "installation" not in body:
+        return ""  # exported before lines named their installation (migration 0045)
+    if installation is None:
+        return "the database has no installation record (ledger_auditinstallation was emptied)"
+    if body["installation"] != str(installation.installation):
+        return f"it is of installation {body['installation']}, and this database is {installation.installation}"
+    if datetime.fromisoformat(body["keyed_since"]) != installation.keyed_since:
+        return (
+            f"the installation was keyed on {body['keyed_since']}, and the database now says "
+            f"{installation.keyed_since.isoformat()} (its installation record was changed)"
+        )
+    return ""

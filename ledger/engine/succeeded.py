@@ -4,9 +4,10 @@ write is a guarded transition that also requires the claim's token; the failures
 machinery these share, are ``ledger.engine.fencing``'s.
 """
 
+import json
 from datetime import datetime
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from ledger.core import audit_chain, configuration, tallies
@@ -139,7 +140,7 @@ def _finish_claimed_in_database(operations, successes, digests, *, worker, now) 
         "now": now,
         # The rows a worker's claim at `now` writes, but for what each operation decides.
         "attempt": model_row(Attempt(worker=worker, started_at=now, finished_at=now, outcome=Attempt.Outcome.OK)),
-        "audit": audit_chain.keyed(model_row(AuditEvent(actor=worker, created_at=now))),
+        "audit": model_row(AuditEvent(actor=worker, created_at=now)),
         "chains": [[workspace_id, audit_chain.chain_lock_key(workspace_id)] for workspace_id in chains],
         "operations": [
             {
@@ -154,11 +155,16 @@ def _finish_claimed_in_database(operations, successes, digests, *, worker, now) 
             for operation, success, digest in zip(operations, successes, digests, strict=True)
         ],
     }
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT ledger_finish_claimed(%s::jsonb)", [dumps(request)])
-        changed = cursor.fetchone()[0]
-    if changed != len(operations):
-        raise StaleClaim
+    # The function leaves each chain locked and its events to seal here (the key never reaches the
+    # database), inserted in the same transaction.
+    with transaction.atomic(savepoint=False):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT ledger_finish_claimed(%s::jsonb)", [dumps(request)])
+            answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
+        if answer["changed"] != len(operations):
+            raise StaleClaim
+        for previous, events in answer["chains"]:
+            audit_chain.insert(previous, events)
     for operation in operations:
         operation.attempts += 1
         operation.fencing_token += 1

@@ -26,7 +26,6 @@ Python then enqueues the wake-up's tasks on commit (``nudges.wake``).
 """
 
 import json
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, lru_cache
@@ -104,11 +103,15 @@ def reserve(
     # One event and no refusal, nearly every request, has a function of its own that writes it in
     # plain statements (migration 0024); a batch is reserved set-based.
     function = "ledger_reserve_one" if len(events) == 1 and not refused else "ledger_reserve"
-    # One statement is its own transaction in autocommit; inside a caller's transaction, a
-    # savepoint keeps a failed call from failing the caller's transaction with it.
-    with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
-        cursor.execute(f"SELECT {function}(%s::jsonb)", [dumps(request)])
-        answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
+    # A transaction of its own, or inside a caller's a savepoint, which keeps a failed call from
+    # failing the caller's transaction with it: the function leaves the audit chain locked and its
+    # events to seal here (the key never reaches the database), inserted before the commit.
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {function}(%s::jsonb)", [dumps(request)])
+            answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
+        if answer["audit"]:
+            audit_chain.insert(*answer["audit"])
     return _reserved(workspace, answer)
 
 
@@ -126,7 +129,7 @@ def _request(workspace, events, *, refused, source, submitted_by, person) -> dic
         "delivery": {**rows["delivery"], "received_at": now},
         "conflict": {**rows["conflict"], "created_at": now},
         "contribution": {**rows["contribution"], "created_at": now} if person is not None else None,
-        "audit": audit_chain.keyed({**rows["audit"], "created_at": now}),
+        "audit": {**rows["audit"], "created_at": now},
         "fingerprint_fields": {event.action.name: event.action.fingerprint_fields for event in events},
         "hold_actions": sorted({event.action.name for event in events if event.action.on_conflict == OnConflict.HOLD}),
         "events": [

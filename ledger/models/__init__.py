@@ -1,6 +1,6 @@
 """The ledger's tables, by concept. Rows change only through the services."""
 
-from ledger.models.audit import AuditEvent, AuditEventQuerySet
+from ledger.models.audit import AuditEvent, AuditEventQuerySet, AuditInstallation
 from ledger.models.bulk import BulkAction, BulkItem, BulkKind, BulkOutcome, BulkStatus
 from ledger.models.core import (
     REFUSED_OUTCOMES,
@@ -38,6 +38,7 @@ __all__ = [
     "Attempt",
     "AttemptOutcome",
     "AuditEvent",
+    "AuditInstallation",
     "AuditEventQuerySet",
     "BacklogSample",
     "FlowSample",

@@ -71,6 +71,7 @@ AUDIT_KIND_GROUPS = {
         "bulk_submitted",
     ),
     "Workspaces, people and configuration": (
+        "workspace_created",
         "paused",
         "resumed",
         "token_issued",
@@ -138,7 +139,7 @@ class AuditEvent(models.Model):
     message = models.CharField(max_length=500, blank=True)
     # The times the message names as {name}, ISO 8601 in UTC by name (ledger.timed), so that each
     # reader shows them in its zone; null for none (and for every event written before they were kept
-    # apart, whose message holds its times as words). Covered by the hash chain (ledger_audit_encoding).
+    # apart, whose message holds its times as words). Covered by the MAC (ledger.core.audit_mac).
     times = models.JSONField(null=True, blank=True, default=None)
     # Set before the hash is computed (not auto_now_add, which would overwrite it on insert).
     created_at = models.DateTimeField(default=timezone.now)
@@ -176,3 +177,19 @@ class AuditEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise PermissionError("Audit events are append-only.")
+
+
+class AuditInstallation(models.Model):
+    """This installation's identity and the moment its audit trail became keyed: one row, written
+    by migration 0045 and never changed (a trigger refuses it). Exported heads carry both, signed,
+    so verification holds the database to them: an event hashed without a key after
+    ``keyed_since`` was written by someone without the key (ledger.core.audit_verify)."""
+
+    installation = models.UUIDField(unique=True)
+    keyed_since = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="audit_installation_one_row")]
+
+    def __str__(self):
+        return f"installation {self.installation}, keyed since {self.keyed_since:%Y-%m-%d %H:%M:%S}"

@@ -12,9 +12,9 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, transaction
 
-from ledger.core import audit_chain, pause, transitions
+from ledger.core import audit_mac, pause, transitions
 from ledger.core.rows import model_row
 from ledger.engine.processing import process_due_operations
 from ledger.models import AuditEvent
@@ -25,7 +25,7 @@ from tests.ledger.conftest import submit_brief
 
 def verify() -> str:
     out = StringIO()
-    call_command("verify_audit", stdout=out)
+    call_command("verify_audit", "--no-heads", stdout=out)  # the chains alone (the heads: test_audit_trust.py)
     return out.getvalue()
 
 
@@ -37,41 +37,22 @@ def make_history(workspace, *, requests=("R-1", "R-2", "R-3")):
 
 
 # The attack of the review: with the triggers off, edit an event, then walk the rest of its chain
-# recomputing each hash with the database's own ledger_audit_hash. The attacker has no audit key: it
-# passes the pads of a guess (ignored by an unkeyed function). ``downgrade`` also marks each
-# rewritten event as hashed without a key (the first scheme), which needs no key at all.
-REWRITE = """
-DO $$
-DECLARE
-    e record;
-    previous text;
-BEGIN
-    SET LOCAL session_replication_role = replica;
-    UPDATE ledger_auditevent SET message = 'nothing to see' WHERE id = %(target)s;
-    SELECT prev_hash INTO previous FROM ledger_auditevent WHERE id = %(target)s;
-    FOR e IN SELECT * FROM ledger_auditevent WHERE workspace_id = %(workspace)s AND id >= %(target)s ORDER BY id LOOP
-        UPDATE ledger_auditevent SET prev_hash = previous,
-            hash = ledger_audit_hash(to_jsonb(e) || jsonb_build_object('prev_hash', previous, %(guess)s)
-                                     || CASE WHEN %(downgrade)s THEN '{"hash_key": ""}'::jsonb ELSE '{}' END)
-            %(set_downgrade)s
-        WHERE id = e.id RETURNING hash INTO previous;
-    END LOOP;
-END
-$$;
-"""
-
-
+# recomputing each hash by the published recipe (ledger.core.audit_mac). The attacker has no audit
+# key: it hashes under a guess. ``downgrade`` marks each rewritten event as hashed without a key
+# (the first scheme), which needs no key at all.
 def rewrite_from(target: AuditEvent, *, downgrade: bool) -> None:
-    ipad, opad = audit_chain.hmac_pads("a-guess")
-    sql = (
-        REWRITE.replace("%(target)s", str(target.pk))
-        .replace("%(workspace)s", str(target.workspace_id))
-        .replace("%(guess)s", f"'audit_ipad', '{ipad}', 'audit_opad', '{opad}'")
-        .replace("%(downgrade)s", "true" if downgrade else "false")
-        .replace("%(set_downgrade)s", ", hash_key = ''" if downgrade else "")
-    )
+    previous = target.prev_hash
     with connection.cursor() as cursor:
-        cursor.execute(sql)
+        cursor.execute("SET LOCAL session_replication_role = replica")
+        cursor.execute("UPDATE ledger_auditevent SET message = 'nothing to see' WHERE id = %s", [target.pk])
+        for event in AuditEvent.objects.filter(workspace_id=target.workspace_id, id__gte=target.pk).order_by("id"):
+            row = model_row(event) | {"prev_hash": previous}
+            previous = audit_mac.digest(row, None if downgrade else "a-guess")
+            cursor.execute(
+                "UPDATE ledger_auditevent SET prev_hash = %s, hash = %s, hash_key = %s WHERE id = %s",
+                [row["prev_hash"], previous, "" if downgrade else event.hash_key, event.pk],
+            )
+        cursor.execute("SET LOCAL session_replication_role = DEFAULT")
 
 
 @pytest.mark.parametrize("downgrade", [False, True], ids=["recomputed", "recomputed-unkeyed"])
@@ -124,9 +105,8 @@ def test_a_key_with_the_same_id_but_another_secret_does_not_verify(workspace, se
 
 @pytest.mark.parametrize("key", ["k" * 32, "clé-ünïcode-✓", "with=equals/and+plus"])
 def test_events_of_any_text_verify_under_the_key_they_were_written_with_alone(workspace, settings, key):
-    """Appending and verifying hash an event the same way under any key (the database's
-    ledger_audit_hash, given the key as ``audit_chain.key_fields`` sends it), and another secret
-    under the same id finds every event changed."""
+    """Appending and verifying hash an event the same way under any key (``ledger.core.audit_mac``,
+    in this process both times), and another secret under the same id finds every event changed."""
     started = {settings.OPSCONSOLE_AUDIT_KEY_ID: settings.OPSCONSOLE_AUDIT_KEY}  # the workspace's own event
     settings.OPSCONSOLE_AUDIT_KEY, settings.OPSCONSOLE_AUDIT_KEY_ID = key, "k9"
     settings.OPSCONSOLE_AUDIT_OLD_KEYS = started
@@ -139,48 +119,41 @@ def test_events_of_any_text_verify_under_the_key_they_were_written_with_alone(wo
         verify()
 
 
-@pytest.mark.parametrize("missing", [("audit_ipad",), ("audit_opad",), ("audit_ipad", "audit_opad")])
-def test_the_database_refuses_a_keyed_event_without_its_key(workspace, missing):
-    event = AuditEvent(workspace_id=workspace.pk, actor="a", kind="note")
-    row = {**audit_chain.keyed(model_row(event)), "created_at": "2026-12-01T00:00:00Z"}
-    for name in missing:
-        del row[name]
-    with pytest.raises(Exception, match="without its key"), connection.cursor() as cursor:
-        cursor.execute("SELECT ledger_audit_hash(%s::jsonb)", [json.dumps(row)])
+def test_the_database_refuses_an_event_without_a_mac(workspace):
+    """Every event is sealed in the application: one inserted without a MAC (as a writer without the
+    key would, in the unkeyed form of before keys) is refused by the table's trigger."""
+    event = AuditEvent(workspace_id=workspace.pk, actor="a", kind="note", created_at=datetime(2026, 12, 1, tzinfo=UTC))
+    for hash_, key_id in [("", "1"), (audit_mac.digest(model_row(event), None), "")]:
+        row = model_row(event) | {"id": 10**9, "hash": hash_, "hash_key": key_id}
+        with pytest.raises(Exception, match="has no MAC under an audit key"), transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO ledger_auditevent SELECT * FROM jsonb_populate_record(NULL::ledger_auditevent, %s)",
+                    [json.dumps(row, default=str)],
+                )
 
 
-# Keys of 1 to 200 bytes: shorter than SHA-256's 64-byte block (zero-filled), equal to it, longer
-# (hashed first), in ASCII and in UTF-8 of more bytes than characters.
+# Keys of 1 to 200 bytes: shorter than SHA-256's 64-byte block, equal to it, longer, in ASCII and in
+# UTF-8 of more bytes than characters.
 KEY_LENGTHS = ["k", "k" * 63, "k" * 64, "k" * 65, "k" * 200, "é" * 31 + "k" * 2, "é" * 32, "é" * 32 + "k", "✓" * 22]
 
 
 @pytest.mark.parametrize("key", KEY_LENGTHS, ids=[f"{len(key)}-chars-{len(key.encode())}-bytes" for key in KEY_LENGTHS])
-def test_the_database_hmac_from_the_pads_is_pythons_hmac(workspace, key):
-    """What ledger_audit_hash computes from the pads Python sends, with the built-in sha256() alone
-    (no pgcrypto), is byte for byte ``hmac.new(key, message, sha256)``: the message being the
-    event's encoding, read back from the database, and, the same way, an arbitrary byte string."""
-    ipad, opad = audit_chain.hmac_pads(key)
-    assert len(bytes.fromhex(ipad)) == len(bytes.fromhex(opad)) == 64
-    event = AuditEvent(
-        workspace_id=workspace.pk,
-        actor="alice",
-        kind="note",
-        message="ünï ✓",
-        created_at=datetime(2026, 12, 1, 9, 5, 55, 239842, tzinfo=UTC),
-        hash_key="k9",
-    )
-    row = {**model_row(event), "hash_key": "k9", "audit_ipad": ipad, "audit_opad": opad}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT ledger_audit_hash(%s::jsonb), ledger_audit_encoding(%s::jsonb)", [json.dumps(row, default=str)] * 2
-        )
-        digest, encoding = cursor.fetchone()
-        assert digest == hmac.new(key.encode(), bytes(encoding), hashlib.sha256).hexdigest()
-        message = bytes(range(256)) * 3
-        cursor.execute(
-            "SELECT encode(sha256(decode(%s, 'hex') || sha256(decode(%s, 'hex') || %s)), 'hex')", [opad, ipad, message]
-        )
-        assert cursor.fetchone()[0] == hmac.new(key.encode(), message, hashlib.sha256).hexdigest()
+def test_an_event_is_sealed_with_pythons_hmac_of_its_encoding(workspace, settings, key):
+    """An event's hash is ``hmac.new(key, encoding, sha256)`` of its columns as the database keeps
+    them, under any key, and verifies; a key one character longer does not."""
+    started = {settings.OPSCONSOLE_AUDIT_KEY_ID: settings.OPSCONSOLE_AUDIT_KEY}
+    settings.OPSCONSOLE_AUDIT_KEY, settings.OPSCONSOLE_AUDIT_KEY_ID = key, "k9"
+    settings.OPSCONSOLE_AUDIT_OLD_KEYS = started
+    event = transitions.record_audit_event(actor="alice", kind="note", workspace=workspace, message="ünï ✓")
+
+    stored = AuditEvent.objects.get(pk=event.pk)
+    expected = hmac.new(key.encode(), audit_mac.encoding(model_row(stored)), hashlib.sha256).hexdigest()
+    assert (stored.hash, stored.hash_key) == (expected, "k9")
+    assert verify().splitlines()[-1].startswith("Audit trail intact:")
+    settings.OPSCONSOLE_AUDIT_KEY = key + "k"
+    with pytest.raises(CommandError, match="was changed after it was written"):
+        verify()
 
 
 @pytest.mark.django_db(transaction=True)

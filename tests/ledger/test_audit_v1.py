@@ -73,5 +73,5 @@ def test_events_chained_before_the_key_still_verify_after_the_migration(settings
     assert newest.hash_key == settings.OPSCONSOLE_AUDIT_KEY_ID and newest.prev_hash == old[-1].hash
 
     out = StringIO()
-    call_command("verify_audit", stdout=out)
+    call_command("verify_audit", "--no-heads", stdout=out)
     assert out.getvalue().splitlines()[-1].startswith("Audit trail intact:")

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.db import transaction
 
-from ledger.core import accounts, audit_chain
+from ledger.core import accounts, audit_verify
 from ledger.engine import fencing, succeeded
 from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Operation, ReviewDraft
@@ -133,7 +133,7 @@ def test_one_statement_finishes_a_set_across_workspaces_from_pending_and_retryin
         )
         for name in sorted(names)
     ]
-    assert audit_chain.verify_chains().broken is None
+    assert audit_verify.verify_chains().broken is None
 
 
 def test_a_row_not_claimable_under_its_token_writes_nothing(db, frozen, workspace):

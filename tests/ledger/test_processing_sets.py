@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from ledger.actions.prepare_brief import PrepareBrief
-from ledger.core import audit_chain
+from ledger.core import audit_verify
 from ledger.core.transitions import transition_operation
 from ledger.engine import faults
 from ledger.engine.claiming import claim_due_operations
@@ -24,13 +24,14 @@ from tests.ledger.conftest import START, submit_brief
 # (ledger.core.configuration) and of the counters (ledger.core.tallies: a try's outcome is counted with
 # the move that records it, ledger.core.transitions.transition_many, so one for the first operation too);
 # the claim reads the action's health too, to tell whether the set may finish in the claim; the
-# claim sets its planning without a sort and back (ledger.engine.claiming), two more.
-QUERIES_PER_BATCH = 28
+# claim sets its planning without a sort and back (ledger.engine.claiming), two more; each audit
+# append is two (the chain's head locked and read, the sealed events inserted: ledger.core.audit_chain).
+QUERIES_PER_BATCH = 30
 # A batch of an action known to work, finished in its claim's one transaction: the due rows, the
 # pause switches, the health, a savepoint, the effects, the configuration, the claims with their
-# attempts and audit events (one statement, ledger_finish_claimed), the counters, the commit, the
-# health noted; the claim's planning set without a sort and back.
-QUERIES_PER_BATCH_IN_CLAIM = 13
+# attempts and the chain's head (one statement, ledger_finish_claimed), the audit events sealed here,
+# the counters, the commit, the health noted; the claim's planning set without a sort and back.
+QUERIES_PER_BATCH_IN_CLAIM = 14
 
 
 def briefs(workspace, count):
@@ -90,7 +91,7 @@ def test_it_completes_the_rest_of_the_batch_as_one_set(workspace, frozen, perfor
     attempt = Attempt.objects.get(operation=operations[-1])
     assert (attempt.worker, attempt.started_at, attempt.finished_at) == ("w1", START, START)
     assert AuditEvent.objects.get(operation=operations[-1], kind="succeeded").actor == "w1"
-    assert audit_chain.verify_chains().broken is None
+    assert audit_verify.verify_chains().broken is None
 
 
 def test_an_action_that_just_worked_completes_the_next_batch_as_one_set_at_once(workspace, frozen, perform_many_calls):
@@ -242,7 +243,7 @@ def test_it_records_the_set_one_at_a_time_when_its_commit_loses_the_connection(
     assert_each_performed_exactly_once([operation.pk for operation in operations])
     assert AuditEvent.objects.filter(kind="succeeded").count() == 4
     assert not AuditEvent.objects.filter(kind__in=["stale_completion_refused", "retry_scheduled"]).exists()
-    assert audit_chain.verify_chains().broken is None
+    assert audit_verify.verify_chains().broken is None
 
 
 def warm(workspace):
@@ -274,7 +275,7 @@ def test_a_batch_of_an_action_known_to_work_finishes_in_its_claim(
         )
         assert events[1:] == [("succeeded", "pending", "succeeded", "w1", "claim 1, finished in it")]
         assert operation.attempts == 1
-    assert audit_chain.verify_chains().broken is None
+    assert audit_verify.verify_chains().broken is None
 
 
 def test_a_set_that_fails_in_its_claim_is_claimed_and_worked_through_instead(
@@ -301,7 +302,7 @@ def test_a_set_that_fails_in_its_claim_is_claimed_and_worked_through_instead(
         "claimed",
         "retry_scheduled",
     ]
-    assert audit_chain.verify_chains().broken is None
+    assert audit_verify.verify_chains().broken is None
 
 
 def test_a_stale_row_keeps_the_whole_set_out_of_the_claim(workspace, frozen, monkeypatch, perform_many_calls):

@@ -7,7 +7,7 @@ import re
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from ledger.core import accounts, audit_chain
+from ledger.core import accounts, audit_verify
 from ledger.intake import submit
 from ledger.models import AuditEvent, Conflict, Contribution, Delivery, Operation
 from tests.conftest import event
@@ -105,7 +105,7 @@ def test_one_event_at_a_time_leaves_what_one_batch_of_them_leaves(db, person):
         {"field": "owner", "recorded": "ops", "incoming": "finance"},
     ]
     assert len(written["contributions"]) == 2  # the person behind each new operation
-    assert audit_chain.verify_chains().broken is None
+    assert audit_verify.verify_chains().broken is None
 
 
 def test_a_single_event_is_one_call_of_its_own_function(workspace):

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from ledger import retention
-from ledger.core import audit_chain, policies
+from ledger.core import audit_verify, policies
 from ledger.engine.processing import process_due_operations
 from ledger.engine.schedules import PURGE_SCHEDULE
 from ledger.models import Attempt, AuditEvent, Conflict, Delivery, Heartbeat, Operation, Policy, ReviewDraft
@@ -176,7 +176,7 @@ def test_past_the_key_window_the_tombstone_goes_and_its_audit_trail_stays(finish
     assert not Delivery.objects.exists()
     assert not Attempt.objects.exists()
     assert AuditEvent.objects.filter(operation_id=finished.pk).count() == events_before
-    assert audit_chain.verify_chains().broken is None
+    assert audit_verify.verify_chains().broken is None
     draft.refresh_from_db()
     assert (draft.title, draft.operation_id) == ("Review renewal options", None)  # the destination's record
 

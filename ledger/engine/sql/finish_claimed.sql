@@ -1,12 +1,15 @@
 -- The bookkeeping of a set of internal operations finished in their claim: one guarded UPDATE
 -- to succeeded under the claim's tokens, then the ok Attempts and one audit event per operation
--- for its one real change, pending (or retrying) -> succeeded, the claim's token in its message
--- (ledger_audit_append). Returns how many rows it moved.
+-- for its one real change, pending (or retrying) -> succeeded, the claim's token in its message.
+-- Returns how many rows it moved and, when it moved them all, each chain's events with the chain's
+-- head read under its lock (ledger_audit_head), for the caller to seal and insert (the audit key
+-- never reaches the database).
 -- Called by: ledger.engine.succeeded.record_claimed_successes
--- (tests/ledger/test_finish_claimed.py). Made by migration 0029; one event, migration 0044.
+-- (tests/ledger/test_finish_claimed.py). Made by migration 0029; one event, migration 0044; the
+-- events returned, not hashed here, 0045.
 
 CREATE OR REPLACE FUNCTION public.ledger_finish_claimed(request jsonb)
- RETURNS integer
+ RETURNS jsonb
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
@@ -16,6 +19,8 @@ DECLARE
     held jsonb;
     chain jsonb;
     events jsonb;
+    head jsonb;
+    chains jsonb := '[]';
 BEGIN
     UPDATE ledger_operation o
     SET state = 'succeeded', attempts = o.attempts + 1, fencing_token = o.fencing_token + 1,
@@ -26,7 +31,7 @@ BEGIN
     WHERE o.id = h.id AND o.fencing_token = h.fencing_token AND o.state IN ('pending', 'retrying');
     GET DIAGNOSTICS changed = ROW_COUNT;
     IF changed <> jsonb_array_length(request->'operations') THEN
-        RETURN changed;
+        RETURN jsonb_build_object('changed', changed, 'chains', chains);
     END IF;
 
     -- Each operation with its Attempt (numbered by the claim's new token), in the given order.
@@ -44,7 +49,8 @@ BEGIN
 
     -- One event per operation for the one change a reader can see (the row is never processing
     -- in a committed state), the claim's token in its message, on each workspace's chain in turn
-    -- (the chains sorted, as ledger.audit.append takes them, so no two appenders deadlock).
+    -- (the chains sorted, as ledger.core.audit_chain.append takes them, so no two appenders
+    -- deadlock): each locked and its head read, the events given their ids in order.
     FOR chain IN SELECT c FROM jsonb_array_elements(request->'chains') AS chains(c) LOOP
         SELECT jsonb_agg(request->'audit' || jsonb_build_object(
                    'workspace_id', h.row->'operation'->'workspace_id', 'operation_id', h.row->'operation'->'id',
@@ -54,9 +60,12 @@ BEGIN
         INTO events
         FROM jsonb_array_elements(held) WITH ORDINALITY AS h(row, n)
         WHERE h.row->'operation'->'workspace_id' = chain->0;
-        PERFORM ledger_audit_append((chain->>1)::bigint, (chain->>0)::bigint, events);
+        head := ledger_audit_head((chain->>1)::bigint, (chain->>0)::bigint, jsonb_array_length(events));
+        SELECT jsonb_agg(e.event || jsonb_build_object('id', head->1->((e.n - 1)::int)) ORDER BY e.n) INTO events
+        FROM jsonb_array_elements(events) WITH ORDINALITY AS e(event, n);
+        chains := chains || jsonb_build_array(jsonb_build_array(head->0, events));
     END LOOP;
 
-    RETURN changed;
+    RETURN jsonb_build_object('changed', changed, 'chains', chains);
 END
 $function$;

@@ -1,10 +1,12 @@
 -- Everything intake writes for the events of one request, in one statement: each new key reserved
 -- by INSERT .. ON CONFLICT DO NOTHING (docs/design.md rule 2), the deliveries, conflicts and
--- contributions, the audit events on the workspace's chain, the wake-up. The request and the
--- answer are described in ledger.intake.reservation.
+-- contributions, the wake-up; and the audit events it would write, with the head of the workspace's
+-- chain, read under the chain's lock (the caller seals and inserts them: the audit key never reaches
+-- the database). The request and the answer are described in ledger.intake.reservation.
 -- Called by: ledger.intake.reservation on PostgreSQL, for a batch (or any request with a refused
 -- delivery); a single event goes to ledger_reserve_one. Made by migration 0024 (first by 0009);
--- the hold of a conflicting operation (on_conflict: hold) added by 0040.
+-- the hold of a conflicting operation (on_conflict: hold) added by 0040; the audit events returned,
+-- not hashed here, by 0045.
 
 CREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb)
  RETURNS jsonb
@@ -38,7 +40,7 @@ BEGIN
     SELECT array_agg(DISTINCT item->'operation'->>'key') INTO keys
     FROM jsonb_array_elements(request->'events') AS items(item);
     IF keys IS NULL THEN
-        RETURN jsonb_build_object('wake', false, 'operations', '{}'::jsonb, 'results', '[]'::jsonb);
+        RETURN jsonb_build_object('wake', false, 'operations', '{}'::jsonb, 'results', '[]'::jsonb, 'audit', NULL);
     END IF;
 
     -- The keys taken before this request: duplicates and conflicts reserve nothing.
@@ -160,19 +162,15 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- The audit chain last, as ledger.audit.append does: locked until the commit, then read (a
-    -- statement of its own, after the lock: it sees what the lock's previous holder committed).
+    -- The audit chain last, as ledger.core.audit_chain.append does: locked until the commit, then its
+    -- head read (a statement of its own, after the lock: it sees what the lock's previous holder
+    -- committed), and the events given their ids; the caller seals them after that head.
     PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
     SELECT hash INTO previous FROM ledger_auditevent
     WHERE workspace_id = workspace AND hash <> '' ORDER BY id DESC LIMIT 1;
-    previous := coalesce(previous, '');
     FOR place IN 1 .. array_length(audits, 1) LOOP
-        audits[place] := audits[place] || jsonb_build_object('id', nextval(audit_ids), 'prev_hash', previous);
-        previous := ledger_audit_hash(audits[place]);
-        audits[place] := audits[place] || jsonb_build_object('hash', previous);
+        audits[place] := audits[place] || jsonb_build_object('id', nextval(audit_ids));
     END LOOP;
-    INSERT INTO ledger_auditevent
-    SELECT r.* FROM unnest(audits) AS rows(row), LATERAL jsonb_populate_record(NULL::ledger_auditevent, row) r;
 
     -- The wake-up (ledger.nudges.request_processing): a pending one is kept, KEY SHARE-locked until
     -- this commits (the task that takes it waits, then claims what this wrote); else this one is it.
@@ -180,6 +178,7 @@ BEGIN
         wake := ledger_take_wakeup((request->>'now')::timestamptz);
     END IF;
 
-    RETURN jsonb_build_object('wake', wake, 'operations', operations, 'results', results);
+    RETURN jsonb_build_object('wake', wake, 'operations', operations, 'results', results,
+                              'audit', jsonb_build_array(coalesce(previous, ''), to_jsonb(audits)));
 END
 $function$;

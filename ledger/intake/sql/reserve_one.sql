@@ -2,7 +2,8 @@
 -- shape of nearly every request). The same request, answer and rows as ledger_reserve
 -- (tests/ledger/test_reserve_one.py holds the two together).
 -- Called by: ledger.intake.reservation on PostgreSQL. Made by migration 0024; the hold of a
--- conflicting operation (on_conflict: hold) added by 0040.
+-- conflicting operation (on_conflict: hold) added by 0040; the audit events returned with the
+-- chain's head, for the caller to seal and insert (the key never reaches the database), by 0045.
 
 CREATE OR REPLACE FUNCTION public.ledger_reserve_one(request jsonb)
  RETURNS jsonb
@@ -22,7 +23,7 @@ DECLARE
     locked ledger_operation;
     held ledger_operation;
     previous text;
-    audit jsonb;
+    audits jsonb;
     wake boolean := false;
 BEGIN
     SELECT * INTO operation FROM ledger_operation WHERE workspace_id = workspace AND key = incoming->>'key';
@@ -91,27 +92,23 @@ BEGIN
     END IF;
 
     -- The audit chain, as in ledger_reserve: locked until the commit, then its head read in a
-    -- statement of its own (it sees what the lock's previous holder committed). Written here
-    -- rather than by calling ledger_audit_append, which cost ~90 µs more for one event.
+    -- statement of its own (it sees what the lock's previous holder committed); the events get
+    -- their ids here and are sealed and inserted by the caller.
     PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
     SELECT hash INTO previous FROM ledger_auditevent
     WHERE workspace_id = workspace AND hash <> '' ORDER BY id DESC LIMIT 1;
-    audit := request->'audit' || jsonb_build_object(
+    audits := jsonb_build_array(request->'audit' || jsonb_build_object(
         'operation_id', operation.id,
         'kind', CASE outcome WHEN 'accepted' THEN 'reserved' WHEN 'duplicate' THEN 'duplicate_delivery'
                              ELSE 'conflict_detected' END,
         'to_state', CASE WHEN created THEN operation.state ELSE '' END,
         'message', left(message, 500),
-        'id', nextval('ledger_auditevent_id_seq'), 'prev_hash', coalesce(previous, ''));
-    audit := audit || jsonb_build_object('hash', ledger_audit_hash(audit));
-    INSERT INTO ledger_auditevent SELECT r.* FROM jsonb_populate_record(NULL::ledger_auditevent, audit) r;
+        'id', nextval('ledger_auditevent_id_seq')));
     IF held.id IS NOT NULL THEN
-        audit := request->'audit' || jsonb_build_object(
+        audits := audits || jsonb_build_array(request->'audit' || jsonb_build_object(
             'operation_id', operation.id, 'kind', 'conflict_held', 'from_state', locked.state,
             'to_state', 'needs_review', 'error_category', 'conflict', 'message', operation.last_error_message,
-            'id', nextval('ledger_auditevent_id_seq'), 'prev_hash', audit->>'hash');
-        audit := audit || jsonb_build_object('hash', ledger_audit_hash(audit));
-        INSERT INTO ledger_auditevent SELECT r.* FROM jsonb_populate_record(NULL::ledger_auditevent, audit) r;
+            'id', nextval('ledger_auditevent_id_seq')));
     END IF;
 
     IF created THEN
@@ -120,6 +117,7 @@ BEGIN
 
     RETURN jsonb_build_object(
         'wake', wake, 'operations', jsonb_build_object(operation.key, to_jsonb(operation)),
-        'results', jsonb_build_array(jsonb_build_object('outcome', outcome, 'key', operation.key, 'conflict', conflict)));
+        'results', jsonb_build_array(jsonb_build_object('outcome', outcome, 'key', operation.key, 'conflict', conflict)),
+        'audit', jsonb_build_array(coalesce(previous, ''), audits));
 END
 $function$;

@@ -1,0 +1,170 @@
+"""Checking that the audit trail was not rewritten (``manage.py verify_audit``), trusting nothing
+the database's owner can change.
+
+Every MAC is recomputed here, in this process, from the rows' plain column values
+(``ledger.core.audit_mac``): no key is sent in SQL and no function of the schema is called. A chain
+shows an event changed, inserted or removed before its head; what it cannot show by itself is
+its newest events cut off, a whole chain deleted, or a chain made up by someone without the key in
+the form the trail had before keys. So verification is held, by default, to the last exported heads
+(``ledger.core.audit_heads``, signed under the key, kept where the owner cannot reach):
+
+- every exported head is still on its chain (a chain that vanished or lost its tail is broken);
+- an event hashed without a key after the installation's keying date (``AuditInstallation``, read
+  from the signed heads) is broken: keys were on by then, so someone without the key wrote it;
+- a chain that appeared since the last heads must begin with a keyed event (a workspace's chain
+  begins with ``workspace_created``): an unkeyed chain made up since, backdated, is broken.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import connection
+
+from ledger.core import audit_mac
+from ledger.core.audit_heads import HeadsCheck
+from ledger.models import AuditEvent, AuditInstallation
+
+# One chunk of a chain in id order: plain columns, the times as the database wrote them.
+_CHUNK = """
+SELECT id, workspace_id, operation_id, attempt_id, actor, kind, from_state, to_state, error_category,
+       message, created_at, times::text, prev_hash, hash, hash_key
+FROM ledger_auditevent WHERE {chain} AND id > %(after)s ORDER BY id LIMIT %(chunk)s
+"""
+_COLUMNS = (
+    "id",
+    "workspace_id",
+    "operation_id",
+    "attempt_id",
+    "actor",
+    "kind",
+    "from_state",
+    "to_state",
+    "error_category",
+    "message",
+    "created_at",
+    "times_text",
+    "prev_hash",
+    "hash",
+    "hash_key",
+)
+
+
+@dataclass
+class Chain:
+    workspace_id: int | None
+    events: int = 0
+    unchained: int = 0  # events older than the chain (recorded before chaining began)
+    head: str = ""
+
+
+@dataclass
+class BrokenLink:
+    workspace_id: int | None
+    event_id: int | None  # None: the chain as a whole (it vanished), or the installation record
+    problem: str
+    of_installation: bool = False
+
+
+@dataclass
+class Verification:
+    chains: list[Chain] = field(default_factory=list)
+    broken: BrokenLink | None = None
+
+
+def verify_chains(heads: HeadsCheck | None = None, *, chunk: int = 2000) -> Verification:
+    """Walk every chain in id order, recomputing each MAC; stops at the first broken link. With
+    ``heads`` (the exported lines, already checked), also the chains the last line names and no
+    event holds, and the chains that appeared since it."""
+    report = Verification()
+    keyed_since, problem = _keyed_since(heads)
+    if problem:
+        report.broken = BrokenLink(None, None, problem, of_installation=True)
+        return report
+    known = set(AuditEvent.objects.order_by().values_list("workspace_id", flat=True).distinct())
+    if heads is not None and (vanished := set(heads.last_heads) - known):
+        workspace_id = min(vanished, key=lambda key: key or 0)
+        report.broken = BrokenLink(workspace_id, None, f"has no events left, and the heads of {heads.last_at} name one")
+        return report
+    for workspace_id in sorted(known, key=lambda key: key or 0):
+        chain = Chain(workspace_id)
+        report.chains.append(chain)
+        new = heads is not None and workspace_id not in heads.last_heads
+        report.broken = _verify_chain(
+            chain, keyed_since=keyed_since, new_since=heads.last_at if new else "", chunk=chunk
+        )
+        if report.broken:
+            break
+    return report
+
+
+def _keyed_since(heads: HeadsCheck | None) -> tuple[datetime | None, str]:
+    """The moment from which every event must be keyed: the signed heads' (the database's row was
+    held to it by ``check_heads``), else the database's; and a problem, if the row is gone."""
+    installation = AuditInstallation.objects.first()
+    if installation is None:
+        return None, "the installation record (ledger_auditinstallation) is missing: it was deleted"
+    if heads is not None and heads.keyed_since is not None:
+        return heads.keyed_since, ""
+    return installation.keyed_since, ""
+
+
+def _rows(workspace_id: int | None, *, chunk: int) -> Iterator[dict]:
+    """The chain's events as column values, in id order, read ``chunk`` at a time."""
+    # Two forms, so that each reads the chain's index (workspace, id).
+    sql = _CHUNK.replace("{chain}", "workspace_id IS NULL" if workspace_id is None else "workspace_id = %(chain)s")
+    after = 0
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, {"chain": workspace_id, "after": after, "chunk": chunk})
+            rows = [dict(zip(_COLUMNS, values, strict=True)) for values in cursor.fetchall()]
+        if not rows:
+            return
+        yield from rows
+        after = rows[-1]["id"]
+
+
+def _verify_chain(chain: Chain, *, keyed_since, new_since: str, chunk: int) -> BrokenLink | None:
+    previous, keyed_before, keys = None, False, audit_mac.audit_keys()
+    for row in _rows(chain.workspace_id, chunk=chunk):
+        chain.events += 1
+        if problem := _problem(row, previous, keyed_before, keys, keyed_since):
+            return BrokenLink(chain.workspace_id, row["id"], problem)
+        if new_since and chain.events == 1 and not row["hash_key"]:
+            return BrokenLink(
+                chain.workspace_id,
+                row["id"],
+                f"begins a chain that appeared since the heads exported {new_since} and is not keyed "
+                "(made up by someone without the audit key)",
+            )
+        if not row["hash"]:
+            chain.unchained += 1
+            continue
+        keyed_before = keyed_before or bool(row["hash_key"])
+        previous = chain.head = row["hash"]
+    return None
+
+
+def _problem(row: dict, previous, keyed_before: bool, keys: dict, keyed_since) -> str:
+    """Why this event breaks its chain ("" when it holds)."""
+    if not row["hash"]:
+        return "has no hash, after chained events" if previous is not None else ""
+    if row["prev_hash"] != (previous or ""):
+        return "does not follow the event before it (an event was removed or inserted)"
+    if not row["hash_key"]:
+        if keyed_before:
+            return "is hashed without a key after keyed events (rewritten by someone without the audit key)"
+        if keyed_since is not None and row["created_at"] >= keyed_since:
+            return (
+                f"is hashed without a key, and this installation was keyed on {keyed_since:%Y-%m-%d %H:%M:%S} "
+                "(written by someone without the audit key)"
+            )
+        return "" if audit_mac.digest(row, None) == row["hash"] else "was changed after it was written"
+    if row["hash_key"] not in keys:
+        return (
+            f"is hashed under audit key id {row['hash_key']!r}, "
+            "which is not configured (OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_OLD_KEYS)"
+        )
+    if audit_mac.digest(row, keys[row["hash_key"]]) != row["hash"]:
+        return "was changed after it was written"
+    return ""
