@@ -1,6 +1,6 @@
 """The ledger's machinery in the admin: pause switches and the intervals they held, policies,
-configuration versions, tallies, heartbeats, wake-ups, destination health and the dashboard's
-samples. Integrations (sources, destinations, HTTP actions): ``ledger.admin.integrations``."""
+configuration versions, tallies, heartbeats, wake-ups, destination health, the dashboard's
+samples and the audit trail's installation record. Integrations (sources, destinations, HTTP actions): ``ledger.admin.integrations``."""
 
 from django import forms
 from django.contrib import admin
@@ -9,6 +9,7 @@ from ledger.actions import registry
 from ledger.admin.lists import ReadOnlyAdmin, WorkspaceListFilter
 from ledger.core import policies
 from ledger.models import (
+    AuditInstallation,
     BacklogSample,
     ConfigVersion,
     Control,
@@ -26,6 +27,15 @@ from ledger.models import (
 class ControlAdmin(ReadOnlyAdmin):
     list_display = ["__str__", "reason", "changed_by", "changed_at"]
     list_select_related = ["workspace"]  # the scope names it
+
+
+@admin.register(AuditInstallation)
+class AuditInstallationAdmin(ReadOnlyAdmin):
+    """The installation's id and the moment its audit trail became keyed (ledger.core.audit_verify):
+    superusers only, since it belongs to no workspace."""
+
+    workspace_path = None
+    list_display = ["installation", "keyed_since"]
 
 
 @admin.register(PauseInterval)

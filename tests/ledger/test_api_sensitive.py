@@ -83,7 +83,8 @@ def test_it_documents_the_payload_and_its_mask():
 
 def test_the_role_is_read_with_the_token_in_its_one_statement(client, token_of):
     """What the answer reveals is decided by the role the token's statement read: a POST is that
-    statement and intake's, nothing more (the test's transaction adds intake's savepoint)."""
+    statement and intake's two (the reservation, then its audit event sealed in this process), nothing
+    more (the test's transaction adds intake's savepoint)."""
     approver = token_of("approver")
     post(client, approver, "/api/v1/events", {"action": "prepare-brief", "data": BRIEF})
 
@@ -98,7 +99,7 @@ def test_the_role_is_read_with_the_token_in_its_one_statement(client, token_of):
     with connection.execute_wrapper(count):
         sent = post(client, approver, "/api/v1/events", {"action": "issue-refund", "data": REFUND})
 
-    assert len(statements) == 2, statements
+    assert len(statements) == 3, statements
     assert "ledger_apitoken" in statements[0]
     assert sent.json()["operation"]["payload"] == REFUND
 
