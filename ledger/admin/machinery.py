@@ -1,6 +1,7 @@
 """The ledger's machinery in the admin: pause switches and the intervals they held, policies,
 configuration versions, tallies, heartbeats, wake-ups, destination health, the dashboard's
-samples and the audit trail's installation record. Integrations (sources, destinations, HTTP actions): ``ledger.admin.integrations``."""
+samples and the audit trail's installation record. Integrations (sources, destinations, HTTP
+actions): ``ledger.admin.integrations``."""
 
 from django import forms
 from django.contrib import admin

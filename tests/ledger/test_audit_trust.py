@@ -223,10 +223,8 @@ def test_a_moved_keying_date_is_found(exported):
 
 
 def test_heads_of_another_installation_are_refused(exported):
-    as_owner(
-        "DELETE FROM ledger_auditinstallation;"
-        f"INSERT INTO ledger_auditinstallation VALUES (1, '{uuid.uuid4()}', now())"
-    )
+    replaced = f"INSERT INTO ledger_auditinstallation VALUES (1, '{uuid.uuid4()}', now())"
+    as_owner(f"DELETE FROM ledger_auditinstallation; {replaced}")
     assert_broken("it is of installation .*, and this database is")
 
 
