@@ -19,8 +19,26 @@ from django.utils.html import format_html
 from ledger import integrations
 from ledger.admin.lists import ReadOnlyAdmin
 from ledger.core import outbound, roles
-from ledger.intake import sources
+from ledger.intake import decoding, sources
 from ledger.models import Destination, HttpAction, Source
+
+
+class StrictJSONField(forms.JSONField):
+    """JSON read as the integrations file is: a key twice in one object is refused, naming its path
+    (``json.loads`` would keep the last one, unseen by whoever reads the form)."""
+
+    def to_python(self, value):
+        converted = super().to_python(value)
+        if isinstance(value, str) and converted is not None and not self.disabled:
+            try:
+                decoding.decode_json(value)
+            except decoding.DuplicateKey as exc:
+                raise forms.ValidationError(
+                    [f"{path}: appears more than once in its object" for path in exc.paths]
+                ) from None
+            except decoding.MalformedJSON as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return converted
 
 
 class SourceForm(forms.ModelForm):
@@ -30,6 +48,7 @@ class SourceForm(forms.ModelForm):
     class Meta:
         model = Source
         fields = ["workspace", "slug", "scheme", "secret_env", "previous_secret_env", "tolerance_seconds", "rules"]
+        field_classes = {"rules": StrictJSONField}
 
     def clean(self):
         cleaned = super().clean()
@@ -87,7 +106,7 @@ class SuperuserEdits(ReadOnlyAdmin):
     has_change_permission = has_add_permission
 
 
-class IndentedJSONField(forms.JSONField):
+class IndentedJSONField(StrictJSONField):
     """JSON shown indented, one key a line: a schema or a request template is read and edited
     there, not on one long line."""
 
