@@ -23,7 +23,7 @@ docs/integrations.md has a complete example:
       - slug: billing
         workspace: acme
         scheme: stripe                      # standard_webhooks | github | stripe
-        secret_env: STRIPE_WEBHOOK_SECRET
+        secret_env: OPSCONSOLE_SOURCE_ACME_STRIPE   # a variable of its workspace (secret_names)
         rules:
           - {event: invoice.paid, action: create-ticket, data: {request_id: data.object.id, ...}}
 """

@@ -2,7 +2,8 @@
 through the same services as ``manage.py integrations apply`` (``ledger.intake.sources``,
 ``ledger.core.outbound``). A form is refused on save with every problem, each saying where (a
 template or an expression that does not compile names its place). Secrets stay in the environment:
-the admin shows only whether the variable a row names is set.
+the admin shows only whether the variable a row names is set, and for a source only a variable of
+its workspace (``ledger.core.secret_names``).
 
 Sources belong to a workspace: its admins (the ``configure`` capability) edit them, as superusers
 do. Destinations and HTTP actions serve every workspace: superusers edit them; staff with a role
@@ -43,7 +44,8 @@ class StrictJSONField(forms.JSONField):
 
 class SourceForm(forms.ModelForm):
     """A source as ``sources.save_source`` will have it: rules that compile and name registered
-    actions, secrets named by environment variables (refused on save, saying where)."""
+    actions, secrets named by its workspace's environment variables (refused on save, saying where,
+    in the same words whether or not a refused variable is set)."""
 
     class Meta:
         model = Source
@@ -52,8 +54,7 @@ class SourceForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        fields = ("slug", "scheme", "secret_env", "previous_secret_env", "tolerance_seconds", "rules")
-        proposed = Source(**{name: cleaned.get(name) for name in fields})
+        proposed = Source(**{name: cleaned.get(name) for name in SourceForm.Meta.fields})
         if problems := sources.source_problems(proposed):
             raise forms.ValidationError(problems)
         return cleaned
