@@ -86,7 +86,7 @@ endef
 # (ledger/management/commands/demo_day.py; EVENTS=N for a shorter or longer day), then served.
 EVENTS ?= 3600
 demo demo-day: export OPSCONSOLE_METRICS_TOKEN ?= demo-metrics-token
-demo demo-day: export OPSCONSOLE_DEMO_HOOK_SECRET ?= whsec_b3BzY29uc29sZSBkZW1vIHdlYmhvb2sgc2VjcmV0ISE=
+demo demo-day: export OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET ?= whsec_b3BzY29uc29sZSBkZW1vIHdlYmhvb2sgc2VjcmV0ISE=
 demo demo-day: export OPSCONSOLE_DEMO_FULFILMENT_TOKEN ?= demo-fulfilment-token
 demo: DEMO_DAY :=
 demo-day: DEMO_DAY = DEBUG=1 $(PY) manage.py demo_day --events $(EVENTS) || exit $$?;

@@ -6,4 +6,4 @@ class LedgerConfig(AppConfig):
     verbose_name = "Ledger"
 
     def ready(self):
-        pass
+        from ledger import checks  # noqa: F401  (registers the system checks)

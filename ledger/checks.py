@@ -1,7 +1,12 @@
-"""System checks for settings that would quietly break the ledger's guarantees."""
+"""System checks for settings that would quietly break the ledger's guarantees, and (with
+``--database default``, and at ``migrate``) for configuration saved before a rule that now refuses it."""
 
 from django.conf import settings
 from django.core import checks
+from django.db import connection
+
+from ledger.core import secret_names
+from ledger.models import Source
 
 
 @checks.register(checks.Tags.compatibility)
@@ -30,3 +35,28 @@ def check_queue_retry_exceeds_timeout_and_lease(app_configs=None, **kwargs):
             )
         )
     return errors
+
+
+@checks.register(checks.Tags.database)
+def check_source_secrets_are_their_workspaces(app_configs=None, databases=None, **kwargs):
+    """Sources saved before a source could name only its workspace's variables: their deliveries are
+    refused (``ledger.intake.sources.SecretNotOwned``) until the variable is renamed."""
+    if "default" not in (databases or ()) or Source._meta.db_table not in connection.introspection.table_names():
+        return []
+    foreign = [
+        f"{source.slug} (workspace {source.workspace.slug}): {name}"
+        for source in Source.objects.select_related("workspace").order_by("slug")
+        for name in filter(None, (source.secret_env, source.previous_secret_env))
+        if secret_names.name_problem(source.workspace, name)
+    ]
+    if not foreign:
+        return []
+    return [
+        checks.Warning(
+            "These sources name a secret outside their workspace's variables, and their deliveries are "
+            "refused: " + "; ".join(foreign),
+            hint=f"Rename each variable to start with its workspace's prefix ({secret_names.PREFIX}<WORKSPACE>_) "
+            "and apply the sources again: docs/operations.md, Source secrets.",
+            id="ledger.W001",
+        )
+    ]

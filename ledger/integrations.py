@@ -23,7 +23,7 @@ docs/integrations.md has a complete example:
       - slug: billing
         workspace: acme
         scheme: stripe                      # standard_webhooks | github | stripe
-        secret_env: STRIPE_WEBHOOK_SECRET
+        secret_env: OPSCONSOLE_SOURCE_ACME_STRIPE   # a variable of its workspace (secret_names)
         rules:
           - {event: invoice.paid, action: create-ticket, data: {request_id: data.object.id, ...}}
 """
@@ -165,16 +165,59 @@ class Change:
 
 
 def read(text: str) -> dict:
-    """The configuration a file holds (YAML, of which JSON is a part)."""
+    """The configuration a file holds (YAML, of which JSON is a part), every key of a mapping once:
+    IntegrationsError naming each key written twice, with its line and column."""
+    loader = _StrictLoader(text)
     try:
-        document = yaml.safe_load(text)
+        document = loader.get_single_data()
     except yaml.YAMLError as exc:
         raise IntegrationsError([f"not YAML or JSON: {exc}"]) from None
+    finally:
+        loader.dispose()
+    if loader.duplicates:
+        raise IntegrationsError(loader.duplicates)
     if document is None:
         return {}
     if not isinstance(document, dict):
         raise IntegrationsError([f"the file must hold a mapping with lists: {', '.join(_BY_NAME)}"])
     return document
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader keeps the last of a key written twice: a row reviewed with one
+    ``base_url`` would be applied with the other, and a second ``destinations:`` would drop the
+    first. This one notes every such key (``duplicates``) where it is written. A key a ``<<`` merge
+    brings in is no duplicate: the mapping's own key overriding it is what a merge is for."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.duplicates: list[str] = []
+        self._checked: set[int] = set()
+
+    def flatten_mapping(self, node):
+        # Called for each mapping before its keys are read, and for each mapping merged into one;
+        # once merged, a node holds the merged keys too, so each node is checked once, as written.
+        if id(node) not in self._checked:
+            self._checked.add(id(node))
+            self._note_duplicates(node)
+        super().flatten_mapping(node)
+
+    def _note_duplicates(self, node: yaml.MappingNode) -> None:
+        first_marks: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node)
+            try:
+                first = first_marks.setdefault(key, key_node.start_mark)
+            except TypeError:
+                continue  # an unhashable key, which the constructor refuses in its own words
+            if first is not key_node.start_mark:
+                mark = key_node.start_mark
+                self.duplicates.append(
+                    f"line {mark.line + 1}, column {mark.column + 1}: {key} appears twice in this mapping "
+                    f"(first at line {first.line + 1}, column {first.column + 1})"
+                )
 
 
 @dataclass

@@ -6,7 +6,7 @@
     python -m opsconsole.send_webhook --url URL --body event.json       (a file; - reads stdin)
     python -m opsconsole.send_webhook --url URL '{"type": "invoice.paid", "data": {...}}'
 
-The secret is ``--secret`` or, by default, the demo's ``OPSCONSOLE_DEMO_HOOK_SECRET`` (``whsec_``
+The secret is ``--secret`` or, by default, the demo's ``OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET`` (``whsec_``
 and base64). Exit status: 0 when the answer is 2xx, 1 for any other answer or none, 2 for bad input.
 It needs no settings and no database: a person runs it from the checkout, as a sender would.
 """
@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import httpx
 from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 
-SECRET_ENV = "OPSCONSOLE_DEMO_HOOK_SECRET"
+SECRET_ENV = "OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET"
 
 
 def invoice_paid(now: datetime) -> dict:

@@ -25,7 +25,7 @@ HOOK_SECRET = "whsec_b3BzY29uc29sZSBleGFtcGxlIHdlYmhvb2sgc2VjcmV0ISE="
 @pytest.fixture
 def example(workspace, standin, monkeypatch):
     """The example file, its fulfilment destination pointed at this test's stand-in."""
-    monkeypatch.setenv("OPSCONSOLE_DEMO_HOOK_SECRET", HOOK_SECRET)
+    monkeypatch.setenv("OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET", HOOK_SECRET)
     monkeypatch.setenv("OPSCONSOLE_DEMO_FULFILMENT_TOKEN", "demo-token")
     text = EXAMPLE.read_text().replace("http://127.0.0.1:8765", standin.url)
     changes = [str(change) for change in integrations.apply(integrations.read(text), actor="test")]

@@ -23,9 +23,9 @@ from opsconsole.send_webhook import signed_headers
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "integrations.md"
 SECRETS = {
-    "STRIPE_WEBHOOK_SECRET": "whsec_stripe-test-secret",
-    "GITHUB_WEBHOOK_SECRET": "a-random-github-secret",
-    "BILLING_WEBHOOK_SECRET": "whsec_" + base64.b64encode(b"a billing secret of 32 bytes....").decode(),
+    "OPSCONSOLE_SOURCE_ACME_STRIPE": "whsec_stripe-test-secret",
+    "OPSCONSOLE_SOURCE_ACME_GITHUB": "a-random-github-secret",
+    "OPSCONSOLE_SOURCE_ACME_BILLING": "whsec_" + base64.b64encode(b"a billing secret of 32 bytes....").decode(),
 }
 
 
@@ -57,14 +57,14 @@ def post(client, slug: str, body: bytes, headers: dict):
 
 def stripe_headers(body: bytes) -> dict:
     stamp = str(int(datetime.now(UTC).timestamp()))
-    key = SECRETS["STRIPE_WEBHOOK_SECRET"].encode()
+    key = SECRETS["OPSCONSOLE_SOURCE_ACME_STRIPE"].encode()
     return {
         "Stripe-Signature": f"t={stamp},v1={hmac.new(key, stamp.encode() + b'.' + body, hashlib.sha256).hexdigest()}"
     }
 
 
 def github_headers(body: bytes, event: str, delivery: str) -> dict:
-    digest = hmac.new(SECRETS["GITHUB_WEBHOOK_SECRET"].encode(), body, hashlib.sha256).hexdigest()
+    digest = hmac.new(SECRETS["OPSCONSOLE_SOURCE_ACME_GITHUB"].encode(), body, hashlib.sha256).hexdigest()
     return {"X-Hub-Signature-256": f"sha256={digest}", "X-GitHub-Event": event, "X-GitHub-Delivery": delivery}
 
 
@@ -132,7 +132,7 @@ def test_a_standard_webhooks_invoice_due_signed_by_the_sender_module_charges_onc
     now = datetime.now(UTC)
     invoice = {"invoice_id": "INV-9", "customer_id": "cus_1", "amount_cents": 2500, "currency": "eur"}
     body = json.dumps({"type": "invoice.due", "timestamp": now.isoformat(), "data": invoice}).encode()
-    headers = signed_headers(SECRETS["BILLING_WEBHOOK_SECRET"], "msg_1", body, now)
+    headers = signed_headers(SECRETS["OPSCONSOLE_SOURCE_ACME_BILLING"], "msg_1", body, now)
     headers = {k: v for k, v in headers.items() if k != "Content-Type"}
 
     first, again = post(client, "billing", body, headers), post(client, "billing", body, headers)

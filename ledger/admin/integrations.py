@@ -2,7 +2,8 @@
 through the same services as ``manage.py integrations apply`` (``ledger.intake.sources``,
 ``ledger.core.outbound``). A form is refused on save with every problem, each saying where (a
 template or an expression that does not compile names its place). Secrets stay in the environment:
-the admin shows only whether the variable a row names is set.
+the admin shows only whether the variable a row names is set, and for a source only a variable of
+its workspace (``ledger.core.secret_names``).
 
 Sources belong to a workspace: its admins (the ``configure`` capability) edit them, as superusers
 do. Destinations and HTTP actions serve every workspace: superusers edit them; staff with a role
@@ -19,22 +20,41 @@ from django.utils.html import format_html
 from ledger import integrations
 from ledger.admin.lists import ReadOnlyAdmin
 from ledger.core import outbound, roles
-from ledger.intake import sources
+from ledger.intake import decoding, sources
 from ledger.models import Destination, HttpAction, Source
+
+
+class StrictJSONField(forms.JSONField):
+    """JSON read as the integrations file is: a key twice in one object is refused, naming its path
+    (``json.loads`` would keep the last one, unseen by whoever reads the form)."""
+
+    def to_python(self, value):
+        converted = super().to_python(value)
+        if isinstance(value, str) and converted is not None and not self.disabled:
+            try:
+                decoding.decode_json(value)
+            except decoding.DuplicateKey as exc:
+                raise forms.ValidationError(
+                    [f"{path}: appears more than once in its object" for path in exc.paths]
+                ) from None
+            except decoding.MalformedJSON as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return converted
 
 
 class SourceForm(forms.ModelForm):
     """A source as ``sources.save_source`` will have it: rules that compile and name registered
-    actions, secrets named by environment variables (refused on save, saying where)."""
+    actions, secrets named by its workspace's environment variables (refused on save, saying where,
+    in the same words whether or not a refused variable is set)."""
 
     class Meta:
         model = Source
         fields = ["workspace", "slug", "scheme", "secret_env", "previous_secret_env", "tolerance_seconds", "rules"]
+        field_classes = {"rules": StrictJSONField}
 
     def clean(self):
         cleaned = super().clean()
-        fields = ("slug", "scheme", "secret_env", "previous_secret_env", "tolerance_seconds", "rules")
-        proposed = Source(**{name: cleaned.get(name) for name in fields})
+        proposed = Source(**{name: cleaned.get(name) for name in SourceForm.Meta.fields})
         if problems := sources.source_problems(proposed):
             raise forms.ValidationError(problems)
         return cleaned
@@ -87,7 +107,7 @@ class SuperuserEdits(ReadOnlyAdmin):
     has_change_permission = has_add_permission
 
 
-class IndentedJSONField(forms.JSONField):
+class IndentedJSONField(StrictJSONField):
     """JSON shown indented, one key a line: a schema or a request template is read and edited
     there, not on one long line."""
 

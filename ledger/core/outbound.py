@@ -14,6 +14,7 @@ import jsonschema
 from ledger.actions import configured, registry, summaries, templates
 from ledger.actions.destination_config import DestinationConfig
 from ledger.actions.http_action import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction
+from ledger.core import secret_names
 from ledger.core.retry import schedule
 from ledger.core.transitions import save_audited
 from ledger.models import Destination, HttpAction, OnConflict, Ordering
@@ -78,6 +79,9 @@ def destination_problems(destination: Destination) -> list[str]:
         isinstance(destination.secret_env, str) and ENV_NAME.fullmatch(destination.secret_env)
     ):
         problems.append("secret_env: the name of an environment variable (A-Z, 0-9, _), not the secret itself")
+    elif destination.auth != Destination.Auth.NONE and destination.secret_env.startswith(secret_names.PREFIX):
+        # A workspace's admins bind its sources to these: a credential among them would be theirs to test.
+        problems.append(f"secret_env: {secret_names.PREFIX} names are sources' secrets; name the credential otherwise")
     if destination.auth == Destination.Auth.HEADER and not HEADER_NAME.fullmatch(str(destination.auth_header or "")):
         problems.append("auth_header: the header's name, for auth=header")
     for name in ("idempotency_header",):

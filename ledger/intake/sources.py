@@ -17,6 +17,7 @@ from django.utils import timezone
 from jmespath.exceptions import JMESPathError
 
 from ledger.actions import registry
+from ledger.core import secret_names
 from ledger.core.outbound import ENV_NAME, SLUG
 from ledger.core.transitions import save_audited
 from ledger.intake import decoding, signatures, submit
@@ -30,6 +31,11 @@ _CHALLENGE = [{"field": "webhook-challenge", "message": "endpoint verification c
 
 class SecretMissing(RuntimeError):
     """The source names an environment variable that holds no secret: nothing can be verified."""
+
+
+class SecretNotOwned(SecretMissing):
+    """The source names a variable that is not its workspace's (``secret_names``), saved before the
+    rule was: it is not read, so nothing can be verified until it is renamed."""
 
 
 @dataclass
@@ -98,7 +104,11 @@ def _sender(source: Source) -> dict:
 
 
 def secrets_of(source: Source) -> list[str]:
-    """The secrets a delivery may be signed with: the current one, and the one being retired."""
+    """The secrets a delivery may be signed with: the current one, and the one being retired. Read
+    only from the source's workspace's variables: a source saved with another name is refused."""
+    for name in filter(None, (source.secret_env, source.previous_secret_env)):
+        if problem := secret_names.name_problem(source.workspace, name):
+            raise SecretNotOwned(f"source {source.slug}: {problem} (rename it: docs/operations.md)")
     current = os.environ.get(source.secret_env, "")
     if not signatures.usable_secret(source.scheme, current):
         raise SecretMissing(
@@ -184,7 +194,8 @@ class SourceError(ValueError):
 
 def save_source(source: Source, *, actor: str) -> Source:
     """Save ``source`` after checking it would work (its rules compile and name registered actions,
-    its secrets are named by environment variables, never given), audited in its workspace."""
+    its secrets are named by its workspace's environment variables, never given), audited in its
+    workspace."""
     if problems := source_problems(source):
         raise SourceError("; ".join(problems))
     save_audited(
@@ -211,6 +222,8 @@ def source_problems(source: Source, *, also_known: frozenset[str] = frozenset())
         value = getattr(source, name)
         if not isinstance(value, str) or ((value or name == "secret_env") and not ENV_NAME.fullmatch(value)):
             problems.append(f"{name}: the name of an environment variable (A-Z, 0-9, _), not the secret itself")
+        elif value and source.workspace_id and (problem := secret_names.name_problem(source.workspace, value)):
+            problems.append(f"{name}: {problem}")
     tolerance = source.tolerance_seconds
     if isinstance(tolerance, bool) or not isinstance(tolerance, int) or not 1 <= tolerance <= MAX_TOLERANCE_SECONDS:
         problems.append(f"tolerance_seconds: whole seconds from 1 to {MAX_TOLERANCE_SECONDS}")
@@ -218,16 +231,19 @@ def source_problems(source: Source, *, also_known: frozenset[str] = frozenset())
 
 
 def secret_status(source: Source) -> str:
-    """Whether the secrets a source names are set in this process's environment (never their values)."""
+    """Whether the secrets a source names are set in this process's environment (never their
+    values). A variable that is not the workspace's is not looked at: its admin learns nothing of it."""
     named = [name for name in (source.secret_env, source.previous_secret_env) if name]
-    return ", ".join(f"{name}: {_secret_state(source.scheme, name)}" for name in named)
+    return ", ".join(f"{name}: {_secret_state(source, name)}" for name in named)
 
 
-def _secret_state(scheme: str, name: str) -> str:
+def _secret_state(source: Source, name: str) -> str:
+    if secret_names.name_problem(source.workspace, name):
+        return "not this workspace's variable, rename it (docs/operations.md)"
     value = os.environ.get(name, "")
     if not value:
         return "missing"
-    return "set" if signatures.usable_secret(scheme, value) else "set, but not a usable secret"
+    return "set" if signatures.usable_secret(source.scheme, value) else "set, but not a usable secret"
 
 
 # --- checking a source's rules ----------------------------------------------------------------------

@@ -366,7 +366,7 @@ HOOK_RULES = [
 
 @pytest.fixture(autouse=True)
 def hook_secret(monkeypatch):
-    monkeypatch.setenv("OPSCONSOLE_TEST_HOOK_SECRET", HOOK_SECRET)
+    monkeypatch.setenv("OPSCONSOLE_SOURCE_DEMO_TEST_HOOK", HOOK_SECRET)
 
 
 def hook(send: Sender, data: dict | None = None, *, event: str = "invoice.paid", msg_id: str = "msg_1", **headers):
@@ -378,7 +378,7 @@ def hook(send: Sender, data: dict | None = None, *, event: str = "invoice.paid",
         defaults={
             "workspace": Workspace.objects.get(slug="demo"),
             "scheme": "standard_webhooks",
-            "secret_env": "OPSCONSOLE_TEST_HOOK_SECRET",
+            "secret_env": "OPSCONSOLE_SOURCE_DEMO_TEST_HOOK",
             "rules": HOOK_RULES,
         },
     )
@@ -442,7 +442,7 @@ def hook_of_no_source(send: Sender):
 
 def hook_without_its_secret(send: Sender):
     hook(send, event="nothing")
-    os.environ.pop("OPSCONSOLE_TEST_HOOK_SECRET")
+    os.environ.pop("OPSCONSOLE_SOURCE_DEMO_TEST_HOOK")
     return hook(send)
 
 

@@ -238,7 +238,7 @@ def test_a_source_may_map_to_an_action_the_same_file_declares(tmp_path, workspac
         "slug": "crm-hooks",
         "workspace": "demo",
         "scheme": "github",
-        "secret_env": "CRM_HOOK_SECRET",
+        "secret_env": "OPSCONSOLE_SOURCE_DEMO_CRM_HOOK",
         "rules": [{"event": "ping", "action": "notify-crm", "data": {"request_id": "hook.id", "amount": "`1`"}}],
     }
     document = yaml.safe_load(file_text()) | {"sources": [source]}

@@ -19,13 +19,13 @@ sources:
   - slug: billing
     workspace: demo
     scheme: stripe
-    secret_env: STRIPE_WEBHOOK_SECRET
+    secret_env: OPSCONSOLE_SOURCE_DEMO_STRIPE
     rules:
       - {json.dumps(RULE)}
   - slug: repo
     workspace: demo
     scheme: github
-    secret_env: GITHUB_WEBHOOK_SECRET
+    secret_env: OPSCONSOLE_SOURCE_DEMO_GITHUB
 """
 
 
@@ -48,7 +48,7 @@ def test_applying_a_file_creates_its_sources_and_applying_it_again_changes_nothi
     billing = Source.objects.get(slug="billing")
     assert (billing.scheme, billing.secret_env, billing.rules, billing.tolerance_seconds) == (
         "stripe",
-        "STRIPE_WEBHOOK_SECRET",
+        "OPSCONSOLE_SOURCE_DEMO_STRIPE",
         [RULE],
         300,
     )
@@ -57,15 +57,16 @@ def test_applying_a_file_creates_its_sources_and_applying_it_again_changes_nothi
 def test_a_change_is_printed_field_by_field_and_a_dry_run_makes_none(tmp_path, workspace):
     integrations(tmp_path, FILE)
     rotated = FILE.replace(
-        "secret_env: STRIPE_WEBHOOK_SECRET", "secret_env: STRIPE_WEBHOOK_SECRET\n    previous_secret_env: STRIPE_OLD"
+        "secret_env: OPSCONSOLE_SOURCE_DEMO_STRIPE",
+        "secret_env: OPSCONSOLE_SOURCE_DEMO_STRIPE\n    previous_secret_env: OPSCONSOLE_SOURCE_DEMO_STRIPE_OLD",
     )
 
     dry = integrations(tmp_path, rotated, "--dry-run")
     assert Source.objects.get(slug="billing").previous_secret_env == ""
     done = integrations(tmp_path, rotated)
 
-    assert dry.strip() == "would change: source billing: previous_secret_env '' -> 'STRIPE_OLD'"
-    assert done.strip() == "changed: source billing: previous_secret_env '' -> 'STRIPE_OLD'"
+    assert dry.strip() == "would change: source billing: previous_secret_env '' -> 'OPSCONSOLE_SOURCE_DEMO_STRIPE_OLD'"
+    assert done.strip() == "changed: source billing: previous_secret_env '' -> 'OPSCONSOLE_SOURCE_DEMO_STRIPE_OLD'"
     assert AuditEvent.objects.filter(kind="source_changed").count() == 1
 
 
@@ -82,14 +83,14 @@ def test_a_change_is_printed_field_by_field_and_a_dry_run_makes_none(tmp_path, w
         ),
         (FILE.replace("scheme: github", "scheme: svix"), "sources[1].scheme: one of"),
         (
-            FILE.replace("GITHUB_WEBHOOK_SECRET", "whsec_abc"),
+            FILE.replace("OPSCONSOLE_SOURCE_DEMO_GITHUB", "whsec_abc"),
             "sources[1].secret_env: the name of an environment variable",
         ),
         (FILE.replace("slug: repo", "slug: billing"), "sources[1]: the slug billing appears twice"),
         (FILE + "webhooks_out: []\n", "webhooks_out: unknown section"),
         ("sources: [1", "not YAML or JSON"),
         (
-            FILE.replace("    secret_env: GITHUB", "    colour: red\n    secret_env: GITHUB"),
+            FILE.replace("    scheme: github", "    scheme: github\n    colour: red"),
             "sources[1].colour: unknown field",
         ),
     ],
@@ -137,7 +138,7 @@ def test_integrations_apply_refuses_a_bad_field_with_a_message_not_a_traceback(t
     pass the checks (and --dry-run says they would apply) and then crash at save with
     IntegrityError / DataError / TypeError instead of CommandError."""
     name = line.split(":")[0]
-    fields = {"secret_env": "STRIPE_WEBHOOK_SECRET"}
+    fields = {"secret_env": "OPSCONSOLE_SOURCE_DEMO_STRIPE"}
     text = "sources:\n  - slug: billing\n    workspace: demo\n    scheme: stripe\n"
     text += "".join(f"    {k}: {v}\n" for k, v in fields.items() if k != name) + f"    {line}\n"
     with pytest.raises(CommandError):
@@ -150,7 +151,8 @@ def test_integrations_apply_refuses_a_slug_no_url_can_reach(tmp_path, workspace,
     """Found in review: the slug is only checked to be a non-empty string: `billing/eu` or `Billing Hooks` is
     saved (Model.save runs no validators) as a source /api/v1/hooks/{source} can never reach (or a
     60-character slug crashes the save with DataError): the file should be refused with a problem."""
-    text = f"sources:\n  - slug: {json.dumps(slug)}\n    workspace: demo\n    scheme: stripe\n    secret_env: S\n"
+    text = f"sources:\n  - slug: {json.dumps(slug)}\n    workspace: demo\n    scheme: stripe\n"
+    text += "    secret_env: OPSCONSOLE_SOURCE_DEMO_S\n"
     with pytest.raises(CommandError):
         integrations(tmp_path, text)
     assert not Source.objects.exists()

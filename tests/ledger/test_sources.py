@@ -48,12 +48,15 @@ def invoice_paid(invoice="in_1", description="Thank the customer"):
 @pytest.fixture
 def source(workspace, monkeypatch):
     """Make a source of ``scheme`` whose secrets sit in the environment, as a deployment's would."""
-    monkeypatch.setenv("HOOK_SECRET", WHSEC)
-    monkeypatch.setenv("HOOK_SECRET_OLD", OLD_WHSEC)
-    monkeypatch.setenv("GH_SECRET", PLAIN)
+    monkeypatch.setenv("OPSCONSOLE_SOURCE_DEMO_HOOK", WHSEC)
+    monkeypatch.setenv("OPSCONSOLE_SOURCE_DEMO_HOOK_OLD", OLD_WHSEC)
+    monkeypatch.setenv("OPSCONSOLE_SOURCE_DEMO_GH", PLAIN)
 
     def make(scheme="standard_webhooks", **fields) -> Source:
-        defaults = {"secret_env": "GH_SECRET" if scheme == "github" else "HOOK_SECRET", "rules": RULES}
+        defaults = {
+            "secret_env": "OPSCONSOLE_SOURCE_DEMO_GH" if scheme == "github" else "OPSCONSOLE_SOURCE_DEMO_HOOK",
+            "rules": RULES,
+        }
         return Source.objects.create(
             workspace=workspace, slug=scheme.replace("_", "-"), scheme=scheme, **(defaults | fields)
         )
@@ -140,7 +143,7 @@ def test_a_standard_webhook_payloads_own_timestamp_is_when_it_occurred(client, s
 
 
 def test_during_a_rotation_the_retired_secret_still_verifies(client, source):
-    hooks = source(previous_secret_env="HOOK_SECRET_OLD")
+    hooks = source(previous_secret_env="OPSCONSOLE_SOURCE_DEMO_HOOK_OLD")
     body = invoice_paid()
 
     assert post(client, hooks, body, standard_headers(body, secret=OLD_WHSEC)).status_code == 201
@@ -234,7 +237,7 @@ def test_an_unknown_source_is_not_found_and_a_missing_secret_is_unavailable(clie
     body = invoice_paid()
     assert client.post("/api/v1/hooks/nobody", body, content_type="application/json").status_code == 404
 
-    monkeypatch.delenv("HOOK_SECRET")
+    monkeypatch.delenv("OPSCONSOLE_SOURCE_DEMO_HOOK")
     response = post(client, hooks, body, standard_headers(body))
 
     assert (response.status_code, response.headers["Retry-After"]) == (503, "60")
@@ -279,12 +282,12 @@ def test_an_endpoint_verification_challenge_is_answered_with_the_current_secret(
 def test_a_superuser_configures_a_source_in_the_admin_and_sees_only_whether_its_secret_is_set(
     admin_client, workspace, monkeypatch
 ):
-    monkeypatch.setenv("HOOK_SECRET", WHSEC)
+    monkeypatch.setenv("OPSCONSOLE_SOURCE_DEMO_HOOK", WHSEC)
     form = {
         "workspace": workspace.pk,
         "slug": "billing",
         "scheme": "stripe",
-        "secret_env": "HOOK_SECRET",
+        "secret_env": "OPSCONSOLE_SOURCE_DEMO_HOOK",
         "previous_secret_env": "",
         "tolerance_seconds": 300,
         "rules": json.dumps(RULES),
@@ -297,7 +300,7 @@ def test_a_superuser_configures_a_source_in_the_admin_and_sees_only_whether_its_
     assert source.rules == RULES
     assert workspace.audit_events.filter(kind="source_created").count() == 1
     page = admin_client.get(f"/admin/ledger/source/{source.pk}/change/").content.decode()
-    assert "HOOK_SECRET: set" in page and WHSEC not in page
+    assert "OPSCONSOLE_SOURCE_DEMO_HOOK: set" in page and WHSEC not in page
 
 
 @pytest.mark.parametrize(
@@ -312,7 +315,7 @@ def test_the_admin_refuses_a_source_that_cannot_work_saying_where(admin_client, 
         "workspace": workspace.pk,
         "slug": "billing",
         "scheme": "stripe",
-        "secret_env": "HOOK_SECRET",
+        "secret_env": "OPSCONSOLE_SOURCE_DEMO_HOOK",
         "tolerance_seconds": 300,
         "rules": json.dumps(RULES),
     } | {field: value}
@@ -373,14 +376,16 @@ def test_a_workspace_admin_configures_their_workspaces_sources_and_an_operator_o
 ):
     from django.contrib import admin
 
-    billing = Source.objects.create(workspace=workspace, slug="billing", scheme="stripe", secret_env="HOOK_SECRET")
+    billing = Source.objects.create(
+        workspace=workspace, slug="billing", scheme="stripe", secret_env="OPSCONSOLE_SOURCE_DEMO_HOOK"
+    )
     Workspace.objects.create(slug="other")
     operator = person("op", "operator")
     boss = person("boss", "admin")
     for user in (operator, boss):
         user.is_staff = True
         user.save()
-    form = {"workspace": workspace.pk, "slug": "repo", "scheme": "github", "secret_env": "REPO_SECRET"}
+    form = {"workspace": workspace.pk, "slug": "repo", "scheme": "github", "secret_env": "OPSCONSOLE_SOURCE_DEMO_REPO"}
     form |= {"tolerance_seconds": 300, "rules": "[]", "previous_secret_env": ""}
 
     client.force_login(operator)
@@ -477,7 +482,7 @@ def test_a_standard_webhooks_secret_that_is_not_base64_is_a_503_not_a_500_on_eve
     every delivery, signed or not, is answered 500 (binascii.Error / EmptyWebhookSecretError from
     Webhook(secret)). It should be the 503 "cannot check signatures yet" the route already has for a
     missing secret, and the admin/`integrations apply` should say the secret is unusable."""
-    monkeypatch.setenv("HOOK_SECRET", secret)
+    monkeypatch.setenv("OPSCONSOLE_SOURCE_DEMO_HOOK", secret)
     hooks = source()
     body = invoice_paid()
     client.raise_request_exception = False

@@ -85,7 +85,7 @@ EVENTS = [
 # and an HTTP action configured, not coded. The secrets are the demo's (the Makefile's demo target
 # exports them), never stored: the file names only their variables.
 INTEGRATIONS_FILE = Path(settings.BASE_DIR) / "examples" / "integrations.yaml"
-HOOK_SECRET_ENV = "OPSCONSOLE_DEMO_HOOK_SECRET"
+HOOK_SECRET_ENV = "OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET"
 
 
 def webhook_command(url: str) -> str:
