@@ -1,5 +1,5 @@
 """The ledger's machinery in the admin: pause switches and the intervals they held, policies,
-configuration versions, tallies, heartbeats, wake-ups, destination health and the dashboard's
+configuration versions, tallies, heartbeats, wake-ups, destination health and slots, the dashboard's
 samples. Integrations (sources, destinations, HTTP actions): ``ledger.admin.integrations``."""
 
 from django import forms
@@ -13,6 +13,7 @@ from ledger.models import (
     ConfigVersion,
     Control,
     DestinationHealth,
+    DestinationSlot,
     FlowSample,
     Heartbeat,
     PauseInterval,
@@ -71,6 +72,12 @@ class WakeupAdmin(ReadOnlyAdmin):
 class DestinationHealthAdmin(ReadOnlyAdmin):
     workspace_path = None
     list_display = ["name", "last_ok_at", "last_failure_at"]
+
+
+@admin.register(DestinationSlot)
+class DestinationSlotAdmin(ReadOnlyAdmin):
+    workspace_path = None
+    list_display = ["name", "slot", "holder", "held_until"]
 
 
 class PolicyForm(forms.ModelForm):

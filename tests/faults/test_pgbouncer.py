@@ -16,10 +16,13 @@ import httpx
 import pytest
 
 from ledger.models import Delivery, Operation
+from ledger.states import State
+from tests import third_party
 from tests.conftest import event
 from tests.faults.gunicorn import running_gunicorn
 from tests.faults.pgbouncer import BINARY, running_pgbouncer
 from tests.faults.qcluster import assert_each_performed_exactly_once, operation_states, submit_prepare_briefs, wait_for
+from tests.faults.test_configured_limits_cluster import all_in, created_once_each, most_in_flight, posts, tickets
 
 if BINARY is None:
     pytest.skip(
@@ -87,3 +90,30 @@ def test_a_cluster_drains_through_the_pooler(workspace, pooler, start_cluster):
         message="the cluster did not drain through the pooler",
     )
     assert_each_performed_exactly_once(operation_ids)
+
+
+CAP = 1
+# Claims of two: the four workers of two clusters each want the one slot at once.
+SMALL_CLAIMS = {"OPSCONSOLE_CLAIM_BATCH": "2"}
+TICKETS = 16
+
+
+@third_party.needs_node
+def test_the_cap_on_calls_in_flight_holds_across_clusters_through_the_pooler(
+    workspace, pooler, tmp_path, configured, start_cluster
+):
+    """The cap's slots outlive a transaction (a call is made outside any): behind the pooler they
+    are not PostgreSQL's session locks, which would stay with whichever server session took them."""
+    with third_party.running_json_server(tmp_path, delay_ms=200) as slow:
+        configured(json_server=slow, max_concurrency=CAP)
+        options = {"db_url": pooler.url, "env": POOLED | SMALL_CLAIMS, "wait": False}
+        clusters = start_cluster("a", **options), start_cluster("b", **options)
+        for cluster in clusters:
+            cluster.wait_running()
+        ids = tickets(workspace, TICKETS)
+        all_in(ids, State.SUCCEEDED, clusters, timeout=60, message="the tickets were not all created")
+
+        calls = posts(slow)
+        assert len(calls) == TICKETS
+        assert most_in_flight(calls) == CAP
+        created_once_each(slow, ids)
