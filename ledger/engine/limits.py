@@ -146,7 +146,8 @@ class Gate:
             "concurrency": self.limits.concurrency,
             "wanted": wanted,
             "holder": self.holder,
-            # A call is made inside a task, which the cluster ends after its timeout.
+            # A call is made inside a task, which the cluster ends after its timeout, or in a
+            # person's request (a replay's or a cancellation's lookup), which gunicorn ends sooner.
             "lease": settings.Q_CLUSTER["timeout"],
         }
 

@@ -221,6 +221,17 @@ def test_behind_a_pooler_a_gate_never_counts_a_slot_it_holds_as_free(pooled, wor
     assert gate.slots == [] and held(action) == []
 
 
+def test_behind_a_pooler_a_lease_lasts_a_tasks_timeout(pooled, workspace, scripted_action, settings):
+    """The cluster ends a task that runs longer, so no call outlives it."""
+    action = limited(scripted_action, concurrency=1)
+    lease_elsewhere(action, 1)
+
+    lease = DestinationSlot.objects.get().held_until - timezone.now()
+
+    timeout = settings.Q_CLUSTER["timeout"]
+    assert timedelta(seconds=timeout - 5) < lease <= timedelta(seconds=timeout)
+
+
 def test_behind_a_pooler_a_dead_workers_slot_comes_back_when_its_lease_ends(pooled, workspace, scripted_action):
     """The worker died holding the only slot: nobody calls until its lease (a task's timeout) has
     ended; then the slot is taken, and the dead worker's late let-go does not free it."""
