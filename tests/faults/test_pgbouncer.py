@@ -3,9 +3,13 @@ PgBouncer in transaction mode, with ``DATABASE_POOL_MODE=transaction`` as docs/o
 to run it there. Before it, the prepared token lookup met server connections that had never seen
 its statement (``prepared statement "_pg3_0" does not exist``) and a third of the API answered 500.
 
+A destination's cap on calls in flight holds through it too: its slots were session advisory
+locks, which stayed with whichever server session took them, and two clusters made 3 to 4 calls
+at once to a destination capped at one.
+
 Real processes on PostgreSQL: PgBouncer (tests/faults/pgbouncer.py, a pool of fewer server
-connections than it has clients), gunicorn as ``make serve`` runs it and a qcluster, both given
-the pooler's address as DATABASE_URL.
+connections than it has clients), gunicorn as ``make serve`` runs it and qclusters, all given the
+pooler's address as DATABASE_URL.
 """
 
 import threading
