@@ -90,6 +90,12 @@ def _run_as() -> pwd.struct_passwd | None:
         owner = PGDATA.stat().st_uid
         if owner != 0:
             return pwd.getpwuid(owner)
+    return system_user()
+
+
+def system_user() -> pwd.struct_passwd:
+    """The unprivileged system user ``embedded_postgres`` (created once) for programs that refuse to
+    run as root: postgres here, PgBouncer in the tests (tests/faults/pgbouncer.py)."""
     return _wheel().utils.ensure_user_exists(SYSTEM_USER)
 
 

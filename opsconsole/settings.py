@@ -154,11 +154,27 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
 # held 64): there the threads share a pool of a few connections, each returned after its request.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# Prepared statements: Django's cursors bind parameters on the client and never prepare, whatever
-# this says; psycopg prepares only when it is set. Set, so that the few statements sent through
-# ledger.core.rows.prepared_cursor are prepared on their first use; so high that psycopg prepares
-# nothing else by count.
-DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
+# How DATABASE_URL's server keeps sessions: "session" (PostgreSQL itself, or a pooler in session
+# mode) or "transaction" (PgBouncer's pool_mode = transaction: each transaction may run on another
+# server session, so nothing may outlive one there). docs/operations.md, "Behind PgBouncer".
+DATABASE_POOL_MODE = env.str("DATABASE_POOL_MODE", default="session")
+if DATABASE_POOL_MODE not in ("session", "transaction"):
+    raise ImproperlyConfigured(
+        f"DATABASE_POOL_MODE must be session or transaction, not {DATABASE_POOL_MODE!r} (a pooler in "
+        "statement mode cannot run the ledger's transactions)."
+    )
+if DATABASE_POOL_MODE == "transaction":
+    # A cursor declared outside a transaction (Django's iterator() in autocommit: WITH HOLD) would
+    # be fetched from another session. prepare_threshold stays None (Django's default): psycopg
+    # then prepares nothing, ledger.core.rows.prepared_cursor's statements included, as PgBouncer
+    # before 1.21 keeps no prepared statement in this mode.
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+else:
+    # Prepared statements: Django's cursors bind parameters on the client and never prepare,
+    # whatever this says; psycopg prepares only when it is set. Set, so that the few statements
+    # sent through ledger.core.rows.prepared_cursor are prepared on their first use; so high that
+    # psycopg prepares nothing else by count.
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
 if sys.argv[1:2] == ["runserver"]:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # a pooled connection goes back to the pool instead
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": 4}

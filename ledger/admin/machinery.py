@@ -1,7 +1,7 @@
 """The ledger's machinery in the admin: pause switches and the intervals they held, policies,
-configuration versions, tallies, heartbeats, wake-ups, destination health, the dashboard's
-samples and the audit trail's installation record. Integrations (sources, destinations, HTTP
-actions): ``ledger.admin.integrations``."""
+configuration versions, tallies, heartbeats, wake-ups, destination health and slots, the
+dashboard's samples and the audit trail's installation record. Integrations (sources,
+destinations, HTTP actions): ``ledger.admin.integrations``."""
 
 from django import forms
 from django.contrib import admin
@@ -15,6 +15,7 @@ from ledger.models import (
     ConfigVersion,
     Control,
     DestinationHealth,
+    DestinationSlot,
     FlowSample,
     Heartbeat,
     PauseInterval,
@@ -82,6 +83,12 @@ class WakeupAdmin(ReadOnlyAdmin):
 class DestinationHealthAdmin(ReadOnlyAdmin):
     workspace_path = None
     list_display = ["name", "last_ok_at", "last_failure_at"]
+
+
+@admin.register(DestinationSlot)
+class DestinationSlotAdmin(ReadOnlyAdmin):
+    workspace_path = None
+    list_display = ["name", "slot", "holder", "held_until"]
 
 
 class PolicyForm(forms.ModelForm):

@@ -80,7 +80,9 @@ def prepared_cursor():
     the health check first, the connection opened if need be, and Django's wrappers around every
     execution (``execute_wrapper``, the debug log, errors as ``django.db`` errors). A prepared
     statement lives in its connection's session: PgBouncer in transaction mode keeps it only from
-    1.21 on, with ``max_prepared_statements`` set (docs/operations.md).
+    1.21 on, with ``max_prepared_statements`` set. There (``DATABASE_POOL_MODE=transaction``) the
+    settings leave psycopg's ``prepare_threshold`` None, and psycopg prepares nothing, these
+    statements included: they run as any other (docs/operations.md, "Behind PgBouncer").
     """
     connection.close_if_health_check_failed()
     connection.ensure_connection()

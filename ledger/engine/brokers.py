@@ -10,6 +10,7 @@ re-drives whatever is due.
 import time
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 from django_q.brokers import orm, redis_broker
@@ -29,6 +30,9 @@ class ORM(orm.ORM):
     instead: a task's insert notifies (a trigger, so every process that enqueues does), and the
     pusher takes it within a millisecond. The poll stays the longest wait, for what no insert
     announces: a delayed task coming due, a task whose worker died coming back.
+
+    Behind a pooler in transaction mode (``DATABASE_POOL_MODE``) it polls as django-q2's does: a
+    LISTEN would hold for the server session it ran on, which the pooler hands to other clients.
     """
 
     def __init__(self, list_key: str | None = None):
@@ -40,7 +44,7 @@ class ORM(orm.ORM):
 
     def dequeue(self):
         connection = connections[Conf.ORM]
-        if not transaction.get_autocommit(using=Conf.ORM):
+        if settings.DATABASE_POOL_MODE == "transaction" or not transaction.get_autocommit(using=Conf.ORM):
             # Inside a transaction, a notification would wait for its end.
             return super().dequeue()
         queue = self.get_connection()  # closes a connection past its age, as django-q2's broker does

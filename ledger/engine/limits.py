@@ -11,7 +11,11 @@ group: all are claimed and called by ``ledger.engine.processing``), and so does 
   statement, and waits for it: calls begin evenly spaced, never in a burst.
 - Slots: a call in flight holds one of the destination's ``concurrency`` PostgreSQL advisory locks,
   taken on the worker's own connection. Nothing is written, and a worker that dies lets go of its
-  slots with its connection.
+  slots with its connection. Behind a pooler in transaction mode (``DATABASE_POOL_MODE``) a session
+  lock would stay with the server session that took it, which the pooler hands to other clients
+  (who would take it again at once, as their own): there a slot is a leased row instead
+  (``DestinationSlot``), taken in one statement, let go by its holder, and a dead worker's comes
+  back when its lease, a task's timeout, ends.
 - The breaker: each transient or ambiguous failure adds one to ``failures_in_row``, any answer
   sets it back to 0. At the threshold the breaker opens: no call until ``breaker_until``, and a
   claimed operation is given back untried (``hold``: retrying, due when the pause ends, its last
@@ -23,11 +27,13 @@ A destination without limits (every coded action by default) costs nothing here:
 """
 
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import partial
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -46,6 +52,26 @@ SLOT_WAIT_SECONDS = 0.05
 PROBE_RECHECK = timedelta(seconds=5)
 
 
+# Takes up to ``wanted`` of the slots whose lease has ended (or that were never taken), lowest first.
+# Two workers may pick the same one: the second one's insert waits for the first's, and then finds
+# it held (the update's condition is read again on the row as committed), so it is taken once.
+_LEASE_SLOTS = """
+WITH free AS (
+    SELECT n FROM generate_series(0, %(concurrency)s - 1) AS n
+    WHERE NOT EXISTS (
+        SELECT FROM ledger_destinationslot AS held
+        WHERE held.name = %(name)s AND held.slot = n AND held.held_until > clock_timestamp()
+    )
+    ORDER BY n LIMIT %(wanted)s
+)
+INSERT INTO ledger_destinationslot AS lease (name, slot, holder, held_until)
+SELECT %(name)s, n, %(holder)s, clock_timestamp() + make_interval(secs => %(lease)s) FROM free ORDER BY n
+ON CONFLICT (name, slot) DO UPDATE SET holder = excluded.holder, held_until = excluded.held_until
+WHERE lease.held_until <= clock_timestamp()
+RETURNING lease.slot
+"""
+
+
 def row_name(action: ActionDefinition) -> str:
     """The destination's ``DestinationHealth`` row (the name ``ledger.engine.processing`` groups by)."""
     return DestinationHealth.row_of(action.destination_name())
@@ -61,6 +87,8 @@ class Gate:
         self.name = row_name(action)
         self.limits: Limits = action.limits()
         self.slots: list[int] = []
+        self.leased = settings.DATABASE_POOL_MODE == "transaction"
+        self.holder = uuid.uuid4().hex  # whose leased slots these are
         # Whether the row may hold failures or a pause this worker has not cleared yet.
         self.breaker_dirty = False
         # Set when this worker took the probe, or when a failure it noted opened the breaker.
@@ -75,12 +103,15 @@ class Gate:
         if not self.limits.concurrency or wanted <= 0:
             return max(wanted, 0)
         with connection.cursor() as cursor:
-            cursor.execute(
-                # Not the slots held already: a session's advisory lock is taken again by it at once.
-                "SELECT slot FROM generate_series(0, %s - 1) AS slot WHERE slot <> ALL(%s::int[])"
-                " AND pg_try_advisory_lock(hashtextextended(%s::text || slot, 0)) LIMIT %s",
-                [self.limits.concurrency, self.slots, self._slot_prefix(), wanted],
-            )
+            if self.leased:
+                cursor.execute(_LEASE_SLOTS, self._lease_parameters(wanted))
+            else:
+                cursor.execute(
+                    # Not the slots held already: a session's advisory lock is taken again by it at once.
+                    "SELECT slot FROM generate_series(0, %s - 1) AS slot WHERE slot <> ALL(%s::int[])"
+                    " AND pg_try_advisory_lock(hashtextextended(%s::text || slot, 0)) LIMIT %s",
+                    [self.limits.concurrency, self.slots, self._slot_prefix(), wanted],
+                )
             taken = [slot for (slot,) in cursor.fetchall()]
         self.slots.extend(taken)
         return len(taken)
@@ -91,16 +122,34 @@ class Gate:
             return
         freed, self.slots = self.slots[:count], self.slots[count:]
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_unlock(hashtextextended(%s::text || slot, 0)) FROM unnest(%s::int[]) AS slot",
-                [self._slot_prefix(), freed],
-            )
+            if self.leased:
+                cursor.execute(
+                    "UPDATE ledger_destinationslot SET held_until = '-infinity', holder = ''"
+                    " WHERE name = %s AND holder = %s AND slot = ANY(%s::int[])",
+                    [self.name, self.holder, freed],
+                )
+            else:
+                cursor.execute(
+                    "SELECT pg_advisory_unlock(hashtextextended(%s::text || slot, 0)) FROM unnest(%s::int[]) AS slot",
+                    [self._slot_prefix(), freed],
+                )
 
     def give_back_all(self) -> None:
         self.give_back(len(self.slots))
 
     def _slot_prefix(self) -> str:
         return f"ledger.slot:{self.name}:"
+
+    def _lease_parameters(self, wanted: int) -> dict:
+        return {
+            "name": self.name,
+            "concurrency": self.limits.concurrency,
+            "wanted": wanted,
+            "holder": self.holder,
+            # A call is made inside a task, which the cluster ends after its timeout, or in a
+            # person's request (a replay's or a cancellation's lookup), which gunicorn ends sooner.
+            "lease": settings.Q_CLUSTER["timeout"],
+        }
 
     def wait_for_turn(self) -> None:
         """Wait for the next free moment to call (nothing when there is no rate limit)."""

@@ -17,7 +17,15 @@ from ledger.models.core import (
 )
 from ledger.models.destinations import RequestStatus, ReviewDraft
 from ledger.models.figures import BacklogSample, FlowSample
-from ledger.models.machinery import Control, DestinationHealth, Heartbeat, PauseInterval, Tally, Wakeup
+from ledger.models.machinery import (
+    Control,
+    DestinationHealth,
+    DestinationSlot,
+    Heartbeat,
+    PauseInterval,
+    Tally,
+    Wakeup,
+)
 from ledger.models.outbound import Destination, DestinationAuth, HttpAction
 from ledger.models.people import (
     ApiToken,
@@ -60,6 +68,7 @@ __all__ = [
     "DeliveryOutcome",
     "DeliverySource",
     "DestinationHealth",
+    "DestinationSlot",
     "Heartbeat",
     "PauseInterval",
     "Membership",

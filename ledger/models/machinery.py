@@ -1,5 +1,5 @@
 """The engine's bookkeeping: pause switches, heartbeats of the sweep and the purge, destination
-health, the tallies /metrics reads, and the coalesced wake-up of the worker cluster."""
+health and slots, the tallies /metrics reads, and the coalesced wake-up of the worker cluster."""
 
 from django.db import models
 from django.db.models import Q
@@ -114,6 +114,24 @@ class DestinationHealth(models.Model):
         if self.breaker_until <= now:
             return "probe due"
         return "probing" if self.probing else "open"
+
+
+class DestinationSlot(models.Model):
+    """One of a destination's slots for calls in flight, leased (``ledger.engine.limits``), behind a
+    pooler in transaction mode only: elsewhere a slot is a session's advisory lock, which writes
+    nothing, but there it would stay with whichever server session took it. A lease lasts a task's
+    timeout (the cluster ends a task that runs longer), so a dead worker's slot comes back then."""
+
+    name = models.CharField(max_length=300)  # the destination's DestinationHealth row
+    slot = models.PositiveIntegerField()
+    holder = models.CharField(max_length=64, blank=True)  # the Gate that holds it, so it lets go of its own only
+    held_until = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "slot"], name="destinationslot_one_row_per_slot")]
+
+    def __str__(self):
+        return f"{self.name} #{self.slot}"
 
 
 class Tally(models.Model):

@@ -163,9 +163,15 @@ def audit_rows(events: QuerySet) -> Iterator[list]:
 
 def _streamed(queryset: QuerySet) -> Iterator:
     """The rows of ``queryset``, a chunk at a time, in a transaction (above). A client that goes
-    away closes the generator, which ends the transaction."""
+    away closes the generator, which ends the transaction.
+
+    Through a server-side cursor even where Django's are off (DISABLE_SERVER_SIDE_CURSORS, behind a
+    pooler in transaction mode: docs/operations.md): declared in the transaction, it lives no
+    longer than the server session the pooler keeps for it, and without it the whole export would
+    be read into the process before its first row is sent. ``_iterator`` is ``iterator`` without
+    the setting's say."""
     with transaction.atomic(using=queryset.db):
-        yield from queryset.iterator(chunk_size=CHUNK_ROWS)
+        yield from queryset._iterator(use_chunked_fetch=True, chunk_size=CHUNK_ROWS)
 
 
 def cell(value) -> str | int | float:

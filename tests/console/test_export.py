@@ -288,3 +288,23 @@ def test_the_rows_are_read_while_they_are_sent(client, login, workspace, monkeyp
     assert not connection.in_atomic_block
     declared = [query["sql"] for query in queries.captured_queries if query["sql"].startswith("DECLARE")]
     assert len(declared) == 1 and not any("WITH HOLD" in sql for sql in declared)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_behind_a_transaction_pooler_the_rows_are_still_read_while_they_are_sent(client, login, workspace, monkeypatch):
+    """There (DATABASE_POOL_MODE=transaction) Django's server-side cursors are off, as a cursor
+    declared in autocommit would be fetched from another server session; the export's is declared
+    in its transaction, which the pooler keeps on one, so it still streams."""
+    for number in range(3):
+        pause.set_paused(paused=number % 2 == 0, actor="alice", reason=f"r{number}", workspace=workspace)
+    login("operator")
+    monkeypatch.setattr(exports, "FLUSH_ROWS", 2)
+    monkeypatch.setitem(connection.settings_dict, "DISABLE_SERVER_SIDE_CURSORS", True)
+
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get("/console/audit/export.csv")
+        rows = b"".join(response.streaming_content).decode().splitlines()
+
+    assert len(rows) == 1 + AuditEvent.objects.count()
+    declared = [query["sql"] for query in queries.captured_queries if query["sql"].startswith("DECLARE")]
+    assert len(declared) == 1 and not any("WITH HOLD" in sql for sql in declared)

@@ -12,12 +12,13 @@ from datetime import timedelta
 import psycopg
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from ledger.actions import Limits
 from ledger.engine import limits
 from ledger.engine.lookups import ask_destination
 from ledger.engine.processing import process_due_operations
-from ledger.models import Attempt, AuditEvent, DestinationHealth, Operation
+from ledger.models import Attempt, AuditEvent, DestinationHealth, DestinationSlot, Operation
 from ledger.outcomes import AmbiguousError, CannotTell, PermanentError, Success, TransientError
 from tests.ledger.conftest import START, submit
 from tests.ledger.test_processing_concurrency import Gauge, answer_with, submit_many
@@ -165,6 +166,115 @@ def test_a_worker_waits_for_a_slot_while_every_one_is_elsewhere(workspace, scrip
     assert time.monotonic() - started >= 0.25
     assert states([operation]) == ["succeeded"]
     assert len(action.destination.calls) == 1
+
+
+# --- leased slots, behind a pooler in transaction mode ----------------------------------------
+
+
+@pytest.fixture
+def pooled(settings):
+    """DATABASE_POOL_MODE=transaction: slots are leased rows (docs/operations.md, "Behind PgBouncer")."""
+    settings.DATABASE_POOL_MODE = "transaction"
+
+
+def lease_elsewhere(action, count: int) -> limits.Gate:
+    """Another worker's gate holding ``count`` slots (a lease is a row: this session's lock would not count)."""
+    other = limits.Gate(action)
+    assert other.take_slots(count) == count
+    return other
+
+
+def held(action) -> list[int]:
+    return sorted(
+        DestinationSlot.objects.filter(name=limits.row_name(action), held_until__gt=timezone.now()).values_list(
+            "slot", flat=True
+        )
+    )
+
+
+def test_behind_a_pooler_calls_in_flight_stay_under_the_cap_across_workers(pooled, workspace, scripted_action):
+    """Cap 3, one slot leased by another worker: this worker's batch has at most two calls in flight,
+    and lets go of its own slots only."""
+    action = limited(scripted_action, concurrency=3)
+    lease_elsewhere(action, 1)
+    gauge = Gauge(gather=2)
+    answer_with(action, gauge, 7)
+    operations = submit_many(workspace, action, 7)
+
+    process_due_operations(worker="w1")
+
+    assert gauge.most_in_flight == 2
+    assert states(operations) == ["succeeded"] * 7
+    assert held(action) == [0]
+
+
+def test_behind_a_pooler_a_gate_never_counts_a_slot_it_holds_as_free(pooled, workspace, scripted_action):
+    action = limited(scripted_action, concurrency=2)
+    gate = limits.Gate(action)
+    assert gate.take_slots(1) == 1
+    assert gate.take_slots(5) == 1
+    assert gate.take_slots(1) == 0
+    gate.give_back(1)
+    assert held(action) == [1]
+    assert gate.take_slots(3) == 1
+    gate.give_back_all()
+    assert gate.slots == [] and held(action) == []
+
+
+def test_behind_a_pooler_a_lease_lasts_a_tasks_timeout(pooled, workspace, scripted_action, settings):
+    """The cluster ends a task that runs longer, so no call outlives it."""
+    action = limited(scripted_action, concurrency=1)
+    lease_elsewhere(action, 1)
+
+    lease = DestinationSlot.objects.get().held_until - timezone.now()
+
+    timeout = settings.Q_CLUSTER["timeout"]
+    assert timedelta(seconds=timeout - 5) < lease <= timedelta(seconds=timeout)
+
+
+def test_behind_a_pooler_a_dead_workers_slot_comes_back_when_its_lease_ends(pooled, workspace, scripted_action):
+    """The worker died holding the only slot: nobody calls until its lease (a task's timeout) has
+    ended; then the slot is taken, and the dead worker's late let-go does not free it."""
+    action = limited(scripted_action, concurrency=1)
+    dead = lease_elsewhere(action, 1)
+    gate = limits.Gate(action)
+    assert gate.take_slots(1) == 0
+
+    DestinationSlot.objects.filter(name=limits.row_name(action)).update(
+        held_until=timezone.now() - timedelta(seconds=1)
+    )
+
+    assert gate.take_slots(1) == 1
+    dead.give_back_all()
+    assert held(action) == [0]
+    assert limits.Gate(action).take_slots(1) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_behind_a_pooler_racing_workers_take_each_slot_once(pooled, workspace, scripted_action):
+    """Eight workers, each on its own connection, released together, each wanting every slot of 3."""
+    action = limited(scripted_action, concurrency=3)
+    barrier = threading.Barrier(8, timeout=30)
+    taken, lock = [], threading.Lock()
+
+    def worker():
+        try:
+            gate = limits.Gate(action)
+            barrier.wait()
+            gate.take_slots(3)
+            with lock:
+                taken.extend(gate.slots)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert sorted(taken) == [0, 1, 2]
+    assert held(action) == [0, 1, 2]
 
 
 # --- the circuit breaker ------------------------------------------------------------------------

@@ -142,6 +142,27 @@ def test_a_broker_inside_a_transaction_polls_as_django_q2s_does(db, monkeypatch)
     assert broker._listening_on is None
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_broker_behind_a_transaction_pooler_polls_and_never_listens(monkeypatch, settings):
+    """There a LISTEN would stay with a server session the pooler hands to other clients
+    (docs/operations.md, "Behind PgBouncer"): the broker takes what is due and sleeps the poll."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "POLL", 0.01)
+    settings.DATABASE_POOL_MODE = "transaction"
+    broker = ORM(list_key="test-pooled")
+
+    assert broker.dequeue() is None
+    broker.enqueue("the-task")
+    [(_, payload)] = broker.dequeue()
+
+    assert payload == "the-task"
+    assert broker._listening_on is None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_listening_channels()")
+        assert cursor.fetchone() == (0,)
+
+
 def test_a_broker_that_cannot_wait_enqueues_nothing(db, monkeypatch):
     """Another broker_class: the delayed nudge is left to the sweep rather than delivered early."""
     monkeypatch.setattr(nudges, "get_broker", lambda: orm.ORM(list_key="plain"))

@@ -18,7 +18,8 @@ def load_settings(*argv, show="s.DATABASES['default']['ENGINE']", **env):
     clean = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"SECRET_KEY", "OPSCONSOLE_KEY_SECRET", "DEBUG", "DATABASE_URL", "CONN_MAX_AGE"}
+        if k
+        not in {"SECRET_KEY", "OPSCONSOLE_KEY_SECRET", "DEBUG", "DATABASE_URL", "CONN_MAX_AGE", "DATABASE_POOL_MODE"}
         and not k.startswith("OPSCONSOLE_AUDIT_")
     }
     code = f"import sys; sys.argv = {['manage.py', *argv]!r}; import opsconsole.settings as s; print({show})"
@@ -139,6 +140,35 @@ def test_the_qcluster_and_gunicorn_keep_their_connection():
         result = load_settings(*argv, show=CONNECTIONS, SECRET_KEY="k", DATABASE_URL=POSTGRES)
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == "(600, None)"
+
+
+SESSION_STATE = (
+    "(s.DATABASES['default'].get('OPTIONS', {}).get('prepare_threshold'),"
+    " s.DATABASES['default'].get('DISABLE_SERVER_SIDE_CURSORS', False))"
+)
+
+
+def test_a_direct_connection_prepares_the_prepared_cursors_statements_and_streams_with_cursors():
+    result = load_settings(show=SESSION_STATE, SECRET_KEY="k")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"({2**31 - 1}, False)"
+
+
+def test_behind_a_transaction_pooler_nothing_outlives_a_transaction_on_the_server():
+    """No prepared statement (psycopg prepares nothing when the threshold is None) and no cursor
+    WITH HOLD: the next transaction may run on another server session (docs/operations.md)."""
+    result = load_settings(show=SESSION_STATE, SECRET_KEY="k", DATABASE_POOL_MODE="transaction")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "(None, True)"
+
+
+def test_it_refuses_a_pool_mode_it_cannot_run_under():
+    result = load_settings(SECRET_KEY="k", DATABASE_POOL_MODE="statement")
+
+    assert result.returncode != 0
+    assert "DATABASE_POOL_MODE must be session or transaction, not 'statement'" in result.stderr
 
 
 def test_runserver_shares_a_small_pool_between_its_threads_on_postgresql():
