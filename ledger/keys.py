@@ -139,10 +139,10 @@ def whole_number(value: int) -> int:
 def email_address(value: str) -> str:
     """One mailbox, one spelling: NFC, the blanks around it trimmed, the domain lower-cased in its
     ASCII (IDNA, UTS 46) form without the DNS root's trailing dot, so ``Ann@Bücher.Example``,
-    ``Ann@xn--bcher-kva.example`` and ``Ann@bücher.example.`` are one address. The local part is kept as sent: only the receiving server may say that ``Ann`` and
-    ``ann`` are one mailbox (RFC 5321), so they stay two identities. Control characters, blanks
-    inside, no or two ``@``, a domain with an empty label (``a..b``, ``.a``) and one IDNA refuses
-    are refused."""
+    ``Ann@xn--bcher-kva.example`` and ``Ann@bücher.example.`` are one address. The local part is
+    kept as sent: only the receiving server may say that ``Ann`` and ``ann`` are one mailbox
+    (RFC 5321), so they stay two identities. Control characters, blanks inside, no or two ``@``, a
+    domain with an empty label (``a..b``, ``.a``) and one IDNA refuses are refused."""
     text = unicodedata.normalize("NFC", value)
     if _CONTROL.search(text):
         raise ValueError("must not contain control characters")
