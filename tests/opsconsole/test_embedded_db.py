@@ -74,7 +74,6 @@ def test_a_taken_port_fails_in_one_line(var, monkeypatch, capsys):
     assert embedded_db.running_port() is None
 
 
-
 def test_it_starts_again_at_once_on_its_fixed_port_after_a_stop_that_ended_sessions(var, monkeypatch, capsys):
     """A client that reads the stop's goodbye (as one waiting on LISTEN, or a pool's check, does)
     closes after the server did, leaving the server's end in TIME_WAIT on the port for a minute.
