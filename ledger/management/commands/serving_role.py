@@ -89,17 +89,16 @@ class Command(BaseCommand):
 
     @staticmethod
     def owner_running(cursor) -> str:
-        """The tables' owner, once sure that this connection may grant on them: as their owner or a
-        superuser (anyone else's grants would silently grant nothing)."""
+        """The tables' owner, once sure that this connection may grant on them: as their owner (or
+        a role with its privileges) or a superuser; anyone else's grants would silently grant nothing."""
         cursor.execute(
-            "SELECT current_user, rolsuper, (SELECT tableowner FROM pg_tables WHERE tablename = %s) "
-            "FROM pg_roles WHERE rolname = current_user",
+            "SELECT current_user, tableowner, pg_has_role(tableowner, 'USAGE') FROM pg_tables WHERE tablename = %s",
             [AUDIT_TABLE],
         )
-        user, superuser, owner = cursor.fetchone()
+        user, owner, may_grant = cursor.fetchone() or (None, None, False)
         if owner is None:
             raise CommandError(f"There is no {AUDIT_TABLE} to grant on: run `manage.py migrate` first.")
-        if owner != user and not superuser:
+        if not may_grant:
             raise CommandError(f"Run it as {owner}, the owner of the tables, or as a superuser: {user} is neither.")
         return owner
 
