@@ -138,10 +138,11 @@ def whole_number(value: int) -> int:
 
 def email_address(value: str) -> str:
     """One mailbox, one spelling: NFC, the blanks around it trimmed, the domain lower-cased in its
-    ASCII (IDNA, UTS 46) form, so ``Ann@Bücher.Example`` and ``Ann@xn--bcher-kva.example`` are one
-    address. The local part is kept as sent: only the receiving server may say that ``Ann`` and
-    ``ann`` are one mailbox (RFC 5321), so they stay two identities. Control characters, blanks
-    inside, no or two ``@``, and a domain IDNA refuses are refused."""
+    ASCII (IDNA, UTS 46) form without the DNS root's trailing dot, so ``Ann@Bücher.Example``,
+    ``Ann@xn--bcher-kva.example`` and ``Ann@bücher.example.`` are one address. The local part is
+    kept as sent: only the receiving server may say that ``Ann`` and ``ann`` are one mailbox
+    (RFC 5321), so they stay two identities. Control characters, blanks inside, no or two ``@``, a
+    domain with an empty label (``a..b``, ``.a``) and one IDNA refuses are refused."""
     text = unicodedata.normalize("NFC", value)
     if _CONTROL.search(text):
         raise ValueError("must not contain control characters")
@@ -152,6 +153,11 @@ def email_address(value: str) -> str:
 
 
 def _domain(domain: str) -> str:
+    # One trailing dot is the DNS root, written out: the same domain. Any other empty label is
+    # no domain (and stripping every dot would make ``a..`` and ``a.`` one domain).
+    domain = domain.removesuffix(".")
+    if "" in domain.split("."):
+        raise ValueError("must have a valid domain name (no empty label)")
     if domain.isascii():
         return domain.lower()
     try:

@@ -23,7 +23,8 @@ already belongs to another user, runs as that one). As anyone else the server ru
 
 ``start`` fails with one line on standard error and exit status 1 when the server cannot start: it
 is already running (another `make demo` or `make test` of this checkout uses it; `stop` ends one
-left behind), the port is taken, or postgres refused (the line quotes its log).
+left behind), the port is taken (by a listening socket: the TIME_WAIT of a stop just before is no
+obstacle, as it is none to postgres), or postgres refused (the line quotes its log).
 """
 
 import contextlib
@@ -177,6 +178,9 @@ def _port() -> int:
     if not fixed.isdigit() or not 0 < int(fixed) < 65536:
         raise Refused(f"{PORT_VARIABLE}={fixed!r} is not a port number")
     with socket.socket() as probe:
+        # As postgres binds: over the TIME_WAIT its own last sessions leave on the port for a minute
+        # after a stop, not over a socket that listens there.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", int(fixed)))
         except OSError as error:

@@ -9,6 +9,7 @@ import hashlib
 import json
 from typing import Annotated, Any, Literal
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from pydantic import (
@@ -19,6 +20,7 @@ from pydantic import (
     StrictStr,
     StringConstraints,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -41,17 +43,43 @@ OUTCOME_CONFLICT = "outcome_conflict"
 Printable = Annotated[StrictStr, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
+def _null(*fields: str) -> dict:
+    return {"properties": {field: {"type": "null"} for field in fields}}
+
+
+def _is(field: str, value: str) -> dict:
+    return {"properties": {field: {"const": value}}, "required": [field]}
+
+
+# The rules of ``_fits_the_outcome`` in JSON Schema, so the document's readers and fuzzers see them;
+# the model validator still checks them and words the answer.
+OUTCOME_RULES = [
+    {  # `category` exactly for a failed outcome
+        "if": _is("outcome", "failed"),
+        "then": {"required": ["category"], "properties": {"category": {"enum": ["transient", "permanent"]}}},
+        "else": _null("category"),
+    },
+    # `external_id` and `result` for a succeeded outcome only, `error` for the others
+    {"if": _is("outcome", "succeeded"), "then": _null("error"), "else": _null("external_id", "result")},
+    {"if": _is("category", "transient"), "else": _null("retry_after")},  # for a transient failure only
+]
+
+
 class OutcomeReport(BaseModel):
     """What the caller's try came to."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": OUTCOME_RULES})
 
     token: Annotated[StrictStr, StringConstraints(min_length=1, max_length=300)] = Field(
         description="The token the claim was answered with."
     )
     outcome: Literal["succeeded", "failed", "unknown"]
     category: Literal["transient", "permanent"] | None = Field(
-        None, description="For `failed`: `transient` (may work later: retried) or `permanent` (a person looks)."
+        None,
+        description=(
+            "Required when `outcome` is `failed`, and only then: `transient` (may work later: retried) or "
+            "`permanent` (a person looks)."
+        ),
     )
     external_id: Printable | None = Field(None, description="For `succeeded`: the destination's record id.")
     result: dict[str, Any] | None = Field(None, description="For `succeeded`: what later claims are answered.")
@@ -94,9 +122,26 @@ class Heartbeat(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     token: Annotated[StrictStr, StringConstraints(min_length=1, max_length=300)]
-    lease_seconds: StrictInt | None = Field(
+    # The bounds are published in the schema but checked by ``lease_problem``, whose answer is the
+    # claim's own (pydantic's ``ge``/``le`` would answer in other words).
+    lease_seconds: (
+        Annotated[
+            StrictInt,
+            WithJsonSchema(
+                {
+                    "type": "integer",
+                    "minimum": settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN,
+                    "maximum": settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MAX,
+                }
+            ),
+        ]
+        | None
+    ) = Field(
         None,
-        description="The new lease from now, in seconds (5 to 3600 unless configured); default the action's.",
+        description=(
+            f"The new lease from now, in seconds ({settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN} to "
+            f"{settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MAX}); default the action's."
+        ),
     )
 
     @field_validator("lease_seconds")

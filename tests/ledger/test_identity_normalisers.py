@@ -61,6 +61,8 @@ def test_spellings_of_one_mailbox_give_one_key(local, domain, data):
     spelled_domain = respell(domain, data)
     if data.draw(st.booleans()):
         spelled_domain = keys._domain(domain)  # the ASCII (xn--) form
+    if data.draw(st.booleans()):
+        spelled_domain += "."  # the DNS root, written out
     form = data.draw(st.sampled_from(["NFC", "NFD"]))
     spelled = unicodedata.normalize(form, f"{before}{local}@{spelled_domain}{after}")
 
@@ -101,6 +103,20 @@ def test_spellings_of_one_request_give_one_key_in_every_action_keyed_by_request(
         assert len(set(keyed)) == 1, action.name
         once, _ = action.normalised({"request_id": request_id, "version": version})
         assert action.normalised(once)[0] == once
+
+
+@pytest.mark.parametrize("domain", ["example.com.", "EXAMPLE.com.", "bücher.example.", "xn--bcher-kva.example."])
+def test_the_trailing_dot_of_a_domain_names_the_same_domain(domain):
+    without = keys.email_address(f"ann@{domain[:-1]}")
+
+    assert keys.email_address(f"ann@{domain}") == without
+    assert not without.endswith(".")
+
+
+@pytest.mark.parametrize("domain", [".", "example.com..", "example..com", ".example.com", "bücher..example."])
+def test_a_domain_with_an_empty_label_is_refused(domain):
+    with pytest.raises(ValueError, match="must have a valid domain name"):
+        keys.email_address(f"ann@{domain}")
 
 
 @given(st.sampled_from(["\n", "\r", "\t", "\x00", "\x1b", "\x7f", "\x85", "\x9f"]), st.integers(0, 3))

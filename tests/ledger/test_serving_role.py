@@ -1,6 +1,8 @@
 """The app serves as a role that owns nothing (``manage.py serving_role``): through raw psql it cannot
 turn the audit trail's triggers off, TRUNCATE it, change or delete its rows, or replace its hash
-functions; and the app works as it (an event submitted through the API of a real gunicorn)."""
+functions; and the app works as it (an event submitted through the API of a real gunicorn). The
+command works as docs/operations.md says to run it, as an owner that is no superuser (on the
+server the tests run on: `DATABASE_URL=... make test` runs them on another PostgreSQL)."""
 
 import os
 import re
@@ -52,6 +54,47 @@ def serving_role():
     with connection.cursor() as cursor:
         cursor.execute(f"DROP OWNED BY {role}")
         cursor.execute(f"DROP ROLE {role}")
+
+
+def manage(*args: str, url: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SECRET_KEY": "k", "OPSCONSOLE_KEY_SECRET": "k", "OPSCONSOLE_AUDIT_KEY": "k"}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=PROJECT_DIR,
+        env=env | {"DATABASE_URL": url},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def url_of(role: str, database: str, password: str = "") -> str:
+    settings = connection.settings_dict
+    auth = f"{role}:{quote(password, safe='')}" if password else role
+    return f"postgres://{auth}@{settings.get('HOST') or '127.0.0.1'}:{settings.get('PORT') or 5432}/{database}"
+
+
+@pytest.fixture
+def owner_database(db):
+    """A database, migrated by its owner: a login role with CREATEROLE that is no superuser, as a
+    managed PostgreSQL's admin role is. Returns the owner's URL; dropped afterwards, with the roles
+    made in it (their names start with the owner's)."""
+    owner = f"oc_owner_{secrets.token_hex(4)}"
+    password = secrets.token_urlsafe(18)
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE ROLE {owner} LOGIN CREATEROLE PASSWORD %s", [password])
+        cursor.execute(f"CREATE DATABASE {owner} OWNER {owner}")
+    url = url_of(owner, owner, password)
+    try:
+        migrated = manage("migrate", "--no-input", url=url)
+        assert migrated.returncode == 0, migrated.stderr[-3000:]
+        yield owner, url
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {owner} WITH (FORCE)")
+            cursor.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE %s", [f"{owner}%"])
+            for (role,) in sorted(cursor.fetchall(), reverse=True):  # the owner last
+                cursor.execute(f"DROP ROLE {role}")
 
 
 def psql(url: str, sql: str) -> subprocess.CompletedProcess:
@@ -116,3 +159,77 @@ def test_make_serve_refuses_to_serve_as_the_owner(serving_role):
 
     assert as_owner.returncode == 1 and "is a superuser" in as_owner.stderr
     assert as_role.returncode == 0, as_role.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_owner_makes_and_updates_the_serving_role_without_being_a_superuser(owner_database):
+    """The owner runs it after each migrate (docs/operations.md): the first run makes the role, the
+    next ones update it (a new password) and its grants; the app then serves as it."""
+    owner, owner_url = owner_database
+    role, password = f"{owner}_app", secrets.token_urlsafe(18)
+
+    made = manage("serving_role", role, f"--password={password}", url=owner_url)
+    again = manage("serving_role", role, f"--password={password}x", url=owner_url)
+    unchanged = manage("serving_role", role, url=owner_url)
+
+    assert made.returncode == 0 and f"Created role {role}" in made.stdout, made.stderr
+    assert again.returncode == 0 and f"Updated role {role}" in again.stdout, again.stderr
+    assert unchanged.returncode == 0 and f"Updated role {role}" in unchanged.stdout, unchanged.stderr
+    serving_url = url_of(role, owner, password + "x")
+    checked = manage("serving_role", "--check", url=serving_url)
+    assert checked.returncode == 0 and f"Serving as {role}" in checked.stdout, checked.stderr
+    assert psql(serving_url, "SELECT count(*) FROM ledger_operation").returncode == 0
+    assert "permission denied" in psql(serving_url, "TRUNCATE ledger_auditevent").stderr
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT rolcanlogin, rolsuper, rolcreatedb, rolcreaterole, rolreplication, rolbypassrls "
+            "FROM pg_roles WHERE rolname = %s",
+            [role],
+        )
+        assert cursor.fetchone() == (True, False, False, False, False, False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_says_which_role_must_run_it_when_the_owner_may_not(owner_database):
+    """Where the owner lacks a privilege the command needs, it changes nothing, exits 1 and names
+    who may run it. A role someone else made: on PostgreSQL 16+ only its maker (or a role with ADMIN
+    OPTION on it) may change its password; its grants need no more than owning the tables."""
+    owner, owner_url = owner_database
+    made_by_another, stranger = f"{owner}_theirs", f"{owner}_stranger"
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE ROLE {made_by_another} LOGIN")
+        cursor.execute(f"CREATE ROLE {stranger} LOGIN PASSWORD 'stranger'")
+        cursor.execute("SELECT current_setting('server_version_num')::int >= 160000")
+        [admin_option_needed] = cursor.fetchone()
+
+    granted = manage("serving_role", made_by_another, url=owner_url)
+    new_password = manage("serving_role", made_by_another, "--password=p4ssword", url=owner_url)
+    by_a_stranger = manage("serving_role", f"{owner}_app", url=url_of(stranger, owner, "stranger"))
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER ROLE {owner} NOCREATEROLE")
+    without_createrole = manage("serving_role", f"{owner}_app", url=owner_url)
+
+    assert granted.returncode == 0, granted.stderr
+    if admin_option_needed:
+        assert new_password.returncode == 1
+        assert (
+            f"Could not change role {made_by_another} (permission denied to alter role" in new_password.stderr
+            and f"Run it as a superuser, or as {owner} (the owner of the tables) with CREATEROLE (on PostgreSQL "
+            f"16+ also ADMIN OPTION on {made_by_another})."
+            in new_password.stderr
+        ), new_password.stderr
+    else:
+        assert new_password.returncode == 0, new_password.stderr  # PostgreSQL 15: CREATEROLE is enough
+    assert by_a_stranger.returncode == 1
+    assert (
+        f"Run it as {owner}, the owner of the tables, or as a superuser: {stranger} is neither." in by_a_stranger.stderr
+    )
+    assert without_createrole.returncode == 1
+    assert (
+        f"Could not create role {owner}_app (permission denied to create role" in without_createrole.stderr
+        and f"Run it as a superuser, or as {owner} (the owner of the tables) with CREATEROLE."
+        in without_createrole.stderr
+    ), without_createrole.stderr
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_roles WHERE rolname = %s", [f"{owner}_app"])
+        assert cursor.fetchone() == (0,)

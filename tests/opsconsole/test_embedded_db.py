@@ -72,3 +72,21 @@ def test_a_taken_port_fails_in_one_line(var, monkeypatch, capsys):
     [line] = capsys.readouterr().err.splitlines()
     assert f"port {port} on 127.0.0.1 (OPSCONSOLE_EMBEDDED_DB_PORT) is taken" in line
     assert embedded_db.running_port() is None
+
+
+def test_it_starts_again_at_once_on_its_fixed_port_after_a_stop_that_ended_sessions(var, monkeypatch, capsys):
+    """A client that reads the stop's goodbye (as one waiting on LISTEN, or a pool's check, does)
+    closes after the server did, leaving the server's end in TIME_WAIT on the port for a minute.
+    PostgreSQL binds over that (SO_REUSEADDR); so must the check that the port is free."""
+    monkeypatch.setenv(embedded_db.PORT_VARIABLE, str(embedded_db._free_port()))
+    session = psycopg.connect(embedded_db.start(), autocommit=True)
+    session.execute("SELECT 1")
+    embedded_db.stop()
+    with pytest.raises(psycopg.OperationalError, match="server closed the connection"):
+        for _ in range(3):  # the stop's message, then the end of the connection
+            session.pgconn.consume_input()
+    session.close()
+
+    assert embedded_db.main(["start"]) == 0, capsys.readouterr().err
+    with psycopg.connect(capsys.readouterr().out.strip()) as db:
+        assert db.execute("SELECT 1").fetchone() == (1,)
