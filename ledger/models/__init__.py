@@ -29,7 +29,7 @@ from ledger.models.people import (
     Role,
 )
 from ledger.models.policy import OnConflict, Ordering, Policy
-from ledger.models.sources import Source, SourceScheme
+from ledger.models.sources import HookRefusal, Source, SourceScheme
 
 __all__ = [
     "ApiToken",
@@ -60,6 +60,7 @@ __all__ = [
     "DeliverySource",
     "DestinationHealth",
     "Heartbeat",
+    "HookRefusal",
     "PauseInterval",
     "Membership",
     "Operation",
