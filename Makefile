@@ -88,6 +88,8 @@ EVENTS ?= 3600
 demo demo-day: export OPSCONSOLE_METRICS_TOKEN ?= demo-metrics-token
 demo demo-day: export OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET ?= whsec_b3BzY29uc29sZSBkZW1vIHdlYmhvb2sgc2VjcmV0ISE=
 demo demo-day: export OPSCONSOLE_DEMO_FULFILMENT_TOKEN ?= demo-fulfilment-token
+# The demo's destination, the stand-in, listens on 127.0.0.1: loopback allowed by the egress policy.
+demo demo-day: export OPSCONSOLE_EGRESS_ALLOW_PRIVATE ?= 1
 demo: DEMO_DAY :=
 demo-day: DEMO_DAY = DEBUG=1 $(PY) manage.py demo_day --events $(EVENTS) || exit $$?;
 demo demo-day: venv

@@ -38,6 +38,8 @@ def prepare_environment() -> None:
     os.environ.setdefault("OPSCONSOLE_KEY_SECRET", "bench-" + secrets.token_hex(24))
     os.environ.setdefault("OPSCONSOLE_AUDIT_KEY", "bench-" + secrets.token_hex(24))
     os.environ.setdefault("LEDGER_LOG_LEVEL", "WARNING")
+    # The stand-in the scenarios call listens on 127.0.0.1 (the egress policy, ledger.actions.egress).
+    os.environ.setdefault("OPSCONSOLE_EGRESS_ALLOW_PRIVATE", "1")
     os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
 
 
@@ -210,6 +212,8 @@ def run_in_scratch_database(
     os.environ.setdefault("OPSCONSOLE_KEY_SECRET", f"bench-{kind}-only-not-a-secret")
     os.environ.setdefault("OPSCONSOLE_AUDIT_KEY", f"bench-{kind}-only-not-a-secret")
     os.environ.setdefault("LEDGER_LOG_LEVEL", "WARNING")
+    # The stand-in the scenarios call listens on 127.0.0.1 (the egress policy, ledger.actions.egress).
+    os.environ.setdefault("OPSCONSOLE_EGRESS_ALLOW_PRIVATE", "1")
     os.environ.update(extra_env or {})
     os.environ["DEBUG"] = "0"
     import environ

@@ -40,6 +40,7 @@ from ledger.models import (
     Contribution,
     Delivery,
     Heartbeat,
+    HookRefusal,
     Operation,
     Workspace,
 )
@@ -57,11 +58,12 @@ class WorkspacePurge:
     deleted: int = 0  # tombstones deleted after the key window
     kept_for_occurred_at: int = 0  # past the key window, kept: a delivery says it occurred within it
     refused_deliveries: int = 0  # invalid and stale deliveries (no operation) past the key window
+    hook_refusal_hours: int = 0  # a source's counted refusals of an hour past the default key window
     skipped_chunks: int = 0  # chunks that met a concurrent write; the next run takes them
 
     @property
     def changed(self) -> bool:
-        return bool(self.redacted or self.deleted or self.refused_deliveries)
+        return bool(self.redacted or self.deleted or self.refused_deliveries or self.hook_refusal_hours)
 
     def summary(self) -> str:
         return (
@@ -72,6 +74,7 @@ class WorkspacePurge:
                 if self.kept_for_occurred_at
                 else ""
             )
+            + (f", forgot {self.hook_refusal_hours} hours of counted hook refusals" if self.hook_refusal_hours else "")
             + (f", {self.skipped_chunks} chunks left for the next run" if self.skipped_chunks else "")
         )
 
@@ -112,6 +115,7 @@ def purge(
         _redact_payloads(workspace, windows, as_of, counts, dry_run=dry_run, chunk=chunk, say=say)
         _delete_tombstones(workspace, windows, as_of, counts, dry_run=dry_run, chunk=chunk, say=say)
         _delete_refused_deliveries(workspace, windows, as_of, counts, dry_run=dry_run, chunk=chunk)
+        _forget_hook_refusals(workspace, as_of, counts, dry_run=dry_run)
         verb = "would change" if dry_run else "changed"
         say(f"{workspace.slug}: {verb}: {counts.summary()}")
         if counts.changed and not dry_run:
@@ -327,9 +331,10 @@ def _delete_operations(ids: list[int]) -> None:
 
 def written_tables() -> list[str]:
     """Every table a purge writes: the operations, the rows they own, the rows it detaches, and the
-    dashboard's samples it forgets."""
+    dashboard's samples it forgets, the hooks' counted refusals."""
     detached = [relation.related_model for relation in referring_relations() if relation.on_delete is models.SET_NULL]
-    return [model._meta.db_table for model in dict.fromkeys([Operation, *OWNED, *detached, *dashboard.SAMPLES])]
+    forgotten = [*dashboard.SAMPLES, HookRefusal]
+    return [model._meta.db_table for model in dict.fromkeys([Operation, *OWNED, *detached, *forgotten])]
 
 
 def referring_relations():
@@ -357,3 +362,10 @@ def _delete_refused_deliveries(workspace, windows, as_of, counts: WorkspacePurge
     for rows in _chunks(due, chunk, ()):
         _raw_delete(Delivery.objects.filter(pk__in=[row["pk"] for row in rows]))
         counts.refused_deliveries += len(rows)
+
+
+def _forget_hook_refusals(workspace, as_of, counts: WorkspacePurge, *, dry_run) -> None:
+    """The counts of a workspace's hook refusals (``ledger.intake.refusals``) of hours past the
+    default key window: one row per source, address, reason and hour, deleted in one statement."""
+    due = HookRefusal.objects.filter(source__workspace=workspace, hour__lt=as_of - ActionDefinition.key_retention)
+    counts.hook_refusal_hours = due.count() if dry_run else _raw_delete(due)

@@ -319,6 +319,10 @@ OPSCONSOLE_RECONCILE_GIVE_UP_SECONDS = env.int("OPSCONSOLE_RECONCILE_GIVE_UP_SEC
 # External destinations: the stand-in (standin/, `python -m standin`) and the HTTP timeout.
 OPSCONSOLE_STANDIN_URL = env.str("OPSCONSOLE_STANDIN_URL", default="http://127.0.0.1:8765")
 OPSCONSOLE_HTTP_TIMEOUT_SECONDS = env.float("OPSCONSOLE_HTTP_TIMEOUT_SECONDS", default=5.0)
+# The egress policy (ledger.actions.egress, docs/operations.md): destinations on loopback or in private
+# ranges are refused unless this allows them (link-local and the cloud metadata address always are).
+# On by default only with DEBUG or under pytest, where the stand-in vendor listens on 127.0.0.1.
+OPSCONSOLE_EGRESS_ALLOW_PRIVATE = env.bool("OPSCONSOLE_EGRESS_ALLOW_PRIVATE", default=DEBUG or "pytest" in sys.modules)
 
 # --- django-q2 ---------------------------------------------------------------------------------
 # retry must exceed timeout and the lease, or the queue re-runs tasks that are still running

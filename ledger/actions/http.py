@@ -8,6 +8,7 @@
 | 429, 503, 408                                   | transient | refused before acting; Retry-After    |
 | 500, 502, 504                                   | ambiguous | the destination may have acted        |
 | other 4xx                                       | permanent | repeating the same request won't help |
+| an address the egress policy refuses            | permanent | nothing was sent; a person must look  |
 
 Connections: each thread keeps one ``httpx.Client`` (``thread_client``), whose pool keeps a
 destination's connection open between that thread's calls (HTTP/1.1 keep-alive), so a second call
@@ -34,7 +35,7 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
-from ledger.actions import answers
+from ledger.actions import answers, egress
 from ledger.outcomes import AmbiguousError, PermanentError, TransientError
 
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
@@ -44,6 +45,7 @@ AMBIGUOUS_STATUSES = {500, 502, 504}
 
 
 _threads = threading.local()
+_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)  # httpx's own
 
 
 class _ThreadClient:
@@ -51,8 +53,10 @@ class _ThreadClient:
     thread-local values go, and with this holder the client is closed (the finalizer)."""
 
     def __init__(self) -> None:
-        # Its timeouts are set per request (``send``), from the settings of the moment.
-        self.client = httpx.Client(verify=_ssl_context())
+        # Its timeouts are set per request (``send``), from the settings of the moment; its
+        # connections open only where the egress policy allows (``ledger.actions.egress``).
+        transport = egress.GuardedTransport(ssl_context=_ssl_context(), limits=_LIMITS)
+        self.client = httpx.Client(transport=transport)
         self.close = weakref.finalize(self, self.client.close)
 
 

@@ -26,6 +26,7 @@ from ledger.models import (
     Conflict,
     Contribution,
     Delivery,
+    HookRefusal,
     Operation,
     RequestStatus,
     ReviewDraft,
@@ -102,6 +103,19 @@ class DeliveryAdmin(ReadOnlyAdmin):
     sortable_by = []
     search_fields = KEY_SEARCH
     search_help_text = KEY_SEARCH_HELP
+
+
+@admin.register(HookRefusal)
+class HookRefusalAdmin(ReadOnlyAdmin):
+    """Arrivals at a source's hook not shown to be its sender's, counted (``ledger.intake.refusals``)."""
+
+    workspace_path = "source__workspace"
+    list_display = ["hour", "source", "address", "reason", "count", "last_seen"]
+    list_filter = ["reason"]
+    list_select_related = ["source"]
+    ordering = ["-hour"]
+    sortable_by = []
+    search_fields = ["=address"]
 
 
 @admin.register(Conflict)

@@ -9,9 +9,10 @@ import os
 import re
 from typing import Any
 
+import httpx
 import jsonschema
 
-from ledger.actions import configured, registry, summaries, templates
+from ledger.actions import configured, egress, registry, summaries, templates
 from ledger.actions.destination_config import DestinationConfig
 from ledger.actions.http_action import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction
 from ledger.core import secret_names
@@ -73,6 +74,10 @@ def destination_problems(destination: Destination) -> list[str]:
     url = destination.base_url
     if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", url):
         problems.append("base_url: an http:// or https:// URL without a query")
+    elif not _host(url):
+        problems.append("base_url: its host is not one a call can reach (an address or a DNS name)")
+    elif problem := egress.destination_problem(url):
+        problems.append(f"base_url: {problem} (refused by the egress policy, {egress.WHERE})")
     if destination.auth not in Destination.Auth.values:
         problems.append(f"auth: one of {', '.join(Destination.Auth.values)}")
     elif destination.auth != Destination.Auth.NONE and not (
@@ -96,6 +101,13 @@ def destination_problems(destination: Destination) -> list[str]:
         optional=("idempotency_key_retention_seconds", "rate_limit_per_second", "breaker_threshold"),
     )
     return problems
+
+
+def _host(url: str) -> str:
+    try:
+        return httpx.URL(url).host
+    except (httpx.InvalidURL, UnicodeError):  # an IPv6 literal that is none, a malformed IDNA label
+        return ""
 
 
 def http_action_problems(action: HttpAction) -> list[str]:

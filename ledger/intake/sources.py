@@ -2,8 +2,10 @@
 signs it (``ledger.intake.signatures``), mapped by the source's rules (JMESPath) from the sender's
 body to our envelope, and submitted as any event: the sender's delivery id becomes ``delivery_id``
 and its signed time ``occurred_at``, so a redelivery is a duplicate and one after the key window is
-stale. Every arrival is recorded: a refused signature as an invalid delivery (without the body), an
-event type no rule maps as ``ignored``.
+stale. Every arrival is recorded: one whose signature is refused (or a verification challenge,
+which anyone may send) counted per client address and hour (``ledger.intake.refusals``), a signed
+one that is refused as an invalid delivery (without the body), an event type no rule maps as
+``ignored``.
 """
 
 import os
@@ -20,13 +22,11 @@ from ledger.actions import registry
 from ledger.core import secret_names
 from ledger.core.outbound import ENV_NAME, SLUG
 from ledger.core.transitions import save_audited
-from ledger.intake import decoding, signatures, submit
+from ledger.intake import decoding, refusals, signatures, submit
 from ledger.intake.submit import IntakeResult
 from ledger.models import Delivery, Source
 
 IGNORED = Delivery.Outcome.IGNORED
-# How a verification challenge is recorded (an arrival that carries no event).
-_CHALLENGE = [{"field": "webhook-challenge", "message": "endpoint verification challenge answered"}]
 
 
 class SecretMissing(RuntimeError):
@@ -55,47 +55,48 @@ class HookResult:
     ignored: Ignored | None = None
 
 
-def receive(source: Source, body: bytes, headers, *, now: datetime | None = None) -> HookResult:
-    """Check, map and submit one delivery of ``body`` (the raw bytes as they arrived) to ``source``."""
+def receive(source: Source, body: bytes, headers, *, address: str, now: datetime | None = None) -> HookResult:
+    """Check, map and submit one delivery of ``body`` (the raw bytes as they arrived) to ``source``
+    from the client at ``address``."""
     now = now or timezone.now()
     sender = _sender(source)
     secrets = secrets_of(source)
     try:
         signed = signatures.verify(source.scheme, body, headers, secrets, tolerance=source.tolerance_seconds, now=now)
     except signatures.Refused as refused:
-        return HookResult(intake=_refuse(source, sender, refused.reason, refused.message, 401))
+        errors = [{"field": _SIGNATURE_HEADER[source.scheme], "message": refused.message}]
+        result = refusals.refuse_unverified(
+            source, address=address, reason=refused.reason, errors=errors, http_status=401
+        )
+        return HookResult(intake=result)
     try:
         document = decoding.decode_json(body)
     except decoding.MalformedJSON as exc:
-        return HookResult(intake=_refuse(source, sender, exc.reason, "", 400, errors=exc.errors))
+        return HookResult(intake=_refuse(source, sender, exc.reason, 400, exc.errors))
     signed = signatures.described(source.scheme, signed, document)
     try:
         rule = matching_rule(source.rules, signed.event, document)
         envelope = _envelope(rule, document, signed) if rule is not None else None
     except MappingFailed as failed:
-        return HookResult(intake=_refuse(source, sender, "invalid_input", "", 422, errors=[failed.error]))
+        return HookResult(intake=_refuse(source, sender, "invalid_input", 422, [failed.error]))
     if rule is None:
         return HookResult(ignored=Ignored(signed.event, _record_ignored(source, delivery_id=signed.delivery_id)))
     return HookResult(intake=submit.submit_event(workspace=source.workspace, raw=envelope, **sender))
 
 
-def answer_challenge(source: Source, headers) -> str | None:
+def answer_challenge(source: Source, headers, *, address: str) -> str | None:
     """The response to the sender's endpoint verification challenge, if the request is one (its
-    body, if any, is not read): recorded as an arrival that carries no event."""
+    body, if any, is not read): counted, as anyone may send one (``ledger.intake.refusals``)."""
     answer = signatures.challenge_response(source.scheme, headers, secrets_of(source))
     if answer is not None:
-        _record_ignored(source, errors=_CHALLENGE)
+        refusals.count_arrival(source, address=address, reason=refusals.CHALLENGE)
     return answer
 
 
-def _record_ignored(source: Source, *, delivery_id: str = "", errors: list[dict] | None = None) -> Delivery:
-    """A verified arrival that carries no event to take (unmapped, or a challenge)."""
+def _record_ignored(source: Source, *, delivery_id: str) -> Delivery:
+    """A verified arrival that carries no event to take (no rule maps it)."""
     return Delivery.objects.create(
-        workspace=source.workspace,
-        outcome=IGNORED,
-        delivery_id=delivery_id[:200],
-        errors=errors or [],
-        **_sender(source),
+        workspace=source.workspace, outcome=IGNORED, delivery_id=delivery_id[:200], **_sender(source)
     )
 
 
@@ -156,13 +157,10 @@ def _envelope(rule: dict, document: Any, signed: signatures.Signed) -> dict:
     return envelope
 
 
-def _refuse(source, sender, reason: str, message: str, status: int, errors: list[dict] | None = None) -> IntakeResult:
+def _refuse(source, sender, reason: str, status: int, errors: list[dict]) -> IntakeResult:
+    """A signed delivery refused: the sender is known, so it is recorded as any refused arrival."""
     return submit.record_blocked_delivery(
-        workspace=source.workspace,
-        reason=reason,
-        errors=errors or [{"field": _SIGNATURE_HEADER[source.scheme], "message": message}],
-        http_status=status,
-        **sender,
+        workspace=source.workspace, reason=reason, errors=errors, http_status=status, **sender
     )
 
 

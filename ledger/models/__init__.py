@@ -37,7 +37,7 @@ from ledger.models.people import (
     Role,
 )
 from ledger.models.policy import OnConflict, Ordering, Policy
-from ledger.models.sources import Source, SourceScheme
+from ledger.models.sources import HookRefusal, Source, SourceScheme
 
 __all__ = [
     "ApiToken",
@@ -70,6 +70,7 @@ __all__ = [
     "DestinationHealth",
     "DestinationSlot",
     "Heartbeat",
+    "HookRefusal",
     "PauseInterval",
     "Membership",
     "Operation",

@@ -48,3 +48,32 @@ class Source(models.Model):
 
     def __str__(self):
         return self.slug
+
+
+class HookRefusal(models.Model):
+    """Deliveries to a source refused before their signature was known good (a bad or missing
+    signature, a body unread, an endpoint challenge), counted per client address, reason and hour:
+    anyone can send them, so none is a row of its own (``ledger.intake.refusals``).
+
+    Each further one bumps ``count`` and ``last_seen``, columns no index holds, on a table kept half
+    empty (fillfactor 50, migration 0047): a HOT update, whose old version the next visit to the page
+    prunes without a vacuum."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="refusals", db_index=False)
+    # The client's address (an IPv6 one as its /64: one host holds a whole /64 to send from).
+    address = models.CharField(max_length=64)
+    reason = models.CharField(max_length=40)
+    hour = models.DateTimeField(help_text="The start of the hour these arrived in.")
+    count = models.PositiveBigIntegerField(default=1)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "address", "reason", "hour"], name="hook_refusal_unique_hour"),
+        ]
+        # The deliveries page reads the recent hours; retention deletes the old ones.
+        indexes = [models.Index(fields=["hour"], name="hook_refusal_hour_idx")]
+
+    def __str__(self):
+        return f"{self.reason} x{self.count} from {self.address}"

@@ -148,7 +148,8 @@ class UnsupportedMediaType(Blocked):
 
 class SignatureRefused(Blocked):
     """A signed webhook (``/hooks/{source}``) whose signature is missing, matches none of the
-    source's secrets, or was made too long ago (`stale_timestamp`): recorded without its body."""
+    source's secrets, or was made too long ago (`stale_timestamp`): counted per client address,
+    never its body (anyone can send one, so none is a delivery of its own)."""
 
     reason: Literal["missing_signature", "bad_signature", "stale_timestamp"]
 

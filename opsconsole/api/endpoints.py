@@ -25,11 +25,12 @@ from ledger.actions import registry
 from ledger.callers import claims, reports
 from ledger.core import privacy
 from ledger.core.accounts import authenticate_token
-from ledger.intake import decoding, sources, submit
+from ledger.intake import decoding, refusals, sources, submit
 from ledger.intake.submit import Envelope, IntakeResult
 from ledger.models import Delivery, Operation, Source
 from opsconsole.api import answers, claim_answers, http_bodies
 from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES, OPERATION_RESPONSES
+from opsconsole.proxy import client_ip
 
 SOURCE = Delivery.Source.API
 logger = logging.getLogger("ledger")
@@ -136,12 +137,19 @@ def _blocked_response(
     errors: list[dict] | None = None,
     headers: dict | None = None,
 ) -> HttpResponse:
+    errors = errors or [{"field": field, "message": message}]
+    if (hook := getattr(request, "unverified_hook", None)) is not None:
+        # A hook's body refused before its signature is checked: anyone's, counted rather than a row.
+        result = refusals.refuse_unverified(
+            hook, address=client_ip(request), reason=reason, errors=errors, http_status=http_status, extra=extra
+        )
+        return _respond(request, result, headers=headers)
     result = submit.record_blocked_delivery(
         workspace=request.workspace,
         source=getattr(request, "delivery_source", SOURCE),
         **_sender(request),
         reason=reason,
-        errors=errors or [{"field": field, "message": message}],
+        errors=errors,
         http_status=http_status,
         extra=extra,
     )
@@ -434,13 +442,14 @@ def receive_hook(request, source: str):
     request.workspace, request.person, request.submitter = found.workspace, None, f"source:{found.slug}"
     request.workspace_role = None
     request.delivery_source = Delivery.Source.WEBHOOK
+    request.unverified_hook, address = found, client_ip(request)
     try:
-        if challenge := sources.answer_challenge(found, request.headers):
+        if challenge := sources.answer_challenge(found, request.headers, address=address):
             return answers.respond(answers.Verified(), 200, {"webhook-challenge-response": challenge})
         body, problem = _read_body(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
         if problem:
             return problem
-        result = sources.receive(found, body, request.headers)
+        result = sources.receive(found, body, request.headers, address=address)
     except sources.SecretMissing as exc:
         logger.error("%s", exc)
         unavailable = answers.Unavailable(status="unavailable", detail="This source cannot check signatures yet.")

@@ -1,12 +1,14 @@
 """The console's deliveries page: the arrivals that did not become work (invalid, stale, in
 conflict with what a key holds; on request, signed webhooks that no rule maps), newest first,
-with the errors they were refused with (messages only: intake never stores the values). Any
-member of a workspace sees its own."""
+with the errors they were refused with (messages only: intake never stores the values). Above
+them, the hooks' refusals of arrivals not shown to be their sender's, as counts per address
+(``ledger.intake.refusals``). Any member of a workspace sees its own."""
 
 import django_filters
 from django.shortcuts import render
 
 from ledger.core import roles
+from ledger.intake import refusals
 from ledger.models import REFUSED_OUTCOMES, Delivery, Workspace
 from ledger.reads.finding import DELIVERY_COLUMNS
 from opsconsole.console import keyset
@@ -51,4 +53,17 @@ def delivery_list(request):
     filterset = DeliveryFilter(request.GET, queryset=deliveries)
     filterset.filters["workspace"].queryset = roles.workspaces(request.user)
     page = keyset.paginate(filterset.qs, request.GET, field="received_at", size=PAGE_SIZE)
-    return render(request, "console/deliveries.html", {"nav": "deliveries", "filter": filterset, "page": page})
+    context = {"nav": "deliveries", "filter": filterset, "page": page, "counted": _counted(request, filterset)}
+    return render(request, "console/deliveries.html", context)
+
+
+def _counted(request, filterset) -> list[dict]:
+    """The hooks' counted refusals, on the list's first page, unless the filter leaves out webhooks
+    or asks for an outcome they are not (a conflict, a stale event)."""
+    chosen = filterset.form.cleaned_data
+    paging = request.GET.get("older") or request.GET.get("newer")
+    other_source = chosen.get("source") not in ("", None, Delivery.Source.WEBHOOK)
+    other_outcome = chosen.get("outcome") not in ("", None, Delivery.Outcome.INVALID, Delivery.Outcome.IGNORED)
+    if paging or other_source or other_outcome:
+        return []
+    return refusals.recent(request.user, workspace=chosen.get("workspace"))

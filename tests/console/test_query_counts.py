@@ -339,8 +339,8 @@ def test_finding_costs_the_same_however_many_match(client, crowded, someone, dja
 
 
 # Session, user, memberships; the workspaces of the filter (and the chosen one); one page of
-# deliveries with their workspaces and conflicts.
-DELIVERIES_QUERIES = 6
+# deliveries with their workspaces and conflicts; the hooks' counted refusals, added up in one.
+DELIVERIES_QUERIES = 7
 
 
 def test_the_deliveries_page_costs_the_same_for_any_filter(

@@ -66,6 +66,8 @@ class Gunicorn:
                 "OPSCONSOLE_KEY_SECRET": settings.OPSCONSOLE_KEY_SECRET,  # keys of sensitive identity fields
                 "OPSCONSOLE_AUDIT_KEY": settings.OPSCONSOLE_AUDIT_KEY,  # the audit chain's, as the tests verify it
                 "OPSCONSOLE_AUDIT_KEY_ID": settings.OPSCONSOLE_AUDIT_KEY_ID,
+                # The stand-in and the test servers listen on 127.0.0.1 (ledger.actions.egress).
+                "OPSCONSOLE_EGRESS_ALLOW_PRIVATE": "1" if settings.OPSCONSOLE_EGRESS_ALLOW_PRIVATE else "0",
                 "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
                 "BIND": f"127.0.0.1:{self.port}",
                 "LEDGER_LOG_LEVEL": "WARNING",

@@ -103,6 +103,8 @@ class QCluster:
                 # The audit chain is hashed under it: the tests verify the chains the cluster writes.
                 "OPSCONSOLE_AUDIT_KEY": settings.OPSCONSOLE_AUDIT_KEY,
                 "OPSCONSOLE_AUDIT_KEY_ID": settings.OPSCONSOLE_AUDIT_KEY_ID,
+                # The stand-in and the test servers listen on 127.0.0.1 (ledger.actions.egress).
+                "OPSCONSOLE_EGRESS_ALLOW_PRIVATE": "1" if settings.OPSCONSOLE_EGRESS_ALLOW_PRIVATE else "0",
                 "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
                 "PYTHONUNBUFFERED": "1",
             }

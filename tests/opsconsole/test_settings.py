@@ -19,7 +19,15 @@ def load_settings(*argv, show="s.DATABASES['default']['ENGINE']", **env):
         k: v
         for k, v in os.environ.items()
         if k
-        not in {"SECRET_KEY", "OPSCONSOLE_KEY_SECRET", "DEBUG", "DATABASE_URL", "CONN_MAX_AGE", "DATABASE_POOL_MODE"}
+        not in {
+            "SECRET_KEY",
+            "OPSCONSOLE_KEY_SECRET",
+            "DEBUG",
+            "DATABASE_URL",
+            "CONN_MAX_AGE",
+            "DATABASE_POOL_MODE",
+            "OPSCONSOLE_EGRESS_ALLOW_PRIVATE",
+        }
         and not k.startswith("OPSCONSOLE_AUDIT_")
     }
     code = f"import sys; sys.argv = {['manage.py', *argv]!r}; import opsconsole.settings as s; print({show})"
@@ -177,3 +185,13 @@ def test_runserver_shares_a_small_pool_between_its_threads_on_postgresql():
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "(0, {'min_size': 1, 'max_size': 4})"
+
+
+def test_the_egress_policy_refuses_private_destinations_unless_debug_or_the_setting_allows_them():
+    """Production (DEBUG off) calls no destination on loopback or in a private range unless told to
+    (ledger.actions.egress); the demo (DEBUG on) calls the stand-in on 127.0.0.1."""
+    show = "s.OPSCONSOLE_EGRESS_ALLOW_PRIVATE"
+    production = load_settings(SECRET_KEY="k", DEBUG="0", show=show)
+    allowed = load_settings(SECRET_KEY="k", DEBUG="0", OPSCONSOLE_EGRESS_ALLOW_PRIVATE="1", show=show)
+    demo = load_settings(DEBUG="1", show=show)
+    assert [r.stdout.strip() for r in (production, allowed, demo)] == ["False", "True", "True"], production.stderr

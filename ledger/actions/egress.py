@@ -1,0 +1,150 @@
+"""The egress policy: the addresses a call to a destination may connect to (docs/operations.md,
+"Egress policy"). A destination's URL is a tenant-facing configuration, and the processes that call
+it sit inside the deployment's network, beside its cloud metadata service and its private hosts.
+
+| address                                                      | a call to it                         |
+| ------------------------------------------------------------ | ------------------------------------ |
+| the cloud metadata address (169.254.169.254, fd00:ec2::254)  | refused                              |
+| link-local (169.254.0.0/16, fe80::/10), unspecified, multicast, reserved | refused                  |
+| loopback, private ranges, anything not globally routable     | refused, unless OPSCONSOLE_EGRESS_ALLOW_PRIVATE |
+| the rest (public)                                            | allowed                              |
+
+An IPv4 address written as IPv6 (``::ffff:a.b.c.d``) is judged as the IPv4 one. Checked twice:
+when a destination is saved (``destination_problem``: a name that does not resolve then is taken),
+and at every new connection (``GuardedTransport``), where the host is resolved once, every address
+it resolves to is checked (one refused address refuses the call), and the connection is opened to
+a checked address, never by looking the name up again (a DNS answer that changes between the check
+and the connection cannot move the call). A refused call raises ``EgressRefused``, a permanent
+failure: nothing was sent, and repeating it will not help.
+
+Through an HTTP proxy named in the environment (``HTTPS_PROXY``), httpx connects to the proxy and
+the proxy to the destination: the call-time check is then the proxy's to make.
+"""
+
+import ipaddress
+import socket
+
+import httpcore
+import httpx
+from django.conf import settings
+
+from ledger.outcomes import PermanentError
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
+ALLOW_PRIVATE = "OPSCONSOLE_EGRESS_ALLOW_PRIVATE"
+WHERE = "docs/operations.md, Egress policy"
+
+
+class EgressRefused(PermanentError):
+    """A call the egress policy refuses: no connection was opened."""
+
+
+def judged(address: IPAddress) -> str:
+    """Why a call may not connect to ``address`` ("" when it may), as "<address> is <why>"."""
+    ip = (address.ipv4_mapped or address) if isinstance(address, ipaddress.IPv6Address) else address
+    always = _never_allowed(ip)
+    if always:
+        return f"{ip} is {always}"
+    if getattr(settings, ALLOW_PRIVATE):
+        return ""
+    if ip.is_loopback:
+        return f"{ip} is loopback, allowed only with {ALLOW_PRIVATE}=1"
+    if not ip.is_global:
+        return f"{ip} is private, allowed only with {ALLOW_PRIVATE}=1"
+    return ""
+
+
+def _never_allowed(ip: IPAddress) -> str:
+    if ip in METADATA:
+        return "the cloud metadata address"
+    if ip.is_link_local:
+        return "link-local"
+    if ip.is_unspecified:
+        return "unspecified"
+    if ip.is_multicast:
+        return "multicast"
+    if ip.version == 4 and ip.is_reserved:  # 240.0.0.0/4 and the broadcast address
+        return "reserved"
+    return ""
+
+
+def host_problem(host: str, addresses: list[IPAddress]) -> str:
+    """Why a call to ``host``, which resolved to ``addresses``, is refused ("" when it is not)."""
+    for address in addresses:
+        if problem := judged(address):
+            if _literal(host) is not None:
+                return problem
+            ip, _, why = problem.partition(" is ")
+            return f"{host} resolves to {ip}, which is {why}"
+    return ""
+
+
+def resolve(host: str, port: int) -> list[IPAddress]:
+    """Every address ``host`` resolves to now (an address given as such, itself). ``socket.gaierror``
+    when it resolves to none."""
+    if (literal := _literal(host)) is not None:
+        return [literal]
+    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    # sockaddr[0]: the address; an IPv6 one may carry a zone ("fe80::1%eth0"), which is kept.
+    return list(dict.fromkeys(ipaddress.ip_address(sockaddr[0]) for *_, sockaddr in found))
+
+
+def _literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+def destination_problem(base_url: str) -> str:
+    """What the policy says of a destination's URL as it resolves now ("" when allowed): what a
+    destination's configuration is refused for. A name that does not resolve now is taken (its
+    calls are checked as they connect). ``base_url`` is one httpx reads, with a host."""
+    url = httpx.URL(base_url)
+    host = url.host
+    try:
+        addresses = resolve(host, url.port or (443 if url.scheme == "https" else 80))
+    except (socket.gaierror, UnicodeError):
+        return ""
+    return host_problem(host, addresses)
+
+
+# --- at each connection ----------------------------------------------------------------------------------
+
+
+class _GuardedBackend(httpcore.SyncBackend):
+    """httpcore's network backend, opening a connection only to an address the policy allows: the
+    host resolved once, every address checked, then connected to by address."""
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        try:
+            addresses = resolve(host, port)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise httpcore.ConnectError(f"{host} does not resolve: {exc}") from exc
+        if problem := host_problem(host, addresses):
+            raise EgressRefused(f"refused by the egress policy: {problem} ({WHERE})")
+        failure: Exception | None = None
+        for address in addresses:
+            try:
+                return super().connect_tcp(str(address), port, timeout, local_address, socket_options)
+            except httpcore.ConnectError as exc:
+                failure = exc
+        raise failure or httpcore.ConnectError(f"{host}: no address to connect to")
+
+
+class GuardedTransport(httpx.HTTPTransport):
+    """httpx's transport, its connections opened through ``_GuardedBackend``. TLS still checks the
+    certificate against the URL's host name (httpcore sends it as SNI), not against the address."""
+
+    def __init__(self, *, ssl_context, limits: httpx.Limits):
+        super().__init__(verify=ssl_context, limits=limits)
+        # httpx builds its pool with the default backend and offers no argument for another one.
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_GuardedBackend(),
+        )
