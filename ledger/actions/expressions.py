@@ -222,11 +222,12 @@ def _copies(node: dict) -> int:
 
 
 def _function_copies(name: str, counts: list[int]) -> int:
-    if name == "map":  # map(&expression, array): the expression's copies per element
+    # The arity is checked when evaluated: a call with the wrong number of arguments counts as a sum.
+    if name == "map" and len(counts) == 2:  # map(&expression, array): the expression's copies per element
         return counts[0] * counts[1]
-    if name == "join":  # join(glue, array): the array's strings, and the glue between each two
+    if name == "join" and len(counts) == 2:  # join(glue, array): the array's strings, and the glue between
         return counts[1] * (1 + counts[0])
-    if name in ("sort_by", "min_by", "max_by"):  # the array's elements; the key is not kept
+    if name in ("sort_by", "min_by", "max_by") and len(counts) == 2:  # the array's elements, not the keys
         return counts[0]
     return max(1, sum(counts))
 

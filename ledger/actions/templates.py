@@ -24,7 +24,7 @@ EXPRESSION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 
 
 def problems(template: Any, where: str) -> list[str]:
-    """Each expression in ``template`` that does not compile (or is empty), saying where."""
+    """Each expression in ``template`` that may not be saved (``expression_problems``), saying where."""
     found = []
     for path, text in _strings(template, where):
         for expression in EXPRESSION.findall(text):

@@ -126,6 +126,15 @@ def test_a_rule_that_could_build_without_bound_is_refused_saying_where(expressio
     assert any(problem in found for found in problems), problems
 
 
+@pytest.mark.parametrize(
+    "expression",
+    ["join(', ', [data.object.id, data.object.customer])", "map(&id, data.items)", "join('x')", "sort_by()"],
+)
+def test_ordinary_expressions_and_calls_of_the_wrong_arity_pass_the_static_check(expression):
+    """A call's arity is JMESPath's to check when it runs (the rule is then refused naming it)."""
+    assert expressions.problem(expression) == ""
+
+
 def test_the_admin_refuses_a_doubling_rule(admin_client, workspace):
     rules = [RULES[0] | {"data": RULES[0]["data"] | {"title": doubling(10)}}]
     form = {"workspace": workspace.pk, "slug": "billing", "scheme": "stripe", "secret_env": "HOOK_SECRET"}
