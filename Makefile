@@ -221,6 +221,13 @@ bench-purge: venv
 bench-scrape: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/metrics_scrape.py
 
+# Issue 37: a quiet workspace's event latency through a real gunicorn, alone and while a hostile
+# workspace sends a doubling JMESPath rule or a catastrophic schema pattern (bench/tenant_isolation.py;
+# TENANT_TREES=before=DIR,after=. measures two checkouts side by side; ~1.5 min per checkout).
+.PHONY: bench-tenant
+bench-tenant: venv
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/tenant_isolation.py
+
 # Also node_modules, and the embedded PostgreSQL's data (the demo's database): stopped first if it is
 # running.
 clean:

@@ -8,30 +8,23 @@ template's context, e.g. ``{"data": <the operation's payload>, "key": <its key>}
   missing value); in a path (``render_path``) that text is URL-encoded.
 - Strings without braces are literal.
 
-Expressions are compiled when the configuration is saved (``problems``), so one that does not
-compile is refused there, saying where, and never meets a request.
+Expressions are compiled and checked when the configuration is saved (``problems``), so one that
+does not compile, or could build without bound, is refused there, saying where, and never meets a
+request; each evaluation runs within a budget sized by its context (``ledger.actions.expressions``).
 """
 
 import json
 import re
-from functools import lru_cache
 from typing import Any
 from urllib.parse import quote
 
-import jmespath  # type: ignore[import-untyped]
-from jmespath.exceptions import JMESPathError  # type: ignore[import-untyped]
-from jmespath.parser import ParsedResult  # type: ignore[import-untyped]
+from ledger.actions import expressions
 
 EXPRESSION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 
 
-@lru_cache(maxsize=1024)
-def compiled(expression: str) -> ParsedResult:
-    return jmespath.compile(expression.strip())
-
-
 def problems(template: Any, where: str) -> list[str]:
-    """Each expression in ``template`` that does not compile (or is empty), saying where."""
+    """Each expression in ``template`` that may not be saved (``expression_problems``), saying where."""
     found = []
     for path, text in _strings(template, where):
         for expression in EXPRESSION.findall(text):
@@ -42,18 +35,16 @@ def problems(template: Any, where: str) -> list[str]:
 
 
 def expression_problems(expression: Any) -> list[str]:
-    """Why ``expression`` is not a JMESPath expression, if it is not."""
+    """Why ``expression`` may not be saved (it does not compile, or could build without bound), if so."""
     if not isinstance(expression, str) or not expression.strip():
         return ["an empty expression"]
-    try:
-        compiled(expression)
-    except JMESPathError as exc:
-        return [f"`{expression.strip()}` does not compile: {_first_line(exc)}"]
+    if problem := expressions.problem(expression):
+        return [f"`{expression.strip()}` {problem}"]
     return []
 
 
 def search(expression: str, value: Any) -> Any:
-    return compiled(expression).search(value)
+    return expressions.search(expression, value)
 
 
 def render(template: Any, context: dict) -> Any:
@@ -100,7 +91,3 @@ def _strings(template: Any, where: str):
             yield from _strings(value, f"{where}[{index}]")
     elif isinstance(template, str):
         yield where, template
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import jsonschema
 
-from ledger.actions import configured, egress, registry, summaries, templates
+from ledger.actions import configured, egress, registry, schema_patterns, summaries, templates
 from ledger.actions.destination_config import DestinationConfig
 from ledger.actions.http_action import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction
 from ledger.core import secret_names
@@ -165,7 +165,7 @@ def _schema_problems(action: HttpAction) -> list[str]:
         where = ".".join(str(part) for part in exc.absolute_path)
         return [f"schema{'.' + where if where else ''}: {exc.message}"]
     properties = set(schema["properties"])
-    problems = []
+    problems = schema_patterns.problems(schema)
     for name in ("identity_fields", "fingerprint_fields", "sensitive_fields"):
         value = getattr(action, name)
         if not isinstance(value, list) or not all(isinstance(field, str) for field in value):

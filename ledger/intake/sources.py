@@ -11,14 +11,12 @@ one that is refused as an invalid delivery (without the body), an event type no 
 import os
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
-import jmespath
 from django.utils import timezone
 from jmespath.exceptions import JMESPathError
 
-from ledger.actions import registry
+from ledger.actions import expressions, registry
 from ledger.core import secret_names
 from ledger.core.outbound import ENV_NAME, SLUG
 from ledger.core.transitions import save_audited
@@ -74,9 +72,11 @@ def receive(source: Source, body: bytes, headers, *, address: str, now: datetime
     except decoding.MalformedJSON as exc:
         return HookResult(intake=_refuse(source, sender, exc.reason, 400, exc.errors))
     signed = signatures.described(source.scheme, signed, document)
+    # One budget for the delivery's rules together, so a rule of many fields cannot multiply it.
+    budget = expressions.Budget.for_input(len(body))
     try:
-        rule = matching_rule(source.rules, signed.event, document)
-        envelope = _envelope(rule, document, signed) if rule is not None else None
+        rule = matching_rule(source.rules, signed.event, document, budget)
+        envelope = _envelope(rule, document, signed, budget) if rule is not None else None
     except MappingFailed as failed:
         return HookResult(intake=_refuse(source, sender, "invalid_input", 422, [failed.error]))
     if rule is None:
@@ -120,31 +120,33 @@ def secrets_of(source: Source) -> list[str]:
 
 
 class MappingFailed(ValueError):
-    """A rule's expression failed on this body (a function given the wrong type): the delivery is
-    refused naming the rule, recorded, for a person to fix the rule or the sender."""
+    """A rule's expression failed on this body (a function given the wrong type), or went over its
+    budget: the delivery is refused naming the rule, recorded, for a person to fix the rule or the
+    sender."""
 
     def __init__(self, where: str, exc: JMESPathError):
         super().__init__(where)
-        self.error = {"field": where, "message": f"the expression failed on this body: {exc}"[:500]}
+        said = str(exc) if isinstance(exc, expressions.OverBudget) else f"the expression failed on this body: {exc}"
+        self.error = {"field": where, "message": said[:500]}
 
 
-def matching_rule(rules: list[dict], event: str, document: Any) -> dict | None:
+def matching_rule(rules: list[dict], event: str, document: Any, budget: expressions.Budget) -> dict | None:
     """The first rule whose event is ``event`` and whose condition (if any) holds of the body."""
     for index, rule in enumerate(rules):
         if rule.get("event") != event:
             continue
         when = rule.get("when")
-        if when and not _search(when, document, f"rules[{index}].when"):
+        if when and not _search(when, document, f"rules[{index}].when", budget):
             continue
         return rule
     return None
 
 
-def _envelope(rule: dict, document: Any, signed: signatures.Signed) -> dict:
+def _envelope(rule: dict, document: Any, signed: signatures.Signed, budget: expressions.Budget) -> dict:
     data = {
         name: value
         for name, path in rule["data"].items()
-        if (value := _search(path, document, f"rule for {rule['event']}: data.{name}")) is not None
+        if (value := _search(path, document, f"rule for {rule['event']}: data.{name}", budget)) is not None
     }
     envelope: dict[str, Any] = {"action": rule["action"], "data": data}
     if signed.delivery_id:
@@ -152,7 +154,8 @@ def _envelope(rule: dict, document: Any, signed: signatures.Signed) -> dict:
     if (occurred_at := signed.occurred_at or signed.signed_at) is not None:
         envelope["occurred_at"] = occurred_at.isoformat()
     path = rule.get("correlation_id")
-    if path and isinstance(correlation := _search(path, document, f"rule for {rule['event']}: correlation_id"), str):
+    where = f"rule for {rule['event']}: correlation_id"
+    if path and isinstance(correlation := _search(path, document, where, budget), str):
         envelope["correlation_id"] = correlation
     return envelope
 
@@ -171,16 +174,14 @@ _SIGNATURE_HEADER = {
 }
 
 
-def _search(expression: str, document: Any, where: str) -> Any:
+def _search(expression: str, document: Any, where: str, budget: expressions.Budget) -> Any:
+    """The expression's value, counted against the delivery's budget (it becomes the envelope's)."""
     try:
-        return _compiled(expression).search(document)
+        value = expressions.search(expression, document, budget)
+        budget.charge(value)
     except JMESPathError as exc:
         raise MappingFailed(where, exc) from None
-
-
-@lru_cache(maxsize=1024)
-def _compiled(expression: str):
-    return jmespath.compile(expression)
+    return value
 
 
 # --- configuring a source (the admin; ``integrations apply`` later) --------------------------------
@@ -249,7 +250,8 @@ def _secret_state(source: Source, name: str) -> str:
 
 def rule_problems(rules: Any, *, also_known: frozenset[str] = frozenset()) -> list[str]:
     """What is wrong with ``rules``, each problem saying where: the shape, an action that is not
-    registered, an expression that does not compile."""
+    registered, an expression that does not compile or that could build without bound
+    (``ledger.actions.expressions.problem``)."""
     if not isinstance(rules, list):
         return ["rules: must be a list of rules"]
     problems = []
@@ -279,8 +281,4 @@ def rule_problems(rules: Any, *, also_known: frozenset[str] = frozenset()) -> li
 def _expression_problem(path: Any) -> str:
     if not isinstance(path, str) or not path:
         return "must be a JMESPath expression"
-    try:
-        _compiled(path)
-    except JMESPathError as exc:
-        return f"does not compile: {exc}"
-    return ""
+    return expressions.problem(path)
