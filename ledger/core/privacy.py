@@ -119,6 +119,19 @@ def _schema_order(action_name: str):
 SHORTEST_MASKED_TEXT = 3
 
 
+def answer_shown_to(user, attempt) -> bool:
+    """Whether ``user``, who sees the attempt's operation, sees what its destination answered (its
+    body and headers). Everyone who sees the operation does, masked after decoding as it was stored
+    (``vendor_text``), except for an answer kept before that masking (``answer_masked_decoded``):
+    a form of the credential may hide in it, and only superusers, who configure destinations, see it."""
+    return attempt.answer_masked_decoded or sees_every_answer(user)
+
+
+def sees_every_answer(user) -> bool:
+    """Whether ``user`` configures destinations (a superuser), and so sees every answer they gave."""
+    return roles.can(user, roles.CONFIGURE, None)
+
+
 def scrub_failure(error: OutcomeError, operation: Operation, action) -> OutcomeError:
     """``error`` with the operation's sensitive values and the action's secrets masked out of its
     message and its answer, before either is stored: a destination may echo what it was sent

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import pytest
 import yaml
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.urls import reverse
 
@@ -197,3 +198,57 @@ def test_a_viewer_of_another_workspace_sees_the_answer_masked(client, django_use
     said = f"Invalid API key provided: {privacy.MASK}; as sent: Basic YXBpOnNr{privacy.MASK}"
     assert html.escape(f'"detail": "{said}"', quote=True) in text
     assert html.escape(f'"bearer": "Bearer {privacy.MASK}"', quote=True) in text
+
+
+def test_an_answer_kept_before_masking_after_decoding_is_shown_only_to_superusers(
+    client, django_user_model, workspace, vendor
+):
+    """Answers stored before this masking were masked for the literal credential only: a form of it
+    may hide in their bodies and headers, so only superusers, who configure destinations, see them."""
+    vendor.fail_next({"kind": "status", "status": 400, "error": "owner_unknown", "detail": "no owner ops-9"})
+    operation = filed(workspace, "R-4")
+    process_due_operations(worker="w1")
+    Attempt.objects.filter(operation=operation).update(answer_masked_decoded=False)  # as the migration leaves them
+    people = {
+        role: django_user_model.objects.create_user(username=role, password="pw", is_superuser=role == "superuser")
+        for role in ("viewer", "operator", "approver", "admin", "superuser")
+    }
+    for role, person in people.items():
+        if role != "superuser":
+            Membership.objects.create(user=person, workspace=workspace, role=role)
+
+    pages = {}
+    for role, person in people.items():
+        client.force_login(person)
+        pages[role] = client.get(reverse("console:operation", args=[operation.pk])).content.decode()
+
+    for role in ("viewer", "operator", "approver", "admin"):
+        assert "no owner ops-9" in pages[role]  # the message, as it was kept
+        assert "answer-body" not in pages[role] and "answer-headers" not in pages[role], role
+        assert "shown only to superusers" in pages[role]
+    assert "answer-body" in pages["superuser"] and "shown only to superusers" not in pages["superuser"]
+
+
+def test_the_admin_shows_an_answer_kept_before_masking_after_decoding_only_to_superusers(
+    client, django_user_model, workspace, vendor
+):
+    vendor.fail_next({"kind": "status", "status": 400, "error": "owner_unknown", "detail": "no owner ops-9"})
+    operation = filed(workspace, "R-5")
+    process_due_operations(worker="w1")
+    staff = django_user_model.objects.create_user(username="sam", password="pw", is_staff=True)
+    Membership.objects.create(user=staff, workspace=workspace, role="admin")
+    staff.user_permissions.add(Permission.objects.get(codename="view_attempt"))  # the admin's inline asks for it
+    superuser = django_user_model.objects.create_user(username="sue", password="pw", is_staff=True, is_superuser=True)
+    path = f"/admin/ledger/operation/{operation.pk}/change/"
+    body = html.escape('"detail": "no owner ops-9"', quote=True)
+
+    def seen_by(person) -> str:
+        client.force_login(person)
+        page = client.get(path)
+        assert page.status_code == 200
+        return page.content.decode()
+
+    assert body in seen_by(staff)  # masked after decoding: shown to everyone who sees the operation
+    Attempt.objects.filter(operation=operation).update(answer_masked_decoded=False)
+    assert body not in seen_by(staff) and "shown only to superusers" in seen_by(staff)
+    assert body in seen_by(superuser)
