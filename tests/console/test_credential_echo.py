@@ -6,117 +6,17 @@ worker's drain and to a reconciler's lookup. The stored rows hold none of those 
 operation page shows a viewer of another workspace that uses the destination the answer masked.
 """
 
-import base64
 import html
-import re
-from io import StringIO
-from urllib.parse import quote
 
-import pytest
-import yaml
 from django.contrib.auth.models import Permission
-from django.core.management import call_command
 from django.urls import reverse
 
-from ledger.core import accounts, privacy
+from ledger.core import privacy
 from ledger.engine.processing import process_due_operations
-from ledger.intake.submit import submit_event
 from ledger.models import Attempt, AuditEvent, Membership, Operation
 from reconciliation.audit import run_audit
 from reconciliation.reconcile import reconcile_operation
-
-SECRET = "sk_live_51Hq?Zx+k9~Tq=W8dR>>"
-SECRET_ENV = "OPSCONSOLE_TEST_ECHO_VENDOR_KEY"
-
-
-def forms_of(secret: str) -> list[str]:
-    """Every form the stand-in echoes the credential in, as it writes them."""
-    raw = secret.encode()
-    b64, b64url = base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()
-    return [
-        secret,
-        base64.b64encode(b"api:" + raw).decode(),
-        b64,
-        b64.rstrip("="),
-        b64url,
-        b64url.rstrip("="),
-        quote(secret, safe=""),
-        raw.hex(),
-        raw.hex().upper(),
-        secret[:12],
-        "".join(f"\\u{ord(char):04x}" for char in secret),
-    ]
-
-
-FORMS = forms_of(SECRET)
-# Any 8 characters in a row of the key's own forms: a fragment is a leak too. (Of the basic pair's
-# encoding, the first 8 encode "api:" and 2 of the key's 28 bytes.)
-RUNS = {form[i : i + 8].lower() for form in [FORMS[0], *FORMS[2:-1]] for i in range(len(form) - 7)}
-
-
-def leaks(text: str) -> list[str]:
-    """The forms, or runs of 8 characters of them, in ``text`` as stored or decoded."""
-    decoded = re.sub(r"\\u([0-9a-fA-F]{4})", lambda escape: chr(int(escape[1], 16)), html.unescape(text)).lower()
-    return [form for form in FORMS if form.lower() in text.lower()] + [run for run in RUNS if run in decoded]
-
-
-def integrations(url: str) -> str:
-    return yaml.safe_dump(
-        {
-            "destinations": [{"slug": "records-vendor", "base_url": url, "auth": "bearer", "secret_env": SECRET_ENV}],
-            "http_actions": [
-                {
-                    "name": "file-record",
-                    "destination": "records-vendor",
-                    "schema": {
-                        "type": "object",
-                        "required": ["request_id"],
-                        "properties": {"request_id": {"type": "string"}, "title": {"type": "string"}},
-                    },
-                    "identity_fields": ["request_id"],
-                    "normalisers": {"request_id": "identifier"},
-                    "fingerprint_fields": ["request_id"],
-                    "max_attempts": 1,
-                    "settle_after_seconds": 0,
-                    "request": {
-                        "method": "POST",
-                        "path": "/records",
-                        "body": {"reference": "{{ key }}", "payload": {"title": "{{ data.title }}"}},
-                    },
-                    "lookup": {"path": "/records?reference={{ key }}"},
-                    "listing": {
-                        "path": "/records?created_after={{ created_after }}&created_before={{ created_before }}",
-                        "records": "records",
-                        "reference": "reference",
-                    },
-                }
-            ],
-        },
-        sort_keys=False,
-    )
-
-
-@pytest.fixture
-def vendor(standin, tmp_path, monkeypatch, db):
-    """The stand-in as a destination every workspace's ``file-record`` calls with a bearer key."""
-    monkeypatch.setenv(SECRET_ENV, SECRET)
-    path = tmp_path / "integrations.yaml"
-    path.write_text(integrations(standin.url))
-    call_command("integrations", "apply", str(path), stdout=StringIO())
-    return standin
-
-
-@pytest.fixture
-def other(db):
-    workspace, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
-    return workspace
-
-
-def filed(workspace, request_id: str) -> Operation:
-    raw = {"action": "file-record", "data": {"request_id": request_id, "title": "Quarterly report"}}
-    result = submit_event(workspace=workspace, raw=raw, source="api")
-    assert result.outcome == "accepted", result
-    return result.operation
+from tests.echoing_vendor import filed, leaks
 
 
 def stored_text(operation: Operation) -> str:
@@ -131,11 +31,11 @@ def stored_text(operation: Operation) -> str:
     return "\n".join(texts)
 
 
-def test_a_refusal_that_echoes_the_credential_is_stored_with_no_form_of_it(workspace, other, vendor):
+def test_a_refusal_that_echoes_the_credential_is_stored_with_no_form_of_it(workspace, second_workspace, echoing_vendor):
     """The worker's drain meets a 401 quoting the key in every form; the attempt row, the
     operation's last error and its audit trail keep none of them, and still say what happened."""
-    vendor.fail_next({"kind": "echo_credential", "status": 401})
-    operation = filed(other, "R-1")
+    echoing_vendor.fail_next({"kind": "echo_credential", "status": 401})
+    operation = filed(second_workspace, "R-1")
 
     process_due_operations(worker="w1")
 
@@ -148,15 +48,15 @@ def test_a_refusal_that_echoes_the_credential_is_stored_with_no_form_of_it(works
     assert attempt.response_headers["x-request-id"] == f"req_{privacy.MASK}"
 
 
-def test_a_lookup_that_echoes_the_credential_is_stored_with_no_form_of_it(workspace, other, vendor):
+def test_a_lookup_that_echoes_the_credential_is_stored_with_no_form_of_it(workspace, second_workspace, echoing_vendor):
     """The reconciler's lookup meets the same vendor: its reason, stored as the last error and in
     the audit trail, keeps no form of the key."""
-    vendor.fail_next({"kind": "drop_after_commit"})
-    operation = filed(other, "R-2")
+    echoing_vendor.fail_next({"kind": "drop_after_commit"})
+    operation = filed(second_workspace, "R-2")
     process_due_operations(worker="w1")
     operation.refresh_from_db()
     assert operation.state == "unknown"
-    vendor.fail_next_lookup({"kind": "echo_credential", "status": 401})
+    echoing_vendor.fail_next_lookup({"kind": "echo_credential", "status": 401})
 
     verdict = reconcile_operation(operation)
 
@@ -166,10 +66,10 @@ def test_a_lookup_that_echoes_the_credential_is_stored_with_no_form_of_it(worksp
     assert f"Invalid API key provided: {privacy.MASK}" in stored
 
 
-def test_an_audit_run_failed_by_a_listing_that_echoes_the_credential_keeps_no_form_of_it(vendor, time_machine):
+def test_an_audit_run_failed_by_a_listing_that_echoes_the_credential_keeps_no_form_of_it(echoing_vendor, time_machine):
     """The reconciliation audit lists the destination's records; its refusal fails the run, whose
     error is kept and shown: masked like an answer."""
-    vendor.fail_next_lookup({"kind": "echo_credential", "status": 401})
+    echoing_vendor.fail_next_lookup({"kind": "echo_credential", "status": 401})
 
     run = run_audit()
 
@@ -178,15 +78,17 @@ def test_an_audit_run_failed_by_a_listing_that_echoes_the_credential_keeps_no_fo
     assert f"Invalid API key provided: {privacy.MASK}" in run.error
 
 
-def test_a_viewer_of_another_workspace_sees_the_answer_masked(client, django_user_model, workspace, other, vendor):
+def test_a_viewer_of_another_workspace_sees_the_answer_masked(
+    client, django_user_model, workspace, second_workspace, echoing_vendor
+):
     """Both workspaces call the destination; a viewer of the other one opens their operation's
     page: what the vendor said is there, readable, with no form of the destination's key."""
-    vendor.fail_next({"kind": "echo_credential", "status": 401}, {"kind": "echo_credential", "status": 401})
+    echoing_vendor.fail_next({"kind": "echo_credential", "status": 401}, {"kind": "echo_credential", "status": 401})
     filed(workspace, "R-3")
-    theirs = filed(other, "R-3")
+    theirs = filed(second_workspace, "R-3")
     process_due_operations(worker="w1")
     viewer = django_user_model.objects.create_user(username="vic", password="pw")
-    Membership.objects.create(user=viewer, workspace=other, role="viewer")
+    Membership.objects.create(user=viewer, workspace=second_workspace, role="viewer")
     client.force_login(viewer)
 
     page = client.get(reverse("console:operation", args=[theirs.pk]))
@@ -201,11 +103,11 @@ def test_a_viewer_of_another_workspace_sees_the_answer_masked(client, django_use
 
 
 def test_an_answer_kept_before_masking_after_decoding_is_shown_only_to_superusers(
-    client, django_user_model, workspace, vendor
+    client, django_user_model, workspace, echoing_vendor
 ):
     """Answers stored before this masking were masked for the literal credential only: a form of it
     may hide in their bodies and headers, so only superusers, who configure destinations, see them."""
-    vendor.fail_next({"kind": "status", "status": 400, "error": "owner_unknown", "detail": "no owner ops-9"})
+    echoing_vendor.fail_next({"kind": "status", "status": 400, "error": "owner_unknown", "detail": "no owner ops-9"})
     operation = filed(workspace, "R-4")
     process_due_operations(worker="w1")
     Attempt.objects.filter(operation=operation).update(answer_masked_decoded=False)  # as the migration leaves them
@@ -230,9 +132,9 @@ def test_an_answer_kept_before_masking_after_decoding_is_shown_only_to_superuser
 
 
 def test_the_admin_shows_an_answer_kept_before_masking_after_decoding_only_to_superusers(
-    client, django_user_model, workspace, vendor
+    client, django_user_model, workspace, echoing_vendor
 ):
-    vendor.fail_next({"kind": "status", "status": 400, "error": "owner_unknown", "detail": "no owner ops-9"})
+    echoing_vendor.fail_next({"kind": "status", "status": 400, "error": "owner_unknown", "detail": "no owner ops-9"})
     operation = filed(workspace, "R-5")
     process_due_operations(worker="w1")
     staff = django_user_model.objects.create_user(username="sam", password="pw", is_staff=True)
