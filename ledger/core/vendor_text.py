@@ -42,7 +42,7 @@ class Hidden:
     """What ``masked`` hides: ``whole``, values found whole; ``runs``, every ``RUN`` characters in a
     row of a credential's forms (both lower-cased: found case aside)."""
 
-    whole: re.Pattern | None
+    whole: re.Pattern
     runs: frozenset[str]
 
 
@@ -142,9 +142,8 @@ def _found(reading: Reading, hidden: Hidden) -> Iterator[tuple[int, int]]:
     lowered = text.lower()
     if len(lowered) != len(text):  # a few characters lower-case to two: keep those as they are
         lowered = "".join(char if len(char.lower()) != 1 else char.lower() for char in text)
-    if hidden.whole is not None:
-        for found in hidden.whole.finditer(lowered):
-            yield spans[found.start()][0], spans[found.end() - 1][1]
+    for found in hidden.whole.finditer(lowered):
+        yield spans[found.start()][0], spans[found.end() - 1][1]
     if hidden.runs:
         for start in range(len(lowered) - RUN + 1):
             if lowered[start : start + RUN] in hidden.runs:
