@@ -28,6 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition, registry
+from ledger.core import privacy
 from ledger.core.transitions import record_audit_event
 from ledger.models import Operation, Workspace
 from ledger.outcomes import Absent, CannotTell, OutcomeError
@@ -116,7 +117,9 @@ def run_audit(*, since: datetime | None = None) -> ReconciliationRun:
     except Exception as exc:
         # Recorded whatever it was, so no run stays "running"; only a destination's failure is
         # an expected outcome, anything else is a bug and goes on up.
-        _finish(run, status=ReconciliationRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
+        # A destination's refusal quotes its words, which may quote its credential: masked first.
+        error = privacy.secrets_masked(f"{type(exc).__name__}: {exc}", actions)
+        _finish(run, status=ReconciliationRun.Status.FAILED, error=error)
         if isinstance(exc, DESTINATION_ERRORS + (DestinationUnclear,)):
             return run
         raise

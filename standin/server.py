@@ -6,6 +6,7 @@ Stdlib only on purpose: it plays another company's API, so it shares nothing wit
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import socket
@@ -15,7 +16,7 @@ import threading
 from datetime import datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from standin.store import (
     DEFAULT_PAGE_SIZE,
@@ -50,6 +51,42 @@ def _whole_number(query, name, default):
     if not raw.isdigit():
         raise BadRequest("invalid_query", f"'{name}' must be a whole number")
     return int(raw)
+
+
+def credential_of(headers):
+    """The credential a request carried: a bearer token, a basic pair (``user:password``) decoded,
+    or an ``X-Api-Key``; "" when it carried none."""
+    scheme, _, value = headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            return base64.b64decode(value, validate=True).decode()
+        except ValueError:
+            return value
+    return value or headers.get("X-Api-Key", "")
+
+
+def credential_echo(credential):
+    """A careless vendor's refusal that quotes the credential it was sent, in each form such a
+    vendor writes it: the body (JSON text, one string \\u-escaped as some encoders write every
+    character) and a request id header built from it."""
+    raw = credential.encode()
+    b64, b64url = base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()
+    forms = {
+        "bearer": f"Bearer {credential}",
+        "basic": "Basic " + base64.b64encode(b"api:" + raw).decode(),
+        "base64": b64,
+        "base64_unpadded": b64.rstrip("="),
+        "base64url": b64url,
+        "base64url_unpadded": b64url.rstrip("="),
+        "percent": quote(credential, safe=""),
+        "hex": raw.hex(),
+        "hex_upper": raw.hex().upper(),
+        "truncated": credential[:12] + "...",
+    }
+    escaped = "".join(f"\\u{ord(char):04x}" for char in credential)
+    detail = f"Invalid API key provided: {escaped}; as sent: {forms['basic']}"
+    body = '{"error": "invalid_api_key", "detail": "' + detail + '", "received": ' + json.dumps(forms) + "}"
+    return body.encode(), [("X-Request-Id", f"req_{b64url.rstrip('=')}")]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -127,7 +164,8 @@ class Handler(BaseHTTPRequestHandler):
         return body
 
     def _answer(self, status, body, headers=()):
-        data = json.dumps(body).encode()
+        """Answers ``body`` as JSON (bytes: JSON text already written)."""
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -162,7 +200,8 @@ class Handler(BaseHTTPRequestHandler):
             super().log_message(format, *args)
 
     def _fail_before_acting(self, fault):
-        """Plays a status or reset_before fault; returns True when it answered (or hung up) instead."""
+        """Plays a status, reset_before or echo_credential fault; returns True when it answered (or
+        hung up) instead."""
         kind = fault["kind"] if fault else None
         if kind == "status":
             headers = [("Retry-After", str(fault["retry_after"]))] if "retry_after" in fault else []
@@ -174,6 +213,10 @@ class Handler(BaseHTTPRequestHandler):
             return True
         if kind == "reset_before":
             self._hang_up()
+            return True
+        if kind == "echo_credential":
+            body, headers = credential_echo(credential_of(self.headers))
+            self._answer(fault["status"], body, headers)
             return True
         return False
 

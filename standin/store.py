@@ -31,7 +31,12 @@ MAX_PAGE_SIZE = 500
 FAULT_TARGETS = ("create", "lookup")
 
 
-LOOKUP_FAULT_KINDS = ("status", "reset_before", "delay")  # drop_after_commit: a lookup commits nothing
+LOOKUP_FAULT_KINDS = (
+    "status",
+    "reset_before",
+    "delay",
+    "echo_credential",
+)  # drop_after_commit: a lookup commits nothing
 
 
 class BadRequest(Exception):
@@ -85,6 +90,11 @@ def _normalised_fault(fault, kind):
         return normalised
     if kind in ("reset_before", "drop_after_commit"):
         return {"kind": kind}
+    if kind == "echo_credential":
+        status = fault.get("status", 401)
+        if type(status) is not int or not 400 <= status <= 599:
+            raise BadRequest("invalid_fault", "echo_credential fault's 'status' must be an integer between 400 and 599")
+        return {"kind": kind, "status": status}
     if kind == "delay":
         seconds = fault.get("seconds")
         if type(seconds) not in (int, float) or seconds < 0:

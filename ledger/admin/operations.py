@@ -3,6 +3,7 @@ approvals, contributions, the audit trail, bulk actions and the internal destina
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
+from django.db.models import Value
 from django.utils.html import format_html
 
 from ledger.admin.lists import (
@@ -56,11 +57,21 @@ class AttemptInline(admin.TabularInline):
     def has_add_permission(self, request, obj=None):
         return False
 
+    def get_queryset(self, request):
+        # Display methods are given the row, not the request: each row learns what the person sees.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(reader_sees_every_answer=Value(privacy.sees_every_answer(request.user)))
+        )
+
     @admin.display(description="what the destination said")
     def answer_shown(self, obj) -> str:
         # Stored masked (ledger.core.privacy.scrub_failure): shown as it is, escaped.
         if not (obj.response_body or obj.response_headers):
             return "—"
+        if not (obj.answer_masked_decoded or obj.reader_sees_every_answer):  # privacy.answer_shown_to
+            return "kept before masking after decoding: shown only to superusers"
         headers = "\n".join(f"{name}: {value}" for name, value in obj.response_headers.items())
         return format_html(
             "<details><summary>headers and body</summary><pre>{}</pre><pre>{}</pre></details>",

@@ -16,16 +16,15 @@ What people write is shown as written: ``ledger.core.sensitive_notes`` refuses a
 sensitive value. Erasing one data subject's values is ``ledger.core.erasure``.
 """
 
-import re
 from collections.abc import Iterable
 from dataclasses import replace
 
 from ledger.actions import UnknownAction, get_action, registry
-from ledger.core import roles
+from ledger.core import roles, vendor_text
+from ledger.core.vendor_text import MASK
 from ledger.models import Operation
 from ledger.outcomes import OutcomeError
 
-MASK = "••••"
 # What an erased value (or one retention removed) reads as, to everyone: it is no secret any more.
 REDACTED = "[redacted]"
 
@@ -120,50 +119,64 @@ def _schema_order(action_name: str):
 SHORTEST_MASKED_TEXT = 3
 
 
+def answer_shown_to(user, attempt) -> bool:
+    """Whether ``user``, who sees the attempt's operation, sees what its destination answered (its
+    body and headers). Everyone who sees the operation does, masked after decoding as it was stored
+    (``vendor_text``), except for an answer kept before that masking (``answer_masked_decoded``):
+    a form of the credential may hide in it, and only superusers, who configure destinations, see it."""
+    return attempt.answer_masked_decoded or sees_every_answer(user)
+
+
+def sees_every_answer(user) -> bool:
+    """Whether ``user`` configures destinations (a superuser), and so sees every answer they gave."""
+    return roles.can(user, roles.CONFIGURE, None)
+
+
 def scrub_failure(error: OutcomeError, operation: Operation, action) -> OutcomeError:
     """``error`` with the operation's sensitive values and the action's secrets masked out of its
     message and its answer, before either is stored: a destination may echo what it was sent
     ("customer C-1001 has no card on file"), the attempt row and the operation's last error are
-    shown to people who may not see it, and a credential must never be kept at all. A value is
-    masked where its text appears (case aside); one written another way (45.00 for 4500) is not."""
-    hidden = _hidden_texts(operation, action)
-    if not hidden:
+    shown to everyone who sees the operation, and a credential must never be kept at all. Masked by
+    ``vendor_text.masked``: a value where its text appears, decoded or not (case aside), a secret
+    in its encoded forms and fragments too; a value written another way (45.00 for 4500) is not."""
+    hidden = _hidden(operation, action)
+    if hidden is None:
         return error
-    error.message = _masked_text(error.message, hidden)
+    error.message = vendor_text.masked(error.message, hidden)
     error.args = (error.message,)
     if error.answer is not None:
         answer = error.answer
         error.answer = replace(
             answer,
-            headers={name: _masked_text(value, hidden) for name, value in answer.headers.items()},
-            body=_masked_text(answer.body, hidden),
-            code=_masked_text(answer.code, hidden),
-            said=_masked_text(answer.said, hidden),
+            headers={name: vendor_text.masked(value, hidden) for name, value in answer.headers.items()},
+            body=vendor_text.masked(answer.body, hidden),
+            code=vendor_text.masked(answer.code, hidden),
+            said=vendor_text.masked(answer.said, hidden),
         )
     return error
 
 
 def scrubbed_text(text: str, operation: Operation, action) -> str:
     """``text`` (a lookup's reason, which may quote the destination) masked as ``scrub_failure`` masks."""
-    hidden = _hidden_texts(operation, action)
-    return _masked_text(text, hidden) if hidden else text
+    return vendor_text.masked(text, _hidden(operation, action))
 
 
-def _hidden_texts(operation: Operation, action) -> re.Pattern | None:
+def secrets_masked(text: str, actions: Iterable) -> str:
+    """``text`` (what went wrong asking the destinations of ``actions``) with their secrets masked."""
+    return vendor_text.masked(text, vendor_text.hidden((), [s for action in actions for s in action.secret_values()]))
+
+
+def _hidden(operation: Operation, action) -> vendor_text.Hidden | None:
     sensitive = sensitive_fields(operation.action)
     payload = operation.payload if isinstance(operation.payload, dict) else {}
-    texts = [
+    values = [
         text
         for name, value in payload.items()
         if sensitive is None or name in sensitive
         for text in _leaf_texts(value)
         if len(text) >= SHORTEST_MASKED_TEXT and text != REDACTED
     ]
-    texts += [secret for secret in (action.secret_values() if action is not None else []) if secret]
-    if not texts:
-        return None
-    # Longest first: a value that contains another is masked whole.
-    return re.compile("|".join(re.escape(text) for text in sorted(set(texts), key=len, reverse=True)), re.IGNORECASE)
+    return vendor_text.hidden(values, action.secret_values() if action is not None else [])
 
 
 def _leaf_texts(value) -> list[str]:
@@ -174,7 +187,3 @@ def _leaf_texts(value) -> list[str]:
     if value is None or isinstance(value, bool):
         return []
     return [str(value)]
-
-
-def _masked_text(text: str, hidden: re.Pattern) -> str:
-    return hidden.sub(MASK, text) if text else text

@@ -341,6 +341,10 @@ class Attempt(models.Model):
     error_code = models.CharField(max_length=80, blank=True, default="", db_default="")
     response_headers = models.JSONField(default=dict, db_default=Value({}, JSONField()), blank=True)
     response_body = models.TextField(blank=True, default="", db_default="")
+    # Whether that answer was masked after decoding (``ledger.core.vendor_text``, issue 37). Those kept
+    # before were masked for the literal credential only: ``privacy.answer_shown_to`` shows them
+    # to superusers alone.
+    answer_masked_decoded = models.BooleanField(default=True, db_default=True)
     # The destination's record id, when it answered with one (kept even on a stale attempt).
     external_id = models.CharField(max_length=200, blank=True)
     # A caller-performed try (ledger.callers): the digest of the outcome its caller reported, so the

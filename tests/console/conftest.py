@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 from ledger.intake.submit import submit_event
 from ledger.models import Membership, Operation
 from ledger.outcomes import PermanentError
+from tests.echoing_vendor import echoing_vendor, second_workspace  # noqa: F401  fixtures
 from tests.ledger.conftest import scripted_action, submit  # noqa: F401
 
 

@@ -7,6 +7,7 @@ from django.contrib.auth.models import User
 from django.db import connections
 
 from ledger.models import Membership, Workspace
+from tests.echoing_vendor import echoing_vendor, second_workspace  # noqa: F401  fixtures
 
 CHROMIUM = "/usr/bin/chromium"
 # We run as root (no sandbox), and the machine has no network: keep Chromium from calling home.

@@ -1,3 +1,6 @@
+import base64
+from urllib.parse import quote
+
 import httpx
 import pytest
 
@@ -129,6 +132,8 @@ def test_it_serves_lookups_while_faults_are_pending(http):
         {"kind": "status", "status": 400, "detail": "  "},
         {"kind": "status", "status": 400, "detail": "x" * 501},
         "reset_before",
+        {"kind": "echo_credential", "status": 200},
+        {"kind": "echo_credential", "status": "401"},
     ],
 )
 def test_it_refuses_a_bad_fault_and_queues_none_of_the_list(http, fault):
@@ -138,3 +143,51 @@ def test_it_refuses_a_bad_fault_and_queues_none_of_the_list(http, fault):
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_fault"
     assert http.get("/_faults").json() == NO_FAULTS
+
+
+@pytest.mark.parametrize(
+    "headers, credential",
+    [
+        ({"Authorization": "Bearer sk_live_51Hq/Zx+k9"}, "sk_live_51Hq/Zx+k9"),
+        ({"Authorization": "Basic " + base64.b64encode(b"ann:pa55/word").decode()}, "ann:pa55/word"),
+        ({"X-Api-Key": "key-123456789"}, "key-123456789"),
+    ],
+)
+def test_an_echo_fault_quotes_the_credential_it_was_sent_in_every_form_and_creates_nothing(http, headers, credential):
+    """echo_credential plays a careless vendor: the refusal quotes the request's credential, \\u-escaped
+    in its words and in each common encoding, and its request id is built from it."""
+    add_faults(http, {"kind": "echo_credential"})
+
+    response = http.post("/records", json=BODY, headers=headers)
+
+    raw = credential.encode()
+    assert response.status_code == 401
+    assert f"\\u{ord(credential[0]):04x}" in response.text  # the words are escaped, as some encoders write them
+    said = response.json()
+    basic = "Basic " + base64.b64encode(b"api:" + raw).decode()
+    assert said["error"] == "invalid_api_key"
+    assert said["detail"] == f"Invalid API key provided: {credential}; as sent: {basic}"
+    assert said["received"] == {
+        "bearer": f"Bearer {credential}",
+        "basic": basic,
+        "base64": base64.b64encode(raw).decode(),
+        "base64_unpadded": base64.b64encode(raw).decode().rstrip("="),
+        "base64url": base64.urlsafe_b64encode(raw).decode(),
+        "base64url_unpadded": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+        "percent": quote(credential, safe=""),
+        "hex": raw.hex(),
+        "hex_upper": raw.hex().upper(),
+        "truncated": credential[:12] + "...",
+    }
+    assert response.headers["X-Request-Id"] == "req_" + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    assert records(http) == []
+
+
+def test_an_echo_fault_answers_a_lookup_too(http):
+    add_faults(http, {"on": "lookup", "kind": "echo_credential", "status": 403})
+
+    response = http.get("/records", headers={"Authorization": "Bearer tok-abcdefgh"})
+
+    assert response.status_code == 403
+    assert response.json()["received"]["hex"] == b"tok-abcdefgh".hex()
+    assert http.get("/records").status_code == 200  # one lookup, one fault

@@ -5,7 +5,7 @@ import json
 from django import template
 
 from ledger import states
-from ledger.core import sensitive_notes
+from ledger.core import privacy, sensitive_notes
 from opsconsole.console.forms import BESIDE
 
 register = template.Library()
@@ -18,6 +18,12 @@ def pretty_body(body: str) -> str:
         return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
     except ValueError:
         return body
+
+
+@register.filter
+def answer_shown_to(attempt, user) -> bool:
+    """``{% if attempt|answer_shown_to:user %}``: ``privacy.answer_shown_to``."""
+    return privacy.answer_shown_to(user, attempt)
 
 
 @register.filter
