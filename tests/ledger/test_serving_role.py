@@ -29,6 +29,8 @@ REFUSED = [
     ("TRUNCATE ledger_auditevent", "permission denied for table ledger_auditevent"),
     ("UPDATE ledger_auditevent SET message = 'nothing to see'", "permission denied for table ledger_auditevent"),
     ("DELETE FROM ledger_auditevent", "permission denied for table ledger_auditevent"),
+    ("UPDATE ledger_auditinstallation SET keyed_since = now()", "permission denied for table ledger_auditinstallation"),
+    ("INSERT INTO ledger_auditinstallation VALUES (2, gen_random_uuid(), now())", "permission denied for table"),
     (
         "CREATE OR REPLACE FUNCTION ledger_audit_head(a bigint, b bigint, c integer) RETURNS jsonb "
         "LANGUAGE sql AS $$ SELECT '[]'::jsonb $$",

@@ -36,6 +36,7 @@ GRANT USAGE ON SCHEMA public TO {role};
 REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};
 REVOKE UPDATE, DELETE ON ledger_auditevent FROM {role};
+REVOKE INSERT, UPDATE, DELETE ON ledger_auditinstallation FROM {role};
 REVOKE INSERT, UPDATE, DELETE ON django_migrations FROM {role};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role};
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO {role};
@@ -45,8 +46,8 @@ GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO {role};
 class Command(BaseCommand):
     help = (
         "Create (or bring up to date) the role the app serves as: SELECT/INSERT/UPDATE/DELETE on the tables, "
-        "SELECT and INSERT only on the audit table, USAGE on sequences, EXECUTE on functions; no ownership, "
-        "no TRUNCATE, no superuser. Run as the database's owner after each migrate."
+        "SELECT and INSERT only on the audit table (SELECT only on its installation record), USAGE on sequences, "
+        "EXECUTE on functions; no ownership, no TRUNCATE, no superuser. Run as the database's owner after each migrate."
     )
 
     def add_arguments(self, parser):
