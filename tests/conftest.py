@@ -11,8 +11,8 @@ from tests.logguard import LogGuard
 INSTALLATION = """
 DO $$ BEGIN
     IF to_regclass('ledger_auditinstallation') IS NOT NULL THEN
-        INSERT INTO ledger_auditinstallation (id, installation, keyed_since)
-        VALUES (1, gen_random_uuid(), now()) ON CONFLICT DO NOTHING;
+        INSERT INTO ledger_auditinstallation (id, installation, keyed_since, unkeyed_until)
+        VALUES (1, gen_random_uuid(), now(), 0) ON CONFLICT DO NOTHING;
     END IF;
 END $$
 """

@@ -11,11 +11,11 @@ A line::
 
     {"at": "2026-12-04T10:00:00+00:00", "heads": [{"event_id": 812, "hash": "9f..", "workspace_id": 3},
      {"event_id": 17, "hash": "c0..", "workspace_id": null}], "installation": "5f0c..", "key_id": "1",
-     "keyed_since": "2026-11-20T08:00:00+00:00", "mac": "5b.."}
+     "keyed_since": "2026-11-20T08:00:00+00:00", "mac": "5b..", "unkeyed_until": 0}
 
-``mac`` is the HMAC of the line without it, as JSON with sorted keys and no spaces. ``installation``
-and ``keyed_since`` are the database's ``AuditInstallation`` (lines exported before migration 0045
-have neither): a line of another installation is refused, and verification takes the keying date
+``mac`` is the HMAC of the line without it, as JSON with sorted keys and no spaces. ``installation``,
+``keyed_since`` and ``unkeyed_until`` are the database's ``AuditInstallation`` (lines exported
+before migration 0045 have none): a line of another installation is refused, and verification takes the keying date
 from the signed line, not from the database it checks.
 """
 
@@ -63,6 +63,7 @@ def signed_line() -> str:
         "key_id": settings.OPSCONSOLE_AUDIT_KEY_ID,
         "installation": str(installation.installation),
         "keyed_since": installation.keyed_since.isoformat(),
+        "unkeyed_until": installation.unkeyed_until,
         "heads": current_heads(),
     }
     return json.dumps(body | {"mac": _mac(body, settings.OPSCONSOLE_AUDIT_KEY)}, sort_keys=True)
@@ -100,6 +101,7 @@ class HeadsCheck:
     last_at: str = ""
     last_heads: dict = field(default_factory=dict)
     keyed_since: datetime | None = None
+    unkeyed_until: int | None = None
 
 
 def check_heads(lines) -> HeadsCheck:
@@ -150,6 +152,8 @@ def check_heads(lines) -> HeadsCheck:
         report.last_heads = {head["workspace_id"]: head for head in body["heads"]}
         if "keyed_since" in body:
             report.keyed_since = datetime.fromisoformat(body["keyed_since"])
+        if "unkeyed_until" in body:
+            report.unkeyed_until = body["unkeyed_until"]
     return report
 
 
@@ -165,5 +169,10 @@ def _installation_problem(body: dict, installation: AuditInstallation | None) ->
         return (
             f"the installation was keyed on {body['keyed_since']}, and the database now says "
             f"{installation.keyed_since.isoformat()} (its installation record was changed)"
+        )
+    if body.get("unkeyed_until", installation.unkeyed_until) != installation.unkeyed_until:
+        return (
+            f"the last event of before keys was {body['unkeyed_until']}, and the database now says "
+            f"{installation.unkeyed_until} (its installation record was changed)"
         )
     return ""

@@ -9,8 +9,12 @@ the form the trail had before keys. So verification is held, by default, to the 
 (``ledger.core.audit_heads``, signed under the key, kept where the owner cannot reach):
 
 - every exported head is still on its chain (a chain that vanished or lost its tail is broken);
-- an event hashed without a key after the installation's keying date (``AuditInstallation``, read
-  from the signed heads) is broken: keys were on by then, so someone without the key wrote it;
+- an event hashed without a key (or not hashed) after the installation's keying date, or with an id
+  above the last event of before keys (``AuditInstallation``, read from the signed heads), is
+  broken: keys were on by then, so someone without the key wrote it;
+- within a chain, an event under a key retired before one that events before it used is broken
+  (keys rank in the order they were in use: ``OPSCONSOLE_AUDIT_OLD_KEYS`` as listed, then the
+  current one), so a leaked retired key cannot add events after the rotation;
 - a chain that appeared since the last heads must begin with a keyed event (a workspace's chain
   begins with ``workspace_created``): an unkeyed chain made up since, backdated, is broken.
 """
@@ -19,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connection
 
 from ledger.core import audit_mac
@@ -67,6 +72,17 @@ class BrokenLink:
 
 
 @dataclass
+class Rules:
+    """What every event is held to beyond its own chain: the installation's keying date and the
+    last event of before keys (from the signed heads where there are any), the keys by rank."""
+
+    keyed_since: datetime
+    unkeyed_until: int
+    keys: dict[str, str]
+    ranks: dict[str, int]
+
+
+@dataclass
 class Verification:
     chains: list[Chain] = field(default_factory=list)
     broken: BrokenLink | None = None
@@ -77,7 +93,7 @@ def verify_chains(heads: HeadsCheck | None = None, *, chunk: int = 2000) -> Veri
     ``heads`` (the exported lines, already checked), also the chains the last line names and no
     event holds, and the chains that appeared since it."""
     report = Verification()
-    keyed_since, problem = _keyed_since(heads)
+    rules, problem = _rules(heads)
     if problem:
         report.broken = BrokenLink(None, None, problem, of_installation=True)
         return report
@@ -90,30 +106,34 @@ def verify_chains(heads: HeadsCheck | None = None, *, chunk: int = 2000) -> Veri
         chain = Chain(workspace_id)
         report.chains.append(chain)
         new = heads is not None and workspace_id not in heads.last_heads
-        report.broken = _verify_chain(
-            chain, keyed_since=keyed_since, new_since=heads.last_at if new else "", chunk=chunk
-        )
+        report.broken = _verify_chain(chain, rules, new_since=heads.last_at if new else "", chunk=chunk)
         if report.broken:
             break
     return report
 
 
-def _keyed_since(heads: HeadsCheck | None) -> tuple[datetime | None, str]:
-    """The moment from which every event must be keyed: the signed heads' (the database's row was
-    held to it by ``check_heads``), else the database's; and a problem, if the row is gone."""
+def _rules(heads: HeadsCheck | None) -> tuple[Rules | None, str]:
+    """The rules of this installation: its keying date and last event of before keys from the
+    signed heads (the database's row was held to them by ``check_heads``), else the database's; and
+    a problem, if the row is gone."""
     installation = AuditInstallation.objects.first()
     if installation is None:
         return None, "the installation record (ledger_auditinstallation) is missing: it was deleted"
+    keyed_since, unkeyed_until = installation.keyed_since, installation.unkeyed_until
     if heads is not None and heads.keyed_since is not None:
-        return heads.keyed_since, ""
-    return installation.keyed_since, ""
+        keyed_since = heads.keyed_since
+    if heads is not None and heads.unkeyed_until is not None:
+        unkeyed_until = heads.unkeyed_until
+    ranked = [*settings.OPSCONSOLE_AUDIT_OLD_KEYS, settings.OPSCONSOLE_AUDIT_KEY_ID]
+    ranks = {"": -1} | {key_id: rank for rank, key_id in enumerate(ranked)}
+    return Rules(keyed_since, unkeyed_until, audit_mac.audit_keys(), ranks), ""
 
 
 def _rows(workspace_id: int | None, *, chunk: int) -> Iterator[dict]:
     """The chain's events as column values, in id order, read ``chunk`` at a time."""
     # Two forms, so that each reads the chain's index (workspace, id).
     sql = _CHUNK.replace("{chain}", "workspace_id IS NULL" if workspace_id is None else "workspace_id = %(chain)s")
-    after = 0
+    after = -(2**63)  # the least bigint: an id the owner chose below 1 is read too
     while True:
         with connection.cursor() as cursor:
             cursor.execute(sql, {"chain": workspace_id, "after": after, "chunk": chunk})
@@ -124,12 +144,10 @@ def _rows(workspace_id: int | None, *, chunk: int) -> Iterator[dict]:
         after = rows[-1]["id"]
 
 
-def _verify_chain(chain: Chain, *, keyed_since, new_since: str, chunk: int) -> BrokenLink | None:
-    previous, keyed_before, keys = None, False, audit_mac.audit_keys()
+def _verify_chain(chain: Chain, rules: Rules, *, new_since: str, chunk: int) -> BrokenLink | None:
+    previous, rank = None, -1
     for row in _rows(chain.workspace_id, chunk=chunk):
         chain.events += 1
-        if problem := _problem(row, previous, keyed_before, keys, keyed_since):
-            return BrokenLink(chain.workspace_id, row["id"], problem)
         if new_since and chain.events == 1 and not row["hash_key"]:
             return BrokenLink(
                 chain.workspace_id,
@@ -137,34 +155,54 @@ def _verify_chain(chain: Chain, *, keyed_since, new_since: str, chunk: int) -> B
                 f"begins a chain that appeared since the heads exported {new_since} and is not keyed "
                 "(made up by someone without the audit key)",
             )
+        if problem := _problem(row, previous, rank, rules):
+            return BrokenLink(chain.workspace_id, row["id"], problem)
         if not row["hash"]:
             chain.unchained += 1
             continue
-        keyed_before = keyed_before or bool(row["hash_key"])
+        rank = max(rank, rules.ranks[row["hash_key"]])
         previous = chain.head = row["hash"]
     return None
 
 
-def _problem(row: dict, previous, keyed_before: bool, keys: dict, keyed_since) -> str:
+def _problem(row: dict, previous, rank: int, rules: Rules) -> str:
     """Why this event breaks its chain ("" when it holds)."""
     if not row["hash"]:
-        return "has no hash, after chained events" if previous is not None else ""
+        return "has no hash, after chained events" if previous is not None else _after_keys(row, rules)
     if row["prev_hash"] != (previous or ""):
         return "does not follow the event before it (an event was removed or inserted)"
     if not row["hash_key"]:
-        if keyed_before:
+        if rank >= 0:
             return "is hashed without a key after keyed events (rewritten by someone without the audit key)"
-        if keyed_since is not None and row["created_at"] >= keyed_since:
+        if row["created_at"] >= rules.keyed_since:
             return (
-                f"is hashed without a key, and this installation was keyed on {keyed_since:%Y-%m-%d %H:%M:%S} "
+                f"is hashed without a key, and this installation was keyed on {rules.keyed_since:%Y-%m-%d %H:%M:%S} "
                 "(written by someone without the audit key)"
             )
+        if problem := _after_keys(row, rules):
+            return problem
         return "" if audit_mac.digest(row, None) == row["hash"] else "was changed after it was written"
-    if row["hash_key"] not in keys:
+    if row["hash_key"] not in rules.keys:
         return (
             f"is hashed under audit key id {row['hash_key']!r}, "
             "which is not configured (OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_OLD_KEYS)"
         )
-    if audit_mac.digest(row, keys[row["hash_key"]]) != row["hash"]:
+    if rules.ranks[row["hash_key"]] < rank:
+        return (
+            f"is under audit key id {row['hash_key']!r}, retired before a key that events before it used "
+            "(written with a retired key after the rotation)"
+        )
+    if audit_mac.digest(row, rules.keys[row["hash_key"]]) != row["hash"]:
         return "was changed after it was written"
     return ""
+
+
+def _after_keys(row: dict, rules: Rules) -> str:
+    """Why an event without a MAC under a key cannot be of before keys: its id ("" when it can).
+    Its time is the writer's to set; the ids handed out before keys are the installation's record."""
+    if row["id"] <= rules.unkeyed_until:
+        return ""
+    return (
+        f"has no MAC under an audit key, and every event after event {rules.unkeyed_until} was written with "
+        "one (written by someone without the audit key)"
+    )

@@ -7,8 +7,9 @@ process (ledger.core.audit_mac) and inserted as data; the database only orders t
 - The functions that hashed in SQL (``ledger_audit_hash``, ``_encoding``, ``_field``, ``_no_key``)
   and ``ledger_audit_append`` are dropped: nothing in the schema hashes any more.
 - A row trigger refuses an event inserted without a MAC (``hash`` or ``hash_key`` empty).
-- ``AuditInstallation``: the installation's id and the moment its trail became keyed (the first
-  keyed event's time, or now), one row that a trigger keeps as written; exported heads carry both.
+- ``AuditInstallation``: the installation's id, the moment its trail became keyed (the first keyed
+  event's time, or now) and the highest id of an event of before keys, one row that a trigger
+  keeps as written; exported heads carry all three.
 
 Unapplying makes the functions of before again (the texts below, as 0044 left them).
 """
@@ -924,11 +925,13 @@ DROP FUNCTION public.ledger_audit_unkeyed();
 """
 
 # The installation: a new id, keyed since the first keyed event (every event after it is keyed:
-# from migration 0030 on, appends refused to hash without a key), or since now on a new database.
+# from migration 0030 on, appends refused to hash without a key), or since now on a new database;
+# and the highest id of an event of before keys (or before chaining), 0 for none.
 INSTALLATION = """
-INSERT INTO ledger_auditinstallation (id, installation, keyed_since)
-SELECT 1, gen_random_uuid(), coalesce(
-    (SELECT created_at FROM ledger_auditevent WHERE hash_key <> '' ORDER BY created_at, id LIMIT 1), now())
+INSERT INTO ledger_auditinstallation (id, installation, keyed_since, unkeyed_until)
+SELECT 1, gen_random_uuid(),
+    coalesce((SELECT created_at FROM ledger_auditevent WHERE hash_key <> '' ORDER BY created_at, id LIMIT 1), now()),
+    coalesce((SELECT max(id) FROM ledger_auditevent WHERE hash = '' OR hash_key = ''), 0)
 """
 
 DROP_HASHING = """
@@ -950,6 +953,7 @@ class Migration(migrations.Migration):
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
                 ("installation", models.UUIDField(unique=True)),
                 ("keyed_since", models.DateTimeField()),
+                ("unkeyed_until", models.BigIntegerField(default=0)),
             ],
             options={
                 "constraints": [models.CheckConstraint(condition=models.Q(("id", 1)), name="audit_installation_one_row")],

@@ -187,6 +187,10 @@ class AuditInstallation(models.Model):
 
     installation = models.UUIDField(unique=True)
     keyed_since = models.DateTimeField()
+    # The highest id of an event without a MAC under a key (hashed before keys, or before chaining)
+    # when the record was written; 0 for none. Every event above it must be keyed, whatever its
+    # time says (an owner sets created_at as it likes, not the ids already handed out).
+    unkeyed_until = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [models.CheckConstraint(condition=Q(id=1), name="audit_installation_one_row")]

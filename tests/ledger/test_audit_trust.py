@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 
 from ledger.core import accounts, pause, transitions
@@ -215,6 +215,88 @@ def test_the_serving_role_cannot_append_an_unkeyed_event(exported, serving_role)
     assert verify_audit().returncode == 0
 
 
+def test_the_serving_role_cannot_hide_an_event_below_the_ids_handed_out(exported, serving_role):  # noqa: F811
+    """An id is the writer's to choose: an event at id -1, with a made-up MAC, in a chain and in a
+    workspace of its own. Verification reads every chain from its least id."""
+    workspace, _ = exported
+    url, _ = serving_role
+    columns = (
+        "id, workspace_id, actor, kind, from_state, to_state, error_category, message, created_at, prev_hash, hash"
+    )
+    result = subprocess.run(
+        [
+            psql_program(),
+            url,
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            f"INSERT INTO ledger_auditevent ({columns}, hash_key) VALUES "
+            f"(-1, {workspace.pk}, 'alice', 'approved', '', '', '', 'forged', now(), '', repeat('d', 64), "
+            f"'{settings.OPSCONSOLE_AUDIT_KEY_ID}')",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr  # the trigger sees a MAC: only the key can tell it is none
+    assert_broken("event -1 .*was changed after it was written")
+
+
+def test_unhashed_events_slipped_in_as_of_before_chaining_are_found(exported, settings):
+    """Events with no hash at all pass for events of before the chain at the start of one: a made-up
+    workspace whose chain is two such events, the first naming a key id (so it looks keyed)."""
+    as_owner(
+        f"""
+        INSERT INTO ledger_workspace (slug, approved_owners, retry_budget_per_hour, created_at)
+        VALUES ('ghost', '[]', 100, '2020-01-01');
+        INSERT INTO ledger_auditevent (workspace_id, actor, kind, from_state, to_state, error_category, message,
+                                       created_at, prev_hash, hash, hash_key)
+        SELECT w.id, 'alice', kind, '', '', '', 'forged', '2020-01-01', '', '', key_id
+        FROM ledger_workspace w, (VALUES ('note', '{settings.OPSCONSOLE_AUDIT_KEY_ID}'), ('approved', ''))
+             AS e(kind, key_id)
+        WHERE w.slug = 'ghost';
+        """
+    )
+    assert_broken("has no MAC under an audit key, and every event after event 0 was written with one")
+
+
+def test_a_never_keyed_chain_grown_with_backdated_unkeyed_events_is_found(exported):
+    """A chain all of whose events are of before keys (a quiet workspace, upgraded): the owner adds
+    an unkeyed event dated before keys after its exported head. Its id gives it away."""
+    workspace, _ = exported
+    as_owner(
+        f"""
+        DO $$ DECLARE e ledger_auditevent; previous text := ''; BEGIN
+            FOR e IN SELECT * FROM ledger_auditevent WHERE workspace_id = {workspace.pk} ORDER BY id LOOP
+                UPDATE ledger_auditevent SET prev_hash = previous, hash = pg_temp.hashed(e, previous), hash_key = '',
+                       created_at = '2020-01-01'
+                WHERE id = e.id RETURNING hash INTO previous;
+            END LOOP;
+        END $$;
+        """
+    )
+    result = verify_audit("--no-heads")  # the keying date cannot tell: every event says 2020
+    assert result.returncode != 0
+    assert "has no MAC under an audit key, and every event after event 0 was written with one" in result.stderr
+
+
+def test_a_retired_key_cannot_add_events_after_the_rotation(exported, settings):
+    """A retired key leaked: events signed with it after events under the key that replaced it."""
+    workspace, _ = exported
+    retired_id, retired = settings.OPSCONSOLE_AUDIT_KEY_ID, settings.OPSCONSOLE_AUDIT_KEY
+    settings.OPSCONSOLE_AUDIT_OLD_KEYS = {retired_id: retired}
+    settings.OPSCONSOLE_AUDIT_KEY_ID, settings.OPSCONSOLE_AUDIT_KEY = "next", "the-key-after-rotation-0123456789"
+    transitions.record_audit_event(actor="alice", kind="note", workspace=workspace, message="after the rotation")
+    settings.OPSCONSOLE_AUDIT_KEY_ID, settings.OPSCONSOLE_AUDIT_KEY = retired_id, retired  # the leaked key writes
+    forged = transitions.record_audit_event(actor="alice", kind="approved", workspace=workspace, message="forged")
+    settings.OPSCONSOLE_AUDIT_KEY_ID, settings.OPSCONSOLE_AUDIT_KEY = "next", "the-key-after-rotation-0123456789"
+
+    out = StringIO()
+    with pytest.raises(CommandError, match=f"event {forged.pk} .*retired before a key that events before it used"):
+        call_command("verify_audit", stdout=out)
+
+
 def test_a_moved_keying_date_is_found(exported):
     """The owner moves the installation's keying date later, to pass off unkeyed events: the signed
     heads carry the date it had."""
@@ -223,7 +305,7 @@ def test_a_moved_keying_date_is_found(exported):
 
 
 def test_heads_of_another_installation_are_refused(exported):
-    replaced = f"INSERT INTO ledger_auditinstallation VALUES (1, '{uuid.uuid4()}', now())"
+    replaced = f"INSERT INTO ledger_auditinstallation VALUES (1, '{uuid.uuid4()}', now(), 0)"
     as_owner(f"DELETE FROM ledger_auditinstallation; {replaced}")
     assert_broken("it is of installation .*, and this database is")
 
