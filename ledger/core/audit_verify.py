@@ -31,28 +31,11 @@ from ledger.core.audit_heads import HeadsCheck
 from ledger.models import AuditEvent, AuditInstallation
 
 # One chunk of a chain in id order: plain columns, the times as the database wrote them.
-_CHUNK = """
-SELECT id, workspace_id, operation_id, attempt_id, actor, kind, from_state, to_state, error_category,
-       message, created_at, times::text, prev_hash, hash, hash_key
-FROM ledger_auditevent WHERE {chain} AND id > %(after)s ORDER BY id LIMIT %(chunk)s
+_COLUMNS = ("id", *audit_mac.FIELDS, "created_at", "times_text", "hash", "hash_key")
+_CHUNK = f"""
+SELECT id, {", ".join(audit_mac.FIELDS)}, created_at, times::text, hash, hash_key
+FROM ledger_auditevent WHERE {{chain}} AND id > %(after)s ORDER BY id LIMIT %(chunk)s
 """
-_COLUMNS = (
-    "id",
-    "workspace_id",
-    "operation_id",
-    "attempt_id",
-    "actor",
-    "kind",
-    "from_state",
-    "to_state",
-    "error_category",
-    "message",
-    "created_at",
-    "times_text",
-    "prev_hash",
-    "hash",
-    "hash_key",
-)
 
 
 @dataclass
