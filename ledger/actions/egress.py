@@ -20,8 +20,11 @@ the connection is opened to a checked address, never by looking the name up agai
 that changes between the check and the connection cannot move the call). A refused call raises
 ``EgressRefused``, a permanent failure: nothing was sent, and repeating it will not help.
 
-Through an HTTP proxy named in the environment (``HTTPS_PROXY``), httpx connects to the proxy and
-the proxy to the destination: the call-time check is then the proxy's to make.
+Through an HTTP proxy named in the environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``, not
+for ``NO_PROXY``'s hosts: ``ledger.actions.http``), the proxy connects to the destination: the host
+is resolved and checked the same way before each request is handed to the proxy
+(``ProxiedTransport``), and a name that does not resolve here is not sent. The proxy looks the name
+up again itself, so it should refuse these addresses too.
 """
 
 import ipaddress
@@ -150,17 +153,27 @@ def destination_problem(base_url: str) -> str:
 # --- at each connection ----------------------------------------------------------------------------------
 
 
+def allowed(host: str, port: int) -> list[IPAddress]:
+    """Every address ``host`` resolves to now, when the policy allows each of them. ``EgressRefused``
+    when it refuses one; ``socket.gaierror`` when ``host`` resolves to none."""
+    try:
+        addresses = resolve(host, port)
+    except UnicodeError as exc:
+        raise socket.gaierror(str(exc)) from exc
+    if problem := host_problem(host, addresses):
+        raise EgressRefused(f"refused by the egress policy: {problem} ({WHERE})")
+    return addresses
+
+
 class _GuardedBackend(httpcore.SyncBackend):
     """httpcore's network backend, opening a connection only to an address the policy allows: the
     host resolved once, every address checked, then connected to by address."""
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         try:
-            addresses = resolve(host, port)
-        except (socket.gaierror, UnicodeError) as exc:
+            addresses = allowed(host, port)
+        except socket.gaierror as exc:
             raise httpcore.ConnectError(f"{host} does not resolve: {exc}") from exc
-        if problem := host_problem(host, addresses):
-            raise EgressRefused(f"refused by the egress policy: {problem} ({WHERE})")
         failure: Exception | None = None
         for address in addresses:
             try:
@@ -184,3 +197,22 @@ class GuardedTransport(httpx.HTTPTransport):
             keepalive_expiry=limits.keepalive_expiry,
             network_backend=_GuardedBackend(),
         )
+
+
+class ProxiedTransport(httpx.HTTPTransport):
+    """httpx's transport through an HTTP proxy named in the environment (``HTTPS_PROXY``...). The
+    proxy, not this process, connects to the destination, so the destination's host is checked
+    here, on the addresses it resolves to now, before the request is handed to the proxy (a refused
+    one never reaches it). The proxy's own address is the operator's choice and is not checked."""
+
+    def __init__(self, *, proxy: str, ssl_context, limits: httpx.Limits):
+        super().__init__(verify=ssl_context, limits=limits, proxy=proxy)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        try:
+            allowed(url.host, url.port or (443 if url.scheme == "https" else 80))
+        except socket.gaierror as exc:
+            # Where the proxy would take it cannot be judged: not sent, as when it does not resolve directly.
+            raise httpx.ConnectError(f"{url.host} does not resolve: {exc}", request=request) from exc
+        return super().handle_request(request)

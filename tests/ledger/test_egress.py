@@ -15,11 +15,12 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
-from ledger.actions import configured, egress
+from ledger.actions import configured, egress, http
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import Attempt, Destination, HttpAction
 from standin.server import start_in_thread
+from tests.faults.proxy import ForwardProxy
 
 ACTION = {
     "name": "file-record",
@@ -341,3 +342,93 @@ def test_a_name_that_resolves_to_a_nat64_private_address_is_refused_at_call_time
     assert (
         "vendor.invalid resolves to 64:ff9b::a00:5, which is 10.0.0.5, private" in Attempt.objects.get().error_message
     )
+
+
+# --- through a proxy named in the environment ------------------------------------------------------------
+
+PUBLIC = "93.184.215.14"  # a public address; the test's proxy connects to the stand-in whatever is named
+
+
+@pytest.fixture
+def proxy(standin, monkeypatch):
+    """A forward proxy named in HTTP_PROXY and HTTPS_PROXY, passing every call on to the stand-in.
+    This thread's client is made after the environment is set (a client reads it when made)."""
+    server, url = standin
+    forward = ForwardProxy(upstream=server.server_address[:2])
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", forward.url)
+    monkeypatch.setenv("HTTPS_PROXY", forward.url)
+    http.close_thread_client()
+    yield forward
+    http.close_thread_client()
+    forward.stop()
+
+
+def test_a_call_goes_through_the_proxy_in_the_environment(workspace, settings, standin, proxy, monkeypatch):
+    """The proxy is at 127.0.0.1, where the operator put it: its own address is not the policy's to
+    judge, the destination's is (a public one here)."""
+    server, _ = standin
+    settings.OPSCONSOLE_EGRESS_ALLOW_PRIVATE = False
+    configure("http://vendor.example")
+    answers(monkeypatch, "vendor.example", [PUBLIC])
+
+    assert call_once(workspace).state == "succeeded"
+    assert proxy.seen == ["POST http://vendor.example/records"]
+    assert server.store.stats()["requests"] == {"POST /records": 1}
+
+
+def test_a_host_named_in_no_proxy_is_called_directly(workspace, settings, standin, proxy, monkeypatch):
+    server, url = standin
+    settings.OPSCONSOLE_EGRESS_ALLOW_PRIVATE = True
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    http.close_thread_client()
+    configure(url)
+
+    assert call_once(workspace).state == "succeeded"
+    assert proxy.seen == []
+    assert server.store.stats()["requests"] == {"POST /records": 1}
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_destination_that_resolves_to_the_metadata_address_is_refused_before_the_proxy_is_asked(
+    workspace, settings, standin, proxy, monkeypatch, scheme
+):
+    server, _ = standin
+    settings.OPSCONSOLE_EGRESS_ALLOW_PRIVATE = True
+    configure(f"{scheme}://vendor.example")
+    answers(monkeypatch, "vendor.example", ["169.254.169.254"])
+
+    operation = call_once(workspace)
+
+    assert operation.state == "needs_review"
+    [attempt] = Attempt.objects.filter(operation=operation)
+    assert attempt.outcome == "permanent"
+    assert "vendor.example resolves to 169.254.169.254, which is the cloud metadata address" in attempt.error_message
+    assert proxy.seen == []
+    assert server.store.stats()["requests"] == {}
+
+
+def test_a_private_destination_is_refused_before_the_proxy_is_asked(workspace, settings, standin, proxy):
+    server, url = standin
+    settings.OPSCONSOLE_EGRESS_ALLOW_PRIVATE = False
+    configure(url)
+
+    operation = call_once(workspace)
+
+    assert "refused by the egress policy: 127.0.0.1 is loopback" in Attempt.objects.get().error_message
+    assert operation.state == "needs_review"
+    assert proxy.seen == []
+
+
+def test_a_name_that_does_not_resolve_here_is_not_handed_to_the_proxy(workspace, settings, standin, proxy):
+    """Where it leads cannot be judged: the call is not sent (and is tried again later)."""
+    settings.OPSCONSOLE_EGRESS_ALLOW_PRIVATE = False
+    configure("http://vendor.invalid")
+
+    call_once(workspace)
+
+    [attempt] = Attempt.objects.all()
+    assert attempt.outcome == "transient"
+    assert "did not reach vendor.invalid" in attempt.error_message
+    assert proxy.seen == []
