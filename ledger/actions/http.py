@@ -34,6 +34,7 @@ from functools import cache
 import httpx
 from django.conf import settings
 from django.utils import timezone
+from httpx._utils import get_environment_proxies
 
 from ledger.actions import answers, egress
 from ledger.outcomes import AmbiguousError, PermanentError, TransientError
@@ -54,10 +55,23 @@ class _ThreadClient:
 
     def __init__(self) -> None:
         # Its timeouts are set per request (``send``), from the settings of the moment; its
-        # connections open only where the egress policy allows (``ledger.actions.egress``).
+        # connections open only where the egress policy allows (``ledger.actions.egress``), and
+        # through a proxy the environment names, to a destination the policy allows.
         transport = egress.GuardedTransport(ssl_context=_ssl_context(), limits=_LIMITS)
-        self.client = httpx.Client(transport=transport)
+        self.client = httpx.Client(transport=transport, mounts=_environment_proxies())
         self.close = weakref.finalize(self, self.client.close)
+
+
+def _environment_proxies() -> dict[str, httpx.BaseTransport | None]:
+    """The proxies the environment names (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY), as the client's
+    mounts: a client given its own transport reads none itself. NO_PROXY's hosts are mounted on
+    None, the client's own transport (called directly)."""
+    # httpx's own reading of the variables, so they mean what they meant before the egress policy.
+    proxies = get_environment_proxies()
+    return {
+        pattern: egress.ProxiedTransport(proxy=proxy, ssl_context=_ssl_context(), limits=_LIMITS) if proxy else None
+        for pattern, proxy in proxies.items()
+    }
 
 
 def thread_client() -> httpx.Client:

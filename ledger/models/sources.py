@@ -60,7 +60,8 @@ class HookRefusal(models.Model):
     prunes without a vacuum."""
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="refusals", db_index=False)
-    # The client's address (an IPv6 one as its /64: one host holds a whole /64 to send from).
+    # The client's address as counted (``refusals.counted_address``: an IPv6 one as its /48, no port;
+    # "" unknown, "other addresses" past the hour's limit at the source).
     address = models.CharField(max_length=64)
     reason = models.CharField(max_length=40)
     hour = models.DateTimeField(help_text="The start of the hour these arrived in.")
@@ -72,8 +73,12 @@ class HookRefusal(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["source", "address", "reason", "hour"], name="hook_refusal_unique_hour"),
         ]
-        # The deliveries page reads the recent hours; retention deletes the old ones.
-        indexes = [models.Index(fields=["hour"], name="hook_refusal_hour_idx")]
+        # The deliveries page reads the recent hours; retention deletes the old ones. Each count
+        # reads its source's hour (the addresses counted in it: ``refusals.count_arrival``).
+        indexes = [
+            models.Index(fields=["hour"], name="hook_refusal_hour_idx"),
+            models.Index(fields=["source", "hour"], name="hook_refusal_source_hour_idx"),
+        ]
 
     def __str__(self):
         return f"{self.reason} x{self.count} from {self.address}"

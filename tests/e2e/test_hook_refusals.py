@@ -18,8 +18,12 @@ FORGED = "whsec_" + base64.b64encode(b"x" * 32).decode()
 
 
 def test_forged_deliveries_show_as_one_counted_line(page, live_server, workspace, monkeypatch):
-    monkeypatch.setenv("HOOK_SECRET", "whsec_" + base64.b64encode(b"a secret of thirty-two bytes!!!!").decode())
-    Source.objects.create(workspace=workspace, slug="billing", scheme="standard_webhooks", secret_env="HOOK_SECRET")
+    monkeypatch.setenv(
+        "OPSCONSOLE_SOURCE_DEMO_HOOK", "whsec_" + base64.b64encode(b"a secret of thirty-two bytes!!!!").decode()
+    )
+    Source.objects.create(
+        workspace=workspace, slug="billing", scheme="standard_webhooks", secret_env="OPSCONSOLE_SOURCE_DEMO_HOOK"
+    )
     body = '{"type": "invoice.paid"}'
     with httpx.Client(base_url=live_server.url) as sender:
         for n in range(200):

@@ -15,14 +15,14 @@ from ledger.models import Delivery, HookRefusal, Membership, Source
 WHSEC = "whsec_" + base64.b64encode(b"a secret of thirty-two bytes!!!!").decode()
 FORGED = "whsec_" + base64.b64encode(b"x" * 32).decode()
 BODY = b'{"type": "invoice.paid", "data": {}}'
+# A source's secret is named in the environment under its workspace's prefix (docs/operations.md).
+SECRET_ENV = "OPSCONSOLE_SOURCE_DEMO_HOOK"
 
 
 @pytest.fixture
 def hooks(workspace, monkeypatch):
-    monkeypatch.setenv("HOOK_SECRET", WHSEC)
-    return Source.objects.create(
-        workspace=workspace, slug="billing", scheme="standard_webhooks", secret_env="HOOK_SECRET"
-    )
+    monkeypatch.setenv(SECRET_ENV, WHSEC)
+    return Source.objects.create(workspace=workspace, slug="billing", scheme="standard_webhooks", secret_env=SECRET_ENV)
 
 
 def forged_headers(n: int) -> dict:
@@ -96,12 +96,86 @@ def test_each_address_and_reason_is_its_own_count(client, hooks):
     ]
 
 
-def test_an_ipv6_sender_is_counted_per_64_network(client, hooks):
-    """One IPv6 host has a /64 of its own to send from: a count per address would be a row each."""
+def test_an_ipv6_sender_is_counted_per_48_network(client, hooks):
+    """One IPv6 sender holds a /48 of its own to send from (a /64 each for 65,536 networks): a count
+    per address, or per /64, would be a row each."""
     forge(client, 1, address="2001:db8:1:2::a")
-    forge(client, 2, address="2001:db8:1:2:ffff::b")
+    forge(client, 2, address="2001:db8:1:ffff::b")
+    forge(client, 3, address="[2001:db8:1:3::c]:443")
 
-    assert counts() == [("billing", "2001:db8:1:2::/64", "bad_signature", 2)]
+    assert counts() == [("billing", "2001:db8:1::/48", "bad_signature", 3)]
+
+
+def test_a_port_after_the_address_is_not_part_of_it(client, hooks):
+    for n, address in enumerate(["10.0.0.1:40001", "10.0.0.1:40002", "10.0.0.1", "::ffff:10.0.0.1"]):
+        forge(client, n, address=address)
+
+    assert counts() == [("billing", "10.0.0.1", "bad_signature", 4)]
+
+
+def test_a_trusted_proxy_that_appends_the_client_s_port_adds_no_row_per_port(client, hooks, settings):
+    settings.OPSCONSOLE_TRUSTED_PROXIES = ["10.9.9.9"]
+    for n in range(20):
+        forge(client, n, address="10.9.9.9", HTTP_X_FORWARDED_FOR=f"198.51.100.7:{40000 + n}")
+    forge(client, 20, address="10.9.9.9", HTTP_X_FORWARDED_FOR="1.2.3.4, [2001:db8:5:6::7]:51000")
+
+    assert counts() == [
+        ("billing", "198.51.100.7", "bad_signature", 20),
+        ("billing", "2001:db8:5::/48", "bad_signature", 1),
+    ]
+
+
+def test_whatever_does_not_read_as_an_address_is_counted_as_one_unknown(
+    client, hooks, settings, workspace, django_user_model
+):
+    settings.OPSCONSOLE_TRUSTED_PROXIES = ["10.9.9.9"]
+    for n in range(10):
+        forge(client, n, address="10.9.9.9", HTTP_X_FORWARDED_FOR=f"not-an-address-{n}")
+    forge(client, 10, address="")
+    forge(client, 11, address="10.0.0.1:port")
+    forge(client, 12, address="[10.0.0.1]:")
+
+    assert counts() == [("billing", "", "bad_signature", 13)]
+    html = deliveries_page(client, django_user_model.objects.create_user("viewer"), workspace)
+    assert "Refused 13 times from an unknown address" in html
+
+
+def test_past_100_addresses_in_an_hour_the_rest_are_counted_together(client, hooks, workspace, django_user_model):
+    """A sender of many addresses (a botnet, a /16) writes at most 100 rows an hour at a source, and
+    one more for all the others; an address already counted keeps its own count."""
+    for n in range(150):
+        forge(client, n, address=f"10.1.{n // 200}.{n % 200}")
+    forge(client, 150, address="10.1.0.0")
+    forge(client, 151, address="10.1.0.0", HTTP_WEBHOOK_SIGNATURE="")
+
+    rows = counts()
+    assert len(rows) == 102
+    assert ("billing", "10.1.0.0", "bad_signature", 2) in rows
+    assert ("billing", "10.1.0.0", "missing_signature", 1) in rows
+    assert ("billing", "other addresses", "bad_signature", 50) in rows
+    assert HookRefusal.objects.values("address").distinct().count() == 101
+    html = deliveries_page(client, django_user_model.objects.create_user("viewer"), workspace)
+    assert "Refused 50 times from other addresses" in html
+
+
+def test_the_limit_is_per_source_and_hour(client, hooks, workspace, monkeypatch, time_machine):
+    Source.objects.create(workspace=workspace, slug="crm", scheme="standard_webhooks", secret_env=SECRET_ENV)
+    at = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+    time_machine.move_to(at)
+    stamp = {"HTTP_WEBHOOK_TIMESTAMP": str(int(at.timestamp()))}
+    for n in range(101):
+        forge(client, n, address=f"10.2.0.{n}", **stamp)
+    client.post(
+        "/api/v1/hooks/crm", BODY, content_type="application/json", REMOTE_ADDR="10.2.0.200", **forged_headers(0)
+    )
+    at = datetime(2026, 3, 1, 10, 30, tzinfo=UTC)
+    time_machine.move_to(at)
+    forge(client, 200, address="10.2.0.201", HTTP_WEBHOOK_TIMESTAMP=str(int(at.timestamp())))
+
+    assert HookRefusal.objects.filter(address="other addresses").values_list("source__slug", "count")[::1] == [
+        ("billing", 1)
+    ]
+    assert HookRefusal.objects.filter(address__in=["10.2.0.200", "10.2.0.201"]).count() == 2
 
 
 def test_a_new_hour_starts_a_new_count(client, hooks, time_machine):
@@ -147,8 +221,8 @@ def test_a_signed_delivery_that_is_refused_later_is_still_a_row_of_its_own(clien
 def test_counting_200_refusals_leaves_no_trail_of_dead_rows(client, workspace, monkeypatch):
     """Autovacuum may be off: each count is a HOT update on a page kept half empty, whose old
     versions the next visit to the page prunes, so the table grows by one page however many come."""
-    monkeypatch.setenv("HOOK_SECRET", WHSEC)
-    Source.objects.create(workspace=workspace, slug="billing", scheme="standard_webhooks", secret_env="HOOK_SECRET")
+    monkeypatch.setenv(SECRET_ENV, WHSEC)
+    Source.objects.create(workspace=workspace, slug="billing", scheme="standard_webhooks", secret_env=SECRET_ENV)
     size, hot_updates = table_size_and_hot_updates()
 
     for n in range(200):
