@@ -1,12 +1,9 @@
 """A careless vendor for tests (issue 37, finding 3): the real stand-in as a destination with a
-bearer key, whose ``echo_credential`` fault quotes the key back in every common form; an HTTP action
-``file-record`` that every workspace may call there; and what counts as a leak of the key."""
+bearer key, whose ``echo_credential`` fault quotes the key back in every form a careless vendor
+writes it in; an HTTP action ``file-record`` that every workspace may call there; and what counts as
+a leak of the key."""
 
-import base64
-import html
-import re
 from io import StringIO
-from urllib.parse import quote
 
 import pytest
 import yaml
@@ -15,40 +12,16 @@ from django.core.management import call_command
 from ledger.core import accounts
 from ledger.intake.submit import submit_event
 from ledger.models import Operation
+from tests import credential_forms
 
 SECRET = "sk_live_51Hq?Zx+k9~Tq=W8dR>>"
 SECRET_ENV = "OPSCONSOLE_TEST_ECHO_VENDOR_KEY"
 
 
-def forms_of(secret: str) -> list[str]:
-    """Every form the stand-in echoes the credential in, as it writes them."""
-    raw = secret.encode()
-    b64, b64url = base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()
-    return [
-        secret,
-        base64.b64encode(b"api:" + raw).decode(),
-        b64,
-        b64.rstrip("="),
-        b64url,
-        b64url.rstrip("="),
-        quote(secret, safe=""),
-        raw.hex(),
-        raw.hex().upper(),
-        secret[:12],
-        "".join(f"\\u{ord(char):04x}" for char in secret),
-    ]
-
-
-FORMS = forms_of(SECRET)
-# Any 8 characters in a row of the key's own forms: a fragment is a leak too. (Of the basic pair's
-# encoding, the first 8 encode "api:" and 2 of the key's 28 bytes.)
-RUNS = {form[i : i + 8].lower() for form in [FORMS[0], *FORMS[2:-1]] for i in range(len(form) - 7)}
-
-
 def leaks(text: str) -> list[str]:
-    """The forms, or runs of 8 characters of them, in ``text`` as stored or decoded."""
-    decoded = re.sub(r"\\u([0-9a-fA-F]{4})", lambda escape: chr(int(escape[1], 16)), html.unescape(text)).lower()
-    return [form for form in FORMS if form.lower() in text.lower()] + [run for run in RUNS if run in decoded]
+    """Runs of 8 characters of the key in any of its forms, in ``text`` read every way a vendor may
+    have encoded it (``tests.credential_forms.leaks``)."""
+    return credential_forms.leaks(text, SECRET)
 
 
 def integrations(url: str) -> str:

@@ -70,13 +70,15 @@ class AttemptInline(admin.TabularInline):
         # Stored masked (ledger.core.privacy.scrub_failure): shown as it is, escaped.
         if not (obj.response_body or obj.response_headers):
             return "—"
-        if not (obj.answer_masked_decoded or obj.reader_sees_every_answer):  # privacy.answer_shown_to
+        shown = privacy.answer_shown(obj, configures_destinations=obj.reader_sees_every_answer)
+        if shown is None:
             return "kept before masking after decoding: shown only to superusers"
-        headers = "\n".join(f"{name}: {value}" for name, value in obj.response_headers.items())
+        headers = "\n".join(f"{name}: {value}" for name, value in shown.headers.items())
         return format_html(
-            "<details><summary>headers and body</summary><pre>{}</pre><pre>{}</pre></details>",
+            "<details><summary>headers and body{}</summary><pre>{}</pre><pre>{}</pre></details>",
+            "" if shown.in_full else " (long opaque strings blanked: superusers see them)",
             headers,
-            obj.response_body,
+            shown.body,
         )
 
 

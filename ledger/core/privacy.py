@@ -17,7 +17,7 @@ sensitive value. Erasing one data subject's values is ``ledger.core.erasure``.
 """
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ledger.actions import UnknownAction, get_action, registry
 from ledger.core import roles, vendor_text
@@ -119,12 +119,37 @@ def _schema_order(action_name: str):
 SHORTEST_MASKED_TEXT = 3
 
 
-def answer_shown_to(user, attempt) -> bool:
-    """Whether ``user``, who sees the attempt's operation, sees what its destination answered (its
-    body and headers). Everyone who sees the operation does, masked after decoding as it was stored
-    (``vendor_text``), except for an answer kept before that masking (``answer_masked_decoded``):
-    a form of the credential may hide in it, and only superusers, who configure destinations, see it."""
-    return attempt.answer_masked_decoded or sees_every_answer(user)
+@dataclass(frozen=True)
+class ShownAnswer:
+    """What a destination answered one try, as one person sees it: its kept headers and body, and
+    whether they are in full (``False``: with long opaque strings blanked)."""
+
+    headers: dict[str, str]
+    body: str
+    in_full: bool
+
+
+def answer_shown_to(user, attempt) -> ShownAnswer | None:
+    """What ``user``, who sees the attempt's operation, sees of what its destination answered (its
+    body and headers); None: nothing (``answer_shown``)."""
+    return answer_shown(attempt, configures_destinations=sees_every_answer(user))
+
+
+def answer_shown(attempt, *, configures_destinations: bool) -> ShownAnswer | None:
+    """The attempt's answer as stored (masked after decoding, ``vendor_text.masked``) to whoever
+    configures destinations (a superuser): they hold the credential already. Everyone else reads it
+    after a stricter pass, ``vendor_text.opaque_blanked``, in case a form of the credential no
+    masking foresees hides in a long opaque string; and nothing of an answer kept before masking
+    after decoding (``answer_masked_decoded``), which was masked for the literal credential only."""
+    if configures_destinations:
+        return ShownAnswer(headers=attempt.response_headers, body=attempt.response_body, in_full=True)
+    if not attempt.answer_masked_decoded:
+        return None
+    return ShownAnswer(
+        headers={name: vendor_text.opaque_blanked(value) for name, value in attempt.response_headers.items()},
+        body=vendor_text.opaque_blanked(attempt.response_body),
+        in_full=False,
+    )
 
 
 def sees_every_answer(user) -> bool:

@@ -6,6 +6,7 @@ worker's drain and to a reconciler's lookup. The stored rows hold none of those 
 operation page shows a viewer of another workspace that uses the destination the answer masked.
 """
 
+import base64
 import html
 
 from django.contrib.auth.models import Permission
@@ -16,7 +17,7 @@ from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Membership, Operation
 from reconciliation.audit import run_audit
 from reconciliation.reconcile import reconcile_operation
-from tests.echoing_vendor import filed, leaks
+from tests.echoing_vendor import SECRET, filed, leaks
 
 
 def stored_text(operation: Operation) -> str:
@@ -100,6 +101,37 @@ def test_a_viewer_of_another_workspace_sees_the_answer_masked(
     said = f"Invalid API key provided: {privacy.MASK}; as sent: Basic YXBpOnNr{privacy.MASK}"
     assert html.escape(f'"detail": "{said}"', quote=True) in text
     assert html.escape(f'"bearer": "Bearer {privacy.MASK}"', quote=True) in text
+    assert html.escape(f'"groups": "{privacy.MASK}"', quote=True) in text  # the key in groups of 4
+
+
+def test_a_form_masking_does_not_know_is_blanked_for_all_but_superusers(
+    client, django_user_model, workspace, second_workspace, echoing_vendor
+):
+    """The stand-in also echoes the key's base64 reversed, which masking does not know: stored as it
+    came, shown in full to a superuser (who configures the destination), and blanked with every long
+    opaque string for everyone else, a workspace admin too (``privacy.answer_shown_to``), who read
+    that it was."""
+    echoing_vendor.fail_next({"kind": "echo_credential", "status": 401})
+    theirs = filed(second_workspace, "R-6")
+    process_due_operations(worker="w1")
+    reversed_base64 = base64.b64encode(SECRET.encode()).decode()[::-1]
+    assert reversed_base64 in Attempt.objects.get(operation=theirs).response_body
+    admin = django_user_model.objects.create_user(username="ada", password="pw")
+    Membership.objects.create(user=admin, workspace=second_workspace, role="admin")
+    superuser = django_user_model.objects.create_user(username="sue", password="pw", is_superuser=True)
+    path = reverse("console:operation", args=[theirs.pk])
+
+    client.force_login(admin)
+    theirs_seen = client.get(path).content.decode()
+    client.force_login(superuser)
+    superusers_seen = client.get(path).content.decode()
+
+    assert html.escape(f'"reversed_base64": "{privacy.MASK}"', quote=True) in theirs_seen
+    assert reversed_base64 not in html.unescape(theirs_seen)
+    assert "Long opaque strings" in theirs_seen
+    assert html.escape(f'"reversed_base64": "{reversed_base64}"', quote=True) in superusers_seen
+    assert "Long opaque strings" not in superusers_seen
+    assert html.escape('"error": "invalid_api_key"', quote=True) in theirs_seen  # words are kept
 
 
 def test_an_answer_kept_before_masking_after_decoding_is_shown_only_to_superusers(
@@ -131,10 +163,9 @@ def test_an_answer_kept_before_masking_after_decoding_is_shown_only_to_superuser
     assert "answer-body" in pages["superuser"] and "shown only to superusers" not in pages["superuser"]
 
 
-def test_the_admin_shows_an_answer_kept_before_masking_after_decoding_only_to_superusers(
-    client, django_user_model, workspace, echoing_vendor
-):
-    echoing_vendor.fail_next({"kind": "status", "status": 400, "error": "owner_unknown", "detail": "no owner ops-9"})
+def test_the_admin_shows_answers_as_the_operation_page_does(client, django_user_model, workspace, echoing_vendor):
+    detail = "no owner ops-9 (trace tr_9fK2mQ7xL4pR8sV1wZ)"
+    echoing_vendor.fail_next({"kind": "status", "status": 400, "error": "owner_unknown", "detail": detail})
     operation = filed(workspace, "R-5")
     process_due_operations(worker="w1")
     staff = django_user_model.objects.create_user(username="sam", password="pw", is_staff=True)
@@ -142,7 +173,8 @@ def test_the_admin_shows_an_answer_kept_before_masking_after_decoding_only_to_su
     staff.user_permissions.add(Permission.objects.get(codename="view_attempt"))  # the admin's inline asks for it
     superuser = django_user_model.objects.create_user(username="sue", password="pw", is_staff=True, is_superuser=True)
     path = f"/admin/ledger/operation/{operation.pk}/change/"
-    body = html.escape('"detail": "no owner ops-9"', quote=True)
+    body = html.escape(f'"detail": "{detail}"', quote=True)
+    blanked = html.escape(f'"detail": "no owner ops-9 (trace {privacy.MASK})"', quote=True)
 
     def seen_by(person) -> str:
         client.force_login(person)
@@ -150,7 +182,9 @@ def test_the_admin_shows_an_answer_kept_before_masking_after_decoding_only_to_su
         assert page.status_code == 200
         return page.content.decode()
 
-    assert body in seen_by(staff)  # masked after decoding: shown to everyone who sees the operation
+    assert body in seen_by(superuser)
+    assert blanked in seen_by(staff)  # shown to everyone who sees the operation, long opaque strings blanked
+    assert "long opaque strings blanked" in seen_by(staff)
     Attempt.objects.filter(operation=operation).update(answer_masked_decoded=False)
-    assert body not in seen_by(staff) and "shown only to superusers" in seen_by(staff)
+    assert blanked not in seen_by(staff) and "shown only to superusers" in seen_by(staff)
     assert body in seen_by(superuser)

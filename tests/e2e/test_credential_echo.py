@@ -1,6 +1,6 @@
 """What a careless vendor said, as a viewer of another workspace that calls the same destination
 reads it on the operation page (issue 37, finding 3): the refusal is there and reads sensibly, with
-the destination's key masked in every form it was echoed in."""
+the destination's key masked in every form it was echoed in, and long opaque strings blanked."""
 
 import pytest
 from playwright.sync_api import expect
@@ -29,7 +29,9 @@ def test_a_viewer_reads_the_vendors_refusal_with_the_key_masked(page, workspace,
     expect(answer.locator("pre.answer-body")).to_contain_text(f'"bearer": "Bearer {MASK}"')
     expect(answer.locator("pre.answer-body")).to_contain_text(f'"detail": "Invalid API key provided: {MASK};')
     expect(answer.locator("dl.answer-headers")).to_contain_text(f"req_{MASK}")
+    expect(answer.locator("pre.answer-body")).to_contain_text(f'"reversed_base64": "{MASK}"')  # no masking knows it
+    expect(answer.locator("p.hint")).to_contain_text("Long opaque strings (tokens, ids, encoded values) are blanked")
     shown = page.locator("main").inner_text()
     assert leaks(shown) == [], shown
     assert "includer" not in shown and "{#" not in shown  # no developer note printed
-    page.screenshot(path="/tmp/mask-operation.png", full_page=True)
+    page.screenshot(path="/tmp/mask2-operation.png", full_page=True)

@@ -1,46 +1,23 @@
 """What a destination said is masked after decoding, before it is stored (issue 37, finding 3): the
-destination's credential in every common form it may be echoed in (base64 and base64url with and
-without padding, percent-encoded, hex, ``Bearer``/``Basic``, ``\\u``-escaped in JSON) and any run of
-8 characters or more of one of them; the action's sensitive values wherever they appear decoded.
+destination's credential in every form a careless vendor echoes it in (``tests.credential_forms``:
+base64, base64url and base32, percent-encoded, hex however separated, UTF-16 hex, ``Bearer``/``Basic``,
+escaped in JSON, in JSON in JSON, ``\\x`` or HTML entities, split in short groups) and any run of 8
+characters or more of one of them; the action's sensitive values wherever they appear decoded.
 What is masked reads as ``privacy.MASK``; the rest is kept as it came."""
 
 import base64
 import json
-import re
 from urllib.parse import quote
 
 import pytest
 
-from ledger.core import privacy
+from ledger.core import privacy, vendor_text
 from ledger.models import Operation
 from ledger.outcomes import Answer, PermanentError
+from tests.credential_forms import escaped, forms_of, leaks
 
 SECRET = "sk_live_51Hq?Zx+k9~Tq=W8dR>>"
-RAW = SECRET.encode()
-B64 = base64.b64encode(RAW).decode()
-B64URL = base64.urlsafe_b64encode(RAW).decode()
-FORMS = {
-    "as it is": SECRET,
-    "upper case": SECRET.upper(),
-    "bearer": f"Bearer {SECRET}",
-    "basic of a pair": "Basic " + base64.b64encode(b"api:" + RAW).decode(),
-    "basic with no password (Stripe)": "Basic " + base64.b64encode(RAW + b":").decode(),
-    "base64": B64,
-    "base64 unpadded": B64.rstrip("="),
-    "base64url": B64URL,
-    "base64url unpadded": B64URL.rstrip("="),
-    "percent-encoded": quote(SECRET, safe=""),
-    "percent-encoded, lower-case hex": quote(SECRET, safe="").lower(),
-    "percent-encoded, only some characters": quote(SECRET, safe="~=?"),
-    "form-encoded in a query": "https://vendor.example/v1?key=" + quote(SECRET, safe=""),
-    "hex": RAW.hex(),
-    "hex upper case": RAW.hex().upper(),
-    "truncated": SECRET[:10] + "…",
-    "a fragment from the middle": SECRET[6:16],
-    "json-escaped": "".join(f"\\u{ord(char):04x}" for char in SECRET),
-    "json-escaped base64": "".join(f"\\u{ord(char):04x}" for char in B64),
-    "json-escaped plus in base64": B64.replace("+", "\\u002b"),
-}
+FORMS = forms_of(SECRET)
 
 
 @pytest.fixture
@@ -50,17 +27,18 @@ def echoing(scripted_action):
     return action, Operation(action=action.name, payload={"request_id": "R-1", "customer": "cus_Ann0001"})
 
 
-def runs_of_8(text: str) -> set[str]:
-    return {text[i : i + 8].lower() for i in range(len(text) - 7)}
+def leaked(text: str) -> list[str]:
+    return leaks(text, SECRET)
 
 
-# Every run of 8 characters of each form the credential travels or is echoed in.
-LEAKS = set().union(*(runs_of_8(form) for form in (SECRET, B64, B64URL, quote(SECRET, safe=""), RAW.hex())))
-
-
-def leaked(text: str) -> set[str]:
-    decoded = re.sub(r"\\u([0-9a-fA-F]{4})", lambda escape: chr(int(escape[1], 16)), text)
-    return {run for run in LEAKS if run in text.lower() or run in decoded.lower()}
+def in_a_json_string(form: str) -> str:
+    """``form`` as a vendor writes it inside a JSON string: as it is where that is valid JSON (its
+    ``\\u`` escapes read as JSON's), else escaped (a ``\\x`` escape's backslash doubled)."""
+    try:
+        json.loads(f'"{form}"')
+    except ValueError:
+        return json.dumps(form, ensure_ascii=False)[1:-1]
+    return form
 
 
 @pytest.mark.parametrize("form", FORMS.values(), ids=FORMS.keys())
@@ -77,7 +55,7 @@ def test_each_form_of_the_credential_is_masked_in_words(echoing, form):
 @pytest.mark.parametrize("form", FORMS.values(), ids=FORMS.keys())
 def test_each_form_of_the_credential_is_masked_in_a_json_body_that_stays_json(echoing, form):
     action, operation = echoing
-    body = '{"error": {"code": "bad_key", "message": "refused ' + form + '"}, "id": "req_1"}'
+    body = '{"error": {"code": "bad_key", "message": "refused ' + in_a_json_string(form) + '"}, "id": "req_1"}'
     refused = PermanentError("HTTP 401", answer=Answer(status=401, body=body, code="bad_key"))
 
     kept = privacy.scrub_failure(refused, operation, action).answer.body
@@ -91,13 +69,13 @@ def test_each_form_of_the_credential_is_masked_in_a_json_body_that_stays_json(ec
 def test_a_json_escaped_credential_in_a_body_cut_at_the_bound_is_masked_too(echoing):
     """A cut body is no JSON any more: its escaped strings are still read decoded."""
     action, operation = echoing
-    escaped = "".join(f"\\u{ord(char):04x}" for char in SECRET)
-    body = '{"message": "refused ' + escaped + '", "more": "xxxx\n… [cut: 9,000 bytes in all, the first 4,096 kept]'
+    written = escaped(SECRET)
+    body = '{"message": "refused ' + written + '", "more": "xxxx\n… [cut: 9,000 bytes in all, the first 4,096 kept]'
     refused = PermanentError("HTTP 400", answer=Answer(status=400, body=body))
 
     kept = privacy.scrub_failure(refused, operation, action).answer.body
 
-    assert escaped not in kept and not leaked(kept)
+    assert written not in kept and not leaked(kept)
     assert kept.startswith('{"message": "refused ') and kept.endswith("the first 4,096 kept]")
 
 
@@ -105,10 +83,10 @@ def test_every_part_of_an_answer_and_the_message_are_masked(echoing):
     action, operation = echoing
     answer = Answer(
         status=401,
-        headers={"x-request-id": "req_" + B64URL.rstrip("=")},
+        headers={"x-request-id": "req_" + FORMS["base64url unpadded"]},
         body=json.dumps({"detail": f"Bearer {SECRET}"}),
         code=SECRET[:12],
-        said=f"key {quote(SECRET, safe='')} refused",
+        said=f"key {FORMS['percent-encoded']} refused",
     )
     refused = PermanentError(f"HTTP 401 from vendor [{answer.code}]: {answer.said}", answer=answer)
 
@@ -124,8 +102,7 @@ def test_every_part_of_an_answer_and_the_message_are_masked(echoing):
 
 def test_a_sensitive_value_is_masked_where_it_is_json_escaped_or_percent_encoded(echoing):
     action, operation = echoing
-    escaped = "".join(f"\\u{ord(char):04x}" for char in "cus_Ann0001")
-    body = '{"message": "no customer ' + escaped + '", "url": "/v1/customers/cus%5FAnn0001"}'
+    body = '{"message": "no customer ' + escaped("cus_Ann0001") + '", "url": "/v1/customers/cus%5FAnn0001"}'
     refused = PermanentError("HTTP 404", answer=Answer(status=404, body=body))
 
     kept = privacy.scrub_failure(refused, operation, action).answer.body
@@ -153,3 +130,51 @@ def test_a_run_shorter_than_8_characters_is_kept_and_a_short_credential_is_maske
     kept = privacy.scrubbed_text(f"key {SECRET[:7]}… ends in {SECRET[-4:]}; password pw1234", operation, action)
 
     assert kept == f"key {SECRET[:7]}… ends in {SECRET[-4:]}; password {privacy.MASK}"
+
+
+# --- the stricter pass for those who do not configure the destination --------------------------------
+
+REFUSAL = {
+    "error": {
+        "code": "idempotency_key_in_use",
+        "message": "Keys for idempotent requests can only be used with the same parameters",
+        "doc_url": "https://vendor.example/docs/errors/idempotency_key_in_use",
+        "request_id": "req_8Hq2Lx7Vb3Nm9Pk4Wz",
+        "created": "2026-12-05T13:48:05Z",
+        "IdempotencyKeyInUseError": "PascalCase and camelCaseWords are words",
+        "base64url_unpadded_key": "v2/reports/2026/quarterly_summary_final",
+    }
+}
+
+
+def test_the_stricter_pass_blanks_each_long_opaque_string_and_keeps_the_words():
+    """Runs of 16 or more characters of the base64, base32 and hex alphabets that do not read as
+    words (pieces of letters, with one short group of digits at most, between ``_``, ``-`` and
+    ``/``) become ``MASK``; JSON stays JSON."""
+    body = json.dumps(REFUSAL | {"echo": FORMS["base32"], "hex": "deadbeef" + "0123456789abcdef"})
+
+    shown = json.loads(vendor_text.opaque_blanked(body))
+
+    assert shown["error"] == REFUSAL["error"] | {"request_id": privacy.MASK}
+    assert (shown["echo"], shown["hex"]) == (privacy.MASK, privacy.MASK)
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        base64.b64encode(SECRET.encode()).decode()[::-1],  # a form masking does not know
+        escaped("tok_9fK2mQ7xL4pR8sV1"),  # escaped in JSON
+        quote("tok/9fK2mQ7xL4pR8sV1+ab==", safe=""),  # percent-encoded
+    ],
+    ids=["reversed base64", "json-escaped", "percent-encoded"],
+)
+def test_the_stricter_pass_reads_the_text_decoded_as_masking_does(form):
+    shown = vendor_text.opaque_blanked(f'{{"said": "refused {form} today"}}')
+
+    assert json.loads(shown) == {"said": f"refused {privacy.MASK} today"}
+
+
+def test_the_stricter_pass_keeps_a_text_with_nothing_long_and_opaque_byte_for_byte():
+    body = '{"error":{"code":"card_declined","message":"Caf\\u00e9 card ending 4242 declined (ref 9fK2mQ7xL4pR8)"}}'
+
+    assert vendor_text.opaque_blanked(body) == body

@@ -1,4 +1,5 @@
 import base64
+import html
 from urllib.parse import quote
 
 import httpx
@@ -167,6 +168,9 @@ def test_an_echo_fault_quotes_the_credential_it_was_sent_in_every_form_and_creat
     basic = "Basic " + base64.b64encode(b"api:" + raw).decode()
     assert said["error"] == "invalid_api_key"
     assert said["detail"] == f"Invalid API key provided: {credential}; as sent: {basic}"
+    escaped = "".join(f"\\u{ord(char):04x}" for char in credential)
+    named = said["received"].pop("html_named")  # each character that has an HTML5 name written by it
+    assert html.unescape(named) == credential
     assert said["received"] == {
         "bearer": f"Bearer {credential}",
         "basic": basic,
@@ -174,10 +178,22 @@ def test_an_echo_fault_quotes_the_credential_it_was_sent_in_every_form_and_creat
         "base64_unpadded": base64.b64encode(raw).decode().rstrip("="),
         "base64url": base64.urlsafe_b64encode(raw).decode(),
         "base64url_unpadded": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+        "base32": base64.b32encode(raw).decode(),
         "percent": quote(credential, safe=""),
+        "percent_json_escaped": quote(escaped, safe=""),
         "hex": raw.hex(),
         "hex_upper": raw.hex().upper(),
+        "hex_colons": ":".join(f"{byte:02x}" for byte in raw),
+        "hex_spaces": " ".join(f"{byte:02x}" for byte in raw),
+        "utf16_hex": credential.encode("utf-16-be").hex(),
+        "x_escaped": "".join(f"\\x{byte:02x}" for byte in raw),
+        "json_in_json": '{"key": "' + escaped + '"}',
+        "html_decimal": "".join(f"&#{ord(char)};" for char in credential),
+        "html_hex": "".join(f"&#x{ord(char):x};" for char in credential),
+        "groups": " ".join(credential[i : i + 4] for i in range(0, len(credential), 4)),
+        "dashed": "-".join(credential[i : i + 5] for i in range(0, len(credential), 5)),
         "truncated": credential[:12] + "...",
+        "reversed_base64": base64.b64encode(raw).decode()[::-1],
     }
     assert response.headers["X-Request-Id"] == "req_" + base64.urlsafe_b64encode(raw).decode().rstrip("=")
     assert records(http) == []

@@ -20,9 +20,9 @@ def pretty_body(body: str) -> str:
         return body
 
 
-@register.filter
-def answer_shown_to(attempt, user) -> bool:
-    """``{% if attempt|answer_shown_to:user %}``: ``privacy.answer_shown_to``."""
+@register.simple_tag
+def answer_shown_to(attempt, user) -> privacy.ShownAnswer | None:
+    """``{% answer_shown_to attempt user as shown %}``: ``privacy.answer_shown_to``."""
     return privacy.answer_shown_to(user, attempt)
 
 
