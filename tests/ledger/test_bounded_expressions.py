@@ -27,12 +27,16 @@ def doubling(stages: int) -> str:
 def hooks(workspace, monkeypatch):
     """A source whose rule maps `title` by ``expression``, stored as it stands (as a rule saved
     before a check existed would be)."""
-    monkeypatch.setenv("HOOK_SECRET", WHSEC)
+    monkeypatch.setenv("OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET", WHSEC)
 
     def make(expression: str) -> Source:
         rules = [RULES[0] | {"data": RULES[0]["data"] | {"title": expression}}]
         return Source.objects.create(
-            workspace=workspace, slug="hooks", scheme="standard_webhooks", secret_env="HOOK_SECRET", rules=rules
+            workspace=workspace,
+            slug="hooks",
+            scheme="standard_webhooks",
+            secret_env="OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET",
+            rules=rules,
         )
 
     return make
@@ -137,7 +141,12 @@ def test_ordinary_expressions_and_calls_of_the_wrong_arity_pass_the_static_check
 
 def test_the_admin_refuses_a_doubling_rule(admin_client, workspace):
     rules = [RULES[0] | {"data": RULES[0]["data"] | {"title": doubling(10)}}]
-    form = {"workspace": workspace.pk, "slug": "billing", "scheme": "stripe", "secret_env": "HOOK_SECRET"}
+    form = {
+        "workspace": workspace.pk,
+        "slug": "billing",
+        "scheme": "stripe",
+        "secret_env": "OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET",
+    }
     form |= {"previous_secret_env": "", "tolerance_seconds": 300, "rules": json.dumps(rules)}
 
     response = admin_client.post("/admin/ledger/source/add/", form)
@@ -152,7 +161,7 @@ def test_integrations_apply_refuses_a_doubling_rule_and_a_doubling_template(tmp_
         "slug": "crm-hooks",
         "workspace": "demo",
         "scheme": "github",
-        "secret_env": "CRM_HOOK_SECRET",
+        "secret_env": "OPSCONSOLE_SOURCE_DEMO_CRM_HOOK_SECRET",
         "rules": [{"event": "ping", "action": "notify-crm", "data": {"request_id": doubling(8), "amount": "`1`"}}],
     }
     action = ACTION | {"request": ACTION["request"] | {"body": {"amount": "{{ " + doubling(9) + " }}"}}}
