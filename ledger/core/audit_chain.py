@@ -11,7 +11,7 @@ Neither the key nor anything derived from it is ever sent in SQL. ``ledger.core.
 
 An append is two statements in the caller's transaction: the head, locked (``ledger_audit_head``,
 or within ``ledger_reserve``/``ledger_reserve_one``/``ledger_finish_claimed``, which return the
-events they would write with the head they read), then the sealed events inserted (``insert``).
+events they would write with the head they read), then the sealed events inserted (``insert``, ``ledger_audit_insert``).
 """
 
 import json
@@ -26,12 +26,9 @@ from ledger.models import AuditEvent
 # The high 32 bits of the advisory lock keys of audit chains ("AUDT"), the low ones the workspace id.
 _LOCK_NAMESPACE = 0x41554454 << 32
 
-# The events of one chain, sealed and inserted in one statement, in the order given (their ids,
-# assigned under the chain's lock, increase along it).
-_INSERT = """
-INSERT INTO ledger_auditevent
-SELECT r.* FROM jsonb_populate_recordset(NULL::ledger_auditevent, %s::jsonb) r
-"""
+# The events of one chain, sealed, inserted in one statement in the order given (their ids,
+# assigned under the chain's lock, increase along it): ``sql/audit_insert.sql``.
+INSERT = "SELECT ledger_audit_insert(%s::jsonb)"
 
 
 def append(events: list[AuditEvent]) -> list[AuditEvent]:
@@ -78,7 +75,12 @@ def insert(previous: str, rows: list[dict]) -> None:
     insert them; the caller holds the chain's lock (it read ``previous`` under it)."""
     if rows:
         with connection.cursor() as cursor:
-            cursor.execute(_INSERT, [dumps(audit_mac.seal(previous, rows))])
+            cursor.execute(INSERT, [sealed(previous, rows)])
+
+
+def sealed(previous: str, rows: list[dict]) -> str:
+    """One chain's new events sealed after the head ``previous``, as the JSON ``INSERT`` takes."""
+    return dumps(audit_mac.seal(previous, rows))
 
 
 def chain_lock_key(workspace_id: int | None) -> int:

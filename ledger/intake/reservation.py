@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, lru_cache
 
-from django.db import connection, models, transaction
+from django.db import DatabaseError, connection, models, transaction
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition
@@ -103,16 +103,46 @@ def reserve(
     # One event and no refusal, nearly every request, has a function of its own that writes it in
     # plain statements (migration 0024); a batch is reserved set-based.
     function = "ledger_reserve_one" if len(events) == 1 and not refused else "ledger_reserve"
-    # A transaction of its own, or inside a caller's a savepoint, which keeps a failed call from
-    # failing the caller's transaction with it: the function leaves the audit chain locked and its
-    # events to seal here (the key never reaches the database), inserted before the commit.
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT {function}(%s::jsonb)", [dumps(request)])
-            answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
+    # The function leaves the audit chain locked and its events to seal here (the key never reaches
+    # the database), inserted before the commit.
+    call = f"SELECT {function}(%s::jsonb)"
+    if not connection.in_atomic_block and connection.get_autocommit():
+        return _reserved(workspace, _in_a_transaction_of_its_own(call, request))
+    # Inside a caller's transaction, a savepoint keeps a failed call from failing the caller's.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(call, [dumps(request)])
+        answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
         if answer["audit"]:
             audit_chain.insert(*answer["audit"])
     return _reserved(workspace, answer)
+
+
+def _in_a_transaction_of_its_own(call: str, request: dict) -> dict:
+    """The reservation and its sealed audit events as one transaction in two round trips: BEGIN
+    sent with the call, the events with the COMMIT (Django binds parameters on the client, so each
+    pair is one query). ``transaction.atomic()`` would send BEGIN and COMMIT on their own, two more
+    round trips at every request (intake was ~1.6x slower in-process). Anything that fails in
+    between rolls the transaction back, so nothing is left half-written or open."""
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute(f"BEGIN; {call}", [dumps(request)])
+            cursor.nextset()  # past BEGIN's empty result, to the call's
+            answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
+            events = audit_chain.sealed(*answer["audit"]) if answer["audit"] else "[]"
+            cursor.execute(f"{audit_chain.INSERT}; COMMIT", [events])
+        except BaseException:
+            _roll_back(cursor)
+            raise
+    return answer
+
+
+def _roll_back(cursor) -> None:
+    """End a transaction begun by hand after a failure (a no-op when the failure ended it, as a
+    failed COMMIT does); a connection that is gone is Django's to replace."""
+    try:
+        cursor.execute("ROLLBACK")
+    except DatabaseError:
+        pass
 
 
 def _request(workspace, events, *, refused, source, submitted_by, person) -> dict:

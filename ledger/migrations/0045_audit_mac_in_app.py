@@ -1,7 +1,8 @@
 """The audit key leaves the database (issue 37): an event's MAC is computed in the application
 process (ledger.core.audit_mac) and inserted as data; the database only orders the chain.
 
-- ``ledger_audit_head`` locks a chain and reads its head with new event ids; ``ledger_reserve``,
+- ``ledger_audit_head`` locks a chain and reads its head with new event ids, and
+  ``ledger_audit_insert`` inserts the events the application sealed; ``ledger_reserve``,
   ``ledger_reserve_one`` and ``ledger_finish_claimed`` return the events they would write with the
   head they read, for the caller to seal and insert, instead of hashing them with the key's pads.
 - The functions that hashed in SQL (``ledger_audit_hash``, ``_encoding``, ``_field``, ``_no_key``)
@@ -38,6 +39,19 @@ BEGIN
         ids := ids || to_jsonb(nextval('ledger_auditevent_id_seq'));
     END LOOP;
     RETURN jsonb_build_array(coalesce(previous, ''), ids);
+END
+$function$
+"""
+
+AUDIT_INSERT = r"""
+CREATE OR REPLACE FUNCTION public.ledger_audit_insert(events jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+BEGIN
+    INSERT INTO ledger_auditevent
+    SELECT r.* FROM jsonb_populate_recordset(NULL::ledger_auditevent, events) r;
 END
 $function$
 """
@@ -961,7 +975,7 @@ class Migration(migrations.Migration):
         ),
         migrations.RunSQL(INSTALLATION, reverse_sql=migrations.RunSQL.noop),
         migrations.RunSQL(
-            [AUDIT_HEAD, RESERVE, RESERVE_ONE, "DROP FUNCTION public.ledger_finish_claimed(jsonb)", FINISH_CLAIMED],
+            [AUDIT_HEAD, AUDIT_INSERT, RESERVE, RESERVE_ONE, "DROP FUNCTION public.ledger_finish_claimed(jsonb)", FINISH_CLAIMED],
             reverse_sql=[
                 AUDIT_FIELD_BEFORE,
                 AUDIT_ENCODING_BEFORE,
@@ -973,6 +987,7 @@ class Migration(migrations.Migration):
                 "DROP FUNCTION public.ledger_finish_claimed(jsonb)",
                 FINISH_CLAIMED_BEFORE,
                 "DROP FUNCTION public.ledger_audit_head(bigint, bigint, integer)",
+                "DROP FUNCTION public.ledger_audit_insert(jsonb)",
             ],
         ),
         migrations.RunSQL(DROP_HASHING, reverse_sql=migrations.RunSQL.noop),

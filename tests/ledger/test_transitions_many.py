@@ -95,7 +95,7 @@ def test_it_takes_the_rows_then_the_tallies_then_the_audit_chain(workspace, froz
             return "rows"
         if "ledger_tally" in sql:
             return "tallies"
-        if "ledger_audit_head" in sql or "INTO ledger_auditevent" in sql:
+        if "ledger_audit_head" in sql or "ledger_audit_insert" in sql:
             return "chain"
         return None
 
