@@ -29,7 +29,7 @@ from ledger.models import AuditEvent
 from tests.conftest import psql_program
 from tests.faults.qcluster import PROJECT_DIR, database_url
 from tests.ledger.conftest import submit_brief
-from tests.ledger.test_serving_role import serving_role  # noqa: F401 (a fixture)
+from tests.ledger.test_serving_role import psql, serving_role  # noqa: F401 (serving_role: a fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -193,23 +193,13 @@ def test_the_serving_role_cannot_append_an_unkeyed_event(exported, serving_role)
     workspace, _ = exported
     url, _ = serving_role
     head = chain(workspace)[-1]
-    result = subprocess.run(
-        [
-            psql_program(),
-            url,
-            "-X",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            f"""
-            INSERT INTO ledger_auditevent (workspace_id, actor, kind, from_state, to_state, error_category, message,
-                                           created_at, prev_hash, hash, hash_key)
-            VALUES ({workspace.pk}, 'alice', 'note', '', '', '', 'forged', now(), '{head.hash}', repeat('0', 64), '')
+    result = psql(
+        url,
+        f"""
+        INSERT INTO ledger_auditevent (workspace_id, actor, kind, from_state, to_state, error_category, message,
+                                       created_at, prev_hash, hash, hash_key)
+        VALUES ({workspace.pk}, 'alice', 'note', '', '', '', 'forged', now(), '{head.hash}', repeat('0', 64), '')
         """,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
     )
     assert result.returncode != 0 and "has no MAC under an audit key" in result.stderr, result.stderr
     assert verify_audit().returncode == 0
@@ -223,21 +213,11 @@ def test_the_serving_role_cannot_hide_an_event_below_the_ids_handed_out(exported
     columns = (
         "id, workspace_id, actor, kind, from_state, to_state, error_category, message, created_at, prev_hash, hash"
     )
-    result = subprocess.run(
-        [
-            psql_program(),
-            url,
-            "-X",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            f"INSERT INTO ledger_auditevent ({columns}, hash_key) VALUES "
-            f"(-1, {workspace.pk}, 'alice', 'approved', '', '', '', 'forged', now(), '', repeat('d', 64), "
-            f"'{settings.OPSCONSOLE_AUDIT_KEY_ID}')",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = psql(
+        url,
+        f"INSERT INTO ledger_auditevent ({columns}, hash_key) VALUES "
+        f"(-1, {workspace.pk}, 'alice', 'approved', '', '', '', 'forged', now(), '', repeat('d', 64), "
+        f"'{settings.OPSCONSOLE_AUDIT_KEY_ID}')",
     )
     assert result.returncode == 0, result.stderr  # the trigger sees a MAC: only the key can tell it is none
     assert_broken("event -1 .*was changed after it was written")
