@@ -15,8 +15,8 @@ A line::
 
 ``mac`` is the HMAC of the line without it, as JSON with sorted keys and no spaces. ``installation``,
 ``keyed_since`` and ``unkeyed_until`` are the database's ``AuditInstallation`` (lines exported
-before migration 0045 have none): a line of another installation is refused, and verification takes the keying date
-from the signed line, not from the database it checks.
+before migration 0045 have none): a line of another installation, or whose record differs from the
+database's (a keying date moved), is refused, so verification may read the record from the database.
 """
 
 import hashlib
@@ -97,11 +97,9 @@ def export_heads(destination: str) -> str:
 class HeadsCheck:
     lines: int = 0
     problem: str = ""
-    # Of the last line: when it was exported, its heads by chain, and the installation's keying date.
+    # Of the last line: when it was exported, and its heads by chain.
     last_at: str = ""
     last_heads: dict = field(default_factory=dict)
-    keyed_since: datetime | None = None
-    unkeyed_until: int | None = None
 
 
 def check_heads(lines) -> HeadsCheck:
@@ -150,10 +148,6 @@ def check_heads(lines) -> HeadsCheck:
                 return report
         report.last_at = body["at"]
         report.last_heads = {head["workspace_id"]: head for head in body["heads"]}
-        if "keyed_since" in body:
-            report.keyed_since = datetime.fromisoformat(body["keyed_since"])
-        if "unkeyed_until" in body:
-            report.unkeyed_until = body["unkeyed_until"]
     return report
 
 

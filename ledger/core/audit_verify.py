@@ -10,7 +10,7 @@ the form the trail had before keys. So verification is held, by default, to the 
 
 - every exported head is still on its chain (a chain that vanished or lost its tail is broken);
 - an event hashed without a key (or not hashed) after the installation's keying date, or with an id
-  above the last event of before keys (``AuditInstallation``, read from the signed heads), is
+  above the last event of before keys (``AuditInstallation``, held to the signed heads), is
   broken: keys were on by then, so someone without the key wrote it;
 - within a chain, an event under a key retired before one that events before it used is broken
   (keys rank in the order they were in use: ``OPSCONSOLE_AUDIT_OLD_KEYS`` as listed, then the
@@ -76,7 +76,7 @@ def verify_chains(heads: HeadsCheck | None = None, *, chunk: int = 2000) -> Veri
     ``heads`` (the exported lines, already checked), also the chains the last line names and no
     event holds, and the chains that appeared since it."""
     report = Verification()
-    rules, problem = _rules(heads)
+    rules, problem = _rules()
     if problem:
         report.broken = BrokenLink(None, None, problem, of_installation=True)
         return report
@@ -95,21 +95,15 @@ def verify_chains(heads: HeadsCheck | None = None, *, chunk: int = 2000) -> Veri
     return report
 
 
-def _rules(heads: HeadsCheck | None) -> tuple[Rules | None, str]:
-    """The rules of this installation: its keying date and last event of before keys from the
-    signed heads (the database's row was held to them by ``check_heads``), else the database's; and
-    a problem, if the row is gone."""
+def _rules() -> tuple[Rules | None, str]:
+    """The rules of this installation, from its record (which ``check_heads`` held to every signed
+    line of heads, where there are any); and a problem, if the record is gone."""
     installation = AuditInstallation.objects.first()
     if installation is None:
         return None, "the installation record (ledger_auditinstallation) is missing: it was deleted"
-    keyed_since, unkeyed_until = installation.keyed_since, installation.unkeyed_until
-    if heads is not None and heads.keyed_since is not None:
-        keyed_since = heads.keyed_since
-    if heads is not None and heads.unkeyed_until is not None:
-        unkeyed_until = heads.unkeyed_until
     ranked = [*settings.OPSCONSOLE_AUDIT_OLD_KEYS, settings.OPSCONSOLE_AUDIT_KEY_ID]
     ranks = {"": -1} | {key_id: rank for rank, key_id in enumerate(ranked)}
-    return Rules(keyed_since, unkeyed_until, audit_mac.audit_keys(), ranks), ""
+    return Rules(installation.keyed_since, installation.unkeyed_until, audit_mac.audit_keys(), ranks), ""
 
 
 def _rows(workspace_id: int | None, *, chunk: int) -> Iterator[dict]:
