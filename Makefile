@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
-.PHONY: demo demo-day serve migrate test lint check-migrations check typecheck imports venv node_modules lock bench clean
+.PHONY: demo demo-day serve migrate test lint check-migrations check typecheck imports layout venv node_modules lock bench clean
 
 # An existing virtualenv (or a link to one) is brought up to date, not made again. The Python client
 # of the claims API (clients/python, its own package) is installed editable on top, without its
@@ -149,6 +149,11 @@ check: lint check-migrations typecheck imports
 # The rooms' layers (.importlinter; docs/architecture.md, Layout): an import that points up fails.
 imports: venv
 	$(VENV)/bin/lint-imports
+
+# The Layout table of docs/architecture.md, written from the modules' docstrings (bin/layout.py, the
+# standard library only); tests/test_architecture_map.py fails when the page's table is not this.
+layout:
+	$(PYTHON) bin/layout.py
 
 # mypy with django-stubs ([tool.mypy] in pyproject.toml) on the modules typed so far: the one list of
 # them, to grow (and to follow the modules when they move). The plugin loads the settings.

@@ -1,0 +1,2 @@
+"""Reconciliation: unknown outcomes asked of the destination, and the two-way audit of the ledger against
+each destination."""
