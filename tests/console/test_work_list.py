@@ -1,4 +1,4 @@
-"""The queue as a work list (issue 27, item 7): states as people say them, and a summary of each
+"""The queue as a work list: states as people say them, and a summary of each
 operation from its action's template, never a sensitive value."""
 
 import re

@@ -1,4 +1,4 @@
-"""What an adversarial review found at intake's edges (issue 23, findings 4 to 7), through the API
+"""What an adversarial review found at intake's edges, through the API
 with a real workspace token (and ``manage.py submit``):
 
 - one mailbox is one key: an email address is trimmed and its domain lower-cased (IDNA), its local
