@@ -12,7 +12,7 @@ from pathlib import Path
 from bin import layout
 
 ROOT = Path(__file__).resolve().parent.parent
-ISSUE_NUMBER = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
+ISSUE_NUMBER = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)  # across a line break too
 # Where an issue number may not come back: the product, its tests, its docs and its tooling; not what
 # others wrote (installed packages) nor what runs leave behind.
 NOT_OURS = {".git", ".venv", "node_modules", "var", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
@@ -63,10 +63,10 @@ def our_text_files() -> list[Path]:
 
 def test_no_issue_numbers_in_the_repository():
     """A ticket's number means nothing to a reader of the code: say what it is about instead."""
-    found = [
-        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
-        for path in our_text_files()
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1)
-        if ISSUE_NUMBER.search(line)
-    ]
+    found = []
+    for path in our_text_files():
+        text = path.read_text(errors="replace")
+        for match in ISSUE_NUMBER.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(f"{path.relative_to(ROOT)}:{line}: {match.group()!r}")
     assert found == []
