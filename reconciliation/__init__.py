@@ -1,2 +1,1 @@
-"""Reconciliation: unknown outcomes asked of the destination, and the two-way audit of the ledger against
-each destination."""
+"""Reconciliation: unknown outcomes asked of the destination, and the two-way audit of the ledger against it."""
