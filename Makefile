@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
-.PHONY: demo demo-day serve migrate test lint check-migrations check typecheck imports venv node_modules lock bench clean
+.PHONY: demo demo-day serve migrate test lint check-migrations check typecheck imports layout venv node_modules lock bench clean
 
 # An existing virtualenv (or a link to one) is brought up to date, not made again. The Python client
 # of the claims API (clients/python, its own package) is installed editable on top, without its
@@ -150,6 +150,11 @@ check: lint check-migrations typecheck imports
 imports: venv
 	$(VENV)/bin/lint-imports
 
+# The Layout table of docs/architecture.md, written from the modules' docstrings (bin/layout.py, the
+# standard library only); tests/test_architecture_map.py fails when the page's table is not this.
+layout:
+	$(PYTHON) bin/layout.py
+
 # mypy with django-stubs ([tool.mypy] in pyproject.toml) on the modules typed so far: the one list of
 # them, to grow (and to follow the modules when they move). The plugin loads the settings.
 TYPECHECK_PATHS := ledger/states.py ledger/outcomes.py ledger/keys.py ledger/core/retry.py ledger/actions/ ledger/engine/
@@ -166,12 +171,12 @@ $(VENV)/.bench-installed: $(VENV)/.installed requirements-bench.txt
 	$(PY) -m pip install --quiet --require-hashes -r requirements-bench.txt
 	touch $@
 
-# Scenarios 1-4 of issue 8, the claims round trip of issue 25 and the peers of issue 28 in interleaved
+# Scenarios 1-4 (intake, batches, drain, queues), the claims round trip and the peers in interleaved
 # rounds (5 of 1, 2, claims and peers' HTTP intake, 3 of 3-4 and peers' drain; ~5-8 minutes on 2 cores).
 bench: $(VENV)/.bench-installed
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/run.py
 
-# Issue 25: a caller SIGKILLed after its effect and before its report, then a retry, through the claims
+# A caller SIGKILLed after its effect and before its report, then a retry, through the claims
 # API and through Powertools' idempotent_function: the destination's records side by side (~30 s).
 .PHONY: bench-claims-crash
 bench-claims-crash: $(VENV)/.bench-installed
@@ -188,40 +193,40 @@ bench-memory: $(VENV)/.bench-installed
 bench-scale: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/scale.py
 
-# Issue 28: resuming a pause that held 100,000 operations: its time against a resume that held
+# Resuming a pause that held 100,000 operations: its time against a resume that held
 # nothing and against the per-row UPDATEs a resume wrote before, the rows it updated, and the first
 # claim after it (bench/resume.py; about a minute).
 .PHONY: bench-resume
 bench-resume: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/resume.py
 
-# Issue 28: end to end at idle, from a POST sent to its operation succeeded, through a real gunicorn
+# End to end at idle, from a POST sent to its operation succeeded, through a real gunicorn
 # and qcluster: p50 and p95 over 60 events (bench/idle_latency.py; about a minute).
 .PHONY: bench-latency
 bench-latency: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/idle_latency.py
 
-# Issue 28: one POST /api/v1/events through a real gunicorn, profiled (cProfile in the worker, the
+# One POST /api/v1/events through a real gunicorn, profiled (cProfile in the worker, the
 # statements per request), then requests/s and CPU per request at 1 and 4 clients, new events and
 # duplicates (bench/profile_request.py; REQUEST_TREES=before=DIR,after=. measures two checkouts in one run).
 .PHONY: bench-request
 bench-request: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/profile_request.py
 
-# Issue 9: purge (redaction, then deletion) of 1,000,000 finished operations loaded with SQL into a
+# Purge (redaction, then deletion) of 1,000,000 finished operations loaded with SQL into a
 # scratch database, rows/s per phase and table sizes before, after and after VACUUM (bench/purge.py).
 .PHONY: bench-purge
 bench-purge: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/purge.py
 
-# Issue 10: the cost of one /metrics scrape (ms, queries, bytes, each query's plan) at 1,000,000
+# The cost of one /metrics scrape (ms, queries, bytes, each query's plan) at 1,000,000
 # operations, against 100,000, against the same 100,000 grown with finished ones only, and behind a day's
 # backlog of 100,000 due (bench/metrics_scrape.py).
 .PHONY: bench-scrape
 bench-scrape: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/metrics_scrape.py
 
-# Issue 37: a quiet workspace's event latency through a real gunicorn, alone and while a hostile
+# A quiet workspace's event latency through a real gunicorn, alone and while a hostile
 # workspace sends a doubling JMESPath rule or a catastrophic schema pattern (bench/tenant_isolation.py;
 # TENANT_TREES=before=DIR,after=. measures two checkouts side by side; ~1.5 min per checkout).
 .PHONY: bench-tenant

@@ -1,4 +1,4 @@
-"""``make bench-claims-crash`` (issue 25): a caller killed after its effect and before its report, then a
+"""``make bench-claims-crash``: a caller killed after its effect and before its report, then a
 retry, through opsconsole's claims and through Powertools' ``idempotent_function``, side by side.
 
     make bench-claims-crash

@@ -1,6 +1,6 @@
 """Benchmark: how fast one qcluster drains the ledger, next to the django-q2 queue it rides on.
 
-    DEBUG=1 .venv/bin/python bench/drain.py     # make bench ran this until issue 8; now bench/run.py
+    DEBUG=1 .venv/bin/python bench/drain.py     # make bench ran this once; now bench/run.py
 
 On the same cluster, in one run:
 1. ``noop``: 2,000 no-op django-q2 tasks, enqueued in one commit; timed until the queue is empty

@@ -1,4 +1,4 @@
-"""Benchmark: end to end at idle, from a POST sent to its operation succeeded (issue 28's goal: p95
+"""Benchmark: end to end at idle, from a POST sent to its operation succeeded (the goal: p95
 <= 100 ms).
 
     BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/opsconsole make bench-latency

@@ -1,4 +1,4 @@
-"""Benchmark: what one scrape of /metrics costs at 1,000,000 operations (issue 10).
+"""Benchmark: what one scrape of /metrics costs at 1,000,000 operations.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/opsconsole make bench-scrape
 

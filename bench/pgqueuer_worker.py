@@ -7,7 +7,7 @@ bench/scenario_queue.py starts two of these per (kind, batch size), each its own
 Two kinds of job:
 
 - ``noop`` (scenario 4): returns at once. A job is then a row taken and deleted.
-- ``ledger`` (``peers``, issue 28): per job, what the ledger writes when it finishes one operation,
+- ``ledger`` (``peers``): per job, what the ledger writes when it finishes one operation,
   in one transaction of its own: an effect row (the job's payload), an attempt row, and one
   audit row appended to a single hash chain: ``pg_advisory_xact_lock`` on the chain, read its head,
   ``sha256(previous hash || the row)``, insert. The tables are plain ones the bench creates

@@ -1,5 +1,5 @@
-"""Benchmark: what one ``POST /api/v1/events`` of a single event costs behind a real gunicorn (issue
-28, item 4), a new event and the same event again (a duplicate).
+"""Benchmark: what one ``POST /api/v1/events`` of a single event costs behind a real gunicorn,
+a new event and the same event again (a duplicate).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/opsconsole .venv/bin/python bench/profile_request.py
     REQUEST_TREES=before=/path/to/old-checkout,after=. .venv/bin/python bench/profile_request.py

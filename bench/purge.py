@@ -1,4 +1,4 @@
-"""Benchmark: purging 1,000,000 finished operations (issue 9), and what VACUUM gives back.
+"""Benchmark: purging 1,000,000 finished operations, and what VACUUM gives back.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/opsconsole make bench-purge
 

@@ -1,4 +1,4 @@
-"""Benchmark: resuming a pause that held 100,000 operations (issue 28, item 3).
+"""Benchmark: resuming a pause that held 100,000 operations.
 
     BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/opsconsole make bench-resume
 
@@ -9,7 +9,7 @@ in rounds (``RESUME_ROUNDS``, 5), interleaved:
 
 - **the resume**: ``ledger.core.pause.set_paused(paused=False)`` with every one of them held, against
   the same call with nothing held (its baseline: the switch, its interval and its audit event), and
-  against what a resume wrote before issue 28 (its UPDATEs of every held row, the same statements,
+  against what a resume wrote before held time was kept per switch (its UPDATEs of every held row, the same statements,
   run in a transaction that is rolled back): milliseconds, and the rows of ``ledger_operation`` it
   updated and left dead (``pg_stat_user_tables``, flushed after each);
 - **the first claim after it** (``claim_due_operations``, 100 rows): each claimed row is given its
@@ -132,7 +132,7 @@ def resume_empty() -> tuple[float, tuple[int, int]]:
 
 
 def resume_before() -> tuple[float, tuple[int, int]]:
-    """What set_paused(paused=False) wrote before issue 28, for one action's held rows: the capped
+    """What set_paused(paused=False) wrote before held time, for one action's held rows: the capped
     UPDATE and the crediting UPDATE (ledger.core.pause._credit_held_time as it was), rolled back."""
     from django.db import connection, transaction
     from django.utils import timezone
@@ -230,7 +230,7 @@ def report(figures: dict[str, list[float]], written: dict[str, list[tuple[int, i
     print("|---|---|")
     print(line("now", "a resume now (the switch, one interval, one audit event)"))
     print(line("empty", "the same resume holding nothing (baseline)"))
-    print(line("before", "what a resume wrote before issue 28 (UPDATE of every held row)"))
+    print(line("before", "what a resume wrote before held time (UPDATE of every held row)"))
     print(line("claim", f"a claim of {CLAIM} after it, each given its held time"))
     print(line("claim_plain", f"a claim of {CLAIM} with no pause to give (baseline)"))
     ratios = [now / empty for now, empty in zip(figures["now"], figures["empty"], strict=True)]

@@ -1,4 +1,4 @@
-"""``make bench``: every scenario of issue 8 as ratios against a baseline measured in the same run.
+"""``make bench``: every scenario as ratios against a baseline measured in the same run.
 
     make bench                                  # installs requirements-bench.txt, then this
     .venv/bin/python bench/run.py               # the same, without the install
@@ -15,13 +15,13 @@ Scenarios (bench/scenario_intake.py, bench/scenario_queue.py, bench/scenario_pee
 4. drain vs django-q2 no-op tasks and vs pgqueuer no-op jobs; an external batch with 100 ms per
    call vs the same calls one at a time;
 
-claims (issue 25, bench/scenario_claims.py): the claim -> outcome round trip over HTTP, per
+claims (bench/scenario_claims.py): the claim -> outcome round trip over HTTP, per
 operation, vs Powertools' ``idempotent_function`` on Redis behind the same gunicorn configuration.
 
-peers (issue 28): HTTP intake of single events at 1, 4 and 16 clients vs a bare django-ninja
+peers: HTTP intake of single events at 1, 4 and 16 clients vs a bare django-ninja
 ``INSERT .. ON CONFLICT`` endpoint behind the same gunicorn (bench/scenario_peers.py); the drain vs
 pgqueuer making the ledger's writes and vs its no-op at its default batch (with scenarios 3 and 4,
-on their cluster); CPU per event and per operation of each side, from ``/proc``. (Issue 28's batch
+on their cluster); CPU per event and per operation of each side, from ``/proc``. (The batch
 of 500 vs Powertools behind the same gunicorn is scenario 2.)
 
 Each scenario interleaves its subjects with their baselines, round after round, and the table shows
@@ -159,7 +159,7 @@ def main() -> int:
     rounds = Rounds(env_int("BENCH_ROUNDS", 3))
     quick_rounds = Rounds(env_int("BENCH_QUICK_ROUNDS", 5))
     if min(rounds.rounds, quick_rounds.rounds) < 3:
-        print("note: fewer than 3 rounds; the figures of issue 8 need at least 3")
+        print("note: fewer than 3 rounds; a spread needs at least 3")
 
     from bench.drain import ScratchDatabase
 

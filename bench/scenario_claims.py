@@ -1,4 +1,4 @@
-"""Scenario ``claims`` (issue 25): the claim -> outcome round trip, per operation, over HTTP, against
+"""Scenario ``claims``: the claim -> outcome round trip, per operation, over HTTP, against
 AWS Lambda Powertools' ``idempotent_function`` on Redis, behind the same HTTP server.
 
 - **opsconsole**: ``POST /api/v1/claims`` (201 claimed) then ``POST /api/v1/claims/{key}/outcome``
@@ -15,7 +15,7 @@ AWS Lambda Powertools' ``idempotent_function`` on Redis, behind the same HTTP se
   before Redis answers): the durability of a PostgreSQL commit with ``fsync`` and
   ``synchronous_commit`` on.
 
-The target (issue 25): at least the rate of ``idempotent_function`` with the same durability (ratio
+The target: at least the rate of ``idempotent_function`` with the same durability (ratio
 >= 1); the others are shown. ``BENCH_CLAIMS_COUNT`` (300) operations per measurement at most, within
 ``BENCH_SECONDS``.
 """

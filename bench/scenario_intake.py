@@ -1,4 +1,4 @@
-"""Scenarios 1 and 2 of issue 8: intake of one event in-process, and batches over HTTP.
+"""Scenarios 1 and 2 of ``make bench``: intake of one event in-process, and batches over HTTP.
 
 Both go through the public entry points only (``ledger.intake.submit.submit_event``, ``POST /api/v1/events``
 and ``POST /api/v1/events/batch`` of a real gunicorn), so they keep measuring whatever intake becomes.
@@ -19,7 +19,7 @@ and ``POST /api/v1/events/batch`` of a real gunicorn), so they keep measuring wh
    against single POSTs one after another on one ``httpx.Client``, and against the Powertools peer
    behind the same gunicorn configuration with the same endpoint shape (bench/powertools_server.py,
    ``POST /powertools/events/batch``: ``idempotent_function`` per event, new keys, on
-   ``BENCH_REDIS_URL``). Every body is JSON-encoded before its clock starts (issue 28).
+   ``BENCH_REDIS_URL``). Every body is JSON-encoded before its clock starts.
 """
 
 from __future__ import annotations

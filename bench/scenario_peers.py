@@ -1,4 +1,4 @@
-"""Scenario ``peers`` (issue 28), its HTTP half: intake of single events over HTTP against a bare
+"""Scenario ``peers``, its HTTP half: intake of single events over HTTP against a bare
 django-ninja endpoint behind the same gunicorn, at 1, 4 and 16 concurrent clients, with the CPU each
 side spent per event.
 

@@ -1,4 +1,4 @@
-"""Scenarios 3 and 4 of issue 8, and the drain half of ``peers`` (issue 28): draining with a real
+"""Scenarios 3 and 4 of ``make bench``, and the drain half of ``peers``: draining with a real
 qcluster, next to the queues underneath and to pgqueuer making the ledger's writes.
 
 One ``manage.py qcluster`` (tests/faults/qcluster.py; 2 workers, the project's queue settings), the
@@ -583,7 +583,7 @@ def pgqueuer_kinds(wanted) -> list[tuple[str, int]]:
 
 
 def peer_rows(series: dict, cpu: dict, backends_seen: dict, ledger_check: str) -> list[Row]:
-    """Issue 28's drain peers: pgqueuer making the ledger's writes, its no-op at its default batch,
+    """The drain's peers: pgqueuer making the ledger's writes, its no-op at its default batch,
     and CPU per operation of each side."""
     ledger = series[f"pgqueuer + ledger writes, batch {PGQ_BATCH}"]
 

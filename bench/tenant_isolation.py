@@ -1,4 +1,4 @@
-"""Benchmark: does one workspace's configured work slow another's events? (issue 37, finding 4)
+"""Benchmark: does one workspace's configured work slow another's events?
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/opsconsole make bench-tenant
     TENANT_TREES=before=/path/to/old-checkout,after=. make bench-tenant

@@ -1,4 +1,4 @@
-"""``make bench-memory``, scenario 6 of issue 8: worker memory over 100,000 operations.
+"""``make bench-memory``, scenario 6: worker memory over 100,000 operations.
 
     make bench-memory                    # = .venv/bin/python bench/worker_memory.py
     BENCH_MEMORY_COUNT=10000 .venv/bin/python bench/worker_memory.py     # a shorter run

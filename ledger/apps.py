@@ -1,3 +1,5 @@
+"""The ledger app: an operation's life, from intake to its outcome."""
+
 from django.apps import AppConfig
 
 

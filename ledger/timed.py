@@ -1,4 +1,4 @@
-"""Texts that mention a time keep the time as data (issue 27): the words say ``{name}`` where the
+"""Texts that mention a time keep the time as data: the words say ``{name}`` where the
 time goes, and the times are kept beside them, by name, as ISO 8601 in UTC (``AuditEvent.times``,
 ``Operation.last_error_times``). Each reader puts them back in its own way: the
 console in the person's time zone, the API as ISO 8601 with the offset, an export in the zone its

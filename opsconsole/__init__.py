@@ -1,0 +1,1 @@
+"""The Django project: settings, URLs, middleware, the operator console and the HTTP API over the ledger."""

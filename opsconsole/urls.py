@@ -1,3 +1,5 @@
+"""The project's URLs: the console, the API, the admin, sign-in and /metrics."""
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static

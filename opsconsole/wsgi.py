@@ -1,3 +1,5 @@
+"""The WSGI application, its routes imported and indexed as a worker boots (not at its first request)."""
+
 import os
 
 from django.core.wsgi import get_wsgi_application

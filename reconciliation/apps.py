@@ -1,3 +1,5 @@
+"""The reconciliation app's configuration."""
+
 from django.apps import AppConfig
 
 

@@ -1,4 +1,4 @@
-"""Reconciliation: before anything is sent again, ask the destination what became of each
+"""Reconciliation of unknown outcomes: before anything is sent again, ask the destination what became of each
 operation whose outcome is unknown (docs/design.md rule 6).
 
 found -> succeeded with the destination's record id; confirmed absent -> retrying (same key or

@@ -1,4 +1,4 @@
-"""The configured destinations and HTTP actions the tests run against third-party servers (issue 26):
+"""The configured destinations and HTTP actions the tests run against third-party servers:
 written as an integrations file, as a team would write one, and applied through `manage.py
 integrations apply`. No Python defines these actions.
 

@@ -1,4 +1,4 @@
-"""The forms a careless vendor writes a credential back in (issue 37, finding 3), and what counts as
+"""The forms a careless vendor writes a credential back in, and what counts as
 a leak of it, for the tests of masking. Stdlib only, and decoded with the stdlib's own functions
 (``html.unescape``, ``urllib.parse.unquote``), so the check is not the masking's code run twice."""
 

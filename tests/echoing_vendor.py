@@ -1,4 +1,4 @@
-"""A careless vendor for tests (issue 37, finding 3): the real stand-in as a destination with a
+"""A careless vendor for tests: the real stand-in as a destination with a
 bearer key, whose ``echo_credential`` fault quotes the key back in every form a careless vendor
 writes it in; an HTTP action ``file-record`` that every workspace may call there; and what counts as
 a leak of the key."""

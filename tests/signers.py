@@ -1,4 +1,4 @@
-"""Webhook senders signing with code we did not write (issue 26, item 5): each function signs a body
+"""Webhook senders signing with code we did not write: each function signs a body
 with the scheme's own third-party library and returns the headers a real sender would send with it.
 
 - Standard Webhooks: the `standardwebhooks` Python library (requirements-dev.txt).

@@ -1,5 +1,5 @@
-"""Third-party HTTP servers no one here wrote, started by the tests as real processes (issue 26, item
-5): the destinations the configured HTTP actions are tested against.
+"""Third-party HTTP servers no one here wrote, started by the tests as real processes:
+the destinations the configured HTTP actions are tested against.
 
 - `json-server` 0.17.4: a REST API over a JSON file, with no idempotency: every POST creates
   (`running_json_server`).

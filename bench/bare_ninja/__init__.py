@@ -1,1 +1,1 @@
-"""A bare django-ninja service: the baseline of issue 28's HTTP intake (bench/scenario_peers.py)."""
+"""A bare django-ninja service: the baseline of the peers' HTTP intake (bench/scenario_peers.py)."""

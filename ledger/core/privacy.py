@@ -89,7 +89,7 @@ def exported(operation: Operation, *, user) -> dict[str, object]:
     """One operation's payload and result as an export's columns (``payload.<field>``,
     ``result.<field>``), masked unless ``user`` may see sensitive values in its workspace.
 
-    The one function CSV exports (issue 11) call for each row, so an export can never show more
+    The one function CSV exports call for each row, so an export can never show more
     than the operation page does. Payload columns come in the order of the action's schema (a
     database may store JSON keys in another order), then any others.
     """

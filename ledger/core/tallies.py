@@ -1,4 +1,4 @@
-"""Counters for /metrics that a scrape cannot afford to count (issue 10): attempts by action,
+"""Counters for /metrics that a scrape cannot afford to count: attempts by action,
 destination and outcome, and finished operations by how long they took from arrival to their
 final state, in buckets around each action's service level, with those that missed it.
 

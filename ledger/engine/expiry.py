@@ -1,4 +1,4 @@
-"""What expires: a lease whose holder stopped (a worker killed, a caller that never reported) goes
+"""Leases and deadlines that expire: a lease whose holder stopped (a worker killed, a caller that never reported) goes
 back to work counted as what it was, or to ``unknown`` where its try may have acted; due work past
 its processing deadline goes to review. The sweep finds both every minute; a caller's claim
 (``ledger.callers``) meets them at once.

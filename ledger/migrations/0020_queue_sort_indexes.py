@@ -1,4 +1,4 @@
-"""The queue's sorts and per-state counts (issue 11, part 6), each read through an index at
+"""The queue's sorts and per-state counts, each read through an index at
 1,000,000 operations: partial indexes on the attention states, like operation_attention_idx
 (updated_at, id), which keeps serving the default order. Without them PostgreSQL read every row
 needing attention and sorted it (145 ms for "oldest first"; a state's rows through

@@ -1,4 +1,4 @@
-"""Appending audit events on PostgreSQL in one statement (issue 8, the drain).
+"""Appending audit events on PostgreSQL in one statement (for the drain).
 
 ``ledger.audit.append`` built a model instance per event and inserted them with ``bulk_create``
 after a round trip for the chain's head: for a claimed batch of 50 operations, two appends of 50

@@ -1,4 +1,4 @@
-"""Generic plans for the statements of intake's and the audit chain's database functions (issue 8).
+"""Generic plans for the statements of intake's and the audit chain's database functions.
 
 PL/pgSQL keeps each statement's plan for the session, but a statement that reads a variable is
 planned again for its values at every call while PostgreSQL's plan cache judges a custom plan

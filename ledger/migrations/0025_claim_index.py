@@ -1,4 +1,4 @@
-"""The claim's index (issue 8, the drain at volume): operation_claim_idx (id) on the claimable
+"""The claim's index (the drain at volume): operation_claim_idx (id) on the claimable
 operations (pending, retrying).
 
 A claim takes the first due operations by id. Without this index PostgreSQL either sorted every

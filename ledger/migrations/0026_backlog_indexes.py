@@ -1,4 +1,4 @@
-"""Reads of a large backlog along indexes (issue 8, the console at volume): a day's arrivals
+"""Reads of a large backlog along indexes (the console at volume): a day's arrivals
 waiting (after a long pause, or an outage of the workers) must not make the console's pages read
 all of them.
 

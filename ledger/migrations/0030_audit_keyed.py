@@ -1,4 +1,4 @@
-"""The audit chain keyed, TRUNCATE refused, the heads exported (issue 23).
+"""The audit chain keyed, TRUNCATE refused, the heads exported.
 
 The review found that whoever owns the database could rewrite the chain unseen: turn the append-only
 trigger off (``session_replication_role = replica``), edit an event, recompute every later hash with

@@ -1,4 +1,4 @@
-"""The dashboard's live last hour (issue 27): ``audit_flow_time_idx`` (created_at, id) on the audit
+"""The dashboard's live last hour: ``audit_flow_time_idx`` (created_at, id) on the audit
 events it counts, an attempt that ended (out of ``processing``) or an operation that reached a final
 state. The dashboard reads the newest entries of it, at most 10,001, whatever else the trail holds
 in the hour (claims, arrivals, duplicate deliveries); the sweep's samples read their intervals

@@ -1,4 +1,4 @@
-"""Times as data (issue 27): a text that mentions a time says ``{name}`` and keeps the time beside it
+"""Times as data: a text that mentions a time says ``{name}`` and keeps the time beside it
 (``ledger.timed``): ``AuditEvent.times`` and ``Operation.last_error_times``, null for none and for
 every row written before.
 

@@ -1,4 +1,4 @@
-"""Taking an operation in the console (issue 27, item 7): who took it and when, and a partial index
+"""Taking an operation in the console: who took it and when, and a partial index
 for "assigned to me", built CONCURRENTLY (non-atomic) like every index on the operations."""
 
 import django.db.models.deletion

@@ -1,6 +1,6 @@
 """One audit event per real change for a set finished in its claim: ``ledger_finish_claimed``
 writes, per operation, pending (or retrying) -> succeeded with the claim's token in its message,
-instead of claimed then succeeded through a processing state no reader could see (issue 28), and
+instead of claimed then succeeded through a processing state no reader could see, and
 stamps ``state_changed_at``. The state table gains those two edges (ledger.states). Both texts as
 they were: the new one, and 0029's, which unapplying this makes again.
 """

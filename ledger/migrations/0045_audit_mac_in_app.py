@@ -1,4 +1,4 @@
-"""The audit key leaves the database (issue 37): an event's MAC is computed in the application
+"""The audit key leaves the database: an event's MAC is computed in the application
 process (ledger.core.audit_mac) and inserted as data; the database only orders the chain.
 
 - ``ledger_audit_head`` locks a chain and reads its head with new event ids, and

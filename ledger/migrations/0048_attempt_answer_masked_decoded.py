@@ -1,4 +1,4 @@
-"""Attempts say whether their answer was masked after decoding (issue 37): the rows kept until now
+"""Attempts say whether their answer was masked after decoding: the rows kept until now
 were not (False), every row from now on is (True)."""
 
 from django.db import migrations, models

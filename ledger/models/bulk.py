@@ -1,4 +1,4 @@
-"""Bulk actions: one person's replay or cancel of many operations with one reason, run by a task
+"""Bulk actions and their items: one person's replay or cancel of many operations with one reason, run by a task
 (``ledger.people.bulk_actions``), and what became of each operation."""
 
 from django.conf import settings

@@ -1,4 +1,4 @@
-"""Sources: senders of signed webhooks (Stripe, GitHub, any Standard Webhooks sender) whose
+"""Sources of signed webhooks: their senders (Stripe, GitHub, any Standard Webhooks sender) whose
 deliveries become events (``ledger.intake.sources``). Configuration, not code: a source names its
 signature scheme, where its secrets are, and how a body maps to our envelope."""
 

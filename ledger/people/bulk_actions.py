@@ -1,4 +1,4 @@
-"""Bulk actions: replay or cancel many operations with one reason, as a task, each operation
+"""Running bulk actions: replay or cancel many operations with one reason, as a task, each operation
 through ``ledger.people.replays`` or ``ledger.people.cancellations`` on its own (so each has its own
 audit event, and each refusal its own reason), with the progress kept per chunk.
 

@@ -1,4 +1,4 @@
-"""Every operation, finished ones too (issue 27, item 7): the queue's filters over any state, newest
+"""Every operation, finished ones too: the queue's filters over any state, newest
 arrival first, a page at a time along the primary key (ids are given in arrival order). Nothing
 counts the list: at a million operations a count alone would outlast the page."""
 

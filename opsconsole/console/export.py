@@ -1,4 +1,4 @@
-"""CSV exports of the queue and of the audit search (issue 11, part 6), with the filter (and the
+"""CSV exports of the queue and of the audit search, with the filter (and the
 queue's sort) of the page they are linked from, every row it lists rather than one page. Thin like
 the other views: membership (``console_page``), the rows narrowed to the person's workspaces, and
 ``ledger.reads.exports`` writing them (values masked as the operation page masks them), streamed.

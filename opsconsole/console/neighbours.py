@@ -1,4 +1,4 @@
-"""Previous and next within the list an operation was opened from (issue 27, item 7): the queue's
+"""Previous and next within the list an operation was opened from: the queue's
 or all operations' links carry the list's query (``list=queue`` or ``list=all`` and its filters and
 sort), and the operation's page finds its neighbours in that list from its own position, two
 reads of one row each along the list's index (a keyset step, as paging is): however long the list,

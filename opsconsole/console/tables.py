@@ -1,4 +1,4 @@
-"""The queue as a table people expect (issue 11, part 6): what it lists for a request (filter and
+"""The queue as a table people expect: what it lists for a request (filter and
 sort), its sortable column headers, and its per-state counts (bounded, in one query). The queue
 view (``views.queue``) and its CSV export (``export.queue_csv``) both start from ``queue_listing``."""
 

@@ -1,3 +1,5 @@
+"""The console's URLs, under /console/."""
+
 from django.urls import path
 
 from opsconsole.console import (

@@ -1,0 +1,1 @@
+"""Reconciliation's tables and schedules."""

@@ -1,4 +1,4 @@
-"""Approval as a work list (issue 27, item 4): the refunds awaiting an approver with their amounts,
+"""Approval as a work list: the refunds awaiting an approver with their amounts,
 a total per currency and who is behind each; "approve selected" through one confirmation that
 repeats every operation's amount, customer and fingerprint and the total; four eyes, the role and
 the fingerprint checked per operation, each approval audited and bound to its fingerprint; and after

@@ -1,4 +1,4 @@
-"""A destination's credential never reaches the people who see its answers (issue 37, finding 3).
+"""A destination's credential never reaches the people who see its answers.
 
 Destinations serve every workspace: their credential is a superuser's. A careless vendor (the real
 stand-in's ``echo_credential`` fault) quotes it back in every common form, to a try made by a

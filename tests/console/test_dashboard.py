@@ -173,7 +173,7 @@ def test_the_dashboard_is_the_first_item_of_the_navigation_and_the_queue_stays_h
     assert "<h1>Needs attention</h1>" in html
 
 
-# --- the live last hour (issue 27): "now" means now ----------------------------------------------
+# --- the live last hour: "now" means now ----------------------------------------------
 
 
 def work(workspace, action, *, succeed: int, fail: int = 0, prefix: str) -> None:

@@ -1,4 +1,4 @@
-"""What the console says of a destination's limits (issue 26): the dashboard lists the configured
+"""What the console says of a destination's limits: the dashboard lists the configured
 destinations with their limits in words and their circuit breakers, and an operation waiting for a
 paused destination says so, and until when. The breaker is opened the real way: json-server answers
 503 to a configured action (tests/configured.py), the engine counts the failures."""

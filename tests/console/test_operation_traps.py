@@ -1,4 +1,4 @@
-"""The operation page sets no traps (issue 27, item 9): Mark succeeded only where a try may have
+"""The operation page sets no traps: Mark succeeded only where a try may have
 landed; Cancel asks the destination first where a replay would (found: succeeded, nothing
 cancelled); an unknown operation's Last error is its try's, the lookup's below it; a refused
 decision says why beside its button, checked by the server; no deadline on a final state.

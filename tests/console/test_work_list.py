@@ -1,4 +1,4 @@
-"""The queue as a work list (issue 27, item 7): states as people say them, and a summary of each
+"""The queue as a work list: states as people say them, and a summary of each
 operation from its action's template, never a sensitive value."""
 
 import re
@@ -162,7 +162,7 @@ def test_a_configured_action_may_declare_a_summary(db):
     ]
 
 
-# --- part 2: filters, "select all N matching", every operation ------------------------------------
+# --- filters, "select all N matching", every operation ------------------------------------
 
 
 def keys_in(response) -> set[str]:
@@ -385,7 +385,7 @@ def test_all_operations_wants_a_login(client):
     assert client.get("/console/operations/").status_code == 302
 
 
-# --- part 3: taking an operation ----------------------------------------------------------------------
+# --- taking an operation ----------------------------------------------------------------------
 
 
 def xmin(operation: Operation) -> int:
@@ -529,7 +529,7 @@ def test_the_operation_page_offers_take_and_take_over(client, login, make_operat
     assert "Taken by <strong>bob</strong>" in page and "Take over from bob</button>" in page
 
 
-# --- part 4: previous and next within the list --------------------------------------------------------
+# --- previous and next within the list --------------------------------------------------------
 
 
 def neighbours_of(client, operation: Operation, query: str):

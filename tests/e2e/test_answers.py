@@ -1,4 +1,4 @@
-"""An operator sees what the destination said (issue 27, item 1): the stand-in refuses requests for
+"""An operator sees what the destination said: the stand-in refuses requests for
 three reasons of its own, the failure groups page shows one group per reason with an example of
 the answer, and the operation page shows each try's answer: status, code, headers and body."""
 

@@ -1,5 +1,5 @@
 """What a careless vendor said, as a viewer of another workspace that calls the same destination
-reads it on the operation page (issue 37, finding 3): the refusal is there and reads sensibly, with
+reads it on the operation page: the refusal is there and reads sensibly, with
 the destination's key masked in every form it was echoed in, and long opaque strings blanked."""
 
 import pytest

@@ -1,6 +1,6 @@
 """An operator opens the dashboard: the day's figures at a glance, the charts and their tables, and
-the page refreshing itself as work arrives and finishes, counted live, before the sweep samples it
-(issue 27); each figure says how old it is; at 390 px wide nothing leaves the screen."""
+the page refreshing itself as work arrives and finishes, counted live, before the sweep samples it;
+each figure says how old it is; at 390 px wide nothing leaves the screen."""
 
 from datetime import timedelta
 

@@ -1,4 +1,4 @@
-"""A viewer opens the deliveries page after a sender forged 200 deliveries to a hook (issue 37): one
+"""A viewer opens the deliveries page after a sender forged 200 deliveries to a hook: one
 line says how many were refused, from where and when, instead of 200 rows."""
 
 import base64

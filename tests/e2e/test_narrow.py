@@ -198,7 +198,7 @@ def on_screen(page, locator) -> bool:
 
 def test_below_600_px_each_row_is_a_card_with_state_summary_and_last_error_first(narrow, crowded_demo):
     """The first row's State, summary and Last error are on the first screen, not two screens down
-    or off to the right (issue 27, item 8)."""
+    or off to the right."""
     make_user("operator", "operator")
     log_in(narrow, "operator")
     narrow.goto("/console/?state=needs_review")

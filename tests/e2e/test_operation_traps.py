@@ -1,4 +1,4 @@
-"""An operator on an operation the destination refused for good (issue 27, item 9): no Mark
+"""An operator on an operation the destination refused for good: no Mark
 succeeded is offered, and pressing Cancel without a reason is answered beside the button, by the
 server, not by a browser tooltip far from it."""
 

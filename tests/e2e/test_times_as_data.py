@@ -1,4 +1,4 @@
-"""Times people can read (issue 27): a person whose browser is in Berlin reads a failed lookup's next
+"""Times people can read: a person whose browser is in Berlin reads a failed lookup's next
 lookup and give-up times in Berlin's time, on the operation page's audit trail beside the banner that
 says the same, and on the audit page; no "UTC" left in the words."""
 

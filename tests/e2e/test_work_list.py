@@ -1,4 +1,4 @@
-"""The queue as a work list (issue 27, item 7), as a person sees it at a desktop's width: a summary
+"""The queue as a work list, as a person sees it at a desktop's width: a summary
 per row, states in words, one line per row."""
 
 import pytest

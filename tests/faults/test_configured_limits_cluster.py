@@ -1,4 +1,4 @@
-"""A destination's limits hold for a real worker cluster calling a third-party server (issue 26):
+"""A destination's limits hold for a real worker cluster calling a third-party server:
 json-server behind the configured `create-ticket` action (tests/configured.py), measured at the
 server from its request log (tests/third_party.py), never from our own records:
 

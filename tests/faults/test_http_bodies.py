@@ -1,4 +1,4 @@
-"""Bodies as a real server hands them over (issue 23, finding 6): gunicorn, as ``make serve`` runs
+"""Bodies as a real server hands them over: gunicorn, as ``make serve`` runs
 it, decodes a chunked transfer and passes no Content-Length; the API reads the stream it is given,
 counting the bytes against the limit as it reads. And a gzip body is decoded within the limit.
 

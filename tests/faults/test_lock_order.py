@@ -1,4 +1,4 @@
-"""One lock order: latest_wins intake and a working cluster never deadlock (issue 23, finding 2).
+"""One lock order: latest_wins intake and a working cluster never deadlock.
 
 9 clients each send increasing ``update-status`` versions of their own request to gunicorn, as
 `make serve` runs it, while a qcluster performs them. Each newer version supersedes the older ones

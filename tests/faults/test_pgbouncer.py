@@ -1,4 +1,4 @@
-"""Behind a transaction pooler (issue 37, finding 7): the intake race and a drain through a real
+"""Behind a transaction pooler: the intake race and a drain through a real
 PgBouncer in transaction mode, with ``DATABASE_POOL_MODE=transaction`` as docs/operations.md says
 to run it there. Before it, the prepared token lookup met server connections that had never seen
 its statement (``prepared statement "_pg3_0" does not exist``) and a third of the API answered 500.

@@ -1,4 +1,4 @@
-"""Every attempt keeps what the destination said (issue 27, item 1): its status, a few headers, its
+"""Every attempt keeps what the destination said: its status, a few headers, its
 body up to 4 KiB, its own error code and words, with the action's sensitive values and the
 destination's secret masked; and failure groups split by the destination's own code."""
 

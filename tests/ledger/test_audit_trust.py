@@ -1,4 +1,4 @@
-"""The audit trail against whoever owns its database (issue 37): the attacks of the review, each made
+"""The audit trail against whoever owns its database: the attacks of the review, each made
 through raw psql as the owner (triggers off) or as the serving role, then ``manage.py verify_audit``
 run as production runs it, with no flag: it holds the database to the last exported heads
 (OPSCONSOLE_AUDIT_HEADS_TO) and must exit non-zero naming the event or the chain.
@@ -142,7 +142,7 @@ def test_one_workspace_deleted_whole_is_found(exported):
 
 def test_a_chain_edited_then_re_hashed_without_a_key_is_found(exported):
     """Edit one event, delete another, then re-hash the whole chain as the unkeyed SHA-256 of before
-    keys: it links up, and passed without heads before issue 37."""
+    keys: it links up, and passed before the chain was keyed and held to its heads."""
     workspace, _ = exported
     events = chain(workspace)
     as_owner(

@@ -1,4 +1,4 @@
-"""A source's JMESPath rules cannot cost the shared web tier without bound (issue 37, finding 4).
+"""A source's JMESPath rules cannot cost the shared web tier without bound.
 
 Each delivery's rules are evaluated under a budget (the values they build, the time they take): over
 it, the delivery is recorded as a 422 naming the rule and the budget. A rule that a static check can

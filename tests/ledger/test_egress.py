@@ -1,4 +1,4 @@
-"""The egress policy for destinations (issue 37, item 8): where a destination may send our calls.
+"""The egress policy for destinations: where a destination may send our calls.
 Link-local addresses and the cloud metadata address are refused always; loopback and private ranges
 unless OPSCONSOLE_EGRESS_ALLOW_PRIVATE allows them. Checked when a destination is configured (the
 integrations file, the admin) and again at each call, on the addresses the host resolves to then,

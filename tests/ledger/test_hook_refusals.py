@@ -1,4 +1,4 @@
-"""Refusals of signed webhooks before their signature is known good (issue 37, item 8): anyone can
+"""Refusals of signed webhooks before their signature is known good: anyone can
 send them, so each is counted per source, client address and reason in the hour, not written as a
 delivery row of its own; the deliveries page still shows them, as counts."""
 

@@ -1,7 +1,7 @@
 """Whatever a client sends is answered on purpose (400, 404, 413, 415, 422), never with a server
 error, in the ledger's own body shape, and recorded as a delivery when it is an event.
 
-Each case here once answered 500 (issue 7): numbers Python will not convert, text PostgreSQL cannot
+Each case here once answered 500: numbers Python will not convert, text PostgreSQL cannot
 store (NUL, lone surrogates), times it cannot hold, bodies that are not said to be JSON.
 """
 

@@ -1,4 +1,4 @@
-"""Configured HTTP actions (issue 26), driven by our engine against third-party servers no one here
+"""Configured HTTP actions, driven by our engine against third-party servers no one here
 wrote: json-server (no idempotency; a lost answer is found by the lookup GET) and
 stripe-stateful-mock (honours Idempotency-Key; a lost answer is found by repeating under the key).
 The actions come from an integrations file (tests/configured.py), not from Python."""

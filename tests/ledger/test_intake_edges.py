@@ -1,4 +1,4 @@
-"""What an adversarial review found at intake's edges (issue 23, findings 4 to 7), through the API
+"""What an adversarial review found at intake's edges, through the API
 with a real workspace token (and ``manage.py submit``):
 
 - one mailbox is one key: an email address is trimmed and its domain lower-cased (IDNA), its local
@@ -42,7 +42,7 @@ def fields_of(response) -> list[str]:
     return [error["field"] for error in response.json()["errors"]]
 
 
-# --- finding 4: one mailbox, one key --------------------------------------------------------------
+# --- one mailbox, one key --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -178,7 +178,7 @@ def test_it_refuses_a_request_id_with_a_control_character(api, request_id):
     assert fields_of(response) == ["data.request_id"]
 
 
-# --- finding 5: duplicate JSON keys ---------------------------------------------------------------
+# --- duplicate JSON keys ---------------------------------------------------------------------------
 
 BRIEF = '{"request_id": "R-42", "version": 3, "title": "Review renewal options", "owner": "ops"}'
 DUPLICATED = {
@@ -245,7 +245,7 @@ def test_the_command_line_refuses_a_duplicate_key_the_same_way(workspace, monkey
     assert Delivery.objects.filter(outcome=Delivery.Outcome.INVALID).count() == 1
 
 
-# --- finding 6: bodies read as HTTP says ------------------------------------------------------------
+# --- bodies read as HTTP says ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("charset", ["latin-1", "ISO-8859-1", "utf-16", "us-ascii"])
@@ -410,7 +410,7 @@ def test_it_takes_an_rfc3339_time(api, occurred_at, time_machine):
     assert response.status_code == 201, response.content
 
 
-# --- finding 7: the schema states what intake enforces ------------------------------------------------
+# --- the schema states what intake enforces ------------------------------------------------------------
 
 
 @pytest.fixture

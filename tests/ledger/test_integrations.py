@@ -1,4 +1,4 @@
-"""`manage.py integrations apply|export` (issue 26): sources as a file, applied whole or not at all."""
+"""`manage.py integrations apply|export`: sources as a file, applied whole or not at all."""
 
 import json
 from io import StringIO

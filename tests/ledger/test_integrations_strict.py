@@ -1,4 +1,4 @@
-"""The configuration is read strictly (issue 37, finding 6): a key written twice in an integrations
+"""The configuration is read strictly: a key written twice in an integrations
 file, at any level, or a section written twice, is refused saying where (line, column, the key), and
 nothing changes. The admin's JSON fields refuse a key twice in an object the same way."""
 

@@ -1,4 +1,4 @@
-"""A configured action's schema `pattern`s cannot hold a worker (issue 37, finding 4): they run on
+"""A configured action's schema `pattern`s cannot hold a worker: they run on
 RE2, a linear-time engine, so `^(a+)+$` answers at once at any length; a pattern RE2 cannot compile
 is refused when saved, saying where. Any token may send the text they match.
 """

@@ -1,4 +1,4 @@
-"""Secrets a tenant can name are the tenant's (issue 37, finding 5): a source's variables carry its
+"""Secrets a tenant can name are the tenant's: a source's variables carry its
 workspace's prefix, ``OPSCONSOLE_SOURCE_<WORKSPACE>_``. A workspace admin (the admin) or an operator
 (``integrations apply``) naming any other variable is refused with one message whether or not it is
 set, and a source saved before the rule with another name is refused its deliveries, listed by

@@ -1,4 +1,4 @@
-"""Signed webhooks in (issue 26, part 1): a delivery to /api/v1/hooks/<source> is checked as its
+"""Signed webhooks in: a delivery to /api/v1/hooks/<source> is checked as its
 sender signs it, mapped by the source's rules to an event, and recorded whatever becomes of it.
 Most senders here sign with the published HMAC recipes; the last section signs with the senders'
 own code (``tests/signers.py``: the standardwebhooks library, @octokit/webhooks-methods, stripe)."""

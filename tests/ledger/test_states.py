@@ -44,7 +44,7 @@ EDGES = {
     ("retrying", "superseded"),  # a newer version arrived before a retry succeeded (latest_wins)
     ("succeeded", "needs_review"),  # reconciliation audit found the record missing (a person reopens it)
     ("pending", "succeeded"),  # an internal set finished in its claim, never processing when committed
-    ("retrying", "succeeded"),  # the same, for a retry (issue 28: one event per real change)
+    ("retrying", "succeeded"),  # the same, for a retry (one audit event per real change)
 }
 REOPENED = {("succeeded", "needs_review")}  # a person's way out of a terminal state
 TERMINAL = {"succeeded", "rejected", "cancelled", "superseded"}

@@ -1,4 +1,4 @@
-"""Times are data, not text (issue 27): a stored text that mentions a time says ``{name}`` and keeps
+"""Times are data, not text: a stored text that mentions a time says ``{name}`` and keeps
 the time beside it, in UTC (``ledger.timed``: ``AuditEvent.times``, ``Operation.last_error_times``),
 so each reader writes it in its own zone. No flow that used to write a clock time into a message
 writes one any more; an event's times are covered by its hash; rows of before read as they were."""

@@ -1,4 +1,4 @@
-"""What a destination said is masked after decoding, before it is stored (issue 37, finding 3): the
+"""What a destination said is masked after decoding, before it is stored: the
 destination's credential in every form a careless vendor echoes it in (``tests.credential_forms``:
 base64, base64url and base32, percent-encoded, hex however separated, UTF-16 hex, ``Bearer``/``Basic``,
 escaped in JSON, in JSON in JSON, ``\\x`` or HTML entities, split in short groups) and any run of 8

@@ -1,0 +1,1 @@
+"""``reconcile``: run reconciliation or the audit by hand."""
