@@ -2,7 +2,7 @@
 sources of signed webhooks, written as YAML or JSON and applied as one change. A file is checked
 whole first: one problem anywhere and nothing changes. Applying the same file twice changes nothing
 the second time; every change is saved through the same services as the admin's
-(``ledger.core.outbound``, ``ledger.intake.sources.save_source``), and so audited.
+(``ledger.integrations.saving``, ``ledger.integrations.sources.save_source``), and so audited.
 docs/integrations.md has a complete example:
 
     destinations:
@@ -35,8 +35,7 @@ from typing import Any
 import yaml
 from django.db import models, transaction
 
-from ledger.core import outbound
-from ledger.intake import sources
+from ledger.integrations import saving, sources
 from ledger.models import Destination, HttpAction, Source, Workspace
 
 
@@ -118,8 +117,8 @@ SECTIONS = (
         "slug",
         DESTINATION_FIELDS,
         _model_defaults(Destination, DESTINATION_FIELDS),
-        problems=lambda row, declared: outbound.destination_problems(row),
-        save=outbound.save_destination,
+        problems=lambda row, declared: saving.destination_problems(row),
+        save=saving.save_destination,
     ),
     Section(
         "http_actions",
@@ -128,8 +127,8 @@ SECTIONS = (
         "name",
         HTTP_ACTION_FIELDS,
         _model_defaults(HttpAction, HTTP_ACTION_FIELDS[1:]),
-        problems=lambda row, declared: outbound.http_action_problems(row),
-        save=outbound.save_http_action,
+        problems=lambda row, declared: saving.http_action_problems(row),
+        save=saving.save_http_action,
         references={"destination": (Destination, "slug")},
     ),
     Section(
@@ -267,7 +266,7 @@ def apply(document: dict, *, actor: str, dry_run: bool = False) -> list[Change]:
             with transaction.atomic():
                 for item in changed:
                     item.section.save(item.row, actor=actor)
-        except (outbound.ConfigurationRefused, sources.SourceError) as refused:
+        except (saving.ConfigurationRefused, sources.SourceError) as refused:
             # Checked above, so only a change made meanwhile by someone else gets here: all rolled back.
             raise IntegrationsError([f"{item.section.name} {item.change.key}: {refused}"]) from None
     return [item.change for item in changed]
