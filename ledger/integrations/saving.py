@@ -275,7 +275,16 @@ def _listing_problems(listing: Any) -> list[str]:
         return ["listing: a mapping"]
     if not listing:
         return []
-    known = ("path", "records", "record_id", "reference", "created_at", "fields", "page_param", "page_size")
+    known: tuple[str, ...] = (
+        "path",
+        "records",
+        "record_id",
+        "reference",
+        "created_at",
+        "fields",
+        "page_param",
+        "page_size",
+    )
     known += ("cursor_param", "next_cursor", "page_size_param")
     problems = [f"listing.{name}: unknown" for name in listing if name not in known]
     if not isinstance(listing.get("path"), str) or not listing["path"].startswith("/"):

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
-from jmespath.exceptions import JMESPathError
+from jmespath.exceptions import JMESPathError  # type: ignore[import-untyped]
 
 from ledger.actions import expressions, registry
 from ledger.core.transitions import save_audited
@@ -167,7 +167,7 @@ def _refuse(source, sender, reason: str, status: int, errors: list[dict]) -> Int
     )
 
 
-_SIGNATURE_HEADER = {
+_SIGNATURE_HEADER: dict[str, str] = {
     Source.Scheme.STANDARD_WEBHOOKS: "webhook-signature",
     Source.Scheme.GITHUB: "X-Hub-Signature-256",
     Source.Scheme.STRIPE: "Stripe-Signature",
