@@ -424,7 +424,7 @@ def _read(request, model):
     return body, None
 
 
-# --- signed webhooks in (ledger.integrations.sources) ---------------------------------------------------
+# --- signed webhooks in (ledger.integrations.sources) ------------------------------------------------
 
 
 @api.post(
