@@ -108,8 +108,9 @@ def run(log_dir: Path, database_label: str) -> None:
     from django_q.models import OrmQ
     from django_q.tasks import async_task
 
-    from ledger.core import accounts, pause
+    from ledger.core import accounts
     from ledger.models import Operation
+    from ledger.people import pause
     from ledger.states import State
     from tests.faults.qcluster import cluster_pool, submit_prepare_briefs, wait_for
 

@@ -7,7 +7,7 @@ dropped at the end. One operation is submitted through intake, then copied with 
 ``RESUME_OPERATIONS`` (100,000) pending ones, all held by a global pause pulled an hour ago. Then,
 in rounds (``RESUME_ROUNDS``, 5), interleaved:
 
-- **the resume**: ``ledger.core.pause.set_paused(paused=False)`` with every one of them held, against
+- **the resume**: ``ledger.people.pause.set_paused(paused=False)`` with every one of them held, against
   the same call with nothing held (its baseline: the switch, its interval and its audit event), and
   against what a resume wrote before held time was kept per switch (its UPDATEs of every held row, the same statements,
   run in a transaction that is rolled back): milliseconds, and the rows of ``ledger_operation`` it
@@ -102,7 +102,7 @@ def pull(*, held: bool) -> str:
     with none). Returns the action the switch is over ("" for all)."""
     from django.utils import timezone
 
-    from ledger.core.pause import set_paused
+    from ledger.people.pause import set_paused
     from ledger.models import Control
 
     action = "" if held else "no-such-action-held"
@@ -112,7 +112,7 @@ def pull(*, held: bool) -> str:
 
 
 def resume_now() -> tuple[float, tuple[int, int]]:
-    from ledger.core.pause import set_paused
+    from ledger.people.pause import set_paused
 
     action = pull(held=True)
     before = table_counts()
@@ -123,7 +123,7 @@ def resume_now() -> tuple[float, tuple[int, int]]:
 
 
 def resume_empty() -> tuple[float, tuple[int, int]]:
-    from ledger.core.pause import set_paused
+    from ledger.people.pause import set_paused
 
     action = pull(held=False)
     started = time.perf_counter()
@@ -133,7 +133,7 @@ def resume_empty() -> tuple[float, tuple[int, int]]:
 
 def resume_before() -> tuple[float, tuple[int, int]]:
     """What set_paused(paused=False) wrote before held time, for one action's held rows: the capped
-    UPDATE and the crediting UPDATE (ledger.core.pause._credit_held_time as it was), rolled back."""
+    UPDATE and the crediting UPDATE (ledger.people.pause._credit_held_time as it was), rolled back."""
     from django.db import connection, transaction
     from django.utils import timezone
 

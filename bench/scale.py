@@ -373,8 +373,9 @@ def prepare() -> tuple[dict[str, int], dict[str, int]]:
     """Workspaces, people and switches through the services; the bulk with SQL (``load``) when empty."""
     from django.contrib.auth.models import User
 
-    from ledger.core import accounts, pause
+    from ledger.core import accounts
     from ledger.models import Heartbeat, Operation, Workspace
+    from ledger.people import pause
 
     if not Workspace.objects.filter(slug=WORKSPACES[0][0]).exists():
         for slug, _ in WORKSPACES:

@@ -4,7 +4,7 @@ qcluster, next to the queues underneath and to pgqueuer making the ledger's writ
 One ``manage.py qcluster`` (tests/faults/qcluster.py; 2 workers, the project's queue settings), the
 stand-in destination as its own process, and pgqueuer workers (bench/pgqueuer_worker.py, two
 processes per batch size), all started once and kept for every round. Operations are created through
-``ledger.intake.submit`` and released through ``ledger.core.pause.set_paused``; completion is read from the
+``ledger.intake.submit`` and released through ``ledger.people.pause.set_paused``; completion is read from the
 operations' states, so internals can change underneath.
 
 Per round (the order rotated each round), ``BENCH_QUEUE_COUNT`` (2,000) of each:
@@ -257,9 +257,10 @@ def scenario_queues(rounds: Rounds, log_dir: Path, wanted: set[str] | frozenset 
     from django_q.models import OrmQ
     from django_q.tasks import async_task
 
-    from ledger.core import accounts, pause
+    from ledger.core import accounts
     from ledger.intake import submit
     from ledger.models import Operation
+    from ledger.people import pause
     from ledger.states import State
     from tests.faults.qcluster import cluster_pool, database_url, operation_states, wait_for
 

@@ -112,7 +112,8 @@ def run(label: str) -> None:
 
 def make_tenants() -> dict[str, str]:
     """The two workspaces, the hostile one's source and action; their tokens."""
-    from ledger.core import accounts, outbound
+    from ledger.core import accounts
+    from ledger.integrations import saving
     from ledger.models import Destination, HttpAction, Source
 
     quiet, quiet_token = accounts.create_workspace(slug="quiet", approved_owners=["ops"], actor="bench")
@@ -124,7 +125,7 @@ def make_tenants() -> dict[str, str]:
     Source.objects.create(
         workspace=hostile, slug="hostile-hooks", scheme="standard_webhooks", secret_env=SECRET_ENV, rules=[rule]
     )
-    destination = outbound.save_destination(
+    destination = saving.save_destination(
         Destination(slug="nowhere", base_url="http://127.0.0.1:9", auth="none"), actor="bench"
     )
     schema = {
@@ -141,7 +142,7 @@ def make_tenants() -> dict[str, str]:
         fingerprint_fields=["request_id", "note"],
         request={"method": "POST", "path": "/notes", "body": {"note": "{{ data.note }}"}},
     )
-    outbound.save_http_action(action, actor="bench")
+    saving.save_http_action(action, actor="bench")
     return {"quiet": quiet_token, "hostile": hostile_token}
 
 

@@ -9,3 +9,4 @@ class LedgerConfig(AppConfig):
 
     def ready(self):
         from ledger import checks  # noqa: F401  (registers the system checks)
+        from ledger.integrations import configured  # noqa: F401  (the configured HTTP actions join the registry)

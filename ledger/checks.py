@@ -5,7 +5,7 @@ from django.conf import settings
 from django.core import checks
 from django.db import connection
 
-from ledger.core import secret_names
+from ledger.integrations import secret_names
 from ledger.models import Source
 
 
@@ -40,7 +40,7 @@ def check_queue_retry_exceeds_timeout_and_lease(app_configs=None, **kwargs):
 @checks.register(checks.Tags.database)
 def check_source_secrets_are_their_workspaces(app_configs=None, databases=None, **kwargs):
     """Sources saved before a source could name only its workspace's variables: their deliveries are
-    refused (``ledger.intake.sources.SecretNotOwned``) until the variable is renamed."""
+    refused (``ledger.integrations.sources.SecretNotOwned``) until the variable is renamed."""
     if "default" not in (databases or ()) or Source._meta.db_table not in connection.introspection.table_names():
         return []
     foreign = [

@@ -276,9 +276,9 @@ def fresh_policy_cache():
 
 @pytest.fixture(autouse=True)
 def fresh_configured_actions():
-    """The registry reads the configured HTTP actions again every few seconds (ledger.actions.configured):
+    """The registry reads the configured HTTP actions again every few seconds (ledger.integrations.configured):
     a test starts without the ones an earlier test's rolled-back transaction left in it."""
-    from ledger.actions import configured
+    from ledger.integrations import configured
 
     configured.loaded.assume_none()
     yield

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from ledger import integrations
 from ledger.actions import get_action
 from ledger.engine.processing import process_due_operations
+from ledger.integrations import file as integrations_file
 from ledger.models import Operation
 from opsconsole.send_webhook import invoice_paid, signed_headers
 from reconciliation.audit import run_audit
@@ -28,7 +28,7 @@ def example(workspace, standin, monkeypatch):
     monkeypatch.setenv("OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET", HOOK_SECRET)
     monkeypatch.setenv("OPSCONSOLE_DEMO_FULFILMENT_TOKEN", "demo-token")
     text = EXAMPLE.read_text().replace("http://127.0.0.1:8765", standin.url)
-    changes = [str(change) for change in integrations.apply(integrations.read(text), actor="test")]
+    changes = [str(change) for change in integrations_file.apply(integrations_file.read(text), actor="test")]
     assert changes == [
         "destination fulfilment: created",
         "HTTP action fulfil-invoice: created",

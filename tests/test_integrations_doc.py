@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ledger import integrations
 from ledger.actions import get_action
 from ledger.core import accounts
+from ledger.integrations import file as integrations_file
 from ledger.models import Delivery, Operation, Source
 from opsconsole.send_webhook import signed_headers
 
@@ -37,7 +37,7 @@ def example(db, monkeypatch):
     accounts.create_workspace(slug="acme", approved_owners=["ops"], actor="test")
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
-    changes = integrations.apply(integrations.read(block), actor="test")
+    changes = integrations_file.apply(integrations_file.read(block), actor="test")
     assert [str(change) for change in changes] == [
         "destination helpdesk: created",
         "destination stripe-api: created",
@@ -69,7 +69,7 @@ def github_headers(body: bytes, event: str, delivery: str) -> dict:
 
 
 def test_applying_the_example_again_changes_nothing(example):
-    assert integrations.apply(integrations.read(example), actor="test") == []
+    assert integrations_file.apply(integrations_file.read(example), actor="test") == []
     assert Source.objects.get(slug="github").rules[0]["when"] == "action == 'opened'"
 
 

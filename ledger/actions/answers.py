@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from ledger.actions import templates
+from ledger.actions import expressions
 from ledger.outcomes import Answer
 
 BODY_LIMIT = 4096
@@ -48,7 +48,7 @@ def answer_of(response: httpx.Response, *, code_path: str = "", message_path: st
         status=response.status_code,
         headers={name: response.headers[name] for name in KEPT_HEADERS if name in response.headers},
         body=bounded(response.content),
-        code=_code(templates.search(code_path or DEFAULT_CODE, body)) if isinstance(body, dict) else "",
+        code=_code(expressions.search(code_path or DEFAULT_CODE, body)) if isinstance(body, dict) else "",
         said=_said(body, response, message_path or DEFAULT_MESSAGE),
     )
 
@@ -87,12 +87,12 @@ def _code(found: Any) -> str:
 
 def _said(body: Any, response: httpx.Response, path: str) -> str:
     if isinstance(body, dict):
-        said = templates.search(path, body)
+        said = expressions.search(path, body)
     elif body is None and "html" not in response.headers.get("content-type", ""):
         said = response.text  # a plain-text refusal is its own words; an HTML error page is not
     else:
         said = None
     if said is None or said == "":
         return ""
-    text = said if isinstance(said, str) else templates._as_text(said)
+    text = said if isinstance(said, str) else expressions.as_text(said)
     return " ".join(text.split())[:SAID_LIMIT]

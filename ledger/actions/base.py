@@ -75,7 +75,7 @@ WORKERS, CALLER = "opsconsole", "caller"
 
 
 class ActionDefinition:
-    # Declared on the class by a coded action; a configured one (ledger.actions.http_action) sets the
+    # Declared on the class by a coded action; a configured one (ledger.integrations.http_action) sets the
     # same attributes per instance, so only what no configured action sets is a ClassVar.
     name: str
     schema: ClassVar[type[BaseModel]]
@@ -303,12 +303,12 @@ class ActionDefinition:
 
 class Registry(Mapping):
     """Every action type by name: the coded ones (``register``) and the HTTP actions configured as
-    rows (``ledger.actions.configured``, read again when they change). A coded action's name is
+    rows (``ledger.integrations.configured``, read again when they change). A coded action's name is
     never a configured one's (saving refuses it)."""
 
     def __init__(self):
         self.coded: dict[str, ActionDefinition] = {}
-        # Set by ledger.actions.configured: the configured actions as of now.
+        # Set by ledger.integrations.configured: the configured actions as of now.
         self.configured: Callable[[], Mapping[str, ActionDefinition]] = dict
 
     def __getitem__(self, name: str) -> ActionDefinition:

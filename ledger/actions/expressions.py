@@ -15,6 +15,7 @@ whatever reads it next (validation, fingerprinting, storing) pays for 2**stages 
   is read at each node. Over either, ``OverBudget`` (a ``JMESPathError``) stops the evaluation.
 """
 
+import json
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -159,6 +160,20 @@ def search(expression: str, value: Any, budget: Budget | None = None) -> Any:
         return _Bounded(budget or Budget.over(value)).visit(compiled(expression).parsed, value)
     except RecursionError:
         raise OverBudget("it nested deeper than Python evaluates") from None
+
+
+def as_text(value: Any) -> str:
+    """A value an expression found, as text: a string as it is, nothing for null, JSON otherwise
+    (``true``, ``3``, ``{"a":1}``), as a template writes it into a string and a refusal reads."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 @lru_cache(maxsize=1024)

@@ -1,9 +1,9 @@
 """Integrations in the admin: sources of signed webhooks, destinations and HTTP actions, edited
-through the same services as ``manage.py integrations apply`` (``ledger.intake.sources``,
-``ledger.core.outbound``). A form is refused on save with every problem, each saying where (a
+through the same services as ``manage.py integrations apply`` (``ledger.integrations.sources``,
+``ledger.integrations.saving``). A form is refused on save with every problem, each saying where (a
 template or an expression that does not compile names its place). Secrets stay in the environment:
 the admin shows only whether the variable a row names is set, and for a source only a variable of
-its workspace (``ledger.core.secret_names``).
+its workspace (``ledger.integrations.secret_names``).
 
 Sources belong to a workspace: its admins (the ``configure`` capability) edit them, as superusers
 do. Destinations and HTTP actions serve every workspace: superusers edit them; staff with a role
@@ -17,10 +17,11 @@ from django.contrib import admin
 from django.db import models
 from django.utils.html import format_html
 
-from ledger import integrations
 from ledger.admin.lists import ReadOnlyAdmin
-from ledger.core import outbound, roles
-from ledger.intake import decoding, sources
+from ledger.core import roles
+from ledger.intake import decoding
+from ledger.integrations import file as integrations_file
+from ledger.integrations import saving, sources
 from ledger.models import Destination, HttpAction, Source
 
 
@@ -124,7 +125,7 @@ class DestinationForm(forms.ModelForm):
 
     class Meta:
         model = Destination
-        fields = ["slug", *integrations.DESTINATION_FIELDS]
+        fields = ["slug", *integrations_file.DESTINATION_FIELDS]
         # What the limits mean (docs/integrations.md, Limits); the model's columns say only their names.
         help_texts = {
             "rate_limit_per_second": "Calls per second to the vendor, over all workers; empty: no limit.",
@@ -137,7 +138,7 @@ class DestinationForm(forms.ModelForm):
         if self.errors:  # a field that did not parse already says so
             return cleaned
         proposed = Destination(**{name: value for name, value in cleaned.items()})
-        if problems := outbound.destination_problems(proposed):
+        if problems := saving.destination_problems(proposed):
             raise forms.ValidationError(problems)
         return cleaned
 
@@ -160,19 +161,19 @@ class DestinationAdmin(SuperuserEdits):
 
     @admin.display(description="Credential")
     def credential(self, obj):
-        return outbound.secret_status(obj) if obj.pk else "—"
+        return saving.secret_status(obj) if obj.pk else "—"
 
     def save_model(self, request, obj, form, change):
-        outbound.save_destination(obj, actor=request.user.get_username())
+        saving.save_destination(obj, actor=request.user.get_username())
 
 
 class HttpActionForm(forms.ModelForm):
     class Meta:
         model = HttpAction
-        fields = ["name", *integrations.HTTP_ACTION_FIELDS]
+        fields = ["name", *integrations_file.HTTP_ACTION_FIELDS]
         field_classes = {
             name: IndentedJSONField
-            for name in integrations.HTTP_ACTION_FIELDS
+            for name in integrations_file.HTTP_ACTION_FIELDS
             if isinstance(HttpAction._meta.get_field(name), models.JSONField)
         }
 
@@ -181,7 +182,7 @@ class HttpActionForm(forms.ModelForm):
         if self.errors:  # a field that did not parse (JSON) already says so
             return cleaned
         proposed = HttpAction(**{name: value for name, value in cleaned.items()})
-        if problems := outbound.http_action_problems(proposed):
+        if problems := saving.http_action_problems(proposed):
             raise forms.ValidationError(problems)
         return cleaned
 
@@ -203,7 +204,7 @@ class HttpActionAdmin(SuperuserEdits):
     def retry_schedule(self, obj):
         if obj.pk is None:
             return "shown once saved"
-        return format_html("<code>{}</code>", outbound.retry_schedule(obj))
+        return format_html("<code>{}</code>", saving.retry_schedule(obj))
 
     def save_model(self, request, obj, form, change):
-        outbound.save_http_action(obj, actor=request.user.get_username())
+        saving.save_http_action(obj, actor=request.user.get_username())

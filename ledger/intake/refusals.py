@@ -6,7 +6,7 @@ deliveries page shows as "Refused 200 times from 10.0.0.1". The rows are bounded
 counted without their port, an IPv6 one as its /48, anything else as one unknown address, and past
 ``ADDRESSES_PER_HOUR`` addresses at a source in an hour the others are counted together. Once a
 signature is good the sender is known, and what becomes of its delivery is recorded as any other
-(``ledger.intake.sources``).
+(``ledger.integrations.sources``).
 """
 
 import ipaddress

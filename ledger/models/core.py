@@ -33,7 +33,7 @@ class DeliverySource(models.TextChoices):
     API = "api"
     CLI = "cli"
     REPLAY = "replay"
-    WEBHOOK = "webhook"  # a signed delivery of a Source (ledger.intake.sources)
+    WEBHOOK = "webhook"  # a signed delivery of a Source (ledger.integrations.sources)
 
 
 class DeliveryOutcome(models.TextChoices):

@@ -1,8 +1,8 @@
 """Configured HTTP systems out: a Destination (a vendor's API: where, how we authenticate, how it
 deduplicates, how fast it may be called) and the HTTP actions that call it (an action type defined
-by configuration, not code: ``ledger.actions.configured`` makes each row an action definition that
+by configuration, not code: ``ledger.integrations.configured`` makes each row an action definition that
 runs through the same engine as the coded ones). Rows change only through
-``ledger.core.outbound`` (the integrations file and the admin), which checks and audits them."""
+``ledger.integrations.saving`` (the integrations file and the admin), which checks and audits them."""
 
 from django.core.validators import MinValueValidator, validate_slug
 from django.db import models
@@ -79,7 +79,7 @@ class HttpAction(models.Model):
     # JSON Schema (draft 2020-12) of the event's data.
     schema = models.JSONField(default=dict)
     identity_fields = models.JSONField(default=list)
-    # {field: normaliser name} (ledger.actions.http_action.NORMALISERS), one per identity field.
+    # {field: normaliser name} (ledger.integrations.http_action.NORMALISERS), one per identity field.
     normalisers = models.JSONField(default=dict, blank=True)
     fingerprint_fields = models.JSONField(default=list)
     consequential = models.BooleanField(default=False)

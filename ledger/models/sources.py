@@ -1,5 +1,5 @@
 """Sources of signed webhooks: their senders (Stripe, GitHub, any Standard Webhooks sender) whose
-deliveries become events (``ledger.intake.sources``). Configuration, not code: a source names its
+deliveries become events (``ledger.integrations.sources``). Configuration, not code: a source names its
 signature scheme, where its secrets are, and how a body maps to our envelope."""
 
 from django.core.validators import MinValueValidator, validate_slug

@@ -25,8 +25,9 @@ from ledger.actions import registry
 from ledger.callers import claims, reports
 from ledger.core import privacy
 from ledger.core.accounts import authenticate_token
-from ledger.intake import decoding, refusals, sources, submit
+from ledger.intake import decoding, refusals, submit
 from ledger.intake.submit import Envelope, IntakeResult
+from ledger.integrations import sources
 from ledger.models import Delivery, Operation, Source
 from opsconsole.api import answers, claim_answers, http_bodies
 from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES, OPERATION_RESPONSES
@@ -423,7 +424,7 @@ def _read(request, model):
     return body, None
 
 
-# --- signed webhooks in (ledger.intake.sources) ---------------------------------------------------
+# --- signed webhooks in (ledger.integrations.sources) ------------------------------------------------
 
 
 @api.post(

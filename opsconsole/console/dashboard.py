@@ -14,8 +14,8 @@ from django.utils.cache import patch_vary_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from ledger.core import roles
+from ledger.integrations import destination_status as destinations_of
 from ledger.reads import dashboard as figures_of
-from ledger.reads import destinations as destinations_of
 from ledger.timed import duration_text
 from opsconsole.console import charts
 from opsconsole.console.filters import HELD, QueueFilter

@@ -7,9 +7,9 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 
 from ledger.core import roles
-from ledger.core.pause import NotPaused, set_paused
 from ledger.core.roles import APPROVE, PAUSE, REVIEW
 from ledger.people import approvals, cancellations, conflict_decisions, replays, resolutions, review
+from ledger.people.pause import NotPaused, set_paused
 from opsconsole.console import approval_list
 from opsconsole.console.forms import (
     DecisionForm,

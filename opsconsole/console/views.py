@@ -32,10 +32,10 @@ from ledger.core.selectors import (
     standing,
 )
 from ledger.engine.lookups import may_have_acted
+from ledger.integrations import destination_status
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
 from ledger.people import assignment, holds
 from ledger.people.bulk_actions import MAX_OPERATIONS
-from ledger.reads import destinations
 from ledger.states import TERMINAL_STATES, TRANSITIONS, State
 from ledger.timed import duration_text
 from opsconsole.console import explain, keyset, labels, money, neighbours, tables
@@ -260,7 +260,7 @@ def operation(request, pk):
                 user, op, external=external, own_work=own_work, contributor_ids={c.user_id for c in contributions}
             ),
             "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
-            "waiting": destinations.waiting_for(op),
+            "waiting": destination_status.waiting_for(op),
             "by_caller": bool(definition and definition.performed_by_caller),
             # Enough of the claim's token to match it with the caller's own logs; never all of it.
             "token_hint": tokens.token_for(op)[-6:]

@@ -289,7 +289,7 @@ def claim_conflict(send: Sender):
 
 
 def claim_held(send: Sender):
-    from ledger.core.pause import set_paused
+    from ledger.people.pause import set_paused
 
     set_paused(paused=True, actor="ops", reason="vendor incident", action="send-invoice")
     return claimed(send)

@@ -95,7 +95,8 @@ def configured_read_once(monkeypatch, db):
     them), so a query bound counts the page's own queries only."""
     import math
 
-    from ledger.actions import configured, registry
+    from ledger.actions import registry
+    from ledger.integrations import configured
 
     monkeypatch.setattr(configured.Loaded, "REFRESH_SECONDS", math.inf)
     configured.loaded.forget()

@@ -198,7 +198,7 @@ def test_the_list_costs_a_fixed_number_of_queries(approver_client, sender):
 
     def queries() -> int:
         # The fewer of two reads: now and then a request also checks whether the configured actions
-        # changed (ledger.actions.configured, every few seconds), whatever the page lists.
+        # changed (ledger.integrations.configured, every few seconds), whatever the page lists.
         counts = []
         for _ in range(2):
             with CaptureQueriesContext(connection) as captured:

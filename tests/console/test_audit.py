@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ledger.core import accounts, pause
+from ledger.core import accounts
 from ledger.models import AuditEvent
+from ledger.people import pause
 
 
 def kinds_on(response) -> list[str]:

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from ledger.core import pause
+from ledger.people import pause
 
 
 def field_errors(response) -> list[str]:

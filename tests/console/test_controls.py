@@ -2,8 +2,9 @@
 
 from django.contrib.messages import get_messages
 
-from ledger.core import accounts, pause
+from ledger.core import accounts
 from ledger.models import AuditEvent, Control
+from ledger.people import pause
 
 
 def messages_of(response) -> list[tuple[str, str]]:

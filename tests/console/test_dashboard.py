@@ -7,11 +7,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ledger.core import audit_chain, pause
+from ledger.core import audit_chain
 from ledger.core.selectors import COUNT_CAP
 from ledger.engine.processing import process_due_operations
 from ledger.models import AuditEvent, FlowSample, Workspace
 from ledger.outcomes import PermanentError
+from ledger.people import pause
 from ledger.reads import dashboard
 from reconciliation.models import Mismatch, ReconciliationRun
 from tests.ledger.conftest import START, submit

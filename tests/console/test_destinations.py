@@ -12,8 +12,8 @@ from ledger.actions import get_action
 from ledger.engine import limits
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
+from ledger.integrations import destination_status
 from ledger.models import DestinationHealth, Operation
-from ledger.reads import destinations
 from tests import third_party
 
 pytestmark = third_party.needs_node
@@ -91,7 +91,7 @@ def test_once_the_destination_answers_nothing_waits(client, login, workspace, js
 
     held.refresh_from_db()
     assert held.state == "succeeded"
-    assert destinations.destinations()[0].breaker == "closed"
+    assert destination_status.destinations()[0].breaker == "closed"
     login("viewer")
     assert "Waiting:" not in page_text(client, f"/console/operations/{held.pk}/")
 
@@ -104,7 +104,7 @@ def test_an_operation_of_a_destination_without_a_breaker_never_waits_for_one(wor
     operation.refresh_from_db()
 
     assert operation.state == "retrying"
-    assert destinations.waiting_for(operation) is None
+    assert destination_status.waiting_for(operation) is None
 
 
 def test_the_dashboard_lists_each_destination_its_limits_and_its_breaker(
@@ -133,7 +133,7 @@ def test_the_dashboard_says_when_no_destination_is_configured(client, login):
 def test_limits_in_words_name_the_rate_when_there_is_one(workspace, json_server, configured):
     configured(json_server=json_server, rate_limit=2.5, max_concurrency=1)
 
-    [helpdesk] = destinations.destinations()
+    [helpdesk] = destination_status.destinations()
 
     assert helpdesk.limits == ["at most 2.5 calls a second", "at most 1 in flight", "no circuit breaker"]
     assert helpdesk.breaker == "closed" and helpdesk.paused_until is None

@@ -14,10 +14,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from ledger import retention
-from ledger.core import accounts, pause
+from ledger.core import accounts
 from ledger.core.privacy import MASK
 from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Operation
+from ledger.people import pause
 from ledger.reads import exports
 from tests.ledger.conftest import submit_brief
 

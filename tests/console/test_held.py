@@ -5,7 +5,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from ledger.core import accounts, pause
+from ledger.core import accounts
+from ledger.people import pause
 from tests.ledger.conftest import submit_brief
 
 

@@ -217,7 +217,7 @@ def test_a_held_operation_shows_the_deadline_its_claim_will_give_it(client, logi
 
     from django.utils import timezone
 
-    from ledger.core.pause import set_paused
+    from ledger.people.pause import set_paused
 
     login("viewer")
     start = timezone.now()

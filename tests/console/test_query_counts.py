@@ -29,10 +29,10 @@ ROWS = 35
 
 @pytest.fixture(autouse=True)
 def configured_actions_read_once(monkeypatch):
-    """The registry looks at the configured actions again every 2 s (ledger.actions.configured): on a
+    """The registry looks at the configured actions again every 2 s (ledger.integrations.configured): on a
     slow machine a test's setup outlasts that, and the look (3 statements in a test's transaction)
     would land in whichever request comes next. Not what these budgets are about."""
-    monkeypatch.setattr("ledger.actions.configured.Loaded.REFRESH_SECONDS", float("inf"))
+    monkeypatch.setattr("ledger.integrations.configured.Loaded.REFRESH_SECONDS", float("inf"))
 
 
 @pytest.fixture

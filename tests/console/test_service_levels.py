@@ -124,7 +124,7 @@ def test_it_shows_only_the_persons_workspaces(client, login, workspace, frozen):
 
 
 def test_the_standing_counts_work_held_by_a_pause_too(workspace, frozen):
-    from ledger.core import pause
+    from ledger.people import pause
 
     submit_brief(workspace)
     pause.set_paused(paused=True, reason="incident", workspace=workspace, actor="test")

@@ -11,9 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from ledger.core import accounts, pause
+from ledger.core import accounts
 from ledger.intake.submit import submit_event
 from ledger.models import Operation
+from ledger.people import pause
 from ledger.states import ATTENTION_STATES
 from opsconsole.console import keyset
 from opsconsole.console.filters import QUEUE_SORTS

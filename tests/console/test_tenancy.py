@@ -11,9 +11,10 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from ledger.core import accounts, pause
+from ledger.core import accounts
 from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Conflict, Membership, Operation
+from ledger.people import pause
 from tests.ledger.conftest import submit
 
 OPERATION_ACTIONS = ["replay", "resolve", "look_up", "cancel", "approve", "reject"]

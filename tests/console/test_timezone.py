@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from django.utils import timezone
 
-from ledger.core import pause
 from ledger.models import Operation
+from ledger.people import pause
 from opsconsole.console.templatetags.console_time import when, when_text
 from opsconsole.middleware import browser_zone
 

@@ -10,8 +10,8 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 
 from ledger.actions import base, get_action, summaries
-from ledger.core import outbound
 from ledger.intake.submit import submit_event
+from ledger.integrations import saving
 from ledger.models import AuditEvent, BulkAction, Destination, HttpAction, Operation, Workspace
 from ledger.states import LABELS, State
 from tests.ledger.conftest import submit_brief
@@ -149,7 +149,7 @@ def configured_action(**fields) -> HttpAction:
 
 
 def test_a_configured_action_whose_summary_names_a_sensitive_field_is_refused(db):
-    problems = outbound.http_action_problems(configured_action(summary="{request_id} for {customer}"))
+    problems = saving.http_action_problems(configured_action(summary="{request_id} for {customer}"))
 
     assert (
         "summary: the summary names {customer}, a sensitive field: it would show to people it is masked for" in problems
@@ -158,7 +158,7 @@ def test_a_configured_action_whose_summary_names_a_sensitive_field_is_refused(db
 
 def test_a_configured_action_may_declare_a_summary(db):
     assert not [
-        p for p in outbound.http_action_problems(configured_action(summary="Note {request_id}")) if "summary" in p
+        p for p in saving.http_action_problems(configured_action(summary="Note {request_id}")) if "summary" in p
     ]
 
 

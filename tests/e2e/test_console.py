@@ -5,10 +5,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from ledger.core import pause
 from ledger.intake.submit import submit_event
 from ledger.models import Approval, AuditEvent, Conflict, Control, Operation
 from ledger.models.audit import AUDIT_KIND_GROUPS, AUDIT_KINDS
+from ledger.people import pause
 from tests.conftest import R42
 from tests.e2e.conftest import APPROVER, OPERATOR, PASSWORD, log_in, make_user, screenshot
 

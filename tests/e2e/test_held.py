@@ -7,9 +7,9 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from ledger.core import pause
 from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Control, Operation
+from ledger.people import pause
 from tests.conftest import R42
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 

@@ -6,8 +6,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from ledger.core import pause
 from ledger.models import Operation
+from ledger.people import pause
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 from tests.ledger.conftest import submit_brief
 

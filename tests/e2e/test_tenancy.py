@@ -6,8 +6,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from ledger.core import accounts, pause
+from ledger.core import accounts
 from ledger.models import Operation
+from ledger.people import pause
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 from tests.e2e.test_console import submit
 

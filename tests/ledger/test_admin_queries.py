@@ -111,7 +111,7 @@ def test_every_changelist_costs_a_fixed_number_of_queries(
     client, full, staff, workspace, django_assert_max_num_queries, monkeypatch
 ):
     # The registry's look for changed HTTP actions (one query every few seconds per process) is not a page's cost.
-    monkeypatch.setattr("ledger.actions.configured.Loaded.REFRESH_SECONDS", float("inf"))
+    monkeypatch.setattr("ledger.integrations.configured.Loaded.REFRESH_SECONDS", float("inf"))
     for model_name, model_admin in ADMINS:
         if model_name == "membership" and not staff.is_superuser:
             continue  # superusers manage members (test_tenancy.py)

@@ -10,9 +10,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from ledger.core import accounts, audit_mac, pause, transitions
+from ledger.core import accounts, audit_mac, transitions
 from ledger.engine.processing import process_due_operations
 from ledger.models import AuditEvent
+from ledger.people import pause
 from tests.ledger.conftest import submit_brief
 
 

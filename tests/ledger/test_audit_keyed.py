@@ -14,10 +14,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 
-from ledger.core import audit_mac, pause, transitions
+from ledger.core import audit_mac, transitions
 from ledger.core.rows import model_row
 from ledger.engine.processing import process_due_operations
 from ledger.models import AuditEvent
+from ledger.people import pause
 from tests.conftest import psql_program
 from tests.faults.qcluster import database_url
 from tests.ledger.conftest import submit_brief

@@ -22,10 +22,11 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from ledger.core import accounts, pause, transitions
+from ledger.core import accounts, transitions
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_batch
 from ledger.models import AuditEvent
+from ledger.people import pause
 from tests.conftest import psql_program
 from tests.faults.qcluster import PROJECT_DIR, database_url
 from tests.ledger.conftest import submit_brief

@@ -8,10 +8,10 @@ from django.utils import timezone
 
 from ledger.actions import registry
 from ledger.core import tallies
-from ledger.core.pause import set_paused
 from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Delivery, Operation
 from ledger.people.approvals import approve_operation
+from ledger.people.pause import set_paused
 from ledger.people.replays import replay_operation
 from ledger.people.resolutions import resolve_operation
 from ledger.sweep import sweep

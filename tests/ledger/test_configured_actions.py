@@ -9,10 +9,11 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
-from ledger.actions import UnknownAction, get_action, registry, templates
-from ledger.actions.destination_config import DestinationConfig, SecretMissing
-from ledger.actions.http_action import form_fields
-from ledger.core import outbound, privacy
+from ledger.actions import UnknownAction, get_action, registry
+from ledger.core import privacy
+from ledger.integrations import saving, templates
+from ledger.integrations.destination_config import DestinationConfig, SecretMissing
+from ledger.integrations.http_action import form_fields
 from ledger.models import AuditEvent, Destination, HttpAction, Operation
 from ledger.outcomes import OutcomeError
 
@@ -111,9 +112,9 @@ def test_a_destination_reads_its_credential_from_the_variable_it_names(monkeypat
 
 def test_the_admin_shows_a_credential_only_as_set_or_missing(monkeypatch):
     destination = Destination(**DESTINATION)
-    assert outbound.secret_status(destination) == "CRM_TOKEN: missing"
+    assert saving.secret_status(destination) == "CRM_TOKEN: missing"
     monkeypatch.setenv("CRM_TOKEN", "s3cret")
-    assert outbound.secret_status(destination) == "CRM_TOKEN: set"
+    assert saving.secret_status(destination) == "CRM_TOKEN: set"
 
 
 @pytest.mark.parametrize("auth, secret", [("bearer", "s3cret-token"), ("basic", "ann:pa55word")])

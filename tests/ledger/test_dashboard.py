@@ -8,10 +8,11 @@ from django.utils import timezone
 
 import ledger.tasks  # noqa: F401  (ledger.processing imports it first: a circular import otherwise)
 from ledger import retention
-from ledger.core import pause, tallies
+from ledger.core import tallies
 from ledger.engine.processing import process_due_operations
 from ledger.models import BacklogSample, FlowSample, Heartbeat, Membership, Operation, Workspace
 from ledger.outcomes import PermanentError, TransientError
+from ledger.people import pause
 from ledger.reads import dashboard
 from ledger.reads.dashboard import figures, take_samples
 from ledger.sweep import sweep

@@ -8,11 +8,11 @@ import pytest
 from django.db import connection
 
 from ledger.core.held_time import with_held_time
-from ledger.core.pause import set_paused
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_batch
 from ledger.models import AuditEvent, Operation, PauseInterval
 from ledger.people import approvals, replays
+from ledger.people.pause import set_paused
 from ledger.sweep import sweep
 from tests.ledger.conftest import START, submit
 

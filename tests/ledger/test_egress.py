@@ -15,9 +15,10 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
-from ledger.actions import configured, egress, http
+from ledger.actions import egress, http
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
+from ledger.integrations import configured
 from ledger.models import Attempt, Destination, HttpAction
 from standin.server import start_in_thread
 from tests.faults.proxy import ForwardProxy

@@ -6,7 +6,7 @@ import pytest
 
 from ledger.actions import get_action
 from ledger.actions.base import humanised
-from ledger.actions.http_action import ConfiguredHttpAction
+from ledger.integrations.http_action import ConfiguredHttpAction
 
 
 @pytest.mark.parametrize(

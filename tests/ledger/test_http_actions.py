@@ -11,9 +11,9 @@ import httpx
 from django.utils import timezone
 
 from ledger.actions import get_action
-from ledger.core import outbound
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
+from ledger.integrations import saving
 from ledger.models import Attempt, AuditEvent, HttpAction, Operation
 from reconciliation.reconcile import reconcile_operation
 from tests import configured as integrations_file
@@ -278,7 +278,7 @@ def test_a_lookup_may_read_a_404_as_no_record(workspace, json_server, configured
     configured(json_server=json_server)
     row = HttpAction.objects.get(name="create-ticket")
     row.lookup = {"path": "/tickets/{{ data.request_id }}", "absent_on_404": True}
-    outbound.save_http_action(row, actor="test")
+    saving.save_http_action(row, actor="test")
     json_server.fail_next("POST /tickets", "status", status=502)
     operation = processed(submitted(workspace, "create-ticket", TICKET))
     assert operation.state == "unknown"

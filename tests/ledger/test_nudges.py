@@ -281,7 +281,7 @@ def test_a_resumed_backlog_gets_a_task_per_worker_not_per_claim_batch(workspace,
     the full batches keep the workers supplied: every operation is done by seven tasks (the five
     full batches, then one per worker that finds the end), with never more than two queued; before,
     the resume enqueued five at once and each full batch added one more."""
-    from ledger.core.pause import set_paused
+    from ledger.people.pause import set_paused
 
     set_paused(paused=True, actor="alice", reason="deploy")
     for n in range(10):

@@ -7,11 +7,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from django_q.models import OrmQ
 
-from ledger.core import accounts, pause
-from ledger.core.pause import set_paused
+from ledger.core import accounts
 from ledger.engine.claiming import claim_due_operations
 from ledger.engine.processing import process_due_operations
 from ledger.models import AuditEvent, Control, Operation, Workspace
+from ledger.people import pause
+from ledger.people.pause import set_paused
 from tests.ledger.conftest import submit, submit_brief
 
 

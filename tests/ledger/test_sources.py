@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from ledger.intake.sources import rule_problems
+from ledger.integrations.sources import rule_problems
 from ledger.models import AuditEvent, Delivery, HookRefusal, Operation, Source, Workspace
 from tests import signers
 

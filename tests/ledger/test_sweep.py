@@ -10,11 +10,11 @@ from django.core.management import call_command
 from django.test import override_settings
 from django_q.models import OrmQ
 
-from ledger.core.pause import set_paused
 from ledger.engine.claiming import claim_due_operations
 from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Heartbeat, Operation, ReviewDraft, Tally
 from ledger.outcomes import Success
+from ledger.people.pause import set_paused
 from ledger.sweep import sweep
 from tests.ledger.conftest import START, submit, submit_brief
 

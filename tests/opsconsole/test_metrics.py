@@ -79,7 +79,7 @@ def test_paused_work_shows_as_held_age_not_as_zero(api, client, workspace, time_
 
     from django.utils import timezone
 
-    from ledger.core import pause
+    from ledger.people import pause
 
     start = timezone.now()
     time_machine.move_to(start, tick=False)
@@ -285,7 +285,7 @@ def test_a_scrape_makes_the_same_queries_however_many_operations_wait(api, clien
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from ledger.core import pause
+    from ledger.people import pause
 
     pause.set_paused(paused=True, reason="incident", workspace=workspace, action="send-notice", actor="test")
 

@@ -8,10 +8,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from ledger import integrations
 from ledger.callers import claims
 from ledger.core import accounts
 from ledger.intake import submit
+from ledger.integrations import file as integrations_file
 from ledger.models import Delivery, Role, Workspace
 from opsconsole.api import answers
 
@@ -79,7 +79,7 @@ EVENTS = [
     },
 ]
 
-# The demo's integrations, applied as any integrations file is (``ledger.integrations``): a billing
+# The demo's integrations, applied as any integrations file is (``ledger.integrations.file``): a billing
 # system's signed webhooks come in through the `billing` source, and each paid invoice becomes one
 # `fulfil-invoice` operation calling the fulfilment system (the stand-in destination) — a destination
 # and an HTTP action configured, not coded. The secrets are the demo's (the Makefile's demo target
@@ -167,7 +167,7 @@ class Command(BaseCommand):
         self.stdout.write(f"  claim of INV-1 by demo-flow: {answer.status} (it never reports: watch it in the queue)")
 
     def _integrations(self):
-        changes = integrations.apply(integrations.read(INTEGRATIONS_FILE.read_text()), actor="demo")
+        changes = integrations_file.apply(integrations_file.read(INTEGRATIONS_FILE.read_text()), actor="demo")
         self.stdout.write(f"Integrations from {INTEGRATIONS_FILE.relative_to(settings.BASE_DIR)}:")
         for change in changes or ["no changes"]:
             self.stdout.write(f"  {change}")

@@ -1,12 +1,12 @@
 """``manage.py integrations apply FILE [--dry-run]`` and ``manage.py integrations export``: the
 integrations (destinations, HTTP actions and sources of signed webhooks) as a YAML or JSON file
-(``ledger.integrations``)."""
+(``ledger.integrations.file``)."""
 
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger import integrations
+from ledger.integrations import file as integrations_file
 
 
 class Command(BaseCommand):
@@ -22,12 +22,14 @@ class Command(BaseCommand):
 
     def handle(self, *args, verb, **options):
         if verb == "export":
-            self.stdout.write(integrations.export(), ending="")
+            self.stdout.write(integrations_file.export(), ending="")
             return
         text = sys.stdin.read() if options["file"] == "-" else self._read(options["file"])
         try:
-            changes = integrations.apply(integrations.read(text), actor=options["actor"], dry_run=options["dry_run"])
-        except integrations.IntegrationsError as exc:
+            changes = integrations_file.apply(
+                integrations_file.read(text), actor=options["actor"], dry_run=options["dry_run"]
+            )
+        except integrations_file.IntegrationsError as exc:
             raise CommandError("nothing changed:\n  " + "\n  ".join(exc.problems)) from None
         for change in changes:
             self.stdout.write(f"{'would change' if options['dry_run'] else 'changed'}: {change}")

@@ -1,5 +1,5 @@
 """Signed webhooks in: a delivery to a Source (``ledger.models.Source``) is checked as its sender
-signs it (``ledger.intake.signatures``), mapped by the source's rules (JMESPath) from the sender's
+signs it (``ledger.integrations.signatures``), mapped by the source's rules (JMESPath) from the sender's
 body to our envelope, and submitted as any event: the sender's delivery id becomes ``delivery_id``
 and its signed time ``occurred_at``, so a redelivery is a duplicate and one after the key window is
 stale. Every arrival is recorded: one whose signature is refused (or a verification challenge,
@@ -14,14 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
-from jmespath.exceptions import JMESPathError
+from jmespath.exceptions import JMESPathError  # type: ignore[import-untyped]
 
 from ledger.actions import expressions, registry
-from ledger.core import secret_names
-from ledger.core.outbound import ENV_NAME, SLUG
 from ledger.core.transitions import save_audited
-from ledger.intake import decoding, refusals, signatures, submit
+from ledger.intake import decoding, refusals, submit
 from ledger.intake.submit import IntakeResult
+from ledger.integrations import secret_names, signatures
+from ledger.integrations.saving import ENV_NAME, SLUG
 from ledger.models import Delivery, Source
 
 IGNORED = Delivery.Outcome.IGNORED
@@ -167,7 +167,7 @@ def _refuse(source, sender, reason: str, status: int, errors: list[dict]) -> Int
     )
 
 
-_SIGNATURE_HEADER = {
+_SIGNATURE_HEADER: dict[str, str] = {
     Source.Scheme.STANDARD_WEBHOOKS: "webhook-signature",
     Source.Scheme.GITHUB: "X-Hub-Signature-256",
     Source.Scheme.STRIPE: "Stripe-Signature",

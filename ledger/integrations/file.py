@@ -2,7 +2,7 @@
 sources of signed webhooks, written as YAML or JSON and applied as one change. A file is checked
 whole first: one problem anywhere and nothing changes. Applying the same file twice changes nothing
 the second time; every change is saved through the same services as the admin's
-(``ledger.core.outbound``, ``ledger.intake.sources.save_source``), and so audited.
+(``ledger.integrations.saving``, ``ledger.integrations.sources.save_source``), and so audited.
 docs/integrations.md has a complete example:
 
     destinations:
@@ -30,13 +30,12 @@ docs/integrations.md has a complete example:
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from django.db import models, transaction
 
-from ledger.core import outbound
-from ledger.intake import sources
+from ledger.integrations import saving, sources
 from ledger.models import Destination, HttpAction, Source, Workspace
 
 
@@ -66,7 +65,7 @@ class Section:
 
 
 def _model_defaults(model: type[models.Model], names: tuple[str, ...]) -> dict[str, Any]:
-    return {name: model._meta.get_field(name).get_default() for name in names}
+    return {name: cast(models.Field, model._meta.get_field(name)).get_default() for name in names}
 
 
 DESTINATION_FIELDS = (
@@ -118,8 +117,8 @@ SECTIONS = (
         "slug",
         DESTINATION_FIELDS,
         _model_defaults(Destination, DESTINATION_FIELDS),
-        problems=lambda row, declared: outbound.destination_problems(row),
-        save=outbound.save_destination,
+        problems=lambda row, declared: saving.destination_problems(row),
+        save=saving.save_destination,
     ),
     Section(
         "http_actions",
@@ -128,8 +127,8 @@ SECTIONS = (
         "name",
         HTTP_ACTION_FIELDS,
         _model_defaults(HttpAction, HTTP_ACTION_FIELDS[1:]),
-        problems=lambda row, declared: outbound.http_action_problems(row),
-        save=outbound.save_http_action,
+        problems=lambda row, declared: saving.http_action_problems(row),
+        save=saving.save_http_action,
         references={"destination": (Destination, "slug")},
     ),
     Section(
@@ -260,24 +259,23 @@ def plan(document: dict) -> list[_Planned]:
 
 def apply(document: dict, *, actor: str, dry_run: bool = False) -> list[Change]:
     """Apply ``document`` as one change (nothing when ``dry_run``); returns the changes it makes."""
-    planned = plan(document)
-    changed = [item for item in planned if item.change is not None]
+    changed = [(item, item.change) for item in plan(document) if item.change is not None]
     if not dry_run and changed:
-        try:
-            with transaction.atomic():
-                for item in changed:
+        with transaction.atomic():
+            for item, change in changed:
+                try:
                     item.section.save(item.row, actor=actor)
-        except (outbound.ConfigurationRefused, sources.SourceError) as refused:
-            # Checked above, so only a change made meanwhile by someone else gets here: all rolled back.
-            raise IntegrationsError([f"{item.section.name} {item.change.key}: {refused}"]) from None
-    return [item.change for item in changed]
+                except (saving.ConfigurationRefused, sources.SourceError) as refused:
+                    # Checked above, so only a change made meanwhile by someone else gets here: all rolled back.
+                    raise IntegrationsError([f"{item.section.name} {change.key}: {refused}"]) from None
+    return [change for _, change in changed]
 
 
 def export() -> str:
     """Every destination, HTTP action and source, as a file ``apply`` takes back unchanged."""
     document = {}
     for section in SECTIONS:
-        rows = section.model.objects.order_by(section.key)
+        rows = section.model._default_manager.order_by(section.key)
         document[section.name] = [
             {section.key: getattr(row, section.key), **{name: _value(section, row, name) for name in section.fields}}
             for row in rows
@@ -303,20 +301,21 @@ def _proposed(section: Section, entry: Any, where: str, rows_by_key: dict) -> tu
     key = entry.get(section.key)
     if not isinstance(key, str) or not key:
         problems.append(f"{where}.{section.key}: required")
-    references = {}
+    references: dict[str, models.Model] = {}
     for name, (model, model_key) in section.references.items():
         named = entry.get(name)
         target = rows_by_key.get((model, named)) if isinstance(named, str) else None
         if target is None and isinstance(named, str):
-            target = model.objects.filter(**{model_key: named}).first()
+            target = model._default_manager.filter(**{model_key: named}).first()
         if target is None:
             problems.append(f"{where}.{name}: {named!r} is not a {model._meta.verbose_name}")
-        references[name] = target
+        else:
+            references[name] = target
     if problems:
         return None, None, problems
-    row = section.model.objects.filter(**{section.key: key}).first() or section.model(**{section.key: key})
+    row = section.model._default_manager.filter(**{section.key: key}).first() or section.model(**{section.key: key})
     before = {name: _value(section, row, name) for name in section.fields} if row.pk else None
-    if row.pk and section.model is Source and row.workspace_id != references["workspace"].pk:
+    if row.pk and isinstance(row, Source) and row.workspace_id != references["workspace"].pk:
         return None, None, [f"{where}.workspace: source {key} belongs to workspace {row.workspace.slug}"]
     for name in section.fields:
         value = references[name] if name in references else entry.get(name, section.defaults.get(name, ""))

@@ -13,7 +13,6 @@ does not compile, or could build without bound, is refused there, saying where, 
 request; each evaluation runs within a budget sized by its context (``ledger.actions.expressions``).
 """
 
-import json
 import re
 from typing import Any
 from urllib.parse import quote
@@ -67,19 +66,7 @@ def _render_text(text: str, context: dict, encode, *, whole_values: bool = True)
     whole = EXPRESSION.fullmatch(text)
     if whole and whole_values:
         return search(whole.group(1), context)
-    return EXPRESSION.sub(lambda match: encode(_as_text(search(match.group(1), context))), text)
-
-
-def _as_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return EXPRESSION.sub(lambda match: encode(expressions.as_text(search(match.group(1), context))), text)
 
 
 def _strings(template: Any, where: str):

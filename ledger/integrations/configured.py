@@ -1,11 +1,11 @@
 """HTTP actions defined by configuration (``ledger.models.HttpAction`` rows and their
-``Destination``), not code: each row becomes an action definition (``ledger.actions.http_action``)
+``Destination``), not code: each row becomes an action definition (``ledger.integrations.http_action``)
 the registry holds beside the coded ones, so it runs through the same engine (leases, fencing,
 classification, reconciliation, approvals, audit, metrics). docs/integrations.md describes the format.
 
 The registry reads the rows again when they change (``Loaded``): each process looks at most every
 ``REFRESH_SECONDS`` whether any row changed (one small query), and at once after a save in its own
-process. A definition holds plain values only (no rows, ``ledger.actions.destination_config``), so a
+process. A definition holds plain values only (no rows, ``ledger.integrations.destination_config``), so a
 pool thread can perform it without touching the database.
 """
 
@@ -18,8 +18,8 @@ import jsonschema
 from django.db import DatabaseError, connection, transaction
 
 from ledger.actions.base import registry
-from ledger.actions.destination_config import DestinationConfig
-from ledger.actions.http_action import ConfiguredHttpAction
+from ledger.integrations.destination_config import DestinationConfig
+from ledger.integrations.http_action import ConfiguredHttpAction
 from ledger.models import Destination, HttpAction
 
 _ACTIONS, _DESTINATIONS = HttpAction._meta.db_table, Destination._meta.db_table

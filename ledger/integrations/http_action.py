@@ -1,7 +1,7 @@
 """One configured HTTP action (an ``HttpAction`` row and its destination) as an action definition:
 its data checked by its JSON Schema, its request rendered from templates and sent, the answer read
 by its outcome rules, an operation whose answer was lost looked up, and the destination's records
-listed for the reconciliation audit. ``ledger.actions.configured`` loads the rows into the registry.
+listed for the reconciliation audit. ``ledger.integrations.configured`` loads the rows into the registry.
 """
 
 from collections.abc import Callable, Iterator
@@ -13,9 +13,10 @@ import jsonschema
 from django.utils import timezone
 
 from ledger import keys
-from ledger.actions import answers, http, schema_patterns, templates
+from ledger.actions import answers, expressions, http
 from ledger.actions.base import ActionDefinition, FieldError, Limits
-from ledger.actions.destination_config import LIMITS, DestinationConfig
+from ledger.integrations import schema_patterns, templates
+from ledger.integrations.destination_config import LIMITS, DestinationConfig
 from ledger.models import HttpAction
 from ledger.outcomes import (
     Absent,
@@ -140,7 +141,7 @@ class ConfiguredHttpAction(ActionDefinition):
         context = {"data": operation.payload, "key": operation.key}
         method = self.request.get("method", "POST").upper()
         headers = {
-            name: templates._as_text(templates.render(value, context))
+            name: expressions.as_text(templates.render(value, context))
             for name, value in self.request.get("headers", {}).items()
         }
         headers |= self.destination.auth_headers()
@@ -302,7 +303,7 @@ def form_fields(value: Any, prefix: str = "") -> list[tuple[str, str]]:
         return pairs
     if isinstance(value, list):
         return [pair for index, inner in enumerate(value) for pair in form_fields(inner, f"{prefix}[{index}]")]
-    return [] if value is None else [(prefix, templates._as_text(value))]
+    return [] if value is None else [(prefix, expressions.as_text(value))]
 
 
 def _body(response: httpx.Response) -> Any:

@@ -3,7 +3,7 @@ integrations file and the admin both go through. A row is checked first (every p
 where: a template or an expression that does not compile, a field the schema does not have, a
 secret given instead of the variable that holds it) and refused whole; a saved one is audited and
 read again by this process's registry at once (other processes within
-``ledger.actions.configured.Loaded.REFRESH_SECONDS``)."""
+``ledger.integrations.configured.Loaded.REFRESH_SECONDS``)."""
 
 import os
 import re
@@ -12,12 +12,12 @@ from typing import Any
 import httpx
 import jsonschema
 
-from ledger.actions import configured, egress, registry, schema_patterns, summaries, templates
-from ledger.actions.destination_config import DestinationConfig
-from ledger.actions.http_action import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction
-from ledger.core import secret_names
+from ledger.actions import egress, registry, summaries
 from ledger.core.retry import schedule
 from ledger.core.transitions import save_audited
+from ledger.integrations import configured, schema_patterns, secret_names, templates
+from ledger.integrations.destination_config import DestinationConfig
+from ledger.integrations.http_action import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction
 from ledger.models import Destination, HttpAction, OnConflict, Ordering
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
@@ -275,7 +275,16 @@ def _listing_problems(listing: Any) -> list[str]:
         return ["listing: a mapping"]
     if not listing:
         return []
-    known = ("path", "records", "record_id", "reference", "created_at", "fields", "page_param", "page_size")
+    known: tuple[str, ...] = (
+        "path",
+        "records",
+        "record_id",
+        "reference",
+        "created_at",
+        "fields",
+        "page_param",
+        "page_size",
+    )
     known += ("cursor_param", "next_cursor", "page_size_param")
     problems = [f"listing.{name}: unknown" for name in listing if name not in known]
     if not isinstance(listing.get("path"), str) or not listing["path"].startswith("/"):
