@@ -102,8 +102,8 @@ def pull(*, held: bool) -> str:
     with none). Returns the action the switch is over ("" for all)."""
     from django.utils import timezone
 
-    from ledger.people.pause import set_paused
     from ledger.models import Control
+    from ledger.people.pause import set_paused
 
     action = "" if held else "no-such-action-held"
     set_paused(paused=True, actor="bench", reason="bench", action=action)
