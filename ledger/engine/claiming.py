@@ -161,7 +161,7 @@ def finish_in_claim(
                     # Each set's effects a savepoint of their own when another set may go on without them.
                     with transaction.atomic() if len(working) > 1 else nullcontext():
                         performed.append((operations, get_action(name).perform_many(operations), known))
-                except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
+                except Exception as exc:  # not swallowed: each operation meets it again on its own
                     if contention.contention(exc):
                         raise
                     logger.warning(
@@ -183,7 +183,7 @@ def finish_in_claim(
                     now=now,
                 )
                 faults.fault_point(faults.IN_CLAIM_POINTS[0])
-    except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
+    except Exception as exc:  # not swallowed: each operation meets it again on its own
         if contention.contention(exc):
             raise  # the whole claim's transaction is aborted: the caller runs it again
         if not isinstance(exc, _Told):
