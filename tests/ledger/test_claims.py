@@ -72,7 +72,8 @@ def test_the_first_claim_is_claimed_with_a_token_a_lease_and_the_idempotency_key
     assert answer["status"] == "claimed"
     assert answer["key"] == operation.key == answer["idempotency_key"]
     assert answer["attempt"] == 1
-    assert operation.state == "processing" and operation.fencing_token == 1
+    assert operation.state == "processing"
+    assert operation.fencing_token == 1
     assert before + timedelta(seconds=29) < operation.lease_expires_at <= timezone.now() + timedelta(seconds=30)
     attempt = operation.attempt_rows.get()
     assert (attempt.number, attempt.finished_at, attempt.idempotency_key) == (1, None, operation.key)
