@@ -12,7 +12,7 @@ moved to: an expired claim's operation is ``unknown``, never claimed again by it
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -24,7 +24,7 @@ from ledger.callers.tokens import claim_of, token_for
 from ledger.core import tallies
 from ledger.core.held_time import HeldOperation, with_held_time
 from ledger.core.selectors import switch_over, waiting
-from ledger.core.transitions import transition_many
+from ledger.core.transitions import OperationT, transition_many
 from ledger.engine import expiry
 from ledger.engine.attempts import open_attempt
 from ledger.engine.fencing import renew_leases
@@ -317,10 +317,7 @@ def keyed(workspace: Workspace, key: str) -> QuerySet[Operation]:
     return Operation.objects.filter(workspace=workspace, key=key)
 
 
-ModelT = TypeVar("ModelT", bound=Operation)
-
-
-def locked(operations: QuerySet[ModelT]) -> ModelT | None:
+def locked(operations: QuerySet[OperationT]) -> OperationT | None:
     # FOR NO KEY UPDATE: an intake that references the row (a duplicate's delivery) is not blocked.
     return operations.select_for_update(no_key=True, of=("self",)).select_related("workspace").first()
 
