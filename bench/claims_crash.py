@@ -40,8 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import PROJECT_DIR, env_int, run_in_scratch_database  # noqa: E402
-from bench.run import _git_revision  # noqa: E402
+from bench.harness import PROJECT_DIR, env_int, run_in_scratch_database
+from bench.run import _git_revision
 
 SECONDS = env_int("CRASH_SECONDS", 5)
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")

@@ -50,7 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import (  # noqa: E402  (the project directory must be importable first)
+from bench.harness import (  # the project directory must be importable first
     PROJECT_DIR,
     Rounds,
     Row,

@@ -211,7 +211,7 @@ class PgQueuerPeer:
 
         jobs = self.enqueued[self.entrypoint(batch, "ledger")]
         counts = {
-            table: observer.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608  our own names
+            table: observer.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # our own names
             for table in ("bench_peer_effect", "bench_peer_attempt", "bench_peer_audit")
         }
         if set(counts.values()) != {jobs}:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import Row, Series, env_int, prepare_environment, table_lines  # noqa: E402
+from bench.harness import Row, Series, env_int, prepare_environment, table_lines
 
 COUNT = env_int("BENCH_MEMORY_COUNT", 100_000)
 CHUNK = 500

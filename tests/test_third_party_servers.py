@@ -26,7 +26,8 @@ def test_json_server_creates_a_ticket_for_every_post_of_the_same_body(json_serve
     second = httpx.post(f"{json_server.url}/tickets", json=TICKET)
 
     assert (first.status_code, second.status_code) == (201, 201)
-    assert first.json() == {**TICKET, "id": 1} and second.json() == {**TICKET, "id": 2}
+    assert first.json() == {**TICKET, "id": 1}
+    assert second.json() == {**TICKET, "id": 2}
     assert first.headers["location"].endswith("/tickets/1")
     assert httpx.get(f"{json_server.url}/tickets/2").json() == {**TICKET, "id": 2}
     assert json_server.db() == {"tickets": [{**TICKET, "id": 1}, {**TICKET, "id": 2}]}  # written to db.json
@@ -91,7 +92,8 @@ def test_a_server_that_cannot_start_fails_quoting_its_log(tmp_path):
             server.start()
     message = str(failed.value)
     assert "json-server exited with 1 before answering" in message
-    assert "EADDRINUSE" in message and str(server.log_path) in message
+    assert "EADDRINUSE" in message
+    assert str(server.log_path) in message
 
 
 def test_a_missing_package_fails_naming_the_make_target(tmp_path, monkeypatch):
@@ -124,10 +126,13 @@ def test_stripe_mock_answers_a_repeated_key_with_the_first_charge(stripe_mock):
     again = charge(stripe_mock, CHARGE, key="op_01HZX-1")
 
     assert (first.status_code, again.status_code) == (200, 200)
-    assert first.json()["id"].startswith("ch_") and first.json()["status"] == "succeeded"
-    assert first.json()["amount"] == 2500 and first.json()["metadata"] == {"operation": "op_01HZX"}
+    assert first.json()["id"].startswith("ch_")
+    assert first.json()["status"] == "succeeded"
+    assert first.json()["amount"] == 2500
+    assert first.json()["metadata"] == {"operation": "op_01HZX"}
     assert again.json()["id"] == first.json()["id"]
-    assert again.headers["idempotent-replayed"] == "true" and "idempotent-replayed" not in first.headers
+    assert again.headers["idempotent-replayed"] == "true"
+    assert "idempotent-replayed" not in first.headers
     assert again.headers["original-request"] == first.headers["request-id"]
     # A quirk of the mock (0.0.16): a replayed answer is the stored JSON text sent as text/html, so a
     # client reads the body as JSON whatever its content type says.
@@ -135,7 +140,8 @@ def test_stripe_mock_answers_a_repeated_key_with_the_first_charge(stripe_mock):
     assert again.headers["content-type"].startswith("text/html")
     assert charges(stripe_mock) == [first.json()["id"]]  # one charge
     got = httpx.get(f"{stripe_mock.url}/v1/charges/{first.json()['id']}", headers=AUTH)
-    assert got.status_code == 200 and got.json()["id"] == first.json()["id"]
+    assert got.status_code == 200
+    assert got.json()["id"] == first.json()["id"]
     assert [r["idempotency_key"] for r in stripe_mock.requests()] == ["op_01HZX-1", "op_01HZX-1", None, None]
 
 
@@ -173,14 +179,16 @@ def test_stripe_mock_charges_a_customer_once_per_key(stripe_mock):
     )
     assert created.status_code == 200
     customer = created.json()["id"]
-    assert customer.startswith("cus_") and created.json()["default_source"].startswith("card_")
+    assert customer.startswith("cus_")
+    assert created.json()["default_source"].startswith("card_")
 
     data = {"amount": "1200", "currency": "eur", "customer": customer, "metadata[operation]": "op_7"}
     answers = [charge(stripe_mock, data, key="charge-customer-op_7") for _ in range(5)]
     assert {a.status_code for a in answers} == {200}
     assert {a.json()["id"] for a in answers} == {answers[0].json()["id"]}
     charged = answers[0].json()
-    assert charged["source"]["customer"] == customer and charged["metadata"] == {"operation": "op_7"}
+    assert charged["source"]["customer"] == customer
+    assert charged["metadata"] == {"operation": "op_7"}
     # Unlike Stripe, the mock leaves a charge's `customer` empty (0.0.16, getChargeFromCard), so
     # listing by customer finds nothing: a lookup or an audit matches charges by their metadata.
     assert charged["customer"] is None

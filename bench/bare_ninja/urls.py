@@ -34,12 +34,12 @@ class Envelope(Schema):
 def insert_statement() -> tuple[str, dict]:
     """The INSERT of this table's columns and the template row's values (read once per worker)."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT * FROM {TEMPLATE_TABLE} LIMIT 1")  # noqa: S608  the bench's own table
+        cursor.execute(f"SELECT * FROM {TEMPLATE_TABLE} LIMIT 1")  # the bench's own table
         values = cursor.fetchone()
         columns = [column.name for column in cursor.description]
     template = {name: value for name, value in zip(columns, values, strict=True) if name != "id"}
     statement = (
-        f"INSERT INTO {TABLE} ({', '.join(template)}) VALUES ({', '.join(['%s'] * len(template))}) "  # noqa: S608
+        f"INSERT INTO {TABLE} ({', '.join(template)}) VALUES ({', '.join(['%s'] * len(template))}) "
         "ON CONFLICT DO NOTHING"
     )
     return statement, template

@@ -16,14 +16,15 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from ledger.actions import ActionDefinition, registry
+from ledger.actions import ActionDefinition, get_action, registry
 from ledger.callers.tokens import claim_of, token_for
 from ledger.core import tallies
-from ledger.core.held_time import with_held_time
+from ledger.core.held_time import HeldOperation, with_held_time
 from ledger.core.selectors import switch_over, waiting
-from ledger.core.transitions import transition_many
+from ledger.core.transitions import OperationT, transition_many
 from ledger.engine import expiry
 from ledger.engine.attempts import open_attempt
 from ledger.engine.fencing import renew_leases
@@ -46,8 +47,6 @@ BLOCKED = "blocked"  # the request itself was refused, as intake refuses an even
 EXTENDED = "extended"
 STALE_TOKEN = "stale_token"
 NOT_FOUND = "not_found"
-# Not answered: met while deciding, and moved before the claimer is answered.
-_EXPIRED, _LATE = "expired", "late"
 
 # A state no claim can act from, and what it tells the caller.
 _DECIDED = {
@@ -85,6 +84,15 @@ class Answer:
         return self.intake.key if self.intake is not None else ""
 
 
+@dataclass
+class Overdue:
+    """Not answered: an operation met overdue while deciding (its lease expired, or its deadline
+    passed), moved as the sweep would before the claimer is answered by where it went."""
+
+    operation: Operation
+    late: bool = False  # its processing deadline passed (else: its lease expired)
+
+
 def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> Answer:
     """Reserve the event ``raw`` (an envelope, plus ``lease_seconds``) and claim its operation for
     the caller ``submitted_by``, or say why it may not act."""
@@ -106,6 +114,10 @@ def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> 
     reserved = submit.submit_event(workspace=workspace, raw=raw, **sender)
     if reserved.blocked:
         return Answer(BLOCKED, operation=reserved.operation, intake=reserved)
+    if action is None or reserved.operation is None:
+        # Intake knew an action this claim did not look up a moment before (configured meanwhile):
+        # whether a caller may perform it was not asked, so nothing is claimed yet.
+        return Answer(IN_PROGRESS, reserved.operation, "the action's configuration changed: claim again", retry_after=1)
     lease = timedelta(seconds=lease_seconds) if lease_seconds is not None else action.claim_lease
     return _take(reserved.operation, action, lease=lease, actor=submitted_by)
 
@@ -128,29 +140,31 @@ def _workers_action(action: ActionDefinition | None) -> tuple[str, str] | None:
 
 def _take(operation: Operation, action: ActionDefinition, *, lease: timedelta, actor: str) -> Answer:
     answer = _take_once(operation.pk, action, lease=lease, actor=actor)
-    if answer.status in (_EXPIRED, _LATE):
+    if isinstance(answer, Overdue):
         _move_overdue(answer, actor=actor)
         answer = _take_once(operation.pk, action, lease=lease, actor=actor)
-    if answer.status in (_EXPIRED, _LATE):
+    if isinstance(answer, Overdue):
         # Another process is moving it this very moment (the sweep): a moment later it has moved.
         return Answer(IN_PROGRESS, answer.operation, "the operation is changing state: claim again", retry_after=1)
     return answer
 
 
-def _take_once(operation_id: int, action: ActionDefinition, *, lease: timedelta, actor: str) -> Answer:
+def _take_once(operation_id: int, action: ActionDefinition, *, lease: timedelta, actor: str) -> Answer | Overdue:
     now = timezone.now()
     with transaction.atomic():
         operation = locked(with_held_time(Operation.objects.filter(pk=operation_id)))
+        if operation is None:
+            return Answer(NOT_FOUND, message="no operation has this key in the workspace")
         answer = standing(operation, action, now)
-        if answer.status not in (_EXPIRED, _LATE):
+        if isinstance(answer, Answer):
             # Lock order (docs/architecture.md): the row (held), the tallies, then the claim's move.
             tallies.count(tallies.CLAIMS, action=operation.action, answer=answer.status)
-        if answer.status == CLAIMED:
-            answer = _claim(operation, action, lease=lease, actor=actor, now=now)
+            if answer.status == CLAIMED:
+                answer = _claim(operation, action, lease=lease, actor=actor, now=now)
     return answer
 
 
-def standing(operation: Operation, action: ActionDefinition, now: datetime) -> Answer:
+def standing(operation: HeldOperation, action: ActionDefinition, now: datetime) -> Answer | Overdue:
     """What a claim of ``operation`` (its row held) is answered now: ``CLAIMED`` when it may be."""
     state = operation.state
     if state == State.SUCCEEDED:
@@ -163,14 +177,14 @@ def standing(operation: Operation, action: ActionDefinition, now: datetime) -> A
                 "another caller holds the claim: do not act; claim again after Retry-After",
                 retry_after=_seconds_until(operation.lease_expires_at, now),
             )
-        return Answer(_EXPIRED, operation)
+        return Overdue(operation)
     if state not in CLAIMABLE_STATES:
         status, message = _DECIDED[State(state)]
         return Answer(status, operation, message)
     return _claimable_standing(operation, action, now)
 
 
-def _claimable_standing(operation: Operation, action: ActionDefinition, now: datetime) -> Answer:
+def _claimable_standing(operation: HeldOperation, action: ActionDefinition, now: datetime) -> Answer | Overdue:
     # A pause first: time held by a pause does not count against the deadline (the sweep, too,
     # leaves held work alone), so held work is not late.
     switch = switch_over(list(Control.objects.filter(paused=True)), operation.workspace_id, operation.action)
@@ -191,8 +205,12 @@ def _claimable_standing(operation: Operation, action: ActionDefinition, now: dat
             retry_after=_seconds_until(operation.next_attempt_at, now),
         )
     if operation.held_deadline and operation.held_deadline <= now:
-        return Answer(_LATE, operation)
-    if operation.ordered == Ordering.IN_ORDER and Operation.objects.filter(pk=operation.pk).filter(waiting()).exists():
+        return Overdue(operation, late=True)
+    if (
+        operation.ordered == Ordering.IN_ORDER
+        and operation.version is not None  # as waiting() asks: version > 1
+        and Operation.objects.filter(pk=operation.pk).filter(waiting()).exists()
+    ):
         return Answer(
             WAITING,
             operation,
@@ -204,7 +222,9 @@ def _claimable_standing(operation: Operation, action: ActionDefinition, now: dat
     return Answer(CLAIMED, operation)
 
 
-def _claim(operation: Operation, action: ActionDefinition, *, lease: timedelta, actor: str, now: datetime) -> Answer:
+def _claim(
+    operation: HeldOperation, action: ActionDefinition, *, lease: timedelta, actor: str, now: datetime
+) -> Answer:
     """Claim the held row for the caller: processing under the next fencing token and a lease, and
     its try's Attempt opened at once (the caller acts as soon as it is answered)."""
     transition_many(
@@ -240,15 +260,18 @@ def heartbeat(*, workspace: Workspace, key: str, token: str, lease_seconds: int 
         now = timezone.now()  # once the row is held: the sweep cannot be moving it meanwhile
         answer = current_claim(operation, token, now)
         if answer is None:
-            action = registry.get(operation.action)
-            lease = timedelta(seconds=lease_seconds) if lease_seconds is not None else action.claim_lease
+            lease = (
+                timedelta(seconds=lease_seconds)
+                if lease_seconds is not None
+                else get_action(operation.action).claim_lease
+            )
             renew_leases([operation], expires_at=now + lease)
             operation.lease_expires_at = now + lease
             return Answer(EXTENDED, operation, "the lease is extended")
     return stale_after(answer, actor=actor)
 
 
-def current_claim(operation: Operation, token: str, now: datetime) -> Answer | None:
+def current_claim(operation: Operation, token: str, now: datetime) -> Answer | Overdue | None:
     """None when ``token`` is the claim ``operation`` (its row held) is held by, with its lease
     running; else why not (``STALE_TOKEN``, or an expired lease, moved by ``stale_after``)."""
     claim = claim_of(token, operation)
@@ -259,13 +282,13 @@ def current_claim(operation: Operation, token: str, now: datetime) -> Answer | N
             STALE_TOKEN, operation, f"claim {claim} no longer holds the operation (it is {operation.state}): do not act"
         )
     if not operation.lease_expires_at or operation.lease_expires_at <= now:
-        return Answer(_EXPIRED, operation)
+        return Overdue(operation)
     return None
 
 
-def stale_after(answer: Answer, *, actor: str) -> Answer:
+def stale_after(answer: Answer | Overdue, *, actor: str) -> Answer:
     """The answer to a token whose claim is over; an expired lease is moved first (to unknown)."""
-    if answer.status != _EXPIRED:
+    if isinstance(answer, Answer):
         return answer
     _move_overdue(answer, actor=actor)
     operation = answer.operation
@@ -278,15 +301,15 @@ def stale_after(answer: Answer, *, actor: str) -> Answer:
     )
 
 
-def _move_overdue(answer: Answer, *, actor: str) -> None:
+def _move_overdue(overdue: Overdue, *, actor: str) -> None:
     """Move an operation met overdue as the sweep would (guarded: if it moved meanwhile, nothing)."""
-    if answer.status == _EXPIRED:
-        expiry.recover_expired_lease(answer.operation, timezone.now(), actor=actor)
+    if overdue.late:
+        expiry.send_late_to_review(overdue.operation, actor=actor)
     else:
-        expiry.send_late_to_review(answer.operation, actor=actor)
+        expiry.recover_expired_lease(overdue.operation, timezone.now(), actor=actor)
 
 
-def keyed(workspace: Workspace, key: str):
+def keyed(workspace: Workspace, key: str) -> QuerySet[Operation]:
     """The operation of ``key`` in the workspace, as a query; a key the database cannot hold (NUL,
     a lone surrogate) names none and is not even asked."""
     if storable_text_problem(key):
@@ -294,7 +317,7 @@ def keyed(workspace: Workspace, key: str):
     return Operation.objects.filter(workspace=workspace, key=key)
 
 
-def locked(operations) -> Operation | None:
+def locked(operations: QuerySet[OperationT]) -> OperationT | None:
     # FOR NO KEY UPDATE: an intake that references the row (a duplicate's delivery) is not blocked.
     return operations.select_for_update(no_key=True, of=("self",)).select_related("workspace").first()
 

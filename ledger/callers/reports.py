@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.config import JsonDict, JsonValue
 
 from ledger.actions import FieldError, get_action
 from ledger.actions.base import field_errors
@@ -43,17 +44,17 @@ OUTCOME_CONFLICT = "outcome_conflict"
 Printable = Annotated[StrictStr, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
-def _null(*fields: str) -> dict:
+def _null(*fields: str) -> JsonDict:
     return {"properties": {field: {"type": "null"} for field in fields}}
 
 
-def _is(field: str, value: str) -> dict:
+def _is(field: str, value: str) -> JsonDict:
     return {"properties": {field: {"const": value}}, "required": [field]}
 
 
 # The rules of ``_fits_the_outcome`` in JSON Schema, so the document's readers and fuzzers see them;
 # the model validator still checks them and words the answer.
-OUTCOME_RULES = [
+OUTCOME_RULES: list[JsonValue] = [
     {  # `category` exactly for a failed outcome
         "if": _is("outcome", "failed"),
         "then": {"required": ["category"], "properties": {"category": {"enum": ["transient", "permanent"]}}},
@@ -175,10 +176,13 @@ def report_outcome(*, workspace: Workspace, key: str, report: OutcomeReport, act
         # and the chain (the move), as the sweep takes them when the lease expires.
         attempt = _attempt_of(operation, report.token)
         operation = locked(Operation.objects.filter(pk=operation.pk))
+        if operation is None:  # purged since it was found
+            return Answer("not_found", message="no operation has this key in the workspace")
         if attempt is not None and attempt.report:
             return _repeated(operation, attempt, digest)
         answer = current_claim(operation, report.token, timezone.now())
         if answer is None:
+            assert attempt is not None  # opened with the claim the token holds, in its transaction
             _record(operation, attempt, report, digest, actor=actor)
             return Answer(RECORDED, operation, f"recorded: the operation is {operation.state}")
     return stale_after(answer, actor=actor)

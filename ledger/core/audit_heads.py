@@ -40,7 +40,7 @@ def current_heads() -> list[dict]:
     heads = []
     for workspace_id in [None, *Workspace.objects.order_by("pk").values_list("pk", flat=True)]:
         head = (
-            AuditEvent.objects.filter(workspace_id=workspace_id)
+            AuditEvent.objects.filter(workspace=workspace_id)
             .exclude(hash="")
             .order_by("-id")
             .values_list("id", "hash")

@@ -30,6 +30,7 @@ from ledger.core import audit_mac
 from ledger.core.audit_heads import HeadsCheck
 from ledger.models import AuditEvent, AuditInstallation
 
+INSTALLATION_MISSING = "the installation record (ledger_auditinstallation) is missing: it was deleted"
 # One chunk of a chain in id order: plain columns, the times as the database wrote them.
 _COLUMNS = ("id", *audit_mac.FIELDS, "created_at", "times_text", "hash", "hash_key")
 _CHUNK = f"""
@@ -76,9 +77,9 @@ def verify_chains(heads: HeadsCheck | None = None, *, chunk: int = 2000) -> Veri
     ``heads`` (the exported lines, already checked), also the chains the last line names and no
     event holds, and the chains that appeared since it."""
     report = Verification()
-    rules, problem = _rules()
-    if problem:
-        report.broken = BrokenLink(None, None, problem, of_installation=True)
+    rules = _rules()
+    if rules is None:
+        report.broken = BrokenLink(None, None, INSTALLATION_MISSING, of_installation=True)
         return report
     known = set(AuditEvent.objects.order_by().values_list("workspace_id", flat=True).distinct())
     if heads is not None and (vanished := set(heads.last_heads) - known):
@@ -89,21 +90,22 @@ def verify_chains(heads: HeadsCheck | None = None, *, chunk: int = 2000) -> Veri
         chain = Chain(workspace_id)
         report.chains.append(chain)
         new = heads is not None and workspace_id not in heads.last_heads
-        report.broken = _verify_chain(chain, rules, new_since=heads.last_at if new else "", chunk=chunk)
+        new_since = heads.last_at if heads is not None and new else ""
+        report.broken = _verify_chain(chain, rules, new_since=new_since, chunk=chunk)
         if report.broken:
             break
     return report
 
 
-def _rules() -> tuple[Rules | None, str]:
+def _rules() -> Rules | None:
     """The rules of this installation, from its record (which ``check_heads`` held to every signed
-    line of heads, where there are any); and a problem, if the record is gone."""
+    line of heads, where there are any); None if the record is gone."""
     installation = AuditInstallation.objects.first()
     if installation is None:
-        return None, "the installation record (ledger_auditinstallation) is missing: it was deleted"
+        return None
     ranked = [*settings.OPSCONSOLE_AUDIT_OLD_KEYS, settings.OPSCONSOLE_AUDIT_KEY_ID]
     ranks = {"": -1} | {key_id: rank for rank, key_id in enumerate(ranked)}
-    return Rules(installation.keyed_since, installation.unkeyed_until, audit_mac.audit_keys(), ranks), ""
+    return Rules(installation.keyed_since, installation.unkeyed_until, audit_mac.audit_keys(), ranks)
 
 
 def _rows(workspace_id: int | None, *, chunk: int) -> Iterator[dict]:

@@ -48,7 +48,7 @@ def _update_each_sql(
     assignments += [f"{quote(column.column)} = {held[column]}" for column in columns[len(keys) :]]
     assignments += [f"{quote(field(name).column)} = {table}.{quote(field(name).column)} + 1" for name in increment]
     params = [field(name).get_db_prep_save(value, connection) for name, value in same.items()]
-    rows = []
+    rows: list[str] = []
     # PostgreSQL types a VALUES column from its values: a column of NULLs alone would be text,
     # which a jsonb column does not take. The first row names each column's type.
     typed = [f"%s::{column.db_type(connection)}" for column in columns]

@@ -71,5 +71,5 @@ def retried(function: Callable[..., T], *args, doing: str, tries: int = TRIES, *
                 what,
                 extra={"contention": what, "tries": attempt},
             )
-            time.sleep(random.uniform(0, PAUSE_SECONDS * attempt))  # noqa: S311  jitter, not a secret
+            time.sleep(random.uniform(0, PAUSE_SECONDS * attempt))  # jitter, not a secret
     raise AssertionError("unreachable")

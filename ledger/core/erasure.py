@@ -133,7 +133,7 @@ def _redact_conflicts(conflicts: list[Conflict], field: str, candidates: list) -
     return changed, payloads, differences
 
 
-def _forms(value: str, field: str = "") -> list:
+def _forms(value: str, field: str = "") -> list[str | int]:
     """The stored values ``value`` (text from a command line) stands for: the text, in either
     Unicode normal form, as each action that normalises ``field`` stores it (an email address
     typed ``Ann@Example.COM`` is held as ``Ann@example.com``), and the number its digits spell."""
@@ -144,10 +144,10 @@ def _forms(value: str, field: str = "") -> list:
                 forms.append(normalise(value))
             except (ValueError, TypeError):
                 pass  # not a value this action could have stored
-    forms = list(dict.fromkeys(form for form in forms if isinstance(form, str)))
+    distinct: list[str | int] = list(dict.fromkeys(form for form in forms if isinstance(form, str)))
     if re.fullmatch(r"-?\d{1,18}", value):
-        forms.append(int(value))
-    return forms
+        distinct.append(int(value))
+    return distinct
 
 
 def _holding(queryset, columns: tuple[str, ...], field: str, candidates: list, *, also: Q | None = None):

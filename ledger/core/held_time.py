@@ -9,13 +9,25 @@ then, due work and the sweep's late work read its deadline with the held time gi
 """
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
-from django.db.models import Case, DateTimeField, DurationField, F, Func, Q, Subquery, Value, When
+from django.db.models import Case, DateTimeField, DurationField, F, Func, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import GreaterThan, LessThan, LessThanOrEqual
 
 from ledger.actions import ActionDefinition, registry
-from ledger.models import Control, PauseInterval
+from ledger.models import Control, Operation, PauseInterval
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class HeldTime(TypedDict):
+    held_deadline: datetime | None
+
+
+# An operation read by ``with_held_time``.
+HeldOperation: TypeAlias = "WithAnnotations[Operation, HeldTime]"
 
 
 def keep_interval(control: Control, now: datetime) -> timedelta:
@@ -65,7 +77,7 @@ def held_deadline():
     )
 
 
-def with_held_time(operations):
+def with_held_time(operations: QuerySet[Operation]) -> "QuerySet[HeldOperation]":
     """``operations`` each read with its held time given, as ``held_deadline`` (a claim writes it)."""
     return operations.annotate(held_deadline=held_deadline())
 

@@ -10,6 +10,7 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
 
@@ -67,7 +68,8 @@ def policy_for(workspace_id: int | None, action_name: str) -> EffectivePolicy:
 def _effective(workspace_id, action_name: str, rows) -> EffectivePolicy:
     definition = get_action(action_name)
     layers = [("workspace", rows.get((workspace_id, action_name))), ("every workspace", rows.get((None, action_name)))]
-    values, sources = {}, []
+    values: dict[str, Any] = {}
+    sources = []
     for name in FIELDS:
         source, values[name] = _first_set(name, layers, definition)
         sources.append((name, source))
@@ -132,7 +134,7 @@ def check(proposed: Policy) -> None:
     the payload window in a workspace it reaches (its own, or, for every workspace, each one)."""
     clear_cache()
     rows = dict(_rows()) | {(proposed.workspace_id, proposed.action): proposed}
-    reached = (
+    reached: set[int | None] = (
         {proposed.workspace_id}
         if proposed.workspace_id
         else {workspace_id for workspace_id, action in rows if action == proposed.action}

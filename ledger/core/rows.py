@@ -87,4 +87,5 @@ def prepared_cursor():
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     with connection.wrap_database_errors:
-        return connection._prepare_cursor(_PreparingCursor(connection.connection))
+        # Django's own wrapping of a new cursor (private, so not in django-stubs).
+        return connection._prepare_cursor(_PreparingCursor(connection.connection))  # type: ignore[attr-defined]

@@ -79,7 +79,7 @@ def waiting() -> Q:
         version=OuterRef("version") - 1,
         state__in=TERMINAL_STATES,
     )
-    return Q(ordered=Ordering.IN_ORDER, version__gt=1) & ~Exists(finished_predecessor)
+    return Q(ordered=Ordering.IN_ORDER, version__gt=1) & Q(~Exists(finished_predecessor))
 
 
 @contextmanager
@@ -172,10 +172,12 @@ def service_level_standing(operations, now: datetime | None = None) -> tuple[lis
     have to gather and sort all of their late operations, a whole backlog."""
     now = now or timezone.now()
     levels, oldest = [], []
+    level_of: dict[str, timedelta] = {}
     with read_in_index_order():
         for name, action in sorted(registry.items()):
             if action.service_level is None:
                 continue
+            level_of[name] = action.service_level
             risk_since, late_since = now - action.service_level * AT_RISK_SHARE, now - action.service_level
             unfinished = operations.filter(state__in=UNFINISHED_STATES, action=name).order_by()
             at_risk = capped_count(unfinished.filter(created_at__lt=risk_since, created_at__gte=late_since))
@@ -197,7 +199,7 @@ def service_level_standing(operations, now: datetime | None = None) -> tuple[lis
             )
     listed = heapq.nsmallest(WORST, oldest, key=lambda operation: (operation.created_at, operation.pk))
     for operation in listed:
-        level = registry[operation.action].service_level
+        level = level_of[operation.action]
         operation.age = now - operation.created_at
         operation.late = standing(operation.age, level) == "late"
         operation.service_level = level

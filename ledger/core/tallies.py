@@ -18,6 +18,7 @@ import json
 import os
 import socket
 from collections import Counter
+from collections.abc import Sequence
 from datetime import timedelta
 from functools import lru_cache
 
@@ -65,7 +66,11 @@ def count_finished(operations: list[Operation], now=None) -> None:
 
 
 def count_moves(
-    finished: list[Operation], now, *, attempts: list[tuple[Operation, str]] = (), expired: list[Operation] = ()
+    finished: list[Operation],
+    now,
+    *,
+    attempts: Sequence[tuple[Operation, str]] = (),
+    expired: Sequence[Operation] = (),
 ) -> None:
     """Operations that reached a final state now, the tries their moves finished, and the leases
     that expired with them, in one statement (``ledger.core.transitions.transition_many``)."""
@@ -100,7 +105,8 @@ def _finished(operations, now) -> Counter:
         service_level = _service_level(name)
         counts[(FINISHED, action)] += len(seconds_each)
         for seconds in seconds_each:
-            counts[(FINISHED_SECONDS, action)] += seconds
+            # A Counter adds floats as well (the tally is a FloatField); typeshed's holds ints only.
+            counts[(FINISHED_SECONDS, action)] += seconds  # type: ignore[assignment]
             le = next((bound for bound in level if seconds <= bound), float("inf"))
             counts[(FINISHED_BUCKET, _labels(action=name, le=le))] += 1
             if service_level is not None and seconds > service_level.total_seconds():

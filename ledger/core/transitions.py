@@ -5,7 +5,9 @@ through here; the one made in SQL (``ledger_finish_claimed``) takes only edges g
 same table (``ledger.states.sql_edges``)."""
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
+from typing import TypeVar
 
 from django.db import transaction
 from django.utils import timezone
@@ -108,8 +110,12 @@ def transition_operation(
     )
 
 
+# An Operation, or one read with annotations (``ledger.core.held_time``): what moved is returned as given.
+OperationT = TypeVar("OperationT", bound=Operation)
+
+
 def transition_many(
-    operations: list[Operation],
+    operations: Sequence[OperationT],
     *,
     to_state: State,
     actor: str,
@@ -126,7 +132,7 @@ def transition_many(
     attempt_outcome: str | None = None,
     raise_if_any_stays: type[Exception] | None = None,
     now: datetime | None = None,
-) -> list[Operation]:
+) -> list[OperationT]:
     """Move each of ``operations`` from its state (as loaded) to ``to_state``: one guarded UPDATE
     for the set, its tallies, one append of its audit events, a log line per row. Returns the
     operations that moved, in the given order, updated in memory.

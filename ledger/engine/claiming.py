@@ -8,6 +8,7 @@ that keeps working past half its lease extends it (``keep_leases``).
 import logging
 import os
 import socket
+from collections.abc import Sequence
 from contextlib import nullcontext
 from datetime import datetime, timedelta
 
@@ -17,7 +18,7 @@ from django.utils import timezone
 
 from ledger.actions import get_action, registry
 from ledger.core import contention
-from ledger.core.held_time import with_held_time
+from ledger.core.held_time import HeldOperation, with_held_time
 from ledger.core.selectors import due_operations, read_in_index_order
 from ledger.core.transitions import transition_many
 from ledger.engine import destination_health, faults
@@ -100,7 +101,7 @@ class ClaimChanged(RuntimeError):
     do that; the claim is rolled back."""
 
 
-def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
+def _claim(operations: list[HeldOperation], *, worker: str, now: datetime) -> None:
     """Move the found rows to processing, each under a new fencing token (its old one plus one)
     and a lease, with the time a pause held it given to its deadline (``with_held_time``): one
     guarded UPDATE (``transition_many``). The rows are locked since they were found, so every
@@ -111,7 +112,7 @@ def _claim(operations: list[Operation], *, worker: str, now: datetime) -> None:
         actor=worker,
         kind="claimed",
         same={"lease_owner": worker, "lease_expires_at": now + timedelta(seconds=settings.OPSCONSOLE_LEASE_SECONDS)},
-        each={"deadline": [operation.held_deadline for operation in operations]},  # type: ignore[attr-defined]
+        each={"deadline": [operation.held_deadline for operation in operations]},
         increment=("attempts", "fencing_token"),
         tokens=[operation.fencing_token for operation in operations],
         message=[f"claim {operation.fencing_token + 1}" for operation in operations],
@@ -125,7 +126,7 @@ class _Told(Exception):
 
 
 def finish_in_claim(
-    found: list[Operation], *, worker: str, now: datetime
+    found: Sequence[Operation], *, worker: str, now: datetime
 ) -> tuple[list[Operation], list[destination_health.Health]]:
     """Perform, claim and record as succeeded, in the caller's (the claim's) transaction, the
     operations of ``found`` whose internal action works on sets and is known to be working; returns
@@ -161,7 +162,7 @@ def finish_in_claim(
                     # Each set's effects a savepoint of their own when another set may go on without them.
                     with transaction.atomic() if len(working) > 1 else nullcontext():
                         performed.append((operations, get_action(name).perform_many(operations), known))
-                except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
+                except Exception as exc:  # not swallowed: each operation meets it again on its own
                     if contention.contention(exc):
                         raise
                     logger.warning(
@@ -183,7 +184,7 @@ def finish_in_claim(
                     now=now,
                 )
                 faults.fault_point(faults.IN_CLAIM_POINTS[0])
-    except Exception as exc:  # noqa: BLE001  not swallowed: each operation meets it again on its own
+    except Exception as exc:  # not swallowed: each operation meets it again on its own
         if contention.contention(exc):
             raise  # the whole claim's transaction is aborted: the caller runs it again
         if not isinstance(exc, _Told):

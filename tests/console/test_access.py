@@ -62,7 +62,8 @@ def test_it_logs_in_with_the_login_form_and_lands_on_the_queue(client, django_us
 def test_it_logs_out_with_a_post_only(client, login):
     login("viewer")
     page = client.get("/console/").content.decode()
-    assert 'action="/accounts/logout/"' in page and "Log out" in page
+    assert 'action="/accounts/logout/"' in page
+    assert "Log out" in page
 
     assert client.get("/accounts/logout/").status_code == 405
     response = client.post("/accounts/logout/")

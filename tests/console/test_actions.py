@@ -196,7 +196,8 @@ def test_it_reports_a_cancel_the_service_refuses(client, login, make_operation):
 
     [(level, message)] = messages_of(post(client, f"/console/operations/{succeeded.pk}/cancel/", {"reason": "x"}))
 
-    assert level == "error" and "only needs_review, pending, retrying operations can be cancelled" in message
+    assert level == "error"
+    assert "only needs_review, pending, retrying operations can be cancelled" in message
     assert snapshot() == before
 
 
@@ -226,7 +227,8 @@ def test_it_refuses_to_decide_a_conflict_twice(client, login, noted):
     response = post(client, f"/console/conflicts/{conflict.pk}/apply/", {"reason": "changed my mind"})
 
     [(level, message)] = messages_of(response)
-    assert level == "error" and "already" in message
+    assert level == "error"
+    assert "already" in message
     assert snapshot() == before
 
 
@@ -253,11 +255,13 @@ def test_the_replay_form_shows_a_configuration_change_and_needs_it_confirmed(
 
     page = client.get(url).content.decode()
     assert "changed since this operation last ran" in page
-    assert "<code>policy.key_retention</code>" in page and "<code>400d</code>" in page
+    assert "<code>policy.key_retention</code>" in page
+    assert "<code>400d</code>" in page
 
     refused = post(client, f"{url}replay/", {"reason": "owner created"})
     [(level, message)] = messages_of(refused)
-    assert level == "error" and 'policy.key_retention: "90d" -> "400d"' in message
+    assert level == "error"
+    assert 'policy.key_retention: "90d" -> "400d"' in message
     assert Operation.objects.get(pk=needing_review.pk).state == "needs_review"
 
     post(client, f"{url}replay/", {"reason": "owner created", "accept_config_change": "on"})

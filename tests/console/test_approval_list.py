@@ -101,7 +101,8 @@ def test_an_approver_approves_20_refunds_in_one_confirmation_one_refused_for_fou
     total = sum(op.payload["amount_cents"] for op in theirs)
     assert f"Total approved if you confirm: <strong>{total / 100:,.2f} EUR</strong>, 19 operations." in shown
     assert "1 of the selected is yours" in shown
-    assert "amount_cents" not in shown and "customer_id" not in shown
+    assert "amount_cents" not in shown
+    assert "customer_id" not in shown
     assert len(items_of(page)) == 20
     assert not Approval.objects.exists()  # looking is not approving
 
@@ -119,7 +120,8 @@ def test_an_approver_approves_20_refunds_in_one_confirmation_one_refused_for_fou
     approvals = Approval.objects.filter(decision="approved")
     assert approvals.count() == 19
     for approval in approvals.select_related("operation"):
-        assert approval.fingerprint == approval.operation.fingerprint and approval.approver == "approver"
+        assert approval.fingerprint == approval.operation.fingerprint
+        assert approval.approver == "approver"
         assert approval.operation.state == "pending"
     events = AuditEvent.objects.filter(kind="approval_approved")
     assert sorted(events.values_list("operation_id", flat=True)) == sorted(op.pk for op in theirs)
@@ -127,7 +129,8 @@ def test_an_approver_approves_20_refunds_in_one_confirmation_one_refused_for_fou
         assert event.actor == "approver"
         assert event.message == f"batch 7 (payload {event.operation.fingerprint})"
     mine.refresh_from_db()
-    assert mine.state == "pending_approval" and not mine.approvals.exists()
+    assert mine.state == "pending_approval"
+    assert not mine.approvals.exists()
 
 
 # --- the list ------------------------------------------------------------------------------------
@@ -149,12 +152,12 @@ def test_the_list_shows_amounts_totals_per_currency_and_who_is_behind_each(appro
         assert f'name="op" value="{op.pk}"' in page
     assert f'name="op" value="{mine.pk}"' not in page  # four eyes: not offered to its submitter
     assert "You submitted it: another approver must decide (four eyes)" in page
-    assert "sender (submitted)" in page and "approver (submitted)" in page
-    assert (
-        '<span class="label">Customer</span> C-1</li>' in page
-        and '<span class="label">Request ID</span> R-1</li>' in page
-    )
-    assert "2,500 JPY" in page and "45.00 EUR" in page
+    assert "sender (submitted)" in page
+    assert "approver (submitted)" in page
+    assert '<span class="label">Customer</span> C-1</li>' in page
+    assert '<span class="label">Request ID</span> R-1</li>' in page
+    assert "2,500 JPY" in page
+    assert "45.00 EUR" in page
     assert "amount_cents" not in page
     # Oldest first, the order their windows run out.
     assert page.index(euros[0].key) < page.index(euros[1].key) < page.index(yen.key) < page.index(mine.key)
@@ -185,7 +188,8 @@ def test_the_list_shows_only_the_workspaces_where_the_person_approves(approver_c
 
     page = text_of(approver_client.get("/console/approvals/"))
 
-    assert elsewhere.key not in page and "Nothing awaits your approval." in page
+    assert elsewhere.key not in page
+    assert "Nothing awaits your approval." in page
     response = approver_client.get("/console/approvals/confirm/", {"op": [elsewhere.pk]})
     assert messages_of(response) == [
         ("error", "None of the selected operations awaits approval any more; nothing was approved.")
@@ -241,7 +245,8 @@ def test_nothing_selected_approves_nothing(approver_client, sender):
         assert response.url == "/console/approvals/"
         assert messages_of(response) == [("error", "Select at least one operation to approve; nothing was approved.")]
         approver_client.get(response.url)  # shows (and so spends) the message
-    assert not Approval.objects.exists() and not AuditEvent.objects.filter(kind__startswith="approval").exists()
+    assert not Approval.objects.exists()
+    assert not AuditEvent.objects.filter(kind__startswith="approval").exists()
 
 
 @pytest.mark.parametrize("item", ["12", "x:y", "1:" + "0" * 63, "1:" + "G" * 64])
@@ -254,7 +259,8 @@ def test_a_garbled_selection_approves_nothing(approver_client, sender, item):
         ("error", "The selection was not understood (reload the confirmation); nothing was approved.")
     ]
     op.refresh_from_db()
-    assert op.state == "pending_approval" and not Approval.objects.exists()
+    assert op.state == "pending_approval"
+    assert not Approval.objects.exists()
 
 
 def test_a_payload_changed_since_the_confirmation_is_refused_and_the_rest_approved(approver_client, sender):
@@ -281,7 +287,8 @@ def test_a_payload_changed_since_the_confirmation_is_refused_and_the_rest_approv
         ("error", f"Not approved: The payload of {changed.key} changed since it was shown; look at it again."),
     ]
     changed.refresh_from_db()
-    assert changed.state == "pending_approval" and not changed.approvals.exists()
+    assert changed.state == "pending_approval"
+    assert not changed.approvals.exists()
     assert not AuditEvent.objects.filter(operation=changed, kind="approval_approved").exists()
     assert kept.approvals.get().fingerprint == kept.fingerprint
 
@@ -310,7 +317,8 @@ def test_someone_who_may_not_approve_approves_nothing(client, person, sender):
 
     assert response.status_code == 403
     op.refresh_from_db()
-    assert op.state == "pending_approval" and not Approval.objects.exists()
+    assert op.state == "pending_approval"
+    assert not Approval.objects.exists()
     with pytest.raises(ApprovalError, match="viewer may not approve or reject in any workspace; nothing was approved"):
         bulk_approvals.approve_selected({op.pk: op.fingerprint}, user=person("viewer", "viewer"))
 
@@ -328,7 +336,8 @@ def test_an_approver_of_one_workspace_approves_nothing_in_another(approver_clien
 
     assert messages_of(response) == [("error", f"Not approved: No operation {elsewhere.pk} in your workspaces.")]
     elsewhere.refresh_from_db()
-    assert elsewhere.state == "pending_approval" and not Approval.objects.exists()
+    assert elsewhere.state == "pending_approval"
+    assert not Approval.objects.exists()
 
 
 # --- the next item -------------------------------------------------------------------------------

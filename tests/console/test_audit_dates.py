@@ -12,7 +12,7 @@ def field_errors(response) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "query, error",
+    ("query", "error"),
     [
         ({"created_before": "9999-12-31"}, "Ensure this value is less than or equal to 2999-12-31."),
         ({"created_after": "9999-12-31"}, "Ensure this value is less than or equal to 2999-12-31."),

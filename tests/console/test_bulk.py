@@ -50,7 +50,8 @@ def test_the_failures_page_groups_what_failed_the_same_way(client, login, failed
     groups = response.context["groups"]
     assert [(g.count, g.message) for g in groups] == [(3, "HTTP 400 from <ip>"), (2, "owner <n> does not exist")]
     html = response.content.decode()
-    assert "HTTP 400 from &lt;ip&gt;" in html and "Replay all" not in html  # a viewer may look, not act
+    assert "HTTP 400 from &lt;ip&gt;" in html
+    assert "Replay all" not in html  # a viewer may look, not act
     assert 'aria-current="page">Failures</a>' in html
 
 
@@ -63,7 +64,8 @@ def test_a_group_links_to_the_queue_filtered_to_it(client, login, failed):
     response = client.get(first.queue_url)
 
     keys = [op.key for op in response.context["page"]]
-    assert len(keys) == 3 and other[0].key not in keys
+    assert len(keys) == 3
+    assert other[0].key not in keys
     assert "Showing one failure group" in response.content.decode()
 
 
@@ -78,18 +80,22 @@ def test_replay_all_of_a_group_starts_one_action_and_shows_its_progress(
         response = client.post("/console/bulk/", form | {"kind": "replay", "reason": "fixed the amount field"})
 
     bulk = BulkAction.objects.get()
-    assert response.url == f"/console/bulk/{bulk.pk}/" and len(enqueued) == 1
+    assert response.url == f"/console/bulk/{bulk.pk}/"
+    assert len(enqueued) == 1
     assert messages_of(response) == [("success", "Replaying 3 operations: each is audited on its own.")]
     assert sorted(bulk.operation_ids) == sorted(o.pk for o in operations)
     page = client.get(response.url)
     assert page.context["refresh"] == "every 2s"
-    assert 'hx-trigger="every 2s"' in page.content.decode() and '<progress max="3" value="0"' in page.content.decode()
+    assert 'hx-trigger="every 2s"' in page.content.decode()
+    assert '<progress max="3" value="0"' in page.content.decode()
 
     run_bulk_action(bulk.pk)
     fragment = client.get(response.url, headers={"HX-Request": "true"}).content.decode()
 
-    assert "hx-trigger" not in fragment and "<html" not in fragment  # finished: it stops refreshing
-    assert '<progress max="3" value="3"' in fragment and "3/3" in fragment
+    assert "hx-trigger" not in fragment
+    assert "<html" not in fragment  # finished: it stops refreshing
+    assert '<progress max="3" value="3"' in fragment
+    assert "3/3" in fragment
     assert AuditEvent.objects.filter(kind="replayed", actor="operator").count() == 3
 
 
@@ -110,7 +116,8 @@ def test_the_queue_selection_replays_or_cancels_the_ticked_rows(client, login, f
     login("operator")
     operations = failed(3)
     page = client.get("/console/").content.decode()
-    assert page.count('name="operation"') == 3 and "Replay selected" in page
+    assert page.count('name="operation"') == 3
+    assert "Replay selected" in page
 
     response = client.post(
         "/console/bulk/",
@@ -164,15 +171,18 @@ def test_bad_input_is_refused_with_a_clear_message_and_nothing_written(client, l
 
     assert response.status_code == 302
     [(level, said)] = messages_of(response)
-    assert level == "error" and said.startswith(message)
-    assert not BulkAction.objects.exists() and not AuditEvent.objects.filter(kind="bulk_submitted").exists()
+    assert level == "error"
+    assert said.startswith(message)
+    assert not BulkAction.objects.exists()
+    assert not AuditEvent.objects.filter(kind="bulk_submitted").exists()
 
 
 def test_without_the_review_role_it_is_refused(client, login, failed):
     login("viewer")
     operations = failed(1)
     page = client.get("/console/").content.decode()
-    assert 'name="operation"' not in page and "Replay selected" not in page
+    assert 'name="operation"' not in page
+    assert "Replay selected" not in page
 
     by_selection = client.post(
         "/console/bulk/", {"operation": [operations[0].pk], "kind": "replay", "reason": "r", "token": "t-1"}

@@ -38,7 +38,8 @@ def test_the_queue_says_why_a_held_operation_needs_review(client, login, held):
 
     row = text(client.get("/console/"))
 
-    assert held.key in row and HELD in row
+    assert held.key in row
+    assert HELD in row
 
 
 def test_the_inbox_marks_the_group_held_and_offers_to_release_it(client, login, held):
@@ -51,7 +52,8 @@ def test_the_inbox_marks_the_group_held_and_offers_to_release_it(client, login, 
     page = text(response)
     assert f"Held for review: {held.key} has not run and does not run until its conflicts are decided" in page
     assert "it then runs." in page
-    assert "Apply this one and release it" in page and "Dismiss all 1 conflict and release it" in page
+    assert "Apply this one and release it" in page
+    assert "Dismiss all 1 conflict and release it" in page
 
 
 def test_the_operation_page_offers_the_decision_not_a_replay_or_a_record_found(client, login, held):
@@ -62,9 +64,11 @@ def test_the_operation_page_offers_the_decision_not_a_replay_or_a_record_found(c
     page = text(response)
     assert "Held for review: a conflicting delivery arrived before this operation ran" in page
     assert response.context["held_by_conflict"]
-    assert not response.context["can_replay"] and not response.context["can_resolve"]
+    assert not response.context["can_replay"]
+    assert not response.context["can_resolve"]
     assert response.context["can_cancel"]
-    assert ">Replay</button>" not in page and "Mark succeeded" not in page
+    assert ">Replay</button>" not in page
+    assert "Mark succeeded" not in page
     assert "Apply incoming payload" in page
 
 
@@ -121,5 +125,6 @@ def test_the_inbox_costs_one_more_query_when_its_groups_are_held(
         response = client.get(reverse("console:conflicts"))
 
     groups = response.context["groups"]
-    assert len(groups) == GROUPS_PER_PAGE and all(group["held"] for group in groups)
+    assert len(groups) == GROUPS_PER_PAGE
+    assert all(group["held"] for group in groups)
     assert not any(group["can_apply"] for group in groups)  # no conflict_held event: the safer way back

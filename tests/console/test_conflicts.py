@@ -89,7 +89,9 @@ def operator_or_viewer(request):
     return request.param
 
 
-@pytest.mark.parametrize("role, shown", [("viewer", False), ("operator", False), ("approver", True), ("admin", True)])
+@pytest.mark.parametrize(
+    ("role", "shown"), [("viewer", False), ("operator", False), ("approver", True), ("admin", True)]
+)
 def test_it_masks_sensitive_differences_for_people_without_view_sensitive(client, login, noted, role, shown):
     login(role)
     noted(note="one", secret="s3cr3t-one")
@@ -98,7 +100,8 @@ def test_it_masks_sensitive_differences_for_people_without_view_sensitive(client
     html = text(client.get(INBOX))
 
     masked = f'<strong>secret</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>'
-    assert ("s3cr3t-two" in html) is shown and (masked in html) is not shown
+    assert ("s3cr3t-two" in html) is shown
+    assert (masked in html) is not shown
     assert '<span class="recorded">one</span> → <span class="incoming">two</span>' in html
 
 
@@ -109,7 +112,9 @@ def test_it_tells_a_viewer_who_can_decide_and_offers_no_decision(client, login, 
     html = text(client.get(INBOX))
 
     assert "You may look, not decide: operators and admins of workspace demo decide conflicts." in html
-    assert "Dismiss all" not in html and "Apply this one" not in html and 'type="checkbox"' not in html
+    assert "Dismiss all" not in html
+    assert "Apply this one" not in html
+    assert 'type="checkbox"' not in html
 
 
 def test_it_offers_apply_only_while_the_operation_has_not_run(client, login, race):
@@ -152,7 +157,8 @@ def test_it_never_shows_another_workspaces_conflicts(client, login, noted_action
 
     page = client.get(INBOX)
 
-    assert page.context["groups"] == [] and "No open conflict." in text(page)
+    assert page.context["groups"] == []
+    assert "No open conflict." in text(page)
 
 
 def test_it_pages_groups_newest_operation_first(client, login, race):
@@ -165,7 +171,8 @@ def test_it_pages_groups_newest_operation_first(client, login, race):
     newest_first = [op.pk for op in reversed(operations)]
     assert [g["operation"].pk for g in first.context["groups"]] == newest_first[:GROUPS_PER_PAGE]
     assert [g["operation"].pk for g in older.context["groups"]] == newest_first[GROUPS_PER_PAGE:]
-    assert older.context["older"] is None and "« Newest" in text(older)
+    assert older.context["older"] is None
+    assert "« Newest" in text(older)
     for cursor in ["not-a-cursor", "-1", str(2**64)]:
         assert client.get(INBOX, {"older": cursor}).context["first"], cursor
 
@@ -272,7 +279,8 @@ def test_it_reports_a_refused_apply_and_dismisses_nothing(client, login, race):
     response = decide(client, f"/console/conflicts/{made[0].pk}/apply-one/", {"reason": "late", "seen": shown})
 
     [(level, message)] = messages_of(response)
-    assert level == "error" and "a conflict can only be applied before the operation runs" in message
+    assert level == "error"
+    assert "a conflict can only be applied before the operation runs" in message
     assert snapshot() == before
 
 

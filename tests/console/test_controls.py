@@ -28,7 +28,8 @@ def test_it_pauses_a_workspace_and_an_action_with_a_reason(client, login, worksp
         "operator",
     )
     page = client.get("/console/controls/").content.decode()
-    assert f"workspace demo, action {action.name}" in page and "destination down" in page
+    assert f"workspace demo, action {action.name}" in page
+    assert "destination down" in page
     assert ">Resume</button>" in page
 
 
@@ -59,7 +60,8 @@ def test_it_offers_only_the_persons_workspaces_to_pause(client, login, workspace
     page = client.get("/console/controls/").content.decode()
 
     assert f'<option value="{workspace.pk}">demo</option>' in page
-    assert "other" not in page and "All workspaces" not in page
+    assert "other" not in page
+    assert "All workspaces" not in page
 
 
 def test_it_resumes_a_paused_scope(client, login, workspace):
@@ -89,7 +91,8 @@ def test_it_shows_a_global_switch_to_everyone_but_lets_only_a_superuser_resume_i
 
     page = client.get("/console/controls/").content.decode()
 
-    assert "incident 9" in page and ">Resume</button>" not in page
+    assert "incident 9" in page
+    assert ">Resume</button>" not in page
     assert client.post("/console/controls/resume/", {"workspace": "", "action": ""}).status_code == 403
     assert Control.objects.get().paused
 
@@ -101,7 +104,8 @@ def test_it_shows_the_switches_but_no_buttons_without_the_pause_permission(clien
     page = client.get("/console/controls/").content.decode()
 
     assert "incident 7" in page
-    assert ">Resume</button>" not in page and ">Pause</button>" not in page
+    assert ">Resume</button>" not in page
+    assert ">Pause</button>" not in page
     assert client.post("/console/controls/pause/", {"reason": "x", "workspace": workspace.pk}).status_code == 403
     assert client.post("/console/controls/resume/", {"workspace": workspace.pk}).status_code == 403
     assert Control.objects.get().reason == "incident 7"

@@ -69,7 +69,8 @@ def test_it_sends_an_anonymous_visitor_to_the_login_page(client):
 
 def test_a_refresh_after_the_session_ended_sends_the_whole_page_to_the_login(client):
     response = client.get(URL, headers={"HX-Request": "true"})
-    assert response.status_code == 200 and response.content == b""
+    assert response.status_code == 200
+    assert response.content == b""
     assert response["HX-Redirect"] == f"/accounts/login/?next={URL}"
 
 
@@ -105,12 +106,15 @@ def test_it_draws_the_charts_as_svg_without_style_attributes_with_tables_beside_
     login("viewer")
     html = client.get(URL).content.decode()
     assert html.count("<svg") == 4
-    assert "style=" not in html and "<script>" not in html
+    assert "style=" not in html
+    assert "<script>" not in html
     bars = re.findall(r'<rect class="bar"[^>]*><title>([^<]*)</title>', html)
     hour = timezone.localtime(timezone.now() - timedelta(hours=1))
     assert bars == [f"{hour:%H}:00: 2"]
-    assert "operations per hour" in html and "hour of the day (UTC)" in html
-    assert '<details id="hours-table">' in html and html.count("not sampled") == 23
+    assert "operations per hour" in html
+    assert "hour of the day (UTC)" in html
+    assert '<details id="hours-table">' in html
+    assert html.count("not sampled") == 23
 
 
 def test_it_links_each_figure_to_where_one_acts(client, login, day):
@@ -119,7 +123,8 @@ def test_it_links_each_figure_to_where_one_acts(client, login, day):
     assert 'href="/console/?state=needs_review"' in html
     assert 'href="/console/?state=pending_approval"' in html
     assert 'href="/console/?state=pending"' not in html  # not a state the queue offers
-    assert 'href="/console/mismatches/"' in html and 'href="/console/service-levels/"' in html
+    assert 'href="/console/mismatches/"' in html
+    assert 'href="/console/service-levels/"' in html
 
 
 def test_held_work_is_counted_and_linked_to_the_queue(client, login, workspace, action):
@@ -127,7 +132,8 @@ def test_held_work_is_counted_and_linked_to_the_queue(client, login, workspace, 
     pause.set_paused(paused=True, actor="alice", reason="maintenance", workspace=workspace)
     login("viewer")
     html = client.get(URL).content.decode()
-    assert "1 held: see them</a>" in html and 'href="/console/?state=held"' in html
+    assert "1 held: see them</a>" in html
+    assert 'href="/console/?state=held"' in html
     assert figure(html, "oldest-due") == "nothing due"
     assert figure(html, "oldest-held").endswith(" s")
 
@@ -160,7 +166,8 @@ def test_htmx_gets_the_fragment_alone_to_refresh_it(client, login, day):
     login("viewer")
     page = client.get(URL)
     fragment = client.get(URL, headers={"HX-Request": "true"})
-    assert b"<html" in page.content and b"<html" not in fragment.content
+    assert b"<html" in page.content
+    assert b"<html" not in fragment.content
     html = fragment.content.decode()
     assert '<div id="dashboard"' in html
     assert 'hx-get="/console/dashboard/" hx-trigger="every 15s" hx-swap="outerHTML"' in html
@@ -217,7 +224,8 @@ def test_an_incident_minutes_after_the_last_sample_shows_at_once(client, login, 
     assert sum(FlowSample.objects.values_list("succeeded", flat=True)) == 5  # what the page used to show
     login("viewer")
     html = client.get(URL).content.decode()
-    assert state_count(html, "succeeded", "live") == "45" and state_count(html, "succeeded", "day") == "45"
+    assert state_count(html, "succeeded", "live") == "45"
+    assert state_count(html, "succeeded", "day") == "45"
     assert state_count(html, "needs_review", "now") == "8"
     assert '<span class="visually-hidden">Finished </span>Since 09:00' in html
     assert figure(html, "throughput").startswith("45 finished in 24 h,\n      45 of them since 09:00 (live)")
@@ -248,7 +256,8 @@ def test_the_minutes_the_sweep_has_not_sampled_before_the_hour_are_live_too(
     html = client.get(URL).content.decode()
     assert hour_row(html, "09:00") == ["9", "11", "2", "0", "live from 09:57"]
     assert hour_row(html, "10:00") == ["1", "1", "0", "2", "live"]  # the backlog now: the two refused
-    assert state_count(html, "succeeded", "day") == "10" and state_count(html, "succeeded", "live") == "7"
+    assert state_count(html, "succeeded", "day") == "10"
+    assert state_count(html, "succeeded", "live") == "7"
     assert '<span class="visually-hidden">Finished </span>Since 09:57' in html
 
 
@@ -267,7 +276,8 @@ def test_when_the_sweep_stood_still_the_live_hour_does_not_reach_back_and_the_ga
 
     login("viewer")
     html = client.get(URL).content.decode()
-    assert state_count(html, "succeeded", "day") == "8" and state_count(html, "succeeded", "live") == "3"
+    assert state_count(html, "succeeded", "day") == "8"
+    assert state_count(html, "succeeded", "live") == "3"
     assert "the sweep has not sampled for a while; is the worker cluster running?" in html
     assert re.search(r"Not counted: from <time[^>]*>06:19</time>\s*to <time[^>]*>08:50</time>", html)
     assert hour_row(html, "08:00")[-1] == "live from 08:50"
@@ -296,7 +306,8 @@ def test_more_events_than_the_live_read_takes_are_counted_from_the_newest_and_sa
     login("viewer")
     response = client.get(URL)
     live = response.context["figures"].live  # never sampled: the live part reaches back an hour
-    assert live.capped and live.counted_from == first + 9 * timedelta(milliseconds=200)
+    assert live.capped
+    assert live.counted_from == first + 9 * timedelta(milliseconds=200)
     html = response.content.decode()
     assert state_count(html, "succeeded", "live") == "more than 10,001"
     assert re.search(

@@ -114,7 +114,8 @@ def test_it_pages_through_many_with_a_cursor(client, login, workspace):
             workspace=workspace, source="api", raw={"action": "prepare-brief", "delivery_id": f"d-{number}", "data": {}}
         )
     first = client.get("/console/deliveries/")
-    assert len(first.context["page"]) == 50 and first.context["page"].older is not None
+    assert len(first.context["page"]) == 50
+    assert first.context["page"].older is not None
     second = client.get("/console/deliveries/", {"older": str(first.context["page"].older)})
     assert [d for _, d in rows(second)] == [f"d-{n}" for n in range(4, -1, -1)]
 

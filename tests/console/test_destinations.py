@@ -38,7 +38,8 @@ def opened_breaker(workspace, json_server, configured) -> tuple[Operation, Opera
     held = ticket(workspace, "T-held")
     process_due_operations(worker="w1")
     held.refresh_from_db()
-    assert held.state == "retrying" and not held.attempt_rows.exists()
+    assert held.state == "retrying"
+    assert not held.attempt_rows.exists()
     return failed[0], held
 
 
@@ -74,7 +75,8 @@ def test_while_a_probe_is_in_flight_the_operation_says_the_probe_decides(
     _, held = opened_breaker(workspace, json_server, configured)
     time_machine.move_to(timezone.now() + timedelta(seconds=61))
     gate = limits.Gate(get_action("create-ticket"), actor="w2")
-    assert gate.admission() is None and gate.probing  # another worker took the probe
+    assert gate.admission() is None
+    assert gate.probing  # another worker took the probe
     login("viewer")
 
     text = page_text(client, f"/console/operations/{held.pk}/")
@@ -116,7 +118,8 @@ def test_the_dashboard_lists_each_destination_its_limits_and_its_breaker(
     answer = client.get(DASHBOARD)
 
     row = re.search(r'<tr id="destination-helpdesk"[^>]*>(.*?)</tr>', answer.content.decode(), re.S)
-    assert row is not None and 'class="warn"' in row.group(0)
+    assert row is not None
+    assert 'class="warn"' in row.group(0)
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", row.group(1)))
     assert "open calls paused until" in text
     assert " 2 " in text  # failures in a row
@@ -136,4 +139,5 @@ def test_limits_in_words_name_the_rate_when_there_is_one(workspace, json_server,
     [helpdesk] = destination_status.destinations()
 
     assert helpdesk.limits == ["at most 2.5 calls a second", "at most 1 in flight", "no circuit breaker"]
-    assert helpdesk.breaker == "closed" and helpdesk.paused_until is None
+    assert helpdesk.breaker == "closed"
+    assert helpdesk.paused_until is None

@@ -69,14 +69,17 @@ def test_the_pages_link_to_their_export_with_the_filter(client, login, workspace
     assert 'href="/console/audit/export.csv?actor=api" download>Export CSV</a>' in audit
 
 
-@pytest.mark.parametrize("role, shown", [("viewer", False), ("operator", False), ("approver", True), ("admin", True)])
+@pytest.mark.parametrize(
+    ("role", "shown"), [("viewer", False), ("operator", False), ("approver", True), ("admin", True)]
+)
 def test_sensitive_values_are_masked_for_whoever_may_not_see_them(client, login, workspace, role, shown):
     refund(workspace)
     login(role)
 
     (row,) = exported(client, "/console/export.csv")
 
-    assert row["payload.currency"] == "EUR" and row["payload.request_id"] == "R-1"
+    assert row["payload.currency"] == "EUR"
+    assert row["payload.request_id"] == "R-1"
     if shown:
         assert (row["payload.customer_id"], row["payload.amount_cents"]) == ("C-1001", "2500")
     else:
@@ -112,12 +115,16 @@ def test_a_cell_is_text_numbers_times_or_json():
     at = datetime(2026, 12, 1, 17, 4, 5, tzinfo=timezone.get_fixed_timezone(60))
 
     assert exports.cell(at) == "2026-12-01T16:04:05+00:00"
-    assert exports.cell(-2500) == -2500 and exports.cell(2.5) == 2.5
-    assert exports.cell(None) == "" and exports.cell(True) == "true"
+    assert exports.cell(-2500) == -2500
+    assert exports.cell(2.5) == 2.5
+    assert exports.cell(None) == ""
+    assert exports.cell(True) == "true"
     assert exports.cell({"a": [1, "é"]}) == '{"a": [1, "é"]}'
     assert exports.cell(["=1"]) == '["=1"]'
-    assert exports.cell("plain") == "plain" and exports.cell("a=b") == "a=b"
-    assert exports.cell("\t=1") == "'\t=1" and exports.cell("\r=1") == "'\r=1"
+    assert exports.cell("plain") == "plain"
+    assert exports.cell("a=b") == "a=b"
+    assert exports.cell("\t=1") == "'\t=1"
+    assert exports.cell("\r=1") == "'\r=1"
 
 
 def test_it_exports_what_the_queue_lists_with_its_filter_and_sort(client, login, workspace, make_operation):
@@ -188,7 +195,8 @@ def test_the_audit_export_has_the_search_filter(client, login, workspace):
 
     assert [row["kind"] for row in alice] == ["resumed", "paused"]  # newest first, like the page
     assert list(alice[0]) == exports.AUDIT_COLUMNS
-    assert alice[0]["message"].endswith("fixed") and alice[0]["workspace"] == "demo"
+    assert alice[0]["message"].endswith("fixed")
+    assert alice[0]["workspace"] == "demo"
     assert {row["operation"] for row in refunds} == {operation.key}
     assert {row["operation_id"] for row in refunds} == {str(operation.pk)}
 
@@ -202,7 +210,8 @@ def test_the_audit_export_names_a_purged_operation_by_its_id(client, login, work
 
     rows = [row for row in exported(client, "/console/audit/export.csv") if row["operation_id"] == str(brief.pk)]
 
-    assert rows and all(row["operation"] == "" for row in rows)
+    assert rows
+    assert all(row["operation"] == "" for row in rows)
 
 
 def test_the_audit_dates_are_days_in_the_persons_zone(client, login, workspace, time_machine):
@@ -262,12 +271,14 @@ def test_the_rows_are_written_as_they_are_read_never_held_in_a_list(workspace):
     time, and the operations are read through ``iterator`` (the queryset keeps no result cache)."""
     endless = exports.csv_chunks(itertools.repeat(["a", 2]))
     first = next(endless)
-    assert first.count("\r\n") == exports.FLUSH_ROWS and first.startswith("a,2\r\n")
+    assert first.count("\r\n") == exports.FLUSH_ROWS
+    assert first.startswith("a,2\r\n")
 
     refund(workspace)
     operations = Operation.objects.select_related("workspace").only(*exports.OPERATION_FIELDS)
     rows = list(exports.operation_rows(operations, user=None, actions=["issue-refund"]))
-    assert len(rows) == 2 and operations._result_cache is None
+    assert len(rows) == 2
+    assert operations._result_cache is None
 
 
 @pytest.mark.django_db(transaction=True)
@@ -288,7 +299,8 @@ def test_the_rows_are_read_while_they_are_sent(client, login, workspace, monkeyp
 
     assert not connection.in_atomic_block
     declared = [query["sql"] for query in queries.captured_queries if query["sql"].startswith("DECLARE")]
-    assert len(declared) == 1 and not any("WITH HOLD" in sql for sql in declared)
+    assert len(declared) == 1
+    assert not any("WITH HOLD" in sql for sql in declared)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -308,4 +320,5 @@ def test_behind_a_transaction_pooler_the_rows_are_still_read_while_they_are_sent
 
     assert len(rows) == 1 + AuditEvent.objects.count()
     declared = [query["sql"] for query in queries.captured_queries if query["sql"].startswith("DECLARE")]
-    assert len(declared) == 1 and not any("WITH HOLD" in sql for sql in declared)
+    assert len(declared) == 1
+    assert not any("WITH HOLD" in sql for sql in declared)

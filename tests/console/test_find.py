@@ -26,7 +26,9 @@ def test_every_console_page_has_the_find_box(client, login, make_operation):
         f"/console/operations/{make_operation().pk}/",
     ]:
         html = client.get(path).content.decode()
-        assert 'action="/console/find/"' in html and 'name="q"' in html and ">Find</label>" in html, path
+        assert 'action="/console/find/"' in html, path
+        assert 'name="q"' in html, path
+        assert ">Find</label>" in html, path
 
 
 def test_it_takes_a_person_to_the_one_operation_found(client, login, workspace):
@@ -54,7 +56,8 @@ def test_it_lists_several_operations_with_the_id_each_matched(client, login, wor
     assert "2 operations match <q>r-1</q>" in html
     assert [m.operation.pk for m in response.context["found"].matches] == [second.pk, first.pk]
     assert html.count("<td>request id</td>") == 2
-    assert f'href="/console/operations/{first.pk}/"' in html and f'href="/console/operations/{second.pk}/"' in html
+    assert f'href="/console/operations/{first.pk}/"' in html
+    assert f'href="/console/operations/{second.pk}/"' in html
 
 
 def test_it_says_nothing_was_found_and_where_it_looked(client, login, workspace, other):
@@ -76,7 +79,8 @@ def test_another_workspaces_operation_is_neither_found_nor_shown(client, login, 
     theirs = submit_brief(other)
     for query in [theirs.key, str(theirs.deliveries.get().pk), "R-42"]:
         response = client.get("/console/find/", {"q": query})
-        assert response.status_code == 200 and response.context["found"].matches == [], query
+        assert response.status_code == 200, query
+        assert response.context["found"].matches == [], query
     assert client.get(f"/console/operations/{theirs.pk}/").status_code == 404
 
 
@@ -89,7 +93,8 @@ def test_one_operation_among_more_matches_is_listed_not_opened(client, login, wo
     submit_brief(workspace, request_id="R-2")
     response = client.get("/console/find/", {"q": "demo:R-"})
     assert response.status_code == 200
-    assert "1 operation matches" in response.content.decode() and response.context["found"].more
+    assert "1 operation matches" in response.content.decode()
+    assert response.context["found"].more
 
 
 def test_it_shows_arrivals_with_the_id_that_became_no_operation(client, login, workspace):
@@ -111,7 +116,7 @@ def test_it_shows_arrivals_with_the_id_that_became_no_operation(client, login, w
 
 
 @pytest.mark.parametrize(
-    "query, said",
+    ("query", "said"),
     [
         ("", "Type a key, request id"),
         ("  ", "Type a key, request id"),
@@ -129,7 +134,8 @@ def test_it_refuses_what_cannot_be_an_id(client, login, query, said):
 def test_it_refuses_a_request_without_a_query(client, login):
     login("viewer")
     response = client.get("/console/find/")
-    assert response.status_code == 400 and "Type a key" in response.content.decode()
+    assert response.status_code == 400
+    assert "Type a key" in response.content.decode()
 
 
 def test_it_needs_a_login_and_a_workspace(client, login):
@@ -144,4 +150,5 @@ def test_it_lists_a_prefix_matching_many_and_says_there_are_more(client, login, 
     for number in range(27):
         submit_brief(workspace, request_id=f"R-{number}")
     html = client.get("/console/find/", {"q": "demo:R-"}).content.decode()
-    assert "25 operations match" in html and "type more of it" in html
+    assert "25 operations match" in html
+    assert "type more of it" in html

@@ -56,7 +56,9 @@ def test_it_lists_open_mismatches_with_their_evidence_and_actions(client, login,
 
     assert page.status_code == 200
     html = page.content.decode()
-    assert f'id="mismatch-{differs.pk}"' in html and "summary" in html and "rec-10" in html
+    assert f'id="mismatch-{differs.pk}"' in html
+    assert "summary" in html
+    assert "rec-10" in html
     assert "rec-11" not in html
     assert "Acknowledge" in html
     assert "Recent audits" not in html  # runs count every workspace: superusers only
@@ -140,7 +142,7 @@ def test_adopting_resolves_the_operation_with_the_records_id(client, login, run,
 
 
 @pytest.mark.parametrize(
-    "case, expected",
+    ("case", "expected"),
     [
         ("no operation", "No operation has the key"),
         ("succeeded", "already succeeded"),
@@ -189,7 +191,8 @@ def test_replaying_a_missing_record_sends_it_again_after_asking_the_destination(
     assert kinds == [("reopened_missing", "succeeded", "needs_review"), ("replayed", "needs_review", "pending")]
     process_due_operations(worker="w2")
     operation.refresh_from_db()
-    assert operation.state == "succeeded" and operation.external_id != first_record
+    assert operation.state == "succeeded"
+    assert operation.external_id != first_record
 
 
 def test_replay_finds_the_record_after_all_and_sends_nothing(client, login, run, workspace, standin, time_machine):
@@ -209,7 +212,7 @@ def test_replay_finds_the_record_after_all_and_sends_nothing(client, login, run,
 
 
 @pytest.mark.parametrize(
-    "case, expected",
+    ("case", "expected"),
     [
         ("purged", "is gone (removed by retention)"),
         ("moved", "no longer succeeded"),
@@ -237,7 +240,8 @@ def test_a_superuser_sees_the_recent_runs(client, run, django_user_model):
 
     html = client.get("/console/mismatches/").content.decode()
 
-    assert "Recent audits" in html and "succeeded" in html
+    assert "Recent audits" in html
+    assert "succeeded" in html
 
 
 def test_an_admin_in_the_workspace_may_decide(client, login, run, workspace):

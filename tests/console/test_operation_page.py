@@ -71,7 +71,8 @@ def test_it_shows_the_sensitive_values_to_a_person_who_may_see_them(client, logi
 
     page = re.sub(r"\s+", " ", client.get(f"/console/operations/{operation.pk}/").content.decode())
 
-    assert MASK not in page and "Sensitive values are masked" not in page
+    assert MASK not in page
+    assert "Sensitive values are masked" not in page
     assert "<dt>Secret</dt><dd>s3cr3t-one</dd>" in page
     assert (
         '<strong>secret</strong>: <span class="recorded">s3cr3t-one</span> → <span class="incoming">s3cr3t-two</span>'
@@ -94,8 +95,10 @@ def test_it_masks_a_refunds_customer_and_amount(client, login, workspace):
 
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
 
-    assert "C-1001" not in page and "<dd>4500<" not in page
-    assert "<dt>Customer</dt><dd>••••</dd>" in page and "<dt>Amount</dt><dd>••••</dd>" in page
+    assert "C-1001" not in page
+    assert "<dd>4500<" not in page
+    assert "<dt>Customer</dt><dd>••••</dd>" in page
+    assert "<dt>Amount</dt><dd>••••</dd>" in page
     assert "<dt>Currency</dt><dd>EUR</dd>" in page
 
 
@@ -109,7 +112,8 @@ def test_it_masks_every_value_of_an_action_that_is_no_longer_defined(client, log
 
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
 
-    assert "first note" not in page and "<dt>Note</dt><dd>••••</dd>" in page
+    assert "first note" not in page
+    assert "<dt>Note</dt><dd>••••</dd>" in page
 
 
 def test_it_shows_attempts_deliveries_and_the_audit_trail(client, login, needing_review):
@@ -138,7 +142,8 @@ def test_it_shows_attempts_deliveries_and_the_audit_trail(client, login, needing
         "Message",
     ]:
         assert f'<th scope="col">{column}</th>' in page
-    assert attempt.outcome == "permanent" and "permanent" in page
+    assert attempt.outcome == "permanent"
+    assert "permanent" in page
     assert "owner does not exist" in page
     assert "accepted" in page  # the delivery's outcome
     assert "processing → needs_review" in page  # an audit row
@@ -155,7 +160,9 @@ def test_it_shows_approvals(client, login, workspace, scripted_action, django_us
 
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
 
-    assert "rejected" in page and "wrong customer" in page and ">approver<" in page
+    assert "rejected" in page
+    assert "wrong customer" in page
+    assert ">approver<" in page
 
 
 def forms_on(client, operation) -> set[str]:

@@ -79,7 +79,8 @@ def test_it_shows_a_refunds_amount_with_its_currency_to_an_approver(client, logi
 
     page = page_of(client, refund(workspace))
 
-    assert "<dt>Amount</dt><dd>25.00 EUR</dd>" in page and "<dd>2500</dd>" not in page
+    assert "<dt>Amount</dt><dd>25.00 EUR</dd>" in page
+    assert "<dd>2500</dd>" not in page
     assert "<dt>Customer</dt><dd>C-1001</dd>" in page
 
 
@@ -103,7 +104,10 @@ def test_a_masked_amount_stays_masked(client, login, workspace, role):
     page = page_of(client, operation)
 
     assert f"<dt>Amount</dt><dd>{MASK}</dd>" in page
-    assert "25.00" not in page and "30.00" not in page and "2500" not in page and "3000" not in page
+    assert "25.00" not in page
+    assert "30.00" not in page
+    assert "2500" not in page
+    assert "3000" not in page
     assert (
         f'<strong>amount_cents</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>'
     ) in page
@@ -161,7 +165,8 @@ def test_the_confirmation_repeats_what_is_approved(client, login, workspace, per
     assert ">Confirm</button>" in page
     assert f'href="/console/operations/{operation.pk}/">Back</a>' in page
     operation.refresh_from_db()
-    assert operation.state == "pending_approval" and not Approval.objects.exists()
+    assert operation.state == "pending_approval"
+    assert not Approval.objects.exists()
 
 
 def test_confirming_approves_the_payload_shown(client, login, workspace):
@@ -193,7 +198,8 @@ def test_it_refuses_an_approval_without_the_pages_fingerprint(client, login, wor
         f"The payload of {operation.key} changed since it was shown; look at it again.",
     )
     operation.refresh_from_db()
-    assert operation.state == "pending_approval" and not Approval.objects.exists()
+    assert operation.state == "pending_approval"
+    assert not Approval.objects.exists()
 
 
 def test_the_confirmation_sends_back_what_cannot_be_approved(client, login, workspace, person):
@@ -242,7 +248,8 @@ def test_an_operator_is_told_an_approver_must_sign_off(client, login, workspace,
         "An approver of workspace demo must sign off on this payload before it runs "
         "(approvers and admins: boss, carol)."
     ) in page
-    assert ">Approve</a>" not in page and ">Reject</button>" not in page
+    assert ">Approve</a>" not in page
+    assert ">Reject</button>" not in page
 
 
 def test_the_approvers_named_leave_out_those_who_submitted_it(client, login, workspace, person):
@@ -267,7 +274,8 @@ def test_a_viewer_is_told_operators_can_replay_or_cancel(client, login, needing_
         "You are a viewer of workspace demo; an operator or admin of workspace demo can replay it or cancel "
         "it (operators and admins: olga)."
     ) in page
-    assert ">Replay</button>" not in page and ">Cancel</button>" not in page
+    assert ">Replay</button>" not in page
+    assert ">Cancel</button>" not in page
 
 
 def test_an_approver_is_told_of_four_eyes_on_their_own_work(client, login, workspace, person):
@@ -280,7 +288,8 @@ def test_an_approver_is_told_of_four_eyes_on_their_own_work(client, login, works
         "You submitted this operation, so another approver must approve or reject it (four eyes; approvers and "
         "admins: dora)."
     ) in page
-    assert ">Approve</a>" not in page and ">Reject</button>" not in page
+    assert ">Approve</a>" not in page
+    assert ">Reject</button>" not in page
 
 
 def test_an_operator_who_replayed_is_told_they_could_not_approve(client, login, workspace, person):
@@ -323,13 +332,13 @@ def test_unknown_says_what_each_way_out_does(client, login, unknown):
 
     page = page_of(client, unknown)
 
+    assert ">Look up now</button>" in page
     assert (
-        ">Look up now</button>" in page
-        and "if it has, the operation is marked succeeded; if it has none, "
-        "it is sent again under the same key; if it cannot tell, it stays unknown"
-        in page
+        "if it has, the operation is marked succeeded; if it has none, "
+        "it is sent again under the same key; if it cannot tell, it stays unknown" in page
     )
-    assert ">Mark succeeded</button>" in page and "Record its id: the operation becomes succeeded" in page
+    assert ">Mark succeeded</button>" in page
+    assert "Record its id: the operation becomes succeeded" in page
     assert "Or wait: nothing is sent until the destination has been asked." in page
 
 
@@ -354,7 +363,8 @@ def test_an_error_does_not_repeat_its_category(client, login, needing_review):
     page = page_of(client, needing_review)
 
     assert '<span class="error-category">permanent</span> owner does not exist</dd>' in page
-    assert "permanent permanent" not in page and "<dd>permanent: owner" not in page
+    assert "permanent permanent" not in page
+    assert "<dd>permanent: owner" not in page
     assert needing_review.audit_events.get(kind="needs_review").message == "permanent: owner does not exist"
 
 
@@ -403,7 +413,8 @@ def assert_styled(response, status: int, *sentences: str) -> str:
     assert settings.DEBUG is False
     assert response.status_code == status
     page = re.sub(r"\s+", " ", response.content.decode())
-    assert '<header class="topbar">' in page and 'href="/static/console.css"' in page
+    assert '<header class="topbar">' in page
+    assert 'href="/static/console.css"' in page
     for sentence in sentences:
         assert sentence in page, sentence
     assert 'href="/console/">What needs attention</a>' in page or "Back to" in page
@@ -493,7 +504,8 @@ def test_a_server_error_shows_the_styled_500(client, login, monkeypatch):
 def test_the_favicon_is_answered(client, db):
     response = client.get("/favicon.ico")
 
-    assert response.status_code == 302 and response.url == "/static/favicon.svg"
+    assert response.status_code == 302
+    assert response.url == "/static/favicon.svg"
     assert finders.find("favicon.svg")
     assert (
         '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'

@@ -109,7 +109,8 @@ def test_it_pages_by_fifty_at_a_cost_that_does_not_grow_with_the_page(client, lo
     assert len(keys_on(response)) == 50
     assert len(full) == len(few)
     assert "60 operations" in response.content.decode()
-    assert link(response, "Newer") is None and link(response, "Newest") is None
+    assert link(response, "Newer") is None
+    assert link(response, "Newest") is None
 
 
 def test_it_pages_from_the_most_recently_updated_with_older_and_newer_links(client, login, make_operation):
@@ -128,8 +129,10 @@ def test_it_pages_from_the_most_recently_updated_with_older_and_newer_links(clie
         == made[::-1][:50]
     )
     assert keys_on(older) == set(made[:10])
-    assert "state=needs_review" in link(first, "Older") and "state=needs_review" in link(older, "Newer")
-    assert link(older, "Older") is None and link(older, "Newest").startswith("?state=needs_review")
+    assert "state=needs_review" in link(first, "Older")
+    assert "state=needs_review" in link(older, "Newer")
+    assert link(older, "Older") is None
+    assert link(older, "Newest").startswith("?state=needs_review")
     assert keys_on(newer) == keys_on(first)
 
 
@@ -177,4 +180,5 @@ def test_it_lists_the_states_its_index_covers():
     index = next(index for index in Operation._meta.indexes if index.name == "operation_attention_idx")
     ((lookup, states),) = index.condition.children
 
-    assert lookup == "state__in" and sorted(states) == sorted(ATTENTION_STATES)
+    assert lookup == "state__in"
+    assert sorted(states) == sorted(ATTENTION_STATES)

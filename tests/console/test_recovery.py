@@ -45,7 +45,8 @@ def test_it_says_when_an_unknown_operation_is_next_looked_up(client, login, unkn
     assert re.search(r"next lookup at <time datetime=\S+\+00:00\">", html)
     assert "it keeps asking until <time datetime=" in html
     assert "<dt>Next lookup</dt>" in html
-    assert ">Look up now</button>" in html and ">Mark succeeded</button>" in html
+    assert ">Look up now</button>" in html
+    assert ">Mark succeeded</button>" in html
     assert ">Replay</button>" not in html  # unknown is not replayed: it is looked up
 
 
@@ -95,7 +96,8 @@ def test_it_refuses_a_replay_the_destination_cannot_vouch_for(client, login, nee
         client.post(f"/console/operations/{needing_review_after_lookup.pk}/replay/", {"reason": "customer asks"})
     )
 
-    assert level == "error" and message.startswith("Replay refused: the destination cannot tell")
+    assert level == "error"
+    assert message.startswith("Replay refused: the destination cannot tell")
     assert Operation.objects.get().state == "needs_review"
 
 
@@ -110,7 +112,8 @@ def test_it_replays_accepting_the_risk_when_the_box_is_ticked(client, login, nee
         )
     )
 
-    assert level == "success" and "accepting the duplicate risk" in message
+    assert level == "success"
+    assert "accepting the duplicate risk" in message
     assert Operation.objects.get().state == "pending"
     assert AuditEvent.objects.get(kind="replay_forced").actor == "operator"
 
@@ -141,7 +144,7 @@ def test_it_marks_an_operation_succeeded_with_the_record_a_person_found(client, 
 
 
 @pytest.mark.parametrize(
-    "form, message",
+    ("form", "message"),
     [
         ({"external_id": "", "reason": "x"}, "Destination record id is required; nothing was changed."),
         (

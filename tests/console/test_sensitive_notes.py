@@ -70,7 +70,7 @@ def refused(client, url, data, *, field_id, text, field="customer_id", label="re
 
 
 @pytest.mark.parametrize(
-    "verb, field_id, extra",
+    ("verb", "field_id", "extra"),
     [
         ("replay", "operation-reason", {}),
         ("cancel", "operation-reason", {}),

@@ -75,7 +75,7 @@ def test_the_oldest_refund_awaiting_approval_is_first_when_sorted_oldest_first(c
 
 
 @pytest.mark.parametrize(
-    "sort, field, reverse",
+    ("sort", "field", "reverse"),
     [
         ("updated", "updated_at", True),
         ("least_updated", "updated_at", False),
@@ -115,9 +115,11 @@ def test_oldest_first_pages_onward_with_newer_and_back_with_older(client, login,
     assert keys_on(first) == [op.key for op in refunds[:50]]
     assert keys_on(second) == [op.key for op in refunds[50:100]]
     assert keys_on(third) == [op.key for op in refunds[100:]]
-    assert link(first, "Older") is None and link(third, "Newer") is None
+    assert link(first, "Older") is None
+    assert link(third, "Newer") is None
     assert keys_on(back) == keys_on(second)
-    assert "sort=oldest" in link(second, "Newer") and "state=pending_approval" in link(second, "Older")
+    assert "sort=oldest" in link(second, "Newer")
+    assert "state=pending_approval" in link(second, "Older")
     assert "« Oldest" in third.content.decode()
 
 
@@ -161,7 +163,8 @@ def test_a_header_link_starts_the_list_again(client, login, refunds):
 
     hrefs = [html.unescape(href) for href in re.findall(r'<a class="sort" href="([^"]*)"', second)]
 
-    assert hrefs and all("older=" not in href and "newer=" not in href for href in hrefs)
+    assert hrefs
+    assert all("older=" not in href and "newer=" not in href for href in hrefs)
 
 
 def test_an_unknown_sort_is_a_form_error_and_the_default_order(client, login, refunds):
@@ -257,7 +260,9 @@ def test_the_counts_stop_at_the_bound(client, login, make_operation, monkeypatch
 
     counts = tabs(client.get("/console/"))
 
-    assert counts["all"] == "3+" and counts["needs_review"] == "3+" and counts["unknown"] == "1"
+    assert counts["all"] == "3+"
+    assert counts["needs_review"] == "3+"
+    assert counts["unknown"] == "1"
 
 
 def test_the_counts_are_one_query(client, login, make_operation, workspace):
@@ -273,7 +278,8 @@ def test_the_counts_are_one_query(client, login, make_operation, workspace):
         for q in queries.captured_queries
         if "bounded_" in q["sql"] or "COUNT(" in q["sql"] and "ledger_conflict" not in q["sql"]
     ]
-    assert len(counting) == 1 and counting[0].count("COUNT(*)") == len(ATTENTION_STATES) + 1  # and held
+    assert len(counting) == 1
+    assert counting[0].count("COUNT(*)") == len(ATTENTION_STATES) + 1  # and held
 
 
 def test_nothing_paused_counts_no_held_work_without_asking(client, login, make_operation):

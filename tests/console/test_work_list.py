@@ -65,7 +65,9 @@ def test_a_summary_never_shows_a_sensitive_value(client, login, workspace, appro
     [row] = rows(client.get("/console/", {"state": "pending_approval"}))
 
     assert row.startswith("R-7 v1 · refund in EUR")
-    assert "C-1001" not in row and "4500" not in row and "45.00" not in row
+    assert "C-1001" not in row
+    assert "4500" not in row
+    assert "45.00" not in row
     assert refund.key in row
 
 
@@ -94,7 +96,8 @@ def test_render_leaves_out_a_sensitive_field_however_it_is_asked():
 
 def test_a_long_summary_is_cut_to_one_cell():
     text = summaries.render("{title}", {"title": "x" * 500}, sensitive=())
-    assert len(text) == summaries.MAX_LENGTH and text.endswith("…")
+    assert len(text) == summaries.MAX_LENGTH
+    assert text.endswith("…")
 
 
 class NotedData(BaseModel):
@@ -237,16 +240,19 @@ def test_select_all_matching_acts_on_exactly_the_operations_counted(client, logi
     elsewhere = make_operation("unknown", request_id="U-1")
     login("operator")
     listed = client.get("/console/", {"state": "needs_review"})
-    assert bar(listed)["count"] == 55 and len(listed.context["page"]) == 50
+    assert bar(listed)["count"] == 55
+    assert len(listed.context["page"]) == 50
     assert "Select all 55 matching" in listed.content.decode()
 
     response = select_all(client, listed)
 
     bulk = BulkAction.objects.get()
-    assert response.status_code == 302 and response["Location"] == f"/console/bulk/{bulk.pk}/"
+    assert response.status_code == 302
+    assert response["Location"] == f"/console/bulk/{bulk.pk}/"
     assert sorted(bulk.operation_ids) == sorted(op.pk for op in operations)
     assert elsewhere.pk not in bulk.operation_ids
-    assert bulk.kind == "cancel" and bulk.total == 55
+    assert bulk.kind == "cancel"
+    assert bulk.total == 55
 
 
 def test_select_all_matching_refuses_a_list_that_changed_since_it_was_seen(client, login, make_operation):
@@ -333,7 +339,8 @@ def test_a_viewer_is_offered_no_action_bar(client, login, make_operation):
 
     response = client.get("/console/", {"state": "needs_review"})
 
-    assert response.context["matching"] is None and 'id="bulk-selection"' not in response.content.decode()
+    assert response.context["matching"] is None
+    assert 'id="bulk-selection"' not in response.content.decode()
 
 
 def test_all_operations_lists_finished_ones_too_newest_first(client, login, make_operation):
@@ -345,7 +352,8 @@ def test_all_operations_lists_finished_ones_too_newest_first(client, login, make
     response = client.get("/console/operations/")
 
     assert [op.key for op in response.context["page"]] == [waiting.key, cancelled.key, done.key]
-    assert "Succeeded" in response.content.decode() and "Cancelled" in response.content.decode()
+    assert "Succeeded" in response.content.decode()
+    assert "Cancelled" in response.content.decode()
     assert keys_in(client.get("/console/operations/", {"state": "succeeded"})) == {done.key}
     assert [op.key for op in client.get("/console/operations/", {"sort": "oldest"}).context["page"]][0] == done.key
 
@@ -360,7 +368,8 @@ def test_all_operations_pages_along_the_ids(client, login, make_operation):
 
     assert [op.pk for op in first] == [op.pk for op in operations[::-1][:50]]
     assert [op.pk for op in second] == [op.pk for op in operations[::-1][50:]]
-    assert second.older is None and [op.pk for op in back] == [op.pk for op in first]
+    assert second.older is None
+    assert [op.pk for op in back] == [op.pk for op in first]
 
 
 def test_all_operations_shows_only_the_persons_workspaces(client, login, make_operation):
@@ -409,9 +418,11 @@ def test_an_operator_takes_an_operation_from_its_row_and_others_see_who(client, 
 
     response = client.post(f"/console/operations/{operation.pk}/take/", {"next": "/console/?state=needs_review"})
 
-    assert response.status_code == 302 and response["Location"] == "/console/?state=needs_review"
+    assert response.status_code == 302
+    assert response["Location"] == "/console/?state=needs_review"
     operation.refresh_from_db()
-    assert operation.assigned_to == alice and operation.assigned_at is not None
+    assert operation.assigned_to == alice
+    assert operation.assigned_at is not None
     assert audit_kinds(operation) == [("taken", "operator", "taken")]
     assert "you" in rows(client.get("/console/"))[0]
     client.force_login(person("bob", "operator"))
@@ -441,7 +452,8 @@ def test_taking_one_someone_else_holds_needs_an_explicit_take_over(client, login
 
     assert "bob has taken this operation; take it over to work on it yourself." in refused.content.decode()
     operation.refresh_from_db()
-    assert operation.assigned_to == bob and audit_kinds(operation) == []
+    assert operation.assigned_to == bob
+    assert audit_kinds(operation) == []
 
     client.post(f"/console/operations/{operation.pk}/take/", {"take_over": "on"})
 
@@ -474,7 +486,8 @@ def test_giving_back_leaves_it_to_anyone(client, login, make_operation):
     client.post(f"/console/operations/{operation.pk}/release/")
 
     operation.refresh_from_db()
-    assert operation.assigned_to is None and operation.assigned_at is None
+    assert operation.assigned_to is None
+    assert operation.assigned_at is None
     assert audit_kinds(operation)[-1] == ("released", "operator", "given back")
 
 
@@ -486,7 +499,8 @@ def test_a_viewer_may_not_take(client, login, make_operation):
 
     assert "viewer may not act on operations of workspace demo." in response.content.decode()
     operation.refresh_from_db()
-    assert operation.assigned_to is None and audit_kinds(operation) == []
+    assert operation.assigned_to is None
+    assert audit_kinds(operation) == []
 
 
 def test_taking_is_a_post_within_the_persons_workspaces(client, login, make_operation):
@@ -521,12 +535,14 @@ def test_the_operation_page_offers_take_and_take_over(client, login, make_operat
     operation = make_operation("needs_review")
     login("operator")
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
-    assert "Nobody has taken this operation." in page and ">Take</button>" in page
+    assert "Nobody has taken this operation." in page
+    assert ">Take</button>" in page
 
     Operation.objects.filter(pk=operation.pk).update(assigned_to=person("bob", "operator"), assigned_at=timezone.now())
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
 
-    assert "Taken by <strong>bob</strong>" in page and "Take over from bob</button>" in page
+    assert "Taken by <strong>bob</strong>" in page
+    assert "Take over from bob</button>" in page
 
 
 # --- previous and next within the list --------------------------------------------------------

@@ -85,7 +85,8 @@ def test_the_dashboard_shows_the_day_and_refreshes_itself(page, workspace, a_day
     expect(page.locator("#state-succeeded [data-column=day]")).to_have_text(str(finished + 16))
     expect(page.locator("#state-succeeded [data-column=live]")).to_have_text("16")
     expect(page.locator('[data-figure="failures"]')).to_contain_text(f"{failed + 4} of {finished + failed + 20}")
-    assert refreshes and all("/console/dashboard/" in url for url in refreshes)
+    assert refreshes
+    assert all("/console/dashboard/" in url for url in refreshes)
     expect(page.locator("#hours-table")).to_have_attribute("open", "")  # kept open across the refresh
     screenshot(page, "dashboard")
 
@@ -105,4 +106,5 @@ def test_the_dashboard_shows_the_day_and_refreshes_itself(page, workspace, a_day
     }""")
     assert beyond == []
     chart = page.locator("#throughput-chart").bounding_box()
-    assert chart["x"] >= 0 and chart["x"] + chart["width"] <= 390
+    assert chart["x"] >= 0
+    assert chart["x"] + chart["width"] <= 390

@@ -26,7 +26,8 @@ def ticket(workspace, standin):
     )
     process_due_operations(worker="w1")
     first.refresh_from_db()
-    assert first.state == "succeeded" and first.external_id
+    assert first.state == "succeeded"
+    assert first.external_id
     return first
 
 

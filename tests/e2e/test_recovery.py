@@ -68,7 +68,8 @@ def test_it_refuses_a_risky_replay_until_the_risk_is_ticked(page, unknown, opera
     expect(page.get_by_role("status").filter(has_text="accepting the duplicate risk")).to_be_visible()
     expect(page.locator(".page-head .badge")).to_have_text("Pending")
     forced = AuditEvent.objects.get(kind="replay_forced")
-    assert forced.actor == "operator" and "vendor portal shows no notice" in forced.message
+    assert forced.actor == "operator"
+    assert "vendor portal shows no notice" in forced.message
 
 
 def test_it_records_a_record_found_by_hand(page, unknown, operator):
@@ -96,7 +97,8 @@ def test_it_tells_an_approver_why_they_cannot_approve_their_own_refund(page, wor
             "data": {"request_id": "R-7", "version": 1, "customer_id": "C-1", "amount_cents": 2500, "currency": "EUR"},
         },
     )
-    assert token and result.operation.state == "pending_approval"
+    assert token
+    assert result.operation.state == "pending_approval"
     log_in(page, "approver")
 
     page.goto(f"/console/operations/{result.operation.pk}/")

@@ -40,7 +40,8 @@ def test_a_cluster_runs_a_bulk_replay_to_the_end(workspace, standin, start_clust
         describe=lambda: str(operation_states(ids)),
     )
     [group], _ = failure_groups(Operation.objects.all())
-    assert group.count == COUNT and group.message == "HTTP 400 from <ip> [injected_fault]: …"
+    assert group.count == COUNT
+    assert group.message == "HTTP 400 from <ip> [injected_fault]: …"
 
     client.force_login(reviewer)
     form = {"group": str(group.criterion), "token": "one-press", "kind": "replay", "reason": "the 400 is fixed"}

@@ -77,7 +77,8 @@ def created_once_each(server, ids: list[int]) -> None:
     """json-server holds exactly one ticket per operation, carrying its key."""
     keys = Counter(ticket["source_key"] for ticket in server.db()["tickets"])
     expected = set(Operation.objects.filter(pk__in=ids).values_list("key", flat=True))
-    assert set(keys) == expected and set(keys.values()) == {1}, keys.most_common(3)
+    assert set(keys) == expected, keys.most_common(3)
+    assert set(keys.values()) == {1}, keys.most_common(3)
 
 
 RATE = 40
@@ -147,7 +148,8 @@ def test_the_breaker_opens_holds_probes_once_and_closes(workspace, json_server, 
 
     calls = posts(json_server)
     statuses = [call["status"] for call in calls]
-    assert statuses[:3] == [503, 503, 503] and set(statuses[3:]) == {201}, statuses
+    assert statuses[:3] == [503, 503, 503], statuses
+    assert set(statuses[3:]) == {201}, statuses
     opened_at = calls[2]["finished"]
     probe, after = calls[3], calls[4:]
     # Nothing is called while open; then the one probe, alone, before anything else.

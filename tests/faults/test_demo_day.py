@@ -25,7 +25,8 @@ def test_a_small_day_ends_in_varied_states_with_progress_and_what_to_look_at(wor
 
     printed = out.getvalue()
     progress = re.findall(r"^  (\d+)/240 events in: ", printed, re.MULTILINE)
-    assert 5 <= len(progress) <= 11 and progress[-1] == "240"  # progress, not a line per event
+    assert 5 <= len(progress) <= 11
+    assert progress[-1] == "240"  # progress, not a line per event
     assert "the cluster at work: " in printed
     assert len(printed.splitlines()) < 60
     for answer in ("accepted", "duplicate", "payload_conflict", "invalid_input"):

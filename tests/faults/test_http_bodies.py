@@ -59,7 +59,8 @@ def test_a_chunked_event_is_read_whole_and_taken(server, token):
     again = post_chunked(server, token, [body])
 
     assert first[0] == 201, (first, server.log_tail())
-    assert again[0] == 200 and again[1]["key"] == first[1]["key"]
+    assert again[0] == 200
+    assert again[1]["key"] == first[1]["key"]
     assert Operation.objects.get().payload["title"] == "Review renewal options"
 
 

@@ -92,7 +92,8 @@ def test_it_lists_r42_in_the_operation_changelist_search(admin_client, r42):
 
 def test_it_searches_deliveries_and_audit_events_by_request_id(admin_client, workspace):
     submit.submit_event(workspace=workspace, raw=event(request_id="R:7"), source="api")
-    assert Delivery.objects.count() == 1 and AuditEvent.objects.filter(operation__isnull=False).count() == 1
+    assert Delivery.objects.count() == 1
+    assert AuditEvent.objects.filter(operation__isnull=False).count() == 1
 
     deliveries = admin_client.get("/admin/ledger/delivery/", {"q": "R:7"}).context["cl"].result_list
     audit = admin_client.get("/admin/ledger/auditevent/", {"q": "R:7"}).context["cl"].result_list

@@ -241,7 +241,7 @@ def test_it_publishes_each_actions_envelope_with_its_data_schema(client):
 
 
 @pytest.mark.parametrize(
-    "path, method, statuses",
+    ("path", "method", "statuses"),
     [
         ("/api/v1/events", "post", {"200", "201", "400", "401", "409", "413", "415", "422", "503"}),
         ("/api/v1/events/batch", "post", {"200", "400", "401", "413", "415", "422", "503"}),

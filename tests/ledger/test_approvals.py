@@ -184,7 +184,7 @@ def test_it_approves_and_rejects_from_the_command_line(workspace, refund_waiting
 
 
 @pytest.mark.parametrize(
-    "username, message",
+    ("username", "message"),
     [("nobody", "No active user 'nobody'."), ("clerk", "clerk may not approve or reject in workspace demo.")],
 )
 def test_it_explains_a_refused_decision_on_the_command_line(refund_waiting, username, message):

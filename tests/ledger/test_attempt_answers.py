@@ -27,7 +27,7 @@ def response(status: int, body, headers: dict | None = None) -> httpx.Response:
 
 
 @pytest.mark.parametrize(
-    "body, code, said",
+    ("body", "code", "said"),
     [
         (
             {"error": {"code": "card_declined", "message": "Your card was declined."}},
@@ -82,9 +82,9 @@ def test_a_long_body_is_cut_at_the_bound_on_a_character_boundary_and_says_so():
 
 
 def test_the_message_names_the_status_the_host_the_code_and_the_words():
-    with pytest.raises(PermanentError) as refused:
-        from ledger.actions.http import classify_response
+    from ledger.actions.http import classify_response
 
+    with pytest.raises(PermanentError) as refused:
         classify_response(response(400, {"error": {"code": "card_declined", "message": "Declined."}}))
     assert refused.value.message == "HTTP 400 from api.example [card_declined]: Declined."
     assert refused.value.http_status == 400
@@ -207,4 +207,6 @@ def test_a_lookup_that_quotes_a_sensitive_value_is_masked_in_the_last_error_and_
     operation.refresh_from_db()
     said = AuditEvent.objects.get(operation=operation, kind="lookup_failed").message
     for stored in (operation.last_error_message, said):
-        assert "[busy]" in stored and MASK in stored and "ann.lee" not in stored
+        assert "[busy]" in stored
+        assert MASK in stored
+        assert "ann.lee" not in stored

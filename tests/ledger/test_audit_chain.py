@@ -48,7 +48,8 @@ def test_it_links_each_event_to_the_one_before_in_its_workspace(history):
     workspace, other = history
     for workspace_id in (workspace.pk, other.pk, None):
         events = list(AuditEvent.objects.filter(workspace_id=workspace_id).order_by("id"))
-        assert events and events[0].prev_hash == ""
+        assert events
+        assert events[0].prev_hash == ""
         assert [e.prev_hash for e in events[1:]] == [e.hash for e in events[:-1]]
         assert all(re.fullmatch("[0-9a-f]{64}", e.hash) for e in events)
 

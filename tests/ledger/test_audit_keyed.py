@@ -73,7 +73,8 @@ def test_new_events_carry_the_current_key_id_and_verify(workspace, settings):
     make_history(workspace)
 
     events = list(AuditEvent.objects.filter(workspace=workspace))
-    assert events and {event.hash_key for event in events} == {settings.OPSCONSOLE_AUDIT_KEY_ID}
+    assert events
+    assert {event.hash_key for event in events} == {settings.OPSCONSOLE_AUDIT_KEY_ID}
     assert verify().splitlines()[-1].startswith("Audit trail intact:")
 
 
@@ -89,7 +90,9 @@ def test_events_under_two_keys_verify_after_a_rotation(workspace, settings):
 
     key_ids = list(AuditEvent.objects.filter(workspace=workspace).order_by("id").values_list("hash_key", flat=True))
     # The workspace's own two first (created, its token), under the key it started with.
-    assert key_ids[2] == "k1" and key_ids[-1] == "k2" and key_ids[2:] == sorted(key_ids[2:])
+    assert key_ids[2] == "k1"
+    assert key_ids[-1] == "k2"
+    assert key_ids[2:] == sorted(key_ids[2:])
     assert verify().splitlines()[-1].startswith("Audit trail intact:")
 
     settings.OPSCONSOLE_AUDIT_OLD_KEYS = started

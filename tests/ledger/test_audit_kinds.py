@@ -104,7 +104,8 @@ def test_the_scan_finds_kinds_of_every_shape():
     assert {"paused", "resumed"} <= named  # kind="paused" if paused else "resumed"
     assert "lease_expired" in named  # kind=LEASE_EXPIRED
     assert {"source_created", "source_changed"} <= named  # save_audited(noun="source")
-    assert "mismatch_acknowledged" in named and "breaker_opened" in named  # _audit(..., "kind", ...)
+    assert "mismatch_acknowledged" in named
+    assert "breaker_opened" in named  # _audit(..., "kind", ...)
     assert {"outcome_unknown", "needs_review"} <= named  # _failure_kind's table
     assert r"approval_[a-z_]+" in patterns  # f"approval_{decision}"
     assert {"reserved", "duplicate_delivery", "conflict_detected", "succeeded"} <= kinds_in_sql()

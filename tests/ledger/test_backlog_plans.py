@@ -42,9 +42,8 @@ def plans_of(read) -> list[str]:
     statements = [query["sql"] for query in queries.captured_queries]
     reads = [sql for sql in statements if '"ledger_operation"' in sql]  # not the pause switches
     setting = statements.index("SET LOCAL enable_sort = off")
-    assert setting < statements.index(reads[0]) and statements.index(reads[-1]) < statements.index(
-        "SET LOCAL enable_sort TO DEFAULT"
-    )
+    assert setting < statements.index(reads[0])
+    assert statements.index(reads[-1]) < statements.index("SET LOCAL enable_sort TO DEFAULT")
     plans = []
     with transaction.atomic(), read_in_index_order(), connection.cursor() as cursor:
         for sql in reads:
@@ -68,7 +67,8 @@ def test_the_service_levels_read_ranges_of_the_unfinished_index(backlog):
 
     plans = plans_of(lambda: service_level_standing(Operation.objects.all()))
 
-    assert plans and all("operation_unfinished_idx" in plan for plan in plans)
+    assert plans
+    assert all("operation_unfinished_idx" in plan for plan in plans)
     assert not [plan for plan in plans if '"Node Type": "Sort"' in plan]
 
 

@@ -114,7 +114,7 @@ def test_a_templates_budget_grows_with_what_it_reads_so_a_big_listing_still_read
 
 
 @pytest.mark.parametrize(
-    "expression, problem",
+    ("expression", "problem"),
     [
         (doubling(7), "rules[0].data.title: could build 128 copies of what it is given"),
         ("{a: @, b: @, c: @, d: @} | [@, @, @, @] | {a: @, b: @, c: @, d: @, e: @}", "could build 80 copies"),
@@ -173,4 +173,5 @@ def test_integrations_apply_refuses_a_doubling_rule_and_a_doubling_template(tmp_
 
     assert "sources[0].rules[0].data.request_id: could build 256 copies" in str(refused.value)
     assert "http_actions[0].request.body.amount: `" + doubling(9) + "` could build 512 copies" in str(refused.value)
-    assert not Source.objects.exists() and not HttpAction.objects.exists()
+    assert not Source.objects.exists()
+    assert not HttpAction.objects.exists()

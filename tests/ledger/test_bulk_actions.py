@@ -186,7 +186,8 @@ def test_pressing_twice_is_one_action(workspace, action, alice, django_capture_o
         )
 
     assert (created, again, second.pk) == (True, False, first.pk)
-    assert BulkAction.objects.count() == 1 and len(enqueued) == 1
+    assert BulkAction.objects.count() == 1
+    assert len(enqueued) == 1
 
 
 def test_someone_else_cannot_reuse_a_token(workspace, action, alice, bob):
@@ -378,4 +379,5 @@ def test_a_group_larger_than_one_action_takes_its_oldest(workspace, action, alic
     bulk, _ = submit_bulk_action(user=alice, kind="replay", reason="r", token="t-1", criterion=group.criterion)
 
     oldest = Operation.objects.filter(pk__in=[o.pk for o in operations]).order_by("updated_at", "pk")[:3]
-    assert bulk.operation_ids == [o.pk for o in oldest] and bulk.total == 3
+    assert bulk.operation_ids == [o.pk for o in oldest]
+    assert bulk.total == 3

@@ -58,7 +58,9 @@ def test_it_dismisses_every_conflict_of_a_race_each_audited_on_its_own(workspace
 
     done = conflict_decisions.dismiss_conflicts(ids(made), user=alice, reason="the sender retried with drafts")
 
-    assert sorted(ids(done.dismissed)) == ids(made) and done.skipped == [] and done.applied is None
+    assert sorted(ids(done.dismissed)) == ids(made)
+    assert done.skipped == []
+    assert done.applied is None
     assert set(Conflict.objects.values_list("status", "decided_by")) == {("dismissed", "alice")}
     events = AuditEvent.objects.filter(kind__in=DECISIONS).order_by("id")
     assert [(e.kind, e.actor, e.operation_id, e.message) for e in events] == [
@@ -77,7 +79,8 @@ def test_it_applies_one_and_dismisses_the_rest_in_one_step(workspace, alice):
         chosen, user=alice, reason="take three is right", rest=ids(made[:2] + made[3:])
     )
 
-    assert done.applied.pk == chosen.pk and sorted(ids(done.dismissed)) == ids(made[:2] + made[3:])
+    assert done.applied.pk == chosen.pk
+    assert sorted(ids(done.dismissed)) == ids(made[:2] + made[3:])
     operation.refresh_from_db()
     assert operation.payload["title"] == "Review renewal options, take 3"
     assert dict(Conflict.objects.values_list("pk", "status")) == {
@@ -107,7 +110,8 @@ def test_pressing_twice_decides_nothing_the_second_time(workspace, alice):
 
     again = conflict_decisions.dismiss_conflicts(ids(made), user=alice, reason="twice")
 
-    assert again.dismissed == [] and ids(again.skipped) == ids(made)
+    assert again.dismissed == []
+    assert ids(again.skipped) == ids(made)
     assert snapshot() == before
 
 
@@ -121,7 +125,8 @@ def test_it_dismisses_the_conflicts_of_operations_in_any_state(workspace, alice)
 
     done = conflict_decisions.dismiss_conflicts(ids(early + late), user=alice, reason="cleanup")
 
-    assert len(done.dismissed) == 4 and not Conflict.objects.filter(status="open").exists()
+    assert len(done.dismissed) == 4
+    assert not Conflict.objects.filter(status="open").exists()
 
 
 @pytest.mark.parametrize("role", [None, "viewer", "approver"])
@@ -152,7 +157,7 @@ def test_it_refuses_the_whole_selection_when_one_workspace_is_not_the_persons_to
 
 
 @pytest.mark.parametrize(
-    "reason, selection, refusal",
+    ("reason", "selection", "refusal"),
     [
         ("  ", "all", "Give a reason: it is kept in the audit trail of every conflict decided. Nothing was changed."),
         ("why", "none", "Select at least one conflict; nothing was changed."),
@@ -240,12 +245,14 @@ def test_two_people_dismissing_the_same_race_at_once_decide_each_conflict_exactl
 
     assert failures == []
     by_alice, by_bob = (set(ids(outcomes[name].dismissed)) for name in ("alice", "bob"))
-    assert by_alice.isdisjoint(by_bob) and by_alice | by_bob == set(ids(made))
+    assert by_alice.isdisjoint(by_bob)
+    assert by_alice | by_bob == set(ids(made))
     for name in ("alice", "bob"):
         assert set(ids(outcomes[name].skipped)) == set(ids(made)) - set(ids(outcomes[name].dismissed))
     decided = dict(Conflict.objects.values_list("pk", "decided_by"))
     assert {pk for pk, who in decided.items() if who == "alice"} == by_alice
     events = AuditEvent.objects.filter(kind="conflict_dismissed")
-    assert events.count() == 31 and sorted(events.values_list("message", flat=True)) == sorted(
+    assert events.count() == 31
+    assert sorted(events.values_list("message", flat=True)) == sorted(
         conflict_decisions.conflict_message(c, f"{decided[c.pk]} says so") for c in made
     )

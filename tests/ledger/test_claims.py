@@ -72,7 +72,8 @@ def test_the_first_claim_is_claimed_with_a_token_a_lease_and_the_idempotency_key
     assert answer["status"] == "claimed"
     assert answer["key"] == operation.key == answer["idempotency_key"]
     assert answer["attempt"] == 1
-    assert operation.state == "processing" and operation.fencing_token == 1
+    assert operation.state == "processing"
+    assert operation.fencing_token == 1
     assert before + timedelta(seconds=29) < operation.lease_expires_at <= timezone.now() + timedelta(seconds=30)
     attempt = operation.attempt_rows.get()
     assert (attempt.number, attempt.finished_at, attempt.idempotency_key) == (1, None, operation.key)
@@ -363,6 +364,20 @@ def test_a_report_with_a_number_beyond_a_double_is_refused_and_changes_nothing(a
     assert response.status_code == 400
     assert response.json()["reason"] == "malformed_json"
     assert writes() == before
+
+
+def test_an_action_configured_while_the_claim_was_decided_is_claimed_again_not_failed(claims, monkeypatch):
+    """The claim looked the action up before intake did, and missed it (configured in between): it
+    could not ask whether a caller performs it, so it claims nothing and asks to be called again."""
+    with monkeypatch.context() as patched:
+        patched.setattr("ledger.callers.claims.registry", {})
+        response = claims.claim()
+
+    assert response.status_code == 409
+    assert response.json()["status"] == "in_progress"
+    assert response.headers["Retry-After"] == "1"
+    assert Operation.objects.get().fencing_token == 0
+    assert claims.claimed()["status"] == "claimed"
 
 
 def test_a_report_for_a_key_with_no_operation_is_not_found(claims):

@@ -36,7 +36,9 @@ def test_it_prints_the_new_token_alone_on_the_last_line():
 
     assert status == 0
     token = lines[-1]
-    assert token == token.strip() and " " not in token and token.startswith("oc_")
+    assert token == token.strip()
+    assert " " not in token
+    assert token.startswith("oc_")
     workspace = Workspace.objects.get(slug="acme")
     assert workspace.approved_owners == ["ops", "finance"]
     assert authenticate_token(token).workspace == workspace
@@ -129,7 +131,7 @@ def test_it_skips_blank_lines_and_numbers_lines_as_read(workspace, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "bad_line, reason",
+    ("bad_line", "reason"),
     [
         (event("delivery-2", title="Changed without a new version"), "payload_conflict"),
         (event("delivery-2", version=0), "invalid_input"),

@@ -38,7 +38,8 @@ def test_every_attempt_names_its_configuration_stored_once(workspace, action):
     process_due_operations(worker="w1")
 
     digests = set(Attempt.objects.values_list("config_version_id", flat=True))
-    assert len(digests) == 1 and None not in digests
+    assert len(digests) == 1
+    assert None not in digests
     stored = ConfigVersion.objects.get()
     assert (stored.action, stored.content["policy"]["key_retention"]) == (action.name, "90d")
     assert stored.content["identity"] == ["request_id", "version"]

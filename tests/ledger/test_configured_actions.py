@@ -94,7 +94,7 @@ def test_a_form_body_nests_in_the_bracket_convention():
 
 
 @pytest.mark.parametrize(
-    "auth, header, expected",
+    ("auth", "header", "expected"),
     [
         ("bearer", "", {"Authorization": "Bearer s3cret"}),
         ("basic", "", {"Authorization": "Basic dXNlcjpzM2NyZXQ="}),
@@ -117,7 +117,7 @@ def test_the_admin_shows_a_credential_only_as_set_or_missing(monkeypatch):
     assert saving.secret_status(destination) == "CRM_TOKEN: set"
 
 
-@pytest.mark.parametrize("auth, secret", [("bearer", "s3cret-token"), ("basic", "ann:pa55word")])
+@pytest.mark.parametrize(("auth", "secret"), [("bearer", "s3cret-token"), ("basic", "ann:pa55word")])
 def test_a_credential_the_destination_echoes_is_never_stored(tmp_path, db, monkeypatch, auth, secret):
     """A vendor that quotes the request's credential back in its refusal: the answer, the words and
     the message keep none of it, in any form it travelled in."""
@@ -135,7 +135,8 @@ def test_a_credential_the_destination_echoes_is_never_stored(tmp_path, db, monke
     stored = " ".join([error.message, error.answer.body, error.answer.said, *error.answer.headers.values()])
     for form in {secret, *secret.split(":"), sent.split(" ", 1)[1]}:
         assert form not in stored
-    assert error.answer.code == "bad_auth" and privacy.MASK in error.answer.said
+    assert error.answer.code == "bad_auth"
+    assert privacy.MASK in error.answer.said
 
 
 # The integrations file: destinations and HTTP actions.
@@ -171,13 +172,14 @@ def test_a_change_is_printed_field_by_field_and_gives_a_new_version(tmp_path, db
 
 def test_a_dry_run_prints_and_changes_nothing(tmp_path, db):
     assert apply(tmp_path, file_text(), "--dry-run").startswith("would change: destination crm: created")
-    assert not Destination.objects.exists() and not HttpAction.objects.exists()
+    assert not Destination.objects.exists()
+    assert not HttpAction.objects.exists()
     with pytest.raises(UnknownAction):
         get_action("notify-crm")
 
 
 @pytest.mark.parametrize(
-    "destination, action, problem",
+    ("destination", "action", "problem"),
     [
         (
             DESTINATION | {"secret_env": "sk_live_123"},
@@ -230,7 +232,8 @@ def test_a_broken_file_changes_nothing_and_says_where(tmp_path, db, destination,
     with pytest.raises(CommandError) as refused:
         apply(tmp_path, file_text(destination, action))
     assert problem in str(refused.value)
-    assert not Destination.objects.exists() and not HttpAction.objects.exists()
+    assert not Destination.objects.exists()
+    assert not HttpAction.objects.exists()
     assert not AuditEvent.objects.exists()
 
 

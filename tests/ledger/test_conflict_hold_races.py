@@ -76,7 +76,8 @@ def test_an_arrival_waiting_for_a_claim_in_progress_leaves_the_claimed_operation
 
     assert failures == []
     [answer] = answers
-    assert answer.outcome == "conflict" and answer.operation.state == "processing"
+    assert answer.outcome == "conflict"
+    assert answer.operation.state == "processing"
     operation = Operation.objects.get()
     assert (operation.state, operation.attempts) == ("succeeded", 1)
     assert action.destination.notes == ["first"]
@@ -146,7 +147,8 @@ def test_a_release_and_a_new_conflict_at_once_never_let_an_undecided_conflict_ru
 
     assert failures == []
     operation.refresh_from_db()
-    assert operation.state == "needs_review" and operation.last_error_category == "conflict"
+    assert operation.state == "needs_review"
+    assert operation.last_error_category == "conflict"
     assert Conflict.objects.filter(status="open").count() == 1
     process_due_operations()
     assert action.destination.notes == []

@@ -203,7 +203,8 @@ def test_first_wins_leaves_the_operation_to_run_with_the_first_payload(workspace
 
     conflict = send(workspace, action, "second")
 
-    assert conflict.outcome == "conflict" and conflict.operation.state == "pending"
+    assert conflict.outcome == "conflict"
+    assert conflict.operation.state == "pending"
     assert not AuditEvent.objects.filter(kind="conflict_held").exists()
     process_due_operations()
     assert action.destination.notes == ["first"]

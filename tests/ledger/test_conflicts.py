@@ -98,7 +98,7 @@ def test_it_lists_and_decides_conflicts_from_the_command_line(conflict, alice):
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    ("args", "message"),
     [
         (["dismiss", "999", "--as", "alice", "--reason", "x"], "No conflict 999."),
         (["dismiss", "{conflict}", "--as", "nobody", "--reason", "x"], "No active user 'nobody'."),

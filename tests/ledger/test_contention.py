@@ -159,7 +159,8 @@ def test_a_deadlock_that_persists_is_answered_503_busy_with_retry_after(
     assert response.json()["status"] == "busy"
     assert "resending is safe" in response.json()["detail"]
     assert always_deadlocked() == contention.TRIES
-    assert not Operation.objects.exists() and not Delivery.objects.exists()
+    assert not Operation.objects.exists()
+    assert not Delivery.objects.exists()
     assert "met a deadlock; running it again" in caplog.text
     assert "database busy: deadlock persisted; answered 503 busy" in caplog.text
 

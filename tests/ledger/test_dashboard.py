@@ -62,8 +62,10 @@ def test_an_operation_that_finished_25_hours_ago_is_not_counted(frozen, workspac
     assert seen.finished == 1
     assert [count.count for count in seen.states if count.state == "succeeded"] == [1]
     by_hour = {hour.start: hour.finished for hour in seen.hours}
-    assert by_hour[START - timedelta(hours=1)] == 1 and sum(by_hour.values()) == 1
-    assert seen.since == START - timedelta(hours=23) and len(seen.hours) == 24
+    assert by_hour[START - timedelta(hours=1)] == 1
+    assert sum(by_hour.values()) == 1
+    assert seen.since == START - timedelta(hours=23)
+    assert len(seen.hours) == 24
 
 
 def test_the_window_moves_on_with_the_hours(frozen, workspace, action, root):
@@ -112,7 +114,8 @@ def test_counts_by_state_name_every_state_the_unfinished_ones_now_and_bounded(
     assert list(states) == [state.value for state in dashboard.State]
     assert (states["pending"].count, states["pending"].capped) == (2, True)
     assert (states["needs_review"].count, states["needs_review"].capped) == (1, False)
-    assert states["succeeded"].finished and not states["pending"].finished
+    assert states["succeeded"].finished
+    assert not states["pending"].finished
     assert (seen.backlog_now, seen.backlog_capped) == (3, True)
 
 
@@ -165,7 +168,8 @@ def test_a_first_sample_catches_up_a_bounded_number_of_hours_per_sweep(frozen, w
     finish(workspace, action, "R-1")
     at(frozen, START)
     assert take_samples(catch_up=2) == START - timedelta(hours=22)
-    assert not FlowSample.objects.exists() and not BacklogSample.objects.exists()
+    assert not FlowSample.objects.exists()
+    assert not BacklogSample.objects.exists()
     sample_all()
     assert FlowSample.objects.get().hour == START - timedelta(hours=20)
     assert BacklogSample.objects.filter(at=START - dashboard.SETTLE).exists()

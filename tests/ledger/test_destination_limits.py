@@ -218,7 +218,8 @@ def test_behind_a_pooler_a_gate_never_counts_a_slot_it_holds_as_free(pooled, wor
     assert held(action) == [1]
     assert gate.take_slots(3) == 1
     gate.give_back_all()
-    assert gate.slots == [] and held(action) == []
+    assert gate.slots == []
+    assert held(action) == []
 
 
 def test_behind_a_pooler_a_lease_lasts_a_tasks_timeout(pooled, workspace, scripted_action, settings):
@@ -298,7 +299,8 @@ def test_the_breaker_opens_after_failures_in_a_row_and_holds_the_rest_untried(wo
         # The time is data beside the words (ledger.timed), not text in them.
         assert operation.last_error_message == f"calls to {action.name} paused until {{paused_until}} (circuit breaker)"
         assert operation.last_error_times == {"paused_until": "2030-01-07T09:00:30+00:00"}
-        assert operation.lease_owner == "" and operation.lease_expires_at is None
+        assert operation.lease_owner == ""
+        assert operation.lease_expires_at is None
     assert not Attempt.objects.filter(operation__in=held).exists()  # no try counted
     assert AuditEvent.objects.filter(operation__in=held, kind="held").count() == 3
 
@@ -314,7 +316,8 @@ def test_while_open_nothing_is_called_and_a_claimed_operation_is_given_back(work
 
     assert len(action.destination.calls) == 1
     later.refresh_from_db()
-    assert later.state == "retrying" and later.next_attempt_at == START + timedelta(seconds=60)
+    assert later.state == "retrying"
+    assert later.next_attempt_at == START + timedelta(seconds=60)
 
 
 def test_a_pause_longer_than_the_attempt_limit_spends_no_try(workspace, scripted_action, frozen):
@@ -368,7 +371,8 @@ def test_a_failed_probe_opens_it_for_another_cool_down(workspace, scripted_actio
 
     assert len(action.destination.calls) == 4  # one probe, no more
     row = health(action)
-    assert row.breaker_until == START + timedelta(seconds=61) and not row.probing
+    assert row.breaker_until == START + timedelta(seconds=61)
+    assert not row.probing
     assert states(operations).count("succeeded") == 0
     assert AuditEvent.objects.filter(kind="breaker_opened").count() == 2
     assert not AuditEvent.objects.filter(kind="breaker_closed").exists()
@@ -418,7 +422,8 @@ def test_only_one_worker_takes_the_probe(workspace, scripted_action, frozen):
         name=limits.row_name(action), failures_in_row=1, breaker_until=START - timedelta(seconds=1)
     )
     first, second = limits.Gate(action), limits.Gate(action)
-    assert first.admission() is None and first.probing
+    assert first.admission() is None
+    assert first.probing
     assert second.admission() == START + limits.PROBE_RECHECK  # a look again soon: the probe decides
     assert not second.probing
 
@@ -434,5 +439,6 @@ def test_a_lookup_is_not_made_while_calls_are_paused(workspace, scripted_action,
     answer = ask_destination(operation, action)
 
     assert asked == []
-    assert isinstance(answer, CannotTell) and not answer.final
+    assert isinstance(answer, CannotTell)
+    assert not answer.final
     assert answer.reason == f"not asked: calls to {action.name} are paused (circuit breaker)"

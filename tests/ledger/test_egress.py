@@ -67,7 +67,7 @@ def apply(tmp_path, base_url: str) -> str:
 
 
 @pytest.mark.parametrize("allow_private", [False, True])
-@pytest.mark.parametrize("base_url, reason", ALWAYS_REFUSED)
+@pytest.mark.parametrize(("base_url", "reason"), ALWAYS_REFUSED)
 def test_link_local_and_metadata_addresses_are_refused_when_applied_whatever_the_setting(
     tmp_path, db, settings, allow_private, base_url, reason
 ):
@@ -81,7 +81,7 @@ def test_link_local_and_metadata_addresses_are_refused_when_applied_whatever_the
     assert not Destination.objects.exists()
 
 
-@pytest.mark.parametrize("base_url, reason", PRIVATE)
+@pytest.mark.parametrize(("base_url", "reason"), PRIVATE)
 def test_a_private_or_loopback_address_is_refused_unless_the_setting_allows_it(
     tmp_path, db, settings, base_url, reason
 ):
@@ -280,14 +280,14 @@ EMBEDDED_PRIVATE = [
 
 
 @pytest.mark.parametrize("allow_private", [False, True])
-@pytest.mark.parametrize("address, reason", EMBEDDED)
+@pytest.mark.parametrize(("address", "reason"), EMBEDDED)
 def test_an_ipv4_address_in_an_ipv6_form_is_judged_as_the_ipv4_one(settings, allow_private, address, reason):
     settings.OPSCONSOLE_EGRESS_ALLOW_PRIVATE = allow_private
 
     assert egress.judged(ipaddress.ip_address(address)).startswith(reason)
 
 
-@pytest.mark.parametrize("address, reason", EMBEDDED_PRIVATE)
+@pytest.mark.parametrize(("address", "reason"), EMBEDDED_PRIVATE)
 def test_a_private_ipv4_address_in_an_ipv6_form_is_refused_unless_the_setting_allows_it(settings, address, reason):
     settings.OPSCONSOLE_EGRESS_ALLOW_PRIVATE = False
     assert (

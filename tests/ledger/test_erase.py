@@ -164,7 +164,7 @@ def test_it_refuses_an_open_conflict_whose_operation_may_still_take_it(workspace
 
 
 @pytest.mark.parametrize(
-    "args, kwargs, message",
+    ("args", "kwargs", "message"),
     [
         (
             ["--field", "currency", "--value", "EUR"],

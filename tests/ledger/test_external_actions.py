@@ -30,7 +30,7 @@ def make_due(operation) -> None:
     Operation.objects.filter(pk=operation.pk).update(next_attempt_at=timezone.now())
 
 
-@pytest.mark.parametrize("action, key_sent", [("file-ticket", True), ("send-notice", False)])
+@pytest.mark.parametrize(("action", "key_sent"), [("file-ticket", True), ("send-notice", False)])
 def test_it_creates_one_record_carrying_the_operation_key(workspace, standin, action, key_sent):
     operation = processed(submitted(workspace, action))
 
@@ -110,7 +110,8 @@ def test_it_retries_when_the_destination_cannot_be_reached(workspace, settings):
 
 
 @pytest.mark.parametrize(
-    "value, expected", [("7", 7.0), (None, None), ("", None), ("soon", None), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)]
+    ("value", "expected"),
+    [("7", 7.0), (None, None), ("", None), ("soon", None), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)],
 )
 def test_it_reads_retry_after_as_seconds_or_a_date(value, expected):
     assert retry_after_seconds(value) == expected

@@ -35,7 +35,8 @@ def sent(workspace, standin):
     ).operation
     process_due_operations(worker="w1")
     operation.refresh_from_db()
-    assert operation.state == "succeeded" and operation.external_id
+    assert operation.state == "succeeded"
+    assert operation.external_id
     return operation
 
 
@@ -168,11 +169,12 @@ def test_it_lists_a_bounded_number_and_says_more_matched(workspace, viewer):
     for number in range(finding.LIMIT + 2):
         submit_brief(workspace, request_id=f"R-{number}")
     result = find_operations("demo:", user=viewer)
-    assert len(result.matches) == finding.LIMIT and result.more
+    assert len(result.matches) == finding.LIMIT
+    assert result.more
 
 
 @pytest.mark.parametrize(
-    "text, said",
+    ("text", "said"),
     [
         ("", "Type a key"),
         ("   ", "Type a key"),

@@ -115,7 +115,8 @@ def test_one_statement_finishes_a_set_across_workspaces_from_pending_and_retryin
         for name in names
     ]
     configs = {config for *_, config, _ in found["attempts"]}
-    assert len(configs) == 1 and None not in configs
+    assert len(configs) == 1
+    assert None not in configs
     assert found["attempts"] == [
         (name, 5 if name == retried else 1, 5 if name == retried else 1, "w1", "ok", name, *configs, True)
         for name in sorted(names)

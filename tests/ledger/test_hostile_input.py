@@ -41,7 +41,7 @@ def fields_of(answer) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "path, wrap",
+    ("path", "wrap"),
     [
         ("/api/v1/events", lambda body: body),
         ("/api/v1/events/batch", lambda body: '{"events": [' + body + "]}"),
@@ -94,7 +94,7 @@ def test_it_answers_nan_and_infinity_as_malformed_json(api, constant):
 
 @pytest.mark.parametrize("number", ["1e400", "-1e400", "1" + "0" * 400 + ".5"])
 @pytest.mark.parametrize(
-    "path, wrap",
+    ("path", "wrap"),
     [
         ("/api/v1/events", lambda body: body),
         ("/api/v1/events/batch", lambda body: '{"events": [' + body + "]}"),
@@ -170,7 +170,7 @@ UNSTORABLE = {
 }
 
 
-@pytest.mark.parametrize("body, field", UNSTORABLE.values(), ids=UNSTORABLE.keys())
+@pytest.mark.parametrize(("body", "field"), UNSTORABLE.values(), ids=UNSTORABLE.keys())
 def test_it_refuses_text_the_database_cannot_store_naming_the_field(api, body, field):
     """A lone surrogate (valid as a JSON escape, not as Unicode) anywhere is a 422 naming the field,
     and the blocked delivery stores its labels without it."""
@@ -259,7 +259,7 @@ def test_it_answers_404_for_a_key_no_operation_can_have(api, path):
 
 
 @pytest.mark.parametrize(
-    "occurred_at, message",
+    ("occurred_at", "message"),
     [
         ("2026-01-01T00:00:00+16:00", "must have a UTC offset between -15:59 and +15:59"),
         ("2026-01-01T00:00:00-16:00", "must have a UTC offset between -15:59 and +15:59"),
@@ -283,7 +283,7 @@ def test_it_refuses_a_time_the_ledger_cannot_keep_or_show(api, time_machine, occ
 
 
 @pytest.mark.parametrize(
-    "occurred_at, stored",
+    ("occurred_at", "stored"),
     [
         ("2026-06-01T12:00:00+15:59", datetime(2026, 5, 31, 20, 1, tzinfo=UTC)),
         ("2026-06-01T12:00:00-15:59", datetime(2026, 6, 2, 3, 59, tzinfo=UTC)),
@@ -424,7 +424,9 @@ def test_it_answers_an_unexpected_failure_of_one_event_as_its_own_error(api, wri
     assert counts() == {"deliveries": 2, "operations": 2, "reserved": 2}
     assert not Operation.objects.filter(payload__request_id="R-2").exists()
     [record] = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert record.exc_info and record.batch_index == 1 and record.workspace == "demo"
+    assert record.exc_info
+    assert record.batch_index == 1
+    assert record.workspace == "demo"
     assert PRIVATE_TITLE not in record.getMessage()
 
 

@@ -58,7 +58,8 @@ def charges(stripe_mock) -> list[dict]:
 
 def test_a_configured_action_creates_one_ticket_carrying_our_key(workspace, json_server, configured):
     output = configured(json_server=json_server)
-    assert "destination helpdesk: created" in output and "HTTP action create-ticket: created" in output
+    assert "destination helpdesk: created" in output
+    assert "HTTP action create-ticket: created" in output
 
     operation = processed(submitted(workspace, "create-ticket", TICKET))
 
@@ -78,7 +79,8 @@ def test_a_dropped_answer_is_reconciled_by_the_lookup_and_leaves_one_ticket(work
 
     assert reconcile_operation(operation) == "found"
     operation.refresh_from_db()
-    assert operation.state == "succeeded" and operation.external_id == "1"
+    assert operation.state == "succeeded"
+    assert operation.external_id == "1"
     assert len(json_server.db()["tickets"]) == 1
     assert [r["path"] for r in json_server.requests()][-1] == f"/tickets?source_key={operation.key.replace(':', '%3A')}"
     assert process_due_operations() == 0  # nothing sent again
@@ -124,7 +126,8 @@ def test_a_client_error_is_permanent_with_the_servers_answer_kept(workspace, jso
 
     assert operation.state == "needs_review"
     assert operation.last_error_category == "permanent"
-    assert "HTTP 422" in operation.last_error_message and "answered 422 before acting" in operation.last_error_message
+    assert "HTTP 422" in operation.last_error_message
+    assert "answered 422 before acting" in operation.last_error_message
 
 
 # stripe-stateful-mock: honours Idempotency-Key (form-encoded, bearer key from the environment).
@@ -151,7 +154,8 @@ def test_five_timeouts_in_a_row_reuse_one_key_and_leave_one_charge(workspace, st
         {"source_key": operation.key, "customer": "cus_ann"},
     )
     posts = wait_for_posts(stripe_mock, 6)  # a delayed answer is logged when it is finally sent
-    assert len(posts) == 6 and {r["idempotency_key"] for r in posts} == {operation.key}
+    assert len(posts) == 6
+    assert {r["idempotency_key"] for r in posts} == {operation.key}
     assert set(Attempt.objects.filter(operation=operation).values_list("outcome", flat=True)) == {"ambiguous", "ok"}
 
 
@@ -270,7 +274,8 @@ def test_the_audits_lookup_of_a_succeeded_charge_never_repeats_the_request(
 
     answer = get_action("charge-customer").lookup(operation)
 
-    assert type(answer).__name__ == "CannotTell" and answer.final
+    assert type(answer).__name__ == "CannotTell"
+    assert answer.final
     assert len([r for r in stripe_mock.requests() if r["method"] == "POST"]) == 1
 
 

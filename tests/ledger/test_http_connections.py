@@ -61,7 +61,8 @@ def test_each_thread_has_its_own_client_closed_when_the_thread_ends(destination)
     assert clients["a"] is not clients["b"]
     assert http.thread_client() not in clients.values()  # this thread's own, made just now
     assert server.connections_accepted == 2  # one per thread, two calls each
-    assert clients["a"].is_closed and clients["b"].is_closed
+    assert clients["a"].is_closed
+    assert clients["b"].is_closed
 
 
 def test_a_reset_connection_leaves_no_broken_client(destination):

@@ -196,7 +196,7 @@ DUPLICATED = {
 }
 
 
-@pytest.mark.parametrize("body, path", DUPLICATED.values(), ids=DUPLICATED.keys())
+@pytest.mark.parametrize(("body", "path"), DUPLICATED.values(), ids=DUPLICATED.keys())
 def test_it_refuses_a_duplicate_key_naming_its_path(api, body, path):
     response = api.post("/api/v1/events", body.encode())
 
@@ -440,6 +440,8 @@ def test_the_schema_states_the_email_and_time_rules(published):
 def test_the_schema_publishes_the_duplicate_key_and_415_answers(published):
     answers = published["paths"]["/api/v1/events"]["post"]["responses"]
     text = json.dumps(published)
-    assert "400" in answers and "415" in answers
+    assert "400" in answers
+    assert "415" in answers
     assert '"duplicate_key"' in text
-    assert '"unsupported_encoding"' in text and '"unsupported_charset"' in text
+    assert '"unsupported_encoding"' in text
+    assert '"unsupported_charset"' in text

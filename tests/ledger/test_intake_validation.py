@@ -76,7 +76,7 @@ INVALID = {
 }
 
 
-@pytest.mark.parametrize("body, field", INVALID.values(), ids=INVALID.keys())
+@pytest.mark.parametrize(("body", "field"), INVALID.values(), ids=INVALID.keys())
 def test_it_refuses_an_invalid_event_naming_the_field_and_records_the_delivery(api, body, field):
     response = api.post("/api/v1/events", json.dumps(body))
 
@@ -94,7 +94,7 @@ def test_it_refuses_an_invalid_event_naming_the_field_and_records_the_delivery(a
     assert Operation.objects.count() == 0
 
 
-@pytest.mark.parametrize("body, field", INVALID.values(), ids=INVALID.keys())
+@pytest.mark.parametrize(("body", "field"), INVALID.values(), ids=INVALID.keys())
 def test_it_keeps_submitted_values_out_of_the_errors(api, body, field):
     """Errors name the field and the rule, never the submitted content (it may be private)."""
     response = api.post("/api/v1/events", json.dumps(body))
@@ -216,7 +216,7 @@ NUL_CASES = {
 }
 
 
-@pytest.mark.parametrize("body, field", NUL_CASES.values(), ids=NUL_CASES.keys())
+@pytest.mark.parametrize(("body", "field"), NUL_CASES.values(), ids=NUL_CASES.keys())
 def test_it_refuses_a_nul_character_as_invalid_input(api, body, field):
     """PostgreSQL stores no NUL in text or jsonb: refused as a 422 naming the field, never a 500."""
     response = api.post("/api/v1/events", json.dumps(body))

@@ -44,7 +44,8 @@ def test_applying_a_file_creates_its_sources_and_applying_it_again_changes_nothi
 
     assert first.splitlines() == ["changed: source billing: created", "changed: source repo: created"]
     assert second.strip() == "no changes"
-    assert audited == 2 and AuditEvent.objects.filter(kind__startswith="source_").count() == 2
+    assert audited == 2
+    assert AuditEvent.objects.filter(kind__startswith="source_").count() == 2
     billing = Source.objects.get(slug="billing")
     assert (billing.scheme, billing.secret_env, billing.rules, billing.tolerance_seconds) == (
         "stripe",

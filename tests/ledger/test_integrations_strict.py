@@ -30,7 +30,9 @@ def refusal(tmp_path, text: str, name: str = "integrations.yaml") -> str:
     with pytest.raises(CommandError) as refused:
         apply(tmp_path, text, name)
     assert str(refused.value).startswith("nothing changed:")
-    assert not Destination.objects.exists() and not Source.objects.exists() and not HttpAction.objects.exists()
+    assert not Destination.objects.exists()
+    assert not Source.objects.exists()
+    assert not HttpAction.objects.exists()
     assert not AuditEvent.objects.filter(kind__regex=r"^(destination|source|http_action)_").exists()
     return str(refused.value)
 
@@ -83,7 +85,8 @@ def test_every_duplicate_is_named_not_only_the_first(tmp_path, db):
 
     message = refusal(tmp_path, text)
 
-    assert "line 5, column 5: auth appears twice" in message and "line 6, column 1: destinations appears" in message
+    assert "line 5, column 5: auth appears twice" in message
+    assert "line 6, column 1: destinations appears" in message
 
 
 def test_keys_that_read_as_the_same_value_are_the_same_key(tmp_path, db):

@@ -94,7 +94,7 @@ def test_it_normalises_unicode_to_nfc_in_fingerprints():
 
 
 @pytest.mark.parametrize(
-    "field, value",
+    ("field", "value"),
     [
         ("request_id", "R-43"),
         ("version", 4),
@@ -140,5 +140,5 @@ def test_it_normalises_keys_as_well_as_values():
 
 
 def test_it_refuses_nan():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not JSON compliant"):
         canonical_json({"x": float("nan")})

@@ -121,7 +121,7 @@ def test_a_broker_whose_listening_connection_was_lost_listens_again_on_a_new_one
     with psycopg.connect(database_url(), autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", [lost.info.backend_pid])
 
-    with pytest.raises(OperationalError):
+    with pytest.raises(OperationalError):  # noqa: PT012  dequeue until the termination is seen
         for _ in range(3):  # the first wait may end before the termination arrives
             broker.dequeue()
 

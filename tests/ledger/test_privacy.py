@@ -48,7 +48,7 @@ def test_it_redacts_only_the_fields_named():
 
 
 @pytest.mark.parametrize(
-    "role, shown", [("viewer", MASK), ("operator", MASK), ("approver", "C-1001"), ("admin", "C-1001")]
+    ("role", "shown"), [("viewer", MASK), ("operator", MASK), ("approver", "C-1001"), ("admin", "C-1001")]
 )
 def test_an_export_row_shows_what_the_person_may_see(workspace, person, role, shown):
     operation = refund(workspace)

@@ -361,7 +361,8 @@ def test_it_keeps_the_leases_of_a_batch_while_its_calls_hang(workspace, scripted
     finally:
         sweeper.join()
 
-    assert reports and reports[0].leases_expired == 0
+    assert reports
+    assert reports[0].leases_expired == 0
     assert_all_succeeded_once(operations)
     assert not AuditEvent.objects.filter(kind__in=["lease_expired", "stale_completion_refused"]).exists()
 

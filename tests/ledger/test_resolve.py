@@ -46,7 +46,7 @@ def test_it_leaves_nothing_for_reconciliation_to_do_afterwards(unknown, standin,
 
 
 @pytest.mark.parametrize(
-    "external_id, reason, message",
+    ("external_id", "reason", "message"),
     [
         ("", "checked", "Give the destination's record id you found."),
         ("  ", "checked", "Give the destination's record id you found."),
@@ -127,7 +127,7 @@ def test_it_resolves_from_the_command_line(unknown, reviewer):
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    ("args", "message"),
     [
         (["--as", "nobody"], "No active user 'nobody'."),
         (["--as", "viewer"], "viewer may not replay, resolve, cancel or decide conflicts"),

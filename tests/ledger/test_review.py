@@ -151,7 +151,7 @@ def test_it_replays_and_cancels_from_the_command_line(workspace, scripted_action
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    ("args", "message"),
     [
         (
             ["replay", "demo:nope:v1:prepare-brief", "--workspace", "demo", "--as", "alice", "--reason", "x"],

@@ -61,7 +61,7 @@ def test_pattern_properties_run_on_the_same_engine(tmp_path, api):
 
 
 @pytest.mark.parametrize(
-    "schema, where",
+    ("schema", "where"),
     [
         ({"properties": {"note": {"type": "string", "pattern": "^(a)\\1$"}}}, "schema.properties.note.pattern"),
         ({"properties": {"note": {"type": "string", "pattern": "^(?=a).*$"}}}, "schema.properties.note.pattern"),

@@ -58,7 +58,7 @@ def needs_review(operation):
 
 
 @pytest.mark.parametrize(
-    "text, field",
+    ("text", "field"),
     [
         ("Customer C-1001 called", "customer_id"),
         ("customer c-1001 called", "customer_id"),  # case aside
@@ -247,7 +247,8 @@ def test_a_bulk_action_refuses_a_value_of_any_of_its_operations(workspace, revie
     bulk, created = bulk_actions.submit_bulk_action(
         user=reviewer, kind="cancel", reason="duplicates", token="t-2", operation_ids=[first.pk, second.pk]
     )
-    assert created and bulk.reason == "duplicates"
+    assert created
+    assert bulk.reason == "duplicates"
 
 
 def test_a_reason_checked_at_submission_is_checked_again_per_operation(workspace, reviewer):

@@ -139,7 +139,8 @@ def test_the_app_serves_as_the_serving_role(workspace_and_token, serving_role, t
     assert response.status_code in (200, 201, 202), response.text
     operation = Operation.objects.get(workspace=workspace)
     event = AuditEvent.objects.filter(operation=operation).get()
-    assert event.kind == "reserved" and event.hash_key == settings.OPSCONSOLE_AUDIT_KEY_ID
+    assert event.kind == "reserved"
+    assert event.hash_key == settings.OPSCONSOLE_AUDIT_KEY_ID
     out = StringIO()
     call_command("verify_audit", "--no-heads", stdout=out)
     assert out.getvalue().splitlines()[-1].startswith("Audit trail intact:")
@@ -159,7 +160,8 @@ def test_make_serve_refuses_to_serve_as_the_owner(serving_role):
         check, cwd=PROJECT_DIR, env=env | {"DATABASE_URL": url}, capture_output=True, text=True, timeout=120
     )
 
-    assert as_owner.returncode == 1 and "is a superuser" in as_owner.stderr
+    assert as_owner.returncode == 1
+    assert "is a superuser" in as_owner.stderr
     assert as_role.returncode == 0, as_role.stderr
 
 
@@ -174,12 +176,16 @@ def test_the_owner_makes_and_updates_the_serving_role_without_being_a_superuser(
     again = manage("serving_role", role, f"--password={password}x", url=owner_url)
     unchanged = manage("serving_role", role, url=owner_url)
 
-    assert made.returncode == 0 and f"Created role {role}" in made.stdout, made.stderr
-    assert again.returncode == 0 and f"Updated role {role}" in again.stdout, again.stderr
-    assert unchanged.returncode == 0 and f"Updated role {role}" in unchanged.stdout, unchanged.stderr
+    assert made.returncode == 0, made.stderr
+    assert f"Created role {role}" in made.stdout, made.stderr
+    assert again.returncode == 0, again.stderr
+    assert f"Updated role {role}" in again.stdout, again.stderr
+    assert unchanged.returncode == 0, unchanged.stderr
+    assert f"Updated role {role}" in unchanged.stdout, unchanged.stderr
     serving_url = url_of(role, owner, password + "x")
     checked = manage("serving_role", "--check", url=serving_url)
-    assert checked.returncode == 0 and f"Serving as {role}" in checked.stdout, checked.stderr
+    assert checked.returncode == 0, checked.stderr
+    assert f"Serving as {role}" in checked.stdout, checked.stderr
     assert psql(serving_url, "SELECT count(*) FROM ledger_operation").returncode == 0
     assert "permission denied" in psql(serving_url, "TRUNCATE ledger_auditevent").stderr
     with connection.cursor() as cursor:
@@ -214,11 +220,12 @@ def test_it_says_which_role_must_run_it_when_the_owner_may_not(owner_database):
     assert granted.returncode == 0, granted.stderr
     if admin_option_needed:
         assert new_password.returncode == 1
+        assert f"Could not change role {made_by_another} (permission denied to alter role" in new_password.stderr, (
+            new_password.stderr
+        )
         assert (
-            f"Could not change role {made_by_another} (permission denied to alter role" in new_password.stderr
-            and f"Run it as a superuser, or as {owner} (the owner of the tables) with CREATEROLE (on PostgreSQL "
-            f"16+ also ADMIN OPTION on {made_by_another})."
-            in new_password.stderr
+            f"Run it as a superuser, or as {owner} (the owner of the tables) with CREATEROLE (on PostgreSQL "
+            f"16+ also ADMIN OPTION on {made_by_another})." in new_password.stderr
         ), new_password.stderr
     else:
         assert new_password.returncode == 0, new_password.stderr  # PostgreSQL 15: CREATEROLE is enough
@@ -227,10 +234,11 @@ def test_it_says_which_role_must_run_it_when_the_owner_may_not(owner_database):
         f"Run it as {owner}, the owner of the tables, or as a superuser: {stranger} is neither." in by_a_stranger.stderr
     )
     assert without_createrole.returncode == 1
+    assert f"Could not create role {owner}_app (permission denied to create role" in without_createrole.stderr, (
+        without_createrole.stderr
+    )
     assert (
-        f"Could not create role {owner}_app (permission denied to create role" in without_createrole.stderr
-        and f"Run it as a superuser, or as {owner} (the owner of the tables) with CREATEROLE."
-        in without_createrole.stderr
+        f"Run it as a superuser, or as {owner} (the owner of the tables) with CREATEROLE." in without_createrole.stderr
     ), without_createrole.stderr
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_roles WHERE rolname = %s", [f"{owner}_app"])

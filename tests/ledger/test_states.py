@@ -72,7 +72,7 @@ def test_it_holds_exactly_the_designed_edges():
     assert {from_state for from_state, _ in EDGES - REOPENED}.isdisjoint(TERMINAL)
 
 
-@pytest.mark.parametrize("from_state, to_state", ALL_PAIRS, ids=[f"{a}->{b}" for a, b in ALL_PAIRS])
+@pytest.mark.parametrize(("from_state", "to_state"), ALL_PAIRS, ids=[f"{a}->{b}" for a, b in ALL_PAIRS])
 def test_it_moves_along_an_edge_exactly_when_the_design_lists_it(workspace, from_state, to_state):
     """A designed edge: the row moves and one audit event records it. Any other pair:
     IllegalTransition, and nothing changes."""

@@ -103,7 +103,8 @@ def test_the_breaker_keeps_until_when_calls_wait_as_data(workspace, scripted_act
         {"paused_until": until},
     )
     held = AuditEvent.objects.filter(kind="held")
-    assert held.count() == 3 and {event.times["paused_until"] for event in held} == {until}
+    assert held.count() == 3
+    assert {event.times["paused_until"] for event in held} == {until}
     for operation in Operation.objects.filter(state="retrying", attempts=0):
         assert operation.last_error_times == {"paused_until": until}
 
@@ -137,7 +138,8 @@ def test_no_stored_message_holds_a_written_time_after_the_flows_that_wrote_one(
     messages += [("last error", text) for text in Operation.objects.values_list("last_error_message", flat=True)]
     assert [(kind, text) for kind, text in messages if WRITTEN_TIME.search(text)] == []
     purged = AuditEvent.objects.get(kind="purged")
-    assert purged.message.startswith("as of {as_of}: ") and purged.times == {"as_of": iso(as_of)}
+    assert purged.message.startswith("as of {as_of}: ")
+    assert purged.times == {"as_of": iso(as_of)}
     # Every chain still verifies, the events with times among them.
     assert audit_verify.verify_chains().broken is None
 
@@ -190,7 +192,7 @@ def test_an_event_without_times_hashes_as_events_did_before(workspace):
 
 
 @pytest.mark.parametrize(
-    "words, times, expected",
+    ("words", "times", "expected"),
     [
         ("as of {as_of}", {"as_of": "2030-01-07T09:00:00+00:00"}, "as of 2030-01-07T09:00:00+00:00"),
         ("paused until 08:35:47 UTC", None, "paused until 08:35:47 UTC"),  # a text of before

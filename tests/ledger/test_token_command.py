@@ -44,7 +44,7 @@ def test_it_names_the_token_that_submitted_a_delivery(api, token):
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    ("args", "message"),
     [
         (["revoke", "demo", "oc_nope"], "No live token 'oc_nope' in workspace demo."),
         (["issue", "nope"], "No workspace 'nope'."),

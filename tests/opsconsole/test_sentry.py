@@ -140,7 +140,8 @@ def test_a_500_while_submitting_sends_no_request_body_and_no_breadcrumb_text(api
     [event] = sentry.events()
     assert event["transaction"] == "/api/v1/events"
     assert event["exception"]["values"][-1]["type"] == "RuntimeError"
-    assert "extra" not in event and "user" not in event
+    assert "extra" not in event
+    assert "user" not in event
     for crumb in event.get("breadcrumbs", {}).get("values", []):
         assert "message" not in crumb
         assert "data" not in crumb or (crumb["type"] == "http" and set(crumb["data"]) <= {"method", "status_code"})

@@ -199,7 +199,8 @@ def test_the_run_records_its_counts_and_duration(history, standin, time_machine)
     run = run_audit()
 
     run.refresh_from_db()
-    assert run.status == "succeeded" and run.error == ""
+    assert run.status == "succeeded"
+    assert run.error == ""
     assert run.finished_at >= run.started_at
     assert run.duration == run.finished_at - run.started_at
 
@@ -284,7 +285,7 @@ def test_the_command_takes_a_window_start(history, standin, time_machine):
 
 
 @pytest.mark.parametrize(
-    "since, message",
+    ("since", "message"),
     [
         ("yesterday", "is not a date and time"),
         ("2030-02-30T00:00:00+00:00", "is not a date and time"),
@@ -339,5 +340,6 @@ def test_the_scheduled_task_runs_the_audit_and_skips_an_empty_window(history, st
     assert done == {"run": ReconciliationRun.objects.get().pk, "status": "succeeded"}
 
     skipped = tasks.audit()  # at once again: the window would be empty
-    assert skipped["status"] == "skipped" and "Nothing to audit" in skipped["reason"]
+    assert skipped["status"] == "skipped"
+    assert "Nothing to audit" in skipped["reason"]
     assert ReconciliationRun.objects.count() == 1

@@ -147,7 +147,7 @@ def test_it_refuses_a_bad_fault_and_queues_none_of_the_list(http, fault):
 
 
 @pytest.mark.parametrize(
-    "headers, credential",
+    ("headers", "credential"),
     [
         ({"Authorization": "Bearer sk_live_51Hq/Zx+k9"}, "sk_live_51Hq/Zx+k9"),
         ({"Authorization": "Basic " + base64.b64encode(b"ann:pa55/word").decode()}, "ann:pa55/word"),

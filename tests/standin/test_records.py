@@ -121,7 +121,8 @@ def test_it_answers_400_for_a_bad_body(http):
     for raw in bad_bodies:
         response = http.post("/records", content=raw, headers={"Content-Type": "application/json"})
         assert response.status_code == 400, raw
-        assert response.json()["error"] and response.json()["detail"], raw
+        assert response.json()["error"], raw
+        assert response.json()["detail"], raw
 
     assert http.get("/_stats").json()["records"] == 0
 

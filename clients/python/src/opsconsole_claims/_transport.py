@@ -48,6 +48,7 @@ class Transport:
     def post(self, path: str, body: dict[str, Any], *, retries: int | None = None) -> tuple[httpx.Response, dict]:
         """The first answer that is not the service's own failure, and its JSON body."""
         retries = self.max_retries if retries is None else retries
+        failure: httpx.TransportError | None
         for attempt in range(1, retries + 2):
             try:
                 response = self.http.post(path, json=body)

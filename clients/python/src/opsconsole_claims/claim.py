@@ -15,6 +15,7 @@ the block's end reports what the caller did not, never as a success:
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -26,6 +27,8 @@ import httpx
 from opsconsole_claims.errors import Ambiguous, ClaimError, ClaimLost, Permanent, Refused, ServiceUnavailable
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from opsconsole_claims._transport import Transport
 
 logger = logging.getLogger("opsconsole_claims")
@@ -116,13 +119,14 @@ class Claim:
             self._heartbeat.start()
         return self
 
-    def __exit__(self, exc_type, exc, traceback) -> bool:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         try:
             if self.should_act and not (self.reported or self._unreachable or self.lost):
                 self._report_end(exc)
         finally:
             self._stop_heartbeat()  # only now: the lease is kept while the report is retried
-        return False
 
     def _report_end(self, exc: BaseException | None) -> None:
         if exc is None:
@@ -258,10 +262,10 @@ class Heartbeat(threading.Thread):
 
 
 def _add_note(exc: BaseException, note: str) -> None:
-    if hasattr(exc, "add_note"):
+    if sys.version_info >= (3, 11):
         exc.add_note(note)
     else:  # Python 3.10: PEP 678's attribute, kept for whoever catches it (tracebacks show it from 3.11)
-        exc.__notes__ = [*getattr(exc, "__notes__", []), note]
+        exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]
 
 
 def _describe(exc: BaseException) -> str:
