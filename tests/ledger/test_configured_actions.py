@@ -10,7 +10,7 @@ import yaml
 from django.core.management import CommandError, call_command
 
 from ledger.actions import UnknownAction, get_action, registry, templates
-from ledger.actions.destination_config import DestinationConfig, SecretMissing
+from ledger.actions.destination_config import CredentialMissing, DestinationConfig
 from ledger.actions.http_action import form_fields
 from ledger.core import outbound, privacy
 from ledger.models import AuditEvent, Destination, HttpAction, Operation
@@ -105,7 +105,7 @@ def test_a_destination_reads_its_credential_from_the_variable_it_names(monkeypat
     destination = DestinationConfig.of(Destination(**DESTINATION | {"auth": auth, "auth_header": header}))
     assert destination.auth_headers() == expected
     monkeypatch.delenv("CRM_TOKEN")
-    with pytest.raises(SecretMissing, match="set CRM_TOKEN"):
+    with pytest.raises(CredentialMissing, match="set CRM_TOKEN"):
         destination.auth_headers()
 
 
