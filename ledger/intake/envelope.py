@@ -1,6 +1,6 @@
 """What an arriving event must be: the envelope (the action, the sender's transport labels, when it
 happened, the business data), its action known and its payload valid and normalised. ``parse``
-reads one decoded event into them, or names every field it refuses (``ledger.intake.submit``
+reads one decoded event into them, or refuses it naming every field refused (``ledger.intake.submit``
 records what it finds).
 
 Text or times the database cannot store (NUL, unpaired surrogates, offsets beyond ±15:59,
@@ -84,16 +84,24 @@ class Envelope(BaseModel):
         return value.astimezone(UTC)
 
 
-def parse(workspace, raw) -> tuple[Envelope | None, ActionDefinition | None, dict | None, list[dict]]:
-    """The envelope, action and normalised data of ``raw`` (one decoded event), and the errors of
-    every field refused (``{"field", "message"}``, never the value); with errors, the parts that
-    could not be read are None."""
+class InvalidEvent(Exception):
+    """An event refused: ``errors`` names every field refused (``{"field", "message"}``), never its value."""
+
+    def __init__(self, errors: list[FieldError]):
+        super().__init__(f"{len(errors)} invalid fields")
+        self.errors = [error.as_dict() for error in errors]
+
+
+def parse(workspace, raw) -> tuple[Envelope, ActionDefinition, dict]:
+    """The envelope, action and normalised data of ``raw`` (one decoded event), or InvalidEvent."""
     if not isinstance(raw, dict):
-        return None, None, None, [FieldError("body", "must be a JSON object").as_dict()]
+        raise InvalidEvent([FieldError("body", "must be a JSON object")])
     if unstorable := unstorable_text_errors(raw):
-        return None, None, None, [e.as_dict() for e in unstorable]
+        raise InvalidEvent(unstorable)
     errors: list[FieldError] = []
-    envelope = action = data = None
+    envelope: Envelope | None = None
+    action: ActionDefinition | None = None
+    data: dict | None = None
     try:
         envelope = Envelope.model_validate(raw)
     except ValidationError as exc:
@@ -113,4 +121,7 @@ def parse(workspace, raw) -> tuple[Envelope | None, ActionDefinition | None, dic
             # What is stored, fingerprinted and keyed from here on is the normalised value.
             data, unnormal = action.normalised(data)
             errors += unnormal or action.check(workspace, data)
-    return envelope, action, data, [e.as_dict() for e in errors]
+    # Each part missing has its error (an envelope, action or payload refused says why).
+    if errors or envelope is None or action is None or data is None:
+        raise InvalidEvent(errors)
+    return envelope, action, data

@@ -59,7 +59,7 @@ class Event:
     fingerprint: str
     delivery_id: str
     correlation_id: str
-    occurred_at: object
+    occurred_at: datetime | None
     # Set by ledger.intake.ordering.mark when the action's policy orders versions of one request.
     series: str = ""
     version: int | None = None
@@ -208,7 +208,12 @@ def _rows(workspace_id: int, source: str, submitted_by: str, person_id: int | No
             Delivery(workspace_id=workspace_id, source=source, submitted_by=submitted_by, person_id=person_id)
         ),
         "conflict": model_row(Conflict()),
-        "contribution": model_row(Contribution(user_id=person_id, kind=Contribution.Kind.SUBMITTED)),
+        # The person behind a new operation, when there is one (the request then names them).
+        "contribution": (
+            model_row(Contribution(user_id=person_id, kind=Contribution.Kind.SUBMITTED))
+            if person_id is not None
+            else {}
+        ),
         "audit": model_row(AuditEvent(workspace_id=workspace_id, actor=submitted_by or source)),
     }
 

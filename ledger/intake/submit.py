@@ -23,7 +23,7 @@ from ledger.actions import ActionDefinition, FieldError
 from ledger.core import contention, policies
 from ledger.intake import ordering, reservation
 from ledger.intake.decoding import storable
-from ledger.intake.envelope import Envelope, parse
+from ledger.intake.envelope import Envelope, InvalidEvent, parse
 from ledger.keys import build_key, fingerprint
 from ledger.models import Conflict, Delivery, Operation, Ordering, Workspace
 
@@ -131,7 +131,7 @@ def _submit(
 ) -> list[IntakeResult]:
     """Validate every event, then write them all in one transaction: the refused ones as invalid
     deliveries, the others reserved set-based."""
-    results: list[IntakeResult | None] = [None] * len(raws)
+    results: dict[int, IntakeResult] = {}  # by the event's place in ``raws``
     refused: list[Delivery] = []
     events: list[reservation.Event] = []
     positions: list[int] = []
@@ -148,10 +148,11 @@ def _submit(
             )
             refused.append(delivery)
             continue
-        envelope, action, data, errors = parse(workspace, raw)
-        if errors:
+        try:
+            envelope, action, data = parse(workspace, raw)
+        except InvalidEvent as invalid:
             delivery, results[index] = _refusal(
-                workspace, raw, sender, reason="invalid_input", http_status=422, errors=errors
+                workspace, raw, sender, reason="invalid_input", http_status=422, errors=invalid.errors
             )
             refused.append(delivery)
             continue
@@ -188,7 +189,7 @@ def _submit(
         reserved[i] = ordering.reserve_latest(workspace, events[i], **sender)
     for i, (index, event) in enumerate(zip(positions, events, strict=True)):
         results[index] = _answer(event, reserved[i])
-    return results
+    return [results[index] for index in range(len(raws))]
 
 
 def _answer(event: reservation.Event, done: reservation.Reserved) -> IntakeResult:
@@ -210,7 +211,7 @@ def _answer(event: reservation.Event, done: reservation.Reserved) -> IntakeResul
     )
 
 
-_STATUS = {Outcome.ACCEPTED: 201, Outcome.DUPLICATE: 200, Outcome.CONFLICT: 409}
+_STATUS: dict[str, int] = {Outcome.ACCEPTED: 201, Outcome.DUPLICATE: 200, Outcome.CONFLICT: 409}
 
 
 def _event(workspace, envelope: Envelope, action: ActionDefinition, data: dict) -> reservation.Event:
