@@ -57,7 +57,7 @@ class Event:
     data: dict
     key: str
     fingerprint: str
-    delivery_id: str
+    sender_delivery_id: str
     correlation_id: str
     occurred_at: datetime | None
     # Set by ledger.intake.ordering.mark when the action's policy orders versions of one request.
@@ -81,7 +81,7 @@ def stale_delivery(workspace, event: Event, errors: list[dict], *, source: str, 
         errors=errors,
         action=event.action.name,
         key=event.key,
-        delivery_id=event.delivery_id,
+        sender_delivery_id=event.sender_delivery_id,
         correlation_id=event.correlation_id,
         occurred_at=event.occurred_at,
     )
@@ -175,7 +175,7 @@ def _request(workspace, events, *, refused, source, submitted_by, person) -> dic
                     "deadline": event.action.first_deadline(now),
                     **event.ordering_columns(),
                 },
-                "delivery": {"delivery_id": event.delivery_id, "occurred_at": event.occurred_at},
+                "delivery": {"sender_delivery_id": event.sender_delivery_id, "occurred_at": event.occurred_at},
             }
             for event in events
         ],

@@ -220,7 +220,7 @@ def _event(workspace, envelope: Envelope, action: ActionDefinition, data: dict) 
         data=data,
         key=key_for(workspace.slug, action, data),
         fingerprint=fingerprint(data, action.fingerprint_fields),
-        delivery_id=envelope.delivery_id or "",
+        sender_delivery_id=envelope.delivery_id or "",
         correlation_id=envelope.correlation_id or "",
         occurred_at=envelope.occurred_at,
     )
@@ -294,7 +294,7 @@ def _refusal(
         outcome=Outcome.INVALID,
         errors=errors,
         action=_label(raw.get("action"), 100),
-        delivery_id=_label(raw.get("delivery_id"), 200),
+        sender_delivery_id=_label(raw.get("delivery_id"), 200),
         correlation_id=_label(raw.get("correlation_id"), 200),
     )
     return delivery, IntakeResult(

@@ -41,7 +41,8 @@ class Delivery(models.Model):
     operation = models.ForeignKey(
         "Operation", on_delete=models.PROTECT, null=True, blank=True, related_name="deliveries"
     )
-    delivery_id = models.CharField(max_length=200, blank=True)
+    # The id the sender gave the delivery (the envelope's ``delivery_id``), not a row of ours.
+    sender_delivery_id = models.CharField(max_length=200, blank=True)
     correlation_id = models.CharField(max_length=200, blank=True)
     occurred_at = models.DateTimeField(null=True, blank=True, help_text="When the sender says the event happened.")
     source = models.CharField(max_length=10, choices=DeliverySource.choices)
@@ -66,7 +67,9 @@ class Delivery(models.Model):
             models.Index(fields=["id"], name="delivery_not_accepted_idx", condition=~Q(outcome="accepted")),
             # The console's "Find" (ledger.reads.finding): the ids a sender gave, exact. Deliveries are
             # never updated, so each costs its arrival one entry, and none without the id.
-            models.Index(fields=["delivery_id"], name="delivery_sender_id_idx", condition=~Q(delivery_id="")),
+            models.Index(
+                fields=["sender_delivery_id"], name="delivery_sender_id_idx", condition=~Q(sender_delivery_id="")
+            ),
             models.Index(fields=["correlation_id"], name="delivery_correlation_idx", condition=~Q(correlation_id="")),
             # The console's deliveries page, newest first, overall, per outcome and per workspace:
             # only the refused arrivals are in them (accepted ones, nearly all, cost intake nothing).
