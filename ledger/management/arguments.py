@@ -1,11 +1,13 @@
 """What the management commands' arguments name (an operation by its key, a user by their username,
-a workspace's member), found, or refused with a CommandError that says what was not found."""
+a workspace's member, the scope of a pause or a policy), found, or refused with a CommandError that
+says what was not found."""
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
+from ledger.actions import registry
 from ledger.core import roles
-from ledger.models import Operation
+from ledger.models import Operation, Workspace
 
 
 def find_operation(*, key: str, workspace: str) -> Operation:
@@ -32,3 +34,19 @@ def find_member(username: str, workspace) -> object:
             f"(python manage.py member add {workspace.slug} {username} --role ...)."
         )
     return user
+
+
+def add_scope_arguments(parser):
+    parser.add_argument("--workspace", help="Only this workspace (slug).")
+    parser.add_argument("--action", default="", help="Only this action type.")
+
+
+def resolve_scope(workspace: str | None, action: str) -> tuple[Workspace | None, str]:
+    target = None
+    if workspace:
+        target = Workspace.objects.filter(slug=workspace).first()
+        if target is None:
+            raise CommandError(f"No workspace {workspace!r}.")
+    if action and action not in registry:
+        raise CommandError(f"Unknown action {action!r}; known: {', '.join(sorted(registry))}.")
+    return target, action

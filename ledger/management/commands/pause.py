@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from ledger.core import pause
-from ledger.management.commands._scope import add_scope_arguments, resolve_scope
+from ledger.management.arguments import add_scope_arguments, resolve_scope
 
 
 class Command(BaseCommand):
