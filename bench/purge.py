@@ -199,13 +199,13 @@ def _pgstattuple(cursor) -> bool:
 
 
 def timed_vacuum(full: bool = False) -> float:
-    """The purge's own VACUUM (ANALYZE) of its tables (ledger.retention._TABLES), or VACUUM FULL of
+    """The purge's own VACUUM (ANALYZE) of its tables (ledger.retention.written_tables), or VACUUM FULL of
     every table it writes."""
     from django.db import connection
 
-    from ledger.retention import _TABLES
+    from ledger.retention import written_tables
 
-    statement = f"VACUUM FULL {', '.join(BULK_TABLES)}" if full else f"VACUUM (ANALYZE) {', '.join(_TABLES)}"
+    statement = f"VACUUM FULL {', '.join(BULK_TABLES)}" if full else f"VACUUM (ANALYZE) {', '.join(written_tables())}"
     started = time.perf_counter()
     with connection.cursor() as cursor:
         cursor.execute(statement)

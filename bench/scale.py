@@ -191,8 +191,9 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
             [
                 series
                 + """
-            INSERT INTO ledger_delivery (id, workspace_id, operation_id, delivery_id, correlation_id, occurred_at,
-                                         source, submitted_by, person_id, action, key, outcome, errors, received_at)
+            INSERT INTO ledger_delivery (id, workspace_id, operation_id, sender_delivery_id, correlation_id,
+                                         occurred_at, source, submitted_by, person_id, action, key, outcome, errors,
+                                         received_at)
             SELECT i, ws, i, 'd-' || i, CASE WHEN i %% 10 = 0 THEN 'corr-' || i ELSE '' END, t, 'api',
                    'token:oc_ab12', NULL, action, key, 'accepted', '[]', t
             FROM s""",
@@ -229,8 +230,9 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                 # Duplicates (5 %%), conflicting deliveries (0.5 %%) and invalid ones (1 %% of n).
                 series
                 + """
-            INSERT INTO ledger_delivery (id, workspace_id, operation_id, delivery_id, correlation_id, occurred_at,
-                                         source, submitted_by, person_id, action, key, outcome, errors, received_at)
+            INSERT INTO ledger_delivery (id, workspace_id, operation_id, sender_delivery_id, correlation_id,
+                                         occurred_at, source, submitted_by, person_id, action, key, outcome, errors,
+                                         received_at)
             SELECT %(n)s + i, ws, i, 'd-' || i || '-again', '', t, 'api', 'token:oc_ab12', NULL::integer, action, key,
                    'duplicate', '[]'::jsonb, t + interval '1 minute'
             FROM s WHERE r BETWEEN 100 AND 149

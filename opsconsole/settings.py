@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "ninja",  # Swagger UI from its own static files (not from a CDN): the docs page works offline
     "ledger",
     "reconciliation",
+    "opsconsole",  # its commands: submit (answers as the API does), demo_setup (the embedded PostgreSQL)
     "opsconsole.console",  # its template tags (console_time)
 ]
 

@@ -4,8 +4,8 @@ from dataclasses import asdict
 
 from ledger.models import Operation
 from ledger.states import State
-from reconciliation.audit import AuditError, run_audit
 from reconciliation.reconcile import reconcile_operation, reconcile_unknown_operations
+from reconciliation.two_way_audit import AuditError, run_audit
 
 
 def reconcile() -> dict:

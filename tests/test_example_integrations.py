@@ -15,8 +15,8 @@ from ledger.engine.processing import process_due_operations
 from ledger.integrations import file as integrations_file
 from ledger.models import Operation
 from opsconsole.send_webhook import invoice_paid, signed_headers
-from reconciliation.audit import run_audit
 from reconciliation.reconcile import reconcile_operation
+from reconciliation.two_way_audit import run_audit
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "integrations.yaml"
 HOOK_SECRET = "whsec_b3BzY29uc29sZSBleGFtcGxlIHdlYmhvb2sgc2VjcmV0ISE="

@@ -109,7 +109,7 @@ class OperationAdmin(SensitiveAdmin):
 
 @admin.register(Delivery)
 class DeliveryAdmin(ReadOnlyAdmin):
-    list_display = ["received_at", "workspace", "source", "outcome", "action", "key", "delivery_id"]
+    list_display = ["received_at", "workspace", "source", "outcome", "action", "key", "sender_delivery_id"]
     list_filter = ["outcome", "source", ("workspace", WorkspaceListFilter)]
     list_select_related = ["workspace"]
     ordering = ["-pk"]

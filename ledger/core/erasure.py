@@ -16,7 +16,7 @@ from django.db.models.fields.json import KeyTransform
 from ledger.actions import registry
 from ledger.core import roles
 from ledger.core.privacy import REDACTED, declared_sensitive, redact
-from ledger.core.sensitive_notes import _comparable, _quoted, _written_forms
+from ledger.core.sensitive_notes import comparable, quoted, written_forms
 from ledger.core.transitions import record_audit_event
 from ledger.models import Conflict, Operation, Workspace
 from ledger.states import TERMINAL_STATES
@@ -67,8 +67,8 @@ def erase_values(*, workspace: Workspace, field: str, value: str, user, reason: 
     if not reason.strip():
         raise ErasureError("Say why (a request reference, not the value): the reason is kept in the audit trail.")
     money = any(field in action.money_fields for action in registry.values())
-    written = [(field, form) for candidate in candidates for form in _written_forms(candidate, money=money)]
-    if _quoted(_comparable(reason), written):
+    written = [(field, form) for candidate in candidates for form in written_forms(candidate, money=money)]
+    if quoted(comparable(reason), written):
         raise ErasureError("The reason quotes the value: it would be kept in the audit trail. Give a reference.")
     with transaction.atomic():
         # Lock order (docs/architecture.md): every row it changes, locked in id order, before the audit

@@ -51,13 +51,13 @@ def refuse_sensitive_note(
     note concerns (a pause concerns no operation). The refusal confirms a guess to its writer:
     it is no secret from them that they typed it, and nothing is kept of the attempt.
     """
-    said = _comparable(text or "")
+    said = comparable(text or "")
     if len(said) < SHORTEST_MASKED_TEXT:
         return
     concerns = list(concerns)
     one = len({c.pk if isinstance(c, Operation) else c.operation_id for c in concerns}) == 1
     for concern in concerns:
-        if field := _quoted(said, _sensitive_forms(concern)):
+        if field := quoted(said, _sensitive_forms(concern)):
             raise error(
                 f"The {label} contains the {field} of {_where(concern, one=one)}; sensitive values are masked "
                 f"for {_masked_for()}: describe it without the value. Nothing was changed.",
@@ -76,7 +76,7 @@ def readers_of(where: Workspace | str) -> str:
     )
 
 
-def _quoted(said: str, forms: Iterable[tuple[str, str]]) -> str | None:
+def quoted(said: str, forms: Iterable[tuple[str, str]]) -> str | None:
     """The field of the first of ``forms`` (``(field, form)``) that ``said`` contains as a whole word."""
     for field, form in forms:
         if form in said and re.search(rf"(?<!\w){re.escape(form)}(?!\w)", said):
@@ -95,7 +95,7 @@ def _where(concern: Operation | Conflict, *, one: bool) -> str:
 
 
 def _sensitive_forms(concern: Operation | Conflict):
-    """``(field, written form)`` for each sensitive value ``concern`` holds, as ``_comparable`` writes them."""
+    """``(field, written form)`` for each sensitive value ``concern`` holds, as ``comparable`` writes them."""
     if isinstance(concern, Conflict):
         action_name, held = concern.operation.action, [concern.incoming_payload]
     else:
@@ -110,7 +110,7 @@ def _sensitive_forms(concern: Operation | Conflict):
             if sensitive is not None and field not in sensitive:
                 continue
             for leaf in _leaves(value):
-                for form in _written_forms(leaf, money=field in money):
+                for form in written_forms(leaf, money=field in money):
                     if len(form) >= SHORTEST_MASKED_TEXT:
                         yield field, form
 
@@ -123,13 +123,13 @@ def _leaves(value) -> list:
     return [] if value is None or isinstance(value, bool) or value == REDACTED else [value]
 
 
-def _written_forms(value, *, money: bool = False) -> set[str]:
+def written_forms(value, *, money: bool = False) -> set[str]:
     """The ways a person would write ``value``: as it is and, for a number, with thousands
     separators and (a money amount in minor units) in its currency's units with two decimals."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int):
-        return {_comparable(str(value))}
+        return {comparable(str(value))}
     forms = {str(value), f"{value:,}", f"{value:,}".replace(",", " "), f"{value:,}".replace(",", ".")}
     if money:
         units = f"{Decimal(value).scaleb(-2):,.2f}"  # 4500 -> 45.00, 123456 -> 1,234.56
@@ -143,6 +143,6 @@ def _swap_separators(number: str) -> str:
     return number.translate(str.maketrans(",.", ".,"))
 
 
-def _comparable(text: str) -> str:
+def comparable(text: str) -> str:
     """``text`` as notes and values are compared: NFKC, case folded, whitespace runs as one space."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())

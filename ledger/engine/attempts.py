@@ -90,7 +90,7 @@ def _error_fields(error: Exception | None) -> dict:
     answer = getattr(error, "answer", None)
     return {
         "error_type": type(error).__qualname__[:200],
-        "error_message": _short_message(error),
+        "error_message": short_message(error),
         "http_status": getattr(error, "http_status", None),
         # What the destination said (``ledger.outcomes.Answer``), masked by the caller.
         "error_code": answer.code if answer else "",
@@ -99,5 +99,6 @@ def _error_fields(error: Exception | None) -> dict:
     }
 
 
-def _short_message(error: Exception) -> str:
+def short_message(error: Exception) -> str:
+    """What an attempt keeps of ``error``: its message (or its type's name), at most 500 characters."""
     return (getattr(error, "message", None) or str(error) or type(error).__name__)[:500]

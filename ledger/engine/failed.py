@@ -14,7 +14,7 @@ from ledger.actions import ActionDefinition
 from ledger.core import nudges, privacy
 from ledger.core.retry import retry_delay
 from ledger.core.transitions import transition_many
-from ledger.engine.attempts import _short_message, finish_attempt, new_attempt
+from ledger.engine.attempts import finish_attempt, new_attempt, short_message
 from ledger.engine.fencing import StaleClaim, commit_outcome, refuse_stale
 from ledger.models import AuditEvent
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, TransientError
@@ -116,7 +116,7 @@ def _next_state_after(operation, action, error: OutcomeError) -> tuple[State, di
     names any, in the fields' ``last_error_times``). The text leaves
     out the error's category: it is stored beside it (``last_error_category``) and every place that
     shows one shows both, which read "permanent permanent: ..." when the text began with it too."""
-    message = _short_message(error)
+    message = short_message(error)
     if action is None or isinstance(error, PermanentError):
         return State.NEEDS_REVIEW, {"next_attempt_at": None}, message
     retry_allowed = operation.attempts < action.max_attempts

@@ -191,7 +191,7 @@ def unstorable_text_errors(raw: dict) -> list[FieldError]:
     if "\\u0000" not in text and not storable_text_problem(text):
         return []
     found = []
-    stack = [((), raw)]
+    stack: list[tuple[tuple[str, ...], Any]] = [((), raw)]
     while stack:
         path, value = stack.pop()
         if isinstance(value, dict):

@@ -99,7 +99,7 @@ def _reserve_latest(workspace, event, *, source, submitted_by, person) -> reserv
     return reserved
 
 
-def stale_error(version: int, newer: int) -> dict:
+def stale_error(version: int | None, newer: int | None) -> dict:
     return {
         "field": "data.version",
         "message": f"version {version} is older than version {newer} of this request, "

@@ -12,6 +12,7 @@ signature is good the sender is known, and what becomes of its delivery is recor
 import ipaddress
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.db import connection
 from django.db.models import Max, Min, Sum
@@ -50,7 +51,7 @@ def count_arrival(source: Source, *, address: str, reason: str, now: datetime | 
     ``ADDRESSES_PER_HOUR`` and the arrivals in flight together, not more."""
     now = now or timezone.now()
     hour = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    values = {
+    values: dict[str, Any] = {
         "source": source.pk,
         "address": counted_address(address),
         "reason": reason[:40],

@@ -57,9 +57,9 @@ class Event:
     data: dict
     key: str
     fingerprint: str
-    delivery_id: str
+    sender_delivery_id: str
     correlation_id: str
-    occurred_at: object
+    occurred_at: datetime | None
     # Set by ledger.intake.ordering.mark when the action's policy orders versions of one request.
     series: str = ""
     version: int | None = None
@@ -81,7 +81,7 @@ def stale_delivery(workspace, event: Event, errors: list[dict], *, source: str, 
         errors=errors,
         action=event.action.name,
         key=event.key,
-        delivery_id=event.delivery_id,
+        sender_delivery_id=event.sender_delivery_id,
         correlation_id=event.correlation_id,
         occurred_at=event.occurred_at,
     )
@@ -175,7 +175,7 @@ def _request(workspace, events, *, refused, source, submitted_by, person) -> dic
                     "deadline": event.action.first_deadline(now),
                     **event.ordering_columns(),
                 },
-                "delivery": {"delivery_id": event.delivery_id, "occurred_at": event.occurred_at},
+                "delivery": {"sender_delivery_id": event.sender_delivery_id, "occurred_at": event.occurred_at},
             }
             for event in events
         ],
@@ -208,7 +208,12 @@ def _rows(workspace_id: int, source: str, submitted_by: str, person_id: int | No
             Delivery(workspace_id=workspace_id, source=source, submitted_by=submitted_by, person_id=person_id)
         ),
         "conflict": model_row(Conflict()),
-        "contribution": model_row(Contribution(user_id=person_id, kind=Contribution.Kind.SUBMITTED)),
+        # The person behind a new operation, when there is one (the request then names them).
+        "contribution": (
+            model_row(Contribution(user_id=person_id, kind=Contribution.Kind.SUBMITTED))
+            if person_id is not None
+            else {}
+        ),
         "audit": model_row(AuditEvent(workspace_id=workspace_id, actor=submitted_by or source)),
     }
 

@@ -1,9 +1,9 @@
 """Intake: every entry point (HTTP, command line, replay) records an arriving event through here.
 
-decode the JSON (``ledger.intake.decoding``) -> parse the envelope -> resolve the action -> validate the
-payload -> build key and fingerprint -> one transaction for all the events of a request: reserve the keys (INSERT .. ON
-CONFLICT DO NOTHING RETURNING), record the deliveries, audit, wake the workers
-(``ledger.intake.reservation``).
+decode the JSON (``ledger.intake.decoding``) -> parse the envelope, resolve the action, validate the
+payload (``ledger.intake.envelope``) -> build key and fingerprint -> one transaction for all the
+events of a request: reserve the keys (INSERT .. ON CONFLICT DO NOTHING RETURNING), record the
+deliveries, audit, wake the workers (``ledger.intake.reservation``).
 
 Whatever arrives is answered on purpose: JSON Python cannot read (numbers too long to convert,
 nesting too deep) is malformed, and text or times the database cannot store (NUL, unpaired
@@ -12,31 +12,18 @@ surrogates, offsets beyond ±15:59, implausible dates) are invalid input naming 
 
 import json
 import logging
-import re
 from dataclasses import dataclass, field
-from datetime import UTC, timedelta
-from typing import Annotated, Any
+from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
-from pydantic import (
-    AwareDatetime,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictStr,
-    StringConstraints,
-    ValidationError,
-    WithJsonSchema,
-    field_validator,
-)
 
-from ledger.actions import ActionDefinition, FieldError, UnknownAction, get_action, registry
-from ledger.actions.base import field_errors
+from ledger.actions import ActionDefinition, FieldError
 from ledger.core import contention, policies
 from ledger.intake import ordering, reservation
-from ledger.intake.decoding import storable, unstorable_text_errors
+from ledger.intake.decoding import storable
+from ledger.intake.envelope import Envelope, InvalidEvent, parse
 from ledger.keys import build_key, fingerprint
 from ledger.models import Conflict, Delivery, Operation, Ordering, Workspace
 
@@ -45,61 +32,6 @@ Outcome = Delivery.Outcome
 FAILED = "failed"
 
 logger = logging.getLogger("ledger")
-
-# A sender's clock may be off, but not by a decade; beyond that a time is refused, since a date
-# near year 1 or 9999 cannot even be shown in another time zone.
-OCCURRED_AT_WINDOW = timedelta(days=3653)
-# PostgreSQL's timestamptz takes UTC offsets up to 15:59 either way (real ones span -12:00 to +14:00).
-MAX_UTC_OFFSET = timedelta(hours=15, minutes=59)
-
-Label = Annotated[StrictStr, StringConstraints(min_length=1, max_length=200)]
-# RFC 3339's date-time (section 5.6), the form JSON Schema's `date-time` names: seconds and an
-# offset required, `T` and `Z` in either case. Digits alone are no time (not read as Unix time).
-RFC3339 = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
-_RFC3339 = re.compile(RFC3339)
-
-
-class Envelope(BaseModel):
-    """What an automation sends: the action, optional transport metadata, and the business data."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    action: Annotated[StrictStr, StringConstraints(min_length=1, max_length=100)]
-    delivery_id: Label | None = None
-    correlation_id: Label | None = None
-    occurred_at: (
-        Annotated[AwareDatetime, WithJsonSchema({"type": "string", "format": "date-time", "pattern": RFC3339})] | None
-    ) = Field(
-        None,
-        description=(
-            "When the event happened: an RFC 3339 date-time (`2025-12-03T08:00:00Z`) with a UTC offset "
-            "within ±15:59, within 10 years of now."
-        ),
-    )
-    data: dict[str, Any]
-
-    @field_validator("occurred_at", mode="before")
-    @classmethod
-    def _a_string(cls, value):
-        # Pydantic would also read a number, or a string of digits, as a Unix time, and take other
-        # ISO 8601 forms; the envelope's documented form is RFC 3339 text.
-        if value is None:
-            return None
-        if not isinstance(value, str) or not _RFC3339.fullmatch(value):
-            raise ValueError("must be an RFC 3339 date-time string with a UTC offset (2025-12-03T08:00:00Z)")
-        return value
-
-    @field_validator("occurred_at")
-    @classmethod
-    def _plausible(cls, value):
-        if value is None:
-            return None
-        if abs(value.utcoffset()) > MAX_UTC_OFFSET:
-            raise ValueError("must have a UTC offset between -15:59 and +15:59")
-        # An aware difference is computed without converting either side, so it cannot overflow.
-        if abs(value - timezone.now()) > OCCURRED_AT_WINDOW:
-            raise ValueError("must be within 10 years of now")
-        return value.astimezone(UTC)
 
 
 @dataclass
@@ -199,7 +131,7 @@ def _submit(
 ) -> list[IntakeResult]:
     """Validate every event, then write them all in one transaction: the refused ones as invalid
     deliveries, the others reserved set-based."""
-    results: list[IntakeResult | None] = [None] * len(raws)
+    results: dict[int, IntakeResult] = {}  # by the event's place in ``raws``
     refused: list[Delivery] = []
     events: list[reservation.Event] = []
     positions: list[int] = []
@@ -216,10 +148,11 @@ def _submit(
             )
             refused.append(delivery)
             continue
-        envelope, action, data, errors = _parse(workspace, raw)
-        if errors:
+        try:
+            envelope, action, data = parse(workspace, raw)
+        except InvalidEvent as invalid:
             delivery, results[index] = _refusal(
-                workspace, raw, sender, reason="invalid_input", http_status=422, errors=errors
+                workspace, raw, sender, reason="invalid_input", http_status=422, errors=invalid.errors
             )
             refused.append(delivery)
             continue
@@ -256,7 +189,7 @@ def _submit(
         reserved[i] = ordering.reserve_latest(workspace, events[i], **sender)
     for i, (index, event) in enumerate(zip(positions, events, strict=True)):
         results[index] = _answer(event, reserved[i])
-    return results
+    return [results[index] for index in range(len(raws))]
 
 
 def _answer(event: reservation.Event, done: reservation.Reserved) -> IntakeResult:
@@ -278,7 +211,7 @@ def _answer(event: reservation.Event, done: reservation.Reserved) -> IntakeResul
     )
 
 
-_STATUS = {Outcome.ACCEPTED: 201, Outcome.DUPLICATE: 200, Outcome.CONFLICT: 409}
+_STATUS: dict[str, int] = {Outcome.ACCEPTED: 201, Outcome.DUPLICATE: 200, Outcome.CONFLICT: 409}
 
 
 def _event(workspace, envelope: Envelope, action: ActionDefinition, data: dict) -> reservation.Event:
@@ -287,7 +220,7 @@ def _event(workspace, envelope: Envelope, action: ActionDefinition, data: dict) 
         data=data,
         key=key_for(workspace.slug, action, data),
         fingerprint=fingerprint(data, action.fingerprint_fields),
-        delivery_id=envelope.delivery_id or "",
+        sender_delivery_id=envelope.delivery_id or "",
         correlation_id=envelope.correlation_id or "",
         occurred_at=envelope.occurred_at,
     )
@@ -361,7 +294,7 @@ def _refusal(
         outcome=Outcome.INVALID,
         errors=errors,
         action=_label(raw.get("action"), 100),
-        delivery_id=_label(raw.get("delivery_id"), 200),
+        sender_delivery_id=_label(raw.get("delivery_id"), 200),
         correlation_id=_label(raw.get("correlation_id"), 200),
     )
     return delivery, IntakeResult(
@@ -372,32 +305,3 @@ def _refusal(
 def _label(value, limit: int) -> str:
     """A transport label of a blocked delivery, as much of it as can be stored."""
     return storable(value[:limit]) if isinstance(value, str) else ""
-
-
-def _parse(workspace, raw) -> tuple[Envelope | None, ActionDefinition | None, dict | None, list[dict]]:
-    if not isinstance(raw, dict):
-        return None, None, None, [FieldError("body", "must be a JSON object").as_dict()]
-    if unstorable := unstorable_text_errors(raw):
-        return None, None, None, [e.as_dict() for e in unstorable]
-    errors: list[FieldError] = []
-    envelope = action = data = None
-    try:
-        envelope = Envelope.model_validate(raw)
-    except ValidationError as exc:
-        errors += field_errors(exc)
-
-    action_name = raw.get("action")
-    if isinstance(action_name, str) and action_name:
-        try:
-            action = get_action(action_name)
-        except UnknownAction:
-            known = ", ".join(sorted(registry))
-            errors.append(FieldError("action", f"is not a known action; known: {known}"))
-    if action and isinstance(raw.get("data"), dict):
-        data, invalid = action.validated(raw["data"])
-        errors += invalid
-        if data is not None:
-            # What is stored, fingerprinted and keyed from here on is the normalised value.
-            data, unnormal = action.normalised(data)
-            errors += unnormal or action.check(workspace, data)
-    return envelope, action, data, [e.as_dict() for e in errors]

@@ -18,7 +18,7 @@ LIMITS = ("rate_limit_per_second", "max_concurrency", "breaker_threshold", "brea
 NOT_THE_CALL = (*LIMITS, "error_code")
 
 
-class SecretMissing(PermanentError):
+class CredentialMissing(PermanentError):
     """The destination's credential is not in the environment: nothing was sent."""
 
 
@@ -54,12 +54,12 @@ class DestinationConfig:
 
     def auth_headers(self) -> dict[str, str]:
         """The credential's header, read from the environment now (a rotated secret applies to the
-        next call); ``SecretMissing`` when the variable is empty."""
+        next call); ``CredentialMissing`` when the variable is empty."""
         if self.auth == Destination.Auth.NONE:
             return {}
         secret = os.environ.get(self.secret_env, "")
         if not secret:
-            raise SecretMissing(f"the credential of destination {self.slug} is missing: set {self.secret_env}")
+            raise CredentialMissing(f"the credential of destination {self.slug} is missing: set {self.secret_env}")
         if self.auth == Destination.Auth.BEARER:
             return {"Authorization": f"Bearer {secret}"}
         if self.auth == Destination.Auth.BASIC:

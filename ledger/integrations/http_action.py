@@ -232,7 +232,7 @@ class ConfiguredHttpAction(ActionDefinition):
         record_id = None if record_id is None else str(record_id)
         return Found(external_id=record_id or "", result={"record_id": record_id})
 
-    # The two-way reconciliation audit (``reconciliation.audit``).
+    # The two-way reconciliation audit (``reconciliation.two_way_audit``).
 
     @property
     def lists_records(self) -> bool:

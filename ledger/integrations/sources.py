@@ -96,7 +96,7 @@ def answer_challenge(source: Source, headers, *, address: str) -> str | None:
 def _record_ignored(source: Source, *, delivery_id: str) -> Delivery:
     """A verified arrival that carries no event to take (no rule maps it)."""
     return Delivery.objects.create(
-        workspace=source.workspace, outcome=IGNORED, delivery_id=delivery_id[:200], **_sender(source)
+        workspace=source.workspace, outcome=IGNORED, sender_delivery_id=delivery_id[:200], **_sender(source)
     )
 
 

@@ -1,0 +1,1 @@
+"""The ledger's management commands and what their arguments name."""

@@ -1,19 +1,16 @@
 """The ledger's tables, by concept. Rows change only through the services."""
 
+from ledger.models.attempts import Attempt, AttemptOutcome, ConfigVersion
 from ledger.models.audit import AuditEvent, AuditEventQuerySet, AuditInstallation
 from ledger.models.bulk import BulkAction, BulkItem, BulkKind, BulkOutcome, BulkStatus
-from ledger.models.core import (
+from ledger.models.core import Operation, Workspace
+from ledger.models.deliveries import (
     REFUSED_OUTCOMES,
-    Attempt,
-    AttemptOutcome,
-    ConfigVersion,
     Conflict,
     ConflictStatus,
     Delivery,
     DeliveryOutcome,
     DeliverySource,
-    Operation,
-    Workspace,
 )
 from ledger.models.destinations import RequestStatus, ReviewDraft
 from ledger.models.figures import BacklogSample, FlowSample

@@ -26,7 +26,7 @@ FIELDS = {
     "request_id": "request id",
     "external_id": "destination record id",
     "attempt_external_id": "destination record id of an attempt",
-    "delivery_id": "delivery id",
+    "sender_delivery_id": "delivery id",
     "delivery": "delivery number (#)",
     "correlation_id": "correlation id",
 }
@@ -35,7 +35,7 @@ FIELDS = {
 DELIVERY_COLUMNS = (
     "pk",
     "operation",
-    "delivery_id",
+    "sender_delivery_id",
     "correlation_id",
     "outcome",
     "errors",
@@ -160,7 +160,7 @@ def _may_begin_a_key(query: str, user) -> bool:
 
 
 def _delivery_lookups(query: str) -> dict[str, Q]:
-    lookups = {"delivery_id": Q(delivery_id=query)}
+    lookups = {"sender_delivery_id": Q(sender_delivery_id=query)}
     if query.isdigit() and len(query) <= MAX_DELIVERY_DIGITS:
         lookups["delivery"] = Q(pk=int(query))
     lookups["correlation_id"] = Q(correlation_id=query)

@@ -456,6 +456,6 @@ def receive_hook(request, source: str):
         unavailable = answers.Unavailable(status="unavailable", detail="This source cannot check signatures yet.")
         return answers.respond(unavailable, 503, {"Retry-After": "60"})
     if result.ignored is not None:
-        ignored = answers.Ignored(event=result.ignored.event, delivery_id=result.ignored.delivery.delivery_id)
+        ignored = answers.Ignored(event=result.ignored.event, delivery_id=result.ignored.delivery.sender_delivery_id)
         return answers.respond(ignored, 202)
     return _respond(request, result.intake)

@@ -15,8 +15,8 @@ from django.urls import reverse
 from ledger.core import privacy
 from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Membership, Operation
-from reconciliation.audit import run_audit
 from reconciliation.reconcile import reconcile_operation
+from reconciliation.two_way_audit import run_audit
 from tests.echoing_vendor import SECRET, filed, leaks
 
 

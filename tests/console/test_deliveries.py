@@ -43,7 +43,7 @@ def refused(workspace, api):
 
 
 def rows(response) -> list[tuple[str, str]]:
-    return [(d.outcome, d.delivery_id) for d in response.context["page"].object_list]
+    return [(d.outcome, d.sender_delivery_id) for d in response.context["page"].object_list]
 
 
 def test_it_lists_the_refused_arrivals_newest_first(client, login, refused):
@@ -136,7 +136,11 @@ def test_it_is_in_the_navigation(client, login):
 def test_it_lists_the_webhooks_no_rule_mapped_when_asked(client, login, workspace):
     """Not among the refused (nothing was wrong with them), but where a person looks for them."""
     Delivery.objects.create(
-        workspace=workspace, source="webhook", outcome="ignored", delivery_id="evt_1", submitted_by="source:billing"
+        workspace=workspace,
+        source="webhook",
+        outcome="ignored",
+        sender_delivery_id="evt_1",
+        submitted_by="source:billing",
     )
     login("viewer")
 

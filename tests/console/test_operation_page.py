@@ -167,7 +167,7 @@ def test_it_shows_approvals(client, login, workspace, scripted_action, django_us
 
 def forms_on(client, operation) -> set[str]:
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
-    # Approve is a link: it leads to the approve confirmation (tests/console/test_polish.py).
+    # Approve is a link: it leads to the approve confirmation (tests/console/test_operation_page_reading.py).
     return {
         label
         for label in ["Replay", "Cancel", "Approve", "Reject", "Apply incoming payload", "Dismiss"]

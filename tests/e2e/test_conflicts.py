@@ -80,7 +80,7 @@ def test_applying_one_and_dismissing_a_selection_across_operations(page, workspa
     first = sent_again(workspace, 3, request_id="R-1")
     second = sent_again(workspace, 2, request_id="R-2")
     third = sent_again(workspace, 2, request_id="R-3")
-    chosen = first.conflicts.get(delivery__delivery_id="R-1-d2")
+    chosen = first.conflicts.get(delivery__sender_delivery_id="R-1-d2")
 
     log_in(page, "operator")
     page.goto("/console/conflicts/")

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
-from reconciliation.audit import run_audit
+from reconciliation.two_way_audit import run_audit
 from tests.conftest import external_event
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
 

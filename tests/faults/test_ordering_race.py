@@ -29,7 +29,7 @@ def test_sixteen_concurrent_versions_leave_only_the_highest_to_run(workspace, ro
     assert sum(outcomes.values()) == VERSIONS
     assert set(outcomes) <= {"accepted", "stale"}
     states = dict(Operation.objects.filter(key__contains=f":{request_id}:").values_list("version", "state"))
-    stale = set(Delivery.objects.filter(outcome="stale").values_list("delivery_id", flat=True))
+    stale = set(Delivery.objects.filter(outcome="stale").values_list("sender_delivery_id", flat=True))
     assert states[VERSIONS] == "pending"
     assert {state for version, state in states.items() if version != VERSIONS} <= {"superseded"}
     # Every version is either an operation or a stale delivery, never both, never neither.

@@ -75,7 +75,7 @@ def test_it_answers_each_event_in_order_with_in_batch_repeats_as_repeats(workspa
     assert results[2].conflict.differences == [
         {"field": "title", "recorded": "Review renewal options", "incoming": "Changed title"}
     ]
-    deliveries = list(Delivery.objects.order_by("id").values_list("delivery_id", "outcome", "operation_id"))
+    deliveries = list(Delivery.objects.order_by("id").values_list("sender_delivery_id", "outcome", "operation_id"))
     assert deliveries == [
         ("", "invalid", None),
         ("d-1", "accepted", first.pk),
@@ -83,9 +83,9 @@ def test_it_answers_each_event_in_order_with_in_batch_repeats_as_repeats(workspa
         ("d-3", "conflict", first.pk),
         ("d-5", "accepted", results[4].operation.pk),
     ]
-    assert Conflict.objects.get().delivery.delivery_id == "d-3"
+    assert Conflict.objects.get().delivery.sender_delivery_id == "d-3"
     kinds = list(AuditEvent.objects.filter(operation=first).order_by("id").values_list("kind", "message"))
-    d1, d2 = (Delivery.objects.get(delivery_id=d).pk for d in ("d-1", "d-2"))
+    d1, d2 = (Delivery.objects.get(sender_delivery_id=d).pk for d in ("d-1", "d-2"))
     assert kinds == [
         ("reserved", f"delivery {d1} via api"),
         ("duplicate_delivery", f"delivery {d2} via api"),

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from ledger.actions import UnknownAction, get_action, registry
 from ledger.core import privacy
 from ledger.integrations import saving, templates
-from ledger.integrations.destination_config import DestinationConfig, SecretMissing
+from ledger.integrations.destination_config import CredentialMissing, DestinationConfig
 from ledger.integrations.http_action import form_fields
 from ledger.models import AuditEvent, Destination, HttpAction, Operation
 from ledger.outcomes import OutcomeError
@@ -106,7 +106,7 @@ def test_a_destination_reads_its_credential_from_the_variable_it_names(monkeypat
     destination = DestinationConfig.of(Destination(**DESTINATION | {"auth": auth, "auth_header": header}))
     assert destination.auth_headers() == expected
     monkeypatch.delenv("CRM_TOKEN")
-    with pytest.raises(SecretMissing, match="set CRM_TOKEN"):
+    with pytest.raises(CredentialMissing, match="set CRM_TOKEN"):
         destination.auth_headers()
 
 

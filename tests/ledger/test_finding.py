@@ -105,7 +105,7 @@ def test_it_finds_an_operation_by_its_correlation_id_and_its_deliveries(workspac
 
 
 def test_it_says_every_field_an_operation_matched(sent, viewer):
-    Delivery.objects.filter(operation=sent).update(delivery_id=sent.external_id)
+    Delivery.objects.filter(operation=sent).update(sender_delivery_id=sent.external_id)
     assert found(sent.external_id, viewer)[sent.pk] == ["destination record id", "delivery id"]
 
 

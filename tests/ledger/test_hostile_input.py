@@ -179,7 +179,7 @@ def test_it_refuses_text_the_database_cannot_store_naming_the_field(api, body, f
     assert response.status_code == 422, response.content
     assert field in fields_of(response.json())
     delivery = assert_recorded_as_invalid(response)
-    for label in (delivery.action, delivery.delivery_id, delivery.correlation_id, json.dumps(delivery.errors)):
+    for label in (delivery.action, delivery.sender_delivery_id, delivery.correlation_id, json.dumps(delivery.errors)):
         label.encode("utf-8")  # what PostgreSQL needs: it raised UnicodeEncodeError before
         assert "\x00" not in label
     assert PRIVATE_TITLE not in response.content.decode()
@@ -197,7 +197,7 @@ def test_it_keeps_what_it_can_of_an_unstorable_label(api):
         },
     )
     delivery = Delivery.objects.get()
-    labels = (delivery.action, delivery.delivery_id, delivery.correlation_id)
+    labels = (delivery.action, delivery.sender_delivery_id, delivery.correlation_id)
     assert labels == ("prepare\ufffd", "d\ufffd1", "run\ufffd")
 
 

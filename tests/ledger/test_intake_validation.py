@@ -115,7 +115,11 @@ def test_it_reports_every_invalid_field_at_once(api):
 def test_it_records_the_transport_labels_of_an_invalid_delivery(api):
     api.post("/api/v1/events", brief("delivery-77", version=0) | {"correlation_id": "run-5"})
     delivery = Delivery.objects.get()
-    assert (delivery.delivery_id, delivery.correlation_id, delivery.action) == ("delivery-77", "run-5", "prepare-brief")
+    assert (delivery.sender_delivery_id, delivery.correlation_id, delivery.action) == (
+        "delivery-77",
+        "run-5",
+        "prepare-brief",
+    )
     assert delivery.key == ""
     assert delivery.source == Delivery.Source.API
 
@@ -225,7 +229,7 @@ def test_it_refuses_a_nul_character_as_invalid_input(api, body, field):
     assert [error["field"] for error in response.json()["errors"]] == [field]
     delivery = Delivery.objects.get()
     assert delivery.outcome == Delivery.Outcome.INVALID
-    assert "\x00" not in delivery.delivery_id + delivery.action + json.dumps(delivery.errors)
+    assert "\x00" not in delivery.sender_delivery_id + delivery.action + json.dumps(delivery.errors)
     assert Operation.objects.count() == 0
 
 

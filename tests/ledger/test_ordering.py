@@ -85,7 +85,7 @@ def test_an_older_version_after_a_newer_one_is_recorded_and_answered_stale(api):
         }
     ]
     assert states() == {4: "pending"}
-    delivery = Delivery.objects.get(delivery_id="d-3")
+    delivery = Delivery.objects.get(sender_delivery_id="d-3")
     assert (delivery.outcome, delivery.key, delivery.operation) == ("stale", "demo:R-7:v3:update-status", None)
 
 

@@ -33,7 +33,7 @@ def rows(workspace):
     operations = list(Operation.objects.filter(workspace=workspace).order_by("id").values())
     keys = {row["id"]: unscoped(row["key"]) for row in operations}
     deliveries = list(Delivery.objects.filter(workspace=workspace).order_by("id").values())
-    sender_ids = {row["id"]: row["delivery_id"] for row in deliveries}
+    sender_ids = {row["id"]: row["sender_delivery_id"] for row in deliveries}
     for row in operations + deliveries:
         row["key"] = unscoped(row["key"])
     for row in operations:

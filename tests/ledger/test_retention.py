@@ -58,7 +58,7 @@ def test_an_arrival_just_outside_the_key_window_is_refused_as_stale_and_recorded
     assert "90d" in body["errors"][0]["message"]
     assert not Operation.objects.exists()
     delivery = Delivery.objects.get()
-    assert (delivery.outcome, delivery.key, delivery.delivery_id, delivery.operation) == (
+    assert (delivery.outcome, delivery.key, delivery.sender_delivery_id, delivery.operation) == (
         "stale",
         "demo:R-42:v3:prepare-brief",
         "d-1",

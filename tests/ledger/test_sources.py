@@ -105,7 +105,7 @@ def test_a_signed_delivery_becomes_an_event_with_the_senders_id_and_time(client,
     )
     assert operation.correlation_id == "cus_9"
     delivery = Delivery.objects.get()
-    assert (delivery.source, delivery.delivery_id, delivery.occurred_at) == ("webhook", "msg_7", at)
+    assert (delivery.source, delivery.sender_delivery_id, delivery.occurred_at) == ("webhook", "msg_7", at)
     assert delivery.submitted_by == "source:standard-webhooks"
 
 
@@ -157,7 +157,7 @@ def test_github_and_stripe_deliveries_are_verified_by_their_own_headers(client, 
 
     assert post(client, github, opened, github_headers(opened, delivery="gd-1")).status_code == 201
     assert post(client, stripe, body, stripe_headers(body)).status_code == 201
-    deliveries = dict(Delivery.objects.values_list("submitted_by", "delivery_id"))
+    deliveries = dict(Delivery.objects.values_list("submitted_by", "sender_delivery_id"))
     assert deliveries == {"source:github": "gd-1", "source:stripe": "evt_in_2"}
 
 
@@ -340,7 +340,7 @@ def test_a_delivery_signed_by_the_standard_webhooks_library_is_taken(client, sou
     response = post(client, source(), body, signers.standard_webhooks(WHSEC, "msg_sw", body, at))
 
     assert response.status_code == 201
-    assert Delivery.objects.get().delivery_id == "msg_sw"
+    assert Delivery.objects.get().sender_delivery_id == "msg_sw"
 
 
 @signers.needs_node

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from django.conf import settings
 
-from ledger.management.commands.demo_setup import DEMO_MANAGE, HOOK_SECRET_ENV, demo_manage, webhook_command
 from opsconsole import embedded_db
+from opsconsole.management.commands.demo_setup import DEMO_MANAGE, HOOK_SECRET_ENV, demo_manage, webhook_command
 from tests.faults.gunicorn import free_port
 from tests.faults.qcluster import database_url, wait_for
 

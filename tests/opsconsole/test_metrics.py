@@ -192,7 +192,7 @@ def test_a_planted_destination_record_raises_unknown_to_ledger(client, workspace
 
     from django.utils import timezone
 
-    from reconciliation.audit import run_audit
+    from reconciliation.two_way_audit import run_audit
 
     assert value(scrape(client), 'opsconsole_reconciliation_mismatches{kind="unknown_to_ledger"}') == 0
     standin.create("demo:R-9:v1:send-notice", {"summary": "Not sent by us", "owner": "ops"})

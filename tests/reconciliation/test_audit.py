@@ -13,8 +13,8 @@ from django.utils import timezone
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Operation
-from reconciliation.audit import run_audit
 from reconciliation.models import Mismatch, ReconciliationRun
+from reconciliation.two_way_audit import run_audit
 from tests.conftest import external_event
 
 

@@ -1,9 +1,9 @@
 """The shape shared by commands that act on one operation as a named person (replay, resolve,
-cancel, approve, reject) and the lookups they share."""
+cancel, approve, reject)."""
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from ledger.management.arguments import find_operation, find_user
 from ledger.models import Operation
 from ledger.people import approvals, review
 
@@ -57,31 +57,3 @@ class ApprovalCommand(BaseCommand):
         except approvals.ApprovalError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{operation.key} is now {operation.state}.")
-
-
-def find_operation(*, key: str, workspace: str) -> Operation:
-    operation = Operation.objects.select_related("workspace").filter(workspace__slug=workspace, key=key).first()
-    if operation is None:
-        raise CommandError(f"No operation {key!r} in workspace {workspace!r}.")
-    return operation
-
-
-def find_user(username: str):
-    user = get_user_model().objects.filter(username=username, is_active=True).first()
-    if user is None:
-        raise CommandError(f"No active user {username!r}.")
-    return user
-
-
-def find_member(username: str, workspace) -> object:
-    """An active user who belongs to ``workspace`` (any role), or a CommandError saying why not."""
-    from ledger.core import roles
-
-    user = find_user(username)
-    ids = roles.workspace_ids(user)
-    if ids is not None and workspace.pk not in ids:
-        raise CommandError(
-            f"{username} is not a member of workspace {workspace.slug} "
-            f"(python manage.py member add {workspace.slug} {username} --role ...)."
-        )
-    return user

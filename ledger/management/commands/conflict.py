@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger.management.commands._operation import find_user
+from ledger.management.arguments import find_user
 from ledger.models import Conflict
 from ledger.people import conflict_decisions, review
 

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ledger.core import privacy
 from ledger.core.erasure import ErasureError, erase_values
-from ledger.management.commands._operation import find_user
+from ledger.management.arguments import find_user
 from ledger.models import Workspace
 
 

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from ledger.management.commands._scope import add_scope_arguments, resolve_scope
+from ledger.management.arguments import add_scope_arguments, resolve_scope
 from ledger.people import pause
 
 

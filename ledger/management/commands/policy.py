@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ledger.actions import registry
 from ledger.core import policies
-from ledger.management.commands._scope import resolve_scope
+from ledger.management.arguments import resolve_scope
 from ledger.models import Ordering
 
 

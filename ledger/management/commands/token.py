@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger.core import accounts
-from ledger.management.commands._operation import find_member
+from ledger.management.arguments import find_member
 from ledger.models import ApiToken, Workspace
 
 

@@ -4,9 +4,9 @@ from dataclasses import asdict
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
 
-from reconciliation.audit import AuditError, run_audit
 from reconciliation.models import Mismatch
 from reconciliation.reconcile import reconcile_unknown_operations
+from reconciliation.two_way_audit import AuditError, run_audit
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""The operation page's finish: money with its currency, an approve confirmation that
+"""How the operation page reads to a person: money with its currency, an approve confirmation that
 repeats what is approved, who can act when this person cannot, what each way out of unknown does,
 errors that do not repeat their category, attempts numbered across a replay, styled error pages
 (DEBUG off) and a favicon."""

@@ -4,7 +4,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger.intake import decoding, submit
-from ledger.management.commands._operation import find_member
+from ledger.management.arguments import find_member
 from ledger.models import Delivery, Workspace
 from opsconsole.api import answers
 
