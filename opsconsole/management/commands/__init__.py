@@ -1,1 +1,2 @@
-"""The project's management commands: `submit` (its lines are the API's answers) and `demo_setup` (the demo's embedded PostgreSQL)."""
+"""The project's management commands: `submit` (its lines are the API's answers) and `demo_setup`
+(the demo's embedded PostgreSQL)."""
