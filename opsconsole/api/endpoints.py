@@ -10,7 +10,7 @@ body is one of them, built and dumped.
 import logging
 import operator
 from functools import reduce
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, cast
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
@@ -61,13 +61,13 @@ def _event_schema(*, claims: bool = False) -> tuple[dict, dict]:
             "".join(part.title() for part in name.split("-")) + ("Claim" if claims else "Event"),
             __base__=ClaimEnvelope if claims else Envelope,
             __doc__=f"{'A claim of' if claims else 'An event of'} action `{name}`.",
-            action=(Literal[name], ...),
+            action=cast(Any, (Literal[name], ...)),  # a value known only here: pydantic takes it as a type
             data=(action.schema, ...),
         )
         for name, action in sorted(registry.coded.items())
         if action.performed_by_caller or not claims
     ]
-    either = Annotated[reduce(operator.or_, envelopes), Field(discriminator="action")]
+    either: Any = Annotated[reduce(operator.or_, envelopes), Field(discriminator="action")]
     schema = TypeAdapter(either).json_schema(ref_template=REF_TEMPLATE)
     return schema, schema.pop("$defs")
 
@@ -99,7 +99,8 @@ class WorkspaceToken(HttpBearer):
             request.workspace = api_token.workspace
             # A person's token submits as that person (who then cannot approve what they sent).
             request.person = api_token.user
-            request.workspace_role = api_token.workspace_role  # read with the token: what _reveals needs
+            # Read with the token (authenticate_token): what _reveals needs.
+            request.workspace_role = api_token.workspace_role  # type: ignore[attr-defined]
             request.submitter = api_token.user.get_username() if api_token.user else f"token:{api_token.hint}"
         return api_token
 
@@ -136,7 +137,7 @@ def answer_problem(request, problem: ApiProblem) -> HttpResponse:
 
 
 def _record_refusal(request, problem: ApiProblem) -> IntakeResult:
-    refused = {
+    said: dict[str, Any] = {
         "reason": problem.reason,
         "errors": problem.errors,
         "http_status": problem.status,
@@ -144,9 +145,9 @@ def _record_refusal(request, problem: ApiProblem) -> IntakeResult:
     }
     if (hook := getattr(request, "unverified_hook", None)) is not None:
         # A hook's body refused before its signature is checked: anyone's, counted rather than a row.
-        return refusals.refuse_unverified(hook, address=client_ip(request), **refused)
+        return refusals.refuse_unverified(hook, address=client_ip(request), **said)
     source = getattr(request, "delivery_source", SOURCE)
-    return submit.record_blocked_delivery(workspace=request.workspace, source=source, **_sender(request), **refused)
+    return submit.record_blocked_delivery(workspace=request.workspace, source=source, **_sender(request), **said)
 
 
 def _respond(request, result: IntakeResult, headers: dict | None = None) -> HttpResponse:

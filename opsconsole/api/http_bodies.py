@@ -50,7 +50,7 @@ def _is_json(content_type: str) -> bool:
 def _require_json(request: HttpRequest) -> None:
     if not _is_json(request.content_type or ""):
         raise ApiProblem(415, reason="unsupported_media_type", field="Content-Type", message="must be application/json")
-    charset = request.content_params.get("charset")
+    charset = (request.content_params or {}).get("charset")
     if charset is not None and charset.strip().lower() not in UTF_8:
         raise ApiProblem(
             415,
