@@ -6,6 +6,7 @@ A rule returns why it refuses, or ``""`` where it allows, so a service can ask i
 always has (after checking the person's own input) and a page can say why a button is missing.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ledger.actions import registry
@@ -55,14 +56,16 @@ class May:
     landed: bool  # a try may have reached the destination: a replay and a cancel ask it first
 
 
-def what_may(user, operation: Operation) -> May:
+def what_may(user, operation: Operation, *, contributions: Iterable[Contribution] | None = None) -> May:
+    """``contributions``: the operation's, where the caller has read them (else what four eyes
+    needs is read here)."""
     action = registry.get(operation.action)
     landed = action is not None and operation.state in LANDING_STATES and may_have_acted(operation, action)
     review = review_refusal(user, operation)
     approve = approve_refusal(user, operation)
     decide = decide_refusal(operation)
     if not decide and not approve:
-        decide = own_work_refusal(user, operation, "approve or reject")
+        decide = own_work_refusal(user, operation, "approve or reject", contributions=contributions)
     return May(
         review=not review,
         replay=_verdict(replay_refusal(operation), review),
@@ -164,9 +167,11 @@ def decide_refusal(operation: Operation) -> str:
     return f"{operation.key} is {operation.state}; only an operation awaiting approval can be decided."
 
 
-def own_work_refusal(user, operation: Operation, verb: str) -> str:
+def own_work_refusal(
+    user, operation: Operation, verb: str, *, contributions: Iterable[Contribution] | None = None
+) -> str:
     """Four eyes: nobody who submitted, changed or replayed an operation approves or rejects it."""
-    kinds = sorted(set(operation.contributions.filter(user=user).values_list("kind", flat=True)))
+    kinds = own_work(user, operation.contributions.filter(user=user) if contributions is None else contributions)
     if not kinds:
         return ""
     done = " and ".join(_CONTRIBUTED[kind] for kind in kinds)
@@ -174,6 +179,11 @@ def own_work_refusal(user, operation: Operation, verb: str) -> str:
         f"{user.get_username()} {done} {operation.key}, so cannot {verb} it: four eyes means "
         "another person with the approve permission must."
     )
+
+
+def own_work(user, contributions: Iterable[Contribution]) -> list[str]:
+    """What ``user`` did to an operation (submitted, changed, replayed), of its contributions."""
+    return sorted({contribution.kind for contribution in contributions if contribution.user_id == user.pk})
 
 
 def unregistered(operation: Operation) -> str:

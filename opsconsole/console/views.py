@@ -34,7 +34,7 @@ from ledger.core.selectors import (
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
 from ledger.people import assignment, holds
 from ledger.people.bulk_actions import MAX_OPERATIONS
-from ledger.people.may import May, what_may
+from ledger.people.may import May, own_work, what_may
 from ledger.reads import destinations
 from ledger.states import TERMINAL_STATES, State
 from ledger.timed import duration_text
@@ -183,9 +183,9 @@ def operation(request, pk):
     user = request.user
     reveal = privacy.may_view_sensitive(user, op.workspace_id)
     payload = privacy.masked(op.payload, op.action, reveal=reveal)
-    may = what_may(user, op)
     contributions = list(op.contributions.select_related("user").order_by("created_at", "id"))
-    own_work = sorted({c.kind for c in contributions if c.user_id == user.pk})
+    may = what_may(user, op, contributions=contributions)
+    mine = own_work(user, contributions)
     conflicts = [
         {
             "conflict": conflict,
@@ -217,7 +217,7 @@ def operation(request, pk):
             "approvals": op.approvals.order_by("decided_at", "id"),
             "audit_events": op.audit_events.order_by("created_at", "id"),
             "contributions": contributions,
-            "own_work": own_work,
+            "own_work": mine,
             "can_review": may.review,
             # Held by a conflict: it has not run, and runs once its conflicts are decided (not replayed).
             "held_by_conflict": holds.is_held(op),
@@ -242,7 +242,7 @@ def operation(request, pk):
             "last_try": _last_try_error(op, attempts),
             "final": op.state in TERMINAL_STATES,
             "who_can_act": explain.who_can_act(
-                user, op, may, own_work=own_work, contributor_ids={c.user_id for c in contributions}
+                user, op, may, own_work=mine, contributor_ids={c.user_id for c in contributions}
             ),
             "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
             "waiting": destinations.waiting_for(op),
