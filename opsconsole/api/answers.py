@@ -231,9 +231,9 @@ class BatchAnswer(Answer):
 
 
 # What each route answers, by status: the document's `responses`.
-_REFUSED = {400: MalformedBody, 401: Unauthorized, 415: UnsupportedMediaType, 422: InvalidInput, 503: Unavailable}
-EVENT_RESPONSES = {201: Accepted, 200: Duplicate, 409: PayloadConflict | Stale, 413: TooLarge, **_REFUSED}
-BATCH_RESPONSES = {200: BatchAnswer, 413: TooLarge | BatchTooLarge, **_REFUSED}
+REFUSED = {400: MalformedBody, 401: Unauthorized, 415: UnsupportedMediaType, 422: InvalidInput, 503: Unavailable}
+EVENT_RESPONSES = {201: Accepted, 200: Duplicate, 409: PayloadConflict | Stale, 413: TooLarge, **REFUSED}
+BATCH_RESPONSES = {200: BatchAnswer, 413: TooLarge | BatchTooLarge, **REFUSED}
 OPERATION_RESPONSES = {200: OperationAnswer, 401: Unauthorized, 404: NotFound, 503: Unavailable}
 HOOK_RESPONSES = {
     **EVENT_RESPONSES,

@@ -13,7 +13,7 @@ from ledger.callers import claims, reports
 from ledger.states import State
 from opsconsole.api import answers
 from opsconsole.api.answers import (
-    _REFUSED,
+    REFUSED,
     Answer,
     LastError,
     NotFound,
@@ -137,10 +137,10 @@ CLAIM_RESPONSES = {
     409: Deferred | Decided | PayloadConflict | Stale,
     413: TooLarge,
     423: Held,
-    **_REFUSED,
+    **REFUSED,
 }
-HEARTBEAT_RESPONSES = {200: Extended, 404: NotFound, 409: StaleToken, 413: TooLarge, **_REFUSED}
-OUTCOME_RESPONSES = {200: Recorded, 404: NotFound, 409: StaleToken | OutcomeConflict, 413: TooLarge, **_REFUSED}
+HEARTBEAT_RESPONSES = {200: Extended, 404: NotFound, 409: StaleToken, 413: TooLarge, **REFUSED}
+OUTCOME_RESPONSES = {200: Recorded, 404: NotFound, 409: StaleToken | OutcomeConflict, 413: TooLarge, **REFUSED}
 
 _DEFERRED = {claims.IN_PROGRESS, claims.RETRY_LATER, claims.WAITING}
 
