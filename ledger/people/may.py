@@ -1,6 +1,7 @@
 """What a person may do to an operation, in one place: ``what_may`` is what the console's operation
-page offers (and says others could do), and each rule below is what the review and approval
-services assert before they write, raising their own error with the rule's words.
+page offers (and says others could do) and the admin's operation page lists, and each rule below is
+what the review and approval services assert before they write, raising their own error with the
+rule's words.
 
 A rule returns why it refuses, or ``""`` where it allows, so a service can ask it at the point it
 always has (after checking the person's own input) and a page can say why a button is missing.
