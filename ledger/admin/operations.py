@@ -4,7 +4,7 @@ approvals, contributions, the audit trail, bulk actions and the internal destina
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.db.models import Value
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from ledger.admin.lists import (
     KEY_SEARCH,
@@ -32,6 +32,7 @@ from ledger.models import (
     RequestStatus,
     ReviewDraft,
 )
+from ledger.people.may import what_may
 
 User = get_user_model()
 
@@ -93,10 +94,32 @@ class OperationAdmin(SensitiveAdmin):
     search_help_text = "The start of the key (demo:R-42…), or any part of the request id."
     inlines = [AttemptInline]
     exclude = ["payload", "result"]
-    readonly_fields = ["payload_shown", "result_shown"]
+    readonly_fields = ["payload_shown", "result_shown", "decisions_shown"]
+
+    def get_object(self, request, object_id, from_field=None):
+        operation = super().get_object(request, object_id, from_field)
+        if operation is not None:
+            # What the person may decide on it, as the console's operation page offers it.
+            operation.what_may = what_may(request.user, operation)
+        return operation
 
     def workspace_id_of(self, obj) -> int:
         return obj.workspace_id
+
+    @admin.display(description="decisions (taken in the console)")
+    def decisions_shown(self, operation):
+        may = getattr(operation, "what_may", None)
+        if may is None:
+            return "—"
+        decisions = [
+            ("Replay", may.replay),
+            ("Cancel", may.cancel),
+            ("Mark succeeded", may.mark_succeeded),
+            ("Look up now", may.look_up),
+            ("Approve or reject", may.decide),
+        ]
+        said = ((name, "yes" if verdict else f"no: {verdict.refusal}") for name, verdict in decisions)
+        return format_html("<ul>{}</ul>", format_html_join("", "<li>{}: {}</li>", said))
 
     @admin.display(description="payload")
     def payload_shown(self, operation):

@@ -15,10 +15,11 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from ledger.actions import UnknownAction, get_action
-from ledger.core import nudges, roles, sensitive_notes
+from ledger.actions import registry
+from ledger.core import nudges, sensitive_notes
 from ledger.core.transitions import transition_operation
-from ledger.models import Approval, Contribution, Operation
+from ledger.models import Approval, Operation
+from ledger.people import may
 from ledger.states import State
 
 
@@ -61,33 +62,18 @@ def reject_operation(operation: Operation, *, user, note: str, fingerprint: str 
     )
 
 
-_ROLES = {
-    Contribution.Kind.SUBMITTED: "submitted",
-    Contribution.Kind.CHANGED: "changed",
-    Contribution.Kind.REPLAYED: "replayed",
-}
-
-
-def _refuse_own_work(operation: Operation, user, verb: str) -> None:
-    kinds = sorted(set(operation.contributions.filter(user=user).values_list("kind", flat=True)))
-    if kinds:
-        roles = " and ".join(_ROLES[kind] for kind in kinds)
-        raise ApprovalError(
-            f"{user.get_username()} {roles} {operation.key}, so cannot {verb} it: four eyes means "
-            "another person with the approve permission must."
-        )
+def _require(refusal: str) -> None:
+    """Refuse (``ApprovalError``) with a rule's words (``ledger.people.may``) when it refuses."""
+    if refusal:
+        raise ApprovalError(refusal)
 
 
 def _decide(operation, *, user, decision, to_state, note, fingerprint) -> Approval:
-    if not roles.can(user, roles.APPROVE, operation.workspace_id):
-        raise ApprovalError(roles.refusal(user, roles.APPROVE, operation.workspace))
-    if operation.state != State.PENDING_APPROVAL:
-        raise ApprovalError(
-            f"{operation.key} is {operation.state}; only an operation awaiting approval can be decided."
-        )
+    _require(may.approve_refusal(user, operation))
+    _require(may.decide_refusal(operation))
     if fingerprint is not None and fingerprint != operation.fingerprint:
         raise ApprovalError(f"The payload of {operation.key} changed since it was shown; look at it again.")
-    _refuse_own_work(operation, user, "approve" if decision == Approval.Decision.APPROVED else "reject")
+    _require(may.own_work_refusal(user, operation, "approve" if decision == Approval.Decision.APPROVED else "reject"))
     # The note is shown on the operation page and in the audit trail, to viewers too.
     sensitive_notes.refuse_sensitive_note(note, [operation], label="note", error=SensitiveApprovalNote)
     deadline = {}
@@ -128,7 +114,7 @@ def audit_message(note: str, fingerprint: str) -> str:
 
 
 def _action_of(operation: Operation):
-    try:
-        return get_action(operation.action)
-    except UnknownAction:
-        raise ApprovalError(f"Action {operation.action!r} is not registered; {operation.key} cannot run.") from None
+    action = registry.get(operation.action)
+    if action is None:
+        raise ApprovalError(may.unregistered(operation))
+    return action

@@ -21,9 +21,9 @@ from django.utils import timezone
 from ledger.core import nudges, roles, sensitive_notes
 from ledger.core.transitions import record_audit_event
 from ledger.models import BulkAction, BulkItem, Delivery, Operation, Workspace
-from ledger.people import cancellations, replays, review
+from ledger.people import cancellations, may, replays, review
 from ledger.reads.failure_groups import Criterion
-from ledger.states import TRANSITIONS, State
+from ledger.states import State
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +238,7 @@ def _act(bulk: BulkAction, operation: Operation) -> tuple[str, str]:
                 accept_config_change=bulk.accept_config_change,
             )
             return done.verdict, done.lookup
-        if State.CANCELLED not in TRANSITIONS[State(operation.state)]:
+        if may.cancel_refusal(operation):
             return BulkItem.Outcome.SKIPPED, f"cannot be cancelled now (it is {operation.state})"
         done = cancellations.cancel_operation(operation, user=bulk.user, reason=reason)
         return done.verdict, done.lookup

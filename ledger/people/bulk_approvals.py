@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from ledger.core import roles
 from ledger.models import Operation
+from ledger.people import may
 from ledger.people.approvals import ApprovalError, approve_operation
-from ledger.states import State
 
 # The most operations one confirmation may approve (the work list shows 100 a page).
 SELECTION_MAX = 500
@@ -47,7 +47,7 @@ def approve_selected(selection: Mapping[int, str], *, user, note: str = "") -> l
 def _approve_one(pk: int, operation: Operation | None, fingerprint: str, *, user, note: str) -> Outcome:
     if operation is None:
         return Outcome(pk, None, False, f"No operation {pk} in your workspaces.")
-    if operation.state != State.PENDING_APPROVAL and (decided := operation.approvals.first()) is not None:
+    if may.decide_refusal(operation) and (decided := operation.approvals.first()) is not None:
         # Someone decided it between the page and the confirmation: say who, not just its state.
         return Outcome(pk, operation, False, f"{operation.key} was already {decided.decision} by {decided.approver}.")
     try:

@@ -9,8 +9,9 @@ from ledger.core.transitions import transition_operation
 from ledger.engine.lookups import ask_destination, may_have_acted
 from ledger.models import Operation
 from ledger.outcomes import CannotTell, Found
-from ledger.people.review import ReviewError, _require_review, _succeed_found, refuse_sensitive_reason
-from ledger.states import TRANSITIONS, State
+from ledger.people import may
+from ledger.people.review import ReviewError, refuse_sensitive_reason, require, require_review, succeed_found
+from ledger.states import State
 
 
 @dataclass(frozen=True)
@@ -30,10 +31,8 @@ def cancel_operation(operation: Operation, *, user, reason: str) -> Cancel:
     Where a try may have reached the destination, it is asked first, as a replay asks (outside any
     transaction): found -> ``succeeded`` with its record id and nothing is cancelled, since the
     effect happened; absent or cannot tell -> cancelled, with what it said in the audit message."""
-    _require_review(user, operation)
-    if State.CANCELLED not in TRANSITIONS[State(operation.state)]:
-        allowed = ", ".join(sorted(s for s, targets in TRANSITIONS.items() if State.CANCELLED in targets))
-        raise ReviewError(f"{operation.key} is {operation.state}; only {allowed} operations can be cancelled.")
+    require_review(user, operation)
+    require(may.cancel_refusal(operation))
     refuse_sensitive_reason(reason, operation)
     actor = user.get_username()
     action = registry.get(operation.action)  # an action no longer defined: cancelled unasked
@@ -41,7 +40,7 @@ def cancel_operation(operation: Operation, *, user, reason: str) -> Cancel:
     if action is not None and may_have_acted(operation, action):
         answer = ask_destination(operation, action)
         if isinstance(answer, Found):
-            _succeed_found(operation, answer, actor=actor, reason=reason, asked_by="cancel")
+            succeed_found(operation, answer, actor=actor, reason=reason, asked_by="cancel")
             return Cancel(operation, "found", lookup=f"the destination has record {answer.external_id}")
         lookup = (
             f"the destination cannot tell whether it acted: {answer.reason}"

@@ -26,7 +26,7 @@ from ledger.core.transitions import record_audit_event
 from ledger.intake.reservation import CONFLICT_HOLD
 from ledger.models import AuditEvent, Conflict, Contribution, Operation
 from ledger.people import holds
-from ledger.people.review import ReviewError, _action_of, _require_review, refuse_sensitive_reason
+from ledger.people.review import ReviewError, action_of, refuse_sensitive_reason, require_review
 from ledger.states import State
 
 OPEN, DISMISSED = Conflict.Status.OPEN, Conflict.Status.DISMISSED
@@ -37,7 +37,7 @@ OPEN, DISMISSED = Conflict.Status.OPEN, Conflict.Status.DISMISSED
 
 def dismiss_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     """Keep the recorded payload: the incoming one was a mistake (or is stale) and stays unapplied."""
-    _require_review(user, conflict.operation)
+    require_review(user, conflict.operation)
     refuse_sensitive_reason(reason, conflict.operation, conflict)
     actor = user.get_username()
     with transaction.atomic():
@@ -72,7 +72,7 @@ def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     the conflict was measured against, so a worker's claim or another decision in between makes this
     refuse (and the conflict stays open: the transaction is rolled back).
     """
-    _require_review(user, conflict.operation)
+    require_review(user, conflict.operation)
     refuse_sensitive_reason(reason, conflict.operation, conflict)
     actor = user.get_username()
     operation = conflict.operation
@@ -107,7 +107,7 @@ def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
 
 def _taking_a_payload(operation: Operation) -> Q:
     """The rows ``apply_conflict`` may change: in a state taking a payload, or held by a conflict from one."""
-    taking = states_taking_a_payload(_action_of(operation))
+    taking = states_taking_a_payload(action_of(operation))
     where = Q(state__in=taking)
     if holds.is_held(operation) and holds.held_from([operation.pk]).get(operation.pk) in taking:
         where |= Q(state=State.NEEDS_REVIEW, last_error_category=CONFLICT_HOLD)

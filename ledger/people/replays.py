@@ -16,8 +16,15 @@ from ledger.engine.lookups import ask_destination, may_have_acted
 from ledger.intake.ordering import GAP
 from ledger.models import Contribution, Delivery, Operation
 from ledger.outcomes import CannotTell, Found
-from ledger.people import holds
-from ledger.people.review import ReviewError, _action_of, _require_review, _succeed_found, refuse_sensitive_reason
+from ledger.people import may
+from ledger.people.review import (
+    ReviewError,
+    action_of,
+    refuse_sensitive_reason,
+    require,
+    require_review,
+    succeed_found,
+)
 from ledger.states import State
 
 
@@ -63,19 +70,13 @@ def replay_operation(
     without it, ``ConfigChanged`` lists what changed, field by field, and nothing is done. The
     changes go into the replay's audit event.
     """
-    _require_review(user, operation)
+    require_review(user, operation)
     actor = user.get_username()
-    if operation.state != State.NEEDS_REVIEW:
-        raise ReviewError(f"Only an operation that needs review can be replayed; {operation.key} is {operation.state}.")
-    if holds.is_held(operation):
-        raise ReviewError(
-            f"{operation.key} is held by a conflicting delivery and has not run: apply or dismiss the conflict "
-            "to let it run (a replay would run it without deciding which payload is meant)."
-        )
+    require(may.replay_refusal(operation))
     if accept_duplicate_risk and not reason.strip():
         raise ReviewError("Say why the replay may risk a duplicate: the reason is kept in the audit trail.")
     refuse_sensitive_reason(reason, operation)
-    action = _action_of(operation)
+    action = action_of(operation)
     changed = changes_since_last_run(operation, action)
     if changed and not accept_config_change:
         raise ConfigChanged(
@@ -88,7 +89,7 @@ def replay_operation(
     if may_have_acted(operation, action):
         answer = ask_destination(operation, action)
         if isinstance(answer, Found):
-            _succeed_found(operation, answer, actor=actor, reason=reason, asked_by="replay")
+            succeed_found(operation, answer, actor=actor, reason=reason, asked_by="replay")
             return Replay(operation, "found", lookup=f"the destination has record {answer.external_id}")
         if isinstance(answer, CannotTell):
             risk = answer.reason

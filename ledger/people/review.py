@@ -13,11 +13,12 @@ an operation or applies a conflict to it is recorded as one of its contributors,
 approve it (``ledger.people.approvals``).
 """
 
-from ledger.actions import UnknownAction, get_action
-from ledger.core import roles, sensitive_notes
+from ledger.actions import ActionDefinition, registry
+from ledger.core import sensitive_notes
 from ledger.core.transitions import transition_operation
 from ledger.models import Operation
 from ledger.outcomes import Found
+from ledger.people import may
 from ledger.states import State
 
 
@@ -34,7 +35,7 @@ def refuse_sensitive_reason(reason: str, *concerns) -> None:
     sensitive_notes.refuse_sensitive_note(reason, concerns, error=SensitiveReason)
 
 
-def _succeed_found(operation, answer: Found, *, actor, reason, asked_by: str) -> None:
+def succeed_found(operation, answer: Found, *, actor, reason, asked_by: str) -> None:
     """A replay or a cancel asked the destination first, and it has the record: succeeded."""
     done = "nothing was sent" if asked_by == "replay" else "nothing was cancelled"
     found = transition_operation(
@@ -54,14 +55,20 @@ def _succeed_found(operation, answer: Found, *, actor, reason, asked_by: str) ->
         raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
 
 
-def _require_review(user, operation: Operation) -> None:
+def require(refusal: str) -> None:
+    """Refuse (``ReviewError``) with a rule's words (``ledger.people.may``) when it refuses."""
+    if refusal:
+        raise ReviewError(refusal)
+
+
+def require_review(user, operation: Operation) -> None:
     """The person needs a role that may review in the operation's workspace (operator or admin)."""
-    if not roles.can(user, roles.REVIEW, operation.workspace_id):
-        raise ReviewError(roles.refusal(user, roles.REVIEW, operation.workspace))
+    require(may.review_refusal(user, operation))
 
 
-def _action_of(operation: Operation):
-    try:
-        return get_action(operation.action)
-    except UnknownAction:
-        raise ReviewError(f"Action {operation.action!r} is not registered; {operation.key} cannot run.") from None
+def action_of(operation: Operation) -> ActionDefinition:
+    """The operation's action, refused (``ReviewError``) when it is no longer defined."""
+    action = registry.get(operation.action)
+    if action is None:
+        raise ReviewError(may.unregistered(operation))
+    return action

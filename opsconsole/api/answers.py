@@ -88,7 +88,7 @@ class Accepted(Answer):
 
 
 class Duplicate(Accepted):
-    status: Literal["duplicate"] = "duplicate"
+    status: Literal["duplicate"] = "duplicate"  # type: ignore[assignment]  # pydantic narrows a field
 
 
 class PayloadConflict(Answer):
@@ -197,7 +197,9 @@ class Unavailable(Answer):
 def _item(answer: type[Answer], status: int) -> type[Answer]:
     """A batch result: the event's position and the status it would have had alone, then its answer
     (the fields of the later base come first)."""
-    position = create_model(f"Item{status}", __base__=Answer, index=(int, ...), http_status=(Literal[status], ...))
+    # The status is a value known only here: pydantic takes it as a type, mypy cannot.
+    http_status: Any = (Literal[status], ...)
+    position = create_model(f"Item{status}", __base__=Answer, index=(int, ...), http_status=http_status)
     return create_model(f"{answer.__name__}Item", __base__=(answer, position))
 
 
@@ -217,7 +219,7 @@ _ITEMS: dict[type[Answer], type[Answer]] = {
 
 
 class BatchAnswer(Answer):
-    results: list[
+    results: list[  # type: ignore[valid-type]  # the models of _ITEMS, built above
         _ITEMS[Accepted]
         | _ITEMS[Duplicate]
         | _ITEMS[PayloadConflict]
@@ -229,9 +231,9 @@ class BatchAnswer(Answer):
 
 
 # What each route answers, by status: the document's `responses`.
-_REFUSED = {400: MalformedBody, 401: Unauthorized, 415: UnsupportedMediaType, 422: InvalidInput, 503: Unavailable}
-EVENT_RESPONSES = {201: Accepted, 200: Duplicate, 409: PayloadConflict | Stale, 413: TooLarge, **_REFUSED}
-BATCH_RESPONSES = {200: BatchAnswer, 413: TooLarge | BatchTooLarge, **_REFUSED}
+REFUSED = {400: MalformedBody, 401: Unauthorized, 415: UnsupportedMediaType, 422: InvalidInput, 503: Unavailable}
+EVENT_RESPONSES = {201: Accepted, 200: Duplicate, 409: PayloadConflict | Stale, 413: TooLarge, **REFUSED}
+BATCH_RESPONSES = {200: BatchAnswer, 413: TooLarge | BatchTooLarge, **REFUSED}
 OPERATION_RESPONSES = {200: OperationAnswer, 401: Unauthorized, 404: NotFound, 503: Unavailable}
 HOOK_RESPONSES = {
     **EVENT_RESPONSES,
@@ -253,16 +255,21 @@ def operation_answer(operation: Operation, *, reveal: bool) -> OperationAnswer:
         key=operation.key,
         workspace=operation.workspace.slug,
         action=operation.action,
-        state=operation.state,
+        state=State(operation.state),
         attempts=operation.attempts,
         payload=privacy.masked(operation.payload, operation.action, reveal=reveal),
         result=privacy.masked(operation.result, operation.action, reveal=reveal),
         external_id=operation.external_id,
-        last_error=operation.last_error,
+        last_error=last_error_of(operation),
         correlation_id=operation.correlation_id,
         created_at=operation.created_at,
         updated_at=operation.updated_at,
     )
+
+
+def last_error_of(operation: Operation) -> LastError | None:
+    error = operation.last_error
+    return LastError(**error) if error is not None else None
 
 
 # The refusals by the reason intake gives, read from each model's own `reason`.
@@ -299,7 +306,7 @@ def batch_answer(results: list[IntakeResult], *, reveal: bool = False) -> BatchA
     items = []
     for index, result in enumerate(results):
         model, fields = _answer_of(result, reveal=reveal)
-        items.append(_ITEMS[model](index=index, http_status=result.http_status, **fields))
+        items.append(_ITEMS[model].model_validate({"index": index, "http_status": result.http_status, **fields}))
     return BatchAnswer(results=items)
 
 

@@ -4,7 +4,7 @@ body carries ``status``: what the caller should do. Refusals of the request itse
 answers (``status`` ``blocked``, with a ``reason``), as ``/events`` sends them.
 """
 
-from typing import Literal
+from typing import Literal, TypeVar, cast
 
 from django.http import HttpResponse
 from pydantic import Field
@@ -13,7 +13,7 @@ from ledger.callers import claims, reports
 from ledger.states import State
 from opsconsole.api import answers
 from opsconsole.api.answers import (
-    _REFUSED,
+    REFUSED,
     Answer,
     LastError,
     NotFound,
@@ -23,9 +23,14 @@ from opsconsole.api.answers import (
     Timestamp,
     TooLarge,
     intake_answer,
+    last_error_of,
     operation_answer,
     respond,
 )
+
+T = TypeVar("T")
+DeferredStatus = Literal["in_progress", "retry_later", "waiting"]
+DecidedStatus = Literal["awaiting_approval", "needs_review", "unknown", "cancelled", "rejected", "superseded"]
 
 
 class Claimed(Answer):
@@ -57,7 +62,7 @@ class Deferred(Answer):
     another caller holds the claim (`in_progress`), a reported transient failure's next try is not
     due (`retry_later`), or an earlier version of the request has not finished (`waiting`)."""
 
-    status: Literal["in_progress", "retry_later", "waiting"]
+    status: DeferredStatus
     key: str
     message: str
     retry_after: int
@@ -84,7 +89,7 @@ class Decided(Answer):
     or reconciliation decides (`needs_review`, `unknown`), or it is over (`cancelled`, `rejected`,
     `superseded`)."""
 
-    status: Literal["awaiting_approval", "needs_review", "unknown", "cancelled", "rejected", "superseded"]
+    status: DecidedStatus
     key: str
     message: str
     last_error: LastError | None
@@ -132,10 +137,10 @@ CLAIM_RESPONSES = {
     409: Deferred | Decided | PayloadConflict | Stale,
     413: TooLarge,
     423: Held,
-    **_REFUSED,
+    **REFUSED,
 }
-HEARTBEAT_RESPONSES = {200: Extended, 404: NotFound, 409: StaleToken, 413: TooLarge, **_REFUSED}
-OUTCOME_RESPONSES = {200: Recorded, 404: NotFound, 409: StaleToken | OutcomeConflict, 413: TooLarge, **_REFUSED}
+HEARTBEAT_RESPONSES = {200: Extended, 404: NotFound, 409: StaleToken, 413: TooLarge, **REFUSED}
+OUTCOME_RESPONSES = {200: Recorded, 404: NotFound, 409: StaleToken | OutcomeConflict, 413: TooLarge, **REFUSED}
 
 _DEFERRED = {claims.IN_PROGRESS, claims.RETRY_LATER, claims.WAITING}
 
@@ -143,7 +148,8 @@ _DEFERRED = {claims.IN_PROGRESS, claims.RETRY_LATER, claims.WAITING}
 def claim_response(answer: claims.Answer, *, reveal: bool) -> HttpResponse:
     """The HTTP response to a claim, heartbeat or outcome report answered ``answer``."""
     if answer.status == claims.BLOCKED:
-        return respond(intake_answer(answer.intake, reveal=reveal), answer.intake.http_status)
+        refused = _given(answer.intake, "refusal")
+        return respond(intake_answer(refused, reveal=reveal), refused.http_status)
     if answer.status == claims.NOT_FOUND:
         return respond(answers.NO_SUCH_OPERATION, 404)
     body, status = _body(answer, reveal=reveal)
@@ -152,55 +158,68 @@ def claim_response(answer: claims.Answer, *, reveal: bool) -> HttpResponse:
 
 
 def _body(answer: claims.Answer, *, reveal: bool) -> tuple[Answer, int]:
-    operation, status = answer.operation, answer.status
+    operation, status = _given(answer.operation, "operation"), answer.status
     shown = operation_answer(operation, reveal=reveal)
-    common = {"key": operation.key}
+    key = operation.key
     if status == claims.CLAIMED:
+        attempt = _given(answer.attempt, "attempt")
         return Claimed(
-            **common,
+            key=key,
             token=answer.token,
-            attempt=answer.attempt.number,
-            lease_expires_at=operation.lease_expires_at,
-            idempotency_key=answer.attempt.idempotency_key,
+            attempt=attempt.number,
+            lease_expires_at=_given(operation.lease_expires_at, "lease"),
+            idempotency_key=attempt.idempotency_key,
             operation=shown,
         ), 201
     if status == claims.DONE:
-        return Done(**common, result=shown.result, external_id=operation.external_id, operation=shown), 200
+        return Done(key=key, result=shown.result, external_id=operation.external_id, operation=shown), 200
     if status in _DEFERRED:
         return Deferred(
-            **common,
-            status=status,
+            key=key,
+            status=cast(DeferredStatus, status),
             message=answer.message,
-            retry_after=answer.retry_after,
+            retry_after=_given(answer.retry_after, "retry_after"),
             lease_expires_at=operation.lease_expires_at,
             next_attempt_at=operation.next_attempt_at,
-            last_error=operation.last_error,
+            last_error=last_error_of(operation),
             operation=shown,
         ), 409
     if status == claims.HELD:
-        switch = answer.held_by
+        switch = _given(answer.held_by, "pause switch")
         return Held(
-            **common,
+            key=key,
             message=answer.message,
-            retry_after=answer.retry_after,
+            retry_after=_given(answer.retry_after, "retry_after"),
             scope=switch.scope_label,
             reason=switch.reason,
             operation=shown,
         ), 423
     if status == claims.EXTENDED:
-        return Extended(**common, lease_expires_at=operation.lease_expires_at), 200
+        return Extended(key=key, lease_expires_at=_given(operation.lease_expires_at, "lease")), 200
     if status == claims.STALE_TOKEN:
-        return StaleToken(**common, message=answer.message, state=operation.state), 409
+        return StaleToken(key=key, message=answer.message, state=State(operation.state)), 409
     if status == reports.RECORDED:
         return Recorded(
-            **common,
+            key=key,
             message=answer.message,
-            state=operation.state,
+            state=State(operation.state),
             next_attempt_at=operation.next_attempt_at,
             operation=shown,
         ), 200
     if status == reports.OUTCOME_CONFLICT:
-        return OutcomeConflict(**common, message=answer.message), 409
+        return OutcomeConflict(key=key, message=answer.message), 409
     return Decided(
-        **common, status=status, message=answer.message, last_error=operation.last_error, operation=shown
+        key=key,
+        status=cast(DecidedStatus, status),
+        message=answer.message,
+        last_error=last_error_of(operation),
+        operation=shown,
     ), 409
+
+
+def _given(value: T | None, what: str) -> T:
+    """What the answer's status promises it carries (a claimed answer's attempt and lease...):
+    without it, the answer is not built, and so never sent."""
+    if value is None:
+        raise ValueError(f"a claim's answer lacks its {what}")
+    return value

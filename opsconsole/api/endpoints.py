@@ -10,7 +10,7 @@ body is one of them, built and dumped.
 import logging
 import operator
 from functools import reduce
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, cast
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
@@ -31,6 +31,7 @@ from ledger.integrations import sources
 from ledger.models import Delivery, Operation, Source
 from opsconsole.api import answers, claim_answers, http_bodies
 from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES, OPERATION_RESPONSES
+from opsconsole.api.problems import ApiProblem
 from opsconsole.proxy import client_ip
 
 SOURCE = Delivery.Source.API
@@ -61,13 +62,13 @@ def _event_schema(*, claims: bool = False) -> tuple[dict, dict]:
             "".join(part.title() for part in name.split("-")) + ("Claim" if claims else "Event"),
             __base__=ClaimEnvelope if claims else Envelope,
             __doc__=f"{'A claim of' if claims else 'An event of'} action `{name}`.",
-            action=(Literal[name], ...),
+            action=cast(Any, (Literal[name], ...)),  # a value known only here: pydantic takes it as a type
             data=(action.schema, ...),
         )
         for name, action in sorted(registry.coded.items())
         if action.performed_by_caller or not claims
     ]
-    either = Annotated[reduce(operator.or_, envelopes), Field(discriminator="action")]
+    either: Any = Annotated[reduce(operator.or_, envelopes), Field(discriminator="action")]
     schema = TypeAdapter(either).json_schema(ref_template=REF_TEMPLATE)
     return schema, schema.pop("$defs")
 
@@ -99,7 +100,8 @@ class WorkspaceToken(HttpBearer):
             request.workspace = api_token.workspace
             # A person's token submits as that person (who then cannot approve what they sent).
             request.person = api_token.user
-            request.workspace_role = api_token.workspace_role  # read with the token: what _reveals needs
+            # Read with the token (authenticate_token): what _reveals needs.
+            request.workspace_role = api_token.workspace_role  # type: ignore[attr-defined]
             request.submitter = api_token.user.get_username() if api_token.user else f"token:{api_token.hint}"
         return api_token
 
@@ -127,34 +129,26 @@ def unauthorized(request, exc):
     return answers.respond(answers.UNAUTHORIZED, 401)
 
 
-def _blocked_response(
-    request,
-    *,
-    reason: str,
-    message: str = "",
-    http_status: int,
-    field: str = "body",
-    extra: dict | None = None,
-    errors: list[dict] | None = None,
-    headers: dict | None = None,
-) -> HttpResponse:
-    errors = errors or [{"field": field, "message": message}]
+@api.exception_handler(ApiProblem)
+def answer_problem(request, problem: ApiProblem) -> HttpResponse:
+    """Every refusal a route raises: its answer as it is, or the arrival recorded and answered."""
+    if problem.answer is not None:
+        return answers.respond(problem.answer, problem.status, problem.headers)
+    return _respond(request, _record_refusal(request, problem), headers=problem.headers)
+
+
+def _record_refusal(request, problem: ApiProblem) -> IntakeResult:
+    said: dict[str, Any] = {
+        "reason": problem.reason,
+        "errors": problem.errors,
+        "http_status": problem.status,
+        "extra": problem.extra,
+    }
     if (hook := getattr(request, "unverified_hook", None)) is not None:
         # A hook's body refused before its signature is checked: anyone's, counted rather than a row.
-        result = refusals.refuse_unverified(
-            hook, address=client_ip(request), reason=reason, errors=errors, http_status=http_status, extra=extra
-        )
-        return _respond(request, result, headers=headers)
-    result = submit.record_blocked_delivery(
-        workspace=request.workspace,
-        source=getattr(request, "delivery_source", SOURCE),
-        **_sender(request),
-        reason=reason,
-        errors=errors,
-        http_status=http_status,
-        extra=extra,
-    )
-    return _respond(request, result, headers=headers)
+        return refusals.refuse_unverified(hook, address=client_ip(request), **said)
+    source = getattr(request, "delivery_source", SOURCE)
+    return submit.record_blocked_delivery(workspace=request.workspace, source=source, **_sender(request), **said)
 
 
 def _respond(request, result: IntakeResult, headers: dict | None = None) -> HttpResponse:
@@ -173,107 +167,12 @@ def _sender(request) -> dict:
     return {"submitted_by": request.submitter, "person": request.person}
 
 
-def _is_json(content_type: str) -> bool:
-    return content_type == "application/json" or (
-        content_type.startswith("application/") and content_type.endswith("+json")
-    )
-
-
 def _decode(request: HttpRequest, limit: int):
-    """The JSON body, or a response that says what was wrong with it (already recorded)."""
-    body, problem = _read_body(request, limit)
-    if problem:
-        return None, problem
+    """The JSON body (``http_bodies.read_body`` says what is wrong with the bytes)."""
     try:
-        return decoding.decode_json(body), None
+        return decoding.decode_json(http_bodies.read_body(request, limit))
     except decoding.MalformedJSON as exc:
-        return None, _blocked_response(request, reason=exc.reason, http_status=400, errors=exc.errors)
-
-
-def _read_body(request: HttpRequest, limit: int):
-    """The body's bytes as sent (decompressed), or a response that says what was wrong with it
-    (already recorded). A signed webhook is checked on these bytes before anything reads them.
-
-    Read as HTTP says (RFC 9110, RFC 8259): a body must say it is JSON (one sent without a
-    Content-Type, or as a form, what ``curl -d`` sends unless told otherwise, is refused with 415
-    rather than guessed at), in UTF-8 (any other charset: 415), either as it is or gzip-compressed
-    (decoded, its decoded size held to the limit; any other Content-Encoding: 415). A chunked body
-    (no Content-Length; the server decodes the chunks) is read as it comes. Either way at most
-    ``limit`` + 1 bytes are read before a body is refused as too large.
-    """
-    if not _is_json(request.content_type or ""):
-        return None, _blocked_response(
-            request,
-            reason="unsupported_media_type",
-            http_status=415,
-            field="Content-Type",
-            message="must be application/json",
-        )
-    charset = request.content_params.get("charset")
-    if charset is not None and charset.strip().lower() not in http_bodies.UTF_8:
-        return None, _blocked_response(
-            request,
-            reason="unsupported_charset",
-            http_status=415,
-            field="Content-Type",
-            message="must be UTF-8 (charset=utf-8, or none)",
-        )
-    encoding = request.headers.get("Content-Encoding", "").strip().lower()
-    if encoding not in ("", "identity", *http_bodies.GZIP):
-        return None, _blocked_response(
-            request,
-            reason="unsupported_encoding",
-            http_status=415,
-            field="Content-Encoding",
-            message="must be gzip, or none",
-            headers={"Accept-Encoding": "gzip"},
-        )
-    declared = request.META.get("CONTENT_LENGTH") or ""
-    if declared and not (declared.isascii() and declared.isdigit()):
-        # Django's own reading of the body would fail on it.
-        return None, _blocked_response(
-            request,
-            reason="malformed_request",
-            http_status=400,
-            field="Content-Length",
-            message="must be a whole number of bytes",
-        )
-    chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
-    if chunked and not declared and not request.META.get("wsgi.input_terminated"):
-        # runserver (wsgiref) passes the chunks undecoded and cannot say where they end.
-        return None, _blocked_response(
-            request,
-            reason="malformed_request",
-            http_status=400,
-            field="Transfer-Encoding",
-            message="this server cannot read a chunked body: send a Content-Length",
-        )
-    too_large = {"reason": "too_large", "http_status": 413, "extra": {"limit_bytes": limit}}
-    try:
-        declared = declared.lstrip("0") or "0"
-        if len(declared) > len(str(limit)) or int(declared) > limit:
-            raise http_bodies.TooLarge
-        body = http_bodies.read_limited(http_bodies.body_stream(request), limit)
-        if encoding in http_bodies.GZIP:
-            try:
-                body = http_bodies.gunzip_limited(body, limit)
-            except http_bodies.TooLarge:
-                return None, _blocked_response(
-                    request, **too_large, message=f"the body, decoded, is larger than the limit of {limit} bytes"
-                )
-    except http_bodies.TooLarge:
-        return None, _blocked_response(
-            request, **too_large, message=f"the body is larger than the limit of {limit} bytes"
-        )
-    except http_bodies.BadGzip:
-        return None, _blocked_response(
-            request,
-            reason="malformed_request",
-            http_status=400,
-            field="Content-Encoding",
-            message="the body is not valid gzip",
-        )
-    return body, None
+        raise ApiProblem(400, reason=exc.reason, errors=exc.errors) from None
 
 
 @api.post(
@@ -283,9 +182,7 @@ def _read_body(request: HttpRequest, limit: int):
     summary="Submit one event: accepted (201), duplicate (200), blocked (409/422/400/413/415)",
 )
 def submit_event(request):
-    raw, problem = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
-    if problem:
-        return problem
+    raw = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
     return _respond(
         request, submit.submit_event(workspace=request.workspace, raw=raw, source=SOURCE, **_sender(request))
     )
@@ -316,18 +213,14 @@ def submit_batch(request):
     writes are its own: an event that fails leaves nothing, the others stand. An event that fails
     unexpectedly (a server error) is answered `http_status` 500, `status` `error`, and is not
     recorded, so sending it again is safe."""
-    raw, problem = _decode(request, settings.OPSCONSOLE_MAX_BATCH_BODY_BYTES)
-    if problem:
-        return problem
+    raw = _decode(request, settings.OPSCONSOLE_MAX_BATCH_BODY_BYTES)
     events = raw.get("events") if isinstance(raw, dict) else None
     if not isinstance(events, list):
-        return _blocked_response(
-            request, reason="invalid_input", http_status=422, field="events", message="must be a list of events"
-        )
+        raise ApiProblem(422, reason="invalid_input", field="events", message="must be a list of events")
     limit = settings.OPSCONSOLE_MAX_BATCH
     if len(events) > limit:
         # Refused whole and recorded nowhere: nothing in it was looked at.
-        return answers.respond(answers.batch_too_large(limit), 413)
+        raise ApiProblem(413, answer=answers.batch_too_large(limit))
     results = submit.submit_batch(
         workspace=request.workspace,
         raw_events=events,
@@ -353,7 +246,7 @@ def get_operation(request, key: str):
         else (Operation.objects.select_related("workspace").filter(workspace=request.workspace, key=key).first())
     )
     if operation is None:
-        return answers.respond(answers.NO_SUCH_OPERATION, 404)
+        raise ApiProblem(404, answer=answers.NO_SUCH_OPERATION)
     return answers.respond(answers.operation_answer(operation, reveal=_reveals(request)), 200)
 
 
@@ -372,9 +265,7 @@ def _body_of(model) -> dict:
     summary="Claim an operation you perform: claimed (201, act now), done (200), or why not (409/423)",
 )
 def claim(request):
-    raw, problem = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
-    if problem:
-        return problem
+    raw = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
     answer = claims.claim(workspace=request.workspace, raw=raw, **_sender(request))
     return claim_answers.claim_response(answer, reveal=_reveals(request))
 
@@ -386,9 +277,7 @@ def claim(request):
     summary="Extend the lease of the claim you hold",
 )
 def heartbeat(request, key: str):
-    body, problem = _read(request, reports.Heartbeat)
-    if problem:
-        return problem
+    body = _read(request, reports.Heartbeat)
     answer = claims.heartbeat(
         workspace=request.workspace,
         key=key,
@@ -406,22 +295,17 @@ def heartbeat(request, key: str):
     summary="Report what your claimed try came to: succeeded, failed (transient or permanent) or unknown",
 )
 def outcome(request, key: str):
-    report, problem = _read(request, reports.OutcomeReport)
-    if problem:
-        return problem
+    report = _read(request, reports.OutcomeReport)
     answer = reports.report_outcome(workspace=request.workspace, key=key, report=report, actor=request.submitter)
     return claim_answers.claim_response(answer, reveal=_reveals(request))
 
 
 def _read(request, model):
-    """The body as ``model``, or the response refusing it (recorded, as every refused request is)."""
-    raw, problem = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
-    if problem:
-        return None, problem
-    body, errors = reports.read(model, raw)
+    """The body as ``model`` (refused, and recorded as every refused request is, where it is not)."""
+    body, errors = reports.read(model, _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES))
     if errors:
-        return None, _blocked_response(request, reason="invalid_input", http_status=422, errors=errors)
-    return body, None
+        raise ApiProblem(422, reason="invalid_input", errors=errors)
+    return body
 
 
 # --- signed webhooks in (ledger.integrations.sources) ------------------------------------------------
@@ -439,7 +323,7 @@ def receive_hook(request, source: str):
     Webhooks, GitHub or Stripe headers), and the source's rules map its body to an event."""
     found = None if decoding.storable_text_problem(source) else Source.objects.filter(slug=source).first()
     if found is None:
-        return answers.respond(answers.NO_SUCH_SOURCE, 404)
+        raise ApiProblem(404, answer=answers.NO_SUCH_SOURCE)
     request.workspace, request.person, request.submitter = found.workspace, None, f"source:{found.slug}"
     request.workspace_role = None
     request.delivery_source = Delivery.Source.WEBHOOK
@@ -447,15 +331,14 @@ def receive_hook(request, source: str):
     try:
         if challenge := sources.answer_challenge(found, request.headers, address=address):
             return answers.respond(answers.Verified(), 200, {"webhook-challenge-response": challenge})
-        body, problem = _read_body(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
-        if problem:
-            return problem
+        body = http_bodies.read_body(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
         result = sources.receive(found, body, request.headers, address=address)
     except sources.SecretMissing as exc:
         logger.error("%s", exc)
         unavailable = answers.Unavailable(status="unavailable", detail="This source cannot check signatures yet.")
-        return answers.respond(unavailable, 503, {"Retry-After": "60"})
-    if result.ignored is not None:
-        ignored = answers.Ignored(event=result.ignored.event, delivery_id=result.ignored.delivery.sender_delivery_id)
-        return answers.respond(ignored, 202)
-    return _respond(request, result.intake)
+        raise ApiProblem(503, answer=unavailable, headers={"Retry-After": "60"}) from None
+    if result.intake is not None:
+        return _respond(request, result.intake)
+    ignored = result.ignored
+    assert ignored is not None  # receive answers one or the other
+    return answers.respond(answers.Ignored(event=ignored.event, delivery_id=ignored.delivery.sender_delivery_id), 202)

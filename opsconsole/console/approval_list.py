@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET
 
 from ledger.core import privacy, roles
 from ledger.core.roles import APPROVE
-from ledger.people import bulk_approvals
+from ledger.people import bulk_approvals, may
 from ledger.people.approvals import ApprovalError
 from ledger.reads import awaiting_approval
 from opsconsole.console import keyset, labels, money
@@ -182,7 +182,7 @@ def _row(operation, user) -> dict:
         if isinstance(shown, dict)
         else [],
         "contributions": contributions,
-        "own_work": sorted({c.kind for c in contributions if c.user_id == user.pk}),
+        "own_work": may.own_work(user, contributions),
     }
 
 

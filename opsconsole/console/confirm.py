@@ -10,8 +10,7 @@ from django.views.decorators.http import require_http_methods
 
 from ledger.core import privacy
 from ledger.core.roles import APPROVE
-from ledger.people import approvals
-from ledger.states import State
+from ledger.people import approvals, may
 from opsconsole.console import approval_list, labels
 from opsconsole.console.forms import DecisionForm, first_error, report_refusal
 from opsconsole.console.views import console_page, definition_of, operation_for
@@ -23,16 +22,15 @@ def approve(request, pk):
     operation = operation_for(request, pk, APPROVE)
     if request.method == "POST":
         return _approve(request, operation)
-    if operation.state != State.PENDING_APPROVAL:
+    if may.decide_refusal(operation):
         messages.error(
             request, f"{operation.key} is {operation.state}; only an operation awaiting approval can be approved."
         )
         return redirect("console:operation", pk=pk)
     contributions = list(operation.contributions.select_related("user").order_by("created_at", "id"))
-    own_work = sorted({c.kind for c in contributions if c.user_id == request.user.pk})
-    if own_work:
+    if work := may.own_work(request.user, contributions):
         messages.error(
-            request, f"You {' and '.join(own_work)} {operation.key}, so another approver must approve it (four eyes)."
+            request, f"You {' and '.join(work)} {operation.key}, so another approver must approve it (four eyes)."
         )
         return redirect("console:operation", pk=pk)
     reveal = privacy.may_view_sensitive(request.user, operation.workspace_id)

@@ -2,53 +2,56 @@
 it: the roles of ``ledger.core.roles`` (approve: approver, admin; review: operator, admin) and the four
 eyes of ``ledger.people.approvals`` (nobody who submitted, changed or replayed an operation approves it).
 
-Nothing here grants or refuses anything (the services do); it only says what a page shows when it
-offers no button. At most ``NAMES_SHOWN`` people are named per role, read in one bounded query.
+Nothing here grants or refuses anything (the services do, by the rules of ``ledger.people.may``);
+it only says what a page shows when it offers no button. At most ``NAMES_SHOWN`` people are named
+per role, read in one bounded query.
 """
 
 from ledger.core import roles
 from ledger.core.roles import APPROVE, REVIEW
 from ledger.models import Membership, Operation
 from ledger.people import holds
-from ledger.states import TRANSITIONS, State
+from ledger.people.may import May
+from ledger.states import State
 
 NAMES_SHOWN = 5
 
 
-def review_actions(operation: Operation, *, external: bool) -> list[str]:
+def review_actions(operation: Operation, may: May) -> list[str]:
     """What a person with the review permission could do to ``operation`` while it waits for one
-    (unknown, needs review); work still under way may be cancelled too, but needs nobody."""
-    state = State(operation.state)
+    (unknown, needs review), by the rules of ``ledger.people.may``; work still under way may be
+    cancelled too, but needs nobody."""
+    if operation.state not in (State.UNKNOWN, State.NEEDS_REVIEW):
+        return []
     offered = []
-    if state not in (State.UNKNOWN, State.NEEDS_REVIEW):
-        return offered
-    if state == State.UNKNOWN:
+    if may.look_up.open_to_the_role:
         offered.append("look it up at the destination now")
-    if state == State.NEEDS_REVIEW:
-        offered.append("apply or dismiss its conflict" if holds.is_held(operation) else "replay it")
-    if external and state in (State.UNKNOWN, State.NEEDS_REVIEW) and not holds.is_held(operation):
+    if may.replay.open_to_the_role:
+        offered.append("replay it")
+    elif holds.is_held(operation):
+        offered.append("apply or dismiss its conflict")
+    if may.mark_succeeded.open_to_the_role:
         offered.append("resolve it with the destination's record id")
-    if State.CANCELLED in TRANSITIONS[state]:
+    if may.cancel.open_to_the_role:
         offered.append("cancel it")
     return offered
 
 
-def who_can_act(
-    user, operation: Operation, *, external: bool, own_work: list[str], contributor_ids: set[int]
-) -> list[str]:
+def who_can_act(user, operation: Operation, may: May, *, own_work: list[str], contributor_ids: set[int]) -> list[str]:
     """Sentences for ``user`` about the decisions on ``operation`` the page does not offer them."""
     said = []
     workspace = operation.workspace
     role = roles.roles_of(user).get(operation.workspace_id)
     if operation.state == State.PENDING_APPROVAL:
-        if not roles.can(user, APPROVE, operation.workspace_id):
+        may_approve = not may.decide.by_role  # the role, whatever four eyes says
+        if not may_approve:
             said.append(
                 f"An approver of workspace {workspace.slug} must sign off on this payload before it runs"
                 f" ({_people(operation, APPROVE, skip=contributor_ids)})."
             )
         if own_work:
             done = " and ".join(own_work)  # the kinds of Contribution are the verbs: submitted, changed...
-            if roles.can(user, APPROVE, operation.workspace_id):
+            if may_approve:
                 said.append(
                     f"You {done} this operation, so another approver must approve or reject it (four "
                     f"eyes; {_people(operation, APPROVE, skip=contributor_ids | {user.pk})})."
@@ -58,8 +61,8 @@ def who_can_act(
                     f"You {done} this operation, so you could not approve or reject it even with the "
                     "approve permission (four eyes)."
                 )
-    offered = review_actions(operation, external=external)
-    if offered and not roles.can(user, REVIEW, operation.workspace_id):
+    offered = review_actions(operation, may)
+    if offered and not may.review:
         who = (
             f"an {' or '.join(roles.roles_granting(REVIEW))} of workspace {workspace.slug} can "
             f"{_listed(offered)} ({_people(operation, REVIEW)})."

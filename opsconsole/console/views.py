@@ -31,12 +31,12 @@ from ledger.core.selectors import (
     service_level_standing,
     standing,
 )
-from ledger.engine.lookups import may_have_acted
 from ledger.integrations import destination_status
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
 from ledger.people import assignment, holds
 from ledger.people.bulk_actions import MAX_OPERATIONS
-from ledger.states import TERMINAL_STATES, TRANSITIONS, State
+from ledger.people.may import May, own_work, what_may
+from ledger.states import TERMINAL_STATES, State
 from ledger.timed import duration_text
 from opsconsole.console import explain, keyset, labels, money, neighbours, tables
 from opsconsole.console.filters import AuditFilter
@@ -183,11 +183,9 @@ def operation(request, pk):
     user = request.user
     reveal = privacy.may_view_sensitive(user, op.workspace_id)
     payload = privacy.masked(op.payload, op.action, reveal=reveal)
-    can_review = roles.can(user, REVIEW, op.workspace_id)
-    can_approve = roles.can(user, APPROVE, op.workspace_id)
     contributions = list(op.contributions.select_related("user").order_by("created_at", "id"))
-    own_work = sorted({c.kind for c in contributions if c.user_id == user.pk})
-    external = bool(definition and definition.external)
+    may = what_may(user, op, contributions=contributions)
+    mine = own_work(user, contributions)
     conflicts = [
         {
             "conflict": conflict,
@@ -201,19 +199,6 @@ def operation(request, pk):
         for conflict in op.conflicts.order_by("-created_at", "-id")
     ]
     attempts = list(op.attempt_rows.order_by("number", "id"))
-    # Whether a try may have reached the destination: a replay and a cancel then ask it first, and
-    # only then may a person record that it has the record (one query, where it can matter).
-    landed = bool(definition) and op.state in LANDING_STATES and may_have_acted(op, definition)
-    held = holds.is_held(op)
-    can_replay = can_review and op.state == State.NEEDS_REVIEW and not held
-    can_cancel = can_review and State.CANCELLED in TRANSITIONS[State(op.state)]
-    can_resolve = (
-        can_review
-        and external
-        and not held
-        and (op.state == State.UNKNOWN or (op.state == State.NEEDS_REVIEW and landed))
-    )
-    can_decide = can_approve and op.state == State.PENDING_APPROVAL and not own_work
     return render(
         request,
         "console/operation.html",
@@ -232,32 +217,32 @@ def operation(request, pk):
             "approvals": op.approvals.order_by("decided_at", "id"),
             "audit_events": op.audit_events.order_by("created_at", "id"),
             "contributions": contributions,
-            "own_work": own_work,
-            "can_review": can_review,
+            "own_work": mine,
+            "can_review": may.review,
             # Held by a conflict: it has not run, and runs once its conflicts are decided (not replayed).
-            "held_by_conflict": held,
-            "can_replay": can_replay,
+            "held_by_conflict": holds.is_held(op),
+            "can_replay": may.replay,
             # The replay form names the risk (and offers to accept it) when a try may have reached the destination.
-            "replay_may_duplicate": op.state == State.NEEDS_REVIEW and landed,
-            "cancel_asks_first": can_cancel and landed,
+            "replay_may_duplicate": op.state == State.NEEDS_REVIEW and may.landed,
+            "cancel_asks_first": may.cancel and may.landed,
             # ... and what changed in the action's configuration since it last ran, to be confirmed.
             "config_changes": changes_since_last_run(op, definition)
-            if can_review and definition and op.state == State.NEEDS_REVIEW
+            if may.review and definition and op.state == State.NEEDS_REVIEW
             else [],
             # Mark succeeded: only where a try may have landed (never after definite refusals alone).
-            "can_resolve": can_resolve,
-            "can_look_up": can_review and op.state == State.UNKNOWN,
-            "can_cancel": can_cancel,
+            "can_resolve": may.mark_succeeded,
+            "can_look_up": may.look_up,
+            "can_cancel": may.cancel,
             # Four eyes: whoever submitted, changed or replayed it may neither approve nor reject it.
-            "can_decide": can_decide,
+            "can_decide": may.decide,
             # The note fields on the page, beside which a refusal is said (forms.report_refusal).
-            "beside_fields": _beside_fields(can_replay or can_cancel, can_resolve, can_decide, conflicts, can_review),
+            "beside_fields": _beside_fields(may, conflicts),
             # A lookup's failure is the last error of an unknown operation: the try's own error is
             # shown first, the lookup's below it.
             "last_try": _last_try_error(op, attempts),
             "final": op.state in TERMINAL_STATES,
             "who_can_act": explain.who_can_act(
-                user, op, external=external, own_work=own_work, contributor_ids={c.user_id for c in contributions}
+                user, op, may, own_work=mine, contributor_ids={c.user_id for c in contributions}
             ),
             "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
             "waiting": destination_status.waiting_for(op),
@@ -275,14 +260,10 @@ def operation(request, pk):
     )
 
 
-# Where a try may have reached the destination and a person can still act on it.
-LANDING_STATES = (State.NEEDS_REVIEW, State.RETRYING, State.UNKNOWN, State.PENDING)
-
-
-def _beside_fields(replay_or_cancel: bool, resolve: bool, decide: bool, conflicts: list, can_review: bool) -> list[str]:
-    fields = ["operation-reason"] if replay_or_cancel else []
-    fields += (["resolve-reason"] if resolve else []) + (["approval-note"] if decide else [])
-    if can_review:
+def _beside_fields(may: May, conflicts: list) -> list[str]:
+    fields = ["operation-reason"] if may.replay or may.cancel else []
+    fields += (["resolve-reason"] if may.mark_succeeded else []) + (["approval-note"] if may.decide else [])
+    if may.review:
         fields += [f"conflict-{item['conflict'].pk}-reason" for item in conflicts if item["conflict"].status == "open"]
     return fields
 

@@ -5,6 +5,8 @@ decision says why beside its button, checked by the server; no deadline on a fin
 
 Against the real stand-in with ``send-notice`` (its destination keeps no idempotency keys)."""
 
+from html import unescape
+
 import pytest
 from django.contrib.messages import get_messages
 
@@ -195,3 +197,11 @@ def test_a_final_operation_shows_no_deadline(client, login, refused):
     assert "<dt>Deadline</dt>" in page(client, refused)
     client.post(f"/console/operations/{refused.pk}/cancel/", {"reason": "owner gone"})
     assert "<dt>Deadline</dt>" not in page(client, refused)
+
+
+def test_a_viewer_is_not_told_an_operator_could_mark_succeeded_after_a_definite_refusal(client, login, refused):
+    # What the page says others could do is the service's rule too: no record after refusals alone.
+    login("viewer")
+    said = " ".join(unescape(page(client, refused)).split())
+    assert "an operator or admin of workspace demo can replay it or cancel it" in said
+    assert "resolve it with the destination's record id" not in said

@@ -1,5 +1,7 @@
 """The ledger in the admin: visible, searchable, and read-only even for a superuser."""
 
+import html
+
 import pytest
 from django.apps import apps
 from django.contrib import admin
@@ -56,6 +58,22 @@ def test_it_shows_an_operation_to_a_superuser(admin_client, r42):
     response = admin_client.get(f"/admin/ledger/operation/{r42.pk}/change/")
     assert response.status_code == 200
     assert "demo:R-42:v3:prepare-brief" in response.content.decode()
+
+
+def test_it_says_what_the_person_may_decide_in_the_console_and_why_not(client, person, r42):
+    operator = person("olga", "operator")
+    operator.is_staff = True
+    operator.save()
+    client.force_login(operator)
+
+    page = html.unescape(client.get(f"/admin/ledger/operation/{r42.pk}/change/").content.decode())
+
+    assert "<li>Cancel: yes</li>" in page
+    assert f"<li>Replay: no: Only an operation that needs review can be replayed; {r42.key} is pending.</li>" in page
+    assert (
+        f"<li>Approve or reject: no: {r42.key} is pending; only an operation awaiting approval can be decided.</li>"
+        in page
+    )
 
 
 def changelist_keys(admin_client, path, q) -> set[str]:

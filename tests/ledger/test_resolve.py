@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from ledger.models import AuditEvent, Operation
-from ledger.people import resolutions, review
+from ledger.people import may, resolutions, review
 from reconciliation.reconcile import reconcile_unknown_operations
 from tests.ledger.conftest import submit_brief
 
@@ -77,6 +77,27 @@ def test_it_refuses_to_resolve_an_operation_that_is_not_waiting_for_evidence(unk
     ):
         resolutions.resolve_operation(unknown, user=reviewer, external_id="rec-1", reason="checked")
     assert Operation.objects.get().state == state
+
+
+@pytest.mark.parametrize("state", ["retrying", "succeeded"])
+def test_the_page_refuses_in_the_words_of_the_service(unknown, reviewer, state):
+    # A try that may have landed does not make a retrying operation resolvable: the state decides first.
+    Operation.objects.filter(pk=unknown.pk).update(state=state)
+    unknown.refresh_from_db()
+
+    offered = may.what_may(reviewer, unknown).mark_succeeded
+    with pytest.raises(review.ReviewError) as refused:
+        resolutions.resolve_operation(unknown, user=reviewer, external_id="rec-1", reason="checked")
+    assert (bool(offered), offered.refusal, offered.by_role) == (False, str(refused.value), False)
+
+
+def test_a_viewer_is_refused_by_role_where_an_operator_could(unknown, person):
+    viewer = person("viewer", "viewer")
+
+    offered = may.what_may(viewer, unknown)
+    assert not offered.review and not offered.mark_succeeded and offered.mark_succeeded.by_role
+    assert offered.mark_succeeded.open_to_the_role and offered.look_up.open_to_the_role
+    assert "viewer may not replay, resolve, cancel or decide conflicts" in offered.mark_succeeded.refusal
 
 
 def test_it_refuses_an_internal_action(workspace, reviewer):
