@@ -95,8 +95,11 @@ def test_a_viewer_is_refused_by_role_where_an_operator_could(unknown, person):
     viewer = person("viewer", "viewer")
 
     offered = may.what_may(viewer, unknown)
-    assert not offered.review and not offered.mark_succeeded and offered.mark_succeeded.by_role
-    assert offered.mark_succeeded.open_to_the_role and offered.look_up.open_to_the_role
+    assert not offered.review
+    assert not offered.mark_succeeded
+    assert offered.mark_succeeded.by_role
+    assert offered.mark_succeeded.open_to_the_role
+    assert offered.look_up.open_to_the_role
     assert "viewer may not replay, resolve, cancel or decide conflicts" in offered.mark_succeeded.refusal
 
 
