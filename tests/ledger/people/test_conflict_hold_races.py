@@ -15,7 +15,7 @@ from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Conflict, Operation
 from ledger.outcomes import Success
 from ledger.people import conflict_decisions
-from tests.ledger.test_conflict_holds import held_operation, send
+from tests.ledger.people.test_conflict_holds import held_operation, send
 
 # A safety net for the waits below, never reached when the code is right (not a timing assertion).
 WAIT = 10

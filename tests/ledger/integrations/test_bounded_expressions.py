@@ -14,8 +14,8 @@ from django.core.management import CommandError
 from ledger.actions import expressions, templates
 from ledger.intake.sources import rule_problems
 from ledger.models import Delivery, HttpAction, Operation, Source
-from tests.ledger.test_configured_actions import ACTION, apply, file_text
-from tests.ledger.test_sources import RULES, WHSEC, invoice_paid, post, standard_headers
+from tests.ledger.integrations.test_configured_actions import ACTION, apply, file_text
+from tests.ledger.integrations.test_sources import RULES, WHSEC, invoice_paid, post, standard_headers
 
 
 def doubling(stages: int) -> str:

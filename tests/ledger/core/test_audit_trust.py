@@ -29,7 +29,7 @@ from ledger.models import AuditEvent
 from tests.conftest import psql_program
 from tests.faults.qcluster import PROJECT_DIR, database_url
 from tests.ledger.conftest import submit_brief
-from tests.ledger.test_serving_role import psql, serving_role  # noqa: F401 (serving_role: a fixture)
+from tests.ledger.management.test_serving_role import psql, serving_role  # noqa: F401 (serving_role: a fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

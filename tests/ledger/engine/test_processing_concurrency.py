@@ -18,7 +18,7 @@ from ledger.outcomes import Success
 from ledger.sweep import sweep
 from tests.conftest import external_event
 from tests.ledger.conftest import submit
-from tests.ledger.test_processing_sets import take_over
+from tests.ledger.engine.test_processing_sets import take_over
 
 # A safety net for the gates below, never reached when the code is right (not a timing assertion).
 GATE_TIMEOUT = 10
