@@ -152,6 +152,7 @@ def test_a_release_and_a_new_conflict_at_once_never_let_an_undecided_conflict_ru
     assert action.destination.notes == []
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_arrivals_racing_a_busy_worker_hold_or_run_each_operation_exactly_once(workspace, noted, alice):
     """Thirty operations; a worker claims and performs while conflicting deliveries for all of them
