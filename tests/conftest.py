@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import global_settings
+from django.core.management import call_command
 
 from ledger.core import accounts
 from ledger.intake import submit
@@ -124,6 +125,15 @@ def log_guard(monkeypatch):
     yield guard
     guard.stop()
     guard.check()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker, request):
+    """A test database kept from an earlier run (--reuse-db) is flushed first, as a transactional
+    test leaves it: rows of a run stopped halfway do not reach this one."""
+    if request.config.getoption("reuse_db") and not request.config.getoption("create_db"):
+        with django_db_blocker.unblock():
+            call_command("flush", interactive=False, verbosity=0)
 
 
 @pytest.fixture(autouse=True)
