@@ -141,7 +141,9 @@ ifeq ($(ROOM_TESTS),)
 $(error ROOM=$(ROOM): no tests/ledger/$(ROOM)/ nor tests/$(ROOM)/)
 endif
 endif
-PYTEST := SECRET_KEY=insecure-test-only-key $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: pytest keeps its rewritten test
+# modules there (__pycache__, ignored by git), which halves each process's collection after the first.
+PYTEST := SECRET_KEY=insecure-test-only-key PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 FAST := -m "not processes and not e2e and not slow" --reuse-db
 
 test: venv node_modules
