@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
-.PHONY: demo demo-day serve migrate test lint check-migrations check typecheck imports layout rooms venv node_modules lock bench clean
+.PHONY: demo demo-day serve migrate test test-fast lint check-migrations check typecheck imports layout rooms venv node_modules lock bench clean
 
 # An existing virtualenv (or a link to one) is brought up to date, not made again. The Python client
 # of the claims API (clients/python, its own package) is installed editable on top, without its
@@ -124,12 +124,37 @@ migrate: venv
 	DATABASE_URL="$(MIGRATE_DATABASE_URL)" $(PY) manage.py migrate --noinput
 	DATABASE_URL="$(MIGRATE_DATABASE_URL)" $(PY) manage.py serving_role "$$($(PY) -c 'import os, urllib.parse; print(urllib.parse.urlsplit(os.environ["DATABASE_URL"]).username or "")')"
 
-# The whole suite, on the database above (the embedded PostgreSQL unless DATABASE_URL is set), with the
-# npm signers installed.
+# The tests, on the database above (the embedded PostgreSQL unless DATABASE_URL is set), with the npm
+# signers installed, in TEST_WORKERS processes (pytest-xdist), each on a test database of its own
+# (test_opsconsole_gw0, ...; the processes a test starts are handed its worker's). A file's tests stay
+# in one process, so its module-scoped servers and browser start once.
+# `make test`: the whole suite. `make test-fast`: no process, browser or slow test (the markers in
+# pyproject.toml), on the test databases of the last run (--reuse-db: migrations added since are
+# applied; after a migration was changed or removed, PYTEST_ARGS=--create-db builds them again).
+# ROOM=engine: one room's tests, tests/ledger/<room>/ for a room of ledger/ (core, intake, engine,
+# actions, people, reads, callers, admin, integrations, management), else tests/<room>/ (api,
+# console, opsconsole, reconciliation, standin, faults, e2e). PYTEST_ARGS: more of pytest's options.
+TEST_WORKERS ?= 3
+ifdef ROOM
+ROOM_TESTS := $(firstword $(wildcard tests/ledger/$(ROOM)/ tests/$(ROOM)/))
+ifeq ($(ROOM_TESTS),)
+$(error ROOM=$(ROOM): no tests/ledger/$(ROOM)/ nor tests/$(ROOM)/)
+endif
+endif
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: pytest keeps its rewritten test
+# modules there (__pycache__, ignored by git), which halves each process's collection after the first.
+PYTEST := SECRET_KEY=insecure-test-only-key PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+FAST := -m "not processes and not e2e and not slow" --reuse-db
+
 test: venv node_modules
 	@$(WITH_DATABASE) \
 	trap '$$STOP_DATABASE' EXIT; \
-	SECRET_KEY=insecure-test-only-key $(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(ROOM_TESTS) $(PYTEST_ARGS)
+
+test-fast: venv node_modules
+	@$(WITH_DATABASE) \
+	trap '$$STOP_DATABASE' EXIT; \
+	$(PYTEST) $(FAST) $(ROOM_TESTS) $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

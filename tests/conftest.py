@@ -1,6 +1,10 @@
 import os
+from collections import Counter
+from pathlib import Path
 
 import pytest
+from django.conf import global_settings
+from django.core.management import call_command
 
 from ledger.core import accounts
 from ledger.intake import submit
@@ -31,6 +35,32 @@ def pytest_configure(config):
         return flush(self, ["SET LOCAL session_replication_role = replica", *sql_list, INSTALLATION])
 
     DatabaseOperations.execute_sql_flush = execute_sql_flush
+
+
+TESTS = Path(__file__).parent
+# Every test in these folders is of one kind (the markers are described in pyproject.toml).
+FOLDER_MARKERS = {TESTS / "e2e": "e2e", TESTS / "faults": "processes"}
+# Fixtures that start a server process (tests/third_party.py): a test that asks for one starts it.
+PROCESS_FIXTURES = {"json_server", "stripe_mock"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """Mark the browser and process tests that say so by where they live or what they ask for; the
+    others that start a process, and the slow ones, carry their marker in their module."""
+    for item in items:
+        for folder, marker in FOLDER_MARKERS.items():
+            if folder in item.path.parents:
+                item.add_marker(marker)
+        if PROCESS_FIXTURES.intersection(item.fixturenames):
+            item.add_marker("processes")
+
+
+def pytest_collection_finish(session):
+    """Two tests under one node id would be one test to pytest-xdist: the other would not run."""
+    shared = [nodeid for nodeid, n in Counter(item.nodeid for item in session.items).items() if n > 1]
+    if shared:
+        raise pytest.UsageError(f"tests that share a node id (give each its own): {shared}")
 
 
 def pytest_report_header(config):
@@ -95,6 +125,23 @@ def log_guard(monkeypatch):
     yield guard
     guard.stop()
     guard.check()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker, request):
+    """A test database kept from an earlier run (--reuse-db) is flushed first, as a transactional
+    test leaves it: rows of a run stopped halfway do not reach this one."""
+    if request.config.getoption("reuse_db") and not request.config.getoption("create_db"):
+        with django_db_blocker.unblock():
+            call_command("flush", interactive=False, verbosity=0)
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """People's passwords are hashed with MD5 here: the production hasher (PBKDF2, a million rounds)
+    costs a quarter of a second for each user made and each login, once most of the suite's time.
+    The production hashers follow, so a password another process set (demo_setup's) still verifies."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", *global_settings.PASSWORD_HASHERS]
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ import pytest
 
 from tests import third_party
 
-pytestmark = third_party.needs_node
+# Each test runs a node server.
+pytestmark = [third_party.needs_node, pytest.mark.processes]
 
 TICKET = {"source_key": "op_01HZX", "title": "Printer on fire", "priority": "high"}
 

@@ -1,4 +1,4 @@
-"""The retry schedule: pure functions, property-tested (tests/ledger/test_retry.py)."""
+"""The retry schedule: pure functions, property-tested (tests/ledger/core/test_retry.py)."""
 
 import random
 from collections.abc import Callable

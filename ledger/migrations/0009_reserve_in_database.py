@@ -4,7 +4,7 @@ from django.db import migrations, models
 # ledger.audit.event_hash, in SQL: the SHA-256 of the event's fields, each written as its length in
 # UTF-8 bytes, a colon and the text (ids as numbers, "" when none; the time as microseconds since
 # 1970), so that no two events share an encoding. The two must agree byte for byte
-# (tests/ledger/test_audit_chain.py holds them to it).
+# (tests/ledger/core/test_audit_chain.py holds them to it).
 AUDIT_HASH = """
 CREATE OR REPLACE FUNCTION ledger_audit_field(value text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$ SELECT octet_length(coalesce(value, ''))::text || ':' || coalesce(value, '') $$;

@@ -13,7 +13,7 @@ first (a duplicate reserves nothing), else ``INSERT .. ON CONFLICT DO NOTHING`` 
 reserves it (DESIGN.md rule 2), a loser reading the winner's row in a statement of its own; the
 delivery final from the start; the conflict with its differences; the person behind a new
 operation; the audit event on the workspace's chain; the coalesced wake-up.
-tests/ledger/test_reserve_one.py holds the two functions to the same rows.
+tests/ledger/intake/test_reserve_one.py holds the two functions to the same rows.
 
 The wake-up is one function both call, ``ledger_take_wakeup`` (``ledger_reserve`` is made again:
 0009's text with its own copy of those steps replaced by the call; a call costs nothing

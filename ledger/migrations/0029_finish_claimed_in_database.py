@@ -11,7 +11,7 @@ Python built the same rows as model instances before (an Attempt and two AuditEv
 operation, Django compiling each insert, each value quoted): about half of a drained operation's
 CPU. Here Python sends one row template per table (``ledger.rows.model_row``, so a column added
 later reaches the table without a change here) and a few values per operation. The states and
-kinds are the ones ``ledger.states`` and ``recording`` name; tests/ledger/test_finish_claimed.py
+kinds are the ones ``ledger.states`` and ``recording`` name; tests/ledger/engine/test_finish_claimed.py
 holds this function to the rows the Python path writes.
 """
 

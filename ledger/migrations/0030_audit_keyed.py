@@ -32,7 +32,7 @@ from ledger.migration_helpers import ensure_schedule
 
 # ledger.audit.event_hash, in SQL: the encoding of 0009 (each field as its length in UTF-8 bytes, a
 # colon and its text), hashed with HMAC-SHA256 under the event's key (from its pads), or SHA-256 for
-# an event of before keys. tests/ledger/test_audit_keyed.py holds the two to the same bytes.
+# an event of before keys. tests/ledger/core/test_audit_keyed.py holds the two to the same bytes.
 AUDIT_HASH = """
 CREATE OR REPLACE FUNCTION ledger_audit_encoding(event jsonb) RETURNS bytea
 LANGUAGE sql STABLE AS $$

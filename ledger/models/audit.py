@@ -20,7 +20,7 @@ def current_audit_key_id() -> str:
 
 
 # Every kind of audit event the code writes, by topic (the console's Kind filter offers these, so it
-# need not read the kinds off a trail of millions of rows). tests/ledger/test_audit_kinds.py finds the
+# need not read the kinds off a trail of millions of rows). tests/ledger/core/test_audit_kinds.py finds the
 # kinds in the code, Python and SQL, and fails when the code and this list disagree: a new kind goes here.
 AUDIT_KIND_GROUPS = {
     "Operations: intake, workers, sweep": (

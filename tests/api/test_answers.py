@@ -564,6 +564,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 def test_a_request_gets_every_status_the_document_lists_and_no_other():
     documented = {
         (method, path, int(status))

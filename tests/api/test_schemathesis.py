@@ -15,6 +15,9 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+# Hundreds of generated requests per operation.
+pytestmark = pytest.mark.slow
+
 EXAMPLES_PER_OPERATION = 300
 
 CONFIG = {

@@ -283,6 +283,7 @@ def test_when_the_sweep_stood_still_the_live_hour_does_not_reach_back_and_the_ga
     assert hour_row(html, "08:00")[-1] == "live from 08:50"
 
 
+@pytest.mark.slow
 def test_more_events_than_the_live_read_takes_are_counted_from_the_newest_and_said_so(
     client, login, workspace, action, time_machine
 ):

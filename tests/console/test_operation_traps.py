@@ -14,7 +14,7 @@ from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Operation
 from tests.conftest import external_event
-from tests.ledger.test_replay_safety import needing_review_after_a_failed_lookup
+from tests.ledger.people.test_replay_safety import needing_review_after_a_failed_lookup
 
 LOOKUP_503 = {"kind": "status", "status": 503, "error": "lookup_down", "detail": "search is resting"}
 

@@ -408,6 +408,7 @@ def test_the_bulk_progress_page_costs_the_same_however_many_operations(
         assert len(re.findall(r"/console/operations/\d+/", response.content.decode())) == ROWS
 
 
+@pytest.mark.slow
 def test_the_queue_costs_the_same_in_any_order(
     client, crowded, someone, workspace, make_operation, django_assert_max_num_queries
 ):

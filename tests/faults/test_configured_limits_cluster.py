@@ -7,7 +7,7 @@ server from its request log (tests/third_party.py), never from our own records:
 - its circuit breaker opens after transient failures in a row, holds the rest untried, lets one
   probe through after the cool-down and closes on its answer: one ticket each, none twice.
 
-The scripted destination tests the same rules unit by unit (tests/ledger/test_destination_limits.py).
+The scripted destination tests the same rules unit by unit (tests/ledger/engine/test_destination_limits.py).
 """
 
 from collections import Counter

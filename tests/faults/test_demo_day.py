@@ -46,7 +46,7 @@ def test_a_small_day_ends_in_varied_states_with_progress_and_what_to_look_at(wor
     # An ambiguous try became unknown where the destination does not deduplicate (send-notice; then
     # reconciliation may have settled it), and was retried with the same key where it does
     # (file-ticket). Which call draws a hang-up depends on the cluster's four workers, so a day this
-    # small may meet only one of the two; each is asserted on its own in tests/ledger/test_processing.py.
+    # small may meet only one of the two; each is asserted on its own in tests/ledger/engine/test_processing.py.
     ambiguous = AuditEvent.objects.filter(error_category="ambiguous")
     assert ambiguous.filter(kind__in=["outcome_unknown", "retry_scheduled"]).exists()
     assert all(

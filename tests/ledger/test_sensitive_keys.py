@@ -105,6 +105,7 @@ def key_in_another_process(secret: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 def test_it_gives_the_same_key_in_every_process_that_has_the_secret(api):
     key = welcome(api).json()["key"]
 

@@ -133,7 +133,7 @@ def test_it_sends_operations_past_their_deadline_to_review(workspace, scripted_a
 @override_settings(OPSCONSOLE_CLAIM_BATCH=2)
 def test_it_enqueues_a_processing_task_per_worker_for_the_due_work(workspace, frozen):
     """Lost nudges and due retries are found; one task per claim batch is enqueued, at most one per
-    worker (Q_WORKERS 2; each full batch tops the queue up, tests/ledger/test_nudges.py)."""
+    worker (Q_WORKERS 2; each full batch tops the queue up, tests/ledger/engine/test_nudges.py)."""
     due = [submit_brief(workspace, request_id=f"R-{n}") for n in range(5)]
     not_yet = submit_brief(workspace, request_id="R-later")
     Operation.objects.filter(pk=not_yet.pk).update(state="retrying", next_attempt_at=START + timedelta(hours=1))

@@ -20,8 +20,8 @@ from ledger.models import AuditEvent, Operation
 from ledger.outcomes import Absent, AmbiguousError, CannotTell, TransientError
 from reconciliation.reconcile import reconcile_operation
 from tests.ledger.conftest import START, submit, submit_brief
-from tests.ledger.test_destination_limits import limited
-from tests.ledger.test_processing_concurrency import submit_many
+from tests.ledger.engine.test_destination_limits import limited
+from tests.ledger.engine.test_processing_concurrency import submit_many
 
 # A clock time or a date written as words: what no stored message may hold any more.
 WRITTEN_TIME = re.compile(r"\d{1,2}:\d\d|\d{4}-\d\d-\d\d|UTC")

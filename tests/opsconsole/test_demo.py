@@ -112,6 +112,8 @@ def _printed(printed: str, label: str) -> str:
     return line.split("   (")[0]
 
 
+# The demo's database is migrated and set up by manage.py processes, once for the module.
+@pytest.mark.slow
 def test_it_prints_the_approve_command_that_approves_the_refund(demo):
     env, printed = demo
     [approve] = [line.removeprefix("Approve:").strip() for line in printed.splitlines() if line.startswith("Approve:")]
@@ -123,6 +125,7 @@ def test_it_prints_the_approve_command_that_approves_the_refund(demo):
     assert "demo:R-42:v3:issue-refund is now pending." in done.stdout  # approved: on its way to run
 
 
+@pytest.mark.slow
 def test_the_printed_command_needs_its_debug_setting(demo):
     """Control: without the DEBUG=1 it prints, the command stops on the secret key check; so the
     test above passes because of what the demo prints, not because settings are lax."""
@@ -149,6 +152,7 @@ def test_on_the_embedded_server_the_printed_command_names_its_database(monkeypat
     assert demo_manage() == DEMO_MANAGE
 
 
+@pytest.mark.slow
 def test_it_prints_a_claim_a_caller_can_send_and_leaves_one_claim_that_will_expire(demo, workspace):
     """The printed curl body claims a send-invoice (docs/claims.md); the demo's own INV-1 claim is
     held by a caller that never reports, for the console to show its lease expiring into unknown."""
@@ -167,6 +171,7 @@ def test_it_prints_a_claim_a_caller_can_send_and_leaves_one_claim_that_will_expi
     assert "claim of INV-1 by demo-flow: claimed" in printed
 
 
+@pytest.mark.processes
 def test_the_printed_webhook_lands_as_an_operation_and_sent_again_is_a_duplicate(demo, demo_server):
     """The sender signs an invoice.paid with the demo's secret; the billing source maps it onto
     fulfil-invoice. Run from a person's terminal, which has neither the secret nor any setting."""
@@ -187,6 +192,7 @@ def _answer(stdout: str) -> dict:
     return json.loads(stdout.split("\n", 1)[1])
 
 
+@pytest.mark.processes
 def test_the_printed_webhook_is_taken_because_of_its_secret(demo, demo_server):
     """Control: the same command with another secret is refused, so the test above passes because
     the server checks the signature the demo's secret makes."""
@@ -205,6 +211,7 @@ def test_without_the_secret_in_its_environment_it_prints_how_to_set_it(monkeypat
     assert webhook_command("http://127.0.0.1:8000/").startswith(f"off (set {HOOK_SECRET_ENV} ")
 
 
+@pytest.mark.slow
 def test_a_second_demo_setup_is_quiet_keeps_the_example_and_ends_with_the_url_and_a_token(demo, demo_port):
     """`make demo` again on the kept database: the example is not sent again (no duplicate
     deliveries), a few lines, the console's URL, the users and a fresh token at the end."""
@@ -228,6 +235,7 @@ def test_a_second_demo_setup_is_quiet_keeps_the_example_and_ends_with_the_url_an
         assert db.execute("SELECT count(*) FROM ledger_delivery").fetchone()[0] == deliveries
 
 
+@pytest.mark.slow
 def test_demo_drafts_lists_a_few_of_each_and_counts_the_rest(workspace):
     """After a day of thousands, a second `make demo` lists five drafts and says how many more, so
     the URL and the token demo_setup printed stay in sight."""

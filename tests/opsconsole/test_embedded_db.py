@@ -11,6 +11,9 @@ import pytest
 
 from opsconsole import embedded_db
 
+# Each test starts a PostgreSQL server.
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture
 def var(tmp_path, monkeypatch):

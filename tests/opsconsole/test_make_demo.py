@@ -1,5 +1,6 @@
 """`make demo` and `make demo-day` run on their own embedded PostgreSQL whatever DATABASE_URL says,
-and `make test` still on DATABASE_URL's (CI and the helpers rely on it). The Makefile's recipes are
+and `make test` still on DATABASE_URL's (CI and the helpers rely on it), in parallel; `make test-fast`
+and `make test ROOM=...` run the tests they name. The Makefile's recipes are
 run for real by make, with a stand-in interpreter (VENV=...) that records each command and the
 database it was given instead of running it: the database server is not started, nothing is served."""
 
@@ -39,7 +40,7 @@ def fake_venv(tmp_path):
 def make(target: str, venv: Path, **env) -> tuple[str, list[tuple[str, str]]]:
     """Runs `make target` with the stand-in interpreter; its output and the (database, command) calls."""
     # Not the variables of a make this runs under (a developer's `make test PYTEST_ARGS=...`).
-    inherited = ("DATABASE_URL", "PYTEST_ARGS")
+    inherited = ("DATABASE_URL", "PYTEST_ARGS", "ROOM", "TEST_WORKERS")
     environment = {k: v for k, v in os.environ.items() if k not in inherited and not k.startswith("MAKE")} | env
     done = subprocess.run(
         ["make", "--no-print-directory", target, f"VENV={venv}"],
@@ -88,7 +89,26 @@ def test_make_demo_day_plays_the_day_before_serving(fake_venv):
     assert {database for database, command in calls if command.startswith("manage.py")} == {EMBEDDED}
 
 
+PARALLEL = "-m pytest -n 3 --dist loadfile"
+
+
 def test_make_test_still_runs_on_database_url(fake_venv):
     _, calls = make("test", fake_venv, DATABASE_URL=THEIRS)
 
-    assert calls == [(THEIRS, "-m pytest")]  # no embedded server started
+    assert calls == [(THEIRS, PARALLEL)]  # no embedded server started
+
+
+def test_make_test_fast_leaves_out_processes_browsers_and_slow_tests_and_keeps_the_test_databases(fake_venv):
+    _, calls = make("test-fast", fake_venv, DATABASE_URL=THEIRS)
+
+    assert calls == [(THEIRS, f"{PARALLEL} -m not processes and not e2e and not slow --reuse-db")]
+
+
+@pytest.mark.parametrize(
+    "room, folder",
+    [("engine", "tests/ledger/engine/"), ("integrations", "tests/ledger/integrations/"), ("console", "tests/console/")],
+)
+def test_make_test_room_runs_the_rooms_folder(fake_venv, room, folder):
+    _, calls = make("test", fake_venv, DATABASE_URL=THEIRS, ROOM=room)
+
+    assert calls == [(THEIRS, f"{PARALLEL} {folder}")]

@@ -5,6 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# A Python process loads the WSGI application.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 ROUTES = ("opsconsole.urls", "opsconsole.api.endpoints", "opsconsole.console.views")
 

@@ -10,6 +10,9 @@ import pytest
 
 import standin
 
+# The stand-in as a process of its own.
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

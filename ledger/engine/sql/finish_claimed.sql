@@ -5,7 +5,7 @@
 -- head read under its lock (ledger_audit_head), for the caller to seal and insert (the audit key
 -- never reaches the database).
 -- Called by: ledger.engine.succeeded.record_claimed_successes
--- (tests/ledger/test_finish_claimed.py). Made by migration 0029; one event, migration 0044; the
+-- (tests/ledger/engine/test_finish_claimed.py). Made by migration 0029; one event, migration 0044; the
 -- events returned, not hashed here, 0045.
 
 CREATE OR REPLACE FUNCTION public.ledger_finish_claimed(request jsonb)

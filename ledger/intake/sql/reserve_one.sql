@@ -1,6 +1,6 @@
 -- ledger_reserve for a request of one event and no refused delivery, in plain statements (the
 -- shape of nearly every request). The same request, answer and rows as ledger_reserve
--- (tests/ledger/test_reserve_one.py holds the two together).
+-- (tests/ledger/intake/test_reserve_one.py holds the two together).
 -- Called by: ledger.intake.reservation on PostgreSQL. Made by migration 0024; the hold of a
 -- conflicting operation (on_conflict: hold) added by 0040; the audit events returned with the
 -- chain's head, for the caller to seal and insert (the key never reaches the database), by 0045.

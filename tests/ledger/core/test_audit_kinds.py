@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ledger.models.audit import AUDIT_KINDS
 
-CHECKOUT = Path(__file__).resolve().parents[2]
+CHECKOUT = Path(__file__).resolve().parents[3]
 ROOTS = ["ledger", "reconciliation", "opsconsole"]
 
 

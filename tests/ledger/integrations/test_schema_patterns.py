@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError
 
 from ledger.models import HttpAction
-from tests.ledger.test_configured_actions import ACTION, SCHEMA, apply, file_text
+from tests.ledger.integrations.test_configured_actions import ACTION, SCHEMA, apply, file_text
 
 
 @contextmanager

@@ -107,6 +107,7 @@ def variants(model_name: str, model_admin, workspace) -> list[dict]:
     return queries
 
 
+@pytest.mark.slow
 def test_every_changelist_costs_a_fixed_number_of_queries(
     client, full, staff, workspace, django_assert_max_num_queries, monkeypatch
 ):

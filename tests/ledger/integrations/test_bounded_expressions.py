@@ -15,8 +15,8 @@ from ledger.actions import expressions
 from ledger.integrations import templates
 from ledger.integrations.sources import rule_problems
 from ledger.models import Delivery, HttpAction, Operation, Source
-from tests.ledger.test_configured_actions import ACTION, apply, file_text
-from tests.ledger.test_sources import RULES, WHSEC, invoice_paid, post, standard_headers
+from tests.ledger.integrations.test_configured_actions import ACTION, apply, file_text
+from tests.ledger.integrations.test_sources import RULES, WHSEC, invoice_paid, post, standard_headers
 
 
 def doubling(stages: int) -> str:

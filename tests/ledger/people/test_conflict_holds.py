@@ -17,7 +17,7 @@ from ledger.models import Attempt, AuditEvent, Conflict, HttpAction, Operation
 from ledger.people import approvals, cancellations, conflict_decisions, replays, resolutions, review
 from ledger.states import HOLDABLE_STATES, State, can_transition
 from tests.ledger.conftest import NoteData
-from tests.ledger.test_configured_actions import ACTION, apply, file_text
+from tests.ledger.integrations.test_configured_actions import ACTION, apply, file_text
 from tests.ledger.test_sql_edges import function_text, quoted
 
 HELD_MESSAGE = (

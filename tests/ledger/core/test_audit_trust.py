@@ -30,9 +30,10 @@ from ledger.people import pause
 from tests.conftest import psql_program
 from tests.faults.qcluster import PROJECT_DIR, database_url
 from tests.ledger.conftest import submit_brief
-from tests.ledger.test_serving_role import psql, serving_role  # noqa: F401 (serving_role: a fixture)
+from tests.ledger.management.test_serving_role import psql, serving_role  # noqa: F401 (serving_role: a fixture)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Each attack runs psql and verify_audit as processes of their own: seconds a test.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 # The attacker's own copy of the published recipe (docs/operations.md), in SQL: what an owner
 # without the key can compute. ``hashed`` is the unkeyed SHA-256 of an event's encoding.

@@ -14,7 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from ledger.models import AuditEvent, Delivery, Destination, Operation, Source, Workspace
-from tests.ledger.test_sources import RULES, WHSEC, invoice_paid, post, standard_headers
+from tests.ledger.integrations.test_sources import RULES, WHSEC, invoice_paid, post, standard_headers
 
 OWN = "OPSCONSOLE_SOURCE_DEMO_BILLING"
 # What a workspace admin of `demo` must not name: the web processes' own secrets, anything else in

@@ -13,6 +13,9 @@ from django.db.migrations.executor import MigrationExecutor
 from ledger.core import audit_chain, transitions
 from ledger.models import AuditEvent, Workspace
 
+# The database migrated back to 0029 and forward again.
+pytestmark = pytest.mark.slow
+
 BEFORE = [("ledger", "0029_finish_claimed_in_database")]
 
 

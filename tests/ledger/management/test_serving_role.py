@@ -22,6 +22,9 @@ from tests.conftest import R42, psql_program
 from tests.faults.gunicorn import Gunicorn
 from tests.faults.qcluster import PROJECT_DIR, database_url
 
+# psql, manage.py (a migrate) and a gunicorn as processes of their own.
+pytestmark = pytest.mark.slow
+
 REFUSED = [
     ("ALTER TABLE ledger_auditevent DISABLE TRIGGER ledger_auditevent_append_only", "must be owner of table"),
     ("ALTER TABLE ledger_auditevent DISABLE TRIGGER ALL", "must be owner of table"),
@@ -120,6 +123,7 @@ def test_the_serving_role_cannot_rewrite_the_audit_trail(workspace, serving_role
     assert psql(url, "SELECT count(*) FROM ledger_auditevent").returncode == 0
 
 
+@pytest.mark.processes
 @pytest.mark.django_db(transaction=True)
 def test_the_app_serves_as_the_serving_role(workspace_and_token, serving_role, tmp_path, settings):
     workspace, token = workspace_and_token

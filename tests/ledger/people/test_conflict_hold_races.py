@@ -15,7 +15,7 @@ from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Conflict, Operation
 from ledger.outcomes import Success
 from ledger.people import conflict_decisions
-from tests.ledger.test_conflict_holds import held_operation, send
+from tests.ledger.people.test_conflict_holds import held_operation, send
 
 # A safety net for the waits below, never reached when the code is right (not a timing assertion).
 WAIT = 10
@@ -154,6 +154,7 @@ def test_a_release_and_a_new_conflict_at_once_never_let_an_undecided_conflict_ru
     assert action.destination.notes == []
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_arrivals_racing_a_busy_worker_hold_or_run_each_operation_exactly_once(workspace, noted, alice):
     """Thirty operations; a worker claims and performs while conflicting deliveries for all of them

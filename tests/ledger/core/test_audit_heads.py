@@ -14,8 +14,8 @@ from django_q.models import Schedule
 from ledger import tasks
 from ledger.engine.schedules import AUDIT_HEADS_SCHEDULE, ensure_audit_heads_schedule
 from ledger.models import AuditEvent
-from tests.ledger.test_audit_chain import tamper
-from tests.ledger.test_audit_keyed import make_history
+from tests.ledger.core.test_audit_chain import tamper
+from tests.ledger.core.test_audit_keyed import make_history
 
 
 def verify(*args) -> str:

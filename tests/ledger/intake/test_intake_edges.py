@@ -21,7 +21,7 @@ from django.conf import settings
 from ledger.keys import hashed_component
 from ledger.models import Delivery, Operation
 from tests.conftest import event
-from tests.ledger.test_commands import json_lines, run
+from tests.ledger.management.test_commands import json_lines, run
 
 WELCOME = {"email": "ann.lee@example.com", "version": 1, "language": "en"}
 

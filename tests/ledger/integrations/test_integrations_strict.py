@@ -142,7 +142,7 @@ def test_the_admin_refuses_a_sources_rules_with_a_key_twice_saying_where(superus
 
 
 def test_the_admin_refuses_an_http_actions_request_with_a_key_twice(superuser_client):
-    from tests.ledger.test_configured_actions_admin import action_form
+    from tests.ledger.integrations.test_configured_actions_admin import action_form
 
     destination = Destination.objects.create(slug="crm", base_url="https://crm.example.com", auth="none")
     request = '{"method": "POST", "path": "/notes", "path": "/admin"}'

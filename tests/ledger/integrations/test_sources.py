@@ -198,7 +198,7 @@ def test_a_delivery_that_is_not_the_senders_is_refused_and_counted_without_its_b
 
     assert response.status_code == 401
     assert (response.json()["status"], response.json()["reason"]) == ("blocked", reason)
-    assert not Delivery.objects.exists()  # counted instead (tests/ledger/test_hook_refusals.py)
+    assert not Delivery.objects.exists()  # counted instead (tests/ledger/intake/test_hook_refusals.py)
     assert list(HookRefusal.objects.values_list("reason", "count")) == [(reason, 1)]
     assert not Operation.objects.exists()
 

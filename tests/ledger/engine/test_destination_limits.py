@@ -21,7 +21,7 @@ from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, DestinationHealth, DestinationSlot, Operation
 from ledger.outcomes import AmbiguousError, CannotTell, PermanentError, Success, TransientError
 from tests.ledger.conftest import START, submit
-from tests.ledger.test_processing_concurrency import Gauge, answer_with, submit_many
+from tests.ledger.engine.test_processing_concurrency import Gauge, answer_with, submit_many
 
 
 def limited(scripted_action, **declared_limits):

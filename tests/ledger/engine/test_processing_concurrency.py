@@ -18,7 +18,7 @@ from ledger.outcomes import Success
 from ledger.sweep import sweep
 from tests.conftest import external_event
 from tests.ledger.conftest import submit
-from tests.ledger.test_processing_sets import take_over
+from tests.ledger.engine.test_processing_sets import take_over
 
 # A safety net for the gates below, never reached when the code is right (not a timing assertion).
 GATE_TIMEOUT = 10
@@ -330,6 +330,7 @@ def test_it_begins_no_try_for_a_claim_lost_before_its_call(workspace, scripted_a
     assert len(operations) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_it_keeps_the_leases_of_a_batch_while_its_calls_hang(workspace, scripted_action, settings):
     """With a 2-second lease, two calls hang for 3 seconds while two more operations wait their

@@ -273,6 +273,7 @@ def test_an_http_actions_data_is_checked_by_its_json_schema_field_by_field(tmp_p
     }
 
 
+@pytest.mark.slow
 def test_tuning_a_destinations_limits_is_no_new_configuration_but_its_url_is(tmp_path, db):
     apply(tmp_path, file_text())
     before = get_action("notify-crm").configuration()
