@@ -105,7 +105,7 @@ def test_make_test_fast_leaves_out_processes_browsers_and_slow_tests_and_keeps_t
 
 
 @pytest.mark.parametrize(
-    "room, folder",
+    ("room", "folder"),
     [("engine", "tests/ledger/engine/"), ("integrations", "tests/ledger/integrations/"), ("console", "tests/console/")],
 )
 def test_make_test_room_runs_the_rooms_folder(fake_venv, room, folder):
