@@ -175,10 +175,10 @@ check: lint check-migrations typecheck imports
 imports: venv
 	$(VENV)/bin/lint-imports
 
-# The Layout table of docs/architecture.md, written from the modules' docstrings (bin/layout.py, the
+# The Layout table of docs/architecture.md, written from the modules' docstrings (scripts/layout.py, the
 # standard library only); tests/test_architecture_map.py fails when the page's table is not this.
 layout:
-	$(PYTHON) bin/layout.py
+	$(PYTHON) scripts/layout.py
 
 # The import graph by room, for reading (scripts/rooms.py, from grimp, which lint-imports reads too):
 # each room's modules and their lines, the arrows between rooms, circles and arrows up (it fails on

@@ -1,5 +1,5 @@
 """docs/architecture.md's map of the code is the code's: its Layout table is what ``make layout``
-(bin/layout.py) writes from the modules' docstrings, so every module of the product has a row that
+(scripts/layout.py) writes from the modules' docstrings, so every module of the product has a row that
 says what its docstring says, and a module without a docstring fails here.
 
 And the repository speaks for itself: no doc, comment or test points to a ticket by its number
@@ -9,7 +9,7 @@ import os
 import re
 from pathlib import Path
 
-from bin import layout
+from scripts import layout
 
 ROOT = Path(__file__).resolve().parent.parent
 ISSUE_NUMBER = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)  # across a line break too

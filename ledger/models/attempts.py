@@ -58,7 +58,7 @@ class Attempt(models.Model):
     error_code = models.CharField(max_length=80, blank=True, default="", db_default="")
     response_headers = models.JSONField(default=dict, db_default=Value({}, JSONField()), blank=True)
     response_body = models.TextField(blank=True, default="", db_default="")
-    # Whether that answer was masked after decoding (``ledger.core.vendor_text``, issue 37). Those kept
+    # Whether that answer was masked after decoding (``ledger.core.vendor_text``). Those kept
     # before were masked for the literal credential only: ``privacy.answer_shown_to`` shows them
     # to superusers alone.
     answer_masked_decoded = models.BooleanField(default=True, db_default=True)

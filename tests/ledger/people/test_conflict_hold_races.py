@@ -57,18 +57,25 @@ def test_an_arrival_waiting_for_a_claim_in_progress_leaves_the_claimed_operation
     then finds it processing: nothing is held, and the operation runs once, as first sent."""
     action = noted(on_conflict="hold")
     send(workspace, action, "first")
-    claimed, commit, failures, answers = threading.Event(), threading.Event(), [], []
+    claimed, commit, answered, failures, answers = threading.Event(), threading.Event(), threading.Event(), [], []
 
     def worker():
         with transaction.atomic():
             [operation] = claim_due_operations(limit=10, worker="racer")
             claimed.set()
             assert commit.wait(WAIT)
+        # The try is performed once the arrival has its answer: the answer shows the row as the
+        # arrival found it, not as a try that finished meanwhile (on a busy machine, it could).
+        assert answered.wait(WAIT)
         perform_claimed(operation, worker="racer")
+
+    def arrival():
+        answers.append(send(workspace, action, "second"))
+        answered.set()
 
     threads = [in_thread(worker, failures)]
     assert claimed.wait(WAIT)
-    threads.append(in_thread(lambda: answers.append(send(workspace, action, "second")), failures))
+    threads.append(in_thread(arrival, failures))
     until(lambda: waiting_on_a_lock() == 1, "the arrival to wait for the claimed row")
     commit.set()
     for thread in threads:

@@ -7,7 +7,7 @@ docstring's first sentence, cut at its first colon when it runs past the first l
 with what the module is, then a colon and the detail). The table sits between two markers in the page,
 and tests/test_architecture_map.py fails when the page's table is not what this would write.
 
-``python bin/layout.py`` rewrites the page; ``--check`` only says whether it would change it.
+``python scripts/layout.py`` rewrites the page; ``--check`` only says whether it would change it.
 """
 
 import ast
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "architecture.md"
 PACKAGES = ("opsconsole", "ledger", "reconciliation", "standin")
 ONE_ROW_FOLDERS = ("migrations", "commands")  # folders whose modules are one row, not one each
-BEGIN = "<!-- layout: written by `make layout` (bin/layout.py) from the docstrings; edit them, not this table -->"
+BEGIN = "<!-- layout: written by `make layout` (scripts/layout.py) from the docstrings; edit them, not this table -->"
 END = "<!-- end of layout -->"
 HEADER = "| where | what it holds |\n| --- | --- |"
 SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)[.!?](?=\s|$)")  # not "e.g." or "i.e."
