@@ -1,4 +1,6 @@
+import fcntl
 import os
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -54,6 +56,9 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(marker)
         if PROCESS_FIXTURES.intersection(item.fixturenames):
             item.add_marker("processes")
+        # Set up first and torn down last: a test's transaction begins and ends inside its share.
+        item.fixturenames.remove("server_shared_or_alone")
+        item.fixturenames.insert(0, "server_shared_or_alone")
 
 
 def pytest_collection_finish(session):
@@ -106,6 +111,26 @@ def pytest_terminal_summary(terminalreporter):
     if os.path.isdir(SHOTS):
         count = len([name for name in os.listdir(SHOTS) if name.endswith(".png")])
         terminalreporter.write_line(f"browser screenshots: {count} in {SHOTS}")
+
+
+# The test processes of one run (pytest-xdist's workers share its id) share these two lock files: a
+# test marked `alone` takes the server for itself, the others share it (docs in pyproject.toml).
+RUN_LOCKS = Path(tempfile.gettempdir()) / f"opsconsole-tests-{os.environ.get('PYTEST_XDIST_TESTRUNUID', os.getpid())}"
+
+
+@pytest.fixture(autouse=True)
+def server_shared_or_alone(request):
+    """A reader-writer lock over the run's database server: a test marked `alone` waits for the tests
+    running in other processes to end and holds the next ones back until it is done; the others run
+    side by side. The turnstile makes it fair: once an `alone` test waits, no new test slips in first."""
+    alone = request.node.get_closest_marker("alone") is not None
+    RUN_LOCKS.mkdir(exist_ok=True)
+    with open(RUN_LOCKS / "turnstile", "a") as turnstile, open(RUN_LOCKS / "server", "a") as server:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(server, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -219,6 +219,7 @@ def test_a_signed_delivery_that_is_refused_later_is_still_a_row_of_its_own(clien
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.alone  # pruning waits for every open transaction of the server, whatever its database
 def test_counting_200_refusals_leaves_no_trail_of_dead_rows(client, workspace, monkeypatch):
     """Autovacuum may be off: each count is a HOT update on a page kept half empty, whose old
     versions the next visit to the page prunes, so the table grows by one page however many come."""
