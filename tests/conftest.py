@@ -57,8 +57,10 @@ def pytest_collection_modifyitems(config, items):
         if PROCESS_FIXTURES.intersection(item.fixturenames):
             item.add_marker("processes")
         # Set up first and torn down last: a test's transaction begins and ends inside its share.
-        item.fixturenames.remove("server_shared_or_alone")
-        item.fixturenames.insert(0, "server_shared_or_alone")
+        # (The client's tests, under clients/python/, are outside this folder and its fixtures.)
+        if "server_shared_or_alone" in item.fixturenames:
+            item.fixturenames.remove("server_shared_or_alone")
+            item.fixturenames.insert(0, "server_shared_or_alone")
 
 
 def pytest_collection_finish(session):
