@@ -45,12 +45,8 @@ class Ignored:
     http_status: int = 202
 
 
-@dataclass
-class HookResult:
-    """What a delivery to a source came to: an intake result (taken, or refused), or ignored."""
-
-    intake: IntakeResult | None = None
-    ignored: Ignored | None = None
+# What a delivery to a source came to: an intake result (taken, or refused), or ignored.
+HookResult = IntakeResult | Ignored
 
 
 def receive(source: Source, body: bytes, headers, *, address: str, now: datetime | None = None) -> HookResult:
@@ -66,11 +62,11 @@ def receive(source: Source, body: bytes, headers, *, address: str, now: datetime
         result = refusals.refuse_unverified(
             source, address=address, reason=refused.reason, errors=errors, http_status=401
         )
-        return HookResult(intake=result)
+        return result
     try:
         document = decoding.decode_json(body)
     except decoding.MalformedJSON as exc:
-        return HookResult(intake=_refuse(source, sender, exc.reason, 400, exc.errors))
+        return _refuse(source, sender, exc.reason, 400, exc.errors)
     signed = signatures.described(source.scheme, signed, document)
     # One budget for the delivery's rules together, so a rule of many fields cannot multiply it.
     budget = expressions.Budget.for_input(len(body))
@@ -78,10 +74,10 @@ def receive(source: Source, body: bytes, headers, *, address: str, now: datetime
         rule = matching_rule(source.rules, signed.event, document, budget)
         envelope = _envelope(rule, document, signed, budget) if rule is not None else None
     except MappingFailed as failed:
-        return HookResult(intake=_refuse(source, sender, "invalid_input", 422, [failed.error]))
+        return _refuse(source, sender, "invalid_input", 422, [failed.error])
     if rule is None:
-        return HookResult(ignored=Ignored(signed.event, _record_ignored(source, delivery_id=signed.delivery_id)))
-    return HookResult(intake=submit.submit_event(workspace=source.workspace, raw=envelope, **sender))
+        return Ignored(signed.event, _record_ignored(source, delivery_id=signed.delivery_id))
+    return submit.submit_event(workspace=source.workspace, raw=envelope, **sender)
 
 
 def answer_challenge(source: Source, headers, *, address: str) -> str | None:

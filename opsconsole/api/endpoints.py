@@ -337,8 +337,6 @@ def receive_hook(request, source: str):
         logger.error("%s", exc)
         unavailable = answers.Unavailable(status="unavailable", detail="This source cannot check signatures yet.")
         raise ApiProblem(503, answer=unavailable, headers={"Retry-After": "60"}) from None
-    if result.intake is not None:
-        return _respond(request, result.intake)
-    ignored = result.ignored
-    assert ignored is not None  # receive answers one or the other
-    return answers.respond(answers.Ignored(event=ignored.event, delivery_id=ignored.delivery.sender_delivery_id), 202)
+    if isinstance(result, sources.Ignored):
+        return answers.respond(answers.Ignored(event=result.event, delivery_id=result.delivery.sender_delivery_id), 202)
+    return _respond(request, result)
