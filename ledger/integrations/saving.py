@@ -1,4 +1,4 @@
-"""Saving destinations and HTTP actions (``ledger.models.outbound``): the one service the
+"""Saving destinations and HTTP actions (``ledger.models.integrations``): the one service the
 integrations file and the admin both go through. A row is checked first (every problem, each saying
 where: a template or an expression that does not compile, a field the schema does not have, a
 secret given instead of the variable that holds it) and refused whole; a saved one is audited and

@@ -12,8 +12,9 @@ from ledger.models.deliveries import (
     DeliveryOutcome,
     DeliverySource,
 )
-from ledger.models.destinations import RequestStatus, ReviewDraft
 from ledger.models.figures import BacklogSample, FlowSample
+from ledger.models.integrations import Destination, DestinationAuth, HookRefusal, HttpAction, Source, SourceScheme
+from ledger.models.internal_destinations import RequestStatus, ReviewDraft
 from ledger.models.machinery import (
     Control,
     DestinationHealth,
@@ -23,7 +24,6 @@ from ledger.models.machinery import (
     Tally,
     Wakeup,
 )
-from ledger.models.outbound import Destination, DestinationAuth, HttpAction
 from ledger.models.people import (
     ApiToken,
     Approval,
@@ -34,7 +34,6 @@ from ledger.models.people import (
     Role,
 )
 from ledger.models.policy import OnConflict, Ordering, Policy
-from ledger.models.sources import HookRefusal, Source, SourceScheme
 
 __all__ = [
     "ApiToken",
