@@ -191,7 +191,7 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
             [
                 series
                 + """
-            INSERT INTO ledger_delivery (id, workspace_id, operation_id, sender_delivery_id, correlation_id,
+            INSERT INTO ledger_delivery (id, workspace_id, operation_id, delivery_id, correlation_id,
                                          occurred_at, source, submitted_by, person_id, action, key, outcome, errors,
                                          received_at)
             SELECT i, ws, i, 'd-' || i, CASE WHEN i %% 10 = 0 THEN 'corr-' || i ELSE '' END, t, 'api',
@@ -230,7 +230,7 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                 # Duplicates (5 %%), conflicting deliveries (0.5 %%) and invalid ones (1 %% of n).
                 series
                 + """
-            INSERT INTO ledger_delivery (id, workspace_id, operation_id, sender_delivery_id, correlation_id,
+            INSERT INTO ledger_delivery (id, workspace_id, operation_id, delivery_id, correlation_id,
                                          occurred_at, source, submitted_by, person_id, action, key, outcome, errors,
                                          received_at)
             SELECT %(n)s + i, ws, i, 'd-' || i || '-again', '', t, 'api', 'token:oc_ab12', NULL::integer, action, key,

@@ -175,7 +175,11 @@ def _request(workspace, events, *, refused, source, submitted_by, person) -> dic
                     "deadline": event.action.first_deadline(now),
                     **event.ordering_columns(),
                 },
-                "delivery": {"sender_delivery_id": event.sender_delivery_id, "occurred_at": event.occurred_at},
+                # By column: the function reads these as a row of ledger_delivery.
+                "delivery": {
+                    Delivery._meta.get_field("sender_delivery_id").column: event.sender_delivery_id,
+                    "occurred_at": event.occurred_at,
+                },
             }
             for event in events
         ],

@@ -1,9 +1,10 @@
 """Delivery.delivery_id, the id the sender gave a delivery, is sender_delivery_id: beside the foreign
-keys named ``delivery`` (whose columns are ``delivery_id``), one name meant two things.
+keys named ``delivery`` (whose columns are ``delivery_id``), one name meant two things in the code.
 
-The column is renamed in place. PostgreSQL keeps its partial index (delivery_sender_id_idx) on the
-renamed column, predicate included, so the index is only described again in Django's state: dropping
-and building it again would lock the deliveries table against intake for the whole build.
+The field is renamed in Django's state only: its column keeps its name (``db_column``), so nothing in
+the database changes. A rename of the column would break the processes of the release before while a
+deploy migrates (migrating comes before the new code serves: docs/operations.md), and intake with
+them. The partial index (delivery_sender_id_idx) is described again on the new field's name.
 """
 
 from django.db import migrations, models
@@ -15,12 +16,15 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.SeparateDatabaseAndState(
-            database_operations=[
-                migrations.RenameField(model_name="delivery", old_name="delivery_id", new_name="sender_delivery_id"),
-            ],
+            database_operations=[],
             state_operations=[
                 migrations.RemoveIndex(model_name="delivery", name="delivery_sender_id_idx"),
                 migrations.RenameField(model_name="delivery", old_name="delivery_id", new_name="sender_delivery_id"),
+                migrations.AlterField(
+                    model_name="delivery",
+                    name="sender_delivery_id",
+                    field=models.CharField(blank=True, db_column="delivery_id", max_length=200),
+                ),
                 migrations.AddIndex(
                     model_name="delivery",
                     index=models.Index(

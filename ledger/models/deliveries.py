@@ -41,8 +41,10 @@ class Delivery(models.Model):
     operation = models.ForeignKey(
         "Operation", on_delete=models.PROTECT, null=True, blank=True, related_name="deliveries"
     )
-    # The id the sender gave the delivery (the envelope's ``delivery_id``), not a row of ours.
-    sender_delivery_id = models.CharField(max_length=200, blank=True)
+    # The id the sender gave the delivery (the envelope's ``delivery_id``), not a row of ours. Its
+    # column keeps the name it had before the field was renamed (migration 0050): processes of the
+    # release before keep working while a deploy migrates.
+    sender_delivery_id = models.CharField(max_length=200, blank=True, db_column="delivery_id")
     correlation_id = models.CharField(max_length=200, blank=True)
     occurred_at = models.DateTimeField(null=True, blank=True, help_text="When the sender says the event happened.")
     source = models.CharField(max_length=10, choices=DeliverySource.choices)
