@@ -189,7 +189,7 @@ rooms: venv
 # mypy with django-stubs ([tool.mypy] in pyproject.toml) on the modules typed so far: the one list of
 # them, to grow (and to follow the modules when they move). The plugin loads the settings.
 TYPECHECK_PATHS := ledger/states.py ledger/outcomes.py ledger/keys.py ledger/actions/ ledger/engine/ ledger/callers/ \
-	ledger/core/ ledger/intake/ ledger/integrations/ opsconsole/api/ scripts/
+	ledger/core/ ledger/intake/ ledger/integrations/ ledger/people/ ledger/reads/ ledger/models/ opsconsole/api/ scripts/
 
 typecheck: venv
 	SECRET_KEY=insecure-test-only-key DEBUG=1 DATABASE_URL=$(NO_DATABASE) $(VENV)/bin/mypy $(TYPECHECK_PATHS)

@@ -36,7 +36,7 @@ class Control(models.Model):
     @property
     def scope_label(self) -> str:
         parts = [
-            f"workspace {self.workspace.slug}" if self.workspace_id else "",
+            f"workspace {self.workspace.slug}" if self.workspace is not None else "",
             f"action {self.action}" if self.action else "",
         ]
         return ", ".join(p for p in parts if p) or "global"

@@ -76,4 +76,4 @@ class Policy(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.action} in {self.workspace.slug if self.workspace_id else 'every workspace'}"
+        return f"{self.action} in {self.workspace.slug if self.workspace is not None else 'every workspace'}"

@@ -207,6 +207,7 @@ def _run_chunk(bulk: BulkAction, chunk: list[int]) -> None:
         ).values_list("operation_id", flat=True)
     )
     for operation_id in chunk:
+        outcome: str
         operation = operations.get(operation_id)
         if operation is None:
             outcome, detail = BulkItem.Outcome.SKIPPED, "no longer exists (purged)"
@@ -240,8 +241,8 @@ def _act(bulk: BulkAction, operation: Operation) -> tuple[str, str]:
             return done.verdict, done.lookup
         if may.cancel_refusal(operation):
             return BulkItem.Outcome.SKIPPED, f"cannot be cancelled now (it is {operation.state})"
-        done = cancellations.cancel_operation(operation, user=bulk.user, reason=reason)
-        return done.verdict, done.lookup
+        cancelled = cancellations.cancel_operation(operation, user=bulk.user, reason=reason)
+        return cancelled.verdict, cancelled.lookup
     except replays.DuplicateRisk:
         return BulkItem.Outcome.SKIPPED, (
             "the destination cannot tell whether it already acted, and the duplicate risk was not accepted"

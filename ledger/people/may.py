@@ -20,7 +20,7 @@ from ledger.states import TRANSITIONS, State
 # Where a try may have reached the destination and a person can still act on it.
 LANDING_STATES = (State.NEEDS_REVIEW, State.RETRYING, State.UNKNOWN, State.PENDING)
 
-_CONTRIBUTED = {
+_CONTRIBUTED: dict[str, str] = {
     Contribution.Kind.SUBMITTED: "submitted",
     Contribution.Kind.CHANGED: "changed",
     Contribution.Kind.REPLAYED: "replayed",

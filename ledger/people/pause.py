@@ -37,12 +37,11 @@ def set_paused(
             if not control.paused:
                 control.paused_since = now
         else:
-            control = (
-                Control.objects.select_for_update().filter(workspace=workspace, action=action, paused=True).first()
-            )
-            if control is None:
+            found = Control.objects.select_for_update().filter(workspace=workspace, action=action, paused=True).first()
+            if found is None:
                 scope = Control(workspace=workspace, action=action).scope_label
                 raise NotPaused(f"Nothing to resume: {scope} is not paused.")
+            control = found
             held_for = held_time.keep_interval(control, now)
             # Whole seconds: the work it held keeps that time (given at each one's claim).
             held = f", held {duration_text(held_for)}" if held_for >= timedelta(seconds=1) else ""

@@ -5,6 +5,7 @@ it, and after the person confirms a configuration changed since it last ran.
 
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -124,7 +125,7 @@ def _replay(operation, action, *, actor, user, reason, forced_because, lookup, c
         message += f"; {lookup}"
     if changed:
         message += f"; under a changed configuration: {', '.join(change.field for change in changed)}"
-    ordering = {}
+    ordering: dict[str, Any] = {}
     if operation.last_error_category == GAP:
         # The person decided it runs although an earlier version never came (in_order).
         ordering["ordered"] = ""

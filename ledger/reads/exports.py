@@ -101,7 +101,7 @@ AUDIT_FIELDS = (
 
 def payload_fields(actions: Iterable[str]) -> list[str]:
     """The payload fields of ``actions``' schemas, each once, in the order the schemas give them."""
-    fields = {}
+    fields: dict[str, None] = {}  # an ordered set
     for name in actions:
         try:
             fields |= dict.fromkeys(get_action(name).field_names())
@@ -171,7 +171,7 @@ def _streamed(queryset: QuerySet) -> Iterator:
     be read into the process before its first row is sent. ``_iterator`` is ``iterator`` without
     the setting's say."""
     with transaction.atomic(using=queryset.db):
-        yield from queryset._iterator(use_chunked_fetch=True, chunk_size=CHUNK_ROWS)
+        yield from queryset._iterator(use_chunked_fetch=True, chunk_size=CHUNK_ROWS)  # type: ignore[attr-defined]  # private, as said
 
 
 def cell(value) -> str | int | float:

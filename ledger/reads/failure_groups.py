@@ -65,7 +65,7 @@ def signature(message: str) -> str:
     a destination's error code left out."""
 
     def replace(match: re.Match) -> str:
-        if match.group("keep"):
+        if match.group("keep") or match.lastgroup is None:
             return match.group(0)
         return _PLACEHOLDERS[int(match.lastgroup[1:])]
 
