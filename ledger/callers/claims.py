@@ -84,6 +84,11 @@ class Answer:
         return self.intake.key if self.intake is not None else ""
 
 
+def no_such_operation() -> Answer:
+    """The answer for a key that names no operation of the workspace (or one purged meanwhile)."""
+    return Answer(NOT_FOUND, message="no operation has this key in the workspace")
+
+
 @dataclass
 class Overdue:
     """Not answered: an operation met overdue while deciding (its lease expired, or its deadline
@@ -154,7 +159,7 @@ def _take_once(operation_id: int, action: ActionDefinition, *, lease: timedelta,
     with transaction.atomic():
         operation = locked(with_held_time(Operation.objects.filter(pk=operation_id)))
         if operation is None:
-            return Answer(NOT_FOUND, message="no operation has this key in the workspace")
+            return no_such_operation()
         answer = standing(operation, action, now)
         if isinstance(answer, Answer):
             # Lock order (docs/architecture.md): the row (held), the tallies, then the claim's move.
@@ -256,7 +261,7 @@ def heartbeat(*, workspace: Workspace, key: str, token: str, lease_seconds: int 
     with transaction.atomic():
         operation = locked(keyed(workspace, key))
         if operation is None:
-            return Answer(NOT_FOUND, message="no operation has this key in the workspace")
+            return no_such_operation()
         now = timezone.now()  # once the row is held: the sweep cannot be moving it meanwhile
         answer = current_claim(operation, token, now)
         if answer is None:

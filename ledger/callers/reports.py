@@ -28,7 +28,15 @@ from pydantic.config import JsonDict, JsonValue
 
 from ledger.actions import FieldError, get_action
 from ledger.actions.base import field_errors
-from ledger.callers.claims import Answer, current_claim, keyed, lease_problem, locked, stale_after
+from ledger.callers.claims import (
+    Answer,
+    current_claim,
+    keyed,
+    lease_problem,
+    locked,
+    no_such_operation,
+    stale_after,
+)
 from ledger.callers.tokens import claim_of
 from ledger.core import privacy
 from ledger.engine.attempts import finish_attempt
@@ -169,7 +177,7 @@ def report_outcome(*, workspace: Workspace, key: str, report: OutcomeReport, act
     """Record ``report`` under its claim, or say why not."""
     operation = keyed(workspace, key).first()
     if operation is None:
-        return Answer("not_found", message="no operation has this key in the workspace")
+        return no_such_operation()
     digest = report.digest()
     with transaction.atomic():
         # Lock order (docs/architecture.md): the claim's Attempt, then the row, then the tallies
@@ -177,7 +185,7 @@ def report_outcome(*, workspace: Workspace, key: str, report: OutcomeReport, act
         attempt = _attempt_of(operation, report.token)
         operation = locked(Operation.objects.filter(pk=operation.pk))
         if operation is None:  # purged since it was found
-            return Answer("not_found", message="no operation has this key in the workspace")
+            return no_such_operation()
         if attempt is not None and attempt.report:
             return _repeated(operation, attempt, digest)
         answer = current_claim(operation, report.token, timezone.now())
