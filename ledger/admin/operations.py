@@ -99,8 +99,9 @@ class OperationAdmin(SensitiveAdmin):
     def get_object(self, request, object_id, from_field=None):
         operation = super().get_object(request, object_id, from_field)
         if operation is not None:
-            # What the person may decide on it, as the console's operation page offers it.
-            operation.what_may = what_may(request.user, operation)
+            # Whose decisions the change form lists (decisions_shown has no request of its own); they
+            # are worked out there, so the delete and history pages do not pay for them.
+            operation.viewer = request.user
         return operation
 
     def workspace_id_of(self, obj) -> int:
@@ -108,9 +109,10 @@ class OperationAdmin(SensitiveAdmin):
 
     @admin.display(description="decisions (taken in the console)")
     def decisions_shown(self, operation):
-        may = getattr(operation, "what_may", None)
-        if may is None:
+        viewer = getattr(operation, "viewer", None)
+        if viewer is None:
             return "—"
+        may = what_may(viewer, operation)
         decisions = [
             ("Replay", may.replay),
             ("Cancel", may.cancel),
