@@ -43,7 +43,7 @@ SAID_LIMIT = 300
 
 def answer_of(response: httpx.Response, *, code_path: str = "", message_path: str = "") -> Answer:
     """The destination's answer in ``response``."""
-    body = _json(response)
+    body = json_or_none(response)
     return Answer(
         status=response.status_code,
         headers={name: response.headers[name] for name in KEPT_HEADERS if name in response.headers},
@@ -71,7 +71,8 @@ def bounded(content: bytes) -> str:
     return f"{kept}\n… [cut: {len(content):,} bytes in all, the first {BODY_LIMIT:,} kept]"
 
 
-def _json(response: httpx.Response) -> Any:
+def json_or_none(response: httpx.Response) -> Any:
+    """The response's JSON body, or None when it is not JSON."""
     try:
         return response.json()
     except ValueError:

@@ -161,7 +161,7 @@ class ConfiguredHttpAction(ActionDefinition):
     def answered(self, response: httpx.Response) -> Success:
         """The success an answer is, or the classified error it raises: the action's own outcome
         rules first, then HTTP's (``ledger.actions.http``), each refusal with the vendor's message."""
-        body = _body(response)
+        body = answers.json_or_none(response)
         outcome = self._ruled_outcome(response.status_code, body)
         if outcome is None and 200 <= response.status_code < 300:
             outcome = "success"
@@ -304,13 +304,6 @@ def form_fields(value: Any, prefix: str = "") -> list[tuple[str, str]]:
     if isinstance(value, list):
         return [pair for index, inner in enumerate(value) for pair in form_fields(inner, f"{prefix}[{index}]")]
     return [] if value is None else [(prefix, expressions.as_text(value))]
-
-
-def _body(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return None
 
 
 def _iso(value: Any) -> str:
