@@ -1,12 +1,15 @@
-"""``manage.py integrations apply FILE [--dry-run]`` and ``manage.py integrations export``: the
-integrations (destinations, HTTP actions and sources of signed webhooks) as a YAML or JSON file
-(``ledger.integrations.file``)."""
+"""``manage.py integrations apply FILE [--dry-run] [--check-openapi [DESTINATION=]vendor.yaml ...]``
+and ``manage.py integrations export``: the integrations (destinations, HTTP actions and sources of
+signed webhooks) as a YAML or JSON file (``ledger.integrations.file``), checked against the vendors'
+OpenAPI documents first when asked (``ledger.integrations.openapi_check``)."""
 
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger.integrations import file as integrations_file
+from ledger.integrations import openapi_check
+from ledger.integrations.saving import SLUG
 
 
 class Command(BaseCommand):
@@ -18,6 +21,14 @@ class Command(BaseCommand):
         apply.add_argument("file")
         apply.add_argument("--dry-run", action="store_true", help="print the changes, make none")
         apply.add_argument("--as", dest="actor", default="integrations", help="who the audit trail names")
+        apply.add_argument(
+            "--check-openapi",
+            action="append",
+            default=[],
+            metavar="[DESTINATION=]FILE",
+            help="first check the HTTP actions calling DESTINATION against the vendor's OpenAPI document FILE "
+            "(DESTINATION= may be left out when the file's HTTP actions call one destination); repeatable",
+        )
         verbs.add_parser("export", help="print every integration in the file format apply takes")
 
     def handle(self, *args, verb, **options):
@@ -26,15 +37,33 @@ class Command(BaseCommand):
             return
         text = sys.stdin.read() if options["file"] == "-" else self._read(options["file"])
         try:
-            changes = integrations_file.apply(
-                integrations_file.read(text), actor=options["actor"], dry_run=options["dry_run"]
-            )
+            document = integrations_file.read(text)
+            if options["check_openapi"]:
+                openapi_check.check(document, self._vendors(options["check_openapi"]))
+            changes = integrations_file.apply(document, actor=options["actor"], dry_run=options["dry_run"])
         except integrations_file.IntegrationsError as exc:
             raise CommandError("nothing changed:\n  " + "\n  ".join(exc.problems)) from None
         for change in changes:
             self.stdout.write(f"{'would change' if options['dry_run'] else 'changed'}: {change}")
         if not changes:
             self.stdout.write("no changes")
+
+    def _vendors(self, arguments: list[str]) -> dict[str | None, openapi_check.VendorDocument]:
+        vendors: dict[str | None, openapi_check.VendorDocument] = {}
+        problems = []
+        for argument in arguments:
+            slug, equals, path = argument.partition("=")
+            if not equals or not SLUG.fullmatch(slug):
+                slug, path = "", argument  # a bare FILE, whatever its name holds
+            if (slug or None) in vendors:
+                raise CommandError(f"--check-openapi: two documents for {slug or 'the destination'}")
+            try:
+                vendors[slug or None] = openapi_check.load(self._read(path), name=path)
+            except integrations_file.IntegrationsError as exc:
+                problems += exc.problems
+        if problems:
+            raise integrations_file.IntegrationsError(problems)
+        return vendors
 
     @staticmethod
     def _read(path: str) -> str:
