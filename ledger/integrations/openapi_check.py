@@ -316,7 +316,7 @@ def _query_problems(found: _Operation, rendered: str) -> list[str]:
     return [
         f'query parameter "{name}" is not a parameter of {found.method} {found.pattern}'
         for name in dict.fromkeys(sent)
-        if name not in declared and not re.sub(r"\[.*", "", name) in declared
+        if name not in declared and re.sub(r"\[.*", "", name) not in declared
     ]
 
 
