@@ -1,6 +1,6 @@
 """An integrations file checked against its vendors' own OpenAPI documents before it is applied
-(``manage.py integrations apply FILE --check-openapi [DESTINATION=]vendor.yaml``), so a request the
-vendor does not take is refused at apply time rather than failing at run time as "needs review".
+(``manage.py integrations apply FILE --check-openapi [DESTINATION=]vendor.yaml``). A request the
+vendor does not take is then refused at apply time, rather than failing at run time as "needs review".
 
 Each document describes one destination: every HTTP action of the file that calls it is checked
 against it (a document given without a destination is the file's one destination that HTTP actions
@@ -135,13 +135,13 @@ def check(document: dict, vendors: Mapping[str | None, VendorDocument]) -> None:
         else:
             by_destination[slug or called[0]] = vendor
     for index, action in enumerate(actions):
-        vendor = by_destination.get(action.destination.slug)
-        if vendor is None:
+        described = by_destination.get(action.destination.slug)
+        if described is None:
             continue
         try:
-            found = action_problems(action, vendor)
+            found = action_problems(action, described)
         except Unresolvable as exc:
-            found = [f"{vendor.name}: {_unresolvable(exc)}"]
+            found = [f"{described.name}: {_unresolvable(exc)}"]
         problems += [f"http_actions[{index}] {action.name}: {problem}" for problem in found]
     if problems:
         raise file.IntegrationsError(problems)
@@ -229,7 +229,9 @@ def _body_problems(vendor: VendorDocument, found: _Operation, name: str, body: A
     if "schema" not in media.media_type:
         return []
     schema = media.media_type / "schema"
-    spec, validator_cls = vendor.openapi.spec, vendor.openapi.request_validator_cls
+    # openapi-core's request validator of the document's version: its casters and schema validators are that version's.
+    validator_cls: Any = vendor.openapi.request_validator_cls
+    spec = vendor.openapi.spec
     if fmt == "form":
         try:
             value = validator_cls.schema_casters_factory.create(spec, schema).cast(_as_form(body))
