@@ -3,5 +3,6 @@ in (``sources``, ``signatures``, ``secret_names``), destinations and the HTTP ac
 out (``configured``, ``http_action``, ``destination_config``, ``templates``, ``schema_patterns``),
 saved through one service that checks and audits a row (``saving``, ``sources.save_source``),
 written as one file (``file``) and checked against the vendors' OpenAPI documents
-(``openapi_check``, ``openapi_sample``), and how the destinations are doing (``destination_status``). The
-rows are ``ledger.models``' (``outbound``, ``sources``); the admin's pages are ``ledger.admin.integrations``."""
+(``openapi_check``, ``openapi_body``, ``openapi_sample``), and how the destinations are doing
+(``destination_status``). The rows are ``ledger.models``' (``outbound``, ``sources``); the admin's
+pages are ``ledger.admin.integrations``."""

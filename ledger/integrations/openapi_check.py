@@ -18,7 +18,7 @@ the differences:
   templates. The document's ``servers`` are compared by their path only, with the path of the
   destination's ``base_url``: a destination may be the vendor's sandbox or a mock on another host,
   but ``/v1`` against ``/api`` is a request to the wrong place.
-- **The body**, as it goes out: JSON as sent; a form body (``body_format: form``) as the vendor
+- **The body** (``openapi_body``), as it goes out: JSON as sent; a form body (``body_format: form``) as the vendor
   reads one, its values as text cast to the schema's types (as openapi-core reads a form), nested
   values being the bracket convention's nested objects. Every schema error is named by its field.
   A field the operation's schema does not declare is named even where the schema allows other
@@ -30,10 +30,8 @@ the differences:
 Problems are collected across the whole file, so one run names them all.
 """
 
-import json
 import re
 from collections.abc import Iterator, Mapping
-from contextlib import suppress
 from dataclasses import dataclass
 from difflib import get_close_matches
 from typing import Any
@@ -42,10 +40,7 @@ from urllib.parse import parse_qsl, urlsplit
 import yaml
 from jsonschema_path import SchemaPath
 from openapi_core import OpenAPI
-from openapi_core.casting.schemas.exceptions import CastError
 from openapi_core.configurations import Config
-from openapi_core.templating.media_types.exceptions import MediaTypeNotFound
-from openapi_core.templating.media_types.finders import MediaTypeFinder
 from openapi_core.templating.paths.exceptions import OperationNotFound, PathNotFound, ServerNotFound
 from openapi_core.templating.paths.finders import APICallPathFinder
 from openapi_spec_validator.shortcuts import SPEC2VALIDATOR
@@ -54,16 +49,21 @@ from openapi_spec_validator.versions.exceptions import OpenAPIVersionNotFound
 from openapi_spec_validator.versions.shortcuts import get_spec_version
 from referencing.exceptions import Unresolvable
 
-from ledger.actions import expressions
-from ledger.integrations import file, templates
+from ledger.integrations import file, openapi_body, templates
 from ledger.integrations.openapi_sample import sample
 from ledger.models import HttpAction
 
 # The origin every request is matched under: hosts are not compared, only paths (see above).
 ORIGIN = "http://destination.invalid"
-CONTENT_TYPES = {"json": "application/json", "form": "application/x-www-form-urlencoded"}
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 MAX_DOCUMENT_PROBLEMS = 20
+# A listing's window, as ``ConfiguredHttpAction.list_records`` renders it.
+LISTING_WINDOW = {
+    "created_after": "2026-01-01T00:00:00+00:00",
+    "created_before": "2026-01-02T00:00:00+00:00",
+    "created_after_epoch": 1767225600,
+    "created_before_epoch": 1767312000,
+}
 
 
 @dataclass(frozen=True)
@@ -153,13 +153,19 @@ def action_problems(action: HttpAction, vendor: VendorDocument) -> list[str]:
     base_path = urlsplit(action.destination.base_url).path
     request = action.request
     method = request.get("method", "POST").upper()
-    operation, problems = _operation(vendor, method, templates.render_path(request["path"], context), base_path)
+    path = templates.render_path(request["path"], context)
+    operation, problems = _operation(vendor, method, path, base_path)
     if operation is not None:
-        problems += _query_problems(operation, templates.render_path(request["path"], context))
+        problems += _query_problems(operation, path)
         fmt = request.get("body_format", "json")
         body = templates.render(request["body"], context) if "body" in request else None
-        problems += _body_problems(vendor, operation, f"{method} {operation.pattern}", body, fmt)
-    for part, config, ctx in (("lookup", action.lookup or {}, context), ("listing", action.listing or {}, _window)):
+        problems += openapi_body.problems(
+            vendor.openapi, operation.operation, f"{method} {operation.pattern}", body, fmt
+        )
+    for part, config, ctx in (
+        ("lookup", action.lookup or {}, context),
+        ("listing", action.listing or {}, LISTING_WINDOW),
+    ):
         if "path" in config:
             path = templates.render_path(config["path"], ctx)
             found, found_problems = _operation(vendor, "GET", path, base_path)
@@ -167,15 +173,6 @@ def action_problems(action: HttpAction, vendor: VendorDocument) -> list[str]:
             if found is not None:
                 problems += [f"{part}: {problem}" for problem in _query_problems(found, path)]
     return problems
-
-
-# A listing's window, as ``ConfiguredHttpAction.list_records`` renders it.
-_window = {
-    "created_after": "2026-01-01T00:00:00+00:00",
-    "created_before": "2026-01-02T00:00:00+00:00",
-    "created_after_epoch": 1767225600,
-    "created_before_epoch": 1767312000,
-}
 
 
 @dataclass(frozen=True)
@@ -200,7 +197,9 @@ def _operation(vendor: VendorDocument, method: str, rendered: str, base_path: st
         methods = [other.upper() for other in METHODS if _finds(finder, other, url)]
         return None, [f"{method} {path}: {vendor.name} has no {method} on this path (it has {', '.join(methods)})"]
     except ServerNotFound:
-        servers = sorted({server["url"] for server in _contents(vendor.openapi.spec).get("servers", [])} or {"/"})
+        servers = sorted(
+            {server["url"] for server in openapi_body.contents(vendor.openapi.spec).get("servers", [])} or {"/"}
+        )
         return None, [
             f"{method} {path}: the destination's base_url has the path {base_path or '/'}, "
             f"but {vendor.name} serves {path} under {', '.join(servers)}"
@@ -209,110 +208,22 @@ def _operation(vendor: VendorDocument, method: str, rendered: str, base_path: st
 
 
 def _finds(finder: APICallPathFinder, method: str, url: str) -> bool:
-    with suppress(OperationNotFound, ServerNotFound):
-        return bool(finder.find(method, url))
-    return False
-
-
-def _body_problems(vendor: VendorDocument, found: _Operation, name: str, body: Any, fmt: str) -> list[str]:
-    operation = found.operation
-    if body is None:
-        required = "requestBody" in operation and _contents(operation / "requestBody").get("required", False)
-        return [f"{name} requires a request body, and the request has none"] if required else []
-    if "requestBody" not in operation:
-        return [f"{name} takes no request body"]
-    content = operation / "requestBody" / "content"
     try:
-        media = MediaTypeFinder(content).find(CONTENT_TYPES[fmt])
-    except MediaTypeNotFound:
-        return [f"{name} takes {', '.join(content.str_keys())}, not a {fmt} body ({CONTENT_TYPES[fmt]})"]
-    if "schema" not in media.media_type:
-        return []
-    schema = media.media_type / "schema"
-    # openapi-core's request validator of the document's version: its casters and schema validators are that version's.
-    validator_cls: Any = vendor.openapi.request_validator_cls
-    spec = vendor.openapi.spec
-    if fmt == "form":
-        try:
-            value = validator_cls.schema_casters_factory.create(spec, schema).cast(_as_form(body))
-        except CastError as exc:
-            return [f"request body value {expressions.as_text(exc.value)!r} is not of type {exc.type} in {name}"]
-    else:
-        value = json.loads(json.dumps(body))
-    undeclared = list(_undeclared(value, schema, ()))
-    forbidding = {parent for parent, _, forbidden in undeclared if forbidden}
-    problems = [
-        f'request body field "{_dotted((*parent, field))}" is not in {name} (additionalProperties false)'
-        if forbidden
-        else f'request body field "{_dotted((*parent, field))}" is not declared by {name} (its schema allows '
-        "undeclared fields, which the vendor may drop without a word)"
-        for parent, field, forbidden in undeclared
-    ]
-    validator = validator_cls.schema_validators_factory.create(spec, schema).validator
-    for error in sorted(validator.iter_errors(value), key=lambda error: list(map(str, error.absolute_path))):
-        if error.validator in ("additionalProperties", "unevaluatedProperties") and (
-            tuple(error.absolute_path) in forbidding
-        ):
-            continue  # named above, by its field
-        where = _dotted(tuple(error.absolute_path))
-        problems.append(f"request body{f' field {chr(34)}{where}{chr(34)}' if where else ''}: {error.message} ({name})")
-    return problems
-
-
-def _undeclared(value: Any, schema: SchemaPath, where: tuple) -> Iterator[tuple[tuple, str, bool]]:
-    """(parent path, field, forbidden) for each field of ``value`` its schema does not declare, at
-    any depth. An object whose schema declares no properties (free form, or a map whose values have
-    a schema) has nothing to compare its fields with: only its values are followed."""
-    if isinstance(value, list):
-        if "items" in schema:
-            for index, item in enumerate(value):
-                yield from _undeclared(item, schema / "items", (*where, index))
-        return
-    if not isinstance(value, dict):
-        return
-    declared = _declared(schema)
-    extra = _contents(schema / "additionalProperties") if "additionalProperties" in schema else True
-    patterns = list((schema / "patternProperties").str_keys()) if "patternProperties" in schema else []
-    for field, inner in value.items():
-        if field in declared:
-            yield from _undeclared(inner, declared[field], (*where, field))
-        elif any(_matches(pattern, field) for pattern in patterns):
-            continue
-        elif isinstance(extra, dict) and extra:
-            yield from _undeclared(inner, schema / "additionalProperties", (*where, field))
-        elif declared:
-            yield where, field, extra is False
-
-
-def _declared(schema: SchemaPath) -> dict[str, SchemaPath]:
-    """The properties ``schema`` declares, its own and those of its allOf, anyOf and oneOf branches."""
-    declared: dict[str, SchemaPath] = {}
-    if "properties" in schema:
-        declared |= dict((schema / "properties").str_items())
-    for combinator in ("allOf", "anyOf", "oneOf"):
-        if combinator in schema:
-            for branch in schema / combinator:
-                declared = _declared(branch) | declared
-    return declared
-
-
-def _as_form(value: Any) -> Any:
-    """A body as the vendor reads it from a form: the nesting kept, every value text, nulls left out
-    (``http_action.form_fields``)."""
-    if isinstance(value, dict):
-        return {name: _as_form(inner) for name, inner in value.items() if inner is not None}
-    if isinstance(value, list):
-        return [_as_form(inner) for inner in value if inner is not None]
-    return expressions.as_text(value)
+        finder.find(method, url)
+    except OperationNotFound:
+        return False
+    except ServerNotFound:
+        pass  # the operation is there, under other servers
+    return True
 
 
 def _query_problems(found: _Operation, rendered: str) -> list[str]:
     declared = {
-        _contents(parameter).get("name")
+        openapi_body.contents(parameter).get("name")
         for item in (found.path, found.operation)
         if "parameters" in item
         for parameter in item / "parameters"
-        if _contents(parameter).get("in") == "query"
+        if openapi_body.contents(parameter).get("in") == "query"
     }
     sent = [name for name, _ in parse_qsl(urlsplit(rendered).query, keep_blank_values=True)]
     return [
@@ -350,24 +261,6 @@ def _server_path(server: dict) -> str:
 
 def _paths(vendor: VendorDocument) -> list[str]:
     return list((vendor.openapi.spec / "paths").str_keys())
-
-
-def _contents(path: SchemaPath) -> Any:
-    with path.resolve() as resolved:
-        return resolved.contents
-
-
-def _matches(pattern: str, field: str) -> bool:
-    with suppress(re.error):
-        return re.search(pattern, field) is not None
-    return True  # a pattern Python cannot read: the field may match it
-
-
-def _dotted(parts: tuple) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
 
 
 def _where(path: Any) -> str:
