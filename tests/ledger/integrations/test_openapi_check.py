@@ -218,6 +218,10 @@ def test_checking_applies_nothing(db):
             "x.yaml: a Swagger 2.0 document, which is not read: convert it to OpenAPI 3",
         ),
         (
+            'openapi: 3.0.3\ninfo: {title: a, version: "1"}\npaths:\n  /x: {$ref: "#/components/pathItems/x"}\n',
+            "x.yaml: the reference /components/pathItems/x leads nowhere in the document",
+        ),
+        (
             'openapi: 3.0.3\ninfo: {version: "1"}\npaths: {}\n',
             'x.yaml: not a valid OpenAPI document: info: "title" is a required property',
         ),
