@@ -124,7 +124,6 @@ class Command(BaseCommand):
             self._integrations()  # first: the example claims a send-invoice, which the file configures
             self._example(workspace)
         else:
-            self._integrations()
             # Set up before (its data is kept in var/postgres): the example is there already, and
             # sending it again would only add duplicate deliveries. A fresh token, as every run.
             token = accounts.issue_token(workspace=workspace, name="demo", actor="demo")
@@ -132,6 +131,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"Workspace demo set up before: {operations:,} operations kept (the R-42 example among them)."
             )
+            self._integrations()
         self._ensure_staff(workspace)
         self.stdout.write("")
         self.stdout.write(f"Console:  {url}console/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
