@@ -213,7 +213,6 @@ def measure(http, call, tag: str, count: int) -> float:
 
 def scenario_claims(rounds: Rounds, log_dir: Path) -> list[Row]:
     import httpx
-
     from django.conf import settings
 
     from ledger.core import accounts

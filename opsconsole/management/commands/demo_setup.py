@@ -96,6 +96,8 @@ def integrations_document(standin_url: str = "") -> dict:
     for destination in document.get("destinations") or []:
         destination["base_url"] = standin_url or settings.OPSCONSOLE_STANDIN_URL
     return document
+
+
 HOOK_SECRET_ENV = "OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET"
 
 
