@@ -448,3 +448,22 @@ def test_a_claim_past_the_deadline_sends_the_operation_to_review(claims):
 
     assert (response.status_code, response.json()["status"]) == (409, "needs_review")
     assert Operation.objects.get().audit_events.filter(kind="deadline_passed").count() == 1
+
+
+def test_the_files_payload_retention_redacts_a_claimed_invoice_and_a_later_claim_is_still_done(
+    claims, standin, frozen
+):
+    from ledger import retention
+    from tests.ledger.conftest import START
+
+    integrations.apply_send_invoice(standin.url, payload_retention_days=2)
+    answer = claims.claimed()
+    claims.outcome(answer["key"], {"token": answer["token"], "outcome": "succeeded", "external_id": "inv-1"})
+
+    assert retention.purge(as_of=START + timedelta(days=2) - timedelta(seconds=1)).total("redacted") == 0
+    assert retention.purge(as_of=START + timedelta(days=2, seconds=1)).total("redacted") == 1
+    operation = Operation.objects.get()
+    assert operation.payload == {"request_id": "INV-7", "version": 1}  # its identity, the tombstone's
+    frozen.move_to(START + timedelta(days=3))
+    again = claims.claim()
+    assert (again.status_code, again.json()["status"], again.json()["external_id"]) == (200, "done", "inv-1")
