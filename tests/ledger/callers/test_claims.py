@@ -450,9 +450,7 @@ def test_a_claim_past_the_deadline_sends_the_operation_to_review(claims):
     assert Operation.objects.get().audit_events.filter(kind="deadline_passed").count() == 1
 
 
-def test_the_files_payload_retention_redacts_a_claimed_invoice_and_a_later_claim_is_still_done(
-    claims, standin, frozen
-):
+def test_the_files_payload_retention_redacts_a_claimed_invoice_and_a_later_claim_is_still_done(claims, standin, frozen):
     from ledger import retention
     from tests.ledger.conftest import START
 

@@ -127,3 +127,21 @@ def test_an_export_holds_the_caller_fields_and_applies_back_unchanged(db):
     )
     assert action["request"] == {}
     assert file.apply(exported, actor="test") == []
+
+
+def test_a_claim_of_an_action_our_workers_perform_is_refused_and_of_a_caller_action_claimed(api, db):
+    request = {"method": "POST", "path": "/invoices", "body": {"id": "{{ data.invoice_id }}"}}
+    apply(performed_by="opsconsole", request=request)
+    body = {"action": "create-invoice", "data": {"invoice_id": "I-1", "amount_cents": 100}}
+
+    refused = api.post("/api/v1/claims", body)
+
+    assert refused.status_code == 422
+    assert refused.json()["errors"] == [
+        {
+            "field": "action",
+            "message": "create-invoice is performed by opsconsole's workers: submit it to /api/v1/events",
+        }
+    ]
+    apply()
+    assert api.post("/api/v1/claims", body).json()["status"] == "claimed"
