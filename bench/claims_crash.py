@@ -271,6 +271,7 @@ def run(label: str) -> None:
     from django.core.management import call_command
 
     from ledger.core import accounts
+    from tests.configured import apply_send_invoice
     from tests.faults.gunicorn import running_gunicorn
 
     call_command("migrate", verbosity=0)
@@ -280,6 +281,8 @@ def run(label: str) -> None:
     prefix = f"opsconsole-bench-crash-{uuid.uuid4().hex[:8]}"
     print(f"database: {label}; lease and expiries {SECONDS} s; Powertools on {REDIS_URL}", flush=True)
     standin = Standin()
+    # The demo's send-invoice, from its integrations file, looked up at this stand-in.
+    apply_send_invoice(standin.url)
     sides: dict[str, dict] = {}
     log_dir = Path(os.environ.get("TMPDIR", "/tmp"))
     try:

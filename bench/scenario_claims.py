@@ -213,11 +213,16 @@ def measure(http, call, tag: str, count: int) -> float:
 
 def scenario_claims(rounds: Rounds, log_dir: Path) -> list[Row]:
     import httpx
+    from django.conf import settings
 
     from ledger.core import accounts
+    from tests.configured import apply_send_invoice
     from tests.faults.gunicorn import configured_workers, running_gunicorn
 
     _workspace, token = accounts.create_workspace(slug="bench-claims", approved_owners=["ops"], actor="bench")
+    # The demo's send-invoice, from its integrations file (the caller's effect is nothing here, so
+    # its destination, only asked after an expired lease, is never called).
+    apply_send_invoice(settings.OPSCONSOLE_STANDIN_URL)
     prefix = f"opsconsole-bench-claims-{uuid.uuid4().hex[:8]}"
     redis_urls = {"Redis, no persistence": REDIS_URL}
     with durable_redis(log_dir) as aof_url:

@@ -7,6 +7,8 @@ integrations apply`. No Python defines these actions.
 - `charge-customer` at stripe-stateful-mock (`stripe`): form-encoded, bearer key from the
   environment, `Idempotency-Key` honoured for 24 h; a lost answer is reconciled by repeating the
   request under the same key.
+- `send-invoice`, the demo's (examples/integrations.yaml), performed by its caller: its
+  `invoicing` destination is the stand-in, asked by lookup and listing (``apply_send_invoice``).
 """
 
 from io import StringIO
@@ -149,3 +151,17 @@ def apply(directory: Path, **options) -> str:
 def stripe_key(monkeypatch) -> None:
     """The bearer key the `stripe` destination reads from the environment."""
     monkeypatch.setenv(STRIPE_KEY_ENV, third_party.STRIPE_TEST_KEY)
+
+
+def apply_send_invoice(standin_url: str, **changes) -> None:
+    """Apply the demo's `send-invoice` and its destination from examples/integrations.yaml, as
+    `make demo` does (its destination at ``standin_url``), with ``changes`` to the action's fields."""
+    from ledger.integrations import file
+    from opsconsole.management.commands.demo_setup import integrations_document
+
+    document = integrations_document(standin_url)
+    [action] = [action for action in document["http_actions"] if action["name"] == "send-invoice"]
+    destinations = [
+        destination for destination in document["destinations"] if destination["slug"] == action["destination"]
+    ]
+    file.apply({"destinations": destinations, "http_actions": [action | changes]}, actor="test")

@@ -360,6 +360,17 @@ def fresh_configured_actions():
 
 
 @pytest.fixture
+def send_invoice_action(db, standin):
+    """The demo's `send-invoice` (examples/integrations.yaml: performed by its caller, looked up at
+    the stand-in), applied as `make demo` applies it, at this test's stand-in; its definition."""
+    from ledger.actions import registry
+    from tests import configured as integrations
+
+    integrations.apply_send_invoice(standin.url)
+    return registry["send-invoice"]
+
+
+@pytest.fixture
 def configured(tmp_path):
     """Apply integrations (``configured(json_server=..., stripe_mock=..., **changes)``): the
     destinations and HTTP actions of tests/configured.py pointed at the running third-party servers."""

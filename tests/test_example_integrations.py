@@ -31,7 +31,9 @@ def example(workspace, standin, monkeypatch):
     changes = [str(change) for change in integrations_file.apply(integrations_file.read(text), actor="test")]
     assert changes == [
         "destination fulfilment: created",
+        "destination invoicing: created",
         "HTTP action fulfil-invoice: created",
+        "HTTP action send-invoice: created",
         "source billing: created",
     ]
     return text
@@ -105,3 +107,31 @@ def test_the_lookup_repeats_under_the_key_and_the_audit_lists_the_records(client
         "created_at": standin.records()[0]["created_at"],
         "payload": {"invoice_id": "INV-7", "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"},
     }
+
+
+def test_the_callers_send_invoice_is_looked_up_and_audited_at_the_invoicing_system(api, example, standin, time_machine):
+    """`send-invoice` is performed by its caller: claimed over the API, created at the invoicing
+    system (the stand-in) by the caller under the claim's key, reported; the file's lookup finds it
+    and the reconciliation audit lists it, its fields as the caller sent them, with no mismatch."""
+    data = {"request_id": "INV-9", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
+    claim = api.post("/api/v1/claims", {"action": "send-invoice", "data": data}).json()
+    assert claim["status"] == "claimed", claim
+    payload = {name: data[name] for name in ("customer_id", "amount_cents", "currency")}
+    created = standin.http.post(
+        "/records",
+        json={"reference": claim["key"], "payload": payload},
+        headers={"Idempotency-Key": claim["idempotency_key"]},
+    ).json()
+    reported = api.post(
+        f"/api/v1/claims/{claim['key']}/outcome",
+        {"token": claim["token"], "outcome": "succeeded", "external_id": created["id"]},
+    )
+    assert reported.status_code == 200, reported.json()
+    operation = Operation.objects.get(key=claim["key"])
+
+    assert get_action("send-invoice").lookup(operation).external_id == created["id"]
+    time_machine.move_to(timezone.now() + timedelta(minutes=1))  # past the action's settle time
+    run = run_audit(since=timezone.now() - timedelta(hours=1))
+    assert (run.status, run.error, run.new_mismatches) == ("succeeded", "", 0)
+    [listed] = get_action("send-invoice").list_records(timezone.now() - timedelta(hours=1), timezone.now())
+    assert (listed["reference"], listed["payload"]) == (operation.key, payload)

@@ -127,7 +127,7 @@ class ActionDefinition:
     gap_wait: ClassVar[timedelta] = timedelta(minutes=10)
     # How long from arrival to a final state the business expects (None: no promise). Past 80 %
     # of it an unfinished operation is at risk, past all of it late (the console's service levels).
-    service_level: ClassVar[timedelta | None] = None
+    service_level: timedelta | None = None
     # External actions: how long after a try began its request may still land at the
     # destination; reconciliation waits that long before it believes a lookup that finds nothing.
     settle_after: timedelta = timedelta(0)
@@ -139,11 +139,12 @@ class ActionDefinition:
     # Who performs the effect: opsconsole's workers (``perform``), or the caller itself, an
     # automation that claims the operation over HTTP, acts, and reports the outcome
     # (``ledger.callers``, docs/claims.md). A caller-performed action is external (the caller acts
-    # outside our database), declares no ``perform``, and is never claimed by a worker.
-    performed_by: ClassVar[str] = WORKERS
+    # outside our database), declares no ``perform``, and is never claimed by a worker. A configured
+    # action says it in its integrations file (``performed_by: caller``).
+    performed_by: str = WORKERS
     # Caller-performed actions: the lease a claim gets when the caller names none; a caller may
     # ask for any lease within OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN..MAX.
-    claim_lease: ClassVar[timedelta] = timedelta(seconds=60)
+    claim_lease: timedelta = timedelta(seconds=60)
     # Destinations that honour our key: how long they keep one (Stripe: 24 h; None: at least as long
     # as we keep ours). A try whose answer was lost is repeated under the same key only while the
     # first try's key is still kept; after that, a repeat would act twice, so the outcome is unknown

@@ -1,6 +1,7 @@
 """External actions against the stand-in destination (``standin/``), one per ambiguity policy,
-one that moves money and so needs approval (``issue-refund``), one whose identity is a
-person's email address (``send-welcome``), and one the caller performs itself (``send-invoice``).
+one that moves money and so needs approval (``issue-refund``), and one whose identity is a
+person's email address (``send-welcome``). (The demo's ``send-invoice``, which its caller performs,
+is configured: examples/integrations.yaml.)
 
 ``file-ticket``: the destination honours our idempotency key (the operation key, sent as
 ``Idempotency-Key``), so an ambiguous try is simply retried with the same key.
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, StringC
 
 from ledger import keys
 from ledger.actions import http
-from ledger.actions.base import CALLER, ActionDefinition, register
+from ledger.actions.base import ActionDefinition, register
 from ledger.actions.fields import Email, Owner, RequestId, Text, Version, approved_owner_errors
 from ledger.models.policy import OnConflict
 from ledger.outcomes import Absent, CannotTell, Found, OutcomeError, Success
@@ -157,26 +158,6 @@ class IssueRefund(StandinRecordAction):
     sensitive_fields = ("customer_id", "amount_cents")
     money_fields = {"amount_cents": "currency"}
     summary = "{request_id} v{version} · refund in {currency}"
-
-    def check(self, workspace, data):
-        return []
-
-
-@register
-class SendInvoice(StandinDestination):
-    """Performed by the caller (``ledger.callers``, docs/claims.md): an automation claims the
-    operation, creates the invoice at the stand-in itself under the claim's idempotency key, and
-    reports the outcome. Reconciliation looks the invoice up by that key when a claim's outcome is
-    unknown (a caller killed after acting, a lease that expired)."""
-
-    name = "send-invoice"
-    performed_by = CALLER
-    schema = RefundData
-    fingerprint_fields = ("request_id", "version", "customer_id", "amount_cents", "currency")
-    honours_idempotency_keys = True
-    money_fields = {"amount_cents": "currency"}
-    summary = "{request_id} v{version} · invoice in {currency}"
-    claim_lease = timedelta(seconds=60)
 
     def check(self, workspace, data):
         return []

@@ -198,6 +198,8 @@ class HttpActionAdmin(SuperuserEdits):
 
     @admin.display(description="Request")
     def method_and_path(self, obj):
+        if obj.performed_by == HttpAction.PerformedBy.CALLER:
+            return "performed by the caller (claims)"
         return f"{obj.request.get('method', 'POST')} {obj.request.get('path', '')}"
 
     @admin.display(description="Retry schedule")

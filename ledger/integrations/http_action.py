@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from ledger import keys
 from ledger.actions import answers, expressions, http
-from ledger.actions.base import ActionDefinition, FieldError, Limits
+from ledger.actions.base import CALLER, ActionDefinition, FieldError, Limits
 from ledger.integrations import schema_patterns, templates
 from ledger.integrations.destination_config import LIMITS, DestinationConfig
 from ledger.models import HttpAction
@@ -42,7 +42,9 @@ LISTING_PAGE_LIMIT = 1000
 
 
 class ConfiguredHttpAction(ActionDefinition):
-    """One ``HttpAction`` row as an action definition."""
+    """One ``HttpAction`` row as an action definition. Performed by its caller (``performed_by:
+    caller``), it has no request: the caller claims each operation and acts itself
+    (``ledger.callers``), and the destination is only asked, by ``lookup`` and ``listing``."""
 
     external = True
 
@@ -70,6 +72,10 @@ class ConfiguredHttpAction(ActionDefinition):
         self.on_conflict = row.on_conflict
         self.payload_retention = timedelta(days=row.payload_retention_days)
         self.key_retention = timedelta(days=row.key_retention_days)
+        self.performed_by = row.performed_by
+        self.claim_lease = timedelta(seconds=row.claim_lease_seconds)
+        level = row.service_level_seconds
+        self.service_level = timedelta(seconds=level) if level else None
         self.request = row.request
         self.response = row.response or {}
         self.lookup_config = row.lookup or {}
@@ -133,6 +139,10 @@ class ConfiguredHttpAction(ActionDefinition):
     # Calling the destination.
 
     def perform(self, operation) -> Success:
+        if self.performed_by == CALLER:
+            # The workers never claim its operations (``selectors.due_operations``), and a lookup
+            # never repeats it (saving refuses ``lookup.repeat``): only a bug gets here.
+            raise NotImplementedError(f"action {self.name} is performed by its caller")
         return self.answered(self.call(operation))
 
     def call(self, operation) -> httpx.Response:

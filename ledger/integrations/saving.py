@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import jsonschema
+from django.conf import settings
 
 from ledger.actions import egress, registry, summaries
 from ledger.core.retry import schedule
@@ -49,13 +50,11 @@ def save_destination(destination: Destination, *, actor: str) -> Destination:
 def save_http_action(action: HttpAction, *, actor: str) -> HttpAction:
     if problems := http_action_problems(action):
         raise ConfigurationRefused(problems)
-    save_audited(
-        action,
-        actor=actor,
-        noun="http_action",
-        message=f"HTTP action {action.name}: {action.request.get('method', 'POST')} "
-        f"{action.destination.slug}{action.request.get('path', '')}",
-    )
+    if action.performed_by == HttpAction.PerformedBy.CALLER:
+        does = f"performed by the caller, looked up at {action.destination.slug}{action.lookup.get('path', '')}"
+    else:
+        does = f"{action.request.get('method', 'POST')} {action.destination.slug}{action.request.get('path', '')}"
+    save_audited(action, actor=actor, noun="http_action", message=f"HTTP action {action.name}: {does}")
     configured.loaded.forget()
     return action
 
@@ -123,8 +122,15 @@ def http_action_problems(action: HttpAction) -> list[str]:
     problems += _schema_problems(action)
     problems += _numbers(
         action,
-        positive=("max_attempts", "deadline_seconds", "payload_retention_days", "key_retention_days"),
+        positive=(
+            "max_attempts",
+            "deadline_seconds",
+            "payload_retention_days",
+            "key_retention_days",
+            "claim_lease_seconds",
+        ),
         non_negative=("backoff_base_seconds", "backoff_cap_seconds", "settle_after_seconds"),
+        optional=("service_level_seconds",),
     )
     if action.ordering not in Ordering.values:
         problems.append(f"ordering: one of {', '.join(Ordering.values)}")
@@ -138,8 +144,16 @@ def http_action_problems(action: HttpAction) -> list[str]:
             f"on_conflict: one of {', '.join(OnConflict.values)} (what a redelivery with a changed payload "
             f"does before the operation runs), not {action.on_conflict!r}"
         )
-    problems += _request_problems(action.request)
-    problems += _response_problems(action.response)
+    if action.performed_by == HttpAction.PerformedBy.CALLER:
+        problems += _caller_problems(action)
+    elif action.performed_by == HttpAction.PerformedBy.OPSCONSOLE:
+        problems += _request_problems(action.request)
+        problems += _response_problems(action.response)
+    else:
+        problems.append(
+            "performed_by: opsconsole (our workers send its request) or caller (its caller claims it "
+            f"and acts itself, docs/claims.md), not {action.performed_by!r}"
+        )
     problems += _lookup_problems(action)
     problems += _listing_problems(action.listing)
     if not problems:
@@ -222,6 +236,32 @@ def _request_problems(request: Any) -> list[str]:
     if not isinstance(headers, dict) or not all(HEADER_NAME.fullmatch(str(name)) for name in headers):
         problems.append("request.headers: a mapping of header name to template")
     return problems + templates.problems(request, "request")
+
+
+def _caller_problems(action: HttpAction) -> list[str]:
+    """What a caller action (``performed_by: caller``) gets wrong: it sends nothing itself, so it
+    has no request to send nor answer to read, and it must say how its destination is asked."""
+    problems = []
+    if action.request:
+        problems.append(
+            "request: a caller action declares no request: its caller claims each operation and acts "
+            "itself (docs/claims.md); say how the destination finds a record by our key in lookup"
+        )
+    if action.response:
+        problems.append("response: a caller action sends no request, so there is no answer to read")
+    lookup = action.lookup if isinstance(action.lookup, dict) else {}
+    if lookup.get("repeat"):
+        problems.append("lookup.repeat: opsconsole never sends a caller action's request; look it up with lookup.path")
+    if "path" not in lookup:
+        problems.append(
+            "lookup.path: required for a caller action: a GET by our key (e.g. "
+            "/invoices?idempotency_key={{ key }}) that reconciliation asks when a claim's outcome is unknown"
+        )
+    low, high = settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN, settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MAX
+    lease = action.claim_lease_seconds
+    if isinstance(lease, int) and not isinstance(lease, bool) and not low <= lease <= high:
+        problems.append(f"claim_lease_seconds: a whole number of seconds from {low} to {high}")
+    return problems
 
 
 def _response_problems(response: Any) -> list[str]:

@@ -148,9 +148,17 @@ class Destination(models.Model):
         return self.slug
 
 
+class PerformedBy(models.TextChoices):
+    OPSCONSOLE = "opsconsole", "opsconsole's workers (its request)"
+    CALLER = "caller", "the caller, which claims it (docs/claims.md)"
+
+
 class HttpAction(models.Model):
     """An action type defined by configuration: its data, its identity, its policies, and the request
-    that performs it at its destination (docs/integrations.md has the format)."""
+    that performs it at its destination, or, performed by its caller, only how to ask the destination
+    about it (docs/integrations.md has the format)."""
+
+    PerformedBy = PerformedBy
 
     name = models.SlugField(max_length=50, unique=True, validators=[validate_slug])
     destination = models.ForeignKey(Destination, on_delete=models.PROTECT, related_name="actions")
@@ -177,9 +185,19 @@ class HttpAction(models.Model):
     on_conflict = models.CharField(max_length=20, choices=OnConflict.choices, default=OnConflict.FIRST_WINS)
     payload_retention_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
     key_retention_days = models.PositiveIntegerField(default=90, validators=[MinValueValidator(1)])
+    # Who performs it: our workers send ``request``; a caller claims it over HTTP, acts itself and
+    # reports (ledger.callers), and ``request`` stays empty: we only look its records up.
+    performed_by = models.CharField(max_length=20, choices=PerformedBy.choices, default=PerformedBy.OPSCONSOLE)
+    claim_lease_seconds = models.PositiveIntegerField(
+        default=60, help_text="Performed by the caller: the lease a claim gets when the caller names none."
+    )
+    # From arrival to a final state (the console's Service levels); empty: no promise.
+    service_level_seconds = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)], help_text="Empty: no promise."
+    )
     # {method, path, headers, body, body_format: json|form}: strings hold {{ JMESPath }} over
     # {data: the operation's payload, key: its key}.
-    request = models.JSONField(default=dict)
+    request = models.JSONField(default=dict, blank=True)
     # {record_id: JMESPath on the answer, message: JMESPath for a refusal's text,
     #  outcomes: [{when: JMESPath on {status, body}, outcome: success|transient|permanent|ambiguous}]}
     response = models.JSONField(default=dict, blank=True)
@@ -204,6 +222,9 @@ class HttpAction(models.Model):
             ),
             models.CheckConstraint(
                 condition=choices_check("on_conflict", OnConflict.choices), name="http_action_on_conflict_valid"
+            ),
+            models.CheckConstraint(
+                condition=choices_check("performed_by", PerformedBy.choices), name="http_action_performed_by_valid"
             ),
         ]
 

@@ -68,6 +68,10 @@ def _event_schema(*, claims: bool = False) -> tuple[dict, dict]:
         for name, action in sorted(registry.coded.items())
         if action.performed_by_caller or not claims
     ]
+    if not envelopes:
+        # No action in code is performed by its caller (they are configured, as the demo's
+        # send-invoice is): one claim of any action, its data checked by the action when it comes.
+        return {"$ref": REF_TEMPLATE.format(model="Claim")}, {"Claim": _claim_schema()}
     either: Any = Annotated[reduce(operator.or_, envelopes), Field(discriminator="action")]
     schema = TypeAdapter(either).json_schema(ref_template=REF_TEMPLATE)
     return schema, schema.pop("$defs")
@@ -80,6 +84,12 @@ class ClaimEnvelope(Envelope):
         le=settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MAX,
         description="How long the claim is yours unless you heartbeat; default the action's lease.",
     )
+
+
+def _claim_schema() -> dict:
+    schema = ClaimEnvelope.model_json_schema(ref_template=REF_TEMPLATE)
+    schema["description"] = "A claim of an action its caller performs: `data` as the action's schema says."
+    return schema
 
 
 EVENT_SCHEMA, EVENT_COMPONENTS = _event_schema()

@@ -264,38 +264,38 @@ def invoice_claim(**data) -> dict:
     return {"action": "send-invoice", "data": INVOICE | data}
 
 
-def claimed(send: Sender):
+def claimed(send: Sender, action=None):
     return send.post("/api/v1/claims", invoice_claim())
 
 
-def claim_done(send: Sender):
+def claim_done(send: Sender, action=None):
     report(send, claimed(send).json(), outcome="succeeded", external_id="inv_1", result={"number": "F-1"})
     return claimed(send)
 
 
-def claim_in_progress(send: Sender):
+def claim_in_progress(send: Sender, action=None):
     claimed(send)
     return claimed(send)
 
 
-def claim_needing_review(send: Sender):
+def claim_needing_review(send: Sender, action=None):
     report(send, claimed(send).json(), outcome="failed", category="permanent", error="HTTP 400")
     return claimed(send)
 
 
-def claim_conflict(send: Sender):
+def claim_conflict(send: Sender, action=None):
     claimed(send)
     return send.post("/api/v1/claims", invoice_claim(amount_cents=9900))
 
 
-def claim_held(send: Sender):
+def claim_held(send: Sender, action=None):
     from ledger.people.pause import set_paused
 
     set_paused(paused=True, actor="ops", reason="vendor incident", action="send-invoice")
     return claimed(send)
 
 
-def claim_with_a_bad_lease(send: Sender):
+def claim_with_a_bad_lease(send: Sender, action=None):
     return send.post("/api/v1/claims", invoice_claim() | {"lease_seconds": 0})
 
 
@@ -303,12 +303,12 @@ def report(send: Sender, claim: dict, **body):
     return send.post(f"/api/v1/claims/{claim['key']}/outcome", {"token": claim["token"], **body})
 
 
-def heartbeat_extended(send: Sender):
+def heartbeat_extended(send: Sender, action=None):
     claim = claimed(send).json()
     return send.post(f"/api/v1/claims/{claim['key']}/heartbeat", {"token": claim["token"], "lease_seconds": 60})
 
 
-def heartbeat_stale(send: Sender):
+def heartbeat_stale(send: Sender, action=None):
     claim = claimed(send).json()
     return send.post(f"/api/v1/claims/{claim['key']}/heartbeat", {"token": claim["token"] + "x"})
 
@@ -321,16 +321,16 @@ def heartbeat_invalid(send: Sender):
     return send.post("/api/v1/claims/demo:nothing/heartbeat", {"token": "1.1:x", "lease_seconds": 1})
 
 
-def outcome_recorded(send: Sender):
+def outcome_recorded(send: Sender, action=None):
     return report(send, claimed(send).json(), outcome="failed", category="transient", error="HTTP 503")
 
 
-def outcome_stale(send: Sender):
+def outcome_stale(send: Sender, action=None):
     claim = claimed(send).json()
     return report(send, claim | {"token": claim["token"] + "x"}, outcome="succeeded")
 
 
-def outcome_conflict(send: Sender):
+def outcome_conflict(send: Sender, action=None):
     claim = claimed(send).json()
     report(send, claim, outcome="unknown")
     return report(send, claim, outcome="succeeded")
@@ -342,6 +342,24 @@ def outcome_of_no_operation(send: Sender):
 
 def outcome_invalid(send: Sender):
     return send.post("/api/v1/claims/demo:nothing/outcome", {"token": "1.1:x", "outcome": "failed"})
+
+
+# The demo's send-invoice, declared in its integrations file, is configured first.
+for _claims_case in (
+    claimed,
+    claim_done,
+    claim_in_progress,
+    claim_needing_review,
+    claim_conflict,
+    claim_held,
+    claim_with_a_bad_lease,
+    heartbeat_extended,
+    heartbeat_stale,
+    outcome_recorded,
+    outcome_stale,
+    outcome_conflict,
+):
+    _claims_case.needs = "send_invoice_action"
 
 
 def heartbeat_of(send: Sender):

@@ -83,7 +83,7 @@ def test_the_document_states_the_rules_in_words_too(document):
     """What JSON Schema cannot state (a time relative to now), or states opaquely (``if``/``then``),
     the descriptions say."""
     schemas = document["components"]["schemas"]
-    for envelope in ("PrepareBriefEvent", "SendInvoiceClaim"):
+    for envelope in ("PrepareBriefEvent", "Claim"):
         assert "within 10 years of now" in schemas[envelope]["properties"]["occurred_at"]["description"]
     outcome = document["paths"]["/api/v1/claims/{key}/outcome"]["post"]["requestBody"]["content"]["application/json"]
     category = outcome["schema"]["properties"]["category"]["description"]

@@ -13,7 +13,7 @@ INVOICE = {"request_id": "INV-7", "version": 1, "customer_id": "C-1001", "amount
 
 
 @pytest.fixture
-def claimed(workspace):
+def claimed(workspace, send_invoice_action):
     answer = claims.claim(
         workspace=workspace,
         raw={"action": "send-invoice", "data": INVOICE, "lease_seconds": 120},

@@ -160,3 +160,32 @@ def test_the_operation_page_says_when_it_is_late_and_when_it_is_at_risk(client, 
         "Late: 7 min since it arrived, past its service level of 5m."
         in client.get(f"/console/operations/{operation.pk}/").content.decode()
     )
+
+
+def test_a_configured_actions_late_and_at_risk_work_is_listed_against_its_own_level(
+    api, client, login, send_invoice_action, frozen
+):
+    """The demo's send-invoice, declared in its integrations file with 30 minutes, claimed by callers
+    that have not reported yet."""
+
+    def claim(request_id: str) -> dict:
+        data = {"request_id": request_id, "version": 1, "customer_id": "C-1", "amount_cents": 100, "currency": "EUR"}
+        return api.post("/api/v1/claims", {"action": "send-invoice", "data": data, "lease_seconds": 3600}).json()
+
+    late = claim("INV-1")
+    frozen.move_to(START + timedelta(minutes=10), tick=False)
+    at_risk = claim("INV-2")
+    frozen.move_to(START + timedelta(minutes=35), tick=False)
+    login("viewer")
+
+    response = client.get("/console/service-levels/")
+
+    levels = {row["level"].action: row["level"] for row in response.context["levels"]}
+    assert (levels["send-invoice"].level, levels["send-invoice"].at_risk, levels["send-invoice"].late) == (
+        timedelta(minutes=30),
+        1,
+        1,
+    )
+    assert [operation.key for operation in response.context["operations"]] == [late["key"], at_risk["key"]]
+    page = response.content.decode()
+    assert "<strong>late</strong>: past its 30m" in page

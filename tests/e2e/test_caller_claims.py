@@ -22,7 +22,7 @@ def claim(workspace):
     return claims.claim(workspace=workspace, raw=raw, submitted_by="token:n8n-flow")
 
 
-def test_an_expired_claim_is_unknown_and_an_operator_resolves_it(page, workspace):
+def test_an_expired_claim_is_unknown_and_an_operator_resolves_it(page, workspace, send_invoice_action):
     make_user("operator", OPERATOR)
     claimed = claim(workspace)
 

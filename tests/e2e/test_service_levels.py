@@ -34,3 +34,26 @@ def test_the_service_levels_page_lists_late_and_at_risk_work(page, workspace):
 
     page.get_by_role("link", name=late.key).click()
     expect(page.get_by_role("status").filter(has_text="Late: 20 min since it arrived")).to_be_visible()
+
+
+def test_a_configured_caller_actions_service_level_is_on_the_page(page, workspace, send_invoice_action):
+    """The demo's send-invoice promises 30 minutes in its integrations file (no Python): its claimed,
+    unreported work is late or at risk against that."""
+    from ledger.callers import claims
+
+    make_user("operator", OPERATOR)
+    invoice = {"request_id": "INV-1", "version": 1, "customer_id": "C-1", "amount_cents": 4500, "currency": "EUR"}
+    keys = []
+    for request_id, minutes in (("INV-1", 45), ("INV-2", 26)):
+        raw = {"action": "send-invoice", "data": invoice | {"request_id": request_id}, "lease_seconds": 3600}
+        claimed = claims.claim(workspace=workspace, raw=raw, submitted_by="token:n8n-flow")
+        Operation.objects.filter(pk=claimed.operation.pk).update(created_at=timezone.now() - timedelta(minutes=minutes))
+        keys.append(claimed.operation.key)
+
+    log_in(page, "operator")
+    page.get_by_role("link", name="Service levels").click()
+
+    expect(page.get_by_role("row", name="send-invoice 30m 1 1")).to_be_visible()
+    expect(page.get_by_role("row").filter(has_text=keys[0])).to_contain_text("late: past its 30m")
+    expect(page.get_by_role("row").filter(has_text=keys[1])).to_contain_text("at risk")
+    screenshot(page, "service-levels-configured")

@@ -10,6 +10,11 @@ The workspace's API token comes in the environment, OPSCONSOLE_TOKEN.
     python tests/faults/claimer.py crash URL DATA_JSON STANDIN_URL
         Claims with a 5 s lease, creates the record at the stand-in (with the claim's idempotency
         key), prints "acted RECORD_ID" and waits, in its block, for the SIGKILL.
+    python tests/faults/claimer.py vanish URL DATA_JSON STANDIN_URL
+        Claims with a 5 s lease, prints "claimed KEY" and waits, in its block, for the SIGKILL,
+        never having acted.
+
+The action is the demo's `send-invoice`, declared in its integrations file (examples/integrations.yaml).
 """
 
 import json
@@ -86,10 +91,19 @@ def crash(url: str, token: str, data: dict, standin_url: str) -> None:
         time.sleep(120)  # killed here, before any report
 
 
+def vanish(url: str, token: str, data: dict) -> None:
+    with Ledger(url, token) as ledger, ledger.claim(ACTION, data, lease_seconds=5) as claim:
+        assert claim.should_act, f"the claimer was answered {claim.status}"
+        print(f"claimed {claim.key}", flush=True)
+        time.sleep(120)  # killed here, before acting
+
+
 if __name__ == "__main__":
     mode, url, data, last = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
     token = os.environ["OPSCONSOLE_TOKEN"]
     if mode == "race":
         race(url, token, data, int(last))
+    elif mode == "vanish":
+        vanish(url, token, data)
     else:
         crash(url, token, data, last)

@@ -1,12 +1,17 @@
 """The claims API used the way a flow's own script uses it: the Python client (clients/python) in a
 process of its own (tests/faults/claimer.py), against gunicorn as `make serve` runs it, on
-PostgreSQL, with a real stand-in destination.
+PostgreSQL, with a real stand-in destination. The action is the demo's `send-invoice`, declared
+only in its integrations file (examples/integrations.yaml): no Python defines it.
 
 - 32 claimers of one key at once: exactly one is told to act (201), the other 31 to defer (409
   in_progress); once it reports, every later claim is answered done with the recorded result.
 - A claimer SIGKILLed after creating its record at the destination and before reporting: once its
   lease has passed the operation is unknown and a new claim is answered unknown (nobody acts again);
-  the destination holds one record; a person resolving it in the console makes the next claim done.
+  a real qcluster's reconciliation asks the destination at the file's lookup, finds the one record,
+  and the operation succeeds: the next claim is done with that record.
+- A claimer SIGKILLed before acting: unknown after its lease, the lookup finds nothing, and the
+  operation is retrying, waiting for its caller's claim (no worker performs it); the next claim
+  acts under the same key.
 - The client's heartbeat keeps a claim past its first lease; a claim that let its lease pass is
   refused as stale (ClaimLost) and records nothing.
 """
@@ -25,10 +30,12 @@ import pytest
 from django.utils import timezone
 from opsconsole_claims import ClaimLost, Ledger
 
+from ledger.integrations import configured
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.states import State
+from tests import configured as integrations
 from tests.faults.gunicorn import running_gunicorn
-from tests.faults.qcluster import PROJECT_DIR
+from tests.faults.qcluster import PROJECT_DIR, wait_for
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -47,7 +54,13 @@ def gunicorn(django_db_setup, django_db_blocker, tmp_path_factory):
 
 
 @pytest.fixture
-def server(gunicorn, transactional_db):
+def server(gunicorn, transactional_db, standin):
+    """The module's server, the demo's send-invoice applied from its integrations file at this
+    test's stand-in (settling in a second: a claim's request lands at once here)."""
+    integrations.apply_send_invoice(standin.url, settle_after_seconds=1)
+    # Each server process reads the configured actions again when it next looks, at most this long
+    # after the change (ledger.integrations.configured): from then on, its next request sees it.
+    time.sleep(configured.Loaded.REFRESH_SECONDS + 0.1)
     return gunicorn
 
 
@@ -92,27 +105,14 @@ def test_32_claimers_in_another_process_one_acts_the_others_defer_then_all_read_
     assert Attempt.objects.filter(operation=operation).count() == 1, "one try, the winner's"
 
 
-def test_a_claimer_killed_after_acting_leaves_it_unknown_until_a_person_resolves_it(
-    workspace, token, standin, reviewer, client, server
+def test_a_claimer_killed_after_acting_is_unknown_after_its_lease_and_found_by_the_files_lookup(
+    workspace, token, standin, server, start_cluster
 ):
     data = invoice("R-crash")
-    claimer = subprocess.Popen(
-        [sys.executable, str(CLAIMER), "crash", server.url, json.dumps(data), standin.url],
-        env=claimer_env(token),
-        cwd=PROJECT_DIR,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        acted = claimer.stdout.readline()
-        assert acted.startswith("acted "), f"{acted}{claimer.stderr.read() if claimer.poll() else ''}"
-    finally:
-        claimer.send_signal(signal.SIGKILL)
-        claimer.wait(timeout=10)
+    acted = killed_claimer("crash", server, token, data, standin, says="acted ")
     record_id = acted.split()[1]
     operation = Operation.objects.get()
-    time.sleep(max(0.0, (operation.lease_expires_at - timezone.now()).total_seconds()) + 0.5)
+    wait_past_the_lease(operation)
 
     with Ledger(server.url, token) as ledger:
         after_the_lease = ledger.claim("send-invoice", data)
@@ -120,21 +120,82 @@ def test_a_claimer_killed_after_acting_leaves_it_unknown_until_a_person_resolves
         assert not after_the_lease.should_act
         assert ledger.claim("send-invoice", data).status == "unknown", "nobody acts again by themselves"
         assert [record["id"] for record in standin.records()] == [record_id]
-        operation.refresh_from_db()
-        assert operation.state == State.UNKNOWN
         assert AuditEvent.objects.filter(operation=operation, kind="lease_expired").count() == 1
 
-        client.force_login(reviewer)
-        response = client.post(
-            f"/console/operations/{operation.pk}/resolve/",
-            {"external_id": record_id, "reason": "found it at the stand-in by its idempotency key"},
+        reconciler = start_cluster("reconciler")
+        wait_for(
+            lambda: Operation.objects.get(pk=operation.pk).state == State.SUCCEEDED,
+            timeout=60,
+            clusters=(reconciler,),
+            describe=lambda: f"state {Operation.objects.get(pk=operation.pk).state}",
+            message="the cluster's reconciliation did not find the record by the file's lookup",
         )
-        assert response.status_code == 302, response.content[:500]
-
         done = ledger.claim("send-invoice", data)
+
     assert (done.http_status, done.status, done.external_id) == (200, "done", record_id)
-    assert done.result["external_id"] == record_id
+    found = AuditEvent.objects.get(operation=operation, kind="reconciled_found")
+    assert (found.actor, found.message) == ("reconciler", f"the destination has record {record_id}")
+    assert standin.requests("GET /records") >= 1, "asked at the file's lookup, GET /records?idempotency_key="
     assert len(standin.records()) == 1
+
+
+def test_a_claimer_killed_before_acting_is_found_absent_and_waits_for_its_callers_claim(
+    workspace, token, standin, server, start_cluster
+):
+    data = invoice("R-vanished")
+    key = killed_claimer("vanish", server, token, data, standin, says="claimed ").split()[1]
+    operation = Operation.objects.get(key=key)
+    wait_past_the_lease(operation)
+
+    with Ledger(server.url, token) as ledger:
+        assert ledger.claim("send-invoice", data).status == "unknown"
+        reconciler = start_cluster("reconciler")
+        wait_for(
+            lambda: Operation.objects.get(pk=operation.pk).state == State.RETRYING,
+            timeout=60,
+            clusters=(reconciler,),
+            describe=lambda: f"state {Operation.objects.get(pk=operation.pk).state}",
+            message="the cluster's reconciliation did not find the record absent",
+        )
+        absent = AuditEvent.objects.get(operation=operation, kind="reconciled_absent")
+        assert absent.message == (
+            "the destination confirms no record; its caller may claim it again under the same key"
+        )
+        # Never a worker's: it stays retrying, waiting for its caller's claim.
+        time.sleep(2)
+        operation.refresh_from_db()
+        assert (operation.state, operation.attempts) == (State.RETRYING, 1)
+        assert standin.records() == []
+
+        again = ledger.claim("send-invoice", data, lease_seconds=LEASE_SECONDS)
+        assert (again.http_status, again.status, again.should_act) == (201, "claimed", True)
+        assert (again.idempotency_key, again.answer["attempt"]) == (key, 2)
+        again.succeeded(external_id="rec-2")
+    assert Operation.objects.get(pk=operation.pk).state == State.SUCCEEDED
+
+
+def killed_claimer(mode: str, server, token: str, data: dict, standin, *, says: str) -> str:
+    """Run the claimer in ``mode`` until it prints what it did, then SIGKILL it: that line."""
+    claimer = subprocess.Popen(
+        [sys.executable, str(CLAIMER), mode, server.url, json.dumps(data), standin.url],
+        env=claimer_env(token),
+        cwd=PROJECT_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = claimer.stdout.readline()
+        assert line.startswith(says), f"{line}{claimer.stderr.read() if claimer.poll() else ''}{server.log_tail()}"
+    finally:
+        claimer.send_signal(signal.SIGKILL)
+        claimer.wait(timeout=10)
+    return line
+
+
+def wait_past_the_lease(operation: Operation) -> None:
+    operation.refresh_from_db()
+    time.sleep(max(0.0, (operation.lease_expires_at - timezone.now()).total_seconds()) + 0.5)
 
 
 def test_the_client_keeps_its_lease_by_heartbeat_and_a_lease_it_lost_records_nothing(workspace, token, server):

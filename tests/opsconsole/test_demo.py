@@ -153,9 +153,12 @@ def test_on_the_embedded_server_the_printed_command_names_its_database(monkeypat
 
 
 @pytest.mark.slow
-def test_it_prints_a_claim_a_caller_can_send_and_leaves_one_claim_that_will_expire(demo, workspace):
-    """The printed curl body claims a send-invoice (docs/claims.md); the demo's own INV-1 claim is
-    held by a caller that never reports, for the console to show its lease expiring into unknown."""
+def test_it_prints_a_claim_a_caller_can_send_and_leaves_one_claim_that_will_expire(
+    demo, workspace, send_invoice_action
+):
+    """The printed curl body claims a send-invoice (docs/claims.md; the demo's integrations file
+    declares it); the demo's own INV-1 claim is held by a caller that never reports, for the console
+    to show its lease expiring into unknown."""
     import json
     import shlex
 

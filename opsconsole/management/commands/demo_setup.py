@@ -82,9 +82,22 @@ EVENTS = [
 # The demo's integrations, applied as any integrations file is (``ledger.integrations.file``): a billing
 # system's signed webhooks come in through the `billing` source, and each paid invoice becomes one
 # `fulfil-invoice` operation calling the fulfilment system (the stand-in destination) — a destination
-# and an HTTP action configured, not coded. The secrets are the demo's (the Makefile's demo target
-# exports them), never stored: the file names only their variables.
+# and an HTTP action configured, not coded; `send-invoice`, which its caller performs (docs/claims.md),
+# is configured there too. The secrets are the demo's (the Makefile's demo target exports them), never
+# stored: the file names only their variables.
 INTEGRATIONS_FILE = Path(settings.BASE_DIR) / "examples" / "integrations.yaml"
+
+
+def integrations_document(standin_url: str = "") -> dict:
+    """The demo's integrations file as the demo applies it: every destination in it is the stand-in,
+    so each ``base_url`` is the stand-in's (``standin_url``, else OPSCONSOLE_STANDIN_URL), wherever
+    it runs; the rest as written."""
+    document = integrations_file.read(INTEGRATIONS_FILE.read_text())
+    for destination in document.get("destinations") or []:
+        destination["base_url"] = standin_url or settings.OPSCONSOLE_STANDIN_URL
+    return document
+
+
 HOOK_SECRET_ENV = "OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET"
 
 
@@ -110,6 +123,7 @@ class Command(BaseCommand):
         workspace = Workspace.objects.filter(slug="demo").first()
         if workspace is None:
             workspace, token = accounts.create_workspace(slug="demo", approved_owners=["ops"], actor="demo")
+            self._integrations()  # first: the example claims a send-invoice, which the file configures
             self._example(workspace)
         else:
             # Set up before (its data is kept in var/postgres): the example is there already, and
@@ -119,8 +133,8 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"Workspace demo set up before: {operations:,} operations kept (the R-42 example among them)."
             )
+            self._integrations()
         self._ensure_staff(workspace)
-        self._integrations()
         self.stdout.write("")
         self.stdout.write(f"Console:  {url}console/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
         self.stdout.write(f"Dashboard: {url}console/dashboard/")
@@ -167,11 +181,13 @@ class Command(BaseCommand):
         self.stdout.write(f"  claim of INV-1 by demo-flow: {answer.status} (it never reports: watch it in the queue)")
 
     def _integrations(self):
-        changes = integrations_file.apply(integrations_file.read(INTEGRATIONS_FILE.read_text()), actor="demo")
-        self.stdout.write(f"Integrations from {INTEGRATIONS_FILE.relative_to(settings.BASE_DIR)}:")
+        changes = integrations_file.apply(integrations_document(), actor="demo")
+        where = INTEGRATIONS_FILE.relative_to(settings.BASE_DIR)
+        self.stdout.write(f"Integrations from {where} (destinations at {settings.OPSCONSOLE_STANDIN_URL}):")
         for change in changes or ["no changes"]:
             self.stdout.write(f"  {change}")
         self.stdout.write("  source billing: invoice.paid -> fulfil-invoice at destination fulfilment (the stand-in)")
+        self.stdout.write("  send-invoice: performed by its caller, looked up at destination invoicing (the stand-in)")
 
     @transaction.atomic
     def _ensure_staff(self, workspace):

@@ -1,12 +1,12 @@
 """Claims (docs/claims.md): a caller that performs its own side effect claims the operation over
-HTTP, acts, heartbeats and reports; every answer, through the real routes."""
+HTTP, acts, heartbeats and reports; every answer, through the real routes. The action is the demo's
+`send-invoice`, declared only in its integrations file (examples/integrations.yaml)."""
 
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from ledger.actions import registry
 from ledger.core import tallies
 from ledger.engine.processing import process_due_operations
 from ledger.models import Attempt, AuditEvent, Delivery, Operation
@@ -16,6 +16,7 @@ from ledger.people.replays import replay_operation
 from ledger.people.resolutions import resolve_operation
 from ledger.sweep import sweep
 from reconciliation.reconcile import reconcile_operation
+from tests import configured as integrations
 
 INVOICE = {"request_id": "INV-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
 
@@ -28,7 +29,7 @@ def claim_body(lease_seconds=None, **data):
 
 
 @pytest.fixture
-def claims(api):
+def claims(api, send_invoice_action):
     class Claims:
         def claim(self, body=None, **kwargs):
             return api.post("/api/v1/claims", body or claim_body(**kwargs))
@@ -285,8 +286,8 @@ def test_a_paused_action_is_held_with_its_scope_and_reason(claims, workspace):
     assert claims.claimed()["attempt"] == 1
 
 
-def test_a_consequential_caller_action_waits_for_approval(claims, approver, monkeypatch):
-    monkeypatch.setattr(registry["send-invoice"], "consequential", True)
+def test_a_consequential_caller_action_waits_for_approval(claims, approver, standin):
+    integrations.apply_send_invoice(standin.url, consequential=True)
 
     assert claims.claim().json()["status"] == "awaiting_approval"
     operation = Operation.objects.get()
@@ -447,3 +448,20 @@ def test_a_claim_past_the_deadline_sends_the_operation_to_review(claims):
 
     assert (response.status_code, response.json()["status"]) == (409, "needs_review")
     assert Operation.objects.get().audit_events.filter(kind="deadline_passed").count() == 1
+
+
+def test_the_files_payload_retention_redacts_a_claimed_invoice_and_a_later_claim_is_still_done(claims, standin, frozen):
+    from ledger import retention
+    from tests.ledger.conftest import START
+
+    integrations.apply_send_invoice(standin.url, payload_retention_days=2)
+    answer = claims.claimed()
+    claims.outcome(answer["key"], {"token": answer["token"], "outcome": "succeeded", "external_id": "inv-1"})
+
+    assert retention.purge(as_of=START + timedelta(days=2) - timedelta(seconds=1)).total("redacted") == 0
+    assert retention.purge(as_of=START + timedelta(days=2, seconds=1)).total("redacted") == 1
+    operation = Operation.objects.get()
+    assert operation.payload == {"request_id": "INV-7", "version": 1}  # its identity, the tombstone's
+    frozen.move_to(START + timedelta(days=3))
+    again = claims.claim()
+    assert (again.status_code, again.json()["status"], again.json()["external_id"]) == (200, "done", "inv-1")

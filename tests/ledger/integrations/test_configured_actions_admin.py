@@ -44,6 +44,9 @@ def action_form(destination: Destination, **changes) -> dict:
         "on_conflict": "first_wins",
         "payload_retention_days": "30",
         "key_retention_days": "90",
+        "performed_by": "opsconsole",
+        "claim_lease_seconds": "60",
+        "service_level_seconds": "",
         "request": json.dumps({"method": "POST", "path": "/notes", "body": {"ref": "{{ key }}"}}),
         "response": "{}",
         "lookup": "{}",
@@ -101,6 +104,45 @@ def test_a_saved_http_action_is_an_action_at_once_and_shows_its_retry_schedule(s
     page = superuser_client.get(f"/admin/ledger/httpaction/{action.pk}/change/").content.decode()
     assert "up to 4 s, 8 s, 10 s (4 tries)" in page
     assert AuditEvent.objects.filter(kind="http_action_created", actor="root").exists()
+
+
+CALLER_FORM = {
+    "performed_by": "caller",
+    "claim_lease_seconds": "120",
+    "service_level_seconds": "600",
+    "request": "{}",
+    "lookup": json.dumps({"path": "/notes?ref={{ key }}"}),
+}
+
+
+def test_a_caller_action_is_saved_in_the_admin_without_a_request_and_claims_take_its_lease(superuser_client):
+    destination = Destination.objects.create(slug="crm", base_url="https://crm.example.com")
+
+    added = superuser_client.post("/admin/ledger/httpaction/add/", action_form(destination, **CALLER_FORM))
+
+    assert added.status_code == 302, added.content.decode()[-2000:]
+    action = get_action("notify-crm")
+    assert (action.performed_by_caller, action.claim_lease.total_seconds(), action.service_level.total_seconds()) == (
+        True,
+        120,
+        600,
+    )
+    listed = superuser_client.get("/admin/ledger/httpaction/").content.decode()
+    assert "performed by the caller (claims)" in listed
+    assert AuditEvent.objects.get(kind="http_action_created").message == (
+        "HTTP action notify-crm: performed by the caller, looked up at crm/notes?ref={{ key }}"
+    )
+
+
+def test_a_caller_action_with_a_request_is_refused_in_the_admin_saying_why(superuser_client):
+    destination = Destination.objects.create(slug="crm", base_url="https://crm.example.com")
+    with_request = CALLER_FORM | {"request": json.dumps({"method": "POST", "path": "/notes"})}
+
+    refused = superuser_client.post("/admin/ledger/httpaction/add/", action_form(destination, **with_request))
+
+    assert refused.status_code == 200
+    assert "request: a caller action declares no request" in refused.content.decode()
+    assert not HttpAction.objects.exists()
 
 
 def test_a_workspace_admin_sees_destinations_and_actions_but_only_a_superuser_edits_them(client, person):
