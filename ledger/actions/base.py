@@ -141,6 +141,8 @@ class ActionDefinition:
     # (``ledger.callers``, docs/claims.md). A caller-performed action is external (the caller acts
     # outside our database), declares no ``perform``, and is never claimed by a worker.
     performed_by: ClassVar[str] = WORKERS
+    # False: the ledger's own action (``notify``), made by the ledger and never submitted by anyone.
+    submittable: ClassVar[bool] = True
     # Caller-performed actions: the lease a claim gets when the caller names none; a caller may
     # ask for any lease within OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN..MAX.
     claim_lease: ClassVar[timedelta] = timedelta(seconds=60)

@@ -22,7 +22,8 @@ class Subscription(models.Model):
     variable holding the ``whsec_`` secret the notifications are signed with (never stored here)."""
 
     workspace = models.ForeignKey("Workspace", on_delete=models.PROTECT, related_name="subscriptions")
-    name = models.SlugField(max_length=50, help_text="Unique within the workspace; the integrations file's key.")
+    # Unique across workspaces, as a source's slug is: the integrations file's key for it.
+    name = models.SlugField(max_length=50, unique=True, help_text="The integrations file's key for it.")
     url = models.URLField(max_length=500, help_text="Where notifications are POSTed (http or https).")
     events = ArrayField(models.CharField(max_length=40), help_text="The events it is told: " + ", ".join(EVENTS))
     secret_env = models.CharField(max_length=100, help_text="Environment variable holding the whsec_ signing secret.")
@@ -31,9 +32,8 @@ class Subscription(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["workspace_id", "name"]
+        ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "name"], name="subscription_unique_name"),
             models.CheckConstraint(
                 condition=Q(events__contained_by=list(EVENTS)) & ~Q(events=[]), name="subscription_events_valid"
             ),

@@ -66,7 +66,7 @@ def _event_schema(*, claims: bool = False) -> tuple[dict, dict]:
             data=(action.schema, ...),
         )
         for name, action in sorted(registry.coded.items())
-        if action.performed_by_caller or not claims
+        if action.submittable and (action.performed_by_caller or not claims)
     ]
     either: Any = Annotated[reduce(operator.or_, envelopes), Field(discriminator="action")]
     schema = TypeAdapter(either).json_schema(ref_template=REF_TEMPLATE)
