@@ -1,7 +1,7 @@
 """A notification receiver for the tests: a real HTTP server on a free port (a thread of the test's
 process) that records every POST it takes, and can fail the next ones as a receiver in trouble does:
-``503`` (refused before taking it) or ``hang_up`` (the request read whole, then the connection
-closed with no answer)."""
+a status (``"503"``: refused before taking it) or ``hang_up`` (the request read whole, then the
+connection closed with no answer)."""
 
 import socket
 import threading
@@ -49,7 +49,7 @@ def start_receiver() -> Receiver:
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
                 return
-            status = 503 if fault == "503" else 204
+            status = int(fault) if fault.isdigit() else 204
             self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
