@@ -280,5 +280,21 @@ def oldest_held_seconds(
     return (now - oldest).total_seconds() if oldest else None
 
 
+def oldest_caller_due_seconds(
+    now: datetime | None = None, switches: list[Control] | None = None, *, workspace_ids: set[int] | None = None
+) -> float | None:
+    """How long the oldest operation its caller may claim (of ``workspace_ids``, None: of all) has
+    been due (None: nothing waits for a caller's claim)."""
+    now = now or timezone.now()
+    oldest = (
+        _within(due_caller_operations(now, switches), workspace_ids)
+        .annotate(since=due_since())
+        .order_by("since")
+        .values_list("since", flat=True)
+        .first()
+    )
+    return (now - oldest).total_seconds() if oldest else None
+
+
 def _within(operations, workspace_ids: set[int] | None):
     return operations if workspace_ids is None else operations.filter(workspace_id__in=workspace_ids)
