@@ -17,7 +17,9 @@ SECRET = "whsec_" + base64.b64encode(b"a notification secret of 32 b..").decode(
 
 def subscribe(workspace, url: str, *, events=EVENTS, name: str = "flows", active: bool = True) -> Subscription:
     return save_subscription(
-        Subscription(workspace=workspace, name=name, url=url, events=list(events), secret_env=SECRET_ENV, active=active),
+        Subscription(
+            workspace=workspace, name=name, url=url, events=list(events), secret_env=SECRET_ENV, active=active
+        ),
         actor="test",
     )
 

@@ -35,6 +35,7 @@ class DueWork(Answer):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
 
 
+PARAMETERS = {"action", "limit", "cursor"}
 DUE_RESPONSES = {200: DueWork, 401: REFUSED[401], 422: InvalidInput, 503: REFUSED[503]}
 
 
@@ -51,6 +52,8 @@ def _refused(field: str, message: str) -> ApiProblem:
 def due_work(request, action: str = "", limit: str = str(due.DEFAULT_LIMIT), cursor: str = ""):
     """Pending, or retrying with the next try's time come; not held by a pause. A flow that polls
     claims each (`POST /claims`); one told by a subscription's `operation.due` need not poll."""
+    if unknown := sorted(set(request.GET) - PARAMETERS):
+        raise _refused(unknown[0] or "query", "is not a parameter of this list (action, limit, cursor)")
     if not (limit.isascii() and limit.isdigit()) or not 1 <= int(limit) <= due.MAX_LIMIT:
         raise _refused("limit", f"must be a whole number from 1 to {due.MAX_LIMIT}")
     if action and (action not in registry or not registry[action].performed_by_caller):

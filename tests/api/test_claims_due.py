@@ -111,6 +111,7 @@ def test_another_workspaces_due_work_is_not_listed(api, workspace):
         ({"cursor": "MjAyNi0wMS0wMXwx"}, "cursor"),  # a time without its zone
         ({"action": "prepare-brief"}, "action"),  # performed by the workers
         ({"action": "no-such-action"}, "action"),
+        ({"page": "2"}, "page"),
     ],
 )
 def test_a_bad_parameter_is_refused_naming_it(api, workspace, params, field):

@@ -16,7 +16,9 @@ INVOICE = {"request_id": "INV-7", "version": 1, "customer_id": "C-1001", "amount
 def test_a_due_caller_operation_counts_in_the_oldest_retryable_age(client, workspace, time_machine):
     now = timezone.now()
     time_machine.move_to(now, tick=False)
-    operation = submit_event(workspace=workspace, raw={"action": "send-invoice", "data": INVOICE}, source="api").operation
+    operation = submit_event(
+        workspace=workspace, raw={"action": "send-invoice", "data": INVOICE}, source="api"
+    ).operation
     Operation.objects.filter(pk=operation.pk).update(created_at=now - timedelta(seconds=90))
 
     body = scrape(client)
@@ -27,7 +29,9 @@ def test_a_due_caller_operation_counts_in_the_oldest_retryable_age(client, works
 def test_a_held_one_counts_as_held(client, workspace, time_machine):
     now = timezone.now()
     time_machine.move_to(now, tick=False)
-    operation = submit_event(workspace=workspace, raw={"action": "send-invoice", "data": INVOICE}, source="api").operation
+    operation = submit_event(
+        workspace=workspace, raw={"action": "send-invoice", "data": INVOICE}, source="api"
+    ).operation
     Operation.objects.filter(pk=operation.pk).update(created_at=now - timedelta(seconds=30))
     set_paused(paused=True, reason="vendor down", workspace=workspace, action="send-invoice", actor="alice")
 
