@@ -1,7 +1,7 @@
 """``GET /api/v1/claims/due``: the work a flow that polls may claim now (``ledger.callers.due``),
 oldest first, a page at a time (docs/claims.md, "Due work")."""
 
-from typing import Literal
+from typing import Literal, cast
 
 from django.conf import settings
 from django.urls import reverse
@@ -14,6 +14,7 @@ from opsconsole.api.answers import REFUSED, Answer, FieldProblem, InvalidInput, 
 from opsconsole.api.problems import ApiProblem
 
 router = Router()
+DueState = Literal["pending", "retrying"]
 
 
 class DueOperation(Answer):
@@ -21,7 +22,7 @@ class DueOperation(Answer):
 
     key: str
     action: str
-    state: Literal["pending", "retrying"] = Field(description="`retrying`: its next try's time has come.")
+    state: DueState = Field(description="`retrying`: its next try's time has come.")
     summary: str = Field(description="What it is about, in one line; never a sensitive value.")
     attempts: int
     due_since: Timestamp = Field(description="When it became due: its arrival, or its next try's time.")
@@ -67,10 +68,10 @@ def due_work(request, action: str = "", limit: str = str(due.DEFAULT_LIMIT), cur
             DueOperation(
                 key=operation.key,
                 action=operation.action,
-                state=operation.state,
+                state=cast(DueState, operation.state),
                 summary=registry[operation.action].summarise(operation.payload) if operation.action in registry else "",
                 attempts=operation.attempts,
-                due_since=operation.due_since,
+                due_since=operation.due_since,  # type: ignore[attr-defined]  # annotated by the read
                 created_at=operation.created_at,
                 link=settings.OPSCONSOLE_SITE_URL + reverse("console:operation", args=[operation.pk]),
             )

@@ -100,7 +100,7 @@ def test_another_workspaces_due_work_is_not_listed(api, workspace):
 
 
 @pytest.mark.parametrize(
-    "params, field",
+    ("params", "field"),
     [
         ({"limit": "0"}, "limit"),
         ({"limit": "201"}, "limit"),
