@@ -11,9 +11,10 @@ from ledger.actions.notify import NAME as NOTIFY
 from ledger.core import announcements
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
-from ledger.models import Attempt, Operation
+from ledger.models import Attempt, AuditEvent, Operation
 from reconciliation.reconcile import reconcile_operation
 from tests.conftest import external_event
+from tests.ledger.conftest import submit_brief
 from tests.receiver import start_receiver
 from tests.subscribed import SECRET, SECRET_ENV, subscribe, verified
 
@@ -201,3 +202,19 @@ def test_a_subscription_saved_in_this_process_is_heard_at_once(workspace, receiv
     submit_event(workspace=workspace, raw=invoice(request_id="INV-8"), source="api")
 
     assert [n.payload["about"] for n in notifications()] == ["demo:INV-8:v1:send-invoice"]
+
+
+def test_internal_operations_finished_in_their_claim_are_announced_succeeded(workspace, receiver):
+    subscribe(workspace, receiver.url, events=["operation.succeeded"])
+    submit_brief(workspace, request_id="warm")
+    process_due_operations()  # one at a time until prepare-brief is known to work
+    briefs = [submit_brief(workspace, request_id=f"R-{n}") for n in range(3)]
+    process_due_operations()  # the three finished in their claim (ledger_finish_claimed)
+
+    for brief in briefs:
+        brief.refresh_from_db()
+        assert brief.state == "succeeded"
+        [notification] = notifications(payload__about=brief.key)
+        assert notification.payload["body"]["data"]["state"] == "succeeded"
+    assert Attempt.objects.filter(operation__in=briefs, outcome="ok").count() == 3
+    assert not AuditEvent.objects.filter(operation__in=briefs, to_state="processing").exists(), "never processing"
