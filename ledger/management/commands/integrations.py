@@ -1,5 +1,6 @@
 """``manage.py integrations apply FILE [--dry-run]`` and ``manage.py integrations export``: the
-integrations (destinations, HTTP actions and sources of signed webhooks) as a YAML or JSON file
+integrations (destinations, HTTP actions, sources of signed webhooks and subscriptions to
+notifications) as a YAML or JSON file
 (``ledger.integrations.file``)."""
 
 import sys
