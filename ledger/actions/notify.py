@@ -50,10 +50,11 @@ class NotifySubscriber(ActionDefinition):
     submittable = False
     external = True
     honours_idempotency_keys = True
-    # Never lost: a receiver down for an hour still gets it; past these, a person replays it.
-    max_attempts = 25
+    # Never lost: a receiver down for hours still gets it (50 tries, backing off to up to 10 minutes
+    # apart, full jitter: about four hours); past them it waits for a person, who replays it.
+    max_attempts = 50
     backoff_base_seconds = 2.0
-    backoff_cap_seconds = 300.0
+    backoff_cap_seconds = 600.0
     deadline = timedelta(days=2)
     settle_after = timedelta(seconds=30)
     payload_retention = timedelta(days=7)
