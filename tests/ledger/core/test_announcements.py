@@ -12,6 +12,7 @@ from ledger.core import announcements
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import Attempt, AuditEvent, Operation
+from ledger.people.replays import replay_operation
 from reconciliation.reconcile import reconcile_operation
 from tests.conftest import external_event
 from tests.ledger.conftest import submit_brief
@@ -218,3 +219,15 @@ def test_internal_operations_finished_in_their_claim_are_announced_succeeded(wor
         assert notification.payload["body"]["data"]["state"] == "succeeded"
     assert Attempt.objects.filter(operation__in=briefs, outcome="ok").count() == 3
     assert not AuditEvent.objects.filter(operation__in=briefs, to_state="processing").exists(), "never processing"
+
+
+def test_a_caller_operation_a_person_replays_is_announced_due_after_needing_review(api, workspace, receiver, reviewer):
+    subscribe(workspace, receiver.url)
+    claimed = api.post("/api/v1/claims", invoice()).json()
+    report = {"token": claimed["token"], "outcome": "failed", "category": "permanent", "error": "HTTP 400: bad VAT id"}
+    api.post(f"/api/v1/claims/{claimed['key']}/outcome", report)
+    operation = Operation.objects.get(key=claimed["key"])
+
+    replay_operation(operation, user=reviewer, reason="VAT id fixed at the vendor")
+
+    assert events_of(operation) == ["operation.needs_review", "operation.due"]
