@@ -141,3 +141,23 @@ def test_the_admin_refuses_a_foreign_variable_and_writes_nothing(boss, workspace
     assert refused.status_code == 200
     assert "is not workspace demo&#x27;s to name" in refused.content.decode()
     assert not Subscription.objects.exists()
+
+
+def test_a_workspace_admin_switches_a_subscription_off_in_the_admin(boss, workspace, monkeypatch):
+    subscription = save_subscription(
+        Subscription(
+            workspace=workspace, name="flows", url="https://f.example/", events=["operation.due"], secret_env=SECRET_ENV
+        ),
+        actor="test",
+    )
+    url = f"/admin/ledger/subscription/{subscription.pk}/change/"
+    page = boss.get(url).content.decode()
+    assert 'value="operation.due" id="id_events_0" checked>' in page
+    assert 'value="operation.needs_review" id="id_events_1">' in page
+
+    changed = boss.post(url, admin_form(workspace, url="https://f.example/", active=""))
+
+    assert changed.status_code == 302, changed.content.decode()[:3000]
+    subscription.refresh_from_db()
+    assert subscription.active is False
+    assert AuditEvent.objects.get(kind="subscription_changed").message.startswith("subscription flows (inactive)")
