@@ -8,7 +8,8 @@ operation_due_since_idx (``selectors.oldest_due_by_action``).
 - ``opsconsole_operations{action,state}``: unfinished operations (finished ones are not counted
   per scrape: that would read the whole table);
 - ``opsconsole_oldest_retryable_age_seconds{action,held}``: how long the oldest operation that is
-  due (pending, or retrying past its time) has waited, per action; ``held="true"``: the ones a
+  due (pending, or retrying past its time) has waited, per action, a caller-performed action's
+  waiting for its caller's claim too; ``held="true"``: the ones a
   pause holds, which would otherwise hide behind a 0;
 - ``opsconsole_review_items{workspace,action,reason}``: what waits for a person: needs_review,
   unknown, pending_approval, and open conflicts (reason ``conflict``);
@@ -38,7 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from ledger.core import tallies
 from ledger.core.selectors import (
-    due_operations,
+    claimable_now,
     held_due_operations,
     oldest_due_by_action,
     oldest_due_seconds,
@@ -238,7 +239,8 @@ class LedgerCollector:
             if row["state"] in CLAIMABLE_STATES:
                 paused = switch_over(switches, row["workspace_id"], row["action"]) is not None
                 actions["true" if paused else "false"].add(row["action"])
-        reads = (("false", due_operations(now, switches)), ("true", held_due_operations(now, switches)))
+        # Caller-performed actions count too: their due operations wait for their callers' claims.
+        reads = (("false", claimable_now(now, switches)), ("true", held_due_operations(now, switches)))
         for is_held, operations in reads:
             for action, since in sorted(oldest_due_by_action(operations, sorted(actions[is_held])).items()):
                 family.add_metric([action, is_held], max((now - since).total_seconds(), 0))

@@ -320,6 +320,9 @@ OPSCONSOLE_RECONCILE_GIVE_UP_SECONDS = env.int("OPSCONSOLE_RECONCILE_GIVE_UP_SEC
 # External destinations: the stand-in (standin/, `python -m standin`) and the HTTP timeout.
 OPSCONSOLE_STANDIN_URL = env.str("OPSCONSOLE_STANDIN_URL", default="http://127.0.0.1:8765")
 OPSCONSOLE_HTTP_TIMEOUT_SECONDS = env.float("OPSCONSOLE_HTTP_TIMEOUT_SECONDS", default=5.0)
+# Where people reach this console, for the links notifications carry to an operation's page
+# (ledger.core.announcements): scheme and host, no trailing slash.
+OPSCONSOLE_SITE_URL = env.str("OPSCONSOLE_SITE_URL", default="http://localhost:8000").rstrip("/")
 # The egress policy (ledger.actions.egress, docs/operations.md): destinations on loopback or in private
 # ranges are refused unless this allows them (link-local and the cloud metadata address always are).
 # On by default only with DEBUG or under pytest, where the stand-in vendor listens on 127.0.0.1.

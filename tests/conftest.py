@@ -359,6 +359,17 @@ def fresh_configured_actions():
     configured.loaded.assume_none()
 
 
+@pytest.fixture(autouse=True)
+def fresh_subscriptions():
+    """Subscriptions are read every few seconds (ledger.core.announcements): a test starts without
+    the ones an earlier test's rolled-back transaction left in that cache."""
+    from ledger.core import announcements
+
+    announcements.assume_none()
+    yield
+    announcements.assume_none()
+
+
 @pytest.fixture
 def send_invoice_action(db, standin):
     """The demo's `send-invoice` (examples/integrations.yaml: performed by its caller, looked up at

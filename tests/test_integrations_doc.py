@@ -1,5 +1,5 @@
-"""docs/integrations.md's complete example is true: its one file applies (destinations, HTTP actions
-and sources), applying it again changes nothing, each HTTP action is registered with the destination
+"""docs/integrations.md's complete example is true: its one file applies (destinations, HTTP actions,
+sources and a subscription), applying it again changes nothing, each HTTP action is registered with the destination
 it names, and each source takes a delivery signed as its sender signs (the Standard Webhooks one by
 opsconsole.send_webhook's own signing), ignores what no rule maps, and answers a redelivery as a
 duplicate."""
@@ -46,6 +46,7 @@ def example(db, monkeypatch):
         "source stripe: created",
         "source github: created",
         "source billing: created",
+        "subscription acme-flows: created",
     ]
     return block
 

@@ -142,6 +142,8 @@ class ActionDefinition:
     # outside our database), declares no ``perform``, and is never claimed by a worker. A configured
     # action says it in its integrations file (``performed_by: caller``).
     performed_by: str = WORKERS
+    # False: the ledger's own action (``notify``), made by the ledger and never submitted by anyone.
+    submittable: ClassVar[bool] = True
     # Caller-performed actions: the lease a claim gets when the caller names none; a caller may
     # ask for any lease within OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN..MAX.
     claim_lease: timedelta = timedelta(seconds=60)

@@ -134,14 +134,18 @@ def deliver(
     *,
     json: dict | None = None,
     data: list | dict | None = None,
+    content: bytes | None = None,
     headers: dict | None = None,
     params: dict | None = None,
     timeout: httpx.Timeout | float | None = None,
 ) -> httpx.Response:
     """Send one request; return its answer whatever the status (a transport failure raises its
-    classified error). ``timeout``: the destination's, else OPSCONSOLE_HTTP_TIMEOUT_SECONDS."""
+    classified error). ``content``: the body's exact bytes (a signed one). ``timeout``: the
+    destination's, else OPSCONSOLE_HTTP_TIMEOUT_SECONDS."""
     try:
-        return _request(method, url, json=json, data=data, headers=headers, params=params, timeout=timeout)
+        return _request(
+            method, url, json=json, data=data, content=content, headers=headers, params=params, timeout=timeout
+        )
     except NOT_SENT as exc:
         raise TransientError(f"{type(exc).__name__}: the request did not reach {_host(url)}") from exc
     except MAYBE_SENT as exc:

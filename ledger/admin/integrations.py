@@ -1,11 +1,12 @@
-"""Integrations in the admin: sources of signed webhooks, destinations and HTTP actions, edited
-through the same services as ``manage.py integrations apply`` (``ledger.integrations.sources``,
-``ledger.integrations.saving``). A form is refused on save with every problem, each saying where (a
+"""Integrations in the admin: sources of signed webhooks, destinations, HTTP actions and
+subscriptions to notifications, edited through the same services as ``manage.py integrations
+apply`` (``ledger.integrations.sources``, ``ledger.integrations.saving``,
+``ledger.integrations.subscriptions``). A form is refused on save with every problem, each saying where (a
 template or an expression that does not compile names its place). Secrets stay in the environment:
 the admin shows only whether the variable a row names is set, and for a source only a variable of
 its workspace (``ledger.integrations.secret_names``).
 
-Sources belong to a workspace: its admins (the ``configure`` capability) edit them, as superusers
+Sources and subscriptions belong to a workspace: its admins (the ``configure`` capability) edit them, as superusers
 do. Destinations and HTTP actions serve every workspace: superusers edit them; staff with a role
 see them, to know what an action calls.
 """
@@ -21,8 +22,9 @@ from ledger.admin.lists import ReadOnlyAdmin
 from ledger.core import roles
 from ledger.intake import decoding
 from ledger.integrations import file as integrations_file
-from ledger.integrations import saving, sources
-from ledger.models import Destination, HttpAction, Source
+from ledger.integrations import saving, sources, subscriptions
+from ledger.models import Destination, HttpAction, Source, Subscription
+from ledger.models.subscriptions import EVENTS
 
 
 class StrictJSONField(forms.JSONField):
@@ -91,6 +93,44 @@ class SourceAdmin(ReadOnlyAdmin):
 
     def save_model(self, request, obj, form, change):
         sources.save_source(obj, actor=request.user.get_username())  # what the form checked, audited
+
+
+class SubscriptionForm(forms.ModelForm):
+    """A subscription as ``subscriptions.save_subscription`` will have it (refused on save, saying where)."""
+
+    url = forms.URLField(max_length=500, assume_scheme="https")
+    events = forms.MultipleChoiceField(
+        choices=[(event, event) for event in EVENTS], widget=forms.CheckboxSelectMultiple, required=False
+    )
+
+    class Meta:
+        model = Subscription
+        fields = ["workspace", "name", "url", "events", "secret_env", "active"]
+
+    def clean(self):
+        cleaned = super().clean()
+        values = {name: cleaned.get(name) for name in SubscriptionForm.Meta.fields}
+        proposed = Subscription(**values | {"events": list(values["events"] or [])})
+        if problems := subscriptions.subscription_problems(proposed):
+            raise forms.ValidationError(problems)
+        return cleaned
+
+
+@admin.register(Subscription)
+class SubscriptionAdmin(SourceAdmin):
+    """Receivers of a workspace's notifications (signed Standard Webhooks): superusers and the
+    workspace's admins configure them; the secret stays in the environment, shown only as set or
+    missing. Members see their workspaces'."""
+
+    form = SubscriptionForm
+    list_display = ["name", "workspace", "url", "active", "secrets", "updated_at"]
+
+    @admin.display(description="Secret")
+    def secrets(self, obj):
+        return subscriptions.secret_status(obj) if obj.pk else "—"
+
+    def save_model(self, request, obj, form, change):
+        subscriptions.save_subscription(obj, actor=request.user.get_username())  # what the form checked, audited
 
 
 class SuperuserEdits(ReadOnlyAdmin):

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from ledger.actions import ActionDefinition, get_action, registry
 from ledger.callers.tokens import claim_of, token_for
-from ledger.core import tallies
+from ledger.core import announcements, tallies
 from ledger.core.held_time import HeldOperation, with_held_time
 from ledger.core.selectors import switch_over, waiting
 from ledger.core.transitions import OperationT, transition_many
@@ -116,7 +116,8 @@ def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> 
             **sender,
         )
         return Answer(BLOCKED, intake=refused)
-    reserved = submit.submit_event(workspace=workspace, raw=raw, **sender)
+    with announcements.quiet_due():  # the claimer is taking it: not announced as due to anyone
+        reserved = submit.submit_event(workspace=workspace, raw=raw, **sender)
     if reserved.blocked:
         return Answer(BLOCKED, operation=reserved.operation, intake=reserved)
     if action is None or reserved.operation is None:

@@ -44,20 +44,35 @@ def paused_filter(switches: list[Control] | None = None) -> Q | None:
     return held
 
 
-def due_operations(now: datetime | None = None, switches: list[Control] | None = None):
-    """Operations a worker may claim now: claimable, due, within their deadline, not paused, not
-    waiting for an earlier version (``ledger.intake.ordering``, in_order), and of an action the
-    workers perform (a caller-performed one waits for its caller's claim, ``ledger.callers``)."""
+def claimable_now(now: datetime | None = None, switches: list[Control] | None = None):
+    """Operations someone may claim now, a worker or (for a caller-performed action) its caller:
+    claimable, due, within their deadline, not paused, not waiting for an earlier version
+    (``ledger.intake.ordering``, in_order)."""
     now = now or timezone.now()
     queryset = Operation.objects.filter(
         Q(state__in=CLAIMABLE_STATES),
         Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now),
         held_time.within_deadline(now),
     ).exclude(waiting())
-    if callers := caller_actions():
-        queryset = queryset.exclude(action__in=callers)
     held = paused_filter(switches)
     return queryset.exclude(held) if held is not None else queryset
+
+
+def due_operations(now: datetime | None = None, switches: list[Control] | None = None):
+    """Operations a worker may claim now (``claimable_now``), of an action the workers perform: a
+    caller-performed one waits for its caller's claim (``due_caller_operations``)."""
+    queryset = claimable_now(now, switches)
+    if callers := caller_actions():
+        queryset = queryset.exclude(action__in=callers)
+    return queryset
+
+
+def due_caller_operations(now: datetime | None = None, switches: list[Control] | None = None):
+    """What "due" means for a caller-performed action (``ledger.callers``): an operation its caller
+    may claim now (``claimable_now``). The one definition ``GET /api/v1/claims/due``, the
+    ``operation.due`` notification (``ledger.core.announcements``), /metrics and the console's
+    queue read."""
+    return claimable_now(now, switches).filter(action__in=caller_actions())
 
 
 def caller_actions() -> list[str]:
@@ -257,6 +272,22 @@ def oldest_held_seconds(
     now = now or timezone.now()
     oldest = (
         _within(held_due_operations(now, switches), workspace_ids)
+        .annotate(since=due_since())
+        .order_by("since")
+        .values_list("since", flat=True)
+        .first()
+    )
+    return (now - oldest).total_seconds() if oldest else None
+
+
+def oldest_caller_due_seconds(
+    now: datetime | None = None, switches: list[Control] | None = None, *, workspace_ids: set[int] | None = None
+) -> float | None:
+    """How long the oldest operation its caller may claim (of ``workspace_ids``, None: of all) has
+    been due (None: nothing waits for a caller's claim)."""
+    now = now or timezone.now()
+    oldest = (
+        _within(due_caller_operations(now, switches), workspace_ids)
         .annotate(since=due_since())
         .order_by("since")
         .values_list("since", flat=True)

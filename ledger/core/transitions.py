@@ -1,8 +1,9 @@
 """The one verb that moves operations' states: ``transition_many``, a guarded UPDATE for a set of rows
-checked against the state table (``ledger.states``), with their tallies, their audit events and a
-log line each; ``transition_operation`` is its one-row case. Every state change in Python goes
-through here; the one made in SQL (``ledger_finish_claimed``) takes only edges generated from the
-same table (``ledger.states.sql_edges``)."""
+checked against the state table (``ledger.states``), with their tallies, their audit events, the
+notifications they announce (``ledger.core.announcements``) and a log line each;
+``transition_operation`` is its one-row case. Every state change in Python goes through here; the
+one made in SQL (``ledger_finish_claimed``) takes only edges generated from the same table
+(``ledger.states.sql_edges``)."""
 
 import logging
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ from typing import TypeVar
 from django.db import transaction
 from django.utils import timezone
 
-from ledger.core import audit_chain, configuration, tallies
+from ledger.core import announcements, audit_chain, configuration, tallies
 from ledger.core.bulk_sql import update_each_returning_pks
 from ledger.models import AuditEvent, Operation, Workspace
 from ledger.states import TERMINAL_STATES, State, can_transition
@@ -180,7 +181,7 @@ def transition_many(
         if raise_if_any_stays is not None and len(moved) < count:
             raise raise_if_any_stays(f"{count - len(moved)} of {count} operations changed under their guard")
         _count(operations, moved, to_state, attempt_outcome, now, kind)
-        audit_chain.append(
+        events = audit_chain.append(
             [
                 AuditEvent(
                     operation=operations[index],
@@ -197,10 +198,15 @@ def transition_many(
                 for index in moved
             ]
         )
+        for index in moved:
+            own = {name: values[index] for name, values in each.items()}
+            _apply(operations[index], to_state, now, same, own, increment)
+        # The notifications of the moves, after their events (only new rows after the chain).
+        if to_state in announcements.ANNOUNCING_STATES:
+            announcements.announce(announcements.of_moves([operations[index] for index in moved], events), now=now)
     digests: dict[tuple[int, str], str] = {}
     for index in moved:
         operation = operations[index]
-        _apply(operation, to_state, now, same, {name: values[index] for name, values in each.items()}, increment)
         log_transition(
             operation,
             from_state=from_states[index],

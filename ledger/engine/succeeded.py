@@ -10,7 +10,7 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
-from ledger.core import audit_chain, configuration, tallies
+from ledger.core import announcements, audit_chain, configuration, tallies
 from ledger.core.bulk_sql import update_each
 from ledger.core.rows import dumps, model_row
 from ledger.core.transitions import moved_in_sql, transition_many
@@ -165,6 +165,10 @@ def _finish_claimed_in_database(operations, successes, digests, *, worker, now) 
             raise StaleClaim
         for previous, events in answer["chains"]:
             audit_chain.insert(previous, events)
+        if any(announcements.may_announce(workspace_id) for workspace_id in chains):
+            by_id = {operation.pk: operation for operation in operations}
+            rows = [row for _, events in answer["chains"] for row in events]
+            announcements.announce(announcements.of_rows(by_id, rows), now=now)
     for operation in operations:
         operation.attempts += 1
         operation.fencing_token += 1

@@ -111,8 +111,11 @@ def parse(workspace, raw) -> tuple[Envelope, ActionDefinition, dict]:
     if isinstance(action_name, str) and action_name:
         try:
             action = get_action(action_name)
+            if not action.submittable:
+                raise UnknownAction(action_name)
         except UnknownAction:
-            known = ", ".join(sorted(registry))
+            action = None
+            known = ", ".join(sorted(name for name, found in registry.items() if found.submittable))
             errors.append(FieldError("action", f"is not a known action; known: {known}"))
     if action and isinstance(raw.get("data"), dict):
         data, invalid = action.validated(raw["data"])

@@ -34,7 +34,7 @@ from django.db import DatabaseError, connection, models, transaction
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition
-from ledger.core import audit_chain, nudges
+from ledger.core import announcements, audit_chain, nudges
 from ledger.core.audit_chain import chain_lock_key
 from ledger.core.rows import dumps, model_row
 from ledger.keys import KEY_RECIPE
@@ -106,7 +106,10 @@ def reserve(
     # The function leaves the audit chain locked and its events to seal here (the key never reaches
     # the database), inserted before the commit.
     call = f"SELECT {function}(%s::jsonb)"
-    if not connection.in_atomic_block and connection.get_autocommit():
+    # A workspace with subscriptions announces its arrivals in their transaction, after their events
+    # are in (ledger.core.announcements): the path that commits with the events' insert cannot.
+    listened = announcements.may_announce(workspace.pk)
+    if not listened and not connection.in_atomic_block and connection.get_autocommit():
         return _reserved(workspace, _in_a_transaction_of_its_own(call, request))
     # Inside a caller's transaction, a savepoint keeps a failed call from failing the caller's.
     with transaction.atomic(), connection.cursor() as cursor:
@@ -114,7 +117,15 @@ def reserve(
         answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
         if answer["audit"]:
             audit_chain.insert(*answer["audit"])
+            if listened:
+                _announce(workspace, answer)
     return _reserved(workspace, answer)
+
+
+def _announce(workspace, answer: dict) -> None:
+    """The notifications of what the reservation changed: its events, with their ids, name the changes."""
+    operations = {row["id"]: _instance(Operation, row, workspace=workspace) for row in answer["operations"].values()}
+    announcements.announce(announcements.of_rows(operations, answer["audit"][1]))
 
 
 def _in_a_transaction_of_its_own(call: str, request: dict) -> dict:

@@ -1,8 +1,9 @@
-"""Integrations as a file (``manage.py integrations apply|export``): destinations, HTTP actions and
-sources of signed webhooks, written as YAML or JSON and applied as one change. A file is checked
-whole first: one problem anywhere and nothing changes. Applying the same file twice changes nothing
-the second time; every change is saved through the same services as the admin's
-(``ledger.integrations.saving``, ``ledger.integrations.sources.save_source``), and so audited.
+"""Integrations as a file (``manage.py integrations apply|export``): destinations, HTTP actions,
+sources of signed webhooks and subscriptions to notifications, written as YAML or JSON and applied
+as one change. A file is checked whole first: one problem anywhere and nothing changes. Applying
+the same file twice changes nothing the second time; every change is saved through the same services as the admin's
+(``ledger.integrations.saving``, ``ledger.integrations.sources.save_source``,
+``ledger.integrations.subscriptions.save_subscription``), and so audited.
 docs/integrations.md has a complete example:
 
     destinations:
@@ -26,6 +27,12 @@ docs/integrations.md has a complete example:
         secret_env: OPSCONSOLE_SOURCE_ACME_STRIPE   # a variable of its workspace (secret_names)
         rules:
           - {event: invoice.paid, action: create-ticket, data: {request_id: data.object.id, ...}}
+    subscriptions:
+      - name: acme-flows
+        workspace: acme
+        url: https://flows.example.com/webhooks/opsconsole
+        events: [operation.due, operation.needs_review]
+        secret_env: OPSCONSOLE_SOURCE_ACME_NOTIFY   # a whsec_ secret, a variable of its workspace
 """
 
 from collections.abc import Callable
@@ -35,8 +42,8 @@ from typing import Any, cast
 import yaml
 from django.db import models, transaction
 
-from ledger.integrations import saving, sources
-from ledger.models import Destination, HttpAction, Source, Workspace
+from ledger.integrations import saving, sources, subscriptions
+from ledger.models import Destination, HttpAction, Source, Subscription, Workspace
 
 
 class IntegrationsError(ValueError):
@@ -111,6 +118,7 @@ HTTP_ACTION_FIELDS = (
     "listing",
 )
 SOURCE_FIELDS = ("workspace", "scheme", "secret_env", "previous_secret_env", "tolerance_seconds", "rules")
+SUBSCRIPTION_FIELDS = ("workspace", "url", "events", "secret_env", "active")
 
 SECTIONS = (
     Section(
@@ -143,6 +151,17 @@ SECTIONS = (
         {"previous_secret_env": "", "tolerance_seconds": 300, "rules": []},
         problems=lambda row, declared: sources.source_problems(row, also_known=declared["http_actions"]),
         save=sources.save_source,
+        references={"workspace": (Workspace, "slug")},
+    ),
+    Section(
+        "subscriptions",
+        "subscription",
+        Subscription,
+        "name",
+        SUBSCRIPTION_FIELDS,
+        {"active": True},
+        problems=lambda row, declared: subscriptions.subscription_problems(row),
+        save=subscriptions.save_subscription,
         references={"workspace": (Workspace, "slug")},
     ),
 )
@@ -268,7 +287,7 @@ def apply(document: dict, *, actor: str, dry_run: bool = False) -> list[Change]:
             for item, change in changed:
                 try:
                     item.section.save(item.row, actor=actor)
-                except (saving.ConfigurationRefused, sources.SourceError) as refused:
+                except (saving.ConfigurationRefused, sources.SourceError, subscriptions.SubscriptionRefused) as refused:
                     # Checked above, so only a change made meanwhile by someone else gets here: all rolled back.
                     raise IntegrationsError([f"{item.section.name} {change.key}: {refused}"]) from None
     return [change for _, change in changed]
@@ -318,8 +337,8 @@ def _proposed(section: Section, entry: Any, where: str, rows_by_key: dict) -> tu
         return None, None, problems
     row = section.model._default_manager.filter(**{section.key: key}).first() or section.model(**{section.key: key})
     before = {name: _value(section, row, name) for name in section.fields} if row.pk else None
-    if row.pk and isinstance(row, Source) and row.workspace_id != references["workspace"].pk:
-        return None, None, [f"{where}.workspace: source {key} belongs to workspace {row.workspace.slug}"]
+    if row.pk and isinstance(row, Source | Subscription) and row.workspace_id != references["workspace"].pk:
+        return None, None, [f"{where}.workspace: {section.noun} {key} belongs to workspace {row.workspace.slug}"]
     for name in section.fields:
         value = references[name] if name in references else entry.get(name, section.defaults.get(name, ""))
         setattr(row, name, value)

@@ -34,6 +34,7 @@ from ledger.models.people import (
     Role,
 )
 from ledger.models.policy import OnConflict, Ordering, Policy
+from ledger.models.subscriptions import Subscription
 
 __all__ = [
     "ApiToken",
@@ -79,6 +80,7 @@ __all__ = [
     "Role",
     "Source",
     "SourceScheme",
+    "Subscription",
     "Tally",
     "Wakeup",
     "Workspace",

@@ -87,6 +87,8 @@ AUDIT_KIND_GROUPS = {
         "destination_changed",
         "http_action_created",
         "http_action_changed",
+        "subscription_created",
+        "subscription_changed",
     ),
     "Retention and privacy": (
         "purged",

@@ -29,7 +29,7 @@ from ledger.intake import decoding, refusals, submit
 from ledger.intake.submit import Envelope, IntakeResult
 from ledger.integrations import sources
 from ledger.models import Delivery, Operation, Source
-from opsconsole.api import answers, claim_answers, http_bodies
+from opsconsole.api import answers, claim_answers, due_work, http_bodies
 from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES, OPERATION_RESPONSES
 from opsconsole.api.problems import ApiProblem
 from opsconsole.proxy import client_ip
@@ -66,7 +66,7 @@ def _event_schema(*, claims: bool = False) -> tuple[dict, dict]:
             data=(action.schema, ...),
         )
         for name, action in sorted(registry.coded.items())
-        if action.performed_by_caller or not claims
+        if action.submittable and (action.performed_by_caller or not claims)
     ]
     if not envelopes:
         # No action in code is performed by its caller (they are configured, as the demo's
@@ -316,6 +316,9 @@ def _read(request, model):
     if errors:
         raise ApiProblem(422, reason="invalid_input", errors=errors)
     return body
+
+
+api.add_router("/claims", due_work.router)  # GET /claims/due
 
 
 # --- signed webhooks in (ledger.integrations.sources) ------------------------------------------------

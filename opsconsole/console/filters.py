@@ -18,6 +18,9 @@ from opsconsole.console.forms import action_choices
 
 # Not a state: the queue's choice for the operations a pause holds (ledger.core.selectors.held_operations).
 HELD = "held"
+# Not a state either: the operations of caller-performed actions their callers may claim now
+# (ledger.core.selectors.due_caller_operations).
+DUE = "due"
 
 # How an operation last failed (``Operation.last_error_category``), as people read it.
 ERROR_CATEGORIES = [
@@ -150,7 +153,7 @@ class QueueFilter(WorkFilters):
         method="filter_state",
         choices=[("all", "All that need attention")]
         + [(state.value, LABELS[state]) for state in ATTENTION_STATES]
-        + [(HELD, "Held (paused)")],
+        + [(DUE, "Due for their callers' claims"), (HELD, "Held (paused)")],
     )
     # A failure group of /console/failures/ (ledger.reads.failure_groups.Criterion), from its link.
     group = django_filters.CharFilter(label="Failure group", method="filter_group", widget=forms.HiddenInput)

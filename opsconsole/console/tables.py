@@ -12,12 +12,12 @@ from django.db.models import QuerySet
 from ledger import states
 from ledger.actions import registry
 from ledger.core import roles
-from ledger.core.selectors import held_operations
+from ledger.core.selectors import due_caller_operations, held_operations
 from ledger.models import Control, Operation
 from ledger.states import ATTENTION_STATES
-from opsconsole.console.filters import HELD, QUEUE_SORTS, OperationsFilter, QueueFilter, Sort
+from opsconsole.console.filters import DUE, HELD, QUEUE_SORTS, OperationsFilter, QueueFilter, Sort
 
-TAB_LABELS = {"all": "All", HELD: "Held"}
+TAB_LABELS = {"all": "All", DUE: "Due for their callers", HELD: "Held"}
 
 # What the queue's rows show (and its sorts read), the rest of each operation left unread.
 QUEUE_COLUMNS = (
@@ -47,7 +47,7 @@ class QueueListing:
     filterset: QueueFilter
     sort: Sort
     showing_held: bool
-    states: dict[str, QuerySet]  # "all", each attention state, "held": its operations
+    states: dict[str, QuerySet]  # "all", each attention state, "due", "held": its operations
 
 
 def queue_listing(request, switches: list[Control]) -> QueueListing:
@@ -60,6 +60,8 @@ def listing_for(params, user, switches: list[Control]) -> QueueListing:
     states = {
         "all": Operation.objects.filter(state__in=ATTENTION_STATES),
         **{state.value: Operation.objects.filter(state=state) for state in ATTENTION_STATES},
+        # Work a caller-performed action's caller may claim now, which nobody told it of by itself.
+        DUE: due_caller_operations(switches=switches),
         HELD: held_operations(switches),
     }
     states = {name: roles.visible(operations, user) for name, operations in states.items()}
@@ -160,7 +162,7 @@ def state_tabs(counts: dict[str, int], *, current: str, cap: int) -> list[dict]:
             "capped": counts[state] > cap,
             "current": state == current,
         }
-        for state in ["all", *ATTENTION_STATES, HELD]
+        for state in ["all", *ATTENTION_STATES, DUE, HELD]
     ]
 
 

@@ -25,6 +25,7 @@ from ledger.core.selectors import (
     AT_RISK_SHARE,
     held_operations,
     holding_switch,
+    oldest_caller_due_seconds,
     oldest_due_seconds,
     oldest_held_seconds,
     scope_filter,
@@ -39,7 +40,7 @@ from ledger.people.may import May, own_work, what_may
 from ledger.states import TERMINAL_STATES, State
 from ledger.timed import duration_text
 from opsconsole.console import explain, keyset, labels, money, neighbours, tables
-from opsconsole.console.filters import AuditFilter
+from opsconsole.console.filters import DUE, AuditFilter
 from opsconsole.console.forms import (
     PauseForm,
 )
@@ -130,6 +131,7 @@ def queue(request):
         {
             "nav": "queue",
             "showing_held": listing.showing_held,
+            "showing_due": state == DUE,
             "filter": filterset,
             "page": page,
             "count": min(count, QUEUE_COUNT_CAP),
@@ -169,7 +171,9 @@ def _health(switches: list[Control], workspace_ids: set[int] | None) -> dict:
     beat = Heartbeat.objects.filter(name="sweep").values_list("beat_at", flat=True).first()
     oldest = oldest_due_seconds(now, switches, workspace_ids=workspace_ids)
     held = oldest_held_seconds(now, switches, workspace_ids=workspace_ids)
+    caller = oldest_caller_due_seconds(now, switches, workspace_ids=workspace_ids)
     return {
+        "oldest_caller_due_seconds": int(caller) if caller is not None else None,
         "sweep_seconds": int((now - beat).total_seconds()) if beat else None,
         "oldest_due_seconds": int(oldest) if oldest is not None else None,
         "oldest_held_seconds": int(held) if held is not None else None,

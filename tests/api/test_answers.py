@@ -38,6 +38,7 @@ CLAIMS = ("post", "/api/v1/claims")
 HEARTBEAT = ("post", "/api/v1/claims/{key}/heartbeat")
 OUTCOME = ("post", "/api/v1/claims/{key}/outcome")
 HOOKS = ("post", "/api/v1/hooks/{source}")
+DUE = ("get", "/api/v1/claims/due")
 INVOICE = {"request_id": "INV-7", "version": 1, "customer_id": "C-1", "amount_cents": 4500, "currency": "EUR"}
 
 
@@ -264,6 +265,23 @@ def invoice_claim(**data) -> dict:
     return {"action": "send-invoice", "data": INVOICE | data}
 
 
+def due_listed(send: Sender, action=None):
+    return send.get("/api/v1/claims/due")
+
+
+def due_work(send: Sender, action=None):
+    send.post("/api/v1/events", {"action": "send-invoice", "data": INVOICE})
+    return due_listed(send)
+
+
+def due_with_a_bad_limit(send: Sender, action=None):
+    return send.get("/api/v1/claims/due?limit=0")
+
+
+def due_without_token(send: Sender, action=None):
+    return send.get("/api/v1/claims/due", authorized=False)
+
+
 def claimed(send: Sender, action=None):
     return send.post("/api/v1/claims", invoice_claim())
 
@@ -346,6 +364,7 @@ def outcome_invalid(send: Sender):
 
 # The demo's send-invoice, declared in its integrations file, is configured first.
 for _claims_case in (
+    due_work,
     claimed,
     claim_done,
     claim_in_progress,
@@ -563,6 +582,10 @@ CASES = [
     Case(OUTCOME, 422, outcome_invalid),
     *_refusals(OUTCOME, "/api/v1/claims/demo:nothing/outcome"),
     Case(OUTCOME, 503, unreachable(outcome_of), transactional=True),
+    Case(DUE, 200, due_work),
+    Case(DUE, 422, due_with_a_bad_limit),
+    Case(DUE, 401, due_without_token),
+    Case(DUE, 503, unreachable(due_listed), transactional=True),
     Case(HOOKS, 201, hook_taken),
     Case(HOOKS, 200, hook_duplicate),
     Case(HOOKS, 200, hook_verified),

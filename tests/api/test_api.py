@@ -208,6 +208,7 @@ def test_it_publishes_an_openapi_schema_with_every_path(client):
         "/api/v1/events/batch",
         "/api/v1/operations/{key}",
         "/api/v1/claims",
+        "/api/v1/claims/due",
         "/api/v1/claims/{key}/heartbeat",
         "/api/v1/claims/{key}/outcome",
         "/api/v1/hooks/{source}",
@@ -215,7 +216,8 @@ def test_it_publishes_an_openapi_schema_with_every_path(client):
     assert "post" in paths["/api/v1/events"]
     assert "post" in paths["/api/v1/events/batch"]
     assert "get" in paths["/api/v1/operations/{key}"]
-    assert all("post" in paths[path] for path in paths if path.startswith("/api/v1/claims"))
+    assert all("post" in paths[path] for path in paths if path.startswith("/api/v1/claims") and "due" not in path)
+    assert "get" in paths["/api/v1/claims/due"]
 
 
 def test_it_publishes_each_actions_envelope_with_its_data_schema(client):
@@ -227,9 +229,10 @@ def test_it_publishes_each_actions_envelope_with_its_data_schema(client):
 
     mapping = body["discriminator"]["mapping"]
     assert body["discriminator"]["propertyName"] == "action"
-    assert set(mapping) == set(registry)
+    submittable = {name: action for name, action in registry.items() if action.submittable}
+    assert set(mapping) == set(submittable)
     assert sorted(ref["$ref"] for ref in body["oneOf"]) == sorted(mapping.values())
-    for name, action in registry.items():
+    for name, action in submittable.items():
         envelope = components[mapping[name].rsplit("/", 1)[1]]
         assert envelope["properties"]["action"]["const"] == name
         assert envelope["required"] == ["action", "data"]

@@ -221,7 +221,14 @@ def test_it_counts_each_state_of_the_filter(client, login, make_operation, works
 
     response = client.get("/console/", {"state": "unknown"})
 
-    assert tabs(response) == {"all": "4", "needs_review": "3", "unknown": "1", "pending_approval": "0", "held": "1"}
+    assert tabs(response) == {
+        "all": "4",
+        "needs_review": "3",
+        "unknown": "1",
+        "pending_approval": "0",
+        "due": "0",
+        "held": "1",
+    }
     assert (
         '<a href="?state=unknown" data-state="unknown" aria-current="page">Outcome unknown' in response.content.decode()
     )
@@ -244,6 +251,7 @@ def test_the_counts_keep_the_other_filters(client, login, make_operation, script
         "needs_review": "0",
         "unknown": "1",
         "pending_approval": "0",
+        "due": "0",
         "held": "0",
     }
     assert tabs(client.get("/console/", {"q": "R-1"}))["needs_review"] == "1"
@@ -279,7 +287,7 @@ def test_the_counts_are_one_query(client, login, make_operation, workspace):
         if "bounded_" in q["sql"] or "COUNT(" in q["sql"] and "ledger_conflict" not in q["sql"]
     ]
     assert len(counting) == 1
-    assert counting[0].count("COUNT(*)") == len(ATTENTION_STATES) + 1  # and held
+    assert counting[0].count("COUNT(*)") == len(ATTENTION_STATES) + 2  # and due, and held
 
 
 def test_nothing_paused_counts_no_held_work_without_asking(client, login, make_operation):
@@ -295,7 +303,7 @@ def test_nothing_paused_counts_no_held_work_without_asking(client, login, make_o
         for q in queries.captured_queries
         if "bounded_" in q["sql"] or "COUNT(" in q["sql"] and "ledger_conflict" not in q["sql"]
     ]
-    assert counting[0].count("COUNT(*)") == len(ATTENTION_STATES)
+    assert counting[0].count("COUNT(*)") == len(ATTENTION_STATES) + 1  # and due for their callers
 
 
 def test_the_counts_see_only_the_persons_workspaces(client, login, make_operation):

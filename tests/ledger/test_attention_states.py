@@ -34,4 +34,4 @@ def test_the_queues_indexes_cover_exactly_them_and_need_no_migration(db):
 
 def test_the_queue_offers_them_in_their_order(db):
     choices = [value for value, _ in QueueFilter().filters["state"].extra["choices"]]
-    assert choices == ["all", *ATTENTION_STATES, "held"]
+    assert choices == ["all", *ATTENTION_STATES, "due", "held"]

@@ -1,7 +1,8 @@
 """``manage.py integrations apply FILE [--dry-run] [--check-openapi [DESTINATION=]vendor.yaml ...]``
-and ``manage.py integrations export``: the integrations (destinations, HTTP actions and sources of
-signed webhooks) as a YAML or JSON file (``ledger.integrations.file``), checked against the vendors'
-OpenAPI documents first when asked (``ledger.integrations.openapi_check``)."""
+and ``manage.py integrations export``: the integrations (destinations, HTTP actions, sources of
+signed webhooks and subscriptions to notifications) as a YAML or JSON file
+(``ledger.integrations.file``), checked against the vendors' OpenAPI documents first when asked
+(``ledger.integrations.openapi_check``)."""
 
 import sys
 

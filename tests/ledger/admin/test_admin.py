@@ -11,12 +11,13 @@ from ledger.intake import submit
 from ledger.models import AuditEvent, Delivery, Operation
 from tests.conftest import event
 
-# Membership, Policy, Source, Destination and HttpAction are the tables people manage in the admin
-# (test_tenancy.py, test_policy_admin below, test_sources.py, test_configured_actions_admin.py).
+# Membership, Policy, Source, Destination, HttpAction and Subscription are the tables people manage in
+# the admin (test_tenancy.py, test_policy_admin below, test_sources.py, test_configured_actions_admin.py,
+# test_subscriptions.py).
 LEDGER_MODELS = [
     model
     for model in apps.get_app_config("ledger").get_models()
-    if model.__name__ not in ("Membership", "Policy", "Source", "Destination", "HttpAction")
+    if model.__name__ not in ("Membership", "Policy", "Source", "Destination", "HttpAction", "Subscription")
 ]
 
 
