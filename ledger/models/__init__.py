@@ -32,6 +32,7 @@ from ledger.models.people import (
     ContributionKind,
     Membership,
     Role,
+    Scope,
 )
 from ledger.models.policy import OnConflict, Ordering, Policy
 
@@ -77,6 +78,7 @@ __all__ = [
     "RequestStatus",
     "ReviewDraft",
     "Role",
+    "Scope",
     "Source",
     "SourceScheme",
     "Tally",
