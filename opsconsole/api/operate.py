@@ -33,7 +33,7 @@ from opsconsole.api.operate_answers import (
     NO_SUCH_CONFLICT,
     WRITE_REFUSED,
     ConflictDone,
-    Done,
+    ActionDone,
     InputRefused,
     StateRefused,
     conflict_answer,
@@ -41,11 +41,11 @@ from opsconsole.api.operate_answers import (
     operation_item,
 )
 from opsconsole.api.problems import ApiProblem
-from opsconsole.api.request_bodies import ReasonBody, json_body, read_body
+from opsconsole.api.request_bodies import RETRY_AFTER, ReasonBody, json_body, read_body
 from opsconsole.api.tokens import APPROVE, OPERATE
 
 router = Router(tags=["decisions"])
-DONE = {200: Done, **WRITE_REFUSED}
+DONE = {200: ActionDone, **WRITE_REFUSED}
 
 
 # --- the bodies -----------------------------------------------------------------------------------
@@ -145,7 +145,7 @@ def done(request, status: str, message: str, operation: Operation):
     """The answer to a decision: what it did, and the operation as it is now."""
     now = Operation.objects.select_related("workspace", "assigned_to").get(pk=operation.pk)
     item = operation_item(now, reveal=operations.reveals(request))
-    return answers.respond(Done(status=status, message=message, operation=item), 200)
+    return answers.respond(ActionDone(status=status, message=message, operation=item), 200)
 
 
 # --- approve and reject: a person's token with the approve scope ---------------------------------
@@ -295,6 +295,7 @@ def take(request, key: str):
 @router.post(
     "/operations/{path:key}/release",
     auth=OPERATE,
+    openapi_extra=RETRY_AFTER,
     response=DONE,
     summary="Give back an operation you took",
 )

@@ -307,7 +307,7 @@ def conflict_answer(conflict: Conflict, operation: Operation, *, reveal: bool) -
 # --- what a decision did --------------------------------------------------------------------------
 
 
-class Done(Answer):
+class ActionDone(Answer):
     """What the decision did (`message` says it in words), and the operation as it is now.
     `succeeded`: a replay or cancel asked the destination first, which has the record, so
     nothing was sent or cancelled; `unchanged`: taking what you hold, giving back what you do

@@ -18,6 +18,7 @@ from ledger.states import ATTENTION_STATES, State
 from opsconsole.api import answers, operate_answers
 from opsconsole.api.operate_answers import READ_REFUSED, InputRefused, OperationDetail, OperationPage
 from opsconsole.api.problems import ApiProblem
+from opsconsole.api.request_bodies import RETRY_AFTER
 from opsconsole.api.tokens import READ
 
 router = Router(tags=["operations"])
@@ -57,6 +58,7 @@ def reveals(request) -> bool:
 @router.get(
     "/operations",
     auth=READ,
+    openapi_extra=RETRY_AFTER,
     response={200: OperationPage, **READ_REFUSED},
     summary="The workspace's operations, the console queue's filters, a page at a time (newest change first)",
 )
@@ -115,6 +117,7 @@ def _chosen(request, filters: ListQuery) -> tuple[QuerySet, bool]:
 @router.get(
     "/operations/{path:key}",
     auth=READ,
+    openapi_extra=RETRY_AFTER,
     response={200: OperationDetail, 404: answers.NotFound, **READ_REFUSED},
     summary="One operation of this workspace, by key, with its attempts, deliveries, conflicts, decisions and audit",
 )

@@ -29,7 +29,7 @@ from opsconsole.api.operate_answers import (
     pause_answer,
 )
 from opsconsole.api.problems import ApiProblem
-from opsconsole.api.request_bodies import json_body, read_body
+from opsconsole.api.request_bodies import RETRY_AFTER, json_body, read_body
 from opsconsole.api.tokens import OPERATE, READ
 
 router = Router(tags=["pauses"])
@@ -77,6 +77,7 @@ def _holding(request):
 @router.get(
     "/pauses",
     auth=READ,
+    openapi_extra=RETRY_AFTER,
     response={200: Pauses, **READ_REFUSED},
     summary="The pulled pause switches that hold this workspace's work",
 )
@@ -121,6 +122,7 @@ def pause(request):
 @router.delete(
     "/pauses/{int:pause_id}",
     auth=OPERATE,
+    openapi_extra=RETRY_AFTER,
     response={200: Resumed, **WRITE_REFUSED},
     summary="Release a pause switch: the work it held runs again (the time it held them is kept)",
 )

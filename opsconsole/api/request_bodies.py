@@ -57,7 +57,19 @@ def _refused(status: int, reason: str, errors: list[dict], headers: dict | None 
     return ApiProblem(status, answer=answer, headers=headers)
 
 
+# What a 503 says besides its body (opsconsole.middleware).
+RETRY_AFTER = {
+    "responses": {
+        503: {
+            "headers": {
+                "Retry-After": {"description": "Seconds to wait before sending again.", "schema": {"type": "integer"}}
+            }
+        }
+    }
+}
+
+
 def json_body(model: type[BaseModel], *, required: bool = True) -> dict:
     """A route's ``openapi_extra``: its body published as ``model``'s schema (flat: no component)."""
     schema = model.model_json_schema(ref_template=REF_TEMPLATE)
-    return {"requestBody": {"required": required, "content": {"application/json": {"schema": schema}}}}
+    return {"requestBody": {"required": required, "content": {"application/json": {"schema": schema}}}} | RETRY_AFTER
