@@ -32,8 +32,8 @@ from opsconsole.api import answers, operations, pauses
 from opsconsole.api.operate_answers import (
     NO_SUCH_CONFLICT,
     WRITE_REFUSED,
-    ConflictDone,
     ActionDone,
+    ConflictDone,
     InputRefused,
     StateRefused,
     conflict_answer,

@@ -90,7 +90,7 @@ def _chosen(request, filters: ListQuery) -> tuple[QuerySet, bool]:
         value = getattr(filters, name)
         if value is not None and (problem := decoding.storable_text_problem(value)):
             raise _refuse(name, problem)
-    state = filters.state.value
+    state = str(filters.state)
     if state in ("attention", work_lists.HELD) or state in ATTENTION_STATES:
         switches = list(Control.objects.filter(paused=True))
         queue = work_lists.queue_states(switches)

@@ -75,7 +75,8 @@ def test_four_eyes_the_submitters_token_is_refused_another_approvers_accepted(ca
     theirs = caller("second").post(path(own, "approve"), {"fingerprint": own.fingerprint})
 
     body = refused(mine, 403, "four_eyes")
-    assert "submitter submitted" in body["detail"] and "four eyes" in body["detail"]
+    assert "submitter submitted" in body["detail"]
+    assert "four eyes" in body["detail"]
     assert theirs.status_code == 200, theirs.content
     assert Approval.objects.get(operation=own).approver == "second"
 
@@ -102,7 +103,8 @@ def test_a_stale_fingerprint_is_refused_409_and_nothing_is_approved(caller, appr
     body = refused(response, 409, "stale_fingerprint")
     assert body["state"] == "pending_approval"
     refund.refresh_from_db()
-    assert refund.state == "pending_approval" and not Approval.objects.exists()
+    assert refund.state == "pending_approval"
+    assert not Approval.objects.exists()
 
 
 def test_a_person_without_the_approve_role_is_refused_403(caller, reviewer, refund):
@@ -191,7 +193,8 @@ def test_it_cancels_a_pending_operation_and_refuses_a_second_cancel(caller, revi
     first = caller("operator").post(path(operation, "cancel"), {"reason": "sent by mistake"})
     second = caller("operator").post(path(operation, "cancel"), {"reason": "again"})
 
-    assert first.status_code == 200 and first.json()["status"] == "cancelled"
+    assert first.status_code == 200
+    assert first.json()["status"] == "cancelled"
     assert refused(second, 409, "wrong_state")["state"] == "cancelled"
 
 
