@@ -29,7 +29,7 @@ from ledger.integrations import sources
 from ledger.models import Delivery, Source
 from opsconsole.api import answers, claim_answers, http_bodies, operate
 from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES
-from opsconsole.api.operate_answers import Forbidden, InputRefused
+from opsconsole.api.operate_answers import InputRefused
 from opsconsole.api.problems import ApiProblem
 from opsconsole.api.tokens import CLAIMS, EVENTS, READ
 from opsconsole.proxy import client_ip
@@ -91,10 +91,6 @@ def _json_body(schema: dict) -> dict:
 
 
 # --- the views ------------------------------------------------------------------------------------
-
-
-# A token without the route's scope (opsconsole.api.tokens).
-SCOPED = {403: Forbidden}
 
 
 class LedgerAPI(NinjaAPI):
@@ -185,7 +181,7 @@ def _decode(request: HttpRequest, limit: int):
 @api.post(
     "/events",
     auth=EVENTS,
-    response=EVENT_RESPONSES | SCOPED,
+    response=EVENT_RESPONSES,
     openapi_extra=_json_body(EVENT_SCHEMA),
     summary="Submit one event: accepted (201), duplicate (200), blocked (409/422/400/413/415)",
 )
@@ -199,7 +195,7 @@ def submit_event(request):
 @api.post(
     "/events/batch",
     auth=EVENTS,
-    response=BATCH_RESPONSES | SCOPED,
+    response=BATCH_RESPONSES,
     summary="Submit up to OPSCONSOLE_MAX_BATCH events; each stands alone",
     openapi_extra=_json_body(
         {
@@ -252,7 +248,7 @@ def _body_of(model) -> dict:
 @api.post(
     "/claims",
     auth=CLAIMS,
-    response=claim_answers.CLAIM_RESPONSES | SCOPED,
+    response=claim_answers.CLAIM_RESPONSES,
     openapi_extra=_json_body(CLAIM_SCHEMA),
     summary="Claim an operation you perform: claimed (201, act now), done (200), or why not (409/423)",
 )
@@ -265,7 +261,7 @@ def claim(request):
 @api.post(
     "/claims/{path:key}/heartbeat",
     auth=CLAIMS,
-    response=claim_answers.HEARTBEAT_RESPONSES | SCOPED,
+    response=claim_answers.HEARTBEAT_RESPONSES,
     openapi_extra=_body_of(reports.Heartbeat),
     summary="Extend the lease of the claim you hold",
 )
@@ -284,7 +280,7 @@ def heartbeat(request, key: str):
 @api.post(
     "/claims/{path:key}/outcome",
     auth=CLAIMS,
-    response=claim_answers.OUTCOME_RESPONSES | SCOPED,
+    response=claim_answers.OUTCOME_RESPONSES,
     openapi_extra=_body_of(reports.OutcomeReport),
     summary="Report what your claimed try came to: succeeded, failed (transient or permanent) or unknown",
 )

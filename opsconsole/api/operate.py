@@ -30,8 +30,9 @@ from ledger.people import (
 )
 from opsconsole.api import answers, operations, pauses
 from opsconsole.api.operate_answers import (
+    ACTING_REFUSED,
+    DECISION_REFUSED,
     NO_SUCH_CONFLICT,
-    WRITE_REFUSED,
     ActionDone,
     ConflictDone,
     InputRefused,
@@ -44,8 +45,8 @@ from opsconsole.api.problems import ApiProblem
 from opsconsole.api.request_bodies import RETRY_AFTER, ReasonBody, json_body, read_body
 from opsconsole.api.tokens import APPROVE, OPERATE
 
-router = Router(tags=["decisions"])
-DONE = {200: ActionDone, **WRITE_REFUSED}
+decisions = Router(tags=["decisions"])
+DONE = {200: ActionDone, **DECISION_REFUSED}
 
 
 # --- the bodies -----------------------------------------------------------------------------------
@@ -174,7 +175,7 @@ def _decide(request, key: str, *, approving: bool):
     return done(request, "approved" if approving else "rejected", f"{said} ({operation.key})", operation)
 
 
-@router.post(
+@decisions.post(
     "/operations/{path:key}/approve",
     auth=APPROVE,
     response=DONE,
@@ -187,7 +188,7 @@ def approve(request, key: str):
     return _decide(request, key, approving=True)
 
 
-@router.post(
+@decisions.post(
     "/operations/{path:key}/reject",
     auth=APPROVE,
     response=DONE,
@@ -201,7 +202,7 @@ def reject(request, key: str):
 # --- review: a person's token with the operate scope ---------------------------------------------
 
 
-@router.post(
+@decisions.post(
     "/operations/{path:key}/replay",
     auth=OPERATE,
     response=DONE,
@@ -233,7 +234,7 @@ def replay(request, key: str):
     )
 
 
-@router.post(
+@decisions.post(
     "/operations/{path:key}/resolve",
     auth=OPERATE,
     response=DONE,
@@ -251,7 +252,7 @@ def resolve(request, key: str):
     return done(request, "resolved", f"Resolved {operation.key}: destination record {body.external_id}.", operation)
 
 
-@router.post(
+@decisions.post(
     "/operations/{path:key}/cancel",
     auth=OPERATE,
     response=DONE,
@@ -272,7 +273,7 @@ def cancel(request, key: str):
     return done(request, "cancelled", said, operation)
 
 
-@router.post(
+@decisions.post(
     "/operations/{path:key}/take",
     auth=OPERATE,
     response=DONE,
@@ -292,11 +293,11 @@ def take(request, key: str):
     return done(request, "taken", f"You took {operation.key}.", operation)
 
 
-@router.post(
+@decisions.post(
     "/operations/{path:key}/release",
     auth=OPERATE,
     openapi_extra=RETRY_AFTER,
-    response=DONE,
+    response={200: ActionDone, **ACTING_REFUSED},
     summary="Give back an operation you took",
 )
 def release(request, key: str):
@@ -341,10 +342,10 @@ def _conflict_decision(request, conflict_id: int, *, applying: bool):
     return answers.respond(body_out, 200)
 
 
-CONFLICT_DONE = {200: ConflictDone, **WRITE_REFUSED}
+CONFLICT_DONE = {200: ConflictDone, **DECISION_REFUSED}
 
 
-@router.post(
+@decisions.post(
     "/conflicts/{int:conflict_id}/apply",
     auth=OPERATE,
     response=CONFLICT_DONE,
@@ -355,7 +356,7 @@ def apply_conflict(request, conflict_id: int):
     return _conflict_decision(request, conflict_id, applying=True)
 
 
-@router.post(
+@decisions.post(
     "/conflicts/{int:conflict_id}/dismiss",
     auth=OPERATE,
     response=CONFLICT_DONE,
@@ -366,7 +367,9 @@ def dismiss_conflict(request, conflict_id: int):
     return _conflict_decision(request, conflict_id, applying=False)
 
 
-# Mounted in this order: the pauses, these decisions, then the operations' list and page, whose
-# key may hold slashes and would otherwise take `/operations/{key}/approve` for a key.
+# The management routes, mounted in this order: the decisions, the pauses, then the operations'
+# list and page, whose key may hold slashes and would otherwise take `/operations/{key}/approve`.
+router = Router()
+router.add_router("", decisions)
 router.add_router("", pauses.router)
 router.add_router("", operations.router)

@@ -18,8 +18,10 @@ from ledger.states import State
 from opsconsole.api.answers import (
     Answer,
     FieldProblem,
+    MissingScope,
     NotFound,
     OperationAnswer,
+    Refused,
     Timestamp,
     Unauthorized,
     Unavailable,
@@ -29,20 +31,12 @@ from opsconsole.api.answers import (
 # --- refusals -------------------------------------------------------------------------------------
 
 
-class Refused(Answer):
-    status: Literal["refused"] = "refused"
-    reason: str
-    detail: str = Field(description="Why, in words a person can act on.")
-
-
 class Forbidden(Refused):
-    """Not for this token: it lacks the route's `scope`, the token's person lacks the `role` in the
-    workspace, four eyes (`four_eyes`: they submitted, changed or replayed it), the route needs a
-    person's token (`person_only`: approving, rejecting, taking), or a pause beyond the workspace
-    (`beyond_workspace`). Nothing was done."""
+    """Not for this token's person: they lack the `role` in the workspace, four eyes (`four_eyes`:
+    they submitted, changed or replayed it), the route needs a person's token (`person_only`: each
+    decision on an operation), or a pause beyond the workspace (`beyond_workspace`). Nothing was done."""
 
-    reason: Literal["missing_scope", "role", "four_eyes", "person_only", "beyond_workspace"]
-    scope: str | None = Field(None, description="The scope the route needs (`missing_scope`), else null.")
+    reason: Literal["role", "four_eyes", "person_only", "beyond_workspace"]
 
 
 class StateRefused(Refused):
@@ -52,7 +46,7 @@ class StateRefused(Refused):
     request; `config_changed`: its action's configuration changed since it last ran (`changes`;
     replay with `accept_config_change`); `duplicate_risk`: the destination cannot tell whether it
     already acted (replay with `force_unknown` and a reason, or resolve); `held_by_someone_else`:
-    another person took it (take with `take_over`); `not_paused`. Nothing was done."""
+    another person took it (take with `take_over`). Nothing was done."""
 
     reason: Literal[
         "wrong_state",
@@ -61,7 +55,6 @@ class StateRefused(Refused):
         "config_changed",
         "duplicate_risk",
         "held_by_someone_else",
-        "not_paused",
     ]
     state: State | None = Field(None, description="The operation's state now, where there is one.")
     changes: list[str] = Field(default_factory=list, description="`config_changed`: what changed, field by field.")
@@ -87,23 +80,20 @@ class InputRefused(Refused):
     errors: list[FieldProblem]
 
 
-def forbidden(reason: str, detail: str, *, scope: str | None = None) -> Forbidden:
-    return Forbidden(reason=reason, detail=detail, scope=scope)
+def forbidden(reason: str, detail: str) -> Forbidden:
+    return Forbidden(reason=reason, detail=detail)
 
 
 NO_SUCH_CONFLICT = NotFound(detail="No conflict with this id in this workspace.")
 NO_SUCH_PAUSE = NotFound(detail="No pause with this id holds this workspace.")
 
-# Every route's refusals, by status; a route adds its own answers.
-READ_REFUSED: dict[int, Any] = {401: Unauthorized, 403: Forbidden, 422: InputRefused, 503: Unavailable}
-WRITE_REFUSED: dict[int, Any] = {
-    **READ_REFUSED,
-    400: InputRefused,
-    404: NotFound,
-    409: StateRefused,
-    413: InputRefused,
-    415: InputRefused,
-}
+# Each route's refusals, by status; a route adds its own answers. Every route may be refused its
+# token (401, 403) or the database (503); a route that acts on something is refused for who asks
+# (403) or what it names (404); a route with a body, for the body (400, 413, 415, 422).
+READ_REFUSED: dict[int, Any] = {401: Unauthorized, 403: MissingScope, 503: Unavailable}
+ACTING_REFUSED: dict[int, Any] = {**READ_REFUSED, 403: MissingScope | Forbidden, 404: NotFound}
+BODY_REFUSED: dict[int, Any] = {400: InputRefused, 413: InputRefused, 415: InputRefused, 422: InputRefused}
+DECISION_REFUSED: dict[int, Any] = {**ACTING_REFUSED, 409: StateRefused, **BODY_REFUSED}
 
 
 # --- operations -----------------------------------------------------------------------------------

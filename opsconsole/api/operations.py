@@ -59,13 +59,16 @@ def reveals(request) -> bool:
     "/operations",
     auth=READ,
     openapi_extra=RETRY_AFTER,
-    response={200: OperationPage, **READ_REFUSED},
+    response={200: OperationPage, **READ_REFUSED, 422: InputRefused},
     summary="The workspace's operations, the console queue's filters, a page at a time (newest change first)",
 )
 def list_operations(request, filters: Query[ListQuery]):
     """Read along the list's index, `limit` (at most 100) at a time, never counted: the states
     that need attention (and `held`) newest change first, as the queue sorts them; `any` and the
     finished states newest arrival first. Pass `next_cursor` as `cursor` for the next page."""
+    if unknown := sorted(set(request.GET) - set(ListQuery.model_fields)):
+        # A misspelt filter would otherwise list everything as if it were not there.
+        raise _refuse(unknown[0], "is not a filter of this list")
     operations, by_change = _chosen(request, filters)
     if filters.cursor and (keyset.Cursor if by_change else keyset.IdCursor).parse(filters.cursor) is None:
         raise _refuse("cursor", "is not a cursor of this list: pass next_cursor as it came")
@@ -118,7 +121,7 @@ def _chosen(request, filters: ListQuery) -> tuple[QuerySet, bool]:
     "/operations/{path:key}",
     auth=READ,
     openapi_extra=RETRY_AFTER,
-    response={200: OperationDetail, 404: answers.NotFound, **READ_REFUSED},
+    response={200: OperationDetail, **READ_REFUSED, 404: answers.NotFound},
     summary="One operation of this workspace, by key, with its attempts, deliveries, conflicts, decisions and audit",
 )
 def get_operation(request, key: str):

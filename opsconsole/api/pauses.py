@@ -18,13 +18,13 @@ from ledger.people.pause import NotPaused, set_paused
 from ledger.reads import work_lists
 from opsconsole.api import answers
 from opsconsole.api.operate_answers import (
+    ACTING_REFUSED,
+    BODY_REFUSED,
     NO_SUCH_PAUSE,
     READ_REFUSED,
-    WRITE_REFUSED,
     InputRefused,
     Pauses,
     Resumed,
-    StateRefused,
     forbidden,
     pause_answer,
 )
@@ -89,7 +89,7 @@ def list_pauses(request):
 @router.post(
     "/pauses",
     auth=OPERATE,
-    response={201: Pauses, **WRITE_REFUSED},
+    response={201: Pauses, **READ_REFUSED, 403: ACTING_REFUSED[403], **BODY_REFUSED},
     openapi_extra=json_body(PauseBody),
     summary="Pause this workspace, one action in it, or every action calling a destination",
 )
@@ -123,7 +123,7 @@ def pause(request):
     "/pauses/{int:pause_id}",
     auth=OPERATE,
     openapi_extra=RETRY_AFTER,
-    response={200: Resumed, **WRITE_REFUSED},
+    response={200: Resumed, **ACTING_REFUSED},
     summary="Release a pause switch: the work it held runs again (the time it held them is kept)",
 )
 def resume(request, pause_id: int):
@@ -133,6 +133,6 @@ def resume(request, pause_id: int):
     _may_pause(request, control.workspace_id)
     try:
         released = set_paused(paused=False, actor=request.submitter, workspace=control.workspace, action=control.action)
-    except NotPaused as exc:
-        raise ApiProblem(409, answer=StateRefused(reason="not_paused", detail=str(exc))) from None
+    except NotPaused:  # released by someone else since it was found: it holds nothing any more
+        raise ApiProblem(404, answer=NO_SUCH_PAUSE) from None
     return answers.respond(Resumed(message=f"Resumed {released.scope_label}.", pause=pause_answer(released)), 200)

@@ -5,6 +5,7 @@ event's, a refused management request is no arrival of work: it is answered, not
 
 from typing import Any
 
+from django.conf import settings
 from ninja.openapi.schema import REF_TEMPLATE
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,9 +15,6 @@ from opsconsole.api import http_bodies
 from opsconsole.api.answers import FieldProblem
 from opsconsole.api.operate_answers import InputRefused
 from opsconsole.api.problems import ApiProblem
-
-# A decision's body holds a few short fields.
-BODY_LIMIT = 16 * 1024
 
 
 class ReasonBody(BaseModel):
@@ -34,7 +32,7 @@ def read_body(request, model: type[BaseModel], *, optional: bool = False) -> Any
     if optional and not _has_body(request):
         return model()
     try:
-        raw = decoding.decode_json(http_bodies.read_body(request, BODY_LIMIT))
+        raw = decoding.decode_json(http_bodies.read_body(request, settings.OPSCONSOLE_MAX_BODY_BYTES))
     except decoding.MalformedJSON as exc:
         raise _refused(400, exc.reason, exc.errors) from None
     except ApiProblem as problem:  # the bytes themselves: not JSON, too large, another encoding

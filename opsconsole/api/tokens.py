@@ -7,7 +7,7 @@ from ninja.security import HttpBearer
 
 from ledger.core.accounts import authenticate_token
 from ledger.models import Scope
-from opsconsole.api.operate_answers import forbidden
+from opsconsole.api.answers import MissingScope
 from opsconsole.api.problems import ApiProblem
 
 
@@ -30,18 +30,18 @@ class WorkspaceToken(HttpBearer):
         request.workspace_role = api_token.workspace_role  # type: ignore[attr-defined]
         request.submitter = api_token.user.get_username() if api_token.user else f"token:{api_token.hint}"
         if self.scope not in api_token.scopes:
-            owner = "machine" if api_token.user is None else "person"
-            raise ApiProblem(
-                403,
-                answer=forbidden(
-                    "missing_scope",
-                    f"This token ({api_token.hint}, a {owner}'s) lacks the {self.scope.value} scope this route needs "
-                    f"({self.scope.label}); it has {', '.join(api_token.scopes)}. "
-                    "Ask for a token with it (manage.py token scopes, or the admin).",
-                    scope=self.scope.value,
-                ),
-            )
+            raise ApiProblem(403, answer=self.missing(api_token))
         return api_token
+
+    def missing(self, api_token) -> MissingScope:
+        owner = "machine" if api_token.user is None else "person"
+        return MissingScope(
+            reason="missing_scope",
+            detail=f"This token ({api_token.hint}, a {owner}'s) lacks the {self.scope.value} scope this route "
+            f"needs ({self.scope.label}); it has {', '.join(api_token.scopes)}. Ask for a token with it "
+            "(manage.py token scopes, or the admin).",
+            scope=self.scope.value,
+        )
 
 
 EVENTS, CLAIMS, READ = WorkspaceToken(Scope.EVENTS), WorkspaceToken(Scope.CLAIMS), WorkspaceToken(Scope.READ)

@@ -214,6 +214,15 @@ def test_it_publishes_an_openapi_schema_with_every_path(client):
         "/api/v1/claims/{key}/heartbeat",
         "/api/v1/claims/{key}/outcome",
         "/api/v1/hooks/{source}",
+        # The management routes (docs/api-for-flows.md).
+        "/api/v1/operations",
+        *[f"/api/v1/operations/{{key}}/{verb}" for verb in ["approve", "reject", "replay", "resolve", "cancel"]],
+        "/api/v1/operations/{key}/take",
+        "/api/v1/operations/{key}/release",
+        "/api/v1/conflicts/{conflict_id}/apply",
+        "/api/v1/conflicts/{conflict_id}/dismiss",
+        "/api/v1/pauses",
+        "/api/v1/pauses/{pause_id}",
     }
     assert "post" in paths["/api/v1/events"]
     assert "post" in paths["/api/v1/events/batch"]
@@ -243,12 +252,30 @@ def test_it_publishes_each_actions_envelope_with_its_data_schema(client):
     assert batch["schema"]["properties"]["events"]["items"]["anyOf"][0] == body
 
 
+# What every decision route may refuse: the request (400, 413, 415, 422), the token (401, 403), what
+# it names (404), its state (409), the database (503).
+DECISION_REFUSALS = {"400", "401", "403", "404", "409", "413", "415", "422", "503"}
+
+
 @pytest.mark.parametrize(
     ("path", "method", "statuses"),
     [
-        ("/api/v1/events", "post", {"200", "201", "400", "401", "409", "413", "415", "422", "503"}),
-        ("/api/v1/events/batch", "post", {"200", "400", "401", "413", "415", "422", "503"}),
-        ("/api/v1/operations/{key}", "get", {"200", "401", "404", "503"}),
+        ("/api/v1/events", "post", {"200", "201", "400", "401", "403", "409", "413", "415", "422", "503"}),
+        ("/api/v1/events/batch", "post", {"200", "400", "401", "403", "413", "415", "422", "503"}),
+        ("/api/v1/operations/{key}", "get", {"200", "401", "403", "404", "422", "503"}),
+        ("/api/v1/operations", "get", {"200", "401", "403", "422", "503"}),
+        ("/api/v1/pauses", "get", {"200", "401", "403", "422", "503"}),
+        *[
+            (path, method, {"200" if method != "post" or "pauses" not in path else "201", *DECISION_REFUSALS})
+            for path, method in [
+                *[(f"/api/v1/operations/{{key}}/{verb}", "post") for verb in ["approve", "reject", "replay"]],
+                *[(f"/api/v1/operations/{{key}}/{verb}", "post") for verb in ["resolve", "cancel", "take", "release"]],
+                ("/api/v1/conflicts/{conflict_id}/apply", "post"),
+                ("/api/v1/conflicts/{conflict_id}/dismiss", "post"),
+                ("/api/v1/pauses", "post"),
+                ("/api/v1/pauses/{pause_id}", "delete"),
+            ]
+        ],
     ],
 )
 def test_it_documents_every_status_an_endpoint_answers_with_its_body(client, path, method, statuses):

@@ -67,6 +67,7 @@ def test_it_filters_by_action_destination_age_and_key(machine):
         ({"limit": "101"}, "limit"),
         ({"cursor": "not-a-cursor"}, "cursor"),
         ({"q": "R\x00"}, "q"),
+        ({"status": "needs_review"}, "status"),
     ],
 )
 def test_it_refuses_a_filter_it_cannot_take_422_naming_it(machine, query, field):
