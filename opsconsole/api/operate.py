@@ -28,6 +28,7 @@ from ledger.people import (
     resolutions,
     review,
 )
+from ledger.states import State
 from opsconsole.api import answers, operations, pauses
 from opsconsole.api.operate_answers import (
     ACTING_REFUSED,
@@ -35,7 +36,9 @@ from opsconsole.api.operate_answers import (
     NO_SUCH_CONFLICT,
     ActionDone,
     ConflictDone,
+    DoneStatus,
     InputRefused,
+    StateReason,
     StateRefused,
     conflict_answer,
     forbidden,
@@ -115,9 +118,9 @@ def refuse_role(refusal: str) -> None:
         raise ApiProblem(403, answer=forbidden("role", refusal))
 
 
-def refuse_state(refusal: str, operation: Operation, reason: str = "wrong_state") -> None:
+def refuse_state(refusal: str, operation: Operation, reason: StateReason = "wrong_state") -> None:
     if refusal:
-        raise ApiProblem(409, answer=StateRefused(reason=reason, detail=refusal, state=operation.state))
+        raise ApiProblem(409, answer=StateRefused(reason=reason, detail=refusal, state=State(operation.state)))
 
 
 @contextmanager
@@ -130,19 +133,21 @@ def refused_by_service(operation: Operation) -> Iterator[None]:
         problem = answers.FieldProblem(field=exc.field if exc.field != "note" else "reason", message=str(exc))
         raise ApiProblem(422, answer=InputRefused(reason="sensitive_text", detail=str(exc), errors=[problem])) from None
     except (review.ReviewError, approvals.ApprovalError, assignment.AssignmentError) as exc:
-        reason, changes = "changed_meanwhile", []
+        reason: StateReason = "changed_meanwhile"
+        changes: list[str] = []
         if isinstance(exc, replays.ConfigChanged):
             reason, changes = "config_changed", [str(change) for change in exc.changes]
         elif isinstance(exc, replays.DuplicateRisk):
             reason = "duplicate_risk"
         elif isinstance(exc, assignment.HeldBySomeoneElse):
             reason = "held_by_someone_else"
-        state = Operation.objects.filter(pk=operation.pk).values_list("state", flat=True).first()
+        now = Operation.objects.filter(pk=operation.pk).values_list("state", flat=True).first()
+        state = State(now) if now is not None else None
         refused = StateRefused(reason=reason, detail=str(exc), state=state, changes=changes)
         raise ApiProblem(409, answer=refused) from None
 
 
-def done(request, status: str, message: str, operation: Operation):
+def done(request, status: DoneStatus, message: str, operation: Operation):
     """The answer to a decision: what it did, and the operation as it is now."""
     now = Operation.objects.select_related("workspace", "assigned_to").get(pk=operation.pk)
     item = operation_item(now, reveal=operations.reveals(request))

@@ -6,7 +6,7 @@ state, a stale fingerprint, what changed meanwhile) and 400/413/415/422 (the req
 Built as ``opsconsole.api.answers`` builds its own: every body one of these models, dumped.
 """
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field
 
@@ -31,12 +31,37 @@ from opsconsole.api.answers import (
 # --- refusals -------------------------------------------------------------------------------------
 
 
+ForbiddenReason = Literal["role", "four_eyes", "person_only", "beyond_workspace"]
+StateReason = Literal[
+    "wrong_state",
+    "stale_fingerprint",
+    "changed_meanwhile",
+    "config_changed",
+    "duplicate_risk",
+    "held_by_someone_else",
+]
+InputReason = Literal[
+    "invalid_input",
+    "sensitive_text",
+    "malformed_json",
+    "malformed_request",
+    "duplicate_key",
+    "too_large",
+    "unsupported_media_type",
+    "unsupported_charset",
+    "unsupported_encoding",
+]
+DoneStatus = Literal[
+    "approved", "rejected", "replayed", "succeeded", "resolved", "cancelled", "taken", "released", "unchanged"
+]
+
+
 class Forbidden(Refused):
     """Not for this token's person: they lack the `role` in the workspace, four eyes (`four_eyes`:
     they submitted, changed or replayed it), the route needs a person's token (`person_only`: each
     decision on an operation), or a pause beyond the workspace (`beyond_workspace`). Nothing was done."""
 
-    reason: Literal["role", "four_eyes", "person_only", "beyond_workspace"]
+    reason: ForbiddenReason
 
 
 class StateRefused(Refused):
@@ -48,14 +73,7 @@ class StateRefused(Refused):
     already acted (replay with `force_unknown` and a reason, or resolve); `held_by_someone_else`:
     another person took it (take with `take_over`). Nothing was done."""
 
-    reason: Literal[
-        "wrong_state",
-        "stale_fingerprint",
-        "changed_meanwhile",
-        "config_changed",
-        "duplicate_risk",
-        "held_by_someone_else",
-    ]
+    reason: StateReason
     state: State | None = Field(None, description="The operation's state now, where there is one.")
     changes: list[str] = Field(default_factory=list, description="`config_changed`: what changed, field by field.")
 
@@ -66,21 +84,11 @@ class InputRefused(Refused):
     each in `errors`; `sensitive_text`: a reason or note quotes a sensitive value of the operation,
     which the audit trail would show to everyone who sees it). Nothing was done."""
 
-    reason: Literal[
-        "invalid_input",
-        "sensitive_text",
-        "malformed_json",
-        "malformed_request",
-        "duplicate_key",
-        "too_large",
-        "unsupported_media_type",
-        "unsupported_charset",
-        "unsupported_encoding",
-    ]
+    reason: InputReason
     errors: list[FieldProblem]
 
 
-def forbidden(reason: str, detail: str) -> Forbidden:
+def forbidden(reason: ForbiddenReason, detail: str) -> Forbidden:
     return Forbidden(reason=reason, detail=detail)
 
 
@@ -222,7 +230,7 @@ def operation_detail(operation: Operation, *, reveal: bool, sees_every_answer: b
         ],
         decisions=[
             DecisionAnswer(
-                decision=approval.decision,
+                decision=cast(Literal["approved", "rejected"], approval.decision),
                 approver=approval.approver,
                 note=approval.note,
                 fingerprint=approval.fingerprint,
@@ -283,7 +291,7 @@ def conflict_answer(conflict: Conflict, operation: Operation, *, reveal: bool) -
     differences = privacy.masked_differences(conflict.differences, operation.action, reveal=reveal)
     return ConflictAnswer(
         id=conflict.pk,
-        status=conflict.status,
+        status=cast(Literal["open", "dismissed", "applied"], conflict.status),
         differences=[
             Difference(field=str(d.get("field", "")), recorded=d.get("recorded"), incoming=d.get("incoming"))
             for d in differences
@@ -303,9 +311,7 @@ class ActionDone(Answer):
     nothing was sent or cancelled; `unchanged`: taking what you hold, giving back what you do
     not hold."""
 
-    status: Literal[
-        "approved", "rejected", "replayed", "succeeded", "resolved", "cancelled", "taken", "released", "unchanged"
-    ]
+    status: DoneStatus
     message: str
     operation: OperationItem
 

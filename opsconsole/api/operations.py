@@ -31,8 +31,8 @@ PAGE_LIMIT = 100
 
 
 class ListQuery(Schema):
-    state: ListState = Field(  # type: ignore[valid-type]
-        "attention",
+    state: ListState = Field(
+        ListState("attention"),
         description="`attention` (default): every state that needs attention, as the console's queue; "
         "`held`: what a pause holds; `any`: every state; or one state.",
     )

@@ -3,7 +3,7 @@ or not, within a size limit, no key twice: ``http_bodies``, ``ledger.intake.deco
 as a pydantic model, and refused whole with the reason as an ``InputRefused`` answer. Unlike an
 event's, a refused management request is no arrival of work: it is answered, not recorded."""
 
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from ninja.openapi.schema import REF_TEMPLATE
@@ -13,7 +13,7 @@ from ledger.callers import reports
 from ledger.intake import decoding
 from opsconsole.api import http_bodies
 from opsconsole.api.answers import FieldProblem
-from opsconsole.api.operate_answers import InputRefused
+from opsconsole.api.operate_answers import InputReason, InputRefused
 from opsconsole.api.problems import ApiProblem
 
 
@@ -34,9 +34,9 @@ def read_body(request, model: type[BaseModel], *, optional: bool = False) -> Any
     try:
         raw = decoding.decode_json(http_bodies.read_body(request, settings.OPSCONSOLE_MAX_BODY_BYTES))
     except decoding.MalformedJSON as exc:
-        raise _refused(400, exc.reason, exc.errors) from None
+        raise _refused(400, cast(InputReason, exc.reason), exc.errors) from None
     except ApiProblem as problem:  # the bytes themselves: not JSON, too large, another encoding
-        raise _refused(problem.status, problem.reason, problem.errors, problem.headers) from None
+        raise _refused(problem.status, cast(InputReason, problem.reason), problem.errors, problem.headers) from None
     body, errors = reports.read(model, raw)
     if errors:
         raise _refused(422, "invalid_input", errors)
@@ -48,7 +48,7 @@ def _has_body(request) -> bool:
     return length not in ("", "0") or "chunked" in request.headers.get("Transfer-Encoding", "").lower()
 
 
-def _refused(status: int, reason: str, errors: list[dict], headers: dict | None = None) -> ApiProblem:
+def _refused(status: int, reason: InputReason, errors: list[dict], headers: dict | None = None) -> ApiProblem:
     problems = [FieldProblem(field=str(e.get("field", "body")), message=str(e.get("message", ""))) for e in errors]
     detail = "; ".join(f"{problem.field}: {problem.message}" for problem in problems) or reason
     answer = InputRefused(reason=reason, detail=detail, errors=problems)
