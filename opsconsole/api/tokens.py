@@ -22,7 +22,6 @@ class WorkspaceToken(HttpBearer):
         api_token = authenticate_token(token)
         if api_token is None:
             return None
-        request.api_token = api_token
         request.workspace = api_token.workspace
         # A person's token submits as that person (who then cannot approve what they sent).
         request.person = api_token.user

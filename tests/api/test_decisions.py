@@ -130,6 +130,7 @@ def test_a_rejection_needs_a_reason_and_a_note_may_not_quote_a_sensitive_value(c
 
     assert refused(no_reason, 422, "invalid_input")["errors"][0]["field"] == "reason"
     body = refused(quoting, 422, "sensitive_text")
+    assert body["errors"][0]["field"] == "reason"
     assert "C-1001" not in str(body)
     refund.refresh_from_db()
     assert refund.state == "pending_approval"
