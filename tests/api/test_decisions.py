@@ -295,3 +295,99 @@ def test_a_token_without_the_operate_scope_is_refused_naming_it(caller, reviewer
 
     assert body["scope"] == "operate"
     assert "lacks the operate scope" in body["detail"]
+
+
+# --- what the destination says, and what changed, before a replay ---------------------------------
+
+
+@pytest.fixture
+def acted_and_lost(workspace, standin, time_machine, settings):
+    """A send-notice the destination holds, whose answer was lost and whose lookup then failed:
+    needs review, and a try may have reached the destination."""
+    from ledger.intake.submit import submit_event
+    from reconciliation.reconcile import reconcile_operation
+
+    settings.OPSCONSOLE_RECONCILE_GIVE_UP_SECONDS = 0
+    standin.fail_next({"kind": "drop_after_commit"})
+    operation = submit_event(workspace=workspace, raw=external_event(), source="api").operation
+    process_due_operations()
+    operation.refresh_from_db()
+    time_machine.move_to(operation.next_attempt_at)
+    standin.fail_next_lookup({"kind": "status", "status": 503})
+    assert reconcile_operation(operation) == "gave_up"
+    operation.refresh_from_db()
+    assert operation.state == "needs_review"
+    return operation
+
+
+def test_a_replay_the_destination_cannot_vouch_for_needs_force_unknown(caller, reviewer, acted_and_lost, standin):
+    standin.fail_next_lookup({"kind": "status", "status": 503}, {"kind": "status", "status": 503})
+    operator = caller("operator")
+
+    risky = operator.post(path(acted_and_lost, "replay"), {"reason": "checked"})
+    forced = operator.post(
+        path(acted_and_lost, "replay"), {"reason": "vendor portal shows nothing", "force_unknown": True}
+    )
+
+    body = refused(risky, 409, "duplicate_risk")
+    assert "cannot tell" in body["detail"]
+    assert body["state"] == "needs_review"
+    assert forced.status_code == 200, forced.content
+    assert "accepting the duplicate risk" in forced.json()["message"]
+    assert AuditEvent.objects.filter(kind="replay_forced", actor="operator").count() == 1
+
+
+def test_a_replay_finds_the_record_at_the_destination_and_sends_nothing(caller, reviewer, acted_and_lost, standin):
+    response = caller("operator").post(path(acted_and_lost, "replay"), {"reason": "try again"})
+
+    assert response.status_code == 200, response.content
+    assert (response.json()["status"], response.json()["operation"]["state"]) == ("succeeded", "succeeded")
+    assert len(standin.records(reference=acted_and_lost.key)) == 1
+
+
+def test_a_replay_under_a_changed_configuration_needs_it_accepted(caller, reviewer, refused_notice, settings):
+    settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS = 3.0
+    operator = caller("operator")
+
+    unconfirmed = operator.post(path(refused_notice, "replay"), {"reason": "fixed"})
+    confirmed = operator.post(path(refused_notice, "replay"), {"reason": "fixed", "accept_config_change": True})
+
+    body = refused(unconfirmed, 409, "config_changed")
+    assert body["changes"] == ["timeout_seconds: 2.0 -> 3.0"]
+    assert confirmed.status_code == 200, confirmed.content
+
+
+# --- conflicts ------------------------------------------------------------------------------------
+
+
+def conflict_of(machine) -> int:
+    machine.post("/api/v1/events", event())
+    answer = machine.post("/api/v1/events", event("d-2", title="Changed without a new version"))
+    assert answer.status_code == 409
+    return answer.json()["conflict_id"]
+
+
+def test_it_applies_a_conflict_and_the_person_becomes_a_contributor(caller, reviewer, machine):
+    pk = conflict_of(machine)
+
+    response = caller("operator").post(f"/api/v1/conflicts/{pk}/apply", {"reason": "the new title is meant"})
+
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["status"], body["conflict"]["status"]) == ("applied", "applied")
+    assert body["operation"]["payload"]["title"] == "Changed without a new version"
+    assert Contribution.objects.filter(user=reviewer, kind="changed").exists()
+
+
+def test_a_conflict_is_decided_once_by_someone_who_may_review(caller, reviewer, approver, machine):
+    pk = conflict_of(machine)
+
+    by_approver = caller("approver").post(f"/api/v1/conflicts/{pk}/dismiss", {"reason": "no"})
+    dismissed = caller("operator").post(f"/api/v1/conflicts/{pk}/dismiss", {"reason": "sent by mistake"})
+    again = caller("operator").post(f"/api/v1/conflicts/{pk}/apply", {"reason": "after all"})
+    elsewhere = caller("operator").post("/api/v1/conflicts/999999/apply", {"reason": "x"})
+
+    refused(by_approver, 403, "role")
+    assert dismissed.json()["status"] == "dismissed"
+    assert "already dismissed" in refused(again, 409, "wrong_state")["detail"]
+    assert elsewhere.json() == {"status": "not_found", "detail": "No conflict with this id in this workspace."}
