@@ -1,7 +1,9 @@
-"""A person's decisions over the API (docs/api-for-flows.md): approve, reject, replay, resolve,
-cancel, take and give back an operation, and apply or dismiss a conflict. Each route calls the
-service the console calls, as the token's person, so the same rules hold (role, four eyes, the
-operation's state) and the same audit event is written. Before the call the route asks the rules
+"""Decisions over the API (docs/api-for-flows.md): approve, reject, replay, resolve, cancel, take
+and give back an operation, and apply or dismiss a conflict. Each route calls the service the
+console calls, as the token's person, so the same rules hold (role, four eyes, the operation's
+state) and the same audit event is written. A machine's token with ``operate`` replays, resolves,
+cancels and decides conflicts as an operator of its workspace; approving, rejecting and taking are
+a person's. Before the call the route asks the rules
 themselves (``ledger.people.may``) only to answer each refusal with its status: 403 for who is
 asking, 409 for the operation's state; the service asserts them again.
 
@@ -46,7 +48,7 @@ from opsconsole.api.operate_answers import (
 )
 from opsconsole.api.problems import ApiProblem
 from opsconsole.api.request_bodies import RETRY_AFTER, ReasonBody, json_body, read_body
-from opsconsole.api.tokens import APPROVE, OPERATE
+from opsconsole.api.tokens import APPROVE, OPERATE, actor_of
 
 decisions = Router(tags=["decisions"])
 DONE = {200: ActionDone, **DECISION_REFUSED}
@@ -100,14 +102,14 @@ class TakeBody(BaseModel):
 
 
 def person_of(request, doing: str):
-    """The token's person: only a person decides on an operation."""
+    """The token's person, where only a person may act: approving and rejecting (four eyes signs
+    off people), taking and giving back (an operation is taken by someone)."""
     if request.person is None:
         raise ApiProblem(
             403,
             answer=forbidden(
                 "person_only",
-                f"Only a person may {doing}: this token is a machine's. Each decision on an operation names the "
-                "person who made it in the audit trail, and four eyes counts people; use a person's token.",
+                f"Only a person may {doing}: this token is a machine's. Use a token of the person who decides.",
             ),
         )
     return request.person
@@ -215,15 +217,15 @@ def reject(request, key: str):
     summary="Run an operation that needs review again, under its own key (the destination is asked first)",
 )
 def replay(request, key: str):
-    person = person_of(request, "replay an operation")
+    actor = actor_of(request)
     body = read_body(request, ReplayBody)
     operation = operations.find_operation(request, key)
-    refuse_role(may.review_refusal(person, operation))
+    refuse_role(may.review_refusal(actor, operation))
     refuse_state(may.replay_refusal(operation), operation)
     with refused_by_service(operation):
         replayed = replays.replay_operation(
             operation,
-            user=person,
+            user=actor,
             reason=body.reason,
             accept_duplicate_risk=body.force_unknown,
             accept_config_change=body.accept_config_change,
@@ -247,13 +249,13 @@ def replay(request, key: str):
     summary="Record the destination's record you found by hand: the operation is succeeded",
 )
 def resolve(request, key: str):
-    person = person_of(request, "resolve an operation")
+    actor = actor_of(request)
     body = read_body(request, ResolveBody)
     operation = operations.find_operation(request, key)
-    refuse_role(may.review_refusal(person, operation))
+    refuse_role(may.review_refusal(actor, operation))
     refuse_state(may.mark_succeeded_refusal(operation, registry.get(operation.action)), operation)
     with refused_by_service(operation, written_in="note"):
-        resolutions.resolve_operation(operation, user=person, external_id=body.external_id, reason=body.note)
+        resolutions.resolve_operation(operation, user=actor, external_id=body.external_id, reason=body.note)
     return done(request, "resolved", f"Resolved {operation.key}: destination record {body.external_id}.", operation)
 
 
@@ -265,13 +267,13 @@ def resolve(request, key: str):
     summary="Give up on an operation that has not run to an end (the destination is asked first)",
 )
 def cancel(request, key: str):
-    person = person_of(request, "cancel an operation")
+    actor = actor_of(request)
     body = read_body(request, ReasonBody)
     operation = operations.find_operation(request, key)
-    refuse_role(may.review_refusal(person, operation))
+    refuse_role(may.review_refusal(actor, operation))
     refuse_state(may.cancel_refusal(operation), operation)
     with refused_by_service(operation):
-        cancelled = cancellations.cancel_operation(operation, user=person, reason=body.reason)
+        cancelled = cancellations.cancel_operation(operation, user=actor, reason=body.reason)
     if cancelled.verdict == "found":
         return done(request, "succeeded", f"Nothing was cancelled: {cancelled.lookup}.", operation)
     said = f"Cancelled {operation.key}" + (f" ({cancelled.lookup})." if cancelled.lookup else ".")
@@ -317,8 +319,7 @@ def release(request, key: str):
 
 
 def _conflict_decision(request, conflict_id: int, *, applying: bool):
-    verb = "apply" if applying else "dismiss"
-    person = person_of(request, f"{verb} a conflict")
+    actor = actor_of(request)
     body = read_body(request, ReasonBody)
     conflict = (
         Conflict.objects.select_related("operation", "operation__workspace", "delivery")
@@ -328,12 +329,12 @@ def _conflict_decision(request, conflict_id: int, *, applying: bool):
     if conflict is None:
         raise ApiProblem(404, answer=NO_SUCH_CONFLICT)
     operation = conflict.operation
-    refuse_role(may.review_refusal(person, operation))
+    refuse_role(may.review_refusal(actor, operation))
     if conflict.status != Conflict.Status.OPEN:
         refuse_state(f"Conflict {conflict.pk} is already {conflict.status}.", operation)
     decide = conflict_decisions.apply_conflict if applying else conflict_decisions.dismiss_conflict
     with refused_by_service(operation):
-        decide(conflict, user=person, reason=body.reason)
+        decide(conflict, user=actor, reason=body.reason)
     now = Operation.objects.select_related("workspace", "assigned_to").get(pk=operation.pk)
     reveal = operations.reveals(request)
     said = "Applied" if applying else "Dismissed"

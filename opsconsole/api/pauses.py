@@ -30,7 +30,7 @@ from opsconsole.api.operate_answers import (
 )
 from opsconsole.api.problems import ApiProblem
 from opsconsole.api.request_bodies import RETRY_AFTER, json_body, read_body
-from opsconsole.api.tokens import OPERATE, READ
+from opsconsole.api.tokens import OPERATE, READ, actor_of
 
 router = Router(tags=["pauses"])
 
@@ -53,10 +53,12 @@ def _refuse(field: str, message: str) -> ApiProblem:
 
 
 def _may_pause(request, workspace_id: int | None) -> None:
-    """A person needs the pause role there; a machine's token with ``operate`` may pause its own
-    workspace's work, never beyond it."""
-    person = request.person
-    if workspace_id is None and (person is None or not roles.can(person, roles.PAUSE, None)):
+    """A person needs the pause role there; a machine's token with ``operate`` pauses its own
+    workspace's work as its operator (``roles.Machine``), never beyond it."""
+    actor = actor_of(request)
+    if roles.can(actor, roles.PAUSE, workspace_id):
+        return
+    if workspace_id is None:
         raise ApiProblem(
             403,
             answer=forbidden(
@@ -64,8 +66,7 @@ def _may_pause(request, workspace_id: int | None) -> None:
                 "This switch holds every workspace's work: only a superuser may release it (the console's controls).",
             ),
         )
-    if person is not None and not roles.can(person, roles.PAUSE, workspace_id):
-        raise ApiProblem(403, answer=forbidden("role", roles.refusal(person, roles.PAUSE, request.workspace)))
+    raise ApiProblem(403, answer=forbidden("role", roles.refusal(actor, roles.PAUSE, request.workspace)))
 
 
 def _holding(request):

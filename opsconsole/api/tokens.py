@@ -1,12 +1,14 @@
 """The API's bearer tokens: each route names the scope it needs (``ApiToken.scopes``), and a token
 without it is refused 403 with the scope named, before the route reads anything. A person's token
 then acts as that person, with their role in the token's workspace (the services check it, as
-for the console); a machine's acts as no one and never approves."""
+for the console); a machine's with ``operate`` acts as an operator of its workspace, named by the
+token, and never approves."""
 
 from ninja.security import HttpBearer
 
+from ledger.core import roles
 from ledger.core.accounts import authenticate_token
-from ledger.models import Scope
+from ledger.models import Role, Scope
 from opsconsole.api.answers import MissingScope
 from opsconsole.api.problems import ApiProblem
 
@@ -45,3 +47,11 @@ class WorkspaceToken(HttpBearer):
 
 EVENTS, CLAIMS, READ = WorkspaceToken(Scope.EVENTS), WorkspaceToken(Scope.CLAIMS), WorkspaceToken(Scope.READ)
 OPERATE, APPROVE = WorkspaceToken(Scope.OPERATE), WorkspaceToken(Scope.APPROVE)
+
+
+def actor_of(request):
+    """Who acts on a route that needs the ``operate`` scope: the token's person, with their role; or
+    a machine's token, as an operator of its workspace (``roles.Machine``), named ``token:<hint>``."""
+    if request.person is not None:
+        return request.person
+    return roles.Machine(workspace_id=request.workspace.pk, label=request.submitter, role=Role.OPERATOR)

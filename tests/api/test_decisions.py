@@ -199,14 +199,59 @@ def test_it_cancels_a_pending_operation_and_refuses_a_second_cancel(caller, revi
     assert refused(second, 409, "wrong_state")["state"] == "cancelled"
 
 
-def test_deciding_on_an_operation_needs_a_persons_token(machine, refused_notice):
-    """A machine's token may pause and read, not decide on an operation: the audit trail names a person."""
-    for verb, body in [("replay", {"reason": "x"}), ("cancel", {"reason": "x"}), ("take", None), ("release", None)]:
-        refused(machine.post(path(refused_notice, verb), body), 403, "person_only")
-    resolve = machine.post(path(refused_notice, "resolve"), {"external_id": "r", "note": "n"})
-    refused(resolve, 403, "person_only")
-    refused_notice.refresh_from_db()
-    assert refused_notice.state == "needs_review"
+def test_a_machine_with_operate_replays_as_an_operator_named_by_its_token(machine, refused_notice, approver):
+    """Nobody's work: the replay names the token, and no person becomes a contributor."""
+    response = machine.post(path(refused_notice, "replay"), {"reason": "vendor recovered"})
+
+    assert response.status_code == 200, response.content
+    replayed = AuditEvent.objects.get(operation=refused_notice, kind="replayed")
+    assert replayed.actor == f"token:{machine.token[:8]}"
+    assert not Contribution.objects.exists()
+    assert refused_notice.deliveries.get(source="replay").person is None
+
+
+def test_a_machine_cancels_and_resolves_but_never_takes(machine, unknown_notice, caller):
+    brief = caller().post("/api/v1/events", event())
+    operation = Operation.objects.get(key=brief.json()["key"])
+
+    for verb in ("take", "release"):
+        refused(machine.post(path(operation, verb)), 403, "person_only")
+    cancelled = machine.post(path(operation, "cancel"), {"reason": "not wanted"})
+    resolved = machine.post(path(unknown_notice, "resolve"), {"external_id": "rec_1", "note": "seen at the vendor"})
+
+    assert cancelled.json()["operation"]["state"] == "cancelled"
+    assert resolved.json()["operation"]["state"] == "succeeded"
+
+
+def test_a_machine_refused_by_the_api_is_refused_by_the_services_too(refund, workspace):
+    """The API never hands a machine to the approval service; if code did, the rules refuse it."""
+    from ledger.core import roles
+    from ledger.people import approvals
+
+    machine = roles.Machine(workspace_id=workspace.pk, label="token:oc_abcde", role="operator")
+
+    with pytest.raises(approvals.ApprovalError, match="token:oc_abcde may not approve or reject in workspace demo"):
+        approvals.approve_operation(refund, user=machine, fingerprint=refund.fingerprint)
+    with pytest.raises(ValueError, match="a machine may act as a viewer or an operator"):
+        roles.Machine(workspace_id=workspace.pk, label="token:x", role="approver")
+
+
+def test_a_machine_acts_in_its_own_workspace_only(workspace, machine):
+    from ledger.core import roles
+
+    other, _ = accounts_create("other")
+    operator = roles.Machine(workspace_id=workspace.pk, label="token:x", role="operator")
+
+    assert roles.can(operator, roles.REVIEW, workspace.pk)
+    assert not roles.can(operator, roles.REVIEW, other.pk)
+    assert not roles.can(operator, roles.PAUSE, None)
+    assert not roles.can(roles.Machine(workspace_id=workspace.pk, label="token:y"), roles.REVIEW, workspace.pk)
+
+
+def accounts_create(slug: str):
+    from ledger.core import accounts
+
+    return accounts.create_workspace(slug=slug, approved_owners=["ops"], actor="test")
 
 
 # --- take and give back ---------------------------------------------------------------------------

@@ -309,9 +309,9 @@ for verb, ok, wrong in [
 CASES += [
     Case(route("post", f"{OPERATION_PATH}/approve"), 403, four_eyes),
     Case(
-        route("post", f"{OPERATION_PATH}/replay"),
+        route("post", f"{OPERATION_PATH}/take"),
         403,
-        named(by_a_machine("/api/v1/operations/{key}/replay", {"reason": "x"}), "replay_by_a_machine"),
+        named(by_a_machine("/api/v1/operations/{key}/take", None), "take_by_a_machine"),
     ),
 ]
 
