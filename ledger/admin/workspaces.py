@@ -1,6 +1,7 @@
-"""Workspaces, their tokens and who belongs to them in the admin. Membership is the one thing a
-superuser changes here, and it goes through ``ledger.core.accounts``."""
+"""Workspaces, their tokens and who belongs to them in the admin. Membership and a token's scopes
+are what a superuser changes here, each through ``ledger.core.accounts``."""
 
+from django import forms
 from django.contrib import admin
 
 from ledger.admin.lists import ReadOnlyAdmin, WorkspaceListFilter
@@ -8,6 +9,7 @@ from ledger.core import accounts
 from ledger.models import (
     ApiToken,
     Membership,
+    Scope,
     Workspace,
 )
 
@@ -19,11 +21,41 @@ class WorkspaceAdmin(ReadOnlyAdmin):
     search_fields = ["slug"]
 
 
+class ApiTokenForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(
+        choices=Scope.choices,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="What the token may be used for (docs/api-for-flows.md). Approve: a person's token only.",
+    )
+
+    class Meta:
+        model = ApiToken
+        fields = ["scopes"]
+
+    def clean_scopes(self):
+        try:
+            return accounts.checked_scopes(self.cleaned_data["scopes"], person=self.instance.user_id is not None)
+        except accounts.BadScopes as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(ReadOnlyAdmin):
-    list_display = ["workspace", "name", "hint", "user", "created_at", "revoked_at"]
+    """Read-only, but for a live token's scopes, which a superuser sets (audited, as ``manage.py
+    token scopes`` does)."""
+
+    form = ApiTokenForm
+    list_display = ["workspace", "name", "hint", "user", "scopes", "created_at", "revoked_at"]
     list_select_related = ["workspace", "user"]
-    exclude = ["token_hash"]
+    fields = ["workspace", "name", "hint", "user", "scopes", "created_at", "revoked_at"]
+    readonly_fields = ["workspace", "name", "hint", "user", "created_at", "revoked_at"]
+
+    def has_change_permission(self, request, obj=None):
+        superuser = request.user.is_active and request.user.is_superuser
+        return superuser and (obj is None or obj.revoked_at is None)
+
+    def save_model(self, request, obj, form, change):
+        accounts.set_token_scopes(obj, scopes=form.cleaned_data["scopes"], actor=request.user.get_username())
 
 
 @admin.register(Membership)

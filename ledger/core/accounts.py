@@ -12,7 +12,8 @@ from django.utils import timezone
 from ledger.core import audit_chain
 from ledger.core.rows import Selected, prepared_cursor
 from ledger.core.transitions import record_audit_event
-from ledger.models import ApiToken, AuditEvent, Membership, Role, Workspace
+from ledger.models import ApiToken, AuditEvent, Membership, Role, Scope, Workspace
+from ledger.models.people import DEFAULT_SCOPES
 
 
 class WorkspaceExists(Exception):
@@ -42,9 +43,31 @@ def create_workspace(
     return workspace, token
 
 
-def issue_token(*, workspace: Workspace, name: str, actor: str, user=None) -> str:
+class BadScopes(ValueError):
+    """Scopes a token cannot have: unknown names, none at all, or ``approve`` on a machine's token."""
+
+
+def checked_scopes(scopes, *, person: bool) -> list[str]:
+    """``scopes`` in their canonical order, or ``BadScopes`` saying what is wrong with them. Only
+    people approve: a machine's token cannot be given ``approve`` (the API refuses it a decision
+    whatever its scopes, and a scope it can never use would only mislead)."""
+    wanted = set(scopes)
+    unknown = sorted(wanted - set(Scope.values))
+    if unknown:
+        raise BadScopes(f"Unknown scope {', '.join(map(repr, unknown))}; the scopes are {', '.join(Scope.values)}.")
+    if not wanted:
+        raise BadScopes("A token needs at least one scope.")
+    if Scope.APPROVE in wanted and not person:
+        raise BadScopes("Only a person's token can have the approve scope: only people approve.")
+    return [scope for scope in Scope.values if scope in wanted]
+
+
+def issue_token(*, workspace: Workspace, name: str, actor: str, user=None, scopes=None) -> str:
     """A new token for ``workspace``; with ``user`` it is that person's (what it submits is theirs,
-    so they cannot approve it), without one a machine's. Returns the token, shown once."""
+    so they cannot approve it), without one a machine's. ``scopes``: what it may be used for
+    (default: events, claims and read, what every token could do before scopes). Returns the
+    token, shown once."""
+    scopes = checked_scopes(DEFAULT_SCOPES if scopes is None else scopes, person=user is not None)
     token = ApiToken.generate()
     with transaction.atomic():
         ApiToken.objects.create(
@@ -53,10 +76,40 @@ def issue_token(*, workspace: Workspace, name: str, actor: str, user=None) -> st
             token_hash=ApiToken.hash(token),
             hint=token[:8],
             user=user,
+            scopes=scopes,
         )
         owner = f" for {user.get_username()}" if user is not None else ""
-        record_audit_event(actor=actor, kind="token_issued", workspace=workspace, message=f"{name} {token[:8]}{owner}")
+        record_audit_event(
+            actor=actor,
+            kind="token_issued",
+            workspace=workspace,
+            message=f"{name} {token[:8]}{owner} ({', '.join(scopes)})",
+        )
     return token
+
+
+def set_token_scopes(api_token: ApiToken, *, scopes, actor: str) -> bool:
+    """Give the live ``api_token`` exactly ``scopes`` (``BadScopes`` when it cannot have them),
+    audited as ``token_scopes_changed`` with the scopes before and after; returns whether anything
+    changed. Takes effect at the token's next request (each request reads its token)."""
+    scopes = checked_scopes(scopes, person=api_token.user_id is not None)
+    with transaction.atomic():
+        locked = ApiToken.objects.select_for_update().select_related("workspace").get(pk=api_token.pk)
+        if locked.revoked_at is not None:
+            raise TokenNotFound(f"Token {locked.hint} is revoked; its scopes no longer matter.")
+        before = list(locked.scopes)
+        if before == scopes:
+            return False
+        locked.scopes = scopes
+        locked.save(update_fields=["scopes"])
+        record_audit_event(
+            actor=actor,
+            kind="token_scopes_changed",
+            workspace=locked.workspace,
+            message=f"{locked.name} {locked.hint}: {', '.join(before)} -> {', '.join(scopes)}",
+        )
+    api_token.scopes = scopes
+    return True
 
 
 def authenticate_token(token: str) -> ApiToken | None:
@@ -117,19 +170,24 @@ class TokenNotFound(Exception):
     pass
 
 
+def live_token(*, workspace: Workspace, hint: str, doing: str, lock: bool = False) -> ApiToken:
+    """The workspace's one live token whose hint (first characters) is ``hint`` (locked, with
+    ``lock``), else ``TokenNotFound`` (none, or several, of which none is ``doing``)."""
+    live = ApiToken.objects.filter(workspace=workspace, hint=hint, revoked_at__isnull=True)
+    found = list((live.select_for_update(of=("self",)) if lock else live).select_related("user"))
+    if len(found) != 1:
+        raise TokenNotFound(
+            f"No live token {hint!r} in workspace {workspace.slug}."
+            if not found
+            else f"{len(found)} live tokens share the hint {hint!r}; none was {doing}."
+        )
+    return found[0]
+
+
 def revoke_token(*, workspace: Workspace, hint: str, actor: str) -> ApiToken:
     """Revoke the workspace's live token whose hint (first characters) is ``hint``; audited."""
     with transaction.atomic():
-        found = list(
-            ApiToken.objects.select_for_update().filter(workspace=workspace, hint=hint, revoked_at__isnull=True)
-        )
-        if len(found) != 1:
-            raise TokenNotFound(
-                f"No live token {hint!r} in workspace {workspace.slug}."
-                if not found
-                else f"{len(found)} live tokens share the hint {hint!r}; none was revoked."
-            )
-        api_token = found[0]
+        api_token = live_token(workspace=workspace, hint=hint, doing="revoked", lock=True)
         api_token.revoked_at = timezone.now()
         api_token.save(update_fields=["revoked_at"])
         record_audit_event(

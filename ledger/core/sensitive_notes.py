@@ -40,7 +40,7 @@ def refuse_sensitive_note(
     operation page, the controls page or the bulk action, where everyone in the workspace reads it
     as written, viewers and operators too; it is refused whoever the members are today (a viewer
     added next year reads it too). The one check every entry point reaches through its service
-    (the console and the management commands; the admin and the API take no note today).
+    (the console, the management commands and the API; the admin takes no note today).
 
     Matched: each value case-insensitively (Unicode NFKC, ``casefold``), whitespace runs as one
     space, as a whole word (``C-1001`` is not found in ``C-10010``), a number also with thousands

@@ -32,6 +32,7 @@ from ledger.models.people import (
     ContributionKind,
     Membership,
     Role,
+    Scope,
 )
 from ledger.models.policy import OnConflict, Ordering, Policy
 from ledger.models.subscriptions import Subscription
@@ -78,6 +79,7 @@ __all__ = [
     "RequestStatus",
     "ReviewDraft",
     "Role",
+    "Scope",
     "Source",
     "SourceScheme",
     "Subscription",

@@ -76,6 +76,7 @@ AUDIT_KIND_GROUPS = {
         "resumed",
         "token_issued",
         "token_revoked",
+        "token_scopes_changed",
         "member_added",
         "member_role_changed",
         "member_removed",

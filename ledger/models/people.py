@@ -5,19 +5,43 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models import Value
 
 from ledger.models.checks import choices_check
+
+
+class Scope(models.TextChoices):
+    """What a token may be used for (docs/api-for-flows.md). A person's token does it as that person,
+    within their role; a machine's never approves, whatever its scopes."""
+
+    EVENTS = "events", "submit events"
+    CLAIMS = "claims", "claim, heartbeat and report the operations its caller performs"
+    READ = "read", "read operations and pauses"
+    OPERATE = "operate", "replay, resolve, cancel, take, decide conflicts, pause and resume"
+    APPROVE = "approve", "approve or reject (a person's token only)"
+
+
+# What a token may do unless told otherwise: what every token did before scopes existed, so a
+# token issued as before, or one of the release before (the migration gives them these), works as
+# it did. Acting on operations is asked for by name.
+DEFAULT_SCOPES = [Scope.EVENTS.value, Scope.CLAIMS.value, Scope.READ.value]
+
+
+def default_scopes() -> list[str]:
+    return list(DEFAULT_SCOPES)
 
 
 class ApiToken(models.Model):
     """A workspace's bearer token. Only its SHA-256 is stored; the token is shown once.
 
     A token with a ``user`` is that person's: what it submits is theirs, so they cannot approve
-    it. A token without one is a machine's.
+    it. A token without one is a machine's. Its ``scopes`` say which routes it may call.
     """
 
     PREFIX = "oc_"
+    Scope = Scope
 
     workspace = models.ForeignKey("ledger.Workspace", on_delete=models.CASCADE, related_name="tokens")
     name = models.CharField(max_length=100, blank=True)
@@ -29,9 +53,22 @@ class ApiToken(models.Model):
     hint = models.CharField(max_length=12, help_text="The token's first characters, to tell tokens apart.")
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # A default in the database too: a process of the release before inserts tokens without it.
+    scopes = ArrayField(
+        models.CharField(max_length=10, choices=Scope.choices),
+        default=default_scopes,
+        db_default=Value(DEFAULT_SCOPES, ArrayField(models.CharField(max_length=10))),
+        help_text="What the token may be used for.",
+    )
 
     class Meta:
         verbose_name = "API token"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(scopes__contained_by=[value for value, _ in Scope.choices]),
+                name="apitoken_scopes_valid",
+            ),
+        ]
 
     def __str__(self):
         return f"{self.workspace.slug} {self.hint}…"

@@ -30,7 +30,9 @@ class HeldBySomeoneElse(AssignmentError):
 
 
 def may_take(user, operation: Operation) -> bool:
-    return any(roles.can(user, capability, operation.workspace_id) for capability in TAKERS)
+    """Someone (a person: a machine's token takes nothing) who may act on it in its workspace."""
+    person = roles.person_of(user)
+    return person is not None and any(roles.can(person, capability, operation.workspace_id) for capability in TAKERS)
 
 
 def take_operation(operation: Operation, *, user, take_over: bool = False) -> bool:

@@ -91,7 +91,9 @@ def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
                 f"{operation.key} has already run or changed ({operation.state}, {operation.attempts} attempt(s)); "
                 "a conflict can only be applied before the operation runs. Dismiss it, or submit a new version."
             )
-        contributions = [Contribution(operation=operation, user=user, kind=Contribution.Kind.CHANGED)]
+        contributions = []
+        if roles.person_of(user) is not None:  # a machine's decision is nobody's work (four eyes)
+            contributions.append(Contribution(operation=operation, user=user, kind=Contribution.Kind.CHANGED))
         if conflict.delivery.person_id is not None:
             contributions.append(
                 Contribution(operation=operation, user_id=conflict.delivery.person_id, kind=Contribution.Kind.SUBMITTED)

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from ledger.core import nudges
+from ledger.core import nudges, roles
 from ledger.core.configuration import Change, changes_since_last_run
 from ledger.core.transitions import record_audit_event, transition_operation
 from ledger.engine.lookups import ask_destination, may_have_acted
@@ -154,11 +154,12 @@ def _replay(operation, action, *, actor, user, reason, forced_because, lookup, c
             operation=operation,
             source=Delivery.Source.REPLAY,
             submitted_by=actor,
-            person=user,
+            person=roles.person_of(user),
             action=operation.action,
             key=operation.key,
             correlation_id=operation.correlation_id,
             outcome=Delivery.Outcome.ACCEPTED,
         )
-        Contribution.objects.create(operation=operation, user=user, kind=Contribution.Kind.REPLAYED)
+        if roles.person_of(user) is not None:  # a machine's replay is nobody's work (four eyes)
+            Contribution.objects.create(operation=operation, user=user, kind=Contribution.Kind.REPLAYED)
         transaction.on_commit(partial(nudges.enqueue_processing, operation.pk))

@@ -6,11 +6,12 @@ the destination's record found by hand), ``ledger.people.cancellations`` (give u
 ``ledger.people.conflict_decisions`` (dismiss a conflict, or apply its payload while the operation
 has not run).
 
-Console views and commands call these with the person acting (an operator or admin of the
-operation's workspace, ``ledger.core.roles``); like every write they go through
+Console views, commands and the API call these with the person acting (an operator or admin of
+the operation's workspace, ``ledger.core.roles``), or the API with a machine's token holding the
+operate scope (``roles.Machine``, an operator there); like every write they go through
 ``transition_operation``, so each is a guarded state change with its audit event. Whoever replays
 an operation or applies a conflict to it is recorded as one of its contributors, who may not
-approve it (``ledger.people.approvals``).
+approve it (``ledger.people.approvals``); a machine is nobody's contributor.
 """
 
 from ledger.actions import ActionDefinition, registry

@@ -185,6 +185,22 @@ class NotFound(Answer):
     detail: str
 
 
+class Refused(Answer):
+    """A request refused before anything was done: `reason` says which rule, `detail` in words."""
+
+    status: Literal["refused"] = "refused"
+    reason: str
+    detail: str = Field(description="Why, in words a person can act on.")
+
+
+class MissingScope(Refused):
+    """The token lacks the `scope` this route needs (`events`, `claims`, `read`, `operate` or
+    `approve`; docs/api-for-flows.md): nothing was done or recorded."""
+
+    reason: Literal["missing_scope"]
+    scope: str
+
+
 class Unavailable(Answer):
     """The database cannot be reached (`unavailable`), or it aborted this request's transaction for
     a deadlock or a serialization failure, again when run again (`busy`): nothing of the request
@@ -231,12 +247,19 @@ class BatchAnswer(Answer):
 
 
 # What each route answers, by status: the document's `responses`.
-REFUSED = {400: MalformedBody, 401: Unauthorized, 415: UnsupportedMediaType, 422: InvalidInput, 503: Unavailable}
+REFUSED = {
+    400: MalformedBody,
+    401: Unauthorized,
+    403: MissingScope,
+    415: UnsupportedMediaType,
+    422: InvalidInput,
+    503: Unavailable,
+}
 EVENT_RESPONSES = {201: Accepted, 200: Duplicate, 409: PayloadConflict | Stale, 413: TooLarge, **REFUSED}
 BATCH_RESPONSES = {200: BatchAnswer, 413: TooLarge | BatchTooLarge, **REFUSED}
-OPERATION_RESPONSES = {200: OperationAnswer, 401: Unauthorized, 404: NotFound, 503: Unavailable}
+# A signed webhook takes no token, so no scope refuses it.
 HOOK_RESPONSES = {
-    **EVENT_RESPONSES,
+    **{status: answer for status, answer in EVENT_RESPONSES.items() if status != 403},
     200: Duplicate | Verified,
     202: Ignored,
     401: SignatureRefused,

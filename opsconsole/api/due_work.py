@@ -12,6 +12,7 @@ from ledger.actions import registry
 from ledger.callers import due
 from opsconsole.api.answers import REFUSED, Answer, FieldProblem, InvalidInput, Timestamp, respond
 from opsconsole.api.problems import ApiProblem
+from opsconsole.api.tokens import CLAIMS
 
 router = Router()
 DueState = Literal["pending", "retrying"]
@@ -37,7 +38,7 @@ class DueWork(Answer):
 
 
 PARAMETERS = {"action", "limit", "cursor"}
-DUE_RESPONSES = {200: DueWork, 401: REFUSED[401], 422: InvalidInput, 503: REFUSED[503]}
+DUE_RESPONSES = {200: DueWork, 401: REFUSED[401], 403: REFUSED[403], 422: InvalidInput, 503: REFUSED[503]}
 
 
 def _refused(field: str, message: str) -> ApiProblem:
@@ -47,6 +48,7 @@ def _refused(field: str, message: str) -> ApiProblem:
 
 @router.get(
     "/due",
+    auth=CLAIMS,
     response=DUE_RESPONSES,
     summary="The operations of actions you perform that may be claimed now, oldest first",
 )

@@ -16,22 +16,22 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
-from ninja.errors import AuthenticationError
+from ninja.errors import AuthenticationError, ValidationError
 from ninja.openapi.schema import REF_TEMPLATE
-from ninja.security import HttpBearer
 from pydantic import Field, TypeAdapter, create_model
 
 from ledger.actions import registry
 from ledger.callers import claims, reports
 from ledger.core import privacy
-from ledger.core.accounts import authenticate_token
 from ledger.intake import decoding, refusals, submit
 from ledger.intake.submit import Envelope, IntakeResult
 from ledger.integrations import sources
-from ledger.models import Delivery, Operation, Source
-from opsconsole.api import answers, claim_answers, due_work, http_bodies
-from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES, OPERATION_RESPONSES
+from ledger.models import Delivery, Source
+from opsconsole.api import answers, claim_answers, due_work, http_bodies, operate
+from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES
+from opsconsole.api.operate_answers import InputRefused
 from opsconsole.api.problems import ApiProblem
+from opsconsole.api.tokens import CLAIMS, EVENTS, READ
 from opsconsole.proxy import client_ip
 
 SOURCE = Delivery.Source.API
@@ -103,19 +103,6 @@ def _json_body(schema: dict) -> dict:
 # --- the views ------------------------------------------------------------------------------------
 
 
-class WorkspaceToken(HttpBearer):
-    def authenticate(self, request, token):
-        api_token = authenticate_token(token)
-        if api_token is not None:
-            request.workspace = api_token.workspace
-            # A person's token submits as that person (who then cannot approve what they sent).
-            request.person = api_token.user
-            # Read with the token (authenticate_token): what _reveals needs.
-            request.workspace_role = api_token.workspace_role  # type: ignore[attr-defined]
-            request.submitter = api_token.user.get_username() if api_token.user else f"token:{api_token.hint}"
-        return api_token
-
-
 class LedgerAPI(NinjaAPI):
     def get_openapi_schema(self, **kwargs):
         schema = super().get_openapi_schema(**kwargs)
@@ -123,7 +110,10 @@ class LedgerAPI(NinjaAPI):
         return schema
 
 
-api = LedgerAPI(title="opsconsole", version="1", urls_namespace="api-v1", auth=WorkspaceToken())
+# Each route names the scope it needs; a route that names none needs `read`.
+api = LedgerAPI(title="opsconsole", version="1", urls_namespace="api-v1", auth=READ)
+# The management routes (docs/api-for-flows.md): decisions, pauses, the operations' list and page.
+api.add_router("", operate.router)
 
 
 @api.exception_handler(OperationalError)
@@ -137,6 +127,19 @@ def database_unavailable(request, exc):
 @api.exception_handler(AuthenticationError)
 def unauthorized(request, exc):
     return answers.respond(answers.UNAUTHORIZED, 401)
+
+
+@api.exception_handler(ValidationError)
+def invalid_parameters(request, exc: ValidationError) -> HttpResponse:
+    """A query or path parameter that breaks its published rule (the bodies are read by the routes)."""
+    errors = [
+        answers.FieldProblem(
+            field=".".join(str(part) for part in error.get("loc", ())[1:]) or "query", message=error["msg"]
+        )
+        for error in exc.errors
+    ]
+    detail = "; ".join(f"{error.field}: {error.message}" for error in errors)
+    return answers.respond(InputRefused(reason="invalid_input", detail=detail, errors=errors), 422)
 
 
 @api.exception_handler(ApiProblem)
@@ -187,6 +190,7 @@ def _decode(request: HttpRequest, limit: int):
 
 @api.post(
     "/events",
+    auth=EVENTS,
     response=EVENT_RESPONSES,
     openapi_extra=_json_body(EVENT_SCHEMA),
     summary="Submit one event: accepted (201), duplicate (200), blocked (409/422/400/413/415)",
@@ -200,6 +204,7 @@ def submit_event(request):
 
 @api.post(
     "/events/batch",
+    auth=EVENTS,
     response=BATCH_RESPONSES,
     summary="Submit up to OPSCONSOLE_MAX_BATCH events; each stands alone",
     openapi_extra=_json_body(
@@ -242,24 +247,6 @@ def submit_batch(request):
     return answers.respond(answers.batch_answer(results, reveal=reveal), 200)
 
 
-@api.get(
-    "/operations/{path:key}",
-    response=OPERATION_RESPONSES,
-    openapi_extra=_RETRY_AFTER,
-    summary="One operation of this workspace, by key",
-)
-def get_operation(request, key: str):
-    # A key the database cannot hold (NUL, a lone surrogate) names no operation: not even asked.
-    operation = (
-        None
-        if decoding.storable_text_problem(key)
-        else (Operation.objects.select_related("workspace").filter(workspace=request.workspace, key=key).first())
-    )
-    if operation is None:
-        raise ApiProblem(404, answer=answers.NO_SUCH_OPERATION)
-    return answers.respond(answers.operation_answer(operation, reveal=_reveals(request)), 200)
-
-
 # --- claims: operations their callers perform (docs/claims.md) ------------------------------------
 
 
@@ -270,6 +257,7 @@ def _body_of(model) -> dict:
 
 @api.post(
     "/claims",
+    auth=CLAIMS,
     response=claim_answers.CLAIM_RESPONSES,
     openapi_extra=_json_body(CLAIM_SCHEMA),
     summary="Claim an operation you perform: claimed (201, act now), done (200), or why not (409/423)",
@@ -282,6 +270,7 @@ def claim(request):
 
 @api.post(
     "/claims/{path:key}/heartbeat",
+    auth=CLAIMS,
     response=claim_answers.HEARTBEAT_RESPONSES,
     openapi_extra=_body_of(reports.Heartbeat),
     summary="Extend the lease of the claim you hold",
@@ -300,6 +289,7 @@ def heartbeat(request, key: str):
 
 @api.post(
     "/claims/{path:key}/outcome",
+    auth=CLAIMS,
     response=claim_answers.OUTCOME_RESPONSES,
     openapi_extra=_body_of(reports.OutcomeReport),
     summary="Report what your claimed try came to: succeeded, failed (transient or permanent) or unknown",

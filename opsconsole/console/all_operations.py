@@ -6,7 +6,8 @@ from django.shortcuts import render
 
 from ledger.core import roles
 from ledger.people.assignment import TAKERS
-from opsconsole.console import keyset, tables
+from ledger.reads import keyset
+from opsconsole.console import tables
 from opsconsole.console.views import console_page
 
 PAGE_SIZE = 50

@@ -24,8 +24,8 @@ from ledger.core import privacy, roles
 from ledger.core.roles import APPROVE
 from ledger.people import bulk_approvals, may
 from ledger.people.approvals import ApprovalError
-from ledger.reads import awaiting_approval
-from opsconsole.console import keyset, labels, money
+from ledger.reads import awaiting_approval, keyset
+from opsconsole.console import labels, money
 from opsconsole.console.views import console_action, console_page, definition_of
 
 PAGE_SIZE = 100

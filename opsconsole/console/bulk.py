@@ -19,8 +19,9 @@ from ledger.core import roles
 from ledger.core.roles import REVIEW
 from ledger.models import BulkAction, BulkItem, Control, Operation
 from ledger.people.bulk_actions import MAX_OPERATIONS, BulkActionError, submit_bulk_action
+from ledger.reads import keyset
 from ledger.reads.failure_groups import Criterion, example_answers, failure_groups
-from opsconsole.console import keyset, tables
+from opsconsole.console import tables
 from opsconsole.console.forms import ReplayForm, first_error, report_refusal
 from opsconsole.console.views import console_action, console_page
 

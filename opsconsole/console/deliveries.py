@@ -10,8 +10,8 @@ from django.shortcuts import render
 from ledger.core import roles
 from ledger.intake import refusals
 from ledger.models import REFUSED_OUTCOMES, Delivery, Workspace
+from ledger.reads import keyset
 from ledger.reads.finding import DELIVERY_COLUMNS
-from opsconsole.console import keyset
 from opsconsole.console.views import console_page
 
 PAGE_SIZE = 50

@@ -6,21 +6,15 @@ from datetime import date, datetime, time, timedelta
 import django_filters
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db.models import Q
 from django.utils import timezone
 
-from ledger.actions import registry
 from ledger.models import AuditEvent, Operation, Workspace
 from ledger.models.audit import AUDIT_KIND_GROUPS
+from ledger.reads import work_lists
 from ledger.reads.failure_groups import Criterion
+from ledger.reads.work_lists import DUE, HELD, key_or_request_id
 from ledger.states import ATTENTION_STATES, LABELS, State
 from opsconsole.console.forms import action_choices
-
-# Not a state: the queue's choice for the operations a pause holds (ledger.core.selectors.held_operations).
-HELD = "held"
-# Not a state either: the operations of caller-performed actions their callers may claim now
-# (ledger.core.selectors.due_caller_operations).
-DUE = "due"
 
 # How an operation last failed (``Operation.last_error_category``), as people read it.
 ERROR_CATEGORIES = [
@@ -32,22 +26,13 @@ ERROR_CATEGORIES = [
     ("approval", "Approval expired"),
     ("missing", "Missing at the destination"),
 ]
-# "Older than": how long ago an operation arrived.
-AGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
 ASSIGNED_CHOICES = [("mine", "Assigned to me"), ("nobody", "Not taken"), ("anyone", "Taken by anyone")]
 AGE_CHOICES = [("1h", "Older than 1 hour"), ("24h", "Older than 24 hours"), ("7d", "Older than 7 days")]
 
 
 def destination_choices() -> list[tuple[str, str]]:
     """Every destination the actions call (an action's own name unless it names another)."""
-    return [("", "All destinations")] + [(name, name) for name in sorted(_actions_by_destination())]
-
-
-def _actions_by_destination() -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for name in sorted(registry):
-        found.setdefault(registry[name].destination_name(), []).append(name)
-    return found
+    return [("", "All destinations")] + [(name, name) for name in sorted(work_lists.actions_by_destination())]
 
 
 class WorkFilters(django_filters.FilterSet):
@@ -87,10 +72,10 @@ class WorkFilters(django_filters.FilterSet):
         return queryset.filter(assigned_to__isnull=value == "nobody")
 
     def filter_destination(self, queryset, name, value):
-        return queryset.filter(action__in=_actions_by_destination().get(value, []))
+        return queryset.filter(work_lists.for_destination(value))
 
     def filter_age(self, queryset, name, value):
-        return queryset.filter(created_at__lt=timezone.now() - AGES[value])
+        return queryset.filter(work_lists.older_than(value))
 
     def filter_q(self, queryset, name, value):
         value = value.strip()
@@ -133,17 +118,6 @@ QUEUE_SORTS = {
     ]
 }
 DEFAULT_SORT = QUEUE_SORTS["updated"]
-
-
-def key_or_request_id(value: str, via: str = "") -> Q:
-    """Operations whose key starts with ``value`` (a pasted key) or whose request id contains it,
-    in any case, or whose destination record id it is: the searches PostgreSQL has indexes for
-    (migrations 0007 and 0018)."""
-    return (
-        Q(**{f"{via}key__istartswith": value})
-        | Q(**{f"{via}payload__request_id__icontains": value})
-        | Q(**{f"{via}external_id": value})
-    )
 
 
 class QueueFilter(WorkFilters):

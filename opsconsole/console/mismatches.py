@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from ledger.core import roles
 from ledger.core.roles import REVIEW
 from ledger.people.review import ReviewError
-from opsconsole.console import keyset
+from ledger.reads import keyset
 from opsconsole.console.forms import ReasonForm, first_error, report_refusal
 from opsconsole.console.views import console_action, console_page
 from reconciliation import mismatches

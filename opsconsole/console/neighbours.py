@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from django.urls import reverse
 
 from ledger.models import Control, Operation
-from opsconsole.console import keyset, tables
+from ledger.reads import keyset
+from opsconsole.console import tables
 
 LISTS = {"queue": "console:queue", "all": "console:operations"}
 

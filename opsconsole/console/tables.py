@@ -12,8 +12,8 @@ from django.db.models import QuerySet
 from ledger import states
 from ledger.actions import registry
 from ledger.core import roles
-from ledger.core.selectors import due_caller_operations, held_operations
 from ledger.models import Control, Operation
+from ledger.reads import work_lists
 from ledger.states import ATTENTION_STATES
 from opsconsole.console.filters import DUE, HELD, QUEUE_SORTS, OperationsFilter, QueueFilter, Sort
 
@@ -57,14 +57,7 @@ def queue_listing(request, switches: list[Control]) -> QueueListing:
 
 def listing_for(params, user, switches: list[Control]) -> QueueListing:
     """The queue's filter and sort from ``params`` (a query string's QueryDict), for ``user``."""
-    states = {
-        "all": Operation.objects.filter(state__in=ATTENTION_STATES),
-        **{state.value: Operation.objects.filter(state=state) for state in ATTENTION_STATES},
-        # Work a caller-performed action's caller may claim now, which nobody told it of by itself.
-        DUE: due_caller_operations(switches=switches),
-        HELD: held_operations(switches),
-    }
-    states = {name: roles.visible(operations, user) for name, operations in states.items()}
+    states = {name: roles.visible(operations, user) for name, operations in work_lists.queue_states(switches).items()}
     # An unknown state is a form error, and lists them all.
     chosen = states.get(params.get("state", ""), states["all"])
     filterset = QueueFilter(params or None, queryset=chosen, user=user)

@@ -37,9 +37,10 @@ from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
 from ledger.people import assignment, holds
 from ledger.people.bulk_actions import MAX_OPERATIONS
 from ledger.people.may import May, own_work, what_may
+from ledger.reads import keyset
 from ledger.states import TERMINAL_STATES, State
 from ledger.timed import duration_text
-from opsconsole.console import explain, keyset, labels, money, neighbours, tables
+from opsconsole.console import explain, labels, money, neighbours, tables
 from opsconsole.console.filters import DUE, AuditFilter
 from opsconsole.console.forms import (
     PauseForm,

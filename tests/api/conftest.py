@@ -1,5 +1,7 @@
-"""The fuzzing pass over the published API: its tally, printed at the end of every test run."""
+"""The API tests' shared fixtures: the fuzzing pass's tally (printed at the end of every test run), and
+callers of the management routes with tokens of chosen people and scopes."""
 
+import json
 from collections import Counter
 
 import pytest
@@ -48,3 +50,49 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     listed = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()))
     terminalreporter.write_sep("-", "schemathesis")
     terminalreporter.write_line(f"schemathesis: {statuses.total()} cases, {server_errors} server errors ({listed})")
+
+
+# --- the management routes' callers (tests/api/test_decisions.py and the others) ------------------
+
+EVERY_SCOPE = ("events", "claims", "read", "operate", "approve")
+MACHINE_SCOPES = ("events", "claims", "read", "operate")
+
+
+class Caller:
+    """A Django test client sending one token's requests, bodies as JSON."""
+
+    def __init__(self, client, token: str):
+        self.client, self.token = client, token
+
+    def _auth(self) -> dict:
+        return {"HTTP_AUTHORIZATION": f"Bearer {self.token}"}
+
+    def get(self, path: str, **query):
+        return self.client.get(path, query, **self._auth())
+
+    def post(self, path: str, body=None, **extra):
+        if body is None:  # no body at all, as `curl -X POST` sends
+            return self.client.generic("POST", path, **self._auth(), **extra)
+        data = body if isinstance(body, str | bytes) else json.dumps(body)
+        return self.client.post(path, data, content_type="application/json", **self._auth(), **extra)
+
+    def delete(self, path: str):
+        return self.client.delete(path, **self._auth())
+
+
+@pytest.fixture
+def caller(client, workspace):
+    """``caller("alice")``: a Caller with a token of alice's (every scope unless ``scopes``);
+    ``caller()``: a machine's (every scope a machine may have)."""
+
+    def make(username: str | None = None, scopes=None) -> Caller:
+        from django.contrib.auth import get_user_model
+
+        from ledger.core import accounts
+
+        user = get_user_model().objects.get(username=username) if username else None
+        scopes = scopes if scopes is not None else (EVERY_SCOPE if user else MACHINE_SCOPES)
+        token = accounts.issue_token(workspace=workspace, name="flow", actor="test", user=user, scopes=list(scopes))
+        return Caller(client, token)
+
+    return make

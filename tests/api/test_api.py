@@ -25,6 +25,8 @@ OPERATION_FIELDS = {
     "created_at",
     "updated_at",
 }
+# What the operation page adds to the operation as every answer shows it.
+PAGE_FIELDS = {"fingerprint", "summary", "assigned_to", "tries", "deliveries", "conflicts", "decisions", "audit"}
 
 
 # --- batches --------------------------------------------------------------------------------------
@@ -133,7 +135,7 @@ def test_it_returns_an_operation_by_key(api):
     response = api.get("/api/v1/operations/demo:R-42:v3:prepare-brief")
 
     assert response.status_code == 200
-    assert response.json() == accepted["operation"]
+    assert {name: response.json()[name] for name in accepted["operation"]} == accepted["operation"]
     assert response.json()["correlation_id"] == "run-7"
 
 
@@ -141,7 +143,8 @@ def test_it_describes_an_operation_with_exactly_the_documented_fields(api):
     api.post("/api/v1/events", event())
     operation = api.get("/api/v1/operations/demo:R-42:v3:prepare-brief").json()
 
-    assert set(operation) == OPERATION_FIELDS
+    # The operation page adds its fingerprint, summary and holder, and its history.
+    assert set(operation) == OPERATION_FIELDS | PAGE_FIELDS
     stored = Operation.objects.get()
     assert operation["id"] == stored.pk
     assert operation["key"] == "demo:R-42:v3:prepare-brief"
@@ -212,6 +215,15 @@ def test_it_publishes_an_openapi_schema_with_every_path(client):
         "/api/v1/claims/{key}/heartbeat",
         "/api/v1/claims/{key}/outcome",
         "/api/v1/hooks/{source}",
+        # The management routes (docs/api-for-flows.md).
+        "/api/v1/operations",
+        *[f"/api/v1/operations/{{key}}/{verb}" for verb in ["approve", "reject", "replay", "resolve", "cancel"]],
+        "/api/v1/operations/{key}/take",
+        "/api/v1/operations/{key}/release",
+        "/api/v1/conflicts/{conflict_id}/apply",
+        "/api/v1/conflicts/{conflict_id}/dismiss",
+        "/api/v1/pauses",
+        "/api/v1/pauses/{pause_id}",
     }
     assert "post" in paths["/api/v1/events"]
     assert "post" in paths["/api/v1/events/batch"]
@@ -243,12 +255,29 @@ def test_it_publishes_each_actions_envelope_with_its_data_schema(client):
     assert batch["schema"]["properties"]["events"]["items"]["anyOf"][0] == body
 
 
+# What every decision route may refuse: the request (400, 413, 415, 422), the token (401, 403), what
+# it names (404), its state (409), the database (503).
+DECISION_REFUSALS = {"400", "401", "403", "404", "409", "413", "415", "422", "503"}
+
+
 @pytest.mark.parametrize(
     ("path", "method", "statuses"),
     [
-        ("/api/v1/events", "post", {"200", "201", "400", "401", "409", "413", "415", "422", "503"}),
-        ("/api/v1/events/batch", "post", {"200", "400", "401", "413", "415", "422", "503"}),
-        ("/api/v1/operations/{key}", "get", {"200", "401", "404", "503"}),
+        ("/api/v1/events", "post", {"200", "201", "400", "401", "403", "409", "413", "415", "422", "503"}),
+        ("/api/v1/events/batch", "post", {"200", "400", "401", "403", "413", "415", "422", "503"}),
+        ("/api/v1/operations/{key}", "get", {"200", "401", "403", "404", "503"}),
+        ("/api/v1/operations", "get", {"200", "401", "403", "422", "503"}),
+        ("/api/v1/pauses", "get", {"200", "401", "403", "503"}),
+        *[
+            (f"/api/v1/operations/{{key}}/{verb}", "post", {"200", *DECISION_REFUSALS})
+            for verb in ["approve", "reject", "replay", "resolve", "cancel", "take"]
+        ],
+        ("/api/v1/conflicts/{conflict_id}/apply", "post", {"200", *DECISION_REFUSALS}),
+        ("/api/v1/conflicts/{conflict_id}/dismiss", "post", {"200", *DECISION_REFUSALS}),
+        # No body (release, resume), or nothing it names and no state in the way (a new pause).
+        ("/api/v1/operations/{key}/release", "post", {"200", "401", "403", "404", "503"}),
+        ("/api/v1/pauses", "post", {"201", "400", "401", "403", "413", "415", "422", "503"}),
+        ("/api/v1/pauses/{pause_id}", "delete", {"200", "401", "403", "404", "503"}),
     ],
 )
 def test_it_documents_every_status_an_endpoint_answers_with_its_body(client, path, method, statuses):

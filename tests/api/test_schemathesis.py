@@ -1,7 +1,9 @@
 """A fuzzing pass over the API as published: schemathesis generates requests from the app's own
-OpenAPI document (each action's envelope and data, valid and invalid), sends them through the WSGI
-app with a workspace token, and checks every answer against the document: no server error, a
-documented status, a documented body and content type, and invalid input refused.
+OpenAPI document (each action's envelope and data, valid and invalid; every management route's
+parameters and body), sends them through the WSGI app with a token holding every scope (an
+admin's, so that the decisions are tried, not refused for the role), and checks every answer
+against the document: no server error, a documented status, a documented body and content type,
+and invalid input refused.
 
 Bounded (a fixed seed, 300 examples per operation and mode) so that it runs with every `make test`; the
 case count and the number of server errors are printed at the end of the run (see conftest.py).
@@ -47,15 +49,25 @@ def requests_keep_the_test_connection():
     request_finished.connect(close_old_connections)
 
 
+@pytest.fixture
+def every_scope(workspace, person) -> str:
+    """A token of the workspace's admin with every scope."""
+    from ledger.core import accounts
+
+    admin = person("fuzz-admin", "admin")
+    scopes = ["events", "claims", "read", "operate", "approve"]
+    return accounts.issue_token(workspace=workspace, name="fuzz", actor="test", user=admin, scopes=scopes)
+
+
 @schema.parametrize()
 @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-def test_it_answers_every_generated_request_as_documented(case, token, fuzz_tally, log_guard):
+def test_it_answers_every_generated_request_as_documented(case, every_scope, fuzz_tally, log_guard):
     """Every answer is documented (status, content type, body), never a server error; input the
     document calls invalid is refused. Valid-looking data may still be refused (the owner must be one
     of the workspace's, a key may be taken), so acceptance of valid data is not a check here."""
     # Generated sensitive values as short as "view" turn up in log lines by chance (a request path).
     log_guard.min_text = 8
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = {"Authorization": f"Bearer {every_scope}"}
     for event in _events_in(case.body):
         _meet_the_unpublished_rules(event)
     response = case.call(headers=headers)

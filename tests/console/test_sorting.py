@@ -15,8 +15,8 @@ from ledger.core import accounts
 from ledger.intake.submit import submit_event
 from ledger.models import Operation
 from ledger.people import pause
+from ledger.reads import keyset
 from ledger.states import ATTENTION_STATES
-from opsconsole.console import keyset
 from opsconsole.console.filters import QUEUE_SORTS
 from tests.ledger.conftest import submit_brief
 

@@ -13,11 +13,12 @@ from tests.conftest import event
 
 # Membership, Policy, Source, Destination, HttpAction and Subscription are the tables people manage in
 # the admin (test_tenancy.py, test_policy_admin below, test_sources.py, test_configured_actions_admin.py,
-# test_subscriptions.py).
+# test_subscriptions.py); an API token's scopes, and nothing else of it, a superuser sets there
+# (tests/api/test_token_scopes.py).
 LEDGER_MODELS = [
     model
     for model in apps.get_app_config("ledger").get_models()
-    if model.__name__ not in ("Membership", "Policy", "Source", "Destination", "HttpAction", "Subscription")
+    if model.__name__ not in ("Membership", "Policy", "Source", "Destination", "HttpAction", "Subscription", "ApiToken")
 ]
 
 
@@ -45,6 +46,21 @@ def test_it_registers_every_ledger_model_read_only(model, superuser_request, r42
     if instance is not None:
         assert not model_admin.has_change_permission(superuser_request, instance)
         assert not model_admin.has_delete_permission(superuser_request, instance)
+
+
+def test_an_api_token_is_neither_added_nor_deleted_and_only_its_scopes_change(superuser_request, workspace):
+    from ledger.models import ApiToken
+
+    model_admin = admin.site.get_model_admin(ApiToken)
+    api_token = ApiToken.objects.get()
+
+    assert not model_admin.has_add_permission(superuser_request)
+    assert not model_admin.has_delete_permission(superuser_request, api_token)
+    assert model_admin.has_change_permission(superuser_request, api_token)
+    editable = set(model_admin.get_fields(superuser_request, api_token)) - set(
+        model_admin.get_readonly_fields(superuser_request, api_token)
+    )
+    assert editable == {"scopes"}
 
 
 def test_it_refuses_the_add_page_and_changes_to_an_operation(admin_client, r42):

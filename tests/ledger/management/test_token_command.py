@@ -5,7 +5,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from ledger.models import AuditEvent
+from ledger.models import ApiToken, AuditEvent
 from tests.conftest import event
 
 
@@ -48,9 +48,63 @@ def test_it_names_the_token_that_submitted_a_delivery(api, token):
     [
         (["revoke", "demo", "oc_nope"], "No live token 'oc_nope' in workspace demo."),
         (["issue", "nope"], "No workspace 'nope'."),
+        (["scopes", "demo", "oc_nope", "read"], "No live token 'oc_nope' in workspace demo."),
+        (["issue", "demo", "--scopes", "read,approve"], "Only a person's token can have the approve scope"),
+        (["issue", "demo", "--scopes", "read,sudo"], "Unknown scope 'sudo'"),
+        (["issue", "demo", "--scopes", ","], "A token needs at least one scope."),
     ],
 )
 def test_it_refuses_what_it_cannot_find(workspace, args, message):
     with pytest.raises(CommandError, match=message):
         run(*args)
     assert not AuditEvent.objects.filter(kind="token_revoked").exists()
+
+
+# --- scopes -------------------------------------------------------------------------------------------
+
+
+def test_it_issues_a_token_with_the_scopes_asked_for_and_lists_them(client, workspace):
+    token = run("issue", "demo", "--name", "pager", "--scopes", "read, operate")[-1]
+
+    assert ApiToken.objects.get(hint=token[:8]).scopes == ["read", "operate"]
+    (line,) = [line for line in run("list", "demo") if line.startswith(token[:8])]
+    assert "read,operate" in line
+    refused = client.post(
+        "/api/v1/events", event(), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
+    assert (refused.status_code, refused.json()["scope"]) == (403, "events")
+
+
+def test_without_scopes_a_token_does_what_every_token_did_before(workspace):
+    token = run("issue", "demo")[-1]
+
+    assert ApiToken.objects.get(hint=token[:8]).scopes == ["events", "claims", "read"]
+
+
+def test_it_gives_a_persons_token_the_approve_scope(workspace, person):
+    person("ann", "approver")
+
+    token = run("issue", "demo", "--user", "ann", "--scopes", "read,approve")[-1]
+
+    assert ApiToken.objects.get(hint=token[:8]).scopes == ["read", "approve"]
+
+
+def test_it_changes_a_live_tokens_scopes_audited(workspace, token):
+    said = run("scopes", "demo", token[:8], "events,read,operate")
+    again = run("scopes", "demo", token[:8], "operate,read,events")
+
+    assert said == [f"{token[:8]} (initial) of demo now has the scopes events, read, operate."]
+    assert again == [f"{token[:8]} (initial) of demo already had the scopes events, read, operate."]
+    changed = AuditEvent.objects.get(kind="token_scopes_changed")
+    assert (changed.actor, changed.message) == (
+        "cli",
+        f"initial {token[:8]}: events, claims, read -> events, read, operate",
+    )
+
+
+def test_it_refuses_approve_on_a_machines_token_and_changes_nothing(workspace, token):
+    with pytest.raises(CommandError, match="only people approve"):
+        run("scopes", "demo", token[:8], "read,approve")
+
+    assert ApiToken.objects.get().scopes == ["events", "claims", "read"]
+    assert not AuditEvent.objects.filter(kind="token_scopes_changed").exists()

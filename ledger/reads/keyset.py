@@ -1,4 +1,4 @@
-"""Keyset pagination for the console's long lists (the queue, the audit trail).
+"""Keyset pagination for long lists (the console's queue and audit trail, the API's operations).
 
 A list is shown by (a time column, id), newest first unless ``ascending``. A page is found from
 the position of its neighbour's edge, carried in the "Older"/"Newer" links as a cursor
