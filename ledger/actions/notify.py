@@ -2,7 +2,7 @@
 changed, as a Standard Webhooks sender does (docs/integrations.md, Notifications).
 
 Nobody submits it: ``ledger.core.announcements`` reserves one operation per (subscription, change,
-event), in the transaction of the change it announces, and the engine performs it as any external
+event, operation), in the transaction of the change it announces, and the engine performs it as any external
 action, with retries, backoff, the breaker and the audit trail. Its key is the ``webhook-id``, so a
 receiver that deduplicates by webhook-id (as Standard Webhooks asks) takes a repeat of one
 notification once; a try whose answer was lost is repeated under that id (the receiver "honours the
@@ -33,6 +33,8 @@ class NotificationData(BaseModel):
     subscription_name: str
     change: int = Field(ge=1, description="The audit event of the change announced.")
     event: str
+    # A resumed pause is one change of every operation it held: the operation tells them apart.
+    operation: int = Field(ge=1, description="The id of the operation announced.")
     about: str = Field(description="The key of the operation announced.")
     url: str
     secret_env: str
@@ -43,9 +45,14 @@ class NotificationData(BaseModel):
 class NotifySubscriber(ActionDefinition):
     name = NAME
     schema: ClassVar[type[BaseModel]] = NotificationData
-    identity_fields = ("subscription", "change", "event")
-    normalisers = {"subscription": keys.whole_number, "change": keys.whole_number, "event": keys.identifier}
-    fingerprint_fields = ("subscription", "change", "event")
+    identity_fields = ("subscription", "change", "event", "operation")
+    normalisers = {
+        "subscription": keys.whole_number,
+        "change": keys.whole_number,
+        "event": keys.identifier,
+        "operation": keys.whole_number,
+    }
+    fingerprint_fields = ("subscription", "change", "event", "operation")
     summary = "{event} of {about} to {subscription_name}"
     submittable = False
     external = True

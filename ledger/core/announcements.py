@@ -14,10 +14,14 @@ change never yields two notifications: the key is per subscription, change and e
 | to pending_approval (arrived, or replayed, consequential)       | operation.awaiting_approval  |
 | to succeeded                                                    | operation.succeeded          |
 | a delivery that reused a key with another payload (intake)      | operation.conflict           |
+| a pause released: each caller operation it held that is due now | operation.due                |
 
 ``operation.due`` is sent once the operation may be claimed: a retry put off is announced at its
 next try's time. An operation reserved by its caller's own claim (``quiet_due``) is not announced
-as due: the claimer is taking it. Notification operations are never announced themselves.
+as due: the claimer is taking it. An operation that becomes due while a pause holds it is announced
+all the same (its claim is answered 423 held), and again when the pause is released
+(``announce_released``): the resume is a change of its own. Notification operations are never
+announced themselves.
 
 The changes come from the three places operations change: ``ledger.core.transitions`` (every move
 made in Python), intake's reservation (``ledger.intake.reservation``: arrivals, holds, conflicts)
@@ -41,7 +45,7 @@ from django.utils import timezone
 from ledger import keys
 from ledger.actions import registry
 from ledger.actions.notify import NAME as NOTIFY
-from ledger.core import audit_chain, nudges
+from ledger.core import audit_chain, nudges, selectors
 from ledger.models import AuditEvent, Operation, Subscription
 from ledger.states import CLAIMABLE_STATES, State
 
@@ -154,6 +158,24 @@ def of_rows(operations: dict[int, Operation], rows: Iterable[dict]) -> list[Chan
     ]
 
 
+def announce_released(scope, resumed: AuditEvent) -> list[Operation]:
+    """Announce ``operation.due`` for the caller operations in ``scope`` (the released switch's
+    operations, a Q) that may be claimed now, the ``resumed`` audit event their change: without it,
+    work a pause held would wait in silence for a caller that was told it is held. Runs in the
+    resume's transaction, after the switch is saved, so a switch still pulled over them keeps them."""
+    listening = listening_workspaces()
+    if not listening:
+        return []
+    held = selectors.due_caller_operations().filter(scope, workspace_id__in=listening).order_by("id")
+    return announce([Change(operation, resumed.pk, resumed.kind, operation.state) for operation in held])
+
+
+def listening_workspaces() -> list[int]:
+    """The workspaces with an active subscription (as cached: ``listeners``)."""
+    listeners(0)  # reads them again when the cache is old
+    return sorted(_cache["by_workspace"])
+
+
 def may_announce(workspace_id: int) -> bool:
     """Whether any change of the workspace could be announced now (it has an active subscription)."""
     return bool(listeners(workspace_id))
@@ -202,7 +224,7 @@ def announce(changes: list[Change], *, now: datetime | None = None) -> list[Oper
 
 def _notification(action, listener: Listener, change: Change, event: str, now: datetime) -> Operation:
     operation = change.operation
-    identity = {"subscription": listener.id, "change": change.change, "event": event}
+    identity = {"subscription": listener.id, "change": change.change, "event": event, "operation": operation.pk}
     payload = {
         **identity,
         "subscription_name": listener.name,

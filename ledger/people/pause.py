@@ -6,8 +6,8 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from ledger.core import held_time, nudges
-from ledger.core.selectors import due_operations
+from ledger.core import announcements, held_time, nudges
+from ledger.core.selectors import due_operations, scope_filter
 from ledger.core.transitions import record_audit_event
 from ledger.models import Control, Workspace
 from ledger.timed import duration_text
@@ -50,13 +50,14 @@ def set_paused(
         control.reason = reason
         control.changed_by = actor
         control.save()
-        record_audit_event(
+        event = record_audit_event(
             actor=actor,
             kind="paused" if paused else "resumed",
             workspace=workspace,
             message=control.scope_label + held + (f": {reason}" if reason else ""),
         )
         if not paused:
+            announcements.announce_released(scope_filter(control.workspace_id, control.action), event)
             transaction.on_commit(_drain_due_backlog)
     return control
 

@@ -12,6 +12,7 @@ from ledger.core import announcements
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import Attempt, AuditEvent, Operation
+from ledger.people.pause import set_paused
 from ledger.people.replays import replay_operation
 from reconciliation.reconcile import reconcile_operation
 from tests.conftest import external_event
@@ -233,3 +234,47 @@ def test_a_caller_operation_a_person_replays_is_announced_due_after_needing_revi
     replay_operation(operation, user=reviewer, reason="VAT id fixed at the vendor")
 
     assert events_of(operation) == ["operation.needs_review", "operation.due"]
+
+
+def test_a_released_pause_announces_the_caller_work_it_held_due_again(workspace, receiver):
+    subscribe(workspace, receiver.url)
+    set_paused(paused=True, reason="vendor down", workspace=workspace, action="send-invoice", actor="alice")
+    operation = submit_event(workspace=workspace, raw=invoice(), source="api").operation
+    [told_while_held] = notifications(payload__about=operation.key)
+
+    set_paused(paused=False, workspace=workspace, action="send-invoice", actor="alice")
+
+    resumed = AuditEvent.objects.get(kind="resumed")
+    [arrived, released] = notifications(payload__about=operation.key)
+    assert arrived == told_while_held
+    assert (released.payload["event"], released.payload["change"]) == ("operation.due", resumed.pk)
+    assert released.payload["body"]["data"]["state"] == "pending"
+
+
+def test_a_release_announces_nothing_another_pause_still_holds_or_outside_its_scope(workspace, receiver):
+    subscribe(workspace, receiver.url)
+    set_paused(paused=True, reason="incident", actor="alice")
+    set_paused(paused=True, reason="vendor down", workspace=workspace, action="send-invoice", actor="alice")
+    submit_event(workspace=workspace, raw=invoice(), source="api")
+    told = len(notifications())
+
+    set_paused(paused=False, workspace=workspace, action="send-invoice", actor="alice")
+    assert len(notifications()) == told  # the global pause still holds it
+
+    set_paused(paused=False, actor="alice")
+    assert len(notifications()) == told + 1
+
+
+def test_one_release_announces_each_operation_it_held_once(workspace, receiver):
+    subscribe(workspace, receiver.url)
+    set_paused(paused=True, reason="vendor down", workspace=workspace, actor="alice")
+    held = [
+        submit_event(workspace=workspace, raw=invoice(f"run-{n}", request_id=f"INV-{n}"), source="api").operation
+        for n in range(3)
+    ]
+
+    set_paused(paused=False, workspace=workspace, actor="alice")
+
+    resumed = AuditEvent.objects.get(kind="resumed")
+    released = notifications(payload__change=resumed.pk)
+    assert sorted(n.payload["about"] for n in released) == sorted(operation.key for operation in held)
