@@ -100,8 +100,12 @@ class Overdue:
 
 def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> Answer:
     """Reserve the event ``raw`` (an envelope, plus ``lease_seconds``) and claim its operation for
-    the caller ``submitted_by``, or say why it may not act."""
+    the caller ``submitted_by``, or say why it may not act. ``raw`` may instead name an operation
+    already recorded by its ``key`` (and ``lease_seconds``): due work a flow was told of or listed
+    (``GET /api/v1/claims/due``), whose data it never saw."""
     sender = {"source": Delivery.Source.API, "submitted_by": submitted_by, "person": person}
+    if isinstance(raw, dict) and "key" in raw and "action" not in raw:
+        return claim_recorded(workspace=workspace, raw=raw, **sender)
     raw = dict(raw) if isinstance(raw, dict) else raw
     lease_seconds = raw.pop("lease_seconds", None) if isinstance(raw, dict) else None
     action = registry.get(raw.get("action")) if isinstance(raw, dict) and isinstance(raw.get("action"), str) else None
@@ -126,6 +130,46 @@ def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> 
         return Answer(IN_PROGRESS, reserved.operation, "the action's configuration changed: claim again", retry_after=1)
     lease = timedelta(seconds=lease_seconds) if lease_seconds is not None else action.claim_lease
     return _take(reserved.operation, action, lease=lease, actor=submitted_by)
+
+
+def claim_recorded(*, workspace: Workspace, raw: dict, **sender) -> Answer:
+    """Claim the recorded operation ``raw["key"]`` names, with ``raw["lease_seconds"]`` if given.
+    Nothing is reserved: a key no operation of the workspace has is answered not found."""
+    operation = action = None
+    problem = _by_key_problem(raw)
+    if problem is None:
+        operation = Operation.objects.filter(workspace=workspace, key=raw["key"]).first()
+        if operation is None:
+            return no_such_operation()
+        action = registry.get(operation.action)
+        problem = _callers_action(operation.action, action) or lease_problem(raw.get("lease_seconds"))
+    if problem is not None or operation is None or action is None:
+        field, message = problem or ("key", "names no operation")
+        refused = submit.record_blocked_delivery(
+            workspace=workspace,
+            reason="invalid_input",
+            errors=[{"field": field, "message": message}],
+            http_status=422,
+            **sender,
+        )
+        return Answer(BLOCKED, intake=refused)
+    lease_seconds = raw.get("lease_seconds")
+    lease = timedelta(seconds=lease_seconds) if lease_seconds is not None else action.claim_lease
+    return _take(operation, action, lease=lease, actor=sender["submitted_by"])
+
+
+def _by_key_problem(raw: dict) -> tuple[str, str] | None:
+    if unknown := sorted(set(raw) - {"key", "lease_seconds"}):
+        return unknown[0], "is not a field of a claim by key (key, lease_seconds)"
+    if not isinstance(raw["key"], str) or not raw["key"]:
+        return "key", "must be an operation's key (text)"
+    return None
+
+
+def _callers_action(name: str, action: ActionDefinition | None) -> tuple[str, str] | None:
+    if action is not None and action.performed_by_caller:
+        return None
+    return "key", f"the operation is of {name}, which is not an action its caller performs"
 
 
 def lease_problem(value: Any) -> tuple[str, str] | None:

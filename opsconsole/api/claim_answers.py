@@ -44,6 +44,10 @@ class Claimed(Answer):
     attempt: int = Field(description="The try this claim begins (1 for the first).")
     lease_expires_at: Timestamp
     idempotency_key: str
+    data: dict = Field(
+        description="The operation's data, in full (you perform it, so you send what it says; a claim "
+        "by key is how you learn it)."
+    )
     operation: OperationAnswer
 
 
@@ -169,6 +173,7 @@ def _body(answer: claims.Answer, *, reveal: bool) -> tuple[Answer, int]:
             attempt=attempt.number,
             lease_expires_at=_given(operation.lease_expires_at, "lease"),
             idempotency_key=attempt.idempotency_key,
+            data=operation.payload or {},
             operation=shown,
         ), 201
     if status == claims.DONE:

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, ValidationError
 from ninja.openapi.schema import REF_TEMPLATE
-from pydantic import Field, TypeAdapter, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from ledger.actions import registry
 from ledger.callers import claims, reports
@@ -92,8 +92,25 @@ def _claim_schema() -> dict:
     return schema
 
 
+class ClaimByKey(BaseModel):
+    """A claim of an operation already recorded, by its key: due work you were told of
+    (`operation.due`) or listed (`GET /claims/due`). The answer's `data` says what to send."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(min_length=1, description="The operation's key, as the notification or the due list gave it.")
+    lease_seconds: int | None = ClaimEnvelope.model_fields["lease_seconds"]
+
+
+def _claims_schema() -> tuple[dict, dict]:
+    """A claim: an event of an action its caller performs, or a recorded operation's key."""
+    of_an_event, components = _event_schema(claims=True)
+    components["ClaimByKey"] = ClaimByKey.model_json_schema(ref_template=REF_TEMPLATE)
+    return {"anyOf": [of_an_event, {"$ref": REF_TEMPLATE.format(model="ClaimByKey")}]}, components
+
+
 EVENT_SCHEMA, EVENT_COMPONENTS = _event_schema()
-CLAIM_SCHEMA, CLAIM_COMPONENTS = _event_schema(claims=True)
+CLAIM_SCHEMA, CLAIM_COMPONENTS = _claims_schema()
 
 
 def _json_body(schema: dict) -> dict:

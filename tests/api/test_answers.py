@@ -286,6 +286,17 @@ def due_with_a_bad_limit(send: Sender, action=None):
     return send.get("/api/v1/claims/due?limit=0")
 
 
+def due_without_claims_scope(send: Sender, action=None):
+    reader = accounts.issue_token(workspace=Workspace.objects.get(slug="demo"), name="r", actor="t", scopes=["read"])
+    return Sender(send.client, reader).get("/api/v1/claims/due")
+
+
+def claimed_by_key(send: Sender, action=None):
+    send.post("/api/v1/events", {"action": "send-invoice", "data": INVOICE})
+    [due] = due_listed(send).json()["operations"]
+    return send.post("/api/v1/claims", {"key": due["key"]})
+
+
 def due_without_token(send: Sender, action=None):
     return send.get("/api/v1/claims/due", authorized=False)
 
@@ -373,6 +384,7 @@ def outcome_invalid(send: Sender):
 # The demo's send-invoice, declared in its integrations file, is configured first.
 for _claims_case in (
     due_work,
+    claimed_by_key,
     claimed,
     claim_done,
     claim_in_progress,
@@ -570,6 +582,7 @@ CASES = [
     Case(OPERATION, 401, operation_without_token),
     Case(OPERATION, 503, unreachable(read_the_operation), transactional=True),
     Case(CLAIMS, 201, claimed),
+    Case(CLAIMS, 201, claimed_by_key),
     Case(CLAIMS, 200, claim_done),
     Case(CLAIMS, 409, claim_in_progress),
     Case(CLAIMS, 409, claim_needing_review),
@@ -594,6 +607,7 @@ CASES = [
     Case(DUE, 200, due_work),
     Case(DUE, 422, due_with_a_bad_limit),
     Case(DUE, 401, due_without_token),
+    Case(DUE, 403, due_without_claims_scope),
     Case(DUE, 503, unreachable(due_listed), transactional=True),
     Case(HOOKS, 201, hook_taken),
     Case(HOOKS, 200, hook_duplicate),

@@ -11,6 +11,7 @@ from ledger.intake.submit import submit_event
 from ledger.models import Attempt, Operation
 from ledger.people.pause import set_paused
 from reconciliation.reconcile import reconcile_operation
+from tests.conftest import external_event
 
 pytestmark = [pytest.mark.usefixtures("send_invoice_action")]  # the demo's caller action, from its file
 
@@ -134,5 +135,73 @@ def test_it_needs_a_token(client, db):
 def test_the_document_publishes_every_answer(client, db):
     route = client.get("/api/v1/openapi.json").json()["paths"]["/api/v1/claims/due"]["get"]
 
-    assert set(route["responses"]) == {"200", "401", "422", "503"}
+    assert set(route["responses"]) == {"200", "401", "403", "422", "503"}
     assert {parameter["name"] for parameter in route["parameters"]} == {"action", "limit", "cursor"}
+
+
+# --- claiming what is due by its key -----------------------------------------------------------------
+
+
+def test_due_work_is_claimed_by_its_key_and_the_claim_says_what_to_send(api, workspace):
+    """A flow told of due work it never saw (an event from a webhook source, say) claims it by key."""
+    listed = submitted(workspace, "INV-1")
+    [item] = due(api)["operations"]
+
+    response = api.post("/api/v1/claims", {"key": item["key"], "lease_seconds": 30})
+
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert (body["status"], body["key"], body["attempt"]) == ("claimed", listed.key, 1)
+    assert body["data"] == INVOICE | {"request_id": "INV-1"}
+    assert body["idempotency_key"] == listed.key
+    assert due(api)["operations"] == []
+
+
+def test_a_claim_by_key_answers_as_any_claim_of_that_operation(api, workspace):
+    listed = submitted(workspace, "INV-1")
+    api.post("/api/v1/claims", {"key": listed.key})
+
+    again = api.post("/api/v1/claims", {"key": listed.key})
+
+    assert again.status_code == 409
+    assert again.json()["status"] == "in_progress"
+
+
+def test_a_claim_by_a_key_of_no_operation_of_the_workspace_is_not_found_and_reserves_nothing(api, workspace):
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    elsewhere = submitted(other, "INV-1")
+
+    for key in ("demo:nothing:v1:send-invoice", elsewhere.key):
+        response = api.post("/api/v1/claims", {"key": key})
+        assert response.status_code == 404
+    assert Operation.objects.filter(workspace=workspace).count() == 0
+    assert Operation.objects.get(pk=elsewhere.pk).state == "pending"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"key": 7}, "key"),
+        ({"key": ""}, "key"),
+        ({"key": "k", "lease_seconds": 1}, "lease_seconds"),
+        ({"key": "k", "data": {}}, "data"),
+    ],
+)
+def test_a_bad_claim_by_key_is_refused_naming_the_field(api, workspace, body, field):
+    if body["key"] == "k":
+        body["key"] = submitted(workspace, "INV-1").key
+
+    response = api.post("/api/v1/claims", body)
+
+    assert response.status_code == 422, response.content
+    assert [error["field"] for error in response.json()["errors"]] == [field]
+
+
+def test_a_workers_operation_is_not_claimed_by_its_key(api, workspace, standin):
+    operation = submit_event(workspace=workspace, raw=external_event(), source="api").operation
+
+    response = api.post("/api/v1/claims", {"key": operation.key})
+
+    assert response.status_code == 422
+    assert "not an action its caller performs" in response.json()["errors"][0]["message"]
+    assert Operation.objects.get(pk=operation.pk).state == "pending"
