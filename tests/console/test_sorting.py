@@ -273,7 +273,7 @@ def test_the_counts_stop_at_the_bound(client, login, make_operation, monkeypatch
     assert counts["unknown"] == "1"
 
 
-def test_the_counts_are_one_query(client, login, make_operation, workspace):
+def test_the_counts_are_one_query(client, login, make_operation, workspace, send_invoice_action):
     make_operation("needs_review")
     pause.set_paused(paused=True, reason="incident", workspace=workspace, actor="alice")
     login("viewer")
@@ -290,7 +290,7 @@ def test_the_counts_are_one_query(client, login, make_operation, workspace):
     assert counting[0].count("COUNT(*)") == len(ATTENTION_STATES) + 2  # and due, and held
 
 
-def test_nothing_paused_counts_no_held_work_without_asking(client, login, make_operation):
+def test_nothing_paused_counts_no_held_work_without_asking(client, login, make_operation, send_invoice_action):
     make_operation("needs_review")
     login("viewer")
 
@@ -303,7 +303,9 @@ def test_nothing_paused_counts_no_held_work_without_asking(client, login, make_o
         for q in queries.captured_queries
         if "bounded_" in q["sql"] or "COUNT(" in q["sql"] and "ledger_conflict" not in q["sql"]
     ]
-    assert counting[0].count("COUNT(*)") == len(ATTENTION_STATES) + 1  # and due for their callers
+    assert (
+        counting[0].count("COUNT(*)") == len(ATTENTION_STATES) + 1
+    )  # and due for their callers (the demo's send-invoice is theirs)
 
 
 def test_the_counts_see_only_the_persons_workspaces(client, login, make_operation):

@@ -122,8 +122,10 @@ def test_an_expired_claim_the_vendor_never_saw_is_announced_due_once_and_listed_
         assert "C-7" not in json.dumps(due[0])  # the summary, never the payload
         assert api.get("/api/v1/claims/due").json()["operations"][0]["key"] == key, "still due"
 
-        again = api.post("/api/v1/claims", json=claim)
+        # As a flow told of it claims: by the key the notification gave, learning the data to send.
+        again = api.post("/api/v1/claims", json={"key": due[0]["data"]["key"], "lease_seconds": LEASE_SECONDS})
         assert (again.status_code, again.json()["attempt"]) == (201, 2)
+        assert again.json()["data"] == invoice("R-due")
         assert api.get("/api/v1/claims/due").json()["operations"] == []
     assert standin.records() == []
 
