@@ -111,15 +111,7 @@ def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> 
     action = registry.get(raw.get("action")) if isinstance(raw, dict) and isinstance(raw.get("action"), str) else None
     problem = _workers_action(action) or (lease_problem(lease_seconds) if action is not None else None)
     if problem is not None:
-        field, message = problem
-        refused = submit.record_blocked_delivery(
-            workspace=workspace,
-            reason="invalid_input",
-            errors=[{"field": field, "message": message}],
-            http_status=422,
-            **sender,
-        )
-        return Answer(BLOCKED, intake=refused)
+        return _refused(problem, workspace=workspace, sender=sender)
     with announcements.quiet_due():  # the claimer is taking it: not announced as due to anyone
         reserved = submit.submit_event(workspace=workspace, raw=raw, **sender)
     if reserved.blocked:
@@ -144,18 +136,23 @@ def claim_recorded(*, workspace: Workspace, raw: dict, **sender) -> Answer:
         action = registry.get(operation.action)
         problem = _callers_action(operation.action, action) or lease_problem(raw.get("lease_seconds"))
     if problem is not None or operation is None or action is None:
-        field, message = problem or ("key", "names no operation")
-        refused = submit.record_blocked_delivery(
-            workspace=workspace,
-            reason="invalid_input",
-            errors=[{"field": field, "message": message}],
-            http_status=422,
-            **sender,
-        )
-        return Answer(BLOCKED, intake=refused)
+        return _refused(problem or ("key", "names no operation"), workspace=workspace, sender=sender)
     lease_seconds = raw.get("lease_seconds")
     lease = timedelta(seconds=lease_seconds) if lease_seconds is not None else action.claim_lease
     return _take(operation, action, lease=lease, actor=sender["submitted_by"])
+
+
+def _refused(problem: tuple[str, str], *, workspace: Workspace, sender: dict) -> Answer:
+    """A claim refused before anything is claimed: recorded as intake records a refused delivery."""
+    field, message = problem
+    refused = submit.record_blocked_delivery(
+        workspace=workspace,
+        reason="invalid_input",
+        errors=[{"field": field, "message": message}],
+        http_status=422,
+        **sender,
+    )
+    return Answer(BLOCKED, intake=refused)
 
 
 def _by_key_problem(raw: dict) -> tuple[str, str] | None:
