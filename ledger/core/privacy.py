@@ -191,6 +191,23 @@ def secrets_masked(text: str, actions: Iterable) -> str:
     return vendor_text.masked(text, vendor_text.hidden((), [s for action in actions for s in action.secret_values()]))
 
 
+def refusals_masked(messages: list[str], action_name: str, data: dict) -> list[str]:
+    """``messages`` (why an event carrying ``data`` for the action was refused) with the action's
+    sensitive values in ``data`` masked where they are quoted: a schema's checker quotes the value it
+    refuses (``'C-1001…' is too long``), and a refusal is kept on its delivery, shown to everyone in
+    the workspace, as well as answered to the sender."""
+    sensitive = sensitive_fields(action_name)
+    values = [
+        text
+        for name, value in data.items()
+        if sensitive is None or name in sensitive
+        for text in _leaf_texts(value)
+        if len(text) >= SHORTEST_MASKED_TEXT
+    ]
+    hidden = vendor_text.hidden(values, ())
+    return [vendor_text.masked(message, hidden) for message in messages]
+
+
 def _hidden(operation: Operation, action) -> vendor_text.Hidden | None:
     sensitive = sensitive_fields(operation.action)
     payload = operation.payload if isinstance(operation.payload, dict) else {}
