@@ -16,7 +16,8 @@ from django.conf import settings
 from ledger.actions import egress, registry, summaries
 from ledger.core.retry import schedule
 from ledger.core.transitions import save_audited
-from ledger.integrations import configured, schema_patterns, secret_names, templates
+from ledger.actions import secret_names
+from ledger.integrations import configured, schema_patterns, templates
 from ledger.integrations.destination_config import DestinationConfig
 from ledger.integrations.http_action import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction
 from ledger.models import Destination, HttpAction, OnConflict, Ordering

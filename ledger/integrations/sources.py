@@ -20,7 +20,8 @@ from ledger.actions import expressions, registry
 from ledger.core.transitions import save_audited
 from ledger.intake import decoding, refusals, submit
 from ledger.intake.submit import IntakeResult
-from ledger.integrations import secret_names, signatures
+from ledger.actions import secret_names
+from ledger.integrations import signatures
 from ledger.integrations.saving import ENV_NAME, SLUG
 from ledger.models import Delivery, Source
 

@@ -9,7 +9,8 @@ import re
 from ledger.actions import egress
 from ledger.core import announcements
 from ledger.core.transitions import save_audited
-from ledger.integrations import secret_names, signatures
+from ledger.actions import secret_names
+from ledger.integrations import signatures
 from ledger.models import SourceScheme, Subscription
 from ledger.models.subscriptions import EVENTS
 
