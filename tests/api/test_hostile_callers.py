@@ -1,0 +1,192 @@
+"""The management API from the positions of an attacker and of an unlucky user: a token of another
+workspace, a person demoted or removed after their token was issued, a revoked token, and hostile
+input (odd keys, ids and cursors, text the database cannot hold). Each is refused with its
+documented status, never a server error, and leaves nothing written."""
+
+import pytest
+
+from ledger.core import accounts
+from ledger.models import ApiToken, AuditEvent, Conflict, Control, Membership, Operation
+from tests.api.conftest import Caller
+from tests.api.test_decisions import REFUND, conflict_of, refused, send_refund
+
+EVERY_SCOPE = ["events", "claims", "read", "operate", "approve"]
+
+
+@pytest.fixture
+def machine(caller):
+    return caller()
+
+
+def written() -> tuple[int, int, int]:
+    return AuditEvent.objects.count(), Operation.objects.count(), Control.objects.count()
+
+
+# --- another workspace ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def outsiders(client, person):
+    """An admin's token of workspace `other` with every scope, and a machine's of it."""
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    boss = person("other-admin", "admin", workspaces=("other",))
+    as_admin = accounts.issue_token(workspace=other, name="x", actor="test", user=boss, scopes=EVERY_SCOPE)
+    as_machine = accounts.issue_token(workspace=other, name="y", actor="test", scopes=EVERY_SCOPE[:4])
+    return [Caller(client, as_admin), Caller(client, as_machine)]
+
+
+DECISIONS = [
+    ("approve", "fingerprint"),
+    ("reject", "fingerprint"),
+    ("replay", {"reason": "x"}),
+    ("resolve", {"external_id": "rec_1", "note": "seen"}),
+    ("cancel", {"reason": "x"}),
+    ("take", {}),
+    ("release", None),
+]
+
+
+def test_nothing_of_another_workspace_is_read_or_acted_on_by_its_key_or_id(machine, outsiders):
+    refund = send_refund(machine)
+    conflict = conflict_of(machine)
+    pause = machine.post("/api/v1/pauses", {"scope": "workspace", "reason": "incident"}).json()["pauses"][0]["id"]
+    before = written()
+
+    for outsider in outsiders:
+        assert outsider.get(f"/api/v1/operations/{refund.key}").status_code == 404
+        for verb, body in DECISIONS:
+            if body == "fingerprint":
+                body = {"fingerprint": refund.fingerprint, "reason": "x"}
+            answer = outsider.post(f"/api/v1/operations/{refund.key}/{verb}", body)
+            # A machine's token is refused approving and taking before anything is looked up.
+            assert answer.status_code in (403, 404), (verb, answer.content)
+            if answer.status_code == 403:
+                assert answer.json()["reason"] in ("missing_scope", "person_only")
+        for verb in ("apply", "dismiss"):
+            assert outsider.post(f"/api/v1/conflicts/{conflict}/{verb}", {"reason": "x"}).status_code == 404
+        assert outsider.delete(f"/api/v1/pauses/{pause}").status_code == 404
+        assert outsider.get("/api/v1/pauses").json()["pauses"] == []
+        assert outsider.get("/api/v1/operations", state="any").json()["operations"] == []
+        assert outsider.get("/api/v1/claims/due").json()["operations"] == []
+
+    assert written() == before
+    assert Conflict.objects.get(pk=conflict).status == "open"
+    assert Operation.objects.get(pk=refund.pk).state == "pending_approval"
+
+
+# --- the person behind a token changes -------------------------------------------------------------
+
+
+def test_a_demotion_counts_from_the_next_request_in_what_is_shown_and_what_is_allowed(caller, person, machine):
+    ann = person("ann", "approver")
+    as_ann = caller("ann")
+    refund = send_refund(machine)
+    assert as_ann.get(f"/api/v1/operations/{refund.key}").json()["payload"] == REFUND
+
+    Membership.objects.filter(user=ann).update(role="viewer")
+
+    assert as_ann.get(f"/api/v1/operations/{refund.key}").json()["payload"]["customer_id"] == "••••"
+    assert as_ann.get("/api/v1/operations", state="any").json()["operations"][0]["payload"]["amount_cents"] == "••••"
+    before = written()
+    refused(as_ann.post(f"/api/v1/operations/{refund.key}/approve", {"fingerprint": refund.fingerprint}), 403, "role")
+    refused(as_ann.post("/api/v1/pauses", {"scope": "workspace", "reason": "x"}), 403, "role")
+    assert written() == before
+
+
+def test_a_person_removed_from_the_workspace_or_deactivated_is_unauthorized(caller, person, machine):
+    ann, bob = person("ann", "admin"), person("bob", "admin")
+    as_ann, as_bob = caller("ann"), caller("bob")
+    refund = send_refund(machine)
+
+    Membership.objects.filter(user=ann).delete()  # by code that revoked nothing
+    bob.is_active = False
+    bob.save(update_fields=["is_active"])
+
+    for removed in (as_ann, as_bob):
+        assert removed.get(f"/api/v1/operations/{refund.key}").status_code == 401
+        approving = removed.post(f"/api/v1/operations/{refund.key}/approve", {"fingerprint": refund.fingerprint})
+        assert approving.status_code == 401
+    assert Operation.objects.get(pk=refund.pk).state == "pending_approval"
+
+
+def test_a_revoked_token_is_unauthorized_on_every_management_route(caller, person, machine, workspace):
+    person("ann", "admin")
+    as_ann = caller("ann")
+    refund = send_refund(machine)
+    accounts.revoke_token(workspace=workspace, hint=ApiToken.objects.get(user__username="ann").hint, actor="test")
+    before = written()
+
+    assert as_ann.get(f"/api/v1/operations/{refund.key}").status_code == 401
+    assert as_ann.get("/api/v1/operations").status_code == 401
+    assert as_ann.get("/api/v1/pauses").status_code == 401
+    assert (
+        as_ann.post(f"/api/v1/operations/{refund.key}/approve", {"fingerprint": refund.fingerprint}).status_code == 401
+    )
+    assert as_ann.post("/api/v1/pauses", {"scope": "workspace", "reason": "x"}).status_code == 401
+    assert written() == before
+
+
+# --- hostile input --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"limit": 10**30},
+        {"cursor": "x" * 100},
+        {"cursor": "\x00"},
+        {"cursor": "9999-12-31T23:59:59.999999Z_999999999999999999999"},
+        {"cursor": "0001-01-01T00:00:00Z_-1"},
+        {"state": "any", "cursor": "99999999999999999999999"},
+        {"q": "%"},
+        {"q": "_"},
+        {"q": "\x00"},
+    ],
+)
+def test_the_list_answers_a_hostile_query_without_a_server_error(machine, query):
+    assert machine.get("/api/v1/operations", **query).status_code in (200, 422)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"limit": "²"},
+        {"limit": "1e2"},
+        {"cursor": "====="},
+        {"cursor": "\x00"},
+        # base64 of "2026-12-05T08:00:00+00:00|1234567890123456789": a position past any id
+        {"cursor": "MjAyNi0xMi0wNVQwODowMDowMCswMDowMHwxMjM0NTY3ODkwMTIzNDU2Nzg5"},
+        {"action": "\x00"},
+    ],
+)
+def test_the_due_list_answers_a_hostile_query_without_a_server_error(machine, query):
+    assert machine.get("/api/v1/claims/due", **query).status_code in (200, 422)
+
+
+@pytest.mark.parametrize("key", ["%00", "..", "a" * 5000, "%ED%A0%80", "demo:%C0%AF"])
+def test_a_key_no_operation_can_have_is_404(machine, key):
+    assert machine.get(f"/api/v1/operations/{key}").status_code == 404
+    assert machine.post(f"/api/v1/operations/{key}/cancel", {"reason": "x"}).status_code == 404
+
+
+@pytest.mark.parametrize("bad", ["x\\u0000y", "x\\ud800y"])
+def test_text_the_database_cannot_hold_is_refused_422_before_anything_is_written(caller, person, machine, bad):
+    person("boss", "admin")
+    boss = caller("boss")
+    refund = send_refund(machine)
+    conflict = conflict_of(machine)
+    before = written()
+    bodies = [
+        (f"/api/v1/operations/{refund.key}/approve", f'{{"fingerprint": "{refund.fingerprint}", "reason": "{bad}"}}'),
+        (f"/api/v1/operations/{refund.key}/reject", f'{{"fingerprint": "{refund.fingerprint}", "reason": "{bad}"}}'),
+        (f"/api/v1/operations/{refund.key}/approve", f'{{"fingerprint": "{bad}"}}'),
+        (f"/api/v1/operations/{refund.key}/cancel", f'{{"reason": "{bad}"}}'),
+        (f"/api/v1/operations/{refund.key}/resolve", f'{{"external_id": "{bad}", "note": "n"}}'),
+        (f"/api/v1/operations/{refund.key}/resolve", f'{{"external_id": "e", "note": "{bad}"}}'),
+        (f"/api/v1/conflicts/{conflict}/dismiss", f'{{"reason": "{bad}"}}'),
+        ("/api/v1/pauses", f'{{"scope": "workspace", "reason": "{bad}"}}'),
+        ("/api/v1/pauses", f'{{"scope": "action", "action": "{bad}", "reason": "r"}}'),
+    ]
+    for path, body in bodies:
+        assert boss.post(path, body).status_code == 422, (path, body)
+    assert written() == before
