@@ -190,3 +190,33 @@ def test_text_the_database_cannot_hold_is_refused_422_before_anything_is_written
     for path, body in bodies:
         assert boss.post(path, body).status_code == 422, (path, body)
     assert written() == before
+
+
+# --- searching as an oracle -----------------------------------------------------------------------
+
+
+def test_a_sensitive_request_id_cannot_be_guessed_a_letter_at_a_time_by_searching(caller, person, standin):
+    """``q`` matches part of a request id: where the request id is sensitive, a token that sees it
+    masked would learn it by searching its parts. Only the key (where it is a keyed hash) matches."""
+    from tests import configured as integrations
+
+    integrations.apply_send_invoice(standin.url, sensitive_fields=["request_id"], summary="invoice in {currency}")
+    machine = caller()
+    data = {
+        "request_id": "ann.secret@example.com",
+        "version": 1,
+        "customer_id": "C-1",
+        "amount_cents": 5,
+        "currency": "EUR",
+    }
+    assert machine.post("/api/v1/events", {"action": "send-invoice", "data": data}).status_code == 201
+    person("ann", "approver")
+    operation = Operation.objects.get(action="send-invoice")
+
+    def found(token, q):
+        return [item["key"] for item in token.get("/api/v1/operations", state="any", q=q).json()["operations"]]
+
+    assert "ann.secret" not in operation.key
+    assert found(machine, "ann.sec") == []
+    assert found(caller("ann"), "ann.sec") == []
+    assert found(machine, operation.key[:12]) == [operation.key]
