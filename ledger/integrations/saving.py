@@ -13,10 +13,9 @@ import httpx
 import jsonschema
 from django.conf import settings
 
-from ledger.actions import egress, registry, summaries
+from ledger.actions import egress, registry, secret_names, summaries
 from ledger.core.retry import schedule
 from ledger.core.transitions import save_audited
-from ledger.actions import secret_names
 from ledger.integrations import configured, schema_patterns, templates
 from ledger.integrations.destination_config import DestinationConfig
 from ledger.integrations.http_action import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction

@@ -6,10 +6,9 @@ refused whole; a saved one is audited in its workspace and read by this process'
 import os
 import re
 
-from ledger.actions import egress
+from ledger.actions import egress, secret_names
 from ledger.core import announcements
 from ledger.core.transitions import save_audited
-from ledger.actions import secret_names
 from ledger.integrations import signatures
 from ledger.models import SourceScheme, Subscription
 from ledger.models.subscriptions import EVENTS
