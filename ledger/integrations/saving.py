@@ -289,7 +289,7 @@ def _lookup_problems(action: HttpAction) -> list[str]:
     lookup = action.lookup
     if not isinstance(lookup, dict):
         return ["lookup: a mapping"]
-    known = ("repeat", "path", "found", "record_id", "absent_on_404")
+    known = ("repeat", "path", "found", "record_id", "reference", "absent_on_404")
     problems = [f"lookup.{name}: unknown" for name in lookup if name not in known]
     problems += [
         f"lookup.{name}: true or false"
@@ -304,7 +304,7 @@ def _lookup_problems(action: HttpAction) -> list[str]:
             problems.append("lookup.path: a path starting with /, e.g. /tickets?source_key={{ key }}")
         else:
             problems += templates.problems(lookup["path"], "lookup.path")
-    for name in ("found", "record_id"):
+    for name in ("found", "record_id", "reference"):
         if name in lookup:
             problems += [f"lookup.{name}: {problem}" for problem in templates.expression_problems(lookup[name])]
     return problems
