@@ -233,3 +233,24 @@ def test_a_caller_operation_a_person_replays_is_announced_due_after_needing_revi
     replay_operation(operation, user=reviewer, reason="VAT id fixed at the vendor")
 
     assert events_of(operation) == ["operation.needs_review", "operation.due"]
+
+
+def test_a_configured_actions_sensitive_values_reach_neither_the_body_nor_the_due_list(
+    api, workspace, receiver, standin
+):
+    """Declared in the file (not in Python): its summary leaves them out, in the notification and
+    in the list a polling flow reads."""
+    from tests import configured as integrations
+
+    integrations.apply_send_invoice(standin.url, sensitive_fields=["customer_id", "amount_cents"])
+    subscribe(workspace, receiver.url, events=["operation.due"])
+    submit_event(workspace=workspace, raw=invoice(customer_id="CUST-SECRET-77", amount_cents=123457), source="api")
+    process_due_operations()
+
+    [taken] = receiver.answered
+    assert verified(taken)["data"]["summary"] == "INV-7 v1 · invoice in EUR"
+    listed = api.get("/api/v1/claims/due").content
+    assert b"INV-7 v1" in listed
+    for blob in (taken.body, listed):
+        assert b"CUST-SECRET-77" not in blob
+        assert b"123457" not in blob
