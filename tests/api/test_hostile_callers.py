@@ -220,3 +220,39 @@ def test_a_sensitive_request_id_cannot_be_guessed_a_letter_at_a_time_by_searchin
     assert found(machine, "ann.sec") == []
     assert found(caller("ann"), "ann.sec") == []
     assert found(machine, operation.key[:12]) == [operation.key]
+
+
+# --- the fingerprint as an oracle -----------------------------------------------------------------
+
+
+def guessed_amount(shown: str, customer_id: str) -> int | None:
+    """What a reader shown the refund masked finds by hashing guesses against its fingerprint (an
+    unkeyed SHA-256 of the payload's fields), as anyone can: ``ledger.keys.fingerprint``."""
+    from ledger.keys import fingerprint
+
+    known = {"request_id": "R-7", "version": 1, "currency": "EUR", "customer_id": customer_id}
+    fields = ("request_id", "version", "customer_id", "amount_cents", "currency")
+    return next(
+        (cents for cents in range(10_000) if fingerprint(known | {"amount_cents": cents}, fields) == shown), None
+    )
+
+
+def test_the_fingerprint_does_not_give_away_a_masked_value_to_a_reader_who_sees_it_masked(caller, person, machine):
+    refund = send_refund(machine)
+    assert guessed_amount(refund.fingerprint, "C-1001") == 4500  # what the hash gives away
+    person("ann", "approver")
+    person("bob", "approver")
+    approving = caller("ann").post(f"/api/v1/operations/{refund.key}/approve", {"fingerprint": refund.fingerprint})
+    assert approving.status_code == 200, approving.content
+
+    listed = machine.get("/api/v1/operations", state="any").json()["operations"][0]
+    page = machine.get(f"/api/v1/operations/{refund.key}").json()
+
+    assert listed["payload"]["amount_cents"] == "••••"
+    for shown in (listed["fingerprint"], page["fingerprint"], page["decisions"][0]["fingerprint"]):
+        assert guessed_amount(shown, "C-1001") is None
+    assert all(refund.fingerprint not in event["message"] for event in page["audit"])
+    # Whoever sees the values (and decides on them) reads it whole.
+    as_bob = caller("bob").get(f"/api/v1/operations/{refund.key}").json()
+    assert as_bob["fingerprint"] == as_bob["decisions"][0]["fingerprint"] == refund.fingerprint
+    assert any(refund.fingerprint in event["message"] for event in as_bob["audit"])
