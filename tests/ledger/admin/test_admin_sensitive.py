@@ -111,9 +111,7 @@ def test_a_sensitive_request_id_is_not_searched_by_its_parts(client, staff, work
 @pytest.mark.parametrize(("role", "whole"), [("viewer", False), ("approver", True)])
 def test_a_decisions_fingerprint_is_shown_as_the_values_are(client, staff, refund, person, role, whole):
     from ledger.models import Approval, AuditEvent
-    from ledger.people import approvals
-
-    from ledger.people import conflict_decisions
+    from ledger.people import approvals, conflict_decisions
 
     conflict_decisions.dismiss_conflict(Conflict.objects.get(), user=person("ops", "operator"), reason="a retry")
     refund.refresh_from_db()
