@@ -5,7 +5,7 @@ from django.conf import settings
 from django.core import checks
 from django.db import connection
 
-from ledger.integrations import secret_names
+from ledger.actions import secret_names
 from ledger.models import Source
 
 

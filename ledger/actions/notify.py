@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 
 from ledger import keys
-from ledger.actions import http
+from ledger.actions import http, secret_names
 from ledger.actions.base import ActionDefinition, Limits, register
 from ledger.outcomes import Absent, PermanentError, Success
 
@@ -78,6 +78,10 @@ class NotifySubscriber(ActionDefinition):
 
     def perform(self, operation) -> Success:
         data = operation.payload
+        # Checked again at each send, as a source's secret is at each delivery: a workspace created
+        # since the subscription was saved may own the name (and its secret) now.
+        if problem := secret_names.name_problem(operation.workspace, data["secret_env"]):
+            raise PermanentError(f"{problem}: the notification is not signed with it (rename it: docs/integrations.md)")
         secret = os.environ.get(data["secret_env"], "")
         if not secret:
             raise PermanentError(f"{data['secret_env']} is not set: the notification cannot be signed")

@@ -4,7 +4,7 @@ apply`` (``ledger.integrations.sources``, ``ledger.integrations.saving``,
 ``ledger.integrations.subscriptions``). A form is refused on save with every problem, each saying where (a
 template or an expression that does not compile names its place). Secrets stay in the environment:
 the admin shows only whether the variable a row names is set, and for a source only a variable of
-its workspace (``ledger.integrations.secret_names``).
+its workspace (``ledger.actions.secret_names``).
 
 Sources and subscriptions belong to a workspace: its admins (the ``configure`` capability) edit them, as superusers
 do. Destinations and HTTP actions serve every workspace: superusers edit them; staff with a role

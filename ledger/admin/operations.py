@@ -18,6 +18,7 @@ from ledger.admin.lists import (
     reveals,
 )
 from ledger.core import privacy
+from ledger.intake.decoding import storable_text_problem
 from ledger.models import (
     Approval,
     Attempt,
@@ -33,6 +34,7 @@ from ledger.models import (
     ReviewDraft,
 )
 from ledger.people.may import what_may
+from ledger.reads import work_lists
 
 User = get_user_model()
 
@@ -90,11 +92,19 @@ class OperationAdmin(SensitiveAdmin):
     list_select_related = ["workspace"]
     ordering = ["-pk"]
     sortable_by = []
-    search_fields = ["^key", "payload__request_id"]
+    search_fields = ["^key"]  # and the request id, as the console searches it (get_search_results)
     search_help_text = "The start of the key (demo:R-42…), or any part of the request id."
     inlines = [AttemptInline]
-    exclude = ["payload", "result"]
-    readonly_fields = ["payload_shown", "result_shown", "decisions_shown"]
+    exclude = ["payload", "result", "fingerprint"]
+    readonly_fields = ["payload_shown", "result_shown", "fingerprint_shown", "decisions_shown"]
+
+    def get_search_results(self, request, queryset, search_term):
+        # The console's search (``work_lists.key_or_request_id``): a sensitive request id is not
+        # searched by its parts, which would give it away a letter at a time.
+        term = search_term.strip()
+        if not term or storable_text_problem(term):
+            return super().get_search_results(request, queryset, search_term)
+        return queryset.filter(work_lists.key_or_request_id(term)), False
 
     def get_object(self, request, object_id, from_field=None):
         operation = super().get_object(request, object_id, from_field)
@@ -131,6 +141,10 @@ class OperationAdmin(SensitiveAdmin):
     def result_shown(self, operation):
         return as_json(privacy.masked(operation.result, operation.action, reveal=reveals(operation)))
 
+    @admin.display(description="fingerprint")
+    def fingerprint_shown(self, operation):
+        return privacy.fingerprint_shown(operation.fingerprint, operation.action, reveal=reveals(operation))
+
 
 @admin.register(Delivery)
 class DeliveryAdmin(ReadOnlyAdmin):
@@ -166,8 +180,8 @@ class ConflictAdmin(SensitiveAdmin):
     sortable_by = []
     search_fields = KEY_SEARCH
     search_help_text = KEY_SEARCH_HELP
-    exclude = ["incoming_payload", "differences"]
-    readonly_fields = ["incoming_payload_shown", "differences_shown"]
+    exclude = ["incoming_payload", "differences", "incoming_fingerprint"]
+    readonly_fields = ["incoming_payload_shown", "differences_shown", "incoming_fingerprint_shown"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("operation")
@@ -178,6 +192,11 @@ class ConflictAdmin(SensitiveAdmin):
     @admin.display(description="incoming payload")
     def incoming_payload_shown(self, conflict):
         return as_json(privacy.masked(conflict.incoming_payload, conflict.operation.action, reveal=reveals(conflict)))
+
+    @admin.display(description="incoming fingerprint")
+    def incoming_fingerprint_shown(self, conflict):
+        action = conflict.operation.action
+        return privacy.fingerprint_shown(conflict.incoming_fingerprint, action, reveal=reveals(conflict))
 
     @admin.display(description="differences")
     def differences_shown(self, conflict):
@@ -195,6 +214,19 @@ class AuditEventAdmin(ReadOnlyAdmin):
     sortable_by = ["created_at"]
     search_fields = KEY_SEARCH
     search_help_text = KEY_SEARCH_HELP + " The console's audit page also filters by actor and dates."
+    exclude = ["message"]
+    readonly_fields = ["message_shown"]
+
+    def get_object(self, request, object_id, from_field=None):
+        event = super().get_object(request, object_id, from_field)
+        if event is not None:
+            event.viewer = request.user  # message_shown has no request of its own
+        return event
+
+    @admin.display(description="message")
+    def message_shown(self, event):
+        # A decision names the payload's fingerprint, which gives away what the person sees masked.
+        return privacy.audit_message_shown(event, getattr(event, "viewer", None))
 
 
 @admin.register(ReviewDraft)
@@ -220,7 +252,7 @@ class AttemptAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(ReadOnlyAdmin):
+class ApprovalAdmin(SensitiveAdmin):
     workspace_path = "operation__workspace"
     list_display = ["decided_at", "operation", "decision", "approver", "note"]
     list_filter = ["decision"]
@@ -229,6 +261,15 @@ class ApprovalAdmin(ReadOnlyAdmin):
     sortable_by = []
     search_fields = KEY_SEARCH
     search_help_text = KEY_SEARCH_HELP
+    exclude = ["fingerprint"]
+    readonly_fields = ["fingerprint_shown"]
+
+    def workspace_id_of(self, obj) -> int:
+        return obj.operation.workspace_id
+
+    @admin.display(description="fingerprint")
+    def fingerprint_shown(self, approval):
+        return privacy.fingerprint_shown(approval.fingerprint, approval.operation.action, reveal=reveals(approval))
 
 
 @admin.register(Contribution)

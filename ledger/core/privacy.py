@@ -16,6 +16,7 @@ What people write is shown as written: ``ledger.core.sensitive_notes`` refuses a
 sensitive value. Erasing one data subject's values is ``ledger.core.erasure``.
 """
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -73,6 +74,42 @@ def masked_differences(differences: list[dict], action_name: str, *, reveal: boo
         else d
         for d in differences
     ]
+
+
+def fingerprint_shown(fingerprint: str, action_name: str, *, reveal: bool) -> str:
+    """A payload's fingerprint as a reader sees it. It is an unkeyed SHA-256 of the action's
+    fingerprint fields (``ledger.keys.fingerprint``): where one of them is sensitive, whoever is
+    shown the values masked would find them by hashing guesses (an amount, a customer id), so to
+    them it reads ``MASK``. Whoever sees the values sees it: approvers, who decide on it."""
+    if reveal or not fingerprint:
+        return fingerprint
+    try:
+        action = get_action(action_name)
+    except UnknownAction:
+        return MASK
+    return MASK if set(action.fingerprint_fields) & set(action.sensitive_fields) else fingerprint
+
+
+def fingerprints_masked(text: str, action_name: str, *, reveal: bool) -> str:
+    """``text`` (an audit message of one of the action's operations: a decision names the payload
+    it was made on) with each fingerprint in it masked where ``fingerprint_shown`` masks them."""
+    if fingerprint_shown("0" * 64, action_name, reveal=reveal) == MASK:
+        return _FINGERPRINT.sub(MASK, text)
+    return text
+
+
+def audit_message_shown(event, user) -> str:
+    """An audit event's message as ``user`` reads it (``fingerprints_masked``, for its operation)."""
+    if event.operation_id is None:
+        return event.message
+    # An operation purged since: which of its fields were sensitive cannot be told, as for an
+    # action no longer defined.
+    action = event.operation.action if event.operation is not None else ""
+    return fingerprints_masked(event.message, action, reveal=may_view_sensitive(user, event.workspace_id))
+
+
+# A payload's fingerprint as a message names it: 64 hexadecimal digits (a key's hash is 32).
+_FINGERPRINT = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 
 
 def _mask(value):
@@ -189,6 +226,23 @@ def scrubbed_text(text: str, operation: Operation, action) -> str:
 def secrets_masked(text: str, actions: Iterable) -> str:
     """``text`` (what went wrong asking the destinations of ``actions``) with their secrets masked."""
     return vendor_text.masked(text, vendor_text.hidden((), [s for action in actions for s in action.secret_values()]))
+
+
+def refusals_masked(messages: list[str], action_name: str, data: dict) -> list[str]:
+    """``messages`` (why an event carrying ``data`` for the action was refused) with the action's
+    sensitive values in ``data`` masked where they are quoted: a schema's checker quotes the value it
+    refuses (``'C-1001…' is too long``), and a refusal is kept on its delivery, shown to everyone in
+    the workspace, as well as answered to the sender."""
+    sensitive = sensitive_fields(action_name)
+    values = [
+        text
+        for name, value in data.items()
+        if sensitive is None or name in sensitive
+        for text in _leaf_texts(value)
+        if len(text) >= SHORTEST_MASKED_TEXT
+    ]
+    hidden = vendor_text.hidden(values, ())
+    return [vendor_text.masked(message, hidden) for message in messages]
 
 
 def _hidden(operation: Operation, action) -> vendor_text.Hidden | None:

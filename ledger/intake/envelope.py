@@ -26,6 +26,7 @@ from pydantic import (
 
 from ledger.actions import ActionDefinition, FieldError, UnknownAction, get_action, registry
 from ledger.actions.base import field_errors
+from ledger.core import privacy
 from ledger.intake.decoding import unstorable_text_errors
 
 # A sender's clock may be off, but not by a decade; beyond that a time is refused, since a date
@@ -126,5 +127,9 @@ def parse(workspace, raw) -> tuple[Envelope, ActionDefinition, dict]:
             errors += unnormal or action.check(workspace, data)
     # Each part missing has its error (an envelope, action or payload refused says why).
     if errors or envelope is None or action is None or data is None:
+        if action is not None and isinstance(raw.get("data"), dict):
+            # Kept on the delivery, shown to the whole workspace: never a sensitive value quoted.
+            messages = privacy.refusals_masked([error.message for error in errors], action.name, raw["data"])
+            errors = [FieldError(error.field, message) for error, message in zip(errors, messages, strict=True)]
         raise InvalidEvent(errors)
     return envelope, action, data

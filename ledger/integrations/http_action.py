@@ -234,6 +234,14 @@ class ConfiguredHttpAction(ActionDefinition):
             records = [records]
         if not isinstance(records, list):
             return CannotTell("the lookup's answer holds no list of records where `found` points")
+        if "reference" in self.lookup_config:
+            # Only the records carrying our key: a vendor that ignores the search's filter answers
+            # with others', and one of them alone would be taken for ours.
+            records = [
+                record
+                for record in records
+                if expressions.as_text(templates.search(self.lookup_config["reference"], record)) == operation.key
+            ]
         if len(records) > 1:
             return CannotTell(f"{len(records)} records carry this key at the destination", final=True)
         if not records:

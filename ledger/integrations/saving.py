@@ -13,10 +13,10 @@ import httpx
 import jsonschema
 from django.conf import settings
 
-from ledger.actions import egress, registry, summaries
+from ledger.actions import egress, registry, secret_names, summaries
 from ledger.core.retry import schedule
 from ledger.core.transitions import save_audited
-from ledger.integrations import configured, schema_patterns, secret_names, templates
+from ledger.integrations import configured, schema_patterns, templates
 from ledger.integrations.destination_config import DestinationConfig
 from ledger.integrations.http_action import BODY_FORMATS, METHODS, NORMALISERS, OUTCOMES, ConfiguredHttpAction
 from ledger.models import Destination, HttpAction, OnConflict, Ordering
@@ -289,7 +289,7 @@ def _lookup_problems(action: HttpAction) -> list[str]:
     lookup = action.lookup
     if not isinstance(lookup, dict):
         return ["lookup: a mapping"]
-    known = ("repeat", "path", "found", "record_id", "absent_on_404")
+    known = ("repeat", "path", "found", "record_id", "reference", "absent_on_404")
     problems = [f"lookup.{name}: unknown" for name in lookup if name not in known]
     problems += [
         f"lookup.{name}: true or false"
@@ -304,7 +304,7 @@ def _lookup_problems(action: HttpAction) -> list[str]:
             problems.append("lookup.path: a path starting with /, e.g. /tickets?source_key={{ key }}")
         else:
             problems += templates.problems(lookup["path"], "lookup.path")
-    for name in ("found", "record_id"):
+    for name in ("found", "record_id", "reference"):
         if name in lookup:
             problems += [f"lookup.{name}: {problem}" for problem in templates.expression_problems(lookup[name])]
     return problems

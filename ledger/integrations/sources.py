@@ -16,11 +16,11 @@ from typing import Any
 from django.utils import timezone
 from jmespath.exceptions import JMESPathError  # type: ignore[import-untyped]
 
-from ledger.actions import expressions, registry
+from ledger.actions import expressions, registry, secret_names
 from ledger.core.transitions import save_audited
 from ledger.intake import decoding, refusals, submit
 from ledger.intake.submit import IntakeResult
-from ledger.integrations import secret_names, signatures
+from ledger.integrations import signatures
 from ledger.integrations.saving import ENV_NAME, SLUG
 from ledger.models import Delivery, Source
 

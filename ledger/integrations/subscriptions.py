@@ -6,10 +6,10 @@ refused whole; a saved one is audited in its workspace and read by this process'
 import os
 import re
 
-from ledger.actions import egress
+from ledger.actions import egress, secret_names
 from ledger.core import announcements
 from ledger.core.transitions import save_audited
-from ledger.integrations import secret_names, signatures
+from ledger.integrations import signatures
 from ledger.models import SourceScheme, Subscription
 from ledger.models.subscriptions import EVENTS
 

@@ -57,9 +57,12 @@ def older_than(age: str) -> Q:
 def key_or_request_id(value: str, via: str = "") -> Q:
     """Operations whose key starts with ``value`` (a pasted key) or whose request id contains it,
     in any case, or whose destination record id it is: the searches PostgreSQL has indexes for
-    (migrations 0007 and 0018)."""
+    (migrations 0007 and 0018). A request id an action declares sensitive is not searched: whoever
+    sees it masked (a viewer, a machine's token) would learn it by searching its parts, a letter
+    at a time; its key, where it is a keyed hash, is found by pasting it."""
+    searchable = [name for name, action in registry.items() if "request_id" not in action.sensitive_fields]
     return (
         Q(**{f"{via}key__istartswith": value})
-        | Q(**{f"{via}payload__request_id__icontains": value})
+        | Q(**{f"{via}payload__request_id__icontains": value, f"{via}action__in": searchable})
         | Q(**{f"{via}external_id": value})
     )

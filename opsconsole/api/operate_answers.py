@@ -6,6 +6,7 @@ state, a stale fingerprint, what changed meanwhile) and 400/413/415/422 (the req
 Built as ``opsconsole.api.answers`` builds its own: every body one of these models, dumped.
 """
 
+from collections.abc import Callable
 from typing import Any, Literal, cast
 
 from pydantic import Field
@@ -109,7 +110,8 @@ DECISION_REFUSED: dict[int, Any] = {**ACTING_REFUSED, 409: StateRefused, **BODY_
 
 class OperationItem(OperationAnswer):
     fingerprint: str = Field(
-        description="The payload's fingerprint: send it with an approval or rejection, bound to this payload."
+        description="The payload's fingerprint: send it with an approval or rejection, bound to this payload. "
+        "`••••` where a field it hashes is sensitive and the token sees it masked (the hash would give it away)."
     )
     summary: str = Field(description="The action's one-line summary of the payload; never a sensitive value.")
     assigned_to: str | None = Field(description="The person who took it, if anyone did.")
@@ -173,7 +175,7 @@ class DecisionAnswer(Answer):
     decision: Literal["approved", "rejected"]
     approver: str
     note: str
-    fingerprint: str = Field(description="The payload decided on.")
+    fingerprint: str = Field(description="The payload decided on (masked as the operation's `fingerprint` is).")
     decided_at: Timestamp
 
 
@@ -207,7 +209,7 @@ def operation_item(operation: Operation, *, reveal: bool) -> OperationItem:
     holder = operation.assigned_to
     return OperationItem(
         **operation_answer(operation, reveal=reveal).model_dump(),
-        fingerprint=operation.fingerprint,
+        fingerprint=privacy.fingerprint_shown(operation.fingerprint, operation.action, reveal=reveal),
         summary=action.summarise(operation.payload) if action else "",
         assigned_to=holder.get_username() if holder is not None else None,
     )
@@ -217,6 +219,7 @@ def operation_detail(operation: Operation, *, reveal: bool, sees_every_answer: b
     """``operation`` with its history, masked as ``reveal`` says; the destination's answers in full
     only to whoever configures destinations (``privacy.answer_shown``)."""
     audit = list(operation.audit_events.order_by("-created_at", "-id")[:AUDIT_LIMIT])[::-1]
+    approvals = list(operation.approvals.order_by("decided_at", "id"))
     return OperationDetail(
         **operation_item(operation, reveal=reveal).model_dump(),
         tries=[
@@ -233,12 +236,18 @@ def operation_detail(operation: Operation, *, reveal: bool, sees_every_answer: b
                 decision=cast(Literal["approved", "rejected"], approval.decision),
                 approver=approval.approver,
                 note=approval.note,
-                fingerprint=approval.fingerprint,
+                fingerprint=privacy.fingerprint_shown(approval.fingerprint, operation.action, reveal=reveal),
                 decided_at=approval.decided_at,
             )
-            for approval in operation.approvals.order_by("decided_at", "id")
+            for approval in approvals
         ],
-        audit=[_audit(event) for event in audit],
+        audit=[
+            _audit(
+                event,
+                hidden=lambda text: privacy.fingerprints_masked(text, operation.action, reveal=reveal),
+            )
+            for event in audit
+        ],
     )
 
 
@@ -275,7 +284,7 @@ def _delivery(delivery: Delivery) -> DeliveryAnswer:
     )
 
 
-def _audit(event: AuditEvent) -> AuditAnswer:
+def _audit(event: AuditEvent, *, hidden: Callable[[str], str]) -> AuditAnswer:
     return AuditAnswer(
         id=event.pk,
         created_at=event.created_at,
@@ -283,7 +292,7 @@ def _audit(event: AuditEvent) -> AuditAnswer:
         kind=event.kind,
         from_state=event.from_state,
         to_state=event.to_state,
-        message=timed.as_iso(event.message, event.times),
+        message=hidden(timed.as_iso(event.message, event.times)),
     )
 
 

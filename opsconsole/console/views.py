@@ -166,6 +166,18 @@ def _matching(request, filterset, count: int, *, shown: int) -> dict | None:
     return {"count": counted, "digest": digest, "query": query.urlencode()}
 
 
+def _decisions_shown(op, *, reveal: bool) -> dict:
+    """The approvals and the audit trail, the payloads' fingerprints they name masked where the
+    person sees the values masked (``privacy.fingerprint_shown``: the hash would give them away)."""
+    approvals = list(op.approvals.order_by("decided_at", "id"))
+    for approval in approvals:
+        approval.shown_fingerprint = privacy.fingerprint_shown(approval.fingerprint, op.action, reveal=reveal)
+    events = list(op.audit_events.order_by("created_at", "id"))
+    for event in events:
+        event.shown_message = privacy.fingerprints_masked(event.message, op.action, reveal=reveal)
+    return {"approvals": approvals, "audit_events": events}
+
+
 def _health(switches: list[Control], workspace_ids: set[int] | None) -> dict:
     """The queue's health line, of the person's workspaces (None: a superuser's, all)."""
     now = timezone.now()
@@ -219,8 +231,7 @@ def operation(request, pk):
             "attempt_limit": definition.max_attempts if definition else None,
             "deliveries": op.deliveries.order_by("received_at", "id"),
             "conflicts": conflicts,
-            "approvals": op.approvals.order_by("decided_at", "id"),
-            "audit_events": op.audit_events.order_by("created_at", "id"),
+            **_decisions_shown(op, reveal=reveal),
             "contributions": contributions,
             "own_work": mine,
             "can_review": may.review,
@@ -366,4 +377,6 @@ def audit(request):
     filterset = AuditFilter(request.GET or None, queryset=events)
     filterset.filters["workspace"].queryset = roles.workspaces(request.user)
     page = keyset.paginate(filterset.qs, request.GET, field="created_at", size=AUDIT_PAGE_SIZE)
+    for event in page:
+        event.shown_message = privacy.audit_message_shown(event, request.user)
     return render(request, "console/audit.html", {"nav": "audit", "filter": filterset, "page": page})

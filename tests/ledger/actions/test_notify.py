@@ -102,3 +102,28 @@ def test_nobody_can_submit_a_notification(api, workspace):
     assert error["field"] == "action"
     assert NOTIFY not in error["message"]
     assert not Operation.objects.exists()
+
+
+def test_a_secret_another_workspace_came_to_own_is_never_signed_with(workspace, receiver, monkeypatch):
+    """A subscription may name only its workspace's variables when saved; a workspace created since
+    (``demo-eu``, whose prefix is longer) owns the name, and its secret: a notification is signed
+    with it no more, as a source's delivery is not verified with it (``sources.secrets_of``)."""
+    from ledger.core import accounts
+
+    foreign = "OPSCONSOLE_SOURCE_DEMO_EU_NOTIFY"
+    subscription = subscribe(workspace, receiver.url, events=["operation.due"])
+    subscription.secret_env = foreign
+    subscription.save(update_fields=["secret_env"])  # as the service saved it before demo-eu existed
+    from ledger.core import announcements
+
+    announcements.clear_cache()
+    submit_event(workspace=workspace, raw={"action": "send-invoice", "data": INVOICE}, source="api")
+    accounts.create_workspace(slug="demo-eu", approved_owners=["ops"], actor="test")
+    monkeypatch.setenv(foreign, SECRET)  # demo-eu's own secret now
+
+    process_due_operations()
+
+    notification = Operation.objects.get(action=NOTIFY)
+    assert notification.state == "needs_review"
+    assert "is not workspace demo's to name" in notification.last_error_message
+    assert receiver.received == []

@@ -278,3 +278,24 @@ def test_one_release_announces_each_operation_it_held_once(workspace, receiver):
     resumed = AuditEvent.objects.get(kind="resumed")
     released = notifications(payload__change=resumed.pk)
     assert sorted(n.payload["about"] for n in released) == sorted(operation.key for operation in held)
+
+
+def test_a_configured_actions_sensitive_values_reach_neither_the_body_nor_the_due_list(
+    api, workspace, receiver, standin
+):
+    """Declared in the file (not in Python): its summary leaves them out, in the notification and
+    in the list a polling flow reads."""
+    from tests import configured as integrations
+
+    integrations.apply_send_invoice(standin.url, sensitive_fields=["customer_id", "amount_cents"])
+    subscribe(workspace, receiver.url, events=["operation.due"])
+    submit_event(workspace=workspace, raw=invoice(customer_id="CUST-SECRET-77", amount_cents=123457), source="api")
+    process_due_operations()
+
+    [taken] = receiver.answered
+    assert verified(taken)["data"]["summary"] == "INV-7 v1 · invoice in EUR"
+    listed = api.get("/api/v1/claims/due").content
+    assert b"INV-7 v1" in listed
+    for blob in (taken.body, listed):
+        assert b"CUST-SECRET-77" not in blob
+        assert b"123457" not in blob

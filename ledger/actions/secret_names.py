@@ -1,5 +1,6 @@
-"""Which environment variables a workspace's sources may name. A source's secret is read from the
-web processes' environment, which holds much besides: Django's ``SECRET_KEY``, the audit key, other
+"""Which environment variables a workspace's sources and subscriptions may name. A source's secret (a
+subscription's: ``ledger.actions.notify``, which checks the name again at each send) is read from the
+processes' environment, which holds much besides: Django's ``SECRET_KEY``, the audit key, other
 workspaces' secrets. A workspace's admins configure its sources, so the names they may give are
 their workspace's alone: those that start with its prefix, and go on after it.
 
