@@ -23,6 +23,7 @@ from ledger.core.policies import format_duration
 from ledger.core.roles import APPROVE, PAUSE, REVIEW, VIEW
 from ledger.core.selectors import (
     AT_RISK_SHARE,
+    due_caller_operations,
     held_operations,
     holding_switch,
     oldest_caller_due_seconds,
@@ -38,7 +39,7 @@ from ledger.people import assignment, holds
 from ledger.people.bulk_actions import MAX_OPERATIONS
 from ledger.people.may import May, own_work, what_may
 from ledger.reads import keyset
-from ledger.states import TERMINAL_STATES, State
+from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State
 from ledger.timed import duration_text
 from opsconsole.console import explain, labels, money, neighbours, tables
 from opsconsole.console.filters import DUE, AuditFilter
@@ -252,6 +253,10 @@ def operation(request, pk):
             "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
             "waiting": destination_status.waiting_for(op),
             "by_caller": bool(definition and definition.performed_by_caller),
+            # Caller work between claims: it waits for its caller, never for opsconsole's workers.
+            "waits_for_caller": bool(definition and definition.performed_by_caller) and op.state in CLAIMABLE_STATES,
+            "caller_due": bool(definition and definition.performed_by_caller)
+            and due_caller_operations().filter(pk=op.pk).exists(),
             # Enough of the claim's token to match it with the caller's own logs; never all of it.
             "token_hint": tokens.token_for(op)[-6:]
             if op.state == State.PROCESSING and definition and definition.performed_by_caller
