@@ -5,6 +5,7 @@ outcome through the messages framework (POST/redirect/GET); none of them writes 
 
 import json
 import secrets
+from datetime import timedelta
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
@@ -174,11 +175,16 @@ def _health(switches: list[Control], workspace_ids: set[int] | None) -> dict:
     oldest = oldest_due_seconds(now, switches, workspace_ids=workspace_ids)
     held = oldest_held_seconds(now, switches, workspace_ids=workspace_ids)
     caller = oldest_caller_due_seconds(now, switches, workspace_ids=workspace_ids)
-    return {
+    seconds = {
         "oldest_caller_due_seconds": int(caller) if caller is not None else None,
         "sweep_seconds": int((now - beat).total_seconds()) if beat else None,
         "oldest_due_seconds": int(oldest) if oldest is not None else None,
         "oldest_held_seconds": int(held) if held is not None else None,
+    }
+    # Each also in words, as people read a wait (42 s, 7 min, 3 h 5 min): "oldest_due_text", ...
+    return seconds | {
+        name.replace("_seconds", "_text"): duration_text(timedelta(seconds=value)) if value is not None else None
+        for name, value in seconds.items()
     }
 
 

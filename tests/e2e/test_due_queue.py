@@ -2,6 +2,7 @@
 lookup found nothing at the vendor is listed under "Due for their callers", the health line says
 how long the oldest has waited, and the age filter narrows the list."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -30,6 +31,10 @@ def test_an_expired_claim_the_vendor_never_saw_is_due_in_the_queue(page, workspa
 
     log_in(page, "operator")
     page.goto("/console/")
+    # How long in words, not a count of seconds.
+    expect(page.get_by_role("link", name="Due for their callers' claims")).to_have_text(
+        re.compile(r"oldest [0-9]+ (s|min)$")
+    )
     page.get_by_role("link", name="Due for their callers' claims").click()
     # What these are, why All does not count them, and what a person may do about them.
     explained = page.locator("#due-explained")
