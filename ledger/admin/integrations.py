@@ -22,7 +22,7 @@ from ledger.admin.lists import ReadOnlyAdmin
 from ledger.core import roles
 from ledger.intake import decoding
 from ledger.integrations import file as integrations_file
-from ledger.integrations import saving, sources, subscriptions
+from ledger.integrations import saving, secret_names, sources, subscriptions
 from ledger.models import Destination, HttpAction, Source, Subscription
 from ledger.models.subscriptions import EVENTS
 
@@ -95,24 +95,58 @@ class SourceAdmin(ReadOnlyAdmin):
         sources.save_source(obj, actor=request.user.get_username())  # what the form checked, audited
 
 
-class SubscriptionForm(forms.ModelForm):
-    """A subscription as ``subscriptions.save_subscription`` will have it (refused on save, saying where)."""
+# What each event tells, beside its name in the form (docs/integrations.md, Notifications).
+EVENT_MEANINGS = {
+    "operation.due": "an operation its caller performs may be claimed now",
+    "operation.needs_review": "an operation needs review (a permanent failure, the attempt limit, a deadline...)",
+    "operation.unknown": "a try may have acted and nobody knows yet",
+    "operation.awaiting_approval": "an operation waits for an approver",
+    "operation.succeeded": "an operation succeeded",
+    "operation.conflict": "a delivery reused a key with other business fields (a conflict for review)",
+}
 
-    url = forms.URLField(max_length=500, assume_scheme="https")
+
+class SubscriptionForm(forms.ModelForm):
+    """A subscription as ``subscriptions.save_subscription`` will have it: each problem said beside
+    its field, in the service's words (refused on save)."""
+
+    url = forms.URLField(
+        label="URL",
+        max_length=500,
+        assume_scheme="https",
+        help_text="Where each notification is POSTed (http or https), signed as a Standard Webhook: the receiver "
+        "checks the webhook-signature header with the same whsec_ secret.",
+    )
     events = forms.MultipleChoiceField(
-        choices=[(event, event) for event in EVENTS], widget=forms.CheckboxSelectMultiple, required=False
+        choices=[(event, f"{event}: {EVENT_MEANINGS[event]}") for event in EVENTS],
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="Tick at least one. Sensitive fields are never in a notification.",
     )
 
     class Meta:
         model = Subscription
         fields = ["workspace", "name", "url", "events", "secret_env", "active"]
+        labels = {"secret_env": "Secret variable"}
+        help_texts = {
+            "name": "Letters, digits, - and _. An integrations file's subscription of this name updates this one.",
+            "secret_env": "The name of the environment variable holding the whsec_ secret (never the secret "
+            "itself), set for the web server and the workers alike. It starts with the workspace's prefix: "
+            f"{secret_names.PREFIX}ACME_… for workspace acme.",
+        }
 
     def clean(self):
         cleaned = super().clean()
         values = {name: cleaned.get(name) for name in SubscriptionForm.Meta.fields}
         proposed = Subscription(**values | {"events": list(values["events"] or [])})
-        if problems := subscriptions.subscription_problems(proposed):
-            raise forms.ValidationError(problems)
+        for problem in subscriptions.subscription_problems(proposed):
+            field, _, said = problem.partition(": ")
+            if field not in self.fields:
+                self.add_error(None, problem)
+            elif field not in self.errors:  # a field's own check (an invalid URL) has said it already
+                self.add_error(
+                    field, "Tick at least one event." if field == "events" and not values["events"] else said
+                )
         return cleaned
 
 
@@ -127,7 +161,7 @@ class SubscriptionAdmin(SourceAdmin):
 
     @admin.display(description="Secret")
     def secrets(self, obj):
-        return subscriptions.secret_status(obj) if obj.pk else "—"
+        return subscriptions.secret_status(obj) if obj.pk else "shown once saved: whether its variable is set here"
 
     def save_model(self, request, obj, form, change):
         subscriptions.save_subscription(obj, actor=request.user.get_username())  # what the form checked, audited

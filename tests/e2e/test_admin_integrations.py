@@ -1,0 +1,55 @@
+"""A workspace's admin configures what flows need in the admin, as a newcomer reads it: a
+subscription to notifications (each event said in words, each mistake said beside its field, with
+what to write instead)."""
+
+import pytest
+from playwright.sync_api import expect
+
+from ledger.models import Subscription
+from tests.e2e.conftest import log_in, make_user, screenshot
+from tests.subscribed import SECRET, SECRET_ENV
+
+pytestmark = pytest.mark.e2e
+
+
+def field_row(page, name: str):
+    """The admin form's row of field ``name`` (its label, input, help and errors)."""
+    return page.locator(f".form-row.field-{name}")
+
+
+def test_a_subscription_with_a_bad_url_and_a_foreign_variable_is_refused_beside_each_field(
+    page, workspace, monkeypatch
+):
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    make_user("boss", "admin", is_staff=True)
+    log_in(page, "boss", path="/admin/login/")
+    page.goto("/admin/ledger/subscription/add/")
+    expect(field_row(page, "events")).to_contain_text(
+        "operation.due: an operation its caller performs may be claimed now"
+    )
+    expect(field_row(page, "secret_env")).to_contain_text("It starts with the workspace's prefix")
+    expect(field_row(page, "secrets")).to_contain_text("shown once saved")
+
+    page.get_by_label("Workspace").select_option(label="demo")
+    page.get_by_label("Name").fill("n8n")
+    page.get_by_label("URL").fill("ftp://flows.example.com/hooks")
+    page.get_by_label("Secret variable").fill("SECRET_KEY")
+    page.get_by_role("button", name="Save", exact=True).click()
+
+    expect(field_row(page, "url")).to_contain_text("an http:// or https:// URL, at most 500 characters")
+    expect(field_row(page, "events")).to_contain_text("Tick at least one event.")
+    expect(field_row(page, "secret_env")).to_contain_text(
+        "SECRET_KEY is not workspace demo's to name: the variables its sources and subscriptions name start with "
+        "OPSCONSOLE_SOURCE_DEMO_"
+    )
+    expect(page.locator("ul.errorlist.nonfield")).to_have_count(0)  # nothing said away from its field
+    screenshot(page, "admin-subscription-refused")
+    assert not Subscription.objects.exists()
+
+    page.get_by_label("URL").fill("https://flows.example.com/hooks")
+    page.get_by_label("operation.due: an operation its caller performs may be claimed now").check()
+    page.get_by_label("Secret variable").fill(SECRET_ENV)
+    page.get_by_role("button", name="Save", exact=True).click()
+
+    expect(page.get_by_role("row").filter(has_text="n8n")).to_contain_text("set")
+    assert Subscription.objects.get().events == ["operation.due"]
