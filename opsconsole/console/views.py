@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from ledger.actions import UnknownAction, get_action
+from ledger.actions import UnknownAction, get_action, registry
 from ledger.callers import tokens
 from ledger.core import privacy, roles
 from ledger.core.configuration import changes_since_last_run
@@ -352,6 +352,8 @@ def service_levels(request):
         {
             "nav": "service_levels",
             "levels": levels,
+            # Named, so that an action missing from the table is not taken for one that is on time.
+            "without_level": sorted(name for name, action in registry.items() if action.service_level is None),
             "operations": listed,
             "at_risk_percent": int(AT_RISK_SHARE * 100),
         },
