@@ -40,6 +40,7 @@ from ledger.people import assignment, holds
 from ledger.people.bulk_actions import MAX_OPERATIONS
 from ledger.people.may import May, own_work, what_may
 from ledger.reads import keyset
+from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, TransientError
 from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State
 from ledger.timed import duration_text
 from opsconsole.console import explain, labels, money, neighbours, tables
@@ -211,6 +212,10 @@ def operation(request, pk):
         for conflict in op.conflicts.order_by("-created_at", "-id")
     ]
     attempts = list(op.attempt_rows.order_by("number", "id"))
+    for attempt in attempts:
+        # The outcome's badge already says transient, permanent or ambiguous; a library's own error
+        # (ConnectTimeout...) says more and stays.
+        attempt.error_kind = "" if attempt.error_type in OUTCOME_ERROR_NAMES else attempt.error_type
     return render(
         request,
         "console/operation.html",
@@ -274,6 +279,9 @@ def operation(request, pk):
             "neighbours": neighbours.around(request, op),
         },
     )
+
+
+OUTCOME_ERROR_NAMES = {kind.__qualname__ for kind in (OutcomeError, TransientError, PermanentError, AmbiguousError)}
 
 
 def _beside_fields(may: May, conflicts: list) -> list[str]:
