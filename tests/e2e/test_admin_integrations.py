@@ -5,7 +5,7 @@ what to write instead)."""
 import pytest
 from playwright.sync_api import expect
 
-from ledger.models import Subscription
+from ledger.models import ApiToken, Subscription
 from tests.e2e.conftest import log_in, make_user, screenshot
 from tests.subscribed import SECRET, SECRET_ENV
 
@@ -53,3 +53,26 @@ def test_a_subscription_with_a_bad_url_and_a_foreign_variable_is_refused_beside_
 
     expect(page.get_by_role("row").filter(has_text="n8n")).to_contain_text("set")
     assert Subscription.objects.get().events == ["operation.due"]
+
+
+def test_a_machine_token_is_said_to_be_one_and_keeps_its_scopes_when_refused(page, workspace, token):
+    """The tokens' list says how a token is issued and revoked (there is no Add here); a machine's
+    token says it belongs to no person, and approve or no scope at all is refused in words."""
+    make_user("root", is_staff=True, is_superuser=True)
+    log_in(page, "root", path="/admin/login/")
+    page.goto("/admin/ledger/apitoken/")
+    expect(page.locator("#tokens-issued-by-command")).to_contain_text("manage.py token issue WORKSPACE --name NAME")
+    row = page.get_by_role("row").filter(has_text=token[:8])
+    expect(row).to_contain_text("a machine (no person behind it: it may never approve)")
+
+    row.get_by_role("link").first.click()
+    page.get_by_label("approve or reject (a person's token only)").check()
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(field_row(page, "scopes")).to_contain_text("Only a person's token can have the approve scope")
+
+    for box in page.locator(".field-scopes input[type=checkbox]").all():
+        box.uncheck()
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(field_row(page, "scopes")).to_contain_text("A token needs at least one scope.")
+    screenshot(page, "admin-token-without-scopes")
+    assert ApiToken.objects.get(hint=token[:8]).scopes == ["events", "claims", "read"]
