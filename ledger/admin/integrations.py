@@ -20,6 +20,7 @@ from django.utils.html import format_html
 
 from ledger.admin.lists import ReadOnlyAdmin
 from ledger.core import roles
+from ledger.core.selectors import AT_RISK_SHARE
 from ledger.intake import decoding
 from ledger.integrations import file as integrations_file
 from ledger.integrations import saving, secret_names, sources, subscriptions
@@ -245,6 +246,50 @@ class HttpActionForm(forms.ModelForm):
     class Meta:
         model = HttpAction
         fields = ["name", *integrations_file.HTTP_ACTION_FIELDS]
+        # What each field means, as docs/integrations.md says it (the model's columns name only some).
+        help_texts = {
+            "schema": "JSON Schema (draft 2020-12) of the event's data: an event that does not match is refused "
+            "(422), naming the field.",
+            "identity_fields": "The data fields that make two events the same business action: the key is built "
+            "from them.",
+            "normalisers": "How each identity field is read before the key is built, e.g. identifier, whole_number, "
+            "email_address.",
+            "fingerprint_fields": "The business fields compared when a key comes again: different values are a "
+            "conflict for review; an approval is bound to them.",
+            "consequential": "Waits for an approver before anyone performs it.",
+            "sensitive_fields": "Data fields masked for all but the workspace's approvers and admins, and never sent "
+            "in a notification.",
+            "money_fields": 'Amount field to its currency field, e.g. {"amount_cents": "currency"}: shown as money.',
+            "summary": "The operation's line in the console's lists, e.g. {request_id} v{version}; empty: its "
+            "identity fields.",
+            "max_attempts": "Tries before a person must look.",
+            "backoff_base_seconds": "The retry wait's base: each wait doubles from it, up to the cap (the Retry "
+            "schedule below, once saved).",
+            "backoff_cap_seconds": "The longest wait between two tries.",
+            "deadline_seconds": "How long after it may first run an operation may still run; past it, a person "
+            "must look.",
+            "settle_after_seconds": "How long after a try began its request may still land at the vendor: a lookup "
+            "that finds nothing is believed only after this.",
+            "on_conflict": "A redelivery with other business fields before it runs: First wins runs it as first "
+            "sent; Hold stops it until a person decides.",
+            "payload_retention_days": "How long a finished operation keeps its data.",
+            "key_retention_days": "How long its key is kept (a redelivery meanwhile is a duplicate); also how old "
+            "an event may be before it is stale.",
+            "performed_by": "opsconsole's workers send the request below; the caller claims it over the API, acts "
+            "itself and reports (then no request or response: only a lookup).",
+            "claim_lease_seconds": "Performed by the caller: how long a claim holds it when the caller names no "
+            "lease; without an outcome by then it becomes unknown and the lookup asks the vendor.",
+            "service_level_seconds": "How long it may take from arrival to a final state: at risk past "
+            f"{int(AT_RISK_SHARE * 100)} %, late past all of it (console: Service levels). Empty: no service level.",
+            "request": 'Performed by opsconsole: {"method", "path", "headers", "body"}, strings with {{ data.field '
+            "}} and {{ key }}. Empty ({}) for a caller's action.",
+            "response": 'Where the answer says the record\'s id and a refusal\'s message, e.g. {"record_id": "id"}. '
+            "Empty ({}) for a caller's action.",
+            "lookup": 'How to ask the vendor whether it has our record: {"path": "/records?key={{ key }}", "found": '
+            '"records"}. Required for a caller\'s action; empty: a person decides an unknown outcome.',
+            "listing": "The vendor's records over a time window, for the reconciliation audit (optional; "
+            "docs/integrations.md).",
+        }
         field_classes = {
             name: IndentedJSONField
             for name in integrations_file.HTTP_ACTION_FIELDS

@@ -1,6 +1,6 @@
-"""A workspace's admin configures what flows need in the admin, as a newcomer reads it: a
-subscription to notifications (each event said in words, each mistake said beside its field, with
-what to write instead)."""
+"""What flows need, configured in the admin as a newcomer reads it: a subscription to notifications
+(each event said in words, each mistake said beside its field, with what to write instead), API
+tokens and their scopes, and a caller action's fields, each with what it means."""
 
 import pytest
 from playwright.sync_api import expect
@@ -76,3 +76,21 @@ def test_a_machine_token_is_said_to_be_one_and_keeps_its_scopes_when_refused(pag
     expect(field_row(page, "scopes")).to_contain_text("A token needs at least one scope.")
     screenshot(page, "admin-token-without-scopes")
     assert ApiToken.objects.get(hint=token[:8]).scopes == ["events", "claims", "read"]
+
+
+def test_a_caller_actions_page_says_what_each_field_means(page, workspace, send_invoice_action):
+    make_user("root", is_staff=True, is_superuser=True)
+    log_in(page, "root", path="/admin/login/")
+    page.goto("/admin/ledger/httpaction/")
+    expect(page.get_by_role("row").filter(has_text="send-invoice")).to_contain_text("performed by the caller (claims)")
+    page.get_by_role("link", name="send-invoice").click()
+
+    expect(field_row(page, "performed_by")).to_contain_text(
+        "the caller claims it over the API, acts itself and reports"
+    )
+    expect(field_row(page, "claim_lease_seconds")).to_contain_text("without an outcome by then it becomes unknown")
+    expect(field_row(page, "service_level_seconds")).to_contain_text("at risk past 80 %, late past all of it")
+    expect(field_row(page, "request")).to_contain_text("Empty ({}) for a caller's action.")
+    expect(field_row(page, "lookup")).to_contain_text("Required for a caller's action")
+    expect(field_row(page, "retry_schedule")).to_contain_text("(5 tries)")
+    screenshot(page, "admin-caller-action")
