@@ -31,7 +31,7 @@ def test_the_page_says_the_caller_holds_the_claim_and_until_when(client, login, 
 
     assert "<dt>Performed by</dt><dd>the caller, which claims it over the API" in page
     assert "token:n8n-flow holds claim 1" in page
-    assert f"(token …{claimed.token[-6:]})" in page
+    assert f"(the claim token it was given ends …{claimed.token[-6:]})" in page
     assert claimed.token not in page  # the whole token stays with its caller
     assert "<dt>Lease</dt><dd>token:n8n-flow, claim 1, until" in page
 
