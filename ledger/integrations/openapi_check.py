@@ -154,7 +154,8 @@ def action_problems(action: HttpAction, vendor: VendorDocument) -> list[str]:
     base_path = urlsplit(action.destination.base_url).path
     request = action.request
     method = request.get("method", "POST").upper()
-    operation, problems = None, []
+    operation: _Operation | None = None
+    problems: list[str] = []
     if action.performed_by != HttpAction.PerformedBy.CALLER:
         path = templates.render_path(request["path"], context)
         operation, problems = _operation(vendor, method, path, base_path)

@@ -36,11 +36,11 @@ from ledger.core.selectors import (
 )
 from ledger.integrations import destination_status
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
+from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, TransientError
 from ledger.people import assignment, holds
 from ledger.people.bulk_actions import MAX_OPERATIONS
 from ledger.people.may import May, own_work, what_may
 from ledger.reads import keyset
-from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, TransientError
 from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State
 from ledger.timed import duration_text
 from opsconsole.console import explain, labels, money, neighbours, tables
