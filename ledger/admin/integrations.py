@@ -120,7 +120,8 @@ class SubscriptionForm(forms.ModelForm):
     )
     events = forms.MultipleChoiceField(
         choices=[(event, f"{event}: {EVENT_MEANINGS[event]}") for event in EVENTS],
-        widget=forms.CheckboxSelectMultiple,
+        # radiolist: the admin's class for a list of choices, each label as wide as its text (not 160 px)
+        widget=forms.CheckboxSelectMultiple(attrs={"class": "radiolist"}),
         required=False,
         help_text="Tick at least one. Sensitive fields are never in a notification.",
     )

@@ -24,7 +24,8 @@ class WorkspaceAdmin(ReadOnlyAdmin):
 class ApiTokenForm(forms.ModelForm):
     scopes = forms.MultipleChoiceField(
         choices=Scope.choices,
-        widget=forms.CheckboxSelectMultiple,
+        # radiolist: the admin's class for a list of choices, each label as wide as its text (not 160 px)
+        widget=forms.CheckboxSelectMultiple(attrs={"class": "radiolist"}),
         required=False,  # none ticked: refused by checked_scopes, in its words
         help_text="What the token may be used for (docs/api-for-flows.md). Approve: a person's token only.",
     )

@@ -28,6 +28,8 @@ def test_a_subscription_with_a_bad_url_and_a_foreign_variable_is_refused_beside_
         "operation.due: an operation its caller performs may be claimed now"
     )
     expect(field_row(page, "secret_env")).to_contain_text("It starts with the workspace's prefix")
+    # Each event on one line, not squeezed into the admin's 160 px label column mid-word.
+    assert page.locator("label[for=id_events_3]").bounding_box()["height"] < 30
     expect(field_row(page, "secrets")).to_contain_text("shown once saved")
 
     page.get_by_label("Workspace").select_option(label="demo")
@@ -66,6 +68,9 @@ def test_a_machine_token_is_said_to_be_one_and_keeps_its_scopes_when_refused(pag
     expect(row).to_contain_text("a machine (no person behind it: it may never approve)")
 
     row.get_by_role("link").first.click()
+    assert (
+        page.get_by_text("claim, heartbeat and report the operations its caller performs").bounding_box()["height"] < 30
+    )
     page.get_by_label("approve or reject (a person's token only)").check()
     page.get_by_role("button", name="Save", exact=True).click()
     expect(field_row(page, "scopes")).to_contain_text("Only a person's token can have the approve scope")
