@@ -20,7 +20,6 @@ from ledger.callers import tokens
 from ledger.core import privacy, roles
 from ledger.core.configuration import changes_since_last_run
 from ledger.core.held_time import with_held_time
-from ledger.core.policies import format_duration
 from ledger.core.roles import APPROVE, PAUSE, REVIEW, VIEW
 from ledger.core.selectors import (
     AT_RISK_SHARE,
@@ -42,7 +41,7 @@ from ledger.people.bulk_actions import MAX_OPERATIONS
 from ledger.people.may import May, own_work, what_may
 from ledger.reads import keyset
 from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State
-from ledger.timed import duration_text
+from ledger.timed import duration_text, promised_text
 from opsconsole.console import explain, labels, money, neighbours, tables
 from opsconsole.console.filters import DUE, AuditFilter
 from opsconsole.console.forms import (
@@ -352,8 +351,8 @@ def service_levels(request):
     levels, listed = service_level_standing(roles.visible(Operation.objects.all(), request.user))
     for operation in listed:
         operation.age_shown = duration_text(operation.age)
-        operation.level_shown = format_duration(operation.service_level)
-    levels = [{"level": level, "shown": format_duration(level.level)} for level in levels]
+        operation.level_shown = promised_text(operation.service_level)
+    levels = [{"level": level, "shown": promised_text(level.level)} for level in levels]
     return render(
         request,
         "console/service_levels.html",
@@ -375,8 +374,8 @@ def _standing(op: Operation, definition) -> str:
         return ""
     age = timezone.now() - op.created_at
     said = {
-        "late": f"Late: {duration_text(age)} since it arrived, past its service level of {format_duration(level)}.",
-        "at_risk": f"At risk: {duration_text(age)} since it arrived, of a service level of {format_duration(level)}.",
+        "late": f"Late: {duration_text(age)} since it arrived, past its service level of {promised_text(level)}.",
+        "at_risk": f"At risk: {duration_text(age)} since it arrived, of a service level of {promised_text(level)}.",
     }
     return said.get(standing(age, level), "")
 
