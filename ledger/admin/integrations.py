@@ -271,6 +271,9 @@ class HttpActionForm(forms.ModelForm):
             "must look.",
             "settle_after_seconds": "How long after a try began its request may still land at the vendor: a lookup "
             "that finds nothing is believed only after this.",
+            "ordering": "With a whole_number version among the identity fields: Latest wins supersedes an "
+            "older version still waiting and refuses one that arrives after a newer one (stale); In order runs "
+            "each version after the one before. Otherwise each event stands alone.",
             "on_conflict": "A redelivery with other business fields before it runs: First wins runs it as first "
             "sent; Hold stops it until a person decides.",
             "payload_retention_days": "How long a finished operation keeps its data.",
