@@ -67,3 +67,15 @@ def duration_text(duration: timedelta) -> str:
     if seconds < 86400:
         return f"{seconds // 3600} h {seconds % 3600 // 60} min"
     return f"{seconds // 86400} d {seconds % 86400 // 3600} h"
+
+
+def promised_text(duration: timedelta) -> str:
+    """A length of time someone set, in the words ``duration_text`` uses and at the precision it
+    was set (30 min, 2 d, 1 h 30 min, 90 s), so a wait and the promise it is measured against
+    read alike."""
+    seconds, parts = int(duration.total_seconds()), []
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size} {unit}")
+            seconds %= size
+    return " ".join(parts) or "0 s"

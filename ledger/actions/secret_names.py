@@ -36,7 +36,10 @@ def name_problem(workspace: Workspace, name: str) -> str:
     prefix = workspace_prefix(workspace.slug)
     if len(name) > len(prefix) and name.startswith(prefix) and not _claimed_elsewhere(workspace, name, prefix):
         return ""
-    return f"{name} is not workspace {workspace.slug}'s to name: its sources' variables start with {prefix}"
+    return (
+        f"{name} is not workspace {workspace.slug}'s to name: the variables its sources and subscriptions name "
+        f"start with {prefix}"
+    )
 
 
 def _claimed_elsewhere(workspace: Workspace, name: str, prefix: str) -> bool:

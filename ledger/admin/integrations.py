@@ -20,9 +20,10 @@ from django.utils.html import format_html
 
 from ledger.admin.lists import ReadOnlyAdmin
 from ledger.core import roles
+from ledger.core.selectors import AT_RISK_SHARE
 from ledger.intake import decoding
 from ledger.integrations import file as integrations_file
-from ledger.integrations import saving, sources, subscriptions
+from ledger.integrations import saving, secret_names, sources, subscriptions
 from ledger.models import Destination, HttpAction, Source, Subscription
 from ledger.models.subscriptions import EVENTS
 
@@ -95,24 +96,59 @@ class SourceAdmin(ReadOnlyAdmin):
         sources.save_source(obj, actor=request.user.get_username())  # what the form checked, audited
 
 
-class SubscriptionForm(forms.ModelForm):
-    """A subscription as ``subscriptions.save_subscription`` will have it (refused on save, saying where)."""
+# What each event tells, beside its name in the form (docs/integrations.md, Notifications).
+EVENT_MEANINGS = {
+    "operation.due": "an operation its caller performs may be claimed now",
+    "operation.needs_review": "an operation needs review (a permanent failure, the attempt limit, a deadline...)",
+    "operation.unknown": "a try may have acted and nobody knows yet",
+    "operation.awaiting_approval": "an operation waits for an approver",
+    "operation.succeeded": "an operation succeeded",
+    "operation.conflict": "a delivery reused a key with other business fields (a conflict for review)",
+}
 
-    url = forms.URLField(max_length=500, assume_scheme="https")
+
+class SubscriptionForm(forms.ModelForm):
+    """A subscription as ``subscriptions.save_subscription`` will have it: each problem said beside
+    its field, in the service's words (refused on save)."""
+
+    url = forms.URLField(
+        label="URL",
+        max_length=500,
+        assume_scheme="https",
+        help_text="Where each notification is POSTed (http or https), signed as a Standard Webhook: the receiver "
+        "checks the webhook-signature header with the same whsec_ secret.",
+    )
     events = forms.MultipleChoiceField(
-        choices=[(event, event) for event in EVENTS], widget=forms.CheckboxSelectMultiple, required=False
+        choices=[(event, f"{event}: {EVENT_MEANINGS[event]}") for event in EVENTS],
+        # radiolist: the admin's class for a list of choices, each label as wide as its text (not 160 px)
+        widget=forms.CheckboxSelectMultiple(attrs={"class": "radiolist"}),
+        required=False,
+        help_text="Tick at least one. Sensitive fields are never in a notification.",
     )
 
     class Meta:
         model = Subscription
         fields = ["workspace", "name", "url", "events", "secret_env", "active"]
+        labels = {"secret_env": "Secret variable"}
+        help_texts = {
+            "name": "Letters, digits, - and _. An integrations file's subscription of this name updates this one.",
+            "secret_env": "The name of the environment variable holding the whsec_ secret (never the secret "
+            "itself), set for the web server and the workers alike. It starts with the workspace's prefix: "
+            f"{secret_names.PREFIX}ACME_… for workspace acme.",
+        }
 
     def clean(self):
         cleaned = super().clean()
         values = {name: cleaned.get(name) for name in SubscriptionForm.Meta.fields}
         proposed = Subscription(**values | {"events": list(values["events"] or [])})
-        if problems := subscriptions.subscription_problems(proposed):
-            raise forms.ValidationError(problems)
+        for problem in subscriptions.subscription_problems(proposed):
+            field, _, said = problem.partition(": ")
+            if field not in self.fields:
+                self.add_error(None, problem)
+            elif field not in self.errors:  # a field's own check (an invalid URL) has said it already
+                self.add_error(
+                    field, "Tick at least one event." if field == "events" and not values["events"] else said
+                )
         return cleaned
 
 
@@ -127,7 +163,7 @@ class SubscriptionAdmin(SourceAdmin):
 
     @admin.display(description="Secret")
     def secrets(self, obj):
-        return subscriptions.secret_status(obj) if obj.pk else "—"
+        return subscriptions.secret_status(obj) if obj.pk else "shown once saved: whether its variable is set here"
 
     def save_model(self, request, obj, form, change):
         subscriptions.save_subscription(obj, actor=request.user.get_username())  # what the form checked, audited
@@ -211,6 +247,53 @@ class HttpActionForm(forms.ModelForm):
     class Meta:
         model = HttpAction
         fields = ["name", *integrations_file.HTTP_ACTION_FIELDS]
+        # What each field means, as docs/integrations.md says it (the model's columns name only some).
+        help_texts = {
+            "schema": "JSON Schema (draft 2020-12) of the event's data: an event that does not match is refused "
+            "(422), naming the field.",
+            "identity_fields": "The data fields that make two events the same business action: the key is built "
+            "from them.",
+            "normalisers": "How each identity field is read before the key is built, e.g. identifier, whole_number, "
+            "email_address.",
+            "fingerprint_fields": "The business fields compared when a key comes again: different values are a "
+            "conflict for review; an approval is bound to them.",
+            "consequential": "Waits for an approver before anyone performs it.",
+            "sensitive_fields": "Data fields masked for all but the workspace's approvers and admins, and never sent "
+            "in a notification.",
+            "money_fields": 'Amount field to its currency field, e.g. {"amount_cents": "currency"}: shown as money.',
+            "summary": "The operation's line in the console's lists, e.g. {request_id} v{version}; empty: its "
+            "identity fields.",
+            "max_attempts": "Tries before a person must look.",
+            "backoff_base_seconds": "The retry wait's base: each wait doubles from it, up to the cap (the Retry "
+            "schedule below, once saved).",
+            "backoff_cap_seconds": "The longest wait between two tries.",
+            "deadline_seconds": "How long after it may first run an operation may still run; past it, a person "
+            "must look.",
+            "settle_after_seconds": "How long after a try began its request may still land at the vendor: a lookup "
+            "that finds nothing is believed only after this.",
+            "ordering": "With a whole_number version among the identity fields: Latest wins supersedes an "
+            "older version still waiting and refuses one that arrives after a newer one (stale); In order runs "
+            "each version after the one before. Otherwise each event stands alone.",
+            "on_conflict": "A redelivery with other business fields before it runs: First wins runs it as first "
+            "sent; Hold stops it until a person decides.",
+            "payload_retention_days": "How long a finished operation keeps its data.",
+            "key_retention_days": "How long its key is kept (a redelivery meanwhile is a duplicate); also how old "
+            "an event may be before it is stale.",
+            "performed_by": "opsconsole's workers send the request below; the caller claims it over the API, acts "
+            "itself and reports (then no request or response: only a lookup).",
+            "claim_lease_seconds": "Performed by the caller: how long a claim holds it when the caller names no "
+            "lease; without an outcome by then it becomes unknown and the lookup asks the vendor.",
+            "service_level_seconds": "How long it may take from arrival to a final state: at risk past "
+            f"{int(AT_RISK_SHARE * 100)} %, late past all of it (console: Service levels). Empty: no service level.",
+            "request": 'Performed by opsconsole: {"method", "path", "headers", "body"}, strings with {{ data.field '
+            "}} and {{ key }}. Empty ({}) for a caller's action.",
+            "response": 'Where the answer says the record\'s id and a refusal\'s message, e.g. {"record_id": "id"}. '
+            "Empty ({}) for a caller's action.",
+            "lookup": 'How to ask the vendor whether it has our record: {"path": "/records?key={{ key }}", "found": '
+            '"records"}. Required for a caller\'s action; empty: a person decides an unknown outcome.',
+            "listing": "The vendor's records over a time window, for the reconciliation audit (optional; "
+            "docs/integrations.md).",
+        }
         field_classes = {
             name: IndentedJSONField
             for name in integrations_file.HTTP_ACTION_FIELDS

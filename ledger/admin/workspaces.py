@@ -24,7 +24,9 @@ class WorkspaceAdmin(ReadOnlyAdmin):
 class ApiTokenForm(forms.ModelForm):
     scopes = forms.MultipleChoiceField(
         choices=Scope.choices,
-        widget=forms.CheckboxSelectMultiple,
+        # radiolist: the admin's class for a list of choices, each label as wide as its text (not 160 px)
+        widget=forms.CheckboxSelectMultiple(attrs={"class": "radiolist"}),
+        required=False,  # none ticked: refused by checked_scopes, in its words
         help_text="What the token may be used for (docs/api-for-flows.md). Approve: a person's token only.",
     )
 
@@ -45,10 +47,14 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     token scopes`` does)."""
 
     form = ApiTokenForm
-    list_display = ["workspace", "name", "hint", "user", "scopes", "created_at", "revoked_at"]
+    list_display = ["workspace", "name", "hint", "owner", "scopes", "created_at", "revoked_at"]
     list_select_related = ["workspace", "user"]
-    fields = ["workspace", "name", "hint", "user", "scopes", "created_at", "revoked_at"]
-    readonly_fields = ["workspace", "name", "hint", "user", "created_at", "revoked_at"]
+    fields = ["workspace", "name", "hint", "owner", "scopes", "created_at", "revoked_at"]
+    readonly_fields = ["workspace", "name", "hint", "owner", "created_at", "revoked_at"]
+
+    @admin.display(description="Belongs to", ordering="user__username")
+    def owner(self, obj):
+        return obj.user.get_username() if obj.user else "a machine (no person behind it: it may never approve)"
 
     def has_change_permission(self, request, obj=None):
         superuser = request.user.is_active and request.user.is_superuser

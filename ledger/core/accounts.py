@@ -3,10 +3,12 @@ revoking, and offboarding (a person removed or deactivated loses their tokens in
 transaction)."""
 
 from dataclasses import dataclass
+from difflib import get_close_matches
 from functools import cache
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from ledger.core import audit_chain
@@ -54,7 +56,13 @@ def checked_scopes(scopes, *, person: bool) -> list[str]:
     wanted = set(scopes)
     unknown = sorted(wanted - set(Scope.values))
     if unknown:
-        raise BadScopes(f"Unknown scope {', '.join(map(repr, unknown))}; the scopes are {', '.join(Scope.values)}.")
+        # A near miss (claim for claims) is named: what to type instead, not only the list.
+        near = [match for name in unknown for match in get_close_matches(name, Scope.values, n=1)]
+        meant = f" (did you mean {', '.join(near)}?)" if near else ""
+        raise BadScopes(
+            f"Unknown scope{pluralize(unknown)} {', '.join(map(repr, unknown))}{meant}; "
+            f"the scopes are {', '.join(Scope.values)}."
+        )
     if not wanted:
         raise BadScopes("A token needs at least one scope.")
     if Scope.APPROVE in wanted and not person:

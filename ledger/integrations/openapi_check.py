@@ -148,13 +148,17 @@ def check(document: dict, vendors: Mapping[str | None, VendorDocument]) -> None:
 
 
 def action_problems(action: HttpAction, vendor: VendorDocument) -> list[str]:
-    """How ``action``'s request, lookup and listing differ from what ``vendor`` describes."""
+    """How ``action``'s request, lookup and listing differ from what ``vendor`` describes (a caller
+    action has no request: its caller sends it)."""
     context = {"data": sample(action.schema), "key": f"{action.name}:sample-key"}
     base_path = urlsplit(action.destination.base_url).path
     request = action.request
     method = request.get("method", "POST").upper()
-    path = templates.render_path(request["path"], context)
-    operation, problems = _operation(vendor, method, path, base_path)
+    operation: _Operation | None = None
+    problems: list[str] = []
+    if action.performed_by != HttpAction.PerformedBy.CALLER:
+        path = templates.render_path(request["path"], context)
+        operation, problems = _operation(vendor, method, path, base_path)
     if operation is not None:
         problems += _query_problems(operation, path)
         fmt = request.get("body_format", "json")

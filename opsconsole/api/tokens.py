@@ -36,11 +36,18 @@ class WorkspaceToken(HttpBearer):
 
     def missing(self, api_token) -> MissingScope:
         owner = "machine" if api_token.user is None else "person"
+        if self.scope == Scope.APPROVE and api_token.user is None:
+            # No scope would help: only people approve. Say what would.
+            advice = (
+                "A machine's token can never have it: only people approve. Use an approver's own token "
+                "(manage.py token issue WORKSPACE --user APPROVER --scopes read,approve)."
+            )
+        else:
+            advice = "Ask for a token with it (manage.py token scopes, or the admin)."
         return MissingScope(
             reason="missing_scope",
             detail=f"This token ({api_token.hint}, a {owner}'s) lacks the {self.scope.value} scope this route "
-            f"needs ({self.scope.label}); it has {', '.join(api_token.scopes)}. Ask for a token with it "
-            "(manage.py token scopes, or the admin).",
+            f"needs ({self.scope.label}); it has {', '.join(api_token.scopes)}. {advice}",
             scope=self.scope.value,
         )
 

@@ -3,6 +3,8 @@ its name humanised ("Customer ID") where the schema gives none, never the raw na
 order, money written with its currency (``money.shown_payload``). Only presentation: exports and the
 API keep the field names, which machines read."""
 
+import json
+
 from ledger.actions.base import humanised
 from opsconsole.console import money
 
@@ -20,4 +22,11 @@ def payload_rows(payload, definition) -> list[tuple[str, object]]:
         return []
     order = definition.field_names() if definition is not None else []
     names = sorted(shown, key=lambda name: (order.index(name), "") if name in order else (len(order), name))
-    return [(field_label(definition, name), shown[name]) for name in names]
+    return [(field_label(definition, name), _shown_value(shown[name])) for name in names]
+
+
+def _shown_value(value):
+    """A nested object or list as JSON, as the sender wrote it (not Python's repr, None and quotes)."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return value

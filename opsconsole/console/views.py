@@ -5,6 +5,7 @@ outcome through the messages framework (POST/redirect/GET); none of them writes 
 
 import json
 import secrets
+from datetime import timedelta
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
@@ -14,15 +15,15 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from ledger.actions import UnknownAction, get_action
+from ledger.actions import UnknownAction, get_action, registry
 from ledger.callers import tokens
 from ledger.core import privacy, roles
 from ledger.core.configuration import changes_since_last_run
 from ledger.core.held_time import with_held_time
-from ledger.core.policies import format_duration
 from ledger.core.roles import APPROVE, PAUSE, REVIEW, VIEW
 from ledger.core.selectors import (
     AT_RISK_SHARE,
+    due_caller_operations,
     held_operations,
     holding_switch,
     oldest_caller_due_seconds,
@@ -34,12 +35,13 @@ from ledger.core.selectors import (
 )
 from ledger.integrations import destination_status
 from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
+from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, TransientError
 from ledger.people import assignment, holds
 from ledger.people.bulk_actions import MAX_OPERATIONS
 from ledger.people.may import May, own_work, what_may
 from ledger.reads import keyset
-from ledger.states import TERMINAL_STATES, State
-from ledger.timed import duration_text
+from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State
+from ledger.timed import duration_text, promised_text
 from opsconsole.console import explain, labels, money, neighbours, tables
 from opsconsole.console.filters import DUE, AuditFilter
 from opsconsole.console.forms import (
@@ -185,11 +187,16 @@ def _health(switches: list[Control], workspace_ids: set[int] | None) -> dict:
     oldest = oldest_due_seconds(now, switches, workspace_ids=workspace_ids)
     held = oldest_held_seconds(now, switches, workspace_ids=workspace_ids)
     caller = oldest_caller_due_seconds(now, switches, workspace_ids=workspace_ids)
-    return {
+    seconds = {
         "oldest_caller_due_seconds": int(caller) if caller is not None else None,
         "sweep_seconds": int((now - beat).total_seconds()) if beat else None,
         "oldest_due_seconds": int(oldest) if oldest is not None else None,
         "oldest_held_seconds": int(held) if held is not None else None,
+    }
+    # Each also in words, as people read a wait (42 s, 7 min, 3 h 5 min): "oldest_due_text", ...
+    return seconds | {
+        name.replace("_seconds", "_text"): duration_text(timedelta(seconds=value)) if value is not None else None
+        for name, value in seconds.items()
     }
 
 
@@ -216,6 +223,10 @@ def operation(request, pk):
         for conflict in op.conflicts.order_by("-created_at", "-id")
     ]
     attempts = list(op.attempt_rows.order_by("number", "id"))
+    for attempt in attempts:
+        # The outcome's badge already says transient, permanent or ambiguous; a library's own error
+        # (ConnectTimeout...) says more and stays.
+        attempt.error_kind = "" if attempt.error_type in OUTCOME_ERROR_NAMES else attempt.error_type
     return render(
         request,
         "console/operation.html",
@@ -263,6 +274,10 @@ def operation(request, pk):
             "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
             "waiting": destination_status.waiting_for(op),
             "by_caller": bool(definition and definition.performed_by_caller),
+            # Caller work between claims: it waits for its caller, never for opsconsole's workers.
+            "waits_for_caller": bool(definition and definition.performed_by_caller) and op.state in CLAIMABLE_STATES,
+            "caller_due": bool(definition and definition.performed_by_caller)
+            and due_caller_operations().filter(pk=op.pk).exists(),
             # Enough of the claim's token to match it with the caller's own logs; never all of it.
             "token_hint": tokens.token_for(op)[-6:]
             if op.state == State.PROCESSING and definition and definition.performed_by_caller
@@ -274,6 +289,9 @@ def operation(request, pk):
             "neighbours": neighbours.around(request, op),
         },
     )
+
+
+OUTCOME_ERROR_NAMES = {kind.__qualname__ for kind in (OutcomeError, TransientError, PermanentError, AmbiguousError)}
 
 
 def _beside_fields(may: May, conflicts: list) -> list[str]:
@@ -344,14 +362,16 @@ def service_levels(request):
     levels, listed = service_level_standing(roles.visible(Operation.objects.all(), request.user))
     for operation in listed:
         operation.age_shown = duration_text(operation.age)
-        operation.level_shown = format_duration(operation.service_level)
-    levels = [{"level": level, "shown": format_duration(level.level)} for level in levels]
+        operation.level_shown = promised_text(operation.service_level)
+    levels = [{"level": level, "shown": promised_text(level.level)} for level in levels]
     return render(
         request,
         "console/service_levels.html",
         {
             "nav": "service_levels",
             "levels": levels,
+            # Named, so that an action missing from the table is not taken for one that is on time.
+            "without_level": sorted(name for name, action in registry.items() if action.service_level is None),
             "operations": listed,
             "at_risk_percent": int(AT_RISK_SHARE * 100),
         },
@@ -365,8 +385,8 @@ def _standing(op: Operation, definition) -> str:
         return ""
     age = timezone.now() - op.created_at
     said = {
-        "late": f"Late: {duration_text(age)} since it arrived, past its service level of {format_duration(level)}.",
-        "at_risk": f"At risk: {duration_text(age)} since it arrived, of a service level of {format_duration(level)}.",
+        "late": f"Late: {duration_text(age)} since it arrived, past its service level of {promised_text(level)}.",
+        "at_risk": f"At risk: {duration_text(age)} since it arrived, of a service level of {promised_text(level)}.",
     }
     return said.get(standing(age, level), "")
 

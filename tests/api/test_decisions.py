@@ -85,6 +85,9 @@ def test_a_machine_token_is_refused_approving_whatever_its_scopes(machine, refun
     """A machine's token cannot be given the approve scope, and asking the route is refused."""
     answer = refused(machine.post(path(refund, "approve"), {"fingerprint": refund.fingerprint}), 403, "missing_scope")
     assert answer["scope"] == "approve"
+    # Not "ask for the scope", which no machine's token can have: what would work instead.
+    assert "A machine's token can never have it: only people approve. Use an approver's own token" in answer["detail"]
+    assert "Ask for a token with it" not in answer["detail"]
     # Even with the scope written into its row by hand (the services refuse it too), it is no person.
     from ledger.models import ApiToken
 
@@ -340,6 +343,7 @@ def test_a_token_without_the_operate_scope_is_refused_naming_it(caller, reviewer
 
     assert body["scope"] == "operate"
     assert "lacks the operate scope" in body["detail"]
+    assert "Ask for a token with it (manage.py token scopes, or the admin)." in body["detail"]
 
 
 # --- what the destination says, and what changed, before a replay ---------------------------------

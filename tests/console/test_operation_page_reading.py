@@ -511,3 +511,16 @@ def test_the_favicon_is_answered(client, db):
         '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'
         in client.get("/accounts/login/").content.decode()
     )
+
+
+def test_a_nested_payload_value_reads_as_json_not_as_python(client, login, make_operation):
+    """A notification's body, or any object in a payload, as its sender wrote it: null, not None."""
+    operation = make_operation()
+    payload = operation.payload | {"body": {"state": "pending", "next_attempt_at": None, "tags": ["a", "b"]}}
+    Operation.objects.filter(pk=operation.pk).update(payload=payload)
+    login("viewer")
+
+    page = page_of(client, operation)
+
+    assert '{"next_attempt_at": null, "state": "pending", "tags": ["a", "b"]}' in page
+    assert "'next_attempt_at': None" not in page

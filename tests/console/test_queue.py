@@ -160,8 +160,8 @@ def test_it_shows_the_health_of_the_sweep_and_the_due_work(client, login, make_o
     make_operation("pending")
     page = client.get("/console/").content.decode()
 
-    assert re.search(r"Sweep last ran 4[23]s ago", page)
-    assert "Oldest due operation waiting" in page
+    assert re.search(r"Sweep last ran 4[23] s ago", page)
+    assert re.search(r"Oldest due operation waiting [0-9]+ s", page)
 
 
 def test_it_counts_the_open_conflicts(client, login, noted):

@@ -43,8 +43,8 @@ def test_it_counts_at_risk_and_late_unfinished_work_per_action(
     assert (levels["file-ticket"].at_risk, levels["file-ticket"].late) == (0, 0)
     assert [op.pk for op in response.context["operations"]] == [late.pk, at_risk.pk]
     page = response.content.decode()
-    assert "<strong>late</strong>: past its 5m" in page
-    assert "at risk: 5m allowed" in page
+    assert "<strong>late</strong>: past its 5 min" in page
+    assert "at risk: 5 min allowed" in page
     assert "6 min" in page
     assert "4 min" in page
 
@@ -152,12 +152,12 @@ def test_the_operation_page_says_when_it_is_late_and_when_it_is_at_risk(client, 
     assert "service level" not in client.get(f"/console/operations/{operation.pk}/").content.decode()
     frozen.move_to(START + timedelta(seconds=250), tick=False)
     assert (
-        "At risk: 4 min since it arrived, of a service level of 5m."
+        "At risk: 4 min since it arrived, of a service level of 5 min."
         in client.get(f"/console/operations/{operation.pk}/").content.decode()
     )
     frozen.move_to(START + timedelta(minutes=7), tick=False)
     assert (
-        "Late: 7 min since it arrived, past its service level of 5m."
+        "Late: 7 min since it arrived, past its service level of 5 min."
         in client.get(f"/console/operations/{operation.pk}/").content.decode()
     )
 
@@ -188,4 +188,4 @@ def test_a_configured_actions_late_and_at_risk_work_is_listed_against_its_own_le
     )
     assert [operation.key for operation in response.context["operations"]] == [late["key"], at_risk["key"]]
     page = response.content.decode()
-    assert "<strong>late</strong>: past its 30m" in page
+    assert "<strong>late</strong>: past its 30 min" in page

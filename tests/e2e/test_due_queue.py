@@ -2,6 +2,7 @@
 lookup found nothing at the vendor is listed under "Due for their callers", the health line says
 how long the oldest has waited, and the age filter narrows the list."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -30,7 +31,16 @@ def test_an_expired_claim_the_vendor_never_saw_is_due_in_the_queue(page, workspa
 
     log_in(page, "operator")
     page.goto("/console/")
+    # How long in words, not a count of seconds.
+    expect(page.get_by_role("link", name="Due for their callers' claims")).to_have_text(
+        re.compile(r"oldest [0-9]+ (s|min)$")
+    )
     page.get_by_role("link", name="Due for their callers' claims").click()
+    # What these are, why All does not count them, and what a person may do about them.
+    explained = page.locator("#due-explained")
+    expect(explained).to_contain_text("opsconsole does not perform them: each waits for its flow to claim it")
+    expect(explained).to_contain_text("GET /api/v1/claims/due")
+    expect(explained).to_contain_text("Not counted under All")
     row = page.get_by_role("row").filter(has_text=claimed.operation.key)
     expect(row).to_contain_text("INV-7 v1 · invoice in EUR")
     expect(row).to_contain_text("Retrying")
@@ -40,6 +50,17 @@ def test_an_expired_claim_the_vendor_never_saw_is_due_in_the_queue(page, workspa
     screenshot(page, "queue-due-for-callers")
     page.screenshot(path="/tmp/notify-queue.png", full_page=True)
 
+    # Its page says it waits for its caller, not for opsconsole's workers, and that it may be claimed now.
+    page.get_by_role("row").filter(has_text=claimed.operation.key).get_by_role("link").click()
+    expect(page.locator("#waits-for-caller")).to_contain_text(
+        "Waiting for its caller: opsconsole never performs send-invoice."
+    )
+    expect(page.locator("#waits-for-caller")).to_contain_text("It may be claimed now.")
+    expect(page.locator("dt", has_text="Next claim").locator("+ dd")).to_have_text("may be claimed now")
+    expect(page.locator("dt", has_text="Next attempt")).to_have_count(0)
+    screenshot(page, "operation-due-for-its-caller")
+
+    page.goto("/console/?state=due")
     page.get_by_label("Age", exact=True).select_option("7d")
     page.get_by_role("button", name="Filter").click()
     expect(page.get_by_text("No operation waits for its caller's claim.")).to_be_visible()

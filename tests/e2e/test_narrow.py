@@ -215,6 +215,19 @@ def test_below_600_px_each_row_is_a_card_with_state_summary_and_last_error_first
     screenshot(narrow, "narrow-queue")
 
 
+def test_below_600_px_the_state_tabs_are_one_line_showing_the_current_one(narrow, crowded_demo):
+    make_user("operator", "operator")
+    log_in(narrow, "operator")
+    narrow.goto("/console/?state=held")
+
+    tabs = narrow.locator(".state-tabs a")
+    assert len({round(box["y"]) for box in tabs.evaluate_all("as => as.map(a => a.getBoundingClientRect())")}) == 1
+    current = narrow.locator(".state-tabs a[aria-current='page']")
+    expect(current).to_contain_text("Held")
+    assert on_screen(narrow, current)
+    assert narrow.evaluate("document.documentElement.scrollWidth") <= WIDTH
+
+
 def test_below_600_px_a_conflicts_differences_come_first(narrow, crowded_demo):
     make_user("operator", "operator")
     log_in(narrow, "operator")

@@ -27,8 +27,13 @@ def test_the_service_levels_page_lists_late_and_at_risk_work(page, workspace):
     log_in(page, "operator")
     page.get_by_role("link", name="Service levels").click()
 
-    expect(page.get_by_role("row", name="prepare-brief 5m 1 1")).to_be_visible()
-    expect(page.get_by_role("row").filter(has_text=late.key)).to_contain_text("late: past its 5m")
+    expect(page.get_by_role("row", name="prepare-brief 5 min 1 1")).to_be_visible()
+    # An action without one is named, with where to give it one: not missing without a word.
+    expect(page.locator("#without-level")).to_contain_text("No service level, so never at risk or late:")
+    expect(page.locator("#without-level")).to_contain_text("notify-subscriber")
+    expect(page.locator("#without-level")).to_contain_text("service_level_seconds")
+    expect(page.locator("#without-level")).not_to_contain_text("prepare-brief")
+    expect(page.get_by_role("row").filter(has_text=late.key)).to_contain_text("late: past its 5 min")
     expect(page.get_by_role("row").filter(has_text=risky.key)).to_contain_text("at risk")
     screenshot(page, "service-levels")
 
@@ -53,7 +58,7 @@ def test_a_configured_caller_actions_service_level_is_on_the_page(page, workspac
     log_in(page, "operator")
     page.get_by_role("link", name="Service levels").click()
 
-    expect(page.get_by_role("row", name="send-invoice 30m 1 1")).to_be_visible()
-    expect(page.get_by_role("row").filter(has_text=keys[0])).to_contain_text("late: past its 30m")
+    expect(page.get_by_role("row", name="send-invoice 30 min 1 1")).to_be_visible()
+    expect(page.get_by_role("row").filter(has_text=keys[0])).to_contain_text("late: past its 30 min")
     expect(page.get_by_role("row").filter(has_text=keys[1])).to_contain_text("at risk")
     screenshot(page, "service-levels-configured")

@@ -159,3 +159,25 @@ def test_next_and_previous_step_through_the_filtered_list(wide, work):
     expect(wide.get_by_text("First in the list")).to_be_visible()
     wide.get_by_role("link", name="Back to the list").click()
     expect(wide.get_by_label("Last error")).to_have_value("transient")
+
+
+@pytest.mark.parametrize("width", [1100, 1280])
+def test_at_a_laptops_width_the_last_error_keeps_room_and_no_header_runs_into_the_next(
+    browser, live_server, work, width
+):
+    context = browser.new_context(base_url=live_server.url, viewport={"width": width, "height": 900})
+    page = context.new_page()
+    try:
+        make_user("operator", OPERATOR)
+        log_in(page, "operator")
+        page.goto("/console/?state=all")
+        headers = page.locator("table.work-list thead th").evaluate_all(
+            "ths => ths.map(th => [th.textContent.trim(), th.clientWidth, th.scrollWidth])"
+        )
+        assert [name for name, shown, needed in headers if needed > shown] == [], headers
+        error = page.locator("table.work-list tbody td.error").filter(has_text="HTTP").first
+        assert error.bounding_box()["width"] >= 90
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        screenshot(page, f"queue-at-{width}")
+    finally:
+        context.close()

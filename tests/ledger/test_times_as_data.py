@@ -202,3 +202,18 @@ def test_an_event_without_times_hashes_as_events_did_before(workspace):
 )
 def test_only_the_names_its_times_hold_are_filled(words, times, expected):
     assert timed.filled(words, times, timed.iso).replace("2030-01-07T10:00:00+00:00", "10:00") == expected
+
+
+@pytest.mark.parametrize(
+    ("duration", "words"),
+    [
+        (timedelta(minutes=30), "30 min"),
+        (timedelta(days=2), "2 d"),
+        (timedelta(minutes=90), "1 h 30 min"),
+        (timedelta(seconds=90), "1 min 30 s"),
+        (timedelta(0), "0 s"),
+    ],
+)
+def test_a_promise_reads_in_the_words_of_the_wait_it_is_measured_against(duration, words):
+    """Service level 30 min beside a wait of 28 min, not 30m beside 28 min."""
+    assert timed.promised_text(duration) == words

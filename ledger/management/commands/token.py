@@ -67,8 +67,10 @@ class Command(BaseCommand):
     def _issue(self, workspace, *, name, user, scopes, **options):
         person = find_member(user, workspace) if user else None
         token = accounts.issue_token(workspace=workspace, name=name, actor="cli", user=person, scopes=scopes)
-        owner = f", belonging to {person.get_username()}" if person else " (a machine's: no person)"
-        self.stdout.write(f"New API token for {workspace.slug}{owner} (shown once, store it now):")
+        owner = f"belonging to {person.get_username()}" if person else "a machine's (no person behind it)"
+        granted = ", ".join(accounts.checked_scopes(scopes, person=person is not None))
+        self.stdout.write(f"New API token for workspace {workspace.slug}, {owner}, with the scopes {granted}.")
+        self.stdout.write("It is shown this once: store it now.")
         self.stdout.write(token)
 
     def _scopes(self, workspace, *, hint, scopes, **options):

@@ -169,6 +169,17 @@ def test_the_lookup_and_listing_paths_exist_and_send_only_declared_query_paramet
     ]
 
 
+def test_a_caller_action_has_only_its_lookup_and_listing_checked(db):
+    """Its caller sends the request, so there is none to compare; the lookup and listing are ours."""
+    action = {key: value for key, value in copy.deepcopy(CREATE_TICKET).items() if key != "request"}
+    action |= {"name": "open-ticket", "performed_by": "caller"}
+    action["lookup"] = {"path": "/tickets?reference={{ key }}", "found": "tickets"}
+
+    assert problems(integrations(action)) == [
+        'http_actions[0] open-ticket: lookup: query parameter "reference" is not a parameter of GET /tickets',
+    ]
+
+
 def test_only_the_actions_of_the_destination_the_document_describes_are_checked(db):
     other = HELPDESK_DESTINATION | {"slug": "crm"}
     crm_action = changed(CREATE_TICKET, path="/no/such/path") | {"name": "notify-crm", "destination": "crm"}

@@ -62,7 +62,10 @@ def source_file(**fields) -> str:
 
 
 def refused_message(name: str, field: str = "secret_env") -> str:
-    return f"{field}: {name} is not workspace demo's to name: its sources' variables start with OPSCONSOLE_SOURCE_DEMO_"
+    return (
+        f"{field}: {name} is not workspace demo's to name: the variables its sources and subscriptions name "
+        "start with OPSCONSOLE_SOURCE_DEMO_"
+    )
 
 
 def without_csrf(page: bytes) -> str:
@@ -170,8 +173,8 @@ def test_a_delivery_to_a_source_with_a_foreign_variable_is_refused_with_the_reas
     assert not Operation.objects.exists()
     assert not Delivery.objects.exists()
     assert (
-        "source billing: SECRET_KEY is not workspace demo's to name: its sources' variables start with "
-        "OPSCONSOLE_SOURCE_DEMO_ (rename it: docs/operations.md)" in caplog.text
+        "source billing: SECRET_KEY is not workspace demo's to name: the variables its sources and subscriptions "
+        "name start with OPSCONSOLE_SOURCE_DEMO_ (rename it: docs/operations.md)" in caplog.text
     )
 
 

@@ -152,8 +152,8 @@ def test_a_workspace_admin_switches_a_subscription_off_in_the_admin(boss, worksp
     )
     url = f"/admin/ledger/subscription/{subscription.pk}/change/"
     page = boss.get(url).content.decode()
-    assert 'value="operation.due" id="id_events_0" checked>' in page
-    assert 'value="operation.needs_review" id="id_events_1">' in page
+    assert 'value="operation.due" class="radiolist" id="id_events_0" checked>' in page
+    assert 'value="operation.needs_review" class="radiolist" id="id_events_1">' in page
 
     changed = boss.post(url, admin_form(workspace, url="https://f.example/", active=""))
 

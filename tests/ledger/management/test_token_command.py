@@ -108,3 +108,22 @@ def test_it_refuses_approve_on_a_machines_token_and_changes_nothing(workspace, t
 
     assert ApiToken.objects.get().scopes == ["events", "claims", "read"]
     assert not AuditEvent.objects.filter(kind="token_scopes_changed").exists()
+
+
+def test_an_issued_token_is_said_with_its_owner_and_scopes_before_its_value(workspace):
+    lines = run("issue", "demo", "--name", "n8n", "--scopes", "read,claims")
+
+    assert lines[:-1] == [
+        "New API token for workspace demo, a machine's (no person behind it), with the scopes claims, read.",
+        "It is shown this once: store it now.",
+    ]
+    assert lines[-1].startswith("oc_")
+
+
+def test_a_misspelt_scope_is_answered_with_the_one_meant(workspace):
+    with pytest.raises(CommandError) as refused:
+        run("issue", "demo", "--scopes", "claim,reed,sudo")
+    assert str(refused.value) == (
+        "Unknown scopes 'claim', 'reed', 'sudo' (did you mean claims, read?); "
+        "the scopes are events, claims, read, operate, approve."
+    )
