@@ -18,12 +18,13 @@ from django.contrib import admin
 from django.db import models
 from django.utils.html import format_html
 
+from ledger.actions import secret_names
 from ledger.admin.lists import ReadOnlyAdmin
 from ledger.core import roles
 from ledger.core.selectors import AT_RISK_SHARE
 from ledger.intake import decoding
 from ledger.integrations import file as integrations_file
-from ledger.integrations import saving, secret_names, sources, subscriptions
+from ledger.integrations import saving, sources, subscriptions
 from ledger.models import Destination, HttpAction, Source, Subscription
 from ledger.models.subscriptions import EVENTS
 

@@ -77,13 +77,18 @@ def _event_schema(*, claims: bool = False) -> tuple[dict, dict]:
     return schema, schema.pop("$defs")
 
 
-class ClaimEnvelope(Envelope):
-    lease_seconds: int | None = Field(
-        None,
+LeaseSeconds = Annotated[
+    int | None,
+    Field(
         ge=settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MIN,
         le=settings.OPSCONSOLE_CLAIM_LEASE_SECONDS_MAX,
         description="How long the claim is yours unless you heartbeat; default the action's lease.",
-    )
+    ),
+]
+
+
+class ClaimEnvelope(Envelope):
+    lease_seconds: LeaseSeconds = None
 
 
 def _claim_schema() -> dict:
@@ -99,7 +104,7 @@ class ClaimByKey(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     key: str = Field(min_length=1, description="The operation's key, as the notification or the due list gave it.")
-    lease_seconds: int | None = ClaimEnvelope.model_fields["lease_seconds"]
+    lease_seconds: LeaseSeconds = None
 
 
 def _claims_schema() -> tuple[dict, dict]:
