@@ -128,13 +128,13 @@ def claim_recorded(*, workspace: Workspace, raw: dict, **sender) -> Answer:
     """Claim the recorded operation ``raw["key"]`` names, with ``raw["lease_seconds"]`` if given.
     Nothing is reserved: a key no operation of the workspace has is answered not found."""
     operation = action = None
-    problem = _by_key_problem(raw)
+    problem = _by_key_problem(raw) or lease_problem(raw.get("lease_seconds"))
     if problem is None:
         operation = Operation.objects.filter(workspace=workspace, key=raw["key"]).first()
         if operation is None:
             return no_such_operation()
         action = registry.get(operation.action)
-        problem = _callers_action(operation.action, action) or lease_problem(raw.get("lease_seconds"))
+        problem = _callers_action(operation.action, action)
     if problem is not None or operation is None or action is None:
         return _refused(problem or ("key", "names no operation"), workspace=workspace, sender=sender)
     lease_seconds = raw.get("lease_seconds")

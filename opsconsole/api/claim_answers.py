@@ -138,6 +138,7 @@ class OutcomeConflict(Answer):
 CLAIM_RESPONSES = {
     201: Claimed,
     200: Done,
+    404: NotFound,  # a claim by key of no operation of the workspace
     409: Deferred | Decided | PayloadConflict | Stale,
     413: TooLarge,
     423: Held,

@@ -297,6 +297,10 @@ def claimed_by_key(send: Sender, action=None):
     return send.post("/api/v1/claims", {"key": due["key"]})
 
 
+def claimed_by_a_key_of_nothing(send: Sender, action=None):
+    return send.post("/api/v1/claims", {"key": "demo:nothing:v1:send-invoice"})
+
+
 def due_without_token(send: Sender, action=None):
     return send.get("/api/v1/claims/due", authorized=False)
 
@@ -583,6 +587,7 @@ CASES = [
     Case(OPERATION, 503, unreachable(read_the_operation), transactional=True),
     Case(CLAIMS, 201, claimed),
     Case(CLAIMS, 201, claimed_by_key),
+    Case(CLAIMS, 404, claimed_by_a_key_of_nothing),
     Case(CLAIMS, 200, claim_done),
     Case(CLAIMS, 409, claim_in_progress),
     Case(CLAIMS, 409, claim_needing_review),
