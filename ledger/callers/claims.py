@@ -30,7 +30,7 @@ from ledger.engine.attempts import open_attempt
 from ledger.engine.fencing import renew_leases
 from ledger.engine.performing import needs_approval
 from ledger.intake import submit
-from ledger.intake.decoding import storable_text_problem
+from ledger.intake.decoding import storable, storable_text_problem
 from ledger.intake.submit import IntakeResult
 from ledger.models import Attempt, Control, Delivery, Operation, Ordering, Workspace
 from ledger.states import CLAIMABLE_STATES, State
@@ -157,9 +157,11 @@ def _refused(problem: tuple[str, str], *, workspace: Workspace, sender: dict) ->
 
 def _by_key_problem(raw: dict) -> tuple[str, str] | None:
     if unknown := sorted(set(raw) - {"key", "lease_seconds"}):
-        return unknown[0], "is not a field of a claim by key (key, lease_seconds)"
+        return storable(unknown[0]), "is not a field of a claim by key (key, lease_seconds)"
     if not isinstance(raw["key"], str) or not raw["key"]:
         return "key", "must be an operation's key (text)"
+    if problem := storable_text_problem(raw["key"]):  # no key holds it, and PostgreSQL cannot compare it
+        return "key", problem
     return None
 
 

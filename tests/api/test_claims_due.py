@@ -185,6 +185,9 @@ def test_a_claim_by_a_key_of_no_operation_of_the_workspace_is_not_found_and_rese
         ({"key": ""}, "key"),
         ({"key": "k", "lease_seconds": 1}, "lease_seconds"),
         ({"key": "k", "data": {}}, "data"),
+        ({"key": "demo:\u0000:v1:send-invoice"}, "key"),
+        ({"key": "demo:\ud800:v1:send-invoice"}, "key"),
+        ({"key": "k", "a\u0000b": 1}, "ab"),
     ],
 )
 def test_a_bad_claim_by_key_is_refused_naming_the_field(api, workspace, body, field):
