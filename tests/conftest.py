@@ -391,3 +391,16 @@ def configured(tmp_path):
         return integrations.apply(tmp_path, **servers)
 
     return apply
+
+
+@pytest.fixture
+def receiver(monkeypatch):
+    """A receiver of notifications of the test's own (tests/receiver.py), with the secret its
+    subscription names set (tests/subscribed.py)."""
+    from tests.receiver import start_receiver
+    from tests.subscribed import SECRET, SECRET_ENV
+
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    running = start_receiver()
+    yield running
+    running.close()

@@ -25,7 +25,6 @@ from ledger.models import Operation
 from ledger.states import State
 from tests.faults.gunicorn import running_gunicorn
 from tests.faults.qcluster import wait_for
-from tests.receiver import start_receiver
 from tests.subscribed import SECRET, SECRET_ENV, subscribe, verified
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
@@ -46,14 +45,6 @@ def server(gunicorn, transactional_db, send_invoice_action):
     its integrations file by ``send_invoice_action``): they look again at most this long after a change."""
     time.sleep(configured.Loaded.REFRESH_SECONDS + 0.1)
     return gunicorn
-
-
-@pytest.fixture
-def receiver(monkeypatch):
-    monkeypatch.setenv(SECRET_ENV, SECRET)
-    running = start_receiver()
-    yield running
-    running.close()
 
 
 @pytest.fixture

@@ -7,20 +7,11 @@ from ledger.actions.notify import NAME as NOTIFY
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import Operation
-from tests.receiver import start_receiver
 from tests.subscribed import SECRET, SECRET_ENV, subscribe, verified
 
 pytestmark = [pytest.mark.usefixtures("send_invoice_action")]  # the demo's caller action, from its file
 
 INVOICE = {"request_id": "INV-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
-
-
-@pytest.fixture
-def receiver(monkeypatch):
-    monkeypatch.setenv(SECRET_ENV, SECRET)
-    running = start_receiver()
-    yield running
-    running.close()
 
 
 @pytest.fixture

@@ -17,8 +17,7 @@ from ledger.people.replays import replay_operation
 from reconciliation.reconcile import reconcile_operation
 from tests.conftest import external_event
 from tests.ledger.conftest import submit_brief
-from tests.receiver import start_receiver
-from tests.subscribed import SECRET, SECRET_ENV, subscribe, verified
+from tests.subscribed import subscribe, verified
 
 pytestmark = [pytest.mark.usefixtures("send_invoice_action")]  # the demo's caller action, from its file
 
@@ -27,14 +26,6 @@ INVOICE = {"request_id": "INV-7", "version": 1, "customer_id": "C-1001", "amount
 
 def invoice(delivery_id="run-1", **data):
     return {"action": "send-invoice", "delivery_id": delivery_id, "data": INVOICE | data}
-
-
-@pytest.fixture
-def receiver(monkeypatch):
-    monkeypatch.setenv(SECRET_ENV, SECRET)
-    running = start_receiver()
-    yield running
-    running.close()
 
 
 def notifications(**filters):
