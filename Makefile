@@ -90,6 +90,8 @@ demo demo-day: export OPSCONSOLE_SOURCE_DEMO_HOOK_SECRET ?= whsec_b3BzY29uc29sZS
 demo demo-day: export OPSCONSOLE_DEMO_FULFILMENT_TOKEN ?= demo-fulfilment-token
 # The demo's destination, the stand-in, listens on 127.0.0.1: loopback allowed by the egress policy.
 demo demo-day: export OPSCONSOLE_EGRESS_ALLOW_PRIVATE ?= 1
+# Where the demo serves the console: the link a notification carries to an operation's page.
+demo demo-day: export OPSCONSOLE_SITE_URL ?= http://127.0.0.1:8000
 demo: DEMO_DAY :=
 demo-day: DEMO_DAY = DEBUG=1 $(PY) manage.py demo_day --events $(EVENTS) || exit $$?;
 demo demo-day: venv
