@@ -3,7 +3,7 @@ changed, as a Standard Webhooks sender does (docs/integrations.md, Notifications
 
 Nobody submits it: ``ledger.core.announcements`` reserves one operation per (subscription, change,
 event, operation), in the transaction of the change it announces, and the engine performs it as any external
-action, with retries, backoff, the breaker and the audit trail. Its key is the ``webhook-id``, so a
+action, with retries, backoff and the audit trail (no breaker: below). Its key is the ``webhook-id``, so a
 receiver that deduplicates by webhook-id (as Standard Webhooks asks) takes a repeat of one
 notification once; a try whose answer was lost is repeated under that id (the receiver "honours the
 key"), never turned into an unknown a person must settle.
@@ -20,7 +20,7 @@ from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 
 from ledger import keys
 from ledger.actions import http, secret_names
-from ledger.actions.base import ActionDefinition, Limits, register
+from ledger.actions.base import ActionDefinition, register
 from ledger.outcomes import Absent, PermanentError, Success
 
 NAME = "notify-subscriber"
@@ -67,9 +67,8 @@ class NotifySubscriber(ActionDefinition):
     payload_retention = timedelta(days=7)
     key_retention = timedelta(days=30)
 
-    def limits(self) -> Limits:
-        # One receiver failing in a row pauses notifications a short while, then one probe decides.
-        return Limits(breaker_threshold=10, breaker_cooldown=timedelta(seconds=15))
+    # No breaker (``limits``): every subscription's receiver is this one action's destination, so one
+    # workspace's broken receiver would pause every workspace's notifications. Each backs off alone.
 
     def lookup(self, operation) -> Absent:
         """A receiver cannot be asked what it took; it deduplicates by webhook-id instead, so a try

@@ -7,6 +7,7 @@ from ledger.actions.notify import NAME as NOTIFY
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import Operation
+from tests.receiver import start_receiver
 from tests.subscribed import SECRET, SECRET_ENV, subscribe, verified
 
 pytestmark = [pytest.mark.usefixtures("send_invoice_action")]  # the demo's caller action, from its file
@@ -118,3 +119,26 @@ def test_a_secret_another_workspace_came_to_own_is_never_signed_with(workspace, 
     assert notification.state == "needs_review"
     assert "is not workspace demo's to name" in notification.last_error_message
     assert receiver.received == []
+
+
+def test_one_subscriptions_broken_receiver_holds_back_no_other_subscriptions_notifications(workspace, receiver):
+    """Every receiver is the one action's destination: a breaker there would let one workspace's
+    broken receiver pause every workspace's notifications. Each backs off alone instead."""
+    broken = start_receiver()
+    try:
+        broken.fail_next(*["503"] * 20)
+        subscribe(workspace, broken.url, events=["operation.due"], name="broken")
+        for number in range(12):
+            raw = {"action": "send-invoice", "data": INVOICE | {"request_id": f"INV-{number}"}}
+            submit_event(workspace=workspace, raw=raw, source="api")
+        process_due_operations()
+        assert len(broken.received) == 12
+        subscribe(workspace, receiver.url, events=["operation.due"], name="working")
+
+        later = {"action": "send-invoice", "data": INVOICE | {"request_id": "INV-99"}}
+        submit_event(workspace=workspace, raw=later, source="api")
+        process_due_operations()
+    finally:
+        broken.close()
+
+    assert [verified(taken)["data"]["summary"] for taken in receiver.answered] == ["INV-99 v1 · invoice in EUR"]
