@@ -186,17 +186,18 @@ def announce(changes: list[Change], *, now: datetime | None = None) -> list[Oper
     ``notify-subscriber`` operations and their audit events, in the caller's transaction (after the
     changes' own events: only new rows, as the lock order asks), and a worker woken when it commits.
     Returns the notifications reserved."""
-    if not changes:
-        return []
-    now = now or timezone.now()
-    action = registry[NOTIFY]
     rows: list[Operation] = []
     for change in changes:
-        if not (event := event_of(change)):
+        # The listeners first: a workspace without subscriptions (the usual case) costs a dict
+        # lookup per change, never the event's reading (a registry look-up for a due one).
+        if not (found := listeners(change.operation.workspace_id)) or not (event := event_of(change)):
             continue
-        for listener in listeners(change.operation.workspace_id):
-            if event in listener.events:
-                rows.append(_notification(action, listener, change, event, now))
+        now = now or timezone.now()
+        rows.extend(
+            _notification(registry[NOTIFY], listener, change, event, now)
+            for listener in found
+            if event in listener.events
+        )
     if not rows:
         return []
     with transaction.atomic(savepoint=False):
