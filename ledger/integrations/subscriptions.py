@@ -10,20 +10,16 @@ from ledger.actions import egress, secret_names
 from ledger.core import announcements
 from ledger.core.transitions import save_audited
 from ledger.integrations import signatures
+from ledger.integrations.saving import ENV_NAME, ConfigurationRefused
+from ledger.integrations.saving import SLUG as NAME
 from ledger.models import SourceScheme, Subscription
 from ledger.models.subscriptions import EVENTS
 
-NAME = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
-ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,99}$")
 URL = re.compile(r"https?://[^\s/?#]+(/[^\s#]*)?")
 
 
-class SubscriptionRefused(ValueError):
+class SubscriptionRefused(ConfigurationRefused):
     """A subscription that would not work: ``problems`` says each thing, and where."""
-
-    def __init__(self, problems: list[str]):
-        super().__init__("; ".join(problems))
-        self.problems = problems
 
 
 def save_subscription(subscription: Subscription, *, actor: str) -> Subscription:
