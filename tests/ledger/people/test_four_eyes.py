@@ -92,6 +92,25 @@ def shown_fingerprint(page: str) -> str:
     return fingerprint
 
 
+def by_command(verb: str, user, operation, note: str) -> str:
+    """Run the ``verb`` command (approve, reject) as ``user``; the error it was refused with, or ""."""
+    try:
+        call_command(
+            verb,
+            operation.key,
+            "--workspace",
+            operation.workspace.slug,
+            "--as",
+            user.get_username(),
+            "--note",
+            note,
+            stdout=StringIO(),
+        )
+    except CommandError as exc:
+        return str(exc)
+    return ""
+
+
 def approve(via: str, client, user, operation, note: str = "") -> str:
     """Approve as ``user`` through ``via``; returns the error it was refused with, or "" if approved.
 
@@ -99,21 +118,7 @@ def approve(via: str, client, user, operation, note: str = "") -> str:
     then POST the fingerprint the confirmation shows (when the page offers no Approve, a forged POST
     with the operation's fingerprint)."""
     if via == "command":
-        try:
-            call_command(
-                "approve",
-                operation.key,
-                "--workspace",
-                operation.workspace.slug,
-                "--as",
-                user.get_username(),
-                "--note",
-                note,
-                stdout=StringIO(),
-            )
-        except CommandError as exc:
-            return str(exc)
-        return ""
+        return by_command("approve", user, operation, note)
     page = operation_page(client, user, operation)
     if ">Approve</a>" in page:
         fingerprint = shown_fingerprint(client.get(f"/console/operations/{operation.pk}/approve/").content.decode())
@@ -441,21 +446,7 @@ def reject(via: str, client, user, operation, note: str = "sent by mistake") -> 
     Through the console: a POST of the reject form (forged with the operation's fingerprint when the
     page offers no Reject)."""
     if via == "command":
-        try:
-            call_command(
-                "reject",
-                operation.key,
-                "--workspace",
-                operation.workspace.slug,
-                "--as",
-                user.get_username(),
-                "--note",
-                note,
-                stdout=StringIO(),
-            )
-        except CommandError as exc:
-            return str(exc)
-        return ""
+        return by_command("reject", user, operation, note)
     page = operation_page(client, user, operation)
     fingerprint = shown_fingerprint(page) if ">Reject</button>" in page else operation.fingerprint
     response = client.post(f"/console/operations/{operation.pk}/reject/", {"note": note, "fingerprint": fingerprint})
