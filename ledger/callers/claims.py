@@ -127,16 +127,15 @@ def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> 
 def claim_recorded(*, workspace: Workspace, raw: dict, **sender) -> Answer:
     """Claim the recorded operation ``raw["key"]`` names, with ``raw["lease_seconds"]`` if given.
     Nothing is reserved: a key no operation of the workspace has is answered not found."""
-    operation = action = None
-    problem = _by_key_problem(raw) or lease_problem(raw.get("lease_seconds"))
-    if problem is None:
-        operation = Operation.objects.filter(workspace=workspace, key=raw["key"]).first()
-        if operation is None:
-            return no_such_operation()
-        action = registry.get(operation.action)
-        problem = _callers_action(operation.action, action)
-    if problem is not None or operation is None or action is None:
-        return _refused(problem or ("key", "names no operation"), workspace=workspace, sender=sender)
+    if problem := _by_key_problem(raw) or lease_problem(raw.get("lease_seconds")):
+        return _refused(problem, workspace=workspace, sender=sender)
+    operation = Operation.objects.filter(workspace=workspace, key=raw["key"]).first()
+    if operation is None:
+        return no_such_operation()
+    action = registry.get(operation.action)
+    if action is None or not action.performed_by_caller:
+        problem = ("key", f"the operation is of {operation.action}, which is not an action its caller performs")
+        return _refused(problem, workspace=workspace, sender=sender)
     lease_seconds = raw.get("lease_seconds")
     lease = timedelta(seconds=lease_seconds) if lease_seconds is not None else action.claim_lease
     return _take(operation, action, lease=lease, actor=sender["submitted_by"])
@@ -163,12 +162,6 @@ def _by_key_problem(raw: dict) -> tuple[str, str] | None:
     if problem := storable_text_problem(raw["key"]):  # no key holds it, and PostgreSQL cannot compare it
         return "key", problem
     return None
-
-
-def _callers_action(name: str, action: ActionDefinition | None) -> tuple[str, str] | None:
-    if action is not None and action.performed_by_caller:
-        return None
-    return "key", f"the operation is of {name}, which is not an action its caller performs"
 
 
 def lease_problem(value: Any) -> tuple[str, str] | None:

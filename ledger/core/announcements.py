@@ -94,6 +94,11 @@ def assume_none() -> None:
 
 def listeners(workspace_id: int) -> list[Listener]:
     """The active subscriptions of the workspace, cached (the module's note)."""
+    return _by_workspace().get(workspace_id, [])
+
+
+def _by_workspace() -> dict[int, list[Listener]]:
+    """Every workspace's active subscriptions, read again when the cache is older than ``CACHE_SECONDS``."""
     if time.monotonic() - _cache["at"] > CACHE_SECONDS:
         found: dict[int, list[Listener]] = {}
         for row in Subscription.objects.filter(active=True).select_related("workspace"):
@@ -101,7 +106,7 @@ def listeners(workspace_id: int) -> list[Listener]:
                 Listener(row.pk, row.name, row.workspace.slug, row.url, frozenset(row.events), row.secret_env)
             )
         _cache["by_workspace"], _cache["at"] = found, time.monotonic()
-    return _cache["by_workspace"].get(workspace_id, [])
+    return _cache["by_workspace"]
 
 
 @contextmanager
@@ -163,17 +168,11 @@ def announce_released(scope, resumed: AuditEvent) -> list[Operation]:
     operations, a Q) that may be claimed now, the ``resumed`` audit event their change: without it,
     work a pause held would wait in silence for a caller that was told it is held. Runs in the
     resume's transaction, after the switch is saved, so a switch still pulled over them keeps them."""
-    listening = listening_workspaces()
+    listening = sorted(_by_workspace())
     if not listening:
         return []
     held = selectors.due_caller_operations().filter(scope, workspace_id__in=listening).order_by("id")
     return announce([Change(operation, resumed.pk, resumed.kind, operation.state) for operation in held])
-
-
-def listening_workspaces() -> list[int]:
-    """The workspaces with an active subscription (as cached: ``listeners``)."""
-    listeners(0)  # reads them again when the cache is old
-    return sorted(_cache["by_workspace"])
 
 
 def may_announce(workspace_id: int) -> bool:
