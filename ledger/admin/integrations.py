@@ -65,20 +65,12 @@ class SourceForm(forms.ModelForm):
         return cleaned
 
 
-@admin.register(Source)
-class SourceAdmin(ReadOnlyAdmin):
-    """Senders of signed webhooks (``/api/v1/hooks/<slug>``): superusers and the workspace's admins
-    configure them here; the secrets stay in the environment, shown only as set or missing. Members
-    see their workspaces'."""
+class WorkspaceEdits(ReadOnlyAdmin):
+    """Rows of one workspace whose secret stays in the environment (``secrets`` says whether it is
+    set): edited by superusers and the workspace's admins, visible to its members."""
 
-    form = SourceForm
-    list_display = ["slug", "workspace", "scheme", "secrets", "updated_at"]
     list_select_related = ["workspace"]
     readonly_fields = ["secrets"]
-
-    @admin.display(description="Secrets")
-    def secrets(self, obj):
-        return sources.secret_status(obj) if obj.pk else "—"
 
     def has_add_permission(self, request, obj=None):
         return request.user.is_active and roles.workspace_ids(request.user, roles.CONFIGURE) != set()
@@ -89,9 +81,23 @@ class SourceAdmin(ReadOnlyAdmin):
         return roles.can(request.user, roles.CONFIGURE, obj.workspace_id)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if db_field.name == "workspace":  # a workspace admin adds sources to their workspaces only
+        if db_field.name == "workspace":  # a workspace admin adds rows to their workspaces only
             kwargs["queryset"] = roles.workspaces(request.user, roles.CONFIGURE)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+@admin.register(Source)
+class SourceAdmin(WorkspaceEdits):
+    """Senders of signed webhooks (``/api/v1/hooks/<slug>``): superusers and the workspace's admins
+    configure them here; the secrets stay in the environment, shown only as set or missing. Members
+    see their workspaces'."""
+
+    form = SourceForm
+    list_display = ["slug", "workspace", "scheme", "secrets", "updated_at"]
+
+    @admin.display(description="Secrets")
+    def secrets(self, obj):
+        return sources.secret_status(obj) if obj.pk else "—"
 
     def save_model(self, request, obj, form, change):
         sources.save_source(obj, actor=request.user.get_username())  # what the form checked, audited
@@ -123,7 +129,7 @@ class SubscriptionForm(forms.ModelForm):
         choices=[(event, f"{event}: {EVENT_MEANINGS[event]}") for event in EVENTS],
         # radiolist: the admin's class for a list of choices, each label as wide as its text (not 160 px)
         widget=forms.CheckboxSelectMultiple(attrs={"class": "radiolist"}),
-        required=False,
+        error_messages={"required": "Tick at least one event."},
         help_text="Tick at least one. Sensitive fields are never in a notification.",
     )
 
@@ -146,15 +152,13 @@ class SubscriptionForm(forms.ModelForm):
             field, _, said = problem.partition(": ")
             if field not in self.fields:
                 self.add_error(None, problem)
-            elif field not in self.errors:  # a field's own check (an invalid URL) has said it already
-                self.add_error(
-                    field, "Tick at least one event." if field == "events" and not values["events"] else said
-                )
+            elif field not in self.errors:  # a field's own check (an invalid URL, no event) has said it already
+                self.add_error(field, said)
         return cleaned
 
 
 @admin.register(Subscription)
-class SubscriptionAdmin(SourceAdmin):
+class SubscriptionAdmin(WorkspaceEdits):
     """Receivers of a workspace's notifications (signed Standard Webhooks): superusers and the
     workspace's admins configure them; the secret stays in the environment, shown only as set or
     missing. Members see their workspaces'."""

@@ -31,9 +31,10 @@ Problems are collected across the whole file, so one run names them all.
 """
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from difflib import get_close_matches
+from itertools import islice
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -92,7 +93,7 @@ def load(text: str, *, name: str) -> VendorDocument:
     validator_cls = SPEC2VALIDATOR[version]
     # Checked as written; matched with its servers reduced to their paths.
     try:
-        errors = list(_first(validator_cls(_schema_path(data)).iter_errors(), MAX_DOCUMENT_PROBLEMS))
+        errors = list(islice(validator_cls(_schema_path(data)).iter_errors(), MAX_DOCUMENT_PROBLEMS))
     except Unresolvable as exc:
         raise file.IntegrationsError([f"{name}: {_unresolvable(exc)}"]) from None
     if errors:
@@ -277,10 +278,3 @@ def _one_line(text: str, limit: int = 300) -> str:
     go on with the whole schema they failed)."""
     text = " ".join(text.split("\n\n")[0].split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _first(errors: Iterator, limit: int) -> Iterator:
-    for index, error in enumerate(errors):
-        if index >= limit:
-            return
-        yield error

@@ -223,6 +223,10 @@ def operation(request, pk):
         for conflict in op.conflicts.order_by("-created_at", "-id")
     ]
     attempts = list(op.attempt_rows.order_by("number", "id"))
+    switches = list(Control.objects.filter(paused=True).select_related("workspace"))
+    by_caller = bool(definition and definition.performed_by_caller)
+    # Caller work between claims: it waits for its caller, never for opsconsole's workers.
+    waits_for_caller = by_caller and op.state in CLAIMABLE_STATES
     for attempt in attempts:
         # The outcome's badge already says transient, permanent or ambiguous; a library's own error
         # (ConnectTimeout...) says more and stays.
@@ -273,17 +277,13 @@ def operation(request, pk):
             ),
             "give_up_at": lookups_give_up_at(op) if op.state == State.UNKNOWN else None,
             "waiting": destination_status.waiting_for(op),
-            "by_caller": bool(definition and definition.performed_by_caller),
-            # Caller work between claims: it waits for its caller, never for opsconsole's workers.
-            "waits_for_caller": bool(definition and definition.performed_by_caller) and op.state in CLAIMABLE_STATES,
-            "caller_due": bool(definition and definition.performed_by_caller)
-            and due_caller_operations().filter(pk=op.pk).exists(),
+            "by_caller": by_caller,
+            "waits_for_caller": waits_for_caller,
+            "caller_due": waits_for_caller and due_caller_operations(switches=switches).filter(pk=op.pk).exists(),
             # Enough of the claim's token to match it with the caller's own logs; never all of it.
-            "token_hint": tokens.token_for(op)[-6:]
-            if op.state == State.PROCESSING and definition and definition.performed_by_caller
-            else "",
+            "token_hint": tokens.token_for(op)[-6:] if by_caller and op.state == State.PROCESSING else "",
             "standing": _standing(op, definition),
-            "held_by": holding_switch(op, list(Control.objects.filter(paused=True).select_related("workspace"))),
+            "held_by": holding_switch(op, switches),
             "can_take": assignment.may_take(user, op),
             # Previous and next in the list it was opened from (opsconsole.console.neighbours).
             "neighbours": neighbours.around(request, op),
