@@ -270,14 +270,7 @@ def oldest_held_seconds(
     """How long the oldest operation a pause holds (of ``workspace_ids``, None: of all) has been due
     (None: a pause holds nothing due)."""
     now = now or timezone.now()
-    oldest = (
-        _within(held_due_operations(now, switches), workspace_ids)
-        .annotate(since=due_since())
-        .order_by("since")
-        .values_list("since", flat=True)
-        .first()
-    )
-    return (now - oldest).total_seconds() if oldest else None
+    return _oldest_due_seconds(held_due_operations(now, switches), now, workspace_ids)
 
 
 def oldest_caller_due_seconds(
@@ -286,13 +279,13 @@ def oldest_caller_due_seconds(
     """How long the oldest operation its caller may claim (of ``workspace_ids``, None: of all) has
     been due (None: nothing waits for a caller's claim)."""
     now = now or timezone.now()
+    return _oldest_due_seconds(due_caller_operations(now, switches), now, workspace_ids)
+
+
+def _oldest_due_seconds(operations, now: datetime, workspace_ids: set[int] | None) -> float | None:
     oldest = (
-        _within(due_caller_operations(now, switches), workspace_ids)
-        .annotate(since=due_since())
-        .order_by("since")
-        .values_list("since", flat=True)
-        .first()
-    )
+        _within(operations, workspace_ids).annotate(since=due_since()).order_by("since").values_list("since", flat=True)
+    ).first()
     return (now - oldest).total_seconds() if oldest else None
 
 
