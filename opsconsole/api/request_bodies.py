@@ -48,6 +48,11 @@ def _has_body(request) -> bool:
     return length not in ("", "0") or "chunked" in request.headers.get("Transfer-Encoding", "").lower()
 
 
+def field_refused(field: str, message: str) -> ApiProblem:
+    """A management request refused 422 for one field (a body's or a query's), as ``read_body`` refuses."""
+    return _refused(422, "invalid_input", [{"field": field, "message": message}])
+
+
 def _refused(status: int, reason: InputReason, errors: list[dict], headers: dict | None = None) -> ApiProblem:
     problems = [FieldProblem(field=str(e.get("field", "body")), message=str(e.get("message", ""))) for e in errors]
     detail = "; ".join(f"{problem.field}: {problem.message}" for problem in problems) or reason
