@@ -90,7 +90,8 @@ def _chosen(request, filters: ListQuery) -> tuple[QuerySet, bool]:
             raise field_refused(name, problem)
     state = str(filters.state)
     if state in ("attention", work_lists.HELD) or state in ATTENTION_STATES:
-        switches = list(Control.objects.filter(paused=True))
+        # Only `held` lists by the pause switches: the attention states need no query for them.
+        switches = list(Control.objects.filter(paused=True)) if state == work_lists.HELD else []
         queue = work_lists.queue_states(switches)
         operations, by_change = queue[work_lists.ATTENTION if state == "attention" else state], True
     else:
