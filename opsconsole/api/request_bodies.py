@@ -72,7 +72,11 @@ RETRY_AFTER = {
 }
 
 
+def schema_body(schema: dict, *, required: bool = True) -> dict:
+    """A route's ``openapi_extra``: its JSON body published as ``schema``, and its 503's header."""
+    return {"requestBody": {"required": required, "content": {"application/json": {"schema": schema}}}} | RETRY_AFTER
+
+
 def json_body(model: type[BaseModel], *, required: bool = True) -> dict:
     """A route's ``openapi_extra``: its body published as ``model``'s schema (flat: no component)."""
-    schema = model.model_json_schema(ref_template=REF_TEMPLATE)
-    return {"requestBody": {"required": required, "content": {"application/json": {"schema": schema}}}} | RETRY_AFTER
+    return schema_body(model.model_json_schema(ref_template=REF_TEMPLATE), required=required)
