@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from ledger.actions import registry
 from ledger.callers import claims, reports
-from ledger.core import privacy
 from ledger.intake import decoding, refusals, submit
 from ledger.intake.submit import Envelope, IntakeResult
 from ledger.integrations import sources
@@ -32,7 +31,7 @@ from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES
 from opsconsole.api.operate_answers import InputRefused
 from opsconsole.api.problems import ApiProblem
 from opsconsole.api.request_bodies import json_body, schema_body
-from opsconsole.api.tokens import CLAIMS, EVENTS, READ
+from opsconsole.api.tokens import CLAIMS, EVENTS, READ, reveals
 from opsconsole.proxy import client_ip
 
 SOURCE = Delivery.Source.API
@@ -174,14 +173,8 @@ def _record_refusal(request, problem: ApiProblem) -> IntakeResult:
 
 
 def _respond(request, result: IntakeResult, headers: dict | None = None) -> HttpResponse:
-    reveal = result.operation is not None and _reveals(request)
+    reveal = result.operation is not None and reveals(request)
     return answers.respond(answers.intake_answer(result, reveal=reveal), result.http_status, headers)
-
-
-def _reveals(request) -> bool:
-    """Whether the token's person may see sensitive values in its workspace (a machine's may not):
-    what the operation bodies of the answer show."""
-    return privacy.may_view_sensitive_as(request.person, request.workspace_role)
 
 
 def _sender(request) -> dict:
@@ -252,7 +245,7 @@ def submit_batch(request):
         max_event_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES,
         **_sender(request),
     )
-    reveal = any(result.operation is not None for result in results) and _reveals(request)
+    reveal = any(result.operation is not None for result in results) and reveals(request)
     return answers.respond(answers.batch_answer(results, reveal=reveal), 200)
 
 
@@ -269,7 +262,7 @@ def submit_batch(request):
 def claim(request):
     raw = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
     answer = claims.claim(workspace=request.workspace, raw=raw, **_sender(request))
-    return claim_answers.claim_response(answer, reveal=_reveals(request))
+    return claim_answers.claim_response(answer, reveal=reveals(request))
 
 
 @api.post(
@@ -288,7 +281,7 @@ def heartbeat(request, key: str):
         lease_seconds=body.lease_seconds,
         actor=request.submitter,
     )
-    return claim_answers.claim_response(answer, reveal=_reveals(request))
+    return claim_answers.claim_response(answer, reveal=reveals(request))
 
 
 @api.post(
@@ -301,7 +294,7 @@ def heartbeat(request, key: str):
 def outcome(request, key: str):
     report = _read(request, reports.OutcomeReport)
     answer = reports.report_outcome(workspace=request.workspace, key=key, report=report, actor=request.submitter)
-    return claim_answers.claim_response(answer, reveal=_reveals(request))
+    return claim_answers.claim_response(answer, reveal=reveals(request))
 
 
 def _read(request, model):

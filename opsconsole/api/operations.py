@@ -19,7 +19,7 @@ from opsconsole.api import answers, operate_answers
 from opsconsole.api.operate_answers import READ_REFUSED, InputRefused, OperationDetail, OperationPage
 from opsconsole.api.problems import ApiProblem
 from opsconsole.api.request_bodies import RETRY_AFTER, field_refused
-from opsconsole.api.tokens import READ
+from opsconsole.api.tokens import READ, reveals
 
 router = Router(tags=["operations"])
 
@@ -44,10 +44,6 @@ class ListQuery(Schema):
     )
     cursor: str | None = Field(None, max_length=100, description="`next_cursor` of the page before.")
     limit: int = Field(50, ge=1, le=PAGE_LIMIT)
-
-
-def reveals(request) -> bool:
-    return privacy.may_view_sensitive_as(request.person, request.workspace_role)
 
 
 @router.get(
