@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from ledger.actions import registry
 from ledger.callers import claims, reports
-from ledger.core import privacy
 from ledger.intake import decoding, refusals, submit
 from ledger.intake.submit import Envelope, IntakeResult
 from ledger.integrations import sources
@@ -31,7 +30,8 @@ from opsconsole.api import answers, claim_answers, due_work, http_bodies, operat
 from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES
 from opsconsole.api.operate_answers import InputRefused
 from opsconsole.api.problems import ApiProblem
-from opsconsole.api.tokens import CLAIMS, EVENTS, READ
+from opsconsole.api.request_bodies import json_body, schema_body
+from opsconsole.api.tokens import CLAIMS, EVENTS, READ, reveals
 from opsconsole.proxy import client_ip
 
 SOURCE = Delivery.Source.API
@@ -39,16 +39,6 @@ logger = logging.getLogger("ledger")
 
 
 # --- what the document publishes besides the answers ----------------------------------------------
-
-_RETRY_AFTER = {
-    "responses": {
-        503: {
-            "headers": {
-                "Retry-After": {"description": "Seconds to wait before sending again.", "schema": {"type": "integer"}}
-            }
-        }
-    }
-}
 
 
 def _event_schema(*, claims: bool = False) -> tuple[dict, dict]:
@@ -118,10 +108,6 @@ EVENT_SCHEMA, EVENT_COMPONENTS = _event_schema()
 CLAIM_SCHEMA, CLAIM_COMPONENTS = _claims_schema()
 
 
-def _json_body(schema: dict) -> dict:
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}} | _RETRY_AFTER
-
-
 # --- the views ------------------------------------------------------------------------------------
 
 
@@ -187,14 +173,8 @@ def _record_refusal(request, problem: ApiProblem) -> IntakeResult:
 
 
 def _respond(request, result: IntakeResult, headers: dict | None = None) -> HttpResponse:
-    reveal = result.operation is not None and _reveals(request)
+    reveal = result.operation is not None and reveals(request)
     return answers.respond(answers.intake_answer(result, reveal=reveal), result.http_status, headers)
-
-
-def _reveals(request) -> bool:
-    """Whether the token's person may see sensitive values in its workspace (a machine's may not):
-    what the operation bodies of the answer show."""
-    return privacy.may_view_sensitive_as(request.person, request.workspace_role)
 
 
 def _sender(request) -> dict:
@@ -214,7 +194,7 @@ def _decode(request: HttpRequest, limit: int):
     "/events",
     auth=EVENTS,
     response=EVENT_RESPONSES,
-    openapi_extra=_json_body(EVENT_SCHEMA),
+    openapi_extra=schema_body(EVENT_SCHEMA),
     summary="Submit one event: accepted (201), duplicate (200), blocked (409/422/400/413/415)",
 )
 def submit_event(request):
@@ -229,7 +209,7 @@ def submit_event(request):
     auth=EVENTS,
     response=BATCH_RESPONSES,
     summary="Submit up to OPSCONSOLE_MAX_BATCH events; each stands alone",
-    openapi_extra=_json_body(
+    openapi_extra=schema_body(
         {
             "type": "object",
             "required": ["events"],
@@ -265,36 +245,31 @@ def submit_batch(request):
         max_event_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES,
         **_sender(request),
     )
-    reveal = any(result.operation is not None for result in results) and _reveals(request)
+    reveal = any(result.operation is not None for result in results) and reveals(request)
     return answers.respond(answers.batch_answer(results, reveal=reveal), 200)
 
 
 # --- claims: operations their callers perform (docs/claims.md) ------------------------------------
 
 
-def _body_of(model) -> dict:
-    """A route's body, published as ``model``'s schema (flat: it refers to no component)."""
-    return _json_body(model.model_json_schema(ref_template=REF_TEMPLATE))
-
-
 @api.post(
     "/claims",
     auth=CLAIMS,
     response=claim_answers.CLAIM_RESPONSES,
-    openapi_extra=_json_body(CLAIM_SCHEMA),
+    openapi_extra=schema_body(CLAIM_SCHEMA),
     summary="Claim an operation you perform: claimed (201, act now), done (200), or why not (409/423)",
 )
 def claim(request):
     raw = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
     answer = claims.claim(workspace=request.workspace, raw=raw, **_sender(request))
-    return claim_answers.claim_response(answer, reveal=_reveals(request))
+    return claim_answers.claim_response(answer, reveal=reveals(request))
 
 
 @api.post(
     "/claims/{path:key}/heartbeat",
     auth=CLAIMS,
     response=claim_answers.HEARTBEAT_RESPONSES,
-    openapi_extra=_body_of(reports.Heartbeat),
+    openapi_extra=json_body(reports.Heartbeat),
     summary="Extend the lease of the claim you hold",
 )
 def heartbeat(request, key: str):
@@ -306,20 +281,20 @@ def heartbeat(request, key: str):
         lease_seconds=body.lease_seconds,
         actor=request.submitter,
     )
-    return claim_answers.claim_response(answer, reveal=_reveals(request))
+    return claim_answers.claim_response(answer, reveal=reveals(request))
 
 
 @api.post(
     "/claims/{path:key}/outcome",
     auth=CLAIMS,
     response=claim_answers.OUTCOME_RESPONSES,
-    openapi_extra=_body_of(reports.OutcomeReport),
+    openapi_extra=json_body(reports.OutcomeReport),
     summary="Report what your claimed try came to: succeeded, failed (transient or permanent) or unknown",
 )
 def outcome(request, key: str):
     report = _read(request, reports.OutcomeReport)
     answer = reports.report_outcome(workspace=request.workspace, key=key, report=report, actor=request.submitter)
-    return claim_answers.claim_response(answer, reveal=_reveals(request))
+    return claim_answers.claim_response(answer, reveal=reveals(request))
 
 
 def _read(request, model):
@@ -340,7 +315,7 @@ api.add_router("/claims", due_work.router)  # GET /claims/due
     "/hooks/{source}",
     auth=None,
     response=answers.HOOK_RESPONSES,
-    openapi_extra=_json_body({"type": "object", "description": "The sender's own body, signed as its scheme says."}),
+    openapi_extra=schema_body({"type": "object", "description": "The sender's own body, signed as its scheme says."}),
     summary="A signed webhook of a configured source: taken as an event (201/200), ignored (202), or refused (401)",
 )
 def receive_hook(request, source: str):

@@ -48,7 +48,7 @@ from opsconsole.api.operate_answers import (
 )
 from opsconsole.api.problems import ApiProblem
 from opsconsole.api.request_bodies import RETRY_AFTER, ReasonBody, json_body, read_body
-from opsconsole.api.tokens import APPROVE, OPERATE, actor_of
+from opsconsole.api.tokens import APPROVE, OPERATE, actor_of, reveals
 
 decisions = Router(tags=["decisions"])
 DONE = {200: ActionDone, **DECISION_REFUSED}
@@ -152,7 +152,7 @@ def refused_by_service(operation: Operation, *, written_in: str = "reason") -> I
 def done(request, status: DoneStatus, message: str, operation: Operation):
     """The answer to a decision: what it did, and the operation as it is now."""
     now = Operation.objects.select_related("workspace", "assigned_to").get(pk=operation.pk)
-    item = operation_item(now, reveal=operations.reveals(request))
+    item = operation_item(now, reveal=reveals(request))
     return answers.respond(ActionDone(status=status, message=message, operation=item), 200)
 
 
@@ -336,7 +336,7 @@ def _conflict_decision(request, conflict_id: int, *, applying: bool):
     with refused_by_service(operation):
         decide(conflict, user=actor, reason=body.reason)
     now = Operation.objects.select_related("workspace", "assigned_to").get(pk=operation.pk)
-    reveal = operations.reveals(request)
+    reveal = reveals(request)
     said = "Applied" if applying else "Dismissed"
     stands = "the incoming payload" if applying else "the recorded payload"
     body_out = ConflictDone(

@@ -18,8 +18,8 @@ from ledger.states import ATTENTION_STATES, State
 from opsconsole.api import answers, operate_answers
 from opsconsole.api.operate_answers import READ_REFUSED, InputRefused, OperationDetail, OperationPage
 from opsconsole.api.problems import ApiProblem
-from opsconsole.api.request_bodies import RETRY_AFTER
-from opsconsole.api.tokens import READ
+from opsconsole.api.request_bodies import RETRY_AFTER, field_refused
+from opsconsole.api.tokens import READ, reveals
 
 router = Router(tags=["operations"])
 
@@ -46,15 +46,6 @@ class ListQuery(Schema):
     limit: int = Field(50, ge=1, le=PAGE_LIMIT)
 
 
-def _refuse(field: str, message: str) -> ApiProblem:
-    problem = answers.FieldProblem(field=field, message=message)
-    return ApiProblem(422, answer=InputRefused(reason="invalid_input", detail=message, errors=[problem]))
-
-
-def reveals(request) -> bool:
-    return privacy.may_view_sensitive_as(request.person, request.workspace_role)
-
-
 @router.get(
     "/operations",
     auth=READ,
@@ -68,10 +59,10 @@ def list_operations(request, filters: Query[ListQuery]):
     finished states newest arrival first. Pass `next_cursor` as `cursor` for the next page."""
     if unknown := sorted(set(request.GET) - set(ListQuery.model_fields)):
         # A misspelt filter would otherwise list everything as if it were not there.
-        raise _refuse(unknown[0], "is not a filter of this list")
+        raise field_refused(unknown[0], "is not a filter of this list")
     operations, by_change = _chosen(request, filters)
     if filters.cursor and (keyset.Cursor if by_change else keyset.IdCursor).parse(filters.cursor) is None:
-        raise _refuse("cursor", "is not a cursor of this list: pass next_cursor as it came")
+        raise field_refused("cursor", "is not a cursor of this list: pass next_cursor as it came")
     page = keyset.paginate(
         operations.select_related("workspace", "assigned_to"),
         {"older": filters.cursor} if filters.cursor else {},
@@ -92,10 +83,11 @@ def _chosen(request, filters: ListQuery) -> tuple[QuerySet, bool]:
     for name in ("action", "destination", "q"):
         value = getattr(filters, name)
         if value is not None and (problem := decoding.storable_text_problem(value)):
-            raise _refuse(name, problem)
+            raise field_refused(name, problem)
     state = str(filters.state)
     if state in ("attention", work_lists.HELD) or state in ATTENTION_STATES:
-        switches = list(Control.objects.filter(paused=True))
+        # Only `held` lists by the pause switches: the attention states need no query for them.
+        switches = list(Control.objects.filter(paused=True)) if state == work_lists.HELD else []
         queue = work_lists.queue_states(switches)
         operations, by_change = queue[work_lists.ATTENTION if state == "attention" else state], True
     else:
@@ -104,11 +96,11 @@ def _chosen(request, filters: ListQuery) -> tuple[QuerySet, bool]:
     operations = operations.filter(workspace=request.workspace)
     if filters.action is not None:
         if filters.action not in registry:
-            raise _refuse("action", "names no action")
+            raise field_refused("action", "names no action")
         operations = operations.filter(action=filters.action)
     if filters.destination is not None:
         if filters.destination not in work_lists.actions_by_destination():
-            raise _refuse("destination", "names no destination an action calls")
+            raise field_refused("destination", "names no destination an action calls")
         operations = operations.filter(work_lists.for_destination(filters.destination))
     if filters.age is not None:
         operations = operations.filter(work_lists.older_than(filters.age))

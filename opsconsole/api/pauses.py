@@ -22,14 +22,13 @@ from opsconsole.api.operate_answers import (
     BODY_REFUSED,
     NO_SUCH_PAUSE,
     READ_REFUSED,
-    InputRefused,
     Pauses,
     Resumed,
     forbidden,
     pause_answer,
 )
 from opsconsole.api.problems import ApiProblem
-from opsconsole.api.request_bodies import RETRY_AFTER, json_body, read_body
+from opsconsole.api.request_bodies import RETRY_AFTER, field_refused, json_body, read_body
 from opsconsole.api.tokens import OPERATE, READ, actor_of
 
 router = Router(tags=["pauses"])
@@ -45,11 +44,6 @@ class PauseBody(BaseModel):
     action: str | None = Field(None, max_length=100)
     destination: str | None = Field(None, max_length=100)
     reason: str = Field(max_length=500, pattern=r"\S", description="Why (required), shown on the controls page.")
-
-
-def _refuse(field: str, message: str) -> ApiProblem:
-    problem = answers.FieldProblem(field=field, message=message)
-    return ApiProblem(422, answer=InputRefused(reason="invalid_input", detail=f"{field}: {message}", errors=[problem]))
 
 
 def _may_pause(request, workspace_id: int | None) -> None:
@@ -100,15 +94,15 @@ def pause(request):
     body = read_body(request, PauseBody)
     actions = [""]
     if body.scope == "workspace" and (body.action or body.destination):
-        raise _refuse("scope", "a workspace's pause names no action or destination")
+        raise field_refused("scope", "a workspace's pause names no action or destination")
     if body.scope == "action":
         if not body.action or body.action not in registry:
-            raise _refuse("action", "must name an action")
+            raise field_refused("action", "must name an action")
         actions = [body.action]
     if body.scope == "destination":
         actions = work_lists.actions_by_destination().get(body.destination or "", [])
         if not actions:
-            raise _refuse("destination", "must name a destination an action calls")
+            raise field_refused("destination", "must name a destination an action calls")
     _may_pause(request, request.workspace.pk)
     with transaction.atomic():
         pulled = [

@@ -48,6 +48,11 @@ def _has_body(request) -> bool:
     return length not in ("", "0") or "chunked" in request.headers.get("Transfer-Encoding", "").lower()
 
 
+def field_refused(field: str, message: str) -> ApiProblem:
+    """A management request refused 422 for one field (a body's or a query's), as ``read_body`` refuses."""
+    return _refused(422, "invalid_input", [{"field": field, "message": message}])
+
+
 def _refused(status: int, reason: InputReason, errors: list[dict], headers: dict | None = None) -> ApiProblem:
     problems = [FieldProblem(field=str(e.get("field", "body")), message=str(e.get("message", ""))) for e in errors]
     detail = "; ".join(f"{problem.field}: {problem.message}" for problem in problems) or reason
@@ -67,7 +72,11 @@ RETRY_AFTER = {
 }
 
 
+def schema_body(schema: dict, *, required: bool = True) -> dict:
+    """A route's ``openapi_extra``: its JSON body published as ``schema``, and its 503's header."""
+    return {"requestBody": {"required": required, "content": {"application/json": {"schema": schema}}}} | RETRY_AFTER
+
+
 def json_body(model: type[BaseModel], *, required: bool = True) -> dict:
     """A route's ``openapi_extra``: its body published as ``model``'s schema (flat: no component)."""
-    schema = model.model_json_schema(ref_template=REF_TEMPLATE)
-    return {"requestBody": {"required": required, "content": {"application/json": {"schema": schema}}}} | RETRY_AFTER
+    return schema_body(model.model_json_schema(ref_template=REF_TEMPLATE), required=required)

@@ -6,7 +6,7 @@ token, and never approves."""
 
 from ninja.security import HttpBearer
 
-from ledger.core import roles
+from ledger.core import privacy, roles
 from ledger.core.accounts import authenticate_token
 from ledger.models import Role, Scope
 from opsconsole.api.answers import MissingScope
@@ -62,3 +62,9 @@ def actor_of(request):
     if request.person is not None:
         return request.person
     return roles.Machine(workspace_id=request.workspace.pk, label=request.submitter, role=Role.OPERATOR)
+
+
+def reveals(request) -> bool:
+    """Whether the token's person may see sensitive values in its workspace (a machine's may not):
+    what the operations in an answer show."""
+    return privacy.may_view_sensitive_as(request.person, request.workspace_role)

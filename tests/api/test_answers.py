@@ -661,8 +661,13 @@ def test_a_request_gets_every_status_the_document_lists_and_no_other():
 )
 def test_each_answer_is_a_body_its_published_schema_accepts(case, client, token, request):
     client.raise_request_exception = False
+    answers_as_published(case, Sender(client, token), request)
+
+
+def answers_as_published(case, sender, request) -> None:
+    """Send ``case`` (with the fixture it needs, if any) and assert it gets its status with a JSON
+    body the published schema of that status accepts."""
     needs = getattr(case.send, "needs", None)
-    sender = Sender(client, token)
     response = case.send(sender, request.getfixturevalue(needs)) if needs else case.send(sender)
 
     assert response.status_code == case.status, response.content

@@ -111,7 +111,9 @@ def test_another_workspaces_due_work_is_not_listed(api, workspace):
         ({"limit": "-1"}, "limit"),
         ({"limit": "1e3"}, "limit"),
         ({"cursor": "not-a-cursor"}, "cursor"),
-        ({"cursor": "MjAyNi0wMS0wMXwx"}, "cursor"),  # a time without its zone
+        ({"cursor": "MjAyNi0wMS0wMXwx"}, "cursor"),  # another encoding
+        ({"cursor": "2026-01-01T00:00:00_1"}, "cursor"),  # a time without its zone
+        ({"cursor": "2026-01-01T00:00:00.000000Z_one"}, "cursor"),  # no id
         ({"action": "prepare-brief"}, "action"),  # performed by the workers
         ({"action": "no-such-action"}, "action"),
         ({"page": "2"}, "page"),
