@@ -77,8 +77,10 @@ def test_it_runs_the_deadlocked_transaction_again_and_both_commit(caplog):
         failures = run_in_threads(retried(one, two), retried(two, one))
 
     assert failures == []
-    # The victim ran twice, the survivor once; both changes committed.
-    assert sorted(runs.count(name) for name in set(runs)) == [1, 2]
+    # The victim ran twice; both changes committed. The survivor usually ran once, but a row lock is not
+    # granted in queue order: the victim's second run may take its first row before the survivor does,
+    # and deadlock it in turn (seen once on a loaded machine), so the survivor may run twice too.
+    assert sorted(runs.count(name) for name in set(runs)) in ([1, 2], [2, 2])
     assert list(Workspace.objects.filter(pk__in=(one, two)).values_list("approved_owners", flat=True)) == [
         ["locked"],
         ["locked"],
