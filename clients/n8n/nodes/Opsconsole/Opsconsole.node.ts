@@ -1,0 +1,236 @@
+// Types only: n8n-workflow is n8n's own copy at run time, not a dependency of this package (so the
+// package installs into an empty folder); n8n shows an Error a node throws as that node's error.
+import type { IDataObject, IExecuteFunctions, INodeExecutionData, INodeType, INodeTypeDescription } from "n8n-workflow";
+import { Claim, Opsconsole as Client, Refused, ServiceUnavailable, outcomeOfVendorCall, type ClaimJSON } from "opsconsole-client";
+
+import { heldClaim, keepAlive, letGo } from "./heartbeats";
+import { properties } from "./properties";
+
+/** An error n8n shows on the node, with the item it is about. */
+export class NodeError extends Error {
+  readonly itemIndex: number;
+  readonly description?: string;
+
+  constructor(message: string, options: { itemIndex: number; description?: string }) {
+    super(message);
+    this.name = "NodeError";
+    this.itemIndex = options.itemIndex;
+    this.description = options.description;
+  }
+}
+
+/** The claim operations' outputs, in order: what the flow does with each answer (docs/claims.md). */
+export const CLAIM_OUTPUTS = ["Act", "Done", "Wait", "Person"] as const;
+const ACT = 0;
+const DONE = 1;
+const WAIT = 2;
+const PERSON = 3;
+/** Answers that say "not now, claim again later": the Wait output, with retryAfter. */
+const LATER = new Set(["in_progress", "retry_later", "waiting", "held"]);
+
+type Item = INodeExecutionData;
+type Outputs = Item[][];
+
+export class Opsconsole implements INodeType {
+  description: INodeTypeDescription = {
+    displayName: "Opsconsole",
+    name: "opsconsole",
+    icon: "file:opsconsole.svg",
+    group: ["transform"],
+    version: 1,
+    subtitle: '={{$parameter["operation"] + ": " + $parameter["resource"]}}',
+    description:
+      "Claim an action before the workflow performs it, report what the vendor answered, submit events, and decide operations in opsconsole",
+    defaults: { name: "Opsconsole" },
+    inputs: ["main"],
+    // A claim has four outputs (act, done, wait, a person decides); every other operation one.
+    outputs: `={{ ["claim", "claimByKey"].includes($parameter["operation"]) && $parameter["resource"] === "claim" ? ${JSON.stringify(
+      CLAIM_OUTPUTS.map((name) => ({ type: "main", displayName: name })),
+    )} : ["main"] }}`,
+    credentials: [{ name: "opsconsoleApi", required: true }],
+    properties,
+  };
+
+  async execute(this: IExecuteFunctions): Promise<Outputs> {
+    const resource = this.getNodeParameter("resource", 0) as string;
+    const operation = this.getNodeParameter("operation", 0) as string;
+    const credentials = await this.getCredentials("opsconsoleApi");
+    const ops = new Client({ baseUrl: String(credentials.url), token: String(credentials.token) });
+    const claiming = resource === "claim" && (operation === "claim" || operation === "claimByKey");
+    const outputs: Outputs = claiming ? [[], [], [], []] : [[]];
+    const items = this.getInputData();
+    for (let index = 0; index < items.length; index++) {
+      const pairedItem = { item: index };
+      try {
+        if (claiming) {
+          const [output, json] = await claimItem(this, ops, operation, index);
+          outputs[output].push({ json, pairedItem });
+        } else {
+          for (const json of await runItem(this, ops, resource, operation, index)) outputs[0].push({ json, pairedItem });
+        }
+      } catch (error) {
+        const failure = explain(error, index);
+        if (!this.continueOnFail()) throw failure;
+        outputs[claiming ? PERSON : 0].push({ json: { error: failure.message }, pairedItem });
+      }
+    }
+    return outputs;
+  }
+}
+
+async function claimItem(context: IExecuteFunctions, ops: Client, operation: string, index: number): Promise<[number, IDataObject]> {
+  const leaseSeconds = context.getNodeParameter("leaseSeconds", index, 120) as number;
+  let claim: Claim;
+  let data: IDataObject | undefined;
+  if (operation === "claimByKey") {
+    claim = await ops.claimByKey(String(context.getNodeParameter("key", index)), { leaseSeconds });
+    data = claim.data as IDataObject | undefined;
+  } else {
+    const action = context.getNodeParameter("action", index) as string;
+    data = jsonObject(context, context.getNodeParameter("data", index), "Data", index);
+    const deliveryId = (context.getNodeParameter("deliveryId", index, "") as string) || undefined;
+    claim = await ops.claim(action, data as never, { leaseSeconds, deliveryId });
+  }
+  const base: IDataObject = { status: claim.status, key: claim.key, httpStatus: claim.httpStatus };
+  if (claim.shouldAct) {
+    keepAlive(claim, context.getNodeParameter("heartbeatLimitSeconds", index, 600) as number);
+    return [ACT, { ...base, idempotencyKey: claim.idempotencyKey ?? null, attempt: claim.attempt ?? null, data: data ?? null, claim: claim.toJSON() as unknown as IDataObject }];
+  }
+  if (claim.status === "done") {
+    return [DONE, { ...base, externalId: claim.externalId ?? null, result: (claim.result ?? null) as IDataObject }];
+  }
+  if (LATER.has(claim.status)) {
+    const retryAfter = claim.retryAfter ?? 60;
+    return [WAIT, { ...base, retryAfter, message: claim.message ?? null }];
+  }
+  // Everything else, and any status this node does not know, is never "act".
+  return [PERSON, { ...base, message: claim.message ?? String(claim.answer.reason ?? claim.status), answer: claim.answer as IDataObject }];
+}
+
+async function runItem(
+  context: IExecuteFunctions,
+  ops: Client,
+  resource: string,
+  operation: string,
+  index: number,
+): Promise<IDataObject[]> {
+  const param = (name: string, fallback?: unknown) => context.getNodeParameter(name, index, fallback);
+  const text = (name: string) => String(param(name, "") ?? "");
+  const optional = (name: string) => text(name) || undefined;
+  switch (`${resource}.${operation}`) {
+    case "claim.report":
+      return [await report(context, ops, index)];
+    case "event.submit": {
+      const answer = await ops.submitEvent({
+        action: text("action"),
+        data: jsonObject(context, param("data"), "Data", index) as never,
+        delivery_id: optional("deliveryId"),
+      });
+      return [{ ...(answer.body as IDataObject), httpStatus: answer.httpStatus }];
+    }
+    case "due.list": {
+      const page = await ops.due({ action: optional("action"), limit: String(param("limit", 50)) });
+      return page.operations as unknown as IDataObject[];
+    }
+    case "operation.get":
+      return [(await ops.operation(text("key"))) as unknown as IDataObject];
+    case "operation.list": {
+      const state = optional("state");
+      const page = await ops.operations({ state, action: optional("action"), limit: param("limit", 50) as number } as never);
+      return (page as unknown as { operations: IDataObject[] }).operations;
+    }
+    case "operation.approve":
+      return [(await ops.approve(text("key"), { fingerprint: text("fingerprint"), reason: optional("reason") } as never)) as unknown as IDataObject];
+    case "operation.reject":
+      return [(await ops.reject(text("key"), { fingerprint: optional("fingerprint"), reason: text("reason") } as never)) as unknown as IDataObject];
+    case "operation.replay":
+      return [(await ops.replay(text("key"), { reason: optional("reason") } as never)) as unknown as IDataObject];
+    case "operation.resolve":
+      return [(await ops.resolve(text("key"), { externalId: text("externalId"), note: optional("note") })) as unknown as IDataObject];
+    case "operation.cancel":
+      return [(await ops.cancel(text("key"), { reason: optional("reason") } as never)) as unknown as IDataObject];
+    case "pause.create": {
+      const scope = text("scope");
+      const body = { scope, reason: text("reason"), action: scope === "action" ? text("action") : undefined, destination: scope === "destination" ? text("destination") : undefined };
+      return [(await ops.pause(body as never)) as unknown as IDataObject];
+    }
+    case "pause.resume":
+      return [(await ops.resume(param("pauseId") as number)) as unknown as IDataObject];
+  }
+  throw new NodeError(`unknown operation ${operation} of ${resource}`, { itemIndex: index });
+}
+
+/**
+ * The report after the vendor call: the vendor's answer (an HTTP Request node's status code, headers
+ * and body, or the error it continued with) read by opsconsole-client's outcomeOfVendorCall, the one
+ * place an answer becomes succeeded, failed or unknown. The report is retried until it is recorded.
+ */
+async function report(context: IExecuteFunctions, ops: Client, index: number): Promise<IDataObject> {
+  const carried = context.getNodeParameter("claim", index) as unknown;
+  const json = (typeof carried === "string" ? parseJson(context, carried, "Claim", index) : carried) as ClaimJSON | undefined;
+  if (!json || typeof json !== "object" || !json.token) {
+    throw new NodeError("Claim is not a claim to report: set it to the Act output's claim, e.g. {{ $('Claim').item.json.claim }}",
+      { itemIndex: index },
+    );
+  }
+  const claim = heldClaim(json.token) ?? Claim.fromJSON(ops, json);
+  const statusCode = context.getNodeParameter("statusCode", index, "") as number | string;
+  const error = context.getNodeParameter("vendorError", index, "") as unknown;
+  const externalId = context.getNodeParameter("externalId", index, "") as string | number;
+  const outcome = outcomeOfVendorCall({
+    statusCode: statusCode === "" || statusCode === null ? undefined : statusCode,
+    headers: (context.getNodeParameter("headers", index, {}) as IDataObject) ?? {},
+    error: error === "" || error === null ? undefined : error,
+    externalId: externalId === "" || externalId === null ? undefined : String(externalId),
+    result: jsonObject(context, context.getNodeParameter("result", index, {}) || {}, "Result", index) as never,
+  });
+  try {
+    const recorded = await claim.report(outcome);
+    return {
+      status: recorded.status,
+      state: recorded.state,
+      key: claim.key,
+      outcome: outcome.outcome,
+      category: outcome.outcome === "failed" ? outcome.category : null,
+      retryAfter: outcome.outcome === "failed" ? (outcome.retryAfter ?? null) : null,
+      nextAttemptAt: recorded.nextAttemptAt ?? null,
+    };
+  } finally {
+    letGo(json.token);
+  }
+}
+
+function jsonObject(context: IExecuteFunctions, value: unknown, name: string, index: number): IDataObject {
+  const parsed = typeof value === "string" ? parseJson(context, value, name, index) : value;
+  if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) {
+    throw new NodeError(`${name} must be a JSON object`, { itemIndex: index });
+  }
+  return parsed as IDataObject;
+}
+
+function parseJson(context: IExecuteFunctions, text: string, name: string, index: number): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new NodeError(`${name} is not valid JSON`, { itemIndex: index });
+  }
+}
+
+/** A refusal or an outage as n8n shows errors: what opsconsole said, never the token or the payload. */
+function explain(error: unknown, index: number): NodeError {
+  if (error instanceof NodeError) return error;
+  if (error instanceof Refused) {
+    const body = error.body as IDataObject;
+    const reason = String(body.reason ?? body.status ?? "");
+    const detail = String(body.detail ?? body.message ?? "");
+    return new NodeError(`opsconsole refused (${error.httpStatus} ${reason}): ${detail}`.trim(), {
+      itemIndex: index,
+      description: body.errors ? JSON.stringify(body.errors) : undefined,
+    });
+  }
+  if (error instanceof ServiceUnavailable) {
+    return new NodeError(`opsconsole is unavailable: ${error.message}`, { itemIndex: index });
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return new NodeError(message, { itemIndex: index });
+}

@@ -1,0 +1,305 @@
+"""The example workflow (examples/n8n/workflow.json) in a real n8n 2.40, built from
+n8n-nodes-opsconsole's Opsconsole node and n8n's own (Webhook, HTTP Request, If, Wait, No Op; no
+Code node), installed from its `npm pack` tarball into an empty folder, against a real gunicorn and
+PostgreSQL (and a real qcluster's reconciliation where the lookup decides), calling a vendor that
+takes no idempotency key: json-server with our key in the shipment's body, its faults injected.
+The action is the example's create-shipment (examples/n8n/integrations.yaml, applied as a file; not
+consequential here but in the approval test). Each test counts the vendor's records.
+Run by `make test-n8n` (marker n8n; `make test` leaves these out).
+
+- the same paid invoice twice: one shipment; the second run is answered done;
+- a vendor that answers too late (the HTTP Request node's timeout): unknown, never failed;
+- a 429 with Retry-After: failed (transient), the workflow waits and claims again, created once,
+  both tries with the same key;
+- a 400: failed (permanent), needs review: a person decides; no shipment;
+- n8n SIGKILLed after the vendor created the shipment and before the report: one shipment; unknown
+  after the lease, the file's lookup finds it, and a new n8n's run is answered done;
+- the approval step: a consequential shipment waits for an approver (the workflow's approve
+  webhook, a person's credential), then the next run creates it once;
+- the package installs from its tarball into an empty folder and n8n lists its nodes; the
+  workflow n8n exports holds no token or signing secret (they are in n8n's credential store).
+"""
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+import yaml
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.utils import timezone
+from opsconsole_claims import Ledger
+
+from ledger.integrations import configured
+from ledger.core import accounts
+from ledger.models import Attempt, AttemptOutcome, AuditEvent, Operation, Role
+from ledger.states import State
+from tests.connectors.n8n import NODE_TYPE, TRIGGER_TYPE, N8n, packed_n8n_package, with_credentials
+from tests.faults.gunicorn import running_gunicorn
+from tests.faults.qcluster import PROJECT_DIR, cluster_pool, wait_for
+from tests.third_party import running_json_server
+
+pytestmark = [pytest.mark.n8n, pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+EXAMPLE = PROJECT_DIR / "examples" / "n8n"
+LEASE_SECONDS = 5
+HTTP_TIMEOUT_MS = 8000  # the example's Create shipment node's
+SIGNING_SECRET = "whsec_b3BzY29uc29sZSBuOG4gdGVzdCBzaWduaW5nIHNlY3JldA=="
+
+
+@pytest.fixture(scope="module")
+def gunicorn(django_db_setup, django_db_blocker, tmp_path_factory):
+    with django_db_blocker.unblock():
+        with running_gunicorn(tmp_path_factory.mktemp("gunicorn")) as running:
+            yield running
+
+
+@pytest.fixture(scope="module")
+def tarball(tmp_path_factory):
+    return packed_n8n_package(tmp_path_factory.mktemp("packed"))
+
+
+@pytest.fixture(scope="module")
+def n8n(tmp_path_factory, tarball):
+    running = N8n(tmp_path_factory.mktemp("n8n"), tarball).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def start_cluster(transactional_db, tmp_path):
+    with cluster_pool(tmp_path) as start:
+        yield start
+
+
+@pytest.fixture
+def vendor(tmp_path):
+    with running_json_server(tmp_path, {"shipments": []}) as server:
+        yield server
+
+
+def apply_example(vendor_url: str, directory, **changes) -> None:
+    """The example's integrations file at this test's vendor, seen by every server process."""
+    document = yaml.safe_load((EXAMPLE / "integrations.yaml").read_text())
+    document["destinations"][0]["base_url"] = vendor_url
+    document["http_actions"][0].update(claim_lease_seconds=LEASE_SECONDS, settle_after_seconds=1, **changes)
+    path = directory / "integrations.yaml"
+    path.write_text(yaml.safe_dump(document))
+    call_command("integrations", "apply", str(path), stdout=open("/dev/null", "w"))
+    time.sleep(configured.Loaded.REFRESH_SECONDS + 0.1)
+
+
+@pytest.fixture
+def shipping(workspace, gunicorn, vendor, tmp_path):
+    apply_example(vendor.url, tmp_path, consequential=False)
+    return gunicorn
+
+
+def example_workflow(n8n: N8n, server_url: str, vendor_url: str, token: str, approver_token: str = "") -> str:
+    """The example workflow at these URLs in this n8n, its credentials stored first: its id."""
+    document = json.loads((EXAMPLE / "workflow.json").read_text())
+    suffix = f"{n8n.port}-{time.monotonic_ns()}"
+    document["name"] = f"{document['name']} {suffix}"
+    for node in document["nodes"]:
+        if node["type"] == "n8n-nodes-base.httpRequest":
+            node["parameters"]["url"] = f"{vendor_url}/shipments"
+        if node["type"] == "n8n-nodes-base.webhook":
+            # Each workflow of a test gets its own paths: n8n serves one workflow per path.
+            node["parameters"]["path"] = f"{node['parameters']['path']}-{suffix}"
+            node["webhookId"] = f"{node['webhookId'][:-4]}{suffix[-4:]}"
+        if node["name"] == "Claim":
+            node["parameters"]["leaseSeconds"] = LEASE_SECONDS
+    ids = {
+        "opsconsole (flow)": n8n.credential(f"flow {suffix}", {"url": server_url, "token": token}),
+        "opsconsole (approver)": n8n.credential(
+            f"approver {suffix}", {"url": server_url, "token": approver_token or token, "signingSecret": SIGNING_SECRET}
+        ),
+    }
+    workflow_id = n8n.workflow(with_credentials(document, ids))
+    n8n.paths = {"paid": f"invoice-paid-{suffix}", "approve": f"approve-shipment-{suffix}"}
+    return workflow_id
+
+
+@pytest.fixture
+def deployed(n8n, shipping, vendor, token):
+    return example_workflow(n8n, shipping.url, vendor.url, token)
+
+
+def invoice(invoice_id: str) -> dict:
+    return {"invoice_id": invoice_id, "customer_id": "C-7", "address": "1 Quay Street, Galway"}
+
+
+def paid(n8n: N8n, data: dict, *, timeout: float = 90) -> dict:
+    """Billing's webhook: POST the paid invoice; the workflow answers with its last node's item."""
+    answer = httpx.post(f"{n8n.url}/webhook/{n8n.paths['paid']}", json=data, timeout=timeout)
+    assert answer.status_code == 200, f"{answer.status_code} {answer.text}\n{n8n.log_tail()}"
+    return answer.json()
+
+
+def shipments(vendor) -> list[dict]:
+    return vendor.db()["shipments"]
+
+
+def posts(vendor) -> list[dict]:
+    return [request for request in vendor.requests() if request["method"] == "POST"]
+
+
+def test_the_same_paid_invoice_twice_creates_one_shipment(deployed, n8n, vendor):
+    first = paid(n8n, invoice("INV-1"))
+    second = paid(n8n, invoice("INV-1"))
+
+    [shipment] = shipments(vendor)
+    operation = Operation.objects.get()
+    assert (first["status"], first["state"], first["outcome"]) == ("recorded", "succeeded", "succeeded"), first
+    assert (second["status"], second["externalId"]) == ("done", str(shipment["id"])), second
+    assert (operation.state, operation.external_id) == (State.SUCCEEDED, str(shipment["id"]))
+    assert shipment["idempotency_key"] == operation.key
+    assert [request["idempotency_key"] for request in posts(vendor)] == [operation.key], "sent as a header too"
+
+
+def test_a_vendor_that_answers_too_late_is_unknown_never_failed(deployed, n8n, vendor):
+    vendor.fail_next("POST /shipments", "delay_answer", ms=HTTP_TIMEOUT_MS + 4000)
+
+    answer = paid(n8n, invoice("INV-slow"))
+
+    assert (answer["outcome"], answer["state"]) == ("unknown", "unknown"), answer
+    operation = Operation.objects.get()
+    assert operation.state == State.UNKNOWN
+    assert Attempt.objects.get(operation=operation).outcome == AttemptOutcome.AMBIGUOUS
+    wait_for(lambda: shipments(vendor), timeout=30, message="the vendor acted, late")
+    assert len(shipments(vendor)) == 1
+
+
+def test_a_429_with_retry_after_is_tried_again_once_under_the_same_key(deployed, n8n, vendor):
+    vendor.fail_next("POST /shipments", "status", status=429, headers={"Retry-After": "1"})
+
+    answer = paid(n8n, invoice("INV-busy"))
+
+    [shipment] = shipments(vendor)
+    assert (answer["state"], answer["outcome"]) == ("succeeded", "succeeded"), answer
+    operation = Operation.objects.get()
+    assert operation.external_id == str(shipment["id"])
+    assert [(request["status"], request["idempotency_key"]) for request in posts(vendor)] == [
+        (429, operation.key),
+        (201, operation.key),
+    ]
+    assert list(Attempt.objects.filter(operation=operation).order_by("id").values_list("outcome", flat=True)) == [
+        AttemptOutcome.TRANSIENT,
+        AttemptOutcome.OK,
+    ]
+
+
+def test_a_400_is_failed_for_good_and_a_person_decides(deployed, n8n, vendor):
+    vendor.fail_next("POST /shipments", "status", status=400)
+
+    answer = paid(n8n, invoice("INV-bad"))
+
+    assert (answer["outcome"], answer["category"], answer["state"]) == ("failed", "permanent", "needs_review"), answer
+    assert Operation.objects.get().state == State.NEEDS_REVIEW
+    assert shipments(vendor) == []
+    assert len(posts(vendor)) == 1
+    again = paid(n8n, invoice("INV-bad"))
+    assert again["status"] == "needs_review", "the next run is told a person decides, and does not act"
+    assert len(posts(vendor)) == 1
+
+
+def test_n8n_killed_after_the_vendor_acted_leaves_one_shipment_found_by_the_lookup(
+    shipping, vendor, token, tarball, tmp_path, start_cluster
+):
+    crashing = N8n(tmp_path / "crashing", tarball).start()
+    try:
+        example_workflow(crashing, shipping.url, vendor.url, token)
+        vendor.fail_next("POST /shipments", "delay_answer", ms=60_000)  # acted; the answer never arrives
+        data = invoice("INV-crash")
+        caller = threading.Thread(target=post_unanswered, args=(f"{crashing.url}/webhook/{crashing.paths['paid']}", data))
+        caller.start()
+        wait_for(lambda: shipments(vendor), timeout=60, message="the vendor did not create the shipment")
+        crashing.kill()  # after the vendor acted, before the report
+        caller.join(timeout=10)
+    finally:
+        crashing.stop()
+
+    operation = Operation.objects.get()
+    assert operation.state == State.PROCESSING
+    time.sleep(max(0.0, (operation.lease_expires_at - timezone.now()).total_seconds()) + 0.5)
+    with Ledger(shipping.url, token) as ledger:
+        refused = ledger.claim("create-shipment", data)
+        assert (refused.http_status, refused.status, refused.should_act) == (409, "unknown", False)
+
+    reconciler = start_cluster("reconciler")
+    wait_for(
+        lambda: Operation.objects.get(pk=operation.pk).state == State.SUCCEEDED,
+        timeout=60,
+        clusters=(reconciler,),
+        describe=lambda: f"state {Operation.objects.get(pk=operation.pk).state}",
+        message="reconciliation did not find the shipment by the file's lookup",
+    )
+    [shipment] = shipments(vendor)
+    assert Operation.objects.get(pk=operation.pk).external_id == str(shipment["id"])
+    assert AuditEvent.objects.filter(operation=operation, kind="lease_expired").count() == 1
+
+    again = N8n(tmp_path / "again", tarball).start()
+    try:
+        example_workflow(again, shipping.url, vendor.url, token)
+        answer = paid(again, data)
+    finally:
+        again.stop()
+    assert (answer["status"], answer["externalId"]) == ("done", str(shipment["id"])), answer
+    assert len(shipments(vendor)) == 1
+    assert posts(vendor) == [], "no other POST reached the vendor (the delayed one is logged when answered)"
+
+
+def post_unanswered(url: str, data: dict) -> None:
+    """Billing's webhook to an n8n that is killed before it answers."""
+    try:
+        httpx.post(url, json=data, timeout=120)
+    except httpx.TransportError:
+        pass
+
+
+def test_a_consequential_shipment_waits_for_an_approver_then_is_created_once(
+    workspace, token, n8n, gunicorn, vendor, tmp_path
+):
+    apply_example(vendor.url, tmp_path, consequential=True)
+    approver = get_user_model().objects.create_user(username="ann")
+    accounts.set_membership(workspace=workspace, user=approver, role=Role.APPROVER, actor="test")
+    approver_token = accounts.issue_token(
+        workspace=workspace, name="n8n approvals", actor="test", user=approver, scopes=["read", "approve"]
+    )
+    example_workflow(n8n, gunicorn.url, vendor.url, token, approver_token)
+
+    waiting = paid(n8n, invoice("INV-approve"))
+    assert waiting["status"] == "awaiting_approval", waiting
+    assert shipments(vendor) == []
+
+    key = Operation.objects.get().key
+    approved = httpx.post(f"{n8n.url}/webhook/{n8n.paths['approve']}", json={"key": key, "reason": "ok"}, timeout=60)
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["status"] == "approved", approved.json()
+
+    created = paid(n8n, invoice("INV-approve"))
+    [shipment] = shipments(vendor)
+    assert (created["state"], Operation.objects.get().external_id) == ("succeeded", str(shipment["id"])), created
+
+
+def test_the_tarball_installs_into_an_empty_folder_and_n8n_lists_its_nodes(n8n):
+    installed = sorted(path.name for path in (n8n.nodes_folder / "node_modules").iterdir() if not path.name.startswith("."))
+    assert installed == ["n8n-nodes-opsconsole"], "nothing but the package: its client is bundled in it"
+    listed = {node["name"]: node for node in n8n.node_types()}
+    assert NODE_TYPE in listed and TRIGGER_TYPE in listed, sorted(name for name in listed if "opsconsole" in name)
+    assert listed[NODE_TYPE]["displayName"] == "Opsconsole"
+    assert listed[TRIGGER_TYPE]["webhooks"][0]["path"] == "opsconsole"
+
+
+def test_the_exported_workflow_holds_no_token_or_secret(n8n, shipping, vendor, token):
+    workflow_id = example_workflow(n8n, shipping.url, vendor.url, token)
+
+    exported = json.dumps(n8n.export(workflow_id))
+
+    assert token not in exported and token.split("_")[-1] not in exported
+    assert SIGNING_SECRET not in exported and SIGNING_SECRET.removeprefix("whsec_") not in exported
+    assert '"opsconsoleApi"' in exported, "the nodes name their credential"
+    example = (EXAMPLE / "workflow.json").read_text()
+    assert "oc_" not in example and "whsec_" not in example and "Bearer" not in example
