@@ -83,6 +83,7 @@ class N8n:
     def __init__(self, directory: Path, tarball: Path | None):
         check_runtime()
         self.port = free_port()
+        self.broker_port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.user_folder = Path(directory) / f"n8n-{self.port}"
         self.nodes_folder = self.user_folder / ".n8n" / "nodes"
@@ -106,6 +107,8 @@ class N8n:
             "N8N_PORT": str(self.port),
             "N8N_LISTEN_ADDRESS": "127.0.0.1",
             "WEBHOOK_URL": f"{self.url}/",
+            # The task runners' broker listens on a port of its own (5679 unless told): two n8n at once.
+            "N8N_RUNNERS_BROKER_PORT": str(self.broker_port),
             "N8N_ENCRYPTION_KEY": f"n8n-encryption-key-of-the-test-{self.port}",
             "DB_TYPE": "postgresdb",
             "DB_POSTGRESDB_HOST": server.hostname or "127.0.0.1",
@@ -138,9 +141,13 @@ class N8n:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        wait_for(self.answers, timeout=timeout, describe=self.log_tail, message=f"n8n did not answer on {self.url}")
-        answer = self.session.post("/rest/owner/setup", json=OWNER)
-        assert answer.status_code == 200, f"owner setup: {answer.status_code} {answer.text}\n{self.log_tail()}"
+        try:
+            wait_for(self.answers, timeout=timeout, describe=self.log_tail, message=f"n8n did not answer on {self.url}")
+            answer = self.session.post("/rest/owner/setup", json=OWNER)
+            assert answer.status_code == 200, f"owner setup: {answer.status_code} {answer.text}\n{self.log_tail()}"
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def answers(self) -> bool:
@@ -167,7 +174,19 @@ class N8n:
         created = self.rest("POST", "/workflows", json=body | {"active": False})
         published = self.rest("POST", f"/workflows/{created['id']}/activate", json={"versionId": created["versionId"]})
         assert published.get("activeVersionId") or published.get("active"), published
+        for node in document["nodes"]:
+            if node["type"] == "n8n-nodes-base.webhook":
+                self.wait_for_webhook(node["parameters"]["path"])
         return created["id"]
+
+    def wait_for_webhook(self, path: str) -> None:
+        """Publishing answers before the webhooks are registered: wait until n8n knows this one (a GET
+        to a POST webhook is refused, naming the method, without running the workflow)."""
+
+        def registered() -> bool:
+            return "not registered for GET" in self.session.get(f"/webhook/{path}").text
+
+        wait_for(registered, timeout=30, describe=self.log_tail, message=f"n8n did not register the webhook {path}")
 
     def export(self, workflow_id: str) -> dict:
         """The workflow as the editor's Download writes it."""

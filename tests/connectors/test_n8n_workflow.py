@@ -23,6 +23,7 @@ Run by `make test-n8n` (marker n8n; `make test` leaves these out).
 import json
 import threading
 import time
+import uuid
 
 import httpx
 import pytest
@@ -108,7 +109,7 @@ def example_workflow(n8n: N8n, server_url: str, vendor_url: str, token: str, app
         if node["type"] == "n8n-nodes-base.webhook":
             # Each workflow of a test gets its own paths: n8n serves one workflow per path.
             node["parameters"]["path"] = f"{node['parameters']['path']}-{suffix}"
-            node["webhookId"] = f"{node['webhookId'][:-4]}{suffix[-4:]}"
+            node["webhookId"] = str(uuid.uuid4())
         if node["name"] == "Claim":
             node["parameters"]["leaseSeconds"] = LEASE_SECONDS
     ids = {
