@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
 .PHONY: demo demo-day serve migrate test test-fast lint check-migrations check typecheck imports layout rooms venv node_modules lock bench clean \
-	clients clients-typescript test-clients clients-openapi
+	clients clients-typescript test-clients clients-openapi clients-n8n runtime-n8n test-n8n
 
 # An existing virtualenv (or a link to one) is brought up to date, not made again. The Python client
 # of the claims API (clients/python, its own package) is installed editable on top, without its
@@ -50,10 +50,44 @@ $(TS_CLIENT)/dist/esm/index.js: $(TS_CLIENT)/node_modules/.package-lock.json $(w
 
 clients-typescript: $(TS_CLIENT)/dist/esm/index.js
 
-clients: clients-typescript
+# The n8n package (clients/n8n) bundles the client as a copy made at its install (install-links), so it
+# is installed again whenever the client's build changes. --ignore-scripts: its only dev dependency
+# with a script is n8n-workflow's isolated-vm, a native module the type checking does not need.
+N8N_CLIENT := clients/n8n
+
+$(N8N_CLIENT)/node_modules/.package-lock.json: $(N8N_CLIENT)/package-lock.json $(N8N_CLIENT)/package.json $(TS_CLIENT)/dist/esm/index.js
+	cd $(N8N_CLIENT) && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+$(N8N_CLIENT)/dist/nodes/Opsconsole/Opsconsole.node.js: $(N8N_CLIENT)/node_modules/.package-lock.json \
+		$(wildcard $(N8N_CLIENT)/nodes/*/*) $(wildcard $(N8N_CLIENT)/credentials/*) $(N8N_CLIENT)/tsconfig.json
+	cd $(N8N_CLIENT) && npm run build
+
+clients-n8n: $(N8N_CLIENT)/dist/nodes/Opsconsole/Opsconsole.node.js
+
+clients: clients-typescript clients-n8n
 
 test-clients: clients
 	cd $(TS_CLIENT) && npm test
+	cd $(N8N_CLIENT) && npm test
+
+# A real n8n for `make test-n8n` (tests/runtimes/n8n: n8n 2.40.7 on Node 24 from the npm registry, its
+# lock). --ignore-scripts: n8n 2.40 installs here only so (its native SQLite is not built; the tests run
+# n8n on PostgreSQL).
+N8N_RUNTIME := tests/runtimes/n8n
+
+$(N8N_RUNTIME)/node_modules/.package-lock.json: $(N8N_RUNTIME)/package-lock.json $(N8N_RUNTIME)/package.json
+	cd $(N8N_RUNTIME) && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+runtime-n8n: $(N8N_RUNTIME)/node_modules/.package-lock.json
+
+# The n8n connector in a real n8n (tests/connectors/test_n8n_*.py, marker n8n): its own target, as
+# starting n8n takes a while; `make test` leaves them out (-m "not n8n").
+test-n8n: venv node_modules clients runtime-n8n
+	@$(WITH_DATABASE) \
+	trap '$$STOP_DATABASE' EXIT; \
+	$(PYTEST) -m n8n tests/connectors/ $(PYTEST_ARGS)
 
 clients-openapi: venv $(TS_CLIENT)/node_modules/.package-lock.json
 	$(PY) scripts/openapi.py
@@ -180,7 +214,7 @@ FAST := -m "not processes and not e2e and not slow" --reuse-db
 test: venv node_modules test-clients
 	@$(WITH_DATABASE) \
 	trap '$$STOP_DATABASE' EXIT; \
-	$(PYTEST) $(ROOM_TESTS) $(PYTEST_ARGS)
+	$(PYTEST) -m "not n8n" $(ROOM_TESTS) $(PYTEST_ARGS)
 
 test-fast: venv node_modules
 	@$(WITH_DATABASE) \
@@ -300,4 +334,5 @@ bench-tenant: venv
 # running.
 clean:
 	-test ! -x $(PY) || $(EMBEDDED_DB) stop
-	rm -rf $(VENV) node_modules var var-qcluster.log var-standin.log $(TS_CLIENT)/node_modules $(TS_CLIENT)/dist
+	rm -rf $(VENV) node_modules var var-qcluster.log var-standin.log $(TS_CLIENT)/node_modules $(TS_CLIENT)/dist \
+		$(N8N_CLIENT)/node_modules $(N8N_CLIENT)/dist $(N8N_RUNTIME)/node_modules

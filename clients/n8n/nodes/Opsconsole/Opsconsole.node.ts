@@ -79,6 +79,21 @@ export class Opsconsole implements INodeType {
 }
 
 async function claimItem(context: IExecuteFunctions, ops: Client, operation: string, index: number): Promise<[number, IDataObject]> {
+  try {
+    return await claimOnce(context, ops, operation, index);
+  } catch (error) {
+    // blocked (a payload conflict, a stale version, invalid data): the claim's answer that a person
+    // must fix the data or the key. Other refusals (the token, its scopes) fail the node.
+    if (error instanceof Refused && (error.body as IDataObject).status === "blocked") {
+      const body = error.body as IDataObject;
+      const message = String(body.detail ?? body.message ?? body.reason ?? "blocked");
+      return [PERSON, { status: "blocked", reason: body.reason ?? null, httpStatus: error.httpStatus, message, answer: body }];
+    }
+    throw error;
+  }
+}
+
+async function claimOnce(context: IExecuteFunctions, ops: Client, operation: string, index: number): Promise<[number, IDataObject]> {
   const leaseSeconds = context.getNodeParameter("leaseSeconds", index, 120) as number;
   let claim: Claim;
   let data: IDataObject | undefined;
