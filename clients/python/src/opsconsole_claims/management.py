@@ -122,9 +122,7 @@ class Management:
         """Final: the operation never runs. A person's token with `approve`; a reason is required."""
         return self._call("reject", body={"fingerprint": fingerprint, "reason": reason}, key=key)
 
-    def replay(
-        self, key: str, *, reason: str, accept_config_change: bool = False, force_unknown: bool = False
-    ) -> Body:
+    def replay(self, key: str, *, reason: str, accept_config_change: bool = False, force_unknown: bool = False) -> Body:
         """Run an operation that needs review again, under its own key: ``status`` "replayed", or
         "succeeded" when the destination's lookup found the record (nothing sent)."""
         body = {"reason": reason, "accept_config_change": accept_config_change, "force_unknown": force_unknown}
