@@ -96,11 +96,23 @@ class Management:
         filters = {"state": state, "action": action, "destination": destination, "age": age, "q": q}
         return self._call("operations", query=filters | {"limit": limit, "cursor": cursor})
 
-    def every_operation(self, **filters: Any) -> Iterator[Body]:
-        """Each operation the filters of `operations` choose, reading page after page."""
+    def every_operation(
+        self,
+        *,
+        state: str | None = None,
+        action: str | None = None,
+        destination: str | None = None,
+        age: Literal["1h", "24h", "7d"] | None = None,
+        q: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Body]:
+        """Each operation the filters of `operations` choose, reading page after page (``limit``
+        a page)."""
         cursor = None
         while True:
-            page = self.operations(**filters, cursor=cursor)
+            page = self.operations(
+                state=state, action=action, destination=destination, age=age, q=q, limit=limit, cursor=cursor
+            )
             yield from page["operations"]
             cursor = page.get("next_cursor")
             if not cursor:
