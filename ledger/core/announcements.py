@@ -19,11 +19,11 @@ change never yields two notifications: the key is per subscription, change and e
 
 ``operation.due`` is sent once the operation may be claimed: a retry put off is announced at its
 next try's time; an ``in_order`` version waiting for its predecessor, when the predecessor finishes
-(not before: its claim would be answered ``waiting``). An operation reserved by its caller's own claim (``quiet_due``) is not announced
-as due: the claimer is taking it. An operation that becomes due while a pause holds it is announced
-all the same (its claim is answered 423 held), and again when the pause is released
-(``announce_released``): the resume is a change of its own. Notification operations are never
-announced themselves.
+(not before: its claim would be answered ``waiting``). An operation reserved by its caller's own
+claim (``quiet_due``) is not announced as due: the claimer is taking it. An operation that becomes
+due while a pause holds it is announced all the same (its claim is answered 423 held), and again
+when the pause is released (``announce_released``): the resume is a change of its own. Notification
+operations are never announced themselves.
 
 The changes come from the three places operations change: ``ledger.core.transitions`` (every move
 made in Python), intake's reservation (``ledger.intake.reservation``: arrivals, holds, conflicts)
@@ -152,7 +152,7 @@ def event_of(change: Change) -> str:
 def _waits(operation: Operation) -> bool:
     """An ``in_order`` version whose predecessor has not finished: its claim is answered ``waiting``,
     so it is not due; it is announced when the predecessor finishes (``_successors_released``)."""
-    if operation.ordered != Ordering.IN_ORDER or operation.version <= 1:
+    if operation.ordered != Ordering.IN_ORDER or operation.version is None or operation.version <= 1:
         return False
     return Operation.objects.filter(pk=operation.pk).filter(selectors.waiting()).exists()
 
@@ -165,6 +165,8 @@ def _successors_released(changes: list[Change]) -> list[Change]:
     for change in changes:
         operation = change.operation
         if change.to_state not in TERMINAL_STATES or operation.ordered != Ordering.IN_ORDER:
+            continue
+        if operation.version is None:  # not versioned: nothing follows it
             continue
         successors = selectors.due_caller_operations().filter(
             workspace_id=operation.workspace_id, series=operation.series, version=operation.version + 1

@@ -314,7 +314,9 @@ def test_an_in_order_version_is_announced_due_when_its_predecessor_finishes_not_
     assert api.post("/api/v1/claims", invoice("run-3", version=2)).status_code == 201
 
 
-def test_an_in_order_version_is_announced_due_when_its_predecessor_is_cancelled(api, workspace, receiver, standin, reviewer):
+def test_an_in_order_version_is_announced_due_when_its_predecessor_is_cancelled(
+    api, workspace, receiver, standin, reviewer
+):
     from ledger.people.cancellations import cancel_operation
     from tests.configured import apply_send_invoice
 
