@@ -207,7 +207,12 @@ export class Claim {
    * other refusal, `ServiceUnavailable` once the lease is over without an answer (the server makes
    * the operation unknown then, whatever is sent). */
   report(outcome: Outcome): Promise<Report> {
-    const body = reportBody(outcome);
+    let body: JsonObject;
+    try {
+      body = reportBody(outcome);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     const text = JSON.stringify(body);
     if (!this.shouldAct) {
       return Promise.reject(new ClaimError(`nothing to report for ${this.key}: the claim was answered ${this.status}, not claimed`));
