@@ -40,9 +40,8 @@ def test_the_committed_document_is_what_the_app_publishes(client):
     assert response.status_code == 200
     current = exporter.as_committed(response.json())
     committed = DOCUMENT.read_text(encoding="utf-8")
-    assert committed == current, (
-        f"clients/openapi.json is not what {exporter.ROUTE} serves: {REGENERATE}\n"
-        + _diff(committed, current, ("clients/openapi.json", exporter.ROUTE))
+    assert committed == current, f"clients/openapi.json is not what {exporter.ROUTE} serves: {REGENERATE}\n" + _diff(
+        committed, current, ("clients/openapi.json", exporter.ROUTE)
     )
 
 
