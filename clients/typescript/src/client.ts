@@ -249,7 +249,7 @@ export class Opsconsole {
   }
 
   /** You found the record at the destination: the operation succeeded with its id. */
-  resolve(key: string, body: { externalId?: string; external_id?: string; note?: string }) {
+  resolve(key: string, body: { externalId?: string; external_id?: string; note: string }) {
     const { externalId, ...rest } = body;
     return this.#ok<Ok<"/api/v1/operations/{key}/resolve", "post">>("POST", operationPath(key, "resolve"), {
       body: dropUndefined({ ...rest, external_id: body.external_id ?? externalId }),
