@@ -1,7 +1,7 @@
 """The published OpenAPI document (clients/openapi.json) and the TypeScript client's types generated
 from it (clients/typescript/src/openapi.ts) are what the app serves now: a change of the API that
 was not regenerated fails here, naming the command that regenerates both (`make clients-openapi`).
-And every route either client (clients/typescript, clients/python) calls is in the document.
+And every route the TypeScript client calls is in the document.
 """
 
 import difflib
@@ -45,26 +45,22 @@ def test_the_committed_document_is_what_the_app_publishes(client):
     )
 
 
-@pytest.mark.parametrize(
-    ("client", "sources"),
-    [("typescript", ("src", "*.ts")), ("python", ("src/opsconsole_claims", "*.py"))],
-)
-def test_every_route_a_client_calls_is_in_the_document(client, sources):
-    """Each path literal of a client's source, up to its first interpolation (a key or an id), is a
-    published path or the start of one. (The TypeScript client's management methods are typed by the
-    document's paths as well: a route removed from it fails that client's build.)"""
+def test_every_route_the_typescript_client_calls_is_in_the_document():
+    """Each path literal of the client's source, up to its first interpolation (a key or an id), is a
+    published path or the start of one. (Its management methods are typed by the document's paths as
+    well: a route removed from it fails the client's build. The Python client's routes, parameters
+    and fields are checked by test_python_client_openapi.py.)"""
     paths = sorted(json.loads(DOCUMENT.read_text())["paths"])
-    folder, pattern = sources
-    files = [path for path in (PROJECT_DIR / "clients" / client / folder).glob(pattern) if path != TYPES]
-    literals = re.findall(r"[`\"'](/api/v1/[^`\"'?]*)", "\n".join(path.read_text() for path in files))
-    called = {re.split(r"\$?\{", literal)[0] for literal in literals}
-    assert called, f"no route found in the {client} client's source"
+    files = [path for path in (CLIENT / "src").glob("*.ts") if path != TYPES]
+    literals = re.findall(r"[`\"](/api/v1/[^`\"?]*)", "\n".join(path.read_text() for path in files))
+    called = {literal.split("${")[0] for literal in literals}
+    assert len(called) >= 10, f"the client's routes were not found in its source: {called}"
     missing = sorted(
         prefix
         for prefix in called
         if not any(path == prefix or (prefix.endswith("/") and path.startswith(prefix)) for path in paths)
     )
-    assert not missing, f"the {client} client calls routes the app does not publish: {missing}"
+    assert not missing, f"the TypeScript client calls routes the app does not publish: {missing}"
 
 
 @pytest.mark.processes
