@@ -137,7 +137,7 @@ class NodeServer:
         """Make the next ``times`` requests to ``route`` ("POST /tickets") meet ``fault``:
         "drop_answer" (the server acts, then closes the connection unanswered), "delay_answer"
         (``ms``: it acts, then answers that much later) or "status" (``status``: answered so,
-        before it acts; ``headers``: sent with it, e.g. Retry-After). Faults apply in the order they were added; tests/third_party_requests.cjs."""
+        before it acts). Faults apply in the order they were added; tests/third_party_requests.cjs."""
         faults = json.loads(self.faults_path.read_text()) if self.faults_path.exists() else []
         faults.append({"route": route, "fault": fault, "times": times, **details})
         self.faults_path.write_text(json.dumps(faults))
@@ -170,8 +170,11 @@ class JsonServer(NodeServer):
         return args
 
     def db(self) -> dict[str, list]:
-        """What json-server holds, as it wrote it to db.json after each change."""
-        return json.loads(self.db_path.read_text())
+        """What json-server holds: its state in memory (`GET /db`), which every answer it gave reflects.
+        Not db.json, its copy on disk: a loaded CI run once read one ticket fewer there than the
+        server had answered 201 for."""
+        answer = httpx.get(f"{self.url}/db", headers={"X-Test-Harness": "db"}, timeout=10)
+        return answer.raise_for_status().json()
 
 
 class StripeMock(NodeServer):
