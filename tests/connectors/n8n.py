@@ -177,6 +177,8 @@ class N8n:
         for node in document["nodes"]:
             if node["type"] == "n8n-nodes-base.webhook":
                 self.wait_for_webhook(node["parameters"]["path"])
+            if node["type"] == TRIGGER_TYPE:
+                self.wait_for_webhook(f"{node['webhookId']}/opsconsole")
         return created["id"]
 
     def wait_for_webhook(self, path: str) -> None:

@@ -32,12 +32,14 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.utils import timezone
 from opsconsole_claims import Ledger
+from standardwebhooks import Webhook
 
-from ledger.integrations import configured
 from ledger.core import accounts
+from ledger.integrations import configured
 from ledger.models import Attempt, AttemptOutcome, AuditEvent, Operation, Role
 from ledger.states import State
-from tests.connectors.n8n import NODE_TYPE, TRIGGER_TYPE, N8n, packed_n8n_package, with_credentials
+from tests.connectors.n8n import NODE_TYPE, OWNER, TRIGGER_TYPE, N8n, packed_n8n_package, with_credentials
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, screenshot
 from tests.faults.gunicorn import running_gunicorn
 from tests.faults.qcluster import PROJECT_DIR, cluster_pool, wait_for
 from tests.third_party import running_json_server
@@ -214,7 +216,8 @@ def test_n8n_killed_after_the_vendor_acted_leaves_one_shipment_found_by_the_look
         example_workflow(crashing, shipping.url, vendor.url, token)
         vendor.fail_next("POST /shipments", "delay_answer", ms=60_000)  # acted; the answer never arrives
         data = invoice("INV-crash")
-        caller = threading.Thread(target=post_unanswered, args=(f"{crashing.url}/webhook/{crashing.paths['paid']}", data))
+        webhook = f"{crashing.url}/webhook/{crashing.paths['paid']}"
+        caller = threading.Thread(target=post_unanswered, args=(webhook, data))
         caller.start()
         wait_for(lambda: shipments(vendor), timeout=60, message="the vendor did not create the shipment")
         crashing.kill()  # after the vendor acted, before the report
@@ -286,10 +289,12 @@ def test_a_consequential_shipment_waits_for_an_approver_then_is_created_once(
 
 
 def test_the_tarball_installs_into_an_empty_folder_and_n8n_lists_its_nodes(n8n):
-    installed = sorted(path.name for path in (n8n.nodes_folder / "node_modules").iterdir() if not path.name.startswith("."))
+    folder = n8n.nodes_folder / "node_modules"
+    installed = sorted(path.name for path in folder.iterdir() if not path.name.startswith("."))
     assert installed == ["n8n-nodes-opsconsole"], "nothing but the package: its client is bundled in it"
     listed = {node["name"]: node for node in n8n.node_types()}
-    assert NODE_TYPE in listed and TRIGGER_TYPE in listed, sorted(name for name in listed if "opsconsole" in name)
+    ours = sorted(name for name in listed if "opsconsole" in name)
+    assert ours == sorted([NODE_TYPE, TRIGGER_TYPE])
     assert listed[NODE_TYPE]["displayName"] == "Opsconsole"
     assert listed[TRIGGER_TYPE]["webhooks"][0]["path"] == "opsconsole"
 
@@ -299,8 +304,126 @@ def test_the_exported_workflow_holds_no_token_or_secret(n8n, shipping, vendor, t
 
     exported = json.dumps(n8n.export(workflow_id))
 
-    assert token not in exported and token.split("_")[-1] not in exported
-    assert SIGNING_SECRET not in exported and SIGNING_SECRET.removeprefix("whsec_") not in exported
+    for secret in (token, token.split("_")[-1], SIGNING_SECRET, SIGNING_SECRET.removeprefix("whsec_")):
+        assert secret not in exported
     assert '"opsconsoleApi"' in exported, "the nodes name their credential"
     example = (EXAMPLE / "workflow.json").read_text()
-    assert "oc_" not in example and "whsec_" not in example and "Bearer" not in example
+    for secret_like in ("oc_", "whsec_", "Bearer"):
+        assert secret_like not in example
+
+
+def due_workflow(n8n: N8n, server_url: str, vendor_url: str, token: str) -> str:
+    """The example's act-and-report nodes behind the Opsconsole Trigger and a claim by key: the
+    trigger's webhook path."""
+    example = json.loads((EXAMPLE / "workflow.json").read_text())
+    kept = {node["name"]: node for node in example["nodes"] if node["name"] in ("Claim", "Create shipment", "Report")}
+    kept["Create shipment"]["parameters"]["url"] = f"{vendor_url}/shipments"
+    kept["Claim"]["parameters"] = {
+        "resource": "claim",
+        "operation": "claimByKey",
+        "key": "={{ $json.key }}",
+        "leaseSeconds": LEASE_SECONDS,
+    }
+    webhook_id = str(uuid.uuid4())
+    trigger = {
+        "id": str(uuid.uuid4()),
+        "name": "Shipment due",
+        "type": TRIGGER_TYPE,
+        "typeVersion": 1,
+        "position": [0, 0],
+        "webhookId": webhook_id,
+        "parameters": {"events": ["operation.due"]},
+        "credentials": {"opsconsoleApi": {"id": "", "name": "opsconsole (due)"}},
+    }
+    document = {
+        "name": f"Due shipments {webhook_id}",
+        "nodes": [trigger, *kept.values()],
+        "connections": {
+            "Shipment due": {"main": [[{"node": "Claim", "type": "main", "index": 0}]]},
+            "Claim": {"main": [[{"node": "Create shipment", "type": "main", "index": 0}], [], [], []]},
+            "Create shipment": {"main": [[{"node": "Report", "type": "main", "index": 0}]]},
+        },
+        "settings": {"executionOrder": "v1"},
+    }
+    credential = n8n.credential(
+        f"due {webhook_id}", {"url": server_url, "token": token, "signingSecret": SIGNING_SECRET}
+    )
+    n8n.workflow(with_credentials(document, {"opsconsole (due)": credential, "opsconsole (flow)": credential}))
+    return f"{webhook_id}/opsconsole"
+
+
+def notification(key: str, *, secret: str = SIGNING_SECRET, message_id: str = "demo:1:1:operation.due") -> tuple:
+    body = json.dumps({"type": "operation.due", "timestamp": timezone.now().isoformat(), "data": {"key": key}})
+    now = timezone.now()
+    signature = Webhook(secret).sign(message_id, now, body)
+    headers = {
+        "content-type": "application/json",
+        "webhook-id": message_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": signature,
+    }
+    return body, headers
+
+
+def test_a_signed_due_notification_starts_one_claim_by_key_and_a_forged_one_none(n8n, shipping, vendor, token):
+    path = due_workflow(n8n, shipping.url, vendor.url, token)
+    submitted = httpx.post(
+        f"{shipping.url}/api/v1/events",
+        json={"action": "create-shipment", "data": invoice("INV-due")},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert submitted.status_code == 201, submitted.text
+    operation = Operation.objects.get()
+    assert operation.state == State.PENDING, "a caller's action waits for its caller's claim"
+
+    forged_body, forged_headers = notification(operation.key, secret="whsec_" + "Zm9yZ2Vk" * 4)
+    forged = httpx.post(f"{n8n.url}/webhook/{path}", content=forged_body, headers=forged_headers, timeout=30)
+    assert forged.status_code == 401, forged.text
+    assert "signature not accepted" in forged.text
+
+    body, headers = notification(operation.key)
+    assert httpx.post(f"{n8n.url}/webhook/{path}", content=body, headers=headers, timeout=30).status_code == 200
+    wait_for(
+        lambda: Operation.objects.get(pk=operation.pk).state == State.SUCCEEDED,
+        timeout=60,
+        describe=n8n.log_tail,
+        message="the due notification's run did not claim, create and report",
+    )
+    again = httpx.post(f"{n8n.url}/webhook/{path}", content=body, headers=headers, timeout=30)
+    assert again.status_code == 200, "a repeat is acknowledged"
+    time.sleep(2)
+    [shipment] = shipments(vendor)
+    assert Operation.objects.get(pk=operation.pk).external_id == str(shipment["id"])
+    assert len(posts(vendor)) == 1, "the forged and the repeated notification started nothing"
+
+
+def test_the_editor_shows_the_example_workflow_and_the_nodes_panel_lists_opsconsole(n8n, shipping, vendor, token):
+    """Screenshots for people to look at: the example workflow on n8n's canvas (the claim's four named
+    outputs), and the nodes panel of a new workflow searched for Opsconsole (its trigger)."""
+    workflow_id = example_workflow(n8n, shipping.url, vendor.url, token)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 900})
+            page.set_default_timeout(60_000)
+            page.goto(f"{n8n.url}/signin")
+            page.get_by_label("Email").fill(OWNER["email"])
+            page.get_by_label("Password").fill(OWNER["password"])
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url("**/home/**")
+            page.goto(f"{n8n.url}/workflow/{workflow_id}")
+            page.get_by_text("Create shipment").first.wait_for()
+            page.wait_for_timeout(1500)
+            screenshot(page, "n8n-example-workflow")
+            assert page.get_by_text("Claim", exact=True).first.is_visible()
+            page.goto(f"{n8n.url}/workflow/new")
+            page.get_by_text("Add first step").wait_for()
+            page.keyboard.press("n")  # opens the nodes panel (a new workflow's: its triggers)
+            page.locator("[data-test-id=node-creator-search-bar]").fill("Opsconsole")
+            page.get_by_text("Checks the signature.").wait_for()
+            screenshot(page, "n8n-nodes-panel-opsconsole")
+        finally:
+            browser.close()

@@ -38,7 +38,7 @@ export class Opsconsole implements INodeType {
     icon: "file:opsconsole.svg",
     group: ["transform"],
     version: 1,
-    subtitle: '={{$parameter["operation"] + ": " + $parameter["resource"]}}',
+    subtitle: '={{$parameter["resource"] + " › " + $parameter["operation"]}}',
     description:
       "Claim an action before the workflow performs it, report what the vendor answered, submit events, and decide operations in opsconsole",
     defaults: { name: "Opsconsole" },
@@ -144,7 +144,7 @@ async function runItem(
       return [{ ...(answer.body as IDataObject), httpStatus: answer.httpStatus }];
     }
     case "due.list": {
-      const page = await ops.due({ action: optional("action"), limit: String(param("limit", 50)) });
+      const page = await ops.due({ action: optional("action"), limit: param("limit", 50) as number });
       return page.operations as unknown as IDataObject[];
     }
     case "operation.get":
@@ -161,7 +161,7 @@ async function runItem(
     case "operation.replay":
       return [(await ops.replay(text("key"), { reason: optional("reason") } as never)) as unknown as IDataObject];
     case "operation.resolve":
-      return [(await ops.resolve(text("key"), { externalId: text("externalId"), note: optional("note") })) as unknown as IDataObject];
+      return [(await ops.resolve(text("key"), { externalId: text("externalId"), note: text("note") })) as unknown as IDataObject];
     case "operation.cancel":
       return [(await ops.cancel(text("key"), { reason: optional("reason") } as never)) as unknown as IDataObject];
     case "pause.create": {

@@ -277,7 +277,9 @@ const managementFields: INodeProperties[] = [
     displayName: "Note",
     name: "note",
     type: "string",
+    required: true,
     default: "",
+    description: "Where the record was found (the audit trail shows it)",
     displayOptions: only("operation", ["resolve"]),
   },
   {
