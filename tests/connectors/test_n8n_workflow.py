@@ -12,10 +12,13 @@ Run by `make test-n8n` (marker n8n; `make test` leaves these out).
 - a 429 with Retry-After: failed (transient), the workflow waits and claims again, created once,
   both tries with the same key;
 - a 400: failed (permanent), needs review: a person decides; no shipment;
+- heartbeats keep the claim while the vendor call outlasts the lease (from the Claim node to Report);
 - n8n SIGKILLed after the vendor created the shipment and before the report: one shipment; unknown
   after the lease, the file's lookup finds it, and a new n8n's run is answered done;
 - the approval step: a consequential shipment waits for an approver (the workflow's approve
   webhook, a person's credential), then the next run creates it once;
+- a signed operation.due notification starts one claim by key through the Opsconsole Trigger; a
+  forged one is refused 401 and a repeat of the same webhook-id starts nothing;
 - the package installs from its tarball into an empty folder and n8n lists its nodes; the
   workflow n8n exports holds no token or signing secret (they are in n8n's credential store).
 """
@@ -206,6 +209,18 @@ def test_a_400_is_failed_for_good_and_a_person_decides(deployed, n8n, vendor):
     again = paid(n8n, invoice("INV-bad"))
     assert again["status"] == "needs_review", "the next run is told a person decides, and does not act"
     assert len(posts(vendor)) == 1
+
+
+def test_heartbeats_keep_the_claim_while_the_vendor_call_outlasts_the_lease(deployed, n8n, vendor):
+    vendor.fail_next("POST /shipments", "delay_answer", ms=LEASE_SECONDS * 1000 + 2000)
+
+    answer = paid(n8n, invoice("INV-long"))
+
+    [shipment] = shipments(vendor)
+    assert (answer["state"], answer["outcome"]) == ("succeeded", "succeeded"), answer
+    operation = Operation.objects.get()
+    assert operation.external_id == str(shipment["id"])
+    assert AuditEvent.objects.filter(operation=operation, kind="lease_expired").count() == 0
 
 
 def test_n8n_killed_after_the_vendor_acted_leaves_one_shipment_found_by_the_lookup(
