@@ -24,6 +24,7 @@ Run by `make test-n8n` (marker n8n; `make test` leaves these out).
 """
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -413,9 +414,12 @@ def test_a_signed_due_notification_starts_one_claim_by_key_and_a_forged_one_none
     assert len(posts(vendor)) == 1, "the forged and the repeated notification started nothing"
 
 
+@pytest.mark.e2e
 def test_the_editor_shows_the_example_workflow_and_the_nodes_panel_lists_opsconsole(n8n, shipping, vendor, token):
     """Screenshots for people to look at: the example workflow on n8n's canvas (the claim's four named
     outputs), and the nodes panel of a new workflow searched for Opsconsole (its trigger)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"needs Chromium at {CHROMIUM} (apt-get install chromium; .ci/run installs it)")
     workflow_id = example_workflow(n8n, shipping.url, vendor.url, token)
     from playwright.sync_api import sync_playwright
 
