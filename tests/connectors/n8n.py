@@ -96,6 +96,7 @@ class N8n:
         server = urlsplit(database_url())
         self.database = f"{server.path.lstrip('/')}_n8n_{self.port}"
         self.server_url = server._replace(path="/postgres").geturl()
+        self.database_url = server._replace(path=f"/{self.database}").geturl()  # n8n's own
         self.session = httpx.Client(base_url=self.url, timeout=60)
         self.process: subprocess.Popen | None = None
 

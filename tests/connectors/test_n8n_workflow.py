@@ -30,6 +30,7 @@ import time
 import uuid
 
 import httpx
+import psycopg
 import pytest
 import yaml
 from django.contrib.auth import get_user_model
@@ -174,7 +175,10 @@ def test_a_vendor_that_answers_too_late_is_unknown_never_failed(deployed, n8n, v
     assert (answer["outcome"], answer["state"]) == ("unknown", "unknown"), answer
     operation = Operation.objects.get()
     assert operation.state == State.UNKNOWN
-    assert Attempt.objects.get(operation=operation).outcome == AttemptOutcome.AMBIGUOUS
+    attempt = Attempt.objects.get(operation=operation)
+    assert attempt.outcome == AttemptOutcome.AMBIGUOUS
+    assert "timeout" in attempt.error_message.lower(), attempt.error_message
+    assert "Quay Street" not in attempt.error_message, "never the request's payload"
     wait_for(lambda: shipments(vendor), timeout=30, message="the vendor acted, late")
     assert len(shipments(vendor)) == 1
 
@@ -323,6 +327,11 @@ def test_the_exported_workflow_holds_no_token_or_secret(n8n, shipping, vendor, t
     for secret in (token, token.split("_")[-1], SIGNING_SECRET, SIGNING_SECRET.removeprefix("whsec_")):
         assert secret not in exported
     assert '"opsconsoleApi"' in exported, "the nodes name their credential"
+    with psycopg.connect(n8n.database_url) as connection:
+        stored = [row[0] for row in connection.execute("SELECT data FROM credentials_entity")]
+    assert stored, "the credentials are in n8n's store"
+    for data in stored:
+        assert token not in data, "encrypted there"
     example = (EXAMPLE / "workflow.json").read_text()
     for secret_like in ("oc_", "whsec_", "Bearer"):
         assert secret_like not in example

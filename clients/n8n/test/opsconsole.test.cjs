@@ -139,7 +139,12 @@ describe("the report, from the vendor's answer", () => {
   it("the HTTP Request node's timeout (its error item) is unknown, never failed", async () => {
     const [sent] = await reported({ statusCode: "", vendorError: { message: "timeout of 8000ms exceeded", code: "ECONNABORTED" } });
     assert.equal(sent.outcome, "unknown");
-    assert.match(sent.error, /ECONNABORTED/);
+    assert.match(sent.error, /ECONNABORTED: timeout of 8000ms exceeded/);
+  });
+
+  it("the error's other fields (the request n8n kept, with the payload) are never sent", async () => {
+    const [sent] = await reported({ vendorError: { message: "socket hang up", code: "ECONNRESET", config: { data: "{\"address\":\"1 Quay Street\"}" } } });
+    assert.doesNotMatch(JSON.stringify(sent), /Quay Street/);
   });
 
   it("a reset is unknown", async () => {

@@ -195,7 +195,7 @@ async function report(context: IExecuteFunctions, ops: Client, index: number): P
   const outcome = outcomeOfVendorCall({
     statusCode: statusCode === "" || statusCode === null ? undefined : statusCode,
     headers: (context.getNodeParameter("headers", index, {}) as IDataObject) ?? {},
-    error: error === "" || error === null ? undefined : error,
+    error: vendorError(error),
     externalId: externalId === "" || externalId === null ? undefined : String(externalId),
     result: jsonObject(context, context.getNodeParameter("result", index, {}) || {}, "Result", index) as never,
   });
@@ -213,6 +213,17 @@ async function report(context: IExecuteFunctions, ops: Client, index: number): P
   } finally {
     letGo(json.token);
   }
+}
+
+/** The HTTP Request node's error item is plain JSON ({message, code, ...}): an Error again, so its
+ * message (not the request, which may carry the payload) goes with the code into the report. */
+function vendorError(error: unknown): unknown {
+  if (error === "" || error === null || error === undefined) return undefined;
+  if (typeof error !== "object" || error instanceof Error) return error;
+  const { message, code } = error as { message?: unknown; code?: unknown };
+  return Object.assign(new Error(typeof message === "string" ? message : "the vendor call failed"), {
+    code: typeof code === "string" ? code : undefined,
+  });
 }
 
 function jsonObject(context: IExecuteFunctions, value: unknown, name: string, index: number): IDataObject {
