@@ -175,6 +175,7 @@ class N8n:
         created = self.rest("POST", "/workflows", json=body | {"active": False})
         published = self.rest("POST", f"/workflows/{created['id']}/activate", json={"versionId": created["versionId"]})
         assert published.get("activeVersionId") or published.get("active"), published
+        self.last_workflow = created["id"]
         for node in document["nodes"]:
             if node["type"] == "n8n-nodes-base.webhook":
                 self.wait_for_webhook(node["parameters"]["path"])

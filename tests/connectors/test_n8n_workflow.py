@@ -8,11 +8,14 @@ consequential here but in the approval test). Each test counts the vendor's reco
 Run by `make test-n8n` (marker n8n; `make test` leaves these out).
 
 - the same paid invoice twice: one shipment; the second run is answered done;
+- two runs racing one invoice: one acts, the other waits (in_progress, the Wait node) and is then
+  answered done;
 - a vendor that answers too late (the HTTP Request node's timeout): unknown, never failed;
 - a 429 with Retry-After: failed (transient), the workflow waits and claims again, created once,
   both tries with the same key;
 - a 400: failed (permanent), needs review: a person decides; no shipment;
 - heartbeats keep the claim while the vendor call outlasts the lease (from the Claim node to Report);
+  a claim kept past the node's limit expires to unknown, and its late report fails the execution;
 - n8n SIGKILLed after the vendor created the shipment and before the report: one shipment; unknown
   after the lease, the file's lookup finds it, and a new n8n's run is answered done;
 - the approval step: a consequential shipment waits for an approver (the workflow's approve
@@ -105,7 +108,9 @@ def shipping(workspace, gunicorn, vendor, tmp_path):
     return gunicorn
 
 
-def example_workflow(n8n: N8n, server_url: str, vendor_url: str, token: str, approver_token: str = "") -> str:
+def example_workflow(
+    n8n: N8n, server_url: str, vendor_url: str, token: str, approver_token: str = "", **claim_settings
+) -> str:
     """The example workflow at these URLs in this n8n, its credentials stored first: its id."""
     document = json.loads((EXAMPLE / "workflow.json").read_text())
     suffix = f"{n8n.port}-{time.monotonic_ns()}"
@@ -118,7 +123,7 @@ def example_workflow(n8n: N8n, server_url: str, vendor_url: str, token: str, app
             node["parameters"]["path"] = f"{node['parameters']['path']}-{suffix}"
             node["webhookId"] = str(uuid.uuid4())
         if node["name"] == "Claim":
-            node["parameters"]["leaseSeconds"] = LEASE_SECONDS
+            node["parameters"] |= {"leaseSeconds": LEASE_SECONDS, **claim_settings}
     ids = {
         "opsconsole (flow)": n8n.credential(f"flow {suffix}", {"url": server_url, "token": token}),
         "opsconsole (approver)": n8n.credential(
@@ -226,6 +231,40 @@ def test_heartbeats_keep_the_claim_while_the_vendor_call_outlasts_the_lease(depl
     operation = Operation.objects.get()
     assert operation.external_id == str(shipment["id"])
     assert AuditEvent.objects.filter(operation=operation, kind="lease_expired").count() == 0
+
+
+def test_two_runs_racing_one_invoice_one_acts_the_other_waits_then_reads_done(deployed, n8n, vendor):
+    vendor.fail_next("POST /shipments", "delay_answer", ms=2000)  # the winner holds its claim a while
+    answers: list[dict] = []
+    racers = [threading.Thread(target=lambda: answers.append(paid(n8n, invoice("INV-race")))) for _ in range(2)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(timeout=120)
+
+    [shipment] = shipments(vendor)
+    assert sorted(answer["status"] for answer in answers) == ["done", "recorded"], answers
+    assert len(posts(vendor)) == 1
+    operation = Operation.objects.get()
+    assert operation.external_id == str(shipment["id"])
+    assert Attempt.objects.filter(operation=operation).count() == 1, "one try, the winner's"
+
+
+def test_a_claim_kept_past_the_nodes_limit_expires_to_unknown_and_its_late_report_records_nothing(
+    n8n, shipping, vendor, token
+):
+    example_workflow(n8n, shipping.url, vendor.url, token, heartbeatLimitSeconds=1)
+    vendor.fail_next("POST /shipments", "delay_answer", ms=LEASE_SECONDS * 1000 + 2000)
+
+    answer = httpx.post(f"{n8n.url}/webhook/{n8n.paths['paid']}", json=invoice("INV-held"), timeout=90)
+
+    assert answer.status_code == 500, "the Report node failed the execution: a person hears of it"
+    operation = Operation.objects.get()
+    assert (operation.state, operation.external_id) == (State.UNKNOWN, "")
+    assert AuditEvent.objects.filter(operation=operation, kind="lease_expired").count() == 1
+    assert len(shipments(vendor)) == 1
+    [execution] = n8n.executions(n8n.last_workflow)
+    assert execution["status"] == "error", execution
 
 
 def test_n8n_killed_after_the_vendor_acted_leaves_one_shipment_found_by_the_lookup(
