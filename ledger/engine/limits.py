@@ -21,7 +21,7 @@ group: all are claimed and called by ``ledger.engine.processing``), and so does 
   claimed operation is given back untried (``hold``: retrying, due when the pause ends, its last
   error saying why, which the console shows). A call is counted before its slot is given back, and
   the breaker is read again once a slot is taken (``recheck``): a worker admitted before another's
-  failures opened it, waiting for a slot meanwhile, gives its calls back too. Once the pause is over one worker takes the probe
+  failures opened it gives its calls back too. Once the pause is over one worker takes the probe
   (moving ``breaker_until`` on by a cool-down, so no other worker probes meanwhile); the probe's
   success closes the breaker, its failure opens it for another cool-down.
 
