@@ -1,0 +1,17 @@
+"use strict";
+// What a node tells about an error: its message, at most 300 characters, never a request's payload
+// or a credential (the client's errors carry neither).
+
+function describe(error) {
+  const text = error && error.message ? error.message : String(error);
+  return text.length > 300 ? `${text.slice(0, 297)}...` : text;
+}
+
+/** The config node of `node`, or a clear error if the node has none. */
+function connection(RED, node, config) {
+  const server = RED.nodes.getNode(config.server);
+  if (!server) node.error(`${node.type}: choose an opsconsole connection (config node) in the node's settings`);
+  return server;
+}
+
+module.exports = { describe, connection };
