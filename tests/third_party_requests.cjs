@@ -12,7 +12,8 @@
 // request's method and path (without its query) and whose times are not used up applies to it:
 //   "drop_answer": the server acts, then closes the connection instead of answering;
 //   "delay_answer" (with "ms"): the server acts, then answers ms later;
-//   "status" (with "status"): answered with that status (and a JSON error) before the server acts.
+//   "status" (with "status", and "headers" to send): answered with that status (and a JSON error)
+//   before the server acts.
 const { appendFileSync, existsSync, readFileSync, writeFileSync } = require("node:fs");
 
 const logPath = process.env.THIRD_PARTY_REQUEST_LOG;
@@ -54,6 +55,7 @@ module.exports = function requestLog(req, res, next) {
   if (fault && fault.fault === "status") {
     res.statusCode = fault.status;
     res.setHeader("Content-Type", "application/json");
+    for (const [name, value] of Object.entries(fault.headers ?? {})) res.setHeader(name, value);
     log({ fault: "status" });
     return res.end(JSON.stringify({ error: { message: `fault: answered ${fault.status} before acting` } }));
   }

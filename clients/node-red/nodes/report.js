@@ -36,6 +36,9 @@ module.exports = function (RED) {
         const output = routes.reportOutput(report.state);
         if (output === routes.RECORDED) msg.externalId = outcome.externalId;
         if (output === routes.RETRY) {
+          // msg.payload is the vendor's answer now: the claim node claims again by the key, and
+          // opsconsole's 201 brings the data back.
+          msg.key = msg.claim.key;
           msg.retryAfter = outcome.retryAfter;
           msg.delay = routes.delayMs({ retryAfter: outcome.retryAfter, at: report.nextAttemptAt });
         }
