@@ -5,7 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
-.PHONY: demo demo-day serve migrate test test-fast lint check-migrations check typecheck imports layout rooms venv node_modules lock bench clean
+.PHONY: demo demo-day serve migrate test test-fast lint check-migrations check typecheck imports layout rooms venv node_modules lock bench clean \
+	clients clients-typescript test-clients clients-openapi
 
 # An existing virtualenv (or a link to one) is brought up to date, not made again. The Python client
 # of the claims API (clients/python, its own package) is installed editable on top, without its
@@ -29,6 +30,34 @@ node_modules/.package-lock.json: package-lock.json package.json
 	touch $@
 
 node_modules: node_modules/.package-lock.json
+
+# The client packages (clients/*, docs/claims.md): each its own npm package with its own lock, installed
+# with `npm ci` (so exactly the lock) and built. `make clients` builds every one, the TypeScript client
+# first (the Node-RED and n8n packages bundle it); `make test-clients` runs their own unit tests
+# (`node --test`), and `make test` runs those before pytest. The OpenAPI document the TypeScript types
+# come from is committed (clients/openapi.json); `make clients-openapi` writes it again from the app
+# (scripts/openapi.py, no server needed) and regenerates the types (tests/connectors/
+# test_openapi_drift.py fails until both are committed).
+TS_CLIENT := clients/typescript
+
+$(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json $(TS_CLIENT)/package.json
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund
+	touch $@
+
+$(TS_CLIENT)/dist/esm/index.js: $(TS_CLIENT)/node_modules/.package-lock.json $(wildcard $(TS_CLIENT)/src/*.ts) \
+		$(wildcard $(TS_CLIENT)/tsconfig*.json) $(wildcard $(TS_CLIENT)/scripts/*.mjs)
+	cd $(TS_CLIENT) && npm run build
+
+clients-typescript: $(TS_CLIENT)/dist/esm/index.js
+
+clients: clients-typescript
+
+test-clients: clients
+	cd $(TS_CLIENT) && npm test
+
+clients-openapi: venv $(TS_CLIENT)/node_modules/.package-lock.json
+	$(PY) scripts/openapi.py
+	cd $(TS_CLIENT) && npm run generate
 
 # The lock files, from pyproject.toml (README.md, Dependencies): every package pinned, with the hashes
 # of its files on PyPI, for Python 3.11+ on any platform. requirements.txt: the runtime;
@@ -148,7 +177,7 @@ endif
 PYTEST := SECRET_KEY=insecure-test-only-key PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 FAST := -m "not processes and not e2e and not slow" --reuse-db
 
-test: venv node_modules
+test: venv node_modules test-clients
 	@$(WITH_DATABASE) \
 	trap '$$STOP_DATABASE' EXIT; \
 	$(PYTEST) $(ROOM_TESTS) $(PYTEST_ARGS)
@@ -267,8 +296,8 @@ bench-scrape: venv
 bench-tenant: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/tenant_isolation.py
 
-# Also node_modules, and the embedded PostgreSQL's data (the demo's database): stopped first if it is
+# Also node_modules (the clients' too, and their builds), and the embedded PostgreSQL's data (the demo's database): stopped first if it is
 # running.
 clean:
 	-test ! -x $(PY) || $(EMBEDDED_DB) stop
-	rm -rf $(VENV) node_modules var var-qcluster.log var-standin.log
+	rm -rf $(VENV) node_modules var var-qcluster.log var-standin.log $(TS_CLIENT)/node_modules $(TS_CLIENT)/dist

@@ -1,0 +1,373 @@
+/**
+ * One claim of an operation: what opsconsole answered and, after a 201, the handle to report with.
+ *
+ * Only a 201 says act (`shouldAct`). While the holder acts, `startHeartbeat()` extends the lease every
+ * third of it; a report (`succeeded`, `failed`, `unknown`) is retried until it is recorded, refused,
+ * or the claim is lost, and stops the heartbeat.
+ */
+
+import { ClaimError, ClaimLost, Refused, ServiceUnavailable, type JsonObject } from "./errors.js";
+import { limit, type Outcome } from "./outcome.js";
+import { retryAfterSeconds, sleep, type Answer } from "./transport.js";
+
+/** What a claim needs of the client: its requests. */
+export interface Requester {
+  request(method: string, path: string, options?: { body?: unknown; retries?: number }): Promise<Answer>;
+  readonly heartbeatEvery?: number;
+  /** Milliseconds before the next try of a report the service did not answer. */
+  reportDelayMs(attempt: number, retryAfterSeconds?: number): number;
+}
+
+/** The operation's state after a report, as the claim's status. */
+const STATUS_AFTER_REPORT: Record<string, string> = {
+  succeeded: "done",
+  retrying: "retry_later",
+  needs_review: "needs_review",
+  unknown: "unknown",
+};
+
+const DEFAULT_LEASE_SECONDS = 60;
+
+export interface Report {
+  status: "recorded";
+  /** The operation's state now: "succeeded", "retrying", "needs_review", "unknown". */
+  state: string;
+  nextAttemptAt?: string;
+  body: JsonObject;
+}
+
+/** What `toJSON` gives and `Claim.fromJSON` takes: enough to heartbeat and report from elsewhere. */
+export interface ClaimJSON {
+  key: string;
+  status: string;
+  httpStatus: number;
+  token?: string;
+  attempt?: number;
+  idempotencyKey?: string;
+  leaseExpiresAt?: string;
+  leaseSeconds: number;
+  retryAfter?: number;
+  externalId?: string;
+  result?: unknown;
+  message?: string;
+}
+
+/** The path of a claim's route: a key holds ':' and may hold '/', so it travels as one segment. */
+export function claimPath(key: string, what: "heartbeat" | "outcome"): string {
+  return `/api/v1/claims/${encodeURIComponent(key)}/${what}`;
+}
+
+export class Claim {
+  /** The answer's HTTP status; 201 is the only one that says act. */
+  readonly httpStatus: number;
+  /** The whole answer body, for fields this class does not name. */
+  readonly answer: JsonObject;
+  /** The operation as this client last knew it: the claim's answer, then after a recorded report
+   * the operation's new state ("done", "retry_later", "needs_review", "unknown"). */
+  status: string;
+  readonly shouldAct: boolean;
+  readonly key: string;
+  readonly token?: string;
+  readonly attempt?: number;
+  readonly idempotencyKey?: string;
+  leaseExpiresAt?: Date;
+  /** The operation's data, in a 201 answer to a claim by key. */
+  readonly data?: JsonObject;
+  result?: unknown;
+  externalId?: string;
+  /** Seconds to wait before claiming again (a deferring answer's Retry-After). */
+  readonly retryAfter?: number;
+  readonly message?: string;
+  /** The outcome recorded, once a report was. */
+  reported?: Outcome["outcome"];
+  recorded?: Report;
+  /** The length of the lease, in seconds: what was asked for, else read from the answer. */
+  readonly leaseSeconds: number;
+  /** The last heartbeat's failure to reach the service, if its last try failed. */
+  heartbeatError?: unknown;
+
+  #ops: Requester;
+  #requestedLease?: number;
+  #lost = false;
+  #heartbeat?: ReturnType<typeof setTimeout>;
+  #heartbeating = false;
+  #reportBody?: string;
+  #reporting?: Promise<Report>;
+
+  constructor(ops: Requester, answer: Answer, options: { leaseSeconds?: number } = {}) {
+    const body = answer.body;
+    this.#ops = ops;
+    this.#requestedLease = options.leaseSeconds;
+    this.httpStatus = answer.httpStatus;
+    this.answer = body;
+    this.status = String(body.status ?? "");
+    this.shouldAct = answer.httpStatus === 201;
+    this.key = String(body.key ?? "");
+    this.token = optionalString(body.token);
+    this.attempt = typeof body.attempt === "number" ? body.attempt : undefined;
+    this.idempotencyKey = optionalString(body.idempotency_key);
+    this.leaseExpiresAt = optionalDate(body.lease_expires_at);
+    this.data = body.data && typeof body.data === "object" ? (body.data as JsonObject) : undefined;
+    this.result = body.result ?? undefined;
+    this.externalId = optionalString(body.external_id);
+    this.message = optionalString(body.message);
+    this.retryAfter =
+      typeof body.retry_after === "number" ? body.retry_after : retryAfterSeconds(answer.headers.get("retry-after"));
+    this.leaseSeconds = leaseLength(options.leaseSeconds, this.leaseExpiresAt, answer.headers.get("date"));
+  }
+
+  /** The server refused this claim's token as stale: nothing it reports is recorded. */
+  get lost(): boolean {
+    return this.#lost;
+  }
+
+  /** Milliseconds between heartbeats: the client's `heartbeatEvery`, else a third of the lease. */
+  get heartbeatEveryMs(): number {
+    return this.#ops.heartbeatEvery ?? (this.leaseSeconds * 1000) / 3;
+  }
+
+  // The lease
+
+  /** Extend the lease every third of it until a report, `stopHeartbeat()`, or the claim is lost.
+   * A failed heartbeat is tried again three times as often, so a short outage does not cost the lease. */
+  startHeartbeat(): void {
+    if (!this.shouldAct || this.#heartbeating || this.reported || this.#lost) return;
+    this.#heartbeating = true;
+    this.#scheduleHeartbeat(this.heartbeatEveryMs);
+  }
+
+  stopHeartbeat(): void {
+    this.#heartbeating = false;
+    if (this.#heartbeat) clearTimeout(this.#heartbeat);
+    this.#heartbeat = undefined;
+  }
+
+  /** One heartbeat, without retries. Marks the claim lost on 409 stale_token or 404. */
+  async extend(): Promise<void> {
+    const body = dropUndefined({ token: this.token, lease_seconds: this.#requestedLease });
+    const answer = await this.#ops.request("POST", claimPath(this.key, "heartbeat"), { body, retries: 0 });
+    if (answer.httpStatus === 200) {
+      this.leaseExpiresAt = optionalDate(answer.body.lease_expires_at) ?? this.leaseExpiresAt;
+    } else if (answer.httpStatus === 404 || answer.httpStatus === 409) {
+      this.#lose();
+    } else {
+      throw new Refused(answer.httpStatus, answer.body);
+    }
+  }
+
+  #scheduleHeartbeat(delayMs: number): void {
+    this.#heartbeat = setTimeout(() => void this.#beat(), delayMs);
+    this.#heartbeat.unref?.();
+  }
+
+  async #beat(): Promise<void> {
+    if (!this.#heartbeating) return;
+    let next = this.heartbeatEveryMs;
+    try {
+      await this.extend();
+      this.heartbeatError = undefined;
+    } catch (error) {
+      this.heartbeatError = error;
+      next = this.heartbeatEveryMs / 3;
+    }
+    if (this.#heartbeating && !this.#lost && !this.reported) this.#scheduleHeartbeat(next);
+  }
+
+  #lose(): void {
+    if (this.reported) return;
+    this.#lost = true;
+    this.stopHeartbeat();
+  }
+
+  // Reports
+
+  /** Record the success: every later claim of this key is answered done with `result` (an object)
+   * and `externalId` (the destination's record id). */
+  succeeded(options: { externalId?: string | number; result?: JsonObject } = {}): Promise<Report> {
+    const outcome: Outcome = { outcome: "succeeded" };
+    if (options.externalId !== undefined && options.externalId !== null) outcome.externalId = String(options.externalId);
+    if (options.result !== undefined) outcome.result = options.result;
+    return this.report(outcome);
+  }
+
+  /** Record a failure without effect: transient (tried again later, after `retryAfter` seconds if
+   * given) or permanent (a person decides). */
+  failed(options: { category: "transient" | "permanent"; error?: string; retryAfter?: number }): Promise<Report> {
+    return this.report({ outcome: "failed", ...options });
+  }
+
+  /** Record that the effect may or may not have happened: nobody acts again until a lookup or a
+   * person decides. */
+  unknown(options: { error?: string } = {}): Promise<Report> {
+    return this.report({ outcome: "unknown", ...options });
+  }
+
+  /** Report an outcome, retried until it is recorded. The same report again answers as the first;
+   * a different one throws `ClaimError`. Throws `ClaimLost` on 409 stale_token, `Refused` on any
+   * other refusal, `ServiceUnavailable` once the lease is over without an answer (the server makes
+   * the operation unknown then, whatever is sent). */
+  report(outcome: Outcome): Promise<Report> {
+    let body: JsonObject;
+    try {
+      body = reportBody(outcome);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const text = JSON.stringify(body);
+    if (!this.shouldAct) {
+      return Promise.reject(new ClaimError(`nothing to report for ${this.key}: the claim was answered ${this.status}, not claimed`));
+    }
+    if (this.#reportBody !== undefined) {
+      if (this.#reportBody === text && this.#reporting) return this.#reporting;
+      return Promise.reject(new ClaimError(`the outcome of ${this.key} was already reported (${this.#reportOutcome()})`));
+    }
+    if (this.#lost) return Promise.reject(new ClaimLost(this.key, "the heartbeat was refused"));
+    this.#reportBody = text;
+    this.#reporting = this.#send(body);
+    this.#reporting.catch(() => {
+      this.#reportBody = undefined; // refused or lost: nothing recorded, so another report may be tried
+      this.#reporting = undefined;
+    });
+    return this.#reporting;
+  }
+
+  #reportOutcome(): string {
+    return this.#reportBody ? String(JSON.parse(this.#reportBody).outcome) : "";
+  }
+
+  async #send(body: JsonObject): Promise<Report> {
+    this.startHeartbeat(); // the lease is kept while the report is retried
+    try {
+      const answer = await this.#sendUntilAnswered({ token: this.token, ...body });
+      if (answer.httpStatus === 409 && answer.body.status === "stale_token") {
+        this.#lose();
+        throw new ClaimLost(this.key, String(answer.body.message ?? ""));
+      }
+      if (answer.httpStatus !== 200) throw new Refused(answer.httpStatus, answer.body);
+      const report: Report = { status: "recorded", state: String(answer.body.state ?? ""), body: answer.body };
+      if (typeof answer.body.next_attempt_at === "string") report.nextAttemptAt = answer.body.next_attempt_at;
+      this.reported = body.outcome as Outcome["outcome"];
+      this.recorded = report;
+      this.#lost = false; // a heartbeat that crossed the report may have been refused after it
+      this.status = STATUS_AFTER_REPORT[report.state] ?? this.status;
+      if (body.outcome === "succeeded") {
+        this.result = body.result;
+        this.externalId = body.external_id as string | undefined;
+      }
+      return report;
+    } finally {
+      this.stopHeartbeat();
+    }
+  }
+
+  /** The report's answer: tried again while the service fails, until the lease is over. */
+  async #sendUntilAnswered(body: JsonObject): Promise<Answer> {
+    const leaseFromNow = Date.now() + this.leaseSeconds * 1000; // when the answer named no expiry
+    for (let round = 1; ; round++) {
+      try {
+        return await this.#ops.request("POST", claimPath(this.key, "outcome"), { body });
+      } catch (error) {
+        if (!(error instanceof ServiceUnavailable) || this.#leaseOver(leaseFromNow)) throw error;
+        await sleep(this.#ops.reportDelayMs(round, error.retryAfter));
+      }
+    }
+  }
+
+  #leaseOver(otherwiseAt: number): boolean {
+    return (this.leaseExpiresAt?.getTime() ?? otherwiseAt) < Date.now();
+  }
+
+  // Carrying a claim in a message
+
+  toJSON(): ClaimJSON {
+    return dropUndefined({
+      key: this.key,
+      status: this.status,
+      httpStatus: this.httpStatus,
+      token: this.token,
+      attempt: this.attempt,
+      idempotencyKey: this.idempotencyKey,
+      leaseExpiresAt: this.leaseExpiresAt?.toISOString(),
+      leaseSeconds: this.leaseSeconds,
+      retryAfter: this.retryAfter,
+      externalId: this.externalId,
+      result: this.result,
+      message: this.message,
+    }) as unknown as ClaimJSON;
+  }
+
+  /** A claim carried as `toJSON()` gave it (a flow's message), to heartbeat and report with. */
+  static fromJSON(ops: Requester, json: ClaimJSON | string): Claim {
+    const claim: ClaimJSON = typeof json === "string" ? JSON.parse(json) : json;
+    if (!claim || typeof claim.key !== "string" || !claim.key || typeof claim.httpStatus !== "number") {
+      throw new ClaimError("not a claim: expected the object Claim.toJSON() gives, with its key and httpStatus");
+    }
+    if (claim.httpStatus === 201 && !claim.token) {
+      throw new ClaimError(`the claim of ${claim.key} carries no token: it cannot be reported`);
+    }
+    const body = dropUndefined({
+      status: claim.status,
+      key: claim.key,
+      token: claim.token,
+      attempt: claim.attempt,
+      idempotency_key: claim.idempotencyKey,
+      lease_expires_at: claim.leaseExpiresAt,
+      retry_after: claim.retryAfter,
+      external_id: claim.externalId,
+      result: claim.result,
+      message: claim.message,
+    });
+    return new Claim(ops, { httpStatus: claim.httpStatus, body, headers: new Headers() }, { leaseSeconds: claim.leaseSeconds });
+  }
+}
+
+function reportBody(outcome: Outcome): JsonObject {
+  switch (outcome.outcome) {
+    case "succeeded":
+      if (outcome.result !== undefined && (outcome.result === null || typeof outcome.result !== "object" || Array.isArray(outcome.result))) {
+        throw new TypeError("the result recorded is an object (a JSON object)");
+      }
+      return dropUndefined({ outcome: "succeeded", external_id: outcome.externalId, result: outcome.result });
+    case "failed":
+      if (outcome.category !== "transient" && outcome.category !== "permanent") {
+        throw new TypeError(`category is "transient" or "permanent", not ${JSON.stringify(outcome.category)}`);
+      }
+      if (outcome.retryAfter !== undefined && outcome.category !== "transient") {
+        throw new TypeError("retryAfter is for a transient failure only");
+      }
+      return dropUndefined({
+        outcome: "failed",
+        category: outcome.category,
+        error: outcome.error === undefined ? undefined : limit(outcome.error),
+        retry_after: outcome.retryAfter,
+      });
+    case "unknown":
+      return dropUndefined({ outcome: "unknown", error: outcome.error === undefined ? undefined : limit(outcome.error) });
+    default:
+      throw new TypeError(`an outcome is "succeeded", "failed" or "unknown", not ${JSON.stringify((outcome as { outcome: unknown }).outcome)}`);
+  }
+}
+
+function dropUndefined<T extends Record<string, unknown>>(object: T): T {
+  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as T;
+}
+
+function optionalString(value: unknown): string | undefined {
+  return typeof value === "string" && value ? value : undefined;
+}
+
+function optionalDate(value: unknown): Date | undefined {
+  if (typeof value !== "string" || !value) return undefined;
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? undefined : date;
+}
+
+/** How long the lease lasts, to heartbeat at a third of it: the length asked for; else the expiry
+ * against the server's clock (its Date header), else against ours; else the default. */
+function leaseLength(requested: number | undefined, expiresAt: Date | undefined, date: string | null): number {
+  if (requested) return requested;
+  if (!expiresAt) return DEFAULT_LEASE_SECONDS;
+  const serverNow = date ? Date.parse(date) : NaN;
+  const now = Number.isNaN(serverNow) ? Date.now() : serverNow;
+  return Math.max(5, (expiresAt.getTime() - now) / 1000);
+}

@@ -1,0 +1,139 @@
+/**
+ * Requests to opsconsole, retried while the service itself fails.
+ *
+ * A network error, a timeout or a 5xx answer is retried with exponential backoff and jitter (a
+ * Retry-After header wins over the computed delay, up to `maxBackoffMs`), at most `maxRetries`
+ * times, then thrown as `ServiceUnavailable`. Every request this client sends is safe to send again:
+ * a claim answered again is the operation's current answer, and a report repeated with the same token
+ * and body is answered as the first one was. Any other answer (2xx, 4xx) is returned to be read.
+ */
+
+import { ServiceUnavailable, type JsonObject } from "./errors.js";
+
+export const USER_AGENT = "opsconsole-client/0.1.0";
+
+export interface TransportOptions {
+  baseUrl: string;
+  token: string;
+  timeoutMs: number;
+  maxRetries: number;
+  backoffMs: number;
+  maxBackoffMs: number;
+  fetch: typeof fetch;
+}
+
+/** One answer that is not the service's own failure. */
+export interface Answer {
+  httpStatus: number;
+  body: JsonObject;
+  headers: Headers;
+}
+
+export interface RequestOptions {
+  body?: unknown;
+  query?: Record<string, string | number | boolean | null | undefined>;
+  /** Retries after the first try; the client's `maxRetries` when not given. */
+  retries?: number;
+}
+
+export class Transport {
+  constructor(private readonly options: TransportOptions) {}
+
+  get maxRetries(): number {
+    return this.options.maxRetries;
+  }
+
+  async request(method: string, path: string, request: RequestOptions = {}): Promise<Answer> {
+    const retries = request.retries ?? this.options.maxRetries;
+    const url = this.url(path, request.query);
+    for (let attempt = 1; ; attempt++) {
+      let failure: unknown;
+      let httpStatus: number | undefined;
+      let retryAfter: number | undefined;
+      try {
+        const response = await this.send(method, url, request.body);
+        if (response.status < 500) {
+          return { httpStatus: response.status, body: await jsonBody(response), headers: response.headers };
+        }
+        httpStatus = response.status;
+        retryAfter = retryAfterSeconds(response.headers.get("retry-after"));
+        await response.body?.cancel().catch(() => undefined);
+      } catch (error) {
+        failure = error;
+      }
+      if (attempt > retries) {
+        const why = failure === undefined ? `HTTP ${httpStatus}` : describe(failure);
+        throw new ServiceUnavailable(`opsconsole did not answer ${method} ${path} after ${attempt} attempts: ${why}`, {
+          attempts: attempt,
+          httpStatus,
+          retryAfter,
+          cause: failure,
+        });
+      }
+      await sleep(this.delayMs(attempt, retryAfter));
+    }
+  }
+
+  /** Milliseconds before the next attempt: the server's Retry-After if it gave one, else
+   * backoff * 2^(attempt-1) with equal jitter; never more than maxBackoffMs. */
+  delayMs(attempt: number, retryAfterSeconds?: number): number {
+    if (retryAfterSeconds !== undefined) return Math.min(retryAfterSeconds * 1000, this.options.maxBackoffMs);
+    const ceiling = Math.min(this.options.backoffMs * 2 ** (attempt - 1), this.options.maxBackoffMs);
+    return ceiling / 2 + Math.random() * (ceiling / 2);
+  }
+
+  private send(method: string, url: string, body: unknown): Promise<Response> {
+    const headers: Record<string, string> = {
+      Authorization: `Bearer ${this.options.token}`,
+      "User-Agent": USER_AGENT,
+      Accept: "application/json",
+    };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    return this.options.fetch(url, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(this.options.timeoutMs),
+    });
+  }
+
+  private url(path: string, query: RequestOptions["query"]): string {
+    const url = new URL(this.options.baseUrl.replace(/\/+$/, "") + path);
+    for (const [name, value] of Object.entries(query ?? {})) {
+      if (value !== undefined && value !== null) url.searchParams.set(name, String(value));
+    }
+    return url.toString();
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Retry-After in seconds: a number of seconds (what opsconsole sends) or an HTTP date. */
+export function retryAfterSeconds(value: string | null | undefined): number | undefined {
+  if (value === null || value === undefined || value.trim() === "") return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds);
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, (date - Date.now()) / 1000);
+}
+
+async function jsonBody(response: Response): Promise<JsonObject> {
+  const text = await response.text();
+  try {
+    const body: unknown = JSON.parse(text);
+    if (body && typeof body === "object" && !Array.isArray(body)) return body as JsonObject;
+    return { status: "", message: String(text).slice(0, 200) };
+  } catch {
+    return { status: "", message: text.slice(0, 200) };
+  }
+}
+
+export function describe(error: unknown): string {
+  if (error instanceof Error) {
+    const cause = error.cause instanceof Error ? ` (${error.cause.name}: ${error.cause.message})` : "";
+    return `${error.name}: ${error.message}${cause}`;
+  }
+  return String(error);
+}
