@@ -171,19 +171,23 @@ def test_two_flows_racing_one_invoice_one_acts_the_other_waits_then_reads_done(d
 
 
 def test_node_red_killed_after_the_vendor_acted_leaves_one_shipment_found_by_the_lookup(
-    deployed, node_red, shipping, vendor, token, tarball, tmp_path, start_cluster
+    shipping, vendor, token, tarball, tmp_path, start_cluster
 ):
-    vendor.fail_next("POST /shipments", "delay_answer", ms=60_000)  # acted; the answer never arrives
-    data = invoice("INV-crash")
-    caller = threading.Thread(target=lambda: httpx.post(f"{node_red.url}/invoice-paid", json=data, timeout=90))
-    caller.start()
-    wait_for(lambda: shipments(vendor), timeout=30, message="the vendor did not create the shipment")
-    node_red.kill()  # after the vendor acted, before the report
-    caller.join(timeout=10)
+    crashing = NodeRed(tmp_path / "crashing", tarball, http_timeout_ms=HTTP_TIMEOUT_MS).start()
+    try:
+        crashing.deploy(with_credentials(example_flow(shipping.url, vendor.url), token))
+        vendor.fail_next("POST /shipments", "delay_answer", ms=60_000)  # acted; the answer never arrives
+        data = invoice("INV-crash")
+        caller = threading.Thread(target=post_unanswered, args=(f"{crashing.url}/invoice-paid", data))
+        caller.start()
+        wait_for(lambda: shipments(vendor), timeout=30, message="the vendor did not create the shipment")
+        crashing.kill()  # after the vendor acted, before the report
+        caller.join(timeout=10)
+    finally:
+        crashing.stop()
 
     operation = Operation.objects.get()
     assert operation.state == State.PROCESSING
-    operation.refresh_from_db()
     time.sleep(max(0.0, (operation.lease_expires_at - timezone.now()).total_seconds()) + 0.5)
     with Ledger(shipping.url, token) as ledger:
         refused = ledger.claim("create-shipment", data)
@@ -208,7 +212,16 @@ def test_node_red_killed_after_the_vendor_acted_leaves_one_shipment_found_by_the
         assert paid(again, data) == {"end": "done", "externalId": str(shipment["id"])}
     finally:
         again.stop()
-    assert len(shipments(vendor)) == 1 and len(posts(vendor)) == 1
+    assert len(shipments(vendor)) == 1
+    assert posts(vendor) == [], "no other POST reached the vendor (the delayed one is logged when answered)"
+
+
+def post_unanswered(url: str, data: dict) -> None:
+    """Billing's webhook to a Node-RED that is killed before it answers."""
+    try:
+        httpx.post(url, json=data, timeout=90)
+    except httpx.TransportError:
+        pass
 
 
 def test_a_vendor_that_answers_too_late_is_unknown_never_failed(deployed, node_red, vendor):
