@@ -21,6 +21,7 @@ not consequential here: the approval step has its own test). Each test counts th
 
 import json
 import threading
+from io import StringIO
 import time
 from pathlib import Path
 
@@ -81,15 +82,21 @@ def vendor(tmp_path):
 def shipping(workspace, token, gunicorn, vendor, tmp_path):
     """The example's integrations file applied at this test's vendor (create-shipment without its
     approval step, a short lease), and seen by every server process."""
-    document = yaml.safe_load((EXAMPLE / "integrations.yaml").read_text())
-    document["destinations"][0]["base_url"] = vendor.url
-    [action] = document["http_actions"]
-    action.update(consequential=False, claim_lease_seconds=LEASE_SECONDS, settle_after_seconds=1)
-    path = tmp_path / "integrations.yaml"
-    path.write_text(yaml.safe_dump(document))
-    call_command("integrations", "apply", str(path), stdout=open("/dev/null", "w"))
-    time.sleep(configured.Loaded.REFRESH_SECONDS + 0.1)
+    apply_example(vendor.url, tmp_path, consequential=False)
     return gunicorn
+
+
+def apply_example(vendor_url: str, directory: Path, **changes) -> None:
+    """examples/node-red/integrations.yaml at ``vendor_url``, with a short lease and ``changes`` to
+    the action, applied with `manage.py integrations apply` and seen by every server process."""
+    document = yaml.safe_load((EXAMPLE / "integrations.yaml").read_text())
+    document["destinations"][0]["base_url"] = vendor_url
+    [action] = document["http_actions"]
+    action.update(claim_lease_seconds=LEASE_SECONDS, settle_after_seconds=1, **changes)
+    path = directory / "integrations.yaml"
+    path.write_text(yaml.safe_dump(document))
+    call_command("integrations", "apply", str(path), stdout=StringIO())
+    time.sleep(configured.Loaded.REFRESH_SECONDS + 0.1)
 
 
 def example_flow(server_url: str, vendor_url: str, **claim_settings) -> list[dict]:

@@ -66,6 +66,7 @@ module.exports = function (RED) {
         done();
       } else if (error instanceof Refused) {
         msg.status = error.status || `http_${error.httpStatus}`;
+          msg.reason = error.reason;
         msg.message = describe(error);
         node.status({ fill: "red", shape: "dot", text: msg.status });
         send(routes.on(routes.PERSON, OUTPUTS, msg));

@@ -8,6 +8,39 @@ const { describe, connection } = require("../lib/errors");
 
 const SEEN_IDS = 1000; // webhook-ids remembered, to drop a notification sent again
 
+// The signature covers the body's exact bytes, but the editor's admin API (at "/" as well, by
+// default) parses every JSON body before Node-RED's HTTP routes see it. So, as Node-RED's own http in
+// node does for its raw routes, a middleware first in the root app keeps the raw body of our routes.
+const rawRoutes = new Set();
+let capturing = false;
+
+function routeKey(path) {
+  return `POST:${path.replace(/\/{2,}/g, "/").replace(/\/$/, "")}`;
+}
+
+function captureRawBodies(RED) {
+  if (capturing || typeof RED.httpNode !== "function") return;
+  let root = RED.httpNode;
+  while (root.parent !== undefined) root = root.parent;
+  const capture = (req, _res, next) => {
+    if (req.method !== "POST" || !rawRoutes.has(routeKey(req._parsedUrl?.pathname ?? req.path))) return next();
+    const chunks = [];
+    req.on("data", (chunk) => chunks.push(chunk));
+    req.on("end", () => {
+      req.rawBody = Buffer.concat(chunks);
+      req.body = req.rawBody;
+      req._body = true; // body parsers leave it alone
+      next();
+    });
+    req.on("error", next);
+  };
+  root.use(capture);
+  const stack = root._router?.stack || [];
+  const index = stack.findIndex((layer) => layer.handle === capture);
+  if (index > 0) stack.unshift(stack.splice(index, 1)[0]);
+  capturing = true;
+}
+
 module.exports = function (RED) {
   function OpsconsoleDue(config) {
     RED.nodes.createNode(this, config);
@@ -20,9 +53,12 @@ module.exports = function (RED) {
 
   function receive(node, server, config) {
     const path = (config.path || "/opsconsole/due").replace(/^\/?/, "/");
+    const fullPath = `${RED.httpNode.path ? RED.httpNode.path() : ""}${path}`;
+    captureRawBodies(RED);
+    rawRoutes.add(routeKey(fullPath));
     const seen = [];
     const handler = (req, res) => {
-      readBody(req)
+      (req.rawBody ? Promise.resolve(req.rawBody) : readBody(req))
         .then((raw) => {
           let verified;
           try {
@@ -49,6 +85,7 @@ module.exports = function (RED) {
     RED.httpNode.post(path, handler);
     node.status({ fill: "green", shape: "dot", text: `POST ${path}` });
     node.on("close", (done) => {
+      rawRoutes.delete(routeKey(fullPath));
       removeRoute(path);
       done();
     });

@@ -34,6 +34,7 @@ module.exports = function (RED) {
       } catch (error) {
         if (error instanceof Refused) {
           msg.status = error.status || `http_${error.httpStatus}`;
+          msg.reason = error.reason;
           msg.statusCode = error.httpStatus;
           msg.errors = error.errors;
           msg.message = describe(error);

@@ -50,6 +50,7 @@ module.exports = function (RED) {
       } catch (error) {
         if (error instanceof Refused) {
           msg.status = error.status || `http_${error.httpStatus}`;
+          msg.reason = error.reason;
           msg.statusCode = error.httpStatus;
           msg.message = describe(error);
           node.status({ fill: "red", shape: "dot", text: `${name}: ${msg.status}` });

@@ -51,6 +51,7 @@ module.exports = function (RED) {
           // The lease expired first (the operation is unknown now) or the report was refused:
           // nothing this claim says is recorded. A person must hear of what the vendor did.
           msg.status = error instanceof ClaimLost ? "stale_token" : error.status || `http_${error.httpStatus}`;
+          msg.reason = error instanceof ClaimLost ? undefined : error.reason;
           msg.message = describe(error);
           node.status({ fill: "red", shape: "dot", text: msg.status });
           send(routes.on(routes.DECIDE, OUTPUTS, msg));
