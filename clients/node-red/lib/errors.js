@@ -7,11 +7,18 @@ function describe(error) {
   return text.length > 300 ? `${text.slice(0, 297)}...` : text;
 }
 
-/** The config node of `node`, or a clear error if the node has none. */
+/** The config node of `node`; without one, a stand-in whose client() throws a clear error. */
 function connection(RED, node, config) {
   const server = RED.nodes.getNode(config.server);
-  if (!server) node.error(`${node.type}: choose an opsconsole connection (config node) in the node's settings`);
-  return server;
+  if (server) return server;
+  const problem = `${node.type}: choose an opsconsole connection (config node) in the node's settings`;
+  node.error(problem);
+  return {
+    client() {
+      throw new Error(problem);
+    },
+    signingSecret: () => "",
+  };
 }
 
 module.exports = { describe, connection };

@@ -46,7 +46,6 @@ module.exports = function (RED) {
     RED.nodes.createNode(this, config);
     const node = this;
     const server = connection(RED, node, config);
-    if (!server) return;
     if (config.mode === "poll") poll(node, server, config);
     else receive(node, server, config);
   }
