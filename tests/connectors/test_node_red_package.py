@@ -224,3 +224,67 @@ def drag(page, handle, dx: float, dy: float) -> None:
     page.mouse.down()
     page.mouse.move(x + dx, y + dy, steps=10)
     page.mouse.up()
+
+
+def refusals_flow(server_url: str, unreachable_url: str) -> list[dict]:
+    """POST /try/<case>: a claim node whose every output, and a catch node, answer which it took."""
+    tab = "tab-refusals"
+    flows: list[dict] = [
+        {"id": tab, "type": "tab", "label": "refusals"},
+        {"id": "cfg-bad-token", "type": "opsconsole-config", "url": server_url, "timeoutMs": 5000},
+        {"id": "cfg-unreachable", "type": "opsconsole-config", "url": unreachable_url, "timeoutMs": 5000},
+        {"id": "cfg-no-url", "type": "opsconsole-config", "url": "ftp://nowhere", "timeoutMs": 5000},
+        {"id": "respond", "type": "http response", "z": tab, "statusCode": "200", "headers": {}, "wires": []},
+        {"id": "catch", "type": "catch", "z": tab, "scope": None, "uncaught": False, "wires": [["caught"]]},
+        answer("caught", tab, '{"output": "error", "error": error.message}'),
+    ]
+    for case, config, action in (
+        ("bad-token", "cfg-bad-token", "create-shipment"),
+        ("unreachable", "cfg-unreachable", "create-shipment"),
+        ("no-url", "cfg-no-url", "create-shipment"),
+        ("no-action", "cfg-bad-token", ""),
+    ):
+        outputs = [f"{case}-out{index}" for index in range(1, 5)]
+        flows += [
+            {"id": f"{case}-in", "type": "http in", "z": tab, "url": f"/try/{case}", "method": "post", "wires": [[f"{case}-claim"]]},
+            {"id": f"{case}-claim", "type": "opsconsole claim", "z": tab, "server": config, "action": action,
+             "leaseSeconds": 5, "maxHoldSeconds": 60, "keyHeader": "", "wires": [[out] for out in outputs]},
+            *[answer(out, tab, f'{{"output": {index}, "status": status}}') for index, out in enumerate(outputs, 1)],
+        ]
+    # Every flow node has a place on the canvas (a node without one is taken for a config node).
+    return [node | {"x": 100, "y": 100} if "z" in node else node for node in flows]
+
+
+def answer(node_id: str, tab: str, expression: str) -> dict:
+    return {
+        "id": node_id, "type": "change", "z": tab, "wires": [["respond"]],
+        "rules": [{"t": "set", "p": "payload", "pt": "msg", "to": expression, "tot": "jsonata"}],
+    }
+
+
+def test_refusals_and_bad_input_leave_by_the_output_that_says_so(node_red, token, gunicorn, workspace):
+    from tests.faults.gunicorn import free_port
+
+    flows = refusals_flow(gunicorn.url, f"http://127.0.0.1:{free_port()}")
+    credentials = {"cfg-bad-token": "oc_not-a-token", "cfg-unreachable": token, "cfg-no-url": token}
+    node_red.deploy([node | {"credentials": {"token": credentials[node["id"]]}} if node["id"] in credentials else node for node in flows])
+
+    def attempt(case: str, payload) -> dict:
+        answer = httpx.post(f"{node_red.url}/try/{case}", json=payload, timeout=60)
+        assert answer.status_code == 200, f"{answer.status_code} {answer.text}\n{node_red.log_tail()}"
+        return answer.json()
+
+    data = invoice("INV-refused")
+    assert attempt("bad-token", data) == {"output": 4, "status": "unauthorized"}, "a person must fix the credential"
+    assert attempt("unreachable", data) == {"output": 3, "status": "unavailable"}, "never act; claim again later"
+    # Node-RED hands a node's error to a catch node as its text ("Error: ...").
+    assert attempt("no-url", data) == {
+        "output": "error",
+        "error": 'Error: opsconsole-config "cfg-no-url": the URL must start with http:// or https://',
+    }
+    assert attempt("no-action", data)["error"].startswith("Error: no action: set it in the node")
+    assert attempt("bad-token", ["not", "an", "object"]) == {
+        "output": "error",
+        "error": "Error: msg.payload must be the event's data, an object",
+    }
+    assert token not in node_red.log_tail(400)
