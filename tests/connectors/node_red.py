@@ -124,7 +124,9 @@ class NodeRed:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        wait_for(self.answers, timeout=timeout, describe=self.log_tail, message=f"Node-RED did not answer on {self.url}")
+        wait_for(
+            self.answers, timeout=timeout, describe=self.log_tail, message=f"Node-RED did not answer on {self.url}"
+        )
         return self
 
     def answers(self) -> bool:

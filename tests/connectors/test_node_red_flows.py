@@ -19,131 +19,39 @@ not consequential here: the approval step has its own test). Each test counts th
   claim whose report never comes expire (its late report is stale, the operation unknown).
 """
 
-import json
 import threading
-from io import StringIO
 import time
-from pathlib import Path
 
 import httpx
 import pytest
-import yaml
-from django.core.management import call_command
 from django.utils import timezone
 from opsconsole_claims import Ledger
 
-from ledger.integrations import configured
 from ledger.models import Attempt, AttemptOutcome, AuditEvent, Operation
 from ledger.states import State
-from tests.connectors.node_red import NodeRed, packed_node_red_package
-from tests.faults.gunicorn import running_gunicorn
-from tests.faults.qcluster import PROJECT_DIR, cluster_pool, wait_for
-from tests.third_party import running_json_server
+from tests.connectors import node_red_example as example
+from tests.connectors.node_red import NodeRed
+from tests.connectors.node_red_example import (
+    HTTP_TIMEOUT_MS,
+    LEASE_SECONDS,
+    example_flow,
+    invoice,
+    paid,
+    posts,
+    shipments,
+    with_credentials,
+)
+from tests.faults.qcluster import wait_for
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
-EXAMPLE = PROJECT_DIR / "examples" / "node-red"
-LEASE_SECONDS = 5
-HTTP_TIMEOUT_MS = 8000  # the http request node's (settings.httpRequestTimeout)
-
-
-@pytest.fixture(scope="module")
-def gunicorn(django_db_setup, django_db_blocker, tmp_path_factory):
-    with django_db_blocker.unblock():
-        with running_gunicorn(tmp_path_factory.mktemp("gunicorn")) as running:
-            yield running
-
-
-@pytest.fixture(scope="module")
-def tarball(tmp_path_factory):
-    return packed_node_red_package(tmp_path_factory.mktemp("packed"))
-
-
-@pytest.fixture(scope="module")
-def node_red(tmp_path_factory, tarball):
-    running = NodeRed(tmp_path_factory.mktemp("node-red"), tarball, http_timeout_ms=HTTP_TIMEOUT_MS).start()
-    yield running
-    running.stop()
-
-
-@pytest.fixture
-def start_cluster(transactional_db, tmp_path):
-    with cluster_pool(tmp_path) as start:
-        yield start
-
-
-@pytest.fixture
-def vendor(tmp_path):
-    with running_json_server(tmp_path, {"shipments": []}) as server:
-        yield server
-
-
-@pytest.fixture
-def shipping(workspace, token, gunicorn, vendor, tmp_path):
-    """The example's integrations file applied at this test's vendor (create-shipment without its
-    approval step, a short lease), and seen by every server process."""
-    apply_example(vendor.url, tmp_path, consequential=False)
-    return gunicorn
-
-
-def apply_example(vendor_url: str, directory: Path, **changes) -> None:
-    """examples/node-red/integrations.yaml at ``vendor_url``, with a short lease and ``changes`` to
-    the action, applied with `manage.py integrations apply` and seen by every server process."""
-    document = yaml.safe_load((EXAMPLE / "integrations.yaml").read_text())
-    document["destinations"][0]["base_url"] = vendor_url
-    [action] = document["http_actions"]
-    action.update(claim_lease_seconds=LEASE_SECONDS, settle_after_seconds=1, **changes)
-    path = directory / "integrations.yaml"
-    path.write_text(yaml.safe_dump(document))
-    call_command("integrations", "apply", str(path), stdout=StringIO())
-    time.sleep(configured.Loaded.REFRESH_SECONDS + 0.1)
-
-
-def example_flow(server_url: str, vendor_url: str, **claim_settings) -> list[dict]:
-    """The example flow at these URLs (the file's are make demo's and a vendor on :3000)."""
-    flows = json.loads((EXAMPLE / "flow.json").read_text())
-    for node in flows:
-        if node["type"] == "opsconsole-config":
-            node["url"] = server_url
-        if node["type"] == "http request":
-            node["url"] = f"{vendor_url}/shipments"
-        if node["type"] == "opsconsole claim":
-            node.update(leaseSeconds=LEASE_SECONDS, **claim_settings)
-    return flows
-
-
-def with_credentials(flows: list[dict], token: str) -> list[dict]:
-    """What the editor sends on deploy: the config nodes' credentials, once."""
-    return [node | {"credentials": {"token": token}} if node["type"] == "opsconsole-config" else node for node in flows]
-
-
-@pytest.fixture
-def deployed(node_red, shipping, vendor, token):
-    def deploy(**claim_settings):
-        node_red.deploy(with_credentials(example_flow(shipping.url, vendor.url, **claim_settings), token))
-        return node_red
-
-    deploy()
-    return deploy
-
-
-def invoice(invoice_id: str) -> dict:
-    return {"invoice_id": invoice_id, "customer_id": "C-7", "address": "1 Quay Street, Galway"}
-
-
-def paid(node_red: NodeRed, data: dict, *, timeout: float = 60) -> dict:
-    """Billing's webhook: POST the paid invoice to the flow; the flow's answer says how it ended."""
-    answer = httpx.post(f"{node_red.url}/invoice-paid", json=data, timeout=timeout)
-    assert answer.status_code == 200, f"{answer.status_code} {answer.text}\n{node_red.log_tail()}"
-    return answer.json()
-
-
-def shipments(vendor) -> list[dict]:
-    return vendor.db()["shipments"]
-
-
-def posts(vendor) -> list[dict]:
-    return [request for request in vendor.requests() if request["method"] == "POST"]
+gunicorn = example.gunicorn
+tarball = example.tarball
+node_red = example.node_red
+start_cluster = example.start_cluster
+vendor = example.vendor
+shipping = example.shipping
+deployed = example.deployed
 
 
 def test_the_same_paid_invoice_twice_creates_one_shipment(deployed, node_red, vendor):
@@ -236,10 +144,12 @@ def test_a_vendor_that_answers_too_late_is_unknown_never_failed(deployed, node_r
 
     answer = paid(node_red, invoice("INV-slow"))
 
-    assert answer["end"] == "a person decides" and answer["status"] == "unknown", answer
+    assert (answer["end"], answer["status"]) == ("a person decides", "unknown"), answer
     operation = Operation.objects.get()
     assert operation.state == State.UNKNOWN
-    assert not Attempt.objects.filter(operation=operation, outcome__in=[AttemptOutcome.TRANSIENT, AttemptOutcome.PERMANENT]).exists()
+    assert not Attempt.objects.filter(
+        operation=operation, outcome__in=[AttemptOutcome.TRANSIENT, AttemptOutcome.PERMANENT]
+    ).exists()
     assert Attempt.objects.get(operation=operation).outcome == AttemptOutcome.AMBIGUOUS
     wait_for(lambda: shipments(vendor), timeout=30, message="the vendor acted, late")
     assert len(shipments(vendor)) == 1
@@ -268,7 +178,7 @@ def test_a_400_is_failed_for_good_and_a_person_decides(deployed, node_red, vendo
 
     answer = paid(node_red, invoice("INV-bad"))
 
-    assert answer["end"] == "a person decides" and answer["status"] == "needs_review", answer
+    assert (answer["end"], answer["status"]) == ("a person decides", "needs_review"), answer
     assert Operation.objects.get().state == State.NEEDS_REVIEW
     assert shipments(vendor) == []
     assert len(posts(vendor)) == 1
@@ -293,9 +203,9 @@ def test_a_claim_held_past_the_nodes_cap_expires_to_unknown_and_its_late_report_
 
     answer = paid(node_red, invoice("INV-held"))
 
-    assert answer["end"] == "a person decides" and answer["status"] == "stale_token", answer
+    assert (answer["end"], answer["status"]) == ("a person decides", "stale_token"), answer
     operation = Operation.objects.get()
     assert (operation.state, operation.external_id) == (State.UNKNOWN, "")
     assert AuditEvent.objects.filter(operation=operation, kind="lease_expired").count() == 1
     assert len(shipments(vendor)) == 1
-    assert "held " in node_red.log_tail(200) and "without a report" in node_red.log_tail(200)
+    assert f"held {operation.key} for 1 s without a report" in node_red.log_tail(200)

@@ -25,22 +25,17 @@ from standardwebhooks.webhooks import Webhook
 from ledger.core import accounts
 from ledger.models import Operation
 from ledger.states import State
+from tests.connectors import node_red_example as example
 from tests.connectors.node_red import CREDENTIAL_SECRET, NodeRed, install, packed_node_red_package
-from tests.connectors.test_node_red_flows import (  # noqa: F401  fixtures
-    EXAMPLE,
-    apply_example,
-    example_flow,
-    gunicorn,
-    invoice,
-    paid,
-    shipments,
-    shipping,
-    tarball,
-    vendor,
-)
+from tests.connectors.node_red_example import EXAMPLE, apply_example, example_flow, invoice, paid, shipments
 from tests.faults.qcluster import wait_for
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+gunicorn = example.gunicorn
+tarball = example.tarball
+vendor = example.vendor
+shipping = example.shipping
 
 NODE_TYPES = {
     "opsconsole-config",
@@ -97,7 +92,9 @@ def test_the_token_and_the_signing_secret_are_only_in_the_credential_store(node_
     on_disk = node_red.flows_path.read_text()
     encrypted = node_red.credentials_path.read_text()
     for secret in (token, SIGNING_SECRET, SIGNING_SECRET.removeprefix("whsec_")):
-        assert secret not in exported and secret not in on_disk and secret not in encrypted
+        assert secret not in exported
+        assert secret not in on_disk
+        assert secret not in encrypted
     assert '"type": "opsconsole-config"' in on_disk or '"type":"opsconsole-config"' in on_disk
     assert "$" in json.loads(encrypted), "encrypted with the credentialSecret"
     assert CREDENTIAL_SECRET not in exported
@@ -120,7 +117,7 @@ def test_the_approval_step_then_the_due_notification_creates_one_shipment(
     data = invoice("INV-approve")
 
     waiting = paid(node_red, data)
-    assert waiting["end"] == "a person decides" and waiting["status"] == "awaiting_approval", waiting
+    assert (waiting["end"], waiting["status"]) == ("a person decides", "awaiting_approval"), waiting
     assert shipments(vendor) == []
     operation = Operation.objects.get()
     assert operation.state == State.PENDING_APPROVAL
@@ -129,7 +126,7 @@ def test_the_approval_step_then_the_due_notification_creates_one_shipment(
         f"{shipping.url}/api/v1/operations/{operation.key}", headers={"Authorization": f"Bearer {approver_token}"}
     ).json()
     stale = approve(node_red, operation.key, "0" * 64)
-    assert stale["refused"] == operation.key and stale["reason"] == "stale_fingerprint", stale
+    assert (stale["refused"], stale["reason"]) == (operation.key, "stale_fingerprint"), stale
     approved = approve(node_red, operation.key, seen["fingerprint"])
     assert approved["approved"] == operation.key, approved
     assert Operation.objects.get().state == State.PENDING
@@ -213,7 +210,8 @@ def test_screenshots_of_the_editor_with_the_example_flow_and_the_claim_nodes_hel
             text = help_panel.inner_text()
         finally:
             browser.close()
-    assert "act now" in text and "already done" in text and "wait, then claim again" in text
+    for output in ("act now", "already done", "wait, then claim again", "a person must decide"):
+        assert output in text
     assert Path(SHOTS, "node-red-example-flow.png").stat().st_size > 10_000
 
 
@@ -246,9 +244,25 @@ def refusals_flow(server_url: str, unreachable_url: str) -> list[dict]:
     ):
         outputs = [f"{case}-out{index}" for index in range(1, 5)]
         flows += [
-            {"id": f"{case}-in", "type": "http in", "z": tab, "url": f"/try/{case}", "method": "post", "wires": [[f"{case}-claim"]]},
-            {"id": f"{case}-claim", "type": "opsconsole claim", "z": tab, "server": config, "action": action,
-             "leaseSeconds": 5, "maxHoldSeconds": 60, "keyHeader": "", "wires": [[out] for out in outputs]},
+            {
+                "id": f"{case}-in",
+                "type": "http in",
+                "z": tab,
+                "url": f"/try/{case}",
+                "method": "post",
+                "wires": [[f"{case}-claim"]],
+            },
+            {
+                "id": f"{case}-claim",
+                "type": "opsconsole claim",
+                "z": tab,
+                "server": config,
+                "action": action,
+                "leaseSeconds": 5,
+                "maxHoldSeconds": 60,
+                "keyHeader": "",
+                "wires": [[out] for out in outputs],
+            },
             *[answer(out, tab, f'{{"output": {index}, "status": status}}') for index, out in enumerate(outputs, 1)],
         ]
     # Every flow node has a place on the canvas (a node without one is taken for a config node).
@@ -257,7 +271,10 @@ def refusals_flow(server_url: str, unreachable_url: str) -> list[dict]:
 
 def answer(node_id: str, tab: str, expression: str) -> dict:
     return {
-        "id": node_id, "type": "change", "z": tab, "wires": [["respond"]],
+        "id": node_id,
+        "type": "change",
+        "z": tab,
+        "wires": [["respond"]],
         "rules": [{"t": "set", "p": "payload", "pt": "msg", "to": expression, "tot": "jsonata"}],
     }
 
@@ -267,7 +284,12 @@ def test_refusals_and_bad_input_leave_by_the_output_that_says_so(node_red, token
 
     flows = refusals_flow(gunicorn.url, f"http://127.0.0.1:{free_port()}")
     credentials = {"cfg-bad-token": "oc_not-a-token", "cfg-unreachable": token, "cfg-no-url": token}
-    node_red.deploy([node | {"credentials": {"token": credentials[node["id"]]}} if node["id"] in credentials else node for node in flows])
+    node_red.deploy(
+        [
+            node | {"credentials": {"token": credentials[node["id"]]}} if node["id"] in credentials else node
+            for node in flows
+        ]
+    )
 
     def attempt(case: str, payload) -> dict:
         answer = httpx.post(f"{node_red.url}/try/{case}", json=payload, timeout=60)
