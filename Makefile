@@ -240,12 +240,14 @@ rooms: venv
 	$(PY) scripts/rooms.py
 
 # mypy with django-stubs ([tool.mypy] in pyproject.toml) on the modules typed so far: the one list of
-# them, to grow (and to follow the modules when they move). The plugin loads the settings.
+# them, to grow (and to follow the modules when they move). The plugin loads the settings. Then the
+# Python client (clients/python), strict, under its own [tool.mypy]: it ships its hints (py.typed).
 TYPECHECK_PATHS := ledger/states.py ledger/outcomes.py ledger/keys.py ledger/actions/ ledger/engine/ ledger/callers/ \
 	ledger/core/ ledger/intake/ ledger/integrations/ ledger/people/ ledger/reads/ ledger/models/ opsconsole/api/ scripts/
 
 typecheck: venv
 	SECRET_KEY=insecure-test-only-key DEBUG=1 DATABASE_URL=$(NO_DATABASE) $(VENV)/bin/mypy $(TYPECHECK_PATHS)
+	cd clients/python && $(CURDIR)/$(VENV)/bin/mypy --config-file pyproject.toml
 
 # Benchmarks (bench/README.md, docs/performance.md): ratios against baselines measured in the same
 # run, on PostgreSQL (DATABASE_URL if it names one, else the local server below; a scratch database

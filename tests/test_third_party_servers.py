@@ -31,7 +31,7 @@ def test_json_server_creates_a_ticket_for_every_post_of_the_same_body(json_serve
     assert second.json() == {**TICKET, "id": 2}
     assert first.headers["location"].endswith("/tickets/1")
     assert httpx.get(f"{json_server.url}/tickets/2").json() == {**TICKET, "id": 2}
-    assert json_server.db() == {"tickets": [{**TICKET, "id": 1}, {**TICKET, "id": 2}]}  # written to db.json
+    assert json_server.db() == {"tickets": [{**TICKET, "id": 1}, {**TICKET, "id": 2}]}  # what it holds
     assert [(r["method"], r["path"], r["status"]) for r in json_server.requests()] == [
         ("POST", "/tickets", 201),
         ("POST", "/tickets", 201),

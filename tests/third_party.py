@@ -170,8 +170,11 @@ class JsonServer(NodeServer):
         return args
 
     def db(self) -> dict[str, list]:
-        """What json-server holds, as it wrote it to db.json after each change."""
-        return json.loads(self.db_path.read_text())
+        """What json-server holds: its state in memory (`GET /db`), which every answer it gave reflects.
+        Not db.json, its copy on disk: a loaded CI run once read one ticket fewer there than the
+        server had answered 201 for."""
+        answer = httpx.get(f"{self.url}/db", headers={"X-Test-Harness": "db"}, timeout=10)
+        return answer.raise_for_status().json()
 
 
 class StripeMock(NodeServer):

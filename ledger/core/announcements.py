@@ -15,13 +15,15 @@ change never yields two notifications: the key is per subscription, change and e
 | to succeeded                                                    | operation.succeeded          |
 | a delivery that reused a key with another payload (intake)      | operation.conflict           |
 | a pause released: each caller operation it held that is due now | operation.due                |
+| an ``in_order`` version finished: its successor, due now        | operation.due                |
 
 ``operation.due`` is sent once the operation may be claimed: a retry put off is announced at its
-next try's time. An operation reserved by its caller's own claim (``quiet_due``) is not announced
-as due: the claimer is taking it. An operation that becomes due while a pause holds it is announced
-all the same (its claim is answered 423 held), and again when the pause is released
-(``announce_released``): the resume is a change of its own. Notification operations are never
-announced themselves.
+next try's time; an ``in_order`` version waiting for its predecessor, when the predecessor finishes
+(not before: its claim would be answered ``waiting``). An operation reserved by its caller's own
+claim (``quiet_due``) is not announced as due: the claimer is taking it. An operation that becomes
+due while a pause holds it is announced all the same (its claim is answered 423 held), and again
+when the pause is released (``announce_released``): the resume is a change of its own. Notification
+operations are never announced themselves.
 
 The changes come from the three places operations change: ``ledger.core.transitions`` (every move
 made in Python), intake's reservation (``ledger.intake.reservation``: arrivals, holds, conflicts)
@@ -46,8 +48,8 @@ from ledger import keys
 from ledger.actions import registry
 from ledger.actions.notify import NAME as NOTIFY
 from ledger.core import audit_chain, nudges, selectors
-from ledger.models import AuditEvent, Operation, Subscription
-from ledger.states import CLAIMABLE_STATES, State
+from ledger.models import AuditEvent, Operation, Ordering, Subscription
+from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State
 
 ACTOR = "opsconsole"
 CONFLICT = "operation.conflict"
@@ -60,8 +62,9 @@ BY_STATE = {
 }
 # The audit kind intake writes for a delivery that conflicts with the recorded payload.
 CONFLICT_KIND = "conflict_detected"
-# The states whose moves may announce something: any other move costs nothing here.
-ANNOUNCING_STATES = frozenset(BY_STATE) | CLAIMABLE_STATES
+# The states whose moves may announce something (a finished version, its waiting successor): any
+# other move costs nothing here.
+ANNOUNCING_STATES = frozenset(BY_STATE) | CLAIMABLE_STATES | TERMINAL_STATES
 
 CACHE_SECONDS = 2.0
 
@@ -141,8 +144,35 @@ def event_of(change: Change) -> str:
     if change.to_state in CLAIMABLE_STATES:
         action = registry.get(operation.action)
         quiet = change.kind == "reserved" and _quiet_due.get()
-        return DUE if action is not None and action.performed_by_caller and not quiet else ""
+        caller = action is not None and action.performed_by_caller
+        return DUE if caller and not quiet and not _waits(operation) else ""
     return ""
+
+
+def _waits(operation: Operation) -> bool:
+    """An ``in_order`` version whose predecessor has not finished: its claim is answered ``waiting``,
+    so it is not due; it is announced when the predecessor finishes (``_successors_released``)."""
+    if operation.ordered != Ordering.IN_ORDER or operation.version is None or operation.version <= 1:
+        return False
+    return Operation.objects.filter(pk=operation.pk).filter(selectors.waiting()).exists()
+
+
+def _successors_released(changes: list[Change]) -> list[Change]:
+    """For each change that finished an ``in_order`` version, the change of its successor that may be
+    claimed now: the version was waiting, in silence, for this one (its own change, the same audit
+    event, announces it)."""
+    released = []
+    for change in changes:
+        operation = change.operation
+        if change.to_state not in TERMINAL_STATES or operation.ordered != Ordering.IN_ORDER:
+            continue
+        if operation.version is None:  # not versioned: nothing follows it
+            continue
+        successors = selectors.due_caller_operations().filter(
+            workspace_id=operation.workspace_id, series=operation.series, version=operation.version + 1
+        )
+        released += [Change(successor, change.change, change.kind, successor.state) for successor in successors]
+    return released
 
 
 def of_moves(operations: Iterable[Operation], events: Iterable[AuditEvent]) -> list[Change]:
@@ -186,15 +216,16 @@ def announce(changes: list[Change], *, now: datetime | None = None) -> list[Oper
     changes' own events: only new rows, as the lock order asks), and a worker woken when it commits.
     Returns the notifications reserved."""
     rows: list[Operation] = []
-    for change in changes:
-        # The listeners first: a workspace without subscriptions (the usual case) costs a dict
-        # lookup per change, never the event's reading (a registry look-up for a due one).
-        if not (found := listeners(change.operation.workspace_id)) or not (event := event_of(change)):
+    # The listeners first: a workspace without subscriptions (the usual case) costs a dict lookup
+    # per change, never the event's reading (a registry look-up for a due one) nor a query.
+    heard = [change for change in changes if listeners(change.operation.workspace_id)]
+    for change in heard + _successors_released(heard):
+        if not (event := event_of(change)):
             continue
         now = now or timezone.now()
         rows.extend(
             _notification(registry[NOTIFY], listener, change, event, now)
-            for listener in found
+            for listener in listeners(change.operation.workspace_id)
             if event in listener.events
         )
     if not rows:

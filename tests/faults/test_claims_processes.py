@@ -14,6 +14,8 @@ only in its integrations file (examples/integrations.yaml): no Python defines it
   acts under the same key.
 - The client's heartbeat keeps a claim past its first lease; a claim that let its lease pass is
   refused as stale (ClaimLost) and records nothing.
+- Due work listed, claimed by its key and reported, the operation read and a pause pulled and
+  released, through the client's other routes.
 """
 
 import json
@@ -30,6 +32,7 @@ import pytest
 from django.utils import timezone
 from opsconsole_claims import ClaimLost, Ledger
 
+from ledger.core import accounts
 from ledger.integrations import configured
 from ledger.models import Attempt, AuditEvent, Operation
 from ledger.states import State
@@ -215,3 +218,35 @@ def test_the_client_keeps_its_lease_by_heartbeat_and_a_lease_it_lost_records_not
     assert Operation.objects.get(key=kept.key).state == State.SUCCEEDED
     lost_operation = Operation.objects.get(key=lost.key)
     assert (lost_operation.state, lost_operation.external_id, lost_operation.result) == (State.UNKNOWN, "", None)
+
+
+def test_due_work_is_claimed_by_key_over_the_network_and_a_flows_management_calls_answer(
+    workspace, token, standin, server
+):
+    """The client's other routes through gunicorn (tests/api/test_python_client.py has each one
+    through the app in process): an event from elsewhere is listed due, claimed by its key (its
+    data, to send) in a heartbeating block, performed at the stand-in and reported; the operation
+    read by its key; a pause pulled, listed and released by a machine token with `operate`."""
+    operator = accounts.issue_token(
+        workspace=workspace, name="incident-flow", actor="test", scopes=["events", "claims", "read", "operate"]
+    )
+    with Ledger(server.url, operator, heartbeat_every=0.5) as ledger:
+        key = ledger.submit_event("send-invoice", invoice("R-due"), delivery_id="billing-1")["key"]
+        [due] = ledger.due(action="send-invoice")["operations"]
+        with ledger.claim_by_key(due["key"], lease_seconds=LEASE_SECONDS) as claim:
+            assert (claim.should_act, claim.data) == (True, invoice("R-due"))
+            record = standin.create(claim.idempotency_key, claim.data)
+            claim.succeeded(external_id=record["id"])
+        page = ledger.operation(key)
+        pulled = ledger.pause(scope="action", action="send-invoice", reason="vendor incident INC-42")["pauses"]
+        held = ledger.claim("send-invoice", invoice("R-held"))
+        listed = ledger.pauses()["pauses"]
+        resumed = ledger.resume(pulled[0]["id"])
+
+    assert due["key"] == key
+    assert (page["state"], page["external_id"]) == ("succeeded", record["id"])
+    assert [(pause["scope"], pause["action"]) for pause in pulled] == [("action", "send-invoice")]
+    assert (held.http_status, held.status, held.should_act) == (423, "held", False)
+    assert [pause["id"] for pause in listed] == [pulled[0]["id"]]
+    assert resumed["status"] == "resumed"
+    assert [found["id"] for found in standin.records()] == [record["id"]]

@@ -91,6 +91,7 @@ export class Claim {
   #lost = false;
   #heartbeat?: ReturnType<typeof setTimeout>;
   #heartbeating = false;
+  #heartbeatRun = 0; // which start() a scheduled beat belongs to: a stopped run never reschedules
   #reportBody?: string;
   #reporting?: Promise<Report>;
 
@@ -133,7 +134,8 @@ export class Claim {
   startHeartbeat(): void {
     if (!this.shouldAct || this.#heartbeating || this.reported || this.#lost) return;
     this.#heartbeating = true;
-    this.#scheduleHeartbeat(this.heartbeatEveryMs);
+    this.#heartbeatRun += 1;
+    this.#scheduleHeartbeat(this.heartbeatEveryMs, this.#heartbeatRun);
   }
 
   stopHeartbeat(): void {
@@ -155,13 +157,14 @@ export class Claim {
     }
   }
 
-  #scheduleHeartbeat(delayMs: number): void {
-    this.#heartbeat = setTimeout(() => void this.#beat(), delayMs);
+  #scheduleHeartbeat(delayMs: number, run: number): void {
+    // unref: a heartbeat alone does not keep a process alive (the caller's own work does).
+    this.#heartbeat = setTimeout(() => void this.#beat(run), delayMs);
     this.#heartbeat.unref?.();
   }
 
-  async #beat(): Promise<void> {
-    if (!this.#heartbeating) return;
+  async #beat(run: number): Promise<void> {
+    if (!this.#heartbeating || run !== this.#heartbeatRun) return;
     let next = this.heartbeatEveryMs;
     try {
       await this.extend();
@@ -170,7 +173,9 @@ export class Claim {
       this.heartbeatError = error;
       next = this.heartbeatEveryMs / 3;
     }
-    if (this.#heartbeating && !this.#lost && !this.reported) this.#scheduleHeartbeat(next);
+    if (this.#heartbeating && run === this.#heartbeatRun && !this.#lost && !this.reported) {
+      this.#scheduleHeartbeat(next, run);
+    }
   }
 
   #lose(): void {

@@ -221,8 +221,11 @@ export class Opsconsole {
     return { ...performed(claim, true), report };
   }
 
-  /** GET /api/v1/claims/due: the due operations of callers' actions, oldest first. */
-  async due(query: Query<"/api/v1/claims/due", "get"> = {}): Promise<Ok<"/api/v1/claims/due", "get">> {
+  /** GET /api/v1/claims/due: the due operations of callers' actions, oldest first. (The app's
+   * document types `limit` as a string, the view reads a number from it: either is taken here.) */
+  async due(
+    query: Omit<Query<"/api/v1/claims/due", "get">, "limit"> & { limit?: number | string } = {},
+  ): Promise<Ok<"/api/v1/claims/due", "get">> {
     return this.#ok("GET", "/api/v1/claims/due", { query: query as RequestOptions["query"] });
   }
 
@@ -249,7 +252,7 @@ export class Opsconsole {
   }
 
   /** You found the record at the destination: the operation succeeded with its id. */
-  resolve(key: string, body: { externalId?: string; external_id?: string; note?: string }) {
+  resolve(key: string, body: { externalId?: string; external_id?: string; note: string }) {
     const { externalId, ...rest } = body;
     return this.#ok<Ok<"/api/v1/operations/{key}/resolve", "post">>("POST", operationPath(key, "resolve"), {
       body: dropUndefined({ ...rest, external_id: body.external_id ?? externalId }),

@@ -140,3 +140,14 @@ describe("a claim carried in a message", () => {
     assert.throws(() => Claim.fromJSON(ops, { key: KEY, httpStatus: 201, status: "claimed", leaseSeconds: 30 }), /no token/);
   });
 });
+
+describe("the package", () => {
+  it("loads with require (CommonJS, for n8n and Node-RED) as with import", async () => {
+    const { createRequire } = await import("node:module");
+    const required = createRequire(import.meta.url)("opsconsole-client");
+    const imported = await import("opsconsole-client");
+    assert.deepEqual(Object.keys(required).sort(), Object.keys(imported).sort());
+    assert.equal(typeof required.Opsconsole, "function");
+    assert.equal(required.outcomeOfVendorCall({ statusCode: 503 }).outcome, "unknown");
+  });
+});

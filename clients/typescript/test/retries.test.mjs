@@ -44,7 +44,7 @@ describe("retries", () => {
 
   it("a request that times out is retried", async () => {
     server.on("POST /api/v1/claims", { hang: true }, claimed());
-    const claim = await client({ timeoutMs: 100 }).claim("send-invoice", { request_id: "INV-7" });
+    const claim = await client({ timeoutMs: 1000 }).claim("send-invoice", { request_id: "INV-7" });
     assert.equal(claim.shouldAct, true);
     assert.equal(server.sent("POST /api/v1/claims").length, 2);
   });

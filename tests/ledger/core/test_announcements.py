@@ -290,3 +290,41 @@ def test_a_configured_actions_sensitive_values_reach_neither_the_body_nor_the_du
     for blob in (taken.body, listed):
         assert b"CUST-SECRET-77" not in blob
         assert b"123457" not in blob
+
+
+def test_an_in_order_version_is_announced_due_when_its_predecessor_finishes_not_while_it_waits(
+    api, workspace, receiver, standin
+):
+    from tests.configured import apply_send_invoice
+
+    apply_send_invoice(standin.url, ordering="in_order")
+    subscribe(workspace, receiver.url)
+    first = api.post("/api/v1/claims", invoice()).json()
+    second = submit_event(workspace=workspace, raw=invoice("run-2", version=2), source="api").operation
+
+    assert events_of(second) == []  # its claim would be answered 409 waiting: not due
+    assert api.post("/api/v1/claims", invoice("run-3", version=2)).json()["status"] == "waiting"
+
+    report = {"token": first["token"], "outcome": "succeeded", "external_id": "inv_1"}
+    assert api.post(f"/api/v1/claims/{first['key']}/outcome", report).json()["state"] == "succeeded"
+
+    assert events_of(second) == ["operation.due"]
+    [due] = notifications(payload__event="operation.due")
+    assert due.payload["body"]["data"]["state"] == "pending"
+    assert api.post("/api/v1/claims", invoice("run-3", version=2)).status_code == 201
+
+
+def test_an_in_order_version_is_announced_due_when_its_predecessor_is_cancelled(
+    api, workspace, receiver, standin, reviewer
+):
+    from ledger.people.cancellations import cancel_operation
+    from tests.configured import apply_send_invoice
+
+    apply_send_invoice(standin.url, ordering="in_order")
+    subscribe(workspace, receiver.url)
+    first = submit_event(workspace=workspace, raw=invoice(), source="api").operation
+    second = submit_event(workspace=workspace, raw=invoice("run-2", version=2), source="api").operation
+
+    cancel_operation(first, user=reviewer, reason="sent by hand")
+
+    assert events_of(second) == ["operation.due"]

@@ -8,6 +8,11 @@
             invoice = vendor.create(..., idempotency_key=claim.idempotency_key)
             claim.succeeded(external_id=invoice.id, result={"number": invoice.number})
 
+The same `Ledger` calls the rest of the API a flow uses, one method per route returning the answer's
+body: ``ledger.due()``, ``ledger.claim_by_key(key)``, ``ledger.submit_event(...)``,
+``ledger.operations(...)``, ``ledger.approve(key, fingerprint=...)``, ``ledger.pause(...)`` ...
+(opsconsole_claims.management; the routes in opsconsole_claims.routes).
+
 See README.md beside this package for every answer and what the client does with it.
 """
 

@@ -1,10 +1,15 @@
-"""POSTs to opsconsole, retried while the service itself fails.
+"""Requests to opsconsole, retried while the service itself fails.
 
 A connection error, a timeout or a 5xx answer is retried with exponential backoff and jitter (a
 Retry-After header wins over the computed delay), at most ``max_retries`` times, then raised as
-`ServiceUnavailable`. Every request this client sends is safe to send again: a claim answered again
-is the operation's current answer, and a report repeated with the same token and body is answered as
-the first one was. Any other answer (2xx, 4xx) is returned to the caller to read.
+`ServiceUnavailable`. Any other answer (2xx, 4xx) is returned to the caller to read.
+
+Every request this client sends may be sent again without a second effect: a claim answered again is
+the operation's current answer, a report repeated with the same token and body is answered as the
+first one was, an event sent again is a duplicate of itself, and a pause pulled again is the same
+switch. A decision (approve, replay, cancel...) whose answer was lost, sent again, is refused by the
+state it left (409 ``wrong_state``), and a resume by the switch it released (404), rather than taken
+twice: the caller reads the operation, or the pauses, to see where they stand.
 """
 
 from __future__ import annotations
@@ -45,13 +50,27 @@ class Transport:
             transport=transport,
         )
 
-    def post(self, path: str, body: dict[str, Any], *, retries: int | None = None) -> tuple[httpx.Response, dict]:
-        """The first answer that is not the service's own failure, and its JSON body."""
+    def post(
+        self, path: str, body: dict[str, Any], *, retries: int | None = None
+    ) -> tuple[httpx.Response, dict[str, Any]]:
+        return self.send("POST", path, body=body, retries=retries)
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: dict[str, Any] | None = None,
+        params: dict[str, str | int] | None = None,
+        retries: int | None = None,
+    ) -> tuple[httpx.Response, dict[str, Any]]:
+        """The first answer that is not the service's own failure, and its JSON body. Without
+        ``body`` the request has none (as `curl -X POST` sends it)."""
         retries = self.max_retries if retries is None else retries
         failure: httpx.TransportError | None
         for attempt in range(1, retries + 2):
             try:
-                response = self.http.post(path, json=body)
+                response = self.http.request(method, path, json=body, params=params)
             except httpx.TransportError as error:
                 failure, status_code, retry_after = error, None, None
             else:
@@ -60,7 +79,7 @@ class Transport:
                 failure, status_code, retry_after = None, response.status_code, _retry_after(response)
             if attempt > retries:
                 raise ServiceUnavailable(
-                    f"opsconsole did not answer POST {path} after {attempt} attempts: "
+                    f"opsconsole did not answer {method} {path} after {attempt} attempts: "
                     + (f"{type(failure).__name__}: {failure}" if failure else f"HTTP {status_code}"),
                     attempts=attempt,
                     status_code=status_code,
@@ -74,7 +93,7 @@ class Transport:
         backoff * 2^(attempt-1) with equal jitter; never more than max_backoff."""
         if retry_after is not None:
             return min(retry_after, self.max_backoff)
-        ceiling = min(self.backoff * 2 ** (attempt - 1), self.max_backoff)
+        ceiling = min(self.backoff * 2.0 ** (attempt - 1), self.max_backoff)
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
     def close(self) -> None:
@@ -89,7 +108,7 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-def _json_body(response: httpx.Response) -> dict:
+def _json_body(response: httpx.Response) -> dict[str, Any]:
     try:
         body = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):

@@ -20,11 +20,11 @@ import threading
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 import httpx
 
 from opsconsole_claims.errors import Ambiguous, ClaimError, ClaimLost, Permanent, Refused, ServiceUnavailable
+from opsconsole_claims.routes import ROUTES
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -44,8 +44,8 @@ STATUS_AFTER_REPORT = {
 
 
 def claim_path(key: str, what: str) -> str:
-    """A key holds ':' and may hold '/': it travels percent-encoded, as one path segment."""
-    return f"/api/v1/claims/{quote(key, safe='')}/{what}"
+    """The path of the claim's ``what`` ("heartbeat", "outcome"), the key percent-encoded as one segment."""
+    return ROUTES[what].path(key=key)
 
 
 class Claim:
@@ -79,14 +79,15 @@ class Claim:
         self.attempt: int | None = answer.get("attempt")
         self.idempotency_key: str | None = answer.get("idempotency_key")
         self.lease_expires_at = _datetime(answer.get("lease_expires_at"))
+        self.data: dict[str, Any] | None = answer.get("data")  # a claim by key's: what to send
         self.result: Any = answer.get("result")
         self.external_id: str | None = answer.get("external_id")
-        self.operation: dict | None = answer.get("operation")
+        self.operation: dict[str, Any] | None = answer.get("operation")
         self.message: str = answer.get("message", "")
-        self.last_error: dict | None = answer.get("last_error")  # {"category", "message"}
+        self.last_error: dict[str, Any] | None = answer.get("last_error")  # {"category", "message"}
         self.retry_after = _seconds(answer.get("retry_after"), response.headers.get("Retry-After"))
         self.reported: str | None = None  # the outcome recorded: "succeeded", "failed" or "unknown"
-        self.recorded: dict | None = None  # the server's answer to that report
+        self.recorded: dict[str, Any] | None = None  # the server's answer to that report
         self._requested_lease = lease_seconds
         self._lease = _lease_length(lease_seconds, self.lease_expires_at, response)
         self.heartbeat_every = heartbeat_every or self._lease / 3
@@ -155,7 +156,7 @@ class Claim:
         """Say the effect may have happened: from now on an exception reports unknown, not failed."""
         self._acted = True
 
-    def succeeded(self, *, external_id: str | None = None, result: dict | None = None) -> dict:
+    def succeeded(self, *, external_id: str | None = None, result: dict[str, Any] | None = None) -> dict[str, Any]:
         """Record the success: every later claim of this key is answered done with ``result`` (a JSON
         object) and ``external_id`` (the destination's record id)."""
         self.acted()  # should this report be refused, the block's end reports unknown, not failed
@@ -168,7 +169,7 @@ class Claim:
 
     def failed(
         self, *, category: str = "transient", error: str | None = None, retry_after: float | None = None
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Record a failure without effect: transient (the server schedules the next attempt, after
         ``retry_after`` seconds if given) or permanent (a person reviews it)."""
         if category not in ("transient", "permanent"):
@@ -178,13 +179,13 @@ class Claim:
         body = {"outcome": "failed", "category": category, "error": _limit(error), "retry_after": retry_after}
         return self._report(_drop_none(body))
 
-    def unknown(self, *, error: str | None = None) -> dict:
+    def unknown(self, *, error: str | None = None) -> dict[str, Any]:
         """Record that the effect may or may not have happened: nobody acts again until a lookup or a
         person decides."""
         self.acted()
         return self._report(_drop_none({"outcome": "unknown", "error": _limit(error)}))
 
-    def _report(self, body: dict[str, Any]) -> dict:
+    def _report(self, body: dict[str, Any]) -> dict[str, Any]:
         if not self.should_act:
             raise ClaimError(f"nothing to report for {self.key}: the claim was answered {self.status}, not claimed")
         if self.reported:

@@ -1,4 +1,5 @@
-"""The client: claim an operation, then act and report through the `Claim` it answers with."""
+"""The client: claim an operation, then act and report through the `Claim` it answers with; and the
+management routes (``opsconsole_claims.management``)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import httpx
 from opsconsole_claims._transport import Transport
 from opsconsole_claims.claim import Claim
 from opsconsole_claims.errors import ClaimError, Refused
+from opsconsole_claims.management import Management, envelope
+from opsconsole_claims.routes import ROUTES
 
 # The answers that are a claim (act, or do not act and here is why); every other is a refusal.
 DEFERRING_HTTP = (409, 423)
 
 
-class Ledger:
+class Ledger(Management):
     """opsconsole's claims API at ``base_url``, with a workspace API token.
 
     ``timeout`` bounds each request (seconds); a connection error, a timeout or a 5xx answer is
@@ -53,7 +56,7 @@ class Ledger:
     def __enter__(self) -> Ledger:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -79,19 +82,35 @@ class Ledger:
 
         Raises `Refused` for a refused request (401, 409 blocked, 422 ...), `ServiceUnavailable`
         when the service did not answer after the retries."""
-        if isinstance(occurred_at, datetime):
-            occurred_at = occurred_at.isoformat()
-        envelope = {
-            "action": action,
-            "data": data,
-            "lease_seconds": lease_seconds,
-            "delivery_id": delivery_id,
-            "correlation_id": correlation_id,
-            "occurred_at": occurred_at,
-        }
-        response, answer = self._transport.post(
-            "/api/v1/claims", {name: value for name, value in envelope.items() if value is not None}
-        )
+        body = envelope(action, data, delivery_id, correlation_id, occurred_at, lease_seconds=lease_seconds)
+        return self._claim("claim", body, lease_seconds=lease_seconds, permanent=permanent, ambiguous=ambiguous)
+
+    def claim_by_key(
+        self,
+        key: str,
+        *,
+        lease_seconds: int | None = None,
+        permanent: tuple[type[BaseException], ...] = (),
+        ambiguous: tuple[type[BaseException], ...] = (),
+    ) -> Claim:
+        """Claim an operation already recorded, by its key: due work a notification (``operation.due``)
+        or `due` named. Answered as `claim` is; a 201's ``claim.data`` is the operation's data, in
+        full, to send. A key no operation of the workspace has raises `Refused` (404), and so does one
+        of an action the workers perform (422)."""
+        body: dict[str, Any] = {"key": key, "lease_seconds": lease_seconds}
+        body = {name: value for name, value in body.items() if value is not None}
+        return self._claim("claim_by_key", body, lease_seconds=lease_seconds, permanent=permanent, ambiguous=ambiguous)
+
+    def _claim(
+        self,
+        route: str,
+        body: dict[str, Any],
+        *,
+        lease_seconds: int | None,
+        permanent: tuple[type[BaseException], ...],
+        ambiguous: tuple[type[BaseException], ...],
+    ) -> Claim:
+        response, answer = self._transport.post(ROUTES[route].path(), body)
         if not _is_claim(response, answer):
             raise Refused(response.status_code, answer)
         return Claim(
