@@ -320,8 +320,9 @@ bench-scrape: venv
 bench-tenant: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/tenant_isolation.py
 
-# Also node_modules (the clients' too, and their builds), and the embedded PostgreSQL's data (the demo's database): stopped first if it is
+# Also node_modules (the clients' and the runtimes' too, and their builds), and the embedded PostgreSQL's data (the demo's database): stopped first if it is
 # running.
 clean:
 	-test ! -x $(PY) || $(EMBEDDED_DB) stop
-	rm -rf $(VENV) node_modules var var-qcluster.log var-standin.log $(TS_CLIENT)/node_modules $(TS_CLIENT)/dist
+	rm -rf $(VENV) node_modules var var-qcluster.log var-standin.log $(TS_CLIENT)/node_modules $(TS_CLIENT)/dist \
+		$(NR_CLIENT)/node_modules $(NR_RUNTIME)/node_modules
