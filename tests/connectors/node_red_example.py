@@ -1,7 +1,7 @@
 """The example (examples/node-red/) as the Node-RED tests run it: a module's gunicorn and packed
 package, a vendor per test (json-server, `shipments`, no idempotency), the example's integrations
-file applied at it, and the example flow pointed at both. Test modules take the fixtures by name
-(``gunicorn = example.gunicorn``)."""
+file applied at it, and the example flow pointed at both (gunicorn and start_cluster: the folder's
+conftest.py). Test modules take these fixtures by name (``vendor = example.vendor``)."""
 
 import json
 import time
@@ -15,20 +15,12 @@ from django.core.management import call_command
 
 from ledger.integrations import configured
 from tests.connectors.node_red import NodeRed, packed_node_red_package
-from tests.faults.gunicorn import running_gunicorn
-from tests.faults.qcluster import PROJECT_DIR, cluster_pool
+from tests.faults.qcluster import PROJECT_DIR
 from tests.third_party import running_json_server
 
 EXAMPLE = PROJECT_DIR / "examples" / "node-red"
 LEASE_SECONDS = 5
 HTTP_TIMEOUT_MS = 8000  # the http request node's (settings.httpRequestTimeout)
-
-
-@pytest.fixture(scope="module")
-def gunicorn(django_db_setup, django_db_blocker, tmp_path_factory):
-    with django_db_blocker.unblock():
-        with running_gunicorn(tmp_path_factory.mktemp("gunicorn")) as running:
-            yield running
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +33,6 @@ def node_red(tmp_path_factory, tarball):
     running = NodeRed(tmp_path_factory.mktemp("node-red"), tarball, http_timeout_ms=HTTP_TIMEOUT_MS).start()
     yield running
     running.stop()
-
-
-@pytest.fixture
-def start_cluster(transactional_db, tmp_path):
-    with cluster_pool(tmp_path) as start:
-        yield start
 
 
 @pytest.fixture

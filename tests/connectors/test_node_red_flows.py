@@ -45,10 +45,8 @@ from tests.faults.qcluster import wait_for
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
-gunicorn = example.gunicorn
 tarball = example.tarball
 node_red = example.node_red
-start_cluster = example.start_cluster
 vendor = example.vendor
 shipping = example.shipping
 deployed = example.deployed

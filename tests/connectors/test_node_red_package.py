@@ -32,7 +32,6 @@ from tests.faults.qcluster import wait_for
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
-gunicorn = example.gunicorn
 tarball = example.tarball
 vendor = example.vendor
 shipping = example.shipping
