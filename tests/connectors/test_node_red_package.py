@@ -309,3 +309,91 @@ def test_refusals_and_bad_input_leave_by_the_output_that_says_so(node_red, token
         "error": "Error: msg.payload must be the event's data, an object",
     }
     assert token not in node_red.log_tail(400)
+
+
+def management_flow(server_url: str) -> list[dict]:
+    """POST /event (the event node) and POST /operate (the operate node, the operation from
+    msg.payload.operation): each answers which output it left by, and what it carried."""
+    tab = "tab-management"
+    return [
+        {"id": tab, "type": "tab", "label": "management"},
+        {"id": "cfg-machine", "type": "opsconsole-config", "url": server_url, "timeoutMs": 5000},
+        {"id": "respond", "type": "http response", "z": tab, "statusCode": "200", "headers": {}, "wires": []},
+        {"id": "event-in", "type": "http in", "z": tab, "url": "/event", "method": "post", "wires": [["event"]]},
+        {
+            "id": "event",
+            "type": "opsconsole event",
+            "z": tab,
+            "server": "cfg-machine",
+            "action": "create-shipment",
+            "wires": [["event-1"], ["event-2"]],
+        },
+        answer("event-1", tab, '{"output": 1, "status": status, "key": key}'),
+        answer("event-2", tab, '{"output": 2, "status": status, "reason": reason}'),
+        {"id": "operate-in", "type": "http in", "z": tab, "url": "/operate", "method": "post", "wires": [["which"]]},
+        {
+            "id": "which",
+            "type": "change",
+            "z": tab,
+            "wires": [["operate"]],
+            "rules": [{"t": "set", "p": "operation", "pt": "msg", "to": "payload.operation", "tot": "msg"}],
+        },
+        {
+            "id": "operate",
+            "type": "opsconsole operate",
+            "z": tab,
+            "server": "cfg-machine",
+            "operation": "",
+            "wires": [["operate-1"], ["operate-2"]],
+        },
+        answer("operate-1", tab, '{"output": 1, "status": status, "answer": payload}'),
+        answer("operate-2", tab, '{"output": 2, "status": status, "reason": reason}'),
+        {"id": "catch", "type": "catch", "z": tab, "scope": None, "uncaught": False, "wires": [["caught"]]},
+        answer("caught", tab, '{"output": "error", "error": error.message}'),
+    ]
+
+
+def test_the_event_and_operate_nodes_submit_cancel_pause_and_resume(node_red, shipping, workspace):
+    machine = accounts.issue_token(
+        workspace=workspace, name="node-red", actor="test", scopes=["events", "claims", "read", "operate"]
+    )
+    flows = [node | {"x": 100, "y": 100} if "z" in node else node for node in management_flow(shipping.url)]
+    node_red.deploy(
+        [node | {"credentials": {"token": machine}} if node["id"] == "cfg-machine" else node for node in flows]
+    )
+
+    def post(path: str, body: dict) -> dict:
+        answer = httpx.post(f"{node_red.url}{path}", json=body, timeout=60)
+        assert answer.status_code == 200, f"{answer.status_code} {answer.text}\n{node_red.log_tail()}"
+        return answer.json()
+
+    accepted = post("/event", invoice("INV-event"))
+    assert (accepted["output"], accepted["status"]) == (1, "accepted"), accepted
+    key = accepted["key"]
+    assert Operation.objects.get(key=key).state == State.PENDING, "a caller action's event waits for its claim"
+    refused = post("/event", {"invoice_id": "INV-bad"})
+    assert (refused["output"], refused["status"], refused["reason"]) == (2, "blocked", "invalid_input"), refused
+    conflict = post("/event", invoice("INV-event") | {"address": "another street"})
+    assert (conflict["output"], conflict["reason"]) == (2, "payload_conflict"), conflict
+
+    got = post("/operate", {"operation": "get", "key": key})
+    assert (got["output"], got["answer"]["key"], got["answer"]["state"]) == (1, key, "pending"), got
+    assert post("/operate", {"operation": "cancel", "key": key}) == {
+        "output": "error",
+        "error": "Error: msg.reason (or msg.payload.reason) is required",
+    }
+    cancelled = post("/operate", {"operation": "cancel", "key": key, "reason": "sent by mistake"})
+    assert cancelled["output"] == 1, cancelled
+    assert Operation.objects.get(key=key).state == State.CANCELLED
+    again = post("/operate", {"operation": "cancel", "key": key, "reason": "twice"})
+    assert again["output"] == 2, "cancelled already: refused, by the second output"
+
+    paused = post(
+        "/operate", {"operation": "pause", "scope": "action", "action": "create-shipment", "reason": "vendor incident"}
+    )
+    assert paused["output"] == 1, paused
+    [pause] = paused["answer"]["pauses"]
+    resumed = post("/operate", {"operation": "resume", "pauseId": pause["id"]})
+    assert (resumed["output"], resumed["status"]) == (1, "resumed"), resumed
+    unknown = post("/operate", {"operation": "explode", "key": key})
+    assert unknown["error"].startswith('Error: unknown operation "explode"')

@@ -1,7 +1,8 @@
 "use strict";
 // `opsconsole event`: submits msg.payload as an event of an action opsconsole's workers perform
 // (POST /api/v1/events). Output 1: accepted (or a duplicate, answered as the first); output 2:
-// refused (msg.status, msg.errors: the request is wrong, sending it again gets the same answer).
+// refused (msg.status, msg.reason, msg.errors: the request is wrong, or the key was used with other
+// business fields; sending it again gets the same answer).
 const { Refused } = require("opsconsole-client");
 const { describe, connection } = require("../lib/errors");
 
@@ -28,8 +29,16 @@ module.exports = function (RED) {
         msg.statusCode = answer.httpStatus;
         msg.answer = answer.body;
         msg.key = answer.body?.key;
-        node.status({ fill: "green", shape: "dot", text: answer.status });
-        send([msg, null]);
+        if (answer.httpStatus < 300) {
+          node.status({ fill: "green", shape: "dot", text: answer.status });
+          send([msg, null]);
+        } else {
+          // 409 blocked: the key was used before with other business fields, or it is stale.
+          msg.reason = answer.body?.reason;
+          msg.message = answer.body?.message;
+          node.status({ fill: "red", shape: "dot", text: `${answer.status}: ${msg.reason}` });
+          send([null, msg]);
+        }
         done();
       } catch (error) {
         if (error instanceof Refused) {

@@ -6,29 +6,60 @@
 const { Refused } = require("opsconsole-client");
 const { describe, connection } = require("../lib/errors");
 
+// Each takes what it needs from msg.<name>, or else msg.payload.<name> (a button's JSON body).
 const OPERATIONS = {
   get: (ops, msg) => ops.operation(keyOf(msg)),
-  approve: (ops, msg) => ops.approve(keyOf(msg), { fingerprint: required(msg.fingerprint, "msg.fingerprint") }),
-  reject: (ops, msg) => ops.reject(keyOf(msg), { reason: required(msg.reason, "msg.reason") }),
-  replay: (ops, msg) => ops.replay(keyOf(msg)),
-  resolve: (ops, msg) => ops.resolve(keyOf(msg), { externalId: required(msg.externalId, "msg.externalId") }),
-  cancel: (ops, msg) => ops.cancel(keyOf(msg), { reason: msg.reason }),
-  pause: (ops, msg) => ops.pause(objectOf(msg.payload)),
-  resume: (ops, msg) => ops.resume(required(msg.pauseId ?? msg.payload?.id, "msg.pauseId")),
+  approve: (ops, msg) =>
+    ops.approve(keyOf(msg), defined({ fingerprint: required(msg, "fingerprint"), reason: optional(msg, "reason") })),
+  reject: (ops, msg) => ops.reject(keyOf(msg), { fingerprint: required(msg, "fingerprint"), reason: required(msg, "reason") }),
+  replay: (ops, msg) =>
+    ops.replay(
+      keyOf(msg),
+      defined({
+        reason: required(msg, "reason"),
+        accept_config_change: optional(msg, "acceptConfigChange"),
+        force_unknown: optional(msg, "forceUnknown"),
+      }),
+    ),
+  resolve: (ops, msg) => ops.resolve(keyOf(msg), { externalId: String(required(msg, "externalId")), note: required(msg, "note") }),
+  cancel: (ops, msg) => ops.cancel(keyOf(msg), { reason: required(msg, "reason") }),
+  pause: (ops, msg) => ops.pause(pauseOf(msg.payload)),
+  resume: (ops, msg) => ops.resume(pauseIdOf(msg)),
 };
 
-function keyOf(msg) {
-  return required(msg.key, "msg.key (the operation's key)");
+function optional(msg, name) {
+  const value = msg[name] ?? (msg.payload && typeof msg.payload === "object" ? msg.payload[name] : undefined);
+  return value === null || value === "" ? undefined : value;
 }
 
-function required(value, name) {
-  if (value === undefined || value === null || value === "") throw new Error(`${name} is required`);
+function required(msg, name) {
+  const value = optional(msg, name);
+  if (value === undefined) throw new Error(`msg.${name} (or msg.payload.${name}) is required`);
   return value;
 }
 
-function objectOf(payload) {
-  if (!payload || typeof payload !== "object") throw new Error("msg.payload must be the pause, an object");
-  return payload;
+function keyOf(msg) {
+  return String(required(msg, "key"));
+}
+
+function defined(body) {
+  return Object.fromEntries(Object.entries(body).filter(([, value]) => value !== undefined));
+}
+
+function pauseOf(payload) {
+  if (!payload || typeof payload !== "object" || !payload.scope || !payload.reason) {
+    throw new Error('msg.payload must be the pause: {"scope": "workspace" | "action" | "destination", "reason", "action"?, "destination"?}');
+  }
+  // Only the pause's fields: the payload may carry others (msg.payload.operation, say).
+  const { scope, reason, action, destination } = payload;
+  return defined({ scope, reason, action, destination });
+}
+
+// A pause's id: msg.pauseId, or the answer of the pause that made it (msg.payload.pauses[0].id).
+function pauseIdOf(msg) {
+  const id = optional(msg, "pauseId") ?? msg.payload?.pauses?.[0]?.id ?? msg.payload?.id;
+  if (!Number.isInteger(Number(id))) throw new Error("msg.pauseId (the pause's id) is required");
+  return Number(id);
 }
 
 module.exports = function (RED) {
