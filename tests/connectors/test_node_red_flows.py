@@ -16,7 +16,8 @@ not consequential here: the approval step has its own test). Each test counts th
   with the same key;
 - a 400: failed (permanent), needs review: a person decides; no shipment;
 - heartbeats keep a claim past its lease while the vendor call runs; the node's hold cap lets a
-  claim whose report never comes expire (its late report is stale, the operation unknown).
+  claim whose report never comes expire (its late report is stale, the operation unknown);
+- an event that came from elsewhere is found by the due node's poll, claimed by key and created once.
 """
 
 import threading
@@ -207,3 +208,33 @@ def test_a_claim_held_past_the_nodes_cap_expires_to_unknown_and_its_late_report_
     assert AuditEvent.objects.filter(operation=operation, kind="lease_expired").count() == 1
     assert len(shipments(vendor)) == 1
     assert f"held {operation.key} for 1 s without a report" in node_red.log_tail(200)
+
+
+def test_an_event_from_elsewhere_is_polled_as_due_claimed_by_key_and_created_once(
+    deployed, node_red, shipping, vendor, token
+):
+    flows = example_flow(shipping.url, vendor.url)
+    for node in flows:
+        if node["type"] == "opsconsole due":
+            node.update(mode="poll", interval=1, action="create-shipment")
+    node_red.deploy(with_credentials(flows, token))
+    submitted = httpx.post(
+        f"{shipping.url}/api/v1/events",
+        json={"action": "create-shipment", "data": invoice("INV-elsewhere")},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert submitted.status_code == 201, submitted.text
+
+    wait_for(
+        lambda: Operation.objects.get().state == State.SUCCEEDED,
+        timeout=30,
+        describe=lambda: f"state {Operation.objects.get().state}\n{node_red.log_tail()}",
+        message="the due node's poll did not lead to the shipment",
+    )
+    [shipment] = shipments(vendor)
+    operation = Operation.objects.get()
+    assert (shipment["invoice_id"], shipment["idempotency_key"]) == ("INV-elsewhere", operation.key)
+    assert operation.external_id == str(shipment["id"])
+    time.sleep(2)  # two more polls: nothing is due, nothing more is created
+    assert len(posts(vendor)) == 1

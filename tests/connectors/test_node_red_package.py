@@ -9,7 +9,10 @@
   waits for a person; an approver approves through the flow's operate node (with the fingerprint
   they saw), opsconsole's signed operation.due notification reaches the due node (a forged one is
   refused 401, a repeat dropped), and the flow claims it by key and creates one shipment;
-- screenshots of the editor with the example flow and the claim node's help, for people to look at.
+- screenshots of the editor with the example flow and the claim node's help, for people to look at;
+- refusals and bad input leave by the output, or the error for a catch node, that says so (a bad
+  token, opsconsole unreachable, a bad URL, no action, a payload not an object, a report without a
+  claim), and the event and operate nodes submit, refuse, cancel, pause and resume.
 """
 
 import json
@@ -264,6 +267,18 @@ def refusals_flow(server_url: str, unreachable_url: str) -> list[dict]:
             },
             *[answer(out, tab, f'{{"output": {index}, "status": status}}') for index, out in enumerate(outputs, 1)],
         ]
+    flows += [
+        {"id": "report-in", "type": "http in", "z": tab, "url": "/try/report", "method": "post", "wires": [["report"]]},
+        {
+            "id": "report",
+            "type": "opsconsole report",
+            "z": tab,
+            "server": "cfg-bad-token",
+            "externalId": "payload.id",
+            "result": "",
+            "wires": [["caught"], ["caught"], ["caught"]],
+        },
+    ]
     # Every flow node has a place on the canvas (a node without one is taken for a config node).
     return [node | {"x": 100, "y": 100} if "z" in node else node for node in flows]
 
@@ -308,6 +323,8 @@ def test_refusals_and_bad_input_leave_by_the_output_that_says_so(node_red, token
         "output": "error",
         "error": "Error: msg.payload must be the event's data, an object",
     }
+    no_claim = attempt("report", {"id": 7})
+    assert no_claim["error"] == "Error: no msg.claim: put this node after an opsconsole claim node's 'act now' output"
     assert token not in node_red.log_tail(400)
 
 
