@@ -3,7 +3,7 @@
  * due work, and the management routes (docs/api-for-flows.md).
  */
 
-import { Claim, type Report } from "./claim.js";
+import { Claim, keySegment, type Report } from "./claim.js";
 import { ClaimError, Refused, type JsonObject } from "./errors.js";
 import type { paths } from "./openapi.js";
 import { describeError, outcomeOfError, type Outcome } from "./outcome.js";
@@ -307,7 +307,8 @@ function isClaim(answer: Answer): boolean {
   if (answer.httpStatus >= 200 && answer.httpStatus < 300) {
     const expected = answer.httpStatus === 201 ? "claimed" : answer.httpStatus === 200 ? "done" : undefined;
     if (status !== expected || (status === "claimed" && !answer.body.token)) {
-      throw new ClaimError(`an answer this client cannot read: HTTP ${answer.httpStatus} ${JSON.stringify(answer.body).slice(0, 300)}`);
+      const { token, ...shown } = answer.body; // a token never goes into an error message
+      throw new ClaimError(`an answer this client cannot read: HTTP ${answer.httpStatus} ${JSON.stringify(shown).slice(0, 300)}`);
     }
     return true;
   }
@@ -343,8 +344,7 @@ async function reportTheError(claim: Claim, outcome: Outcome, error: unknown): P
 
 /** An operation's route: the key percent-encoded as one path segment. */
 function operationPath(key: string, what?: string): string {
-  if (typeof key !== "string" || !key) throw new TypeError("key is the operation's key, e.g. demo:INV-7:v1:send-invoice");
-  return `/api/v1/operations/${encodeURIComponent(key)}${what ? `/${what}` : ""}`;
+  return `/api/v1/operations/${keySegment(key)}${what ? `/${what}` : ""}`;
 }
 
 function integer(value: number): number {
