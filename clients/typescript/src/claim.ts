@@ -103,6 +103,7 @@ export class Claim {
   #requestedLease?: number;
   #carriedLease?: number; // the lease's length a carried claim knew (fromJSON)
   #lost = false;
+  #acted = false;
   #leaseSeconds: number;
   #heartbeat?: ReturnType<typeof setTimeout>;
   #heartbeating = false;
@@ -140,6 +141,18 @@ export class Claim {
   /** Milliseconds between heartbeats: the client's `heartbeatEvery`, else a third of the lease. */
   get heartbeatEveryMs(): number {
     return this.#ops.heartbeatEvery ?? (this.leaseSeconds * 1000) / 3;
+  }
+
+  /** Say the vendor was called (the effect may have happened): from now on an error `fn` throws is
+   * reported unknown, never failed, whatever its code. Call it after each vendor call when `fn`
+   * makes more calls after it (a refused connection to the next one says nothing of the first). */
+  acted(): void {
+    this.#acted = true;
+  }
+
+  /** Whether `acted()` was called. */
+  get hasActed(): boolean {
+    return this.#acted;
   }
 
   // The lease

@@ -194,7 +194,8 @@ export class Opsconsole {
    * The protocol for one claim: `fn(claim)` runs only after a 201, with the lease extended every
    * third of it while it runs; what it returns is reported `succeeded`; what it throws is reported
    * as `outcomeOfError` reads it (`failed` when nothing was sent, `unknown` whenever the call may
-   * have reached the vendor) and thrown again, the report's own failure attached as `reportError`.
+   * have reached the vendor, and after `claim.acted()` whatever it says) and thrown again, the
+   * report's own failure attached as `reportError`.
    */
   async perform(claim: Claim, fn: Perform): Promise<Performed> {
     if (!claim.shouldAct) return performed(claim, false);
@@ -203,7 +204,9 @@ export class Opsconsole {
     try {
       returned = await fn(claim);
     } catch (error) {
-      await reportTheError(claim, outcomeOfError(error), error);
+      const outcome = outcomeOfError(error);
+      const reported: Outcome = claim.hasActed && outcome.outcome === "failed" ? { outcome: "unknown", error: outcome.error } : outcome;
+      await reportTheError(claim, reported, error);
       throw error;
     }
     let report: Report;
