@@ -441,5 +441,6 @@ function leaseLength(requested: number | undefined, expiresAt: Date | undefined,
   if (!expiresAt) return DEFAULT_LEASE_SECONDS;
   const serverNow = date ? Date.parse(date) : NaN;
   const now = Number.isNaN(serverNow) ? Date.now() : serverNow;
-  return Math.max(5, (expiresAt.getTime() - now) / 1000);
+  // Within opsconsole's bounds: the Date header's whole seconds may make the longest lease 3600.9 s.
+  return Math.min(LEASE_MAX, Math.max(LEASE_MIN, (expiresAt.getTime() - now) / 1000));
 }

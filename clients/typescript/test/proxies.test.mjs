@@ -141,6 +141,16 @@ describe("a claim carried in a message", () => {
     assert.deepEqual(server.sent(HEARTBEAT)[1].body, { token: "tok-1", lease_seconds: 30 });
   });
 
+  it("a claim of the longest lease, read against a Date header of whole seconds, is carried", async () => {
+    server.on("POST /api/v1/claims", {
+      ...claimed({ lease_expires_at: "2026-12-05T09:00:00.900000+00:00" }),
+      headers: { Date: "Sat, 05 Dec 2026 08:00:00 GMT" },
+    });
+    const held = await client().claim("send-invoice", { request_id: "INV-7" });
+    const again = Claim.fromJSON(client(), JSON.parse(JSON.stringify(held)));
+    assert.equal(again.leaseSeconds, 3600);
+  });
+
   it("a carried claim reports only to the client's own opsconsole, on its own key", async () => {
     const json = await carried({ baseUrl: elsewhere.url, url: `${elsewhere.url}/x` });
     const again = Claim.fromJSON(client(), json);
