@@ -7,8 +7,8 @@
  * `maxRetries` times, then thrown as `ServiceUnavailable`. Redirects are not followed (a claim's token
  * is in the body): a 3xx is returned, and refused by its caller. Every request this client sends is
  * safe to send again: a claim answered again is the operation's current answer, and a report repeated
- * with the same token and body is answered as the first one was. Any other answer (2xx, 4xx: opsconsole's JSON) is returned
- * to be read.
+ * with the same token and body is answered as the first one was. Any other answer (opsconsole's JSON,
+ * 2xx or 4xx) is returned to be read.
  */
 
 import { ServiceUnavailable, type JsonObject } from "./errors.js";
