@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export DJANGO_SETTINGS_MODULE := opsconsole.settings
 
 .PHONY: demo demo-day serve migrate test test-fast lint check-migrations check typecheck imports layout rooms venv node_modules lock bench clean \
-	clients clients-typescript test-clients clients-openapi clients-n8n runtime-n8n test-n8n
+	clients clients-typescript clients-node-red clients-n8n test-clients clients-openapi runtimes runtime-n8n test-n8n
 
 # An existing virtualenv (or a link to one) is brought up to date, not made again. The Python client
 # of the claims API (clients/python, its own package) is installed editable on top, without its
@@ -50,6 +50,17 @@ $(TS_CLIENT)/dist/esm/index.js: $(TS_CLIENT)/node_modules/.package-lock.json $(w
 
 clients-typescript: $(TS_CLIENT)/dist/esm/index.js
 
+# The Node-RED nodes (node-red-contrib-opsconsole) bundle the TypeScript client as a copy
+# (clients/node-red/.npmrc: install-links), so they are installed again whenever the client is rebuilt.
+NR_CLIENT := clients/node-red
+
+$(NR_CLIENT)/node_modules/.package-lock.json: $(NR_CLIENT)/package-lock.json $(NR_CLIENT)/package.json \
+		$(TS_CLIENT)/dist/esm/index.js
+	cd $(NR_CLIENT) && npm ci --no-audit --no-fund
+	touch $@
+
+clients-node-red: $(NR_CLIENT)/node_modules/.package-lock.json
+
 # The n8n package (clients/n8n) bundles the client as a copy made at its install (install-links), so it
 # is installed again whenever the client's build changes. --ignore-scripts: its only dev dependency
 # with a script is n8n-workflow's isolated-vm, a native module the type checking does not need.
@@ -65,11 +76,22 @@ $(N8N_CLIENT)/dist/nodes/Opsconsole/Opsconsole.node.js: $(N8N_CLIENT)/node_modul
 
 clients-n8n: $(N8N_CLIENT)/dist/nodes/Opsconsole/Opsconsole.node.js
 
-clients: clients-typescript clients-n8n
+clients: clients-typescript clients-node-red clients-n8n
 
 test-clients: clients
 	cd $(TS_CLIENT) && npm test
+	cd $(NR_CLIENT) && npm test
 	cd $(N8N_CLIENT) && npm test
+
+# The real runtimes the connector tests start (tests/connectors/): Node.js 22 and Node-RED 5 from the
+# npm registry, exactly as tests/runtimes/node-red/package-lock.json pins them (~20 s the first time).
+NR_RUNTIME := tests/runtimes/node-red
+
+$(NR_RUNTIME)/node_modules/.package-lock.json: $(NR_RUNTIME)/package-lock.json $(NR_RUNTIME)/package.json
+	cd $(NR_RUNTIME) && npm ci --no-audit --no-fund
+	touch $@
+
+runtimes: $(NR_RUNTIME)/node_modules/.package-lock.json
 
 # A real n8n for `make test-n8n` (tests/runtimes/n8n: n8n 2.40.7 on Node 24 from the npm registry, its
 # lock). --ignore-scripts: n8n 2.40 installs here only so (its native SQLite is not built; the tests run
@@ -211,7 +233,7 @@ endif
 PYTEST := SECRET_KEY=insecure-test-only-key PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 FAST := -m "not processes and not e2e and not slow" --reuse-db
 
-test: venv node_modules test-clients
+test: venv node_modules test-clients runtimes
 	@$(WITH_DATABASE) \
 	trap '$$STOP_DATABASE' EXIT; \
 	$(PYTEST) -m "not n8n" $(ROOM_TESTS) $(PYTEST_ARGS)
@@ -332,9 +354,10 @@ bench-scrape: venv
 bench-tenant: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/tenant_isolation.py
 
-# Also node_modules (the clients' too, and their builds), and the embedded PostgreSQL's data (the demo's database): stopped first if it is
+# Also node_modules (the clients' and the runtimes' too, and their builds), and the embedded PostgreSQL's data (the demo's database): stopped first if it is
 # running.
 clean:
 	-test ! -x $(PY) || $(EMBEDDED_DB) stop
 	rm -rf $(VENV) node_modules var var-qcluster.log var-standin.log $(TS_CLIENT)/node_modules $(TS_CLIENT)/dist \
+		$(NR_CLIENT)/node_modules $(NR_RUNTIME)/node_modules \
 		$(N8N_CLIENT)/node_modules $(N8N_CLIENT)/dist $(N8N_RUNTIME)/node_modules

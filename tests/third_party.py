@@ -137,7 +137,8 @@ class NodeServer:
         """Make the next ``times`` requests to ``route`` ("POST /tickets") meet ``fault``:
         "drop_answer" (the server acts, then closes the connection unanswered), "delay_answer"
         (``ms``: it acts, then answers that much later) or "status" (``status``: answered so,
-        before it acts). Faults apply in the order they were added; tests/third_party_requests.cjs."""
+        before it acts; ``headers``: sent with it, e.g. Retry-After). Faults apply in the order they
+        were added; tests/third_party_requests.cjs."""
         faults = json.loads(self.faults_path.read_text()) if self.faults_path.exists() else []
         faults.append({"route": route, "fault": fault, "times": times, **details})
         self.faults_path.write_text(json.dumps(faults))

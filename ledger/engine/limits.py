@@ -19,7 +19,9 @@ group: all are claimed and called by ``ledger.engine.processing``), and so does 
 - The breaker: each transient or ambiguous failure adds one to ``failures_in_row``, any answer
   sets it back to 0. At the threshold the breaker opens: no call until ``breaker_until``, and a
   claimed operation is given back untried (``hold``: retrying, due when the pause ends, its last
-  error saying why, which the console shows). Once the pause is over one worker takes the probe
+  error saying why, which the console shows). A call is counted before its slot is given back, and
+  the breaker is read again once a slot is taken (``recheck``): a worker admitted before another's
+  failures opened it gives its calls back too. Once the pause is over one worker takes the probe
   (moving ``breaker_until`` on by a cool-down, so no other worker probes meanwhile); the probe's
   success closes the breaker, its failure opens it for another cool-down.
 
@@ -200,6 +202,20 @@ class Gate:
             return min(until, now + PROBE_RECHECK) if row["probing"] else until
         self.probing = self._take_probe()
         return None if self.probing else now + PROBE_RECHECK
+
+    def recheck(self) -> datetime | None:
+        """Just before a call leaves, its slot taken: None when it may leave; else until when calls
+        are paused. Another worker's failures may have opened the breaker since this worker's
+        ``admission`` (its calls waited for a slot meanwhile); the probe this worker took goes."""
+        if not self.limits.breaker_threshold or self.probing:
+            return None
+        until = self._row().values_list("breaker_until", flat=True).first()
+        if until is None:
+            return None
+        self.breaker_dirty = True
+        now = timezone.now()
+        # Over but not probed yet: the next batch's admission takes the probe, which goes alone.
+        return until if until > now else now + PROBE_RECHECK
 
     def _row(self):
         return DestinationHealth.objects.filter(name=self.name)

@@ -187,14 +187,24 @@ class _Batch:
             if gate is None:
                 perform_claimed(operation, worker=self.worker)
             else:
-                with gate.one_call(keep_waiting=self.keep_leases):
-                    perform_claimed(operation, worker=self.worker)
-                gate.note(failed=limits.failed_try(operation))
+                self.through_gate(operation, gate)
         except DatabaseError:
             self.database_failed(operation)
         finally:
             self.waiting.remove(operation)
         return operation.state == State.SUCCEEDED
+
+    def through_gate(self, operation: Operation, gate: limits.Gate) -> None:
+        """Perform ``operation`` with a slot of its destination, unless the breaker opened while it
+        waited for one (then it is given back untried, and so will the rest of the batch be)."""
+        with gate.one_call(keep_waiting=self.keep_leases):
+            if paused_until := gate.recheck():
+                gate.paused_until = paused_until
+                limits.hold([operation], gate, paused_until, worker=self.worker)
+                return
+            perform_claimed(operation, worker=self.worker)
+            # Counted before the slot is given back: the next call to take it sees this failure.
+            gate.note(failed=limits.failed_try(operation))
 
     def hold(self, operations: list[Operation], gate: limits.Gate, until) -> None:
         """Give ``operations`` back untried: their destination's calls are paused until ``until``."""
@@ -259,9 +269,10 @@ class _Batch:
                 self.keep_leases()
                 arrived = [(in_flight.pop(future), future) for future in done]
                 if gate is not None:
-                    gate.give_back(len(arrived))
+                    # Counted before their slots are given back: the next call to take one sees them.
                     for _, future in arrived:
                         gate.note(failed=limits.failed_call(future.exception() or future.result()))
+                    gate.give_back(len(arrived))
                 self.finish(arrived)
         finally:
             if gate is not None:
@@ -281,6 +292,11 @@ class _Batch:
             free = gate.take_slots(len(wave))
             queue.extendleft(reversed(wave[free:]))
             wave = wave[:free]
+            if wave and (paused_until := gate.recheck()):
+                # Opened by another worker since this batch was admitted: the loop holds them all.
+                gate.give_back(len(wave))
+                queue.extendleft(reversed(wave))
+                gate.paused_until, wave = paused_until, []
         return wave
 
     def begin(self, operations: list[Operation], gate: limits.Gate | None = None) -> Iterator[Call]:

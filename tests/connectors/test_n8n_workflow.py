@@ -5,7 +5,8 @@ PostgreSQL (and a real qcluster's reconciliation where the lookup decides), call
 takes no idempotency key: json-server with our key in the shipment's body, its faults injected.
 The action is the example's create-shipment (examples/n8n/integrations.yaml, applied as a file; not
 consequential here but in the approval test). Each test counts the vendor's records.
-Run by `make test-n8n` (marker n8n; `make test` leaves these out).
+Run by `make test-n8n` (marker n8n; `make test` leaves these out). The gunicorn and the qclusters are
+tests/connectors/conftest.py's.
 
 - the same paid invoice twice: one shipment; the second run is answered done;
 - two runs racing one invoice: one acts, the other waits (in_progress, the Wait node) and is then
@@ -48,8 +49,7 @@ from ledger.models import Attempt, AttemptOutcome, AuditEvent, Operation, Role
 from ledger.states import State
 from tests.connectors.n8n import NODE_TYPE, OWNER, TRIGGER_TYPE, N8n, packed_n8n_package, with_credentials
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, screenshot
-from tests.faults.gunicorn import running_gunicorn
-from tests.faults.qcluster import PROJECT_DIR, cluster_pool, wait_for
+from tests.faults.qcluster import PROJECT_DIR, wait_for
 from tests.third_party import running_json_server
 
 pytestmark = [pytest.mark.n8n, pytest.mark.processes, pytest.mark.django_db(transaction=True)]
@@ -58,13 +58,6 @@ EXAMPLE = PROJECT_DIR / "examples" / "n8n"
 LEASE_SECONDS = 5
 HTTP_TIMEOUT_MS = 8000  # the example's Create shipment node's
 SIGNING_SECRET = "whsec_b3BzY29uc29sZSBuOG4gdGVzdCBzaWduaW5nIHNlY3JldA=="
-
-
-@pytest.fixture(scope="module")
-def gunicorn(django_db_setup, django_db_blocker, tmp_path_factory):
-    with django_db_blocker.unblock():
-        with running_gunicorn(tmp_path_factory.mktemp("gunicorn")) as running:
-            yield running
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +70,6 @@ def n8n(tmp_path_factory, tarball):
     running = N8n(tmp_path_factory.mktemp("n8n"), tarball).start()
     yield running
     running.stop()
-
-
-@pytest.fixture
-def start_cluster(transactional_db, tmp_path):
-    with cluster_pool(tmp_path) as start:
-        yield start
 
 
 @pytest.fixture

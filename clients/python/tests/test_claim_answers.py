@@ -7,7 +7,7 @@ import httpx
 import pytest
 from fake_claims import KEY, TOKEN, answer, claimed
 
-from opsconsole_claims import ClaimError, Refused
+from opsconsole_claims import ClaimError, Refused, ServiceUnavailable
 
 
 def test_a_201_is_a_claim_to_act_on(ledger, server):
@@ -132,10 +132,17 @@ def test_a_success_answer_that_is_not_a_claim_is_an_error_not_a_go_ahead(ledger,
         ledger.claim("send-invoice", {})
 
 
-def test_an_answer_that_is_not_json_is_refused_not_acted_on(ledger, server):
-    server.script("claim", httpx.Response(409, text="<html>conflict</html>"))
+def test_an_answer_that_is_not_json_is_the_service_failing_never_acted_on(ledger, server):
+    """A proxy's page is not opsconsole's answer: the claim is sent again (it is safe to), and if
+    nothing else answers, ServiceUnavailable."""
+    page = httpx.Response(409, text="<html>conflict</html>")
+    server.script("claim", page)
 
-    with pytest.raises(Refused):
+    assert ledger.claim("send-invoice", {}).should_act, "opsconsole's own answer, the second time"
+    assert len(server.sent("claim")) == 2
+
+    server.script("claim", *[httpx.Response(200, text="")] * 10)
+    with pytest.raises(ServiceUnavailable):
         ledger.claim("send-invoice", {})
 
 

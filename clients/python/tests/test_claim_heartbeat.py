@@ -126,3 +126,24 @@ def test_a_failed_heartbeat_is_tried_again_sooner_and_its_error_shown_until_one_
     first, second = server.heartbeat_arrivals()[:2]
     assert second - first < 0.8, "after a failure the next try comes at a third of the period (here 1 s)"
     assert sleeps == [], "a heartbeat is one try: the thread's own period retries it"
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        httpx.Response(404, text="<html>Not Found</html>", headers={"Content-Type": "text/html"}),
+        httpx.Response(409, text=""),
+        httpx.Response(409, json={"status": "conflict"}),
+    ],
+)
+def test_a_heartbeat_answered_404_or_409_by_a_proxy_s_page_does_not_lose_the_claim(ledger, server, page):
+    """Only opsconsole's 409 stale_token (or its 404 not_found) says the lease is gone: a proxy's page
+    (a deploy, a misroute) marked the claim lost, and its success was then never reported."""
+    server.script("heartbeat", page)
+
+    with ledger.claim("send-invoice", {}) as claim:
+        server.wait_for_heartbeats(2)
+        assert not claim.lost
+        claim.succeeded(external_id="rec-1")
+
+    assert len(server.sent("outcome")) == 1

@@ -205,3 +205,27 @@ def test_a_refused_report_leaves_the_caller_s_exception_in_front(ledger, server)
             raise VendorDown("boom")
 
     assert any("could not be reported" in note for note in raised.value.__notes__)
+
+
+@pytest.mark.parametrize("page", ["<html>ok</html>", ""])
+def test_a_report_answered_200_by_a_proxy_s_page_is_not_recorded_but_sent_again(ledger, server, page):
+    """A 200 that is not opsconsole's JSON (a proxy's page, an empty body) was taken as recorded: the
+    report was dropped silently. It is the service failing: sent again until opsconsole answers."""
+    server.script("outcome", httpx.Response(200, text=page, headers={"Content-Type": "text/html"}))
+
+    with ledger.claim("send-invoice", {}) as claim:
+        answer = claim.succeeded(external_id="rec-1")
+
+    assert answer["status"] == "recorded"
+    assert len(server.sent("outcome")) == 2
+
+
+@pytest.mark.parametrize("status", [408, 429])
+def test_a_proxy_s_408_or_429_on_a_report_is_retried(ledger, server, status):
+    server.script("outcome", httpx.Response(status, text="<html>slow down</html>", headers={"Retry-After": "0"}))
+
+    with ledger.claim("send-invoice", {}) as claim:
+        answer = claim.succeeded(external_id="rec-1")
+
+    assert answer["status"] == "recorded"
+    assert len(server.sent("outcome")) == 2

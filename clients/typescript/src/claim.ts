@@ -46,6 +46,8 @@ export interface ClaimJSON {
   idempotencyKey?: string;
   leaseExpiresAt?: string;
   leaseSeconds: number;
+  /** The lease the claim asked for (sent with each heartbeat); absent: the action's. */
+  requestedLeaseSeconds?: number;
   retryAfter?: number;
   externalId?: string;
   result?: unknown;
@@ -54,7 +56,16 @@ export interface ClaimJSON {
 
 /** The path of a claim's route: a key holds ':' and may hold '/', so it travels as one segment. */
 export function claimPath(key: string, what: "heartbeat" | "outcome"): string {
-  return `/api/v1/claims/${encodeURIComponent(key)}/${what}`;
+  return `/api/v1/claims/${keySegment(key)}/${what}`;
+}
+
+/** A key as one path segment, percent-encoded. "." and ".." are refused: a URL drops or climbs them
+ * whatever their encoding, so the request would go to another route. */
+export function keySegment(key: string): string {
+  if (typeof key !== "string" || !key || key === "." || key === "..") {
+    throw new TypeError(`key is the operation's key, e.g. demo:INV-7:v1:send-invoice, not ${JSON.stringify(key)}`);
+  }
+  return encodeURIComponent(key);
 }
 
 export class Claim {
@@ -82,13 +93,18 @@ export class Claim {
   reported?: Outcome["outcome"];
   recorded?: Report;
   /** The length of the lease, in seconds: what was asked for, else read from the answer. */
-  readonly leaseSeconds: number;
+  get leaseSeconds(): number {
+    return this.#carriedLease ?? this.#leaseSeconds;
+  }
   /** The last heartbeat's failure to reach the service, if its last try failed. */
   heartbeatError?: unknown;
 
   #ops: Requester;
   #requestedLease?: number;
+  #carriedLease?: number; // the lease's length a carried claim knew (fromJSON)
   #lost = false;
+  #acted = false;
+  #leaseSeconds: number;
   #heartbeat?: ReturnType<typeof setTimeout>;
   #heartbeating = false;
   #heartbeatRun = 0; // which start() a scheduled beat belongs to: a stopped run never reschedules
@@ -114,7 +130,7 @@ export class Claim {
     this.message = optionalString(body.message);
     this.retryAfter =
       typeof body.retry_after === "number" ? body.retry_after : retryAfterSeconds(answer.headers.get("retry-after"));
-    this.leaseSeconds = leaseLength(options.leaseSeconds, this.leaseExpiresAt, answer.headers.get("date"));
+    this.#leaseSeconds = leaseLength(options.leaseSeconds, this.leaseExpiresAt, answer.headers.get("date"));
   }
 
   /** The server refused this claim's token as stale: nothing it reports is recorded. */
@@ -125,6 +141,18 @@ export class Claim {
   /** Milliseconds between heartbeats: the client's `heartbeatEvery`, else a third of the lease. */
   get heartbeatEveryMs(): number {
     return this.#ops.heartbeatEvery ?? (this.leaseSeconds * 1000) / 3;
+  }
+
+  /** Say the vendor was called (the effect may have happened): from now on an error `fn` throws is
+   * reported unknown, never failed, whatever its code. Call it after each vendor call when `fn`
+   * makes more calls after it (a refused connection to the next one says nothing of the first). */
+  acted(): void {
+    this.#acted = true;
+  }
+
+  /** Whether `acted()` was called. */
+  get hasActed(): boolean {
+    return this.#acted;
   }
 
   // The lease
@@ -144,13 +172,15 @@ export class Claim {
     this.#heartbeat = undefined;
   }
 
-  /** One heartbeat, without retries. Marks the claim lost on 409 stale_token or 404. */
+  /** One heartbeat, without retries. Marks the claim lost on opsconsole's 409 stale_token or 404
+   * not_found (not on another 404 or 409: a proxy's page loses nothing). */
   async extend(): Promise<void> {
     const body = dropUndefined({ token: this.token, lease_seconds: this.#requestedLease });
     const answer = await this.#ops.request("POST", claimPath(this.key, "heartbeat"), { body, retries: 0 });
-    if (answer.httpStatus === 200) {
+    const status = answer.body.status;
+    if (answer.httpStatus === 200 && status === "extended") {
       this.leaseExpiresAt = optionalDate(answer.body.lease_expires_at) ?? this.leaseExpiresAt;
-    } else if (answer.httpStatus === 404 || answer.httpStatus === 409) {
+    } else if ((answer.httpStatus === 409 && status === "stale_token") || (answer.httpStatus === 404 && status === "not_found")) {
       this.#lose();
     } else {
       throw new Refused(answer.httpStatus, answer.body);
@@ -248,7 +278,7 @@ export class Claim {
         this.#lose();
         throw new ClaimLost(this.key, String(answer.body.message ?? ""));
       }
-      if (answer.httpStatus !== 200) throw new Refused(answer.httpStatus, answer.body);
+      if (answer.httpStatus !== 200 || answer.body.status !== "recorded") throw new Refused(answer.httpStatus, answer.body);
       const report: Report = { status: "recorded", state: String(answer.body.state ?? ""), body: answer.body };
       if (typeof answer.body.next_attempt_at === "string") report.nextAttemptAt = answer.body.next_attempt_at;
       this.reported = body.outcome as Outcome["outcome"];
@@ -294,6 +324,7 @@ export class Claim {
       idempotencyKey: this.idempotencyKey,
       leaseExpiresAt: this.leaseExpiresAt?.toISOString(),
       leaseSeconds: this.leaseSeconds,
+      requestedLeaseSeconds: this.#requestedLease,
       retryAfter: this.retryAfter,
       externalId: this.externalId,
       result: this.result,
@@ -301,15 +332,10 @@ export class Claim {
     }) as unknown as ClaimJSON;
   }
 
-  /** A claim carried as `toJSON()` gave it (a flow's message), to heartbeat and report with. */
+  /** A claim carried as `toJSON()` gave it (a flow's message), to heartbeat and report with. Its
+   * requests go to `ops`'s opsconsole only; each field is checked, as a message may be anyone's. */
   static fromJSON(ops: Requester, json: ClaimJSON | string): Claim {
-    const claim: ClaimJSON = typeof json === "string" ? JSON.parse(json) : json;
-    if (!claim || typeof claim.key !== "string" || !claim.key || typeof claim.httpStatus !== "number") {
-      throw new ClaimError("not a claim: expected the object Claim.toJSON() gives, with its key and httpStatus");
-    }
-    if (claim.httpStatus === 201 && !claim.token) {
-      throw new ClaimError(`the claim of ${claim.key} carries no token: it cannot be reported`);
-    }
+    const claim = carriedClaim(typeof json === "string" ? JSON.parse(json) : json);
     const body = dropUndefined({
       status: claim.status,
       key: claim.key,
@@ -322,8 +348,49 @@ export class Claim {
       result: claim.result,
       message: claim.message,
     });
-    return new Claim(ops, { httpStatus: claim.httpStatus, body, headers: new Headers() }, { leaseSeconds: claim.leaseSeconds });
+    const carried = new Claim(ops, { httpStatus: claim.httpStatus, body, headers: new Headers() }, { leaseSeconds: claim.requestedLeaseSeconds });
+    carried.#carriedLease = claim.leaseSeconds;
+    return carried;
   }
+
+  /** What util.inspect (console.log) shows: everything but the token. */
+  [Symbol.for("nodejs.util.inspect.custom")](): object {
+    const { token, ...shown } = this.toJSON();
+    return { ...shown, ...(token ? { token: "[hidden]" } : {}), lost: this.#lost, reported: this.reported };
+  }
+}
+
+/** A carried claim's fields, each of the type and within the bounds a real one has. */
+function carriedClaim(json: unknown): ClaimJSON {
+  const claim = json as ClaimJSON;
+  if (!claim || typeof claim !== "object" || typeof claim.key !== "string" || !claim.key || !Number.isInteger(claim.httpStatus)) {
+    throw new ClaimError("not a claim: expected the object Claim.toJSON() gives, with its key and httpStatus");
+  }
+  const wrong = (field: string) => new ClaimError(`not a claim of ${claim.key}: its ${field} is not what Claim.toJSON() gives`);
+  if (claim.key === "." || claim.key === "..") throw wrong("key");
+  if (claim.token !== undefined && (typeof claim.token !== "string" || !claim.token)) throw wrong("token");
+  if (claim.httpStatus === 201 && !claim.token) {
+    throw new ClaimError(`the claim of ${claim.key} carries no token: it cannot be reported`);
+  }
+  if (!isLease(claim.leaseSeconds)) throw wrong(`leaseSeconds (${LEASE_MIN}..${LEASE_MAX})`);
+  if (claim.requestedLeaseSeconds !== undefined && !(isLease(claim.requestedLeaseSeconds) && Number.isInteger(claim.requestedLeaseSeconds))) {
+    throw wrong(`requestedLeaseSeconds (whole seconds, ${LEASE_MIN}..${LEASE_MAX})`);
+  }
+  for (const field of ["status", "idempotencyKey", "leaseExpiresAt", "externalId", "message"] as const) {
+    if (claim[field] !== undefined && typeof claim[field] !== "string") throw wrong(field);
+  }
+  for (const field of ["attempt", "retryAfter"] as const) {
+    if (claim[field] !== undefined && !(typeof claim[field] === "number" && Number.isFinite(claim[field]))) throw wrong(field);
+  }
+  return claim;
+}
+
+/** The bounds opsconsole puts on a lease, in seconds. */
+const LEASE_MIN = 5;
+const LEASE_MAX = 3600;
+
+function isLease(value: unknown): value is number {
+  return typeof value === "number" && value >= LEASE_MIN && value <= LEASE_MAX;
 }
 
 function reportBody(outcome: Outcome): JsonObject {
@@ -374,5 +441,6 @@ function leaseLength(requested: number | undefined, expiresAt: Date | undefined,
   if (!expiresAt) return DEFAULT_LEASE_SECONDS;
   const serverNow = date ? Date.parse(date) : NaN;
   const now = Number.isNaN(serverNow) ? Date.now() : serverNow;
-  return Math.max(5, (expiresAt.getTime() - now) / 1000);
+  // Within opsconsole's bounds: the Date header's whole seconds may make the longest lease 3600.9 s.
+  return Math.min(LEASE_MAX, Math.max(LEASE_MIN, (expiresAt.getTime() - now) / 1000));
 }

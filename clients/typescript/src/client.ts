@@ -3,7 +3,7 @@
  * due work, and the management routes (docs/api-for-flows.md).
  */
 
-import { Claim, type Report } from "./claim.js";
+import { Claim, keySegment, type Report } from "./claim.js";
 import { ClaimError, Refused, type JsonObject } from "./errors.js";
 import type { paths } from "./openapi.js";
 import { describeError, outcomeOfError, type Outcome } from "./outcome.js";
@@ -194,7 +194,8 @@ export class Opsconsole {
    * The protocol for one claim: `fn(claim)` runs only after a 201, with the lease extended every
    * third of it while it runs; what it returns is reported `succeeded`; what it throws is reported
    * as `outcomeOfError` reads it (`failed` when nothing was sent, `unknown` whenever the call may
-   * have reached the vendor) and thrown again, the report's own failure attached as `reportError`.
+   * have reached the vendor, and after `claim.acted()` whatever it says) and thrown again, the
+   * report's own failure attached as `reportError`.
    */
   async perform(claim: Claim, fn: Perform): Promise<Performed> {
     if (!claim.shouldAct) return performed(claim, false);
@@ -203,7 +204,9 @@ export class Opsconsole {
     try {
       returned = await fn(claim);
     } catch (error) {
-      await reportTheError(claim, outcomeOfError(error), error);
+      const outcome = outcomeOfError(error);
+      const reported: Outcome = claim.hasActed && outcome.outcome === "failed" ? { outcome: "unknown", error: outcome.error } : outcome;
+      await reportTheError(claim, reported, error);
       throw error;
     }
     let report: Report;
@@ -307,7 +310,8 @@ function isClaim(answer: Answer): boolean {
   if (answer.httpStatus >= 200 && answer.httpStatus < 300) {
     const expected = answer.httpStatus === 201 ? "claimed" : answer.httpStatus === 200 ? "done" : undefined;
     if (status !== expected || (status === "claimed" && !answer.body.token)) {
-      throw new ClaimError(`an answer this client cannot read: HTTP ${answer.httpStatus} ${JSON.stringify(answer.body).slice(0, 300)}`);
+      const { token, ...shown } = answer.body; // a token never goes into an error message
+      throw new ClaimError(`an answer this client cannot read: HTTP ${answer.httpStatus} ${JSON.stringify(shown).slice(0, 300)}`);
     }
     return true;
   }
@@ -343,8 +347,7 @@ async function reportTheError(claim: Claim, outcome: Outcome, error: unknown): P
 
 /** An operation's route: the key percent-encoded as one path segment. */
 function operationPath(key: string, what?: string): string {
-  if (typeof key !== "string" || !key) throw new TypeError("key is the operation's key, e.g. demo:INV-7:v1:send-invoice");
-  return `/api/v1/operations/${encodeURIComponent(key)}${what ? `/${what}` : ""}`;
+  return `/api/v1/operations/${keySegment(key)}${what ? `/${what}` : ""}`;
 }
 
 function integer(value: number): number {

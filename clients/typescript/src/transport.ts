@@ -1,11 +1,14 @@
 /**
  * Requests to opsconsole, retried while the service itself fails.
  *
- * A network error, a timeout or a 5xx answer is retried with exponential backoff and jitter (a
- * Retry-After header wins over the computed delay, up to `maxBackoffMs`), at most `maxRetries`
- * times, then thrown as `ServiceUnavailable`. Every request this client sends is safe to send again:
- * a claim answered again is the operation's current answer, and a report repeated with the same token
- * and body is answered as the first one was. Any other answer (2xx, 4xx) is returned to be read.
+ * A network error, a timeout, a 5xx, a 408 or 429 (a proxy's: opsconsole sends neither) or an answer
+ * that is not a JSON object (a proxy's page, an empty body) is retried with exponential backoff and
+ * jitter (a Retry-After header wins over the computed delay, up to `maxBackoffMs`), at most
+ * `maxRetries` times, then thrown as `ServiceUnavailable`. Redirects are not followed (a claim's token
+ * is in the body): a 3xx is returned, and refused by its caller. Every request this client sends is
+ * safe to send again: a claim answered again is the operation's current answer, and a report repeated
+ * with the same token and body is answered as the first one was. Any other answer (opsconsole's JSON,
+ * 2xx or 4xx) is returned to be read.
  */
 
 import { ServiceUnavailable, type JsonObject } from "./errors.js";
@@ -52,12 +55,18 @@ export class Transport {
       let retryAfter: number | undefined;
       try {
         const response = await this.send(method, url, request.body);
-        if (response.status < 500) {
-          return { httpStatus: response.status, body: await jsonBody(response), headers: response.headers };
-        }
         httpStatus = response.status;
         retryAfter = retryAfterSeconds(response.headers.get("retry-after"));
-        await response.body?.cancel().catch(() => undefined);
+        if (!isServiceFailure(response.status)) {
+          const body = await jsonObject(response);
+          if (body !== undefined) return { httpStatus, body, headers: response.headers };
+          // Not followed (the claim's token is in the body): whoever answers it is refused.
+          if (isRedirect(httpStatus)) return { httpStatus, body: redirected(response), headers: response.headers };
+          // A page or an empty body: a proxy or something else than opsconsole answered.
+          failure = new Error(`HTTP ${httpStatus} with no JSON object (${response.headers.get("content-type") || "no content type"}): not opsconsole's answer`);
+        } else {
+          await response.body?.cancel().catch(() => undefined);
+        }
       } catch (error) {
         failure = error;
       }
@@ -94,6 +103,7 @@ export class Transport {
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
       signal: AbortSignal.timeout(this.options.timeoutMs),
+      redirect: "manual",
     });
   }
 
@@ -119,15 +129,31 @@ export function retryAfterSeconds(value: string | null | undefined): number | un
   return Number.isNaN(date) ? undefined : Math.max(0, (date - Date.now()) / 1000);
 }
 
-async function jsonBody(response: Response): Promise<JsonObject> {
+/** The service failing, whoever answered: a 5xx, a proxy's timeout (408) or rate limit (429);
+ * opsconsole itself answers neither. */
+function isServiceFailure(status: number): boolean {
+  return status >= 500 || status === 408 || status === 429;
+}
+
+function isRedirect(status: number): boolean {
+  return status >= 300 && status < 400;
+}
+
+function redirected(response: Response): JsonObject {
+  const location = response.headers.get("location");
+  return { status: "", message: `a redirect${location ? ` to ${location.slice(0, 200)}` : ""}, not followed: set baseUrl to where opsconsole answers` };
+}
+
+/** The answer's JSON object, or undefined when it is not one (a page, an empty body). */
+async function jsonObject(response: Response): Promise<JsonObject | undefined> {
   const text = await response.text();
   try {
     const body: unknown = JSON.parse(text);
     if (body && typeof body === "object" && !Array.isArray(body)) return body as JsonObject;
-    return { status: "", message: String(text).slice(0, 200) };
   } catch {
-    return { status: "", message: text.slice(0, 200) };
+    // not JSON
   }
+  return undefined;
 }
 
 export function describe(error: unknown): string {

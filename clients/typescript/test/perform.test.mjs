@@ -111,6 +111,26 @@ describe("claim(action, data, fn)", () => {
     assert.equal(reported()[0].category, "transient");
   });
 
+  it("after claim.acted() (the vendor was called), a later refused connection is unknown, never failed", async () => {
+    // fn creates the record, then its next call (a notice elsewhere) finds nothing listening: a
+    // transient failure would be tried again and the vendor, without idempotency keys, records twice.
+    const closed = createServer();
+    await new Promise((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = closed.address().port;
+    await new Promise((resolve) => closed.close(resolve));
+    vendor.on("POST /records", { status: 201, body: { id: 17, number: "F-17" } });
+    const error = await ops
+      .claim("send-invoice", { request_id: "INV-7" }, async (claim) => {
+        await createRecord(claim);
+        claim.acted();
+        await fetch(`http://127.0.0.1:${port}/notices`, { method: "POST" });
+      })
+      .catch((error) => error);
+    assert.equal(error.cause?.code, "ECONNREFUSED", String(error));
+    assert.equal(reported()[0].outcome, "unknown");
+    assert.equal(vendor.requests.length, 1);
+  });
+
   it("a vendor 500 is unknown; a 400 permanent; a 429 transient with its Retry-After", async () => {
     vendor.on("POST /records", { status: 500, body: { error: "oops" } });
     await assert.rejects(ops.claim("send-invoice", { request_id: "INV-7" }, (claim) => createRecord(claim)));

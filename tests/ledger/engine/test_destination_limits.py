@@ -402,6 +402,40 @@ def test_a_refusal_is_an_answer_and_closes_the_breaker(workspace, scripted_actio
     assert states(operations)[1] == "needs_review"
 
 
+def test_a_batch_admitted_before_another_worker_opened_the_breaker_calls_no_more(workspace, scripted_action, frozen):
+    """A worker admitted while the breaker was closed went on calling after another worker's
+    failures opened it (seen on a loaded CI run: a call 0.2 s into a 4 s pause). Each call reads the
+    breaker again once it has its slot."""
+    action = limited(scripted_action, breaker_threshold=2, breaker_cooldown=timedelta(seconds=30))
+    other_worker = limits.Gate(action)
+
+    def while_in_flight_the_other_worker_fails_twice(operation):
+        other_worker.note(failed=True)
+        other_worker.note(failed=True)
+        return Success(result={"sent": True})
+
+    action.destination.answer(while_in_flight_the_other_worker_fails_twice)
+    operations = submit_many(workspace, action, 4)
+
+    process_due_operations(worker="w1")
+
+    assert len(action.destination.calls) == 1
+    assert states(operations[1:]) == ["retrying"] * 3
+    assert health(action).breaker_until == START + timedelta(seconds=30)
+
+
+def test_a_call_waiting_for_its_slot_while_the_breaker_opens_is_given_back(workspace, scripted_action, frozen):
+    action = limited(scripted_action, breaker_threshold=1, breaker_cooldown=timedelta(seconds=30), concurrency=1)
+    gate = limits.Gate(action)
+    assert gate.admission() is None  # admitted: closed
+    limits.Gate(action).note(failed=True)  # another worker's failure opens it
+
+    assert gate.recheck() == START + timedelta(seconds=30)
+    frozen.move_to(START + timedelta(seconds=31), tick=False)
+    assert gate.recheck() == START + timedelta(seconds=31) + limits.PROBE_RECHECK  # the probe is a batch's
+    assert limits.Gate(action).admission() is None  # which the next batch takes
+
+
 def test_while_another_worker_probes_operations_wait_a_few_seconds(workspace, scripted_action, frozen):
     action = limited(scripted_action, breaker_threshold=1, breaker_cooldown=timedelta(seconds=300))
     DestinationHealth.objects.create(

@@ -64,8 +64,10 @@ class Transport:
         params: dict[str, str | int] | None = None,
         retries: int | None = None,
     ) -> tuple[httpx.Response, dict[str, Any]]:
-        """The first answer that is not the service's own failure, and its JSON body. Without
-        ``body`` the request has none (as `curl -X POST` sends it)."""
+        """The first answer that is not the service's own failure, and its JSON body. The service
+        failing: a network error, a 5xx, a proxy's 408 or 429, or an answer that is no JSON object
+        (a proxy's page, an empty body). Without ``body`` the request has none (as `curl -X POST`
+        sends it)."""
         retries = self.max_retries if retries is None else retries
         failure: httpx.TransportError | None
         for attempt in range(1, retries + 2):
@@ -74,9 +76,11 @@ class Transport:
             except httpx.TransportError as error:
                 failure, status_code, retry_after = error, None, None
             else:
-                if response.status_code < 500:
-                    return response, _json_body(response)
-                failure, status_code, retry_after = None, response.status_code, _retry_after(response)
+                status_code, retry_after = response.status_code, _retry_after(response)
+                answer = None if _service_failure(status_code) else _json_object(response)
+                if answer is not None:
+                    return response, answer
+                failure = None
             if attempt > retries:
                 raise ServiceUnavailable(
                     f"opsconsole did not answer {method} {path} after {attempt} attempts: "
@@ -108,9 +112,16 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-def _json_body(response: httpx.Response) -> dict[str, Any]:
+def _service_failure(status_code: int) -> bool:
+    """A 5xx, or a proxy's timeout (408) or rate limit (429): opsconsole itself sends neither."""
+    return status_code >= 500 or status_code in (408, 429)
+
+
+def _json_object(response: httpx.Response) -> dict[str, Any] | None:
+    """The answer's JSON object; None when it is none (a proxy's page, an empty body): not
+    opsconsole's answer, so the service failing."""
     try:
         body = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return {"status": "", "message": response.text[:200]}
-    return body if isinstance(body, dict) else {"status": "", "message": str(body)[:200]}
+        return None
+    return body if isinstance(body, dict) else None

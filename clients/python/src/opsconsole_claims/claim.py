@@ -200,7 +200,7 @@ class Claim:
         if response.status_code == 409 and answer.get("status") == "stale_token":
             self._lose()
             raise ClaimLost(self.key, answer.get("message", ""))
-        if response.status_code != 200:
+        if response.status_code != 200 or answer.get("status") != "recorded":
             raise Refused(response.status_code, answer)
         with self._lock:
             self.reported, self.recorded = body["outcome"], answer
@@ -216,9 +216,11 @@ class Claim:
         """One heartbeat, without retries (the heartbeat thread tries again sooner if it fails)."""
         body = _drop_none({"token": self.token, "lease_seconds": self._requested_lease})
         response, answer = self._transport.post(claim_path(self.key, "heartbeat"), body, retries=0)
-        if response.status_code == 200:
+        status = answer.get("status")
+        if response.status_code == 200 and status == "extended":
             self.lease_expires_at = _datetime(answer.get("lease_expires_at")) or self.lease_expires_at
-        elif response.status_code in (404, 409):
+        elif (response.status_code, status) in ((409, "stale_token"), (404, "not_found")):
+            # opsconsole's own answers only: a proxy's 404 or 409 page loses nothing
             self._lose()
             logger.error("claim of %s: lease lost (%s): %s", self.key, answer.get("status"), answer.get("message", ""))
         else:
