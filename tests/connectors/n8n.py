@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 import psycopg
 
+from tests.connectors import packages
 from tests.faults.gunicorn import free_port
 from tests.faults.qcluster import PROJECT_DIR, database_url, log_tail, stop_session, wait_for
 
@@ -49,34 +50,13 @@ def check_runtime() -> None:
 
 def packed_n8n_package(directory: Path) -> Path:
     """`npm pack` of clients/n8n into ``directory``: the tarball a user would install."""
-    if not (PACKAGE / "node_modules" / "opsconsole-client" / "package.json").exists():
-        raise N8nUnavailable(f"{PACKAGE} has no node_modules/opsconsole-client: run `make clients`")
-    directory.mkdir(parents=True, exist_ok=True)
-    packed = subprocess.run(
-        ["npm", "pack", "--json", "--ignore-scripts", "--pack-destination", str(directory)],
-        cwd=PACKAGE,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if packed.returncode != 0:
-        raise N8nUnavailable(f"npm pack failed:\n{packed.stderr[-2000:]}")
-    [info] = json.loads(packed.stdout)
-    return directory / info["filename"]
+    return packages.pack(PACKAGE, directory)
 
 
 def install(tarball: Path, directory: Path) -> subprocess.CompletedProcess:
     """`npm install` of the tarball into an empty ``directory`` with nothing else: the tarball must
     carry all it needs (its client bundled; n8n-workflow is n8n's own)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "package.json").write_text(json.dumps({"name": "installed-nodes", "private": True}))
-    return subprocess.run(
-        ["npm", "install", "--no-audit", "--no-fund", "--offline", str(tarball)],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    return packages.install(tarball, directory, package={"name": "installed-nodes", "private": True})
 
 
 class N8n:

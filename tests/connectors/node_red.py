@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.connectors import packages
 from tests.faults.gunicorn import free_port
 from tests.faults.qcluster import PROJECT_DIR, log_tail, stop_session, wait_for
 
@@ -44,35 +45,13 @@ def check_runtime() -> None:
 
 def packed_node_red_package(directory: Path) -> Path:
     """`npm pack` of clients/node-red into ``directory``: the tarball a user would install."""
-    if not (PACKAGE / "node_modules" / "opsconsole-client" / "package.json").exists():
-        raise NodeRedUnavailable(f"{PACKAGE} has no node_modules/opsconsole-client: run `make clients`")
-    directory.mkdir(parents=True, exist_ok=True)
-    packed = subprocess.run(
-        ["npm", "pack", "--json", "--pack-destination", str(directory)],
-        cwd=PACKAGE,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if packed.returncode != 0:
-        raise NodeRedUnavailable(f"npm pack failed:\n{packed.stderr[-2000:]}")
-    [info] = json.loads(packed.stdout)
-    return directory / info["filename"]
+    return packages.pack(PACKAGE, directory)
 
 
 def install(tarball: Path, directory: Path) -> subprocess.CompletedProcess:
     """`npm install` of the tarball into ``directory`` (made a package of its own, as a Node-RED
     user directory is), with nothing else: the tarball must carry all it needs."""
-    directory.mkdir(parents=True, exist_ok=True)
-    if not (directory / "package.json").exists():
-        (directory / "package.json").write_text(json.dumps({"name": "node-red-user", "private": True}))
-    return subprocess.run(
-        ["npm", "install", "--no-audit", "--no-fund", "--offline", str(tarball)],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    return packages.install(tarball, directory, package={"name": "node-red-user", "private": True})
 
 
 SETTINGS = """module.exports = {{

@@ -17,6 +17,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+from tests.connectors import packages
 from tests.faults.qcluster import PROJECT_DIR, wait_for
 
 CLIENT = PROJECT_DIR / "clients" / "typescript"
@@ -34,21 +35,12 @@ def installed_client(directory: Path) -> Path:
         raise ClientUnavailable("no `node` on PATH: the TypeScript client runs on Node.js 20+")
     if not (CLIENT / "dist" / "esm" / "index.js").exists() or not (CLIENT / "dist" / "cjs" / "index.js").exists():
         raise ClientUnavailable(f"{CLIENT} is not built (no dist/): run `make clients`")
-    directory.mkdir(parents=True, exist_ok=True)
-    # The tarball of what is built (`prepack` would build it again: `make clients` did).
-    packed = _npm(["pack", "--json", "--ignore-scripts", "--pack-destination", str(directory)], cwd=CLIENT)
-    [info] = json.loads(packed.stdout)
-    (directory / "package.json").write_text(json.dumps({"name": "a-flow", "private": True, "type": "module"}))
-    _npm(["install", "--offline", "--no-audit", "--no-fund", str(directory / info["filename"])], cwd=directory)
+    tarball = packages.pack(CLIENT, directory)
+    installed = packages.install(tarball, directory, package={"name": "a-flow", "private": True, "type": "module"})
+    if installed.returncode != 0:
+        raise ClientUnavailable(f"npm install of {tarball.name} failed:\n{installed.stderr[-2000:]}")
     shutil.copy(SCRIPT, directory / SCRIPT.name)
     return directory
-
-
-def _npm(arguments: list[str], *, cwd: Path) -> subprocess.CompletedProcess:
-    done = subprocess.run(["npm", *arguments], cwd=cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
-    if done.returncode != 0:
-        raise ClientUnavailable(f"npm {arguments[0]} failed in {cwd}:\n{done.stderr[-2000:]}")
-    return done
 
 
 class Flow:
