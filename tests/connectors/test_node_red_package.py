@@ -145,6 +145,13 @@ def test_the_approval_step_then_the_due_notification_creates_one_shipment(
     assert forged.status_code == 401
     time.sleep(1)
     assert Operation.objects.get().state == State.PENDING, "a forged notification claims nothing"
+    # The subscription sends every caller action's due work: the flow's due node (Action
+    # create-shipment) drops another action's, so its claim node never performs it.
+    other = json.loads(body) | {"data": json.loads(body)["data"] | {"action": "charge-customer"}}
+    other_body = json.dumps(other, separators=(",", ":")).encode()
+    assert notify(node_red, other_body, Webhook(SIGNING_SECRET), "demo:2:operation.due:node-red").status_code == 204
+    time.sleep(1)
+    assert Operation.objects.get().state == State.PENDING, "another action's notification claims nothing"
 
     assert notify(node_red, body, Webhook(SIGNING_SECRET)).status_code == 204
     wait_for(
@@ -166,10 +173,11 @@ def approve(node_red: NodeRed, key: str, fingerprint: str) -> dict:
     return answer.json()
 
 
-def notify(node_red: NodeRed, body: bytes, signer: Webhook) -> httpx.Response:
+def notify(
+    node_red: NodeRed, body: bytes, signer: Webhook, webhook_id: str = "demo:1:operation.due:node-red"
+) -> httpx.Response:
     """A notification as opsconsole sends one (ledger/actions/notify.py), signed by ``signer``."""
     now = datetime.now(UTC)
-    webhook_id = "demo:1:operation.due:node-red"
     headers = {
         "Content-Type": "application/json",
         "webhook-id": webhook_id,

@@ -3,7 +3,7 @@
 // to an opsconsole claim node, which claims by the key). Either an HTTP endpoint receiving signed
 // `operation.due` notifications (the signature checked; repeats of a webhook-id dropped), or a
 // poll of GET /api/v1/claims/due every so many seconds.
-const { verify, SignatureError } = require("../lib/webhooks");
+const { verify, dueMessage, SignatureError } = require("../lib/webhooks");
 const { describe, connection } = require("../lib/errors");
 
 const SEEN_IDS = 1000; // webhook-ids remembered, to drop a notification sent again
@@ -102,9 +102,8 @@ module.exports = function (RED) {
           if (seen.includes(verified.id)) return;
           seen.push(verified.id);
           if (seen.length > SEEN_IDS) seen.shift();
-          const data = verified.body.data || {};
-          if (verified.body.type !== "operation.due" || !data.key) return;
-          node.send({ key: data.key, action: data.action, payload: verified.body, webhookId: verified.id });
+          const message = dueMessage(verified, config.action);
+          if (message) node.send(message);
         })
         .catch((error) => {
           if (error instanceof TooLarge) {
