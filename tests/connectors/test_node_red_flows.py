@@ -15,6 +15,7 @@ not consequential here: the approval step has its own test). Each test counts th
 - a 429 with Retry-After: failed (transient), claimed again after it and created once, both tries
   with the same key;
 - a 400: failed (permanent), needs review: a person decides; no shipment;
+- a 302 followed by the http request node, then a 429 to the POST it sent again: unknown, not tried again;
 - heartbeats keep a claim past its lease while the vendor call runs; the node's hold cap lets a
   claim whose report never comes expire (its late report is stale, the operation unknown);
 - an event that came from elsewhere is found by the due node's poll, claimed by key and created once.
@@ -149,7 +150,13 @@ def test_a_vendor_that_answers_too_late_is_unknown_never_failed(deployed, node_r
     assert not Attempt.objects.filter(
         operation=operation, outcome__in=[AttemptOutcome.TRANSIENT, AttemptOutcome.PERMANENT]
     ).exists()
-    assert Attempt.objects.get(operation=operation).outcome == AttemptOutcome.AMBIGUOUS
+    attempt = Attempt.objects.get(operation=operation)
+    assert attempt.outcome == AttemptOutcome.AMBIGUOUS
+    # The http request node's error text ends with the vendor's URL: kept as its origin only (a
+    # URL's path or query may carry a key).
+    assert attempt.error_message.startswith("ETIMEDOUT"), attempt.error_message
+    assert attempt.error_message.endswith(vendor.url)
+    assert "/shipments" not in attempt.error_message
     wait_for(lambda: shipments(vendor), timeout=30, message="the vendor acted, late")
     assert len(shipments(vendor)) == 1
 
@@ -181,6 +188,23 @@ def test_a_400_is_failed_for_good_and_a_person_decides(deployed, node_red, vendo
     assert Operation.objects.get().state == State.NEEDS_REVIEW
     assert shipments(vendor) == []
     assert len(posts(vendor)) == 1
+
+
+def test_an_answer_after_a_redirect_the_http_request_node_followed_is_unknown_never_failed(deployed, node_red, vendor):
+    # A 302 (what many a vendor answers once it has created the record), which the http request
+    # node follows by sending the POST again to its Location, answered 429 there: that 429 is not the
+    # call's answer, and a retry of the call could create a second record.
+    vendor.fail_next("POST /shipments", "status", status=302, headers={"Location": "/shipments/created"})
+    vendor.fail_next("POST /shipments/created", "status", status=429, headers={"Retry-After": "1"})
+
+    answer = paid(node_red, invoice("INV-redirected"))
+
+    assert (answer["end"], answer.get("status")) == ("a person decides", "unknown"), answer
+    operation = Operation.objects.get()
+    assert Attempt.objects.get(operation=operation).outcome == AttemptOutcome.AMBIGUOUS
+    assert [request["path"] for request in posts(vendor)] == ["/shipments", "/shipments/created"], (
+        "never tried again while the first call's fate is unknown"
+    )
 
 
 def test_heartbeats_keep_the_claim_while_the_vendor_call_outlasts_the_lease(deployed, node_red, vendor):

@@ -145,6 +145,13 @@ def test_the_approval_step_then_the_due_notification_creates_one_shipment(
     assert forged.status_code == 401
     time.sleep(1)
     assert Operation.objects.get().state == State.PENDING, "a forged notification claims nothing"
+    # The subscription sends every caller action's due work: the flow's due node (Action
+    # create-shipment) drops another action's, so its claim node never performs it.
+    other = json.loads(body) | {"data": json.loads(body)["data"] | {"action": "charge-customer"}}
+    other_body = json.dumps(other, separators=(",", ":")).encode()
+    assert notify(node_red, other_body, Webhook(SIGNING_SECRET), "demo:2:operation.due:node-red").status_code == 204
+    time.sleep(1)
+    assert Operation.objects.get().state == State.PENDING, "another action's notification claims nothing"
 
     assert notify(node_red, body, Webhook(SIGNING_SECRET)).status_code == 204
     wait_for(
@@ -166,10 +173,11 @@ def approve(node_red: NodeRed, key: str, fingerprint: str) -> dict:
     return answer.json()
 
 
-def notify(node_red: NodeRed, body: bytes, signer: Webhook) -> httpx.Response:
+def notify(
+    node_red: NodeRed, body: bytes, signer: Webhook, webhook_id: str = "demo:1:operation.due:node-red"
+) -> httpx.Response:
     """A notification as opsconsole sends one (ledger/actions/notify.py), signed by ``signer``."""
     now = datetime.now(UTC)
-    webhook_id = "demo:1:operation.due:node-red"
     headers = {
         "Content-Type": "application/json",
         "webhook-id": webhook_id,
@@ -414,3 +422,76 @@ def test_the_event_and_operate_nodes_submit_cancel_pause_and_resume(node_red, sh
     assert (resumed["output"], resumed["status"]) == (1, "resumed"), resumed
     unknown = post("/operate", {"operation": "explode", "key": key})
     assert unknown["error"].startswith('Error: unknown operation "explode"')
+
+
+def due_endpoint_flow() -> list[dict]:
+    """The due node's endpoint beside an http in node of the user's own (POST /echo answers its body)."""
+    tab = "tab-due-endpoint"
+    return [
+        {"id": tab, "type": "tab", "label": "due endpoint"},
+        {"id": "cfg-due", "type": "opsconsole-config", "url": "http://127.0.0.1:9", "timeoutMs": 1000},
+        {
+            "id": "due-in",
+            "type": "opsconsole due",
+            "z": tab,
+            "server": "cfg-due",
+            "mode": "webhook",
+            "path": "/opsconsole/due",
+            "action": "",
+            "interval": 60,
+            "x": 100,
+            "y": 100,
+            "wires": [[]],
+        },
+        {
+            "id": "echo-in",
+            "type": "http in",
+            "z": tab,
+            "url": "/echo",
+            "method": "post",
+            "x": 100,
+            "y": 200,
+            "wires": [["echo-out"]],
+        },
+        {
+            "id": "echo-out",
+            "type": "http response",
+            "z": tab,
+            "statusCode": "",
+            "headers": {},
+            "x": 300,
+            "y": 200,
+            "wires": [],
+        },
+    ]
+
+
+def test_the_due_endpoint_answers_every_spelling_of_its_path_and_refuses_a_body_too_large(node_red):
+    node_red.deploy(
+        [
+            node | {"credentials": {"token": "oc_t", "signingSecret": SIGNING_SECRET}}
+            if node["id"] == "cfg-due"
+            else node
+            for node in due_endpoint_flow()
+        ]
+    )
+    unsigned = b'{"type":"operation.due","data":{"key":"k"}}'
+    # Express routes ignore case: every spelling that reaches the handler has its raw body kept
+    # (before, the editor's JSON parser read it first and the handler waited for a body forever).
+    for path in ("/opsconsole/due", "/Opsconsole/DUE", "/opsconsole/due/", "/opsconsole/due?x=1"):
+        answer = httpx.post(
+            f"{node_red.url}{path}", content=unsigned, headers={"Content-Type": "application/json"}, timeout=10
+        )
+        assert answer.status_code == 401, (path, answer.status_code, answer.text)
+
+    # A notification is a few hundred bytes: a body of 10 MB is refused, not read into memory.
+    too_large = b"{" + b" " * (10 * 1024 * 1024) + b"}"
+    answer = httpx.post(
+        f"{node_red.url}/opsconsole/due", content=too_large, headers={"Content-Type": "application/json"}, timeout=30
+    )
+    assert answer.status_code == 413, (answer.status_code, answer.text[:300])
+
+    # The user's own http in routes and the admin API still read their bodies.
+    echoed = httpx.post(f"{node_red.url}/echo", json={"a": 1}, timeout=10)
+    assert (echoed.status_code, echoed.json()) == (200, {"a": 1})
+    assert node_red.admin("GET", "/flows").status_code == 200

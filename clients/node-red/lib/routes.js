@@ -34,6 +34,21 @@ function delayMs({ retryAfter, at, now = Date.now() } = {}) {
   return DEFAULT_WAIT_SECONDS * 1000;
 }
 
+// How long a claim node holds (heartbeats) a claim its report has not taken, by default and at most.
+const DEFAULT_HOLD_SECONDS = 600;
+const MAX_HOLD_SECONDS = 24 * 60 * 60;
+
+/** The claim node's *Hold at most*, checked: a negative cap or one past what setTimeout can wait
+ * (24.8 days) would give up at once. */
+function holdSeconds(value) {
+  if (value === undefined || value === null || String(value).trim() === "") return DEFAULT_HOLD_SECONDS;
+  const seconds = Number(value);
+  if (!Number.isFinite(seconds) || seconds < 1 || seconds > MAX_HOLD_SECONDS) {
+    throw new Error(`Hold at most must be a number of seconds from 1 to ${MAX_HOLD_SECONDS}, not ${JSON.stringify(String(value))}`);
+  }
+  return seconds;
+}
+
 // The report node's outputs.
 const RECORDED = 0;
 const RETRY = 1;
@@ -66,5 +81,5 @@ function on(index, count, msg) {
 
 module.exports = {
   ACT, DONE, WAIT, PERSON, RECORDED, RETRY, DECIDE, LATER, DEFAULT_WAIT_SECONDS,
-  claimOutput, delayMs, reportOutput, property, on,
+  claimOutput, delayMs, holdSeconds, reportOutput, property, on,
 };

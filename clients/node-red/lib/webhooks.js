@@ -50,10 +50,21 @@ function verify(secret, rawBody, headers, { now = Date.now() } = {}) {
   }
 }
 
+/** The message a verified notification gives the due node's output: an `operation.due` with its
+ * key, of `action` when the node names one (a subscription sends the due work of every caller
+ * action of the workspace; a flow claims only its own); else undefined. */
+function dueMessage(verified, action) {
+  const body = verified.body;
+  const data = body && typeof body === "object" && body.data && typeof body.data === "object" ? body.data : {};
+  if (body?.type !== "operation.due" || typeof data.key !== "string" || !data.key) return undefined;
+  if (action && data.action !== action) return undefined;
+  return { key: data.key, action: data.action, payload: body, webhookId: verified.id };
+}
+
 /** Sign as opsconsole does (for tests and for checking a receiver by hand). */
 function sign(secret, id, timestamp, body) {
   const digest = crypto.createHmac("sha256", secretBytes(secret)).update(`${id}.${timestamp}.${body}`).digest("base64");
   return `v1,${digest}`;
 }
 
-module.exports = { verify, sign, SignatureError, TOLERANCE_SECONDS };
+module.exports = { verify, sign, dueMessage, SignatureError, TOLERANCE_SECONDS };

@@ -16,17 +16,17 @@ module.exports = function (RED) {
     const node = this;
     const server = connection(RED, node, config);
     const leaseSeconds = Number(config.leaseSeconds) || undefined;
-    const maxHoldSeconds = Number(config.maxHoldSeconds) || 600;
     const header = (config.keyHeader ?? "Idempotency-Key").trim();
 
     node.on("input", async (msg, send, done) => {
       try {
         const ops = server.client();
+        const maxHoldSeconds = routes.holdSeconds(config.maxHoldSeconds); // before anything is claimed
         const claim = await claimFor(ops, msg, { action: config.action, leaseSeconds });
         msg.status = claim.status;
         msg.claimKey = claim.key;
         const output = routes.claimOutput(claim);
-        if (output === routes.ACT) act(msg, claim);
+        if (output === routes.ACT) act(msg, claim, maxHoldSeconds);
         else if (output === routes.DONE) Object.assign(msg, { result: claim.result, externalId: claim.externalId });
         else if (output === routes.WAIT) wait(msg, claim.retryAfter);
         else msg.message = claim.message || claim.answer?.reason || claim.status;
@@ -38,7 +38,7 @@ module.exports = function (RED) {
       }
     });
 
-    function act(msg, claim) {
+    function act(msg, claim, maxHoldSeconds) {
       held.hold(claim, {
         maxHoldSeconds,
         owner: node,

@@ -17,6 +17,12 @@ module.exports = function (RED) {
       if (!/^https?:\/\//.test(this.url)) {
         throw new Error(`opsconsole-config "${this.name || this.id}": the URL must start with http:// or https://`);
       }
+      if (/^https?:\/\/[^/?#]*@/i.test(this.url)) {
+        // fetch would refuse it with a message repeating the URL, password and all.
+        throw new Error(
+          `opsconsole-config "${this.name || this.id}": the URL must not carry a user or a password (the API token is the credential)`,
+        );
+      }
       const token = this.credentials && this.credentials.token;
       if (!token) {
         throw new Error(`opsconsole-config "${this.name || this.id}": no API token (set it in the connection's credentials)`);

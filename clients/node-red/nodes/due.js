@@ -3,10 +3,13 @@
 // to an opsconsole claim node, which claims by the key). Either an HTTP endpoint receiving signed
 // `operation.due` notifications (the signature checked; repeats of a webhook-id dropped), or a
 // poll of GET /api/v1/claims/due every so many seconds.
-const { verify, SignatureError } = require("../lib/webhooks");
+const { verify, dueMessage, SignatureError } = require("../lib/webhooks");
 const { describe, connection } = require("../lib/errors");
 
 const SEEN_IDS = 1000; // webhook-ids remembered, to drop a notification sent again
+// A notification is a few hundred bytes; anyone who reaches Node-RED can POST to the endpoint, so a
+// body is read only up to this, before its signature can be checked.
+const MAX_BODY_BYTES = 1024 * 1024;
 
 // The signature covers the body's exact bytes, but the editor's admin API (at "/" as well, by
 // default) parses every JSON body before Node-RED's HTTP routes see it. So, as Node-RED's own http in
@@ -14,31 +17,57 @@ const SEEN_IDS = 1000; // webhook-ids remembered, to drop a notification sent ag
 const rawRoutes = new Set();
 let capturing = false;
 
+// Express matches routes ignoring case and a trailing slash: so does this, or a request spelled
+// otherwise reaches the handler with its body already read by the editor's JSON parser.
 function routeKey(path) {
-  return `POST:${path.replace(/\/{2,}/g, "/").replace(/\/$/, "")}`;
+  return `POST:${path.replace(/\/{2,}/g, "/").replace(/\/$/, "").toLowerCase()}`;
 }
 
 function captureRawBodies(RED) {
   if (capturing || typeof RED.httpNode !== "function") return;
   let root = RED.httpNode;
   while (root.parent !== undefined) root = root.parent;
-  const capture = (req, _res, next) => {
+  const capture = (req, res, next) => {
     if (req.method !== "POST" || !rawRoutes.has(routeKey(req._parsedUrl?.pathname ?? req.path))) return next();
-    const chunks = [];
-    req.on("data", (chunk) => chunks.push(chunk));
-    req.on("end", () => {
-      req.rawBody = Buffer.concat(chunks);
-      req.body = req.rawBody;
-      req._body = true; // body parsers leave it alone
-      next();
-    });
-    req.on("error", next);
+    readBody(req)
+      .then((raw) => {
+        req.rawBody = raw;
+        req.body = raw;
+        req._body = true; // body parsers leave it alone
+        next();
+      })
+      .catch((error) => {
+        if (!(error instanceof TooLarge)) return next(error);
+        // First in the root app, before express decorates `res`: Node's own response.
+        res.writeHead(413, { "Content-Type": "application/json" });
+        res.end(JSON.stringify({ status: "too_large", message: error.message }));
+      });
   };
   root.use(capture);
   const stack = root._router?.stack || [];
   const index = stack.findIndex((layer) => layer.handle === capture);
   if (index > 0) stack.unshift(stack.splice(index, 1)[0]);
   capturing = true;
+}
+
+class TooLarge extends Error {}
+
+/** The request's body, at most MAX_BODY_BYTES: the rest of a longer one is read and dropped (so
+ * its sender reads the answer), and it rejects with TooLarge. */
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    let chunks = [];
+    let size = 0;
+    req.on("data", (chunk) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) chunks = null;
+      else chunks.push(chunk);
+    });
+    req.on("end", () =>
+      chunks ? resolve(Buffer.concat(chunks)) : reject(new TooLarge(`a notification is at most ${MAX_BODY_BYTES} bytes`)),
+    );
+    req.on("error", reject);
+  });
 }
 
 module.exports = function (RED) {
@@ -57,7 +86,8 @@ module.exports = function (RED) {
     rawRoutes.add(routeKey(fullPath));
     const seen = [];
     const handler = (req, res) => {
-      (req.rawBody ? Promise.resolve(req.rawBody) : readBody(req))
+      // Without the raw body (read by a parser before ours) there is nothing to check the signature of.
+      (req.rawBody ? Promise.resolve(req.rawBody) : req._body ? Promise.resolve(Buffer.alloc(0)) : readBody(req))
         .then((raw) => {
           let verified;
           try {
@@ -72,11 +102,14 @@ module.exports = function (RED) {
           if (seen.includes(verified.id)) return;
           seen.push(verified.id);
           if (seen.length > SEEN_IDS) seen.shift();
-          const data = verified.body.data || {};
-          if (verified.body.type !== "operation.due" || !data.key) return;
-          node.send({ key: data.key, action: data.action, payload: verified.body, webhookId: verified.id });
+          const message = dueMessage(verified, config.action);
+          if (message) node.send(message);
         })
         .catch((error) => {
+          if (error instanceof TooLarge) {
+            res.status(413).json({ status: "too_large", message: error.message });
+            return;
+          }
           node.error(describe(error));
           if (!res.headersSent) res.status(500).json({ status: "error" });
         });
@@ -114,15 +147,6 @@ module.exports = function (RED) {
       stopped = true;
       clearTimeout(timer);
       done();
-    });
-  }
-
-  function readBody(req) {
-    return new Promise((resolve, reject) => {
-      const chunks = [];
-      req.on("data", (chunk) => chunks.push(chunk));
-      req.on("end", () => resolve(Buffer.concat(chunks)));
-      req.on("error", reject);
     });
   }
 

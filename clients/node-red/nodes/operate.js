@@ -71,7 +71,7 @@ module.exports = function (RED) {
     node.on("input", async (msg, send, done) => {
       const name = config.operation || msg.operation;
       try {
-        const operation = OPERATIONS[name];
+        const operation = Object.hasOwn(OPERATIONS, name) ? OPERATIONS[name] : undefined; // not "constructor"
         if (!operation) throw new Error(`unknown operation "${name}": one of ${Object.keys(OPERATIONS).join(", ")}`);
         msg.payload = await operation(server.client(), msg);
         msg.status = msg.payload?.status;

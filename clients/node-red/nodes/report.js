@@ -4,8 +4,9 @@
 // client's outcomeOfVendorCall: 2xx succeeded; 429 failed (transient, with its Retry-After); 408 and
 // 5xx, a timeout or a reset unknown (the vendor may have acted); any other 4xx failed (permanent);
 // a connection that never opened failed (transient).
-const { Claim, ClaimLost, ServiceUnavailable, Refused, outcomeOfVendorCall } = require("opsconsole-client");
+const { Claim, ClaimLost, ServiceUnavailable, Refused } = require("opsconsole-client");
 const routes = require("../lib/routes");
+const { outcomeOfMessage } = require("../lib/vendor");
 const held = require("../lib/held");
 const { describe, connection } = require("../lib/errors");
 
@@ -28,7 +29,7 @@ module.exports = function (RED) {
       try {
         const ops = server.client();
         claim = held.take(msg.claim) || Claim.fromJSON(ops, msg.claim);
-        const outcome = outcomeOf(msg);
+        const outcome = outcomeOfMessage(msg, { externalIdFrom, resultFrom });
         const report = await claim.report(outcome);
         msg.outcome = outcome.outcome;
         msg.state = report.state;
@@ -58,29 +59,14 @@ module.exports = function (RED) {
           done();
         } else {
           // ServiceUnavailable after the client's retries, or a bug: the lease will expire to
-          // unknown if nothing else reports; never a silent "failed".
+          // unknown if nothing else reports; never a silent "failed". No heartbeat may hold it
+          // (a report refused before it was sent leaves them running).
+          claim?.stopHeartbeat();
           if (error instanceof ServiceUnavailable) node.status({ fill: "red", shape: "ring", text: "opsconsole unavailable" });
           done(new Error(`the report was not recorded: ${describe(error)}`));
         }
       }
     });
-
-    function outcomeOf(msg) {
-      const statusCode = msg.statusCode;
-      const numeric = Number.isInteger(Number(statusCode)) && String(statusCode).trim() !== "";
-      return outcomeOfVendorCall({
-        statusCode,
-        headers: numeric ? msg.headers : undefined,
-        // The http request node puts the error's text in msg.payload and its code in msg.statusCode.
-        error: numeric ? undefined : (typeof msg.payload === "string" ? msg.payload : "no answer"),
-        externalId: idOf(routes.property(msg, externalIdFrom)),
-        result: resultFrom ? routes.property(msg, resultFrom) : undefined,
-      });
-    }
-
-    function idOf(value) {
-      return value === undefined || value === null ? undefined : String(value);
-    }
 
     function messageFor(outcome, state) {
       if (outcome.outcome === "unknown") return `the vendor may have acted (${state}): a lookup or a person decides`;

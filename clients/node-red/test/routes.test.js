@@ -84,3 +84,13 @@ test("a closed node lets go of what it holds, and only that", () => {
   assert.equal(theirs.running, true);
   assert.equal(held.take(theirs.toJSON()), theirs);
 });
+
+test("the hold cap: 600 s when unset, else whole seconds from 1 to a day; anything else is a clear error", () => {
+  assert.equal(routes.holdSeconds(""), 600);
+  assert.equal(routes.holdSeconds(undefined), 600);
+  assert.equal(routes.holdSeconds("90"), 90);
+  // A negative cap gave up at once; one past setTimeout's 24.8 days overflowed and gave up at once too.
+  for (const value of ["-5", "0", "abc", "3000000", 86401]) {
+    assert.throws(() => routes.holdSeconds(value), /Hold at most.*1 to 86400/, String(value));
+  }
+});

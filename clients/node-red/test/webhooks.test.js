@@ -44,3 +44,22 @@ test("a secret that is not a whsec_ one is a clear error", () => {
   assert.throws(() => verify("", BODY, headers("v1,x"), { now: NOW }), /whsec_/);
   assert.throws(() => verify("plain", BODY, headers("v1,x"), { now: NOW }), /whsec_/);
 });
+
+test("a due notification becomes a message with its key; another type, no key, or another action than the node's: none", () => {
+  const { dueMessage } = require("../lib/webhooks");
+  const due = (data, type = "operation.due") => ({ id: "w1", body: { type, data } });
+  const data = { key: "demo:INV-1:v1:create-shipment", action: "create-shipment" };
+  assert.deepEqual(dueMessage(due(data), ""), {
+    key: data.key,
+    action: "create-shipment",
+    payload: { type: "operation.due", data },
+    webhookId: "w1",
+  });
+  assert.equal(dueMessage(due(data), "create-shipment").key, data.key);
+  // One subscription sends the due work of every caller action of the workspace: a flow that
+  // performs create-shipment must not claim (and perform) a charge.
+  assert.equal(dueMessage(due({ key: "demo:C-1:v1:charge", action: "charge" }), "create-shipment"), undefined);
+  assert.equal(dueMessage(due(data, "operation.needs_review"), ""), undefined);
+  assert.equal(dueMessage(due({ action: "create-shipment" }), ""), undefined);
+  assert.equal(dueMessage({ id: "w2", body: null }, ""), undefined);
+});
