@@ -162,7 +162,7 @@ const claimFields: INodeProperties[] = [
     name: "heartbeatLimitSeconds",
     type: "number",
     default: 600,
-    typeOptions: { minValue: 0 },
+    typeOptions: { minValue: 0, maxValue: 86400 },
     description:
       "Heartbeats stop at the report, or after this long if the workflow never reaches it (the lease then expires: unknown, for a lookup or a person). 0: no heartbeat.",
     displayOptions: only("claim", ["claim", "claimByKey"]),
