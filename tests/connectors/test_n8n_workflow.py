@@ -464,7 +464,7 @@ def test_a_signed_due_notification_starts_one_claim_by_key_and_a_forged_one_none
     other = httpx.post(f"{n8n.url}/webhook/{path}", content=other_body, headers=other_headers, timeout=30)
     assert other.status_code == 200, other.text
     time.sleep(2)
-    assert Operation.objects.get(pk=operation.pk).state == State.PENDING, "another action's notification claimed nothing"
+    assert Operation.objects.get(pk=operation.pk).state == State.PENDING, "another action's notification: no claim"
     assert posts(vendor) == []
     assert "ignored" in other.text, other.text
 
