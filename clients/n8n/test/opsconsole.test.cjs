@@ -306,3 +306,20 @@ describe("what a review found (each failed before its fix)", () => {
     assert.equal(heldCount(), 0);
   });
 });
+
+describe("a Report on many items (a review found the later ones dropped)", () => {
+  it("one item's refused report does not keep the others from being reported; the node then fails", async () => {
+    server.on("POST /api/v1/claims", claimed());
+    const [, act] = routed(await run(claiming));
+    const other = { ...act.claim, key: "demo:INV-8:create-shipment", token: "tok-2", idempotencyKey: "demo:INV-8:create-shipment" };
+    const path = (key) => `/api/v1/claims/${encodeURIComponent(key)}/outcome`;
+    server.on(`POST ${path(KEY)}`, { status: 409, body: { status: "stale_token", key: KEY, message: "the lease expired", state: "unknown" } });
+    server.on(`POST ${path(other.key)}`, { status: 200, body: { status: "recorded", state: "succeeded" } });
+    const items = [{ json: {} }, { json: {} }];
+    const parameters = (index) => reporting(index === 0 ? act.claim : other, { statusCode: 201, externalId: String(index) });
+    await assert.rejects(run(parameters, { items }), /stale|lease/);
+    const sent = server.requests.find((request) => request.path === path(other.key));
+    assert.ok(sent, "the second item's success was reported");
+    assert.deepEqual([sent.body.outcome, sent.body.external_id], ["succeeded", "1"]);
+  });
+});

@@ -57,7 +57,9 @@ export class Opsconsole implements INodeType {
     const credentials = await this.getCredentials("opsconsoleApi");
     const ops = new Client({ baseUrl: baseUrl(credentials.url), token: String(credentials.token) });
     const claiming = resource === "claim" && (operation === "claim" || operation === "claimByKey");
+    const reporting = resource === "claim" && operation === "report";
     const outputs: Outputs = claiming ? [[], [], [], []] : [[]];
+    let firstFailure: NodeError | undefined;
     const items = this.getInputData();
     for (let index = 0; index < items.length; index++) {
       const pairedItem = { item: index };
@@ -74,11 +76,18 @@ export class Opsconsole implements INodeType {
           // The node's items are lost with the error: the claims it made for earlier items would be
           // held and then expire to unknown (a person to decide) though no vendor was called.
           if (claiming) await giveBack(ops, outputs[ACT], index);
+          // Each item's vendor call has ended: the other items are reported before the node fails,
+          // or a success the vendor answered would be lost to the lease's expiry (unknown).
+          if (reporting) {
+            firstFailure ??= failure;
+            continue;
+          }
           throw failure;
         }
         outputs[claiming ? PERSON : 0].push({ json: { error: failure.message }, pairedItem });
       }
     }
+    if (firstFailure) throw firstFailure;
     return outputs;
   }
 }
