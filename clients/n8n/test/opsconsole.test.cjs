@@ -323,3 +323,12 @@ describe("a Report on many items (a review found the later ones dropped)", () =>
     assert.deepEqual([sent.body.outcome, sent.body.external_id], ["succeeded", "1"]);
   });
 });
+
+describe("operation names every object has", () => {
+  for (const [resource, operation] of [["operation", "constructor"], ["__proto__", "toString"], ["claim", "hasOwnProperty"]]) {
+    it(`${resource} › ${operation} is the clear unknown-operation error, and sends nothing`, async () => {
+      await assert.rejects(run({ resource, operation, key: KEY }), /unknown operation/);
+      assert.equal(server.requests.length, 0);
+    });
+  }
+});
