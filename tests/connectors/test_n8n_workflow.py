@@ -15,6 +15,8 @@ tests/connectors/conftest.py's.
 - a 429 with Retry-After: failed (transient), the workflow waits and claims again, created once,
   both tries with the same key;
 - a 400: failed (permanent), needs review: a person decides; no shipment;
+- a 302 (after the vendor acted) then a 429 at its Location: unknown, never tried again (the
+  example's HTTP Request does not follow redirects: a followed one's answer is not the call's);
 - heartbeats keep the claim while the vendor call outlasts the lease (from the Claim node to Report);
   a claim kept past the node's limit expires to unknown, and its late report fails the execution;
 - n8n SIGKILLed after the vendor created the shipment and before the report: one shipment; unknown
@@ -22,7 +24,8 @@ tests/connectors/conftest.py's.
 - the approval step: a consequential shipment waits for an approver (the workflow's approve
   webhook, a person's credential), then the next run creates it once;
 - a signed operation.due notification starts one claim by key through the Opsconsole Trigger; a
-  forged one is refused 401 and a repeat of the same webhook-id starts nothing;
+  forged one is refused 401, a repeat of the same webhook-id starts nothing, and another action's
+  notification starts nothing (the trigger's Action);
 - the package installs from its tarball into an empty folder and n8n lists its nodes; the
   workflow n8n exports holds no token or signing secret (they are in n8n's credential store).
 """
@@ -208,6 +211,21 @@ def test_a_400_is_failed_for_good_and_a_person_decides(deployed, n8n, vendor):
     assert len(posts(vendor)) == 1
 
 
+def test_an_answer_after_a_redirect_is_unknown_and_never_tried_again(deployed, n8n, vendor):
+    # A 302 (what many a vendor answers once it has created the record): n8n's HTTP Request node
+    # follows redirects unless told not to, with a GET to the Location; a 429 there is not the call's
+    # answer, and a retry of the call could create a second record.
+    vendor.fail_next("POST /shipments", "status", status=302, headers={"Location": "/shipments/created"})
+    vendor.fail_next("GET /shipments/created", "status", status=429, headers={"Retry-After": "1"})
+
+    answer = paid(n8n, invoice("INV-redirected"))
+
+    assert [request["path"] for request in posts(vendor)] == ["/shipments"], "never tried again"
+    assert (answer["outcome"], answer["state"]) == ("unknown", "unknown"), answer
+    operation = Operation.objects.get()
+    assert Attempt.objects.get(operation=operation).outcome == AttemptOutcome.AMBIGUOUS
+
+
 def test_heartbeats_keep_the_claim_while_the_vendor_call_outlasts_the_lease(deployed, n8n, vendor):
     vendor.fail_next("POST /shipments", "delay_answer", ms=LEASE_SECONDS * 1000 + 2000)
 
@@ -383,7 +401,7 @@ def due_workflow(n8n: N8n, server_url: str, vendor_url: str, token: str) -> str:
         "typeVersion": 1,
         "position": [0, 0],
         "webhookId": webhook_id,
-        "parameters": {"events": ["operation.due"]},
+        "parameters": {"events": ["operation.due"], "action": "create-shipment"},
         "credentials": {"opsconsoleApi": {"id": "", "name": "opsconsole (due)"}},
     }
     document = {
@@ -403,8 +421,15 @@ def due_workflow(n8n: N8n, server_url: str, vendor_url: str, token: str) -> str:
     return f"{webhook_id}/opsconsole"
 
 
-def notification(key: str, *, secret: str = SIGNING_SECRET, message_id: str = "demo:1:1:operation.due") -> tuple:
-    body = json.dumps({"type": "operation.due", "timestamp": timezone.now().isoformat(), "data": {"key": key}})
+def notification(
+    key: str,
+    *,
+    secret: str = SIGNING_SECRET,
+    message_id: str = "demo:1:1:operation.due",
+    action: str = "create-shipment",
+) -> tuple:
+    data = {"key": key, "action": action}
+    body = json.dumps({"type": "operation.due", "timestamp": timezone.now().isoformat(), "data": data})
     now = timezone.now()
     signature = Webhook(secret).sign(message_id, now, body)
     headers = {
@@ -432,6 +457,16 @@ def test_a_signed_due_notification_starts_one_claim_by_key_and_a_forged_one_none
     forged = httpx.post(f"{n8n.url}/webhook/{path}", content=forged_body, headers=forged_headers, timeout=30)
     assert forged.status_code == 401, forged.text
     assert "signature not accepted" in forged.text
+
+    # A subscription sends the due work of every caller action: another action's (here under the
+    # same key, so a run it started would claim and perform it) starts nothing.
+    other_body, other_headers = notification(operation.key, action="charge-card", message_id="demo:1:0:operation.due")
+    other = httpx.post(f"{n8n.url}/webhook/{path}", content=other_body, headers=other_headers, timeout=30)
+    assert other.status_code == 200, other.text
+    time.sleep(2)
+    assert Operation.objects.get(pk=operation.pk).state == State.PENDING, "another action's notification: no claim"
+    assert posts(vendor) == []
+    assert "ignored" in other.text, other.text
 
     body, headers = notification(operation.key)
     assert httpx.post(f"{n8n.url}/webhook/{path}", content=body, headers=headers, timeout=30).status_code == 200

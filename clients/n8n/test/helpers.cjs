@@ -61,7 +61,7 @@ function executeContext({ url, parameters, items = [{ json: {} }], continueOnFai
 }
 
 /** The IWebhookFunctions the trigger's webhook() reads, and what it answered with. */
-function webhookContext({ secret, headers, rawBody, events = ["operation.due"], staticData = {} }) {
+function webhookContext({ secret, headers, rawBody, events = ["operation.due"], action = "", staticData = {} }) {
   const response = { statusCode: 200, body: undefined };
   const context = {
     getRequestObject: () => ({ headers, rawBody: Buffer.from(rawBody), body: JSON.parse(rawBody) }),
@@ -76,7 +76,7 @@ function webhookContext({ secret, headers, rawBody, events = ["operation.due"], 
       },
     }),
     getBodyData: () => JSON.parse(rawBody),
-    getNodeParameter: (name, fallback) => (name === "events" ? events : fallback),
+    getNodeParameter: (name, fallback) => ({ events, action })[name] ?? fallback,
     async getCredentials() {
       return { url: "http://127.0.0.1:1", token: TOKEN, signingSecret: secret };
     },

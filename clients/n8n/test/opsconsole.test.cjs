@@ -248,3 +248,87 @@ describe("blocked claims", () => {
     assert.deepEqual([json.reason, json.message], ["invalid_input", "data.address is required"]);
   });
 });
+
+describe("what a review found (each failed before its fix)", () => {
+  it("a credential URL with a user and password is a clear error that never repeats the password", async () => {
+    const url = server.url.replace("http://", "http://ann:s3cret-pass@");
+    await assert.rejects(run(claiming, { url }), (error) => {
+      assert.match(error.message, /URL must not carry a user or a password/);
+      assert.doesNotMatch(`${error.message} ${error.description ?? ""}`, /s3cret-pass/);
+      return true;
+    });
+    assert.equal(server.requests.length, 0);
+  });
+
+  for (const limit of [-1, 10 ** 9, "soon", 1.5e308]) {
+    it(`a heartbeat limit of ${limit} is refused before anything is claimed`, async () => {
+      server.on("POST /api/v1/claims", claimed());
+      await assert.rejects(run({ ...claiming, heartbeatLimitSeconds: limit }), /Keep the Claim Alive For at Most/);
+      assert.equal(server.requests.length, 0, "nothing claimed: no claim left to expire to unknown");
+      assert.equal(heldCount(), 0);
+    });
+  }
+
+  for (const result of ["[1, 2]", "\"shipped\"", [1, 2]]) {
+    it(`a 2xx whose Result is not an object (${JSON.stringify(result)}) is still reported succeeded, and lets the claim go`, async () => {
+      server.on("POST /api/v1/claims", claimed());
+      const [, act] = routed(await run({ ...claiming, heartbeatLimitSeconds: 600 }));
+      const outcomePath = `/api/v1/claims/${encodeURIComponent(KEY)}/outcome`;
+      server.on(`POST ${outcomePath}`, { status: 200, body: { status: "recorded", state: "succeeded" } });
+      await run(reporting(act.claim, { statusCode: 201, externalId: "4", result }));
+      const sent = server.requests.find((request) => request.path === outcomePath);
+      assert.deepEqual(sent.body, { token: "tok-1", outcome: "succeeded", external_id: "4" });
+      assert.equal(heldCount(), 0);
+    });
+  }
+
+  it("the vendor's URL in an error's text is cut to its origin: a key in its path, query or user part is never sent", async () => {
+    const message = "Invalid redirect location received from server: https://user:pw@vendor.example/v1/sk_live_42/ship?api_key=k-77";
+    const [sent] = await reported({ vendorError: { message, code: "ERR_INVALID_URL" } });
+    assert.equal(sent.outcome, "unknown");
+    assert.match(sent.error, /https:\/\/vendor\.example/);
+    assert.doesNotMatch(sent.error, /sk_live_42|k-77|pw@/);
+  });
+
+  it("a claim node failing on a later item gives back the claims it made (failed, transient: nothing was sent)", async () => {
+    let claims = 0;
+    const outcomePath = `/api/v1/claims/${encodeURIComponent(KEY)}/outcome`;
+    server.on(`POST ${outcomePath}`, { status: 200, body: { status: "recorded", state: "retrying" } });
+    const items = [{ json: {} }, { json: {} }];
+    const parameters = (index) => ({ ...claiming, heartbeatLimitSeconds: 600, data: index === 0 ? DATA : "[1]" });
+    server.on("POST /api/v1/claims", claimed());
+    await assert.rejects(run(parameters, { items }), /Data must be a JSON object/);
+    claims = server.requests.filter((request) => request.path === "/api/v1/claims").length;
+    assert.equal(claims, 1);
+    const sent = server.requests.find((request) => request.path === outcomePath);
+    assert.ok(sent, "item 0's claim was given back");
+    assert.deepEqual([sent.body.outcome, sent.body.category], ["failed", "transient"]);
+    assert.equal(heldCount(), 0);
+  });
+});
+
+describe("a Report on many items (a review found the later ones dropped)", () => {
+  it("one item's refused report does not keep the others from being reported; the node then fails", async () => {
+    server.on("POST /api/v1/claims", claimed());
+    const [, act] = routed(await run(claiming));
+    const other = { ...act.claim, key: "demo:INV-8:create-shipment", token: "tok-2", idempotencyKey: "demo:INV-8:create-shipment" };
+    const path = (key) => `/api/v1/claims/${encodeURIComponent(key)}/outcome`;
+    server.on(`POST ${path(KEY)}`, { status: 409, body: { status: "stale_token", key: KEY, message: "the lease expired", state: "unknown" } });
+    server.on(`POST ${path(other.key)}`, { status: 200, body: { status: "recorded", state: "succeeded" } });
+    const items = [{ json: {} }, { json: {} }];
+    const parameters = (index) => reporting(index === 0 ? act.claim : other, { statusCode: 201, externalId: String(index) });
+    await assert.rejects(run(parameters, { items }), /stale|lease/);
+    const sent = server.requests.find((request) => request.path === path(other.key));
+    assert.ok(sent, "the second item's success was reported");
+    assert.deepEqual([sent.body.outcome, sent.body.external_id], ["succeeded", "1"]);
+  });
+});
+
+describe("operation names every object has", () => {
+  for (const [resource, operation] of [["operation", "constructor"], ["__proto__", "toString"], ["claim", "hasOwnProperty"]]) {
+    it(`${resource} › ${operation} is the clear unknown-operation error, and sends nothing`, async () => {
+      await assert.rejects(run({ resource, operation, key: KEY }), /unknown operation/);
+      assert.equal(server.requests.length, 0);
+    });
+  }
+});

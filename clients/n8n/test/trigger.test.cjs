@@ -81,3 +81,17 @@ describe("the trigger", () => {
     assert.match(response.body.detail, /no notification signing secret/);
   });
 });
+
+describe("the trigger's action (a review found it ignored)", () => {
+  it("a notification of another action is acknowledged and starts nothing", async () => {
+    const body = BODY.replace('"action":"create-shipment"', '"action":"charge-card"');
+    const { result } = await receive(signed(body), { body, action: "create-shipment" });
+    assert.equal(result.workflowData, undefined);
+    assert.deepEqual(result.webhookResponse, { status: "ignored" });
+  });
+
+  it("a notification of its action starts the run", async () => {
+    const { result } = await receive(signed(BODY), { action: "create-shipment" });
+    assert.equal(result.workflowData[0][0].json.key, "demo:INV-7:create-shipment");
+  });
+});

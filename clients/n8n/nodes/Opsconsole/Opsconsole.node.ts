@@ -55,9 +55,11 @@ export class Opsconsole implements INodeType {
     const resource = this.getNodeParameter("resource", 0) as string;
     const operation = this.getNodeParameter("operation", 0) as string;
     const credentials = await this.getCredentials("opsconsoleApi");
-    const ops = new Client({ baseUrl: String(credentials.url), token: String(credentials.token) });
+    const ops = new Client({ baseUrl: baseUrl(credentials.url), token: String(credentials.token) });
     const claiming = resource === "claim" && (operation === "claim" || operation === "claimByKey");
+    const reporting = resource === "claim" && operation === "report";
     const outputs: Outputs = claiming ? [[], [], [], []] : [[]];
+    let firstFailure: NodeError | undefined;
     const items = this.getInputData();
     for (let index = 0; index < items.length; index++) {
       const pairedItem = { item: index };
@@ -70,10 +72,22 @@ export class Opsconsole implements INodeType {
         }
       } catch (error) {
         const failure = explain(error, index);
-        if (!this.continueOnFail()) throw failure;
+        if (!this.continueOnFail()) {
+          // The node's items are lost with the error: the claims it made for earlier items would be
+          // held and then expire to unknown (a person to decide) though no vendor was called.
+          if (claiming) await giveBack(ops, outputs[ACT], index);
+          // Each item's vendor call has ended: the other items are reported before the node fails,
+          // or a success the vendor answered would be lost to the lease's expiry (unknown).
+          if (reporting) {
+            firstFailure ??= failure;
+            continue;
+          }
+          throw failure;
+        }
         outputs[claiming ? PERSON : 0].push({ json: { error: failure.message }, pairedItem });
       }
     }
+    if (firstFailure) throw firstFailure;
     return outputs;
   }
 }
@@ -95,6 +109,7 @@ async function claimItem(context: IExecuteFunctions, ops: Client, operation: str
 
 async function claimOnce(context: IExecuteFunctions, ops: Client, operation: string, index: number): Promise<[number, IDataObject]> {
   const leaseSeconds = context.getNodeParameter("leaseSeconds", index, 120) as number;
+  const keepAliveSeconds = heartbeatLimit(context, index); // checked before anything is claimed
   let claim: Claim;
   let data: IDataObject | undefined;
   if (operation === "claimByKey") {
@@ -108,7 +123,7 @@ async function claimOnce(context: IExecuteFunctions, ops: Client, operation: str
   }
   const base: IDataObject = { status: claim.status, key: claim.key, httpStatus: claim.httpStatus };
   if (claim.shouldAct) {
-    keepAlive(claim, context.getNodeParameter("heartbeatLimitSeconds", index, 600) as number);
+    keepAlive(claim, keepAliveSeconds);
     return [ACT, { ...base, idempotencyKey: claim.idempotencyKey ?? null, attempt: claim.attempt ?? null, data: data ?? null, claim: claim.toJSON() as unknown as IDataObject }];
   }
   if (claim.status === "done") {
@@ -188,18 +203,20 @@ async function report(context: IExecuteFunctions, ops: Client, index: number): P
       { itemIndex: index },
     );
   }
-  const claim = heldClaim(json.token) ?? Claim.fromJSON(ops, json);
-  const statusCode = context.getNodeParameter("statusCode", index, "") as number | string;
-  const error = context.getNodeParameter("vendorError", index, "") as unknown;
-  const externalId = context.getNodeParameter("externalId", index, "") as string | number;
-  const outcome = outcomeOfVendorCall({
-    statusCode: statusCode === "" || statusCode === null ? undefined : statusCode,
-    headers: (context.getNodeParameter("headers", index, {}) as IDataObject) ?? {},
-    error: vendorError(error),
-    externalId: externalId === "" || externalId === null ? undefined : String(externalId),
-    result: jsonObject(context, context.getNodeParameter("result", index, {}) || {}, "Result", index) as never,
-  });
+  // However the report ends (recorded, refused, or a parameter that fails before anything is
+  // sent), this process stops extending the claim.
   try {
+    const claim = heldClaim(json.token) ?? Claim.fromJSON(ops, json);
+    const statusCode = context.getNodeParameter("statusCode", index, "") as number | string;
+    const error = context.getNodeParameter("vendorError", index, "") as unknown;
+    const externalId = context.getNodeParameter("externalId", index, "") as string | number;
+    const outcome = outcomeOfVendorCall({
+      statusCode: statusCode === "" || statusCode === null ? undefined : statusCode,
+      headers: (context.getNodeParameter("headers", index, {}) as IDataObject) ?? {},
+      error: vendorError(error),
+      externalId: externalId === "" || externalId === null ? undefined : String(externalId),
+      result: resultObject(context.getNodeParameter("result", index, undefined)) as never,
+    });
     const recorded = await claim.report(outcome);
     return {
       status: recorded.status,
@@ -219,11 +236,86 @@ async function report(context: IExecuteFunctions, ops: Client, index: number): P
  * message (not the request, which may carry the payload) goes with the code into the report. */
 function vendorError(error: unknown): unknown {
   if (error === "" || error === null || error === undefined) return undefined;
-  if (typeof error !== "object" || error instanceof Error) return error;
+  if (typeof error === "string") return withoutSecrets(error);
+  if (typeof error !== "object") return error;
   const { message, code } = error as { message?: unknown; code?: unknown };
-  return Object.assign(new Error(typeof message === "string" ? message : "the vendor call failed"), {
+  return Object.assign(new Error(typeof message === "string" ? withoutSecrets(message) : "the vendor call failed"), {
     code: typeof code === "string" ? code : undefined,
   });
+}
+
+/** The text with each URL cut to its origin: an error's text may name the vendor's URL (a redirect's
+ * location, say), and a URL may carry a key in its path, query or user part; opsconsole keeps the text. */
+export function withoutSecrets(text: string): string {
+  return text.replace(/\bhttps?:\/\/\S+/gi, (url) => {
+    try {
+      return new URL(url).origin;
+    } catch {
+      return "<the vendor's URL>";
+    }
+  });
+}
+
+/** The Result if it is a JSON object (or its JSON text), the only result opsconsole records; else
+ * nothing: a 2xx whose answer is a list, a text or an HTML page is still a success to report. */
+function resultObject(value: unknown): IDataObject | undefined {
+  let parsed = value;
+  if (typeof value === "string") {
+    try {
+      parsed = JSON.parse(value);
+    } catch {
+      return undefined;
+    }
+  }
+  return parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) ? (parsed as IDataObject) : undefined;
+}
+
+/** The credential's URL, refused when it carries a user or a password: fetch would refuse it with
+ * an error that repeats the URL, password and all, into the node's error and the execution data. */
+function baseUrl(value: unknown): string {
+  const url = String(value ?? "").trim();
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new NodeError("The credential's URL is not a URL: set it to opsconsole's address, e.g. https://ops.example.com", { itemIndex: 0 });
+  }
+  if (parsed.username || parsed.password) {
+    throw new NodeError("The credential's URL must not carry a user or a password (the token is the credential)", { itemIndex: 0 });
+  }
+  return url;
+}
+
+export const HEARTBEAT_LIMIT_MAX_SECONDS = 86_400;
+
+/** Keep the Claim Alive For at Most, checked: a negative, a non-number or one past setTimeout's
+ * range (24.8 days) would end the heartbeats at once, and the claim expire under a slow vendor. */
+function heartbeatLimit(context: IExecuteFunctions, index: number): number {
+  const value = context.getNodeParameter("heartbeatLimitSeconds", index, 600) as unknown;
+  const seconds = typeof value === "string" && value.trim() !== "" ? Number(value) : value;
+  if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds < 0 || seconds > HEARTBEAT_LIMIT_MAX_SECONDS) {
+    throw new NodeError(
+      `Keep the Claim Alive For at Most (Seconds) must be a number from 0 (no heartbeat) to ${HEARTBEAT_LIMIT_MAX_SECONDS}, not ${JSON.stringify(value)}`,
+      { itemIndex: index },
+    );
+  }
+  return seconds;
+}
+
+/** The claims this node made before it failed on item `failedAt`, reported failed (transient): their
+ * items never left the node, so no vendor was called; opsconsole hands the work out again. */
+async function giveBack(ops: Client, acted: Item[], failedAt: number): Promise<void> {
+  for (const item of acted) {
+    const json = item.json.claim as unknown as ClaimJSON;
+    const claim = heldClaim(json.token) ?? Claim.fromJSON(ops, json);
+    try {
+      await claim.failed({ category: "transient", error: `not performed: the Claim node failed on item ${failedAt}` });
+    } catch {
+      // Not recorded (opsconsole unreachable): the lease expires to unknown, as before.
+    } finally {
+      letGo(json.token);
+    }
+  }
 }
 
 function jsonObject(context: IExecuteFunctions, value: unknown, name: string, index: number): IDataObject {

@@ -46,7 +46,7 @@ const operations: INodeProperties[] = [
         value: "report",
         action: "Report what the vendor answered",
         description:
-          "After the vendor call: 2xx succeeded; 429 failed (transient, Retry-After); 408, 5xx, a timeout or a reset unknown; other 4xx failed (permanent: a person decides); a refused connection failed (transient)",
+          "After the vendor call: 2xx succeeded; 429 failed (transient, Retry-After); 408, 3xx (Follow Redirects off), 5xx, a timeout or a reset unknown; other 4xx failed (permanent: a person decides); a refused connection failed (transient)",
       },
     ],
     default: "claim",
@@ -103,7 +103,7 @@ const operations: INodeProperties[] = [
 const claimFields: INodeProperties[] = [
   {
     displayName:
-      "Act sends the vendor call with {{ $json.idempotencyKey }} and {{ $json.data }}; end it with this node's Report. Set the vendor HTTP Request's Settings › On Error to Continue (using regular output) and its Response option Include Response Headers and Status on, so Report sees every answer.",
+      "Act sends the vendor call with {{ $json.idempotencyKey }} and {{ $json.data }}; end it with this node's Report. Set the vendor HTTP Request's Settings › On Error to Continue (using regular output), its Response options Include Response Headers and Status and Never Error on, and its Redirects › Follow Redirects off (a followed redirect's answer is not the call's), so Report sees every answer.",
     name: "claimNotice",
     type: "notice",
     default: "",
@@ -162,7 +162,7 @@ const claimFields: INodeProperties[] = [
     name: "heartbeatLimitSeconds",
     type: "number",
     default: 600,
-    typeOptions: { minValue: 0 },
+    typeOptions: { minValue: 0, maxValue: 86400 },
     description:
       "Heartbeats stop at the report, or after this long if the workflow never reaches it (the lease then expires: unknown, for a lookup or a person). 0: no heartbeat.",
     displayOptions: only("claim", ["claim", "claimByKey"]),

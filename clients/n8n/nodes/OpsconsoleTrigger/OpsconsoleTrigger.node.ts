@@ -50,6 +50,15 @@ export class OpsconsoleTrigger implements INodeType {
         default: ["operation.due"],
         description: "Which notifications start the workflow; others are acknowledged and ignored",
       },
+      {
+        displayName: "Action",
+        name: "action",
+        type: "string",
+        default: "",
+        placeholder: "create-shipment",
+        description:
+          "Only this action's notifications start the workflow (a subscription sends those of every action of the workspace: a workflow that performs one action must not claim another's work). Empty: every action's.",
+      },
     ],
   };
 
@@ -71,11 +80,12 @@ export class OpsconsoleTrigger implements INodeType {
     const body = this.getBodyData() as IDataObject;
     const type = String(body.type ?? "");
     const events = this.getNodeParameter("events", []) as string[];
+    const action = String(this.getNodeParameter("action", "") ?? "").trim();
+    const data = (body.data && typeof body.data === "object" ? body.data : {}) as IDataObject;
     const webhookId = String(request.headers["webhook-id"]);
-    if (!events.includes(type) || alreadySeen(this, webhookId)) {
+    if (!events.includes(type) || (action && data.action !== action) || alreadySeen(this, webhookId)) {
       return { webhookResponse: { status: "ignored" } };
     }
-    const data = (body.data ?? {}) as IDataObject;
     return {
       workflowData: [
         this.helpers.returnJsonArray([
