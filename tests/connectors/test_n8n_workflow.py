@@ -5,7 +5,7 @@ PostgreSQL (and a real qcluster's reconciliation where the lookup decides), call
 takes no idempotency key: json-server with our key in the shipment's body, its faults injected.
 The action is the example's create-shipment (examples/n8n/integrations.yaml, applied as a file; not
 consequential here but in the approval test). Each test counts the vendor's records.
-Run by `make test-n8n` (marker n8n; `make test` leaves these out). The gunicorn and the qclusters are
+Marker n8n: `make test` runs them with the rest, `make test-n8n` alone. The gunicorn and the qclusters are
 tests/connectors/conftest.py's.
 
 - the same paid invoice twice: one shipment; the second run is answered done;
@@ -46,10 +46,12 @@ from django.utils import timezone
 from opsconsole_claims import Ledger
 from standardwebhooks import Webhook
 
-from ledger.core import accounts
+from ledger.actions.notify import NAME as NOTIFY
+from ledger.core import accounts, announcements
 from ledger.integrations import configured
 from ledger.models import Attempt, AttemptOutcome, AuditEvent, Operation, Role
 from ledger.states import State
+from tests import subscribed
 from tests.connectors.n8n import NODE_TYPE, OWNER, TRIGGER_TYPE, N8n, packed_n8n_package, with_credentials
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, screenshot
 from tests.faults.qcluster import PROJECT_DIR, wait_for
@@ -381,7 +383,7 @@ def test_the_exported_workflow_holds_no_token_or_secret(n8n, shipping, vendor, t
         assert secret_like not in example
 
 
-def due_workflow(n8n: N8n, server_url: str, vendor_url: str, token: str) -> str:
+def due_workflow(n8n: N8n, server_url: str, vendor_url: str, token: str, *, secret: str = SIGNING_SECRET) -> str:
     """The example's act-and-report nodes behind the Opsconsole Trigger and a claim by key: the
     trigger's webhook path."""
     example = json.loads((EXAMPLE / "workflow.json").read_text())
@@ -414,9 +416,7 @@ def due_workflow(n8n: N8n, server_url: str, vendor_url: str, token: str) -> str:
         },
         "settings": {"executionOrder": "v1"},
     }
-    credential = n8n.credential(
-        f"due {webhook_id}", {"url": server_url, "token": token, "signingSecret": SIGNING_SECRET}
-    )
+    credential = n8n.credential(f"due {webhook_id}", {"url": server_url, "token": token, "signingSecret": secret})
     n8n.workflow(with_credentials(document, {"opsconsole (due)": credential, "opsconsole (flow)": credential}))
     return f"{webhook_id}/opsconsole"
 
@@ -482,6 +482,38 @@ def test_a_signed_due_notification_starts_one_claim_by_key_and_a_forged_one_none
     [shipment] = shipments(vendor)
     assert Operation.objects.get(pk=operation.pk).external_id == str(shipment["id"])
     assert len(posts(vendor)) == 1, "the forged and the repeated notification started nothing"
+
+
+def test_a_real_subscription_starts_one_run_which_creates_the_shipment(
+    n8n, shipping, vendor, token, workspace, start_cluster
+):
+    """opsconsole itself tells the workflow: the workspace subscribed to the Trigger's webhook, an
+    event from elsewhere announced due by gunicorn in its own transaction, the notification signed
+    with the subscription's secret and delivered by a real qcluster."""
+    path = due_workflow(n8n, shipping.url, vendor.url, token, secret=subscribed.SECRET)
+    subscribed.subscribe(workspace, f"{n8n.url}/webhook/{path}", events=["operation.due"])
+    time.sleep(announcements.CACHE_SECONDS + 0.5)  # gunicorn's announcer reads the subscriptions again
+    cluster = start_cluster("notifying", env={subscribed.SECRET_ENV: subscribed.SECRET})
+
+    submitted = httpx.post(
+        f"{shipping.url}/api/v1/events",
+        json={"action": "create-shipment", "data": invoice("INV-told")},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert submitted.status_code == 201, submitted.text
+    operation = Operation.objects.get(action="create-shipment")
+    wait_for(
+        lambda: Operation.objects.get(pk=operation.pk).state == State.SUCCEEDED,
+        timeout=90,
+        clusters=(cluster,),
+        describe=lambda: f"{list(Operation.objects.values_list('action', 'state'))}\n{n8n.log_tail()}",
+        message="the subscription's operation.due did not start the run that creates the shipment",
+    )
+    [shipment] = shipments(vendor)
+    assert Operation.objects.get(pk=operation.pk).external_id == str(shipment["id"])
+    [told] = Operation.objects.filter(action=NOTIFY)
+    assert (told.payload["event"], told.payload["about"], told.state) == ("operation.due", operation.key, "succeeded")
 
 
 @pytest.mark.e2e
