@@ -12,7 +12,8 @@ function outcomeOfMessage(msg, { externalIdFrom, resultFrom }) {
   const outcome = outcomeOfVendorCall({
     statusCode,
     headers: numeric ? msg.headers : undefined,
-    error: numeric ? undefined : typeof msg.payload === "string" ? withoutSecrets(msg.payload) : "no answer",
+    // Its text ends with the vendor's URL: the client cuts every URL it sends to its origin.
+    error: numeric ? undefined : typeof msg.payload === "string" ? msg.payload : "no answer",
     externalId: idOf(property(msg, externalIdFrom)),
     result: resultFrom ? jsonObject(property(msg, resultFrom)) : undefined,
   });
@@ -22,18 +23,6 @@ function outcomeOfMessage(msg, { externalIdFrom, resultFrom }) {
     return { outcome: "unknown", error: `${outcome.error}, after following a redirect: not the call's own answer` };
   }
   return outcome;
-}
-
-/** The text with each URL cut to its origin: Node-RED appends the vendor's URL to an error's text,
- * and a URL may carry a key (in its query, its path or its user part); opsconsole keeps the text. */
-function withoutSecrets(text) {
-  return text.replace(/\bhttps?:\/\/\S+/gi, (url) => {
-    try {
-      return new URL(url).origin;
-    } catch {
-      return "<the vendor's URL>";
-    }
-  });
 }
 
 /** The value if it is a JSON object, the only result opsconsole records; else nothing (a vendor's
@@ -46,4 +35,4 @@ function idOf(value) {
   return value === undefined || value === null ? undefined : String(value);
 }
 
-module.exports = { outcomeOfMessage, withoutSecrets };
+module.exports = { outcomeOfMessage };

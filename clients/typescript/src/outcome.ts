@@ -132,6 +132,21 @@ export function describeError(error: unknown): string {
   return limit(String(error));
 }
 
+/** An error text as it is sent to opsconsole, which keeps it and shows it to people: each URL cut to
+ * its origin (a vendor's URL may carry a key in its path, query or user part, and runtimes append it
+ * to their errors: Node-RED's `http request` node, n8n's redirect errors), at most ERROR_LIMIT
+ * characters. Every report's error passes here. */
 export function limit(text: string): string {
-  return text.length <= ERROR_LIMIT ? text : text.slice(0, ERROR_LIMIT - 1) + "…";
+  const cut = urlsCutToOrigin(text);
+  return cut.length <= ERROR_LIMIT ? cut : cut.slice(0, ERROR_LIMIT - 1) + "…";
+}
+
+function urlsCutToOrigin(text: string): string {
+  return text.replace(/\bhttps?:\/\/\S+/gi, (url) => {
+    try {
+      return new URL(url).origin;
+    } catch {
+      return "<the vendor's URL>";
+    }
+  });
 }

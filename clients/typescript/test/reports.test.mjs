@@ -46,6 +46,14 @@ describe("reports", () => {
     assert.equal(held.status, "retry_later");
   });
 
+  it("a URL in a report's error is cut to its origin: a key in its user part, path or query is never sent", async () => {
+    server.on(OUTCOME, recorded("unknown"));
+    const held = await claim();
+    await held.unknown({ error: "ETIMEDOUT : https://bot:pa55@vendor.test:8443/bot123:SECRET/send?api_key=SECRET2#x and more" });
+    const { error } = server.sent(OUTCOME)[0].body;
+    assert.equal(error, "ETIMEDOUT : https://vendor.test:8443 and more");
+  });
+
   it("a permanent failure reads needs_review; unknown reads unknown", async () => {
     server.on(OUTCOME, recorded("needs_review"));
     const first = await claim();

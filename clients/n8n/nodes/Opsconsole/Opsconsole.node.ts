@@ -233,26 +233,14 @@ async function report(context: IExecuteFunctions, ops: Client, index: number): P
 }
 
 /** The HTTP Request node's error item is plain JSON ({message, code, ...}): an Error again, so its
- * message (not the request, which may carry the payload) goes with the code into the report. */
+ * message (not the request, which may carry the payload) goes with the code into the report. A URL
+ * in the message is cut to its origin by the client, as every error text it sends. */
 function vendorError(error: unknown): unknown {
   if (error === "" || error === null || error === undefined) return undefined;
-  if (typeof error === "string") return withoutSecrets(error);
   if (typeof error !== "object") return error;
   const { message, code } = error as { message?: unknown; code?: unknown };
-  return Object.assign(new Error(typeof message === "string" ? withoutSecrets(message) : "the vendor call failed"), {
+  return Object.assign(new Error(typeof message === "string" ? message : "the vendor call failed"), {
     code: typeof code === "string" ? code : undefined,
-  });
-}
-
-/** The text with each URL cut to its origin: an error's text may name the vendor's URL (a redirect's
- * location, say), and a URL may carry a key in its path, query or user part; opsconsole keeps the text. */
-export function withoutSecrets(text: string): string {
-  return text.replace(/\bhttps?:\/\/\S+/gi, (url) => {
-    try {
-      return new URL(url).origin;
-    } catch {
-      return "<the vendor's URL>";
-    }
   });
 }
 
