@@ -8,7 +8,7 @@
 
 import { ClaimError, ClaimLost, Refused, ServiceUnavailable, type JsonObject } from "./errors.js";
 import { limit, type Outcome } from "./outcome.js";
-import { retryAfterSeconds, sleep, type Answer } from "./transport.js";
+import { dropUndefined, retryAfterSeconds, sleep, type Answer } from "./transport.js";
 
 /** What a claim needs of the client: its requests. */
 export interface Requester {
@@ -418,10 +418,6 @@ function reportBody(outcome: Outcome): JsonObject {
     default:
       throw new TypeError(`an outcome is "succeeded", "failed" or "unknown", not ${JSON.stringify((outcome as { outcome: unknown }).outcome)}`);
   }
-}
-
-function dropUndefined<T extends Record<string, unknown>>(object: T): T {
-  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as T;
 }
 
 function optionalString(value: unknown): string | undefined {

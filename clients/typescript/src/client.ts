@@ -7,7 +7,7 @@ import { Claim, keySegment, type Report } from "./claim.js";
 import { ClaimError, Refused, type JsonObject } from "./errors.js";
 import type { paths } from "./openapi.js";
 import { describeError, outcomeOfError, type Outcome } from "./outcome.js";
-import { Transport, type Answer, type RequestOptions } from "./transport.js";
+import { dropUndefined, Transport, type Answer, type RequestOptions } from "./transport.js";
 
 export interface OpsconsoleOptions {
   /** Where opsconsole serves, e.g. "http://127.0.0.1:8000" (the API is under /api/v1). */
@@ -353,10 +353,6 @@ function operationPath(key: string, what?: string): string {
 function integer(value: number): number {
   if (!Number.isInteger(value)) throw new TypeError(`an id is an integer, not ${JSON.stringify(value)}`);
   return value;
-}
-
-function dropUndefined<T extends Record<string, unknown>>(object: T): T {
-  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as T;
 }
 
 function positive(value: number | undefined, name: string): number | undefined {

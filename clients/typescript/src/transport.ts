@@ -163,3 +163,8 @@ export function describe(error: unknown): string {
   }
   return String(error);
 }
+
+/** A request body without the fields the caller did not give (JSON has no undefined). */
+export function dropUndefined<T extends Record<string, unknown>>(object: T): T {
+  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as T;
+}
