@@ -41,6 +41,7 @@ from functools import partial
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -160,18 +161,23 @@ def _waits(operation: Operation) -> bool:
 def _successors_released(changes: list[Change]) -> list[Change]:
     """For each change that finished an ``in_order`` version, the change of its successor that may be
     claimed now: the version was waiting, in silence, for this one (its own change, the same audit
-    event, announces it)."""
+    event, announces it). One query for all of them (a bulk cancel finishes many)."""
+    finished = {
+        (change.operation.workspace_id, change.operation.series, change.operation.version + 1): change
+        for change in changes
+        if change.to_state in TERMINAL_STATES
+        and change.operation.ordered == Ordering.IN_ORDER
+        and change.operation.version is not None  # not versioned: nothing follows it
+    }
+    if not finished:
+        return []
+    wanted = Q()
+    for workspace_id, series, version in finished:
+        wanted |= Q(workspace_id=workspace_id, series=series, version=version)
     released = []
-    for change in changes:
-        operation = change.operation
-        if change.to_state not in TERMINAL_STATES or operation.ordered != Ordering.IN_ORDER:
-            continue
-        if operation.version is None:  # not versioned: nothing follows it
-            continue
-        successors = selectors.due_caller_operations().filter(
-            workspace_id=operation.workspace_id, series=operation.series, version=operation.version + 1
-        )
-        released += [Change(successor, change.change, change.kind, successor.state) for successor in successors]
+    for successor in selectors.due_caller_operations().filter(wanted):
+        change = finished[(successor.workspace_id, successor.series, successor.version)]
+        released.append(Change(successor, change.change, change.kind, successor.state))
     return released
 
 
