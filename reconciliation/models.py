@@ -22,6 +22,9 @@ class MismatchKind(models.TextChoices):
     MISSING_AT_DESTINATION = "missing_at_destination"
     UNKNOWN_TO_LEDGER = "unknown_to_ledger"
     CONTENT_DIFFERS = "content_differs"
+    # One finding for a destination whose listing lost (nearly) every record of the window: a reset,
+    # not hundreds of missing records (reconciliation.two_way_audit, RESET_*).
+    DESTINATION_RESET = "destination_reset", "Destination reset?"
 
 
 class MismatchStatus(models.TextChoices):
@@ -47,6 +50,7 @@ class ReconciliationRun(models.Model):
     missing_at_destination = models.PositiveIntegerField(default=0)
     unknown_to_ledger = models.PositiveIntegerField(default=0)
     content_differs = models.PositiveIntegerField(default=0)
+    destination_reset = models.PositiveIntegerField(default=0)
     # Findings not already open from an earlier run (those are counted above, not recorded again).
     new_mismatches = models.PositiveIntegerField(default=0)
 
@@ -69,7 +73,9 @@ class Mismatch(models.Model):
     run = models.ForeignKey(ReconciliationRun, on_delete=models.PROTECT, related_name="mismatches")
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="+")
     operation = models.ForeignKey(Operation, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
-    action = models.CharField(max_length=100)
+    action = models.CharField(max_length=100)  # blank for a destination_reset, which spans its actions
+    # The system the action calls (``ActionDefinition.destination_name``), as the audit listed it.
+    destination = models.CharField(max_length=200, blank=True)
     # Our reference: the operation key the record carries (as idempotency key or reference).
     reference = models.TextField()
     record_id = models.CharField(max_length=200, blank=True)  # none when the record is missing

@@ -10,7 +10,13 @@ For each external action that can list its destination's records (``list_records
   record of a succeeded one; an operation still ``processing`` or ``unknown`` is left alone, since
   its outcome is on its way or reconciliation is already asking about it;
 - ``content_differs``: the record of a succeeded operation holds other content than the
-  operation's ``record_payload`` (the evidence names the fields, never their values).
+  operation's ``record_payload`` (the evidence names the fields, never their values);
+- ``destination_reset``: the destination's listing lacks (nearly) every record the ledger says
+  succeeded there in the window: at least ``RESET_MIN_OPERATIONS`` succeeded operations, of which
+  at least ``RESET_SHARE`` are in no listed record (a stand-in restarted empty, a sandbox wiped).
+  One finding per workspace for the destination, with the numbers, instead of one
+  ``missing_at_destination`` each (and no lookup each: a reset answers them all "absent"). Below
+  the threshold a loss is a few records, each worth its own finding and its own lookup.
 
 The window is [since, until): ``until`` is now less the longest ``settle_after`` (a request still
 landing is not judged), ``since`` the previous successful run's ``until`` (24 hours before
@@ -43,6 +49,10 @@ SETTLING = (State.PROCESSING, State.UNKNOWN)
 # What a destination can answer instead of records: the run fails, and says why.
 DESTINATION_ERRORS = (OutcomeError, KeyError, ValueError, TypeError)
 _CHUNK = 500
+# A destination_reset: this many succeeded operations in the window at least (fewer are read one
+# by one), and this share of them at least in no listed record (a partial loss is per record).
+RESET_MIN_OPERATIONS = 20
+RESET_SHARE = 0.9
 
 
 class AuditError(Exception):
@@ -61,6 +71,7 @@ class Finding:
     reference: str
     record_id: str = ""
     operation: Operation | None = None
+    destination: str = ""
     evidence: dict = field(default_factory=dict)
 
     @property
@@ -147,24 +158,24 @@ def audit_destination(actions: list[ActionDefinition], *, since: datetime, until
 
     Records are listed from the longest ``settle_after`` before ``since``, so a record whose
     operation succeeded just inside the window is seen; only records created inside it are judged.
+    A listing that lacks nearly all the window's succeeded operations is one ``destination_reset``.
     """
     records = list(actions[0].list_records(since - max(a.settle_after for a in actions), until))
     audit = ActionAudit(records_seen=len(records))
+    succeeded = {action.name: _succeeded(action, since=since, until=until) for action in actions}
+    listed = {action.our_reference(record) for action in actions for record in records}
+    unlisted = [op for operations in succeeded.values() for op in operations if op.key not in listed]
+    total = sum(len(operations) for operations in succeeded.values())
+    reset = total >= RESET_MIN_OPERATIONS and len(unlisted) >= RESET_SHARE * total
     for action in actions:
-        audit_action(action, records, since=since, until=until, into=audit)
+        audit_action(action, records, succeeded[action.name], since=since, until=until, into=audit, reset=reset)
+    if reset:
+        audit.findings += _reset_findings(actions, unlisted, succeeded, records_listed=len(records))
     return audit
 
 
-def audit_action(
-    action: ActionDefinition, records: list[dict], *, since: datetime, until: datetime, into: ActionAudit
-) -> None:
-    """Compare one action's succeeded operations in [since, until) with the destination's records."""
-    ours: dict[str, list[dict]] = {}
-    for record in records:
-        reference = action.our_reference(record)
-        if reference and reference.endswith(f":{action.name}"):
-            ours.setdefault(reference, []).append(record)
-    succeeded = list(
+def _succeeded(action: ActionDefinition, *, since: datetime, until: datetime) -> list[Operation]:
+    return list(
         Operation.objects.filter(
             action=action.name,
             state=State.SUCCEEDED,
@@ -172,10 +183,65 @@ def audit_action(
             updated_at__lt=until,
         ).order_by("id")
     )
+
+
+def audit_action(
+    action: ActionDefinition,
+    records: list[dict],
+    succeeded: list[Operation],
+    *,
+    since: datetime,
+    until: datetime,
+    into: ActionAudit,
+    reset: bool = False,
+) -> None:
+    """Compare one action's succeeded operations in [since, until) with the destination's records.
+    After a ``reset`` an operation in no record is left to the destination's one finding."""
+    ours: dict[str, list[dict]] = {}
+    for record in records:
+        reference = action.our_reference(record)
+        if reference and reference.endswith(f":{action.name}"):
+            ours.setdefault(reference, []).append(record)
     into.operations_checked += len(succeeded)
+    destination = action.destination_name()
     for operation in succeeded:
+        if reset and operation.key not in ours:
+            continue
         into.findings += _check_operation(action, operation, ours.get(operation.key, []))
     into.findings += _unknown_to_ledger(action, ours, since=since, until=until)
+    for finding in into.findings:
+        finding.destination = finding.destination or destination
+
+
+def _reset_findings(
+    actions: list[ActionDefinition],
+    unlisted: list[Operation],
+    succeeded: dict[str, list[Operation]],
+    *,
+    records_listed: int,
+) -> list[Finding]:
+    """One ``destination_reset`` per workspace whose operations the listing lacks."""
+    destination = actions[0].destination_name()
+    findings = []
+    for workspace_id in sorted({op.workspace_id for op in unlisted}):
+        findings.append(
+            Finding(
+                workspace_id,
+                "",
+                Mismatch.Kind.DESTINATION_RESET,
+                destination,
+                destination=destination,
+                evidence={
+                    "unlisted": sum(1 for op in unlisted if op.workspace_id == workspace_id),
+                    "succeeded": sum(
+                        1 for ops in succeeded.values() for op in ops if op.workspace_id == workspace_id
+                    ),
+                    "records_listed": records_listed,
+                    "actions": sorted({op.action for op in unlisted if op.workspace_id == workspace_id}),
+                },
+            )
+        )
+    return findings
 
 
 def _check_operation(action, operation: Operation, records: list[dict]) -> list[Finding]:
@@ -295,6 +361,7 @@ def _record(run: ReconciliationRun, findings: list[Finding]) -> int:
                 kind=f.kind,
                 reference=f.reference,
                 record_id=f.record_id,
+                destination=f.destination,
                 evidence=f.evidence,
             )
             for f in new
@@ -307,13 +374,16 @@ def _record(run: ReconciliationRun, findings: list[Finding]) -> int:
             kind="mismatch_found",
             operation=finding.operation,
             workspace=None if finding.operation else Workspace(pk=finding.workspace_id),
-            message=f"{finding.kind} at {finding.action}'s destination: {_describe(finding)} (audit run {run.pk})",
+            message=f"{finding.kind} at {finding.action or finding.destination}'s destination: {_describe(finding)} "
+            f"(audit run {run.pk})",
         )
     return len(new)
 
 
 def _describe(finding: Finding) -> str:
     evidence = finding.evidence
+    if finding.kind == Mismatch.Kind.DESTINATION_RESET:
+        return f"{reset_summary(evidence)}: was it reset?"
     if finding.kind == Mismatch.Kind.MISSING_AT_DESTINATION:
         return f"no record carries {finding.reference}"
     if finding.kind == Mismatch.Kind.CONTENT_DIFFERS:
@@ -324,6 +394,14 @@ def _describe(finding: Finding) -> str:
     return f"record {evidence['record_id']} carries {finding.reference}, " + (
         f"whose operation is {state}" if state else "which no operation has"
     )
+
+
+def reset_summary(evidence: dict) -> str:
+    """A destination_reset's numbers in words."""
+    unlisted, succeeded = evidence["unlisted"], evidence["succeeded"]
+    if unlisted == succeeded:
+        return f"the destination lists none of the {succeeded} records the ledger holds for this window"
+    return f"the destination lists {succeeded - unlisted} of the {succeeded} records the ledger holds for this window"
 
 
 def _finish(run: ReconciliationRun, *, status: str, error: str = "") -> None:

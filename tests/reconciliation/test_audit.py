@@ -10,11 +10,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from ledger.actions import http
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Operation
 from reconciliation.models import Mismatch, ReconciliationRun
-from reconciliation.two_way_audit import run_audit
+from reconciliation.two_way_audit import RESET_MIN_OPERATIONS, run_audit
 from tests.conftest import external_event
 
 
@@ -343,3 +344,94 @@ def test_the_scheduled_task_runs_the_audit_and_skips_an_empty_window(history, st
     assert skipped["status"] == "skipped"
     assert "Nothing to audit" in skipped["reason"]
     assert ReconciliationRun.objects.count() == 1
+
+
+def many_succeeded(workspace, count, *, action="send-notice", prefix="M"):
+    for number in range(count):
+        submit_event(
+            workspace=workspace,
+            raw=external_event(action, delivery_id=f"d-{prefix}{number}", request_id=f"{prefix}-{number}"),
+            source="api",
+        )
+    while process_due_operations(worker="w1"):
+        pass
+    operations = Operation.objects.filter(key__contains=f":{prefix}-")
+    assert set(operations.values_list("state", flat=True)) == {"succeeded"}
+    return list(operations)
+
+
+def test_a_destination_reset_after_successes_is_one_finding_not_one_per_record(workspace, standin, time_machine):
+    """The stand-in restarted empty (POST /_reset) after 25 successes: the listing holds none of
+    them, so the audit raises one destination_reset with the numbers, no missing_at_destination,
+    and asks for no record by key (a reset would answer each "absent")."""
+    many_succeeded(workspace, count=RESET_MIN_OPERATIONS + 5)
+    standin.http.post("/_reset").raise_for_status()
+    settle(time_machine)
+
+    run = run_audit()
+
+    assert run.status == "succeeded", run.error
+    assert (run.missing_at_destination, run.destination_reset, run.new_mismatches) == (0, 1, 1)
+    [reset] = Mismatch.objects.all()
+    assert (reset.kind, reset.workspace, reset.operation, reset.action) == ("destination_reset", workspace, None, "")
+    assert reset.reference == reset.destination == http.origin(standin.url)
+    assert reset.evidence == {"unlisted": 25, "succeeded": 25, "records_listed": 0, "actions": ["send-notice"]}
+    [event] = AuditEvent.objects.filter(kind="mismatch_found")
+    assert "lists none of the 25 records the ledger holds for this window: was it reset?" in event.message
+
+
+def test_a_reset_finding_is_not_raised_again_while_it_is_open(workspace, standin, time_machine):
+    many_succeeded(workspace, count=RESET_MIN_OPERATIONS)
+    standin.http.post("/_reset").raise_for_status()
+    settle(time_machine)
+    first = run_audit()
+
+    second = run_audit(since=first.since)
+
+    assert (first.new_mismatches, second.destination_reset, second.new_mismatches) == (1, 1, 0)
+    assert Mismatch.objects.count() == 1
+
+
+def test_records_listed_after_a_reset_are_still_compared(workspace, standin, time_machine):
+    """Two records survive a loss of 20 of 22: their content is still judged, one by one."""
+    operations = many_succeeded(workspace, count=RESET_MIN_OPERATIONS + 2)
+    kept = operations[:2]
+    for operation in operations[2:]:
+        delete_record(standin, operation.external_id)
+    edit_record(standin, kept[0].external_id, {"summary": "Changed at the destination", "owner": "ops"})
+    settle(time_machine)
+
+    run = run_audit()
+
+    assert found(run) == [
+        ("content_differs", kept[0].key, kept[0].external_id),
+        ("destination_reset", Mismatch.objects.get(kind="destination_reset").destination, ""),
+    ]
+    assert Mismatch.objects.get(kind="destination_reset").evidence["unlisted"] == RESET_MIN_OPERATIONS
+
+
+def test_a_loss_below_the_threshold_is_one_finding_per_record(workspace, standin, time_machine):
+    """3 of 22 records gone is a loss, not a reset: each is looked up and found missing."""
+    operations = many_succeeded(workspace, count=RESET_MIN_OPERATIONS + 2)
+    for operation in operations[:3]:
+        delete_record(standin, operation.external_id)
+    settle(time_machine)
+
+    run = run_audit()
+
+    assert (run.missing_at_destination, run.destination_reset) == (3, 0)
+    assert sorted(Mismatch.objects.values_list("reference", flat=True)) == sorted(op.key for op in operations[:3])
+    assert set(Mismatch.objects.values_list("destination", flat=True)) == {
+        http.origin(standin.url)
+    }
+
+
+def test_a_few_successes_all_gone_are_each_their_own_finding(workspace, standin, time_machine):
+    """Under RESET_MIN_OPERATIONS a wiped destination's records are few enough to read one by one."""
+    many_succeeded(workspace, count=3)
+    standin.http.post("/_reset").raise_for_status()
+    settle(time_machine)
+
+    run = run_audit()
+
+    assert (run.missing_at_destination, run.destination_reset) == (3, 0)

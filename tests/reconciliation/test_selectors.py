@@ -49,7 +49,12 @@ def test_it_counts_the_open_mismatches_of_the_persons_workspaces_by_kind(workspa
     found(run, other, "unknown_to_ledger", "other:R-5")
 
     results = selectors.results(viewer)
-    assert results.open_mismatches == {"missing_at_destination": 2, "unknown_to_ledger": 0, "content_differs": 1}
+    assert results.open_mismatches == {
+        "missing_at_destination": 2,
+        "unknown_to_ledger": 0,
+        "content_differs": 1,
+        "destination_reset": 0,
+    }
     assert (results.open_total, results.capped) == (3, False)
 
 
