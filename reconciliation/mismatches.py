@@ -1,21 +1,29 @@
 """What a person does with a mismatch the reconciliation audit found: acknowledge it, adopt the
-destination's record, or replay the operation whose record is missing.
+destination's record, or replay the operation whose record is missing; and, for many at once,
+acknowledge them with one reason or ask the destination about each by key (a bulk lookup).
 
 Each needs the review capability in the mismatch's workspace (``ledger.core.roles``), decides the
 mismatch once (a guarded UPDATE from ``open``) and is audited with the person. Adopting and
 replaying act on the operation through the review services (``ledger.people.resolutions``,
 ``ledger.people.replays``), so the state machine, its guards and the replay's safety (the
 destination is asked before anything is sent) are the same as on the operation's page.
+
+Many at once: all or nothing. Every mismatch must be one the person may decide, still open, and
+the reason may quote no sensitive value of any of their operations; else nothing is written. A
+bulk lookup never resends: it is a ``lookup`` bulk action (``ledger.people.bulk_actions``) of
+the mismatches' operations, run by the workers, whose answers the mismatches page shows beside
+each (``reconciliation.selectors``); a person then acknowledges those found, and replays those
+confirmed absent (the replay asks once more before it sends).
 """
 
 from django.db import transaction
 from django.utils import timezone
 
-from ledger.core import roles
+from ledger.core import roles, sensitive_notes
 from ledger.core.transitions import record_audit_event, transition_operation
-from ledger.models import Operation
-from ledger.people import replays, resolutions, review
-from ledger.people.review import ReviewError
+from ledger.models import BulkAction, Operation
+from ledger.people import bulk_actions, replays, resolutions, review
+from ledger.people.review import ReviewError, SensitiveReason
 from ledger.states import State
 from reconciliation.models import Mismatch
 
@@ -102,6 +110,90 @@ def replay_mismatch(mismatch: Mismatch, *, user, reason: str) -> replays.Replay:
         if not reopened:
             raise ReviewError(f"{operation.key} changed meanwhile; reload it and decide again.")
     return replays.replay_operation(operation, user=user, reason=f"record missing at the destination: {reason}")
+
+
+MAX_MISMATCHES = bulk_actions.MAX_OPERATIONS
+LOOKUP_REASON = "is the record at the destination? asked about the mismatches missing there"
+
+
+def acknowledge_mismatches(mismatch_ids: list[int], *, user, reason: str) -> int:
+    """Acknowledge every mismatch of ``mismatch_ids`` with one reason, each audited (on its
+    operation's trail where it has one), in one transaction; returns how many. All or nothing:
+    ``ReviewError`` (nothing written) for an empty or too large selection, a mismatch not visible
+    or not to be decided by ``user`` there, one no longer open, or a missing or sensitive reason."""
+    reason = reason.strip()
+    chosen = _chosen(mismatch_ids, user)
+    if not reason:
+        raise ReviewError("Give a reason: it is kept with each decision and in the audit trail.")
+    operations = Operation.objects.filter(pk__in=[m.operation_id for m in chosen if m.operation_id])
+    # The reason goes into the audit trail of every operation: none of their sensitive values may be in it.
+    sensitive_notes.refuse_sensitive_note(
+        reason, operations.only("key", "action", "payload", "result").iterator(), error=SensitiveReason
+    )
+    now, actor = timezone.now(), user.get_username()
+    with transaction.atomic():
+        decided = Mismatch.objects.filter(pk__in=[m.pk for m in chosen], status=Mismatch.Status.OPEN).update(
+            status=Mismatch.Status.ACKNOWLEDGED, decided_by=actor, decided_at=now, note=reason[:500]
+        )
+        if decided != len(chosen):
+            # Rolled back: what the person saw is not what is there.
+            raise ReviewError(
+                f"{len(chosen) - decided} of the {len(chosen)} mismatches were decided meanwhile; nothing was "
+                "changed. Reload the list and decide again."
+            )
+        by_pk = operations.select_related("workspace").in_bulk()
+        for mismatch in chosen:
+            operation = by_pk.get(mismatch.operation_id)
+            record_audit_event(
+                actor=actor,
+                kind="mismatch_acknowledged",
+                operation=operation,
+                workspace=None if operation else mismatch.workspace,
+                message=f"mismatch {mismatch.pk} ({mismatch.kind}, {mismatch.reference}): {reason}",
+            )
+    return decided
+
+
+def look_up_mismatches(mismatch_ids: list[int], *, user, token: str, reason: str = "") -> tuple[BulkAction, bool]:
+    """Ask the destination, by key, about the operation of each ``missing_at_destination``
+    mismatch of ``mismatch_ids``: a ``lookup`` bulk action run by the workers (returned, with
+    whether it is new: the form's one-time ``token`` makes a second press find the first). Nothing
+    is sent and no mismatch is decided. All or nothing: ``ReviewError`` for a selection as
+    ``acknowledge_mismatches`` refuses it, or holding another kind or a mismatch whose operation
+    is gone; ``bulk_actions.BulkActionError`` for a sensitive reason."""
+    chosen = _chosen(mismatch_ids, user)
+    others = [m for m in chosen if m.kind != Mismatch.Kind.MISSING_AT_DESTINATION or m.operation_id is None]
+    if others:
+        raise ReviewError(
+            f"{len(others)} of the {len(chosen)} mismatches selected are not missing at the destination, or their "
+            "operation is gone: only a missing record is looked up. Filter by kind, then select again."
+        )
+    return bulk_actions.submit_bulk_action(
+        user=user,
+        kind=BulkAction.Kind.LOOKUP,
+        reason=reason.strip() or LOOKUP_REASON,
+        token=token,
+        operation_ids=[m.operation_id for m in chosen],
+    )
+
+
+def _chosen(mismatch_ids: list[int], user) -> list[Mismatch]:
+    """The open mismatches ``mismatch_ids`` names, each one ``user`` may decide; else ReviewError."""
+    wanted = list(dict.fromkeys(mismatch_ids))
+    if not wanted:
+        raise ReviewError("Select at least one mismatch; nothing was changed.")
+    if len(wanted) > MAX_MISMATCHES:
+        raise ReviewError(f"Select at most {MAX_MISMATCHES:,} mismatches at once; nothing was changed.")
+    chosen = list(
+        roles.visible(Mismatch.objects.filter(pk__in=wanted), user, capability=roles.REVIEW).select_related(
+            "workspace"
+        )
+    )
+    if len(chosen) != len(wanted):
+        raise ReviewError("Some of the selected mismatches are not in a workspace where you may decide them.")
+    if any(m.status != Mismatch.Status.OPEN for m in chosen):
+        raise ReviewError("Some of the selected mismatches are already decided; nothing was changed. Reload the list.")
+    return chosen
 
 
 def _operation(mismatch: Mismatch) -> Operation | None:

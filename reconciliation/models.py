@@ -110,3 +110,15 @@ class Mismatch(models.Model):
 
     def __str__(self):
         return f"{self.kind} {self.reference} ({self.status})"
+
+    @property
+    def reset_words(self) -> str:
+        """A destination_reset's numbers in words (blank for another kind)."""
+        return reset_summary(self.evidence) if self.kind == MismatchKind.DESTINATION_RESET else ""
+
+
+def reset_summary(evidence: dict) -> str:
+    """What a destination_reset's evidence counts, in words."""
+    unlisted, succeeded = evidence["unlisted"], evidence["succeeded"]
+    listed = "none" if unlisted == succeeded else f"only {succeeded - unlisted:,}"
+    return f"the destination lists {listed} of the {succeeded:,} records the ledger holds for this window"

@@ -39,7 +39,7 @@ from ledger.core.transitions import record_audit_event
 from ledger.models import Operation, Workspace
 from ledger.outcomes import Absent, CannotTell, OutcomeError
 from ledger.states import State
-from reconciliation.models import Mismatch, ReconciliationRun
+from reconciliation.models import Mismatch, ReconciliationRun, reset_summary
 
 ACTOR = "reconciliation-audit"
 FIRST_WINDOW = timedelta(hours=24)
@@ -394,14 +394,6 @@ def _describe(finding: Finding) -> str:
     return f"record {evidence['record_id']} carries {finding.reference}, " + (
         f"whose operation is {state}" if state else "which no operation has"
     )
-
-
-def reset_summary(evidence: dict) -> str:
-    """A destination_reset's numbers in words."""
-    unlisted, succeeded = evidence["unlisted"], evidence["succeeded"]
-    if unlisted == succeeded:
-        return f"the destination lists none of the {succeeded} records the ledger holds for this window"
-    return f"the destination lists {succeeded - unlisted} of the {succeeded} records the ledger holds for this window"
 
 
 def _finish(run: ReconciliationRun, *, status: str, error: str = "") -> None:

@@ -11,5 +11,5 @@ document.addEventListener("change", (event) => {
 document.addEventListener("change", (event) => {
   const all = event.target.closest("input[data-all-matching]");
   if (!all || !all.checked) return;
-  document.querySelectorAll('input[type="checkbox"][form="bulk-selection"], input[data-select-all]').forEach((box) => { box.checked = true; });
+  document.querySelectorAll(`input[type="checkbox"][form="${all.form.id}"], input[data-select-all="${all.form.id}"]`).forEach((box) => { box.checked = true; });
 });

@@ -49,6 +49,7 @@ AUDIT_KIND_GROUPS = {
         "mismatch_found",
         "mismatch_acknowledged",
         "reopened_missing",
+        "looked_up",
     ),
     "People's decisions": (
         "approval_approved",

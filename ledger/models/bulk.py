@@ -1,5 +1,5 @@
-"""Bulk actions and their items: one person's replay or cancel of many operations with one reason, run by a task
-(``ledger.people.bulk_actions``), and what became of each operation."""
+"""Bulk actions and their items: one person's replay, cancel or lookup of many operations with one reason, run by
+a task (``ledger.people.bulk_actions``), and what became of each operation."""
 
 from django.conf import settings
 from django.db import models
@@ -11,6 +11,8 @@ from ledger.models.checks import choices_check
 class BulkKind(models.TextChoices):
     REPLAY = "replay"
     CANCEL = "cancel"
+    # Ask the destination by key, change nothing (the reconciliation mismatches' "look up first").
+    LOOKUP = "lookup"
 
 
 class BulkStatus(models.TextChoices):
@@ -80,9 +82,10 @@ class BulkAction(models.Model):
 class BulkOutcome(models.TextChoices):
     REPLAYED = "replayed"  # it runs again
     FORCED = "forced"  # it runs again although the destination could not tell (accepted)
-    FOUND = "found"  # the destination had the record: succeeded, nothing sent
+    FOUND = "found"  # the destination had the record: succeeded (a lookup: as it was), nothing sent
     CANCELLED = "cancelled"
-    SKIPPED = "skipped"  # refused by review (the reason says why); nothing was done
+    ABSENT = "absent"  # a lookup: the destination has no record of it (nothing was sent)
+    SKIPPED = "skipped"  # refused by review, or a lookup the destination could not answer (the reason says why)
     FAILED = "failed"  # an unexpected error; nothing was done
 
 

@@ -1,6 +1,7 @@
-"""Running bulk actions: replay or cancel many operations with one reason, as a task, each operation
-through ``ledger.people.replays`` or ``ledger.people.cancellations`` on its own (so each has its own
-audit event, and each refusal its own reason), with the progress kept per chunk.
+"""Running bulk actions: replay, cancel or look up many operations with one reason, as a task, each
+operation through ``ledger.people.replays`` or ``ledger.people.cancellations`` on its own, or asked
+about at its destination (``ledger.engine.lookups``, nothing changed but the audit trail), so each
+has its own audit event and each refusal its own reason, with the progress kept per chunk.
 
 Safe to press twice: the form carries a one-time token, unique in the database, so a second
 submission of the same form finds the first action. Safe to run twice or to run again after a
@@ -20,7 +21,9 @@ from django.utils import timezone
 
 from ledger.core import nudges, roles, sensitive_notes
 from ledger.core.transitions import record_audit_event
+from ledger.engine.lookups import ask_destination
 from ledger.models import BulkAction, BulkItem, Delivery, Operation, Workspace
+from ledger.outcomes import Absent, Found
 from ledger.people import cancellations, may, replays, review
 from ledger.reads.failure_groups import Criterion
 from ledger.states import State
@@ -33,7 +36,13 @@ TASK_SECONDS = 15
 # One action takes at most this many operations: a larger group is replayed in several actions
 # (each shows its own progress), so no action's frozen list of ids grows without bound.
 MAX_OPERATIONS = 5_000
-DONE_OUTCOMES = (BulkItem.Outcome.REPLAYED, BulkItem.Outcome.FORCED, BulkItem.Outcome.FOUND, BulkItem.Outcome.CANCELLED)
+DONE_OUTCOMES = (
+    BulkItem.Outcome.REPLAYED,
+    BulkItem.Outcome.FORCED,
+    BulkItem.Outcome.FOUND,
+    BulkItem.Outcome.CANCELLED,
+    BulkItem.Outcome.ABSENT,
+)
 
 
 class BulkActionError(Exception):
@@ -55,7 +64,7 @@ def submit_bulk_action(
     accept_duplicate_risk: bool = False,
     accept_config_change: bool = False,
 ) -> tuple[BulkAction, bool]:
-    """Record a bulk ``kind`` (replay or cancel) of the operations ``operation_ids`` (a person's
+    """Record a bulk ``kind`` (replay, cancel or lookup) of the operations ``operation_ids`` (a person's
     selection, at most ``MAX_OPERATIONS``) or of those of the failure group ``criterion`` as it is
     now (frozen: operations that fail the same way later are not taken in; of a larger group, the
     ``MAX_OPERATIONS`` oldest), and enqueue its task on commit. Returns the
@@ -228,6 +237,8 @@ def _act(bulk: BulkAction, operation: Operation) -> tuple[str, str]:
     a chunk's worth at once."""
     reason = f"{bulk.reason} (bulk {bulk.kind} {bulk.pk})"
     try:
+        if bulk.kind == BulkAction.Kind.LOOKUP:
+            return _look_up(bulk, operation, reason=reason)
         if bulk.kind == BulkAction.Kind.REPLAY:
             if operation.state != State.NEEDS_REVIEW:
                 return BulkItem.Outcome.SKIPPED, f"no longer needs review (now {operation.state})"
@@ -260,6 +271,24 @@ def _act(bulk: BulkAction, operation: Operation) -> tuple[str, str]:
             extra={"bulk_action": bulk.pk, "operation": operation.pk, "error_type": type(exc).__name__},
         )
         return BulkItem.Outcome.FAILED, f"unexpected error: {type(exc).__name__}"
+
+
+def _look_up(bulk: BulkAction, operation: Operation, *, reason: str) -> tuple[str, str]:
+    """Ask the destination about ``operation`` by its key and audit the answer; the operation is
+    left as it is, whatever its state (a person decides what follows). The network call runs
+    outside any transaction."""
+    review.require_review(bulk.user, operation)
+    answer = ask_destination(operation, review.action_of(operation))
+    if isinstance(answer, Found):
+        outcome, detail = BulkItem.Outcome.FOUND, f"the destination has record {answer.external_id}"
+    elif isinstance(answer, Absent):
+        outcome, detail = BulkItem.Outcome.ABSENT, "the destination has no record of it"
+    else:
+        outcome, detail = BulkItem.Outcome.SKIPPED, f"the destination could not tell: {answer.reason}"
+    record_audit_event(
+        actor=bulk.user.get_username(), kind="looked_up", operation=operation, message=f"{detail}: {reason}"
+    )
+    return outcome, detail
 
 
 def _record_progress(bulk: BulkAction) -> None:

@@ -49,22 +49,46 @@ class OperationIdsField(forms.Field):
         pass  # an empty selection is refused by the form, unless it names a failure group
 
 
-class BulkForm(ReplayForm):
+class SelectAllMatching(forms.Form):
+    """"Select all N matching" (templates/console/_select_all_matching.html): the list's query, and
+    the N and digest of the ids it counted (``tables.matching_digest``); ``changed_since_counted``
+    compares them with the list as it is when the form is submitted."""
+
+    all_matching = forms.BooleanField(required=False)
+    matching = forms.CharField(required=False, max_length=4000, widget=forms.HiddenInput)
+    matching_count = forms.IntegerField(required=False, min_value=1, max_value=MAX_OPERATIONS, widget=forms.HiddenInput)
+    matching_digest = forms.RegexField(required=False, regex=r"^[0-9a-f]{64}$", widget=forms.HiddenInput)
+
+
+def changed_since_counted(queryset, data: dict, *, noun: str) -> tuple[list, str]:
+    """The ids ``queryset`` (the list's query run again) holds now, if they are exactly those the
+    person saw counted; else why not (nothing is to be done)."""
+    ids, digest = tables.matching_ids(queryset, limit=MAX_OPERATIONS)
+    seen = data["matching_count"]
+    if len(ids) != seen or digest != data["matching_digest"]:
+        now = f"more than {MAX_OPERATIONS:,}" if len(ids) > MAX_OPERATIONS else f"{len(ids):,}"
+        return [], (
+            f"The list changed since you loaded it: you saw {seen:,} {noun}, it now holds {now}. "
+            "Nothing was changed; look at the list again before acting on all of it."
+        )
+    return ids, ""
+
+
+class BulkForm(ReplayForm, SelectAllMatching):
     """One reason for every operation, the risks a replay may accept (as the single replay form
     offers), the kind (the button pressed) and the one-time token that makes a second press land
     on the same action. Either a failure group or a selection of operations."""
 
-    kind = forms.ChoiceField(label="Kind", choices=BulkAction.Kind.choices, widget=forms.HiddenInput)
+    kind = forms.ChoiceField(
+        label="Kind",
+        choices=[(BulkAction.Kind.REPLAY, "replay"), (BulkAction.Kind.CANCEL, "cancel")],
+        widget=forms.HiddenInput,
+    )
     token = forms.CharField(
         label="The form's one-time token (reload the page)", max_length=64, widget=forms.HiddenInput
     )
     group = forms.CharField(required=False, widget=forms.HiddenInput)
     operation = OperationIdsField(label="Operations", required=False)
-    # "Select all N matching": the queue's query, and the N and digest of the ids it counted.
-    all_matching = forms.BooleanField(required=False)
-    matching = forms.CharField(required=False, max_length=4000, widget=forms.HiddenInput)
-    matching_count = forms.IntegerField(required=False, min_value=1, max_value=MAX_OPERATIONS, widget=forms.HiddenInput)
-    matching_digest = forms.RegexField(required=False, regex=r"^[0-9a-f]{64}$", widget=forms.HiddenInput)
 
     def clean(self):
         cleaned = super().clean()
@@ -175,15 +199,7 @@ def _all_matching(user, data: dict) -> tuple[list[int], str]:
     saw counted (their number and digest); else why not (nothing is done)."""
     switches = list(Control.objects.filter(paused=True).select_related("workspace").order_by("id"))
     listing = tables.listing_for(QueryDict(data["matching"]), user, switches)
-    ids, digest = tables.matching_ids(listing.filterset.qs, limit=MAX_OPERATIONS)
-    seen = data["matching_count"]
-    if len(ids) != seen or digest != data["matching_digest"]:
-        now = f"more than {MAX_OPERATIONS:,}" if len(ids) > MAX_OPERATIONS else f"{len(ids):,}"
-        return [], (
-            f"The list changed since you loaded it: you saw {seen:,} operations, it now holds {now}. "
-            "Nothing was changed; look at the list again before acting on all of it."
-        )
-    return ids, ""
+    return changed_since_counted(listing.filterset.qs, data, noun="operations")
 
 
 def _check_selection(user, ids: list[int]) -> None:

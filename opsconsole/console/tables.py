@@ -81,6 +81,19 @@ def matching_digest(queryset: QuerySet, *, limit: int) -> tuple[int, str]:
     return count, digest
 
 
+def matching_selection(request, queryset: QuerySet, count: int, *, shown: int, limit: int) -> dict | None:
+    """What "select all N matching" sends (templates/console/_select_all_matching.html): the list's
+    query (without its page), N and the digest of the ids counted. None where the page shows them
+    all, or more match than one action takes (``limit``)."""
+    if count <= shown or count > limit:
+        return None
+    counted, digest = matching_digest(queryset, limit=limit)
+    query = request.GET.copy()
+    for paging in ("older", "newer", "page"):
+        query.pop(paging, None)
+    return {"count": counted, "digest": digest, "query": query.urlencode()}
+
+
 def matching_ids(queryset: QuerySet, *, limit: int) -> tuple[list[int], str]:
     """The ids ``queryset`` holds (up to ``limit + 1``), in order, and their digest as
     ``matching_digest`` computes it."""

@@ -46,6 +46,7 @@ urlpatterns = [
     path("mismatches/<int:pk>/acknowledge/", mismatches.acknowledge, name="acknowledge_mismatch"),
     path("mismatches/<int:pk>/adopt/", mismatches.adopt, name="adopt_mismatch"),
     path("mismatches/<int:pk>/replay/", mismatches.replay, name="replay_mismatch"),
+    path("mismatches/decide/", mismatches.bulk_decision, name="decide_mismatches"),
     path("conflicts/", conflicts.inbox, name="conflicts"),
     path("conflicts/dismiss/", conflicts.dismiss_selected, name="dismiss_conflicts"),
     path("conflicts/operations/<int:pk>/dismiss/", conflicts.dismiss_operation, name="dismiss_operation_conflicts"),

@@ -157,15 +157,7 @@ def queue(request):
 
 
 def _matching(request, filterset, count: int, *, shown: int) -> dict | None:
-    """What "select all N matching" sends: the list's query (without its page), N and the digest
-    of the ids counted. None where the page shows them all, or more match than one action takes."""
-    if count <= shown or count > MAX_OPERATIONS:
-        return None
-    counted, digest = tables.matching_digest(filterset.qs, limit=MAX_OPERATIONS)
-    query = request.GET.copy()
-    for paging in ("older", "newer", "page"):
-        query.pop(paging, None)
-    return {"count": counted, "digest": digest, "query": query.urlencode()}
+    return tables.matching_selection(request, filterset.qs, count, shown=shown, limit=MAX_OPERATIONS)
 
 
 def _decisions_shown(op, *, reveal: bool) -> dict:

@@ -4,13 +4,14 @@ is not a time zone."""
 
 import re
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.utils import timezone
 
 from ledger.models import Operation
 from ledger.people import pause
-from opsconsole.console.templatetags.console_time import when, when_text
+from opsconsole.console.templatetags.console_time import when, when_span, when_text
 from opsconsole.middleware import browser_zone
 
 WINTER = datetime(2026, 12, 1, 16, 4, 5, tzinfo=UTC)
@@ -112,3 +113,30 @@ def test_the_base_layout_loads_the_script_that_sets_the_cookie(client, login):
     page = client.get("/console/").content.decode()
 
     assert re.search(r'<script src="/static/timezone\.js" defer></script>', page)
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "shown"),
+    [
+        # Today, within the day: the times alone.
+        ("2026-12-05T13:26:00", "2026-12-05T14:26:00", "13:26–14:26 CET"),
+        # A 24-hour window reads as one, not as "13:26–13:26".
+        ("2026-12-04T13:26:00", "2026-12-05T13:26:00", "2026-12-04 13:26 – 2026-12-05 13:26 CET"),
+        # Another single day: its date once.
+        ("2026-12-01T09:00:00", "2026-12-01T10:00:00", "2026-12-01 09:00–10:00 CET"),
+    ],
+)
+def test_a_time_range_shows_its_dates_when_it_spans_days_or_is_not_today(time_machine, since, until, shown):
+    time_machine.move_to(datetime(2026, 12, 5, 16, 0, tzinfo=UTC))
+    zone = ZoneInfo("Europe/Berlin")
+    with timezone.override(zone):
+        start = datetime.fromisoformat(since).replace(tzinfo=zone)
+        end = datetime.fromisoformat(until).replace(tzinfo=zone)
+        html = when_span(start, end)
+
+    assert re.sub(r"<[^>]+>", "", html) == shown
+    assert f'<time datetime="{start.isoformat()}">' in html
+
+
+def test_a_range_without_an_end_is_a_dash():
+    assert when_span(WINTER, None) == "—"
