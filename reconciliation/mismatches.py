@@ -113,7 +113,7 @@ def replay_mismatch(mismatch: Mismatch, *, user, reason: str) -> replays.Replay:
 
 
 MAX_MISMATCHES = bulk_actions.MAX_OPERATIONS
-LOOKUP_REASON = "is the record at the destination? asked about the mismatches missing there"
+LOOKUP_REASON = "asked whether the destination holds the records the reconciliation audit found missing"
 
 
 def acknowledge_mismatches(mismatch_ids: list[int], *, user, reason: str) -> int:

@@ -19,9 +19,9 @@ class RunStatus(models.TextChoices):
 
 
 class MismatchKind(models.TextChoices):
-    MISSING_AT_DESTINATION = "missing_at_destination"
-    UNKNOWN_TO_LEDGER = "unknown_to_ledger"
-    CONTENT_DIFFERS = "content_differs"
+    MISSING_AT_DESTINATION = "missing_at_destination", "Missing at destination"
+    UNKNOWN_TO_LEDGER = "unknown_to_ledger", "Unknown to ledger"
+    CONTENT_DIFFERS = "content_differs", "Content differs"
     # One finding for a destination whose listing lost (nearly) every record of the window: a reset,
     # not hundreds of missing records (reconciliation.two_way_audit, RESET_*).
     DESTINATION_RESET = "destination_reset", "Destination reset?"

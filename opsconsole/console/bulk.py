@@ -227,7 +227,7 @@ def progress(request, pk):
         .order_by("-n", "detail")[:REASONS_SHOWN]
     )
     context = {
-        "nav": "failures",
+        "nav": "queue" if bulk.kind == BulkAction.Kind.LOOKUP else "failures",
         "bulk": bulk,
         "page": page,
         "reasons": reasons,

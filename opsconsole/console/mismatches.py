@@ -47,8 +47,11 @@ class MismatchFilterForm(forms.Form):
     def __init__(self, data, *, user):
         super().__init__(data)
         named = selectors.filter_choices(user)
-        self.fields["action"].choices = [("", "any action"), *((a, a) for a in named["action"])]
-        self.fields["destination"].choices = [("", "any destination"), *((d, d) for d in named["destination"])]
+        for name, anything in (("action", "any action"), ("destination", "any destination")):
+            # The one chosen stays offered once none of its mismatches is open: the list is then empty.
+            given = (data or {}).get(name, "")
+            offered = sorted(set(named[name]) | ({given} if given else set()))
+            self.fields[name].choices = [("", anything), *((value, value) for value in offered)]
 
     def chosen(self) -> selectors.MismatchFilter:
         """The filter as given, or none at all when a value is not one offered (the form says which)."""

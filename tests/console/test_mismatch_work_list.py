@@ -72,7 +72,7 @@ def test_the_filters_narrow_the_list_and_the_counts_say_how_many_of_each_kind(cl
 
     assert "6 open mismatches" in everything
     assert 'data-kind="unknown_to_ledger"' in everything
-    assert "Unknown To Ledger <span class=\"tab-count\">3</span>" in everything
+    assert "Unknown to ledger <span class=\"tab-count\">3</span>" in everything
     assert "2 open mismatches match the filter" in tickets
     assert "2 open mismatches match the filter" in elsewhere
     assert "1 open mismatch match the filter" in older
