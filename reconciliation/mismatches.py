@@ -185,9 +185,7 @@ def _chosen(mismatch_ids: list[int], user) -> list[Mismatch]:
     if len(wanted) > MAX_MISMATCHES:
         raise ReviewError(f"Select at most {MAX_MISMATCHES:,} mismatches at once; nothing was changed.")
     chosen = list(
-        roles.visible(Mismatch.objects.filter(pk__in=wanted), user, capability=roles.REVIEW).select_related(
-            "workspace"
-        )
+        roles.visible(Mismatch.objects.filter(pk__in=wanted), user, capability=roles.REVIEW).select_related("workspace")
     )
     if len(chosen) != len(wanted):
         raise ReviewError("Some of the selected mismatches are not in a workspace where you may decide them.")

@@ -233,9 +233,7 @@ def _reset_findings(
                 destination=destination,
                 evidence={
                     "unlisted": sum(1 for op in unlisted if op.workspace_id == workspace_id),
-                    "succeeded": sum(
-                        1 for ops in succeeded.values() for op in ops if op.workspace_id == workspace_id
-                    ),
+                    "succeeded": sum(1 for ops in succeeded.values() for op in ops if op.workspace_id == workspace_id),
                     "records_listed": records_listed,
                     "actions": sorted({op.action for op in unlisted if op.workspace_id == workspace_id}),
                 },

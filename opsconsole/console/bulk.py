@@ -50,7 +50,7 @@ class OperationIdsField(forms.Field):
 
 
 class SelectAllMatching(forms.Form):
-    """"Select all N matching" (templates/console/_select_all_matching.html): the list's query, and
+    """ "Select all N matching" (templates/console/_select_all_matching.html): the list's query, and
     the N and digest of the ids it counted (``tables.matching_digest``); ``changed_since_counted``
     compares them with the list as it is when the form is submitted."""
 

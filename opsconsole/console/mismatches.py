@@ -93,7 +93,9 @@ def mismatch_list(request):
     filter_form = MismatchFilterForm(request.GET or None, user=request.user)
     chosen = filter_form.chosen()
     listed = selectors.open_mismatches(request.user, chosen, now=timezone.now())
-    page = keyset.paginate(listed.select_related("workspace", "operation", "run"), request.GET, field="created_at", size=PAGE_SIZE)
+    page = keyset.paginate(
+        listed.select_related("workspace", "operation", "run"), request.GET, field="created_at", size=PAGE_SIZE
+    )
     counts, capped = selectors.counts_by_kind(listed)
     count = sum(counts.values())
     reviewable = roles.workspace_ids(request.user, REVIEW)

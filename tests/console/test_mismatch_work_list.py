@@ -72,7 +72,7 @@ def test_the_filters_narrow_the_list_and_the_counts_say_how_many_of_each_kind(cl
 
     assert "6 open mismatches" in everything
     assert 'data-kind="unknown_to_ledger"' in everything
-    assert "Unknown to ledger <span class=\"tab-count\">3</span>" in everything
+    assert 'Unknown to ledger <span class="tab-count">3</span>' in everything
     assert "2 open mismatches match the filter" in tickets
     assert "2 open mismatches match the filter" in elsewhere
     assert "1 open mismatch match the filter" in older
@@ -151,9 +151,7 @@ def test_ticked_rows_are_acknowledged_and_a_reason_is_required(client, login, ru
     assert statuses() == ["acknowledged", "acknowledged", "open"]
 
 
-def test_another_workspaces_mismatch_in_the_selection_is_not_found_and_nothing_changes(
-    client, login, run, workspace
-):
+def test_another_workspaces_mismatch_in_the_selection_is_not_found_and_nothing_changes(client, login, run, workspace):
     login("operator")
     other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     [mine] = many(run, workspace, 1)

@@ -10,9 +10,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from ledger.engine.processing import process_due_operations
+from ledger.intake.submit import submit_event
 from ledger.models import BulkAction
 from ledger.people import bulk_actions
-from ledger.intake.submit import submit_event
 from reconciliation.models import Mismatch
 from reconciliation.two_way_audit import RESET_MIN_OPERATIONS, run_audit
 from tests.conftest import external_event

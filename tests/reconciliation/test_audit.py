@@ -421,9 +421,7 @@ def test_a_loss_below_the_threshold_is_one_finding_per_record(workspace, standin
 
     assert (run.missing_at_destination, run.destination_reset) == (3, 0)
     assert sorted(Mismatch.objects.values_list("reference", flat=True)) == sorted(op.key for op in operations[:3])
-    assert set(Mismatch.objects.values_list("destination", flat=True)) == {
-        http.origin(standin.url)
-    }
+    assert set(Mismatch.objects.values_list("destination", flat=True)) == {http.origin(standin.url)}
 
 
 def test_a_few_successes_all_gone_are_each_their_own_finding(workspace, standin, time_machine):
