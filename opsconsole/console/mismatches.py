@@ -6,6 +6,7 @@ the person's workspaces (404), check the role there (403), call one service of
 ``reconciliation.mismatches``, report."""
 
 import secrets
+from dataclasses import replace
 
 from django import forms
 from django.contrib import messages
@@ -96,8 +97,10 @@ def mismatch_list(request):
     page = keyset.paginate(
         listed.select_related("workspace", "operation", "run"), request.GET, field="created_at", size=PAGE_SIZE
     )
-    counts, capped = selectors.counts_by_kind(listed)
-    count = sum(counts.values())
+    # Each kind's count under the other filters (the tabs), and the list's own.
+    every_kind = selectors.open_mismatches(request.user, replace(chosen, kind=""), now=timezone.now())
+    counts, capped = selectors.counts_by_kind(every_kind)
+    count = counts[chosen.kind] if chosen.kind else sum(counts.values())
     reviewable = roles.workspace_ids(request.user, REVIEW)
     can_decide = reviewable != set()
     return render(

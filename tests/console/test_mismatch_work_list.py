@@ -7,6 +7,8 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from ledger.core import accounts
@@ -75,6 +77,8 @@ def test_the_filters_narrow_the_list_and_the_counts_say_how_many_of_each_kind(cl
     assert 'Unknown to ledger <span class="tab-count">3</span>' in everything
     assert "2 open mismatches match the filter" in tickets
     assert "2 open mismatches match the filter" in elsewhere
+    assert "Unknown to ledger <span class=\"tab-count\">0</span>" in elsewhere  # not at that destination
+    assert "Unknown to ledger <span class=\"tab-count\">3</span>" in page_of(client, "?kind=content_differs")
     assert "1 open mismatch match the filter" in older
     assert f'id="mismatch-{old[0].pk}"' in older
     assert "5 open mismatches match the filter" in recent
@@ -326,3 +330,17 @@ def _hidden_inputs(html: str) -> dict:
     fields["matching"] = fields.get("matching", "").replace("&amp;", "&")
     assert fields.get("matching_digest"), "no select-all-matching on the page"
     return fields
+
+
+def test_the_page_reads_as_many_queries_for_5_rows_as_for_40(client, login, run, workspace):
+    login("operator")
+
+    def queries_for(count):
+        Mismatch.objects.all().delete()
+        for kind in ("unknown_to_ledger", "missing_at_destination"):
+            many(run, workspace, count // 2, kind=kind)
+        with CaptureQueriesContext(connection) as captured:
+            page_of(client, "?age=day")
+        return len(captured)
+
+    assert queries_for(5) == queries_for(40)
