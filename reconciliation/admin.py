@@ -19,6 +19,7 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
         "missing_at_destination",
         "unknown_to_ledger",
         "content_differs",
+        "destination_reset",
         "new_mismatches",
         "duration",
     )
@@ -28,7 +29,17 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
 
 @admin.register(Mismatch)
 class MismatchAdmin(ReadOnlyAdmin):
-    list_display = ("id", "created_at", "workspace", "action", "kind", "reference", "record_id", "status")
+    list_display = (
+        "id",
+        "created_at",
+        "workspace",
+        "destination",
+        "action",
+        "kind",
+        "reference",
+        "record_id",
+        "status",
+    )
     list_filter = ("kind", "status")
     list_select_related = ("workspace",)
     ordering = ("-id",)
