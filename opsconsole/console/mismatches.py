@@ -123,8 +123,9 @@ def mismatch_list(request):
             ],
             "can_decide": can_decide,
             "bulk_token": secrets.token_urlsafe(24),
+            # Of those listed, the ones the person may decide (a viewer elsewhere sees more than that).
             "matching": tables.matching_selection(
-                request, listed, count, shown=len(page.object_list), limit=MAX_OPERATIONS
+                request, _decidable(listed, request.user), count, shown=len(page.object_list), limit=MAX_OPERATIONS
             )
             if can_decide and not capped
             else None,
@@ -136,6 +137,10 @@ def mismatch_list(request):
             "form": ReasonForm(),
         },
     )
+
+
+def _decidable(listed, user):
+    return roles.visible(listed, user, capability=REVIEW)
 
 
 def _with(params, **changed) -> str:
@@ -161,7 +166,7 @@ def bulk_decision(request):
     if data["all_matching"]:
         chosen = MismatchFilterForm(QueryDict(data["matching"]), user=request.user).chosen()
         listed = selectors.open_mismatches(request.user, chosen, now=timezone.now())
-        ids, refusal = changed_since_counted(listed, data, noun="mismatches")
+        ids, refusal = changed_since_counted(_decidable(listed, request.user), data, noun="mismatches")
         if refusal:
             messages.error(request, refusal)
             return redirect(back)

@@ -14,7 +14,7 @@ from django.utils import timezone
 from ledger.core import accounts
 from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
-from ledger.models import AuditEvent, BulkAction, BulkItem
+from ledger.models import AuditEvent, BulkAction, BulkItem, Membership
 from ledger.people.bulk_actions import run_bulk_action
 from ledger.people.review import ReviewError
 from ledger.states import State
@@ -344,3 +344,26 @@ def test_the_page_reads_as_many_queries_for_5_rows_as_for_40(client, login, run,
         return len(captured)
 
     assert queries_for(5) == queries_for(40)
+
+
+def test_select_all_takes_only_the_mismatches_the_person_may_decide(client, login, run, workspace):
+    """An operator here and a viewer there sees both workspaces' mismatches, ticks all matching,
+    and acknowledges those of the workspace where they may decide; the others stay open."""
+    user = login("operator")
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    Membership.objects.create(user=user, workspace=other, role="viewer")
+    mine = many(run, workspace, PAGE_SIZE)
+    theirs = many(run, other, 5)
+    html = page_of(client)
+    assert f"{PAGE_SIZE + 5} open mismatches" in html
+    assert f"Select all {PAGE_SIZE} matching" in html
+
+    client.post(
+        "/console/mismatches/decide/",
+        {**_hidden_inputs(html), "all_matching": "on", "decision": "acknowledge", "reason": "seen"},
+    )
+
+    assert set(Mismatch.objects.filter(pk__in=[m.pk for m in mine]).values_list("status", flat=True)) == {
+        "acknowledged"
+    }
+    assert set(Mismatch.objects.filter(pk__in=[m.pk for m in theirs]).values_list("status", flat=True)) == {"open"}
