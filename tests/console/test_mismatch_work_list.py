@@ -77,8 +77,8 @@ def test_the_filters_narrow_the_list_and_the_counts_say_how_many_of_each_kind(cl
     assert 'Unknown to ledger <span class="tab-count">3</span>' in everything
     assert "2 open mismatches match the filter" in tickets
     assert "2 open mismatches match the filter" in elsewhere
-    assert "Unknown to ledger <span class=\"tab-count\">0</span>" in elsewhere  # not at that destination
-    assert "Unknown to ledger <span class=\"tab-count\">3</span>" in page_of(client, "?kind=content_differs")
+    assert 'Unknown to ledger <span class="tab-count">0</span>' in elsewhere  # not at that destination
+    assert 'Unknown to ledger <span class="tab-count">3</span>' in page_of(client, "?kind=content_differs")
     assert "1 open mismatch match the filter" in older
     assert f'id="mismatch-{old[0].pk}"' in older
     assert "5 open mismatches match the filter" in recent
