@@ -50,9 +50,9 @@ class OperationIdsField(forms.Field):
 
 
 class SelectAllMatching(forms.Form):
-    """ "Select all N matching" (templates/console/_select_all_matching.html): the list's query, and
-    the N and digest of the ids it counted (``tables.matching_digest``); ``changed_since_counted``
-    compares them with the list as it is when the form is submitted."""
+    """The fields of "select all N matching" (templates/console/_select_all_matching.html): the list's
+    query, and the N and digest of the ids it counted (``tables.matching_digest``);
+    ``changed_since_counted`` compares them with the list as it is when the form is submitted."""
 
     all_matching = forms.BooleanField(required=False)
     matching = forms.CharField(required=False, max_length=4000, widget=forms.HiddenInput)
