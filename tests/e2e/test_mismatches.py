@@ -153,6 +153,15 @@ def test_an_operator_filters_selects_all_matching_acknowledges_and_looks_up_the_
     expect(row.get_by_role("button", name="Replay (confirmed absent)")).to_be_visible()
     screenshot(page, "mismatches")
 
+    page.set_viewport_size({"width": 390, "height": 844})
+    replay = row.get_by_role("button", name="Replay (confirmed absent)")
+    replay.scroll_into_view_if_needed()
+    box = replay.bounding_box()
+    assert box is not None
+    assert box["x"] >= 0
+    assert box["x"] + box["width"] <= 390  # on a phone the page does not run off its right edge
+    screenshot(page, "narrow-mismatches-looked-up")
+
 
 def test_a_stand_in_reset_after_successes_is_one_finding_with_dated_windows(page, workspace, standin):
     """25 requests succeeded, then the stand-in restarted empty: the audit raises one "destination
