@@ -63,6 +63,10 @@ class MismatchFilter:
     age: str = ""
     lookup: str = ""
 
+    def of_every_kind(self) -> "MismatchFilter":
+        """The same filter but for its kind (what the kind tabs count)."""
+        return MismatchFilter(action=self.action, destination=self.destination, age=self.age, lookup=self.lookup)
+
 
 def open_mismatches(user, chosen: MismatchFilter, *, now: datetime) -> QuerySet:
     """The open mismatches of the workspaces ``user`` may see that ``chosen`` keeps, each with

@@ -6,7 +6,6 @@ the person's workspaces (404), check the role there (403), call one service of
 ``reconciliation.mismatches``, report."""
 
 import secrets
-from dataclasses import replace
 
 from django import forms
 from django.contrib import messages
@@ -98,7 +97,7 @@ def mismatch_list(request):
         listed.select_related("workspace", "operation", "run"), request.GET, field="created_at", size=PAGE_SIZE
     )
     # Each kind's count under the other filters (the tabs), and the list's own.
-    every_kind = selectors.open_mismatches(request.user, replace(chosen, kind=""), now=timezone.now())
+    every_kind = selectors.open_mismatches(request.user, chosen.of_every_kind(), now=timezone.now())
     counts, capped = selectors.counts_by_kind(every_kind)
     count = counts[chosen.kind] if chosen.kind else sum(counts.values())
     reviewable = roles.workspace_ids(request.user, REVIEW)
