@@ -123,7 +123,7 @@ def conflict_refusal(user, conflict, *, applying: bool) -> str:
             f"Conflict {conflict.pk} on {operation.key} differs in {', '.join(hidden)}, which "
             f"{user.get_username()} may not see: only {deciders_of_sensitive()} of workspace "
             f"{operation.workspace.slug} may apply one side of it. Dismiss it (the recorded payload stays), "
-            "or assign the operation to one of them. Nothing was changed."
+            "or assign the operation to one of them."
         )
     return ""
 

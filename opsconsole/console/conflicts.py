@@ -39,7 +39,7 @@ from ledger.people.review import ReviewError
 from ledger.states import State
 from opsconsole.console import labels, tables
 from opsconsole.console.forms import ReasonForm, action_choices, first_error, report_refusal
-from opsconsole.console.views import console_action, console_page, definition_of, operation_for
+from opsconsole.console.views import console_action, console_page, definition_of
 
 PAGE_SIZE = 50  # rows of one list (held, one action's dismiss-only, decided)
 ROWS_PER_ACTION = 10  # rows of each action's group where the list shows every action
@@ -111,12 +111,16 @@ class MatchingForm(ReasonForm):
 
 
 def filtered(params, user) -> tuple[ConflictFilter, QuerySet, str]:
-    """The filter of ``params`` for ``user``, the conflicts it lists (of every state) and its state."""
+    """The filter of ``params`` for ``user``, the conflicts it lists (of every state) and its state.
+    A filter the form refuses (another workspace, an unknown state) lists nothing rather than more."""
     visible = roles.visible(Conflict.objects.all(), user, via="operation__workspace")
     filterset = ConflictFilter(params or None, queryset=visible)
     filterset.filters["workspace"].queryset = roles.workspaces(user)
-    state = filterset.form.cleaned_data.get("state", "") if filterset.is_valid() else ""
-    return filterset, filterset.qs, state or ""
+    if not filterset.is_bound:
+        return filterset, filterset.qs, ""
+    if not filterset.is_valid():
+        return filterset, visible.none(), ""
+    return filterset, filterset.qs, filterset.form.cleaned_data.get("state") or ""
 
 
 @console_page
@@ -131,7 +135,7 @@ def inbox(request):
     if state in ("", HELD):
         held, more_held = reader.page(in_state(conflicts, HELD), older=older if state else None)
     if state in ("", DISMISS_ONLY):
-        one_action = bool(filterset.form.cleaned_data.get("action")) if filterset.is_valid() else False
+        one_action = bool(filterset.is_valid() and filterset.form.cleaned_data.get("action"))
         dismissable = reader.by_action(in_state(conflicts, DISMISS_ONLY), request.GET, paged=one_action, older=older)
     if state == DECIDED:
         decided, _ = reader.page(in_state(conflicts, DECIDED), older=older)
@@ -391,20 +395,6 @@ def _decidable(request, conflicts) -> None:
 
 
 @console_action
-def dismiss_operation(request, pk):
-    """Dismiss every open conflict of one operation (up to the newest the page showed)."""
-    operation = operation_for(request, pk, REVIEW)
-
-    def decide(reason, seen):
-        ids = conflict_decisions.open_ids([operation.pk], seen=seen)
-        if not ids:
-            return f"No conflict of {operation.key} is open any more; nothing was changed."
-        return conflict_decisions.dismiss_conflicts(ids, user=request.user, reason=reason)
-
-    return _decide(request, DecideForm(request.POST), decide, field_id=f"group-{operation.pk}-reason")
-
-
-@console_action
 def apply_one(request, pk):
     """Apply one conflict, dismissing its operation's other open ones (up to the newest shown)."""
     conflict = get_object_or_404(
@@ -427,35 +417,28 @@ def apply_one(request, pk):
 
 @console_action
 def dismiss_selected(request):
-    """Dismiss the conflicts ticked one by one, and every open conflict of the operations ticked."""
-    conflict_ids, operation_ids = _ids(request.POST.getlist("conflict")), _ids(request.POST.getlist("operation"))
-    if not conflict_ids and not operation_ids:
-        messages.error(request, "Select at least one conflict or operation; nothing was changed.")
+    """Dismiss the conflicts ticked (or the one of a row's form), with one reason."""
+    conflict_ids = _ids(request.POST.getlist("conflict"))
+    if not conflict_ids:
+        messages.error(request, "Select at least one conflict; nothing was changed.")
         return _back(request)
     if len(conflict_ids) > SELECTION_MAX:
         messages.error(request, f"Select at most {SELECTION_MAX} conflicts at once; nothing was changed.")
         return _back(request)
-    user = request.user
     named = list(
-        roles.visible(Conflict.objects.filter(pk__in=conflict_ids), user, via="operation__workspace").select_related(
-            "operation__workspace"
-        )
+        roles.visible(
+            Conflict.objects.filter(pk__in=conflict_ids), request.user, via="operation__workspace"
+        ).select_related("operation__workspace")
     )
-    owners = dict(roles.visible(Operation.objects.filter(pk__in=operation_ids), user).values_list("pk", "workspace_id"))
-    if len(named) < len(conflict_ids) or len(owners) < len(operation_ids):
-        raise Http404("No such conflict or operation in your workspaces.")
+    if len(named) < len(conflict_ids):
+        raise Http404("No such conflict in your workspaces.")
     _decidable(request, named)
-    if not all(roles.can(user, REVIEW, workspace_id) for workspace_id in owners.values()):
-        raise PermissionDenied
-    field_id = request.POST.get("field", "selection-reason")
 
     def decide(reason, seen):
-        ids = set(conflict_ids) | set(conflict_decisions.open_ids(operation_ids, seen=seen) if operation_ids else ())
-        if not ids:
-            return "None of the selected operations has an open conflict any more; nothing was changed."
-        return conflict_decisions.dismiss_conflicts(ids, user=user, reason=reason)
+        return conflict_decisions.dismiss_conflicts(conflict_ids, user=request.user, reason=reason)
 
-    return _decide(request, DecideForm(request.POST), decide, field_id=_field_id(field_id))
+    field_id = _field_id(request.POST.get("field", ""))
+    return _decide(request, DecideForm(request.POST), decide, field_id=field_id)
 
 
 def _field_id(text: str) -> str:

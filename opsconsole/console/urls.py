@@ -50,7 +50,6 @@ urlpatterns = [
     path("conflicts/", conflicts.inbox, name="conflicts"),
     path("conflicts/dismiss/", conflicts.dismiss_selected, name="dismiss_conflicts"),
     path("conflicts/dismiss-matching/", conflicts.dismiss_matching, name="dismiss_matching_conflicts"),
-    path("conflicts/operations/<int:pk>/dismiss/", conflicts.dismiss_operation, name="dismiss_operation_conflicts"),
     path("conflicts/<int:pk>/apply-one/", conflicts.apply_one, name="apply_one_conflict"),
     path("dashboard/", dashboard.dashboard, name="dashboard"),
     path("find/", find.find, name="find"),

@@ -220,6 +220,9 @@ def operation(request, pk):
                 recorded=payload,
                 incoming=privacy.masked(conflict.incoming_payload, op.action, reveal=reveal),
             ),
+            # Who may dismiss it, and apply it: not who may not see the sensitive fields it differs in.
+            "can_dismiss": not conflict_refusal(user, conflict, applying=False),
+            "apply_refusal": conflict_refusal(user, conflict, applying=True),
         }
         for conflict in op.conflicts.order_by("-created_at", "-id")
     ]
@@ -298,8 +301,11 @@ OUTCOME_ERROR_NAMES = {kind.__qualname__ for kind in (OutcomeError, TransientErr
 def _beside_fields(may: May, conflicts: list) -> list[str]:
     fields = ["operation-reason"] if may.replay or may.cancel else []
     fields += (["resolve-reason"] if may.mark_succeeded else []) + (["approval-note"] if may.decide else [])
-    if may.review:
-        fields += [f"conflict-{item['conflict'].pk}-reason" for item in conflicts if item["conflict"].status == "open"]
+    fields += [
+        f"conflict-{item['conflict'].pk}-reason"
+        for item in conflicts
+        if item["conflict"].status == "open" and item["can_dismiss"]
+    ]
     return fields
 
 
