@@ -339,9 +339,9 @@ def _id(text) -> int | None:
 # --- decisions ---------------------------------------------------------------------------------
 
 
-def _back(request, query: str | None = None):
+def _back(request):
     """The inbox, with the filters (and page) the decision was made on."""
-    query = QueryDict(request.POST.get("query", "") if query is None else query).urlencode()
+    query = QueryDict(request.POST.get("query", "")).urlencode()
     return redirect(reverse("console:conflicts") + (f"?{query}" if query else ""))
 
 
@@ -467,21 +467,21 @@ def dismiss_matching(request):
     seen = data["matching_count"]
     if not ids:
         messages.warning(request, f"None of these {seen:,} conflicts is open any more; nothing was changed.")
-        return _back(request, data["matching"])
+        return _back(request)
     if len(ids) != seen or digest != data["matching_digest"]:
         messages.error(
             request,
             f"The list changed since you loaded it: you saw {seen:,} conflicts, it now holds {len(ids):,}. "
             "Nothing was changed; look at the list again before dismissing all of it.",
         )
-        return _back(request, data["matching"])
+        return _back(request)
     try:
         done = conflict_decisions.dismiss_conflicts(ids, user=request.user, reason=data["reason"])
     except ReviewError as exc:
         report_refusal(request, exc, field_id=_field_id(request.POST.get("field", "")))
     else:
         _report(request, done)
-    return _back(request, data["matching"])
+    return _back(request)
 
 
 def _ids(values: list[str]) -> set[int]:
