@@ -267,7 +267,8 @@ def test_it_never_shows_another_workspaces_conflicts(client, login, noted_action
 
     assert (page.context["held"], page.context["dismissable"]) == ([], [])
     assert counts(page) == {"": 0, "held": 0, "dismiss_only": 0, "decided": 0}
-    assert "No held conflict" in text(page)
+    assert "No conflict to dismiss." in text(page)
+    assert "No held conflict." in text(client.get(INBOX, {"state": "held"}))
 
 
 def test_it_shows_a_few_of_each_actions_dismiss_only_conflicts_and_links_to_all(client, login, ran, noted_action):

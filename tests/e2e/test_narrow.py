@@ -236,10 +236,10 @@ def test_below_600_px_a_conflicts_differences_come_first(narrow, crowded_demo):
     row = narrow.locator("table.conflict-list tbody tr").first
     differences = row.locator("td.differences")
     expect(differences).to_contain_text("Title")
+    screenshot(narrow, "narrow-conflicts-crowded")
     assert differences.bounding_box()["y"] < row.locator("td.key").bounding_box()["y"]
     textarea = row.locator("textarea")
     if textarea.count():
         assert differences.bounding_box()["y"] < textarea.bounding_box()["y"]
     assert on_screen(narrow, differences.locator("li").first)
     assert narrow.evaluate("document.documentElement.scrollWidth") <= WIDTH
-    screenshot(narrow, "narrow-conflicts-crowded")
