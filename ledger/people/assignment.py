@@ -1,6 +1,5 @@
-"""Taking an operation: a person marks it as theirs, so that two people do not work the same one,
-or hands it to someone else (an operator handing a refund's conflict to an approver, who sees its
-amounts).
+"""Taking an operation: a person marks it as theirs, or hands it on, so that two people do not work the same one.
+An operator hands a refund's conflict to an approver, who sees its amounts.
 
 A marker, not a lock: whoever may act on the operation still can. Taking one nobody holds, taking
 over one someone else holds (only when asked explicitly), handing one on and giving one back are each a guarded

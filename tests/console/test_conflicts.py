@@ -191,6 +191,17 @@ def test_an_operator_is_told_who_may_apply_a_side_of_a_refund_and_may_assign_it(
     assert f'action="/console/operations/{held_refund.operation_id}/assign/"' in html
 
 
+@pytest.mark.parametrize("role", ["operator", "approver"])
+def test_the_operation_page_offers_apply_only_to_who_sees_the_amounts(client, login, held_refund, role):
+    login(role)
+
+    html = text(client.get(f"/console/operations/{held_refund.operation_id}/"))
+
+    assert ("Apply incoming payload</button>" in html) is (role == "approver")
+    assert ">Dismiss</button>" in html
+    assert ("which operator may not see: only approvers and admins of workspace demo" in html) is (role == "operator")
+
+
 def test_a_viewer_is_told_who_decides_and_offered_no_decision(client, login, race, ran, held_refund):
     login("viewer")
     race(2)
