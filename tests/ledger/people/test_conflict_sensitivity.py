@@ -158,3 +158,21 @@ def test_it_refuses_handing_on_what_someone_else_took(held_refund, alice, bob, p
         assignment.assign_operation(held_refund.operation, user=alice, to=approver)
 
     assert snapshot() == before
+
+
+def test_an_approver_dismisses_refund_conflicts_in_bulk_not_a_selection_with_others(workspace, held_refund, person):
+    """Many at once, each conflict by the rule: one the approver may not decide (a title's) refuses
+    the whole selection, nothing written; the refunds' alone are dismissed."""
+    from tests.ledger.people.test_bulk_conflicts import race
+
+    _, [title_conflict] = race(workspace, 1)
+    approver = person("carol", "approver")
+    before = snapshot()
+
+    with pytest.raises(review.ReviewError, match="carol may not replay, resolve, cancel or decide conflicts"):
+        conflict_decisions.dismiss_conflicts([held_refund.pk, title_conflict.pk], user=approver, reason="stale")
+    assert snapshot() == before
+
+    done = conflict_decisions.dismiss_conflicts([held_refund.pk], user=approver, reason="a resend of an old draft")
+    assert [c.pk for c in done.dismissed] == [held_refund.pk]
+    assert Conflict.objects.get(pk=title_conflict.pk).status == "open"
