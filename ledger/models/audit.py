@@ -68,6 +68,7 @@ AUDIT_KIND_GROUPS = {
         "conflict_released",
         "taken",
         "taken_over",
+        "assigned",
         "released",
         "bulk_submitted",
     ),

@@ -1,7 +1,8 @@
-"""Taking an operation: a person marks it as theirs, so that two people do not work the same one.
+"""Taking an operation: a person marks it as theirs, or hands it on, so that two people do not work the same one.
+An operator hands a refund's conflict to an approver, who sees its amounts.
 
 A marker, not a lock: whoever may act on the operation still can. Taking one nobody holds, taking
-over one someone else holds (only when asked explicitly), and giving one back are each a guarded
+over one someone else holds (only when asked explicitly), handing one on and giving one back are each a guarded
 UPDATE of the assignment alone (it names the holder it expects, so two people taking at once
 cannot both win) with its audit event, in one transaction. Nothing is written when nothing
 changes (taking one you hold, giving back one you do not): autovacuum is off for the operations
@@ -58,6 +59,33 @@ def take_operation(operation: Operation, *, user, take_over: bool = False) -> bo
             message=f"taken over from {_name(holder)}" if holder is not None else "taken",
         )
     operation.assigned_to, operation.assigned_at = user, now
+    return True
+
+
+def assign_operation(operation: Operation, *, user, to) -> bool:
+    """Hand ``operation`` to ``to`` (a person who may act on it: an approver, who sees the amounts an
+    operator may not); returns whether anything changed (False: ``to`` holds it already). ``user``
+    may act on it too, and may hand over only what nobody holds or what they hold themselves: someone
+    else's work is taken over first. Audited as ``assigned``, naming who it was handed to.
+    ``AssignmentError`` otherwise, nothing written."""
+    if not may_take(user, operation):
+        raise AssignmentError(f"{user.get_username()} may not act on operations of workspace {operation.workspace}.")
+    if not may_take(to, operation):
+        raise AssignmentError(f"{to.get_username()} may not act on operations of workspace {operation.workspace}.")
+    with transaction.atomic():
+        holder = Operation.objects.filter(pk=operation.pk).values_list("assigned_to", flat=True).first()
+        if holder == to.pk:
+            return False
+        if holder not in (None, user.pk):
+            raise HeldBySomeoneElse(f"{_name(holder)} has taken this operation; take it over before handing it on.")
+        now = timezone.now()
+        handed = Operation.objects.filter(pk=operation.pk, assigned_to=holder).update(assigned_to=to, assigned_at=now)
+        if not handed:
+            raise AssignmentError("Someone took this operation at the same moment; look again.")
+        record_audit_event(
+            actor=user.get_username(), kind="assigned", operation=operation, message=f"assigned to {to.get_username()}"
+        )
+    operation.assigned_to, operation.assigned_at = to, now
     return True
 
 

@@ -3,9 +3,13 @@ apply its payload while the operation has not run), or many at once, as the cons
 inbox does: dismiss a selection (every open conflict of an operation, or some of several operations)
 with one reason, or apply one conflict and dismiss the other open ones of its operation.
 
+Who may: ``ledger.people.may.conflict_refusal``. Dismissing needs the review role; applying a side of
+a conflict in sensitive fields (a refund's amount) needs seeing them too, and approvers, who see
+them, may decide such a conflict either way.
+
 Many at once: each conflict is decided and audited on its own, with the kind and message of a single
 decision (``conflict_dismissed``, ``conflict_applied``), all in one transaction: a refusal
-(no reason, no review role in a workspace, an apply its operation can no longer take) writes nothing.
+(no reason, no role to decide one of them, an apply its operation can no longer take) writes nothing.
 
 Locks: the selected conflicts still open, ``SELECT .. FOR UPDATE`` in id order (two callers cannot
 deadlock), before anything is written; then the operations they held (``ledger.people.holds``), which
@@ -25,8 +29,8 @@ from ledger.core import audit_chain, roles
 from ledger.core.transitions import record_audit_event
 from ledger.intake.reservation import CONFLICT_HOLD
 from ledger.models import AuditEvent, Conflict, Contribution, Operation
-from ledger.people import holds
-from ledger.people.review import ReviewError, action_of, refuse_sensitive_reason, require_review
+from ledger.people import holds, may
+from ledger.people.review import ReviewError, action_of, refuse_sensitive_reason, require
 from ledger.states import State
 
 OPEN, DISMISSED = Conflict.Status.OPEN, Conflict.Status.DISMISSED
@@ -37,7 +41,7 @@ OPEN, DISMISSED = Conflict.Status.OPEN, Conflict.Status.DISMISSED
 
 def dismiss_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
     """Keep the recorded payload: the incoming one was a mistake (or is stale) and stays unapplied."""
-    require_review(user, conflict.operation)
+    require(may.conflict_refusal(user, conflict, applying=False))
     refuse_sensitive_reason(reason, conflict.operation, conflict)
     actor = user.get_username()
     with transaction.atomic():
@@ -70,9 +74,10 @@ def apply_conflict(conflict: Conflict, *, user, reason: str) -> Conflict:
 
     Locks: the conflict, then the operation row, by a guarded UPDATE that also requires the payload
     the conflict was measured against, so a worker's claim or another decision in between makes this
-    refuse (and the conflict stays open: the transaction is rolled back).
+    refuse (and the conflict stays open: the transaction is rolled back). Refused, before anything is
+    written, to a person who may not see the sensitive fields it differs in (``may.conflict_refusal``).
     """
-    require_review(user, conflict.operation)
+    require(may.conflict_refusal(user, conflict, applying=True))
     refuse_sensitive_reason(reason, conflict.operation, conflict)
     actor = user.get_username()
     operation = conflict.operation
@@ -237,7 +242,7 @@ def _selection(conflict_ids: Collection[int], reason: str) -> set[int]:
 
 def _lock(ids: set[int], *, user) -> tuple[list[Conflict], list[Conflict]]:
     """The conflicts of ``ids`` still open, locked, and those already decided; refused (before any
-    write) for an id that names no conflict or a workspace where ``user`` may not review."""
+    write) for an id that names no conflict or one ``user`` may not dismiss (``may.conflict_refusal``)."""
     # Lock order (docs/architecture.md): the conflicts' rows, in id order, before the audit chain
     # (appended last).
     locked = list(
@@ -256,9 +261,8 @@ def _lock(ids: set[int], *, user) -> tuple[list[Conflict], list[Conflict]]:
         missing = ids - {c.pk for c in locked + skipped}
         if missing:
             raise ReviewError(f"No conflict {', '.join(map(str, sorted(missing)))}; nothing was changed.")
-    for workspace in {c.operation.workspace for c in locked + skipped}:
-        if not roles.can(user, roles.REVIEW, workspace.pk):
-            raise ReviewError(roles.refusal(user, roles.REVIEW, workspace))
+    for conflict in locked + skipped:
+        require(may.conflict_refusal(user, conflict, applying=False))
     return locked, skipped
 
 

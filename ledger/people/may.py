@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ledger.actions import registry
-from ledger.core import roles
+from ledger.core import privacy, roles
 from ledger.engine.lookups import may_have_acted
 from ledger.models import Contribution, Operation
 from ledger.people import holds
@@ -100,6 +100,48 @@ def approve_refusal(user, operation: Operation) -> str:
     if roles.can(user, roles.APPROVE, operation.workspace_id):
         return ""
     return roles.refusal(user, roles.APPROVE, operation.workspace)
+
+
+# --- conflicts ------------------------------------------------------------------------------------
+
+
+def conflict_refusal(user, conflict, *, applying: bool) -> str:
+    """Deciding a conflict needs the review role (operator, admin). Applying one side of a conflict
+    whose differences include a sensitive field (``sensitive_differences``) needs seeing those values
+    too: nobody chooses between two amounts they cannot read. An operator may still dismiss it (the
+    recorded payload stays), or hand it to someone who sees them: an approver (or admin), who may
+    apply or dismiss such a conflict though approvers do not review otherwise."""
+    operation = conflict.operation
+    hidden = sensitive_differences(conflict)
+    sees = privacy.may_view_sensitive(user, operation.workspace_id)
+    if hidden and sees and roles.can(user, roles.APPROVE, operation.workspace_id):
+        return ""
+    if not roles.can(user, roles.REVIEW, operation.workspace_id):
+        return roles.refusal(user, roles.REVIEW, operation.workspace)
+    if applying and hidden and not sees:
+        return (
+            f"Conflict {conflict.pk} on {operation.key} differs in {', '.join(hidden)}, which "
+            f"{user.get_username()} may not see: only {deciders_of_sensitive()} of workspace "
+            f"{operation.workspace.slug} may apply one side of it. Dismiss it (the recorded payload stays), "
+            "or assign the operation to one of them."
+        )
+    return ""
+
+
+def sensitive_differences(conflict) -> list[str]:
+    """The labels of the conflict's differing fields that its action declares sensitive (every one,
+    for an action no longer defined: which were sensitive cannot be told)."""
+    action = registry.get(conflict.operation.action)
+    sensitive = privacy.sensitive_fields(conflict.operation.action)
+    names = [d.get("field", "") for d in conflict.differences]
+    hidden = [name for name in names if sensitive is None or name in sensitive]
+    return [action.field_label(name) if action is not None else name for name in hidden]
+
+
+def deciders_of_sensitive() -> str:
+    """Who may apply a side of a conflict in sensitive fields: "approvers and admins"."""
+    granting = [r for r in roles.roles_granting(roles.VIEW_SENSITIVE) if roles.APPROVE in roles.GRANTS[r]]
+    return " and ".join(f"{role}s" for role in granting)
 
 
 # --- the operation's state -------------------------------------------------------------------------

@@ -329,7 +329,7 @@ def _conflict_decision(request, conflict_id: int, *, applying: bool):
     if conflict is None:
         raise ApiProblem(404, answer=NO_SUCH_CONFLICT)
     operation = conflict.operation
-    refuse_role(may.review_refusal(actor, operation))
+    refuse_role(may.conflict_refusal(actor, conflict, applying=applying))
     if conflict.status != Conflict.Status.OPEN:
         refuse_state(f"Conflict {conflict.pk} is already {conflict.status}.", operation)
     decide = conflict_decisions.apply_conflict if applying else conflict_decisions.dismiss_conflict

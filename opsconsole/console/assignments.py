@@ -1,12 +1,14 @@
-"""Taking an operation in the console, and giving it back (``ledger.people.assignment``): from the
-queue's row or the operation's page, back to where the person was."""
+"""Taking an operation in the console, handing it to someone, and giving it back
+(``ledger.people.assignment``): from the queue's row, the operation's page or the conflicts inbox,
+back to where the person was."""
 
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from ledger.people.assignment import AssignmentError, release_operation, take_operation
+from ledger.people.assignment import AssignmentError, assign_operation, release_operation, take_operation
 from opsconsole.console.views import console_action, operation_for
 
 
@@ -38,3 +40,29 @@ def release(request, pk):
     else:
         messages.info(request, f"You had not taken {op.key}; nothing changed.")
     return _back(request, op)
+
+
+@console_action
+def assign(request, pk):
+    """Hand the operation to the person chosen (``to``: a user id the form listed)."""
+    op = operation_for(request, pk)
+    to = get_user_model().objects.filter(pk=_user_id(request.POST.get("to")), is_active=True).first()
+    if to is None:
+        messages.error(request, "Choose whom to assign it to; nothing was changed.")
+        return _back(request, op)
+    try:
+        changed = assign_operation(op, user=request.user, to=to)
+    except AssignmentError as exc:
+        messages.error(request, str(exc))
+    else:
+        name = to.get_username()
+        messages.success(request, f"Assigned {op.key} to {name}." if changed else f"{name} holds {op.key} already.")
+    return _back(request, op)
+
+
+def _user_id(text) -> int | None:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        return None
+    return value if 0 < value < 2**31 else None

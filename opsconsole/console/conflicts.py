@@ -1,23 +1,28 @@
-"""The conflicts inbox: every open conflict a person may see, whatever its operation's state, grouped
-by operation with the field differences (masked without ``view_sensitive``), and decisions on many
-at once for those who may review in the workspace: dismiss all of an operation's conflicts, apply
-one and dismiss the rest, or dismiss a selection across operations, each with one reason.
+"""The conflicts inbox as a work list: every conflict a person may see, one row each, the differences
+first (labelled as the action's schema names them, money with its currency, masked without
+``view_sensitive``), in three states counted at the top:
 
-Thin like every console view: find within the person's workspaces (404), check the review role there
-(403), call one service of ``ledger.people.conflict_decisions``, report, redirect back to the same filters.
+- held: the operation has not run (held by the conflict, awaiting approval, or not yet due), so a
+  decision changes what runs: listed first, each row with its decision, or, for a person who may not
+  decide it (an operator facing a refund's amounts, ``ledger.people.may.conflict_refusal``), who can
+  and a form to assign the operation to one of them;
+- dismiss only: the operation ran, its recorded payload stays: grouped by action, each group with
+  "dismiss all N matching" (the list's query, N and the digest of the ids counted, as the queue's
+  select-all sends them: ``tables.matching_digest``), and ticks for a selection;
+- decided: applied or dismissed, by whom and when.
 
-A page holds ``GROUPS_PER_PAGE`` operations, newest first, read by a keyset on the operation id
-through the partial index of open conflicts (``conflict_open_idx``), and at most
-``SHOWN_PER_GROUP`` conflicts of each: one query for the groups, one for their operations, one for
-their conflicts, however many there are, and one for where the held ones were held (when any is:
-``ledger.people.holds``).
+Thin like every console view: find within the person's workspaces (404), check the role there
+(403), call one service of ``ledger.people.conflict_decisions``, report, redirect back to the same
+filters. Each list is one query for its rows (a keyset on the conflict id, newest first), one for the
+counts, and one for where the held ones were held (``ledger.people.holds``), however many there are.
 """
 
 import django_filters
 from django import forms
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, F, Max, Min, Window
+from django.db.models import Count, F, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 from django.http import Http404, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
@@ -25,20 +30,55 @@ from django.urls import reverse
 
 from ledger.core import privacy, roles
 from ledger.core.roles import REVIEW
-from ledger.models import Conflict, Operation, Workspace
+from ledger.intake.reservation import CONFLICT_HOLD
+from ledger.models import Conflict, Membership, Operation, Workspace
 from ledger.people import conflict_decisions, holds
+from ledger.people.assignment import may_take
+from ledger.people.may import conflict_refusal, deciders_of_sensitive, sensitive_differences
 from ledger.people.review import ReviewError
 from ledger.states import State
+from opsconsole.console import labels, tables
 from opsconsole.console.forms import ReasonForm, action_choices, first_error, report_refusal
-from opsconsole.console.views import console_action, console_page, definition_of, operation_for
+from opsconsole.console.views import console_action, console_page, definition_of
 
-GROUPS_PER_PAGE = 20
-SHOWN_PER_GROUP = 20
-# The most conflicts one selection may name (a page shows at most GROUPS_PER_PAGE * SHOWN_PER_GROUP).
-SELECTION_MAX = 500
+PAGE_SIZE = 50  # rows of one list (held, one action's dismiss-only, decided)
+ROWS_PER_ACTION = 10  # rows of each action's group where the list shows every action
+# The most conflicts one decision may name: a selection, or "dismiss all N matching".
+SELECTION_MAX = 1000
+# Decided conflicts only grow: counted up to this many ("1,000+"), never all of them per page view.
+DECIDED_COUNTED = 1000
+NAMES_SHOWN = 5
+
+HELD, DISMISS_ONLY, DECIDED = "held", "dismiss_only", "decided"
+STATES = [
+    (HELD, "Held: a decision changes what runs"),
+    (DISMISS_ONLY, "Dismiss only: the operation ran"),
+    (DECIDED, "Decided"),
+]
+
+
+def not_run() -> Q:
+    """The conflicts (of ``Conflict``) whose operation has not run: a decision changes what runs."""
+    return Q(operation__attempts=0) & (
+        Q(operation__state__in=[State.PENDING, State.PENDING_APPROVAL])
+        | Q(operation__state=State.NEEDS_REVIEW, operation__last_error_category=CONFLICT_HOLD)
+    )
+
+
+def in_state(conflicts: QuerySet, state: str) -> QuerySet:
+    """``conflicts`` in one of ``STATES`` ("": every open one)."""
+    open_ = conflicts.filter(status=Conflict.Status.OPEN)
+    if state == HELD:
+        return open_.filter(not_run())
+    if state == DISMISS_ONLY:
+        return open_.exclude(not_run())
+    if state == DECIDED:
+        return conflicts.exclude(status=Conflict.Status.OPEN)
+    return open_
 
 
 class ConflictFilter(django_filters.FilterSet):
+    state = django_filters.ChoiceFilter(label="State", choices=STATES, empty_label="Every open one", method="by_state")
     workspace = django_filters.ModelChoiceFilter(
         label="Workspace",
         field_name="operation__workspace",
@@ -51,7 +91,10 @@ class ConflictFilter(django_filters.FilterSet):
 
     class Meta:
         model = Conflict
-        fields = ["workspace", "action"]
+        fields = ["state", "workspace", "action"]
+
+    def by_state(self, queryset, name, value):
+        return queryset  # applied by the view: the counts at the top read the other filters alone
 
 
 class DecideForm(ReasonForm):
@@ -59,96 +102,229 @@ class DecideForm(ReasonForm):
     seen = forms.IntegerField(label="Newest conflict shown", min_value=0, widget=forms.HiddenInput)
 
 
+class MatchingForm(ReasonForm):
+    """ "Dismiss all N matching": the list's query, and the N and digest of the ids it counted."""
+
+    matching = forms.CharField(max_length=4000, widget=forms.HiddenInput)
+    matching_count = forms.IntegerField(min_value=1, max_value=SELECTION_MAX, widget=forms.HiddenInput)
+    matching_digest = forms.RegexField(regex=r"^[0-9a-f]{64}$", widget=forms.HiddenInput)
+
+
+def filtered(params, user) -> tuple[ConflictFilter, QuerySet, str]:
+    """The filter of ``params`` for ``user``, the conflicts it lists (of every state) and its state.
+    A filter the form refuses (another workspace, an unknown state) lists nothing rather than more."""
+    visible = roles.visible(Conflict.objects.all(), user, via="operation__workspace")
+    filterset = ConflictFilter(params or None, queryset=visible)
+    filterset.filters["workspace"].queryset = roles.workspaces(user)
+    if not filterset.is_bound:
+        return filterset, filterset.qs, ""
+    if not filterset.is_valid():
+        return filterset, visible.none(), ""
+    return filterset, filterset.qs, filterset.form.cleaned_data.get("state") or ""
+
+
 @console_page
 def inbox(request):
     user = request.user
-    visible = roles.visible(Conflict.objects.filter(status=Conflict.Status.OPEN), user, via="operation__workspace")
-    filterset = ConflictFilter(request.GET or None, queryset=visible)
-    filterset.filters["workspace"].queryset = roles.workspaces(user)
+    filterset, conflicts, state = filtered(request.GET, user)
     older = _id(request.GET.get("older"))
-    groups = filterset.qs if older is None else filterset.qs.filter(operation_id__lt=older)
-    groups = list(
-        groups.order_by()
-        .values("operation_id")
-        .annotate(
-            open=Count("pk"),
-            first=Min("created_at"),
-            last=Max("created_at"),
-            newest=Max("pk"),
-        )
-        .order_by("-operation_id")[: GROUPS_PER_PAGE + 1]
-    )
-    more = len(groups) > GROUPS_PER_PAGE
-    groups = groups[:GROUPS_PER_PAGE]
-    seen = max((group["newest"] for group in groups), default=0)
-    rows = _rows(groups, user=user, seen=seen)
+    counts = _counts(conflicts)
+    reader = _Reader(user)
+    held = dismissable = decided = None
+    more_held = False
+    if state in ("", HELD):
+        held, more_held = reader.page(in_state(conflicts, HELD), older=older if state else None)
+    if state in ("", DISMISS_ONLY):
+        one_action = bool(filterset.is_valid() and filterset.form.cleaned_data.get("action"))
+        dismissable = reader.by_action(in_state(conflicts, DISMISS_ONLY), request.GET, paged=one_action, older=older)
+    if state == DECIDED:
+        decided, _ = reader.page(in_state(conflicts, DECIDED), older=older)
+    shown = [row for rows in (held or [], *(g["rows"] for g in dismissable or []), decided or []) for row in rows]
+    seen = max((row["conflict"].pk for row in shown), default=0)
+    older_link = _older_link(state, held, more_held, dismissable, decided)
     return render(
         request,
         "console/conflicts.html",
         {
             "nav": "conflicts",
             "filter": filterset,
-            "groups": rows,
+            "state": state,
+            "tabs": _tabs(counts, state),
+            "counts": counts,
+            "held": held,
+            "more_held": more_held,
+            "dismissable": dismissable,
+            "decided": decided,
             "seen": seen,
-            "older": groups[-1]["operation_id"] if more else None,
+            "older": older_link,
             "first": older is None,
             "query": request.GET.urlencode(),
-            "can_select": any(row["can_review"] for row in rows),
+            "can_select": any(row["can_dismiss"] for group in dismissable or [] for row in group["rows"]),
+            "can_bulk": roles.workspace_ids(user, REVIEW) != set(),
+            "selection_max": SELECTION_MAX,
         },
     )
 
 
-def _rows(groups: list[dict], *, user, seen: int) -> list[dict]:
-    ids = [group["operation_id"] for group in groups]
-    operations = (
-        Operation.objects.select_related("workspace")
-        .only("pk", "key", "action", "state", "attempts", "last_error_category", "workspace__slug")
-        .in_bulk(ids)
+def _counts(conflicts: QuerySet) -> dict:
+    """How many are held and dismiss-only (open ones: a partial index), and decided (up to a bound)."""
+    open_ = conflicts.filter(status=Conflict.Status.OPEN).aggregate(
+        held=Count("pk", filter=not_run()), open=Count("pk")
     )
-    held = [pk for pk, op in operations.items() if holds.is_held(op)]
-    origins = holds.held_from(held) if held else {}
-    shown: dict[int, list[Conflict]] = {pk: [] for pk in ids}
-    ranked = (
-        Conflict.objects.filter(status=Conflict.Status.OPEN, operation_id__in=ids, pk__lte=seen)
-        .annotate(
-            place=Window(
-                RowNumber(), partition_by=[F("operation_id")], order_by=[F("created_at").desc(), F("pk").desc()]
+    decided = in_state(conflicts, DECIDED).order_by()[: DECIDED_COUNTED + 1].count()
+    return {
+        HELD: open_["held"],
+        DISMISS_ONLY: open_["open"] - open_["held"],
+        DECIDED: min(decided, DECIDED_COUNTED),
+        "decided_capped": decided > DECIDED_COUNTED,
+        "open": open_["open"],
+    }
+
+
+def _tabs(counts: dict, state: str) -> list[dict]:
+    tabs = [{"state": "", "label": "Every open one", "count": counts["open"]}]
+    tabs += [{"state": value, "label": label.split(":")[0], "count": counts[value]} for value, label in STATES]
+    for tab in tabs:
+        tab["current"] = tab["state"] == state
+        tab["capped"] = tab["state"] == DECIDED and counts["decided_capped"]
+    return tabs
+
+
+def _older_link(state, held, more_held, dismissable, decided) -> int | None:
+    """The keyset cursor of the next page, where the list shown is one paged list."""
+    if state == HELD and more_held:
+        return held[-1]["conflict"].pk
+    if state == DECIDED and decided and len(decided) == PAGE_SIZE:
+        return decided[-1]["conflict"].pk
+    if state == DISMISS_ONLY and dismissable and len(dismissable) == 1 and dismissable[0]["more_paged"]:
+        return dismissable[0]["rows"][-1]["conflict"].pk
+    return None
+
+
+class _Reader:
+    """Reads the rows of a list and what the person may do to each, their workspace's deciders read
+    once per workspace."""
+
+    def __init__(self, user):
+        self.user = user
+        self.deciders: dict[int, list] = {}
+
+    def page(self, conflicts: QuerySet, *, older: int | None) -> tuple[list[dict], bool]:
+        if older is not None:
+            conflicts = conflicts.filter(pk__lt=older)
+        found = list(self._loaded(conflicts).order_by("-pk")[: PAGE_SIZE + 1])
+        return self.rows(found[:PAGE_SIZE]), len(found) > PAGE_SIZE
+
+    def by_action(self, conflicts: QuerySet, params, *, paged: bool, older: int | None) -> list[dict]:
+        """The dismiss-only conflicts grouped by action, biggest group first: each with its count,
+        what "dismiss all N matching" sends, and its newest rows (a page of them where one action is
+        listed, ``paged``)."""
+        counts = list(
+            conflicts.order_by().values("operation__action").annotate(n=Count("pk")).order_by("-n", "operation__action")
+        )
+        if paged:
+            listed = conflicts.filter(pk__lt=older) if older is not None else conflicts
+            found = list(self._loaded(listed).order_by("-pk")[: PAGE_SIZE + 1])
+            by_action = {counts[0]["operation__action"]: found[:PAGE_SIZE]} if counts else {}
+            more_paged = len(found) > PAGE_SIZE
+        else:
+            ranked = self._loaded(conflicts).annotate(
+                place=Window(RowNumber(), partition_by=[F("operation__action")], order_by=[F("pk").desc()])
+            )
+            by_action = {}
+            for conflict in ranked.filter(place__lte=ROWS_PER_ACTION).order_by("-pk"):
+                by_action.setdefault(conflict.operation.action, []).append(conflict)
+            more_paged = False
+        groups = []
+        for count in counts:
+            action = count["operation__action"]
+            query = params.copy()
+            query.setlist("state", [DISMISS_ONLY])
+            query.setlist("action", [action])
+            query.pop("older", None)
+            rows = self.rows(by_action.get(action, []))
+            groups.append(
+                {
+                    "action": action,
+                    "count": count["n"],
+                    "rows": rows,
+                    "see_all": not paged and count["n"] > len(rows),
+                    "query": query.urlencode(),
+                    "matching": _matching(conflicts.filter(operation__action=action), query)
+                    if count["n"] <= SELECTION_MAX
+                    else None,
+                    "more_paged": more_paged,
+                }
+            )
+        return groups
+
+    @staticmethod
+    def _loaded(conflicts: QuerySet) -> QuerySet:
+        return conflicts.select_related("operation__workspace", "operation__assigned_to", "delivery")
+
+    def rows(self, conflicts: list[Conflict]) -> list[dict]:
+        held = [c.operation_id for c in conflicts if holds.is_held(c.operation)]
+        origins = holds.held_from(held) if held else {}
+        return [self._row(conflict, origins) for conflict in conflicts]
+
+    def _row(self, conflict: Conflict, origins: dict) -> dict:
+        op = conflict.operation
+        definition = definition_of(op.action)
+        reveal = privacy.may_view_sensitive(self.user, op.workspace_id)
+        is_open = conflict.status == Conflict.Status.OPEN
+        takes_payload = is_open and definition is not None and conflict_decisions.may_apply(op, definition, origins)
+        apply_refusal = conflict_refusal(self.user, conflict, applying=True) if takes_payload else ""
+        can_dismiss = is_open and not conflict_refusal(self.user, conflict, applying=False)
+        hidden = sensitive_differences(conflict) if takes_payload and not reveal else []
+        return {
+            "conflict": conflict,
+            "operation": op,
+            "differences": labels.difference_rows(
+                privacy.masked_differences(conflict.differences, op.action, reveal=reveal),
+                definition,
+                recorded=privacy.masked(op.payload, op.action, reveal=reveal),
+                incoming=privacy.masked(conflict.incoming_payload, op.action, reveal=reveal),
             ),
-        )
-        .filter(place__lte=SHOWN_PER_GROUP)
-        .select_related("delivery")
-        .defer("incoming_payload")
-    )
-    for conflict in ranked.order_by("operation_id", "-created_at", "-pk") if ids else []:
-        shown[conflict.operation_id].append(conflict)
-    rows = []
-    for group in groups:
-        op = operations[group["operation_id"]]
-        reveal = privacy.may_view_sensitive(user, op.workspace_id)
-        rows.append(
-            group
-            | {
-                "operation": op,
-                "conflicts": [
-                    {"conflict": c, "differences": privacy.masked_differences(c.differences, op.action, reveal=reveal)}
-                    for c in shown[op.pk]
-                ],
-                "hidden": group["open"] - len(shown[op.pk]),
-                "can_review": roles.can(user, REVIEW, op.workspace_id),
-                "reviewers": _reviewers(op.workspace),
-                "can_apply": _may_take_a_payload(op, origins),
-                "held": op.pk in held,
-                # Where a decision releases it: awaiting approval, or due to run.
-                "awaits_approval": origins.get(op.pk) == State.PENDING_APPROVAL,
-            }
-        )
-    return rows
+            "held": holds.is_held(op),
+            "awaits_approval": origins.get(op.pk) == State.PENDING_APPROVAL or op.state == State.PENDING_APPROVAL,
+            "can_apply": takes_payload and not apply_refusal,
+            "can_dismiss": can_dismiss,
+            # Who may apply it when this person may not for the values they cannot see.
+            "hidden": hidden,
+            "who": f"Only {deciders_of_sensitive()} see the {' and '.join(hidden)}" if hidden else "",
+            "deciders": self._deciders(op) if hidden and can_dismiss else [],
+            "may_assign": bool(hidden) and can_dismiss and may_take(self.user, op),
+            "look_only": _look_only(conflict) if is_open and not can_dismiss else "",
+        }
+
+    def _deciders(self, op: Operation) -> list:
+        """The active members who may apply a side of a sensitive conflict in the workspace (approvers,
+        admins), at most ``NAMES_SHOWN`` + 1, read once per workspace."""
+        if op.workspace_id not in self.deciders:
+            granting = [r for r in roles.roles_granting(roles.VIEW_SENSITIVE) if roles.APPROVE in roles.GRANTS[r]]
+            self.deciders[op.workspace_id] = list(
+                get_user_model()
+                .objects.filter(
+                    is_active=True,
+                    pk__in=Membership.objects.filter(workspace_id=op.workspace_id, role__in=granting).values("user_id"),
+                )
+                .order_by("username")[: NAMES_SHOWN + 1]
+            )
+        return self.deciders[op.workspace_id]
 
 
-def _may_take_a_payload(op: Operation, origins: dict) -> bool:
-    """Whether a conflict can be applied (``conflict_decisions.apply_conflict`` decides; this only offers it)."""
-    action = definition_of(op.action)
-    return action is not None and conflict_decisions.may_apply(op, action, origins)
+def _look_only(conflict: Conflict) -> str:
+    """Who decides a conflict, for a person who may not."""
+    reviewers = " and ".join(f"{role}s" for role in roles.roles_granting(REVIEW))
+    said = f"You may look, not decide: {reviewers} of workspace {conflict.operation.workspace.slug} decide conflicts"
+    sensitive = sensitive_differences(conflict)
+    return said + (f", and {deciders_of_sensitive()} those in the {' and '.join(sensitive)}." if sensitive else ".")
+
+
+def _matching(conflicts: QuerySet, query: QueryDict) -> dict:
+    """What "dismiss all N matching" sends: the list's query, N and the digest of the ids counted."""
+    counted, digest = tables.matching_digest(conflicts, limit=SELECTION_MAX)
+    return {"count": counted, "digest": digest, "query": query.urlencode()}
 
 
 def _id(text) -> int | None:
@@ -158,11 +334,6 @@ def _id(text) -> int | None:
     except (TypeError, ValueError):
         return None
     return value if 0 < value < 2**63 else None
-
-
-def _reviewers(workspace) -> str:
-    """Who may decide conflicts in the workspace, for a person who may not."""
-    return f"{' and '.join(f'{role}s' for role in roles.roles_granting(REVIEW))} of workspace {workspace.slug}"
 
 
 # --- decisions ---------------------------------------------------------------------------------
@@ -182,7 +353,7 @@ def _decide(request, form, decide, *, field_id):
         messages.error(request, first_error(form))
         return _back(request)
     try:
-        done = decide(form.cleaned_data["reason"], form.cleaned_data["seen"])
+        done = decide(form.cleaned_data["reason"], form.cleaned_data.get("seen"))
     except ReviewError as exc:
         report_refusal(request, exc, field_id=field_id)
         return _back(request)
@@ -216,24 +387,11 @@ def _report(request, done: conflict_decisions.Decided) -> None:
         )
 
 
-def _reviewable(request, operation_workspaces) -> None:
-    """403 unless the person may review in each of the workspaces."""
-    if not all(roles.can(request.user, REVIEW, workspace_id) for workspace_id in operation_workspaces):
+def _decidable(request, conflicts) -> None:
+    """403 unless the person may dismiss each of ``conflicts`` (``may.conflict_refusal``); applying a
+    side they may not see is refused by the service, with its reason."""
+    if any(conflict_refusal(request.user, conflict, applying=False) for conflict in conflicts):
         raise PermissionDenied
-
-
-@console_action
-def dismiss_operation(request, pk):
-    """Dismiss every open conflict of one operation (up to the newest the page showed)."""
-    operation = operation_for(request, pk, REVIEW)
-
-    def decide(reason, seen):
-        ids = conflict_decisions.open_ids([operation.pk], seen=seen)
-        if not ids:
-            return f"No conflict of {operation.key} is open any more; nothing was changed."
-        return conflict_decisions.dismiss_conflicts(ids, user=request.user, reason=reason)
-
-    return _decide(request, DecideForm(request.POST), decide, field_id=f"group-{operation.pk}-reason")
 
 
 @console_action
@@ -247,44 +405,83 @@ def apply_one(request, pk):
         ),
         pk=pk,
     )
-    _reviewable(request, {conflict.operation.workspace_id})
+    _decidable(request, [conflict])
 
     def decide(reason, seen):
         still_open = conflict_decisions.open_ids([conflict.operation_id], seen=seen)
         rest = [other for other in still_open if other != conflict.pk]
         return conflict_decisions.apply_dismissing_the_rest(conflict, user=request.user, reason=reason, rest=rest)
 
-    return _decide(request, DecideForm(request.POST), decide, field_id=f"group-{conflict.operation_id}-reason")
+    return _decide(request, DecideForm(request.POST), decide, field_id=f"conflict-{conflict.pk}-reason")
 
 
 @console_action
 def dismiss_selected(request):
-    """Dismiss the conflicts ticked one by one, and every open conflict of the operations ticked."""
-    conflict_ids, operation_ids = _ids(request.POST.getlist("conflict")), _ids(request.POST.getlist("operation"))
-    if not conflict_ids and not operation_ids:
-        messages.error(request, "Select at least one conflict or operation; nothing was changed.")
+    """Dismiss the conflicts ticked (or the one of a row's form), with one reason."""
+    conflict_ids = _ids(request.POST.getlist("conflict"))
+    if not conflict_ids:
+        messages.error(request, "Select at least one conflict; nothing was changed.")
         return _back(request)
     if len(conflict_ids) > SELECTION_MAX:
         messages.error(request, f"Select at most {SELECTION_MAX} conflicts at once; nothing was changed.")
         return _back(request)
-    user = request.user
-    named = dict(
-        roles.visible(Conflict.objects.filter(pk__in=conflict_ids), user, via="operation__workspace").values_list(
-            "pk", "operation__workspace_id"
-        )
+    named = list(
+        roles.visible(
+            Conflict.objects.filter(pk__in=conflict_ids), request.user, via="operation__workspace"
+        ).select_related("operation__workspace")
     )
-    owners = dict(roles.visible(Operation.objects.filter(pk__in=operation_ids), user).values_list("pk", "workspace_id"))
-    if len(named) < len(conflict_ids) or len(owners) < len(operation_ids):
-        raise Http404("No such conflict or operation in your workspaces.")
-    _reviewable(request, {*named.values(), *owners.values()})
+    if len(named) < len(conflict_ids):
+        raise Http404("No such conflict in your workspaces.")
+    _decidable(request, named)
 
     def decide(reason, seen):
-        ids = set(conflict_ids) | set(conflict_decisions.open_ids(operation_ids, seen=seen) if operation_ids else ())
-        if not ids:
-            return "None of the selected operations has an open conflict any more; nothing was changed."
-        return conflict_decisions.dismiss_conflicts(ids, user=user, reason=reason)
+        return conflict_decisions.dismiss_conflicts(conflict_ids, user=request.user, reason=reason)
 
-    return _decide(request, DecideForm(request.POST), decide, field_id="selection-reason")
+    field_id = _field_id(request.POST.get("field", ""))
+    return _decide(request, DecideForm(request.POST), decide, field_id=field_id)
+
+
+def _field_id(text: str) -> str:
+    """Where a refused reason is reported: a field of this page (``conflict-7-reason``,
+    ``matching-2-reason``), else the selection's."""
+    parts = text.split("-")
+    if len(parts) == 3 and parts[0] in ("conflict", "matching") and parts[1].isdigit() and parts[2] == "reason":
+        return text
+    return "selection-reason"
+
+
+@console_action
+def dismiss_matching(request):
+    """ "Dismiss all N matching": every conflict the list's query counts, if it counts exactly those
+    the person saw (their number and digest); a list that changed since is refused, nothing done."""
+    form = MatchingForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, first_error(form))
+        return _back(request)
+    data = form.cleaned_data
+    params = QueryDict(data["matching"])
+    _, conflicts, state = filtered(params, request.user)
+    if state != DISMISS_ONLY:
+        raise Http404("Only dismiss-only conflicts are dismissed all at once.")
+    ids, digest = tables.matching_ids(in_state(conflicts, DISMISS_ONLY), limit=SELECTION_MAX)
+    seen = data["matching_count"]
+    if not ids:
+        messages.warning(request, f"None of these {seen:,} conflicts is open any more; nothing was changed.")
+        return _back(request)
+    if len(ids) != seen or digest != data["matching_digest"]:
+        messages.error(
+            request,
+            f"The list changed since you loaded it: you saw {seen:,} conflicts, it now holds {len(ids):,}. "
+            "Nothing was changed; look at the list again before dismissing all of it.",
+        )
+        return _back(request)
+    try:
+        done = conflict_decisions.dismiss_conflicts(ids, user=request.user, reason=data["reason"])
+    except ReviewError as exc:
+        report_refusal(request, exc, field_id=_field_id(request.POST.get("field", "")))
+    else:
+        _report(request, done)
+    return _back(request)
 
 
 def _ids(values: list[str]) -> set[int]:

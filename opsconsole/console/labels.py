@@ -1,7 +1,8 @@
-"""Payload fields as people read them: each labelled with its action's schema title ("Amount"), or
-its name humanised ("Customer ID") where the schema gives none, never the raw name; in the schema's
-order, money written with its currency (``money.shown_payload``). Only presentation: exports and the
-API keep the field names, which machines read."""
+"""Payload fields (and a conflict's differences) as people read them: each labelled with its
+action's schema title ("Amount"), or its name humanised ("Customer ID") where the schema gives
+none, never the raw name; in the schema's order, money written with its currency
+(``money.shown_payload``). Only presentation: exports and the API keep the field names, which
+machines read."""
 
 import json
 
@@ -30,3 +31,10 @@ def _shown_value(value):
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     return value
+
+
+def difference_rows(differences: list[dict], definition, *, recorded, incoming) -> list[dict]:
+    """A conflict's differences (already masked for the person) as people read them: each with its
+    field's ``label``, money amounts in the currency of their side (``money.shown_differences``)."""
+    shown = money.shown_differences(differences, definition, recorded=recorded, incoming=incoming)
+    return [d | {"label": field_label(definition, d.get("field", ""))} for d in shown]

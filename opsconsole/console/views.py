@@ -38,11 +38,11 @@ from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, TransientError
 from ledger.people import assignment, holds
 from ledger.people.bulk_actions import MAX_OPERATIONS
-from ledger.people.may import May, own_work, what_may
+from ledger.people.may import May, conflict_refusal, own_work, what_may
 from ledger.reads import keyset
 from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State
 from ledger.timed import duration_text, promised_text
-from opsconsole.console import explain, labels, money, neighbours, tables
+from opsconsole.console import explain, labels, neighbours, tables
 from opsconsole.console.filters import DUE, AuditFilter
 from opsconsole.console.forms import (
     PauseForm,
@@ -97,7 +97,8 @@ def operation_for(request, pk, capability=VIEW) -> Operation:
 def conflict_for(request, pk) -> Conflict:
     conflicts = Conflict.objects.select_related("operation", "operation__workspace")
     conflict = get_object_or_404(roles.visible(conflicts, request.user, via="operation__workspace"), pk=pk)
-    if not roles.can(request.user, REVIEW, conflict.operation.workspace_id):
+    # 403 for who may not decide it at all; applying a side they may not see is refused by the service.
+    if conflict_refusal(request.user, conflict, applying=False):
         raise PermissionDenied
     return conflict
 
@@ -205,12 +206,15 @@ def operation(request, pk):
     conflicts = [
         {
             "conflict": conflict,
-            "differences": money.shown_differences(
+            "differences": labels.difference_rows(
                 privacy.masked_differences(conflict.differences, op.action, reveal=reveal),
                 definition,
                 recorded=payload,
                 incoming=privacy.masked(conflict.incoming_payload, op.action, reveal=reveal),
             ),
+            # Who may dismiss it, and apply it: not who may not see the sensitive fields it differs in.
+            "can_dismiss": not conflict_refusal(user, conflict, applying=False),
+            "apply_refusal": conflict_refusal(user, conflict, applying=True),
         }
         for conflict in op.conflicts.order_by("-created_at", "-id")
     ]
@@ -289,8 +293,11 @@ OUTCOME_ERROR_NAMES = {kind.__qualname__ for kind in (OutcomeError, TransientErr
 def _beside_fields(may: May, conflicts: list) -> list[str]:
     fields = ["operation-reason"] if may.replay or may.cancel else []
     fields += (["resolve-reason"] if may.mark_succeeded else []) + (["approval-note"] if may.decide else [])
-    if may.review:
-        fields += [f"conflict-{item['conflict'].pk}-reason" for item in conflicts if item["conflict"].status == "open"]
+    fields += [
+        f"conflict-{item['conflict'].pk}-reason"
+        for item in conflicts
+        if item["conflict"].status == "open" and item["can_dismiss"]
+    ]
     return fields
 
 

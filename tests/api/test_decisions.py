@@ -428,6 +428,31 @@ def test_it_applies_a_conflict_and_the_person_becomes_a_contributor(caller, revi
     assert Contribution.objects.filter(user=reviewer, kind="changed").exists()
 
 
+def test_applying_a_side_of_a_refunds_amount_needs_seeing_it(caller, reviewer, approver, person, machine, refund):
+    """An operator, and a machine's token, may dismiss it, not apply it: they see the amounts
+    masked. An approver who sees them may (and, four eyes, then does not approve it)."""
+    changed = machine.post("/api/v1/events", {"action": "issue-refund", "data": REFUND | {"amount_cents": 4501}})
+    pk = changed.json()["conflict_id"]
+    person("carol", "approver")
+
+    by_operator = caller("operator").post(f"/api/v1/conflicts/{pk}/apply", {"reason": "the new one"})
+    by_machine = machine.post(f"/api/v1/conflicts/{pk}/apply", {"reason": "the new one"})
+
+    detail = refused(by_operator, 403, "role")["detail"]
+    assert "differs in Amount, which operator may not see: only approvers and admins" in detail
+    refused(by_machine, 403, "role")
+    assert Operation.objects.get().payload["amount_cents"] == 4500
+    assert (
+        not AuditEvent.objects.filter(kind__startswith="conflict_")
+        .exclude(kind="conflict_detected")
+        .exclude(kind="conflict_held")
+        .exists()
+    )
+    applied = caller("carol").post(f"/api/v1/conflicts/{pk}/apply", {"reason": "the corrected amount"})
+    assert applied.status_code == 200, applied.content
+    assert Operation.objects.get().payload["amount_cents"] == 4501
+
+
 def test_a_conflict_is_decided_once_by_someone_who_may_review(caller, reviewer, approver, machine):
     pk = conflict_of(machine)
 

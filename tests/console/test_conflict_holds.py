@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from ledger.intake.submit import submit_event
 from ledger.models import Conflict, Delivery, Operation
-from opsconsole.console.conflicts import GROUPS_PER_PAGE
+from opsconsole.console.conflicts import PAGE_SIZE
 from tests.console.test_query_counts import CONFLICTS_QUERIES, crowded, someone  # noqa: F401
 
 HELD = "held: a conflicting delivery arrived"
@@ -42,18 +42,17 @@ def test_the_queue_says_why_a_held_operation_needs_review(client, login, held):
     assert HELD in row
 
 
-def test_the_inbox_marks_the_group_held_and_offers_to_release_it(client, login, held):
+def test_the_inbox_lists_it_held_first_and_offers_to_release_it(client, login, held):
     login("operator")
 
     response = client.get(reverse("console:conflicts"))
 
-    [group] = response.context["groups"]
-    assert (group["held"], group["can_apply"], group["awaits_approval"]) == (True, True, False)
+    [row] = response.context["held"]
+    assert (row["held"], row["can_apply"], row["awaits_approval"]) == (True, True, False)
     page = text(response)
-    assert f"Held for review: {held.key} has not run and does not run until its conflicts are decided" in page
-    assert "it then runs." in page
-    assert "Apply this one and release it" in page
-    assert "Dismiss all 1 conflict and release it" in page
+    assert "held by this conflict" in page
+    assert "Apply incoming and release</button>" in page
+    assert "Dismiss and release</button>" in page
 
 
 def test_the_operation_page_offers_the_decision_not_a_replay_or_a_record_found(client, login, held):
@@ -95,7 +94,7 @@ def test_a_viewer_is_told_who_may_release_it(client, login, held):
     assert "replay it" not in page
 
 
-def test_the_inbox_costs_one_more_query_when_its_groups_are_held(
+def test_the_inbox_costs_one_more_query_when_its_rows_are_held(
     client,
     crowded,  # noqa: F811
     someone,  # noqa: F811
@@ -119,12 +118,12 @@ def test_the_inbox_costs_one_more_query_when_its_groups_are_held(
             for delivery in deliveries
         ]
     )
-    Operation.objects.update(last_error_category="conflict")  # all needs_review: held (test setup only)
+    Operation.objects.update(last_error_category="conflict", attempts=0)  # all held (test setup only)
 
     with django_assert_max_num_queries(CONFLICTS_QUERIES + 1):
-        response = client.get(reverse("console:conflicts"))
+        response = client.get(reverse("console:conflicts"), {"state": "held"})
 
-    groups = response.context["groups"]
-    assert len(groups) == GROUPS_PER_PAGE
-    assert all(group["held"] for group in groups)
-    assert not any(group["can_apply"] for group in groups)  # no conflict_held event: the safer way back
+    rows = response.context["held"]
+    assert len(rows) == PAGE_SIZE
+    assert all(row["held"] for row in rows)
+    assert not any(row["can_apply"] for row in rows)  # no conflict_held event: the safer way back

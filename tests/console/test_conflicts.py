@@ -1,6 +1,8 @@
-"""The conflicts inbox: open conflicts of every operation state, grouped by operation, masked as the
-operation page masks them; decisions on many at once for those who may review, each audited; a
-refused decision (no reason, nothing selected, another workspace, no role) changes nothing."""
+"""The conflicts inbox as a work list: held conflicts (their operation has not run) first, each with
+its decision; dismiss-only ones grouped by action with "dismiss all N matching"; decided ones on
+their own tab; counts at the top; the differences labelled and masked as the operation page shows
+them. Decisions on many at once, each audited; a refused decision (no reason, nothing selected,
+another workspace, no role, a list that changed) changes nothing."""
 
 import re
 
@@ -13,7 +15,7 @@ from ledger.engine.processing import process_due_operations
 from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Conflict, Membership, Operation
 from ledger.people import conflict_decisions
-from opsconsole.console.conflicts import GROUPS_PER_PAGE, SHOWN_PER_GROUP
+from opsconsole.console.conflicts import PAGE_SIZE, ROWS_PER_ACTION
 
 INBOX = "/console/conflicts/"
 
@@ -58,30 +60,79 @@ def seen(client) -> int:
     return client.get(INBOX).context["seen"]
 
 
+@pytest.fixture
+def ran(race):
+    """``ran(n)``: a race whose operation ran (test setup only): n dismiss-only conflicts."""
+
+    def make(count: int, request_id: str = "R-9"):
+        operation, made = race(count, request_id=request_id)
+        Operation.objects.filter(pk=operation.pk).update(state="succeeded", attempts=1)
+        return operation, made
+
+    return make
+
+
+def held_rows(response) -> list:
+    return [row["conflict"].pk for row in response.context["held"] or []]
+
+
+def dismissable_rows(response) -> dict[str, list[int]]:
+    return {group["action"]: [row["conflict"].pk for row in group["rows"]] for group in response.context["dismissable"]}
+
+
+def counts(response) -> dict:
+    return {tab["state"]: tab["count"] for tab in response.context["tabs"]}
+
+
+def matching_form(response, action: str) -> dict:
+    """What the "Dismiss all N matching" form of ``action``'s group sends."""
+    [group] = [g for g in response.context["dismissable"] if g["action"] == action]
+    matching = group["matching"]
+    return {
+        "matching": matching["query"],
+        "matching_count": matching["count"],
+        "matching_digest": matching["digest"],
+    }
+
+
+REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4350, "currency": "EUR"}
+
+
+@pytest.fixture
+def held_refund(workspace):
+    """A refund awaiting approval sent again with another amount: held by its conflict."""
+    submit_event(workspace=workspace, source="api", raw={"action": "issue-refund", "data": REFUND})
+    return submit_event(
+        workspace=workspace, source="api", raw={"action": "issue-refund", "data": REFUND | {"amount_cents": 4351}}
+    ).conflict
+
+
 # --- the list -------------------------------------------------------------------------------------
 
 
-def test_it_lists_the_open_conflicts_of_every_state_grouped_by_operation(client, login, race, operator_or_viewer, bob):
+def test_it_lists_held_conflicts_first_and_the_dismiss_only_ones_by_action(
+    client, login, race, ran, operator_or_viewer, bob
+):
     login(operator_or_viewer)
     waiting, waiting_conflicts = race(3, request_id="R-1")
-    done, done_conflicts = race(2, request_id="R-2")
-    Operation.objects.filter(pk=done.pk).update(state="succeeded")
+    done, done_conflicts = ran(2, request_id="R-2")
     conflict_decisions.dismiss_conflict(waiting_conflicts[0], user=bob, reason="decided before")
 
     page = client.get(INBOX)
 
     assert page.status_code == 200
-    groups = page.context["groups"]
-    assert [(g["operation"].pk, g["open"]) for g in groups] == [(done.pk, 2), (waiting.pk, 2)]
+    assert held_rows(page) == [waiting_conflicts[2].pk, waiting_conflicts[1].pk]
+    [action] = dismissable_rows(page)
+    assert dismissable_rows(page)[action] == [done_conflicts[1].pk, done_conflicts[0].pk]
+    assert counts(page) == {"": 4, "held": 2, "dismiss_only": 2, "decided": 1}
     html = text(page)
+    assert html.index('id="held-title"') < html.index('id="dismiss-only-title"')
     assert f'<a href="/console/operations/{done.pk}/">{done.key}</a>' in html
-    assert '<span class="badge state-succeeded">Succeeded</span>' in html
+    assert '<span class="badge state-succeeded">Succeeded</span> <small>after 1 attempt</small>' in html
     assert '<span class="badge state-pending">Pending</span>' in html
-    assert '<strong>note</strong>: <span class="recorded">first</span> → <span class="incoming">take 2</span>' in html
-    assert f'id="conflict-{waiting_conflicts[0].pk}"' not in html  # decided: not in the inbox
-    assert f'id="conflict-{waiting_conflicts[1].pk}"' in html
-    # Each conflict's delivery (no delivery id was sent: its number) and source.
-    assert f"#{done_conflicts[0].delivery_id} <small>api</small>" in html
+    # The differences first in each row, the field labelled as people read it.
+    assert '<strong>Note</strong>: <span class="recorded">first</span> → <span class="incoming">take 2</span>' in html
+    assert f'id="conflict-{waiting_conflicts[0].pk}"' not in html  # decided: on its own tab
 
 
 @pytest.fixture(params=["operator", "viewer"])
@@ -99,48 +150,116 @@ def test_it_masks_sensitive_differences_for_people_without_view_sensitive(client
 
     html = text(client.get(INBOX))
 
-    masked = f'<strong>secret</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>'
+    masked = f'<strong>Secret</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>'
     assert ("s3cr3t-two" in html) is shown
     assert (masked in html) is not shown
     assert '<span class="recorded">one</span> → <span class="incoming">two</span>' in html
 
 
-def test_it_tells_a_viewer_who_can_decide_and_offers_no_decision(client, login, race):
+def test_an_approver_reads_a_refunds_amounts_as_money_and_may_apply_one(client, login, held_refund):
+    login("approver")
+
+    html = text(client.get(INBOX))
+
+    assert (
+        '<strong>Amount</strong>: <span class="recorded">43.50 EUR</span> → <span class="incoming">43.51 EUR</span>'
+        in html
+    )
+    assert "Apply incoming and release</button>" in html
+    assert "Dismiss and release</button>" in html
+    assert "Only approvers and admins see" not in html
+
+
+def test_an_operator_is_told_who_may_apply_a_side_of_a_refund_and_may_assign_it(client, login, held_refund, person):
+    login("operator")
+    carol, dave = person("carol", "approver"), person("dave", "admin")
+    person("erin", "operator")
+
+    response = client.get(INBOX)
+
+    html = text(response)
+    assert (
+        f'<strong>Amount</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>' in html
+    )
+    assert (
+        "Only approvers and admins see the Amount; assign it to one of: carol, dave. Or dismiss it: "
+        "the recorded payload stays."
+    ) in html
+    assert "Apply incoming" not in html
+    assert "Dismiss and release</button>" in html
+    assert f'<option value="{carol.pk}">carol</option><option value="{dave.pk}">dave</option>' in html
+    assert f'action="/console/operations/{held_refund.operation_id}/assign/"' in html
+
+
+@pytest.mark.parametrize("role", ["operator", "approver"])
+def test_the_operation_page_offers_apply_only_to_who_sees_the_amounts(client, login, held_refund, role):
+    login(role)
+
+    html = text(client.get(f"/console/operations/{held_refund.operation_id}/"))
+
+    assert ("Apply incoming payload</button>" in html) is (role == "approver")
+    assert ">Dismiss</button>" in html
+    assert ("which operator may not see: only approvers and admins of workspace demo" in html) is (role == "operator")
+
+
+def test_a_viewer_is_told_who_decides_and_offered_no_decision(client, login, race, ran, held_refund):
     login("viewer")
     race(2)
+    ran(2, request_id="R-2")
 
     html = text(client.get(INBOX))
 
     assert "You may look, not decide: operators and admins of workspace demo decide conflicts." in html
-    assert "Dismiss all" not in html
-    assert "Apply this one" not in html
-    assert 'type="checkbox"' not in html
+    assert (
+        "You may look, not decide: operators and admins of workspace demo decide conflicts, and approvers and "
+        "admins those in the Amount."
+    ) in html
+    for offered in ("Dismiss all", "Apply incoming", "Dismiss and release", 'type="checkbox"', "Assign to"):
+        assert offered not in html, offered
 
 
-def test_it_offers_apply_only_while_the_operation_has_not_run(client, login, race):
+def test_it_offers_apply_only_while_the_operation_has_not_run(client, login, race, ran):
     login("operator")
     race(1, request_id="R-1")
-    ran, _ = race(1, request_id="R-2")
-    Operation.objects.filter(pk=ran.pk).update(state="succeeded", attempts=1)
+    ran(1, request_id="R-2")
 
-    groups = {g["operation"].pk: g for g in client.get(INBOX).context["groups"]}
+    response = client.get(INBOX)
 
-    assert [g["can_apply"] for g in groups.values()] == [False, True]
-    assert text(client.get(INBOX)).count("Apply this one") == 1
+    assert [row["can_apply"] for row in response.context["held"]] == [True]
+    assert [row["can_apply"] for g in response.context["dismissable"] for row in g["rows"]] == [False]
+    assert text(response).count("Apply incoming") == 1
+
+
+@pytest.mark.parametrize("state", ["held", "dismiss_only", "decided"])
+def test_it_filters_by_state(client, login, race, ran, bob, state):
+    login("operator")
+    _, waiting = race(2, request_id="R-1")
+    _, done = ran(1, request_id="R-2")
+    conflict_decisions.dismiss_conflict(waiting[0], user=bob, reason="stale")
+
+    response = client.get(INBOX, {"state": state})
+
+    shown = [row["conflict"].pk for row in response.context["held"] or []]
+    shown += [row["conflict"].pk for g in response.context["dismissable"] or [] for row in g["rows"]]
+    shown += [row["conflict"].pk for row in response.context["decided"] or []]
+    assert shown == {"held": [waiting[1].pk], "dismiss_only": [done[0].pk], "decided": [waiting[0].pk]}[state]
+    assert [tab["state"] for tab in response.context["tabs"] if tab["current"]] == [state]
+    if state == "decided":
+        assert "Dismissed</span> <small>by bob</small>" in text(response)
 
 
 def test_it_filters_by_workspace_and_action(client, login, race, noted_action, scripted_action):
     user = login("operator")
     other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     Membership.objects.create(user=user, workspace=other, role="operator")
-    ours, _ = race(1)
+    _, [ours] = race(1)
     data = {"request_id": "B-1", "version": 1, "note": "one", "secret": "s"}
     for note in ("one", "two"):
         submit_event(workspace=other, source="api", raw={"action": noted_action.name, "data": data | {"note": note}})
-    theirs = Operation.objects.get(workspace=other)
+    theirs = Conflict.objects.get(operation__workspace=other)
 
     def listed(params):
-        return [g["operation"].pk for g in client.get(INBOX, params).context["groups"]]
+        return held_rows(client.get(INBOX, params))
 
     assert listed({}) == [theirs.pk, ours.pk]
     assert listed({"workspace": other.pk}) == [theirs.pk]
@@ -157,36 +276,40 @@ def test_it_never_shows_another_workspaces_conflicts(client, login, noted_action
 
     page = client.get(INBOX)
 
-    assert page.context["groups"] == []
-    assert "No open conflict." in text(page)
+    assert (page.context["held"], page.context["dismissable"]) == ([], [])
+    assert counts(page) == {"": 0, "held": 0, "dismiss_only": 0, "decided": 0}
+    assert "No conflict to dismiss." in text(page)
+    assert "No held conflict." in text(client.get(INBOX, {"state": "held"}))
 
 
-def test_it_pages_groups_newest_operation_first(client, login, race):
+def test_it_shows_a_few_of_each_actions_dismiss_only_conflicts_and_links_to_all(client, login, ran, noted_action):
     login("operator")
-    operations = [race(1, request_id=f"R-{n}")[0] for n in range(GROUPS_PER_PAGE + 3)]
-
-    first = client.get(INBOX)
-    older = client.get(INBOX, {"older": first.context["older"]})
-
-    newest_first = [op.pk for op in reversed(operations)]
-    assert [g["operation"].pk for g in first.context["groups"]] == newest_first[:GROUPS_PER_PAGE]
-    assert [g["operation"].pk for g in older.context["groups"]] == newest_first[GROUPS_PER_PAGE:]
-    assert older.context["older"] is None
-    assert "« Newest" in text(older)
-    for cursor in ["not-a-cursor", "-1", str(2**64)]:
-        assert client.get(INBOX, {"older": cursor}).context["first"], cursor
-
-
-def test_it_shows_a_bounded_number_of_a_groups_conflicts_and_says_how_many_more(client, login, race):
-    login("operator")
-    race(SHOWN_PER_GROUP + 4)
+    _, made = ran(ROWS_PER_ACTION + 4)
 
     page = client.get(INBOX)
 
-    [group] = page.context["groups"]
-    assert (group["open"], len(group["conflicts"]), group["hidden"]) == (SHOWN_PER_GROUP + 4, SHOWN_PER_GROUP, 4)
-    assert f"Dismiss all {SHOWN_PER_GROUP + 4} conflicts of this operation" in text(page)
-    assert "And 4 more" in text(page)
+    [group] = page.context["dismissable"]
+    assert (group["count"], len(group["rows"])) == (ROWS_PER_ACTION + 4, ROWS_PER_ACTION)
+    assert f"Dismiss all {ROWS_PER_ACTION + 4} matching</button>" in text(page)
+    assert f"See all {ROWS_PER_ACTION + 4} of {noted_action.name}</a>" in text(page)
+
+
+def test_one_actions_dismiss_only_conflicts_are_paged_newest_first(client, login, ran, noted_action):
+    login("operator")
+    _, made = ran(PAGE_SIZE + 3)
+    params = {"state": "dismiss_only", "action": noted_action.name}
+
+    first = client.get(INBOX, params)
+    older = client.get(INBOX, params | {"older": first.context["older"]})
+
+    newest_first = [c.pk for c in reversed(made)]
+    assert dismissable_rows(first)[noted_action.name] == newest_first[:PAGE_SIZE]
+    assert dismissable_rows(older)[noted_action.name] == newest_first[PAGE_SIZE:]
+    assert older.context["older"] is None
+    assert "« Newest" in text(older)
+    assert "See all" not in text(first)
+    for cursor in ["not-a-cursor", "-1", str(2**64)]:
+        assert client.get(INBOX, params | {"older": cursor}).context["first"], cursor
 
 
 def test_the_queue_links_its_open_conflicts_count_to_the_inbox(client, login, race):
@@ -199,53 +322,119 @@ def test_the_queue_links_its_open_conflicts_count_to_the_inbox(client, login, ra
     assert '<a href="/console/conflicts/">Conflicts</a>' in html  # the main navigation
 
 
-# --- decisions ------------------------------------------------------------------------------------
+# --- dismiss all N matching ---------------------------------------------------------------------
 
 
-def test_it_dismisses_all_of_an_operations_conflicts_with_one_reason(client, login, race):
+def test_it_dismisses_all_matching_across_pages_with_one_reason(client, login, ran, noted_action):
     login("operator")
-    operation, made = race(31)
+    _, made = ran(PAGE_SIZE + 5)
+    form = matching_form(client.get(INBOX), noted_action.name)
 
-    response = decide(
-        client,
-        f"/console/conflicts/operations/{operation.pk}/dismiss/",
-        {"reason": "a sender's retry storm", "seen": seen(client)},
-        query="workspace=1",
-    )
+    response = client.post("/console/conflicts/dismiss-matching/", form | {"reason": "a sender's retry storm"})
 
-    assert messages_of(response) == [
-        ("success", f"Dismissed 31 conflicts of {operation.key}; each decision is in the audit trail.")
-    ]
+    assert response.status_code == 302
+    assert response.url == INBOX  # back to the page it was sent from
+    [(level, message)] = messages_of(response)
+    assert level == "success"
+    assert message.startswith(f"Dismissed {PAGE_SIZE + 5} conflicts of ")
     assert set(Conflict.objects.values_list("status", "decided_by")) == {("dismissed", "operator")}
-    assert AuditEvent.objects.filter(kind="conflict_dismissed", actor="operator").count() == 31
-    assert client.get(INBOX).context["groups"] == []
+    assert AuditEvent.objects.filter(kind="conflict_dismissed", actor="operator").count() == PAGE_SIZE + 5
 
 
-def test_it_leaves_a_conflict_that_arrived_after_the_page_was_shown(client, login, race, noted):
+def test_pressing_dismiss_all_matching_twice_changes_nothing_the_second_time(client, login, ran, noted_action):
     login("operator")
-    operation, made = race(2)
-    shown = seen(client)
-    late = noted(note="take 3").conflict
-
-    decide(client, f"/console/conflicts/operations/{operation.pk}/dismiss/", {"reason": "r", "seen": shown})
-
-    assert Conflict.objects.get(pk=late.pk).status == "open"
-    assert Conflict.objects.filter(status="dismissed").count() == 2
-
-
-def test_pressing_dismiss_all_twice_changes_nothing_the_second_time(client, login, race):
-    login("operator")
-    operation, _ = race(3)
-    form = {"reason": "stale", "seen": seen(client)}
-    client.get(decide(client, f"/console/conflicts/operations/{operation.pk}/dismiss/", form).url)
+    ran(3)
+    form = matching_form(client.get(INBOX), noted_action.name) | {"reason": "stale"}
+    client.get(client.post("/console/conflicts/dismiss-matching/", form).url)  # its report read
     before = snapshot()
 
-    response = decide(client, f"/console/conflicts/operations/{operation.pk}/dismiss/", form)
+    response = client.post("/console/conflicts/dismiss-matching/", form)
+
+    assert messages_of(response) == [("warning", "None of these 3 conflicts is open any more; nothing was changed.")]
+    assert snapshot() == before
+
+
+def test_it_refuses_dismissing_all_matching_when_the_list_changed(client, login, ran, noted, noted_action):
+    login("operator")
+    operation, _ = ran(3)
+    form = matching_form(client.get(INBOX), noted_action.name) | {"reason": "stale"}
+    noted(note="take 4")  # one more since the page was read
+    before = snapshot()
+
+    response = client.post("/console/conflicts/dismiss-matching/", form)
 
     assert messages_of(response) == [
-        ("warning", f"No conflict of {operation.key} is open any more; nothing was changed.")
+        (
+            "error",
+            "The list changed since you loaded it: you saw 3 conflicts, it now holds 4. Nothing was changed; "
+            "look at the list again before dismissing all of it.",
+        )
     ]
     assert snapshot() == before
+
+
+def test_dismissing_all_matching_needs_a_reason(client, login, ran, noted_action):
+    login("operator")
+    ran(2)
+    form = matching_form(client.get(INBOX), noted_action.name)
+    before = snapshot()
+
+    response = client.post("/console/conflicts/dismiss-matching/", form | {"reason": " "})
+
+    assert messages_of(response) == [("error", "Reason is required; nothing was changed.")]
+    assert snapshot() == before
+
+
+def test_dismissing_all_matching_never_reaches_another_workspace(client, login, ran, noted_action):
+    """The ids are read again from the query, within the person's workspaces: a query naming
+    another workspace is refused, and nothing of it is written."""
+    login("operator")
+    ran(2)
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    data = {"request_id": "B-1", "version": 1, "note": "one", "secret": "s"}
+    for note in ("one", "two"):
+        submit_event(workspace=other, source="api", raw={"action": noted_action.name, "data": data | {"note": note}})
+    Operation.objects.filter(workspace=other).update(state="succeeded", attempts=1)
+    form = matching_form(client.get(INBOX), noted_action.name)
+    crafted = form | {"matching": f"state=dismiss_only&workspace={other.pk}", "reason": "theirs"}
+    before = snapshot()
+
+    assert client.post("/console/conflicts/dismiss-matching/", crafted).status_code == 404
+    assert snapshot() == before
+    client.post("/console/conflicts/dismiss-matching/", form | {"reason": "ours"})
+    assert Conflict.objects.get(operation__workspace=other).status == "open"
+
+
+def test_dismissing_all_matching_is_for_dismiss_only_conflicts(client, login, race, noted_action):
+    login("operator")
+    race(2)
+    before = snapshot()
+
+    response = client.post(
+        "/console/conflicts/dismiss-matching/",
+        {"matching": "state=held", "matching_count": 2, "matching_digest": "0" * 64, "reason": "no"},
+    )
+
+    assert response.status_code == 404
+    assert snapshot() == before
+
+
+def test_a_viewer_may_not_dismiss_all_matching(client, login, ran, noted_action, django_user_model):
+    operator = login("operator")
+    ran(2)
+    form = matching_form(client.get(INBOX), noted_action.name)
+    Membership.objects.filter(user=operator).update(role="viewer")
+    before = snapshot()
+
+    response = client.post("/console/conflicts/dismiss-matching/", form | {"reason": "no"})
+
+    assert messages_of(response) == [
+        ("error", "operator may not replay, resolve, cancel or decide conflicts in workspace demo.")
+    ]
+    assert snapshot() == before
+
+
+# --- one at a time, and a selection ------------------------------------------------------------------
 
 
 def test_it_applies_one_and_dismisses_the_rest(client, login, race):
@@ -269,6 +458,64 @@ def test_it_applies_one_and_dismisses_the_rest(client, login, race):
     assert AuditEvent.objects.get(kind="conflict_applied").message == f"conflict {made[1].pk} (note): take 2 is the one"
 
 
+def test_it_refuses_an_operator_a_crafted_apply_of_a_refunds_amount(client, login, held_refund):
+    login("operator")
+    before = snapshot()
+
+    response = decide(
+        client, f"/console/conflicts/{held_refund.pk}/apply-one/", {"reason": "the new one", "seen": held_refund.pk}
+    )
+
+    [(level, message)] = messages_of(response)
+    assert level == "error"
+    assert message.startswith(
+        f"Conflict {held_refund.pk} on {held_refund.operation.key} differs in Amount, which operator may not see"
+    )
+    assert snapshot() == before
+
+
+def test_an_approver_applies_a_refunds_amount_from_the_inbox(client, login, held_refund):
+    login("approver")
+
+    decide(
+        client,
+        f"/console/conflicts/{held_refund.pk}/apply-one/",
+        {"reason": "the corrected amount", "seen": held_refund.pk},
+    )
+
+    assert Operation.objects.get().payload["amount_cents"] == 4351
+    assert Conflict.objects.get().status == "applied"
+
+
+def test_an_operator_assigns_a_refund_to_an_approver_from_the_inbox(client, login, held_refund, person):
+    login("operator")
+    carol = person("carol", "approver")
+
+    response = client.post(f"/console/operations/{held_refund.operation_id}/assign/", {"to": carol.pk, "next": INBOX})
+
+    assert response.url == INBOX
+    assert messages_of(response) == [("success", f"Assigned {held_refund.operation.key} to carol.")]
+    assert Operation.objects.get().assigned_to == carol
+    assert "Assigned to <strong>carol</strong>." in text(client.get(INBOX))
+
+
+@pytest.mark.parametrize("to", ["", "junk", "viewer"])
+def test_it_refuses_assigning_to_nobody_or_someone_who_may_not_act(client, login, held_refund, person, to):
+    login("operator")
+    watcher = person("watcher", "viewer")
+    before = snapshot()
+
+    response = client.post(
+        f"/console/operations/{held_refund.operation_id}/assign/",
+        {"to": watcher.pk if to == "viewer" else to, "next": INBOX},
+    )
+
+    [(level, _)] = messages_of(response)
+    assert level == "error"
+    assert snapshot() == before
+    assert Operation.objects.get().assigned_to is None
+
+
 def test_it_reports_a_refused_apply_and_dismisses_nothing(client, login, race):
     login("operator")
     operation, made = race(2)
@@ -284,18 +531,16 @@ def test_it_reports_a_refused_apply_and_dismisses_nothing(client, login, race):
     assert snapshot() == before
 
 
-def test_it_dismisses_a_selection_across_operations(client, login, race):
+def test_it_dismisses_a_selection_across_operations(client, login, ran):
     login("operator")
-    first, first_conflicts = race(3, request_id="R-1")
-    second, _ = race(2, request_id="R-2")
-    untouched, _ = race(2, request_id="R-3")
+    first, first_conflicts = ran(3, request_id="R-1")
+    second, second_conflicts = ran(2, request_id="R-2")
 
     response = decide(
         client,
         "/console/conflicts/dismiss/",
         {
-            "conflict": [first_conflicts[0].pk, first_conflicts[2].pk],
-            "operation": [second.pk],
+            "conflict": [first_conflicts[0].pk, first_conflicts[2].pk, second_conflicts[1].pk],
             "reason": "duplicates from the import",
             "seen": seen(client),
         },
@@ -304,10 +549,10 @@ def test_it_dismisses_a_selection_across_operations(client, login, race):
     [(level, message)] = messages_of(response)
     assert (level, message) == (
         "success",
-        f"Dismissed 4 conflicts of {first.key}, {second.key}; each decision is in the audit trail.",
+        f"Dismissed 3 conflicts of {first.key}, {second.key}; each decision is in the audit trail.",
     )
-    open_by_operation = sorted(Conflict.objects.filter(status="open").values_list("operation_id", flat=True))
-    assert open_by_operation == [first.pk, untouched.pk, untouched.pk]
+    still_open = sorted(Conflict.objects.filter(status="open").values_list("pk", flat=True))
+    assert still_open == [first_conflicts[1].pk, second_conflicts[0].pk]
 
 
 def test_it_reports_the_selected_conflicts_someone_else_decided_meanwhile(client, login, race, bob):
@@ -336,7 +581,6 @@ def forms_of(race, client):
         operation, made = race(2)
         shown = seen(client)
         return {
-            "dismiss_all": (f"/console/conflicts/operations/{operation.pk}/dismiss/", {"reason": "r", "seen": shown}),
             "apply_one": (f"/console/conflicts/{made[0].pk}/apply-one/", {"reason": "r", "seen": shown}),
             "selection": ("/console/conflicts/dismiss/", {"conflict": [made[0].pk], "reason": "r", "seen": shown}),
         }
@@ -344,7 +588,7 @@ def forms_of(race, client):
     return make
 
 
-DECISIONS = ["dismiss_all", "apply_one", "selection"]
+DECISIONS = ["apply_one", "selection"]
 
 
 @pytest.mark.parametrize("name", DECISIONS)
@@ -362,6 +606,7 @@ def test_it_refuses_a_decision_without_a_reason(client, login, forms_of, name):
 @pytest.mark.parametrize("role", ["viewer", "approver"])
 @pytest.mark.parametrize("name", DECISIONS)
 def test_it_refuses_a_decision_without_the_review_role(client, login, forms_of, name, role):
+    """An approver decides conflicts in sensitive fields only: these differ in a note."""
     login(role)
     url, form = forms_of()[name]
     before = snapshot()
@@ -377,11 +622,11 @@ def test_it_refuses_an_empty_selection(client, login, race):
 
     response = decide(client, "/console/conflicts/dismiss/", {"reason": "r", "seen": seen(client)})
 
-    assert messages_of(response) == [("error", "Select at least one conflict or operation; nothing was changed.")]
+    assert messages_of(response) == [("error", "Select at least one conflict; nothing was changed.")]
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("selected", ["conflict", "operation", "junk", "huge"])
+@pytest.mark.parametrize("selected", ["conflict", "junk", "huge"])
 def test_it_answers_404_for_a_selection_reaching_into_another_workspace(client, login, race, noted_action, selected):
     login("operator")
     _, mine = race(2)
@@ -393,9 +638,8 @@ def test_it_answers_404_for_a_selection_reaching_into_another_workspace(client, 
     ).conflict
     chosen = {
         "conflict": {"conflict": [mine[0].pk, theirs.pk]},
-        "operation": {"conflict": [mine[0].pk], "operation": [theirs.operation_id]},
         "junk": {"conflict": [mine[0].pk, "1; drop"]},
-        "huge": {"operation": [str(2**64)]},
+        "huge": {"conflict": [str(2**64)]},
     }[selected]
     before = snapshot()
 
@@ -405,7 +649,7 @@ def test_it_answers_404_for_a_selection_reaching_into_another_workspace(client, 
     assert snapshot() == before
 
 
-def test_it_answers_404_for_another_workspaces_operation_or_conflict(client, login, noted_action):
+def test_it_answers_404_for_another_workspaces_conflict(client, login, noted_action):
     login("operator")
     other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
     data = {"request_id": "B-1", "version": 1, "note": "one", "secret": "s"}
@@ -416,14 +660,14 @@ def test_it_answers_404_for_another_workspaces_operation_or_conflict(client, log
     before = snapshot()
 
     form = {"reason": "r", "seen": theirs.pk}
-    assert client.post(f"/console/conflicts/operations/{theirs.operation_id}/dismiss/", form).status_code == 404
     assert client.post(f"/console/conflicts/{theirs.pk}/apply-one/", form).status_code == 404
+    assert client.post(f"/console/operations/{theirs.operation_id}/assign/", {"to": 1}).status_code == 404
     assert snapshot() == before
 
 
 @pytest.mark.parametrize(
     "url",
-    ["/console/conflicts/dismiss/", "/console/conflicts/operations/1/dismiss/", "/console/conflicts/1/apply-one/"],
+    ["/console/conflicts/dismiss/", "/console/conflicts/dismiss-matching/", "/console/conflicts/1/apply-one/"],
 )
 def test_decisions_take_only_a_post(client, login, url):
     login("operator")

@@ -55,10 +55,10 @@ def test_it_masks_the_sensitive_fields_of_payload_and_conflicts(client, login, n
     assert "<dt>Note</dt><dd>first note</dd>" in page
     assert "Sensitive values are masked: an approver or admin of demo sees them." in page
     differences = re.sub(r"\s+", " ", page)
-    note = '<strong>note</strong>: <span class="recorded">first note</span> → <span class="incoming">second note</span>'
+    note = '<strong>Note</strong>: <span class="recorded">first note</span> → <span class="incoming">second note</span>'
     assert note in differences
     assert (
-        f'<strong>secret</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>'
+        f'<strong>Secret</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>'
         in differences
     )
 
@@ -75,7 +75,7 @@ def test_it_shows_the_sensitive_values_to_a_person_who_may_see_them(client, logi
     assert "Sensitive values are masked" not in page
     assert "<dt>Secret</dt><dd>s3cr3t-one</dd>" in page
     assert (
-        '<strong>secret</strong>: <span class="recorded">s3cr3t-one</span> → <span class="incoming">s3cr3t-two</span>'
+        '<strong>Secret</strong>: <span class="recorded">s3cr3t-one</span> → <span class="incoming">s3cr3t-two</span>'
     ) in page
 
 

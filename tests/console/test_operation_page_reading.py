@@ -109,7 +109,7 @@ def test_a_masked_amount_stays_masked(client, login, workspace, role):
     assert "2500" not in page
     assert "3000" not in page
     assert (
-        f'<strong>amount_cents</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>'
+        f'<strong>Amount</strong>: <span class="recorded">{MASK}</span> → <span class="incoming">{MASK}</span>'
     ) in page
 
 
@@ -125,8 +125,7 @@ def test_it_shows_both_amounts_of_a_conflict_with_their_currencies(client, login
     page = page_of(client, operation)
 
     assert (
-        '<strong>amount_cents</strong>: <span class="recorded">25.00 EUR</span> → '
-        '<span class="incoming">3,000 JPY</span>'
+        '<strong>Amount</strong>: <span class="recorded">25.00 EUR</span> → <span class="incoming">3,000 JPY</span>'
     ) in page
 
 

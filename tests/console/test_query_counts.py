@@ -20,7 +20,7 @@ from ledger.models import (
     Workspace,
 )
 from ledger.reads.finding import LIMIT
-from opsconsole.console.conflicts import GROUPS_PER_PAGE, SHOWN_PER_GROUP
+from opsconsole.console.conflicts import PAGE_SIZE, ROWS_PER_ACTION
 from tests.conftest import IN_INDEX_ORDER
 from tests.ledger.conftest import submit
 
@@ -190,15 +190,16 @@ def test_an_older_page_of_the_audit_trail_costs_the_same(client, crowded, someon
     assert len(response.context["page"]) == 3 * ROWS - 100
 
 
-# Session, user, memberships; the workspaces of the filter (and the chosen one, checked); one page
-# of groups, their operations, and their conflicts (at most SHOWN_PER_GROUP each) with deliveries.
-CONFLICTS_QUERIES = 8
+# Session, user, memberships; the workspaces of the filter (and the chosen one, checked); the counts
+# of open conflicts, the bounded count of decided ones; the held page; the dismiss-only groups, their
+# rows (at most ROWS_PER_ACTION each, one query) and each group's "dismiss all N matching" digest.
+CONFLICTS_QUERIES = 11
 
 
 def test_the_conflicts_inbox_costs_the_same_however_many_conflicts(
     client, crowded, someone, workspace, django_assert_max_num_queries
 ):
-    # Besides the busy operation's ROWS conflicts, one on each other operation: more than a page of groups.
+    # Besides the busy operation's ROWS conflicts, one on each other operation: more than a page.
     others = list(Operation.objects.exclude(pk=crowded.pk))
     deliveries = Delivery.objects.bulk_create(
         [Delivery(workspace=workspace, operation=op, source="api", outcome="conflict", key=op.key) for op in others]
@@ -215,16 +216,20 @@ def test_the_conflicts_inbox_costs_the_same_however_many_conflicts(
             for delivery in deliveries
         ]
     )
-    for params in [{}, {"workspace": workspace.pk}, {"action": crowded.action}]:
+    Operation.objects.update(attempts=1)  # they ran: every conflict is dismiss-only (test setup only)
+    for params in [{}, {"workspace": workspace.pk}, {"action": crowded.action}, {"state": "dismiss_only"}]:
         with django_assert_max_num_queries(CONFLICTS_QUERIES, info=str(params)):
             response = client.get("/console/conflicts/", params)
-        assert len(response.context["groups"]) == GROUPS_PER_PAGE, params
-    deeper = {"older": client.get("/console/conflicts/").context["older"]}
+        [group] = response.context["dismissable"]
+        assert len(group["rows"]) == (PAGE_SIZE if "action" in params else ROWS_PER_ACTION), params
+    one_action = {"state": "dismiss_only", "action": crowded.action}
+    deeper = one_action | {"older": client.get("/console/conflicts/", one_action).context["older"]}
     with django_assert_max_num_queries(CONFLICTS_QUERIES):
         response = client.get("/console/conflicts/", deeper)
-    groups = response.context["groups"]
-    assert groups[-1]["operation"] == crowded
-    assert len(groups[-1]["conflicts"]) == SHOWN_PER_GROUP
+    [group] = response.context["dismissable"]
+    assert len(group["rows"]) == 2 * ROWS - 1 - PAGE_SIZE  # the busy operation's ROWS, one of each other
+    with django_assert_max_num_queries(CONFLICTS_QUERIES):
+        client.get("/console/conflicts/", {"state": "decided"})
 
 
 # Session, user, memberships; one bounded count per unfinished state (6); the pause switches and

@@ -38,17 +38,14 @@ def test_a_held_refund_says_why_and_a_decision_releases_it(page, workspace):
     expect(row).to_contain_text("held: a conflicting delivery arrived")
 
     page.get_by_role("link", name="Open conflicts: 2").click()
-    group = page.locator(f"#operation-{held.pk}")
-    expect(group.locator(".held-by-conflict")).to_have_text("held: a conflicting delivery arrived")
-    expect(group.get_by_role("status")).to_contain_text("has not run and does not run until its conflicts are decided")
-    expect(group.get_by_role("status")).to_contain_text("it then awaits approval")
-    expect(group).to_contain_text("5000")
-    screenshot(page, "conflict-held")
+    row = page.locator(f"#conflict-{held.conflicts.get().pk}")
+    expect(row.locator(".held-by-conflict")).to_have_text("held by this conflict")
+    expect(row.locator("td.differences")).to_have_text("Amount: 45.00 EUR → 50.00 EUR")
 
-    group.get_by_label("Reason").fill("the customer's corrected amount")
-    group.get_by_role("button", name="Apply this one and release it").click()
+    row.get_by_label("Reason").fill("the customer's corrected amount")
+    row.get_by_role("button", name="Apply incoming and release").click()
     expect(page.get_by_role("status").first).to_contain_text("Applied the incoming payload of conflict")
-    expect(page.locator(f"#operation-{held.pk}")).to_have_count(0)
+    expect(page.locator("#held tbody tr").filter(has_text=held.key)).to_have_count(0)
     held.refresh_from_db()
     assert (held.state, held.payload["amount_cents"], held.last_error_category) == ("pending_approval", 5000, "")
     assert AuditEvent.objects.filter(operation=held, kind="conflict_released").count() == 1

@@ -163,8 +163,8 @@ def test_it_applies_the_incoming_payload_of_a_conflict(page, workspace, operator
     log_in(page, "operator")
     page.goto(f"/console/operations/{operation.pk}/")
     conflict = form_with(page, "Apply incoming payload")
-    expect(page.get_by_role("listitem").filter(has_text="title:")).to_have_text(
-        f"title: Review renewal options → {corrected}"
+    expect(page.get_by_role("listitem").filter(has_text="Title:")).to_have_text(
+        f"Title: Review renewal options → {corrected}"
     )
 
     conflict.get_by_label("Reason").fill("sender corrected the title")

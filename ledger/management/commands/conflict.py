@@ -19,7 +19,11 @@ class Command(BaseCommand):
             decide = sub.add_parser(verb, help=text)
             decide.add_argument("conflict_id", type=int)
             decide.add_argument(
-                "--as", dest="username", required=True, help="Who decides: a user with the review permission."
+                "--as",
+                dest="username",
+                required=True,
+                help="Who decides: a user with the review permission (applying a side of a conflict in sensitive "
+                "fields: one who sees them, an approver or admin).",
             )
             decide.add_argument("--reason", required=True, help="Why: kept in the audit trail.")
 

@@ -183,7 +183,9 @@ def test_a_cancel_keeps_a_reason_without_the_value(workspace, reviewer):
 
 
 @pytest.mark.parametrize("decide", [conflict_decisions.apply_conflict, conflict_decisions.dismiss_conflict])
-def test_a_conflict_decision_refuses_a_value_of_either_payload(workspace, reviewer, decide):
+def test_a_conflict_decision_refuses_a_value_of_either_payload(workspace, person, decide):
+    # An admin: applying a side of a conflict in the amount needs seeing it (ledger.people.may).
+    reviewer = person("lead", "admin")
     refund(workspace)
     conflict = submit_event(
         workspace=workspace, source="api", raw={"action": "issue-refund", "data": REFUND | {"amount_cents": 9900}}

@@ -29,6 +29,13 @@ def refund(workspace, submitted_by="token:oc_test", **data):
 
 
 @pytest.fixture
+def corrector(person):
+    """A second approver, who sees the amounts and so may apply a conflict in them (and then, four
+    eyes, not approve it)."""
+    return person("carol", "approver")
+
+
+@pytest.fixture
 def refund_waiting(workspace):
     operation = refund(workspace).operation
     assert operation.state == "pending_approval"
@@ -108,10 +115,10 @@ def test_it_refuses_a_rejection_without_a_reason(refund_waiting, approver):
     assert Operation.objects.get().state == "pending_approval"
 
 
-def test_it_refuses_to_approve_a_payload_other_than_the_one_shown(workspace, refund_waiting, approver, reviewer):
+def test_it_refuses_to_approve_a_payload_other_than_the_one_shown(workspace, refund_waiting, approver, corrector):
     shown = refund_waiting.fingerprint
     conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=450000).conflict.pk)
-    conflict_decisions.apply_conflict(conflict, user=reviewer, reason="sender corrected the amount")
+    conflict_decisions.apply_conflict(conflict, user=corrector, reason="sender corrected the amount")
     operation = Operation.objects.get()
 
     with pytest.raises(ApprovalError, match="changed since it was shown"):
@@ -134,12 +141,12 @@ def test_it_decides_once_when_two_approvers_race(refund_waiting, approver):
     assert list(Approval.objects.values_list("decision", flat=True)) == ["approved"]
 
 
-def test_it_refuses_to_apply_a_conflict_to_an_approved_operation(workspace, refund_waiting, approver, reviewer):
+def test_it_refuses_to_apply_a_conflict_to_an_approved_operation(workspace, refund_waiting, approver, corrector):
     approve_operation(refund_waiting, user=approver)
     conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=999).conflict.pk)
 
     with pytest.raises(review.ReviewError, match="can only be applied before the operation runs"):
-        conflict_decisions.apply_conflict(conflict, user=reviewer, reason="too late")
+        conflict_decisions.apply_conflict(conflict, user=corrector, reason="too late")
 
     assert Operation.objects.get().payload["amount_cents"] == 4500
 
@@ -194,12 +201,12 @@ def test_it_explains_a_refused_decision_on_the_command_line(refund_waiting, user
 
 
 def test_it_refuses_an_approval_made_on_a_copy_loaded_before_the_payload_changed(
-    workspace, refund_waiting, approver, reviewer
+    workspace, refund_waiting, approver, corrector
 ):
     """The database guard itself requires the payload the approver's copy holds."""
     stale_copy = Operation.objects.get(pk=refund_waiting.pk)
     conflict = Conflict.objects.get(pk=refund(workspace, amount_cents=450000).conflict.pk)
-    conflict_decisions.apply_conflict(conflict, user=reviewer, reason="sender corrected the amount")
+    conflict_decisions.apply_conflict(conflict, user=corrector, reason="sender corrected the amount")
 
     with pytest.raises(ApprovalError, match="changed meanwhile"):
         approve_operation(stale_copy, user=approver)
