@@ -75,12 +75,11 @@ def test_make_demo_prints_the_summary_last_and_deletes_it(fake_venv):
     """What demo_setup (and demo_day) wrote to var/demo-summary.txt is the last thing printed, before
     the server's own line; the file, which holds the token, is gone after."""
     summary = CHECKOUT / "var" / "demo-summary.txt"
-    (fake_venv / "bin" / "python").write_text(
-        FAKE_PYTHON.replace(
-            "exit 0\n",
-            '[[ "$*" == *"demo_setup"* ]] && printf "Console:  http://x/console/\\nAPI token for workspace demo: oc_t\\n" > var/demo-summary.txt\nexit 0\n',
-        )
+    writes_summary = (
+        '[[ "$*" == *"demo_setup"* ]] && '
+        'printf "Console:  http://x/console/\\nAPI token for workspace demo: oc_t\\n" > var/demo-summary.txt\n'
     )
+    (fake_venv / "bin" / "python").write_text(FAKE_PYTHON.replace("exit 0\n", writes_summary + "exit 0\n"))
 
     printed, _ = make("demo", fake_venv)
 
