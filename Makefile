@@ -208,7 +208,8 @@ demo demo-day: venv
 	for _ in $$(seq 300); do kill -0 $$RPID 2>/dev/null || break; (: </dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done; \
 	echo; cat $(DEMO_SUMMARY) 2>/dev/null; rm -f $(DEMO_SUMMARY); \
 	if kill -0 $$RPID 2>/dev/null; then \
-		echo "Serving on http://127.0.0.1:8000/ (its log: var/web.log). Ctrl-C stops the demo."; wait $$RPID; \
+		echo "Serving on http://127.0.0.1:8000/ (its log: var/web.log). Ctrl-C stops the demo."; \
+		wait $$RPID; STATUS=$$?; [ $$STATUS -gt 128 ] || exit $$STATUS; \
 	else \
 		wait $$RPID; STATUS=$$?; echo "The web server stopped (status $$STATUS); var/web.log ends with:"; tail -n 5 var/web.log; exit $$STATUS; \
 	fi

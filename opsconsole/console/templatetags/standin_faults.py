@@ -1,6 +1,6 @@
-"""``{% standin_faults %}`` (the dashboard) and ``{% standin_faults operation %}`` (an operation whose
-destination is the stand-in): a line saying the stand-in's next calls fail as scripted, when faults
-are queued there (opsconsole.console.standin_faults)."""
+"""The line saying the stand-in's next calls fail as scripted, when faults are queued there
+(opsconsole.console.standin_faults). ``{% standin_faults %}`` on the dashboard, ``{% standin_faults
+operation %}`` on the page of an operation whose calls reach the stand-in."""
 
 from django import template
 
