@@ -159,14 +159,22 @@ echo "Embedded PostgreSQL at $$DATABASE_URL (data in var/postgres; stopped when 
 endef
 
 # The demo runs with DEBUG on (a development secret key) on its embedded PostgreSQL (above).
-# The stand-in destination (standin/) plays the external system of file-ticket and send-notice.
-# qcluster is started in its own session so that Ctrl-C reaches only the web server; the trap
-# then stops the cluster by signalling its main pid (signalling the group can hang it) and waits for
-# it to let go of the database before the database is stopped.
+# The stand-in destination (standin/) plays the external system of file-ticket and send-notice; its
+# records are kept in var/standin.sqlite3 beside the database, so both outlive a restart.
+# qcluster is started in its own session so that Ctrl-C reaches only the foreground command; the
+# trap then stops the web server, the cluster (by signalling its main pid: signalling the group can
+# hang it) and the stand-in, and waits for the cluster to let go of the database before the database
+# is stopped.
+# What a person reads stays on the terminal; log lines go to files in var/: commands.log (the
+# commands run here), qcluster.log, standin.log and web.log (the web server's access log, a line per
+# request). demo_setup and demo_day write the console's address, users, links and token to
+# var/demo-summary.txt, printed last, once the web server answers, then deleted (it holds the token).
 # /metrics answers the demo's own token (OPSCONSOLE_METRICS_TOKEN; printed by demo_setup).
 # The demo's integrations (examples/integrations.yaml) read two secrets from the environment: the
 # billing source's signing secret (a Standard Webhooks whsec_ one: the server verifies with it, and
 # demo_setup prints the sender's command with it) and the fulfilment destination's bearer token.
+# Every variable below (and any other, e.g. a credential an integration of yours names:
+# `make demo OPSCONSOLE_CRM_TOKEN=...`) reaches the commands, the cluster and the web server.
 # `make demo-day` is the same demo with a day of events played first against the failing stand-in
 # (ledger/management/commands/demo_day.py; EVENTS=N for a shorter or longer day), then served.
 EVENTS ?= 3600
@@ -177,20 +185,34 @@ demo demo-day: export OPSCONSOLE_DEMO_FULFILMENT_TOKEN ?= demo-fulfilment-token
 demo demo-day: export OPSCONSOLE_EGRESS_ALLOW_PRIVATE ?= 1
 # Where the demo serves the console: the link a notification carries to an operation's page.
 demo demo-day: export OPSCONSOLE_SITE_URL ?= http://127.0.0.1:8000
+# The console says when the stand-in holds scripted faults (opsconsole/console/standin_faults.py).
+demo demo-day: export OPSCONSOLE_SHOW_STANDIN_FAULTS ?= 1
+DEMO_MANAGE := DEBUG=1 OPSCONSOLE_LOG_FILE=var/commands.log $(PY) manage.py
+DEMO_SUMMARY := var/demo-summary.txt
 demo: DEMO_DAY :=
-demo-day: DEMO_DAY = DEBUG=1 $(PY) manage.py demo_day --events $(EVENTS) || exit $$?;
+demo-day: DEMO_DAY = $(DEMO_MANAGE) demo_day --events $(EVENTS) --summary $(DEMO_SUMMARY) || exit $$?;
 demo demo-day: venv
 	@$(WITH_DEMO_DATABASE) \
 	trap '$$STOP_DATABASE' EXIT; \
-	DEBUG=1 $(PY) manage.py migrate --noinput -v0 || exit $$?; \
-	DEBUG=1 $(PY) manage.py demo_setup --url http://127.0.0.1:8000/ || exit $$?; \
-	$(PY) -m standin --port 8765 > var-standin.log 2>&1 & SPID=$$!; \
-	DEBUG=1 setsid $(PY) manage.py qcluster > var-qcluster.log 2>&1 & QPID=$$!; \
-	trap 'kill $$QPID $$SPID 2>/dev/null; wait $$QPID; $$STOP_DATABASE' EXIT; \
-	echo "qcluster running (pid $$QPID, log var-qcluster.log), stand-in destination on :8765; Ctrl-C stops the demo."; \
+	mkdir -p var; \
+	$(DEMO_MANAGE) migrate --noinput -v0 || exit $$?; \
+	$(DEMO_MANAGE) demo_setup --url http://127.0.0.1:8000/ --summary $(DEMO_SUMMARY) || exit $$?; \
+	$(PY) -m standin --port 8765 --store var/standin.sqlite3 > var/standin.log 2>&1 & SPID=$$!; \
+	DEBUG=1 setsid $(PY) manage.py qcluster > var/qcluster.log 2>&1 & QPID=$$!; \
+	trap 'kill $$RPID $$QPID $$SPID 2>/dev/null; wait $$QPID; rm -f $(DEMO_SUMMARY); $$STOP_DATABASE' EXIT; \
+	echo "qcluster running (pid $$QPID), stand-in destination on :8765 (records in var/standin.sqlite3)."; \
+	echo "Logs: var/commands.log, var/qcluster.log, var/standin.log, var/web.log. Ctrl-C stops the demo."; \
 	$(DEMO_DAY) \
-	DEBUG=1 $(PY) manage.py demo_drafts; \
-	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
+	$(DEMO_MANAGE) demo_drafts; \
+	DEBUG=1 $(PY) manage.py runserver --noreload 127.0.0.1:8000 > var/web.log 2>&1 & RPID=$$!; \
+	for _ in $$(seq 300); do kill -0 $$RPID 2>/dev/null || break; (: </dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done; \
+	echo; cat $(DEMO_SUMMARY) 2>/dev/null; rm -f $(DEMO_SUMMARY); \
+	if kill -0 $$RPID 2>/dev/null; then \
+		echo "Serving on http://127.0.0.1:8000/ (its log: var/web.log). Ctrl-C stops the demo."; \
+		wait $$RPID; STATUS=$$?; [ $$STATUS -gt 128 ] || exit $$STATUS; \
+	else \
+		wait $$RPID; STATUS=$$?; echo "The web server stopped (status $$STATUS); var/web.log ends with:"; tail -n 5 var/web.log; exit $$STATUS; \
+	fi
 
 # The production web server (docs/operations.md; settings from the environment, e.g. .env). It
 # refuses to start on a database whose migrations are not all applied: migrating is a deploy step of

@@ -138,7 +138,8 @@ DATABASE_URL = env.str("DATABASE_URL", default="")
 if not DATABASE_URL:
     raise ImproperlyConfigured(
         "DATABASE_URL is not set: name a PostgreSQL database (postgres://user@host:port/name). `make demo` and "
-        "`make test` start the embedded PostgreSQL and set it themselves; for another command, start it with "
+        "`make test` start the embedded PostgreSQL and set it themselves; for another command, the running demo's is "
+        "`export DATABASE_URL=$(.venv/bin/python -m opsconsole.embedded_db url)`, or start it with "
         "`export DATABASE_URL=$(.venv/bin/python -m opsconsole.embedded_db start)` (README.md)."
     )
 DATABASES = {"default": env.db_url_config(DATABASE_URL)}
@@ -254,12 +255,23 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
+# Log lines go to standard error, or to this file when it is set: `make demo` sets it for the
+# commands it runs in the person's terminal (var/commands.log), so their output stays readable.
+OPSCONSOLE_LOG_FILE = env.str("OPSCONSOLE_LOG_FILE", default="")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "opsconsole.logging.JsonFormatter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "handlers": {
+        "console": (
+            {"class": "logging.FileHandler", "filename": OPSCONSOLE_LOG_FILE, "formatter": "json"}
+            if OPSCONSOLE_LOG_FILE
+            else {"class": "logging.StreamHandler", "formatter": "json"}
+        )
+    },
     "loggers": {
+        # runserver's line per request: the access log below writes one already (each request once).
+        "django.server": {"handlers": [], "propagate": False},
         "ledger": {"handlers": ["console"], "level": env.str("LEDGER_LOG_LEVEL", default="INFO")},
         # Server errors (5xx) with their tracebacks, and refused requests (bad Host, CSRF), as JSON
         # lines carrying the request id: with DEBUG off nothing else would print them.
@@ -273,6 +285,9 @@ LOGGING = {
         },
     },
 }
+if OPSCONSOLE_LOG_FILE:
+    # django-q2's own lines ("[Q] INFO Enqueued ...") follow the others into the file.
+    LOGGING["loggers"]["django-q"] = {"handlers": ["console"], "level": "INFO", "propagate": False}
 
 # /readyz answers 503 when the sweep's heartbeat is older than this (0: it does not ask).
 OPSCONSOLE_SWEEP_STALE_SECONDS = env.int("OPSCONSOLE_SWEEP_STALE_SECONDS", default=300)
@@ -319,6 +334,9 @@ OPSCONSOLE_RECONCILE_GIVE_UP_SECONDS = env.int("OPSCONSOLE_RECONCILE_GIVE_UP_SEC
 
 # External destinations: the stand-in (standin/, `python -m standin`) and the HTTP timeout.
 OPSCONSOLE_STANDIN_URL = env.str("OPSCONSOLE_STANDIN_URL", default="http://127.0.0.1:8765")
+# The console asks the stand-in how many scripted faults it holds and says so (the dashboard, an
+# operation that calls it): on in `make demo` only, as a deployment has no stand-in to ask.
+OPSCONSOLE_SHOW_STANDIN_FAULTS = env.bool("OPSCONSOLE_SHOW_STANDIN_FAULTS", default=False)
 OPSCONSOLE_HTTP_TIMEOUT_SECONDS = env.float("OPSCONSOLE_HTTP_TIMEOUT_SECONDS", default=5.0)
 # Where people reach this console, for the links notifications carry to an operation's page
 # (ledger.core.announcements): scheme and host, no trailing slash.

@@ -30,6 +30,17 @@ from standin.store import (
     validate_fault,
 )
 
+CONTROL_PATHS = (
+    "/records",
+    "/health",
+    "/_faults",
+    "/_faults/clear",
+    "/_faults/count",
+    "/_reset",
+    "/_stats",
+    "/_delete",
+    "/_edit",
+)
 RECORD_PATH = re.compile(r"^/records/(?P<record_id>[^/]+)$")
 
 
@@ -96,7 +107,7 @@ class Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def _route(path):
-        if path in ("/records", "/health", "/_faults", "/_reset", "/_stats", "/_delete", "/_edit"):
+        if path in CONTROL_PATHS:
             return path, {}
         match = RECORD_PATH.match(path)
         if match:
@@ -283,6 +294,15 @@ class Handler(BaseHTTPRequestHandler):
     def get_faults(self, *, raw, query):
         self._answer(200, self.store.pending_faults())
 
+    def post_faults_clear(self, *, raw, query):
+        """Drops every queued fault, create and lookup; the records stay."""
+        dropped = self.store.clear_faults()
+        self._answer(200, {"ok": True, "dropped": dropped})
+
+    def get_faults_count(self, *, raw, query):
+        """How many faults are queued, without listing them (what the console shows)."""
+        self._answer(200, self.store.fault_counts())
+
     def post_reset(self, *, raw, query):
         self.store.reset()
         self._answer(200, {"ok": True})
@@ -313,6 +333,8 @@ ROUTES = {
     ("GET", "/health"): Handler.get_health,
     ("POST", "/_faults"): Handler.post_faults,
     ("GET", "/_faults"): Handler.get_faults,
+    ("POST", "/_faults/clear"): Handler.post_faults_clear,
+    ("GET", "/_faults/count"): Handler.get_faults_count,
     ("POST", "/_reset"): Handler.post_reset,
     ("GET", "/_stats"): Handler.get_stats,
     ("POST", "/_delete"): Handler.post_delete,
@@ -324,8 +346,8 @@ class StandinServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64  # concurrent test clients must not overflow the listen backlog
 
-    def __init__(self, address, *, verbose=False):
-        self.store = Store()
+    def __init__(self, address, *, verbose=False, store_path=None):
+        self.store = Store(store_path)
         self.stopping = threading.Event()
         self.verbose = verbose
         self.host = address[0]
@@ -361,6 +383,7 @@ class StandinServer(ThreadingHTTPServer):
         self.stopping.set()
         super().shutdown()
         self.server_close()
+        self.store.close()
         with self._open_lock:
             still_open = list(self._open)
         for connection in still_open:
@@ -376,12 +399,13 @@ class StandinServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-def start_in_thread(host="127.0.0.1", port=0, *, verbose=False):
+def start_in_thread(host="127.0.0.1", port=0, *, verbose=False, store_path=None):
     """Starts a stand-in on a daemon thread; returns (server, base_url). ``server.shutdown()`` stops it.
 
-    The socket listens before this returns, so the base URL is usable at once.
+    The socket listens before this returns, so the base URL is usable at once. ``store_path``: a
+    SQLite file its records are kept in (and read from on start); none keeps them in memory only.
     """
-    server = StandinServer((host, port), verbose=verbose)
+    server = StandinServer((host, port), verbose=verbose, store_path=store_path)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="standin", daemon=True)
     thread.start()
     return server, server.base_url

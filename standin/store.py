@@ -1,9 +1,12 @@
-"""The stand-in's records and the faults a test has asked for, in memory, behind one lock: what the
-HTTP handler (``standin.server``) reads and writes. Stdlib only, like the server."""
+"""The stand-in's records and the faults a test has asked for, behind one lock: what the HTTP handler
+(``standin.server``) reads and writes. Records live in memory, and also in a SQLite file when the
+stand-in is given one (``--store``), so they and the id counter outlive a restart. Stdlib only, like
+the server."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from collections import Counter, deque
 from datetime import UTC, datetime
@@ -107,24 +110,101 @@ def _canonical(reference, payload):
     return json.dumps({"reference": reference, "payload": payload}, sort_keys=True, separators=(",", ":"))
 
 
-class Store:
-    """All in-memory state. Every method holds ``lock`` for its whole body, so an idempotency
-    check and the record it creates are one step even when requests arrive concurrently."""
+class RecordFile:
+    """The records and the id counter in a SQLite file: each change committed before it is answered,
+    so a stand-in restarted on the same file has every record it answered for, and never gives an
+    id twice. Used only under the store's lock."""
 
-    def __init__(self):
+    def __init__(self, path):
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS records (number INTEGER PRIMARY KEY, record TEXT NOT NULL, body TEXT NOT NULL)"
+        )
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS counter (only INTEGER PRIMARY KEY CHECK (only = 1), next_id INTEGER)"
+        )
+        self._db.execute("INSERT OR IGNORE INTO counter VALUES (1, 1)")
+
+    def load(self):
+        """Returns (records in creation order as (record, canonical body), the next id number)."""
+        rows = self._db.execute("SELECT record, body FROM records ORDER BY number").fetchall()
+        (next_id,) = self._db.execute("SELECT next_id FROM counter").fetchone()
+        return [(json.loads(record), body) for record, body in rows], next_id
+
+    def created(self, record, body, next_id):
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO records VALUES (?, ?, ?)", (_number(record), json.dumps(record), body))
+            self._db.execute("UPDATE counter SET next_id = ?", (next_id,))
+
+    def changed(self, record):
+        self._db.execute("UPDATE records SET record = ? WHERE number = ?", (json.dumps(record), _number(record)))
+
+    def deleted(self, record):
+        self._db.execute("DELETE FROM records WHERE number = ?", (_number(record),))
+
+    def cleared(self):
+        self._db.execute("DELETE FROM records")
+
+    def close(self):
+        self._db.close()
+
+
+def _number(record):
+    return int(record["id"].removeprefix("rec-"))
+
+
+class Store:
+    """All state, in memory, and the records also in ``path`` (a SQLite file) when one is given.
+    Every method holds ``lock`` for its whole body, so an idempotency check and the record it
+    creates are one step even when requests arrive concurrently."""
+
+    def __init__(self, path=None):
         self.lock = threading.Lock()
+        self._file = RecordFile(path) if path else None
+        self._next_id = 1
         self._clear()
+        if self._file is not None:
+            loaded, self._next_id = self._file.load()
+            for record, body in loaded:
+                self._remember(record, body)
 
     def _clear(self):
         self._records = {}  # id -> record, in creation order
         self._keys = {}  # idempotency key -> (canonical body, record id)
         self._faults = {target: deque() for target in FAULT_TARGETS}
         self._requests = Counter()
-        self._next_id = 1
+        # The id counter is not reset: an id once given is never given again, so a record id the
+        # ledger holds names one record at most, whatever was cleared since.
+
+    def _remember(self, record, body):
+        self._records[record["id"]] = record
+        if record["idempotency_key"] is not None:
+            self._keys[record["idempotency_key"]] = (body, record["id"])
 
     def reset(self):
         with self.lock:
             self._clear()
+            if self._file is not None:
+                self._file.cleared()
+
+    def clear_faults(self):
+        """Empties both fault queues (records, keys and counters stay); returns how many were dropped."""
+        with self.lock:
+            dropped = {target: len(queue) for target, queue in self._faults.items()}
+            for queue in self._faults.values():
+                queue.clear()
+            return dropped
+
+    def fault_counts(self):
+        with self.lock:
+            return {target: len(queue) for target, queue in self._faults.items()}
+
+    def close(self):
+        with self.lock:
+            if self._file is not None:
+                self._file.close()
 
     def count_request(self, route):
         with self.lock:
@@ -167,10 +247,11 @@ class Store:
                 "idempotency_key": idempotency_key,
                 "created_at": datetime.now(UTC).isoformat(),
             }
+            # Written first: a record the file could not take is neither answered for nor kept.
+            if self._file is not None:
+                self._file.created(record, body, self._next_id + 1)
             self._next_id += 1
-            self._records[record["id"]] = record
-            if idempotency_key is not None:
-                self._keys[idempotency_key] = (body, record["id"])
+            self._remember(record, body)
             return "created", record
 
     def get(self, record_id):
@@ -203,6 +284,8 @@ class Store:
             record = self._records.pop(record_id, None)
             if record is not None and record["idempotency_key"] is not None:
                 self._keys.pop(record["idempotency_key"], None)
+            if record is not None and self._file is not None:
+                self._file.deleted(record)
             return record
 
     def edit(self, record_id, payload):
@@ -211,6 +294,8 @@ class Store:
             record = self._records.get(record_id)
             if record is not None:
                 record["payload"] = payload
+                if self._file is not None:
+                    self._file.changed(record)
             return record
 
     def stats(self):

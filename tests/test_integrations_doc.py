@@ -45,7 +45,7 @@ def example(db, monkeypatch):
         "HTTP action charge-customer: created",
         "source stripe: created",
         "source github: created",
-        "source billing: created",
+        "source invoices: created",
         "subscription acme-flows: created",
     ]
     return block
@@ -136,7 +136,7 @@ def test_a_standard_webhooks_invoice_due_signed_by_the_sender_module_charges_onc
     headers = signed_headers(SECRETS["OPSCONSOLE_SOURCE_ACME_BILLING"], "msg_1", body, now)
     headers = {k: v for k, v in headers.items() if k != "Content-Type"}
 
-    first, again = post(client, "billing", body, headers), post(client, "billing", body, headers)
+    first, again = post(client, "invoices", body, headers), post(client, "invoices", body, headers)
 
     assert (first.status_code, first.json()["key"]) == (201, "acme:INV-9:charge-customer")
     assert again.json()["status"] == "duplicate"

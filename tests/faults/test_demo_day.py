@@ -56,6 +56,53 @@ def test_a_small_day_ends_in_varied_states_with_progress_and_what_to_look_at(wor
     assert AuditEvent.objects.filter(kind="retry_scheduled").exists()
     example = re.search(r"One to review: +http://console.test/console/operations/(\d+)/", printed)
     assert Operation.objects.get(pk=example[1]).state == State.NEEDS_REVIEW
+    # The faults the day did not use are gone, and the output says how many: what a person does
+    # after the day meets no scripted failure.
+    dropped = re.search(r"dropped (\d+) faults the day did not use \((\d+) for calls, (\d+) for lookups\)", printed)
+    assert dropped, printed
+    assert int(dropped[1]) == int(dropped[2]) + int(dropped[3])
+    assert standin.http.get("/_faults/count").json() == {"create": 0, "lookup": 0}
+    assert printed.rstrip().splitlines()[-1].startswith("  One to ")  # what to look at, last
+
+
+def test_the_day_scripts_a_fault_for_each_call_it_expects_and_its_retries():
+    """One create fault per first call of a new valid operation the day makes (not a redelivery, an
+    invalid event or a refund), and one more per fault that is retried."""
+    import random
+
+    from ledger.management.commands.demo_day import PASS, _retried, expected_calls, plan_day, plan_faults
+
+    day = plan_day(400, tag="t", rng=random.Random(27))
+    calls = expected_calls(day)
+    new_external = {
+        (e["action"], e["data"].get("request_id") or e["data"].get("email"))
+        for e in day
+        if e["action"] in ("file-ticket", "send-notice", "send-welcome")
+    }
+    assert 0 < calls <= len(new_external)
+    assert calls < sum(e["action"] in ("file-ticket", "send-notice", "send-welcome", "issue-refund") for e in day)
+
+    faults = plan_faults(calls, rng=random.Random(1), timeout_seconds=2)
+
+    creates = [fault for fault in faults if fault.get("on") != "lookup"]
+    assert len(creates) == calls + sum(_retried(fault) for fault in creates)
+    assert sum(fault == PASS for fault in creates) > len(creates) / 2
+
+
+def test_the_summary_file_gets_what_to_look_at_on_top(workspace, standin, tmp_path):
+    """`make demo-day` passes --summary: the links go to the top of the file demo_setup wrote (its
+    token stays last), not to standard output."""
+    summary = tmp_path / "summary.txt"
+    summary.write_text("API token for workspace demo: oc_x\n")
+    out = io.StringIO()
+
+    call_command("demo_day", events=5, wait=0, url="http://console.test/", summary=str(summary), stdout=out)
+
+    written = summary.read_text().splitlines()
+    assert written[0].startswith("What to look at")
+    assert written[-1] == "API token for workspace demo: oc_x"
+    assert "What to look at" not in out.getvalue()
+    assert "faults the day did not use" in out.getvalue()
 
 
 def test_without_the_workspace_it_says_to_set_the_demo_up_first(db):

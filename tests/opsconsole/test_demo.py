@@ -266,3 +266,44 @@ def test_demo_drafts_lists_a_few_of_each_and_counts_the_rest(workspace):
     assert printed.count("Prepared by the qcluster: draft-") == 5
     assert "  ... and 3 more drafts" in printed
     assert printed.splitlines()[-1].startswith("Dashboard: ")
+
+
+@pytest.mark.slow
+def test_demo_drafts_does_not_wait_for_a_callers_claim_and_says_why(workspace, send_invoice_action):
+    """The demo's INV-1 is claimed by a caller that never reports: no work of the cluster's. With
+    nothing else to do, demo_drafts does not wait for it (no "still wait" line however long it may
+    wait) and says what becomes of it; the cluster's own work left undone is still reported."""
+    import io
+
+    from django.core.management import call_command
+
+    from ledger.callers import claims
+    from ledger.intake import submit
+    from ledger.models import Delivery
+    from opsconsole.management.commands.demo_setup import INVOICE
+    from tests.conftest import R42
+
+    claims.claim(
+        workspace=workspace,
+        raw={"action": "send-invoice", "data": INVOICE, "lease_seconds": 5},
+        submitted_by="demo-flow",
+    )
+    out = io.StringIO()
+
+    call_command("demo_drafts", wait=30, stdout=out)
+
+    printed = out.getvalue()
+    assert "still wait" not in printed
+    assert (
+        "INV-1 is claimed by a caller that never reports (demo-flow): it will show as unknown when its lease ends"
+        in printed
+    )
+
+    submit.submit_event(workspace=workspace, raw={"action": "prepare-brief", "data": R42}, source=Delivery.Source.CLI)
+    out = io.StringIO()
+
+    call_command("demo_drafts", wait=0, stdout=out)  # no cluster runs here: the brief stays pending
+
+    assert "1 operation(s) the qcluster should have worked still wait after 0 s: is the qcluster running?" in (
+        out.getvalue()
+    )

@@ -66,6 +66,29 @@ def test_make_demo_ignores_database_url_and_runs_every_step_on_the_embedded_serv
     assert "qcluster" in steps
     assert {database for database, _ in manage} == {EMBEDDED}
     assert calls[-1][1] == "-m opsconsole.embedded_db stop"  # and stopped when it ends
+    # The stand-in keeps its records beside the database; the logs go to files in var/.
+    assert "-m standin --port 8765 --store var/standin.sqlite3" in [command for _, command in calls]
+    assert "Logs: var/commands.log, var/qcluster.log, var/standin.log, var/web.log." in printed
+
+
+def test_make_demo_prints_the_summary_last_and_deletes_it(fake_venv):
+    """What demo_setup (and demo_day) wrote to var/demo-summary.txt is the last thing printed, before
+    the server's own line; the file, which holds the token, is gone after."""
+    summary = CHECKOUT / "var" / "demo-summary.txt"
+    writes_summary = (
+        '[[ "$*" == *"demo_setup"* ]] && '
+        'printf "Console:  http://x/console/\\nAPI token for workspace demo: oc_t\\n" > var/demo-summary.txt\n'
+    )
+    (fake_venv / "bin" / "python").write_text(FAKE_PYTHON.replace("exit 0\n", writes_summary + "exit 0\n"))
+
+    printed, _ = make("demo", fake_venv)
+
+    after_setup = printed.split("Ctrl-C stops the demo.\n", 1)[1].splitlines()
+    token = after_setup.index("API token for workspace demo: oc_t")
+    assert after_setup[token - 1] == "Console:  http://x/console/"
+    # Then only the server's line (here the stand-in interpreter's runserver, which ends at once).
+    assert after_setup[token + 1].startswith("The web server stopped (status 0)"), printed
+    assert not summary.exists()
 
 
 def test_make_demo_without_database_url_says_nothing_of_it(fake_venv):
@@ -80,10 +103,10 @@ def test_make_demo_day_plays_the_day_before_serving(fake_venv):
 
     commands = [command for _, command in calls if command.startswith("manage.py") and "qcluster" not in command]
     assert commands[1:] == [
-        "manage.py demo_setup --url http://127.0.0.1:8000/",
-        "manage.py demo_day --events 50",
+        "manage.py demo_setup --url http://127.0.0.1:8000/ --summary var/demo-summary.txt",
+        "manage.py demo_day --events 50 --summary var/demo-summary.txt",
         "manage.py demo_drafts",
-        "manage.py runserver 127.0.0.1:8000",
+        "manage.py runserver --noreload 127.0.0.1:8000",
     ]
     assert "manage.py qcluster" in [command for _, command in calls]
     assert {database for database, command in calls if command.startswith("manage.py")} == {EMBEDDED}

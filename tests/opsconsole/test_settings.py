@@ -195,3 +195,27 @@ def test_the_egress_policy_refuses_private_destinations_unless_debug_or_the_sett
     allowed = load_settings(SECRET_KEY="k", DEBUG="0", OPSCONSOLE_EGRESS_ALLOW_PRIVATE="1", show=show)
     demo = load_settings(DEBUG="1", show=show)
     assert [r.stdout.strip() for r in (production, allowed, demo)] == ["False", "True", "True"], production.stderr
+
+
+def test_manage_py_says_what_the_settings_refuse_in_one_line():
+    """A command run without the settings it needs (a person's terminal, docs/integrations.md's
+    `integrations apply` without DATABASE_URL) prints the refusal as one line, not a traceback."""
+    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL"}}
+    clean = {k: v for k, v in clean.items() if not k.startswith(("OPSCONSOLE_", "DJANGO_"))}
+    for env, said in [
+        ({}, "manage.py: SECRET_KEY must be set when DEBUG is off."),
+        ({"DEBUG": "1"}, "manage.py: DATABASE_URL is not set: "),
+    ]:
+        result = subprocess.run(
+            [sys.executable, "manage.py", "integrations", "apply", "examples/integrations.yaml", "--dry-run"],
+            cwd=ROOT,
+            env=clean | env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 1
+        assert result.stderr.startswith(said), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "Traceback" not in result.stderr
+    assert "python -m opsconsole.embedded_db url" in result.stderr  # how to reach the running demo's

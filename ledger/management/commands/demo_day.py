@@ -5,7 +5,9 @@ calls to the stand-in destination (standin/), which is told beforehand, through 
 (``POST /_faults``), how to fail: transient 5xx, definite 4xx of several kinds, hang-ups before and
 after acting, answers slower than our timeout, lookups that fail. The day also holds redeliveries,
 conflicting ones, older versions after newer ones, invalid events and refunds that wait for an
-approver. It prints its progress, then what to look at.
+approver. When the cluster has worked the day, the faults the day did not use are dropped
+(``POST /_faults/clear``), so what a person does afterwards fails only for reasons of its own. It
+prints its progress, then what to look at.
 """
 
 import logging
@@ -13,11 +15,12 @@ import random
 import time
 from collections import Counter
 from itertools import islice
+from pathlib import Path
 
 import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from ledger.intake import submit
@@ -37,6 +40,8 @@ MIX = {
     "invalid": 4,  # an event the schema refuses
 }
 EXTERNAL = {"ticket": "file-ticket", "notice": "send-notice", "welcome": "send-welcome", "refund": "issue-refund"}
+# The external actions the day calls without a person (issue-refund waits for an approver).
+CALLED_BY_THE_DAY = ("file-ticket", "send-notice", "send-welcome")
 # What the stand-in does to each create call, by share (the rest succeed). Each try of an external
 # operation takes the next fault in line, retries included.
 FAULTS = [
@@ -57,6 +62,8 @@ PASS = {"kind": "delay", "seconds": 0}  # the stand-in's no-op: handled as usual
 # One lookup in this many fails with a 503 (reconciliation then asks again later).
 LOOKUP_FAILURE_EVERY = 3
 PROGRESS_STEPS = 10  # progress lines while submitting
+# At most this long for the calls due before the day (demo_setup's) before its faults are queued.
+EARLIER_CALLS_WAIT_SECONDS = 15
 WAITING_STATES = (State.PENDING, State.PROCESSING, State.RETRYING)
 # An operation of each state a person acts on, to open first.
 EXAMPLES = {State.NEEDS_REVIEW: "One to review", State.UNKNOWN: "One unknown", State.PENDING_APPROVAL: "One to approve"}
@@ -109,10 +116,35 @@ def _new_event(kind: str, index: int, tag: str, rng: random.Random, events: list
     return {"action": action, "delivery_id": f"{tag}-d{index}", "data": data}
 
 
+def expected_calls(day: list[dict]) -> int:
+    """The first calls the day's events make: one per new valid operation of an action the day calls
+    (a redelivery is a duplicate or a conflict, an invalid event is refused, a refund waits)."""
+    operations = set()
+    for event in day:
+        data = event["data"]
+        if event["action"] not in CALLED_BY_THE_DAY or data.get("owner") == "nobody":
+            continue
+        if not isinstance(data.get("version"), int):
+            continue
+        operations.add((event["action"], data.get("request_id") or data.get("email"), data["version"]))
+    return len(operations)
+
+
+def _retried(fault: dict) -> bool:
+    """Whether a call meeting ``fault`` is tried again (a 5xx; an ambiguous one of file-ticket, with
+    the same key: counted as retried too, as the day does not know which action meets it)."""
+    return (fault["kind"] == "status" and fault["status"] >= 500) or fault["kind"] in (
+        "reset_before",
+        "drop_after_commit",
+    )
+
+
 def plan_faults(calls: int, *, rng: random.Random, timeout_seconds: float) -> list[dict]:
-    """One create fault per expected call, most of them the no-op; a fault list the stand-in takes."""
-    faults = []
-    for _ in range(calls):
+    """One create fault per call the day is expected to make, retries included, most of them the
+    no-op; then the lookup faults. A fault list the stand-in takes."""
+    faults: list[dict] = []
+    remaining = calls
+    while remaining > 0:
         fault = PASS
         roll = rng.random() * 100
         for share, candidate in FAULTS:
@@ -121,6 +153,7 @@ def plan_faults(calls: int, *, rng: random.Random, timeout_seconds: float) -> li
                 break
             roll -= share
         faults.append(fault)
+        remaining += _retried(fault) - 1
     lookups = [
         {"on": "lookup", "kind": "status", "status": 503},
         *[{"on": "lookup", **PASS}] * (LOOKUP_FAILURE_EVERY - 1),
@@ -145,8 +178,11 @@ class Command(BaseCommand):
         parser.add_argument("--wait", type=float, default=180.0, help="Seconds to wait at most for the cluster.")
         parser.add_argument("--seed", type=int, default=27, help="The same seed plays the same day.")
         parser.add_argument("--url", default="http://127.0.0.1:8000/")
+        parser.add_argument(
+            "--summary", default="", help="Write what to look at at the top of this file, not on standard output."
+        )
 
-    def handle(self, *args, events, workspace, batch, wait, seed, url, **options):
+    def handle(self, *args, events, workspace, batch, wait, seed, url, summary, **options):
         # The cluster is woken as batches land; its "Enqueued" lines would bury the progress.
         logging.getLogger("django-q").setLevel(logging.WARNING)
         if events < 1 or batch < 1:
@@ -158,19 +194,35 @@ class Command(BaseCommand):
         rng = random.Random(seed)
         tag = f"day{timezone.now():%m%d%H%M%S}"
         day = plan_day(events, tag=tag, rng=rng)
-        calls = sum(event["action"] in EXTERNAL.values() for event in day)
-        faults = plan_faults(calls, rng=rng, timeout_seconds=settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS)
+        faults = plan_faults(expected_calls(day), rng=rng, timeout_seconds=settings.OPSCONSOLE_HTTP_TIMEOUT_SECONDS)
+        self._let_earlier_calls_go(space)
         self._queue_faults(standin, faults)
-        failing = sum(fault != PASS and fault.get("on") != "lookup" for fault in faults)
+        creates = [fault for fault in faults if fault.get("on") != "lookup"]
+        failing = sum(fault != PASS for fault in creates)
         self.stdout.write(
             f"A day of {events:,} events ({tag}); the stand-in at {standin} fails {failing:,} of its next "
-            f"{calls:,} calls, and some lookups."
+            f"{len(creates):,} calls, and some lookups (the rest are dropped when the day is done)."
         )
         started = timezone.now()
         answers = self._submit(space, day, batch)
         todays = Operation.objects.filter(workspace=space, created_at__gte=started)
         self._wait(todays, wait)
-        self._summary(todays, answers, standin, url)
+        dropped = self._drop_unused_faults(standin)
+        self._summary(todays, answers, standin, dropped)
+        self._what_to_look_at(todays, url, summary)
+
+    def _let_earlier_calls_go(self, space: Workspace) -> None:
+        """Waits (bounded) for the calls due before the day (demo_setup's R-42 ticket) to be made:
+        the day's faults are for the day's calls, not for one the cluster had not made yet."""
+        due = Operation.objects.filter(
+            Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=timezone.now()),
+            workspace=space,
+            action__in=EXTERNAL.values(),
+            state__in=[State.PENDING, State.PROCESSING],
+        )
+        give_up_at = time.monotonic() + EARLIER_CALLS_WAIT_SECONDS
+        while due.exists() and time.monotonic() < give_up_at:
+            time.sleep(0.2)
 
     def _queue_faults(self, standin: str, faults: list[dict]) -> None:
         try:
@@ -182,6 +234,22 @@ class Command(BaseCommand):
                 f"The stand-in destination at {standin} did not take the faults ({error}): is it running "
                 "(python -m standin --port 8765; make demo-day starts it)?"
             ) from None
+
+    def _drop_unused_faults(self, standin: str) -> str:
+        """Clears the faults the day queued and did not use: after the day, an approved refund, a
+        replay or a lookup reaches a destination that fails only as a real one would."""
+        try:
+            dropped = httpx.post(f"{standin}/_faults/clear", timeout=5).json()["dropped"]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return (
+                f"did not clear its scripted faults: POST {standin}/_faults/clear before you work the day, "
+                "or the next calls fail as scripted"
+            )
+        total = dropped["create"] + dropped["lookup"]
+        return (
+            f"dropped {total:,} faults the day did not use ({dropped['create']:,} for calls, "
+            f"{dropped['lookup']:,} for lookups): what you do next meets no scripted failure"
+        )
 
     def _submit(self, space: Workspace, day: list[dict], batch: int) -> Counter:
         answers: Counter = Counter()
@@ -219,7 +287,7 @@ class Command(BaseCommand):
     def _states(operations) -> Counter:
         return Counter(dict(operations.values_list("state").annotate(count=Count("id")).order_by()))
 
-    def _summary(self, operations, answers: Counter, standin: str, url: str) -> None:
+    def _summary(self, operations, answers: Counter, standin: str, dropped: str) -> None:
         states = self._states(operations)
         self.stdout.write("")
         self.stdout.write("The day, as it ended:")
@@ -231,9 +299,13 @@ class Command(BaseCommand):
             self.stdout.write(f"  stand-in:   {stats['records']:,} records from {calls:,} calls")
         except (httpx.HTTPError, ValueError, KeyError):
             self.stdout.write("  stand-in:   did not answer /_stats")
+        self.stdout.write(f"              {dropped}")
+
+    def _what_to_look_at(self, operations, url: str, summary: str) -> None:
+        """The links to open first: on standard output, or (``--summary FILE``) written at the top of
+        FILE, which `make demo-day` prints last, with the console's users and token (demo_setup's)."""
         console = f"{url}console/"
-        self.stdout.write("")
-        self.stdout.write("What to look at (users admin, operator, approver; password demo-password):")
+        lines = ["What to look at (users admin, operator, approver; password demo-password):"]
         for label, link in [
             ("Needs attention", console),
             ("Failure groups", f"{console}failures/"),
@@ -244,8 +316,16 @@ class Command(BaseCommand):
             ("Dashboard", f"{console}dashboard/"),
             ("Audit trail", f"{console}audit/"),
         ]:
-            self.stdout.write(f"  {label + ':':<20} {link}")
+            lines.append(f"  {label + ':':<20} {link}")
         for state, label in EXAMPLES.items():
             example = operations.filter(state=state).order_by("id").first()
             if example is not None:
-                self.stdout.write(f"  {label + ':':<20} {console}operations/{example.pk}/  ({example.key})")
+                lines.append(f"  {label + ':':<20} {console}operations/{example.pk}/  ({example.key})")
+        text = "\n".join(lines) + "\n"
+        if not summary:
+            self.stdout.write("")
+            self.stdout.write(text, ending="")
+            return
+        path = Path(summary)
+        rest = path.read_text() if path.exists() else ""
+        path.write_text(text + "\n" + rest)

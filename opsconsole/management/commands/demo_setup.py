@@ -118,8 +118,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--url", default="http://127.0.0.1:8000/")
+        parser.add_argument(
+            "--summary",
+            default="",
+            help="Write the console's address, users and token to this file (mode 600), not standard output: "
+            "`make demo` prints it last and deletes it.",
+        )
 
-    def handle(self, *args, url, **options):
+    def handle(self, *args, url, summary, **options):
         workspace = Workspace.objects.filter(slug="demo").first()
         if workspace is None:
             workspace, token = accounts.create_workspace(slug="demo", approved_owners=["ops"], actor="demo")
@@ -135,29 +141,45 @@ class Command(BaseCommand):
             )
             self._integrations()
         self._ensure_staff(workspace)
-        self.stdout.write("")
-        self.stdout.write(f"Console:  {url}console/   users: admin, operator, approver  password: {DEMO_PASSWORD}")
-        self.stdout.write(f"Dashboard: {url}console/dashboard/")
-        self.stdout.write(f"API:      {url}api/v1/docs  (OpenAPI: {url}api/v1/openapi.json)")
+        lines = self._where_to_go(url, token)
+        if not summary:
+            self.stdout.write("")
+            for line in lines:
+                self.stdout.write(line)
+            return
+        # Readable by this user only: it holds the workspace's token until `make demo` prints it.
+        descriptor = os.open(summary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write("\n".join(lines) + "\n")
+
+    @staticmethod
+    def _where_to_go(url: str, token: str) -> list[str]:
+        """The console's address and users, the commands to try, and the token, last."""
+        lines = [
+            f"Console:  {url}console/   users: admin, operator, approver  password: {DEMO_PASSWORD}",
+            f"Dashboard: {url}console/dashboard/",
+            f"API:      {url}api/v1/docs  (OpenAPI: {url}api/v1/openapi.json)",
+        ]
         if settings.OPSCONSOLE_METRICS_TOKEN:
-            self.stdout.write(
+            lines.append(
                 f"Metrics:  curl -s -H 'Authorization: Bearer {settings.OPSCONSOLE_METRICS_TOKEN}' {url}metrics"
             )
         else:
-            self.stdout.write("Metrics:  off (set OPSCONSOLE_METRICS_TOKEN to serve /metrics)")
+            lines.append("Metrics:  off (set OPSCONSOLE_METRICS_TOKEN to serve /metrics)")
         example = json.dumps({"action": "prepare-brief", "data": R42 | {"version": 5}})
-        self.stdout.write(
+        lines.append(
             f"Try:      curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
             f"-d '{example}' {url}api/v1/events"
         )
         claim = json.dumps({"action": "send-invoice", "data": INVOICE | {"request_id": "INV-2"}, "lease_seconds": 60})
-        self.stdout.write(
+        lines.append(
             f"Claim:    curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' "
             f"-d '{claim}' {url}api/v1/claims   (docs/claims.md: act, then report the outcome)"
         )
-        self.stdout.write(f"Webhook:  {webhook_command(url)}")
-        self.stdout.write(f"Approve:  {demo_manage()} approve demo:R-42:v3:issue-refund --workspace demo --as approver")
-        self.stdout.write(f"API token for workspace demo: {token}")
+        lines.append(f"Webhook:  {webhook_command(url)}")
+        lines.append(f"Approve:  {demo_manage()} approve demo:R-42:v3:issue-refund --workspace demo --as approver")
+        lines.append(f"API token for workspace demo: {token}")
+        return lines
 
     def _example(self, workspace):
         self.stdout.write("Submitting the R-42 example:")
