@@ -92,7 +92,8 @@ def test_an_operator_and_an_approver_clear_the_day_through_the_console(page, day
     assert standin.http.get("/_faults/count").json()["create"] == 0
     day_ended = timezone.now()
     after_the_day = attention()
-    assert after_the_day[State.NEEDS_REVIEW] and after_the_day[State.PENDING_APPROVAL], after_the_day
+    assert after_the_day[State.NEEDS_REVIEW], after_the_day
+    assert after_the_day[State.PENDING_APPROVAL], after_the_day
 
     log_in_as(page, "operator")
     expect(page.get_by_role("heading", level=1)).to_have_text("Needs attention")
