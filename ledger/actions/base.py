@@ -180,7 +180,7 @@ class ActionDefinition:
 
     def summarise(self, payload: dict | None, *, key: str = "") -> str:
         """The operation's line in a list, from its ``payload`` (never a sensitive value); given its
-        ``key``, a sensitive identity is told apart by the key's hash of it (``summaries.identified``)."""
+        ``key``, a sensitive identity is told apart by the key's hash of it first (``summaries.identified``)."""
         template = self.summary or summaries.default_template(self.identity_fields, self.sensitive_fields)
         text = summaries.render(template, payload, sensitive=self.sensitive_fields)
         hashed_identity = set(self.identity_fields) & set(self.sensitive_fields)

@@ -3,8 +3,9 @@ template over its payload's fields, e.g. ``"{request_id} v{version} · {title}"`
 "R-42 v3 · Review renewal options".
 
 Where the identity is sensitive (an email address), nothing of the payload tells two operations
-apart: their line ends in the short form of the keyed hash their key carries (``identified``),
-"Welcome in en · sign-up 1 · h.888ae93e", which the key beside it shows in full to everyone anyway.
+apart: their line begins with the short form of the keyed hash their key carries (``identified``),
+"h.888ae93e · Welcome in en · sign-up 1", as other lines begin with their request id; the key beside
+it shows the hash in full to everyone anyway.
 
 A template names fields in braces (Python's format syntax, without conversions or format specs).
 It may name only fields of the action's schema that are not sensitive: ``problems`` says which
@@ -71,9 +72,9 @@ HASH_SHOWN = 8
 
 
 def identified(text: str, key: str) -> str:
-    """``text`` followed by the short form of the hashed identity in ``key``, if the key holds one."""
+    """``text`` after the short form of the hashed identity in ``key``, if the key holds one."""
     hashed = next((part for part in key.split(":") if part.startswith(HASHED_PREFIX)), "")
     if not hashed:
         return text
     short = hashed[: len(HASHED_PREFIX) + HASH_SHOWN]
-    return f"{text} · {short}" if text else short
+    return f"{short} · {text}" if text else short

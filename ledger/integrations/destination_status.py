@@ -81,7 +81,8 @@ def _coded_destinations(configured: set[str]) -> dict[str, tuple[str, list[str],
             continue
         label, actions, _ = found.setdefault(name, (action.destination_label(), [], []))
         actions.append(action.name)
-        found[name] = (label, actions, [f"at most {action.max_concurrency} calls at once"])
+        calls = action.max_concurrency
+        found[name] = (label, actions, [f"at most {calls} call{'s' if calls != 1 else ''} at once"])
     return found
 
 
