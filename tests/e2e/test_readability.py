@@ -25,13 +25,13 @@ def operator_at(browser, live_server, django_user_model):
     user.save()
     contexts = []
 
-    def at(viewport):
+    def at(viewport, username="operator"):
         context = browser.new_context(base_url=live_server.url, viewport=viewport)
         context.set_default_timeout(10_000)
         contexts.append(context)
         page = context.new_page()
         page.goto("/accounts/login/")
-        page.get_by_label("Username").fill("operator")
+        page.get_by_label("Username").fill(username)
         page.get_by_label("Password").fill(PASSWORD)
         with page.expect_navigation():
             page.get_by_role("button", name="Log in").click()
@@ -67,6 +67,28 @@ def test_at_a_desk_the_queue_shows_each_refusal_its_status_and_code(operator_at)
     welcomes = page.locator("table.work-list td.summary", has_text="Welcome in").all_inner_texts()
     assert len(set(welcomes)) == len(welcomes) >= 2, welcomes
     screenshot(page, "queue")  # docs/console/queue.png
+
+
+def test_on_a_laptop_the_state_badges_stay_in_their_cells(operator_at):
+    page = operator_at({"width": 1280, "height": 800})
+    page.goto("/console/?state=all")
+
+    expect(page.locator("table.work-list td.state .badge").first).to_be_visible()
+    assert page.locator("table.work-list td.state").evaluate_all(OVERFLOWING) == []
+
+
+def test_the_admin_reads_states_and_times_as_the_console(operator_at, django_user_model):
+    django_user_model.objects.filter(username="admin").update(
+        password=django_user_model.objects.get(username="operator").password
+    )
+    page = operator_at(DESK, username="admin")
+    page.goto("/admin/ledger/operation/")
+
+    expect(page.locator("#result_list")).to_contain_text("Outcome unknown")
+    expect(page.locator("#result_list")).not_to_contain_text("a.m.")
+    expect(page.locator("#result_list")).not_to_contain_text("p.m.")
+    screenshot(page, "admin-operations")
+    screen(page, "admin-operations-screen")
 
 
 def test_at_a_desk_the_dashboard_names_every_destination_once(operator_at):
