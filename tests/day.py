@@ -15,13 +15,14 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
-from django_q.models import Task
+from django_q.models import Schedule, Task
 from django_q.tasks import async_task
 
 from ledger.core import policies
 from ledger.engine.processing import process_due_operations
 from ledger.intake import submit
 from ledger.management.commands.demo_day import plan_day
+from ledger.migration_helpers import ensure_schedule
 from ledger.models import Conflict, Delivery, DestinationSlot, Membership, Operation, Role, Workspace
 from ledger.people import (
     approvals,
@@ -153,3 +154,5 @@ def _machinery_rows() -> None:
             attempt_count=1,
         )
     Group.objects.create(name="auditors")
+    # The migrations' schedules are gone after a transactional test's flush: the sweep's again.
+    ensure_schedule(Schedule, name="opsconsole-sweep", func="ledger.tasks.sweep", minutes=1)
