@@ -82,7 +82,10 @@ def _coded_destinations(configured: set[str]) -> dict[str, tuple[str, list[str],
         label, actions, _ = found.setdefault(name, (action.destination_label(), [], []))
         actions.append(action.name)
         calls = action.max_concurrency
-        found[name] = (label, actions, [f"at most {calls} call{'s' if calls != 1 else ''} at once"])
+        words = [f"at most {calls} call{'s' if calls != 1 else ''} at once"]
+        if action.limits().breaker_threshold is None:
+            words.append("no circuit breaker")  # as a configured destination's limits say it
+        found[name] = (label, actions, words)
     return found
 
 
