@@ -191,6 +191,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# The admin's times in the console's form (opsconsole/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["opsconsole.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"

@@ -178,10 +178,13 @@ class ActionDefinition:
         name humanised. Never the raw name: ``amount_cents`` reads "Amount" or "Amount cents"."""
         return self.field_titles().get(name) or humanised(name)
 
-    def summarise(self, payload: dict | None) -> str:
-        """The operation's line in a list, from its ``payload`` (never a sensitive value)."""
+    def summarise(self, payload: dict | None, *, key: str = "") -> str:
+        """The operation's line in a list, from its ``payload`` (never a sensitive value); given its
+        ``key``, a sensitive identity is told apart by the key's hash of it first (``summaries.identified``)."""
         template = self.summary or summaries.default_template(self.identity_fields, self.sensitive_fields)
-        return summaries.render(template, payload, sensitive=self.sensitive_fields)
+        text = summaries.render(template, payload, sensitive=self.sensitive_fields)
+        hashed_identity = set(self.identity_fields) & set(self.sensitive_fields)
+        return summaries.identified(text, key) if key and hashed_identity else text
 
     def key_still_kept(self, operation, now) -> bool:
         """Whether the destination still holds the key of ``operation``'s first try (so the same
@@ -237,6 +240,11 @@ class ActionDefinition:
         """What ``max_concurrency`` and ``limits`` cap: the system this action calls (by default its
         own name)."""
         return self.name
+
+    def destination_label(self) -> str:
+        """What people read for this action's destination, the same on every page (a filter, the
+        dashboard's rates and its Destinations panel): its name, unless that is no name to read."""
+        return self.destination_name()
 
     def limits(self) -> Limits:
         """The cluster-wide limits of this action's destination (none by default; a configured

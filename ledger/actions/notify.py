@@ -67,6 +67,9 @@ class NotifySubscriber(ActionDefinition):
     payload_retention = timedelta(days=7)
     key_retention = timedelta(days=30)
 
+    def destination_label(self) -> str:
+        return "subscribers' receivers"  # each subscription's own URL: no one system
+
     # No breaker (``limits``): every subscription's receiver is this one action's destination, so one
     # workspace's broken receiver would pause every workspace's notifications. Each backs off alone.
 

@@ -25,6 +25,8 @@ from ledger.models.policy import OnConflict
 from ledger.outcomes import Absent, CannotTell, Found, OutcomeError, Success
 
 LISTING_PAGE_SIZE = 500
+# The coded actions' destination as people read it (its address is OPSCONSOLE_STANDIN_URL).
+STANDIN_LABEL = "stand-in"
 
 
 class RecordData(BaseModel):
@@ -66,6 +68,10 @@ class StandinDestination(ActionDefinition):
 
     def destination_name(self) -> str:
         return http.origin(settings.OPSCONSOLE_STANDIN_URL)
+
+    def destination_label(self) -> str:
+        # Its name is its address (where the breaker's row and the slots are kept); people read this.
+        return STANDIN_LABEL
 
     def configuration(self) -> dict:
         return super().configuration() | {

@@ -2,6 +2,11 @@
 template over its payload's fields, e.g. ``"{request_id} v{version} · {title}"`` gives
 "R-42 v3 · Review renewal options".
 
+Where the identity is sensitive (an email address), nothing of the payload tells two operations
+apart: their line begins with the short form of the keyed hash their key carries (``identified``),
+"h.888ae93e · Welcome in en · sign-up 1", as other lines begin with their request id; the key beside
+it shows the hash in full to everyone anyway.
+
 A template names fields in braces (Python's format syntax, without conversions or format specs).
 It may name only fields of the action's schema that are not sensitive: ``problems`` says which
 are not, and registering or saving an action with such a template is refused. ``render`` also
@@ -9,6 +14,8 @@ leaves out any sensitive field it is given, so a value masked for some person ne
 """
 
 from string import Formatter
+
+from ledger.keys import HASHED_PREFIX
 
 # How long a summary may be: a list's cell, not a description.
 MAX_LENGTH = 120
@@ -58,3 +65,16 @@ def render(template: str, payload: dict | None, *, sensitive: tuple[str, ...] | 
     text = " ".join("".join(parts).split())
     text = text.strip(" ·-:")
     return text if len(text) <= MAX_LENGTH else text[: MAX_LENGTH - 1] + "…"
+
+
+# The hex digits of a key's hashed identity a summary shows: enough to tell a day's rows apart.
+HASH_SHOWN = 8
+
+
+def identified(text: str, key: str) -> str:
+    """``text`` after the short form of the hashed identity in ``key``, if the key holds one."""
+    hashed = next((part for part in key.split(":") if part.startswith(HASHED_PREFIX)), "")
+    if not hashed:
+        return text
+    short = hashed[: len(HASHED_PREFIX) + HASH_SHOWN]
+    return f"{short} · {text}" if text else short

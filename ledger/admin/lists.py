@@ -9,6 +9,7 @@ from django.db import connection
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
+from ledger import states
 from ledger.actions import registry
 from ledger.core import privacy, roles
 from ledger.models import (
@@ -151,3 +152,29 @@ def reveals(obj) -> bool:
 
 def as_json(value):
     return format_html('<pre class="json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def state_as_the_console_says(field: str):
+    """A display of the state in ``field`` in the console's words ("Outcome unknown", not the
+    choice's "Unknown"): the admin and the console name a state the same way (``ledger.states.LABELS``)."""
+
+    @admin.display(description=field.replace("_", " "), ordering=field)
+    def shown(obj) -> str:
+        value = getattr(obj, field)
+        return states.label(value) if value else "—"
+
+    shown.__name__ = f"{field}_label"
+    return shown
+
+
+class StateListFilter(admin.SimpleListFilter):
+    """The states in the console's words, in the console's order."""
+
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return list(states.LABELS.items())
+
+    def queryset(self, request, queryset):
+        return queryset.filter(state=self.value()) if self.value() else queryset

@@ -13,9 +13,11 @@ from ledger.admin.lists import (
     AuditKindListFilter,
     ReadOnlyAdmin,
     SensitiveAdmin,
+    StateListFilter,
     WorkspaceListFilter,
     as_json,
     reveals,
+    state_as_the_console_says,
 )
 from ledger.core import privacy
 from ledger.intake.decoding import storable_text_problem
@@ -87,8 +89,9 @@ class AttemptInline(admin.TabularInline):
 
 @admin.register(Operation)
 class OperationAdmin(SensitiveAdmin):
-    list_display = ["key", "workspace", "action", "state", "attempts", "next_attempt_at", "updated_at"]
-    list_filter = ["state", ActionListFilter, ("workspace", WorkspaceListFilter)]
+    state_label = staticmethod(state_as_the_console_says("state"))
+    list_display = ["key", "workspace", "action", "state_label", "attempts", "next_attempt_at", "updated_at"]
+    list_filter = [StateListFilter, ActionListFilter, ("workspace", WorkspaceListFilter)]
     list_select_related = ["workspace"]
     ordering = ["-pk"]
     sortable_by = []
@@ -96,7 +99,12 @@ class OperationAdmin(SensitiveAdmin):
     search_help_text = "The start of the key (demo:R-42…), or any part of the request id."
     inlines = [AttemptInline]
     exclude = ["payload", "result", "fingerprint"]
-    readonly_fields = ["payload_shown", "result_shown", "fingerprint_shown", "decisions_shown"]
+    readonly_fields = ["state_label", "payload_shown", "result_shown", "fingerprint_shown", "decisions_shown"]
+
+    def get_fields(self, request, obj=None):
+        # The state where the model has it, in the console's words.
+        fields = [name for name in super().get_fields(request, obj) if name != "state_label"]
+        return ["state_label" if name == "state" else name for name in fields]
 
     def get_search_results(self, request, queryset, search_term):
         # The console's search (``work_lists.key_or_request_id``): a sensitive request id is not
@@ -207,7 +215,9 @@ class ConflictAdmin(SensitiveAdmin):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ["created_at", "actor", "kind", "operation", "from_state", "to_state", "error_category"]
+    from_state_label = staticmethod(state_as_the_console_says("from_state"))
+    to_state_label = staticmethod(state_as_the_console_says("to_state"))
+    list_display = ["created_at", "actor", "kind", "operation", "from_state_label", "to_state_label", "error_category"]
     list_filter = [AuditKindListFilter]
     list_select_related = ["operation"]
     ordering = ["-created_at", "-id"]

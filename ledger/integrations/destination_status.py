@@ -1,4 +1,4 @@
-"""The configured destinations as the console shows them: their limits in words and the state of
+"""The destinations, configured or coded, as the console shows them: their limits in words and the state of
 their circuit breakers (``ledger.engine.limits`` keeps it in ``DestinationHealth``), and, for one
 operation, whether it waits for a paused destination.
 
@@ -11,7 +11,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from ledger.actions import UnknownAction, get_action
+from ledger.actions import UnknownAction, get_action, registry
 from ledger.models import Destination, DestinationHealth, Operation
 from ledger.states import State
 
@@ -44,26 +44,49 @@ class Waiting:
 
 
 def destinations(*, now: datetime | None = None) -> list[DestinationStatus]:
-    """Every configured destination, by slug, with its limits and its breaker."""
+    """Every destination the actions call, configured or coded, by the name people read
+    (``destination_label``), with its limits and its breaker."""
     now = now or timezone.now()
     rows = list(Destination.objects.prefetch_related("actions").order_by("slug"))
-    names = [DestinationHealth.row_of(destination.slug) for destination in rows]
+    coded = _coded_destinations({destination.slug for destination in rows})
+    names = [DestinationHealth.row_of(name) for name in [d.slug for d in rows] + list(coded)]
     health = {row.name: row for row in DestinationHealth.objects.filter(name__in=names)}
-    statuses = []
-    for destination in rows:
-        row = health.get(DestinationHealth.row_of(destination.slug)) or DestinationHealth()
+
+    def status(name: str, label: str, actions: list[str], limits: list[str]) -> DestinationStatus:
+        row = health.get(DestinationHealth.row_of(name)) or DestinationHealth()
         breaker = row.breaker(now)
-        statuses.append(
-            DestinationStatus(
-                slug=destination.slug,
-                actions=sorted(action.name for action in destination.actions.all()),
-                breaker=breaker,
-                failures_in_row=row.failures_in_row,
-                paused_until=row.breaker_until if breaker in ("open", "probing") else None,
-                limits=limits_in_words(destination),
-            )
+        return DestinationStatus(
+            slug=label,
+            actions=actions,
+            breaker=breaker,
+            failures_in_row=row.failures_in_row,
+            paused_until=row.breaker_until if breaker in ("open", "probing") else None,
+            limits=limits,
         )
-    return statuses
+
+    statuses = [
+        status(d.slug, d.slug, sorted(action.name for action in d.actions.all()), limits_in_words(d)) for d in rows
+    ]
+    statuses += [status(name, *shown) for name, shown in coded.items()]
+    return sorted(statuses, key=lambda destination: destination.slug)
+
+
+def _coded_destinations(configured: set[str]) -> dict[str, tuple[str, list[str], list[str]]]:
+    """The destinations coded actions call (no configured row names them): by name, what people
+    read for it, its actions and its limit in words."""
+    found: dict[str, tuple[str, list[str], list[str]]] = {}
+    for action in sorted(registry.values(), key=lambda action: action.name):
+        name = action.destination_name()
+        if not action.external or name in configured:
+            continue
+        label, actions, _ = found.setdefault(name, (action.destination_label(), [], []))
+        actions.append(action.name)
+        calls = action.max_concurrency
+        words = [f"at most {calls} call{'s' if calls != 1 else ''} at once"]
+        if action.limits().breaker_threshold is None:
+            words.append("no circuit breaker")  # as a configured destination's limits say it
+        found[name] = (label, actions, words)
+    return found
 
 
 def limits_in_words(destination: Destination) -> list[str]:

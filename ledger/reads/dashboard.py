@@ -36,7 +36,8 @@ from django.db import connection, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from ledger.core import roles, tallies
+from ledger.actions import registry
+from ledger.core import roles
 from ledger.core.selectors import COUNT_CAP, capped_count, held_operations, oldest_due_seconds, oldest_held_seconds
 from ledger.models import AuditEvent, BacklogSample, Control, FlowSample, Heartbeat, Operation, Workspace
 from ledger.models.audit import FLOW_EVENTS
@@ -52,6 +53,15 @@ SAMPLES = (FlowSample, BacklogSample)
 LIVE = timedelta(hours=1)  # counted live at most this far back (the sweep stood still: a gap, said so)
 
 FINISHED_STATES = [state for state in State if state in TERMINAL_STATES]
+
+
+def destination_read(action_name: str) -> str:
+    """An action's destination as the dashboard's rates name it: as every page does
+    (``destination_label``), "internal" for an action that calls none."""
+    action = registry.get(action_name)
+    if action is None:
+        return "unknown"
+    return action.destination_label() if action.external else "internal"
 
 
 def hour_of(moment: datetime) -> datetime:
@@ -277,7 +287,7 @@ def figures(user, *, now: datetime | None = None) -> Figures:
             hour.finished += row[state.value]
             finished[state] += row[state.value]
         name = row["action"] or "unknown"
-        for rates, key in ((by_action, name), (by_destination, tallies.destination(row["action"] or ""))):
+        for rates, key in ((by_action, name), (by_destination, destination_read(row["action"] or ""))):
             rate = rates.setdefault(key, Rate(key))
             rate.attempts += row["attempts"]
             rate.failures += row["failures"]

@@ -45,6 +45,12 @@ def actions_by_destination() -> dict[str, list[str]]:
     return found
 
 
+def destination_labels() -> dict[str, str]:
+    """Every destination the external actions call, by name, with what people read for it
+    (``ActionDefinition.destination_label``); internal actions call none."""
+    return {action.destination_name(): action.destination_label() for action in registry.values() if action.external}
+
+
 def for_destination(name: str) -> Q:
     return Q(action__in=actions_by_destination().get(name, []))
 

@@ -31,8 +31,10 @@ AGE_CHOICES = [("1h", "Older than 1 hour"), ("24h", "Older than 24 hours"), ("7d
 
 
 def destination_choices() -> list[tuple[str, str]]:
-    """Every destination the actions call (an action's own name unless it names another)."""
-    return [("", "All destinations")] + [(name, name) for name in sorted(work_lists.actions_by_destination())]
+    """Every destination the external actions call, by the name people read (not an internal
+    action's, not an address)."""
+    labels = work_lists.destination_labels()
+    return [("", "All destinations")] + sorted(labels.items(), key=lambda choice: choice[1])
 
 
 class WorkFilters(django_filters.FilterSet):

@@ -123,7 +123,7 @@ def summarise(operations) -> None:
     value (``ledger.actions.summaries``); nothing for an action no longer defined."""
     for operation in operations:
         action = registry.get(operation.action)
-        operation.summary = action.summarise(operation.payload) if action else ""
+        operation.summary = action.summarise(operation.payload, key=operation.key) if action else ""
 
 
 def state_counts(listing: QueueListing, *, cap: int) -> dict[str, int]:

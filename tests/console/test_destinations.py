@@ -127,16 +127,23 @@ def test_the_dashboard_lists_each_destination_its_limits_and_its_breaker(
     assert "create-ticket" in text
 
 
-def test_the_dashboard_says_when_no_destination_is_configured(client, login):
+def test_the_dashboard_lists_the_coded_destination_under_its_one_name_when_none_is_configured(client, login):
     login("viewer")
 
-    assert "No destination is configured" in page_text(client, DASHBOARD)
+    standin, receivers = destination_status.destinations()
+    assert (receivers.slug, receivers.actions) == ("subscribers' receivers", ["notify-subscriber"])
+    assert standin.slug == "stand-in"
+    assert standin.actions == ["file-ticket", "issue-refund", "send-notice", "send-welcome"]
+    text = page_text(client, DASHBOARD)
+    assert standin.limits == ["at most 50 calls at once", "no circuit breaker"]
+    assert "stand-in closed 0 at most 50 calls at once; no circuit breaker file-ticket, issue-refund" in text
+    assert "http://" not in text
 
 
 def test_limits_in_words_name_the_rate_when_there_is_one(workspace, json_server, configured):
     configured(json_server=json_server, rate_limit=2.5, max_concurrency=1)
 
-    [helpdesk] = destination_status.destinations()
+    [helpdesk] = [d for d in destination_status.destinations() if d.slug == "helpdesk"]
 
     assert helpdesk.limits == ["at most 2.5 calls a second", "at most 1 in flight", "no circuit breaker"]
     assert helpdesk.breaker == "closed"

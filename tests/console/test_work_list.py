@@ -14,7 +14,7 @@ from ledger.intake.submit import submit_event
 from ledger.integrations import saving
 from ledger.models import AuditEvent, BulkAction, Destination, HttpAction, Operation, Workspace
 from ledger.states import LABELS, State
-from tests.ledger.conftest import submit_brief
+from tests.ledger.conftest import submit, submit_brief
 
 REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
 
@@ -172,7 +172,9 @@ def keys_in(response) -> set[str]:
     return {op.key for op in response.context["page"].object_list}
 
 
-def test_the_queue_filters_by_how_it_failed_its_destination_and_its_age(client, login, make_operation, workspace):
+def test_the_queue_filters_by_how_it_failed_its_destination_and_its_age(
+    client, login, make_operation, workspace, scripted_action
+):
     refused = make_operation("needs_review", request_id="R-1", last_error_category="permanent")
     lost = make_operation("unknown", request_id="R-2", last_error_category="ambiguous")
     brief = to_review(submit_brief(workspace), last_error_category="permanent")
@@ -181,7 +183,11 @@ def test_the_queue_filters_by_how_it_failed_its_destination_and_its_age(client, 
 
     assert keys_in(client.get("/console/", {"category": "permanent"})) == {refused.key, brief.key}
     assert keys_in(client.get("/console/", {"category": "ambiguous"})) == {lost.key}
-    assert keys_in(client.get("/console/", {"destination": "prepare-brief"})) == {brief.key}
+    external = scripted_action(external=True)
+    called = to_review(submit(workspace, external.name, request_id="R-3"), last_error_category="transient")
+    assert keys_in(client.get("/console/", {"destination": external.destination_name()})) == {called.key}
+    # An internal action calls no destination: not a choice.
+    assert "Select a valid choice" in client.get("/console/", {"destination": "prepare-brief"}).content.decode()
     assert keys_in(client.get("/console/", {"age": "24h"})) == {refused.key}
     assert keys_in(client.get("/console/", {"age": "7d"})) == set()
     # The counts keep the filters.

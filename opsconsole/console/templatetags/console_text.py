@@ -1,6 +1,8 @@
 """Text as people read it on the console's pages."""
 
 import json
+import re
+from dataclasses import dataclass
 
 from django import template
 
@@ -57,3 +59,28 @@ def said_beside(context, message) -> bool:
 def state_label(state: str) -> str:
     """A state as people read it: "needs_review" is "Needs review" (``ledger.states.LABELS``)."""
     return states.label(state)
+
+
+# A refusal's message as ``ledger.actions.answers.failure_message`` writes it: the status, the host,
+# the destination's code in brackets, then its words.
+_REFUSAL = re.compile(
+    r"^HTTP (?P<status>[1-5][0-9][0-9])(?: from [^\s\[]+?)?(?: \[(?P<code>[^\s\[\]]{1,80})\])?(?:: (?P<said>.*))?$",
+    re.S,
+)
+
+
+@dataclass(frozen=True)
+class ErrorParts:
+    headline: str  # "HTTP 422 [invalid_amount]": what tells refusals apart, read first
+    rest: str  # the destination's words (or the whole message when it is no HTTP refusal)
+
+
+@register.filter
+def error_parts(message: str) -> ErrorParts:
+    """A last error split for a narrow cell: the status and the destination's code first (the host
+    left out: the action names it), then the words, which may be cut."""
+    refusal = _REFUSAL.match(message or "")
+    if refusal is None:
+        return ErrorParts("", message or "")
+    code = f" [{refusal['code']}]" if refusal["code"] else ""
+    return ErrorParts(f"HTTP {refusal['status']}{code}", refusal["said"] or "")
