@@ -2,6 +2,7 @@
 documented NotFound body), elsewhere the styled templates with the console's layout, a sentence on
 what happened and a way back (templates/403.html, 403_csrf.html, 404.html, 405.html, 500.html)."""
 
+from django.http import Http404
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -56,6 +57,28 @@ class MethodNotAllowedPageMiddleware:
         page = render(request, "405.html", {"back": _back(request)}, status=405)
         page["Allow"] = response.get("Allow", "")
         return page
+
+
+class NotFoundPageMiddleware:
+    """A 404 a person meets is the console's page with DEBUG on too (``make demo``): Django would
+    show its debug page instead of ``handler404``, listing the project's URL patterns to a newcomer.
+    A view's ``Http404`` and an address no pattern matched (``request.resolver_match`` unset) get the
+    page; the API's answers are its own (``api_not_found``), and a view's own 404 response stays."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        unmatched = response.status_code == 404 and request.resolver_match is None
+        if unmatched and not request.path.startswith("/api/"):
+            return defaults.page_not_found(request, Http404())
+        return response
+
+    def process_exception(self, request, exception):
+        if isinstance(exception, Http404) and not request.path.startswith("/api/"):
+            return defaults.page_not_found(request, exception)
+        return None
 
 
 def _back(request) -> str:

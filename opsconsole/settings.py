@@ -109,6 +109,8 @@ MIDDLEWARE = [
     "opsconsole.middleware.TimeZoneMiddleware",
     # Last, so its page passes out through the others (CSP, security headers): a bare 405 styled.
     "opsconsole.errors.MethodNotAllowedPageMiddleware",
+    # A 404 is the console's page, DEBUG or not.
+    "opsconsole.errors.NotFoundPageMiddleware",
 ]
 
 ROOT_URLCONF = "opsconsole.urls"
