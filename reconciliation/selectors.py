@@ -40,6 +40,11 @@ class Results:
         """All open mismatches, at most COUNT_CAP (``capped``: there are more)."""
         return min(sum(self.open_mismatches.values()), COUNT_CAP)
 
+    @property
+    def open_by_kind(self) -> list[tuple[str, str, int]]:
+        """Each kind as (kind, the label pages give it, its count): "Missing at destination", not the code."""
+        return [(kind, Mismatch.Kind(kind).label, count) for kind, count in self.open_mismatches.items()]
+
 
 def results(user) -> Results:
     """The latest audit runs and the open mismatches of the workspaces ``user`` may see, by kind

@@ -150,7 +150,7 @@ def test_open_mismatches_are_counted_by_kind_within_the_persons_workspaces(clien
     login("viewer")
     html = client.get(URL).content.decode()
     assert "2 open mismatches: decide them" in html
-    assert re.search(r"missing_at_destination</span> 2<", html)
+    assert re.search(r"Missing at destination</span> 2<", html)
     assert '<th scope="col" class="num">Checked</th>' not in html  # a run counts every workspace
 
 

@@ -99,6 +99,11 @@ def test_an_operator_and_an_approver_clear_the_day_through_the_console(page, day
     expect(page.get_by_role("heading", level=1)).to_have_text("Needs attention")
     screenshot(page, "day-needs-attention")
     keep("day-needs-attention")
+    page.get_by_role("link", name="Dashboard").click()
+    expect(page.locator("#destinations")).to_contain_text("stand-in")
+    screenshot(page, "day-dashboard")
+    keep("day-dashboard")
+    page.goto("/console/")
 
     # 1. Unknown outcomes, first thing: where the operator finds the record at the destination, they
     # mark the operation succeeded with it; the rest they have looked up (an "absent" while a late
