@@ -12,9 +12,10 @@ For each external action that can list its destination's records (``list_records
 - ``content_differs``: the record of a succeeded operation holds other content than the
   operation's ``record_payload`` (the evidence names the fields, never their values);
 - ``destination_reset``: the destination's listing lacks (nearly) every record the ledger says
-  succeeded there in the window: at least ``RESET_MIN_OPERATIONS`` succeeded operations, of which
-  at least ``RESET_SHARE`` are in no listed record (a stand-in restarted empty, a sandbox wiped).
-  One finding per workspace for the destination, with the numbers, instead of one
+  succeeded there in the window for a workspace: at least ``RESET_MIN_OPERATIONS`` succeeded
+  operations of the workspace, of which at least ``RESET_SHARE`` are in no listed record (a
+  stand-in restarted empty, a sandbox wiped); judged per workspace, so one tenant's reset never
+  hides another's few lost records. One finding per such workspace, with the numbers, instead of one
   ``missing_at_destination`` each (and no lookup each: a reset answers them all "absent"). Below
   the threshold a loss is a few records, each worth its own finding and its own lookup.
 
@@ -26,6 +27,8 @@ ReconciliationRun marked failed with the error and no mismatch at all. A finding
 from an earlier run is counted but not recorded again (``mismatch_open_once``).
 """
 
+from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from urllib.parse import unquote
@@ -165,13 +168,25 @@ def audit_destination(actions: list[ActionDefinition], *, since: datetime, until
     succeeded = {action.name: _succeeded(action, since=since, until=until) for action in actions}
     listed = {action.our_reference(record) for action in actions for record in records}
     unlisted = [op for operations in succeeded.values() for op in operations if op.key not in listed]
-    total = sum(len(operations) for operations in succeeded.values())
-    reset = total >= RESET_MIN_OPERATIONS and len(unlisted) >= RESET_SHARE * total
+    reset = _reset_workspaces(succeeded, unlisted)
     for action in actions:
         audit_action(action, records, succeeded[action.name], since=since, until=until, into=audit, reset=reset)
     if reset:
-        audit.findings += _reset_findings(actions, unlisted, succeeded, records_listed=len(records))
+        lost = [op for op in unlisted if op.workspace_id in reset]
+        audit.findings += _reset_findings(actions, lost, succeeded, records_listed=len(records))
     return audit
+
+
+def _reset_workspaces(succeeded: dict[str, list[Operation]], unlisted: list[Operation]) -> set[int]:
+    """The workspaces whose succeeded operations of the window the listing (nearly) all lacks.
+    Judged per workspace: another tenant's few lost records stay findings of their own, each named."""
+    totals = Counter(op.workspace_id for operations in succeeded.values() for op in operations)
+    lost = Counter(op.workspace_id for op in unlisted)
+    return {
+        workspace_id
+        for workspace_id, total in totals.items()
+        if total >= RESET_MIN_OPERATIONS and lost[workspace_id] >= RESET_SHARE * total
+    }
 
 
 def _succeeded(action: ActionDefinition, *, since: datetime, until: datetime) -> list[Operation]:
@@ -193,10 +208,11 @@ def audit_action(
     since: datetime,
     until: datetime,
     into: ActionAudit,
-    reset: bool = False,
+    reset: Collection[int] = (),
 ) -> None:
     """Compare one action's succeeded operations in [since, until) with the destination's records.
-    After a ``reset`` an operation in no record is left to the destination's one finding."""
+    An operation in no record of a workspace in ``reset`` (``_reset_workspaces``) is left to that
+    workspace's one finding."""
     ours: dict[str, list[dict]] = {}
     for record in records:
         reference = action.our_reference(record)
@@ -205,7 +221,7 @@ def audit_action(
     into.operations_checked += len(succeeded)
     destination = action.destination_name()
     for operation in succeeded:
-        if reset and operation.key not in ours:
+        if operation.workspace_id in reset and operation.key not in ours:
             continue
         into.findings += _check_operation(action, operation, ours.get(operation.key, []))
     into.findings += _unknown_to_ledger(action, ours, since=since, until=until)

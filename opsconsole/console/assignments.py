@@ -8,6 +8,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from ledger.models import Membership
 from ledger.people.assignment import AssignmentError, assign_operation, release_operation, take_operation
 from opsconsole.console.views import console_action, operation_for
 
@@ -46,7 +47,10 @@ def release(request, pk):
 def assign(request, pk):
     """Hand the operation to the person chosen (``to``: a user id the form listed)."""
     op = operation_for(request, pk)
-    to = get_user_model().objects.filter(pk=_user_id(request.POST.get("to")), is_active=True).first()
+    # Only a member of the operation's workspace: any other id is no one, so that a refusal never
+    # spells the name of another tenant's user.
+    members = Membership.objects.filter(workspace_id=op.workspace_id).values("user_id")
+    to = get_user_model().objects.filter(pk=_user_id(request.POST.get("to")), is_active=True, pk__in=members).first()
     if to is None:
         messages.error(request, "Choose whom to assign it to; nothing was changed.")
         return _back(request, op)

@@ -250,7 +250,7 @@ class _Reader:
                     "rows": rows,
                     "see_all": not paged and count["n"] > len(rows),
                     "query": query.urlencode(),
-                    "matching": _matching(conflicts.filter(operation__action=action), query)
+                    "matching": _matching(_decidable_of(conflicts.filter(operation__action=action), self.user), query)
                     if count["n"] <= SELECTION_MAX
                     else None,
                     "more_paged": more_paged,
@@ -321,10 +321,17 @@ def _look_only(conflict: Conflict) -> str:
     return said + (f", and {deciders_of_sensitive()} those in the {' and '.join(sensitive)}." if sensitive else ".")
 
 
-def _matching(conflicts: QuerySet, query: QueryDict) -> dict:
-    """What "dismiss all N matching" sends: the list's query, N and the digest of the ids counted."""
+def _decidable_of(conflicts: QuerySet, user) -> QuerySet:
+    """Of ``conflicts``, those of the workspaces where ``user`` reviews: what "dismiss all N matching"
+    counts and dismisses (a viewer elsewhere lists more than they may decide)."""
+    return roles.visible(conflicts, user, via="operation__workspace", capability=REVIEW)
+
+
+def _matching(conflicts: QuerySet, query: QueryDict) -> dict | None:
+    """What "dismiss all N matching" sends: the list's query, N and the digest of the ids counted
+    (None: none the person may decide)."""
     counted, digest = tables.matching_digest(conflicts, limit=SELECTION_MAX)
-    return {"count": counted, "digest": digest, "query": query.urlencode()}
+    return {"count": counted, "digest": digest, "query": query.urlencode()} if counted else None
 
 
 def _id(text) -> int | None:
@@ -463,10 +470,16 @@ def dismiss_matching(request):
     _, conflicts, state = filtered(params, request.user)
     if state != DISMISS_ONLY:
         raise Http404("Only dismiss-only conflicts are dismissed all at once.")
-    ids, digest = tables.matching_ids(in_state(conflicts, DISMISS_ONLY), limit=SELECTION_MAX)
+    ids, digest = tables.matching_ids(
+        _decidable_of(in_state(conflicts, DISMISS_ONLY), request.user), limit=SELECTION_MAX
+    )
     seen = data["matching_count"]
     if not ids:
-        messages.warning(request, f"None of these {seen:,} conflicts is open any more; nothing was changed.")
+        undecidable = in_state(conflicts, DISMISS_ONLY).select_related("operation__workspace").first()
+        if undecidable is not None:  # open still, but the person's role there changed since
+            messages.error(request, roles.refusal(request.user, REVIEW, undecidable.operation.workspace))
+        else:
+            messages.warning(request, f"None of these {seen:,} conflicts is open any more; nothing was changed.")
         return _back(request)
     if len(ids) != seen or digest != data["matching_digest"]:
         messages.error(

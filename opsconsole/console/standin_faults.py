@@ -1,12 +1,15 @@
 """The stand-in destination's scripted failures as the console shows them: how many of its next calls
 and lookups fail because the demo day or a test queued faults (the stand-in's ``GET /_faults/count``).
 
-Asked only when ``OPSCONSOLE_SHOW_STANDIN_FAULTS`` is on (`make demo` sets it), with a short timeout:
-a stand-in that does not answer shows nothing, and a page never waits long for it.
+Asked only when ``OPSCONSOLE_SHOW_STANDIN_FAULTS`` is on (`make demo` sets it), on a thread the page
+waits for at most ``DEADLINE_SECONDS``: httpx's timeout bounds each read, not the answer, so a
+stand-in that answers a byte at a time would otherwise hold the page. A stand-in that does not
+answer in time shows nothing; while one question is still waiting, the next page does not ask.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import httpx
@@ -14,8 +17,12 @@ from django.conf import settings
 
 from ledger.actions import http
 
-# A page waits at most this for the stand-in (local, answering in a millisecond when it runs).
+# Each connect and read of the question (the stand-in is local, answering in a millisecond when it runs).
 TIMEOUT_SECONDS = 0.3
+# A page waits at most this for the whole answer.
+DEADLINE_SECONDS = 2 * TIMEOUT_SECONDS
+# One question in flight: a stand-in that stalls holds one thread, never one per page.
+_asking = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -34,13 +41,30 @@ def queued() -> Queued | None:
     the stand-in does not answer as it should."""
     if not settings.OPSCONSOLE_SHOW_STANDIN_FAULTS:
         return None
+    if not _asking.acquire(blocking=False):
+        return None  # the last question is still waiting for its answer
     url = settings.OPSCONSOLE_STANDIN_URL.rstrip("/")
+    answer: list[Queued | None] = []
+
+    def ask() -> None:
+        try:
+            answer.append(_asked(url))
+        finally:
+            _asking.release()
+
+    thread = threading.Thread(target=ask, name="standin-faults", daemon=True)
+    thread.start()
+    thread.join(DEADLINE_SECONDS)
+    found = answer[0] if answer else None
+    return found if found is not None and found.total > 0 else None
+
+
+def _asked(url: str) -> Queued | None:
     try:
         counts = httpx.get(f"{url}/_faults/count", timeout=TIMEOUT_SECONDS).raise_for_status().json()
-        found = Queued(calls=int(counts["create"]), lookups=int(counts["lookup"]), url=url)
+        return Queued(calls=int(counts["create"]), lookups=int(counts["lookup"]), url=url)
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
         return None
-    return found if found.total > 0 else None
 
 
 def calls_the_standin(definition) -> bool:

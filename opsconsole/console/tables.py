@@ -70,7 +70,10 @@ def listing_for(params, user, switches: list[Control]) -> QueueListing:
 def matching_digest(queryset: QuerySet, *, limit: int) -> tuple[int, str]:
     """How many operations ``queryset`` holds (up to ``limit + 1``) and the digest of their ids, in
     one query that reads the ids only (from an index where the filter has one)."""
-    sql, params = queryset.order_by().values("pk")[: limit + 1].query.sql_with_params()
+    try:
+        sql, params = queryset.order_by().values("pk")[: limit + 1].query.sql_with_params()
+    except EmptyResultSet:  # .none(): a person who may decide none of them
+        return 0, hashlib.sha256(b"").hexdigest()
     with connections[queryset.db].cursor() as cursor:
         cursor.execute(
             "SELECT COUNT(*), encode(sha256(convert_to(COALESCE(string_agg(pk::text, ',' ORDER BY pk), ''),"

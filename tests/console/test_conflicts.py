@@ -419,6 +419,31 @@ def test_dismissing_all_matching_is_for_dismiss_only_conflicts(client, login, ra
     assert snapshot() == before
 
 
+def test_dismiss_all_matching_takes_only_the_conflicts_the_person_may_decide(client, login, ran, noted_action):
+    """An operator here and a viewer elsewhere sees both workspaces' conflicts in one group: "dismiss
+    all N matching" counts and dismisses only those they may decide, never refused for the others."""
+    operator = login("operator")
+    ran(2)
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    Membership.objects.create(user=operator, workspace=other, role="viewer")
+    data = {"request_id": "B-1", "version": 1, "note": "one", "secret": "s"}
+    for note in ("one", "two"):
+        submit_event(workspace=other, source="api", raw={"action": noted_action.name, "data": data | {"note": note}})
+    Operation.objects.filter(workspace=other).update(state="succeeded", attempts=1)
+    page = client.get(INBOX)
+    [group] = page.context["dismissable"]
+    assert group["count"] == 3  # listed: 2 here, 1 there
+    form = matching_form(page, noted_action.name)
+    assert form["matching_count"] == 2
+
+    response = client.post("/console/conflicts/dismiss-matching/", form | {"reason": "a retry storm"})
+
+    [(level, message)] = messages_of(response)
+    assert level == "success", message
+    assert Conflict.objects.filter(operation__workspace=other).get().status == "open"
+    assert set(Conflict.objects.exclude(operation__workspace=other).values_list("status", flat=True)) == {"dismissed"}
+
+
 def test_a_viewer_may_not_dismiss_all_matching(client, login, ran, noted_action, django_user_model):
     operator = login("operator")
     ran(2)
@@ -514,6 +539,22 @@ def test_it_refuses_assigning_to_nobody_or_someone_who_may_not_act(client, login
     assert level == "error"
     assert snapshot() == before
     assert Operation.objects.get().assigned_to is None
+
+
+def test_assigning_names_nobody_outside_the_operations_workspace(client, login, held_refund, person):
+    """A user id of another tenant is refused as if it were no one: the refusal never spells their name."""
+    login("operator")
+    accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    stranger = person("stranger-in-other", "approver", workspaces=("other",))
+    before = snapshot()
+
+    response = client.post(
+        f"/console/operations/{held_refund.operation_id}/assign/", {"to": stranger.pk, "next": INBOX}
+    )
+
+    assert messages_of(response) == [("error", "Choose whom to assign it to; nothing was changed.")]
+    assert "stranger-in-other" not in text(client.get(INBOX))
+    assert snapshot() == before
 
 
 def test_it_reports_a_refused_apply_and_dismisses_nothing(client, login, race):

@@ -433,3 +433,27 @@ def test_a_few_successes_all_gone_are_each_their_own_finding(workspace, standin,
     run = run_audit()
 
     assert (run.missing_at_destination, run.destination_reset) == (3, 0)
+
+
+def test_a_reset_in_one_workspace_leaves_another_workspaces_lost_record_its_own_finding(
+    workspace, standin, time_machine
+):
+    """Whether a destination was reset is judged per workspace: another tenant's one lost record of
+    two is not folded into a "was it reset?" of numbers that names no record."""
+    from ledger.core import accounts
+
+    many_succeeded(workspace, count=RESET_MIN_OPERATIONS + 5)
+    standin.http.post("/_reset").raise_for_status()
+    other, _ = accounts.create_workspace(slug="other", approved_owners=["ops"], actor="test")
+    lost, kept = many_succeeded(other, count=2, prefix="B")
+    delete_record(standin, lost.external_id)
+    settle(time_machine)
+
+    run = run_audit()
+
+    assert run.status == "succeeded", run.error
+    [reset] = Mismatch.objects.filter(kind="destination_reset")
+    assert (reset.workspace, reset.evidence["unlisted"], reset.evidence["succeeded"]) == (workspace, 25, 25)
+    [missing] = Mismatch.objects.filter(workspace=other)
+    assert (missing.kind, missing.reference) == ("missing_at_destination", lost.key)
+    assert (run.missing_at_destination, run.destination_reset) == (1, 1)
