@@ -46,6 +46,7 @@ ROLES = ("viewer", "operator", "approver", "admin")  # admin: the demo's superus
 CONSOLE_ROWS = {
     "operation": Operation,
     "take": Operation,
+    "assign": Operation,
     "release": Operation,
     "replay": Operation,
     "resolve": Operation,
@@ -58,7 +59,6 @@ CONSOLE_ROWS = {
     "acknowledge_mismatch": Mismatch,
     "adopt_mismatch": Mismatch,
     "replay_mismatch": Mismatch,
-    "dismiss_operation_conflicts": Operation,
     "apply_one_conflict": Conflict,
     "bulk": BulkAction,
 }
