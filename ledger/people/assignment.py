@@ -40,25 +40,22 @@ def take_operation(operation: Operation, *, user, take_over: bool = False) -> bo
     """Assign ``operation`` to ``user``; returns whether anything changed (False: they hold it
     already). Someone else's: refused unless ``take_over`` (audited as ``taken_over``, naming
     them). ``AssignmentError`` when ``user`` may not act on it."""
-    if not may_take(user, operation):
-        raise AssignmentError(f"{user.get_username()} may not act on operations of workspace {operation.workspace}.")
+    _require_may_take(user, operation)
     with transaction.atomic():
-        holder = Operation.objects.filter(pk=operation.pk).values_list("assigned_to", flat=True).first()
+        holder = _holder(operation)
         if holder == user.pk:
             return False
         if holder is not None and not take_over:
             raise HeldBySomeoneElse(f"{_name(holder)} has taken this operation; take it over to work on it yourself.")
-        now = timezone.now()
-        taken = Operation.objects.filter(pk=operation.pk, assigned_to=holder).update(assigned_to=user, assigned_at=now)
-        if not taken:
-            raise AssignmentError("Someone took this operation at the same moment; look again.")
-        record_audit_event(
-            actor=user.get_username(),
-            kind="taken_over" if holder is not None else "taken",
-            operation=operation,
-            message=f"taken over from {_name(holder)}" if holder is not None else "taken",
+        taken_over = holder is not None
+        _hand_over(
+            operation,
+            holder=holder,
+            to=user,
+            actor=user,
+            kind="taken_over" if taken_over else "taken",
+            message=f"taken over from {_name(holder)}" if taken_over else "taken",
         )
-    operation.assigned_to, operation.assigned_at = user, now
     return True
 
 
@@ -68,24 +65,17 @@ def assign_operation(operation: Operation, *, user, to) -> bool:
     may act on it too, and may hand over only what nobody holds or what they hold themselves: someone
     else's work is taken over first. Audited as ``assigned``, naming who it was handed to.
     ``AssignmentError`` otherwise, nothing written."""
-    if not may_take(user, operation):
-        raise AssignmentError(f"{user.get_username()} may not act on operations of workspace {operation.workspace}.")
-    if not may_take(to, operation):
-        raise AssignmentError(f"{to.get_username()} may not act on operations of workspace {operation.workspace}.")
+    _require_may_take(user, operation)
+    _require_may_take(to, operation)
     with transaction.atomic():
-        holder = Operation.objects.filter(pk=operation.pk).values_list("assigned_to", flat=True).first()
+        holder = _holder(operation)
         if holder == to.pk:
             return False
         if holder not in (None, user.pk):
             raise HeldBySomeoneElse(f"{_name(holder)} has taken this operation; take it over before handing it on.")
-        now = timezone.now()
-        handed = Operation.objects.filter(pk=operation.pk, assigned_to=holder).update(assigned_to=to, assigned_at=now)
-        if not handed:
-            raise AssignmentError("Someone took this operation at the same moment; look again.")
-        record_audit_event(
-            actor=user.get_username(), kind="assigned", operation=operation, message=f"assigned to {to.get_username()}"
+        _hand_over(
+            operation, holder=holder, to=to, actor=user, kind="assigned", message=f"assigned to {to.get_username()}"
         )
-    operation.assigned_to, operation.assigned_at = to, now
     return True
 
 
@@ -100,6 +90,28 @@ def release_operation(operation: Operation, *, user) -> bool:
     if released:
         operation.assigned_to, operation.assigned_at = None, None
     return bool(released)
+
+
+def _require_may_take(user, operation: Operation) -> None:
+    if not may_take(user, operation):
+        raise AssignmentError(f"{user.get_username()} may not act on operations of workspace {operation.workspace}.")
+
+
+def _holder(operation: Operation) -> int | None:
+    """Who holds ``operation`` now, as the row says (not the instance, which may be stale)."""
+    return Operation.objects.filter(pk=operation.pk).values_list("assigned_to", flat=True).first()
+
+
+def _hand_over(operation: Operation, *, holder: int | None, to, actor, kind: str, message: str) -> None:
+    """The guarded UPDATE: ``operation`` to ``to`` only while ``holder`` still holds it (two people at
+    once cannot both win), with its audit event; inside the caller's transaction. The instance
+    follows once the row is written."""
+    now = timezone.now()
+    moved = Operation.objects.filter(pk=operation.pk, assigned_to=holder).update(assigned_to=to, assigned_at=now)
+    if not moved:
+        raise AssignmentError("Someone took this operation at the same moment; look again.")
+    record_audit_event(actor=actor.get_username(), kind=kind, operation=operation, message=message)
+    operation.assigned_to, operation.assigned_at = to, now
 
 
 def _name(user_id) -> str:
