@@ -20,6 +20,21 @@ from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/opsconsole"
+# A round that ended with the 1-minute load average above this is not comparable: the machine's other
+# work, not ours or the peer's, decided its ratio (bench/README.md, "Load average").
+COMPARABLE_LOAD = 2 * (os.cpu_count() or 1)
+
+
+def load_average() -> float:
+    """The 1-minute load average (/proc/loadavg); NaN where there is none."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def comparable(load: float) -> bool:
+    return not load > COMPARABLE_LOAD  # NaN (no /proc/loadavg): not known to be loaded
 
 
 def prepare_environment() -> None:
@@ -71,6 +86,11 @@ class Row:
     met: Callable[[float], bool] | None  # applied to the ratio, or to the value when there is no baseline
     baseline: Series | None = None
     note: str = ""
+    # The 1-minute load average at the end of each round, when the scenario keeps it (``peers``): a
+    # round above COMPARABLE_LOAD is shown, marked, and left out of the median ratio and the verdict.
+    loads: list[float] | None = None
+    # The target must hold in every comparable round, not only for the median.
+    every_round: bool = False
 
     @property
     def ratios(self) -> list[float]:
@@ -79,8 +99,27 @@ class Row:
         return [s / b if b else float("inf") for s, b in zip(self.subject.values, self.baseline.values, strict=True)]
 
     @property
+    def comparable_ratios(self) -> list[float]:
+        if self.loads is None:
+            return self.ratios
+        return [ratio for ratio, load in zip(self.ratios, self.loads, strict=True) if comparable(load)]
+
+    @property
     def ratio(self) -> float | None:
-        return statistics.median(self.ratios) if self.baseline is not None and self.ratios else None
+        ratios = self.comparable_ratios
+        return statistics.median(ratios) if self.baseline is not None and ratios else None
+
+    @property
+    def load_range(self) -> str:
+        """The comparable rounds' load averages, and how many were left out."""
+        if self.loads is None:
+            return "-"
+        kept = [load for load in self.loads if comparable(load)]
+        shown = f"{min(kept):.1f}-{max(kept):.1f}" if kept else "none comparable"
+        left_out = len(self.loads) - len(kept)
+        return shown + (
+            f" ({left_out} round{'s' if left_out > 1 else ''} > {COMPARABLE_LOAD} left out)" if left_out else ""
+        )
 
     @property
     def figure(self) -> float:
@@ -91,6 +130,10 @@ class Row:
     def verdict(self) -> str:
         if self.met is None:
             return "-"
+        if self.baseline is not None and self.ratio is None:
+            return "not comparable"
+        if self.every_round:
+            return "yes" if all(self.met(ratio) for ratio in self.comparable_ratios) else "NO"
         return "yes" if self.met(self.figure) else "NO"
 
 
@@ -102,7 +145,9 @@ class Rounds:
             raise ValueError("at least one round")
         self.rounds = rounds
 
-    def run(self, steps: list[tuple[str, Callable[[], None]]], *, label: str) -> None:
+    def run(self, steps: list[tuple[str, Callable[[], None]]], *, label: str) -> list[float]:
+        """Returns the 1-minute load average at the end of each round."""
+        loads = []
         for number in range(self.rounds):
             shift = number % len(steps)
             order = steps[shift:] + steps[:shift]
@@ -112,10 +157,13 @@ class Rounds:
                 step_began = time.monotonic()
                 step()
                 took.append(f"{name} {time.monotonic() - step_began:.1f} s")
+            loads.append(load_average())
             print(
-                f"  {label}: round {number + 1}/{self.rounds} in {time.monotonic() - began:.1f} s: {'; '.join(took)}",
+                f"  {label}: round {number + 1}/{self.rounds} in {time.monotonic() - began:.1f} s, "
+                f"load {loads[-1]:.2f}{'' if comparable(loads[-1]) else ' (not comparable)'}: {'; '.join(took)}",
                 flush=True,
             )
+        return loads
 
 
 def rate(count: int, seconds: float) -> float:
@@ -161,15 +209,22 @@ def print_details(rows: list[Row]) -> None:
         if row.baseline is not None:
             line += (
                 f"; baseline {row.baseline.name}: {', '.join(fmt(v) for v in row.baseline.values)} "
-                f"{row.baseline.unit}; ratios {', '.join(f'{r:.3g}' for r in row.ratios)}"
+                f"{row.baseline.unit}; ratios {', '.join(_with_load(r, row, n) for n, r in enumerate(row.ratios))}"
             )
         if row.note:
             line += f" ({row.note})"
         print(line)
 
 
+def _with_load(ratio: float, row: Row, number: int) -> str:
+    if row.loads is None:
+        return f"{ratio:.3g}"
+    load = row.loads[number]
+    return f"{ratio:.3g} (load {load:.2f}{'' if comparable(load) else ', not comparable'})"
+
+
 def table_lines(rows: list[Row], *, markdown: bool = False) -> list[str]:
-    header = ["#", "scenario", "median", "baseline", "baseline median", "ratio", "target", "met?"]
+    header = ["#", "scenario", "median", "baseline", "baseline median", "ratio", "load (1 min)", "target", "met?"]
     body = []
     for row in rows:
         body.append(
@@ -180,6 +235,7 @@ def table_lines(rows: list[Row], *, markdown: bool = False) -> list[str]:
                 row.baseline.name if row.baseline is not None else "-",
                 fmt(row.baseline.median) if row.baseline is not None else "-",
                 f"{row.ratio:.3g}" if row.ratio is not None else "-",
+                row.load_range,
                 row.target,
                 row.verdict,
             ]

@@ -23,7 +23,9 @@ supervisor, SIGTERM/SIGINT handling and uvloop; batch size 10, pgqueuer's defaul
 command line itself, whose ``--log-level`` default fails in pgqueuer 1.6.0 (``'str' object has no
 attribute 'name'``). Every connection it opens carries ``application_name``
 ``PGQUEUER_BENCH_APPNAME``, so the bench can read its backends' CPU. Standard library, asyncpg and
-pgqueuer only: it never imports Django.
+pgqueuer only: it never imports Django. asyncpg and pgqueuer (bench-only, requirements-bench.txt) are
+imported where they are used, so that the harness (``LEDGER_TABLES``, ``audit_row``, ``chained``) and
+tests/test_bench_scripts.py import this module without them.
 """
 
 import hashlib
@@ -32,11 +34,10 @@ import os
 import sys
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-import asyncpg
-import pgqueuer
-from pgqueuer import PgQueuer
-from pgqueuer.models import Job
+if TYPE_CHECKING:
+    import asyncpg
 
 ENTRYPOINT = "noop"  # the job name this worker takes: one per (kind, batch size), so each pair has its own jobs
 KIND = "noop"
@@ -78,7 +79,9 @@ def chained(prev_hash: bytes, row: bytes) -> bytes:
     return hashlib.sha256(prev_hash + row).digest()
 
 
-def ledger_job(pool: asyncpg.Pool):
+def ledger_job(pool: "asyncpg.Pool"):
+    from pgqueuer.models import Job
+
     async def write(job: Job) -> None:
         started = datetime.now(UTC)
         async with pool.acquire() as connection, connection.transaction():
@@ -116,6 +119,10 @@ def ledger_job(pool: asyncpg.Pool):
 
 @asynccontextmanager
 async def create():
+    import asyncpg
+    from pgqueuer import PgQueuer
+    from pgqueuer.models import Job
+
     dsn = os.environ["PGQUEUER_BENCH_DSN"]
     settings = {"application_name": os.environ.get("PGQUEUER_BENCH_APPNAME", "pgqueuer-bench")}
     connection = await asyncpg.connect(dsn, server_settings=settings)
@@ -141,6 +148,8 @@ async def create():
 
 def main() -> None:
     global ENTRYPOINT, KIND
+    import pgqueuer
+
     try:
         import uvloop
     except ImportError:  # pgqueuer's own runner falls back the same way

@@ -26,14 +26,14 @@ preload), so each has its own Redis connection pool.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import os
 import warnings
+from types import SimpleNamespace
 
 import redis
-from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
-from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyItemAlreadyExistsError
-from aws_lambda_powertools.utilities.idempotency.persistence.cache import CachePersistenceLayer
 
 # Outside Lambda there is no remaining time to derive an in-progress expiry from; Powertools warns
 # on every claim. The record's own expiry (expires_after_seconds) still applies.
@@ -42,26 +42,40 @@ warnings.filterwarnings("ignore", message=".*remaining time.*")
 warnings.filterwarnings("ignore", message="RedisCachePersistenceLayer will be removed", category=DeprecationWarning)
 
 PREFIX = os.environ.get("POWERTOOLS_KEY_PREFIX", "opsconsole-bench-powertools")
-CONFIG = IdempotencyConfig(event_key_jmespath="[action, data.request_id, data.version]")
-_client = redis.Redis.from_url(os.environ.get("POWERTOOLS_REDIS_URL", "redis://127.0.0.1:6379/15"))
-
-_decorated_layer = CachePersistenceLayer(client=_client)
-_split_layer = CachePersistenceLayer(client=_client)
-_split_layer.configure(CONFIG, key_prefix=f"{PREFIX}-split")
 
 
-@idempotent_function(
-    data_keyword_argument="event", persistence_store=_decorated_layer, config=CONFIG, key_prefix=f"{PREFIX}-fn"
-)
-def perform(event: dict) -> dict:
+@functools.cache
+def service() -> SimpleNamespace:
+    """The persistence layers and the decorated function, built once per process. Powertools is
+    bench-only (requirements-bench.txt): imported here, so that this module imports without it
+    (tests/test_bench_scripts.py); a worker builds it as it boots (below), not at a measured request."""
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyItemAlreadyExistsError
+    from aws_lambda_powertools.utilities.idempotency.persistence.cache import CachePersistenceLayer
+
+    config = IdempotencyConfig(event_key_jmespath="[action, data.request_id, data.version]")
+    client = redis.Redis.from_url(os.environ.get("POWERTOOLS_REDIS_URL", "redis://127.0.0.1:6379/15"))
+    split_layer = CachePersistenceLayer(client=client)
+    split_layer.configure(config, key_prefix=f"{PREFIX}-split")
+    perform = idempotent_function(
+        data_keyword_argument="event",
+        persistence_store=CachePersistenceLayer(client=client),
+        config=config,
+        key_prefix=f"{PREFIX}-fn",
+    )(_perform)
+    return SimpleNamespace(perform=perform, split_layer=split_layer, exists=IdempotencyItemAlreadyExistsError)
+
+
+def _perform(event: dict) -> dict:
     return {"status": "succeeded", "request_id": event["data"]["request_id"]}
 
 
 def operation(body: dict) -> tuple[str, dict]:
-    return "200 OK", {"status": "done", "result": perform(event=body)}
+    return "200 OK", {"status": "done", "result": service().perform(event=body)}
 
 
 def batch(body: dict) -> tuple[str, dict]:
+    perform = service().perform
     results = []
     for event in body["events"]:
         result = perform(event=event)
@@ -70,15 +84,16 @@ def batch(body: dict) -> tuple[str, dict]:
 
 
 def claim(body: dict) -> tuple[str, dict]:
+    powertools = service()
     try:
-        _split_layer.save_inprogress(data=body)
-    except IdempotencyItemAlreadyExistsError:
+        powertools.split_layer.save_inprogress(data=body)
+    except powertools.exists:
         return "409 Conflict", {"status": "exists"}
-    return "201 Created", {"status": "claimed", "key": _split_layer._get_hashed_idempotency_key(data=body)}
+    return "201 Created", {"status": "claimed", "key": powertools.split_layer._get_hashed_idempotency_key(data=body)}
 
 
 def outcome(body: dict) -> tuple[str, dict]:
-    _split_layer.save_success(data=body["data"], result=body["result"])
+    service().split_layer.save_success(data=body["data"], result=body["result"])
     return "200 OK", {"status": "recorded"}
 
 
@@ -108,3 +123,9 @@ def app(environ, start_response):
     body = json.dumps(answer).encode()
     start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
     return [body]
+
+
+# Served, Powertools is there: each gunicorn worker builds the service as it imports this module (after
+# the fork, no preload), so no worker's first measured request pays for it.
+if importlib.util.find_spec("aws_lambda_powertools") is not None:
+    service()

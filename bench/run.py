@@ -262,6 +262,7 @@ def main() -> int:
                                 "median": row.baseline.median,
                             },
                             "ratios": row.ratios,
+                            "loads": row.loads,
                             "ratio": row.ratio,
                             "target": row.target,
                             "met": row.verdict,

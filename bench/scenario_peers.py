@@ -174,7 +174,9 @@ def scenario_http_intake(rounds: Rounds, log_dir: Path) -> list[Row]:
 
                 return f"{side} x{clients}", run
 
-            rounds.run([measure(side, clients) for clients in CLIENTS for side in SIDES], label="peers HTTP intake")
+            loads = rounds.run(
+                [measure(side, clients) for clients in CLIENTS for side in SIDES], label="peers HTTP intake"
+            )
             written = {
                 "ours": Operation.objects.filter(workspace=workspace).count() - 1,  # less the template's
                 "bare ninja": observer.execute("SELECT count(*) FROM bench_bare_operation").fetchone()[0],
@@ -185,9 +187,12 @@ def scenario_http_intake(rounds: Rounds, log_dir: Path) -> list[Row]:
         answered = 16 * 6 + sum(events for key, values in used.items() if key[0] == side for _, _, events, _ in values)
         if written[side] != answered:
             raise RuntimeError(f"{side}: {answered} events answered 201, {written[side]} rows written")
-    return intake_rows(
+    rows = intake_rows(
         rates, used, client_cpu, connection_headers={s: c.connection_headers for s, c in clients_of.items()}
     )
+    for row in rows:  # each round's load average beside its ratio; an overloaded round left out
+        row.loads = loads
+    return rows
 
 
 def intake_rows(rates, used, client_cpu, *, connection_headers) -> list[Row]:
