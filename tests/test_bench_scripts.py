@@ -229,3 +229,19 @@ def test_the_load_average_is_the_first_figure_of_proc_loadavg():
     after = first_figure()
 
     assert min(before, after) <= read <= max(before, after)
+
+
+def test_bench_purge_refuses_a_comparison_too_small_to_slice_before_it_loads_anything():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(BENCH_DIR / "purge.py")],
+        env={"PURGE_COMPARE_OPERATIONS": "5000", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 1
+    assert "PURGE_COMPARE_OPERATIONS: at least 10,000, or 0 to skip the chunk sizes" in done.stderr
