@@ -132,8 +132,10 @@ class AuditEvent(models.Model):
         related_name="audit_events",
         db_index=False,
     )
+    # No index: nothing reads events by attempt, and with no constraint and DO_NOTHING neither
+    # PostgreSQL nor Django's collector looks here when retention deletes attempts (migration 0057).
     attempt = models.ForeignKey(
-        "ledger.Attempt", on_delete=models.DO_NOTHING, null=True, blank=True, db_constraint=False
+        "ledger.Attempt", on_delete=models.DO_NOTHING, null=True, blank=True, db_constraint=False, db_index=False
     )
     actor = models.CharField(max_length=150)
     kind = models.CharField(max_length=40)
