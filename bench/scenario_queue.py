@@ -317,7 +317,8 @@ def scenario_queues(rounds: Rounds, log_dir: Path, wanted: set[str] | frozenset 
         ).fetchone()[0]
 
     try:
-        pgq = PgQueuerPeer(dsn, log_dir, pgqueuer_kinds(wanted))
+        # Scenario 3 alone measures no pgqueuer peer, and runs without it installed.
+        pgq = PgQueuerPeer(dsn, log_dir, pgqueuer_kinds(wanted)) if pgqueuer_kinds(wanted) else None
         with (
             cluster_pool(
                 log_dir, env={**CLUSTER_ENV, "OPSCONSOLE_STANDIN_URL": standin.url, "PGAPPNAME": CLUSTER_APPNAME}
