@@ -21,6 +21,8 @@ def shown(row: dict | None) -> str:
     if row is None:
         return "-"
     value = figure(row)
+    if value is None:  # every round above twice the cores (bench/harness.py, COMPARABLE_LOAD)
+        return "not comparable"
     text = f"{value:.3g}"
     if row["baseline"] is not None:
         text += f" ({row['median']:.3g} / {row['baseline']['median']:.3g})"

@@ -11,6 +11,7 @@ installed."""
 import ast
 import importlib
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -245,3 +246,28 @@ def test_bench_purge_refuses_a_comparison_too_small_to_slice_before_it_loads_any
 
     assert done.returncode == 1
     assert "PURGE_COMPARE_OPERATIONS: at least 10,000, or 0 to skip the chunk sizes" in done.stderr
+
+
+def test_compare_shows_a_row_without_a_comparable_round(tmp_path, capsys):
+    from bench import compare
+
+    def results(ratio):
+        row = {
+            "scenario": "peers",
+            "name": "drain vs pgqueuer no-op",
+            "unit": "operations/s",
+            "median": 1500.0,
+            "baseline": {"name": "no-op", "unit": "jobs/s", "median": 1000.0},
+            "ratio": ratio,
+            "loads": [9.0, 1.0],
+            "target": ">= 1.3 every round",
+            "met": "not comparable" if ratio is None else "yes",
+        }
+        return json.dumps({"machine": {"revision": "r", "date": "d"}, "rows": [row]})
+
+    (tmp_path / "before.json").write_text(results(None))
+    (tmp_path / "after.json").write_text(results(1.5))
+
+    compare.main(str(tmp_path / "before.json"), str(tmp_path / "after.json"))
+
+    assert "| not comparable | 1.5 (1.5e+03 / 1e+03) | yes |" in capsys.readouterr().out
