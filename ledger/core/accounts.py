@@ -194,7 +194,7 @@ def _token_of(statement: "_TokenStatement", row: tuple, *, recheck: dict | None)
     api_token.workspace = statement.workspace.instance(row)
     api_token.user = statement.user.instance(row)  # None: a machine's token
     api_token.workspace_role = row[statement.user.end]
-    api_token.recheck = recheck  # type: ignore[attr-defined]
+    api_token.recheck = recheck
     return api_token
 
 
