@@ -136,10 +136,11 @@ BATCH_CALL = (
 )
 
 
-def _event_columns(events: list[Event], now: datetime) -> list[list]:
-    """ledger_reserve's arrays, in its arguments' order: what each event sets of its operation
-    (action, key, definition version, fingerprint, payload as JSON, correlation id, first state,
-    deadline, series, version, ordering) and of its delivery (the sender's id, when it occurred)."""
+def _event_columns(events: list[Event], now: datetime) -> list[str]:
+    """ledger_reserve's arrays, in its arguments' order, each as PostgreSQL's text of an array
+    (``_array``): what each event sets of its operation (action, key, definition version,
+    fingerprint, payload as JSON, correlation id, first state, deadline, series, version, ordering)
+    and of its delivery (the sender's id, when it occurred)."""
     columns: list[list] = [[] for _ in range(13)]
     for event in events:
         ordered = bool(event.ordered)
@@ -163,7 +164,21 @@ def _event_columns(events: list[Event], now: datetime) -> list[list]:
             strict=True,
         ):
             column.append(value)
-    return columns
+    return [_array(column) for column in columns]
+
+
+def _array(values: list) -> str:
+    """The text form of a PostgreSQL array of ``values`` (None: NULL), every element quoted: what
+    the statement casts to the column's array type. psycopg's adaptation of a list quotes it element
+    by element in Python, ~23 µs an event for a batch's arrays; this is one join."""
+    return (
+        "{"
+        + ",".join(
+            "NULL" if value is None else '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+            for value in values
+        )
+        + "}"
+    )
 
 
 def _reserve(workspace: Workspace, call: str, arguments: list) -> list[Reserved]:
