@@ -134,17 +134,67 @@ def authenticate_token(token: str) -> ApiToken | None:
     process from the models: the ORM compiled the same joins again at every request, about 2 ms of
     CPU, two fifths of what a ``POST /api/v1/events`` cost its gunicorn worker (bench/profile_request.py).
     Prepared: PostgreSQL plans it once per connection, not at every request (``prepared_cursor``).
+
+    What it found is kept for ``cached_token`` (the row and its digest, ``ledger_token_digest``).
     """
+    token_hash = ApiToken.hash(token)
     statement = _token_statement()
     with prepared_cursor() as cursor:
-        cursor.execute(statement.sql, [ApiToken.hash(token)])
+        cursor.execute(statement.sql, [token_hash])
         row = cursor.fetchone()
     if row is None:
+        _resolved.pop(token_hash, None)
         return None
+    if len(_resolved) >= RESOLVED_LIMIT:
+        _resolved.clear()
+    _resolved[token_hash] = row
+    return _token_of(statement, row, recheck=None)
+
+
+def cached_token(token: str) -> ApiToken | None:
+    """What ``authenticate_token`` last found for this token in this process (None if nothing), built
+    anew, unchecked: its ``recheck`` (the token's hash and digest) must go to the statement that
+    writes, ``ledger_token_unchanged``, which refuses it (``TokenChanged``) unless the token, its
+    workspace, its person and their role are all still as they were read. Only a caller whose every
+    write passes that check may act on it (the API's intake, ``opsconsole.api.tokens``); anything
+    else it does must ask ``authenticate_token`` first."""
+    token_hash = ApiToken.hash(token)
+    row = _resolved.get(token_hash)
+    if row is None:
+        return None
+    statement = _token_statement()
+    return _token_of(statement, row, recheck={"hash": token_hash, "digest": row[statement.digest]})
+
+
+def forget_token(token: str) -> None:
+    """Drop what this process kept of the token (``TokenChanged`` said it is stale)."""
+    _resolved.pop(ApiToken.hash(token), None)
+
+
+class TokenChanged(Exception):
+    """A write that checked a cached token (``cached_token``) found it changed since it was read
+    (SQLSTATE ``TOKEN_CHANGED``, raised by ``ledger_token_unchanged``); it wrote nothing."""
+
+
+# The SQLSTATE ledger_token_unchanged raises; and how many tokens a process keeps (emptied when full:
+# a token then costs one lookup more).
+TOKEN_CHANGED = "OC401"
+RESOLVED_LIMIT = 1000
+# Token hash -> the row of ``_token_statement`` it found.
+_resolved: dict[str, tuple] = {}
+
+
+def token_changed(exc: BaseException) -> bool:
+    """Whether ``exc`` (a Django database error, or the driver's behind it) is ``TOKEN_CHANGED``."""
+    return any(getattr(error, "sqlstate", None) == TOKEN_CHANGED for error in (exc, exc.__cause__))
+
+
+def _token_of(statement: "_TokenStatement", row: tuple, *, recheck: dict | None) -> ApiToken:
     api_token = statement.token.instance(row)
     api_token.workspace = statement.workspace.instance(row)
     api_token.user = statement.user.instance(row)  # None: a machine's token
     api_token.workspace_role = row[statement.user.end]
+    api_token.recheck = recheck
     return api_token
 
 
@@ -155,6 +205,10 @@ class _TokenStatement:
     workspace: Selected
     user: Selected
 
+    @property
+    def digest(self) -> int:
+        return self.user.end + 1
+
 
 @cache
 def _token_statement() -> _TokenStatement:
@@ -163,7 +217,7 @@ def _token_statement() -> _TokenStatement:
     workspace = Selected(Workspace, "w", token.end)
     user = Selected(user_model, "u", workspace.end)
     sql = f"""
-        SELECT {token.sql}, {workspace.sql}, {user.sql}, m.role
+        SELECT {token.sql}, {workspace.sql}, {user.sql}, m.role, ledger_token_digest(t, w, u, m.role)
         FROM ledger_apitoken t
         JOIN ledger_workspace w ON w.id = t.workspace_id
         LEFT JOIN {connection.ops.quote_name(user_model._meta.db_table)} u ON u.id = t.user_id

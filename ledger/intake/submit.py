@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from ledger.actions import ActionDefinition, FieldError
 from ledger.core import contention, policies
+from ledger.core.accounts import TokenChanged
 from ledger.intake import ordering, reservation
 from ledger.intake.decoding import storable
 from ledger.intake.envelope import Envelope, InvalidEvent, parse
@@ -53,14 +54,18 @@ class IntakeResult:
         return self.outcome not in (Outcome.ACCEPTED, Outcome.DUPLICATE)
 
 
-def submit_event(*, workspace: Workspace, raw: Any, source: str, submitted_by: str = "", person=None) -> IntakeResult:
+def submit_event(
+    *, workspace: Workspace, raw: Any, source: str, submitted_by: str = "", person=None, token: dict | None = None
+) -> IntakeResult:
     """Record one arriving event (already decoded from JSON) and reserve its operation.
 
     ``submitted_by`` labels the sender in deliveries and audit events; ``person`` is the user
     behind it, if any (a person's token, ``submit --as``): a person who submits an operation can
-    never approve it.
+    never approve it. ``token``: a cached API token to check as the reservation writes
+    (``reservation.reserve``); ``accounts.TokenChanged`` when it changed, nothing written.
     """
-    [result] = _submit(workspace, [raw], sender={"source": source, "submitted_by": submitted_by, "person": person})
+    sender = {"source": source, "submitted_by": submitted_by, "person": person}
+    [result] = _submit(workspace, [raw], sender=sender, token=token)
     return result
 
 
@@ -72,6 +77,7 @@ def submit_batch(
     submitted_by: str = "",
     person=None,
     max_event_bytes: int | None = None,
+    token: dict | None = None,
 ) -> list[IntakeResult]:
     """Record a batch set-based, each event still answered on its own.
 
@@ -82,12 +88,12 @@ def submit_batch(
     in its own transaction: the one that fails again leaves nothing and is answered ``FAILED``
     (500), logged without its content; sending it again is safe. An unreachable database is not an
     event's failure: the error propagates and the request answers 503 (what committed stays; sent
-    again, it comes back as duplicates).
+    again, it comes back as duplicates). Nor is a changed ``token`` (as ``submit_event``): it propagates.
     """
     sender = {"source": source, "submitted_by": submitted_by, "person": person}
     try:
-        return _submit(workspace, raw_events, sender=sender, max_event_bytes=max_event_bytes)
-    except (OperationalError, InterfaceError):
+        return _submit(workspace, raw_events, sender=sender, max_event_bytes=max_event_bytes, token=token)
+    except (OperationalError, InterfaceError, TokenChanged):
         raise
     except Exception:
         # A warning: each event is tried again alone, and one that fails again is logged as an error.
@@ -96,16 +102,18 @@ def submit_batch(
             exc_info=True,
             extra={"workspace": workspace.slug, "events": len(raw_events)},
         )
-    return [_submit_alone(workspace, index, raw, max_event_bytes, sender) for index, raw in enumerate(raw_events)]
+    return [
+        _submit_alone(workspace, index, raw, max_event_bytes, sender, token) for index, raw in enumerate(raw_events)
+    ]
 
 
 def _submit_alone(
-    workspace: Workspace, index: int, raw: Any, max_event_bytes: int | None, sender: dict
+    workspace: Workspace, index: int, raw: Any, max_event_bytes: int | None, sender: dict, token: dict | None
 ) -> IntakeResult:
     try:
-        [result] = _submit(workspace, [raw], sender=sender, max_event_bytes=max_event_bytes)
+        [result] = _submit(workspace, [raw], sender=sender, max_event_bytes=max_event_bytes, token=token)
         return result
-    except (OperationalError, InterfaceError):
+    except (OperationalError, InterfaceError, TokenChanged):
         raise
     except Exception:
         logger.exception(
@@ -127,7 +135,7 @@ def _submit_alone(
 
 
 def _submit(
-    workspace: Workspace, raws: list, *, sender: dict, max_event_bytes: int | None = None
+    workspace: Workspace, raws: list, *, sender: dict, max_event_bytes: int | None = None, token: dict | None = None
 ) -> list[IntakeResult]:
     """Validate every event, then write them all in one transaction: the refused ones as invalid
     deliveries, the others reserved set-based."""
@@ -180,6 +188,7 @@ def _submit(
                 [events[i] for i in others],
                 refused=refused,
                 doing="reserving events",
+                token=token,
                 **sender,
             ),
             strict=True,

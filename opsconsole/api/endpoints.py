@@ -31,7 +31,7 @@ from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES
 from opsconsole.api.operate_answers import InputRefused
 from opsconsole.api.problems import ApiProblem
 from opsconsole.api.request_bodies import json_body, schema_body
-from opsconsole.api.tokens import CLAIMS, EVENTS, READ, reveals
+from opsconsole.api.tokens import CLAIMS, EVENTS, READ, checked_by_reservation, reserving, reveals
 from opsconsole.proxy import client_ip
 
 SOURCE = Delivery.Source.API
@@ -197,11 +197,16 @@ def _decode(request: HttpRequest, limit: int):
     openapi_extra=schema_body(EVENT_SCHEMA),
     summary="Submit one event: accepted (201), duplicate (200), blocked (409/422/400/413/415)",
 )
+@checked_by_reservation
 def submit_event(request):
     raw = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
-    return _respond(
-        request, submit.submit_event(workspace=request.workspace, raw=raw, source=SOURCE, **_sender(request))
+    result = reserving(
+        request,
+        lambda token: submit.submit_event(
+            workspace=request.workspace, raw=raw, source=SOURCE, token=token, **_sender(request)
+        ),
     )
+    return _respond(request, result)
 
 
 @api.post(
@@ -225,6 +230,7 @@ def submit_event(request):
         }
     ),
 )
+@checked_by_reservation
 def submit_batch(request):
     """Each event is answered in `results` with the `http_status` it would have had alone, and its
     writes are its own: an event that fails leaves nothing, the others stand. An event that fails
@@ -238,12 +244,16 @@ def submit_batch(request):
     if len(events) > limit:
         # Refused whole and recorded nowhere: nothing in it was looked at.
         raise ApiProblem(413, answer=answers.batch_too_large(limit))
-    results = submit.submit_batch(
-        workspace=request.workspace,
-        raw_events=events,
-        source=SOURCE,
-        max_event_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES,
-        **_sender(request),
+    results = reserving(
+        request,
+        lambda token: submit.submit_batch(
+            workspace=request.workspace,
+            raw_events=events,
+            source=SOURCE,
+            max_event_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES,
+            token=token,
+            **_sender(request),
+        ),
     )
     reveal = any(result.operation is not None for result in results) and reveals(request)
     return answers.respond(answers.batch_answer(results, reveal=reveal), 200)

@@ -82,12 +82,14 @@ def test_it_documents_the_payload_and_its_mask():
 
 
 def test_the_role_is_read_with_the_token_in_its_one_statement(client, token_of):
-    """What the answer reveals is decided by the role the token's statement read: a POST is that
-    statement and intake's two (the reservation, then its audit event sealed in this process), nothing
-    more (the test's transaction adds intake's savepoint)."""
+    """What the answer reveals is decided by the role the token's statement read: a POST with a token
+    this process has not read is that statement and intake's two (the reservation, then its audit
+    event sealed in this process); the next, with the token cached, intake's two alone, the
+    reservation checking that the token and its role are still what the statement read (issue 42).
+    Nothing more (the test's transaction adds intake's savepoint)."""
     approver = token_of("approver")
-    post(client, approver, "/api/v1/events", {"action": "prepare-brief", "data": BRIEF})
-
+    post(client, approver, "/api/v1/events", {"action": "prepare-brief", "data": {**BRIEF, "request_id": "R-41"}})
+    accounts.forget_token(approver)
     statements = []
 
     def count(execute, sql, params, many, context):
@@ -97,10 +99,16 @@ def test_the_role_is_read_with_the_token_in_its_one_statement(client, token_of):
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(count):
-        sent = post(client, approver, "/api/v1/events", {"action": "issue-refund", "data": REFUND})
-
+        post(client, approver, "/api/v1/events", {"action": "prepare-brief", "data": BRIEF})
     assert len(statements) == 3, statements
     assert "ledger_apitoken" in statements[0]
+
+    statements.clear()
+    with connection.execute_wrapper(count):
+        sent = post(client, approver, "/api/v1/events", {"action": "issue-refund", "data": REFUND})
+
+    assert len(statements) == 2, statements
+    assert "ledger_reserve_one" in statements[0]
     assert sent.json()["operation"]["payload"] == REFUND
 
 

@@ -26,6 +26,10 @@ DECLARE
     audits jsonb;
     wake boolean := false;
 BEGIN
+    -- An API request let in by its process's token cache: the token checked first (nothing written if not).
+    IF request ? 'token' THEN
+        PERFORM ledger_token_unchanged(request->'token');
+    END IF;
     SELECT * INTO operation FROM ledger_operation WHERE workspace_id = workspace AND key = incoming->>'key';
     IF NOT FOUND THEN
         INSERT INTO ledger_operation
