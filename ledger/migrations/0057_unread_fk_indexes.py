@@ -18,7 +18,7 @@ DROPPED = [
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ledger", "0054_bulk_lookup"),
+        ("ledger", "0055_token_in_reservation"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
