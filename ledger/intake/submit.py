@@ -64,6 +64,28 @@ def submit_event(*, workspace: Workspace, raw: Any, source: str, submitted_by: s
     return result
 
 
+def prepared_event(workspace: Workspace, raw: Any) -> reservation.Event | None:
+    """The event ``raw`` validated, keyed and marked, ready for ``ledger_reserve_one`` (a claim
+    reserves it in its own call: ``ledger.callers.claiming``); None when intake would refuse it
+    (invalid, too old for its key window) or reserve it otherwise (versions under latest_wins, one at
+    a time): ``submit_event`` records and answers those."""
+    try:
+        envelope, action, data = parse(workspace, raw)
+    except InvalidEvent:
+        return None
+    event = _event(workspace, envelope, action, data)
+    policy = policies.policy_for(workspace.pk, action.name)
+    if _staleness(event, policy):
+        return None
+    ordering.mark(workspace, event, policy.ordering)
+    return None if event.ordered == Ordering.LATEST_WINS else event
+
+
+def answered(event: reservation.Event, done: reservation.Reserved) -> IntakeResult:
+    """What an event reserved outside ``submit_event`` is answered, as ``submit_event`` would."""
+    return _answer(event, done)
+
+
 def submit_batch(
     *,
     workspace: Workspace,

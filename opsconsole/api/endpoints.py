@@ -21,7 +21,7 @@ from ninja.openapi.schema import REF_TEMPLATE
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from ledger.actions import registry
-from ledger.callers import claims, reports
+from ledger.callers import claiming, claims, reports
 from ledger.intake import decoding, refusals, submit
 from ledger.intake.submit import Envelope, IntakeResult
 from ledger.integrations import sources
@@ -261,7 +261,7 @@ def submit_batch(request):
 )
 def claim(request):
     raw = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
-    answer = claims.claim(workspace=request.workspace, raw=raw, **_sender(request))
+    answer = claiming.claim(workspace=request.workspace, raw=raw, **_sender(request))
     return claim_answers.claim_response(answer, reveal=reveals(request))
 
 
