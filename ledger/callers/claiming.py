@@ -62,10 +62,13 @@ def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> 
     return answer
 
 
-def claim_each(*, workspace: Workspace, raws: list, submitted_by: str, person=None) -> list[claims.Answer]:
+def claim_each(
+    *, workspace: Workspace, raws: list, submitted_by: str, person=None, max_claim_bytes: int | None = None
+) -> list[claims.Answer]:
     """Each of ``raws`` claimed (an envelope with ``lease_seconds``, or ``key`` and
     ``lease_seconds``) and answered as ``claims.claim`` answers it alone, in one call and one commit
-    for all of them but those the module docstring names."""
+    for all of them but those the module docstring names. ``max_claim_bytes`` holds each (as UTF-8
+    JSON) to the limit of a single claim: a larger one is refused on its own (413)."""
     sender = {"submitted_by": submitted_by, "person": person}
     now = timezone.now()
     answers: dict[int, claims.Answer] = {}
@@ -74,6 +77,9 @@ def claim_each(*, workspace: Workspace, raws: list, submitted_by: str, person=No
     listened = announcements.may_announce(workspace.pk)
     recorded = _actions_of_keys(workspace, raws) if not listened else {}
     for index, raw in enumerate(raws):
+        if max_claim_bytes is not None and submit.json_size(raw) > max_claim_bytes:
+            answers[index] = _too_large(workspace, raw, max_claim_bytes, **sender)
+            continue
         item = None if listened else _item(workspace, raw, recorded, now=now, actor=submitted_by, person=person)
         if isinstance(item, claims.Answer):
             answers[index] = item
@@ -88,6 +94,20 @@ def claim_each(*, workspace: Workspace, raws: list, submitted_by: str, person=No
     for index in later:
         answers[index] = claims.claim(workspace=workspace, raw=raws[index], **sender)
     return [answers[index] for index in range(len(raws))]
+
+
+def _too_large(workspace: Workspace, raw: Any, limit: int, **sender) -> claims.Answer:
+    refused = submit.record_blocked_delivery(
+        workspace=workspace,
+        source=claims.SOURCE,
+        reason="too_large",
+        http_status=413,
+        raw=raw,
+        extra={"limit_bytes": limit},
+        errors=[{"field": "body", "message": f"the claim is larger than the limit of {limit} bytes"}],
+        **sender,
+    )
+    return claims.Answer(claims.BLOCKED, intake=refused)
 
 
 def _actions_of_keys(workspace: Workspace, raws: list) -> dict[str, str]:

@@ -158,7 +158,7 @@ def _submit(
     events: list[reservation.Event] = []
     positions: list[int] = []
     for index, raw in enumerate(raws):
-        if max_event_bytes is not None and _json_size(raw) > max_event_bytes:
+        if max_event_bytes is not None and json_size(raw) > max_event_bytes:
             delivery, results[index] = _refusal(
                 workspace,
                 raw,
@@ -279,7 +279,8 @@ def _stale_refusal(workspace, event: reservation.Event, sender: dict, why: str) 
     return delivery, IntakeResult(outcome=Outcome.STALE, http_status=409, reason="stale", key=event.key, errors=errors)
 
 
-def _json_size(value) -> int:
+def json_size(value) -> int:
+    """``value``'s size as UTF-8 JSON, the size limits' measure."""
     # Lone surrogates are counted as their three bytes: intake refuses them by name later.
     return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
