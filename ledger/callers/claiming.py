@@ -40,7 +40,8 @@ from ledger.states import TERMINAL_STATES, State
 
 # Every item of a request decided in its order, in one statement.
 CALL = (
-    "SELECT jsonb_agg(ledger_claim(r.item) ORDER BY r.n) FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(item, n)"
+    "SELECT jsonb_agg(ledger_claim(r.item) ORDER BY r.n)"
+    " FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(item, n)"
 )
 # The operations a request's claims by key name: their actions say how each is claimed.
 ACTIONS_OF_KEYS = "SELECT key, action FROM ledger_operation WHERE workspace_id = %s AND key = ANY(%s)"

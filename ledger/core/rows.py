@@ -1,8 +1,8 @@
 """Model instances as the rows PostgreSQL functions insert (``jsonb_populate_record``): every
 column as Django would write it, so columns added later reach the tables without a change there.
 And back: instances from the rows such a function returns as JSON (``from_json``), and from the
-rows of a join written by hand (``Selected``), every column as the ORM would read it, through a cursor that has PostgreSQL plan such a join once per connection
-(``prepared_cursor``)."""
+rows of a join written by hand (``Selected``), every column as the ORM would read it, through a
+cursor that has PostgreSQL plan such a join once per connection (``prepared_cursor``)."""
 
 import json
 from datetime import datetime

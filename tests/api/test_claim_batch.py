@@ -112,7 +112,8 @@ def test_a_batch_over_the_limit_is_refused_whole_and_recorded_nowhere(batch, mon
     body = response.json()
     assert (body["status"], body["reason"], body["limit"]) == ("blocked", "batch_too_large", 2)
     assert body["errors"] == [{"field": "claims", "message": "at most 2 claims per batch"}]
-    assert not Delivery.objects.exists() and not Operation.objects.exists()
+    assert not Delivery.objects.exists()
+    assert not Operation.objects.exists()
 
 
 @pytest.mark.parametrize("body", [{"claims": "no"}, {"events": []}, ["a list"]])
@@ -138,4 +139,3 @@ def test_an_empty_batch_is_answered_with_no_results(batch):
 
     assert batch([]).json() == {"results": []}
     assert AuditEvent.objects.count() == before
-

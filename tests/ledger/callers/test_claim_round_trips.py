@@ -28,8 +28,10 @@ def test_a_claim_is_the_token_lookup_and_one_call_committed_with_its_audit_event
 
     assert response.status_code == 201, response.json()
     calls = [statement for statement in statements if "ledger_claim(" in statement]
-    assert len(calls) == 1 and calls[0].startswith("BEGIN; SELECT jsonb_agg(ledger_claim(")
-    assert statements[-1].startswith("SELECT ledger_audit_insert(") and commits(statements) == 1
+    assert len(calls) == 1
+    assert calls[0].startswith("BEGIN; SELECT jsonb_agg(ledger_claim(")
+    assert statements[-1].startswith("SELECT ledger_audit_insert(")
+    assert commits(statements) == 1
     # The token's lookup, the call, the events with the COMMIT: nothing compiled by the ORM.
     assert len(statements) <= 3, statements
 
