@@ -17,9 +17,9 @@ AWS Lambda Powertools' ``idempotent_function`` on Redis, behind the same HTTP se
 
 - **The two-request floor**: two ``POST /api/events`` of bench/bare_ninja per operation (one raw
   ``INSERT .. ON CONFLICT DO NOTHING`` each, autocommit), under the same gunicorn: the least any
-  protocol of two requests (claim, then outcome) can cost here (issue 42: goal >= 0.6).
+  protocol of two requests (claim, then outcome) can cost here (goal >= 0.6).
 - **Claim batches**: ``POST /api/v1/claims/batch`` of ``BENCH_CLAIM_BATCH`` (100) envelopes against
-  as many single ``POST /api/v1/claims``, per operation claimed (issue 42: goal >= 5).
+  as many single ``POST /api/v1/claims``, per operation claimed (goal >= 5).
 
 The target: at least the rate of ``idempotent_function`` with the same durability (ratio
 >= 1); the others are shown. ``BENCH_CLAIMS_COUNT`` (300) operations per measurement at most, within
@@ -312,7 +312,7 @@ def scenario_claims(rounds: Rounds, log_dir: Path) -> list[Row]:
                 subjects[f"split, {persistence}"] = (http, powertools_split)
         else:
             print("  aws_lambda_powertools is not installed (requirements-bench.txt): its lines are left out")
-        # The claim batch route, where the tree has it (the tree before issue 42 does not).
+        # The claim batch route, where the tree has it (an older tree does not).
         batched = ours_http.post("/api/v1/claims/batch", json={"claims": []}).status_code == 200
         print(f"  gunicorn: {configured_workers()} sync workers per server, one client, one operation at a time")
         for name, text in durability.items():

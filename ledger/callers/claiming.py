@@ -89,12 +89,24 @@ def claim_each(
         else:
             items[index] = item
     if items:
+        _config_once(list(items.values()))
         results = contention.retried(_call, workspace, list(items.values()), doing="claiming")
         for (index, item), result in zip(items.items(), results, strict=True):
             answers[index] = _answer(workspace, item, result, now=now, actor=submitted_by)
     for index in later:
         answers[index] = claims.claim(workspace=workspace, raw=raws[index], **sender)
     return [answers[index] for index in range(len(raws))]
+
+
+def _config_once(items: list[_Item]) -> None:
+    """A configuration stored by the first claim that names it: the later ones of the request, in
+    its transaction, find it (its content, the action's whole schema, is sent once)."""
+    seen = set()
+    for item in items:
+        digest = item.request["config"]["digest"]
+        if digest in seen:
+            item.request["config"] = None
+        seen.add(digest)
 
 
 def _too_large(workspace: Workspace, raw: Any, limit: int, **sender) -> claims.Answer:

@@ -7,6 +7,10 @@ is answered ``claimed``.
 A lease that expired, or a processing deadline that passed, is moved here as the sweep would move
 it (``ledger.engine.expiry``), after the row is let go, and the claimer answered by the state it
 moved to: an expired claim's operation is ``unknown``, never claimed again by itself.
+
+The API claims through ``ledger.callers.claiming``: the same decision in one database call
+(``ledger_claim``), its answers worded here (``decided``, ``held``), and what it leaves to Python
+(refusals, ``latest_wins``, subscribed workspaces, overdue operations) done here.
 """
 
 import math

@@ -47,6 +47,13 @@ BEGIN
         RETURN jsonb_build_object('answer', 'not_found');
     END IF;
 
+    -- The configuration a try would begin under, stored when a request first names it (content
+    -- addressed: a row that is there is found, nothing written), whatever this claim is answered.
+    IF request->'config' <> 'null' THEN
+        INSERT INTO ledger_configversion
+        SELECT r.* FROM jsonb_populate_record(NULL::ledger_configversion, request->'config') r
+        ON CONFLICT DO NOTHING;
+    END IF;
     since := coalesce(operation.state_changed_at, operation.created_at);
     held := CASE WHEN since < (SELECT p.ended_at FROM ledger_pauseinterval p ORDER BY p.ended_at DESC LIMIT 1)
                  THEN ledger_held_deadline(operation.deadline, since, operation.workspace_id, operation.action,
@@ -101,11 +108,6 @@ BEGIN
         RETURNING * INTO claimed;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'ledger_claim: the held row % changed under its guard', operation.id;
-        END IF;
-        IF request->'config' <> 'null' THEN
-            INSERT INTO ledger_configversion
-            SELECT r.* FROM jsonb_populate_record(NULL::ledger_configversion, request->'config') r
-            ON CONFLICT DO NOTHING;
         END IF;
         attempt := request->'attempt' || jsonb_build_object(
             'id', nextval('ledger_attempt_id_seq'), 'operation_id', claimed.id, 'number', claimed.fencing_token,

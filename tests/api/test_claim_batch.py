@@ -139,3 +139,15 @@ def test_an_empty_batch_is_answered_with_no_results(batch):
 
     assert batch([]).json() == {"results": []}
     assert AuditEvent.objects.count() == before
+
+
+def test_a_claim_after_an_item_that_claimed_nothing_begins_under_the_stored_configuration(batch, api):
+    """The configuration is sent with the first item that names it only: stored by it whatever it
+    is answered, so the later item's Attempt finds it."""
+    api.post("/api/v1/claims", envelope("INV-1"))
+
+    results = batch([envelope("INV-1"), envelope("INV-2")]).json()["results"]
+
+    assert [r["status"] for r in results] == ["in_progress", "claimed"]
+    attempt = Attempt.objects.get(operation__key=results[1]["key"])
+    assert attempt.config_version_id == Attempt.objects.get(operation__key=results[0]["key"]).config_version_id
