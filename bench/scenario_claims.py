@@ -15,6 +15,12 @@ AWS Lambda Powertools' ``idempotent_function`` on Redis, behind the same HTTP se
   before Redis answers): the durability of a PostgreSQL commit with ``fsync`` and
   ``synchronous_commit`` on.
 
+- **The two-request floor**: two ``POST /api/events`` of bench/bare_ninja per operation (one raw
+  ``INSERT .. ON CONFLICT DO NOTHING`` each, autocommit), under the same gunicorn: the least any
+  protocol of two requests (claim, then outcome) can cost here (goal >= 0.6).
+- **Claim batches**: ``POST /api/v1/claims/batch`` of ``BENCH_CLAIM_BATCH`` (100) envelopes against
+  as many single ``POST /api/v1/claims``, per operation claimed (goal >= 5).
+
 The target: at least the rate of ``idempotent_function`` with the same durability (ratio
 >= 1); the others are shown. ``BENCH_CLAIMS_COUNT`` (300) operations per measurement at most, within
 ``BENCH_SECONDS``.
@@ -22,6 +28,7 @@ The target: at least the rate of ``idempotent_function`` with the same durabilit
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -31,15 +38,24 @@ import tempfile
 import time
 import uuid
 import warnings
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
 from bench.harness import Rounds, Row, Series, env_int, rate, timed_calls
 
 CLAIMS_COUNT = env_int("BENCH_CLAIMS_COUNT", 300)
+CLAIM_BATCH = env_int("BENCH_CLAIM_BATCH", 100)
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
 OURS = "opsconsole claim+outcome"
+TWO_BARE = "two bare ninja requests"
+SINGLE_CLAIMS = "opsconsole single claims"
+BATCHES = "opsconsole claim batches"
+POWERTOOLS = [
+    f"{shape}, Redis {persistence}"
+    for shape in ("idempotent_function", "split")
+    for persistence in ("no persistence", "AOF always")
+]
 
 
 def invoice(tag: str, n: int) -> dict:
@@ -193,6 +209,31 @@ def ours_round_trip(http, body: dict) -> None:
         raise RuntimeError(f"the outcome answered {recorded}")
 
 
+def bare_two_requests(http, body: dict) -> None:
+    """The floor of a two-request protocol: two bare INSERT requests, one per half."""
+    _expect(http.post("/api/events", json=body), 201, "bare POST /api/events")
+    second = body | {"data": body["data"] | {"request_id": f"{body['data']['request_id']}-outcome"}}
+    _expect(http.post("/api/events", json=second), 201, "bare POST /api/events")
+
+
+def ours_single_claim(http, body: dict) -> None:
+    _expect(http.post("/api/v1/claims", json=body), 201, "POST /api/v1/claims")
+
+
+def ours_claim_batches(http, tag: str, count: int) -> float:
+    """Operations claimed per second through ``POST /api/v1/claims/batch`` of ``CLAIM_BATCH`` each."""
+    bodies = [invoice(tag, n) for n in range(count)]
+    batches = [bodies[start : start + CLAIM_BATCH] for start in range(0, count, CLAIM_BATCH)]
+
+    def post(batch: list) -> None:
+        answered = _expect(http.post("/api/v1/claims/batch", json={"claims": batch}), 200, "claims batch")
+        if any(result["status"] != "claimed" for result in answered["results"]):
+            raise RuntimeError("a claim of the batch was not claimed")
+
+    done, seconds = timed_calls(batches, post)
+    return rate(done * CLAIM_BATCH, seconds)
+
+
 def powertools_function(http, body: dict) -> None:
     _expect(http.post("/powertools/operations", json=body), 200, "POST /powertools/operations")
 
@@ -213,70 +254,92 @@ def measure(http, call, tag: str, count: int) -> float:
 
 def scenario_claims(rounds: Rounds, log_dir: Path) -> list[Row]:
     import httpx
+    import psycopg
     from django.conf import settings
 
+    from bench.scenario_peers import prepare_bare_tables
     from ledger.core import accounts
+    from ledger.intake import submit
+    from ledger.models import Operation
     from tests.configured import apply_send_invoice
     from tests.faults.gunicorn import configured_workers, running_gunicorn
+    from tests.faults.qcluster import database_url
 
-    _workspace, token = accounts.create_workspace(slug="bench-claims", approved_owners=["ops"], actor="bench")
+    workspace, token = accounts.create_workspace(slug="bench-claims", approved_owners=["ops"], actor="bench")
     # The demo's send-invoice, from its integrations file (the caller's effect is nothing here, so
     # its destination, only asked after an expired lease, is never called).
     apply_send_invoice(settings.OPSCONSOLE_STANDIN_URL)
+    # The bare service's table, its template a real operation of ours.
+    submit.submit_event(workspace=workspace, raw=invoice("template", 0), source="cli")
+    with psycopg.connect(database_url(), autocommit=True) as observer:
+        prepare_bare_tables(observer, Operation.objects.filter(workspace=workspace).values_list("pk", flat=True).get())
     prefix = f"opsconsole-bench-claims-{uuid.uuid4().hex[:8]}"
     redis_urls = {"Redis, no persistence": REDIS_URL}
-    with durable_redis(log_dir) as aof_url:
-        redis_urls["Redis AOF fsync always"] = aof_url
-        durability = {name: redis_durability(url) for name, url in redis_urls.items()}
-        durability["PostgreSQL"] = postgres_durability()
+    # Powertools is bench's (requirements-bench.txt): without it, its lines are left out, said so.
+    powertools = importlib.util.find_spec("aws_lambda_powertools") is not None
+    with ExitStack() as stack:
+        ours_server = stack.enter_context(running_gunicorn(log_dir))
+        bare_server = stack.enter_context(
+            running_gunicorn(
+                log_dir,
+                app="bench.bare_ninja.wsgi",
+                ready_path="/api/health",
+                env={"DJANGO_SETTINGS_MODULE": "bench.bare_ninja.settings"},
+            )
+        )
+        ours_http = stack.enter_context(
+            httpx.Client(base_url=ours_server.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        )
+        bare_http = stack.enter_context(httpx.Client(base_url=bare_server.url, timeout=60))
+        subjects = {
+            OURS: (ours_http, ours_round_trip),
+            TWO_BARE: (bare_http, bare_two_requests),
+            SINGLE_CLAIMS: (ours_http, ours_single_claim),
+        }
+        durability = {"PostgreSQL": postgres_durability()}
+        if powertools:
+            redis_urls["Redis AOF fsync always"] = stack.enter_context(durable_redis(log_dir))
+            durability |= {name: redis_durability(url) for name, url in redis_urls.items()}
+            stack.callback(lambda: [forget_keys(url, prefix) for url in redis_urls.values()])
+            for url in redis_urls.values():
+                env = {"POWERTOOLS_REDIS_URL": url, "POWERTOOLS_KEY_PREFIX": prefix}
+                server = stack.enter_context(
+                    running_gunicorn(log_dir, app="bench.powertools_server:app", ready_path="/health", env=env)
+                )
+                http = stack.enter_context(httpx.Client(base_url=server.url, timeout=60))
+                persistence = "Redis no persistence" if url == REDIS_URL else "Redis AOF always"
+                subjects[f"idempotent_function, {persistence}"] = (http, powertools_function)
+                subjects[f"split, {persistence}"] = (http, powertools_split)
+        else:
+            print("  aws_lambda_powertools is not installed (requirements-bench.txt): its lines are left out")
+        # The claim batch route, where the tree has it (an older tree does not).
+        batched = ours_http.post("/api/v1/claims/batch", json={"claims": []}).status_code == 200
         print(f"  gunicorn: {configured_workers()} sync workers per server, one client, one operation at a time")
         for name, text in durability.items():
             print(f"  durability, {name}: {text}", flush=True)
-        try:
-            with (
-                running_gunicorn(log_dir) as ours_server,
-                running_gunicorn(
-                    log_dir,
-                    app="bench.powertools_server:app",
-                    ready_path="/health",
-                    env={"POWERTOOLS_REDIS_URL": REDIS_URL, "POWERTOOLS_KEY_PREFIX": prefix},
-                ) as volatile_server,
-                running_gunicorn(
-                    log_dir,
-                    app="bench.powertools_server:app",
-                    ready_path="/health",
-                    env={"POWERTOOLS_REDIS_URL": aof_url, "POWERTOOLS_KEY_PREFIX": prefix},
-                ) as durable_server,
-                httpx.Client(
-                    base_url=ours_server.url, headers={"Authorization": f"Bearer {token}"}, timeout=60
-                ) as ours_http,
-                httpx.Client(base_url=volatile_server.url, timeout=60) as volatile_http,
-                httpx.Client(base_url=durable_server.url, timeout=60) as durable_http,
-            ):
-                subjects = {
-                    OURS: (ours_http, ours_round_trip),
-                    "idempotent_function, Redis no persistence": (volatile_http, powertools_function),
-                    "idempotent_function, Redis AOF always": (durable_http, powertools_function),
-                    "split, Redis no persistence": (volatile_http, powertools_split),
-                    "split, Redis AOF always": (durable_http, powertools_split),
-                }
-                series = {name: Series(name, "operations/s") for name in subjects}
-                for number, (http, call) in enumerate(subjects.values()):
-                    measure(http, call, f"warm{number}", 30)  # every worker has answered once
+        # Every line's series, those of the subjects left out empty (their lines are left out).
+        series = {name: Series(name, "operations/s") for name in [*subjects, *POWERTOOLS, BATCHES]}
+        for number, (http, call) in enumerate(subjects.values()):
+            measure(http, call, f"warm{number}", 30)  # every worker has answered once
 
-                def step(name: str):
-                    http, call = subjects[name]
+        def step(name: str):
+            http, call = subjects[name]
 
-                    def run():
-                        tag = f"r{len(series[name].values)}-{uuid.uuid4().hex[:6]}"
-                        series[name].values.append(measure(http, call, tag, CLAIMS_COUNT))
+            def run():
+                tag = f"r{len(series[name].values)}-{uuid.uuid4().hex[:6]}"
+                series[name].values.append(measure(http, call, tag, CLAIMS_COUNT))
 
-                    return name, run
+            return name, run
 
-                rounds.run([step(name) for name in subjects], label="claims")
-        finally:
-            for url in redis_urls.values():
-                forget_keys(url, prefix)
+        def batches():
+            tag = f"b{len(series[BATCHES].values)}-{uuid.uuid4().hex[:6]}"
+            series[BATCHES].values.append(ours_claim_batches(ours_http, tag, CLAIMS_COUNT))
+
+        steps = [step(name) for name in subjects]
+        if batched:
+            ours_claim_batches(ours_http, "warm-batch", CLAIM_BATCH)
+            steps.append((BATCHES, batches))
+        rounds.run(steps, label="claims")
 
     ours = series[OURS]
     note = (
@@ -284,7 +347,7 @@ def scenario_claims(rounds: Rounds, log_dir: Path) -> list[Row]:
         "Powertools on Redis with appendfsync always (its AOF fsynced per write)"
     )
     queries = queries_per_round_trip(token)
-    return [
+    rows = [
         Row(
             "claims",
             "claim+outcome over HTTP vs idempotent_function, same durability (AOF always)",
@@ -320,6 +383,23 @@ def scenario_claims(rounds: Rounds, log_dir: Path) -> list[Row]:
         ),
         Row(
             "claims",
+            "claim+outcome over HTTP vs two bare ninja requests (the two-request floor)",
+            ours,
+            ">= 0.6",
+            lambda r: r >= 0.6,
+            baseline=series[TWO_BARE],
+            note="bare: two raw INSERT .. ON CONFLICT requests per operation, same gunicorn",
+        ),
+        Row(
+            "claims",
+            f"claim batch of {CLAIM_BATCH} vs {CLAIM_BATCH} single claims, per operation",
+            series[BATCHES],
+            ">= 5",
+            lambda r: r >= 5,
+            baseline=series[SINGLE_CLAIMS],
+        ),
+        Row(
+            "claims",
             "SQL statements per claim + outcome, in-process (untimed)",
             Series("statements", "per operation", [queries["claim"] + queries["outcome"]]),
             "(shown)",
@@ -327,6 +407,7 @@ def scenario_claims(rounds: Rounds, log_dir: Path) -> list[Row]:
             note=f"claim {queries['claim']}, outcome {queries['outcome']}, the token check included",
         ),
     ]
+    return [row for row in rows if row.subject.values and (row.baseline is None or row.baseline.values)]
 
 
 def queries_per_round_trip(token: str, count: int = 20) -> dict[str, float]:

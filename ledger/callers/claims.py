@@ -7,6 +7,10 @@ is answered ``claimed``.
 A lease that expired, or a processing deadline that passed, is moved here as the sweep would move
 it (``ledger.engine.expiry``), after the row is let go, and the claimer answered by the state it
 moved to: an expired claim's operation is ``unknown``, never claimed again by itself.
+
+The API claims through ``ledger.callers.claiming``: the same decision in one database call
+(``ledger_claim``), its answers worded here (``decided``, ``held``), and what it leaves to Python
+(refusals, ``latest_wins``, subscribed workspaces, overdue operations) done here.
 """
 
 import math
@@ -49,7 +53,7 @@ STALE_TOKEN = "stale_token"
 NOT_FOUND = "not_found"
 
 # A state no claim can act from, and what it tells the caller.
-_DECIDED = {
+DECIDED = {
     State.PENDING_APPROVAL: (AWAITING_APPROVAL, "waiting for a person to approve it: do not act; claim again later"),
     State.NEEDS_REVIEW: ("needs_review", "a person must decide before anyone acts again: do not act"),
     State.UNKNOWN: (
@@ -60,6 +64,9 @@ _DECIDED = {
     State.REJECTED: ("rejected", "an approver rejected it: do not act"),
     State.SUPERSEDED: ("superseded", "a newer version of the request replaced it: do not act"),
 }
+# What a claim's delivery is recorded as coming from.
+SOURCE = Delivery.Source.API
+ACT_NOW = "act now, sending idempotency_key to the destination"
 # How long a claimer held by a pause, or waiting for an earlier version, is asked to wait.
 _ASK_AGAIN_AFTER = 60
 
@@ -103,7 +110,7 @@ def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> 
     the caller ``submitted_by``, or say why it may not act. ``raw`` may instead name an operation
     already recorded by its ``key`` (and ``lease_seconds``): due work a flow was told of or listed
     (``GET /api/v1/claims/due``), whose data it never saw."""
-    sender = {"source": Delivery.Source.API, "submitted_by": submitted_by, "person": person}
+    sender = {"source": SOURCE, "submitted_by": submitted_by, "person": person}
     if isinstance(raw, dict) and "key" in raw and "action" not in raw:
         return claim_recorded(workspace=workspace, raw=raw, **sender)
     raw = dict(raw) if isinstance(raw, dict) else raw
@@ -121,7 +128,7 @@ def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> 
         # whether a caller may perform it was not asked, so nothing is claimed yet.
         return Answer(IN_PROGRESS, reserved.operation, "the action's configuration changed: claim again", retry_after=1)
     lease = timedelta(seconds=lease_seconds) if lease_seconds is not None else action.claim_lease
-    return _take(reserved.operation, action, lease=lease, actor=submitted_by)
+    return take(reserved.operation, action, lease=lease, actor=submitted_by)
 
 
 def claim_recorded(*, workspace: Workspace, raw: dict, **sender) -> Answer:
@@ -138,7 +145,7 @@ def claim_recorded(*, workspace: Workspace, raw: dict, **sender) -> Answer:
         return _refused(problem, workspace=workspace, sender=sender)
     lease_seconds = raw.get("lease_seconds")
     lease = timedelta(seconds=lease_seconds) if lease_seconds is not None else action.claim_lease
-    return _take(operation, action, lease=lease, actor=sender["submitted_by"])
+    return take(operation, action, lease=lease, actor=sender["submitted_by"])
 
 
 def _refused(problem: tuple[str, str], *, workspace: Workspace, sender: dict) -> Answer:
@@ -180,7 +187,8 @@ def _workers_action(action: ActionDefinition | None) -> tuple[str, str] | None:
     return "action", f"{action.name} is performed by opsconsole's workers: submit it to /api/v1/events"
 
 
-def _take(operation: Operation, action: ActionDefinition, *, lease: timedelta, actor: str) -> Answer:
+def take(operation: Operation, action: ActionDefinition, *, lease: timedelta, actor: str) -> Answer:
+    """Claim the recorded ``operation`` (an overdue one moved first, as the sweep would), in Python."""
     answer = _take_once(operation.pk, action, lease=lease, actor=actor)
     if isinstance(answer, Overdue):
         _move_overdue(answer, actor=actor)
@@ -207,22 +215,18 @@ def _take_once(operation_id: int, action: ActionDefinition, *, lease: timedelta,
 
 
 def standing(operation: HeldOperation, action: ActionDefinition, now: datetime) -> Answer | Overdue:
-    """What a claim of ``operation`` (its row held) is answered now: ``CLAIMED`` when it may be."""
+    """What a claim of ``operation`` (its row held) is answered now: ``CLAIMED`` when it may be.
+    ``ledger_claim`` (``sql/claim.sql``) decides the same in SQL, and its answers are worded here
+    (``decided``, ``held``)."""
     state = operation.state
     if state == State.SUCCEEDED:
-        return Answer(DONE, operation, "already performed: use its result, do not act")
+        return decided(operation, DONE, now)
     if state == State.PROCESSING:
         if operation.lease_expires_at and operation.lease_expires_at > now:
-            return Answer(
-                IN_PROGRESS,
-                operation,
-                "another caller holds the claim: do not act; claim again after Retry-After",
-                retry_after=_seconds_until(operation.lease_expires_at, now),
-            )
+            return decided(operation, IN_PROGRESS, now)
         return Overdue(operation)
     if state not in CLAIMABLE_STATES:
-        status, message = _DECIDED[State(state)]
-        return Answer(status, operation, message)
+        return decided(operation, DECIDED[State(state)][0], now)
     return _claimable_standing(operation, action, now)
 
 
@@ -231,21 +235,9 @@ def _claimable_standing(operation: HeldOperation, action: ActionDefinition, now:
     # leaves held work alone), so held work is not late.
     switch = switch_over(list(Control.objects.filter(paused=True)), operation.workspace_id, operation.action)
     if switch is not None:
-        why = f": {switch.reason}" if switch.reason else ""
-        return Answer(
-            HELD,
-            operation,
-            f"paused ({switch.scope_label}){why}: do not act; claim again later",
-            retry_after=_ASK_AGAIN_AFTER,
-            held_by=switch,
-        )
+        return held(operation, switch)
     if operation.next_attempt_at and operation.next_attempt_at > now:
-        return Answer(
-            RETRY_LATER,
-            operation,
-            "a try failed and the next one is not due yet: claim again after Retry-After",
-            retry_after=_seconds_until(operation.next_attempt_at, now),
-        )
+        return decided(operation, RETRY_LATER, now)
     if operation.held_deadline and operation.held_deadline <= now:
         return Overdue(operation, late=True)
     if (
@@ -253,15 +245,57 @@ def _claimable_standing(operation: HeldOperation, action: ActionDefinition, now:
         and operation.version is not None  # as waiting() asks: version > 1
         and Operation.objects.filter(pk=operation.pk).filter(waiting()).exists()
     ):
+        return decided(operation, WAITING, now)
+    if needs_approval(operation, action):
+        return decided(operation, AWAITING_APPROVAL, now)
+    return Answer(CLAIMED, operation)
+
+
+def held(operation: Operation, switch: Control) -> Answer:
+    """The answer of a claim a pause holds."""
+    why = f": {switch.reason}" if switch.reason else ""
+    return Answer(
+        HELD,
+        operation,
+        f"paused ({switch.scope_label}){why}: do not act; claim again later",
+        retry_after=_ASK_AGAIN_AFTER,
+        held_by=switch,
+    )
+
+
+def decided(operation: Operation, status: str, now: datetime) -> Answer:
+    """The answer ``status`` (one that claims nothing and names no pause), worded for ``operation``."""
+    if status == DONE:
+        return Answer(DONE, operation, "already performed: use its result, do not act")
+    if status == IN_PROGRESS:
+        assert operation.lease_expires_at is not None  # processing under a lease
+        return Answer(
+            IN_PROGRESS,
+            operation,
+            "another caller holds the claim: do not act; claim again after Retry-After",
+            retry_after=_seconds_until(operation.lease_expires_at, now),
+        )
+    if status == RETRY_LATER:
+        assert operation.next_attempt_at is not None
+        return Answer(
+            RETRY_LATER,
+            operation,
+            "a try failed and the next one is not due yet: claim again after Retry-After",
+            retry_after=_seconds_until(operation.next_attempt_at, now),
+        )
+    if status == WAITING:
+        assert operation.version is not None
         return Answer(
             WAITING,
             operation,
             f"version {operation.version - 1} of this request has not finished: claim again later",
             retry_after=_ASK_AGAIN_AFTER,
         )
-    if needs_approval(operation, action):
-        return Answer(AWAITING_APPROVAL, operation, _DECIDED[State.PENDING_APPROVAL][1])
-    return Answer(CLAIMED, operation)
+    if status == AWAITING_APPROVAL:
+        return Answer(AWAITING_APPROVAL, operation, DECIDED[State.PENDING_APPROVAL][1])
+    # A state no claim acts from (ledger_claim answers "decided": the state says which).
+    status, message = DECIDED[State(operation.state)]
+    return Answer(status, operation, message)
 
 
 def _claim(
@@ -285,8 +319,7 @@ def _claim(
     # Lock order (docs/architecture.md): after the chain, only new rows.
     attempt = open_attempt(operation, action, worker=actor, started_at=now)
     attempt.save(force_insert=True)
-    message = "act now, sending idempotency_key to the destination"
-    return Answer(CLAIMED, operation, message, token=token_for(operation), attempt=attempt)
+    return Answer(CLAIMED, operation, ACT_NOW, token=token_for(operation), attempt=attempt)
 
 
 class ClaimChanged(RuntimeError):

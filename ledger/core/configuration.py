@@ -59,6 +59,13 @@ def digests_for(operations: list[Operation]) -> list[str | None]:
     return [digests[(operation.workspace_id, operation.action)] for operation in operations]
 
 
+def version_for(workspace_id: int, action: ActionDefinition) -> ConfigVersion:
+    """The configuration ``action`` runs under now in the workspace, as an unsaved row (SQL that
+    opens an Attempt stores it as ``digests_for`` does: ``ledger_claim``)."""
+    configuration = content(workspace_id, action)
+    return ConfigVersion(digest=_digest(configuration), action=action.name, content=configuration)
+
+
 def _digest(configuration: dict) -> str:
     return hashlib.sha256(canonical_json(configuration).encode()).hexdigest()
 

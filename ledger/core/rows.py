@@ -1,14 +1,15 @@
 """Model instances as the rows PostgreSQL functions insert (``jsonb_populate_record``): every
 column as Django would write it, so columns added later reach the tables without a change there.
-And back: instances from the rows of a join written by hand (``Selected``), every column as the
-ORM would read it, through a cursor that has PostgreSQL plan such a join once per connection
-(``prepared_cursor``)."""
+And back: instances from the rows such a function returns as JSON (``from_json``), and from the
+rows of a join written by hand (``Selected``), every column as the ORM would read it, through a
+cursor that has PostgreSQL plan such a join once per connection (``prepared_cursor``)."""
 
 import json
 from datetime import datetime
+from functools import cache
 
 import psycopg
-from django.db import connection
+from django.db import connection, models
 
 
 def model_row(instance, **values) -> dict:
@@ -31,6 +32,27 @@ def json_value(value):
 
 def dumps(value) -> str:
     return json.dumps(value, default=json_value)
+
+
+def from_json(model, row: dict, **related):
+    """A model instance, as loaded from the database, from a row a function returned as JSON
+    (``to_jsonb``): its values are JSON, so only the times need converting."""
+    names, columns, times = _columns(model)
+    values = [row[column] for column in columns]
+    for index in times:
+        if values[index] is not None:
+            values[index] = datetime.fromisoformat(values[index])
+    instance = model.from_db(connection.alias, names, values)
+    for name, value in related.items():
+        setattr(instance, name, value)
+    return instance
+
+
+@cache
+def _columns(model) -> tuple[list[str], list[str], list[int]]:
+    fields = model._meta.concrete_fields
+    times = [index for index, field in enumerate(fields) if isinstance(field, models.DateTimeField)]
+    return [field.attname for field in fields], [field.column for field in fields], times
 
 
 class Selected:

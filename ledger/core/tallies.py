@@ -138,13 +138,22 @@ def _labels(**values) -> str:
     return json.dumps(values, sort_keys=True, default=str)
 
 
+def shard() -> str:
+    """This process's rows (SQL that counts, ``ledger_claim``, is given it)."""
+    return f"{socket.gethostname()}:{os.getpid() % SHARDS}"
+
+
+def labels_of(**values) -> str:
+    """A counter's labels as its rows hold them (SQL that counts is given them)."""
+    return _labels(**values)
+
+
 def _add(counts: Counter) -> None:
     if not counts:
         return
     table = connection.ops.quote_name(Tally._meta.db_table)
     rows = ", ".join(["(%s, %s, %s, %s)"] * len(counts))
-    shard = f"{socket.gethostname()}:{os.getpid() % SHARDS}"
-    params = [value for (name, labels), n in sorted(counts.items()) for value in (name, labels, shard, n)]
+    params = [value for (name, labels), n in sorted(counts.items()) for value in (name, labels, shard(), n)]
     # Sorted, so two transactions of one process never lock its rows in opposite orders.
     with connection.cursor() as cursor:
         cursor.execute(

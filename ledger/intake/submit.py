@@ -69,6 +69,28 @@ def submit_event(
     return result
 
 
+def prepared_event(workspace: Workspace, raw: Any) -> reservation.Event | None:
+    """The event ``raw`` validated, keyed and marked, ready for ``ledger_reserve_one`` (a claim
+    reserves it in its own call: ``ledger.callers.claiming``); None when intake would refuse it
+    (invalid, too old for its key window) or reserve it otherwise (versions under latest_wins, one at
+    a time): ``submit_event`` records and answers those."""
+    try:
+        envelope, action, data = parse(workspace, raw)
+    except InvalidEvent:
+        return None
+    event = _event(workspace, envelope, action, data)
+    policy = policies.policy_for(workspace.pk, action.name)
+    if _staleness(event, policy):
+        return None
+    ordering.mark(workspace, event, policy.ordering)
+    return None if event.ordered == Ordering.LATEST_WINS else event
+
+
+def answered(event: reservation.Event, done: reservation.Reserved) -> IntakeResult:
+    """What an event reserved outside ``submit_event`` is answered, as ``submit_event`` would."""
+    return _answer(event, done)
+
+
 def submit_batch(
     *,
     workspace: Workspace,
@@ -144,7 +166,7 @@ def _submit(
     events: list[reservation.Event] = []
     positions: list[int] = []
     for index, raw in enumerate(raws):
-        if max_event_bytes is not None and _json_size(raw) > max_event_bytes:
+        if max_event_bytes is not None and json_size(raw) > max_event_bytes:
             delivery, results[index] = _refusal(
                 workspace,
                 raw,
@@ -266,7 +288,8 @@ def _stale_refusal(workspace, event: reservation.Event, sender: dict, why: str) 
     return delivery, IntakeResult(outcome=Outcome.STALE, http_status=409, reason="stale", key=event.key, errors=errors)
 
 
-def _json_size(value) -> int:
+def json_size(value) -> int:
+    """``value``'s size as UTF-8 JSON, the size limits' measure."""
     # Lone surrogates are counted as their three bytes: intake refuses them by name later.
     return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 

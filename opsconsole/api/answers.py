@@ -210,8 +210,8 @@ class Unavailable(Answer):
     detail: str
 
 
-def _item(answer: type[Answer], status: int) -> type[Answer]:
-    """A batch result: the event's position and the status it would have had alone, then its answer
+def batch_item(answer: type[Answer], status: int) -> type[Answer]:
+    """A batch result: the event's (or claim's) position and the status it would have had alone, then its answer
     (the fields of the later base come first)."""
     # The status is a value known only here: pydantic takes it as a type, mypy cannot.
     http_status: Any = (Literal[status], ...)
@@ -221,7 +221,7 @@ def _item(answer: type[Answer], status: int) -> type[Answer]:
 
 # An event's answer in a batch, by the answer it would have had alone.
 _ITEMS: dict[type[Answer], type[Answer]] = {
-    answer: _item(answer, status)
+    answer: batch_item(answer, status)
     for answer, status in (
         (Accepted, 201),
         (Duplicate, 200),
@@ -359,11 +359,11 @@ def _answer_of(result: IntakeResult, *, reveal: bool) -> tuple[type[Answer], dic
 # --- refusals that never reach intake -------------------------------------------------------------
 
 
-def batch_too_large(limit: int) -> BatchTooLarge:
+def batch_too_large(limit: int, *, items: str = "events") -> BatchTooLarge:
     return BatchTooLarge(
         reason="batch_too_large",
         limit=limit,
-        errors=[FieldProblem(field="events", message=f"at most {limit} events per batch")],
+        errors=[FieldProblem(field=items, message=f"at most {limit} {items} per batch")],
     )
 
 

@@ -15,6 +15,8 @@ from opsconsole.api import answers
 from opsconsole.api.answers import (
     REFUSED,
     Answer,
+    BatchTooLarge,
+    InvalidInput,
     LastError,
     NotFound,
     OperationAnswer,
@@ -152,14 +154,67 @@ _DEFERRED = {claims.IN_PROGRESS, claims.RETRY_LATER, claims.WAITING}
 
 def claim_response(answer: claims.Answer, *, reveal: bool) -> HttpResponse:
     """The HTTP response to a claim, heartbeat or outcome report answered ``answer``."""
-    if answer.status == claims.BLOCKED:
-        refused = _given(answer.intake, "refusal")
-        return respond(intake_answer(refused, reveal=reveal), refused.http_status)
-    if answer.status == claims.NOT_FOUND:
-        return respond(answers.NO_SUCH_OPERATION, 404)
-    body, status = _body(answer, reveal=reveal)
+    body, status = claim_body(answer, reveal=reveal)
     headers = {"Retry-After": str(answer.retry_after)} if answer.retry_after is not None else None
     return respond(body, status, headers)
+
+
+def claim_body(answer: claims.Answer, *, reveal: bool) -> tuple[Answer, int]:
+    """The body and HTTP status of a claim, heartbeat or outcome report answered ``answer``."""
+    if answer.status == claims.BLOCKED:
+        refused = _given(answer.intake, "refusal")
+        return intake_answer(refused, reveal=reveal), refused.http_status
+    if answer.status == claims.NOT_FOUND:
+        return answers.NO_SUCH_OPERATION, 404
+    return _body(answer, reveal=reveal)
+
+
+# A claim's answer in a batch, by the answer it would have had alone (``answers.batch_item``).
+_ITEMS: dict[type[Answer], type[Answer]] = {
+    model: answers.batch_item(model, status)
+    for model, status in (
+        (Claimed, 201),
+        (Done, 200),
+        (NotFound, 404),
+        (Deferred, 409),
+        (Decided, 409),
+        (PayloadConflict, 409),
+        (Stale, 409),
+        (Held, 423),
+        (InvalidInput, 422),
+        (TooLarge, 413),
+    )
+}
+
+
+class ClaimBatchAnswer(Answer):
+    """Each claim's answer, in order: its `index`, the `http_status` it would have had alone, then
+    that answer (a `claimed` one carries its token; only those say act)."""
+
+    results: list[  # type: ignore[valid-type]  # the models of _ITEMS, built above
+        _ITEMS[Claimed]
+        | _ITEMS[Done]
+        | _ITEMS[NotFound]
+        | _ITEMS[Deferred]
+        | _ITEMS[Decided]
+        | _ITEMS[PayloadConflict]
+        | _ITEMS[Stale]
+        | _ITEMS[Held]
+        | _ITEMS[InvalidInput]
+        | _ITEMS[TooLarge]
+    ]
+
+
+CLAIM_BATCH_RESPONSES = {200: ClaimBatchAnswer, 413: TooLarge | BatchTooLarge, **REFUSED}
+
+
+def claim_batch_answer(answered: list[claims.Answer], *, reveal: bool) -> ClaimBatchAnswer:
+    """Each claim's answer as the single route gives it, with its index and status."""
+    items = []
+    for index, answer in enumerate(answered):
+        body, status = claim_body(answer, reveal=reveal)
+        items.append(_ITEMS[type(body)].model_validate({"index": index, "http_status": status, **dict(body)}))
+    return ClaimBatchAnswer(results=items)
 
 
 def _body(answer: claims.Answer, *, reveal: bool) -> tuple[Answer, int]:

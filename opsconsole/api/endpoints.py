@@ -21,7 +21,7 @@ from ninja.openapi.schema import REF_TEMPLATE
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from ledger.actions import registry
-from ledger.callers import claims, reports
+from ledger.callers import claiming, claims, reports
 from ledger.intake import decoding, refusals, submit
 from ledger.intake.submit import Envelope, IntakeResult
 from ledger.integrations import sources
@@ -271,8 +271,55 @@ def submit_batch(request):
 )
 def claim(request):
     raw = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
-    answer = claims.claim(workspace=request.workspace, raw=raw, **_sender(request))
+    answer = claiming.claim(workspace=request.workspace, raw=raw, **_sender(request))
     return claim_answers.claim_response(answer, reveal=reveals(request))
+
+
+# The most claims a batch may hold (settings.OPSCONSOLE_MAX_CLAIM_BATCH): each is decided with its
+# operation's row held, all in one transaction, so fewer than the events a batch may hold.
+MAX_CLAIM_BATCH = getattr(settings, "OPSCONSOLE_MAX_CLAIM_BATCH", 100)
+
+
+@api.post(
+    "/claims/batch",
+    auth=CLAIMS,
+    response=claim_answers.CLAIM_BATCH_RESPONSES,
+    summary=f"Claim up to {MAX_CLAIM_BATCH} operations you perform at once; each is answered as alone",
+    openapi_extra=schema_body(
+        {
+            "type": "object",
+            "required": ["claims"],
+            "properties": {
+                "claims": {
+                    "type": "array",
+                    "maxItems": MAX_CLAIM_BATCH,
+                    # As /events/batch: an item that is no claim is answered on its own (422).
+                    "items": {"anyOf": [CLAIM_SCHEMA, {"description": "anything else: refused on its own (422)"}]},
+                }
+            },
+        }
+    ),
+)
+def claim_batch(request):
+    """Each claim (an envelope or a key, as `POST /claims` takes them) is answered in `results` with
+    the `http_status` it would have had alone; all are decided in one transaction, in their order,
+    so a key twice in the batch is claimed by its first item and the later ones are answered
+    `in_progress`. Only a result with `status` `claimed` says act, with its own token."""
+    raw = _decode(request, settings.OPSCONSOLE_MAX_BATCH_BODY_BYTES)
+    items = raw.get("claims") if isinstance(raw, dict) else None
+    if not isinstance(items, list):
+        raise ApiProblem(422, reason="invalid_input", field="claims", message="must be a list of claims")
+    if len(items) > MAX_CLAIM_BATCH:
+        # Refused whole and recorded nowhere: nothing in it was looked at.
+        raise ApiProblem(413, answer=answers.batch_too_large(MAX_CLAIM_BATCH, items="claims"))
+    answered = claiming.claim_each(
+        workspace=request.workspace,
+        raws=items,
+        max_claim_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES,
+        **_sender(request),
+    )
+    reveal = any(answer.operation is not None for answer in answered) and reveals(request)
+    return answers.respond(claim_answers.claim_batch_answer(answered, reveal=reveal), 200)
 
 
 @api.post(

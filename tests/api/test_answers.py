@@ -41,6 +41,7 @@ HEARTBEAT = ("post", "/api/v1/claims/{key}/heartbeat")
 OUTCOME = ("post", "/api/v1/claims/{key}/outcome")
 HOOKS = ("post", "/api/v1/hooks/{source}")
 DUE = ("get", "/api/v1/claims/due")
+CLAIM_BATCH = ("post", "/api/v1/claims/batch")
 INVOICE = {"request_id": "INV-7", "version": 1, "customer_id": "C-1", "amount_cents": 4500, "currency": "EUR"}
 
 
@@ -309,6 +310,26 @@ def claimed(send: Sender, action=None):
     return send.post("/api/v1/claims", invoice_claim())
 
 
+def claims_in_a_batch(send: Sender, action=None):
+    return send.post(
+        "/api/v1/claims/batch", {"claims": [invoice_claim(), invoice_claim(), {"key": "nothing"}, "not a claim"]}
+    )
+
+
+def a_claim_batch(send: Sender, action=None):
+    response = claims_in_a_batch(send)
+    assert [result["http_status"] for result in response.json()["results"]] == [201, 409, 404, 422]
+    return response
+
+
+def claims_not_a_list(send: Sender):
+    return send.post("/api/v1/claims/batch", {"claims": "not a list"})
+
+
+def claim_batch_too_large(send: Sender):
+    return send.post("/api/v1/claims/batch", {"claims": [{"key": "k"}] * 101})
+
+
 def claim_done(send: Sender, action=None):
     report(send, claimed(send).json(), outcome="succeeded", external_id="inv_1", result={"number": "F-1"})
     return claimed(send)
@@ -390,6 +411,7 @@ for _claims_case in (
     due_work,
     claimed_by_key,
     claimed,
+    a_claim_batch,
     claim_done,
     claim_in_progress,
     claim_needing_review,
@@ -596,6 +618,11 @@ CASES = [
     Case(CLAIMS, 422, claim_with_a_bad_lease),
     *_refusals(CLAIMS, "/api/v1/claims"),
     Case(CLAIMS, 503, unreachable(claimed), transactional=True),
+    Case(CLAIM_BATCH, 200, a_claim_batch),
+    Case(CLAIM_BATCH, 422, claims_not_a_list),
+    Case(CLAIM_BATCH, 413, claim_batch_too_large),
+    *_refusals(CLAIM_BATCH, "/api/v1/claims/batch"),
+    Case(CLAIM_BATCH, 503, unreachable(claims_in_a_batch), transactional=True),
     Case(HEARTBEAT, 200, heartbeat_extended),
     Case(HEARTBEAT, 409, heartbeat_stale),
     Case(HEARTBEAT, 404, heartbeat_of_no_operation),

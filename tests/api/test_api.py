@@ -211,6 +211,7 @@ def test_it_publishes_an_openapi_schema_with_every_path(client):
         "/api/v1/events/batch",
         "/api/v1/operations/{key}",
         "/api/v1/claims",
+        "/api/v1/claims/batch",
         "/api/v1/claims/due",
         "/api/v1/claims/{key}/heartbeat",
         "/api/v1/claims/{key}/outcome",

@@ -17,6 +17,7 @@ SCOPES = {
     ("POST", "/events"): "events",
     ("POST", "/events/batch"): "events",
     ("POST", "/claims"): "claims",
+    ("POST", "/claims/batch"): "claims",
     ("GET", "/claims/due"): "claims",
     ("POST", "/claims/{path:key}/heartbeat"): "claims",
     ("POST", "/claims/{path:key}/outcome"): "claims",
@@ -82,6 +83,7 @@ def test_claiming_needs_claims_and_reading_needs_read(caller, workspace):
     submitter.post("/api/v1/events", event())
 
     refused_for_scope(submitter.post("/api/v1/claims", {"action": "send-invoice", "data": {}}), "claims")
+    refused_for_scope(submitter.post("/api/v1/claims/batch", {"claims": []}), "claims")
     refused_for_scope(submitter.post("/api/v1/claims/k/heartbeat", {"token": "t"}), "claims")
     refused_for_scope(submitter.post("/api/v1/claims/k/outcome", {"token": "t"}), "claims")
     refused_for_scope(submitter.get("/api/v1/operations/demo:R-42:v3:prepare-brief"), "read")

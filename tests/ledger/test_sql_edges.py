@@ -42,3 +42,22 @@ def test_finishing_a_set_in_its_claim_moves_rows_only_from_the_claimable_states_
     [(_, audited_from, _)] = audited
     assert "from_state" in audited_from  # each row's own state: one of the guard's
     assert all(can_transition(state, written) for state in from_states)
+
+
+def test_a_claim_in_sql_moves_rows_only_along_the_tables_edge_to_processing(db):
+    """ledger_claim: its guarded UPDATE takes rows in the claimable states its ``state IN (..)``
+    lists, each of which the table lets reach the state its SET writes (processing); the one move it
+    audits is that edge, from the row's own state as held (``operation.state``)."""
+    text = function_text("ledger_claim")
+
+    [guard] = re.findall(r"\bo\.state\s+IN\s*\(([^)]*)\)", text, flags=re.IGNORECASE)
+    assert quoted(guard) == set(CLAIMABLE_STATES)
+    [written] = re.findall(r"\bSET\s+state\s*=\s*'(\w+)'", text, flags=re.IGNORECASE)
+    assert written == State.PROCESSING
+    assert all(can_transition(state, written) for state in quoted(guard))
+
+    audited = re.findall(r"'kind', '(\w+)', 'from_state', ([^,]+), 'to_state', '(\w+)'", text)
+    assert audited == [("claimed", "operation.state", written)]
+    # What it decides without moving: the states its answers name are the table's states.
+    [decided] = re.findall(r"operation\.state\s+NOT\s+IN\s*\(([^)]*)\)", text, flags=re.IGNORECASE)
+    assert quoted(decided) == set(CLAIMABLE_STATES)

@@ -72,6 +72,13 @@ class Management:
 
     # Due work of actions you perform (the `claims` scope)
 
+    def claim_batch(self, claims: list[dict[str, Any]]) -> Body:
+        """``POST /claims/batch``: each claim (an envelope with ``lease_seconds``, or ``key`` and
+        ``lease_seconds``) answered on its own in ``results``, with the ``http_status`` it would have
+        had alone; only a ``claimed`` result (with its own ``token``) says act. A batch too large
+        raises `Refused` (413)."""
+        return self._call("claim_batch", body={"claims": claims})
+
     def due(self, *, action: str | None = None, limit: int | None = None, cursor: str | None = None) -> Body:
         """``GET /claims/due``: ``operations`` that may be claimed now, oldest first (claim each with
         `Ledger.claim_by_key`), and ``next_cursor`` (None on the last page)."""

@@ -34,6 +34,7 @@ ROUTES: dict[str, Route] = {
     # Claims (docs/claims.md: `claims`)
     "claim": Route("POST", f"{PREFIX}/claims", body=(*ENVELOPE, "lease_seconds")),
     "claim_by_key": Route("POST", f"{PREFIX}/claims", body=("key", "lease_seconds")),
+    "claim_batch": Route("POST", f"{PREFIX}/claims/batch", body=("claims",)),
     "heartbeat": Route("POST", f"{PREFIX}/claims/{{key}}/heartbeat", body=("token", "lease_seconds")),
     "outcome": Route(
         "POST",

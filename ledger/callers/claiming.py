@@ -1,0 +1,291 @@
+"""Claims in one database call: a claim (or a batch of them, ``POST /api/v1/claims/batch``) is one
+statement and one commit. ``ledger_claim`` (``sql/claim.sql``) reserves each event with
+``ledger_reserve_one`` (or finds the recorded operation a claim by key names), holds its row and
+decides the claim as ``ledger.callers.claims.standing`` does, claiming it when it may be; Python
+seals the audit events it returns and inserts them with the commit, then builds the answers.
+
+The statements are written by hand: nothing is compiled by the ORM on this path. What the call
+does not decide goes the way of ``ledger.callers.claims`` (Python, a transaction of its own):
+- a claim intake would refuse or reserve otherwise (invalid, too old, a version under
+  ``latest_wins``, a lease or action the claim refuses, a claim by key of an action nobody claims),
+  and every claim in a workspace with subscriptions (its arrivals are announced in their
+  transaction, ``ledger.core.announcements``): ``claims.claim``, as before;
+- an operation met overdue (its lease expired, its deadline passed): moved as the sweep would,
+  then claimed again (``claims.take``), after this call's commit.
+
+A batch is one transaction: its items are decided in their order, so a key twice in it is claimed
+by its first item and the later ones are answered as a second concurrent claimer would be.
+"""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any
+
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from ledger.actions import ActionDefinition
+from ledger.callers import claims
+from ledger.callers.tokens import token_for
+from ledger.core import announcements, audit_chain, configuration, contention, tallies
+from ledger.core.audit_chain import chain_lock_key
+from ledger.core.rows import dumps, from_json, model_row
+from ledger.core.transitions import log_transition
+from ledger.intake import reservation, submit
+from ledger.intake.decoding import storable_text_problem
+from ledger.models import Attempt, AuditEvent, Control, Operation, Workspace
+from ledger.states import TERMINAL_STATES, State
+
+# Every item of a request decided in its order, in one statement.
+CALL = (
+    "SELECT jsonb_agg(ledger_claim(r.item) ORDER BY r.n)"
+    " FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(item, n)"
+)
+# The operations a request's claims by key name: their actions say how each is claimed.
+ACTIONS_OF_KEYS = "SELECT key, action FROM ledger_operation WHERE workspace_id = %s AND key = ANY(%s)"
+
+
+@dataclass
+class _Item:
+    """One claim the call decides: its request, and what Python needs to answer it."""
+
+    request: dict
+    action: ActionDefinition
+    lease: timedelta
+    event: reservation.Event | None = None  # an envelope's
+
+
+def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> claims.Answer:
+    """``claims.claim`` in one database call (the same answers)."""
+    [answer] = claim_each(workspace=workspace, raws=[raw], submitted_by=submitted_by, person=person)
+    return answer
+
+
+def claim_each(
+    *, workspace: Workspace, raws: list, submitted_by: str, person=None, max_claim_bytes: int | None = None
+) -> list[claims.Answer]:
+    """Each of ``raws`` claimed (an envelope with ``lease_seconds``, or ``key`` and
+    ``lease_seconds``) and answered as ``claims.claim`` answers it alone, in one call and one commit
+    for all of them but those the module docstring names. ``max_claim_bytes`` holds each (as UTF-8
+    JSON) to the limit of a single claim: a larger one is refused on its own (413)."""
+    sender = {"submitted_by": submitted_by, "person": person}
+    now = timezone.now()
+    answers: dict[int, claims.Answer] = {}
+    items: dict[int, _Item] = {}
+    later: list[int] = []  # answered by claims.claim, after the call
+    listened = announcements.may_announce(workspace.pk)
+    recorded = _actions_of_keys(workspace, raws) if not listened else {}
+    for index, raw in enumerate(raws):
+        if max_claim_bytes is not None and submit.json_size(raw) > max_claim_bytes:
+            answers[index] = _too_large(workspace, raw, max_claim_bytes, **sender)
+            continue
+        item = None if listened else _item(workspace, raw, recorded, now=now, actor=submitted_by, person=person)
+        if isinstance(item, claims.Answer):
+            answers[index] = item
+        elif item is None:
+            later.append(index)
+        else:
+            items[index] = item
+    if items:
+        _config_once(list(items.values()))
+        results = contention.retried(_call, workspace, list(items.values()), doing="claiming")
+        for (index, item), result in zip(items.items(), results, strict=True):
+            answers[index] = _answer(workspace, item, result, now=now, actor=submitted_by)
+    for index in later:
+        answers[index] = claims.claim(workspace=workspace, raw=raws[index], **sender)
+    return [answers[index] for index in range(len(raws))]
+
+
+def _config_once(items: list[_Item]) -> None:
+    """A configuration stored by the first claim that names it: the later ones of the request, in
+    its transaction, find it (its content, the action's whole schema, is sent once)."""
+    seen = set()
+    for item in items:
+        digest = item.request["config"]["digest"]
+        if digest in seen:
+            item.request["config"] = None
+        seen.add(digest)
+
+
+def _too_large(workspace: Workspace, raw: Any, limit: int, **sender) -> claims.Answer:
+    refused = submit.record_blocked_delivery(
+        workspace=workspace,
+        source=claims.SOURCE,
+        reason="too_large",
+        http_status=413,
+        raw=raw,
+        extra={"limit_bytes": limit},
+        errors=[{"field": "body", "message": f"the claim is larger than the limit of {limit} bytes"}],
+        **sender,
+    )
+    return claims.Answer(claims.BLOCKED, intake=refused)
+
+
+def _actions_of_keys(workspace: Workspace, raws: list) -> dict[str, str]:
+    """The action of each operation the claims by key name (one statement for all of them)."""
+    keys = [raw["key"] for raw in raws if _by_key(raw) and isinstance(raw["key"], str) and raw["key"]]
+    keys = [key for key in keys if not storable_text_problem(key)]
+    if not keys:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(ACTIONS_OF_KEYS, [workspace.pk, keys])
+        return dict(cursor.fetchall())
+
+
+def _by_key(raw: Any) -> bool:
+    return isinstance(raw, dict) and "key" in raw and "action" not in raw
+
+
+def _item(
+    workspace: Workspace, raw: Any, recorded: dict[str, str], *, now: datetime, actor: str, person
+) -> "_Item | claims.Answer | None":
+    """The call's request for ``raw``; an answer when it needs no call (a key of no operation);
+    None when ``claims.claim`` answers it (a refusal is recorded there)."""
+    if _by_key(raw):
+        if set(raw) - {"key", "lease_seconds"} or claims.lease_problem(raw.get("lease_seconds")):
+            return None
+        if not isinstance(raw["key"], str) or not raw["key"] or storable_text_problem(raw["key"]):
+            return None
+        if raw["key"] not in recorded:
+            return claims.no_such_operation()
+        action = claims.registry.get(recorded[raw["key"]])
+        if action is None or not action.performed_by_caller:
+            return None
+        lease = _lease(raw.get("lease_seconds"), action)
+        return _Item(_request(workspace, raw["key"], action, lease, now=now, actor=actor), action, lease)
+    if not isinstance(raw, dict) or not isinstance(raw.get("action"), str):
+        return None
+    raw = dict(raw)
+    lease_seconds = raw.pop("lease_seconds", None)
+    action = claims.registry.get(raw["action"])  # as claims.claim looks it up
+    if action is None or not action.performed_by_caller or claims.lease_problem(lease_seconds):
+        return None
+    event = submit.prepared_event(workspace, raw)
+    if event is None or event.action.name != action.name:
+        return None
+    lease = _lease(lease_seconds, action)
+    request = _request(workspace, event.key, action, lease, now=now, actor=actor)
+    # The reservation as intake makes it (ledger.intake.reservation), inside the claim's call.
+    request["reserve"] = reservation._request(
+        workspace, [event], refused=[], source=claims.SOURCE, submitted_by=actor, person=person
+    )
+    return _Item(request, action, lease, event)
+
+
+def _lease(seconds: int | None, action: ActionDefinition) -> timedelta:
+    return timedelta(seconds=seconds) if seconds is not None else action.claim_lease
+
+
+def _request(
+    workspace: Workspace, key: str, action: ActionDefinition, lease: timedelta, *, now: datetime, actor: str
+) -> dict:
+    """What ``ledger_claim`` is given: the rows it may write, and what it decides by."""
+    version = configuration.version_for(workspace.pk, action)
+    return {
+        "workspace_id": workspace.pk,
+        "key": key,
+        "action": action.name,
+        "reserve": None,
+        "now": now,
+        "actor": actor,
+        "lease_seconds": lease.total_seconds(),
+        "whole_deadline": action.deadline.total_seconds(),
+        "consequential": action.consequential,
+        "terminal_states": _TERMINAL,
+        "config": model_row(version) | {"digest": version.digest, "created_at": now},
+        "attempt": model_row(Attempt(worker=actor, started_at=now, config_version_id=version.digest)),
+        "audit": model_row(AuditEvent(workspace_id=workspace.pk, actor=actor), created_at=now),
+        "chain_lock": chain_lock_key(workspace.pk),
+        "tally_labels": _tally_labels(action.name),
+        "shard": tallies.shard(),
+    }
+
+
+_TERMINAL = sorted(TERMINAL_STATES)
+
+
+@lru_cache(maxsize=1024)
+def _tally_labels(action: str) -> dict[str, str]:
+    """The labels of the claims counter for each answer the call may count (a decided state's
+    answer under the state's name)."""
+    statuses = [
+        claims.DONE,
+        claims.IN_PROGRESS,
+        claims.RETRY_LATER,
+        claims.HELD,
+        claims.WAITING,
+        claims.AWAITING_APPROVAL,
+        claims.CLAIMED,
+    ]
+    labels = {status: tallies.labels_of(action=action, answer=status) for status in statuses}
+    for state, (status, _) in claims.DECIDED.items():
+        labels[state.value] = tallies.labels_of(action=action, answer=status)
+    return labels
+
+
+def _call(workspace: Workspace, items: list[_Item]) -> list[dict]:
+    """One transaction: the call, then its audit events sealed and inserted with the COMMIT
+    (``reservation``'s way: BEGIN sent with the call, the events with the COMMIT)."""
+    requests = dumps([item.request for item in items])
+    if connection.in_atomic_block or not connection.get_autocommit():
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(CALL, [requests])
+            results = json.loads(cursor.fetchone()[0])
+            if events := _events(results):
+                cursor.execute(audit_chain.INSERT, [events])
+        return results
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute(f"BEGIN; {CALL}", [requests])
+            cursor.nextset()  # past BEGIN's empty result, to the call's
+            results = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
+            cursor.execute(f"{audit_chain.INSERT}; COMMIT", [_events(results) or "[]"])
+        except BaseException:
+            _roll_back(cursor)
+            raise
+    return results
+
+
+def _events(results: list[dict]) -> str:
+    """The events of every item, sealed after the chain's head: each item read the same head under
+    the lock the first took (none is inserted before this), so they are one run, in id order."""
+    audits = [result["audit"] for result in results if result.get("audit")]
+    if not audits:
+        return ""
+    rows = sorted((row for _, rows in audits for row in rows), key=lambda row: row["id"])
+    return audit_chain.sealed(audits[0][0], rows)
+
+
+def _roll_back(cursor) -> None:
+    try:
+        cursor.execute("ROLLBACK")
+    except DatabaseError:
+        pass
+
+
+def _answer(workspace: Workspace, item: _Item, result: dict, *, now: datetime, actor: str) -> claims.Answer:
+    """What the call decided, answered as ``claims.standing`` words it."""
+    status = result["answer"]
+    if status == claims.NOT_FOUND:  # purged between the lookup and the call
+        return claims.no_such_operation()
+    if item.event is not None:
+        [reserved] = reservation._reserved(workspace, result["reserved"])
+        if status == claims.BLOCKED:
+            return claims.Answer(claims.BLOCKED, reserved.operation, intake=submit.answered(item.event, reserved))
+    operation = from_json(Operation, result["operation"], workspace=workspace)
+    if status == "overdue":
+        return claims.take(operation, item.action, lease=item.lease, actor=actor)
+    if status == claims.CLAIMED:
+        attempt = from_json(Attempt, result["attempt"], operation=operation)
+        log_transition(
+            operation, from_state=result["from_state"], to_state=State.PROCESSING, kind="claimed", attempt=attempt
+        )
+        message = claims.ACT_NOW
+        return claims.Answer(claims.CLAIMED, operation, message, token=token_for(operation), attempt=attempt)
+    if status == claims.HELD:
+        switch = from_json(Control, result["switch"])
+        switch.workspace = workspace if switch.workspace_id is not None else None
+        return claims.held(operation, switch)
+    return claims.decided(operation, status, now)

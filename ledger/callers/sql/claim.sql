@@ -1,0 +1,147 @@
+-- A caller's claim in one statement: the event reserved (ledger_reserve_one, when the claim is an
+-- envelope) or the recorded operation found (a claim by key), its row held, and the claim decided
+-- as ledger.callers.claims.standing decides it; when it may be claimed, claimed: processing under
+-- the next fencing token and a lease, its try's Attempt opened, counted and audited. The audit
+-- events (the reservation's, the claim's) are returned with the chain's head, for the caller to
+-- seal and insert before the commit (the audit key never reaches the database).
+-- Answers (`answer`): done, in_progress, decided (the state says which), held (`switch`),
+-- retry_later, waiting, awaiting_approval, claimed (`attempt`), blocked (a payload conflict: the
+-- reservation answers), not_found (by key), overdue (a lease expired or a deadline passed: nothing
+-- decided, the caller moves it as the sweep would, in Python, and claims again).
+-- Lock order (docs/architecture.md): the operation's row first when it exists, then the chain (in
+-- ledger_reserve_one), the tally; a row created here is seen by nobody else before the commit.
+-- Called by: ledger.callers.claiming. Made by migration 0056.
+
+CREATE OR REPLACE FUNCTION public.ledger_claim(request jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+DECLARE
+    workspace bigint := (request->>'workspace_id')::bigint;
+    at timestamptz := (request->>'now')::timestamptz;
+    wanted text := request->>'key';
+    reserved jsonb;
+    operation ledger_operation;
+    claimed ledger_operation;
+    switch ledger_control;
+    held timestamptz;
+    since timestamptz;
+    answer text;
+    attempt jsonb;
+    previous text := '';
+    audits jsonb := '[]';
+BEGIN
+    -- The row first when it is there (rows before the chain): a claimer that finds it waits here.
+    SELECT * INTO operation FROM ledger_operation WHERE workspace_id = workspace AND key = wanted
+    FOR NO KEY UPDATE;
+    IF request->'reserve' <> 'null' THEN
+        reserved := ledger_reserve_one(request->'reserve');
+        previous := reserved->'audit'->>0;
+        audits := reserved->'audit'->1;
+        IF reserved->'results'->0->>'outcome' = 'conflict' THEN
+            RETURN jsonb_build_object('answer', 'blocked', 'reserved', reserved, 'audit', jsonb_build_array(previous, audits));
+        END IF;
+        IF operation.id IS NULL THEN
+            -- Created by this reservation (no one else sees it yet), or by another since the read
+            -- above (committed: the reservation waited for it).
+            SELECT * INTO operation FROM ledger_operation WHERE workspace_id = workspace AND key = wanted
+            FOR NO KEY UPDATE;
+        END IF;
+    ELSIF operation.id IS NULL OR operation.action <> request->>'action' THEN
+        RETURN jsonb_build_object('answer', 'not_found');
+    END IF;
+
+    -- The configuration a try would begin under, stored when a request first names it (content
+    -- addressed: a row that is there is found, nothing written), whatever this claim is answered.
+    IF request->'config' <> 'null' THEN
+        INSERT INTO ledger_configversion
+        SELECT r.* FROM jsonb_populate_record(NULL::ledger_configversion, request->'config') r
+        ON CONFLICT DO NOTHING;
+    END IF;
+    since := coalesce(operation.state_changed_at, operation.created_at);
+    held := CASE WHEN since < (SELECT p.ended_at FROM ledger_pauseinterval p ORDER BY p.ended_at DESC LIMIT 1)
+                 THEN ledger_held_deadline(operation.deadline, since, operation.workspace_id, operation.action,
+                                           make_interval(secs => (request->>'whole_deadline')::double precision))
+                 ELSE operation.deadline END;
+    IF operation.state = 'succeeded' THEN
+        answer := 'done';
+    ELSIF operation.state = 'processing' THEN
+        answer := CASE WHEN operation.lease_expires_at > at THEN 'in_progress' ELSE 'overdue' END;
+    ELSIF operation.state NOT IN ('pending', 'retrying') THEN
+        answer := 'decided';
+    ELSE
+        -- A pause first: time held by a pause does not count against the deadline.
+        SELECT * INTO switch FROM ledger_control c
+        WHERE c.paused AND (c.workspace_id IS NULL OR c.workspace_id = operation.workspace_id)
+          AND c.action IN ('', operation.action)
+        ORDER BY c.id LIMIT 1;
+        IF switch.id IS NOT NULL THEN
+            answer := 'held';
+        ELSIF operation.next_attempt_at > at THEN
+            answer := 'retry_later';
+        ELSIF held <= at THEN
+            answer := 'overdue';
+        ELSIF operation.ordered = 'in_order' AND operation.version > 1 AND NOT EXISTS (
+            SELECT FROM ledger_operation p
+            WHERE p.series <> '' AND p.workspace_id = operation.workspace_id AND p.series = operation.series
+              AND p.version = operation.version - 1
+              AND p.state IN (SELECT jsonb_array_elements_text(request->'terminal_states'))) THEN
+            answer := 'waiting';
+        ELSIF (request->>'consequential')::boolean AND NOT coalesce((
+            -- Approved as it is now (Operation.approved_as_is): the latest decision approved this
+            -- payload, by a person who neither submitted, changed nor replayed it (four eyes).
+            SELECT a.decision = 'approved' AND a.fingerprint = operation.fingerprint AND NOT EXISTS (
+                       SELECT FROM ledger_contribution c JOIN auth_user u ON u.id = c.user_id
+                       WHERE c.operation_id = operation.id AND u.username = a.approver)
+            FROM ledger_approval a WHERE a.operation_id = operation.id ORDER BY a.id DESC LIMIT 1), false) THEN
+            answer := 'awaiting_approval';
+        ELSE
+            answer := 'claimed';
+        END IF;
+    END IF;
+
+    IF answer = 'claimed' THEN
+        -- The move of ledger.states' edge to processing, guarded by the state and token as held;
+        -- the time a pause held it given to its deadline now.
+        UPDATE ledger_operation o
+        SET state = 'processing', updated_at = at, state_changed_at = at, lease_owner = request->>'actor',
+            lease_expires_at = at + make_interval(secs => (request->>'lease_seconds')::double precision),
+            deadline = held, attempts = o.attempts + 1, fencing_token = o.fencing_token + 1
+        WHERE o.id = operation.id AND o.state IN ('pending', 'retrying') AND o.state = operation.state
+          AND o.fencing_token = operation.fencing_token
+        RETURNING * INTO claimed;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'ledger_claim: the held row % changed under its guard', operation.id;
+        END IF;
+        attempt := request->'attempt' || jsonb_build_object(
+            'id', nextval('ledger_attempt_id_seq'), 'operation_id', claimed.id, 'number', claimed.fencing_token,
+            'fencing_token', claimed.fencing_token, 'idempotency_key', claimed.key);
+        INSERT INTO ledger_attempt SELECT r.* FROM jsonb_populate_record(NULL::ledger_attempt, attempt) r;
+        IF request->'reserve' = 'null' THEN
+            -- The chain, last (ledger_reserve_one took it for a reservation): its head under its lock.
+            PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
+            SELECT hash INTO previous FROM ledger_auditevent
+            WHERE workspace_id = workspace AND hash <> '' ORDER BY id DESC LIMIT 1;
+            previous := coalesce(previous, '');
+        END IF;
+        audits := audits || jsonb_build_array(request->'audit' || jsonb_build_object(
+            'operation_id', claimed.id, 'kind', 'claimed', 'from_state', operation.state, 'to_state', 'processing',
+            'message', 'claim ' || claimed.fencing_token || ': the caller performs it',
+            'attempt_id', attempt->'id', 'id', nextval('ledger_auditevent_id_seq')));
+    END IF;
+    IF answer <> 'overdue' THEN
+        -- Counted as ledger.core.tallies.count counts it, on this process's own row.
+        INSERT INTO ledger_tally (name, labels, shard, value)
+        VALUES ('claims', request->'tally_labels'->>(CASE answer WHEN 'decided' THEN operation.state ELSE answer END),
+                request->>'shard', 1)
+        ON CONFLICT (name, labels, shard) DO UPDATE SET value = ledger_tally.value + excluded.value;
+    END IF;
+
+    RETURN jsonb_build_object(
+        'answer', answer, 'reserved', reserved, 'operation', CASE WHEN claimed.id IS NOT NULL THEN to_jsonb(claimed) ELSE to_jsonb(operation) END,
+        'from_state', operation.state, 'attempt', attempt,
+        'switch', CASE WHEN switch.id IS NOT NULL THEN to_jsonb(switch) END,
+        'audit', CASE WHEN jsonb_array_length(audits) > 0 THEN jsonb_build_array(previous, audits) END);
+END
+$function$;

@@ -1,0 +1,75 @@
+"""A claim is one database call and one commit, as a single event is (docs/performance.md): the
+queries a claim and its outcome send, counted through the API as a caller sends them, outside any
+test transaction (autocommit, as served), so that the gain cannot silently regress."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.ledger.callers.test_claims import claim_body
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def sent(api, path, body) -> tuple[object, list[str]]:
+    with CaptureQueriesContext(connection) as queries:
+        response = api.post(path, body)
+    return response, [str(query["sql"]) for query in queries.captured_queries]
+
+
+def commits(statements: list[str]) -> int:
+    return sum(statement.rstrip().upper().endswith("COMMIT") for statement in statements)
+
+
+def test_a_claim_is_the_token_lookup_and_one_call_committed_with_its_audit_events(api, send_invoice_action):
+    api.post("/api/v1/claims", claim_body(request_id="INV-0"))  # the connection and the caches warmed
+
+    response, statements = sent(api, "/api/v1/claims", claim_body())
+
+    assert response.status_code == 201, response.json()
+    calls = [statement for statement in statements if "ledger_claim(" in statement]
+    assert len(calls) == 1
+    assert calls[0].startswith("BEGIN; SELECT jsonb_agg(ledger_claim(")
+    assert statements[-1].startswith("SELECT ledger_audit_insert(")
+    assert commits(statements) == 1
+    # The token's lookup, the call, the events with the COMMIT: nothing compiled by the ORM.
+    assert len(statements) <= 3, statements
+
+
+def test_a_claim_by_key_adds_only_the_lookup_of_its_action(api, send_invoice_action):
+    key = api.post("/api/v1/events", claim_body()).json()["key"]
+
+    response, statements = sent(api, "/api/v1/claims", {"key": key})
+
+    assert response.status_code == 201, response.json()
+    assert sum("ledger_claim(" in statement for statement in statements) == 1
+    assert commits(statements) == 1
+    assert len(statements) <= 4, statements
+
+
+def test_a_batch_of_claims_is_one_call_and_one_commit(api, send_invoice_action):
+    api.post("/api/v1/claims", claim_body(request_id="INV-0"))
+    items = [claim_body(request_id=f"INV-{n}") for n in range(1, 21)]
+
+    response, statements = sent(api, "/api/v1/claims/batch", {"claims": items})
+
+    assert [result["status"] for result in response.json()["results"]] == ["claimed"] * 20
+    assert sum("ledger_claim(" in statement for statement in statements) == 1
+    assert commits(statements) == 1
+    assert len(statements) <= 3, statements
+
+
+def test_an_outcome_report_is_counted_too(api, send_invoice_action):
+    claimed = api.post("/api/v1/claims", claim_body()).json()
+    report = {"token": claimed["token"], "outcome": "succeeded", "external_id": "in_1", "result": {}}
+
+    response, statements = sent(api, f"/api/v1/claims/{claimed['key']}/outcome", report)
+
+    assert response.json()["status"] == "recorded"
+    assert commits(statements) <= 1
+    assert len(statements) <= OUTCOME_STATEMENTS, statements
+
+
+# What an outcome report sends today: the token lookup, then the ORM's reads, the move and its audit
+# events in one transaction (not yet one call: docs/performance.md). Lower it when it is.
+OUTCOME_STATEMENTS = 11
