@@ -168,8 +168,8 @@ def _item(
     lease = _lease(lease_seconds, action)
     request = _request(workspace, event.key, action, lease, now=now, actor=actor)
     # The reservation as intake makes it (ledger.intake.reservation), inside the claim's call.
-    request["reserve"] = reservation._request(
-        workspace, [event], refused=[], source=claims.SOURCE, submitted_by=actor, person=person
+    request["reserve"] = reservation.one_event_request(
+        workspace, event, source=claims.SOURCE, submitted_by=actor, person=person
     )
     return _Item(request, action, lease, event)
 
@@ -271,7 +271,7 @@ def _answer(workspace: Workspace, item: _Item, result: dict, *, now: datetime, a
     if status == claims.NOT_FOUND:  # purged between the lookup and the call
         return claims.no_such_operation()
     if item.event is not None:
-        [reserved] = reservation._reserved(workspace, result["reserved"])
+        [reserved] = reservation.reserved_from(workspace, result["reserved"])
         if status == claims.BLOCKED:
             return claims.Answer(claims.BLOCKED, reserved.operation, intake=submit.answered(item.event, reserved))
     operation = from_json(Operation, result["operation"], workspace=workspace)

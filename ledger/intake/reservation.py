@@ -113,13 +113,15 @@ def reserve(
     ``token``: the ``recheck`` of an API token taken from the process's cache
     (``accounts.cached_token``). The function checks it before writing anything and, if the token
     changed, writes nothing: ``accounts.TokenChanged``."""
-    request = _request(workspace, events, refused=refused, source=source, submitted_by=submitted_by, person=person)
-    if token is not None:
-        request["token"] = token
     try:
         if len(events) == 1 and not refused:
-            request["events"] = _events_json(events, request["now"])
+            request = one_event_request(
+                workspace, events[0], source=source, submitted_by=submitted_by, person=person, token=token
+            )
             return _reserve(workspace, "SELECT ledger_reserve_one(%s::jsonb)", [dumps(request)])
+        request = _request(workspace, events, refused=refused, source=source, submitted_by=submitted_by, person=person)
+        if token is not None:
+            request["token"] = token
         # A batch: the events' columns as typed arrays, one per column an event varies (the rest, the
         # same for every row, once in the request), not a JSON object per event.
         return _reserve(workspace, BATCH_CALL, [dumps(request), *_event_columns(events, request["now"])])
@@ -190,7 +192,7 @@ def _reserve(workspace: Workspace, call: str, arguments: list) -> list[Reserved]
     # are in (ledger.core.announcements): the path that commits with the events' insert cannot.
     listened = announcements.may_announce(workspace.pk)
     if not listened and not connection.in_atomic_block and connection.get_autocommit():
-        return _reserved(workspace, _in_a_transaction_of_its_own(call, arguments))
+        return reserved_from(workspace, _in_a_transaction_of_its_own(call, arguments))
     # Inside a caller's transaction, a savepoint keeps a failed call from failing the caller's.
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(call, arguments)
@@ -199,7 +201,7 @@ def _reserve(workspace: Workspace, call: str, arguments: list) -> list[Reserved]
             audit_chain.insert(*answer["audit"])
             if listened:
                 _announce(workspace, answer)
-    return _reserved(workspace, answer)
+    return reserved_from(workspace, answer)
 
 
 def _announce(workspace, answer: dict) -> None:
@@ -234,6 +236,15 @@ def _roll_back(cursor) -> None:
         cursor.execute("ROLLBACK")
     except DatabaseError:
         pass
+
+
+def one_event_request(workspace, event: Event, *, source: str, submitted_by: str, person, token=None) -> dict:
+    """What ``ledger_reserve_one`` is given for ``event``: what ``ledger_claim`` reserves with too."""
+    request = _request(workspace, [event], refused=[], source=source, submitted_by=submitted_by, person=person)
+    request["events"] = _events_json([event], request["now"])
+    if token is not None:
+        request["token"] = token
+    return request
 
 
 def _request(workspace, events, *, refused, source, submitted_by, person) -> dict:
@@ -281,7 +292,7 @@ def _events_json(events: list[Event], now: datetime) -> list[dict]:
     ]
 
 
-def _reserved(workspace, answer: dict) -> list[Reserved]:
+def reserved_from(workspace, answer: dict) -> list[Reserved]:
     """What ``ledger_reserve`` answered, as model instances; the wake-up it took, asked for on commit."""
     operations = {key: _instance(Operation, row, workspace=workspace) for key, row in answer["operations"].items()}
     reserved = []

@@ -144,6 +144,6 @@ $function$;
 
 
 class Migration(migrations.Migration):
-    dependencies = [("ledger", "0054_bulk_lookup")]
+    dependencies = [("ledger", "0055_token_in_reservation")]
 
     operations = [migrations.RunSQL(CLAIM, reverse_sql="DROP FUNCTION public.ledger_claim(jsonb)")]

@@ -18,7 +18,7 @@ DROPPED = [
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ledger", "0055_token_in_reservation"),
+        ("ledger", "0056_claim_in_one_call"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
