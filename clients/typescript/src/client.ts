@@ -76,6 +76,9 @@ type Ok<P extends keyof paths, M extends keyof paths[P], S extends number = 200>
   ? A
   : JsonObject;
 
+/** One claim of a batch: an event to reserve and claim, or the key of a recorded operation (due work). */
+export type ClaimBatchItem = ({ action: string; data: JsonObject } & ClaimOptions) | { key: string; leaseSeconds?: number };
+
 export type EventEnvelope = {
   action: string;
   data: JsonObject;
@@ -154,19 +157,31 @@ export class Opsconsole {
     maybeOptions?: ClaimOptions,
   ): Promise<Claim | Performed> {
     const [fn, options = {}] = typeof fnOrOptions === "function" ? [fnOrOptions, maybeOptions] : [undefined, fnOrOptions];
-    if (typeof action !== "string" || !action) throw new TypeError("action is the action's name, e.g. send-invoice");
-    if (!data || typeof data !== "object" || Array.isArray(data)) throw new TypeError("data is the event's data, an object");
-    const occurredAt = options.occurredAt instanceof Date ? options.occurredAt.toISOString() : options.occurredAt;
-    const body = dropUndefined({
-      action,
-      data,
-      lease_seconds: options.leaseSeconds,
-      delivery_id: options.deliveryId,
-      correlation_id: options.correlationId,
-      occurred_at: occurredAt,
-    });
-    const claim = await this.#claim(body, options.leaseSeconds);
+    const claim = await this.#claim(envelopeBody(action, data, options), options.leaseSeconds);
     return fn ? this.perform(claim, fn) : claim;
+  }
+
+  /**
+   * POST /api/v1/claims/batch: up to 100 claims (events, or keys of due work) in one request and one
+   * commit, each decided as it would be alone, in their order (a key twice: its first item claims).
+   * In the items' order: each one's `Claim` (act only where `shouldAct`; each has its own token and
+   * is reported on its own, e.g. with `perform`), or the `Refused` a claim of it alone would throw.
+   * A batch refused whole (too many items, a bad token) throws `Refused`.
+   */
+  async claimBatch(items: ClaimBatchItem[]): Promise<(Claim | Refused)[]> {
+    if (!Array.isArray(items)) throw new TypeError("items is a list of claims: { action, data } or { key }");
+    const claims = items.map((item) =>
+      "key" in item ? keyBody(item.key, item.leaseSeconds) : envelopeBody(item.action, item.data, item),
+    );
+    const answer = await this.request("POST", "/api/v1/claims/batch", { body: { claims } });
+    const results = answer.body.results;
+    if (answer.httpStatus !== 200 || !Array.isArray(results)) throw new Refused(answer.httpStatus, answer.body);
+    return (results as JsonObject[]).map((result) => {
+      const { index, http_status: httpStatus, ...body } = result;
+      const alone: Answer = { httpStatus: Number(httpStatus), body, headers: answer.headers };
+      const leaseSeconds = items[Number(index)]?.leaseSeconds;
+      return isClaim(alone) ? new Claim(this, alone, { leaseSeconds }) : new Refused(alone.httpStatus, body);
+    });
   }
 
   /** Claim a recorded operation by its key (due work: a notification or `due()`); a 201 carries
@@ -179,8 +194,7 @@ export class Opsconsole {
     maybeOptions?: { leaseSeconds?: number },
   ): Promise<Claim | Performed> {
     const [fn, options = {}] = typeof fnOrOptions === "function" ? [fnOrOptions, maybeOptions] : [undefined, fnOrOptions];
-    if (typeof key !== "string" || !key) throw new TypeError("key is the operation's key, e.g. demo:INV-7:v1:send-invoice");
-    const claim = await this.#claim(dropUndefined({ key, lease_seconds: options.leaseSeconds }), options.leaseSeconds);
+    const claim = await this.#claim(keyBody(key, options.leaseSeconds), options.leaseSeconds);
     return fn ? this.perform(claim, fn) : claim;
   }
 
@@ -303,6 +317,25 @@ export class Opsconsole {
     if (answer.httpStatus < 200 || answer.httpStatus >= 300) throw new Refused(answer.httpStatus, answer.body);
     return answer.body as T;
   }
+}
+
+function envelopeBody(action: string, data: JsonObject, options: ClaimOptions): JsonObject {
+  if (typeof action !== "string" || !action) throw new TypeError("action is the action's name, e.g. send-invoice");
+  if (!data || typeof data !== "object" || Array.isArray(data)) throw new TypeError("data is the event's data, an object");
+  const occurredAt = options.occurredAt instanceof Date ? options.occurredAt.toISOString() : options.occurredAt;
+  return dropUndefined({
+    action,
+    data,
+    lease_seconds: options.leaseSeconds,
+    delivery_id: options.deliveryId,
+    correlation_id: options.correlationId,
+    occurred_at: occurredAt,
+  });
+}
+
+function keyBody(key: string, leaseSeconds?: number): JsonObject {
+  if (typeof key !== "string" || !key) throw new TypeError("key is the operation's key, e.g. demo:INV-7:v1:send-invoice");
+  return dropUndefined({ key, lease_seconds: leaseSeconds });
 }
 
 function isClaim(answer: Answer): boolean {

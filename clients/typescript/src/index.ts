@@ -10,7 +10,7 @@
  */
 
 export { Opsconsole } from "./client.js";
-export type { ClaimOptions, EventEnvelope, OpsconsoleOptions, Perform, Performance, Performed, SubmitAnswer } from "./client.js";
+export type { ClaimBatchItem, ClaimOptions, EventEnvelope, OpsconsoleOptions, Perform, Performance, Performed, SubmitAnswer } from "./client.js";
 export { Claim, claimPath } from "./claim.js";
 export type { ClaimJSON, Report, Requester } from "./claim.js";
 export { Ambiguous, ClaimError, ClaimLost, Permanent, Refused, ServiceUnavailable, VendorCallError } from "./errors.js";

@@ -21,6 +21,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/claims/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Claim up to 100 operations you perform at once; each is answered as alone
+         * @description Each claim (an envelope or a key, as `POST /claims` takes them) is answered in `results` with
+         *     the `http_status` it would have had alone; all are decided in one transaction, in their order,
+         *     so a key twice in the batch is claimed by its first item and the later ones are answered
+         *     `in_progress`. Only a result with `status` `claimed` says act, with its own token.
+         */
+        post: operations["opsconsole_api_endpoints_claim_batch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/claims/due": {
         parameters: {
             query?: never;
@@ -537,6 +560,15 @@ export interface components {
             occurred_at: string | null;
         };
         /**
+         * ClaimBatchAnswer
+         * @description Each claim's answer, in order: its `index`, the `http_status` it would have had alone, then
+         *     that answer (a `claimed` one carries its token; only those say act).
+         */
+        ClaimBatchAnswer: {
+            /** Results */
+            results: (components["schemas"]["ClaimedItem"] | components["schemas"]["DoneItem"] | components["schemas"]["NotFoundItem"] | components["schemas"]["DeferredItem"] | components["schemas"]["DecidedItem"] | components["schemas"]["PayloadConflictItem"] | components["schemas"]["StaleItem"] | components["schemas"]["HeldItem"] | components["schemas"]["InvalidInputItem"] | components["schemas"]["TooLargeItem"])[];
+        };
+        /**
          * ClaimByKey
          * @description A claim of an operation already recorded, by its key: due work you were told of
          *     (`operation.due`) or listed (`GET /claims/due`). The answer's `data` says what to send.
@@ -575,6 +607,48 @@ export interface components {
             };
             /** Idempotency Key */
             idempotency_key: string;
+            /** Key */
+            key: string;
+            /**
+             * Lease Expires At
+             * Format: date-time
+             */
+            lease_expires_at: string;
+            operation: components["schemas"]["OperationAnswer"];
+            /**
+             * Status
+             * @constant
+             */
+            status: "claimed";
+            /**
+             * Token
+             * @description The claim's token: send it with the heartbeats and the outcome.
+             */
+            token: string;
+        };
+        /** ClaimedItem */
+        ClaimedItem: {
+            /**
+             * Attempt
+             * @description The try this claim begins (1 for the first).
+             */
+            attempt: number;
+            /**
+             * Data
+             * @description The operation's data, in full (you perform it, so you send what it says; a claim by key is how you learn it).
+             */
+            data: {
+                [key: string]: unknown;
+            };
+            /**
+             * Http Status
+             * @constant
+             */
+            http_status: 201;
+            /** Idempotency Key */
+            idempotency_key: string;
+            /** Index */
+            index: number;
             /** Key */
             key: string;
             /**
@@ -649,6 +723,27 @@ export interface components {
              */
             status: "awaiting_approval" | "needs_review" | "unknown" | "cancelled" | "rejected" | "superseded";
         };
+        /** DecidedItem */
+        DecidedItem: {
+            /**
+             * Http Status
+             * @constant
+             */
+            http_status: 409;
+            /** Index */
+            index: number;
+            /** Key */
+            key: string;
+            last_error: components["schemas"]["LastError"] | null;
+            /** Message */
+            message: string;
+            operation: components["schemas"]["OperationAnswer"];
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "awaiting_approval" | "needs_review" | "unknown" | "cancelled" | "rejected" | "superseded";
+        };
         /** DecisionAnswer */
         DecisionAnswer: {
             /** Approver */
@@ -678,6 +773,33 @@ export interface components {
          *     due (`retry_later`), or an earlier version of the request has not finished (`waiting`).
          */
         Deferred: {
+            /** Key */
+            key: string;
+            last_error: components["schemas"]["LastError"] | null;
+            /** Lease Expires At */
+            lease_expires_at: string | null;
+            /** Message */
+            message: string;
+            /** Next Attempt At */
+            next_attempt_at: string | null;
+            operation: components["schemas"]["OperationAnswer"];
+            /** Retry After */
+            retry_after: number;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "in_progress" | "retry_later" | "waiting";
+        };
+        /** DeferredItem */
+        DeferredItem: {
+            /**
+             * Http Status
+             * @constant
+             */
+            http_status: 409;
+            /** Index */
+            index: number;
             /** Key */
             key: string;
             last_error: components["schemas"]["LastError"] | null;
@@ -747,6 +869,30 @@ export interface components {
         Done: {
             /** External Id */
             external_id: string;
+            /** Key */
+            key: string;
+            operation: components["schemas"]["OperationAnswer"];
+            /** Result */
+            result: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Status
+             * @constant
+             */
+            status: "done";
+        };
+        /** DoneItem */
+        DoneItem: {
+            /** External Id */
+            external_id: string;
+            /**
+             * Http Status
+             * @constant
+             */
+            http_status: 200;
+            /** Index */
+            index: number;
             /** Key */
             key: string;
             operation: components["schemas"]["OperationAnswer"];
@@ -952,6 +1098,38 @@ export interface components {
          * @description A pause holds the action in this workspace: do not act; claim again later.
          */
         Held: {
+            /** Key */
+            key: string;
+            /** Message */
+            message: string;
+            operation: components["schemas"]["OperationAnswer"];
+            /**
+             * Reason
+             * @description Why it was paused, as the person who paused it said.
+             */
+            reason: string;
+            /** Retry After */
+            retry_after: number;
+            /**
+             * Scope
+             * @description What the pause covers: `global`, `workspace <slug>`, `action <name>` or both.
+             */
+            scope: string;
+            /**
+             * Status
+             * @constant
+             */
+            status: "held";
+        };
+        /** HeldItem */
+        HeldItem: {
+            /**
+             * Http Status
+             * @constant
+             */
+            http_status: 423;
+            /** Index */
+            index: number;
             /** Key */
             key: string;
             /** Message */
@@ -1181,6 +1359,23 @@ export interface components {
         NotFound: {
             /** Detail */
             detail: string;
+            /**
+             * Status
+             * @constant
+             */
+            status: "not_found";
+        };
+        /** NotFoundItem */
+        NotFoundItem: {
+            /** Detail */
+            detail: string;
+            /**
+             * Http Status
+             * @constant
+             */
+            http_status: 404;
+            /** Index */
+            index: number;
             /**
              * Status
              * @constant
@@ -2004,6 +2199,97 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Held"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before sending again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unavailable"];
+                };
+            };
+        };
+    };
+    opsconsole_api_endpoints_claim_batch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    claims: ((components["schemas"]["Claim"] | components["schemas"]["ClaimByKey"]) | unknown)[];
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClaimBatchAnswer"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MalformedBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MissingScope"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooLarge"] | components["schemas"]["BatchTooLarge"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvalidInput"];
                 };
             };
             /** @description Service Unavailable */

@@ -106,3 +106,42 @@ describe("due work and management", () => {
     assert.equal(server.requests[0].rawPath, `/api/v1/operations/${KEY_PATH}/approve`);
   });
 });
+
+describe("claim batch", () => {
+  it("claimBatch sends each item as the single routes take it and answers a Claim or a Refused per item", async () => {
+    server.on("POST /api/v1/claims/batch", {
+      status: 200,
+      body: {
+        status: "ok",
+        results: [
+          { index: 0, http_status: 201, status: "claimed", key: KEY, token: "t-1", attempt: 1, idempotency_key: "idem-1", lease_expires_at: new Date(Date.now() + 30_000).toISOString() },
+          { index: 1, http_status: 409, status: "in_progress", key: KEY, retry_after: 7 },
+          { index: 2, http_status: 422, status: "blocked", reason: "invalid_input", errors: [{ field: "data.amount_cents" }] },
+        ],
+      },
+    });
+    const [claimed, waiting, refused] = await ops.claimBatch([
+      { action: "send-invoice", data: { request_id: "INV-7" }, leaseSeconds: 30, deliveryId: "d-1" },
+      { key: KEY },
+      { action: "send-invoice", data: { request_id: "INV-8", amount_cents: "x" } },
+    ]);
+    assert.deepEqual(server.requests[0].body, {
+      claims: [
+        { action: "send-invoice", data: { request_id: "INV-7" }, lease_seconds: 30, delivery_id: "d-1" },
+        { key: KEY },
+        { action: "send-invoice", data: { request_id: "INV-8", amount_cents: "x" } },
+      ],
+    });
+    assert.deepEqual([claimed.shouldAct, claimed.token, claimed.idempotencyKey], [true, "t-1", "idem-1"]);
+    assert.deepEqual([waiting.shouldAct, waiting.status, waiting.retryAfter], [false, "in_progress", 7]);
+    assert.ok(refused instanceof Refused);
+    assert.deepEqual([refused.httpStatus, refused.reason], [422, "invalid_input"]);
+  });
+
+  it("a batch refused whole throws Refused, and a bad item throws before anything is sent", async () => {
+    server.on("POST /api/v1/claims/batch", { status: 413, body: { status: "blocked", reason: "batch_too_large" } });
+    await assert.rejects(ops.claimBatch([{ key: KEY }]), (error) => error instanceof Refused && error.httpStatus === 413);
+    await assert.rejects(ops.claimBatch([{ action: "send-invoice", data: [] }]), TypeError);
+    assert.equal(server.requests.length, 1);
+  });
+});
