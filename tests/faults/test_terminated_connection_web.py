@@ -58,4 +58,6 @@ def test_a_terminated_session_costs_the_next_requests_nothing(tmp_path, django_u
 
     assert Operation.objects.count() == 1
     assert log.count(FOUND) == 2, log[-3000:]
-    assert '"status": 503' not in log and '"status": 500' not in log  # the access lines
+    # The access lines: no request answered 503 or 500.
+    assert '"status": 503' not in log
+    assert '"status": 500' not in log
