@@ -3,7 +3,9 @@ while it was idle is found so from its socket and replaced before the first stat
 (opsconsole/postgresql/base.py); one still alive is used without a ``SELECT 1``."""
 
 import logging
+import select
 import time
+from types import SimpleNamespace
 from unittest import mock
 
 import psycopg
@@ -89,3 +91,37 @@ def test_a_connection_in_a_transaction_is_asked_as_django_asks():
         assert asked.called
     finally:
         connection.connection.execute("ROLLBACK")
+
+
+def test_a_notification_waiting_on_the_socket_leaves_the_connection_alive():
+    """The qcluster's pusher LISTENs on its connection: a notification that came while it was idle
+    makes the socket readable, and is no sign of a dead session."""
+    with connection.cursor() as cursor:
+        cursor.execute("LISTEN opsconsole_check")
+    pid = connection.connection.info.backend_pid
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        other.execute("NOTIFY opsconsole_check")
+    deadline = time.monotonic() + 5
+    while not select.select([connection.connection.fileno()], [], [], 0.05)[0]:
+        assert time.monotonic() < deadline, "the notification never arrived"
+    request_starts()
+
+    assert Operation.objects.count() == 0
+    assert connection.connection.info.backend_pid == pid
+
+
+def test_a_fatal_message_is_enough_without_the_end_of_the_stream(caplog):
+    """The server's FATAL (libpq hands it to the notice handler while idle) can come a moment
+    before the socket closes: it alone marks the session as ended."""
+    wrapper = connections["default"]
+    wrapper.ensure_connection()
+    old_pid = wrapper.connection.info.backend_pid
+    wrapper._server_said(SimpleNamespace(severity_nonlocalized="FATAL"))
+    request_starts()
+
+    with caplog.at_level(logging.WARNING, logger="ledger"):
+        assert Operation.objects.count() == 0
+
+    assert wrapper.connection.info.backend_pid != old_pid
+    assert not wrapper.ended_by_server  # the new connection's own
+    assert [r.getMessage() for r in caplog.records if "found closed" in r.getMessage()] != []
