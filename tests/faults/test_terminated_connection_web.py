@@ -50,7 +50,8 @@ def test_a_terminated_session_costs_the_next_requests_nothing(tmp_path, django_u
         assert answer.status_code in (200, 201, 202), answer.text
 
         assert terminate_the_servers_sessions() == 1
-        page = http.get("/console/", cookies=cookies)
+        http.cookies.update(cookies)  # a person's session from here on
+        page = http.get("/console/")
         assert page.status_code == 200, page.text[:500]
         assert 'name="password"' not in page.text  # the queue itself, not the login page
 
