@@ -75,6 +75,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 pgconn.consume_input()
             except psycopg.OperationalError:
                 return True
+            pgconn.is_busy()  # libpq parses what it read: a FATAL reaches _server_said
             if pgconn.status != pq.ConnStatus.OK or self.ended_by_server:
                 return True
         return True
