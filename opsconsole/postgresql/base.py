@@ -5,8 +5,8 @@ of every django-q2 task) on a connection kept from an earlier one: a round trip,
 worker's CPU, to learn what the connection's socket already tells. A server that ends a session
 (a restart, ``pg_terminate_backend``, a crash) sends its FATAL message or closes the socket while
 the client is idle: the socket is then readable although no statement is outstanding. So the check
-asks the socket (``poll``, no wait), lets libpq read what is there, and finds the connection dead
-when libpq then sees it broken. A dead connection is closed before the request's first statement
+asks the socket (``poll``, no wait), lets libpq read and parse what is there, and finds the
+connection dead when that is the server's FATAL or the end of the stream. A dead connection is closed before the request's first statement
 is sent, and that statement goes, once, on a new connection: nothing ever reached the dead one, so
 nothing can have run twice, and a database restart costs the next request neither a 503 nor a 500.
 
