@@ -6,9 +6,10 @@ worker's CPU, to learn what the connection's socket already tells. A server that
 (a restart, ``pg_terminate_backend``, a crash) sends its FATAL message or closes the socket while
 the client is idle: the socket is then readable although no statement is outstanding. So the check
 asks the socket (``poll``, no wait), lets libpq read and parse what is there, and finds the
-connection dead when that is the server's FATAL or the end of the stream. A dead connection is closed before the request's first statement
-is sent, and that statement goes, once, on a new connection: nothing ever reached the dead one, so
-nothing can have run twice, and a database restart costs the next request neither a 503 nor a 500.
+connection dead when that is the server's FATAL or the end of the stream. A dead connection is
+closed before the request's first statement is sent, and that statement goes, once, on a new
+connection: nothing ever reached the dead one, so nothing can have run twice, and a database
+restart costs the next request neither a 503 nor a 500.
 
 What the socket cannot tell (a host gone without closing, a network cut) a ``SELECT 1`` could not
 either, short of a timeout: the statement then fails as it would have, and the API answers 503
