@@ -89,6 +89,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # /healthz and /readyz, answered before the Host check, the HTTPS redirect and the metrics.
     "opsconsole.health.ProbeMiddleware",
+    # /api/ leaves here for API_MIDDLEWARE (below): what follows is the console's chain.
+    "opsconsole.api_handler.ApiPathMiddleware",
     # First: every log line of the request carries its id; the database's absence becomes a 503.
     "opsconsole.middleware.RequestIdMiddleware",
     # Counted, timed and access-logged by route template, with the id, whatever answers inside.
@@ -111,6 +113,18 @@ MIDDLEWARE = [
     "opsconsole.errors.MethodNotAllowedPageMiddleware",
     # A 404 is the console's page, DEBUG or not.
     "opsconsole.errors.NotFoundPageMiddleware",
+]
+
+# The API's chain (opsconsole.api_handler): an automation authenticates by bearer token and reads
+# JSON, so no session, CSRF, user, messages, CSP, lockout, htmx, time zone, static files or error
+# page. The same ids, metrics, access line, 503 and security headers as the console; CommonMiddleware
+# for the Host check (ALLOWED_HOSTS) and Content-Length.
+API_MIDDLEWARE = [
+    "opsconsole.middleware.RequestIdMiddleware",
+    "opsconsole.requests_metrics.RequestMetricsMiddleware",
+    "opsconsole.middleware.DatabaseUnavailableMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
 ]
 
 ROOT_URLCONF = "opsconsole.urls"
@@ -157,6 +171,9 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
 # thread of its own, without bound, and each thread would keep a connection (64 keep-alive clients
 # held 64): there the threads share a pool of a few connections, each returned after its request.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
+# Django's backend, its health check (before the first query of a request or task on a kept
+# connection) asking the socket instead of sending SELECT 1 (opsconsole/postgresql/base.py).
+DATABASES["default"]["ENGINE"] = "opsconsole.postgresql"
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # How DATABASE_URL's server keeps sessions: "session" (PostgreSQL itself, or a pooler in session
 # mode) or "transaction" (PgBouncer's pool_mode = transaction: each transaction may run on another

@@ -45,7 +45,7 @@ class ClusterError(AssertionError):
 def database_url(settings_dict: dict | None = None) -> str:
     """A DATABASE_URL for the database this process is connected to (the test database in tests)."""
     s = settings_dict or connection.settings_dict
-    if s["ENGINE"] != "django.db.backends.postgresql":
+    if s["ENGINE"] not in ("django.db.backends.postgresql", "opsconsole.postgresql"):
         raise ClusterError(f"no DATABASE_URL for engine {s['ENGINE']}")
     auth = quote(s.get("USER") or "", safe="")
     if s.get("PASSWORD"):
