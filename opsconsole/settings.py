@@ -332,6 +332,9 @@ OPSCONSOLE_METRICS_TOKEN = env.str("OPSCONSOLE_METRICS_TOKEN", default="")
 OPSCONSOLE_MAX_BODY_BYTES = env.int("OPSCONSOLE_MAX_BODY_BYTES", default=64 * 1024)
 OPSCONSOLE_MAX_BATCH_BODY_BYTES = env.int("OPSCONSOLE_MAX_BATCH_BODY_BYTES", default=8 * 1024 * 1024)
 OPSCONSOLE_MAX_BATCH = env.int("OPSCONSOLE_MAX_BATCH", default=500)
+# The most claims one POST /api/v1/claims/batch may hold: each is decided with its row held, all in one
+# transaction (docs/claims.md), so fewer than an events batch.
+OPSCONSOLE_MAX_CLAIM_BATCH = env.int("OPSCONSOLE_MAX_CLAIM_BATCH", default=100)
 DATA_UPLOAD_MAX_MEMORY_SIZE = OPSCONSOLE_MAX_BATCH_BODY_BYTES + 1024
 
 # Processing: how many operations one claim takes, how long a claim's lease lasts, and the

@@ -277,7 +277,7 @@ def claim(request):
 
 # The most claims a batch may hold (settings.OPSCONSOLE_MAX_CLAIM_BATCH): each is decided with its
 # operation's row held, all in one transaction, so fewer than the events a batch may hold.
-MAX_CLAIM_BATCH = getattr(settings, "OPSCONSOLE_MAX_CLAIM_BATCH", 100)
+MAX_CLAIM_BATCH = settings.OPSCONSOLE_MAX_CLAIM_BATCH
 
 
 @api.post(

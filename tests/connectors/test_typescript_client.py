@@ -6,6 +6,7 @@ action is a caller action declared as a file would declare it (performed_by: cal
 the vendor). Each test counts the vendor's records.
 
 - the same trigger twice: one invoice; the second run is answered done with its id;
+- a list claimed in one batch: each item as alone (a key twice: the first acts), again: all done;
 - two processes racing one key: one acts, the other is told in_progress, waits, then is answered done;
 - the script SIGKILLed after the vendor created the invoice and before the report: one invoice; the
   operation is unknown after the lease, a claim does not act, the file's lookup finds the invoice, and
@@ -122,6 +123,30 @@ def test_the_same_trigger_twice_creates_one_invoice(flow, vendor):
     operation = Operation.objects.get()
     assert (operation.state, operation.external_id, operation.result) == (State.SUCCEEDED, "1", {"invoice": 1})
     assert vendor.db()["invoices"][0]["idempotency_key"] == operation.key
+
+
+def test_a_batch_claims_each_item_as_alone_and_a_rerun_creates_nothing_more(flow, vendor):
+    """claimBatch: one request for the list; the first of two items with one key acts, the second
+    is told in_progress; an invalid item is refused on its own; the same list again is all done."""
+    items = [invoice("INV-20"), invoice("INV-21"), invoice("INV-20"), {"invoice_id": "INV-22"}]
+
+    first = flow.run("batch", items)
+    performed = {line["place"]: (line["performed"], line["status"]) for line in answers(first)}
+    assert performed == {0: (True, "done"), 1: (True, "done"), 2: (False, "in_progress")}
+    assert [(line["place"], line["httpStatus"], line["reason"]) for line in first if line["event"] == "refused"] == [
+        (3, 422, "invalid_input")
+    ]
+    assert len(vendor.db()["invoices"]) == 2
+
+    again = flow.run("batch", items)
+    assert {line["place"]: (line["performed"], line["status"]) for line in answers(again)} == {
+        0: (False, "done"),
+        1: (False, "done"),
+        2: (False, "done"),
+    }
+    assert len(vendor.db()["invoices"]) == 2
+    assert len(vendor_posts(vendor)) == 2
+    assert set(Operation.objects.values_list("state", flat=True)) == {State.SUCCEEDED}
 
 
 def test_two_processes_racing_one_key_one_acts_the_other_waits_then_is_answered_done(flow, vendor, tmp_path):

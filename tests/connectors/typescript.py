@@ -53,10 +53,10 @@ class Flow:
             "ACTION": action,
         }
 
-    def _command(self, mode: str, data: dict) -> list[str]:
+    def _command(self, mode: str, data: dict | list) -> list[str]:
         return ["node", SCRIPT.name, mode, json.dumps(data)]
 
-    def run(self, mode: str, data: dict, **env: str) -> list[dict]:
+    def run(self, mode: str, data: dict | list, **env: str) -> list[dict]:
         done = subprocess.run(
             self._command(mode, data),
             cwd=self.directory,

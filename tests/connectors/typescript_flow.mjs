@@ -8,13 +8,14 @@
 //     until-done  claim again while the answer says wait (in progress, retry later, held), and after a
 //                 failure it reported, until done or an answer that waits for a person or a lookup
 //     crash       claim, create the invoice, print "acted" and hang there (the test SIGKILLs it)
+//     batch       DATA_JSON a list: claimBatch of them all, then each claimed one performed
 //
 // Environment: OPSCONSOLE_URL, OPSCONSOLE_TOKEN, VENDOR_URL, ACTION; LEASE_SECONDS (30),
 // VENDOR_TIMEOUT_MS (5000); GO_FILE: once claimed, wait until this file exists before calling the vendor.
 import { existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { Opsconsole, VendorCallError } from "opsconsole-client";
+import { Opsconsole, Refused, VendorCallError } from "opsconsole-client";
 
 const [mode, dataJson] = process.argv.slice(2);
 const data = JSON.parse(dataJson);
@@ -30,14 +31,14 @@ function say(event, fields = {}) {
 
 let held; // the claim fn was given, to say what was reported when fn threw
 
-async function createInvoice(claim) {
+async function createInvoice(claim, invoiceData = data) {
   held = claim;
   say("acting", { key: claim.key, attempt: claim.attempt });
   while (env.GO_FILE && !existsSync(env.GO_FILE)) await sleep(20);
   const response = await fetch(`${env.VENDOR_URL}/invoices`, {
     method: "POST",
     headers: { "Content-Type": "application/json", "Idempotency-Key": claim.idempotencyKey },
-    body: JSON.stringify({ idempotency_key: claim.idempotencyKey, ...data }),
+    body: JSON.stringify({ idempotency_key: claim.idempotencyKey, ...invoiceData }),
     signal: AbortSignal.timeout(vendorTimeoutMs),
   });
   const text = await response.text();
@@ -86,6 +87,17 @@ if (mode === "once" || mode === "crash") {
     if (answer && !WAITING.has(answer.status)) break;
     // Claims are safe to repeat: poll sooner than a long Retry-After, never faster than 5 a second.
     await sleep(Math.max(200, Math.min((answer?.retryAfter ?? 0.5) * 1000, 1000)));
+  }
+} else if (mode === "batch") {
+  // DATA_JSON is a list of invoices: claimed in one request, each claimed one performed on its own.
+  const items = await ops.claimBatch(data.map((invoiceData) => ({ action: env.ACTION, data: invoiceData, leaseSeconds })));
+  for (const [place, item] of items.entries()) {
+    if (item instanceof Refused) {
+      say("refused", { place, httpStatus: item.httpStatus, reason: item.reason });
+      continue;
+    }
+    const answer = await ops.perform(item, (claim) => createInvoice(claim, data[place]));
+    say("answer", { place, key: item.key, performed: answer.performed, status: answer.status, httpStatus: item.httpStatus, externalId: answer.externalId ?? null });
   }
 } else {
   say("error", { name: "Usage", message: `unknown mode ${mode}` });
