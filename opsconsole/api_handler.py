@@ -3,7 +3,7 @@ through the whole of ``MIDDLEWARE``.
 
 An automation's request needs none of what a person's does: no session, CSRF token, user, messages,
 CSP, login lockout, htmx, time zone, static files or styled error page. Each of those is a frame and
-some work on every request (the 17 middleware were ~22 % of an API worker's CPU, issue 42).
+some work on every request (the 17 middleware were ~22 % of an API worker's CPU before this chain).
 ``ApiPathMiddleware`` sits first in ``MIDDLEWARE`` (after the probes): a request under ``/api/``
 leaves the console's chain there and runs through a chain of its own, built once as Django builds
 its own (``BaseHandler.load_middleware``, sync only: gunicorn's workers and the test client are

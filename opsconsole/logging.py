@@ -19,7 +19,7 @@ _ENCODER = json.JSONEncoder(default=str)  # one encoder: json.dumps(..., default
 
 # A line carries none of what logging otherwise collects for every record (the caller's file and line,
 # found by walking the stack; the thread's and process's names): ~20 % of an access line's CPU
-# (issue 42). Python's logging documentation, "Optimization".
+# (bench/profile_request.py). Python's logging documentation, "Optimization".
 logging._srcfile = None
 logging.logThreads = False
 logging.logProcesses = False

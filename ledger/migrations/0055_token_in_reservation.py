@@ -1,4 +1,4 @@
-"""Intake's reservation, issue 42: the API's cached token checked inside it, and a batch's rows
+"""Intake's reservation in one round trip: the API's cached token checked inside it, and a batch's rows
 passed as typed arrays.
 
 - ``ledger_token_digest``: what a token resolved to (its row, its workspace's, its person's and the

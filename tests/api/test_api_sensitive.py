@@ -85,7 +85,7 @@ def test_the_role_is_read_with_the_token_in_its_one_statement(client, token_of):
     """What the answer reveals is decided by the role the token's statement read: a POST with a token
     this process has not read is that statement and intake's two (the reservation, then its audit
     event sealed in this process); the next, with the token cached, intake's two alone, the
-    reservation checking that the token and its role are still what the statement read (issue 42).
+    reservation checking that the token and its role are still what the statement read.
     Nothing more (the test's transaction adds intake's savepoint)."""
     approver = token_of("approver")
     post(client, approver, "/api/v1/events", {"action": "prepare-brief", "data": {**BRIEF, "request_id": "R-41"}})
