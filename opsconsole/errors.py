@@ -2,8 +2,10 @@
 documented NotFound body), elsewhere the styled templates with the console's layout, a sentence on
 what happened and a way back (templates/403.html, 403_csrf.html, 404.html, 405.html, 500.html)."""
 
-from django.http import Http404
+from django.contrib.auth.models import AnonymousUser
+from django.http import Http404, HttpResponseServerError
 from django.shortcuts import render
+from django.template import loader
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import defaults
@@ -30,6 +32,21 @@ def api_not_found(request, *args, **kwargs):
     Routed (the last pattern under /api/) rather than left to ``handler404``, which DEBUG replaces
     with Django's page."""
     return answers.respond(answers.NO_SUCH_RESOURCE, 404)
+
+
+# What the 500 page's layout (base.html) reads, given rather than looked up: the page is rendered
+# while the failure is being handled, so a variable it looked for in vain would be logged (Django's
+# template debug line) with that failure's traceback chained to it, message and all; and nothing the
+# failed request holds (its session, its user, the database) is asked again.
+_SERVER_ERROR_CONTEXT = {"user": AnonymousUser(), "messages": ()}
+
+
+def server_error(request):
+    """500: under /api/ the API's JSON (an automation reads the status and retries), elsewhere the
+    console's page; neither says more than that it failed (the log has the traceback)."""
+    if request.path.startswith("/api/"):
+        return answers.respond(answers.INTERNAL_ERROR, 500)
+    return HttpResponseServerError(loader.render_to_string("500.html", _SERVER_ERROR_CONTEXT))
 
 
 def permission_denied(request, exception):

@@ -23,3 +23,4 @@ urlpatterns = [
 
 handler403 = "opsconsole.errors.permission_denied"
 handler404 = "opsconsole.errors.not_found"
+handler500 = "opsconsole.errors.server_error"

@@ -370,4 +370,6 @@ def batch_too_large(limit: int, *, items: str = "events") -> BatchTooLarge:
 UNAUTHORIZED = Unauthorized(detail="A valid workspace token is required: Authorization: Bearer <token>.")
 NO_SUCH_OPERATION = NotFound(detail="No operation with this key in this workspace.")
 NO_SUCH_RESOURCE = NotFound(detail="No such resource in this API.")
+# An error no route answered (logged with its traceback and the request id): safe to retry.
+INTERNAL_ERROR = Failed(reason="internal_error", errors=[])
 NO_SUCH_SOURCE = NotFound(detail="No webhook source has this name.")

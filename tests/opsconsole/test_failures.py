@@ -3,6 +3,7 @@ unhandled error reaches the JSON log with its traceback but never the submitted 
 database that cannot be reached gives a retryable 503 (JSON for automations, a page for people)."""
 
 import json
+import logging
 
 import pytest
 from django.conf import settings
@@ -148,3 +149,51 @@ def test_it_shows_a_person_a_friendly_page_when_the_database_is_down(client, per
     page = response.content.decode()
     assert "cannot reach its database right now" in page
     assert "req-503" in page
+
+
+@pytest.fixture
+def template_log():
+    """Every record django.template writes, at DEBUG (its missing-variable line is DEBUG)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("django.template")
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    yield records
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def test_the_500_page_is_drawn_without_logging_the_failure_it_answers(client, person, monkeypatch, template_log):
+    """The page is rendered while the failure is handled: a variable its layout looked up in vain
+    would be logged with the failure chained to it, its message (a payload value) and all."""
+    client.force_login(person("viewer", "viewer"))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("customer C-" + "2002 refund")
+
+    monkeypatch.setattr("opsconsole.console.views.oldest_due_seconds", broken)
+    client.raise_request_exception = False
+
+    response = client.get("/console/")
+
+    assert response.status_code == 500
+    assert "Something went wrong on our side" in response.content.decode()
+    assert [record.getMessage() for record in template_log] == []
+
+
+def test_an_api_500_answers_the_apis_json(client, token, monkeypatch, template_log):
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("opsconsole.api.operations.find_operation", broken)
+    client.raise_request_exception = False
+
+    response = client.get("/api/v1/operations/demo:R-1:v1:issue-refund", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    assert response.status_code == 500
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"status": "error", "reason": "internal_error", "errors": []}
+    assert template_log == []
