@@ -3,14 +3,24 @@ id and result), ``failed`` (transient: retried with backoff within the attempt l
 workspace's retry budget, as any action; permanent: review) or ``unknown`` (a lookup or a person
 decides). Fenced by the claim's token; the same report sent again is answered as it was, and a
 different one under the same claim is refused (``outcome_conflict``).
+
+A ``succeeded`` report is one database call and one commit (``ledger_report_outcome``,
+``sql/report_outcome.sql``): the call fences it by the claim's token and records it, returning
+the move's audit event for Python to seal and insert with the COMMIT; nothing is compiled by the
+ORM on that path. What it does not decide goes the Python way (the ORM, one transaction):
+``failed`` and ``unknown`` reports (their next state weighs the attempt limit, the backoff and the
+workspace's retry budget, and their error text is masked against the payload first), reports in a
+workspace with subscriptions (a move is announced in its transaction), a key whose last part names
+no action its caller performs, and an overdue claim (moved as the sweep would, after the call).
 """
 
 import hashlib
 import json
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 from pydantic import (
     BaseModel,
@@ -26,7 +36,7 @@ from pydantic import (
 )
 from pydantic.config import JsonDict, JsonValue
 
-from ledger.actions import FieldError, get_action
+from ledger.actions import FieldError, get_action, registry
 from ledger.actions.base import field_errors
 from ledger.callers.claims import (
     Answer,
@@ -37,14 +47,20 @@ from ledger.callers.claims import (
     no_such_operation,
     stale_after,
 )
-from ledger.callers.tokens import claim_of
-from ledger.core import privacy
+from ledger.callers.tokens import claim_in, claim_of
+from ledger.core import announcements, audit_chain, contention, privacy, tallies
+from ledger.core.rows import dumps, from_json, model_row
+from ledger.core.transitions import log_transition
 from ledger.engine.attempts import finish_attempt
 from ledger.engine.failed import write_failure
 from ledger.engine.succeeded import record_success
-from ledger.intake.decoding import unstorable_text_errors
-from ledger.models import Attempt, Operation, Workspace
+from ledger.intake.decoding import storable_text_problem, unstorable_text_errors
+from ledger.models import Attempt, AuditEvent, Operation, Workspace
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
+from ledger.states import State
+
+# A succeeded report, fenced and recorded in one statement (sql/report_outcome.sql).
+CALL = "SELECT ledger_report_outcome(%s::jsonb)"
 
 RECORDED = "recorded"
 OUTCOME_CONFLICT = "outcome_conflict"
@@ -175,6 +191,15 @@ def read(model: type[BaseModel], raw: Any) -> tuple[Any, list[dict]]:
 
 def report_outcome(*, workspace: Workspace, key: str, report: OutcomeReport, actor: str) -> Answer:
     """Record ``report`` under its claim, or say why not."""
+    if report.outcome == "succeeded" and not announcements.may_announce(workspace.pk):
+        answer = _succeeded_in_one_call(workspace, key, report, actor=actor)
+        if answer is not None:
+            return answer
+    return _reported(workspace=workspace, key=key, report=report, actor=actor)
+
+
+def _reported(*, workspace: Workspace, key: str, report: OutcomeReport, actor: str) -> Answer:
+    """``report_outcome`` through the ORM, in one transaction (the paths the call leaves)."""
     operation = keyed(workspace, key).first()
     if operation is None:
         return no_such_operation()
@@ -194,6 +219,80 @@ def report_outcome(*, workspace: Workspace, key: str, report: OutcomeReport, act
             _record(operation, attempt, report, digest, actor=actor)
             return Answer(RECORDED, operation, f"recorded: the operation is {operation.state}")
     return stale_after(answer, actor=actor)
+
+
+def _succeeded_in_one_call(workspace: Workspace, key: str, report: OutcomeReport, *, actor: str) -> Answer | None:
+    """A succeeded report in one call and one commit; None when the call leaves it to ``_reported``
+    (the key names no action its caller performs, or an operation of another action)."""
+    if storable_text_problem(key):  # no key holds it (``keyed`` asks nothing)
+        return no_such_operation()
+    action = registry.get(unquote(key.rpartition(":")[2]))  # a key ends with its action (ledger.keys)
+    if action is None or not action.performed_by_caller:
+        return None
+    operation_id, claim = claim_in(report.token) or (None, None)
+    now = timezone.now()
+    request = {
+        "workspace_id": workspace.pk,
+        "key": key,
+        "action": action.name,
+        "operation_id": operation_id,
+        "claim": claim,
+        "digest": report.digest(),
+        "now": now,
+        "result": report.result or {},
+        "external_id": report.external_id or "",
+        "tally": tallies.success_labels(action.name),
+        "shard": tallies.shard(),
+        "audit": model_row(AuditEvent(workspace_id=workspace.pk, actor=actor), created_at=now),
+        "chain_lock": audit_chain.chain_lock_key(workspace.pk),
+    }
+    result = contention.retried(_call, dumps(request), doing="reporting an outcome")
+    status = result["answer"]
+    if status == "other_action":
+        return None
+    if status == "not_found":
+        return no_such_operation()
+    operation = from_json(Operation, result["operation"], workspace=workspace)
+    if status == "recorded":
+        attempt = from_json(Attempt, result["attempt"], operation=operation)
+        log_transition(
+            operation, from_state=State.PROCESSING, to_state=State.SUCCEEDED, kind="succeeded", attempt=attempt
+        )
+        return Answer(RECORDED, operation, f"recorded: the operation is {operation.state}")
+    if status in ("repeated", "conflict"):
+        return _repeated(operation, from_json(Attempt, result["attempt"], operation=operation), report.digest())
+    # never_issued, stale, overdue: worded (and an overdue one moved) as the ORM's way does it.
+    answer = current_claim(operation, report.token, now)
+    assert answer is not None, status  # the call found the claim over
+    return stale_after(answer, actor=actor)
+
+
+def _call(request: str) -> dict:
+    """One transaction: the call, then its audit event sealed and inserted with the COMMIT
+    (``ledger.callers.claiming``'s way: BEGIN sent with the call, the event with the COMMIT)."""
+    if connection.in_atomic_block or not connection.get_autocommit():
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(CALL, [request])
+            result = json.loads(cursor.fetchone()[0])
+            if result.get("audit"):
+                cursor.execute(audit_chain.INSERT, [audit_chain.sealed(*result["audit"])])
+        return result
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute(f"BEGIN; {CALL}", [request])
+            cursor.nextset()  # past BEGIN's empty result, to the call's
+            result = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
+            if result.get("audit"):
+                cursor.execute(f"{audit_chain.INSERT}; COMMIT", [audit_chain.sealed(*result["audit"])])
+            else:
+                cursor.execute("COMMIT")
+        except BaseException:
+            try:
+                cursor.execute("ROLLBACK")
+            except DatabaseError:
+                pass
+            raise
+    return result
 
 
 def _attempt_of(operation: Operation, token: str) -> Attempt | None:

@@ -17,10 +17,19 @@ def token_for(operation: Operation) -> str:
 def claim_of(token: str, operation: Operation) -> int | None:
     """The fencing token ``token`` was issued under for ``operation``; None when it was issued for
     another operation or never issued here."""
+    named = claim_in(token)
+    if named is None or named[0] != operation.pk:
+        return None
+    return named[1]
+
+
+def claim_in(token: str) -> tuple[int, int] | None:
+    """The operation's id and the fencing token ``token`` was issued under; None when it was never
+    issued here (SQL that fences a report is given these: ``ledger_report_outcome``)."""
     try:
         operation_id, _, fencing_token = _SIGNER.unsign(token).partition(".")
     except signing.BadSignature:
         return None
-    if operation_id != str(operation.pk) or not fencing_token.isdigit():
+    if not (operation_id + fencing_token).isascii() or not operation_id.isdigit() or not fencing_token.isdigit():
         return None
-    return int(fencing_token)
+    return int(operation_id), int(fencing_token)

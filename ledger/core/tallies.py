@@ -143,6 +143,21 @@ def shard() -> str:
     return f"{socket.gethostname()}:{os.getpid() % SHARDS}"
 
 
+def success_labels(action_name: str) -> dict:
+    """What ``count_moves`` counts for a try of ``action_name`` that succeeded and finished its
+    operation, as SQL that counts it is given it (``ledger_report_outcome``): the attempt's labels,
+    the action's, each bucket's bound with its labels (then ``beyond``'s) and the service level in
+    seconds (None: none)."""
+    level = _service_level(action_name)
+    return {
+        "attempts": _labels(action=action_name, destination=destination(action_name), outcome="ok"),
+        "action": _labels(action=action_name),
+        "buckets": [[bound, _labels(action=action_name, le=bound)] for bound in buckets(action_name)],
+        "beyond": _labels(action=action_name, le=float("inf")),
+        "service_level": level.total_seconds() if level is not None else None,
+    }
+
+
 def labels_of(**values) -> str:
     """A counter's labels as its rows hold them (SQL that counts is given them)."""
     return _labels(**values)

@@ -61,3 +61,22 @@ def test_a_claim_in_sql_moves_rows_only_along_the_tables_edge_to_processing(db):
     # What it decides without moving: the states its answers name are the table's states.
     [decided] = re.findall(r"operation\.state\s+NOT\s+IN\s*\(([^)]*)\)", text, flags=re.IGNORECASE)
     assert quoted(decided) == set(CLAIMABLE_STATES)
+
+
+def test_a_success_reported_in_sql_moves_rows_only_along_the_tables_edge_to_succeeded(db):
+    """ledger_report_outcome: its guarded UPDATE takes only a row a claim holds (``processing``, the
+    one state its ``state IN (..)`` lists, after its check of the held row's state), which the table
+    lets reach the state its SET writes (succeeded); the one move it audits is that edge, from the
+    row's state as held."""
+    text = function_text("ledger_report_outcome")
+
+    [guard] = re.findall(r"\bo\.state\s+IN\s*\(([^)]*)\)", text, flags=re.IGNORECASE)
+    assert quoted(guard) == {State.PROCESSING}
+    [held] = re.findall(r"operation\.state\s*<>\s*'(\w+)'", text)
+    assert held == State.PROCESSING
+    [written] = re.findall(r"\bSET\s+state\s*=\s*'(\w+)'", text, flags=re.IGNORECASE)
+    assert written == State.SUCCEEDED
+    assert all(can_transition(state, written) for state in quoted(guard))
+
+    audited = re.findall(r"'kind', '(\w+)', 'from_state', ([^,]+), 'to_state', '(\w+)'", text)
+    assert audited == [("succeeded", "operation.state", written)]
