@@ -31,15 +31,15 @@ Python then enqueues the wake-up's tasks on commit (``nudges.wake``).
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache, lru_cache
+from functools import lru_cache
 
-from django.db import DatabaseError, connection, models, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition
 from ledger.core import accounts, announcements, audit_chain, nudges
 from ledger.core.audit_chain import chain_lock_key
-from ledger.core.rows import dumps, model_row
+from ledger.core.rows import dumps, from_json, model_row
 from ledger.keys import KEY_RECIPE
 from ledger.models import AuditEvent, Conflict, Contribution, Delivery, OnConflict, Operation, Workspace
 from ledger.states import State
@@ -206,7 +206,7 @@ def _reserve(workspace: Workspace, call: str, arguments: list) -> list[Reserved]
 
 def _announce(workspace, answer: dict) -> None:
     """The notifications of what the reservation changed: its events, with their ids, name the changes."""
-    operations = {row["id"]: _instance(Operation, row, workspace=workspace) for row in answer["operations"].values()}
+    operations = {row["id"]: from_json(Operation, row, workspace=workspace) for row in answer["operations"].values()}
     announcements.announce(announcements.of_rows(operations, answer["audit"][1]))
 
 
@@ -294,12 +294,12 @@ def _events_json(events: list[Event], now: datetime) -> list[dict]:
 
 def reserved_from(workspace, answer: dict) -> list[Reserved]:
     """What ``ledger_reserve`` answered, as model instances; the wake-up it took, asked for on commit."""
-    operations = {key: _instance(Operation, row, workspace=workspace) for key, row in answer["operations"].items()}
+    operations = {key: from_json(Operation, row, workspace=workspace) for key, row in answer["operations"].items()}
     reserved = []
     accepted = 0
     for found in answer["results"]:
         operation = operations[found["key"]]
-        conflict = _instance(Conflict, found["conflict"], operation=operation) if found["conflict"] else None
+        conflict = from_json(Conflict, found["conflict"], operation=operation) if found["conflict"] else None
         accepted += found["outcome"] == Outcome.ACCEPTED
         reserved.append(Reserved(found["outcome"], operation, conflict))
     if accepted:
@@ -326,27 +326,6 @@ def _rows(workspace_id: int, source: str, submitted_by: str, person_id: int | No
         ),
         "audit": model_row(AuditEvent(workspace_id=workspace_id, actor=submitted_by or source)),
     }
-
-
-def _instance(model, row: dict, **related):
-    """A model instance, as loaded from the database, from a row ledger_reserve returned (its
-    values are JSON: only the times need converting)."""
-    names, columns, times = _columns(model)
-    values = [row[column] for column in columns]
-    for index in times:
-        if values[index] is not None:
-            values[index] = datetime.fromisoformat(values[index])
-    instance = model.from_db(Operation.objects.db, names, values)
-    for name, value in related.items():
-        setattr(instance, name, value)
-    return instance
-
-
-@cache
-def _columns(model) -> tuple[list[str], list[str], list[int]]:
-    fields = model._meta.concrete_fields
-    times = [index for index, field in enumerate(fields) if isinstance(field, models.DateTimeField)]
-    return [field.attname for field in fields], [field.column for field in fields], times
 
 
 def _first_state(event: Event) -> str:
