@@ -294,3 +294,12 @@ def run_in_scratch_database(
             else:
                 scratch.drop()
     print(f"total run time: {time.perf_counter() - started:.0f} s")
+
+
+def prepare_bare_tables(observer, template_operation_id: int) -> None:
+    """The bare service's table (ledger_operation's shape) and its one-row template, a real operation."""
+    observer.execute("DROP TABLE IF EXISTS bench_bare_operation, bench_bare_template")
+    observer.execute("CREATE TABLE bench_bare_operation (LIKE ledger_operation INCLUDING ALL)")
+    observer.execute(
+        "CREATE TABLE bench_bare_template AS SELECT * FROM ledger_operation WHERE id = %s", [template_operation_id]
+    )

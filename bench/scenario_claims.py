@@ -42,7 +42,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
-from bench.harness import Rounds, Row, Series, env_int, rate, timed_calls
+from bench.harness import Rounds, Row, Series, env_int, prepare_bare_tables, rate, timed_calls
 
 CLAIMS_COUNT = env_int("BENCH_CLAIMS_COUNT", 300)
 CLAIM_BATCH = env_int("BENCH_CLAIM_BATCH", 100)
@@ -264,7 +264,6 @@ def scenario_claims(rounds: Rounds, log_dir: Path) -> list[Row]:
     import psycopg
     from django.conf import settings
 
-    from bench.scenario_peers import prepare_bare_tables
     from ledger.core import accounts
     from ledger.intake import submit
     from ledger.models import Operation

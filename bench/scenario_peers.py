@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from bench.cpu import CpuMeter
-from bench.harness import Rounds, Row, Series, env_int
+from bench.harness import Rounds, Row, Series, env_int, prepare_bare_tables
 from bench.scenario_intake import event
 
 CLIENTS = tuple(int(n) for n in os.environ.get("BENCH_PEER_CLIENTS", "1,4,16").split(","))
@@ -44,15 +44,6 @@ SIDES = {
     "ours": {"path": "/api/v1/events", "appname": "bench-gunicorn-ours"},
     "bare ninja": {"path": "/api/events", "appname": "bench-gunicorn-bare"},
 }
-
-
-def prepare_bare_tables(observer, template_operation_id: int) -> None:
-    """The bare service's table (ledger_operation's shape) and its one-row template, a real operation."""
-    observer.execute("DROP TABLE IF EXISTS bench_bare_operation, bench_bare_template")
-    observer.execute("CREATE TABLE bench_bare_operation (LIKE ledger_operation INCLUDING ALL)")
-    observer.execute(
-        "CREATE TABLE bench_bare_template AS SELECT * FROM ledger_operation WHERE id = %s", [template_operation_id]
-    )
 
 
 class Clients:
