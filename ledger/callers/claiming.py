@@ -169,7 +169,7 @@ def _item(
     request = _request(workspace, event.key, action, lease, now=now, actor=actor)
     # The reservation as intake makes it (ledger.intake.reservation), inside the claim's call.
     request["reserve"] = reservation.one_event_request(
-        workspace, event, source=claims.SOURCE, submitted_by=actor, person=person
+        workspace, event, source=claims.SOURCE, submitted_by=actor, person=person, now=now
     )
     return _Item(request, action, lease, event)
 

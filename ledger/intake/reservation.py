@@ -238,18 +238,21 @@ def _roll_back(cursor) -> None:
         pass
 
 
-def one_event_request(workspace, event: Event, *, source: str, submitted_by: str, person, token=None) -> dict:
-    """What ``ledger_reserve_one`` is given for ``event``: what ``ledger_claim`` reserves with too."""
-    request = _request(workspace, [event], refused=[], source=source, submitted_by=submitted_by, person=person)
+def one_event_request(
+    workspace, event: Event, *, source: str, submitted_by: str, person, token=None, now: datetime | None = None
+) -> dict:
+    """What ``ledger_reserve_one`` is given for ``event``: what ``ledger_claim`` reserves with too
+    (at the claim's own ``now``, so that what it creates and claims bears one time)."""
+    request = _request(workspace, [event], refused=[], source=source, submitted_by=submitted_by, person=person, now=now)
     request["events"] = _events_json([event], request["now"])
     if token is not None:
         request["token"] = token
     return request
 
 
-def _request(workspace, events, *, refused, source, submitted_by, person) -> dict:
+def _request(workspace, events, *, refused, source, submitted_by, person, now: datetime | None = None) -> dict:
     """What ``ledger_reserve`` is given: every row it may write, but for what only it knows."""
-    now = timezone.now()
+    now = now or timezone.now()
     rows = _rows(workspace.pk, source, submitted_by, person.pk if person is not None else None)
     return {
         "workspace_id": workspace.pk,

@@ -41,6 +41,19 @@ def test_each_claim_of_a_batch_is_claimed_with_its_own_token_in_one_transaction(
     assert recorded.json()["status"] == "recorded"
 
 
+def test_what_a_claim_creates_and_claims_bears_one_time(batch, api):
+    """The reservation inside the claim's call is made at the claim's time: an operation is never
+    updated before it was created, and its delivery, audit events and try agree."""
+    batch([envelope("INV-1")])
+    api.post("/api/v1/claims", envelope("INV-2"))
+
+    for operation in Operation.objects.all():
+        attempt = Attempt.objects.get(operation=operation)
+        delivery = Delivery.objects.get(operation=operation)
+        assert operation.created_at == operation.updated_at == attempt.started_at == delivery.received_at
+        assert {event.created_at for event in AuditEvent.objects.filter(operation=operation)} == {operation.created_at}
+
+
 def test_a_key_twice_in_a_batch_is_claimed_by_its_first_item_and_the_second_told_in_progress(batch):
     results = batch([envelope(), envelope()]).json()["results"]
 
