@@ -13,7 +13,7 @@ from ledger.models import Approval, Attempt, AuditEvent, BulkAction, Conflict, O
 from ledger.states import State
 from reconciliation.models import Mismatch, ReconciliationRun
 
-REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
+REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-7Q31", "amount_cents": 4500, "currency": "EUR"}
 READERS = "Visible to everyone in workspace demo, including viewers and operators, who do not see sensitive values"
 
 
@@ -65,7 +65,7 @@ def refused(client, url, data, *, field_id, text, field="customer_id", label="re
     assert said.endswith("describe it without the value. Nothing was changed.")
     assert f'<a href="#{field_id}">see why, beside the field</a>' in page
     assert text not in page
-    assert ("1001" not in page) is masked
+    assert ("7Q31" not in page) is masked
     return page
 
 
@@ -82,7 +82,7 @@ def test_a_decision_on_an_operation_refuses_a_reason_with_a_sensitive_value(
 ):
     login("operator")
     operation = refund(workspace, State.NEEDS_REVIEW, landed=verb == "resolve")
-    text = "Customer C-1001 called"
+    text = "Customer C-7Q31 called"
 
     page = refused(
         client, f"/console/operations/{operation.pk}/{verb}/", {"reason": text} | extra, field_id=field_id, text=text
@@ -144,7 +144,7 @@ def test_an_approval_refuses_a_note_with_a_sensitive_value_on_its_confirmation(c
 
     response = client.post(
         f"/console/operations/{operation.pk}/approve/",
-        {"note": "paid to c-1001", "fingerprint": operation.fingerprint},
+        {"note": "paid to c-7q31", "fingerprint": operation.fingerprint},
         follow=True,
     )
 
@@ -152,7 +152,7 @@ def test_an_approval_refuses_a_note_with_a_sensitive_value_on_its_confirmation(c
     assert response.redirect_chain == [(f"/console/operations/{operation.pk}/approve/", 302)]
     page = response.content.decode()
     assert refusal_beside(page, "approval-note").startswith("The note contains the customer_id of this operation;")
-    assert "paid to c-1001" not in page
+    assert "paid to c-7q31" not in page
     assert f'id="approval-note-readers">{READERS}' in page
 
 
@@ -231,13 +231,13 @@ def test_a_bulk_action_of_a_selection_refuses_a_sensitive_value_at_the_top_of_th
 
     page = client.post(
         "/console/bulk/",
-        {"operation": [operation.pk], "token": "t-1", "kind": "cancel", "reason": "C-1001 again"},
+        {"operation": [operation.pk], "token": "t-1", "kind": "cancel", "reason": "C-7Q31 again"},
         follow=True,
     ).content.decode()
 
     assert written() == before
     assert "The reason contains the customer_id of this operation;" in page
-    assert "C-1001 again" not in page
+    assert "C-7Q31 again" not in page
 
 
 def test_a_mismatch_decision_refuses_a_sensitive_value(client, login, workspace):
