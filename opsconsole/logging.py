@@ -46,7 +46,23 @@ class JsonFormatter(logging.Formatter):
         )
         if record.exc_info:
             line["exception"] = _without_message(*record.exc_info)
+        elif record.exc_text:  # withheld already (WithheldExceptionMessage)
+            line["exception"] = record.exc_text
         return _ENCODER.encode(line)
+
+
+class WithheldExceptionMessage(logging.Filter):
+    """A logger's records carry their exception as the JSON log writes it, for every handler: the
+    traceback and the type, never the message. django.request logs whatever a view raised, and an
+    exception's message may quote a payload value (a masking bug's "cannot mask C-1001"); the JSON
+    formatter withholds it, but any other handler (a developer's console, an error tracker's) would
+    print it from the record."""
+
+    def filter(self, record):
+        if record.exc_info and record.exc_info[0] is not None:
+            record.exc_text = _without_message(*record.exc_info)
+            record.exc_info = None
+        return True
 
 
 def _plain(value):

@@ -283,6 +283,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "opsconsole.logging.JsonFormatter"}},
+    # What a view raised, without its message, whichever handler prints it (opsconsole.logging).
+    "filters": {"exception_message_withheld": {"()": "opsconsole.logging.WithheldExceptionMessage"}},
     "handlers": {
         "console": (
             {"class": "logging.FileHandler", "filename": OPSCONSOLE_LOG_FILE, "formatter": "json"}
@@ -296,7 +298,12 @@ LOGGING = {
         "ledger": {"handlers": ["console"], "level": env.str("LEDGER_LOG_LEVEL", default="INFO")},
         # Server errors (5xx) with their tracebacks, and refused requests (bad Host, CSRF), as JSON
         # lines carrying the request id: with DEBUG off nothing else would print them.
-        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        "django.request": {
+            "handlers": ["console"],
+            "level": "ERROR",
+            "propagate": False,
+            "filters": ["exception_message_withheld"],
+        },
         "django.security": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         # The access log (a line per request) and why /readyz is not ready.
         "opsconsole": {

@@ -197,3 +197,29 @@ def test_an_api_500_answers_the_apis_json(client, token, monkeypatch, template_l
     assert response["Content-Type"] == "application/json"
     assert response.json() == {"status": "error", "reason": "internal_error", "errors": []}
     assert template_log == []
+
+
+def test_an_unhandled_errors_record_carries_no_message_to_any_handler(client, person, monkeypatch):
+    """Not only the JSON log: a handler of another format (a developer's console, an error tracker)
+    gets django.request's record with the traceback and the type, and never the message."""
+    client.force_login(person("viewer", "viewer"))
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger("django.request").addHandler(handler)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("customer C-" + "3003 refund")
+
+    monkeypatch.setattr("opsconsole.console.views.oldest_due_seconds", broken)
+    client.raise_request_exception = False
+    try:
+        assert client.get("/console/").status_code == 500
+    finally:
+        logging.getLogger("django.request").removeHandler(handler)
+
+    [record] = records
+    printed = logging.Formatter().format(record)
+    assert "in broken" in printed
+    assert "builtins.RuntimeError (message withheld)" in printed
+    assert "C-3003" not in printed
