@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition
@@ -236,16 +236,7 @@ def _call(workspace: Workspace, items: list[_Item]) -> list[dict]:
             if events := _events(results):
                 cursor.execute(audit_chain.INSERT, [events])
         return results
-    with connection.cursor() as cursor:
-        try:
-            cursor.execute(f"BEGIN; {CALL}", [requests])
-            cursor.nextset()  # past BEGIN's empty result, to the call's
-            results = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
-            cursor.execute(f"{audit_chain.INSERT}; COMMIT", [_events(results) or "[]"])
-        except BaseException:
-            _roll_back(cursor)
-            raise
-    return results
+    return audit_chain.in_one_transaction(CALL, [requests], lambda results: _events(results) or "[]")
 
 
 def _events(results: list[dict]) -> str:
@@ -256,13 +247,6 @@ def _events(results: list[dict]) -> str:
         return ""
     rows = sorted((row for _, rows in audits for row in rows), key=lambda row: row["id"])
     return audit_chain.sealed(audits[0][0], rows)
-
-
-def _roll_back(cursor) -> None:
-    try:
-        cursor.execute("ROLLBACK")
-    except DatabaseError:
-        pass
 
 
 def _answer(workspace: Workspace, item: _Item, result: dict, *, now: datetime, actor: str) -> claims.Answer:

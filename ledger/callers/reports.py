@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from pydantic import (
     BaseModel,
@@ -277,22 +277,9 @@ def _call(request: str) -> dict:
             if result.get("audit"):
                 cursor.execute(audit_chain.INSERT, [audit_chain.sealed(*result["audit"])])
         return result
-    with connection.cursor() as cursor:
-        try:
-            cursor.execute(f"BEGIN; {CALL}", [request])
-            cursor.nextset()  # past BEGIN's empty result, to the call's
-            result = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
-            if result.get("audit"):
-                cursor.execute(f"{audit_chain.INSERT}; COMMIT", [audit_chain.sealed(*result["audit"])])
-            else:
-                cursor.execute("COMMIT")
-        except BaseException:
-            try:
-                cursor.execute("ROLLBACK")
-            except DatabaseError:
-                pass
-            raise
-    return result
+    return audit_chain.in_one_transaction(
+        CALL, [request], lambda result: audit_chain.sealed(*result["audit"]) if result.get("audit") else None
+    )
 
 
 def _attempt_of(operation: Operation, token: str) -> Attempt | None:

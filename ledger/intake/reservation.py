@@ -192,7 +192,7 @@ def _reserve(workspace: Workspace, call: str, arguments: list) -> list[Reserved]
     # are in (ledger.core.announcements): the path that commits with the events' insert cannot.
     listened = announcements.may_announce(workspace.pk)
     if not listened and not connection.in_atomic_block and connection.get_autocommit():
-        return reserved_from(workspace, _in_a_transaction_of_its_own(call, arguments))
+        return reserved_from(workspace, audit_chain.in_one_transaction(call, arguments, _sealed_events))
     # Inside a caller's transaction, a savepoint keeps a failed call from failing the caller's.
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(call, arguments)
@@ -210,32 +210,8 @@ def _announce(workspace, answer: dict) -> None:
     announcements.announce(announcements.of_rows(operations, answer["audit"][1]))
 
 
-def _in_a_transaction_of_its_own(call: str, arguments: list) -> dict:
-    """The reservation and its sealed audit events as one transaction in two round trips: BEGIN
-    sent with the call, the events with the COMMIT (Django binds parameters on the client, so each
-    pair is one query). ``transaction.atomic()`` would send BEGIN and COMMIT on their own, two more
-    round trips at every request (intake was ~1.6x slower in-process). Anything that fails in
-    between rolls the transaction back, so nothing is left half-written or open."""
-    with connection.cursor() as cursor:
-        try:
-            cursor.execute(f"BEGIN; {call}", arguments)
-            cursor.nextset()  # past BEGIN's empty result, to the call's
-            answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
-            events = audit_chain.sealed(*answer["audit"]) if answer["audit"] else "[]"
-            cursor.execute(f"{audit_chain.INSERT}; COMMIT", [events])
-        except BaseException:
-            _roll_back(cursor)
-            raise
-    return answer
-
-
-def _roll_back(cursor) -> None:
-    """End a transaction begun by hand after a failure (a no-op when the failure ended it, as a
-    failed COMMIT does); a connection that is gone is Django's to replace."""
-    try:
-        cursor.execute("ROLLBACK")
-    except DatabaseError:
-        pass
+def _sealed_events(answer: dict) -> str:
+    return audit_chain.sealed(*answer["audit"]) if answer["audit"] else "[]"
 
 
 def one_event_request(
