@@ -22,9 +22,10 @@ class SensitiveNote(Exception):
     """A note or reason quotes a sensitive value of what it concerns: refused before anything is
     written. The message names the field it matched and never the value."""
 
-    def __init__(self, message: str, *, field: str):
+    def __init__(self, message: str, *, field: str, label: str = "reason"):
         super().__init__(message)
         self.field = field
+        self.label = label  # what the person wrote it in: "reason", "note", "record id"
 
 
 def refuse_sensitive_note(
@@ -62,6 +63,7 @@ def refuse_sensitive_note(
                 f"The {label} contains the {field} of {_where(concern, one=one)}; sensitive values are masked "
                 f"for {_masked_for()}: describe it without the value. Nothing was changed.",
                 field=field,
+                label=label,
             )
 
 

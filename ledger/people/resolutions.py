@@ -29,6 +29,8 @@ def resolve_operation(
     if not reason.strip():
         raise ReviewError("Say how you checked the destination: the reason is kept in the audit trail.")
     refuse_sensitive_reason(reason, operation)
+    # The record id is shown as written too, in the audit trail and on the operation's page.
+    refuse_sensitive_reason(external_id, operation, label="record id")
     action = registry.get(operation.action)
     require(may.mark_succeeded_refusal(operation, action, seen_at_destination=seen_at_destination))
     actor = user.get_username()

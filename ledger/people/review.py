@@ -31,9 +31,10 @@ class SensitiveReason(sensitive_notes.SensitiveNote, ReviewError):
     """The reason quotes a sensitive value of what it concerns (``sensitive_notes.refuse_sensitive_note``)."""
 
 
-def refuse_sensitive_reason(reason: str, *concerns) -> None:
-    """Refuse (``SensitiveReason``, before anything is written) a reason quoting a sensitive value."""
-    sensitive_notes.refuse_sensitive_note(reason, concerns, error=SensitiveReason)
+def refuse_sensitive_reason(reason: str, *concerns, label: str = "reason") -> None:
+    """Refuse (``SensitiveReason``, before anything is written) a reason (or what ``label`` names)
+    quoting a sensitive value."""
+    sensitive_notes.refuse_sensitive_note(reason, concerns, label=label, error=SensitiveReason)
 
 
 def succeed_found(operation, answer: Found, *, actor, reason, asked_by: str) -> None:

@@ -126,13 +126,17 @@ def refuse_state(refusal: str, operation: Operation, reason: StateReason = "wron
 
 
 @contextmanager
-def refused_by_service(operation: Operation, *, written_in: str = "reason") -> Iterator[None]:
+def refused_by_service(
+    operation: Operation, *, written_in: str = "reason", fields: dict[str, str] | None = None
+) -> Iterator[None]:
     """A service's refusal left once the rules were asked: what the person wrote in the body's
-    ``written_in`` (422), or what the operation became meanwhile or what its destination said (409)."""
+    ``written_in`` (422; ``fields``: the body's field for each other label the service names, as
+    resolve's "record id"), or what the operation became meanwhile or what its destination said (409)."""
     try:
         yield
     except SensitiveNote as exc:
-        problem = answers.FieldProblem(field=written_in, message=str(exc))
+        field = (fields or {}).get(exc.label, written_in)
+        problem = answers.FieldProblem(field=field, message=str(exc))
         raise ApiProblem(422, answer=InputRefused(reason="sensitive_text", detail=str(exc), errors=[problem])) from None
     except (review.ReviewError, approvals.ApprovalError, assignment.AssignmentError) as exc:
         reason: StateReason = "changed_meanwhile"
@@ -254,7 +258,7 @@ def resolve(request, key: str):
     operation = operations.find_operation(request, key)
     refuse_role(may.review_refusal(actor, operation))
     refuse_state(may.mark_succeeded_refusal(operation, registry.get(operation.action)), operation)
-    with refused_by_service(operation, written_in="note"):
+    with refused_by_service(operation, written_in="note", fields={"record id": "external_id"}):
         resolutions.resolve_operation(operation, user=actor, external_id=body.external_id, reason=body.note)
     return done(request, "resolved", f"Resolved {operation.key}: destination record {body.external_id}.", operation)
 

@@ -190,6 +190,18 @@ def test_a_resolve_of_a_pending_operation_is_refused_409_and_a_blank_record_422(
     assert refused(blank, 422, "invalid_input")["errors"][0]["field"] == "external_id"
 
 
+def test_a_record_id_quoting_a_sensitive_value_is_refused_beside_external_id(caller, reviewer, refund):
+    Operation.objects.filter(pk=refund.pk).update(state="unknown")  # test setup: a try may have acted
+
+    quoting = caller("operator").post(path(refund, "resolve"), {"external_id": "C-1001", "note": "seen at the vendor"})
+
+    body = refused(quoting, 422, "sensitive_text")
+    assert body["errors"][0]["field"] == "external_id"
+    assert "C-1001" not in str(body)
+    refund.refresh_from_db()
+    assert refund.state == "unknown"
+
+
 def test_it_cancels_a_pending_operation_and_refuses_a_second_cancel(caller, reviewer, machine):
     machine.post("/api/v1/events", event())
     operation = Operation.objects.get()

@@ -174,6 +174,16 @@ def test_a_decision_on_an_operation_refuses_a_reason_quoting_a_sensitive_value(w
     assert written() == before
 
 
+def test_resolving_refuses_a_record_id_quoting_a_sensitive_value(workspace, reviewer):
+    operation = needs_review(refund(workspace))
+    before = written()
+
+    with pytest.raises(review.SensitiveReason, match="^The record id contains the customer_id of this operation"):
+        resolutions.resolve_operation(operation, user=reviewer, external_id="C-1001", reason="found it by hand")
+
+    assert written() == before
+
+
 def test_a_cancel_keeps_a_reason_without_the_value(workspace, reviewer):
     operation = needs_review(refund(workspace))
 
