@@ -103,17 +103,6 @@ class SourceAdmin(WorkspaceEdits):
         sources.save_source(obj, actor=request.user.get_username())  # what the form checked, audited
 
 
-# What each event tells, beside its name in the form (docs/integrations.md, Notifications).
-EVENT_MEANINGS = {
-    "operation.due": "an operation its caller performs may be claimed now",
-    "operation.needs_review": "an operation needs review (a permanent failure, the attempt limit, a deadline...)",
-    "operation.unknown": "a try may have acted and nobody knows yet",
-    "operation.awaiting_approval": "an operation waits for an approver",
-    "operation.succeeded": "an operation succeeded",
-    "operation.conflict": "a delivery reused a key with other business fields (a conflict for review)",
-}
-
-
 class SubscriptionForm(forms.ModelForm):
     """A subscription as ``subscriptions.save_subscription`` will have it: each problem said beside
     its field, in the service's words (refused on save)."""
@@ -126,7 +115,7 @@ class SubscriptionForm(forms.ModelForm):
         "checks the webhook-signature header with the same whsec_ secret.",
     )
     events = forms.MultipleChoiceField(
-        choices=[(event, f"{event}: {EVENT_MEANINGS[event]}") for event in EVENTS],
+        choices=[(event, f"{event}: {meaning}") for event, meaning in EVENTS.items()],
         # radiolist: the admin's class for a list of choices, each label as wide as its text (not 160 px)
         widget=forms.CheckboxSelectMultiple(attrs={"class": "radiolist"}),
         error_messages={"required": "Tick at least one event."},

@@ -6,15 +6,16 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
-# What a subscription may ask to be told, in the order the docs list them.
-EVENTS = (
-    "operation.due",
-    "operation.needs_review",
-    "operation.unknown",
-    "operation.awaiting_approval",
-    "operation.succeeded",
-    "operation.conflict",
-)
+# What a subscription may ask to be told, in the order the docs list them, and what each tells (the
+# admin's form says it beside the name; docs/integrations.md, Notifications).
+EVENTS = {
+    "operation.due": "an operation its caller performs may be claimed now",
+    "operation.needs_review": "an operation needs review (a permanent failure, the attempt limit, a deadline...)",
+    "operation.unknown": "a try may have acted and nobody knows yet",
+    "operation.awaiting_approval": "an operation waits for an approver",
+    "operation.succeeded": "an operation succeeded",
+    "operation.conflict": "a delivery reused a key with other business fields (a conflict for review)",
+}
 
 
 class Subscription(models.Model):

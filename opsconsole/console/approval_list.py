@@ -26,6 +26,7 @@ from ledger.people import bulk_approvals, may
 from ledger.people.approvals import ApprovalError
 from ledger.reads import awaiting_approval, keyset
 from opsconsole.console import labels, money
+from opsconsole.console.forms import row_id
 from opsconsole.console.views import console_action, console_page, definition_of
 
 PAGE_SIZE = 100
@@ -160,7 +161,7 @@ def approve_selected(request):
 
 
 def _ids(values: list[str]) -> list[int]:
-    return sorted({int(value) for value in values if value.isascii() and value.isdigit() and len(value) < 19})
+    return sorted({row for value in values if (row := row_id(value)) is not None})
 
 
 def _row(operation, user) -> dict:

@@ -10,6 +10,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from ledger.models import Membership
 from ledger.people.assignment import AssignmentError, assign_operation, release_operation, take_operation
+from opsconsole.console.forms import row_id
 from opsconsole.console.views import console_action, operation_for
 
 
@@ -50,7 +51,11 @@ def assign(request, pk):
     # Only a member of the operation's workspace: any other id is no one, so that a refusal never
     # spells the name of another tenant's user.
     members = Membership.objects.filter(workspace_id=op.workspace_id).values("user_id")
-    to = get_user_model().objects.filter(pk=_user_id(request.POST.get("to")), is_active=True, pk__in=members).first()
+    to = (
+        get_user_model()
+        .objects.filter(pk=row_id(request.POST.get("to"), bits=31), is_active=True, pk__in=members)
+        .first()
+    )
     if to is None:
         messages.error(request, "Choose whom to assign it to; nothing was changed.")
         return _back(request, op)
@@ -62,11 +67,3 @@ def assign(request, pk):
         name = to.get_username()
         messages.success(request, f"Assigned {op.key} to {name}." if changed else f"{name} holds {op.key} already.")
     return _back(request, op)
-
-
-def _user_id(text) -> int | None:
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        return None
-    return value if 0 < value < 2**31 else None

@@ -38,7 +38,7 @@ from ledger.people.may import conflict_refusal, deciders_of_sensitive, sensitive
 from ledger.people.review import ReviewError
 from ledger.states import State
 from opsconsole.console import labels, tables
-from opsconsole.console.forms import ReasonForm, action_choices, first_error, report_refusal
+from opsconsole.console.forms import ReasonForm, action_choices, first_error, report_refusal, row_id
 from opsconsole.console.views import console_action, console_page, definition_of
 
 PAGE_SIZE = 50  # rows of one list (held, one action's dismiss-only, decided)
@@ -127,7 +127,7 @@ def filtered(params, user) -> tuple[ConflictFilter, QuerySet, str]:
 def inbox(request):
     user = request.user
     filterset, conflicts, state = filtered(request.GET, user)
-    older = _id(request.GET.get("older"))
+    older = row_id(request.GET.get("older"))
     counts = _counts(conflicts)
     reader = _Reader(user)
     held = dismissable = decided = None
@@ -330,17 +330,7 @@ def _decidable_of(conflicts: QuerySet, user) -> QuerySet:
 def _matching(conflicts: QuerySet, query: QueryDict) -> dict | None:
     """What "dismiss all N matching" sends: the list's query, N and the digest of the ids counted
     (None: none the person may decide)."""
-    counted, digest = tables.matching_digest(conflicts, limit=SELECTION_MAX)
-    return {"count": counted, "digest": digest, "query": query.urlencode()} if counted else None
-
-
-def _id(text) -> int | None:
-    """The row id ``text`` spells, or None for anything else (a bigint column holds no more)."""
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        return None
-    return value if 0 < value < 2**63 else None
+    return tables.matching_payload(conflicts, query, limit=SELECTION_MAX)
 
 
 # --- decisions ---------------------------------------------------------------------------------
@@ -499,7 +489,7 @@ def dismiss_matching(request):
 
 def _ids(values: list[str]) -> set[int]:
     """The ids a form ticked; 404 for anything else (no form of ours sends it)."""
-    ids = {_id(value) for value in values}
+    ids = {row_id(value) for value in values}
     if None in ids:
         raise Http404("Not a conflict or operation id.")
     return ids

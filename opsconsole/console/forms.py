@@ -8,6 +8,15 @@ from ledger.core import roles, sensitive_notes
 from ledger.models import Workspace
 
 
+def row_id(text, *, bits: int = 63) -> int | None:
+    """The row id ``text`` spells, or None for anything else: not a whole number, below 1, or more
+    than the column holds (``bits``: 63 for a bigint, 31 for an integer such as a user's id)."""
+    if not isinstance(text, str) or not (text.isascii() and text.isdigit()) or len(text) > 19:
+        return None
+    value = int(text)
+    return value if 0 < value < 2**bits else None
+
+
 def action_choices(empty_label: str) -> list[tuple[str, str]]:
     return [("", empty_label)] + [(name, name) for name in sorted(registry)]
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import QuerySet
+from django.http import QueryDict
 
 from ledger import states
 from ledger.actions import registry
@@ -90,11 +91,18 @@ def matching_selection(request, queryset: QuerySet, count: int, *, shown: int, l
     all, or more match than one action takes (``limit``)."""
     if count <= shown or count > limit:
         return None
-    counted, digest = matching_digest(queryset, limit=limit)
     query = request.GET.copy()
     for paging in ("older", "newer", "page"):
         query.pop(paging, None)
-    return {"count": counted, "digest": digest, "query": query.urlencode()}
+    return matching_payload(queryset, query, limit=limit)
+
+
+def matching_payload(queryset: QuerySet, query: QueryDict, *, limit: int) -> dict | None:
+    """What an "all N matching" action sends back: the list's ``query``, N (counted now, up to
+    ``limit + 1``) and the digest of the ids counted, which the action checks again before it acts.
+    None when nothing matches (a person who may act on none of them)."""
+    counted, digest = matching_digest(queryset, limit=limit)
+    return {"count": counted, "digest": digest, "query": query.urlencode()} if counted else None
 
 
 def matching_ids(queryset: QuerySet, *, limit: int) -> tuple[list[int], str]:
