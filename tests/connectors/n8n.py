@@ -10,8 +10,9 @@ where n8n looks for community packages, on a free 127.0.0.1 port.
   with --ignore-scripts). ``start()`` waits until it answers and makes its owner (the REST API the
   editor uses, signed in with a cookie); ``credential(name, data)`` stores a credential in n8n's
   encrypted credential store; ``workflow(document)`` creates a workflow and publishes it, so its
-  webhooks answer; ``export(workflow_id)`` is what the editor's Download gives. ``kill()`` SIGKILLs
-  it; ``stop()`` ends it with SIGTERM, then SIGKILL, and drops its database.
+  webhooks answer; ``export(workflow_id)`` is what the editor's Download gives; ``run_data(workflow_id)``
+  what each node of its last execution output. ``kill()`` SIGKILLs it; ``stop()`` ends it with
+  SIGTERM, then SIGKILL, and drops its database.
 """
 
 import json
@@ -185,6 +186,14 @@ class N8n:
     def executions(self, workflow_id: str) -> list[dict]:
         return self.rest("GET", "/executions", params={"filter": json.dumps({"workflowId": workflow_id})})["results"]
 
+    def run_data(self, workflow_id: str) -> dict[str, list]:
+        """The workflow's last execution, as the editor shows it: each node's runs, by node name (a
+        run's ``data.main`` holds each output's items)."""
+        wait_for(lambda: self.executions(workflow_id), timeout=30, describe=self.log_tail, message="no execution saved")
+        last = max(self.executions(workflow_id), key=lambda execution: int(execution["id"]))
+        data = unflatten(self.rest("GET", f"/executions/{last['id']}")["data"])
+        return data["resultData"]["runData"]
+
     def kill(self) -> None:
         """SIGKILL, no goodbye: what a crashed host or an OOM kill does."""
         os.killpg(self.process.pid, signal.SIGKILL)
@@ -199,6 +208,31 @@ class N8n:
 
     def log_tail(self, lines: int = 40) -> str:
         return log_tail(self.log_path, lines)
+
+
+def unflatten(text: str):
+    """flatted's JSON (how n8n's REST API sends execution data): a list whose first entry is the
+    value; each string inside an entry that is an object or a list is the index of another entry."""
+    table = json.loads(text)
+    built: dict[int, object] = {}
+
+    def entry(index: int):
+        if index not in built:
+            value = table[index]
+            if isinstance(value, list):
+                built[index] = made = []  # first: an entry may refer back to itself
+                made.extend(resolve(item) for item in value)
+            elif isinstance(value, dict):
+                built[index] = made = {}
+                made.update((key, resolve(item)) for key, item in value.items())
+            else:
+                built[index] = value
+        return built[index]
+
+    def resolve(item):
+        return entry(int(item)) if isinstance(item, str) else item
+
+    return entry(0)
 
 
 def with_credentials(document: dict, ids: dict[str, str]) -> dict:

@@ -26,6 +26,9 @@ tests/connectors/conftest.py's.
 - a signed operation.due notification starts one claim by key through the Opsconsole Trigger; a
   forged one is refused 401, a repeat of the same webhook-id starts nothing, and another action's
   notification starts nothing (the trigger's Action);
+- a list of invoices (Split Out's items) is claimed in one batch request, each item as alone (a key
+  twice: the first acts, the second waits; data opsconsole refuses: Person), its heartbeats kept
+  while the vendor call outlasts the lease; the same list again is all done, one shipment per key;
 - the package installs from its tarball into an empty folder and n8n lists its nodes; the
   workflow n8n exports holds no token or signing secret (they are in n8n's credential store).
 """
@@ -54,6 +57,7 @@ from ledger.states import State
 from tests import subscribed
 from tests.connectors.n8n import NODE_TYPE, OWNER, TRIGGER_TYPE, N8n, packed_n8n_package, with_credentials
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, screenshot
+from tests.faults.gunicorn import Gunicorn
 from tests.faults.qcluster import PROJECT_DIR, wait_for
 from tests.third_party import running_json_server
 
@@ -352,6 +356,132 @@ def test_a_consequential_shipment_waits_for_an_approver_then_is_created_once(
     created = paid(n8n, invoice("INV-approve"))
     [shipment] = shipments(vendor)
     assert (created["state"], Operation.objects.get().external_id) == ("succeeded", str(shipment["id"])), created
+
+
+def list_workflow(n8n: N8n, server_url: str, vendor_url: str, token: str) -> tuple[str, str]:
+    """A webhook taking {"invoices": [...]}, Split Out (an item per invoice), and the example's Claim,
+    Create shipment and Report, each output ending in a node of its own: the workflow's id and its
+    webhook's path."""
+    example = {node["name"]: node for node in json.loads((EXAMPLE / "workflow.json").read_text())["nodes"]}
+    suffix = f"{n8n.port}-{time.monotonic_ns()}"
+    path = f"invoices-paid-{suffix}"
+    create = example["Create shipment"] | {"id": str(uuid.uuid4())}
+    create["parameters"] = create["parameters"] | {"url": f"{vendor_url}/shipments"}
+
+    def node(name: str, type_: str, parameters: dict, **extra) -> dict:
+        return {"id": str(uuid.uuid4()), "name": name, "type": type_, "typeVersion": 1, "position": [0, 0]} | {
+            "parameters": parameters,
+            **extra,
+        }
+
+    flow = {"opsconsoleApi": {"id": "", "name": "opsconsole (flow)"}}
+    nodes = [
+        node(
+            "Invoices paid",
+            "n8n-nodes-base.webhook",
+            {"httpMethod": "POST", "path": path, "responseMode": "lastNode", "responseData": "allEntries"},
+            typeVersion=2,
+            webhookId=str(uuid.uuid4()),
+        ),
+        node("Split Out", "n8n-nodes-base.splitOut", {"fieldToSplitOut": "body.invoices", "options": {}}),
+        example["Claim"]
+        | {"id": str(uuid.uuid4())}
+        | {
+            "parameters": example["Claim"]["parameters"]
+            | {"data": "={{ $json }}", "leaseSeconds": LEASE_SECONDS, "heartbeatLimitSeconds": 600}
+        },
+        create,
+        example["Report"] | {"id": str(uuid.uuid4())},
+        *[
+            node(name, "n8n-nodes-base.noOp", {})
+            for name in ("Recorded", "Already shipped", "Later", "A person decides")
+        ],
+    ]
+    connections = {
+        "Invoices paid": {"main": [[{"node": "Split Out", "type": "main", "index": 0}]]},
+        "Split Out": {"main": [[{"node": "Claim", "type": "main", "index": 0}]]},
+        "Claim": {
+            "main": [
+                [{"node": name, "type": "main", "index": 0}]
+                for name in ("Create shipment", "Already shipped", "Later", "A person decides")
+            ]
+        },
+        "Create shipment": {"main": [[{"node": "Report", "type": "main", "index": 0}]]},
+        "Report": {"main": [[{"node": "Recorded", "type": "main", "index": 0}]]},
+    }
+    document = {
+        "name": f"A list of invoices {suffix}",
+        "nodes": [node | {"credentials": flow} if "credentials" in node else node for node in nodes],
+        "connections": connections,
+        "settings": {"executionOrder": "v1"},
+    }
+    credential = n8n.credential(f"flow {suffix}", {"url": server_url, "token": token})
+    return n8n.workflow(with_credentials(document, {"opsconsole (flow)": credential})), path
+
+
+def claims_sent(gunicorn: Gunicorn, since: int) -> list[str]:
+    """The claim routes gunicorn answered after its ``since``-th access line."""
+    routes = [line["route"] for line in gunicorn.access_lines()[since:]]
+    return [route for route in routes if route in ("/api/v1/claims", "/api/v1/claims/batch")]
+
+
+def outputs_of(run_data: dict, name: str) -> list[list[dict]]:
+    """Each output's items (their json and the input item each is paired with) of the node's one run."""
+    [run] = run_data[name]
+    return [
+        [item["json"] | {"pairedWith": item["pairedItem"]["item"]} for item in items or []]
+        for items in run["data"]["main"]
+    ]
+
+
+def test_a_list_is_claimed_in_one_batch_each_item_as_alone_and_again_all_done(n8n, shipping, vendor, token):
+    workflow_id, path = list_workflow(n8n, shipping.url, vendor.url, token)
+    invalid = {"invoice_id": "INV-L3", "customer_id": "C-7"}  # no address: refused by the action's schema
+    invoices = [invoice("INV-L1"), invoice("INV-L2"), invoice("INV-L1"), invalid]
+
+    def send_list() -> dict[str, list]:
+        answer = httpx.post(f"{n8n.url}/webhook/{path}", json={"invoices": invoices}, timeout=90)
+        assert answer.status_code == 200, f"{answer.status_code} {answer.text}\n{n8n.log_tail()}"
+        return n8n.run_data(workflow_id)
+
+    # The first shipment's answer comes after the lease: the claims of the batch are kept alive.
+    vendor.fail_next("POST /shipments", "delay_answer", ms=LEASE_SECONDS * 1000 + 2000)
+    before = len(shipping.access_lines())
+    first = send_list()
+    assert claims_sent(shipping, before) == ["/api/v1/claims/batch"], "the list went as one batch, not a claim each"
+    one, two = Operation.objects.get(payload__invoice_id="INV-L1"), Operation.objects.get(payload__invoice_id="INV-L2")
+    act, done, later, person = outputs_of(first, "Claim")
+    assert [(item["pairedWith"], item["key"], item["status"]) for item in act] == [
+        (0, one.key, "claimed"),
+        (1, two.key, "claimed"),
+    ]
+    assert done == []
+    assert [(item["pairedWith"], item["key"], item["status"]) for item in later] == [(2, one.key, "in_progress")]
+    assert [(item["pairedWith"], item["status"], item["reason"], item["httpStatus"]) for item in person] == [
+        (3, "blocked", "invalid_input", 422)
+    ]
+    [recorded] = outputs_of(first, "Report")
+    assert [(item["key"], item["state"]) for item in recorded] == [(one.key, "succeeded"), (two.key, "succeeded")]
+    assert AuditEvent.objects.filter(kind="lease_expired").count() == 0
+
+    before = len(shipping.access_lines())
+    again = send_list()
+    assert claims_sent(shipping, before) == ["/api/v1/claims/batch"]
+    act, done, later, person = outputs_of(again, "Claim")
+    assert (act, later) == ([], [])
+    assert [(item["pairedWith"], item["key"], item["status"]) for item in done] == [
+        (0, one.key, "done"),
+        (1, two.key, "done"),
+        (2, one.key, "done"),
+    ]
+    assert [(item["pairedWith"], item["reason"]) for item in person] == [(3, "invalid_input")]
+
+    assert sorted((shipment["invoice_id"], shipment["idempotency_key"]) for shipment in shipments(vendor)) == [
+        ("INV-L1", one.key),
+        ("INV-L2", two.key),
+    ], "one shipment per invoice"
+    assert len(posts(vendor)) == 2
+    assert set(Operation.objects.values_list("state", flat=True)) == {State.SUCCEEDED}
 
 
 def test_the_tarball_installs_into_an_empty_folder_and_n8n_lists_its_nodes(n8n):

@@ -18,7 +18,11 @@ not consequential here: the approval step has its own test). Each test counts th
 - a 302 followed by the http request node, then a 429 to the POST it sent again: unknown, not tried again;
 - heartbeats keep a claim past its lease while the vendor call runs; the node's hold cap lets a
   claim whose report never comes expire (its late report is stale, the operation unknown);
-- an event that came from elsewhere is found by the due node's poll, claimed by key and created once.
+- an event that came from elsewhere is found by the due node's poll, claimed by key and created once;
+- a list of invoices (msg.payload an array) is claimed in one batch request: each item leaves by its
+  own output (a key twice: the first acts, the second waits; data opsconsole refuses: a person; an
+  item that is no object: a catch node), heartbeated while the vendor call outlasts the lease, and
+  a join node gathers them again; the same list again is all done, with one shipment per invoice.
 """
 
 import threading
@@ -43,6 +47,7 @@ from tests.connectors.node_red_example import (
     shipments,
     with_credentials,
 )
+from tests.faults.gunicorn import Gunicorn
 from tests.faults.qcluster import wait_for
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
@@ -262,3 +267,153 @@ def test_an_event_from_elsewhere_is_polled_as_due_claimed_by_key_and_created_onc
     assert operation.external_id == str(shipment["id"])
     time.sleep(2)  # two more polls: nothing is due, nothing more is created
     assert len(posts(vendor)) == 1
+
+
+def list_flow(server_url: str, vendor_url: str) -> list[dict]:
+    """POST /invoices-paid with a list: the example's claim, vendor call and report, every item's end
+    (and a catch node's) told by a change node, gathered again by a join node (msg.parts) into the
+    answer, one entry per item in the list's order."""
+    tab = "tab-list"
+    ends = {
+        "end-act": "succeeded",
+        "end-retry": "retry",
+        "end-done": "done",
+        "end-wait": "wait",
+        "end-person": "a person decides",
+    }
+    flows: list[dict] = [
+        {"id": tab, "type": "tab", "label": "a list"},
+        {"id": "cfg-list", "type": "opsconsole-config", "url": server_url, "timeoutMs": 10000},
+        {"id": "list-in", "type": "http in", "z": tab, "url": "/invoices-paid", "method": "post", "wires": [["claim"]]},
+        {
+            "id": "claim",
+            "type": "opsconsole claim",
+            "z": tab,
+            "server": "cfg-list",
+            "action": "create-shipment",
+            "leaseSeconds": LEASE_SECONDS,
+            "maxHoldSeconds": 600,
+            "keyHeader": "Idempotency-Key",
+            "wires": [["our-key"], ["end-done"], ["end-wait"], ["end-person"]],
+        },
+        {
+            "id": "our-key",
+            "type": "change",
+            "z": tab,
+            "rules": [
+                {
+                    "t": "set",
+                    "p": "payload",
+                    "pt": "msg",
+                    "to": '$merge([payload, {"idempotency_key": idempotencyKey}])',
+                    "tot": "jsonata",
+                }
+            ],
+            "wires": [["vendor"]],
+        },
+        {
+            "id": "vendor",
+            "type": "http request",
+            "z": tab,
+            "method": "POST",
+            "ret": "obj",
+            "paytoqs": "ignore",
+            "url": f"{vendor_url}/shipments",
+            "wires": [["report"]],
+        },
+        {
+            "id": "report",
+            "type": "opsconsole report",
+            "z": tab,
+            "server": "cfg-list",
+            "externalId": "payload.id",
+            "result": "payload",
+            "wires": [["end-act"], ["end-retry"], ["end-person"]],
+        },
+        {"id": "catch", "type": "catch", "z": tab, "scope": ["claim"], "uncaught": False, "wires": [["end-error"]]},
+        told("end-error", tab, '{"end": "error", "error": error.message}'),
+        *[
+            told(node_id, tab, f'{{"end": "{end}", "status": status, "key": claimKey}}')
+            for node_id, end in ends.items()
+        ],
+        {
+            "id": "join",
+            "type": "join",
+            "z": tab,
+            "mode": "auto",
+            "build": "array",
+            "property": "payload",
+            "propertyType": "msg",
+            "accumulate": False,
+            "timeout": "",
+            "count": "",
+            "wires": [["respond"]],
+        },
+        {"id": "respond", "type": "http response", "z": tab, "statusCode": "200", "headers": {}, "wires": []},
+    ]
+    return [node | {"x": 100, "y": 100} if "z" in node else node for node in flows]
+
+
+def told(node_id: str, tab: str, expression: str) -> dict:
+    """A change node: the item's end as its payload (the vendor's headers and status dropped), to the join."""
+    return {
+        "id": node_id,
+        "type": "change",
+        "z": tab,
+        "rules": [
+            {"t": "set", "p": "payload", "pt": "msg", "to": expression, "tot": "jsonata"},
+            {"t": "delete", "p": "headers", "pt": "msg"},
+            {"t": "delete", "p": "statusCode", "pt": "msg"},
+        ],
+        "wires": [["join"]],
+    }
+
+
+def claims_sent(gunicorn: Gunicorn, since: int) -> list[str]:
+    """The claim routes gunicorn answered after its ``since``-th access line."""
+    routes = [line["route"] for line in gunicorn.access_lines()[since:]]
+    return [route for route in routes if route in ("/api/v1/claims", "/api/v1/claims/batch")]
+
+
+def test_a_list_is_claimed_in_one_batch_each_item_as_alone_and_again_all_done(node_red, shipping, vendor, token):
+    node_red.deploy(with_credentials(list_flow(shipping.url, vendor.url), token))
+    invalid = {"invoice_id": "INV-L3", "customer_id": "C-7"}  # no address: refused by the action's schema
+    invoices = [invoice("INV-L1"), invoice("INV-L2"), invoice("INV-L1"), invalid, "not an invoice"]
+
+    def send_list() -> list[dict]:
+        answer = httpx.post(f"{node_red.url}/invoices-paid", json=invoices, timeout=60)
+        assert answer.status_code == 200, f"{answer.status_code} {answer.text}\n{node_red.log_tail()}"
+        return answer.json()
+
+    # The first shipment's answer comes after the lease: the claims of the batch are kept alive.
+    vendor.fail_next("POST /shipments", "delay_answer", ms=LEASE_SECONDS * 1000 + 2000)
+    before = len(shipping.access_lines())
+    first = send_list()
+    assert claims_sent(shipping, before) == ["/api/v1/claims/batch"], "the list went as one batch, not a claim each"
+    one, two = Operation.objects.get(payload__invoice_id="INV-L1"), Operation.objects.get(payload__invoice_id="INV-L2")
+    assert AuditEvent.objects.filter(kind="lease_expired").count() == 0
+    assert first == [
+        {"end": "succeeded", "status": "succeeded", "key": one.key},
+        {"end": "succeeded", "status": "succeeded", "key": two.key},
+        {"end": "wait", "status": "in_progress", "key": one.key},
+        {"end": "a person decides", "status": "blocked"},
+        {"end": "error", "error": "Error: msg.payload must be the event's data, an object"},
+    ], first
+
+    before = len(shipping.access_lines())
+    again = send_list()
+    assert claims_sent(shipping, before) == ["/api/v1/claims/batch"]
+    assert [(answer["end"], answer.get("key")) for answer in again] == [
+        ("done", one.key),
+        ("done", two.key),
+        ("done", one.key),
+        ("a person decides", None),
+        ("error", None),
+    ], again
+
+    assert sorted((shipment["invoice_id"], shipment["idempotency_key"]) for shipment in shipments(vendor)) == [
+        ("INV-L1", one.key),
+        ("INV-L2", two.key),
+    ], "one shipment per invoice"
+    assert len(posts(vendor)) == 2
+    assert set(Operation.objects.values_list("state", flat=True)) == {State.SUCCEEDED}

@@ -5,6 +5,7 @@ gunicorn runs in its own session: ``stop()`` sends SIGTERM to the master (a grac
 SIGKILLs the whole group if it outlives the timeout, so no worker outlives the test.
 """
 
+import json
 import os
 import runpy
 import socket
@@ -107,6 +108,19 @@ class Gunicorn:
 
     def log_tail(self, lines: int = 40) -> str:
         return log_tail(self.log_path, lines)
+
+    def access_lines(self) -> list[dict]:
+        """The access log so far (opsconsole.access: one JSON line per request answered, written
+        before the answer leaves), in order: which routes a client's requests went to."""
+        lines = []
+        for text in self.log_path.read_text(errors="replace").splitlines():
+            try:
+                line = json.loads(text)
+            except ValueError:
+                continue  # gunicorn's own lines
+            if isinstance(line, dict) and line.get("logger") == "opsconsole.access":
+                lines.append(line)
+        return lines
 
 
 @contextmanager

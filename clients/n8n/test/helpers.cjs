@@ -14,8 +14,10 @@ async function fakeOpsconsole() {
     req.on("data", (chunk) => (text += chunk));
     req.on("end", () => {
       const path = req.url.split("?")[0];
-      requests.push({ method: req.method, url: req.url, path, headers: req.headers, body: text ? JSON.parse(text) : undefined });
-      const answer = routes.get(`${req.method} ${path}`) ?? { status: 404, body: { status: "not_found" } };
+      const body = text ? JSON.parse(text) : undefined;
+      requests.push({ method: req.method, url: req.url, path, headers: req.headers, body });
+      const route = routes.get(`${req.method} ${path}`) ?? { status: 404, body: { status: "not_found" } };
+      const answer = typeof route === "function" ? route(body) : route; // a function answers from the body
       res.writeHead(answer.status, { "Content-Type": "application/json", ...(answer.headers ?? {}) });
       res.end(JSON.stringify(answer.body));
     });

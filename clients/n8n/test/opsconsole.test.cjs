@@ -290,19 +290,17 @@ describe("what a review found (each failed before its fix)", () => {
     assert.doesNotMatch(sent.error, /sk_live_42|k-77|pw@/);
   });
 
-  it("a claim node failing on a later item gives back the claims it made (failed, transient: nothing was sent)", async () => {
-    let claims = 0;
-    const outcomePath = `/api/v1/claims/${encodeURIComponent(KEY)}/outcome`;
-    server.on(`POST ${outcomePath}`, { status: 200, body: { status: "recorded", state: "retrying" } });
+  it("a claim node failing on a later item's parameters fails before anything is claimed", async () => {
+    // Before the items were claimed in batches, item 0 was claimed first and then given back.
     const items = [{ json: {} }, { json: {} }];
     const parameters = (index) => ({ ...claiming, heartbeatLimitSeconds: 600, data: index === 0 ? DATA : "[1]" });
     server.on("POST /api/v1/claims", claimed());
-    await assert.rejects(run(parameters, { items }), /Data must be a JSON object/);
-    claims = server.requests.filter((request) => request.path === "/api/v1/claims").length;
-    assert.equal(claims, 1);
-    const sent = server.requests.find((request) => request.path === outcomePath);
-    assert.ok(sent, "item 0's claim was given back");
-    assert.deepEqual([sent.body.outcome, sent.body.category], ["failed", "transient"]);
+    await assert.rejects(run(parameters, { items }), (error) => {
+      assert.match(error.message, /Data must be a JSON object/);
+      assert.equal(error.itemIndex, 1);
+      return true;
+    });
+    assert.deepEqual(server.requests, [], "nothing claimed: nothing to give back");
     assert.equal(heldCount(), 0);
   });
 });
@@ -331,4 +329,99 @@ describe("operation names every object has", () => {
       assert.equal(server.requests.length, 0);
     });
   }
+});
+
+/** A batch's answer: each item's result by `answer(item, index)`, as opsconsole gives them. */
+function batchOf(answer) {
+  return (body) => ({ status: 200, body: { status: "ok", results: body.claims.map((item, index) => ({ index, ...answer(item, index) })) } });
+}
+
+function claimedItem(key) {
+  return { http_status: 201, ...claimed({ key, token: `${key}.tok`, idempotency_key: key }).body };
+}
+
+const dataOf = (index) => ({ ...DATA, invoice_id: `INV-${index}` });
+
+describe("many items: claimed in batches", () => {
+  it("the items go as one batch request, and each leaves by the output a claim of it alone would take, paired with its item", async () => {
+    server.on("POST /api/v1/claims/batch", batchOf((item, index) => [
+      claimedItem(`k:${item.data.invoice_id}`),
+      { http_status: 200, status: "done", key: "k:INV-1", result: { shipment: 4 }, external_id: "4" },
+      { http_status: 409, status: "in_progress", key: "k:INV-0", retry_after: 7, message: "another caller holds the claim" },
+      { http_status: 422, status: "blocked", reason: "invalid_input", detail: "data.address is required", errors: [{ field: "data.address" }] },
+    ][index]));
+    const items = [0, 1, 2, 3].map(() => ({ json: {} }));
+    const parameters = (index) => ({ ...claiming, data: index === 2 ? dataOf(0) : dataOf(index), deliveryId: `exec-${index}`, heartbeatLimitSeconds: 600 });
+
+    const outputs = await run(parameters, { items });
+
+    assert.deepEqual(server.requests.map((request) => request.path), ["/api/v1/claims/batch"]);
+    assert.deepEqual(server.requests[0].body.claims[1], { action: "create-shipment", data: dataOf(1), lease_seconds: 30, delivery_id: "exec-1" });
+    assert.deepEqual(outputs.map((items) => items.map((item) => item.pairedItem.item)), [[0], [1], [2], [3]]);
+    const [[act], [done], [wait], [person]] = outputs;
+    assert.deepEqual([act.json.status, act.json.httpStatus, act.json.idempotencyKey, act.json.claim.token], ["claimed", 201, "k:INV-0", "k:INV-0.tok"]);
+    assert.deepEqual(act.json.data, dataOf(0));
+    assert.deepEqual([done.json.externalId, done.json.result], ["4", { shipment: 4 }]);
+    assert.deepEqual([wait.json.status, wait.json.retryAfter], ["in_progress", 7]);
+    assert.deepEqual([person.json.status, person.json.reason, person.json.httpStatus], ["blocked", "invalid_input", 422]);
+    assert.equal(heldCount(), 1, "the claimed item is kept alive until its report, as a single claim");
+
+    server.on(`POST /api/v1/claims/${encodeURIComponent("k:INV-0")}/outcome`, { status: 200, body: { status: "recorded", state: "succeeded" } });
+    await run(reporting(act.json.claim, { statusCode: 201, externalId: "4" }));
+    assert.equal(heldCount(), 0);
+  });
+
+  it("more items than a batch takes go as batches of at most 100, in order", async () => {
+    server.on("POST /api/v1/claims/batch", batchOf((item) => ({ http_status: 200, status: "done", key: `k:${item.data.invoice_id}`, result: {} })));
+    const items = Array.from({ length: 250 }, () => ({ json: {} }));
+
+    const outputs = await run((index) => ({ ...claiming, data: dataOf(index) }), { items });
+
+    assert.deepEqual(server.requests.map((request) => request.body.claims.length), [100, 100, 50]);
+    assert.deepEqual(outputs[DONE].map((item) => [item.pairedItem.item, item.json.key]), items.map((_, index) => [index, `k:INV-${index}`]));
+  });
+
+  it("claims by key send the keys, and Act carries each operation's data from its answer", async () => {
+    server.on("POST /api/v1/claims/batch", batchOf((item) => ({ ...claimedItem(item.key), data: { for: item.key } })));
+    const outputs = await run((index) => ({ resource: "claim", operation: "claimByKey", key: `k:${index}`, leaseSeconds: 60, heartbeatLimitSeconds: 0 }), { items: [{ json: {} }, { json: {} }] });
+    assert.deepEqual(server.requests[0].body.claims, [{ key: "k:0", lease_seconds: 60 }, { key: "k:1", lease_seconds: 60 }]);
+    assert.deepEqual(outputs[ACT].map((item) => item.json.data), [{ for: "k:0" }, { for: "k:1" }]);
+  });
+
+  it("an item refused (not blocked) fails the node naming it, and the batch's claims are given back", async () => {
+    server.on("POST /api/v1/claims/batch", batchOf((item, index) =>
+      index === 1 ? { http_status: 404, status: "not_found", detail: "no operation has this key" } : claimedItem(item.key)));
+    const outcome = (key) => `/api/v1/claims/${encodeURIComponent(key)}/outcome`;
+    for (const key of ["k:0", "k:2"]) server.on(`POST ${outcome(key)}`, { status: 200, body: { status: "recorded", state: "retrying" } });
+    const parameters = (index) => ({ resource: "claim", operation: "claimByKey", key: `k:${index}`, leaseSeconds: 60, heartbeatLimitSeconds: 600 });
+
+    await assert.rejects(run(parameters, { items: [{ json: {} }, { json: {} }, { json: {} }] }), (error) => {
+      assert.match(error.message, /opsconsole refused \(404 not_found\)/);
+      assert.equal(error.itemIndex, 1);
+      return true;
+    });
+
+    const givenBack = server.requests.filter((request) => request.path.endsWith("/outcome"));
+    assert.deepEqual(givenBack.map((request) => [request.path, request.body.outcome, request.body.category]), [
+      [outcome("k:0"), "failed", "transient"],
+      [outcome("k:2"), "failed", "transient"],
+    ]);
+    assert.equal(heldCount(), 0);
+  });
+
+  it("with Continue On Fail, a batch refused whole is an error item on Person for each of its items", async () => {
+    server.on("POST /api/v1/claims/batch", { status: 401, body: { status: "unauthorized", detail: "no such token" } });
+    const outputs = await run((index) => ({ ...claiming, data: dataOf(index) }), { items: [{ json: {} }, { json: {} }], continueOnFail: true });
+    assert.deepEqual(outputs[PERSON].map((item) => [item.pairedItem.item, /401/.test(item.json.error)]), [[0, true], [1, true]]);
+    assert.deepEqual(outputs.slice(0, PERSON), [[], [], []]);
+  });
+
+  it("with Continue On Fail, an item whose parameters are wrong is an error item in its place; the others are claimed", async () => {
+    server.on("POST /api/v1/claims/batch", batchOf((item) => ({ http_status: 200, status: "done", key: `k:${item.data.invoice_id}`, result: {} })));
+    const parameters = (index) => ({ ...claiming, data: index === 1 ? "[1]" : dataOf(index) });
+    const outputs = await run(parameters, { items: [{ json: {} }, { json: {} }, { json: {} }], continueOnFail: true });
+    assert.deepEqual(server.requests[0].body.claims.map((claim) => claim.data.invoice_id), ["INV-0", "INV-2"]);
+    assert.deepEqual(outputs[DONE].map((item) => item.pairedItem.item), [0, 2]);
+    assert.deepEqual(outputs[PERSON].map((item) => [item.pairedItem.item, item.json.error]), [[1, "Data must be a JSON object"]]);
+  });
 });

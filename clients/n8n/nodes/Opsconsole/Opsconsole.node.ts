@@ -1,7 +1,15 @@
 // Types only: n8n-workflow is n8n's own copy at run time, not a dependency of this package (so the
 // package installs into an empty folder); n8n shows an Error a node throws as that node's error.
 import type { IDataObject, IExecuteFunctions, INodeExecutionData, INodeType, INodeTypeDescription } from "n8n-workflow";
-import { Claim, Opsconsole as Client, Refused, ServiceUnavailable, outcomeOfVendorCall, type ClaimJSON } from "opsconsole-client";
+import {
+  Claim,
+  Opsconsole as Client,
+  Refused,
+  ServiceUnavailable,
+  outcomeOfVendorCall,
+  type ClaimBatchItem,
+  type ClaimJSON,
+} from "opsconsole-client";
 
 import { heldClaim, keepAlive, letGo } from "./heartbeats";
 import { properties } from "./properties";
@@ -56,26 +64,20 @@ export class Opsconsole implements INodeType {
     const operation = this.getNodeParameter("operation", 0) as string;
     const credentials = await this.getCredentials("opsconsoleApi");
     const ops = new Client({ baseUrl: baseUrl(credentials.url), token: String(credentials.token) });
-    const claiming = resource === "claim" && (operation === "claim" || operation === "claimByKey");
-    const reporting = resource === "claim" && operation === "report";
-    const outputs: Outputs = claiming ? [[], [], [], []] : [[]];
-    let firstFailure: NodeError | undefined;
     const items = this.getInputData();
+    if (resource === "claim" && (operation === "claim" || operation === "claimByKey")) {
+      return claimItems(this, ops, operation, items.length);
+    }
+    const reporting = resource === "claim" && operation === "report";
+    const outputs: Outputs = [[]];
+    let firstFailure: NodeError | undefined;
     for (let index = 0; index < items.length; index++) {
       const pairedItem = { item: index };
       try {
-        if (claiming) {
-          const [output, json] = await claimItem(this, ops, operation, index);
-          outputs[output].push({ json, pairedItem });
-        } else {
-          for (const json of await runItem(this, ops, resource, operation, index)) outputs[0].push({ json, pairedItem });
-        }
+        for (const json of await runItem(this, ops, resource, operation, index)) outputs[0].push({ json, pairedItem });
       } catch (error) {
         const failure = explain(error, index);
         if (!this.continueOnFail()) {
-          // The node's items are lost with the error: the claims it made for earlier items would be
-          // held and then expire to unknown (a person to decide) though no vendor was called.
-          if (claiming) await giveBack(ops, outputs[ACT], index);
           // Each item's vendor call has ended: the other items are reported before the node fails,
           // or a success the vendor answered would be lost to the lease's expiry (unknown).
           if (reporting) {
@@ -84,7 +86,7 @@ export class Opsconsole implements INodeType {
           }
           throw failure;
         }
-        outputs[claiming ? PERSON : 0].push({ json: { error: failure.message }, pairedItem });
+        outputs[0].push({ json: { error: failure.message }, pairedItem });
       }
     }
     if (firstFailure) throw firstFailure;
@@ -92,38 +94,109 @@ export class Opsconsole implements INodeType {
   }
 }
 
-async function claimItem(context: IExecuteFunctions, ops: Client, operation: string, index: number): Promise<[number, IDataObject]> {
-  try {
-    return await claimOnce(context, ops, operation, index);
-  } catch (error) {
-    // blocked (a payload conflict, a stale version, invalid data): the claim's answer that a person
-    // must fix the data or the key. Other refusals (the token, its scopes) fail the node.
-    if (error instanceof Refused && (error.body as IDataObject).status === "blocked") {
-      const body = error.body as IDataObject;
-      const message = String(body.detail ?? body.message ?? body.reason ?? "blocked");
-      return [PERSON, { status: "blocked", reason: body.reason ?? null, httpStatus: error.httpStatus, message, answer: body }];
+/** The most claims opsconsole takes in one batch (OPSCONSOLE_MAX_CLAIM_BATCH's default): more items
+ * go as several batches, never as one the server refuses whole (413 batch_too_large). */
+export const MAX_CLAIM_BATCH = 100;
+
+/** One item's claim, its parameters read and checked before anything is claimed. */
+interface Prepared {
+  index: number;
+  claim: ClaimBatchItem;
+  /** The data sent (a claim by key's comes with its 201). */
+  data?: IDataObject;
+  keepAliveSeconds: number;
+}
+
+/** An item's answer: its output and item, or why it has none (the node's error, or Person's). */
+type Answered = [number, IDataObject] | Error;
+
+/**
+ * The claim operations: every item's parameters read and checked first (a bad one fails the node
+ * before anything is claimed), then the items claimed in batches of at most MAX_CLAIM_BATCH, one
+ * request each (a lone item: one claim, `POST /claims`), each answered as a claim of it alone. The
+ * items leave in their order, each paired with its input item. Without Continue On Fail, an item
+ * whose claim failed fails the node once its batch is answered, and the claims made for the other
+ * items are given back (their items never left the node).
+ */
+async function claimItems(context: IExecuteFunctions, ops: Client, operation: string, count: number): Promise<Outputs> {
+  const answers: Answered[] = new Array(count);
+  const prepared: Prepared[] = [];
+  for (let index = 0; index < count; index++) {
+    try {
+      prepared.push(prepare(context, operation, index));
+    } catch (error) {
+      if (!context.continueOnFail()) throw explain(error, index);
+      answers[index] = error as Error;
     }
-    throw error;
+  }
+  const acted: Item[] = [];
+  for (let start = 0; start < prepared.length; start += MAX_CLAIM_BATCH) {
+    const batch = prepared.slice(start, start + MAX_CLAIM_BATCH);
+    const claims = await claimBatch(ops, batch);
+    for (const [place, item] of batch.entries()) {
+      const answer = answered(item, claims[place]);
+      answers[item.index] = answer;
+      if (!(answer instanceof Error) && answer[0] === ACT) acted.push({ json: answer[1] });
+    }
+    const failed = batch.find((item) => answers[item.index] instanceof Error);
+    if (failed && !context.continueOnFail()) {
+      // The node's items are lost with the error: the claims it made would be held and then
+      // expire to unknown (a person to decide) though no vendor was called.
+      await giveBack(ops, acted, failed.index);
+      throw explain(answers[failed.index], failed.index);
+    }
+  }
+  const outputs: Outputs = [[], [], [], []];
+  for (const [index, answer] of answers.entries()) {
+    const pairedItem = { item: index };
+    if (answer instanceof Error) outputs[PERSON].push({ json: { error: explain(answer, index).message }, pairedItem });
+    else outputs[answer[0]].push({ json: answer[1], pairedItem });
+  }
+  return outputs;
+}
+
+function prepare(context: IExecuteFunctions, operation: string, index: number): Prepared {
+  const leaseSeconds = context.getNodeParameter("leaseSeconds", index, 120) as number;
+  const keepAliveSeconds = heartbeatLimit(context, index);
+  if (operation === "claimByKey") {
+    const key = String(context.getNodeParameter("key", index));
+    // The client's own check, made here: in a batch it would refuse the whole list.
+    if (!key) throw new TypeError("key is the operation's key, e.g. demo:INV-7:v1:send-invoice");
+    return { index, claim: { key, leaseSeconds }, keepAliveSeconds };
+  }
+  const action = context.getNodeParameter("action", index) as string;
+  const data = jsonObject(context, context.getNodeParameter("data", index), "Data", index);
+  if (typeof action !== "string" || !action) throw new TypeError("action is the action's name, e.g. send-invoice");
+  const deliveryId = (context.getNodeParameter("deliveryId", index, "") as string) || undefined;
+  return { index, claim: { action, data: data as never, leaseSeconds, deliveryId }, data, keepAliveSeconds };
+}
+
+/** Each item's claim or refusal, in order; an error of the whole request (opsconsole unavailable,
+ * the token refused) is each item's, as it would have been alone. */
+async function claimBatch(ops: Client, batch: Prepared[]): Promise<(Claim | Error)[]> {
+  try {
+    if (batch.length > 1) return await ops.claimBatch(batch.map((item) => item.claim));
+    const { claim } = batch[0];
+    return [await ("key" in claim ? ops.claimByKey(claim.key, claim) : ops.claim(claim.action, claim.data, claim))];
+  } catch (error) {
+    return batch.map(() => error as Error);
   }
 }
 
-async function claimOnce(context: IExecuteFunctions, ops: Client, operation: string, index: number): Promise<[number, IDataObject]> {
-  const leaseSeconds = context.getNodeParameter("leaseSeconds", index, 120) as number;
-  const keepAliveSeconds = heartbeatLimit(context, index); // checked before anything is claimed
-  let claim: Claim;
-  let data: IDataObject | undefined;
-  if (operation === "claimByKey") {
-    claim = await ops.claimByKey(String(context.getNodeParameter("key", index)), { leaseSeconds });
-    data = claim.data as IDataObject | undefined;
-  } else {
-    const action = context.getNodeParameter("action", index) as string;
-    data = jsonObject(context, context.getNodeParameter("data", index), "Data", index);
-    const deliveryId = (context.getNodeParameter("deliveryId", index, "") as string) || undefined;
-    claim = await ops.claim(action, data as never, { leaseSeconds, deliveryId });
+/** An item's output from its claim's answer (docs/claims.md): only a 201 acts, and is kept alive. */
+function answered(item: Prepared, claim: Claim | Error): Answered {
+  if (claim instanceof Refused && (claim.body as IDataObject).status === "blocked") {
+    // blocked (a payload conflict, a stale version, invalid data): the claim's answer that a person
+    // must fix the data or the key. Other refusals (the token, its scopes) fail the node.
+    const body = claim.body as IDataObject;
+    const message = String(body.detail ?? body.message ?? body.reason ?? "blocked");
+    return [PERSON, { status: "blocked", reason: body.reason ?? null, httpStatus: claim.httpStatus, message, answer: body }];
   }
+  if (claim instanceof Error) return claim;
+  const data = item.data ?? (claim.data as IDataObject | undefined);
   const base: IDataObject = { status: claim.status, key: claim.key, httpStatus: claim.httpStatus };
   if (claim.shouldAct) {
-    keepAlive(claim, keepAliveSeconds);
+    keepAlive(claim, item.keepAliveSeconds);
     return [ACT, { ...base, idempotencyKey: claim.idempotencyKey ?? null, attempt: claim.attempt ?? null, data: data ?? null, claim: claim.toJSON() as unknown as IDataObject }];
   }
   if (claim.status === "done") {
