@@ -49,6 +49,7 @@ function fakeClaim(key) {
   return {
     beats: 0,
     running: false,
+    token: `${key}-token`,
     toJSON: () => ({ key, token: `${key}-token` }),
     startHeartbeat() { this.running = true; },
     stopHeartbeat() { this.running = false; },

@@ -13,6 +13,8 @@ export { Opsconsole } from "./client.js";
 export type { ClaimBatchItem, ClaimOptions, EventEnvelope, OpsconsoleOptions, Perform, Performance, Performed, SubmitAnswer } from "./client.js";
 export { Claim, claimPath } from "./claim.js";
 export type { ClaimJSON, Report, Requester } from "./claim.js";
+export { HeldClaims } from "./held.js";
+export type { HoldOptions } from "./held.js";
 export { Ambiguous, ClaimError, ClaimLost, Permanent, Refused, ServiceUnavailable, VendorCallError } from "./errors.js";
 export type { JsonObject } from "./errors.js";
 export { ERROR_LIMIT, NOT_SENT_CODES, outcomeOfError, outcomeOfVendorCall } from "./outcome.js";
