@@ -44,7 +44,7 @@ class RequestIdMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        given = request.headers.get("X-Request-ID", "")
+        given = request.META.get("HTTP_X_REQUEST_ID", "")  # not request.headers, which maps every header
         request.request_id = given if _SANE_ID.match(given) else uuid.uuid4().hex
         token = request_id.set(request.request_id)
         try:

@@ -61,7 +61,7 @@ def _require_json(request: HttpRequest) -> None:
 
 
 def _content_encoding(request: HttpRequest) -> str:
-    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    encoding = request.META.get("HTTP_CONTENT_ENCODING", "").strip().lower()
     if encoding not in ("", "identity", *GZIP):
         raise ApiProblem(
             415,
