@@ -351,6 +351,9 @@ OPSCONSOLE_CLAIM_BATCH = env.int("OPSCONSOLE_CLAIM_BATCH", default=50)
 # the claim's transaction, all of them (ledger.engine.claiming.finish_in_claim); of the others, at most a
 # claim batch is claimed.
 OPSCONSOLE_FINISH_IN_CLAIM_BATCH = env.int("OPSCONSOLE_FINISH_IN_CLAIM_BATCH", default=200)
+# How long one processing task goes on claiming batch after full batch (ledger.tasks.process_operations)
+# before it hands the rest to a new task: what other tasks may wait behind a backlog.
+OPSCONSOLE_PROCESS_SECONDS = env.float("OPSCONSOLE_PROCESS_SECONDS", default=1.0)
 OPSCONSOLE_LEASE_SECONDS = env.int("OPSCONSOLE_LEASE_SECONDS", default=60)
 # Claims by callers that perform their own effect (docs/claims.md): the leases a caller may ask for.
 # Short enough that a dead caller's operation is soon looked up; long enough for a slow connector

@@ -43,7 +43,7 @@ class PrepareBrief(ActionDefinition):
         drafts = ReviewDraft.objects.bulk_create(
             [
                 ReviewDraft(
-                    operation=operation,
+                    operation_id=operation.pk,
                     workspace_id=operation.workspace_id,
                     title=operation.payload["title"],
                     owner=operation.payload["owner"],

@@ -86,6 +86,13 @@ def nudges_for(due: int) -> int:
     return min(math.ceil(due / settings.OPSCONSOLE_CLAIM_BATCH), Conf.WORKERS)
 
 
+def due_worth_counting() -> int:
+    """How far counting a due backlog changes ``nudges_for``: past one claim batch per worker it
+    answers one task per worker whatever the count, so a count can stop there (a resume then costs
+    the same whatever it held, and its first task leaves sooner)."""
+    return settings.OPSCONSOLE_CLAIM_BATCH * Conf.WORKERS
+
+
 def follow_up() -> None:
     """A task claimed a full batch, so more is probably due: keep a task queued for each of the
     cluster's workers (at least one more), so a backlog that arrived one event at a time, with one

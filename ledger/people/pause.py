@@ -63,4 +63,4 @@ def set_paused(
 
 
 def _drain_due_backlog() -> None:
-    nudges.enqueue_drain(nudges.nudges_for(due_operations().count()))
+    nudges.enqueue_drain(nudges.nudges_for(due_operations()[: nudges.due_worth_counting()].count()))

@@ -224,7 +224,8 @@ def test_it_checks_the_operation_when_a_delayed_task_arrives(workspace, scripted
     assert Operation.objects.get().attempts == 1
 
 
-@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2)
+# One batch per task (no time to go on): each full batch asks for the next run.
+@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2, OPSCONSOLE_PROCESS_SECONDS=0)
 def test_a_full_batch_keeps_a_task_queued_for_every_worker(workspace, frozen):
     """A backlog that arrived one event at a time has one wake-up for the lot; a task that claims a
     full batch tops the queue up to one task per worker (Q_WORKERS 2), so every worker drains it."""
@@ -245,7 +246,36 @@ def test_a_full_batch_keeps_a_task_queued_for_every_worker(workspace, frozen):
     assert OrmQ.objects.count() == 2
 
 
-@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2)
+@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2, OPSCONSOLE_PROCESS_SECONDS=60)
+def test_a_task_goes_on_claiming_while_batches_come_back_full(workspace, frozen):
+    """Within its time a task claims batch after batch, without a round through the queue for each:
+    seven operations are four claims of one task (2, 2, 2, 1); the first full batch still asks for
+    a task per worker, so the others join in."""
+    for n in range(7):
+        submit_brief(workspace, request_id=f"L-{n}")
+    OrmQ.objects.all().delete()
+
+    assert tasks.process_operations() == 7
+    assert set(Operation.objects.values_list("state", flat=True)) == {"succeeded"}
+    assert [SignedPackage.loads(task.payload)["func"] for task in OrmQ.objects.all()] == [nudges.PROCESS] * 2
+
+
+@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2, OPSCONSOLE_PROCESS_SECONDS=1)
+def test_a_task_whose_time_ran_out_on_a_full_batch_hands_the_rest_on(workspace, frozen, monkeypatch):
+    """Out of time after its second full batch, the task stops and asks for one more run (on top
+    of the two its first full batch asked for); the rest waits for that run."""
+    for n in range(7):
+        submit_brief(workspace, request_id=f"T-{n}")
+    OrmQ.objects.all().delete()
+    clock = iter([0.0, 0.5, 1.5])  # the start, after the first batch, after the second
+    monkeypatch.setattr(tasks, "monotonic", lambda: next(clock))
+
+    assert tasks.process_operations() == 4
+    assert Operation.objects.filter(state="succeeded").count() == 4
+    assert OrmQ.objects.count() == 3
+
+
+@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2, OPSCONSOLE_PROCESS_SECONDS=0)
 def test_a_large_batch_asks_for_a_task_per_worker_not_per_claim_batch(
     workspace, api, django_capture_on_commit_callbacks
 ):
@@ -275,7 +305,7 @@ def test_a_large_batch_asks_for_a_task_per_worker_not_per_claim_batch(
     assert ReviewDraft.objects.count() == 10
 
 
-@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2)
+@override_settings(OPSCONSOLE_CLAIM_BATCH=2, OPSCONSOLE_FINISH_IN_CLAIM_BATCH=2, OPSCONSOLE_PROCESS_SECONDS=0)
 def test_a_resumed_backlog_gets_a_task_per_worker_not_per_claim_batch(workspace, django_capture_on_commit_callbacks):
     """Ten held operations are five claim batches; the resume enqueues one task per worker (2), and
     the full batches keep the workers supplied: every operation is done by seven tasks (the five
