@@ -22,9 +22,9 @@ def process_operations(operation_id: int | None = None) -> int:
     A full first batch asks for more runs at once (``follow_up``: the other workers join in), and
     so does the last one when the time ran out with batches still full. Going on in the same task
     spares each further batch a round through the queue (its enqueue, dequeue and acknowledgement,
-    the wake-up taken again); each batch is still its
-    own claim and commit, so a worker that dies between two leaves what one task between two
-    batches left. The time bounds how long other tasks wait behind a backlog.
+    the wake-up taken again); each batch is still its own claim and commit, so a worker that dies
+    between two leaves what one task between two batches left. The time bounds how long other
+    tasks wait behind a backlog.
 
     ``operation_id`` names the operation whose arrival sent the nudge (kept for the task list);
     the claim takes the oldest due operations, that one included when it is still due.
