@@ -17,19 +17,18 @@ A batch is one transaction: its items are decided in their order, so a key twice
 by its first item and the later ones are answered as a second concurrent claimer would be.
 """
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition
 from ledger.callers import claims
 from ledger.callers.tokens import token_for
-from ledger.core import announcements, audit_chain, configuration, contention, tallies
+from ledger.core import accounts, announcements, audit_chain, configuration, contention, tallies
 from ledger.core.audit_chain import chain_lock_key
 from ledger.core.rows import dumps, from_json, model_row
 from ledger.core.transitions import log_transition
@@ -57,29 +56,43 @@ class _Item:
     event: reservation.Event | None = None  # an envelope's
 
 
-def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> claims.Answer:
+def claim(
+    *, workspace: Workspace, raw: Any, submitted_by: str, person=None, token: dict | None = None
+) -> claims.Answer:
     """``claims.claim`` in one database call (the same answers)."""
-    [answer] = claim_each(workspace=workspace, raws=[raw], submitted_by=submitted_by, person=person)
+    [answer] = claim_each(workspace=workspace, raws=[raw], submitted_by=submitted_by, person=person, token=token)
     return answer
 
 
 def claim_each(
-    *, workspace: Workspace, raws: list, submitted_by: str, person=None, max_claim_bytes: int | None = None
+    *,
+    workspace: Workspace,
+    raws: list,
+    submitted_by: str,
+    person=None,
+    max_claim_bytes: int | None = None,
+    token: dict | None = None,
 ) -> list[claims.Answer]:
     """Each of ``raws`` claimed (an envelope with ``lease_seconds``, or ``key`` and
     ``lease_seconds``) and answered as ``claims.claim`` answers it alone, in one call and one commit
     for all of them but those the module docstring names. ``max_claim_bytes`` holds each (as UTF-8
-    JSON) to the limit of a single claim: a larger one is refused on its own (413)."""
+    JSON) to the limit of a single claim: a larger one is refused on its own (413).
+
+    ``token``: the ``recheck`` of an API token taken from the process's cache
+    (``accounts.cached_token``), checked before anything is written or answered: by the call
+    itself when it decides every claim, else alone first (``accounts.check_token``);
+    ``accounts.TokenChanged`` when it changed, nothing written."""
     sender = {"submitted_by": submitted_by, "person": person}
     now = timezone.now()
     answers: dict[int, claims.Answer] = {}
     items: dict[int, _Item] = {}
+    too_large: list[int] = []
     later: list[int] = []  # answered by claims.claim, after the call
     listened = announcements.may_announce(workspace.pk)
     recorded = _actions_of_keys(workspace, raws) if not listened else {}
     for index, raw in enumerate(raws):
         if max_claim_bytes is not None and submit.json_size(raw) > max_claim_bytes:
-            answers[index] = _too_large(workspace, raw, max_claim_bytes, **sender)
+            too_large.append(index)
             continue
         item = None if listened else _item(workspace, raw, recorded, now=now, actor=submitted_by, person=person)
         if isinstance(item, claims.Answer):
@@ -88,9 +101,15 @@ def claim_each(
             later.append(index)
         else:
             items[index] = item
+    if too_large or later or not items:
+        # Something is written or answered outside the call: the token is checked before it.
+        accounts.check_token(token)
+        token = None
+    for index in too_large:
+        answers[index] = _too_large(workspace, raws[index], max_claim_bytes or 0, **sender)
     if items:
         _config_once(list(items.values()))
-        results = contention.retried(_call, workspace, list(items.values()), doing="claiming")
+        results = contention.retried(_call, workspace, list(items.values()), token, doing="claiming")
         for (index, item), result in zip(items.items(), results, strict=True):
             answers[index] = _answer(workspace, item, result, now=now, actor=submitted_by)
     for index in later:
@@ -225,18 +244,14 @@ def _tally_labels(action: str) -> dict[str, str]:
     return labels
 
 
-def _call(workspace: Workspace, items: list[_Item]) -> list[dict]:
-    """One transaction: the call, then its audit events sealed and inserted with the COMMIT
-    (``reservation``'s way: BEGIN sent with the call, the events with the COMMIT)."""
-    requests = dumps([item.request for item in items])
-    if connection.in_atomic_block or not connection.get_autocommit():
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(CALL, [requests])
-            results = json.loads(cursor.fetchone()[0])
-            if events := _events(results):
-                cursor.execute(audit_chain.INSERT, [events])
-        return results
-    return audit_chain.in_one_transaction(CALL, [requests], lambda results: _events(results) or "[]")
+def _call(workspace: Workspace, items: list[_Item], token: dict | None) -> list[dict]:
+    """One transaction: the call (the first claim checking ``token``, when there is one), then its
+    audit events sealed and inserted with the COMMIT (``audit_chain.in_one_transaction``)."""
+    requests = [item.request for item in items]
+    if token is not None:
+        requests = [requests[0] | {"token": token}, *requests[1:]]
+    with accounts.token_checked():
+        return audit_chain.in_one_transaction(CALL, [dumps(requests)], lambda results: _events(results) or None)
 
 
 def _events(results: list[dict]) -> str:

@@ -10,7 +10,10 @@
 -- decided, the caller moves it as the sweep would, in Python, and claims again).
 -- Lock order (docs/architecture.md): the operation's row first when it exists, then the chain (in
 -- ledger_reserve_one), the tally; a row created here is seen by nobody else before the commit.
--- Called by: ledger.callers.claiming. Made by migration 0056.
+-- The request that names a `token` (the first of a request's claims, when the API let it in by
+-- its process's token cache) checks it first, as ledger_reserve_one does: SQLSTATE OC401, nothing
+-- written, when the token changed since the process read it.
+-- Called by: ledger.callers.claiming. Made by migration 0056; the token's check added by 0059.
 
 CREATE OR REPLACE FUNCTION public.ledger_claim(request jsonb)
  RETURNS jsonb
@@ -32,6 +35,9 @@ DECLARE
     previous text := '';
     audits jsonb := '[]';
 BEGIN
+    IF request ? 'token' THEN
+        PERFORM ledger_token_unchanged(request->'token');
+    END IF;
     -- The row first when it is there (rows before the chain): a claimer that finds it waits here.
     SELECT * INTO operation FROM ledger_operation WHERE workspace_id = workspace AND key = wanted
     FOR NO KEY UPDATE;
