@@ -90,11 +90,12 @@ def claim_each(
     later: list[int] = []  # answered by claims.claim, after the call
     listened = announcements.may_announce(workspace.pk)
     recorded = _actions_of_keys(workspace, raws) if not listened else {}
+    shared: dict[str, dict] = {}  # what the request's claims of one action share (``_request``)
     for index, raw in enumerate(raws):
         if max_claim_bytes is not None and submit.json_size(raw) > max_claim_bytes:
             too_large.append(index)
             continue
-        item = None if listened else _item(workspace, raw, recorded, now=now, actor=submitted_by, person=person)
+        item = None if listened else _item(workspace, raw, recorded, shared, now=now, actor=submitted_by, person=person)
         if isinstance(item, claims.Answer):
             answers[index] = item
         elif item is None:
@@ -158,7 +159,7 @@ def _by_key(raw: Any) -> bool:
 
 
 def _item(
-    workspace: Workspace, raw: Any, recorded: dict[str, str], *, now: datetime, actor: str, person
+    workspace: Workspace, raw: Any, recorded: dict[str, str], shared: dict, *, now: datetime, actor: str, person
 ) -> "_Item | claims.Answer | None":
     """The call's request for ``raw``; an answer when it needs no call (a key of no operation);
     None when ``claims.claim`` answers it (a refusal is recorded there)."""
@@ -173,7 +174,7 @@ def _item(
         if action is None or not action.performed_by_caller:
             return None
         lease = _lease(raw.get("lease_seconds"), action)
-        return _Item(_request(workspace, raw["key"], action, lease, now=now, actor=actor), action, lease)
+        return _Item(_request(workspace, raw["key"], action, lease, shared, now=now, actor=actor), action, lease)
     if not isinstance(raw, dict) or not isinstance(raw.get("action"), str):
         return None
     raw = dict(raw)
@@ -185,7 +186,7 @@ def _item(
     if event is None or event.action.name != action.name:
         return None
     lease = _lease(lease_seconds, action)
-    request = _request(workspace, event.key, action, lease, now=now, actor=actor)
+    request = _request(workspace, event.key, action, lease, shared, now=now, actor=actor)
     # The reservation as intake makes it (ledger.intake.reservation), inside the claim's call.
     request["reserve"] = reservation.one_event_request(
         workspace, event, source=claims.SOURCE, submitted_by=actor, person=person, now=now
@@ -198,27 +199,49 @@ def _lease(seconds: int | None, action: ActionDefinition) -> timedelta:
 
 
 def _request(
-    workspace: Workspace, key: str, action: ActionDefinition, lease: timedelta, *, now: datetime, actor: str
+    workspace: Workspace,
+    key: str,
+    action: ActionDefinition,
+    lease: timedelta,
+    shared: dict[str, dict],
+    *,
+    now: datetime,
+    actor: str,
 ) -> dict:
-    """What ``ledger_claim`` is given: the rows it may write, and what it decides by."""
-    version = configuration.version_for(workspace.pk, action)
+    """What ``ledger_claim`` is given: the rows it may write, and what it decides by. What every
+    claim of ``action`` in the request has in common (its configuration and the rows' templates) is
+    built by the first and kept in ``shared``: a batch of 100 builds it once, not 100 times."""
+    common = shared.get(action.name)
+    if common is None:
+        version = configuration.version_for(workspace.pk, action)
+        rows = _rows(workspace.pk, actor)
+        common = shared[action.name] = {
+            "workspace_id": workspace.pk,
+            "action": action.name,
+            "reserve": None,
+            "now": now,
+            "actor": actor,
+            "whole_deadline": action.deadline.total_seconds(),
+            "consequential": action.consequential,
+            "terminal_states": _TERMINAL,
+            "config": model_row(version) | {"digest": version.digest, "created_at": now},
+            "attempt": rows["attempt"] | {"started_at": now, "config_version_id": version.digest},
+            "audit": rows["audit"] | {"created_at": now},
+            "chain_lock": chain_lock_key(workspace.pk),
+            "tally_labels": _tally_labels(action.name),
+            "shard": tallies.shard(),
+        }
+    return common | {"key": key, "lease_seconds": lease.total_seconds()}
+
+
+@lru_cache(maxsize=1024)
+def _rows(workspace_id: int, actor: str) -> dict[str, dict]:
+    """The rows a claim opens, as Django would write them (every column), for one caller: each
+    claim then sets its times and configuration, ledger_claim what only the database knows. Built
+    once per caller and process (as ``reservation``'s rows are)."""
     return {
-        "workspace_id": workspace.pk,
-        "key": key,
-        "action": action.name,
-        "reserve": None,
-        "now": now,
-        "actor": actor,
-        "lease_seconds": lease.total_seconds(),
-        "whole_deadline": action.deadline.total_seconds(),
-        "consequential": action.consequential,
-        "terminal_states": _TERMINAL,
-        "config": model_row(version) | {"digest": version.digest, "created_at": now},
-        "attempt": model_row(Attempt(worker=actor, started_at=now, config_version_id=version.digest)),
-        "audit": model_row(AuditEvent(workspace_id=workspace.pk, actor=actor), created_at=now),
-        "chain_lock": chain_lock_key(workspace.pk),
-        "tally_labels": _tally_labels(action.name),
-        "shard": tallies.shard(),
+        "attempt": model_row(Attempt(worker=actor)),
+        "audit": model_row(AuditEvent(workspace_id=workspace_id, actor=actor)),
     }
 
 
