@@ -292,10 +292,12 @@ def _answer(workspace: Workspace, item: _Item, result: dict, *, now: datetime, a
     status = result["answer"]
     if status == claims.NOT_FOUND:  # purged between the lookup and the call
         return claims.no_such_operation()
-    if item.event is not None:
+    if status == claims.BLOCKED:  # a payload conflict: answered as intake answers it
         [reserved] = reservation.reserved_from(workspace, result["reserved"])
-        if status == claims.BLOCKED:
-            return claims.Answer(claims.BLOCKED, reserved.operation, intake=submit.answered(item.event, reserved))
+        assert item.event is not None
+        return claims.Answer(claims.BLOCKED, reserved.operation, intake=submit.answered(item.event, reserved))
+    if item.event is not None:
+        reservation.wake(result["reserved"])  # the operation's instance is built once, below
     operation = from_json(Operation, result["operation"], workspace=workspace)
     if status == "overdue":
         return claims.take(operation, item.action, lease=item.lease, actor=actor)

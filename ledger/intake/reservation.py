@@ -261,15 +261,20 @@ def reserved_from(workspace, answer: dict) -> list[Reserved]:
     """What ``ledger_reserve`` answered, as model instances; the wake-up it took, asked for on commit."""
     operations = {key: from_json(Operation, row, workspace=workspace) for key, row in answer["operations"].items()}
     reserved = []
-    accepted = 0
     for found in answer["results"]:
         operation = operations[found["key"]]
         conflict = from_json(Conflict, found["conflict"], operation=operation) if found["conflict"] else None
-        accepted += found["outcome"] == Outcome.ACCEPTED
         reserved.append(Reserved(found["outcome"], operation, conflict))
+    wake(answer)
+    return reserved
+
+
+def wake(answer: dict) -> None:
+    """The wake-up ``ledger_reserve`` took, and the tasks its accepted events call for, asked for on
+    commit (``reserved_from`` does it; a caller that needs no instances of the answer calls this)."""
+    accepted = sum(found["outcome"] == Outcome.ACCEPTED for found in answer["results"])
     if accepted:
         nudges.wake(accepted=accepted, took_wakeup=answer["wake"])
-    return reserved
 
 
 @lru_cache(maxsize=1024)
