@@ -2,7 +2,9 @@
 (migration 0055): ``ledger_claim`` and ``ledger_report_outcome`` given a request that names a
 ``token`` (an API token taken from the process's cache) check it first with
 ``ledger_token_unchanged`` and, if it changed, write nothing (SQLSTATE OC401), so the API sends no
-lookup of its own before them. The texts are ``ledger/callers/sql/claim.sql`` and
+lookup of its own before them. And ``ledger_claim`` stores the configuration a request's claims of
+an action are sent once also when its claim is answered as a payload conflict (the next claim's
+Attempt names it). The texts are ``ledger/callers/sql/claim.sql`` and
 ``report_outcome.sql`` as this migration applied them; the reverse restores those of 0056 and 0058."""
 
 from django.db import migrations
@@ -38,10 +40,7 @@ BEGIN
         reserved := ledger_reserve_one(request->'reserve');
         previous := reserved->'audit'->>0;
         audits := reserved->'audit'->1;
-        IF reserved->'results'->0->>'outcome' = 'conflict' THEN
-            RETURN jsonb_build_object('answer', 'blocked', 'reserved', reserved, 'audit', jsonb_build_array(previous, audits));
-        END IF;
-        IF operation.id IS NULL THEN
+        IF operation.id IS NULL AND reserved->'results'->0->>'outcome' <> 'conflict' THEN
             -- Created by this reservation (no one else sees it yet), or by another since the read
             -- above (committed: the reservation waited for it).
             SELECT * INTO operation FROM ledger_operation WHERE workspace_id = workspace AND key = wanted
@@ -52,11 +51,15 @@ BEGIN
     END IF;
 
     -- The configuration a try would begin under, stored when a request first names it (content
-    -- addressed: a row that is there is found, nothing written), whatever this claim is answered.
+    -- addressed: a row that is there is found, nothing written), whatever this claim is answered, a
+    -- payload conflict too: the request's later claims of the action are sent it no more.
     IF request->'config' <> 'null' THEN
         INSERT INTO ledger_configversion
         SELECT r.* FROM jsonb_populate_record(NULL::ledger_configversion, request->'config') r
         ON CONFLICT DO NOTHING;
+    END IF;
+    IF reserved->'results'->0->>'outcome' = 'conflict' THEN
+        RETURN jsonb_build_object('answer', 'blocked', 'reserved', reserved, 'audit', jsonb_build_array(previous, audits));
     END IF;
     since := coalesce(operation.state_changed_at, operation.created_at);
     held := CASE WHEN since < (SELECT p.ended_at FROM ledger_pauseinterval p ORDER BY p.ended_at DESC LIMIT 1)
