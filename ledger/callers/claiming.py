@@ -34,7 +34,7 @@ from ledger.core.rows import dumps, from_json, model_row
 from ledger.core.transitions import log_transition
 from ledger.intake import reservation, submit
 from ledger.intake.decoding import storable_text_problem
-from ledger.models import Attempt, AuditEvent, Control, Operation, Workspace
+from ledger.models import Attempt, Control, Operation, Workspace
 from ledger.states import TERMINAL_STATES, State
 
 # Every item of a request decided in its order, in one statement.
@@ -241,7 +241,7 @@ def _rows(workspace_id: int, actor: str) -> dict[str, dict]:
     once per caller and process (as ``reservation``'s rows are)."""
     return {
         "attempt": model_row(Attempt(worker=actor)),
-        "audit": model_row(AuditEvent(workspace_id=workspace_id, actor=actor)),
+        "audit": audit_chain.event_row(workspace_id, actor),
     }
 
 

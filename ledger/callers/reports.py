@@ -49,13 +49,13 @@ from ledger.callers.claims import (
 )
 from ledger.callers.tokens import claim_in, claim_of
 from ledger.core import accounts, announcements, audit_chain, contention, privacy, tallies
-from ledger.core.rows import dumps, from_json, model_row
+from ledger.core.rows import dumps, from_json
 from ledger.core.transitions import log_transition
 from ledger.engine.attempts import finish_attempt
 from ledger.engine.failed import write_failure
 from ledger.engine.succeeded import record_success
 from ledger.intake.decoding import storable_text_problem, unstorable_text_errors
-from ledger.models import Attempt, AuditEvent, Operation, Workspace
+from ledger.models import Attempt, Operation, Workspace
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
 from ledger.states import State
 
@@ -255,7 +255,7 @@ def _succeeded_in_one_call(
         "external_id": report.external_id or "",
         "tally": tallies.success_labels(action.name),
         "shard": tallies.shard(),
-        "audit": model_row(AuditEvent(workspace_id=workspace.pk, actor=actor), created_at=now),
+        "audit": audit_chain.event_row(workspace.pk, actor) | {"created_at": now},
         "chain_lock": audit_chain.chain_lock_key(workspace.pk),
     }
     if token is not None:

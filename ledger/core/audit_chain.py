@@ -15,6 +15,7 @@ events they would write with the head they read), then the sealed events inserte
 """
 
 import json
+from functools import lru_cache
 from typing import Any
 
 from django.db import DatabaseError, connection, transaction
@@ -82,6 +83,14 @@ def insert(previous: str, rows: list[dict]) -> None:
 def sealed(previous: str, rows: list[dict]) -> str:
     """One chain's new events sealed after the head ``previous``, as the JSON ``INSERT`` takes."""
     return dumps(audit_mac.seal(previous, rows))
+
+
+@lru_cache(maxsize=1024)
+def event_row(workspace_id: int | None, actor: str) -> dict:
+    """An audit event's row as Django would write it (every column), for one actor in one
+    workspace: built once per process, each event then setting what it says (a copy: ``row |
+    {...}``) and the function that writes it its id, before it is sealed."""
+    return model_row(AuditEvent(workspace_id=workspace_id, actor=actor))
 
 
 def chain_lock_key(workspace_id: int | None) -> int:
