@@ -4,7 +4,9 @@ statement and one commit. ``ledger_claim`` (``sql/claim.sql``) reserves each eve
 decides the claim as ``ledger.callers.claims.standing`` does, claiming it when it may be; Python
 seals the audit events it returns and inserts them with the commit, then builds the answers.
 
-The statements are written by hand: nothing is compiled by the ORM on this path. What the call
+The statements are written by hand: nothing is compiled by the ORM on this path. An API token taken
+from the process's cache is checked by the call itself (its first claim), as intake's reservation
+checks it, or alone before anything the call does not decide is written or answered. What the call
 does not decide goes the way of ``ledger.callers.claims`` (Python, a transaction of its own):
 - a claim intake would refuse or reserve otherwise (invalid, too old, a version under
   ``latest_wins``, a lease or action the claim refuses, a claim by key of an action nobody claims),
