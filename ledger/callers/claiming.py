@@ -4,7 +4,9 @@ statement and one commit. ``ledger_claim`` (``sql/claim.sql``) reserves each eve
 decides the claim as ``ledger.callers.claims.standing`` does, claiming it when it may be; Python
 seals the audit events it returns and inserts them with the commit, then builds the answers.
 
-The statements are written by hand: nothing is compiled by the ORM on this path. What the call
+The statements are written by hand: nothing is compiled by the ORM on this path. An API token taken
+from the process's cache is checked by the call itself (its first claim), as intake's reservation
+checks it, or alone before anything the call does not decide is written or answered. What the call
 does not decide goes the way of ``ledger.callers.claims`` (Python, a transaction of its own):
 - a claim intake would refuse or reserve otherwise (invalid, too old, a version under
   ``latest_wins``, a lease or action the claim refuses, a claim by key of an action nobody claims),
@@ -17,25 +19,24 @@ A batch is one transaction: its items are decided in their order, so a key twice
 by its first item and the later ones are answered as a second concurrent claimer would be.
 """
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition
 from ledger.callers import claims
 from ledger.callers.tokens import token_for
-from ledger.core import announcements, audit_chain, configuration, contention, tallies
+from ledger.core import accounts, announcements, audit_chain, configuration, contention, tallies
 from ledger.core.audit_chain import chain_lock_key
 from ledger.core.rows import dumps, from_json, model_row
 from ledger.core.transitions import log_transition
 from ledger.intake import reservation, submit
 from ledger.intake.decoding import storable_text_problem
-from ledger.models import Attempt, AuditEvent, Control, Operation, Workspace
+from ledger.models import Attempt, Control, Operation, Workspace
 from ledger.states import TERMINAL_STATES, State
 
 # Every item of a request decided in its order, in one statement.
@@ -57,40 +58,61 @@ class _Item:
     event: reservation.Event | None = None  # an envelope's
 
 
-def claim(*, workspace: Workspace, raw: Any, submitted_by: str, person=None) -> claims.Answer:
+def claim(
+    *, workspace: Workspace, raw: Any, submitted_by: str, person=None, token: dict | None = None
+) -> claims.Answer:
     """``claims.claim`` in one database call (the same answers)."""
-    [answer] = claim_each(workspace=workspace, raws=[raw], submitted_by=submitted_by, person=person)
+    [answer] = claim_each(workspace=workspace, raws=[raw], submitted_by=submitted_by, person=person, token=token)
     return answer
 
 
 def claim_each(
-    *, workspace: Workspace, raws: list, submitted_by: str, person=None, max_claim_bytes: int | None = None
+    *,
+    workspace: Workspace,
+    raws: list,
+    submitted_by: str,
+    person=None,
+    max_claim_bytes: int | None = None,
+    token: dict | None = None,
 ) -> list[claims.Answer]:
     """Each of ``raws`` claimed (an envelope with ``lease_seconds``, or ``key`` and
     ``lease_seconds``) and answered as ``claims.claim`` answers it alone, in one call and one commit
     for all of them but those the module docstring names. ``max_claim_bytes`` holds each (as UTF-8
-    JSON) to the limit of a single claim: a larger one is refused on its own (413)."""
+    JSON) to the limit of a single claim: a larger one is refused on its own (413).
+
+    ``token``: the ``recheck`` of an API token taken from the process's cache
+    (``accounts.cached_token``), checked before anything is written or answered: by the call
+    itself when it decides every claim, else alone first (``accounts.check_token``);
+    ``accounts.TokenChanged`` when it changed, nothing written."""
     sender = {"submitted_by": submitted_by, "person": person}
     now = timezone.now()
     answers: dict[int, claims.Answer] = {}
     items: dict[int, _Item] = {}
+    too_large: list[int] = []
     later: list[int] = []  # answered by claims.claim, after the call
     listened = announcements.may_announce(workspace.pk)
     recorded = _actions_of_keys(workspace, raws) if not listened else {}
+    shared: dict[str, dict] = {}  # what the request's claims of one action share (``_request``)
     for index, raw in enumerate(raws):
         if max_claim_bytes is not None and submit.json_size(raw) > max_claim_bytes:
-            answers[index] = _too_large(workspace, raw, max_claim_bytes, **sender)
+            too_large.append(index)
             continue
-        item = None if listened else _item(workspace, raw, recorded, now=now, actor=submitted_by, person=person)
+        item = None if listened else _item(workspace, raw, recorded, shared, now=now, actor=submitted_by, person=person)
         if isinstance(item, claims.Answer):
             answers[index] = item
         elif item is None:
             later.append(index)
         else:
             items[index] = item
+    if too_large or later or not items:
+        # Something is written or answered outside the call: the token is checked before it.
+        accounts.check_token(token)
+        token = None
+    for index in too_large:
+        answers[index] = _too_large(workspace, raws[index], max_claim_bytes or 0, **sender)
     if items:
         _config_once(list(items.values()))
-        results = contention.retried(_call, workspace, list(items.values()), doing="claiming")
+        results = contention.retried(_call, workspace, list(items.values()), token, doing="claiming")
         for (index, item), result in zip(items.items(), results, strict=True):
             answers[index] = _answer(workspace, item, result, now=now, actor=submitted_by)
     for index in later:
@@ -139,7 +161,7 @@ def _by_key(raw: Any) -> bool:
 
 
 def _item(
-    workspace: Workspace, raw: Any, recorded: dict[str, str], *, now: datetime, actor: str, person
+    workspace: Workspace, raw: Any, recorded: dict[str, str], shared: dict, *, now: datetime, actor: str, person
 ) -> "_Item | claims.Answer | None":
     """The call's request for ``raw``; an answer when it needs no call (a key of no operation);
     None when ``claims.claim`` answers it (a refusal is recorded there)."""
@@ -154,7 +176,7 @@ def _item(
         if action is None or not action.performed_by_caller:
             return None
         lease = _lease(raw.get("lease_seconds"), action)
-        return _Item(_request(workspace, raw["key"], action, lease, now=now, actor=actor), action, lease)
+        return _Item(_request(workspace, raw["key"], action, lease, shared, now=now, actor=actor), action, lease)
     if not isinstance(raw, dict) or not isinstance(raw.get("action"), str):
         return None
     raw = dict(raw)
@@ -166,7 +188,7 @@ def _item(
     if event is None or event.action.name != action.name:
         return None
     lease = _lease(lease_seconds, action)
-    request = _request(workspace, event.key, action, lease, now=now, actor=actor)
+    request = _request(workspace, event.key, action, lease, shared, now=now, actor=actor)
     # The reservation as intake makes it (ledger.intake.reservation), inside the claim's call.
     request["reserve"] = reservation.one_event_request(
         workspace, event, source=claims.SOURCE, submitted_by=actor, person=person, now=now
@@ -179,27 +201,49 @@ def _lease(seconds: int | None, action: ActionDefinition) -> timedelta:
 
 
 def _request(
-    workspace: Workspace, key: str, action: ActionDefinition, lease: timedelta, *, now: datetime, actor: str
+    workspace: Workspace,
+    key: str,
+    action: ActionDefinition,
+    lease: timedelta,
+    shared: dict[str, dict],
+    *,
+    now: datetime,
+    actor: str,
 ) -> dict:
-    """What ``ledger_claim`` is given: the rows it may write, and what it decides by."""
-    version = configuration.version_for(workspace.pk, action)
+    """What ``ledger_claim`` is given: the rows it may write, and what it decides by. What every
+    claim of ``action`` in the request has in common (its configuration and the rows' templates) is
+    built by the first and kept in ``shared``: a batch of 100 builds it once, not 100 times."""
+    common = shared.get(action.name)
+    if common is None:
+        version = configuration.version_for(workspace.pk, action)
+        rows = _rows(workspace.pk, actor)
+        common = shared[action.name] = {
+            "workspace_id": workspace.pk,
+            "action": action.name,
+            "reserve": None,
+            "now": now,
+            "actor": actor,
+            "whole_deadline": action.deadline.total_seconds(),
+            "consequential": action.consequential,
+            "terminal_states": _TERMINAL,
+            "config": model_row(version) | {"digest": version.digest, "created_at": now},
+            "attempt": rows["attempt"] | {"started_at": now, "config_version_id": version.digest},
+            "audit": rows["audit"] | {"created_at": now},
+            "chain_lock": chain_lock_key(workspace.pk),
+            "tally_labels": _tally_labels(action.name),
+            "shard": tallies.shard(),
+        }
+    return common | {"key": key, "lease_seconds": lease.total_seconds()}
+
+
+@lru_cache(maxsize=1024)
+def _rows(workspace_id: int, actor: str) -> dict[str, dict]:
+    """The rows a claim opens, as Django would write them (every column), for one caller: each
+    claim then sets its times and configuration, ledger_claim what only the database knows. Built
+    once per caller and process (as ``reservation``'s rows are)."""
     return {
-        "workspace_id": workspace.pk,
-        "key": key,
-        "action": action.name,
-        "reserve": None,
-        "now": now,
-        "actor": actor,
-        "lease_seconds": lease.total_seconds(),
-        "whole_deadline": action.deadline.total_seconds(),
-        "consequential": action.consequential,
-        "terminal_states": _TERMINAL,
-        "config": model_row(version) | {"digest": version.digest, "created_at": now},
-        "attempt": model_row(Attempt(worker=actor, started_at=now, config_version_id=version.digest)),
-        "audit": model_row(AuditEvent(workspace_id=workspace.pk, actor=actor), created_at=now),
-        "chain_lock": chain_lock_key(workspace.pk),
-        "tally_labels": _tally_labels(action.name),
-        "shard": tallies.shard(),
+        "attempt": model_row(Attempt(worker=actor)),
+        "audit": audit_chain.event_row(workspace_id, actor),
     }
 
 
@@ -225,18 +269,14 @@ def _tally_labels(action: str) -> dict[str, str]:
     return labels
 
 
-def _call(workspace: Workspace, items: list[_Item]) -> list[dict]:
-    """One transaction: the call, then its audit events sealed and inserted with the COMMIT
-    (``reservation``'s way: BEGIN sent with the call, the events with the COMMIT)."""
-    requests = dumps([item.request for item in items])
-    if connection.in_atomic_block or not connection.get_autocommit():
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(CALL, [requests])
-            results = json.loads(cursor.fetchone()[0])
-            if events := _events(results):
-                cursor.execute(audit_chain.INSERT, [events])
-        return results
-    return audit_chain.in_one_transaction(CALL, [requests], lambda results: _events(results) or "[]")
+def _call(workspace: Workspace, items: list[_Item], token: dict | None) -> list[dict]:
+    """One transaction: the call (the first claim checking ``token``, when there is one), then its
+    audit events sealed and inserted with the COMMIT (``audit_chain.in_one_transaction``)."""
+    requests = [item.request for item in items]
+    if token is not None:
+        requests = [requests[0] | {"token": token}, *requests[1:]]
+    with accounts.token_checked():
+        return audit_chain.in_one_transaction(CALL, [dumps(requests)], lambda results: _events(results) or None)
 
 
 def _events(results: list[dict]) -> str:
@@ -254,10 +294,12 @@ def _answer(workspace: Workspace, item: _Item, result: dict, *, now: datetime, a
     status = result["answer"]
     if status == claims.NOT_FOUND:  # purged between the lookup and the call
         return claims.no_such_operation()
-    if item.event is not None:
+    if status == claims.BLOCKED:  # a payload conflict: answered as intake answers it
         [reserved] = reservation.reserved_from(workspace, result["reserved"])
-        if status == claims.BLOCKED:
-            return claims.Answer(claims.BLOCKED, reserved.operation, intake=submit.answered(item.event, reserved))
+        assert item.event is not None
+        return claims.Answer(claims.BLOCKED, reserved.operation, intake=submit.answered(item.event, reserved))
+    if item.event is not None:
+        reservation.wake(result["reserved"])  # the operation's instance is built once, below
     operation = from_json(Operation, result["operation"], workspace=workspace)
     if status == "overdue":
         return claims.take(operation, item.action, lease=item.lease, actor=actor)

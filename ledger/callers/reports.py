@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from pydantic import (
     BaseModel,
@@ -48,14 +48,14 @@ from ledger.callers.claims import (
     stale_after,
 )
 from ledger.callers.tokens import claim_in, claim_of
-from ledger.core import announcements, audit_chain, contention, privacy, tallies
-from ledger.core.rows import dumps, from_json, model_row
+from ledger.core import accounts, announcements, audit_chain, contention, privacy, tallies
+from ledger.core.rows import dumps, from_json
 from ledger.core.transitions import log_transition
 from ledger.engine.attempts import finish_attempt
 from ledger.engine.failed import write_failure
 from ledger.engine.succeeded import record_success
 from ledger.intake.decoding import storable_text_problem, unstorable_text_errors
-from ledger.models import Attempt, AuditEvent, Operation, Workspace
+from ledger.models import Attempt, Operation, Workspace
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
 from ledger.states import State
 
@@ -189,12 +189,21 @@ def read(model: type[BaseModel], raw: Any) -> tuple[Any, list[dict]]:
         return None, [error.as_dict() for error in field_errors(exc)]
 
 
-def report_outcome(*, workspace: Workspace, key: str, report: OutcomeReport, actor: str) -> Answer:
-    """Record ``report`` under its claim, or say why not."""
+def report_outcome(
+    *, workspace: Workspace, key: str, report: OutcomeReport, actor: str, token: dict | None = None
+) -> Answer:
+    """Record ``report`` under its claim, or say why not.
+
+    ``token``: the ``recheck`` of an API token taken from the process's cache
+    (``accounts.cached_token``), checked before anything is written or answered: by the call of a
+    succeeded report, else alone first (``accounts.check_token``); ``accounts.TokenChanged`` when
+    it changed, nothing written."""
     if report.outcome == "succeeded" and not announcements.may_announce(workspace.pk):
-        answer = _succeeded_in_one_call(workspace, key, report, actor=actor)
+        answer = _succeeded_in_one_call(workspace, key, report, actor=actor, token=token)
         if answer is not None:
             return answer
+    # The ORM's way checks the token first (again, when the call found an operation of another action).
+    accounts.check_token(token)
     return _reported(workspace=workspace, key=key, report=report, actor=actor)
 
 
@@ -221,11 +230,14 @@ def _reported(*, workspace: Workspace, key: str, report: OutcomeReport, actor: s
     return stale_after(answer, actor=actor)
 
 
-def _succeeded_in_one_call(workspace: Workspace, key: str, report: OutcomeReport, *, actor: str) -> Answer | None:
-    """A succeeded report in one call and one commit; None when the call leaves it to ``_reported``
-    (the key names no action its caller performs, or an operation of another action)."""
-    if storable_text_problem(key):  # no key holds it (``keyed`` asks nothing)
-        return no_such_operation()
+def _succeeded_in_one_call(
+    workspace: Workspace, key: str, report: OutcomeReport, *, actor: str, token: dict | None
+) -> Answer | None:
+    """A succeeded report in one call and one commit (the call checking ``token``, when there is
+    one); None when the call leaves it to ``_reported`` (the key names no action its caller
+    performs, or an operation of another action)."""
+    if storable_text_problem(key):  # no key holds it: ``_reported`` answers so, asking nothing
+        return None
     action = registry.get(unquote(key.rpartition(":")[2]))  # a key ends with its action (ledger.keys)
     if action is None or not action.performed_by_caller:
         return None
@@ -243,9 +255,11 @@ def _succeeded_in_one_call(workspace: Workspace, key: str, report: OutcomeReport
         "external_id": report.external_id or "",
         "tally": tallies.success_labels(action.name),
         "shard": tallies.shard(),
-        "audit": model_row(AuditEvent(workspace_id=workspace.pk, actor=actor), created_at=now),
+        "audit": audit_chain.event_row(workspace.pk, actor) | {"created_at": now},
         "chain_lock": audit_chain.chain_lock_key(workspace.pk),
     }
+    if token is not None:
+        request["token"] = token
     result = contention.retried(_call, dumps(request), doing="reporting an outcome")
     status = result["answer"]
     if status == "other_action":
@@ -269,17 +283,11 @@ def _succeeded_in_one_call(workspace: Workspace, key: str, report: OutcomeReport
 
 def _call(request: str) -> dict:
     """One transaction: the call, then its audit event sealed and inserted with the COMMIT
-    (``ledger.callers.claiming``'s way: BEGIN sent with the call, the event with the COMMIT)."""
-    if connection.in_atomic_block or not connection.get_autocommit():
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(CALL, [request])
-            result = json.loads(cursor.fetchone()[0])
-            if result.get("audit"):
-                cursor.execute(audit_chain.INSERT, [audit_chain.sealed(*result["audit"])])
-        return result
-    return audit_chain.in_one_transaction(
-        CALL, [request], lambda result: audit_chain.sealed(*result["audit"]) if result.get("audit") else None
-    )
+    (``audit_chain.in_one_transaction``)."""
+    with accounts.token_checked():
+        return audit_chain.in_one_transaction(
+            CALL, [request], lambda result: audit_chain.sealed(*result["audit"]) if result.get("audit") else None
+        )
 
 
 def _attempt_of(operation: Operation, token: str) -> Attempt | None:

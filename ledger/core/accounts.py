@@ -2,12 +2,14 @@
 revoking, and offboarding (a person removed or deactivated loses their tokens in the same
 transaction)."""
 
+import json
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from difflib import get_close_matches
 from functools import cache
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
@@ -174,6 +176,30 @@ def forget_token(token: str) -> None:
 class TokenChanged(Exception):
     """A write that checked a cached token (``cached_token``) found it changed since it was read
     (SQLSTATE ``TOKEN_CHANGED``, raised by ``ledger_token_unchanged``); it wrote nothing."""
+
+
+def check_token(recheck: dict | None) -> None:
+    """The check a write makes of a cached token (``ApiToken.recheck``; None: read just now, nothing
+    to check), made alone, for a caller that is about to write or answer outside any statement
+    that checks it: ``TokenChanged`` when the token changed."""
+    if recheck is None:
+        return
+    # In a caller's transaction, a savepoint: the refusal is the caller's to handle, not its end.
+    alone = transaction.atomic() if connection.in_atomic_block else nullcontext()
+    with token_checked(), alone, connection.cursor() as cursor:
+        cursor.execute("SELECT ledger_token_unchanged(%s::jsonb)", [json.dumps(recheck)])
+
+
+@contextmanager
+def token_checked():
+    """Around a statement that checks a cached token: its refusal (``TOKEN_CHANGED``) raised as
+    ``TokenChanged``."""
+    try:
+        yield
+    except DatabaseError as exc:
+        if token_changed(exc):
+            raise TokenChanged from exc
+        raise
 
 
 # The SQLSTATE ledger_token_unchanged raises; and how many tokens a process keeps (emptied when full:

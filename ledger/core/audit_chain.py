@@ -15,6 +15,7 @@ events they would write with the head they read), then the sealed events inserte
 """
 
 import json
+from functools import lru_cache
 from typing import Any
 
 from django.db import DatabaseError, connection, transaction
@@ -84,20 +85,40 @@ def sealed(previous: str, rows: list[dict]) -> str:
     return dumps(audit_mac.seal(previous, rows))
 
 
+@lru_cache(maxsize=1024)
+def event_row(workspace_id: int | None, actor: str) -> dict:
+    """An audit event's row as Django would write it (every column), for one actor in one
+    workspace: built once per process, each event then setting what it says (a copy: ``row |
+    {...}``) and the function that writes it its id, before it is sealed."""
+    return model_row(AuditEvent(workspace_id=workspace_id, actor=actor))
+
+
 def chain_lock_key(workspace_id: int | None) -> int:
     """The advisory lock that serialises appends to a workspace's chain (PostgreSQL)."""
     return _LOCK_NAMESPACE | (workspace_id or 0)
 
 
-def in_one_transaction(call: str, arguments: list, events_of) -> Any:
+def in_one_transaction(call: str, arguments: list, events_of, *, then=None) -> Any:
     """``call`` (a function returning jsonb, with the chain locked) and the audit events
     ``events_of(answer)`` seals (None: nothing to insert, a bare COMMIT) as one transaction in two
     round trips: BEGIN sent with the call, the events with the COMMIT (Django binds parameters on
     the client, so each pair is one query). ``transaction.atomic()`` would send BEGIN and COMMIT on
     their own, two more round trips (intake was ~1.6x slower in-process). Anything that fails in
     between rolls the transaction back (a no-op when the failure ended it, as a failed COMMIT does),
-    so nothing is left half-written or open; a connection that is gone is Django's to replace. For a
-    caller in autocommit only."""
+    so nothing is left half-written or open; a connection that is gone is Django's to replace.
+
+    Inside a caller's transaction, or with ``then`` (``then(answer)`` run after the events are in,
+    before the commit: an announcement of what the call changed), the same in ``transaction.atomic()``
+    (a savepoint in a caller's transaction keeps a failed call from failing the caller's)."""
+    if then is not None or connection.in_atomic_block or not connection.get_autocommit():
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(call, arguments)
+            answer = json.loads(cursor.fetchone()[0])
+            if (events := events_of(answer)) is not None:
+                cursor.execute(INSERT, [events])
+            if then is not None:
+                then(answer)
+        return answer
     with connection.cursor() as cursor:
         try:
             cursor.execute(f"BEGIN; {call}", arguments)

@@ -11,6 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 
 from ledger.actions import ActionDefinition, registry
 from ledger.core import policies
@@ -67,7 +68,14 @@ def version_for(workspace_id: int, action: ActionDefinition) -> ConfigVersion:
 
 
 def _digest(configuration: dict) -> str:
-    return hashlib.sha256(canonical_json(configuration).encode()).hexdigest()
+    # Remembered by the configuration's plain JSON: equal text is equal content, so the same digest,
+    # and C's encoder writes it in a third of the time the canonical form takes (every claim asks).
+    return _digest_of(json.dumps(configuration, sort_keys=True, ensure_ascii=False))
+
+
+@lru_cache(maxsize=256)
+def _digest_of(plain: str) -> str:
+    return hashlib.sha256(canonical_json(json.loads(plain)).encode()).hexdigest()
 
 
 def current_digest(operation: Operation) -> str:

@@ -28,12 +28,10 @@ models:
 Python then enqueues the wake-up's tasks on commit (``nudges.wake``).
 """
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from ledger.actions import ActionDefinition
@@ -113,7 +111,7 @@ def reserve(
     ``token``: the ``recheck`` of an API token taken from the process's cache
     (``accounts.cached_token``). The function checks it before writing anything and, if the token
     changed, writes nothing: ``accounts.TokenChanged``."""
-    try:
+    with accounts.token_checked():
         if len(events) == 1 and not refused:
             request = one_event_request(
                 workspace, events[0], source=source, submitted_by=submitted_by, person=person, token=token
@@ -125,10 +123,6 @@ def reserve(
         # A batch: the events' columns as typed arrays, one per column an event varies (the rest, the
         # same for every row, once in the request), not a JSON object per event.
         return _reserve(workspace, BATCH_CALL, [dumps(request), *_event_columns(events, request["now"])])
-    except DatabaseError as exc:
-        if accounts.token_changed(exc):
-            raise accounts.TokenChanged from exc
-        raise
 
 
 # ledger_reserve's arguments: the request, then the events' columns (``_event_columns``).
@@ -190,28 +184,20 @@ def _reserve(workspace: Workspace, call: str, arguments: list) -> list[Reserved]
     # before the commit.
     # A workspace with subscriptions announces its arrivals in their transaction, after their events
     # are in (ledger.core.announcements): the path that commits with the events' insert cannot.
-    listened = announcements.may_announce(workspace.pk)
-    if not listened and not connection.in_atomic_block and connection.get_autocommit():
-        return reserved_from(workspace, audit_chain.in_one_transaction(call, arguments, _sealed_events))
-    # Inside a caller's transaction, a savepoint keeps a failed call from failing the caller's.
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(call, arguments)
-        answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
-        if answer["audit"]:
-            audit_chain.insert(*answer["audit"])
-            if listened:
-                _announce(workspace, answer)
-    return reserved_from(workspace, answer)
+    then = (lambda answer: _announce(workspace, answer)) if announcements.may_announce(workspace.pk) else None
+    return reserved_from(workspace, audit_chain.in_one_transaction(call, arguments, _sealed_events, then=then))
 
 
 def _announce(workspace, answer: dict) -> None:
     """The notifications of what the reservation changed: its events, with their ids, name the changes."""
+    if not answer["audit"]:
+        return
     operations = {row["id"]: from_json(Operation, row, workspace=workspace) for row in answer["operations"].values()}
     announcements.announce(announcements.of_rows(operations, answer["audit"][1]))
 
 
-def _sealed_events(answer: dict) -> str:
-    return audit_chain.sealed(*answer["audit"]) if answer["audit"] else "[]"
+def _sealed_events(answer: dict) -> str | None:
+    return audit_chain.sealed(*answer["audit"]) if answer["audit"] else None
 
 
 def one_event_request(
@@ -275,15 +261,20 @@ def reserved_from(workspace, answer: dict) -> list[Reserved]:
     """What ``ledger_reserve`` answered, as model instances; the wake-up it took, asked for on commit."""
     operations = {key: from_json(Operation, row, workspace=workspace) for key, row in answer["operations"].items()}
     reserved = []
-    accepted = 0
     for found in answer["results"]:
         operation = operations[found["key"]]
         conflict = from_json(Conflict, found["conflict"], operation=operation) if found["conflict"] else None
-        accepted += found["outcome"] == Outcome.ACCEPTED
         reserved.append(Reserved(found["outcome"], operation, conflict))
+    wake(answer)
+    return reserved
+
+
+def wake(answer: dict) -> None:
+    """The wake-up ``ledger_reserve`` took, and the tasks its accepted events call for, asked for on
+    commit (``reserved_from`` does it; a caller that needs no instances of the answer calls this)."""
+    accepted = sum(found["outcome"] == Outcome.ACCEPTED for found in answer["results"])
     if accepted:
         nudges.wake(accepted=accepted, took_wakeup=answer["wake"])
-    return reserved
 
 
 @lru_cache(maxsize=1024)

@@ -31,7 +31,7 @@ from opsconsole.api.answers import BATCH_RESPONSES, EVENT_RESPONSES
 from opsconsole.api.operate_answers import InputRefused
 from opsconsole.api.problems import ApiProblem
 from opsconsole.api.request_bodies import json_body, schema_body
-from opsconsole.api.tokens import CLAIMS, EVENTS, READ, checked_by_reservation, reserving, reveals
+from opsconsole.api.tokens import CLAIMING, CLAIMS, EVENTS, READ, checked_by_reservation, reserving, reveals
 from opsconsole.proxy import client_ip
 
 SOURCE = Delivery.Source.API
@@ -264,14 +264,17 @@ def submit_batch(request):
 
 @api.post(
     "/claims",
-    auth=CLAIMS,
+    auth=CLAIMING,
     response=claim_answers.CLAIM_RESPONSES,
     openapi_extra=schema_body(CLAIM_SCHEMA),
     summary="Claim an operation you perform: claimed (201, act now), done (200), or why not (409/423)",
 )
+@checked_by_reservation
 def claim(request):
     raw = _decode(request, settings.OPSCONSOLE_MAX_BODY_BYTES)
-    answer = claiming.claim(workspace=request.workspace, raw=raw, **_sender(request))
+    answer = reserving(
+        request, lambda token: claiming.claim(workspace=request.workspace, raw=raw, token=token, **_sender(request))
+    )
     return claim_answers.claim_response(answer, reveal=reveals(request))
 
 
@@ -282,7 +285,7 @@ MAX_CLAIM_BATCH = settings.OPSCONSOLE_MAX_CLAIM_BATCH
 
 @api.post(
     "/claims/batch",
-    auth=CLAIMS,
+    auth=CLAIMING,
     response=claim_answers.CLAIM_BATCH_RESPONSES,
     summary=f"Claim up to {MAX_CLAIM_BATCH} operations you perform at once; each is answered as alone",
     openapi_extra=schema_body(
@@ -300,6 +303,7 @@ MAX_CLAIM_BATCH = settings.OPSCONSOLE_MAX_CLAIM_BATCH
         }
     ),
 )
+@checked_by_reservation
 def claim_batch(request):
     """Each claim (an envelope or a key, as `POST /claims` takes them) is answered in `results` with
     the `http_status` it would have had alone; all are decided in one transaction, in their order,
@@ -312,11 +316,15 @@ def claim_batch(request):
     if len(items) > MAX_CLAIM_BATCH:
         # Refused whole and recorded nowhere: nothing in it was looked at.
         raise ApiProblem(413, answer=answers.batch_too_large(MAX_CLAIM_BATCH, items="claims"))
-    answered = claiming.claim_each(
-        workspace=request.workspace,
-        raws=items,
-        max_claim_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES,
-        **_sender(request),
+    answered = reserving(
+        request,
+        lambda token: claiming.claim_each(
+            workspace=request.workspace,
+            raws=items,
+            max_claim_bytes=settings.OPSCONSOLE_MAX_BODY_BYTES,
+            token=token,
+            **_sender(request),
+        ),
     )
     reveal = any(answer.operation is not None for answer in answered) and reveals(request)
     return answers.respond(claim_answers.claim_batch_answer(answered, reveal=reveal), 200)
@@ -343,14 +351,20 @@ def heartbeat(request, key: str):
 
 @api.post(
     "/claims/{path:key}/outcome",
-    auth=CLAIMS,
+    auth=CLAIMING,
     response=claim_answers.OUTCOME_RESPONSES,
     openapi_extra=json_body(reports.OutcomeReport),
     summary="Report what your claimed try came to: succeeded, failed (transient or permanent) or unknown",
 )
+@checked_by_reservation
 def outcome(request, key: str):
     report = _read(request, reports.OutcomeReport)
-    answer = reports.report_outcome(workspace=request.workspace, key=key, report=report, actor=request.submitter)
+    answer = reserving(
+        request,
+        lambda token: reports.report_outcome(
+            workspace=request.workspace, key=key, report=report, actor=request.submitter, token=token
+        ),
+    )
     return claim_answers.claim_response(answer, reveal=reveals(request))
 
 

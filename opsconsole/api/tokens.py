@@ -4,15 +4,16 @@ then acts as that person, with their role in the token's workspace (the services
 for the console); a machine's with ``operate`` acts as an operator of its workspace, named by the
 token, and never approves.
 
-Intake's routes (``EVENTS``) take a token from the process's cache when it is there
-(``accounts.cached_token``): no lookup before the view, the reservation checking in its own
-statement that the token is still as cached (``ledger_token_unchanged``), so a single event costs
-one round trip where it cost two. ``checked_by_reservation`` wraps those views: a token found
-changed (``TokenChanged``, nothing written) is looked up again and the request answered as a
-lookup first would have (401, 403, or done with what the token is now: ``reserving``); and a
-request that ends in an error before its reservation checked the token is refused if the lookup
-refuses it (``checked_by_reservation``), so an answer of any kind is given only to a token that is
-live."""
+Intake's routes (``EVENTS``) and the claim's (``CLAIMING``: a claim, a batch of them, an outcome
+report) take a token from the process's cache when it is there (``accounts.cached_token``): no
+lookup before the view, the write checking in its own statement that the token is still as cached
+(``ledger_token_unchanged``, inside the reservation, the claim or the report's call, or alone before
+a write the call does not make), so a single event or claim costs one round trip where it cost
+two. ``checked_by_reservation`` wraps those views: a token found changed (``TokenChanged``, nothing
+written) is looked up again and the request answered as a lookup first would have (401, 403, or
+done with what the token is now: ``reserving``); and a request that ends in an error before its
+write checked the token is refused if the lookup refuses it (``checked_by_reservation``), so an
+answer of any kind is given only to a token that is live."""
 
 from functools import wraps
 
@@ -32,7 +33,7 @@ class WorkspaceToken(HttpBearer):
     def __init__(self, scope: Scope, *, cached: bool = False):
         super().__init__()
         self.scope = Scope(scope)
-        # Only for routes whose every write checks the token (checked_by_reservation).
+        # Only for routes whose every write, and every answer, checks the token (checked_by_reservation).
         self.cached = cached
 
     def __call__(self, request):
@@ -52,6 +53,7 @@ class WorkspaceToken(HttpBearer):
             return None
         # The token as cached, for the reservation to check (None: read just now).
         request.token_recheck = api_token.recheck  # type: ignore[attr-defined]
+        request.token_scope = self.scope
         request.bearer = token
         request.workspace = api_token.workspace
         # A person's token submits as that person (who then cannot approve what they sent).
@@ -81,15 +83,15 @@ class WorkspaceToken(HttpBearer):
         )
 
 
-# Intake's routes take a token from the process's cache: their reservation checks it (above).
-EVENTS = WorkspaceToken(Scope.EVENTS, cached=True)
+# Intake's routes and the claim's take a token from the process's cache: their writes check it (above).
+EVENTS, CLAIMING = WorkspaceToken(Scope.EVENTS, cached=True), WorkspaceToken(Scope.CLAIMS, cached=True)
 CLAIMS, READ = WorkspaceToken(Scope.CLAIMS), WorkspaceToken(Scope.READ)
 OPERATE, APPROVE = WorkspaceToken(Scope.OPERATE), WorkspaceToken(Scope.APPROVE)
 
 
 def checked_by_reservation(view):
-    """``view`` (a route authenticated by ``EVENTS``, reserving through ``reserving``), answered
-    only to a token that is live: if it fails before its reservation checked a cached token, the
+    """``view`` (a route authenticated by ``EVENTS`` or ``CLAIMING``, writing through ``reserving``),
+    answered only to a token that is live: if it fails before its write checked a cached token, the
     token is looked up first, and a token the lookup refuses is refused as any route refuses it."""
 
     @wraps(view)
@@ -105,24 +107,25 @@ def checked_by_reservation(view):
 
 
 def reserving(request, reserve):
-    """``reserve(token)``, intake's call given the cached token's ``recheck`` (None: read just now);
-    when the reservation finds that token changed (``TokenChanged``: nothing written), the token is
-    looked up as any route's is, and ``reserve`` called again with what the token is now (it reads
-    the request's workspace and person when called), or the request refused as the lookup refuses it."""
+    """``reserve(token)``, intake's call (or a claim's, a report's) given the cached token's
+    ``recheck`` (None: read just now); when it finds that token changed (``TokenChanged``: nothing
+    written), the token is looked up as any route's is, and ``reserve`` called again with what the
+    token is now (it reads the request's workspace and person when called), or the request refused
+    as the lookup refuses it."""
     try:
         done = reserve(request.token_recheck)
     except TokenChanged:
         forget_token(request.bearer)
         _look_up_again(request)
         return reserve(None)
-    request.token_recheck = None  # checked, in the reservation's own statement
+    request.token_recheck = None  # checked, in the write's own statement
     return done
 
 
 def _look_up_again(request) -> None:
-    """The request's token read from the database (as ``EVENTS`` would without a cache), its
-    refusals raised as a route's authentication raises them."""
-    api_token = WorkspaceToken(EVENTS.scope).authenticate(request, request.bearer)
+    """The request's token read from the database (as its route's authentication would without a
+    cache), its refusals raised as a route's authentication raises them."""
+    api_token = WorkspaceToken(request.token_scope).authenticate(request, request.bearer)
     if api_token is None:
         raise AuthenticationError()
     request.auth = api_token

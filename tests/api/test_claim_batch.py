@@ -164,3 +164,15 @@ def test_a_claim_after_an_item_that_claimed_nothing_begins_under_the_stored_conf
     assert [r["status"] for r in results] == ["in_progress", "claimed"]
     attempt = Attempt.objects.get(operation__key=results[1]["key"])
     assert attempt.config_version_id == Attempt.objects.get(operation__key=results[0]["key"]).config_version_id
+
+
+def test_a_batch_whose_first_claim_is_a_payload_conflict_still_stores_the_configuration_the_next_claims(batch, api):
+    """The configuration a try begins under is sent with the first claim of its action in the
+    request only; a first claim refused as a payload conflict stores it too, so the next claim's
+    Attempt finds it (none was stored before: nothing of the action has run)."""
+    assert api.post("/api/v1/events", envelope("INV-1")).status_code == 201
+
+    results = batch([envelope("INV-1", amount_cents=9900), envelope("INV-2")]).json()["results"]
+
+    assert [(r["http_status"], r["status"]) for r in results] == [(409, "blocked"), (201, "claimed")]
+    assert Attempt.objects.get().config_version_id is not None

@@ -2,17 +2,21 @@
 whose token this process has read before costs one round trip for the token and the reservation
 together, and the reservation refuses, having written nothing, a token that changed since: the
 request is then answered as a lookup first would have answered it (401, 403, or done with the
-person's role as it is now). Every change an attacker or an offboarding could make is tried here
-against a token the cache holds; tests/ledger/core/test_offboarding.py holds the rest."""
+person's role as it is now). The claim's routes the same (``POST /api/v1/claims``, ``/claims/batch``
+and an outcome report): the token checked inside ``ledger_claim`` or ``ledger_report_outcome``, or
+alone before a write or an answer those calls do not make. Every change an attacker or an
+offboarding could make is tried here against a token the cache holds;
+tests/ledger/core/test_offboarding.py holds the rest."""
 
 import json
 from contextlib import contextmanager
+from urllib.parse import quote
 
 import pytest
 from django.db import DatabaseError, connection
 
 from ledger.core import accounts
-from ledger.models import ApiToken, AuditEvent, Delivery, Membership, Operation, Workspace
+from ledger.models import ApiToken, Attempt, AuditEvent, Delivery, Membership, Operation, Workspace
 
 REFUND = {"request_id": "R-7", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
 MASKED = REFUND | {"customer_id": "••••", "amount_cents": "••••"}
@@ -39,8 +43,15 @@ def statements():
         yield sent
 
 
-def written() -> tuple[int, int, int]:
-    return Delivery.objects.count(), Operation.objects.count(), AuditEvent.objects.count()
+def written() -> tuple:
+    """Every row a request of these routes could write or change."""
+    return (
+        Delivery.objects.count(),
+        Operation.objects.count(),
+        AuditEvent.objects.count(),
+        sorted(Operation.objects.values_list("state", "fencing_token")),
+        sorted(Attempt.objects.values_list("id", "outcome", "report")),
+    )
 
 
 @pytest.fixture
@@ -198,3 +209,160 @@ def test_the_database_refuses_a_stale_check_itself(workspace, pats_token):
         with pytest.raises(DatabaseError, match="the API token changed") as raised:
             cursor.execute("SELECT ledger_token_unchanged(%s::jsonb)", [json.dumps(recheck | {"digest": "0" * 32})])
     assert accounts.token_changed(raised.value)
+
+
+# --- the claim's routes ---------------------------------------------------------------------------
+
+INVOICE = {"request_id": "INV-1", "version": 1, "customer_id": "C-1001", "amount_cents": 4500, "currency": "EUR"}
+
+
+def send(client, token: str, path: str, body: dict):
+    return client.post(path, json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+
+def invoice(request_id: str) -> dict:
+    return {"action": "send-invoice", "delivery_id": request_id, "data": INVOICE | {"request_id": request_id}}
+
+
+def claimed(client, token: str, request_id: str) -> dict:
+    response = send(client, token, "/api/v1/claims", invoice(request_id))
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def claim_route(client, token, request_id):
+    return lambda: send(client, token, "/api/v1/claims", invoice(request_id))
+
+
+def claim_by_key_route(client, token, request_id):
+    """A claim of a recorded operation by its key (its action read first, then the call)."""
+    key = send(client, token, "/api/v1/events", invoice(request_id)).json()["key"]
+    return lambda: send(client, token, "/api/v1/claims", {"key": key})
+
+
+def claim_of_no_operation_route(client, token, request_id):
+    """A claim by a key no operation has: answered 404 without a call, so the token is checked alone."""
+    return lambda: send(client, token, "/api/v1/claims", {"key": f"demo:{request_id}:send-invoice"})
+
+
+def claim_batch_route(client, token, request_id):
+    body = {"claims": [invoice(f"{request_id}-{n}") for n in range(3)]}
+    return lambda: send(client, token, "/api/v1/claims/batch", body)
+
+
+def claim_batch_with_a_refusal_route(client, token, request_id):
+    """A batch with an invalid claim (recorded as a refused delivery, outside the call)."""
+    body = {"claims": [invoice(request_id), {"action": "send-invoice", "data": {}}]}
+    return lambda: send(client, token, "/api/v1/claims/batch", body)
+
+
+def succeeded_route(client, token, request_id):
+    answer = claimed(client, token, request_id)
+    report = {"token": answer["token"], "outcome": "succeeded", "external_id": "in_1", "result": {}}
+    return lambda: send(client, token, f"/api/v1/claims/{quote(answer['key'], safe=':')}/outcome", report)
+
+
+def failed_route(client, token, request_id):
+    """A failed report takes the ORM's way: the token checked alone, first."""
+    answer = claimed(client, token, request_id)
+    report = {"token": answer["token"], "outcome": "failed", "category": "transient", "error": "vendor said 503"}
+    return lambda: send(client, token, f"/api/v1/claims/{quote(answer['key'], safe=':')}/outcome", report)
+
+
+CLAIM_ROUTES = {
+    "claim": claim_route,
+    "claim by key": claim_by_key_route,
+    "claim of no operation": claim_of_no_operation_route,
+    "claim batch": claim_batch_route,
+    "claim batch with a refusal": claim_batch_with_a_refusal_route,
+    "succeeded report": succeeded_route,
+    "failed report": failed_route,
+}
+
+
+@pytest.fixture
+def claims_token(pats_token, client, send_invoice_action) -> str:
+    """Pat's token, read by the claim's routes too (so the cache holds it for them)."""
+    assert send(client, pats_token, "/api/v1/claims", invoice("INV-0")).status_code == 201
+    assert accounts.cached_token(pats_token) is not None
+    return pats_token
+
+
+@pytest.mark.parametrize("route", CLAIM_ROUTES)
+@pytest.mark.parametrize("change", REFUSALS)
+def test_a_claim_or_report_of_a_cached_token_that_no_longer_counts_is_refused_and_nothing_is_written(
+    client, approver, claims_token, change, route
+):
+    request = CLAIM_ROUTES[route](client, claims_token, "INV-5")
+    REFUSALS[change](claims_token, approver)
+    before = written()
+
+    response = request()
+
+    assert response.status_code == 401, response.json()
+    assert written() == before
+    assert accounts.cached_token(claims_token) is None
+
+
+@pytest.mark.parametrize("route", CLAIM_ROUTES)
+def test_a_claim_or_report_of_a_token_whose_claims_scope_was_removed_is_refused_403(client, claims_token, route):
+    request = CLAIM_ROUTES[route](client, claims_token, "INV-6")
+    api_token = ApiToken.objects.get(hint=claims_token[:8])
+    accounts.set_token_scopes(api_token, scopes=["events", "read"], actor="test")
+    before = written()
+
+    response = request()
+
+    assert response.status_code == 403
+    assert response.json()["scope"] == "claims"
+    assert written() == before
+
+
+@pytest.mark.parametrize("route", ["claim", "claim of no operation", "claim batch", "claim batch with a refusal"])
+def test_a_claim_of_a_token_of_a_deleted_workspace_is_refused(client, send_invoice_action, route):
+    """As for an event: a workspace that never recorded anything, its token read by a read route,
+    then deleted with its tokens: the next claim is refused and nothing names the workspace that is
+    gone. (A report needs a claim first, whose audit events keep the workspace from being deleted.)"""
+    other = Workspace.objects.create(slug="other")
+    value = ApiToken.generate()
+    ApiToken.objects.create(workspace=other, name="t", token_hash=ApiToken.hash(value), hint=value[:8])
+    assert client.get("/api/v1/operations", HTTP_AUTHORIZATION=f"Bearer {value}").status_code == 200
+    assert accounts.cached_token(value) is not None
+    request = CLAIM_ROUTES[route](client, value, "INV-9")
+    Workspace.objects.filter(pk=other.pk).delete()
+    before = written()
+
+    assert request().status_code == 401
+    assert written() == before
+
+
+def test_a_claim_is_one_round_trip_for_the_token_and_the_call(client, claims_token):
+    with statements() as sent:
+        assert send(client, claims_token, "/api/v1/claims", invoice("INV-12")).status_code == 201
+    assert len(sent) == 2, sent
+    assert "ledger_claim(" in sent[0]
+    assert "ledger_apitoken" not in " ".join(sent)
+
+
+def test_a_succeeded_report_is_one_round_trip_for_the_token_and_the_call(client, claims_token):
+    answer = claimed(client, claims_token, "INV-13")
+    report = {"token": answer["token"], "outcome": "succeeded", "external_id": "in_1", "result": {}}
+    with statements() as sent:
+        response = send(client, claims_token, f"/api/v1/claims/{quote(answer['key'], safe=':')}/outcome", report)
+    assert response.json()["state"] == "succeeded"
+    assert len(sent) == 2, sent
+    assert "ledger_report_outcome(" in sent[0]
+    assert "ledger_apitoken" not in " ".join(sent)
+
+
+def test_a_claim_of_a_token_whose_workspace_changed_is_read_again(client, workspace, claims_token):
+    """Anything of the token's workspace changed: the call refuses (nothing written), the token is
+    looked up, and the claim made with what it is now."""
+    Workspace.objects.filter(pk=workspace.pk).update(retry_budget_per_hour=7)
+
+    with statements() as sent:
+        assert send(client, claims_token, "/api/v1/claims", invoice("INV-14")).status_code == 201
+    # The call refused, the lookup, the call again and its audit events with the COMMIT.
+    assert len(sent) == 4, sent
+    assert "ledger_apitoken t" in sent[1]
+    assert Operation.objects.filter(key__contains="INV-14", state="processing").count() == 1

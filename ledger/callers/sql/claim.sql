@@ -10,7 +10,11 @@
 -- decided, the caller moves it as the sweep would, in Python, and claims again).
 -- Lock order (docs/architecture.md): the operation's row first when it exists, then the chain (in
 -- ledger_reserve_one), the tally; a row created here is seen by nobody else before the commit.
--- Called by: ledger.callers.claiming. Made by migration 0056.
+-- The request that names a `token` (the first of a request's claims, when the API let it in by
+-- its process's token cache) checks it first, as ledger_reserve_one does: SQLSTATE OC401, nothing
+-- written, when the token changed since the process read it.
+-- Called by: ledger.callers.claiming. Made by migration 0056; the token's check, and the
+-- configuration stored before a payload conflict's answer, added by 0059.
 
 CREATE OR REPLACE FUNCTION public.ledger_claim(request jsonb)
  RETURNS jsonb
@@ -32,6 +36,9 @@ DECLARE
     previous text := '';
     audits jsonb := '[]';
 BEGIN
+    IF request ? 'token' THEN
+        PERFORM ledger_token_unchanged(request->'token');
+    END IF;
     -- The row first when it is there (rows before the chain): a claimer that finds it waits here.
     SELECT * INTO operation FROM ledger_operation WHERE workspace_id = workspace AND key = wanted
     FOR NO KEY UPDATE;
@@ -39,10 +46,7 @@ BEGIN
         reserved := ledger_reserve_one(request->'reserve');
         previous := reserved->'audit'->>0;
         audits := reserved->'audit'->1;
-        IF reserved->'results'->0->>'outcome' = 'conflict' THEN
-            RETURN jsonb_build_object('answer', 'blocked', 'reserved', reserved, 'audit', jsonb_build_array(previous, audits));
-        END IF;
-        IF operation.id IS NULL THEN
+        IF operation.id IS NULL AND reserved->'results'->0->>'outcome' <> 'conflict' THEN
             -- Created by this reservation (no one else sees it yet), or by another since the read
             -- above (committed: the reservation waited for it).
             SELECT * INTO operation FROM ledger_operation WHERE workspace_id = workspace AND key = wanted
@@ -53,11 +57,15 @@ BEGIN
     END IF;
 
     -- The configuration a try would begin under, stored when a request first names it (content
-    -- addressed: a row that is there is found, nothing written), whatever this claim is answered.
+    -- addressed: a row that is there is found, nothing written), whatever this claim is answered, a
+    -- payload conflict too: the request's later claims of the action are sent it no more.
     IF request->'config' <> 'null' THEN
         INSERT INTO ledger_configversion
         SELECT r.* FROM jsonb_populate_record(NULL::ledger_configversion, request->'config') r
         ON CONFLICT DO NOTHING;
+    END IF;
+    IF reserved->'results'->0->>'outcome' = 'conflict' THEN
+        RETURN jsonb_build_object('answer', 'blocked', 'reserved', reserved, 'audit', jsonb_build_array(previous, audits));
     END IF;
     since := coalesce(operation.state_changed_at, operation.created_at);
     held := CASE WHEN since < (SELECT p.ended_at FROM ledger_pauseinterval p ORDER BY p.ended_at DESC LIMIT 1)

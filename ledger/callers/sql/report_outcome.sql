@@ -11,7 +11,9 @@
 -- claim), overdue (its lease expired: nothing written, the caller moves it as the sweep would),
 -- not_found, other_action (the key's operation is not of the action the caller read from the key:
 -- nothing done, the caller reports it in Python).
--- Called by: ledger.callers.reports. Made by migration 0058.
+-- A request that names a `token` (the API let it in by its process's token cache) checks it first,
+-- as ledger_reserve_one does: SQLSTATE OC401, nothing written, when the token changed since.
+-- Called by: ledger.callers.reports. Made by migration 0058; the token's check added by 0059.
 
 CREATE OR REPLACE FUNCTION public.ledger_report_outcome(request jsonb)
  RETURNS jsonb
@@ -28,6 +30,9 @@ DECLARE
     seconds double precision;
     head jsonb;
 BEGIN
+    IF request ? 'token' THEN
+        PERFORM ledger_token_unchanged(request->'token');
+    END IF;
     SELECT * INTO keyed FROM ledger_operation o
     WHERE o.workspace_id = (request->>'workspace_id')::bigint AND o.key = request->>'key';
     IF keyed.id IS NULL THEN

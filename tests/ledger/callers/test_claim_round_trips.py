@@ -1,6 +1,8 @@
 """A claim is one database call and one commit, as a single event is (docs/performance.md): the
 queries a claim and its outcome send, counted through the API as a caller sends them, outside any
-test transaction (autocommit, as served), so that the gain cannot silently regress."""
+test transaction (autocommit, as served), so that the gain cannot silently regress. The token a
+process has read before is checked inside the call (tests/api/test_token_at_reservation.py): no
+lookup of it is sent."""
 
 import pytest
 from django.db import connection
@@ -21,7 +23,7 @@ def commits(statements: list[str]) -> int:
     return sum(statement.rstrip().upper().endswith("COMMIT") for statement in statements)
 
 
-def test_a_claim_is_the_token_lookup_and_one_call_committed_with_its_audit_events(api, send_invoice_action):
+def test_a_claim_is_one_call_committed_with_its_audit_events(api, send_invoice_action):
     api.post("/api/v1/claims", claim_body(request_id="INV-0"))  # the connection and the caches warmed
 
     response, statements = sent(api, "/api/v1/claims", claim_body())
@@ -32,8 +34,8 @@ def test_a_claim_is_the_token_lookup_and_one_call_committed_with_its_audit_event
     assert calls[0].startswith("BEGIN; SELECT jsonb_agg(ledger_claim(")
     assert statements[-1].startswith("SELECT ledger_audit_insert(")
     assert commits(statements) == 1
-    # The token's lookup, the call, the events with the COMMIT: nothing compiled by the ORM.
-    assert len(statements) <= 3, statements
+    # The call (checking the token), the events with the COMMIT: nothing compiled by the ORM.
+    assert len(statements) == 2, statements
 
 
 def test_a_claim_by_key_adds_only_the_lookup_of_its_action(api, send_invoice_action):
@@ -44,7 +46,8 @@ def test_a_claim_by_key_adds_only_the_lookup_of_its_action(api, send_invoice_act
     assert response.status_code == 201, response.json()
     assert sum("ledger_claim(" in statement for statement in statements) == 1
     assert commits(statements) == 1
-    assert len(statements) <= 4, statements
+    # The lookup of its action, the call, the events with the COMMIT.
+    assert len(statements) == 3, statements
 
 
 def test_a_batch_of_claims_is_one_call_and_one_commit(api, send_invoice_action):
@@ -56,10 +59,10 @@ def test_a_batch_of_claims_is_one_call_and_one_commit(api, send_invoice_action):
     assert [result["status"] for result in response.json()["results"]] == ["claimed"] * 20
     assert sum("ledger_claim(" in statement for statement in statements) == 1
     assert commits(statements) == 1
-    assert len(statements) <= 3, statements
+    assert len(statements) == 2, statements
 
 
-def test_a_succeeded_report_is_the_token_lookup_and_one_call_committed_with_its_audit_event(api, send_invoice_action):
+def test_a_succeeded_report_is_one_call_committed_with_its_audit_event(api, send_invoice_action):
     claimed = api.post("/api/v1/claims", claim_body()).json()
     report = {"token": claimed["token"], "outcome": "succeeded", "external_id": "in_1", "result": {}}
 
@@ -72,8 +75,8 @@ def test_a_succeeded_report_is_the_token_lookup_and_one_call_committed_with_its_
     assert calls[0].startswith("BEGIN; SELECT ledger_report_outcome(")
     assert statements[-1].startswith("SELECT ledger_audit_insert(")
     assert commits(statements) == 1
-    # The token's lookup, the call, the event with the COMMIT: nothing compiled by the ORM.
-    assert len(statements) <= OUTCOME_STATEMENTS, statements
+    # The call (checking the token), the event with the COMMIT: nothing compiled by the ORM.
+    assert len(statements) == OUTCOME_STATEMENTS, statements
 
 
 def test_a_succeeded_report_sent_again_is_one_call_and_one_commit_writing_nothing(api, send_invoice_action):
@@ -88,7 +91,7 @@ def test_a_succeeded_report_sent_again_is_one_call_and_one_commit_writing_nothin
     assert sum("ledger_report_outcome(" in statement for statement in statements) == 1
     assert not any("ledger_audit_insert(" in statement for statement in statements)
     assert commits(statements) == 1
-    assert len(statements) <= OUTCOME_STATEMENTS, statements
+    assert len(statements) == OUTCOME_STATEMENTS, statements
 
 
 def test_a_failed_report_still_takes_the_orms_way_in_one_commit(api, send_invoice_action):
@@ -100,11 +103,11 @@ def test_a_failed_report_still_takes_the_orms_way_in_one_commit(api, send_invoic
     assert response.json()["state"] == "retrying"
     assert not any("ledger_report_outcome(" in statement for statement in statements)
     assert commits(statements) == 1
-    assert len(statements) <= FAILED_OUTCOME_STATEMENTS, statements
+    assert len(statements) == FAILED_OUTCOME_STATEMENTS, statements
 
 
-# A succeeded report: the token lookup, the call (with BEGIN), the audit event (with the COMMIT).
-OUTCOME_STATEMENTS = 3
-# A failed or unknown report still takes the ORM's way (docs/performance.md): the token lookup, then
-# the ORM's reads, the move and its audit events in one transaction.
+# A succeeded report: the call (with BEGIN, checking the token), the audit event (with the COMMIT).
+OUTCOME_STATEMENTS = 2
+# A failed or unknown report still takes the ORM's way (docs/performance.md): the token's check
+# alone, then the ORM's reads, the move and its audit events in one transaction.
 FAILED_OUTCOME_STATEMENTS = 12
