@@ -122,13 +122,13 @@ def _binaries_for_others() -> None:
 
 
 def _run(
-    args: list[str], user: pwd.struct_passwd | None, timeout: float, *, cwd: Path = VAR
+    args: list[str], user: pwd.struct_passwd | None, timeout: float, *, cwd: Path | None = None
 ) -> subprocess.CompletedProcess:
     as_user = {} if user is None else {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
     env = os.environ | {"LC_ALL": "C.UTF-8"}
     if user is not None:
         env |= {"HOME": user.pw_dir, "USER": user.pw_name, "LOGNAME": user.pw_name}
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, **as_user)
+    return subprocess.run(args, cwd=cwd or VAR, env=env, capture_output=True, text=True, timeout=timeout, **as_user)
 
 
 def run_as_server(args: list[str], folder: Path, *, timeout: float = 120) -> subprocess.CompletedProcess:
