@@ -171,13 +171,6 @@ for _alias, _url in (("default", DATABASE_URL), ("replica", DATABASE_REPLICA_URL
             f"{'DATABASE_URL' if _alias == 'default' else 'DATABASE_REPLICA_URL'} must name a PostgreSQL database "
             f"(postgres://...), not a {_url.partition(':')[0]}: one (the only database this project runs on)."
         )
-# Connections, by kind of process (measured: docs/operations.md). gunicorn's workers
-# (opsconsole/gunicorn.conf.py) and the qcluster's are a fixed number of single-threaded processes,
-# so each keeps its one connection: reconnecting per request cuts the API's throughput to a third,
-# per task makes django-q2 ~7x slower. runserver instead serves every client connection from a
-# thread of its own, without bound, and each thread would keep a connection (64 keep-alive clients
-# held 64): there the threads share a pool of a few connections, each returned after its request.
-# The replica's connections are kept the same way: at most one more per web process.
 # How DATABASE_URL's server keeps sessions: "session" (PostgreSQL itself, or a pooler in session
 # mode) or "transaction" (PgBouncer's pool_mode = transaction: each transaction may run on another
 # server session, so nothing may outlive one there). docs/operations.md, "Behind PgBouncer".
@@ -187,6 +180,13 @@ if DATABASE_POOL_MODE not in ("session", "transaction"):
         f"DATABASE_POOL_MODE must be session or transaction, not {DATABASE_POOL_MODE!r} (a pooler in "
         "statement mode cannot run the ledger's transactions)."
     )
+# Connections, by kind of process (measured: docs/operations.md). gunicorn's workers
+# (opsconsole/gunicorn.conf.py) and the qcluster's are a fixed number of single-threaded processes,
+# so each keeps its one connection: reconnecting per request cuts the API's throughput to a third,
+# per task makes django-q2 ~7x slower. runserver instead serves every client connection from a
+# thread of its own, without bound, and each thread would keep a connection (64 keep-alive clients
+# held 64): there the threads share a pool of a few connections, each returned after its request.
+# The replica's connections are kept the same way: at most one more per web process.
 for _database in DATABASES.values():
     _database["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
     # Django's backend, its health check (before the first query of a request or task on a kept
