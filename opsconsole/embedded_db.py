@@ -104,26 +104,45 @@ def _let_user_in(user: pwd.struct_passwd) -> None:
     """As the wheel does for root: the folders above the data directory and the binaries made
     traversable by others, the binaries and libraries readable, the data directory and the log the
     user's."""
-    import stat
-
-    wheel = _wheel()
-    bin_path, ensure_folder_permissions = wheel._commands.POSTGRES_BIN_PATH, wheel.utils.ensure_folder_permissions
-    ensure_prefix_permissions = wheel.utils.ensure_prefix_permissions
-    ensure_prefix_permissions(PGDATA)
-    ensure_prefix_permissions(bin_path)
-    read, execute = stat.S_IRGRP | stat.S_IROTH, stat.S_IXGRP | stat.S_IXOTH
-    ensure_folder_permissions(bin_path, read | execute)
-    ensure_folder_permissions(bin_path.parent / "lib", read)
+    _wheel().utils.ensure_prefix_permissions(PGDATA)
+    _binaries_for_others()
     for path in (PGDATA, LOG):
         os.chown(path, user.pw_uid, user.pw_gid)
 
 
-def _run(args: list[str], user: pwd.struct_passwd | None, timeout: float) -> subprocess.CompletedProcess:
+def _binaries_for_others() -> None:
+    import stat
+
+    wheel = _wheel()
+    bin_path = wheel._commands.POSTGRES_BIN_PATH
+    wheel.utils.ensure_prefix_permissions(bin_path)
+    read, execute = stat.S_IRGRP | stat.S_IROTH, stat.S_IXGRP | stat.S_IXOTH
+    wheel.utils.ensure_folder_permissions(bin_path, read | execute)
+    wheel.utils.ensure_folder_permissions(bin_path.parent / "lib", read)
+
+
+def _run(
+    args: list[str], user: pwd.struct_passwd | None, timeout: float, *, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     as_user = {} if user is None else {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
     env = os.environ | {"LC_ALL": "C.UTF-8"}
     if user is not None:
         env |= {"HOME": user.pw_dir, "USER": user.pw_name, "LOGNAME": user.pw_name}
-    return subprocess.run(args, cwd=VAR, env=env, capture_output=True, text=True, timeout=timeout, **as_user)
+    return subprocess.run(args, cwd=cwd or VAR, env=env, capture_output=True, text=True, timeout=timeout, **as_user)
+
+
+def run_as_server(args: list[str], folder: Path, *, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run one of the wheel's programs on a server of the caller's own in ``folder`` (a test's
+    primary and replica: tests/opsconsole/test_read_replica.py), as this module runs its own: as
+    root, as the system user, ``folder`` (made here if need be) and the binaries made theirs to use."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return _run(args, None, timeout, cwd=folder)
+    user = system_user()
+    _wheel().utils.ensure_prefix_permissions(folder)
+    _binaries_for_others()
+    os.chown(folder, user.pw_uid, user.pw_gid)
+    return _run(args, user, timeout, cwd=folder)
 
 
 def running_port() -> int | None:

@@ -159,22 +159,18 @@ if not DATABASE_URL:
         "`export DATABASE_URL=$(.venv/bin/python -m opsconsole.embedded_db start)` (README.md)."
     )
 DATABASES = {"default": env.db_url_config(DATABASE_URL)}
-if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-    raise ImproperlyConfigured(
-        f"DATABASE_URL must name a PostgreSQL database (postgres://...), not a "
-        f"{DATABASE_URL.partition(':')[0]}: one (the only database this project runs on)."
-    )
-# Connections, by kind of process (measured: docs/operations.md). gunicorn's workers
-# (opsconsole/gunicorn.conf.py) and the qcluster's are a fixed number of single-threaded processes,
-# so each keeps its one connection: reconnecting per request cuts the API's throughput to a third,
-# per task makes django-q2 ~7x slower. runserver instead serves every client connection from a
-# thread of its own, without bound, and each thread would keep a connection (64 keep-alive clients
-# held 64): there the threads share a pool of a few connections, each returned after its request.
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
-# Django's backend, its health check (before the first query of a request or task on a kept
-# connection) asking the socket instead of sending SELECT 1 (opsconsole/postgresql/base.py).
-DATABASES["default"]["ENGINE"] = "opsconsole.postgresql"
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A streaming replica of DATABASE_URL's server (docs/operations.md, "Read replica"), or "". Only the
+# read services of list pages, the dashboard and the exports ask for it, by name
+# (ledger.reads.replica.for_lists); everything else, and every write, stays on "default".
+DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = env.db_url_config(DATABASE_REPLICA_URL)
+for _alias, _url in (("default", DATABASE_URL), ("replica", DATABASE_REPLICA_URL)):
+    if _alias in DATABASES and DATABASES[_alias]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(
+            f"{'DATABASE_URL' if _alias == 'default' else 'DATABASE_REPLICA_URL'} must name a PostgreSQL database "
+            f"(postgres://...), not a {_url.partition(':')[0]}: one (the only database this project runs on)."
+        )
 # How DATABASE_URL's server keeps sessions: "session" (PostgreSQL itself, or a pooler in session
 # mode) or "transaction" (PgBouncer's pool_mode = transaction: each transaction may run on another
 # server session, so nothing may outlive one there). docs/operations.md, "Behind PgBouncer".
@@ -184,21 +180,43 @@ if DATABASE_POOL_MODE not in ("session", "transaction"):
         f"DATABASE_POOL_MODE must be session or transaction, not {DATABASE_POOL_MODE!r} (a pooler in "
         "statement mode cannot run the ledger's transactions)."
     )
-if DATABASE_POOL_MODE == "transaction":
-    # A cursor declared outside a transaction (Django's iterator() in autocommit: WITH HOLD) would
-    # be fetched from another session. prepare_threshold stays None (Django's default): psycopg
-    # then prepares nothing, ledger.core.rows.prepared_cursor's statements included, as PgBouncer
-    # before 1.21 keeps no prepared statement in this mode.
-    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
-else:
-    # Prepared statements: Django's cursors bind parameters on the client and never prepare,
-    # whatever this says; psycopg prepares only when it is set. Set, so that the few statements
-    # sent through ledger.core.rows.prepared_cursor are prepared on their first use; so high that
-    # psycopg prepares nothing else by count.
-    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
-if sys.argv[1:2] == ["runserver"]:
-    DATABASES["default"]["CONN_MAX_AGE"] = 0  # a pooled connection goes back to the pool instead
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": 4}
+# Connections, by kind of process (measured: docs/operations.md). gunicorn's workers
+# (opsconsole/gunicorn.conf.py) and the qcluster's are a fixed number of single-threaded processes,
+# so each keeps its one connection: reconnecting per request cuts the API's throughput to a third,
+# per task makes django-q2 ~7x slower. runserver instead serves every client connection from a
+# thread of its own, without bound, and each thread would keep a connection (64 keep-alive clients
+# held 64): there the threads share a pool of a few connections, each returned after its request.
+# The replica's connections are kept the same way: at most one more per web process.
+for _database in DATABASES.values():
+    _database["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
+    # Django's backend, its health check (before the first query of a request or task on a kept
+    # connection) asking the socket instead of sending SELECT 1 (opsconsole/postgresql/base.py).
+    _database["ENGINE"] = "opsconsole.postgresql"
+    _database["CONN_HEALTH_CHECKS"] = True
+    if DATABASE_POOL_MODE == "transaction":
+        # A cursor declared outside a transaction (Django's iterator() in autocommit: WITH HOLD) would
+        # be fetched from another session. prepare_threshold stays None (Django's default): psycopg
+        # then prepares nothing, ledger.core.rows.prepared_cursor's statements included, as PgBouncer
+        # before 1.21 keeps no prepared statement in this mode.
+        _database["DISABLE_SERVER_SIDE_CURSORS"] = True
+    else:
+        # Prepared statements: Django's cursors bind parameters on the client and never prepare,
+        # whatever this says; psycopg prepares only when it is set. Set, so that the few statements
+        # sent through ledger.core.rows.prepared_cursor are prepared on their first use; so high that
+        # psycopg prepares nothing else by count.
+        _database.setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
+    if sys.argv[1:2] == ["runserver"]:
+        _database["CONN_MAX_AGE"] = 0  # a pooled connection goes back to the pool instead
+        _database.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": 4}
+if "replica" in DATABASES:
+    # A replica out of reach is given up on quickly: the lists then read the primary.
+    DATABASES["replica"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 3)
+    # Tests make no database of their own for it: it is the test database under another name.
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+# The replica is never migrated and never written (ledger.reads.replica.Router).
+DATABASE_ROUTERS = ["ledger.reads.replica.Router"]
+# A page that read from the replica says how far behind it is once it lags more than this.
+OPSCONSOLE_REPLICA_LAG_WARNING_SECONDS = env.int("OPSCONSOLE_REPLICA_LAG_WARNING_SECONDS", default=5)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

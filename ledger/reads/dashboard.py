@@ -32,7 +32,7 @@ whole window from the audit trail, ``CATCH_UP`` hours per sweep at most.
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import connections, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
@@ -41,6 +41,7 @@ from ledger.core import roles
 from ledger.core.selectors import COUNT_CAP, capped_count, held_operations, oldest_due_seconds, oldest_held_seconds
 from ledger.models import AuditEvent, BacklogSample, Control, FlowSample, Heartbeat, Operation, Workspace
 from ledger.models.audit import FLOW_EVENTS
+from ledger.reads import replica
 from ledger.states import TERMINAL_STATES, UNFINISHED_STATES, State
 
 HOURS = 24
@@ -221,6 +222,7 @@ class Figures:
     oldest_due_seconds: float | None
     oldest_held_seconds: float | None
     live: Live
+    database: str = "default"  # where they were read (ledger.reads.replica)
 
     @property
     def finished(self) -> int:
@@ -261,18 +263,23 @@ def live_start(now: datetime, sampled_until: datetime | None) -> datetime:
 def figures(user, *, now: datetime | None = None) -> Figures:
     """The dashboard's figures over the workspaces ``user`` may see. A fixed number of queries:
     one per unfinished state, the pause switches (and, one being on, what they hold), the oldest
-    due and held work, the sampling heartbeat, the live last hour, the sampled flows and backlog."""
+    due and held work, the sampling heartbeat, the live last hour, the sampled flows and backlog.
+
+    Read from the replica when there is one (it only shows them), the heartbeat and the samples it
+    stands for from the same one; the oldest due and held work, which the claim's own selectors
+    compute, from the primary."""
     now = now or timezone.now()
     since = window_start(now)
     ids = roles.workspace_ids(user)
-    operations = roles.visible(Operation.objects.all(), user)
+    database = replica.for_lists()
+    operations = roles.visible(Operation.objects.using(database), user)
     states = {}
     for state in UNFINISHED_STATES:
         count = capped_count(operations.filter(state=state))
         states[state] = StateCount(state, min(count, COUNT_CAP), capped=count > COUNT_CAP)
-    switches = list(Control.objects.filter(paused=True))
-    held = capped_count(roles.visible(held_operations(switches), user)) if switches else None
-    sampled_until = Heartbeat.objects.filter(name=HEARTBEAT).values_list("beat_at", flat=True).first()
+    switches = list(Control.objects.using(database).filter(paused=True))
+    held = capped_count(roles.visible(held_operations(switches).using(database), user)) if switches else None
+    sampled_until = Heartbeat.objects.using(database).filter(name=HEARTBEAT).values_list("beat_at", flat=True).first()
     live = Live(since=live_start(now, sampled_until), counted_from=live_start(now, sampled_until))
 
     hours = {since + timedelta(hours=n): Hour(since + timedelta(hours=n)) for n in range(HOURS)}
@@ -292,11 +299,11 @@ def figures(user, *, now: datetime | None = None) -> Figures:
             rate.attempts += row["attempts"]
             rate.failures += row["failures"]
 
-    for row in _sampled_flows(user, since, live.since):
+    for row in _sampled_flows(user, since, live.since).using(database):
         if (hour := hours.get(row["hour"])) is not None:  # None: an hour ahead of now (a clock set back)
             hour.sampled = True
             add(row, hour)
-    for row in _live_flows(live, ids, now):
+    for row in _live_flows(live, ids, now, database=database):
         if (hour := hours.get(row["hour"])) is not None:
             hour.live = True
             add(row, hour)
@@ -316,7 +323,7 @@ def figures(user, *, now: datetime | None = None) -> Figures:
     # The last backlog sample of each hour (every workspace is sampled at the same moment); the
     # current hour's point is the backlog now.
     backlog = (
-        roles.visible(BacklogSample.objects.filter(at__gte=since), user)
+        roles.visible(BacklogSample.objects.using(database).filter(at__gte=since), user)
         .values("at")
         .annotate(unfinished=Sum("unfinished"))
         .order_by("at")
@@ -336,6 +343,7 @@ def figures(user, *, now: datetime | None = None) -> Figures:
         oldest_due_seconds=oldest_due_seconds(now, switches, workspace_ids=ids),
         oldest_held_seconds=oldest_held_seconds(now, switches, workspace_ids=ids) if switches else None,
         live=live,
+        database=database,
     )
     figures.hours[-1].backlog = figures.backlog_now
     return figures
@@ -355,7 +363,7 @@ def _sampled_flows(user, since: datetime, until: datetime):
     )
 
 
-def _live_flows(live: Live, ids: set[int] | None, now: datetime) -> list[dict]:
+def _live_flows(live: Live, ids: set[int] | None, now: datetime, *, database: str) -> list[dict]:
     """What the sweep would sample from ``live.since`` to now, counted now, per hour and action,
     of the workspaces ``ids`` (None: all). One query: the newest ``COUNT_CAP + 1`` events of the
     range in ``audit_flow_time_idx`` (every workspace's: a member's events may be few among
@@ -380,7 +388,7 @@ def _live_flows(live: Live, ids: set[int] | None, now: datetime) -> list[dict]:
         "GROUP BY 1, 2, 3"
     )
     counted = [State.PROCESSING, State.PROCESSING, State.SUCCEEDED, *FINISHED_STATES]
-    with connection.cursor() as cursor:
+    with connections[database].cursor() as cursor:
         cursor.execute(sql, [str(state) for state in counted] + list(newest_params))
         names = [column.name for column in cursor.description]
         rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

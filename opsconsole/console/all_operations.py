@@ -6,7 +6,7 @@ from django.shortcuts import render
 
 from ledger.core import roles
 from ledger.people.assignment import TAKERS
-from ledger.reads import keyset
+from ledger.reads import keyset, replica
 from opsconsole.console import tables
 from opsconsole.console.views import console_page
 
@@ -15,7 +15,7 @@ PAGE_SIZE = 50
 
 @console_page
 def operation_list(request):
-    filterset = tables.operations_filter(request.GET, request.user)
+    filterset = tables.all_operations_filter(request)
     page = keyset.paginate(
         filterset.qs.select_related("assigned_to").only(*tables.QUEUE_COLUMNS),
         request.GET,
@@ -34,5 +34,6 @@ def operation_list(request):
             "page": page,
             "can_take": can_take,
             "list_query": tables.list_query(request.GET, "all"),
+            "replica_lag": replica.lag_notice(filterset.qs.db),
         },
     )

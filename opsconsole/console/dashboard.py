@@ -16,6 +16,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from ledger.core import roles
 from ledger.integrations import destination_status as destinations_of
 from ledger.reads import dashboard as figures_of
+from ledger.reads import replica
 from ledger.timed import duration_text
 from opsconsole.console import charts
 from opsconsole.console.filters import HELD, QueueFilter
@@ -51,6 +52,7 @@ def dashboard(request):
     context = {
         "nav": "dashboard",
         "figures": figures,
+        "replica_lag": replica.lag_notice(figures.database),
         "results": results,
         "destinations": destinations_of.destinations(now=figures.now),
         "refresh_seconds": REFRESH_SECONDS,

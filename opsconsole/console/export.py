@@ -8,10 +8,9 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 
 from ledger.actions import registry
-from ledger.core import roles
-from ledger.models import AuditEvent, Control
+from ledger.models import Control
 from ledger.reads import exports
-from opsconsole.console.filters import AuditFilter
+from opsconsole.console.filters import audit_search
 from opsconsole.console.tables import queue_listing
 from opsconsole.console.views import console_page
 
@@ -42,7 +41,6 @@ def queue_csv(request):
 
 @console_page
 def audit_csv(request):
-    filterset = AuditFilter(request.GET or None, queryset=roles.visible(AuditEvent.objects.all(), request.user))
-    filterset.filters["workspace"].queryset = roles.workspaces(request.user)
+    filterset = audit_search(request.GET, request.user)
     events = filterset.qs.select_related("operation", "workspace").only(*exports.AUDIT_FIELDS)
     return _attachment(exports.audit_rows(events.order_by("-created_at", "-pk")), "audit")

@@ -8,9 +8,10 @@ from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils import timezone
 
+from ledger.core import roles
 from ledger.models import AuditEvent, Operation, Workspace
 from ledger.models.audit import AUDIT_KIND_GROUPS
-from ledger.reads import work_lists
+from ledger.reads import replica, work_lists
 from ledger.reads.failure_groups import Criterion
 from ledger.reads.work_lists import DUE, HELD, key_or_request_id
 from ledger.states import ATTENTION_STATES, LABELS, State
@@ -253,3 +254,12 @@ class AuditFilter(django_filters.FilterSet):
 
     def filter_before(self, queryset, name, value):
         return queryset.filter(created_at__lt=_start_of(value + timedelta(days=1)))
+
+
+def audit_search(params, user) -> AuditFilter:
+    """The audit search from ``params`` (a query string's QueryDict) over the events ``user`` may
+    see, read from the replica when there is one: the page and its export only show them."""
+    events = roles.visible(AuditEvent.objects.using(replica.for_lists()), user)
+    filterset = AuditFilter(params or None, queryset=events)
+    filterset.filters["workspace"].queryset = roles.workspaces(user)
+    return filterset

@@ -14,7 +14,7 @@ from ledger import states
 from ledger.actions import registry
 from ledger.core import roles
 from ledger.models import Control, Operation
-from ledger.reads import work_lists
+from ledger.reads import replica, work_lists
 from ledger.states import ATTENTION_STATES
 from opsconsole.console.filters import DUE, HELD, QUEUE_SORTS, OperationsFilter, QueueFilter, Sort
 
@@ -49,21 +49,27 @@ class QueueListing:
     sort: Sort
     showing_held: bool
     states: dict[str, QuerySet]  # "all", each attention state, "due", "held": its operations
+    database: str  # where its rows are read: the replica for the page and its export (ledger.reads.replica)
 
 
 def queue_listing(request, switches: list[Control]) -> QueueListing:
-    """The queue's filter and sort from the request's GET; ``switches``: the active pause switches."""
-    return listing_for(request.GET, request.user, switches)
+    """The queue's filter and sort from the request's GET; ``switches``: the active pause switches.
+    Its rows are read from the replica when there is one: the page and the export only show them."""
+    return listing_for(request.GET, request.user, switches, database=replica.for_lists())
 
 
-def listing_for(params, user, switches: list[Control]) -> QueueListing:
-    """The queue's filter and sort from ``params`` (a query string's QueryDict), for ``user``."""
-    states = {name: roles.visible(operations, user) for name, operations in work_lists.queue_states(switches).items()}
+def listing_for(params, user, switches: list[Control], *, database: str = replica.DEFAULT) -> QueueListing:
+    """The queue's filter and sort from ``params`` (a query string's QueryDict), for ``user``, its
+    rows read from ``database`` (the primary unless asked: a bulk action decides with it)."""
+    states = {
+        name: roles.visible(operations.using(database), user)
+        for name, operations in work_lists.queue_states(switches).items()
+    }
     # An unknown state is a form error, and lists them all.
     chosen = states.get(params.get("state", ""), states["all"])
     filterset = QueueFilter(params or None, queryset=chosen, user=user)
     filterset.filters["workspace"].queryset = roles.workspaces(user)
-    return QueueListing(filterset, filterset.chosen_sort, params.get("state") == HELD, states)
+    return QueueListing(filterset, filterset.chosen_sort, params.get("state") == HELD, states, database)
 
 
 # "Select all N matching": what a person saw as N is what is acted on. The page carries the
@@ -112,9 +118,17 @@ def matching_ids(queryset: QuerySet, *, limit: int) -> tuple[list[int], str]:
     return ids, hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
 
 
-def operations_filter(params, user) -> OperationsFilter:
-    """The filter of the list of all operations (any state) from ``params``, for ``user``."""
-    filterset = OperationsFilter(params or None, queryset=roles.visible(Operation.objects.all(), user), user=user)
+def all_operations_filter(request) -> OperationsFilter:
+    """The list of all operations' filter for a request, its rows read from the replica when there
+    is one (the page only shows them)."""
+    return operations_filter(request.GET, request.user, database=replica.for_lists())
+
+
+def operations_filter(params, user, *, database: str = replica.DEFAULT) -> OperationsFilter:
+    """The filter of the list of all operations (any state) from ``params``, for ``user``, its rows
+    read from ``database``."""
+    operations = roles.visible(Operation.objects.using(database), user)
+    filterset = OperationsFilter(params or None, queryset=operations, user=user)
     filterset.filters["workspace"].queryset = roles.workspaces(user)
     return filterset
 

@@ -34,16 +34,16 @@ from ledger.core.selectors import (
     standing,
 )
 from ledger.integrations import destination_status
-from ledger.models import AuditEvent, Conflict, Control, Heartbeat, Operation
+from ledger.models import Conflict, Control, Heartbeat, Operation
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, TransientError
 from ledger.people import assignment, holds
 from ledger.people.bulk_actions import MAX_OPERATIONS
 from ledger.people.may import May, conflict_refusal, own_work, what_may
-from ledger.reads import keyset
+from ledger.reads import keyset, replica
 from ledger.states import CLAIMABLE_STATES, TERMINAL_STATES, State
 from ledger.timed import duration_text, promised_text
 from opsconsole.console import explain, labels, neighbours, tables
-from opsconsole.console.filters import DUE, AuditFilter
+from opsconsole.console.filters import DUE, audit_search
 from opsconsole.console.forms import (
     PauseForm,
 )
@@ -153,6 +153,7 @@ def queue(request):
             "matching": _matching(request, filterset, count, shown=len(page)) if can_bulk else None,
             "matching_limit": MAX_OPERATIONS,
             "list_query": tables.list_query(request.GET, "queue"),
+            "replica_lag": replica.lag_notice(listing.database),
         },
     )
 
@@ -392,10 +393,13 @@ def _standing(op: Operation, definition) -> str:
 
 @console_page
 def audit(request):
-    events = roles.visible(AuditEvent.objects.select_related("operation", "workspace"), request.user)
-    filterset = AuditFilter(request.GET or None, queryset=events)
-    filterset.filters["workspace"].queryset = roles.workspaces(request.user)
-    page = keyset.paginate(filterset.qs, request.GET, field="created_at", size=AUDIT_PAGE_SIZE)
+    filterset = audit_search(request.GET, request.user)
+    events = filterset.qs.select_related("operation", "workspace")
+    page = keyset.paginate(events, request.GET, field="created_at", size=AUDIT_PAGE_SIZE)
     for event in page:
         event.shown_message = privacy.audit_message_shown(event, request.user)
-    return render(request, "console/audit.html", {"nav": "audit", "filter": filterset, "page": page})
+    return render(
+        request,
+        "console/audit.html",
+        {"nav": "audit", "filter": filterset, "page": page, "replica_lag": replica.lag_notice(events.db)},
+    )

@@ -26,6 +26,8 @@ def load_settings(*argv, show="s.DATABASES['default']['ENGINE']", **env):
             "DATABASE_URL",
             "CONN_MAX_AGE",
             "DATABASE_POOL_MODE",
+            "DATABASE_REPLICA_URL",
+            "OPSCONSOLE_REPLICA_LAG_WARNING_SECONDS",
             "OPSCONSOLE_EGRESS_ALLOW_PRIVATE",
         }
         and not k.startswith("OPSCONSOLE_AUDIT_")
