@@ -24,12 +24,19 @@ index named ``*_ccnew`` (or ``*_ccold`` when it failed while swapping), which co
 serves no read: each run drops those first. It takes SHARE UPDATE EXCLUSIVE on the table, which
 conflicts with VACUUM and DDL, so two runs never overlap: a session advisory lock, and a second run
 finds it taken, says so and does nothing.
+
+The scheduled run has the worker cluster's task timeout (``Q_TIMEOUT``) to live: a worker killed
+mid-rebuild would leave a leftover every week and never finish. So it runs with ``seconds``: each
+rebuild gets the time that is left as its ``statement_timeout`` (PostgreSQL cancels it cleanly,
+and its leftover is dropped at once), none starts once the time is spent, and the report names
+what it left for ``manage.py reindex``, which has no time limit.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from time import monotonic
 
-from django.db import connection
+from django.db import OperationalError, connection
 
 from ledger import retention
 
@@ -59,6 +66,7 @@ class ReindexReport:
     dropped: list[str] = field(default_factory=list)  # INVALID leftovers of a failed rebuild
     rebuilt: list[tuple[IndexSize, int]] = field(default_factory=list)  # (before, size after)
     kept: list[IndexSize] = field(default_factory=list)
+    left: list[IndexSize] = field(default_factory=list)  # bloated, not rebuilt within ``seconds``
 
     def summary(self) -> str:
         if self.busy:
@@ -70,6 +78,11 @@ class ReindexReport:
             + ("" if self.dry_run else f", {freed // 1024 // 1024} MB freed")
             + f", kept {len(self.kept)}"
             + (f", dropped {len(self.dropped)} invalid leftovers: {', '.join(self.dropped)}" if self.dropped else "")
+            + (
+                f", left {', '.join(index.name for index in self.left)} (no time left: run manage.py reindex)"
+                if self.left
+                else ""
+            )
         )
 
 
@@ -78,17 +91,20 @@ def reindex(
     dry_run: bool = False,
     min_waste: int = MIN_WASTE,
     tables: list[str] | None = None,
+    seconds: float | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ReindexReport:
     """Drop the INVALID leftovers of failed rebuilds, then rebuild, one at a time and concurrently,
     the indexes of ``tables`` (the purge's) that the rule above says are bloated.
 
     Runs outside any transaction (refuses inside one) and holds a session advisory lock for its
-    whole run. ``dry_run`` lists what it would drop and rebuild, and changes nothing.
+    whole run. ``dry_run`` lists what it would drop and rebuild, and changes nothing. ``seconds``
+    bounds the run (above); None: no bound.
     """
     if connection.in_atomic_block:
         raise RuntimeError("REINDEX CONCURRENTLY cannot run inside a transaction: call reindex() outside atomic().")
     say = progress or (lambda line: None)
+    ends_at = None if seconds is None else monotonic() + seconds
     tables = tables or retention.written_tables()
     report = ReindexReport(dry_run=dry_run)
     with connection.cursor() as cursor:
@@ -98,27 +114,55 @@ def reindex(
             say(report.summary())
             return report
         try:
-            for name in _invalid_leftovers(cursor, tables):
-                say(f"{'would drop' if dry_run else 'dropping'} {name}: INVALID, left by a rebuild that failed")
-                if not dry_run:
-                    cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {connection.ops.quote_name(name)}")
-                report.dropped.append(name)
+            _drop_leftovers(cursor, tables, report, dry_run=dry_run, say=say)
             for index in index_sizes(cursor, tables):
                 if not index.bloated(min_waste=min_waste):
                     report.kept.append(index)
                     continue
+                left = None if ends_at is None else ends_at - monotonic()
+                if left is not None and left < 1:
+                    report.left.append(index)
+                    continue
                 say(f"{'would rebuild' if dry_run else 'rebuilding'} {describe(index)}")
-                after = index.size
-                if not dry_run:
-                    cursor.execute(f"REINDEX INDEX CONCURRENTLY {connection.ops.quote_name(index.name)}")
-                    cursor.execute("SELECT pg_relation_size(%s::regclass)", [index.name])
-                    after = cursor.fetchone()[0]
-                    say(f"rebuilt {index.name}: {_mb(after)} (was {_mb(index.size)})")
+                if dry_run:
+                    report.rebuilt.append((index, index.size))
+                    continue
+                try:
+                    after = _rebuild(cursor, index.name, timeout=left)
+                except OperationalError as error:
+                    if getattr(error.__cause__, "sqlstate", None) != "57014":  # query_canceled
+                        raise
+                    say(f"{index.name}: not rebuilt within the time left; run manage.py reindex")
+                    report.left.append(index)
+                    _drop_leftovers(cursor, tables, report, dry_run=False, say=say)
+                    continue
+                say(f"rebuilt {index.name}: {_mb(after)} (was {_mb(index.size)})")
                 report.rebuilt.append((index, after))
         finally:
             cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [LOCK_KEY])
     say(report.summary())
     return report
+
+
+def _rebuild(cursor, name: str, *, timeout: float | None) -> int:
+    """Rebuild one index, within ``timeout`` seconds when given; its size after."""
+    if timeout is not None:
+        cursor.execute("SELECT set_config('statement_timeout', %s, false)", [f"{int(timeout * 1000)}ms"])
+    try:
+        cursor.execute(f"REINDEX INDEX CONCURRENTLY {connection.ops.quote_name(name)}")
+    finally:
+        if timeout is not None:
+            cursor.execute("RESET statement_timeout")
+    cursor.execute("SELECT pg_relation_size(%s::regclass)", [name])
+    return cursor.fetchone()[0]
+
+
+def _drop_leftovers(cursor, tables: list[str], report: ReindexReport, *, dry_run: bool, say) -> None:
+    for name in _invalid_leftovers(cursor, tables):
+        say(f"{'would drop' if dry_run else 'dropping'} {name}: INVALID, left by a rebuild that failed")
+        if not dry_run:
+            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {connection.ops.quote_name(name)}")
+        report.dropped.append(name)
 
 
 def index_sizes(cursor, tables: list[str]) -> list[IndexSize]:

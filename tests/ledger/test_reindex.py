@@ -146,6 +146,32 @@ def test_a_second_run_while_one_holds_the_lock_says_it_is_busy_and_does_nothing(
     assert reindex.reindex(min_waste=0).busy is False  # the lock went with the other session
 
 
+def test_a_run_with_a_time_limit_cancels_a_rebuild_that_outlasts_it_and_names_what_it_left(purged):
+    before = sizes()
+    other = connection.copy()
+    try:
+        with other.cursor() as cursor:
+            # What a long rebuild looks like from here: the table's SHARE UPDATE EXCLUSIVE lock,
+            # held (as a VACUUM would) by another session, so the rebuild waits past its time.
+            cursor.execute("BEGIN")
+            cursor.execute("LOCK TABLE ledger_operation IN SHARE UPDATE EXCLUSIVE MODE")
+        out = StringIO()
+        report = reindex.reindex(min_waste=0, tables=["ledger_operation"], seconds=2, progress=out.write)
+    finally:
+        other.close()
+
+    assert report.rebuilt == []
+    assert KEY_INDEX in {index.name for index in report.left}
+    assert "no time left: run manage.py reindex" in report.summary()
+    assert "not rebuilt within the time left; run manage.py reindex" in out.getvalue()
+    assert sizes() == before
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_index WHERE NOT indisvalid")
+        assert cursor.fetchone()[0] == 0
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "0"  # the session's own again
+
+
 def test_the_dry_run_lists_each_index_and_its_size_and_changes_nothing(purged):
     leave_an_invalid_leftover()
     before = sizes()
