@@ -11,7 +11,7 @@ The rule, kept simple on purpose (no extension such as pgstattuple is assumed): 
 current) times the bytes of one entry (a line pointer, an 8-byte tuple header and the key's columns
 at their average width in ``pg_stats``), over the leaf pages' 90% fill factor. An index is rebuilt
 when it is more than ``FACTOR`` (3) times that and wastes at least ``min_waste`` bytes. The
-estimate is rough: an index filled by inserts in no particular order is 1.5 times its rebuilt size,
+estimate is rough: an index filled by inserts in no particular order has its leaves ~70% full,
 a partial index's keys are wider or narrower than their column's average, deduplication makes some
 smaller. Hence the factor of 3 (``make bench-sizes`` checks that no index of a fresh load passes
 it) and the floor, which keep a healthy index from being rebuilt week after week for nothing, while
@@ -98,7 +98,8 @@ def reindex(
     the indexes of ``tables`` (the purge's) that the rule above says are bloated.
 
     Runs outside any transaction (refuses inside one) and holds a session advisory lock for its
-    whole run. ``dry_run`` lists what it would drop and rebuild, and changes nothing. ``seconds``
+    whole run. ``dry_run`` lists every index, its size, what it needs and what it would
+    do with it, and changes nothing. ``seconds``
     bounds the run (above); None: no bound.
     """
     if connection.in_atomic_block:
@@ -117,6 +118,8 @@ def reindex(
             _drop_leftovers(cursor, tables, report, dry_run=dry_run, say=say)
             for index in index_sizes(cursor, tables):
                 if not index.bloated(min_waste=min_waste):
+                    if dry_run:
+                        say(f"keep {describe(index)}")
                     report.kept.append(index)
                     continue
                 left = None if ends_at is None else ends_at - monotonic()

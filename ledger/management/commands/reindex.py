@@ -27,6 +27,3 @@ class Command(BaseCommand):
         report = reindex.reindex(dry_run=dry_run, min_waste=min_waste_mb * 1024 * 1024, progress=self.stdout.write)
         if report.busy:
             raise CommandError("Another reindex is running (it holds the advisory lock): nothing done.")
-        if dry_run:
-            for index in report.kept:
-                self.stdout.write(f"keep {reindex.describe(index)}")
