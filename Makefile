@@ -325,6 +325,12 @@ bench: $(VENV)/.bench-installed
 bench-claims-crash: $(VENV)/.bench-installed
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/claims_crash.py
 
+# Bytes per row, with their indexes, of the operation, delivery, attempt and audit tables, at 100,000
+# operations loaded into a scratch database (bench/row_sizes.py; docs/operations.md "Capacity").
+.PHONY: bench-sizes
+bench-sizes: venv
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/row_sizes.py
+
 # Scenario 6: worker RSS while a qcluster drains 100,000 operations (longer: see bench/README.md).
 .PHONY: bench-memory
 bench-memory: $(VENV)/.bench-installed

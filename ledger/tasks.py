@@ -63,6 +63,14 @@ def purge() -> dict:
     return {name: report.total(name) for name in ("redacted", "deleted", "refused_deliveries", "skipped_chunks")}
 
 
+def reindex() -> str:
+    """The weekly rebuild of the purged tables' bloated indexes (``ledger.reindex``), as a schedule,
+    within two thirds of the cluster's task timeout: what it leaves, the summary names."""
+    from ledger import reindex as reindexing
+
+    return reindexing.reindex(seconds=settings.Q_CLUSTER["timeout"] * 2 / 3).summary()
+
+
 def export_audit_heads() -> str:
     """The audit chains' heads, to ``OPSCONSOLE_AUDIT_HEADS_TO`` (``ledger.core.audit_heads``). Safe to run
     twice: a second line of the same heads. Without a destination it does nothing (and says so)."""

@@ -43,6 +43,7 @@ ENTRY_POINTS = {
     "purge": ["main"],
     "resume": ["main"],
     "retry_lateness": ["main"],
+    "row_sizes": ["main"],
     "run": ["main"],
     "scale": ["main"],
     "scenario_claims": ["scenario_claims"],
