@@ -210,6 +210,9 @@ def test_it_lists_from_the_replica_and_decides_on_the_primary(servers, console):
         assert int(BANNER.search(page).group(1)) >= LAG_WARNING_SECONDS
         assert BANNER.search(http.get("/console/audit/").text)
         assert BANNER.search(http.get("/console/dashboard/").text)
+        # The dashboard's own refresh (htmx fetches its figures alone) says it too, and stops below.
+        refresh = {"HX-Request": "true"}
+        assert BANNER.search(http.get("/console/dashboard/", headers=refresh).text)
 
         # What decides a write reads the primary: the new operation's page, and taking it.
         own_page = http.get(f"/console/operations/{second}/")
@@ -239,6 +242,7 @@ def test_it_lists_from_the_replica_and_decides_on_the_primary(servers, console):
         timeout=15,
         message="the lag was still said after the replica caught up",
     )
+    assert not BANNER.search(http.get("/console/dashboard/", headers={"HX-Request": "true"}).text)
     assert not [line for line in server.access_lines() if line.get("status", 0) >= 500]
 
 
