@@ -26,6 +26,7 @@ from ledger.integrations import configured, file
 from ledger.models import Attempt, AttemptOutcome, AuditEvent, Operation
 from ledger.states import State
 from tests.connectors.typescript import Flow, installed_client
+from tests.faults.gunicorn import running_gunicorn
 from tests.faults.qcluster import wait_for
 from tests.third_party import running_json_server
 
@@ -147,6 +148,25 @@ def test_a_batch_claims_each_item_as_alone_and_a_rerun_creates_nothing_more(flow
     assert len(vendor.db()["invoices"]) == 2
     assert len(vendor_posts(vendor)) == 2
     assert set(Operation.objects.values_list("state", flat=True)) == {State.SUCCEEDED}
+
+
+def test_a_list_longer_than_the_servers_batch_goes_again_in_pieces(workspace, token, vendor, client_directory, tmp_path):
+    """A server whose OPSCONSOLE_MAX_CLAIM_BATCH is below the list refuses it whole, naming its
+    limit (413 batch_too_large, nothing looked at); claimBatch sends it again in batches of that
+    limit, and every item is answered as alone."""
+    file.apply(caller_action(vendor.url), actor="test")
+    with running_gunicorn(tmp_path, env={"OPSCONSOLE_MAX_CLAIM_BATCH": "2"}) as small:
+        flow = Flow(client_directory, server_url=small.url, vendor_url=vendor.url, token=token, action=ACTION)
+        lines = flow.run("batch", [invoice("INV-30"), invoice("INV-31"), invoice("INV-32")])
+        batches = [line["status"] for line in small.access_lines() if line["message"].endswith("/api/v1/claims/batch")]
+
+    assert {line["place"]: (line["performed"], line["status"]) for line in answers(lines)} == {
+        0: (True, "done"),
+        1: (True, "done"),
+        2: (True, "done"),
+    }
+    assert batches == [413, 200, 200]
+    assert len(vendor.db()["invoices"]) == 3
 
 
 def test_two_processes_racing_one_key_one_acts_the_other_waits_then_is_answered_done(flow, vendor, tmp_path):

@@ -12,7 +12,8 @@ const { describe, connection } = require("../lib/errors");
 
 const OUTPUTS = 4;
 // The most claims opsconsole takes in one batch (OPSCONSOLE_MAX_CLAIM_BATCH's default): a longer
-// list goes as several batches, never as one the server refuses whole (413 batch_too_large).
+// list goes as several batches (and a server set lower is answered by the client, which sends each
+// batch again in pieces of the limit its 413 batch_too_large names).
 const MAX_BATCH = 100;
 
 module.exports = function (RED) {

@@ -166,7 +166,9 @@ export class Opsconsole {
    * commit, each decided as it would be alone, in their order (a key twice: its first item claims).
    * In the items' order: each one's `Claim` (act only where `shouldAct`; each has its own token and
    * is reported on its own, e.g. with `perform`), or the `Refused` a claim of it alone would throw.
-   * A batch refused whole (too many items, a bad token) throws `Refused`.
+   * A list longer than the server takes (its `413 batch_too_large` says its `limit`; nothing was
+   * looked at) is sent again in batches of that limit, in order. A batch refused whole otherwise (a
+   * bad token) throws `Refused`.
    */
   async claimBatch(items: ClaimBatchItem[]): Promise<(Claim | Refused)[]> {
     if (!Array.isArray(items)) throw new TypeError("items is a list of claims: { action, data } or { key }");
@@ -174,6 +176,12 @@ export class Opsconsole {
       "key" in item ? keyBody(item.key, item.leaseSeconds) : envelopeBody(item.action, item.data, item),
     );
     const answer = await this.request("POST", "/api/v1/claims/batch", { body: { claims } });
+    const limit = Number(answer.body.limit);
+    if (answer.httpStatus === 413 && answer.body.reason === "batch_too_large" && Number.isInteger(limit) && limit >= 1 && limit < items.length) {
+      const answers: (Claim | Refused)[] = [];
+      for (let start = 0; start < items.length; start += limit) answers.push(...(await this.claimBatch(items.slice(start, start + limit))));
+      return answers;
+    }
     const results = answer.body.results;
     if (answer.httpStatus !== 200 || !Array.isArray(results)) throw new Refused(answer.httpStatus, answer.body);
     return (results as JsonObject[]).map((result) => {

@@ -138,6 +138,23 @@ describe("claim batch", () => {
     assert.deepEqual([refused.httpStatus, refused.reason], [422, "invalid_input"]);
   });
 
+  it("a list longer than the server's limit goes again in batches of that limit, each item answered in order", async () => {
+    const claimed = (index, token) => ({ index, http_status: 201, status: "claimed", key: `k-${token}`, token, attempt: 1, idempotency_key: `k-${token}`, lease_expires_at: new Date(Date.now() + 30_000).toISOString() });
+    server.on(
+      "POST /api/v1/claims/batch",
+      { status: 413, body: { status: "blocked", reason: "batch_too_large", limit: 2 } },
+      { status: 200, body: { status: "ok", results: [claimed(0, "a"), claimed(1, "b")] } },
+      { status: 200, body: { status: "ok", results: [claimed(0, "c")] } },
+    );
+    const answers = await ops.claimBatch([{ key: "k-a" }, { key: "k-b" }, { key: "k-c" }]);
+
+    assert.deepEqual(answers.map((claim) => claim.token), ["a", "b", "c"]);
+    assert.deepEqual(
+      server.sent("POST /api/v1/claims/batch").map((request) => request.body.claims.map((item) => item.key)),
+      [["k-a", "k-b", "k-c"], ["k-a", "k-b"], ["k-c"]],
+    );
+  });
+
   it("a batch refused whole throws Refused, and a bad item throws before anything is sent", async () => {
     server.on("POST /api/v1/claims/batch", { status: 413, body: { status: "blocked", reason: "batch_too_large" } });
     await assert.rejects(ops.claimBatch([{ key: KEY }]), (error) => error instanceof Refused && error.httpStatus === 413);

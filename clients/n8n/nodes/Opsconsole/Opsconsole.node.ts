@@ -95,7 +95,8 @@ export class Opsconsole implements INodeType {
 }
 
 /** The most claims opsconsole takes in one batch (OPSCONSOLE_MAX_CLAIM_BATCH's default): more items
- * go as several batches, never as one the server refuses whole (413 batch_too_large). */
+ * go as several batches (a server set lower: the client sends each again in pieces of the limit its
+ * 413 batch_too_large names). */
 export const MAX_CLAIM_BATCH = 100;
 
 /** One item's claim, its parameters read and checked before anything is claimed. */
