@@ -150,7 +150,9 @@ def test_a_batch_claims_each_item_as_alone_and_a_rerun_creates_nothing_more(flow
     assert set(Operation.objects.values_list("state", flat=True)) == {State.SUCCEEDED}
 
 
-def test_a_list_longer_than_the_servers_batch_goes_again_in_pieces(workspace, token, vendor, client_directory, tmp_path):
+def test_a_list_longer_than_the_servers_batch_goes_again_in_pieces(
+    workspace, token, vendor, client_directory, tmp_path
+):
     """A server whose OPSCONSOLE_MAX_CLAIM_BATCH is below the list refuses it whole, naming its
     limit (413 batch_too_large, nothing looked at); claimBatch sends it again in batches of that
     limit, and every item is answered as alone."""
