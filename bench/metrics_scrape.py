@@ -83,7 +83,6 @@ def main() -> None:
 def load(operations: int, backlog: int = 1_000) -> None:
     """bench/scale.py's loader at this size (one audit event per operation), on an empty ledger,
     with ``backlog`` operations due (the 1,000 this bench was built around, unless told)."""
-    from django.db import connection
 
     from bench import purge, scale
 
@@ -91,13 +90,7 @@ def load(operations: int, backlog: int = 1_000) -> None:
     scale.BACKLOG = backlog
     started = time.perf_counter()
     print(f"loading {operations:,} operations (bench/scale.py) ...", flush=True)
-    with connection.cursor() as cursor:
-        filled = purge._defaults_for_the_loader(cursor, set_them=True)
-    try:
-        scale.prepare()
-    finally:
-        with connection.cursor() as cursor:
-            purge._defaults_for_the_loader(cursor, set_them=False, columns=filled)
+    purge.load_with_scale()
     print(f"  loaded in {time.perf_counter() - started:.0f} s", flush=True)
 
 

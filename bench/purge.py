@@ -253,15 +253,8 @@ def load(operations: int) -> None:
     scale.AUDIT_EVENTS = max(AUDIT_EVENTS if operations == OPERATIONS else operations, operations)
     started = time.perf_counter()
     print(f"loading {operations:,} operations and {scale.AUDIT_EVENTS:,} audit events (bench/scale.py) ...", flush=True)
-    with connection.cursor() as cursor:
-        filled = _defaults_for_the_loader(cursor, set_them=True)
-    if filled:
-        print(f"  (columns bench/scale.py's loader does not name, given '' while it loads: {', '.join(filled)})")
-    try:
-        scale.prepare()
-    finally:
-        with connection.cursor() as cursor:
-            _defaults_for_the_loader(cursor, set_them=False, columns=filled)
+    if filled := load_with_scale():
+        print(f"  (columns bench/scale.py's loader does not name, given '' while it loaded: {', '.join(filled)})")
     with connection.cursor() as cursor:
         # Finished as succeeded, at their creation + 20 s as the others (updated_at then follows id).
         cursor.execute("""
@@ -287,6 +280,23 @@ def load(operations: int) -> None:
         f"loaded in {time.perf_counter() - started:.0f} s",
         flush=True,
     )
+
+
+def load_with_scale() -> list[str]:
+    """bench/scale.py's loader (``scale.prepare``, at the sizes set on ``scale``), the text columns it
+    does not name given '' while it loads (``_defaults_for_the_loader``); those columns."""
+    from django.db import connection
+
+    from bench import scale
+
+    with connection.cursor() as cursor:
+        filled = _defaults_for_the_loader(cursor, set_them=True)
+    try:
+        scale.prepare()
+    finally:
+        with connection.cursor() as cursor:
+            _defaults_for_the_loader(cursor, set_them=False, columns=filled)
+    return filled
 
 
 def _defaults_for_the_loader(cursor, *, set_them: bool, columns: list[str] | None = None) -> list[str]:

@@ -49,13 +49,7 @@ def run(database_label: str) -> None:
     scale.BACKLOG = OPERATIONS // 10  # a day's arrivals still due: the rows a live table also holds
     scale.AUDIT_EVENTS = AUDIT_PER_OPERATION * OPERATIONS
     print(f"loading {OPERATIONS:,} operations and {scale.AUDIT_EVENTS:,} audit events (bench/scale.py) ...", flush=True)
-    with connection.cursor() as cursor:
-        filled = purge._defaults_for_the_loader(cursor, set_them=True)
-    try:
-        scale.prepare()
-    finally:
-        with connection.cursor() as cursor:
-            purge._defaults_for_the_loader(cursor, set_them=False, columns=filled)
+    purge.load_with_scale()
     with connection.cursor() as cursor:
         cursor.execute(f"VACUUM ANALYZE {', '.join(TABLES)}")
     print_sizes(sizes())
