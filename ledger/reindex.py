@@ -98,9 +98,8 @@ def reindex(
     the indexes of ``tables`` (the purge's) that the rule above says are bloated.
 
     Runs outside any transaction (refuses inside one) and holds a session advisory lock for its
-    whole run. ``dry_run`` lists every index, its size, what it needs and what it would
-    do with it, and changes nothing. ``seconds``
-    bounds the run (above); None: no bound.
+    whole run. ``dry_run`` lists every index, its size, what it needs and what it would do with it,
+    and changes nothing. ``seconds`` bounds the run (above); None: no bound.
     """
     if connection.in_atomic_block:
         raise RuntimeError("REINDEX CONCURRENTLY cannot run inside a transaction: call reindex() outside atomic().")

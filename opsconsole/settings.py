@@ -165,11 +165,14 @@ DATABASES = {"default": env.db_url_config(DATABASE_URL)}
 DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
 if DATABASE_REPLICA_URL:
     DATABASES["replica"] = env.db_url_config(DATABASE_REPLICA_URL)
-for _alias, _url in (("default", DATABASE_URL), ("replica", DATABASE_REPLICA_URL)):
+for _alias, _setting, _url in (
+    ("default", "DATABASE_URL", DATABASE_URL),
+    ("replica", "DATABASE_REPLICA_URL", DATABASE_REPLICA_URL),
+):
     if _alias in DATABASES and DATABASES[_alias]["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured(
-            f"{'DATABASE_URL' if _alias == 'default' else 'DATABASE_REPLICA_URL'} must name a PostgreSQL database "
-            f"(postgres://...), not a {_url.partition(':')[0]}: one (the only database this project runs on)."
+            f"{_setting} must name a PostgreSQL database (postgres://...), not a {_url.partition(':')[0]}: one "
+            "(the only database this project runs on)."
         )
 # How DATABASE_URL's server keeps sessions: "session" (PostgreSQL itself, or a pooler in session
 # mode) or "transaction" (PgBouncer's pool_mode = transaction: each transaction may run on another

@@ -98,13 +98,20 @@ def lag_text(lag_seconds: float, warning_seconds: float) -> str:
 
 
 def _checked(*, fresh: bool = False) -> _Checked:
+    """The replica's last answer while it still holds (``fresh``: a reachable one is asked again),
+    else a new one."""
     global _last
     now = time.monotonic()
-    last = _last
-    if last is not None and now - last.at < (RETRY_SECONDS if not last.reachable else 0 if fresh else CHECK_SECONDS):
-        return last
+    if _last is not None and now - _last.at < _trusted_for(_last, fresh=fresh):
+        return _last
     _last = _Checked(now, *_ask())
     return _last
+
+
+def _trusted_for(last: _Checked, *, fresh: bool) -> float:
+    if not last.reachable:
+        return RETRY_SECONDS  # out of reach: left alone a while
+    return 0.0 if fresh else CHECK_SECONDS
 
 
 def _ask() -> tuple[bool, float]:
