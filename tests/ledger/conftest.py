@@ -11,6 +11,7 @@ from ledger.actions.base import ActionDefinition
 from ledger.intake.submit import submit_event
 from ledger.models import Operation
 from ledger.outcomes import Success
+from ledger.states import State
 
 
 class ScriptedData(BaseModel):
@@ -103,6 +104,16 @@ def submit_brief(workspace, request_id: str = "R-42", version: int = 3) -> Opera
     result = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": data})
     assert result.outcome == "accepted", result
     return result.operation
+
+
+def succeeded_briefs(workspace, keys, *, batch_size: int | None = None) -> None:
+    """Succeeded prepare-brief operations with these keys, written in bulk (no delivery, attempt or
+    audit event): many finished rows, as a long-running ledger holds them."""
+    template = submit_brief(workspace, request_id="TEMPLATE")
+    fields = ("action", "fingerprint", "payload", "definition_version", "key_recipe")
+    same = {name: getattr(template, name) for name in fields}
+    rows = [Operation(workspace=workspace, key=key, state=State.SUCCEEDED, **same) for key in keys]
+    Operation.objects.bulk_create(rows, batch_size=batch_size)
 
 
 class NoteData(BaseModel):

@@ -16,8 +16,7 @@ from django_q.models import Schedule
 from ledger import reindex
 from ledger.engine.schedules import REINDEX_SCHEDULE
 from ledger.models import Operation
-from ledger.states import State
-from tests.ledger.conftest import submit_brief
+from tests.ledger.conftest import succeeded_briefs
 
 KEY_INDEX = "operation_unique_key"  # the (workspace, key) constraint's index
 LEFTOVER = "ledger_operation_action_ccnew"
@@ -29,23 +28,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def purged(workspace):
     """20,000 operations inserted, all but 100 of them deleted, then VACUUM ANALYZE, as a purge leaves
     the table: its indexes as large as before, nearly empty."""
-    template = submit_brief(workspace, request_id="TEMPLATE")
-    Operation.objects.bulk_create(
-        [
-            Operation(
-                workspace=workspace,
-                action=template.action,
-                key=f"{'kept' if n % 200 == 0 else 'gone'}-{n}",
-                fingerprint=template.fingerprint,
-                payload=template.payload,
-                definition_version=template.definition_version,
-                key_recipe=template.key_recipe,
-                state=State.SUCCEEDED,
-            )
-            for n in range(20_000)
-        ],
-        batch_size=2_000,
-    )
+    succeeded_briefs(workspace, (f"{'kept' if n % 200 == 0 else 'gone'}-{n}" for n in range(20_000)), batch_size=2_000)
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM ledger_operation WHERE key LIKE 'gone-%%'")
         cursor.execute("VACUUM ANALYZE ledger_operation")

@@ -12,7 +12,7 @@ from ledger.core.selectors import read_in_index_order
 from ledger.engine.claiming import claim_due_operations
 from ledger.models import Operation
 from ledger.states import State
-from tests.ledger.conftest import submit_brief
+from tests.ledger.conftest import submit_brief, succeeded_briefs
 
 FINISHED = 400
 BACKLOG = 60
@@ -20,22 +20,7 @@ BACKLOG = 60
 
 def finished_then_a_backlog(workspace):
     """FINISHED succeeded operations, older (lower ids) than BACKLOG pending ones."""
-    template = submit_brief(workspace, request_id="TEMPLATE")
-    Operation.objects.bulk_create(
-        [
-            Operation(
-                workspace=workspace,
-                action=template.action,
-                key=f"done-{n}",
-                fingerprint=template.fingerprint,
-                payload=template.payload,
-                definition_version=template.definition_version,
-                key_recipe=template.key_recipe,
-                state=State.SUCCEEDED,
-            )
-            for n in range(FINISHED)
-        ]
-    )
+    succeeded_briefs(workspace, (f"done-{n}" for n in range(FINISHED)))
     for n in range(BACKLOG):
         submit_brief(workspace, request_id=f"R-{n}")
 
