@@ -4,12 +4,12 @@ django-q2 may lose a task (Redis broker, a killed worker) or deliver it late; th
 minute from a django-q2 schedule (``ledger.engine.schedules``) and needs nothing from the queue but that.
 """
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from django.utils import timezone
 
-from ledger.core import held_time, nudges
+from ledger.core import audit_partitions, held_time, nudges
 from ledger.core.selectors import due_operations, oldest_due_seconds, paused_filter
 from ledger.core.transitions import transition_operation
 from ledger.engine import expiry
@@ -31,6 +31,7 @@ class SweepReport:
     nudges: int = 0
     oldest_due_seconds: float | None = None
     sampled: bool = False  # the dashboard's samples were taken (ledger.reads.dashboard)
+    audit_partitions_created: list[str] = field(default_factory=list)  # ledger.core.audit_partitions
 
 
 def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
@@ -45,7 +46,8 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
     - in_order versions whose predecessor has not arrived within the gap wait (``ledger.intake.ordering``);
     - bulk actions whose task crashed or was lost are enqueued again (``ledger.people.bulk_actions``);
     - due work (lost nudges, due retries, resumed pauses): enough processing tasks are enqueued;
-    - the dashboard's samples, every ``dashboard.EVERY``.
+    - the dashboard's samples, every ``dashboard.EVERY``;
+    - the audit trail's partitions for this month and the next three, where missing.
     """
     now = now or timezone.now()
     report = SweepReport()
@@ -76,6 +78,7 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
     report.oldest_due_seconds = oldest_due_seconds(now)
     report.nudges = nudges.nudges_for(report.due)
     report.sampled = dashboard.take_samples(now=now) is not None
+    report.audit_partitions_created = audit_partitions.create_ahead().created
     Heartbeat.objects.update_or_create(name="sweep", defaults={"beat_at": now, "detail": asdict(report)})
     if report.nudges:
         nudges.enqueue_drain(report.nudges)

@@ -15,6 +15,7 @@ events they would write with the head they read), then the sealed events inserte
 """
 
 import json
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -59,9 +60,9 @@ def _append_chain(workspace_id: int | None, events: list[AuditEvent]) -> None:
         cursor.execute(
             "SELECT ledger_audit_head(%s, %s, %s)", [chain_lock_key(workspace_id), workspace_id, len(events)]
         )
-        previous, ids = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
+        head, ids = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
     rows = [model_row(event) | {"id": pk} for event, pk in zip(events, ids, strict=True)]
-    insert(previous, rows)
+    insert(head, rows)
     for event, row in zip(events, rows, strict=True):
         event.pk, event.prev_hash, event.hash, event.hash_key = (
             row["id"],
@@ -69,20 +70,22 @@ def _append_chain(workspace_id: int | None, events: list[AuditEvent]) -> None:
             row["hash"],
             row["hash_key"],
         )
+        if isinstance(row["created_at"], str):  # moved up to the head's time (audit_mac.seal)
+            event.created_at = datetime.fromisoformat(row["created_at"])
         event._state.adding, event._state.db = False, connection.alias
 
 
-def insert(previous: str, rows: list[dict]) -> None:
-    """Seal one chain's new events (rows with their ids, in order) after the head ``previous`` and
-    insert them; the caller holds the chain's lock (it read ``previous`` under it)."""
+def insert(head: list, rows: list[dict]) -> None:
+    """Seal one chain's new events (rows with their ids, in order) after its ``head`` ([hash, time])
+    and insert them; the caller holds the chain's lock (it read ``head`` under it)."""
     if rows:
         with connection.cursor() as cursor:
-            cursor.execute(INSERT, [sealed(previous, rows)])
+            cursor.execute(INSERT, [sealed(head, rows)])
 
 
-def sealed(previous: str, rows: list[dict]) -> str:
-    """One chain's new events sealed after the head ``previous``, as the JSON ``INSERT`` takes."""
-    return dumps(audit_mac.seal(previous, rows))
+def sealed(head: list, rows: list[dict]) -> str:
+    """One chain's new events sealed after its ``head`` ([hash, time]), as the JSON ``INSERT`` takes."""
+    return dumps(audit_mac.seal(head, rows))
 
 
 @lru_cache(maxsize=1024)

@@ -102,9 +102,12 @@ class HeadsCheck:
     last_heads: dict = field(default_factory=dict)
 
 
-def check_heads(lines) -> HeadsCheck:
+def check_heads(lines, archived: dict | None = None) -> HeadsCheck:
     """Hold the database to exported lines of heads: each line's signature valid under its key id
-    (any configured key), each head still an event of its chain with the hash exported."""
+    (any configured key), each head still an event of its chain with the hash exported, or in a
+    month archived since (``archived``: where each chain's archived stretch ends, by chain key,
+    from records whose signatures hold: ``audit_verify.archived_chains``)."""
+    archived = archived or {}
     report, keys = HeadsCheck(), audit_keys()
     slugs = dict(Workspace.objects.values_list("pk", "slug"))
     installation = AuditInstallation.objects.first()
@@ -138,6 +141,14 @@ def check_heads(lines) -> HeadsCheck:
         for head in body["heads"]:
             workspace_id = head["workspace_id"]
             kept = AuditEvent.objects.filter(pk=head["event_id"], workspace_id=workspace_id, hash=head["hash"])
+            chain_key = "" if workspace_id is None else str(workspace_id)
+            archived_end = archived.get(chain_key, {})
+            last_id = archived_end.get("last_id") or 0
+            in_archive = head["event_id"] < last_id or (
+                head["event_id"] == last_id and head["hash"] == archived_end["last_hash"]
+            )
+            if in_archive:
+                continue  # in a month archived since: verify_audit --archive holds the file to its record
             if not kept.exists():
                 chain = f"workspace {slugs.get(workspace_id, workspace_id)}" if workspace_id else "the global chain"
                 report.problem = (

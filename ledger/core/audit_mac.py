@@ -89,11 +89,21 @@ def digest(row: dict, key: str | None) -> str:
     return hmac.new(key.encode(), encoding(row), hashlib.sha256).hexdigest()
 
 
-def seal(previous: str, rows: list[dict]) -> list[dict]:
-    """Chain ``rows`` (one chain's new events, in order) after the event whose hash is ``previous``:
-    each gets ``prev_hash``, ``hash_key`` (the current key's id) and ``hash``, its MAC."""
+def seal(head: list, rows: list[dict]) -> list[dict]:
+    """Chain ``rows`` (one chain's new events, in order) after the chain's ``head``, [its hash ("" for
+    a new chain), its time (None)], as ``ledger_chain_head`` read it under the chain's lock: each
+    gets ``prev_hash``, ``hash_key`` (the current key's id) and ``hash``, its MAC.
+
+    An event is never earlier than the one before it on its chain: a time set before the lock was
+    taken (another appender got it first) moves up to the head's. So a chain's times and ids rise
+    together, and each month's partition of the trail holds one stretch of every chain
+    (``ledger.core.audit_partitions``)."""
+    previous, floor = head
     key_id, key = settings.OPSCONSOLE_AUDIT_KEY_ID, settings.OPSCONSOLE_AUDIT_KEY
     for row in rows:
+        if floor is not None and micros(row["created_at"]) < micros(floor):
+            row["created_at"] = floor
         row["prev_hash"], row["hash_key"] = previous, key_id
         row["hash"] = previous = digest(row, key)
+        floor = row["created_at"]
     return rows

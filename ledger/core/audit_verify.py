@@ -19,7 +19,10 @@ the form the trail had before keys. So verification is held, by default, to the 
   begins with ``workspace_created``): an unkeyed chain made up since, backdated, is broken.
 """
 
-from collections.abc import Iterator
+import hashlib
+import hmac
+import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -28,13 +31,17 @@ from django.db import connection
 
 from ledger.core import audit_mac
 from ledger.core.audit_heads import HeadsCheck
-from ledger.models import AuditEvent, AuditInstallation
+from ledger.core.audit_mac import audit_keys
+from ledger.models import AuditArchive, AuditEvent, AuditInstallation
 
 INSTALLATION_MISSING = "the installation record (ledger_auditinstallation) is missing: it was deleted"
-# One chunk of a chain in id order: plain columns, the times as the database wrote them.
-_COLUMNS = ("id", *audit_mac.FIELDS, "created_at", "times_text", "hash", "hash_key")
+# An event as verification reads it: plain columns, the times as the database wrote them (also
+# the lines of an archive, ledger.core.audit_archive).
+COLUMNS = ("id", *audit_mac.FIELDS, "created_at", "times_text", "hash", "hash_key")
+SELECTED = ("id", *audit_mac.FIELDS, "created_at", "times::text", "hash", "hash_key")
+# One chunk of a chain in id order.
 _CHUNK = f"""
-SELECT id, {", ".join(audit_mac.FIELDS)}, created_at, times::text, hash, hash_key
+SELECT {", ".join(SELECTED)}
 FROM ledger_auditevent WHERE {{chain}} AND id > %(after)s ORDER BY id LIMIT %(chunk)s
 """
 
@@ -81,17 +88,23 @@ def verify_chains(heads: HeadsCheck | None = None, *, chunk: int = 2000) -> Veri
     if rules is None:
         report.broken = BrokenLink(None, None, INSTALLATION_MISSING, of_installation=True)
         return report
+    try:
+        archived = archived_chains()
+    except BrokenArchiveRecord as error:
+        report.broken = BrokenLink(None, None, str(error), of_installation=True)
+        return report
     known = set(AuditEvent.objects.order_by().values_list("workspace_id", flat=True).distinct())
-    if heads is not None and (vanished := set(heads.last_heads) - known):
+    if heads is not None and (vanished := set(heads.last_heads) - known - _archived_heads(heads, archived)):
         workspace_id = min(vanished, key=lambda key: key or 0)
         report.broken = BrokenLink(workspace_id, None, f"has no events left, and the heads of {heads.last_at} name one")
         return report
     for workspace_id in sorted(known, key=lambda key: key or 0):
         chain = Chain(workspace_id)
         report.chains.append(chain)
-        new = heads is not None and workspace_id not in heads.last_heads
+        start = archived.get(chain_key(workspace_id))
+        new = heads is not None and workspace_id not in heads.last_heads and start is None
         new_since = heads.last_at if heads is not None and new else ""
-        report.broken = _verify_chain(chain, rules, new_since=new_since, chunk=chunk)
+        report.broken = _verify_chain(chain, rules, new_since=new_since, chunk=chunk, start=start)
         if report.broken:
             break
     return report
@@ -101,11 +114,17 @@ def _rules() -> Rules | None:
     """The rules of this installation, from its record (which ``check_heads`` held to every signed
     line of heads, where there are any); None if the record is gone."""
     installation = AuditInstallation.objects.first()
-    if installation is None:
-        return None
+    return None if installation is None else current_rules(installation)
+
+
+def current_rules(installation: AuditInstallation) -> Rules:
+    return Rules(installation.keyed_since, installation.unkeyed_until, audit_mac.audit_keys(), key_ranks())
+
+
+def key_ranks() -> dict[str, int]:
+    """Each configured key's rank, in the order they were in use ("" below them all)."""
     ranked = [*settings.OPSCONSOLE_AUDIT_OLD_KEYS, settings.OPSCONSOLE_AUDIT_KEY_ID]
-    ranks = {"": -1} | {key_id: rank for rank, key_id in enumerate(ranked)}
-    return Rules(installation.keyed_since, installation.unkeyed_until, audit_mac.audit_keys(), ranks)
+    return {"": -1} | {key_id: rank for rank, key_id in enumerate(ranked)}
 
 
 def _rows(workspace_id: int | None, *, chunk: int) -> Iterator[dict]:
@@ -116,15 +135,25 @@ def _rows(workspace_id: int | None, *, chunk: int) -> Iterator[dict]:
     while True:
         with connection.cursor() as cursor:
             cursor.execute(sql, {"chain": workspace_id, "after": after, "chunk": chunk})
-            rows = [dict(zip(_COLUMNS, values, strict=True)) for values in cursor.fetchall()]
+            rows = [dict(zip(COLUMNS, values, strict=True)) for values in cursor.fetchall()]
         if not rows:
             return
         yield from rows
         after = rows[-1]["id"]
 
 
-def _verify_chain(chain: Chain, rules: Rules, *, new_since: str, chunk: int) -> BrokenLink | None:
-    previous, rank = None, -1
+def _archived_heads(heads: HeadsCheck, archived: dict) -> set:
+    """The chains whose exported head is in an archive (the chain may have no live events)."""
+    return {
+        workspace_id
+        for workspace_id, head in heads.last_heads.items()
+        if head["event_id"] <= (archived.get(chain_key(workspace_id), {}).get("last_id") or 0)
+    }
+
+
+def _verify_chain(chain: Chain, rules: Rules, *, new_since: str, chunk: int, start: dict | None) -> BrokenLink | None:
+    """Walk one chain from its beginning, or from where its archived stretch ends (``start``)."""
+    previous, rank = (start["last_hash"], rules.ranks.get(start["last_key"], -1)) if start else (None, -1)
     for row in _rows(chain.workspace_id, chunk=chunk):
         chain.events += 1
         if new_since and chain.events == 1 and not row["hash_key"]:
@@ -134,7 +163,7 @@ def _verify_chain(chain: Chain, rules: Rules, *, new_since: str, chunk: int) -> 
                 f"begins a chain that appeared since the heads exported {new_since} and is not keyed "
                 "(made up by someone without the audit key)",
             )
-        if problem := _problem(row, previous, rank, rules):
+        if problem := problem_of(row, previous, rank, rules):
             return BrokenLink(chain.workspace_id, row["id"], problem)
         if not row["hash"]:
             chain.unchained += 1
@@ -144,7 +173,7 @@ def _verify_chain(chain: Chain, rules: Rules, *, new_since: str, chunk: int) -> 
     return None
 
 
-def _problem(row: dict, previous, rank: int, rules: Rules) -> str:
+def problem_of(row: dict, previous, rank: int, rules: Rules) -> str:
     """Why this event breaks its chain ("" when it holds)."""
     if not row["hash"]:
         return "has no hash, after chained events" if previous is not None else _after_keys(row, rules)
@@ -185,3 +214,169 @@ def _after_keys(row: dict, rules: Rules) -> str:
         f"has no MAC under an audit key, and every event after event {rules.unkeyed_until} was written with "
         "one (written by someone without the audit key)"
     )
+
+
+# Archived months (ledger.core.audit_archive): their records' signatures, and their files verified.
+
+FORMAT = "opsconsole-audit-archive/1"
+# The fields the signature covers, in the record line, the database's record and nowhere else.
+SIGNED = (
+    "format",
+    "installation",
+    "keyed_since",
+    "unkeyed_until",
+    "partition",
+    "starts",
+    "ends",
+    "events",
+    "chains",
+    "file_sha256",
+    "key_id",
+)
+
+
+def sign(record: dict, key: str) -> str:
+    body = {name: record[name] for name in SIGNED}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key.encode(), canonical, hashlib.sha256).hexdigest()
+
+
+def record_of(archive: AuditArchive) -> dict:
+    """A database record as the signed fields of its file's record (the installation's from the
+    database's own record)."""
+    installation = AuditInstallation.objects.first()
+    return {
+        "format": FORMAT,
+        "installation": str(installation.installation) if installation else "",
+        "keyed_since": installation.keyed_since.isoformat() if installation else "",
+        "unkeyed_until": installation.unkeyed_until if installation else 0,
+        "partition": archive.partition,
+        "starts": archive.starts.isoformat() if archive.starts else None,
+        "ends": archive.ends.isoformat(),
+        "events": archive.events,
+        "chains": archive.chains,
+        "file_sha256": archive.file_sha256,
+        "key_id": archive.key_id,
+        "mac": archive.mac,
+    }
+
+
+def signature_problem(record: dict) -> str:
+    """Why a record's signature does not hold ("" when it does)."""
+    key = audit_keys().get(record.get("key_id"))
+    if key is None:
+        return (
+            f"is signed under audit key id {record.get('key_id')!r}, which is not configured "
+            "(OPSCONSOLE_AUDIT_KEY_ID, OPSCONSOLE_AUDIT_OLD_KEYS)"
+        )
+    if not hmac.compare_digest(sign(record, key), str(record.get("mac", ""))):
+        return "has a signature that does not match (the record was changed, or made up without the audit key)"
+    return ""
+
+
+class BrokenArchiveRecord(Exception):
+    """A record of an archived month whose signature does not hold."""
+
+
+def archived_chains() -> dict[str, dict]:
+    """Where each chain's archived stretch ends, from the newest archive that holds it: {chain key:
+    {"last_id", "last_hash", "last_key", ...}}. BrokenArchiveRecord when a record does not verify."""
+    ends: dict[str, dict] = {}
+    for archive in AuditArchive.objects.order_by("ends"):
+        if problem := signature_problem(record_of(archive)):
+            raise BrokenArchiveRecord(f"the archive record of {archive.partition} {problem}")
+        for key, chain in archive.chains.items():
+            ends[key] = chain
+    return ends
+
+
+@dataclass
+class FileCheck:
+    path: str
+    partition: str = ""
+    events: int = 0
+    chains: dict = field(default_factory=dict)
+    problem: str = ""
+
+
+def verify_files(paths: Iterable[str]) -> list[FileCheck]:
+    """Verify archive files on their own, in the order given (oldest first): each record's
+    signature, the lines against its digest, every event's MAC and link, and each chain going on
+    from where the file before it left it. Stops at the first problem."""
+    checks, ends = [], {}
+    for path in paths:
+        check = _verify_file(path, ends)
+        checks.append(check)
+        if check.problem:
+            break
+    return checks
+
+
+def _verify_file(path: str, ends: dict) -> FileCheck:
+    check = FileCheck(path)
+    try:
+        with open(path, encoding="utf-8") as lines:
+            record = json.loads(next(lines, "null") or "null")
+            if not isinstance(record, dict) or record.get("format") != FORMAT:
+                check.problem = f"is not an audit archive ({FORMAT})"
+                return check
+            check.partition = record["partition"]
+            if problem := signature_problem(record):
+                check.problem = f"its record {problem}"
+                return check
+            rules = Rules(
+                datetime.fromisoformat(record["keyed_since"]),
+                record["unkeyed_until"],
+                audit_keys(),
+                key_ranks(),
+            )
+            check.problem = _verify_lines(lines, record, rules, ends, check)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        check.problem = f"cannot be read as an audit archive: {error}"
+    return check
+
+
+def _verify_lines(lines, record: dict, rules, ends: dict, check: FileCheck) -> str:
+    digest = hashlib.sha256()
+    chains: dict[str, dict] = {}
+    for line in lines:
+        digest.update(line.encode())
+        row = json.loads(line)
+        row["created_at"] = datetime.fromisoformat(row["created_at"])
+        key = chain_key(row["workspace_id"])
+        if key not in chains:
+            earlier = ends.get(key)
+            if earlier is not None and row["prev_hash"] != earlier["last_hash"]:
+                return (
+                    f"event {row['id']} does not follow the last event of its chain in the archive before "
+                    "it (an archive is missing between them, or the files are out of order)"
+                )
+            # A file on its own cannot show what its first event of a chain follows: it is taken as
+            # given, and held to the file before it where one was given.
+            chains[key] = {"last_hash": row["prev_hash"] or None, "last_key": "", "events": 0}
+        chain = chains[key]
+        previous = chain["last_hash"]
+        rank = chain.get("checked_rank", -1)
+        if problem := problem_of(row, previous, rank, rules):
+            return f"event {row['id']} {problem}"
+        if row["hash"]:
+            chain["checked_rank"] = max(rank, rules.ranks[row["hash_key"]])
+            chain["last_hash"], chain["last_key"] = row["hash"], row["hash_key"]
+        chain["last_id"] = row["id"]
+        chain["events"] += 1
+        check.events += 1
+    if digest.hexdigest() != record["file_sha256"]:
+        return "has lines that differ from its record's digest (events were changed, added or removed)"
+    if check.events != record["events"]:
+        return f"holds {check.events} events, and its record says {record['events']}"
+    for key, chain in chains.items():
+        if chain["last_hash"] != record["chains"].get(key, {}).get("last_hash"):
+            return f"ends its chain {key or 'global'} elsewhere than its record says"
+        ends[key] = chain
+    check.chains = record["chains"]
+    return ""
+
+
+def chain_key(workspace_id: int | None) -> str:
+    """A chain's name in archives: its workspace's id, "" for the global chain."""
+    return "" if workspace_id is None else str(workspace_id)

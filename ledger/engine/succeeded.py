@@ -163,8 +163,8 @@ def _finish_claimed_in_database(operations, successes, digests, *, worker, now) 
             answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
         if answer["changed"] != len(operations):
             raise StaleClaim
-        for previous, events in answer["chains"]:
-            audit_chain.insert(previous, events)
+        for head, events in answer["chains"]:
+            audit_chain.insert(head, events)
         if any(announcements.may_announce(workspace_id) for workspace_id in chains):
             by_id = {operation.pk: operation for operation in operations}
             rows = [row for _, events in answer["chains"] for row in events]

@@ -1,7 +1,7 @@
 """The ledger's tables, by concept. Rows change only through the services."""
 
 from ledger.models.attempts import Attempt, AttemptOutcome, ConfigVersion
-from ledger.models.audit import AuditEvent, AuditEventQuerySet, AuditInstallation
+from ledger.models.audit import AuditArchive, AuditEvent, AuditEventQuerySet, AuditInstallation
 from ledger.models.bulk import BulkAction, BulkItem, BulkKind, BulkOutcome, BulkStatus
 from ledger.models.core import Operation, Workspace
 from ledger.models.deliveries import (
@@ -43,6 +43,7 @@ __all__ = [
     "ApprovalDecision",
     "Attempt",
     "AttemptOutcome",
+    "AuditArchive",
     "AuditEvent",
     "AuditInstallation",
     "AuditEventQuerySet",

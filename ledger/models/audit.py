@@ -204,3 +204,32 @@ class AuditInstallation(models.Model):
 
     def __str__(self):
         return f"installation {self.installation}, keyed since {self.keyed_since:%Y-%m-%d %H:%M:%S}"
+
+
+class AuditArchive(models.Model):
+    """A month of the audit trail taken out to a file (``manage.py archive_audit``): the partition's
+    rows went to ``file_name`` and the partition was dropped, in the transaction that wrote this
+    row. ``chains`` says where each chain's stretch in it began and ended, so that verification
+    takes up the live chains from there (ledger.core.audit_verify). ``mac`` signs the record under
+    the audit key (ledger.core.audit_archive): a record made up by someone without the key, to hide
+    a month dropped by hand, does not verify. Written once, by the tables' owner; a trigger refuses
+    any change."""
+
+    partition = models.CharField(max_length=63, unique=True)
+    starts = models.DateTimeField(null=True, blank=True)  # None: from the beginning (the history)
+    ends = models.DateTimeField()
+    events = models.BigIntegerField()
+    # {"<workspace id, or "" for the global chain>": {"first_prev": hash the stretch follows,
+    #  "last_id": id, "last_hash": hash, "events": n}}
+    chains = models.JSONField()
+    file_name = models.CharField(max_length=255)
+    file_sha256 = models.CharField(max_length=64)
+    key_id = models.CharField(max_length=16)
+    mac = models.CharField(max_length=64)
+    archived_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["ends"]
+
+    def __str__(self):
+        return f"{self.partition}: {self.events} events to {self.file_name}"

@@ -28,13 +28,18 @@ FUNCTION = re.compile(r"CREATE OR REPLACE FUNCTION public\.(\w+)\(")
 TRIGGER = re.compile(r"CREATE TRIGGER (\w+) ")
 
 # The functions the migrations made (in the public schema, not an extension's) and the triggers
-# (not those PostgreSQL makes for foreign keys), each with the text the database would recreate it by.
+# (not those PostgreSQL makes for foreign keys, nor those of a partition, which are its partitioned
+# table's: tests/ledger/core/test_audit_partitions.py holds them), each with the text the database
+# would recreate it by.
 DATABASE_FUNCTIONS = """
     SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
     WHERE n.nspname = 'public' AND p.prokind IN ('f', 'p') AND NOT EXISTS (
         SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
 """
-DATABASE_TRIGGERS = "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal"
+DATABASE_TRIGGERS = """
+    SELECT t.tgname, pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+    WHERE NOT t.tgisinternal AND NOT c.relispartition
+"""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@
 -- its process's token cache) checks it first, as ledger_reserve_one does: SQLSTATE OC401, nothing
 -- written, when the token changed since the process read it.
 -- Called by: ledger.callers.claiming. Made by migration 0056; the token's check, and the
--- configuration stored before a payload conflict's answer, added by 0059.
+-- configuration stored before a payload conflict's answer, added by 0059; the chain's head
+-- read by ledger_chain_head (with its time) since 0061.
 
 CREATE OR REPLACE FUNCTION public.ledger_claim(request jsonb)
  RETURNS jsonb
@@ -33,7 +34,7 @@ DECLARE
     since timestamptz;
     answer text;
     attempt jsonb;
-    previous text := '';
+    previous jsonb := '["", null]';
     audits jsonb := '[]';
 BEGIN
     IF request ? 'token' THEN
@@ -44,7 +45,7 @@ BEGIN
     FOR NO KEY UPDATE;
     IF request->'reserve' <> 'null' THEN
         reserved := ledger_reserve_one(request->'reserve');
-        previous := reserved->'audit'->>0;
+        previous := reserved->'audit'->0;
         audits := reserved->'audit'->1;
         IF operation.id IS NULL AND reserved->'results'->0->>'outcome' <> 'conflict' THEN
             -- Created by this reservation (no one else sees it yet), or by another since the read
@@ -129,9 +130,7 @@ BEGIN
         IF request->'reserve' = 'null' THEN
             -- The chain, last (ledger_reserve_one took it for a reservation): its head under its lock.
             PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
-            SELECT hash INTO previous FROM ledger_auditevent
-            WHERE workspace_id = workspace AND hash <> '' ORDER BY id DESC LIMIT 1;
-            previous := coalesce(previous, '');
+            previous := ledger_chain_head(workspace);
         END IF;
         audits := audits || jsonb_build_array(request->'audit' || jsonb_build_object(
             'operation_id', claimed.id, 'kind', 'claimed', 'from_state', operation.state, 'to_state', 'processing',

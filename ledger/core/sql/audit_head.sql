@@ -1,8 +1,9 @@
 -- Locks one audit chain until the commit (a transaction-scoped advisory lock), then reads its head
--- (a statement of its own after the lock: it sees what the lock's previous holder committed) and
--- takes ``count`` event ids, in order: [head hash ("" for a new chain), [ids]]. The caller seals
--- its events after that head in the application process and inserts them (ledger.core.audit_chain).
--- Called by: ledger.core.audit_chain.append, ledger_finish_claimed. Made by migration 0045.
+-- (ledger_chain_head, a statement of its own after the lock: it sees what the lock's previous holder
+-- committed) and takes ``count`` event ids, in order: [[head hash, head time], [ids]]. The caller
+-- seals its events after that head in the application process and inserts them (ledger.core.audit_chain).
+-- Called by: ledger.core.audit_chain.append, ledger_finish_claimed, ledger_report_outcome. Made by
+-- migration 0045; the head read by ledger_chain_head since 0061.
 
 CREATE OR REPLACE FUNCTION public.ledger_audit_head(lock_key bigint, chain bigint, count integer)
  RETURNS jsonb
@@ -10,20 +11,14 @@ CREATE OR REPLACE FUNCTION public.ledger_audit_head(lock_key bigint, chain bigin
  SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
-    previous text;
+    head jsonb;
     ids jsonb := '[]';
 BEGIN
     PERFORM pg_advisory_xact_lock(lock_key);
-    IF chain IS NULL THEN
-        SELECT hash INTO previous FROM ledger_auditevent WHERE workspace_id IS NULL AND hash <> ''
-        ORDER BY id DESC LIMIT 1;
-    ELSE
-        SELECT hash INTO previous FROM ledger_auditevent WHERE workspace_id = chain AND hash <> ''
-        ORDER BY id DESC LIMIT 1;
-    END IF;
+    head := ledger_chain_head(chain);
     FOR n IN 1 .. count LOOP
         ids := ids || to_jsonb(nextval('ledger_auditevent_id_seq'));
     END LOOP;
-    RETURN jsonb_build_array(coalesce(previous, ''), ids);
+    RETURN jsonb_build_array(head, ids);
 END
 $function$;

@@ -7,7 +7,8 @@
 -- delivery); a single event goes to ledger_reserve_one. Made by migration 0024 (first by 0009);
 -- the hold of a conflicting operation (on_conflict: hold) added by 0040; the audit events returned,
 -- not hashed here, by 0045; the events' columns passed as typed arrays, not built from JSON rows,
--- and an API request's cached token checked first, by 0055.
+-- and an API request's cached token checked first, by 0055; the chain's head read by
+-- ledger_chain_head (with its time) by 0061.
 
 CREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb, event_actions text[], event_keys text[], event_definition_versions text[], event_fingerprints text[], event_payloads jsonb[], event_correlation_ids text[], event_states text[], event_deadlines timestamp with time zone[], event_series text[], event_versions integer[], event_ordered text[], event_sender_delivery_ids text[], event_occurred timestamp with time zone[])
  RETURNS jsonb
@@ -31,7 +32,7 @@ DECLARE
     audits jsonb[];
     results jsonb;
     accepted int;
-    previous text;
+    previous jsonb;
     hold record;
     locked ledger_operation;
     held ledger_operation;
@@ -196,8 +197,7 @@ BEGIN
     -- head read (a statement of its own, after the lock: it sees what the lock's previous holder
     -- committed), and the events given their ids; the caller seals them after that head.
     PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
-    SELECT hash INTO previous FROM ledger_auditevent
-    WHERE workspace_id = workspace AND hash <> '' ORDER BY id DESC LIMIT 1;
+    previous := ledger_chain_head(workspace);
     FOR place IN 1 .. array_length(audits, 1) LOOP
         audits[place] := audits[place] || jsonb_build_object('id', nextval(audit_ids));
     END LOOP;
@@ -209,6 +209,6 @@ BEGIN
     END IF;
 
     RETURN jsonb_build_object('wake', wake, 'operations', operations, 'results', results,
-                              'audit', jsonb_build_array(coalesce(previous, ''), to_jsonb(audits)));
+                              'audit', jsonb_build_array(previous, to_jsonb(audits)));
 END
 $function$;

@@ -3,7 +3,8 @@
 -- (tests/ledger/intake/test_reserve_one.py holds the two together).
 -- Called by: ledger.intake.reservation on PostgreSQL. Made by migration 0024; the hold of a
 -- conflicting operation (on_conflict: hold) added by 0040; the audit events returned with the
--- chain's head, for the caller to seal and insert (the key never reaches the database), by 0045.
+-- chain's head, for the caller to seal and insert (the key never reaches the database), by 0045;
+-- the head read by ledger_chain_head (with its time) since 0061.
 
 CREATE OR REPLACE FUNCTION public.ledger_reserve_one(request jsonb)
  RETURNS jsonb
@@ -22,7 +23,7 @@ DECLARE
     message text;
     locked ledger_operation;
     held ledger_operation;
-    previous text;
+    previous jsonb;
     audits jsonb;
     wake boolean := false;
 BEGIN
@@ -99,8 +100,7 @@ BEGIN
     -- statement of its own (it sees what the lock's previous holder committed); the events get
     -- their ids here and are sealed and inserted by the caller.
     PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
-    SELECT hash INTO previous FROM ledger_auditevent
-    WHERE workspace_id = workspace AND hash <> '' ORDER BY id DESC LIMIT 1;
+    previous := ledger_chain_head(workspace);
     audits := jsonb_build_array(request->'audit' || jsonb_build_object(
         'operation_id', operation.id,
         'kind', CASE outcome WHEN 'accepted' THEN 'reserved' WHEN 'duplicate' THEN 'duplicate_delivery'
@@ -122,6 +122,6 @@ BEGIN
     RETURN jsonb_build_object(
         'wake', wake, 'operations', jsonb_build_object(operation.key, to_jsonb(operation)),
         'results', jsonb_build_array(jsonb_build_object('outcome', outcome, 'key', operation.key, 'conflict', conflict)),
-        'audit', jsonb_build_array(coalesce(previous, ''), audits));
+        'audit', jsonb_build_array(previous, audits));
 END
 $function$;

@@ -37,9 +37,21 @@ REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};
 REVOKE UPDATE, DELETE ON ledger_auditevent FROM {role};
 REVOKE INSERT, UPDATE, DELETE ON ledger_auditinstallation FROM {role};
+REVOKE INSERT, UPDATE, DELETE ON ledger_auditarchive FROM {role};
 REVOKE INSERT, UPDATE, DELETE ON django_migrations FROM {role};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role};
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO {role};
+DO $partitions$
+DECLARE
+    part regclass;
+BEGIN
+    -- The audit trail's partitions are reached through the trail, whose grants hold for them: none
+    -- of their own (ALL TABLES above gave them the other tables' writes).
+    FOR part IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'ledger_auditevent'::regclass LOOP
+        EXECUTE format('REVOKE ALL ON %s FROM {role}', part);
+    END LOOP;
+END
+$partitions$;
 """
 
 

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from ledger.core.audit_heads import check_heads
-from ledger.core.audit_verify import verify_chains
+from ledger.core.audit_verify import BrokenArchiveRecord, archived_chains, verify_chains, verify_files
 from ledger.models import AuditEvent, Workspace
 
 UNCHECKED = (
@@ -28,8 +28,16 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-heads", action="store_true", help="check the chains only (first run): misses cut-off tails"
         )
+        parser.add_argument(
+            "--archive",
+            metavar="FILE",
+            nargs="+",
+            help="verify archived months' files on their own, oldest first (manage.py archive_audit), not the database",
+        )
 
-    def handle(self, *args, heads=None, no_heads=False, **options):
+    def handle(self, *args, heads=None, no_heads=False, archive=None, **options):
+        if archive:
+            return self.verify_archives(archive)
         checked = None if no_heads else self._checked_heads(heads or _heads_file())
         report = verify_chains(checked)
         slugs = dict(Workspace.objects.values_list("pk", "slug"))
@@ -48,6 +56,16 @@ class Command(BaseCommand):
             f"Audit trail intact: {sum(c.events for c in report.chains)} events in {len(report.chains)} chain(s)."
         )
 
+    def verify_archives(self, paths: list[str]) -> None:
+        for check in verify_files(paths):
+            if check.problem:
+                raise CommandError(f"Archive broken: {check.path} {check.problem}.")
+            self.stdout.write(f"{check.path}: {check.partition}, {check.events} events in {len(check.chains)} chain(s)")
+        self.stdout.write(
+            f"Archives intact: {len(paths)} file(s), each chain going on from the file before it. Verify the "
+            "database too (without --archive): its chains go on from the newest archive."
+        )
+
     def _checked_heads(self, path: str):
         if not path:
             raise CommandError(
@@ -56,9 +74,11 @@ class Command(BaseCommand):
             )
         try:
             with open(path, encoding="utf-8") as lines:
-                checked = check_heads(lines)
+                checked = check_heads(lines, archived_chains())
         except OSError as error:
             raise CommandError(f"Cannot read the exported heads: {error}") from error
+        except BrokenArchiveRecord as error:
+            raise CommandError(f"Audit chain broken: {error}.") from error
         if checked.problem:
             raise CommandError(f"Audit chain broken: {checked.problem}.")
         if not checked.lines:

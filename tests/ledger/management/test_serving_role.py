@@ -40,6 +40,16 @@ REFUSED = [
         "permission denied for schema public|must be owner of function",
     ),
     ("DROP TRIGGER ledger_auditevent_no_truncate ON ledger_auditevent", "must be owner of"),
+    # The trail's partitions: none of their own grants, and only the owner makes or takes one.
+    ("TRUNCATE ledger_auditevent_default", "permission denied for table ledger_auditevent_default"),
+    ("DELETE FROM ledger_auditevent_default", "permission denied for table ledger_auditevent_default"),
+    ("ALTER TABLE ledger_auditevent DETACH PARTITION ledger_auditevent_default", "must be owner of table"),
+    ("SELECT ledger_audit_partitions(now() + interval '10 years', 1)", "must be owner of table"),
+    (
+        "INSERT INTO ledger_auditarchive (partition, ends, events, chains, file_name, file_sha256, key_id, mac, "
+        "archived_at) VALUES ('p', now(), 0, '{}', 'f', '', '', '', now())",
+        "permission denied for table ledger_auditarchive",
+    ),
 ]
 
 

@@ -1,0 +1,95 @@
+"""The audit trail's monthly partitions (migration 0061): which there are, and making the next ones.
+
+``ledger_auditevent`` is range-partitioned by ``created_at`` (UTC months, ``ledger_auditevent_pYYYYMM``),
+with ``ledger_auditevent_history`` holding what was written before partitioning and a default
+partition for an event no month has a partition for. The sweep makes this month's and the next three
+months' partitions where missing (``create_ahead``); ``manage.py archive_audit`` takes the oldest
+month out to a file (``ledger.core.audit_archive``).
+"""
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection
+
+log = logging.getLogger(__name__)
+
+TABLE = "ledger_auditevent"
+DEFAULT = "ledger_auditevent_default"
+HISTORY = "ledger_auditevent_history"
+
+# Each partition of the trail, oldest first: its name, its bounds (None for MINVALUE or the
+# default's none) and PostgreSQL's estimate of its rows.
+_PARTITIONS = """
+SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), c.reltuples::bigint
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = %s::regclass
+"""
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    starts: datetime | None  # None: from the beginning (the history)
+    ends: datetime | None  # None: the default partition, which has no range
+    rows_estimated: int
+
+    @property
+    def is_default(self) -> bool:
+        return self.name == DEFAULT
+
+
+def partitions() -> list[Partition]:
+    """The trail's partitions in time order, the default last."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PARTITIONS, [TABLE])
+        found = [_partition(name, bound, rows) for name, bound, rows in cursor.fetchall()]
+    return sorted(found, key=lambda part: (part.is_default, part.starts is not None, part.starts or 0))
+
+
+def _partition(name: str, bound: str, rows: int) -> Partition:
+    if bound == "DEFAULT":
+        return Partition(name, None, None, max(rows, 0))
+    # FOR VALUES FROM ('2027-01-01 00:00:00+00') TO ('2027-02-01 00:00:00+00'), or FROM (MINVALUE)
+    lower, upper = (part.split("(", 1)[1].rstrip(")").strip("'") for part in bound.split(" TO "))
+    return Partition(name, None if lower == "MINVALUE" else _time(lower), _time(upper), max(rows, 0))
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace(" ", "T"))
+
+
+@dataclass(frozen=True)
+class Created:
+    created: list[str]
+    held_back: list[str]  # months whose events went to the default partition (see the SQL)
+
+
+def create_ahead() -> Created:
+    """This month's partition and the next three months', where missing (the sweep, as any role)."""
+    return _created("SELECT ledger_audit_partitions_ahead()", [])
+
+
+def ensure_range(start: datetime, end: datetime) -> Created:
+    """The partitions of every month from ``start``'s to ``end``'s, where missing (as the owner:
+    the bench's load of past months, a restore)."""
+    months = (end.year - start.year) * 12 + end.month - start.month + 1
+    return _created("SELECT ledger_audit_partitions(%s, %s)", [start, months])
+
+
+def _created(sql: str, arguments: list) -> Created:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, arguments)
+        answer = json.loads(cursor.fetchone()[0])
+    made = Created(answer["created"], answer["held_back"])
+    if made.created:
+        log.info("audit trail partitions created: %s", ", ".join(made.created))
+    if made.held_back:
+        log.warning(
+            "audit trail partitions not created, their months' events are in %s: %s",
+            DEFAULT,
+            ", ".join(made.held_back),
+        )
+    return made

@@ -1,0 +1,36 @@
+-- One audit chain's head, read by whoever holds the chain's lock (a transaction-scoped advisory
+-- lock, taken just before by the caller): [its hash ("" for a new chain), its time (null)]. The
+-- caller seals its events after that head, none earlier than its time (ledger.core.audit_mac.seal),
+-- so a chain's times never go back and its events sit in the monthly partitions of the trail in
+-- chain order. That is also why the head is looked for in this month's and last month's partitions
+-- first (two index probes, whatever number of months the trail holds): it is the chain's newest
+-- event, so it is there if any event of the chain is; only a chain idle since reads them all.
+-- Called by: ledger_audit_head, ledger_reserve, ledger_reserve_one, ledger_claim. Made by migration 0061.
+
+CREATE OR REPLACE FUNCTION public.ledger_chain_head(chain bigint)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+DECLARE
+    recent timestamptz := date_trunc('month', now(), 'UTC') - interval '1 month';
+    head record;
+BEGIN
+    IF chain IS NULL THEN
+        SELECT hash, created_at INTO head FROM ledger_auditevent
+        WHERE workspace_id IS NULL AND hash <> '' AND created_at >= recent ORDER BY id DESC LIMIT 1;
+        IF NOT FOUND THEN
+            SELECT hash, created_at INTO head FROM ledger_auditevent
+            WHERE workspace_id IS NULL AND hash <> '' ORDER BY id DESC LIMIT 1;
+        END IF;
+    ELSE
+        SELECT hash, created_at INTO head FROM ledger_auditevent
+        WHERE workspace_id = chain AND hash <> '' AND created_at >= recent ORDER BY id DESC LIMIT 1;
+        IF NOT FOUND THEN
+            SELECT hash, created_at INTO head FROM ledger_auditevent
+            WHERE workspace_id = chain AND hash <> '' ORDER BY id DESC LIMIT 1;
+        END IF;
+    END IF;
+    RETURN jsonb_build_array(coalesce(head.hash, ''), head.created_at);
+END
+$function$;
