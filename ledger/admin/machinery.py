@@ -10,6 +10,7 @@ from ledger.actions import registry
 from ledger.admin.lists import ReadOnlyAdmin, WorkspaceListFilter
 from ledger.core import policies
 from ledger.models import (
+    AuditArchive,
     AuditInstallation,
     BacklogSample,
     ConfigVersion,
@@ -38,6 +39,15 @@ class AuditInstallationAdmin(ReadOnlyAdmin):
 
     workspace_path = None
     list_display = ["installation", "keyed_since"]
+
+
+@admin.register(AuditArchive)
+class AuditArchiveAdmin(ReadOnlyAdmin):
+    """The months of the audit trail archived to files (``manage.py archive_audit``): superusers
+    only, since a month holds every workspace's events."""
+
+    workspace_path = None
+    list_display = ["partition", "starts", "ends", "events", "file_name", "archived_at"]
 
 
 @admin.register(PauseInterval)

@@ -100,7 +100,7 @@ def archive_oldest(directory: Path, *, partition: str = "", now: datetime | None
 
 
 def _oldest(named: str, now: datetime) -> audit_partitions.Partition:
-    parts = [part for part in audit_partitions.partitions() if not part.is_default]
+    parts = audit_partitions.partitions()
     if not parts:
         raise ArchiveRefused("the audit trail has no month's partition to archive")
     oldest = parts[0]
@@ -114,9 +114,7 @@ def _oldest(named: str, now: datetime) -> audit_partitions.Partition:
         )
     this_month = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     if oldest.ends > this_month:
-        raise ArchiveRefused(
-            f"{oldest.name} runs to {oldest.ends:%Y-%m-%d}: only a month that has ended is archived"
-        )
+        raise ArchiveRefused(f"{oldest.name} runs to {oldest.ends:%Y-%m-%d}: only a month that has ended is archived")
     return oldest
 
 
@@ -190,9 +188,7 @@ def _rows(name: str) -> Iterator[dict]:
     """The partition's events chain by chain, each in id order (a server-side cursor)."""
     columns = ", ".join(audit_verify.SELECTED)
     with connection.chunked_cursor() as cursor:
-        cursor.execute(
-            f"SELECT {columns} FROM {connection.ops.quote_name(name)} ORDER BY workspace_id NULLS FIRST, id"
-        )
+        cursor.execute(f"SELECT {columns} FROM {connection.ops.quote_name(name)} ORDER BY workspace_id NULLS FIRST, id")
         for values in cursor:
             yield dict(zip(audit_verify.COLUMNS, values, strict=True))
 

@@ -15,7 +15,6 @@ events they would write with the head they read), then the sealed events inserte
 """
 
 import json
-from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -70,8 +69,7 @@ def _append_chain(workspace_id: int | None, events: list[AuditEvent]) -> None:
             row["hash"],
             row["hash_key"],
         )
-        if isinstance(row["created_at"], str):  # moved up to the head's time (audit_mac.seal)
-            event.created_at = datetime.fromisoformat(row["created_at"])
+        event.created_at = audit_mac.as_time(row["created_at"])  # perhaps moved up a month (audit_mac.seal)
         event._state.adding, event._state.db = False, connection.alias
 
 

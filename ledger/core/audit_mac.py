@@ -94,16 +94,28 @@ def seal(head: list, rows: list[dict]) -> list[dict]:
     a new chain), its time (None)], as ``ledger_chain_head`` read it under the chain's lock: each
     gets ``prev_hash``, ``hash_key`` (the current key's id) and ``hash``, its MAC.
 
-    An event is never earlier than the one before it on its chain: a time set before the lock was
-    taken (another appender got it first) moves up to the head's. So a chain's times and ids rise
-    together, and each month's partition of the trail holds one stretch of every chain
-    (``ledger.core.audit_partitions``)."""
-    previous, floor = head
+    An event is never in an earlier month (UTC) than the one before it on its chain: a time set
+    before the lock was taken, just before a month began, by an appender that another got the lock
+    ahead of, moves up to the start of the head's month. So along a chain the months never go back
+    and each month's partition of the trail holds one stretch of every chain
+    (``ledger.core.audit_partitions``), in which the head is found. Within a month a time stays as
+    it was set, whatever the order."""
+    previous, head_time = head
+    floor = None if head_time is None else month_of(head_time)
     key_id, key = settings.OPSCONSOLE_AUDIT_KEY_ID, settings.OPSCONSOLE_AUDIT_KEY
     for row in rows:
         if floor is not None and micros(row["created_at"]) < micros(floor):
             row["created_at"] = floor
         row["prev_hash"], row["hash_key"] = previous, key_id
         row["hash"] = previous = digest(row, key)
-        floor = row["created_at"]
+        floor = month_of(row["created_at"])
     return rows
+
+
+def as_time(moment: datetime | str) -> datetime:
+    return datetime.fromisoformat(moment) if isinstance(moment, str) else moment
+
+
+def month_of(moment: datetime | str) -> datetime:
+    """The start of the UTC month ``moment`` is in (the audit trail's partitions are UTC months)."""
+    return as_time(moment).astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)

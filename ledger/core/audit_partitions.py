@@ -20,12 +20,11 @@ TABLE = "ledger_auditevent"
 DEFAULT = "ledger_auditevent_default"
 HISTORY = "ledger_auditevent_history"
 
-# Each partition of the trail, oldest first: its name, its bounds (None for MINVALUE or the
-# default's none) and PostgreSQL's estimate of its rows.
+# The partitions of the trail that hold a range of time (not the default): name and bounds.
 _PARTITIONS = """
-SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), c.reltuples::bigint
+SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = %s::regclass
+WHERE i.inhparent = %s::regclass AND NOT c.relpartbound IS NULL AND c.relname <> %s
 """
 
 
@@ -33,28 +32,21 @@ WHERE i.inhparent = %s::regclass
 class Partition:
     name: str
     starts: datetime | None  # None: from the beginning (the history)
-    ends: datetime | None  # None: the default partition, which has no range
-    rows_estimated: int
-
-    @property
-    def is_default(self) -> bool:
-        return self.name == DEFAULT
+    ends: datetime
 
 
 def partitions() -> list[Partition]:
-    """The trail's partitions in time order, the default last."""
+    """The trail's partitions of a range of time, oldest first (the default partition is not one)."""
     with connection.cursor() as cursor:
-        cursor.execute(_PARTITIONS, [TABLE])
-        found = [_partition(name, bound, rows) for name, bound, rows in cursor.fetchall()]
-    return sorted(found, key=lambda part: (part.is_default, part.starts is not None, part.starts or 0))
+        cursor.execute(_PARTITIONS, [TABLE, DEFAULT])
+        found = [_partition(name, bound) for name, bound in cursor.fetchall()]
+    return sorted(found, key=lambda part: part.ends)
 
 
-def _partition(name: str, bound: str, rows: int) -> Partition:
-    if bound == "DEFAULT":
-        return Partition(name, None, None, max(rows, 0))
+def _partition(name: str, bound: str) -> Partition:
     # FOR VALUES FROM ('2027-01-01 00:00:00+00') TO ('2027-02-01 00:00:00+00'), or FROM (MINVALUE)
     lower, upper = (part.split("(", 1)[1].rstrip(")").strip("'") for part in bound.split(" TO "))
-    return Partition(name, None if lower == "MINVALUE" else _time(lower), _time(upper), max(rows, 0))
+    return Partition(name, None if lower == "MINVALUE" else _time(lower), _time(upper))
 
 
 def _time(text: str) -> datetime:

@@ -263,7 +263,7 @@ def record_of(archive: AuditArchive) -> dict:
 
 def signature_problem(record: dict) -> str:
     """Why a record's signature does not hold ("" when it does)."""
-    key = audit_keys().get(record.get("key_id"))
+    key = audit_keys().get(str(record.get("key_id")))
     if key is None:
         return (
             f"is signed under audit key id {record.get('key_id')!r}, which is not configured "
@@ -303,7 +303,8 @@ def verify_files(paths: Iterable[str]) -> list[FileCheck]:
     """Verify archive files on their own, in the order given (oldest first): each record's
     signature, the lines against its digest, every event's MAC and link, and each chain going on
     from where the file before it left it. Stops at the first problem."""
-    checks, ends = [], {}
+    checks: list[FileCheck] = []
+    ends: dict[str, dict] = {}
     for path in paths:
         check = _verify_file(path, ends)
         checks.append(check)

@@ -16,13 +16,13 @@ table, its indexes and its freezes for ever (docs/operations.md, "Archiving the 
   SECURITY DEFINER: the serving role owns nothing). A default partition takes an event no month has
   a partition for, so that nothing is refused for want of one.
 - A chain's head is read by ``ledger_chain_head``, in this month's and last month's partitions first,
-  with its time: the application seals new events no earlier than their chain's head
-  (``ledger.core.audit_mac.seal``), so each chain's times rise with its ids and each month holds one
-  stretch of it. ``ledger_audit_head``, ``ledger_reserve``, ``ledger_reserve_one`` and
+  with its time: the application seals new events in no earlier month than their chain's head
+  (``ledger.core.audit_mac.seal``), so each chain's months rise with its ids and each month holds
+  one stretch of it. ``ledger_audit_head``, ``ledger_reserve``, ``ledger_reserve_one`` and
   ``ledger_claim`` read it so; their events' head is now [hash, time].
 
 Events written before this migration by two appenders racing across the turn of a month (the later
-id with the earlier time) are where they are; from here on no chain's time goes back.
+id with the earlier month) are where they are; from here on no chain's month goes back.
 
 Unapplying makes a plain table of the partitions' rows again (copied), with the functions of before.
 """

@@ -1,10 +1,11 @@
 -- One audit chain's head, read by whoever holds the chain's lock (a transaction-scoped advisory
 -- lock, taken just before by the caller): [its hash ("" for a new chain), its time (null)]. The
--- caller seals its events after that head, none earlier than its time (ledger.core.audit_mac.seal),
--- so a chain's times never go back and its events sit in the monthly partitions of the trail in
--- chain order. That is also why the head is looked for in this month's and last month's partitions
--- first (two index probes, whatever number of months the trail holds): it is the chain's newest
--- event, so it is there if any event of the chain is; only a chain idle since reads them all.
+-- caller seals its events after that head, none in a month before its month (ledger.core.audit_mac.seal),
+-- so along a chain the months never go back and its events sit in the monthly partitions of the
+-- trail in chain order. That is also why the head is looked for from the start of last month first
+-- (this month's and last month's partitions: two index probes, whatever number of months the trail
+-- holds): its month is the chain's latest, so it is there if any event of the chain is; only a
+-- chain idle since then reads them all.
 -- Called by: ledger_audit_head, ledger_reserve, ledger_reserve_one, ledger_claim. Made by migration 0061.
 
 CREATE OR REPLACE FUNCTION public.ledger_chain_head(chain bigint)

@@ -70,7 +70,7 @@ def test_an_event_lands_in_its_month_and_the_next_months_are_there(workspace):
     names = [part.name for part in audit_partitions.partitions()]
     for months in range(4):
         assert f"ledger_auditevent_p{month_start(now, months):%Y%m}" in names
-    assert names[-1] == audit_partitions.DEFAULT
+    assert audit_partitions.DEFAULT not in names  # no range of time: never archived
 
 
 def test_each_partition_refuses_changes_and_truncate_as_the_trail_does(workspace):
@@ -114,15 +114,20 @@ def test_a_month_whose_events_went_to_the_default_partition_is_held_back(quiet_w
     assert partition_of(event) == audit_partitions.DEFAULT  # where it was, nothing lost
 
 
-def test_a_chain_never_goes_back_in_time(quiet_workspace):
-    """An appender that set its time before another got the chain's lock seals after it: its time
-    moves up to the head's, so ids and times rise together along the chain."""
-    later = append(quiet_workspace.pk, "paused")
-    earlier = append(quiet_workspace.pk, "resumed", later.created_at - timedelta(seconds=3))
+def test_a_chain_never_goes_back_a_month(quiet_workspace, past_months):
+    """An appender that set its time in a month before the chain's head (it got the chain's lock
+    after another had written in the new month) is sealed at the start of the head's month; within
+    a month, a time stays as it was set."""
+    this_month = month_start(timezone.now())
+    later = append(quiet_workspace.pk, "paused", this_month + timedelta(seconds=2))
+    same_month = append(quiet_workspace.pk, "resumed", this_month + timedelta(seconds=1))
+    month_before = append(quiet_workspace.pk, "paused", this_month - timedelta(seconds=1))
 
-    assert earlier.created_at == later.created_at
-    assert AuditEvent.objects.get(pk=earlier.pk).created_at == later.created_at
-    assert earlier.prev_hash == later.hash
+    assert same_month.created_at == this_month + timedelta(seconds=1)
+    assert month_before.created_at == this_month
+    assert AuditEvent.objects.get(pk=month_before.pk).created_at == this_month
+    assert partition_of(month_before) == partition_of(later)
+    assert month_before.prev_hash == same_month.hash
     assert verify("--no-heads").splitlines()[-1].startswith("Audit trail intact:")
 
 
