@@ -14,7 +14,7 @@ from ledger.outcomes import PermanentError
 from ledger.reads import dashboard
 from opsconsole.console import dashboard as dashboard_view
 from tests.e2e.conftest import OPERATOR, log_in, make_user, screenshot
-from tests.ledger.conftest import scripted_action, submit  # noqa: F401
+from tests.ledger.conftest import START, scripted_action, submit  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 
@@ -44,11 +44,11 @@ def a_day(workspace, scripted_action, time_machine):  # noqa: F811
 
 
 def _just_after_an_hour_began():
-    """40 s into the latest hour: the hour's table then holds its widest ages ("live from 20:57" in
-    the hour before), which once pushed the narrow screen's table past its edge at 21:00."""
-    real_now = timezone.now()
-    began = real_now.replace(minute=0, second=40, microsecond=0)
-    return began if began <= real_now else began - timedelta(hours=1)
+    """40 s into an hour: the hour's table then holds its widest ages ("live from 20:57" in the hour
+    before), which once pushed the narrow screen's table past its edge at 21:00. A fixed hour in the
+    middle of a month, after the workspace's first event: a chain's events never go back a month
+    (ledger.core.audit_mac.seal), so a day that crossed the start of one would not be this day."""
+    return START + timedelta(seconds=40)
 
 
 def test_the_dashboard_shows_the_day_and_refreshes_itself(page, workspace, a_day, monkeypatch):
