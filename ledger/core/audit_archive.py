@@ -35,6 +35,7 @@ from ledger.models import AuditArchive, AuditInstallation
 # Archiving waits this long for the trail's lock (a detach takes it whole, for a moment): longer,
 # and it gives up, to be run again, rather than hold every append up behind it.
 LOCK_TIMEOUT = "5s"
+CHUNK = 5000  # events read at a time
 
 
 class ArchiveRefused(Exception):
@@ -185,12 +186,13 @@ def _check(row: dict, chain: dict, rules: audit_verify.Rules) -> None:
 
 
 def _rows(name: str) -> Iterator[dict]:
-    """The partition's events chain by chain, each in id order (a server-side cursor)."""
-    columns = ", ".join(audit_verify.SELECTED)
-    with connection.chunked_cursor() as cursor:
-        cursor.execute(f"SELECT {columns} FROM {connection.ops.quote_name(name)} ORDER BY workspace_id NULLS FIRST, id")
-        for values in cursor:
-            yield dict(zip(audit_verify.COLUMNS, values, strict=True))
+    """The partition's events chain by chain (the global one first), each in id order, a chunk at
+    a time: a month may hold millions."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT workspace_id FROM {connection.ops.quote_name(name)}")
+        chains = sorted((found for (found,) in cursor.fetchall()), key=lambda workspace_id: workspace_id or 0)
+    for workspace_id in chains:
+        yield from audit_verify.chain_rows(workspace_id, chunk=CHUNK, table=name)
 
 
 def _line(row: dict) -> dict:

@@ -39,10 +39,10 @@ INSTALLATION_MISSING = "the installation record (ledger_auditinstallation) is mi
 # the lines of an archive, ledger.core.audit_archive).
 COLUMNS = ("id", *audit_mac.FIELDS, "created_at", "times_text", "hash", "hash_key")
 SELECTED = ("id", *audit_mac.FIELDS, "created_at", "times::text", "hash", "hash_key")
-# One chunk of a chain in id order.
+# One chunk of a chain in id order, of the trail or of one of its partitions.
 _CHUNK = f"""
 SELECT {", ".join(SELECTED)}
-FROM ledger_auditevent WHERE {{chain}} AND id > %(after)s ORDER BY id LIMIT %(chunk)s
+FROM {{table}} WHERE {{chain}} AND id > %(after)s ORDER BY id LIMIT %(chunk)s
 """
 
 
@@ -127,10 +127,13 @@ def key_ranks() -> dict[str, int]:
     return {"": -1} | {key_id: rank for rank, key_id in enumerate(ranked)}
 
 
-def _rows(workspace_id: int | None, *, chunk: int) -> Iterator[dict]:
-    """The chain's events as column values, in id order, read ``chunk`` at a time."""
+def chain_rows(workspace_id: int | None, *, chunk: int, table: str = "ledger_auditevent") -> Iterator[dict]:
+    """The chain's events as column values, in id order, read ``chunk`` at a time (a statement
+    each, so a pooler in transaction mode, which keeps no cursor, is no matter): of the trail, or of
+    the partition ``table``."""
     # Two forms, so that each reads the chain's index (workspace, id).
     sql = _CHUNK.replace("{chain}", "workspace_id IS NULL" if workspace_id is None else "workspace_id = %(chain)s")
+    sql = sql.replace("{table}", connection.ops.quote_name(table))
     after = -(2**63)  # the least bigint: an id the owner chose below 1 is read too
     while True:
         with connection.cursor() as cursor:
@@ -154,7 +157,7 @@ def _archived_heads(heads: HeadsCheck, archived: dict) -> set:
 def _verify_chain(chain: Chain, rules: Rules, *, new_since: str, chunk: int, start: dict | None) -> BrokenLink | None:
     """Walk one chain from its beginning, or from where its archived stretch ends (``start``)."""
     previous, rank = (start["last_hash"], rules.ranks.get(start["last_key"], -1)) if start else (None, -1)
-    for row in _rows(chain.workspace_id, chunk=chunk):
+    for row in chain_rows(chain.workspace_id, chunk=chunk):
         chain.events += 1
         if new_since and chain.events == 1 and not row["hash_key"]:
             return BrokenLink(
