@@ -14,6 +14,8 @@ from datetime import datetime
 
 from django.db import connection
 
+from ledger.models import AuditArchive
+
 log = logging.getLogger(__name__)
 
 TABLE = "ledger_auditevent"
@@ -51,6 +53,12 @@ def _partition(name: str, bound: str) -> Partition:
 
 def _time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace(" ", "T"))
+
+
+def archived_until() -> datetime | None:
+    """The end of the newest month archived to a file (``manage.py archive_audit``): the trail in
+    the database begins there. None before any archive."""
+    return AuditArchive.objects.order_by("-ends").values_list("ends", flat=True).first()
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from ledger.actions import UnknownAction, get_action, registry
 from ledger.callers import tokens
-from ledger.core import privacy, roles
+from ledger.core import audit_partitions, privacy, roles
 from ledger.core.configuration import changes_since_last_run
 from ledger.core.held_time import with_held_time
 from ledger.core.roles import APPROVE, PAUSE, REVIEW, VIEW
@@ -401,5 +401,11 @@ def audit(request):
     return render(
         request,
         "console/audit.html",
-        {"nav": "audit", "filter": filterset, "page": page, "replica_lag": replica.lag_notice(events.db)},
+        {
+            "nav": "audit",
+            "filter": filterset,
+            "page": page,
+            "replica_lag": replica.lag_notice(events.db),
+            "archived_until": audit_partitions.archived_until(),
+        },
     )

@@ -2,12 +2,16 @@
 
 import html
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
+from django.utils import timezone
 
-from ledger.core import accounts
-from ledger.models import AuditEvent
+from ledger.core import accounts, audit_partitions
+from ledger.models import AuditArchive, AuditEvent
+from opsconsole.console.templatetags.console_time import when
 from ledger.people import pause
 
 
@@ -227,3 +231,19 @@ def test_a_kind_not_on_the_list_is_a_form_error_that_says_so(client, login, work
     assert re.findall(r'<span class="field-error">([^<]*)</span>', response.content.decode()) == [
         "Select a valid choice. pausd is not one of the available choices."
     ]
+
+
+def test_it_says_from_when_the_trail_is_in_files_once_a_month_is_archived(client, login, workspace, tmp_path):
+    """A person searching for an old event must not take "no events" for "nothing happened"."""
+    login("viewer")
+    assert "archived-note" not in client.get("/console/audit/").content.decode()
+    now = timezone.now()
+    first_of_month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    audit_partitions.ensure_range(first_of_month - timedelta(days=40), first_of_month - timedelta(days=1))
+
+    call_command("archive_audit", str(tmp_path), stdout=StringIO())
+    page = client.get("/console/audit/").content.decode()
+
+    note = re.search(r'<p class="hint" id="archived-note">(.*?)</p>', page, re.S).group(1)
+    archived = AuditArchive.objects.get()
+    assert note.startswith(f"Events before {when(archived.ends)} were archived to files")
