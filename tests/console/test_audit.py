@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from ledger.core import accounts, audit_partitions
 from ledger.models import AuditArchive, AuditEvent
-from opsconsole.console.templatetags.console_time import when
 from ledger.people import pause
+from opsconsole.console.templatetags.console_time import when
 
 
 def kinds_on(response) -> list[str]:
