@@ -273,3 +273,14 @@ def test_a_broken_month_is_not_archived(quiet_workspace, past_months, tmp_path):
         call_command("archive_audit", str(tmp_path))
     assert not list(tmp_path.iterdir())
     assert AuditEvent.objects.filter(pk=events[1].pk).exists()
+
+
+def test_an_archive_record_deleted_by_hand_breaks_the_chain_it_began(quiet_workspace, past_months, tmp_path):
+    events = history(quiet_workspace.pk, months_back=5)
+    call_command("archive_audit", str(tmp_path), stdout=StringIO())  # five months back: the first two events
+    assert verify("--no-heads").splitlines()[-1].startswith("Audit trail intact:")
+
+    tamper("DELETE FROM ledger_auditarchive", [])
+
+    with pytest.raises(CommandError, match=f"event {events[2].pk} .* does not follow the event before it"):
+        verify("--no-heads")
