@@ -20,6 +20,7 @@ hand does not verify, and neither does a file whose events were changed.
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -120,7 +121,21 @@ def _oldest(named: str, now: datetime) -> audit_partitions.Partition:
 
 
 def _write(path: Path, partition: audit_partitions.Partition, installation: AuditInstallation) -> dict:
-    """The partition's events, checked, to ``path`` after their signed record; the record."""
+    """The partition's events, checked, to ``path`` after their signed record; the record. The
+    events go to a file beside it first (the record, first in the file, is known only after them)."""
+    events_path = path.with_name(path.name + ".events")
+    try:
+        record = _write_events(events_path, partition, installation)
+        with open(events_path, encoding="utf-8") as events, open(path, "w", encoding="utf-8") as whole:
+            whole.write(json.dumps(record, sort_keys=True) + "\n")
+            shutil.copyfileobj(events, whole)
+    finally:
+        events_path.unlink(missing_ok=True)
+    return record
+
+
+def _write_events(path: Path, partition: audit_partitions.Partition, installation: AuditInstallation) -> dict:
+    """The partition's events, checked, to ``path``; their signed record."""
     rules = audit_verify.current_rules(installation)
     try:
         before = audit_verify.archived_chains()
@@ -147,7 +162,7 @@ def _write(path: Path, partition: audit_partitions.Partition, installation: Audi
             digest.update(line.encode())
             events += 1
     for chain in chains.values():
-        del chain["checked_rank"]
+        chain.pop("checked_rank", None)  # the key ranks' bookkeeping, not part of the record
     record = {
         "format": audit_verify.FORMAT,
         "installation": str(installation.installation),
@@ -162,12 +177,6 @@ def _write(path: Path, partition: audit_partitions.Partition, installation: Audi
         "key_id": settings.OPSCONSOLE_AUDIT_KEY_ID,
     }
     record["mac"] = audit_verify.sign(record, settings.OPSCONSOLE_AUDIT_KEY)
-    # The record first, then the body: one file a person can read from the top.
-    with open(path, encoding="utf-8") as body, open(path.with_suffix(".head"), "w", encoding="utf-8") as whole:
-        whole.write(json.dumps(record, sort_keys=True) + "\n")
-        for line in body:
-            whole.write(line)
-    os.replace(path.with_suffix(".head"), path)
     return record
 
 
