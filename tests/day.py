@@ -6,8 +6,10 @@ a bulk action, pauses, samples, the task queue's and the login throttle's own ro
 import base64
 import io
 import random
+import tempfile
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import time_machine
@@ -18,7 +20,7 @@ from django.utils import timezone
 from django_q.models import Schedule, Task
 from django_q.tasks import async_task
 
-from ledger.core import policies
+from ledger.core import audit_archive, audit_partitions, policies
 from ledger.engine.processing import process_due_operations
 from ledger.intake import submit
 from ledger.management.commands.demo_day import plan_day
@@ -154,5 +156,10 @@ def _machinery_rows() -> None:
             attempt_count=1,
         )
     Group.objects.create(name="auditors")
+    # An archived month of the audit trail: last month's partition, made empty here, archived.
+    last_month = now.replace(day=1) - timedelta(days=1)
+    audit_partitions.ensure_range(last_month, last_month)
+    with tempfile.TemporaryDirectory() as directory:
+        audit_archive.archive_oldest(Path(directory))
     # The migrations' schedules are gone after a transactional test's flush: the sweep's again.
     ensure_schedule(Schedule, name="opsconsole-sweep", func="ledger.tasks.sweep", minutes=1)
