@@ -31,7 +31,7 @@ def test_the_queues_count_of_one_state_is_read_through_it(db):
     for state in (State.PENDING, State.RETRYING, State.PROCESSING, State.CANCELLED):
         bounded = Operation.objects.filter(state=state).order_by().values("pk")[:10001]
 
-        assert f"using {INDEX}" in plan(bounded), state
+        assert INDEX in plan(bounded), state
 
 
 def test_a_succeeded_operation_has_no_entry_in_it(db):
