@@ -375,6 +375,13 @@ bench-purge: venv
 bench-scrape: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/metrics_scrape.py
 
+# The operation table's own writes (WAL bytes and time per operation, by statement) through a claim
+# and its succeeded report, created pending then claimed or created claimed, on a copy of the table
+# with all its indexes (bench/operation_writes.py; ~30 s).
+.PHONY: bench-writes
+bench-writes: venv
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/operation_writes.py
+
 # A quiet workspace's event latency through a real gunicorn, alone and while a hostile
 # workspace sends a doubling JMESPath rule or a catastrophic schema pattern (bench/tenant_isolation.py;
 # TENANT_TREES=before=DIR,after=. measures two checkouts side by side; ~1.5 min per checkout).

@@ -264,7 +264,7 @@ def add_old_shards(count: int) -> int:
 class Query:
     sql: str
     ms: float  # as captured in the scrape
-    plan: list[str] = field(default_factory=list)  # scans: "Index Only Scan operation_due_idx: 21,034 rows"
+    plan: list[str] = field(default_factory=list)  # scans: "Index Only Scan operation_state_idx: 21,034 rows"
     whole_tables: list[str] = field(default_factory=list)
     plan_ms: float = 0.0  # EXPLAIN ANALYZE's execution time
     text: str = ""

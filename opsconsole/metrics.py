@@ -1,6 +1,6 @@
 """Prometheus metrics (prometheus-client), read from the database at each scrape by one collector,
 with queries that stay cheap however many operations have finished: every one reads unfinished
-work only, through the indexes that lead with the state (operation_due_idx) or hold only the
+work only, through the indexes that lead with the state (operation_state_idx) or hold only the
 operations waiting for a person (operation_attention_idx). The oldest due per action, which a day's
 backlog would make a minimum over 100,000 rows, is the first due entry of the action's range of
 operation_due_since_idx (``selectors.oldest_due_by_action``).

@@ -35,6 +35,7 @@ ENTRY_POINTS = {
     "idle_latency": ["main"],
     "metrics_scrape": ["main"],
     "no_recycle_settings": [],
+    "operation_writes": ["main"],
     "pgqueuer_worker": ["main", "create"],
     "plain_broker_settings": [],
     "powertools_server": ["app"],

@@ -93,7 +93,14 @@ class Operation(models.Model):
             models.CheckConstraint(condition=choices_check("state", State.choices), name="operation_state_valid"),
         ]
         indexes = [
-            models.Index(fields=["state", "next_attempt_at"], name="operation_due_idx"),
+            # By state, every operation but the succeeded ones (nearly all of the table, which no
+            # query reads by state): the sweep's expired leases (ledger.sweep, processing), the
+            # console queue's counts per state (opsconsole.console.tables.bounded_counts), /metrics'
+            # unfinished operations (opsconsole.metrics), the API's list of one state. Partial, so an
+            # operation's move to succeeded writes no entry here (migration 0064).
+            models.Index(
+                fields=["state", "next_attempt_at"], name="operation_state_idx", condition=~Q(state=State.SUCCEEDED)
+            ),
             # The claim (ledger.engine.claiming): the oldest claimable operations, in arrival order, read
             # along this index up to the batch without sorting the whole backlog, and without
             # walking the primary key through every finished operation older than it; and the age
@@ -171,7 +178,8 @@ class Operation(models.Model):
             ),
         ]
         # Also, in migration 0007_scale_indexes: search by any part of the request
-        # id (trigram, UPPER(payload->>'request_id')) and by the start of the key (UPPER(key)).
+        # id (trigram, UPPER(payload->>'request_id')) and by the start of the key (UPPER(key)): the
+        # console's find box, the queue's and the API's `q` (ledger.reads.work_lists.key_or_request_id).
 
     def __str__(self):
         return self.key

@@ -46,8 +46,10 @@ def test_finishing_a_set_in_its_claim_moves_rows_only_from_the_claimable_states_
 
 def test_a_claim_in_sql_moves_rows_only_along_the_tables_edge_to_processing(db):
     """ledger_claim: its guarded UPDATE takes rows in the claimable states its ``state IN (..)``
-    lists, each of which the table lets reach the state its SET writes (processing); the one move it
-    audits is that edge, from the row's own state as held (``operation.state``)."""
+    lists, each of which the table lets reach the state its SET writes (processing); a new event it
+    creates claimed is inserted in that state, once ledger_claim_answer answered ``claimed`` for
+    its first state; the one move it audits is that edge, from the row's own state as held or
+    first (``operation.state``)."""
     text = function_text("ledger_claim")
 
     [guard] = re.findall(r"\bo\.state\s+IN\s*\(([^)]*)\)", text, flags=re.IGNORECASE)
@@ -58,8 +60,13 @@ def test_a_claim_in_sql_moves_rows_only_along_the_tables_edge_to_processing(db):
 
     audited = re.findall(r"'kind', '(\w+)', 'from_state', ([^,]+), 'to_state', '(\w+)'", text)
     assert audited == [("claimed", "operation.state", written)]
-    # What it decides without moving: the states its answers name are the table's states.
-    [decided] = re.findall(r"operation\.state\s+NOT\s+IN\s*\(([^)]*)\)", text, flags=re.IGNORECASE)
+    [created] = re.findall(r"IF answer = 'claimed' THEN\s+reserve := jsonb_set\([^;]*'state', '(\w+)'", text)
+    assert created == written
+    # What it decides without moving: the states its answers name are the table's states; it
+    # answers claimed only from those.
+    [decided] = re.findall(
+        r"operation\.state\s+NOT\s+IN\s*\(([^)]*)\)", function_text("ledger_claim_answer"), flags=re.IGNORECASE
+    )
     assert quoted(decided) == set(CLAIMABLE_STATES)
 
 

@@ -5,9 +5,11 @@ process has read before is checked inside the call (tests/api/test_token_at_rese
 lookup of it is sent."""
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from ledger.callers import claiming
+from ledger.models import Attempt, AuditEvent, Operation
 from tests.ledger.callers.test_claims import claim_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,6 +38,57 @@ def test_a_claim_is_one_call_committed_with_its_audit_events(api, send_invoice_a
     assert commits(statements) == 1
     # The call (checking the token), the events with the COMMIT: nothing compiled by the ORM.
     assert len(statements) == 2, statements
+
+
+def operation_rows_written(call) -> tuple[int, int]:
+    """The rows of ledger_operation ``call`` inserted and updated, in a transaction around it: the
+    difference of PostgreSQL's counts (which hold, until its backend reports them, earlier
+    transactions' too; it reports none inside a transaction)."""
+    count = "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'ledger_operation'"
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(count)
+        before = cursor.fetchone()
+        call()
+        cursor.execute(count)
+        after = cursor.fetchone()
+    return after[0] - before[0], after[1] - before[1]
+
+
+def test_a_claim_of_a_new_event_inserts_its_operation_claimed_and_never_updates_it(workspace, send_invoice_action):
+    """One insert, in the claimed state: an insert then an update wrote each of the row's indexes
+    twice. What is recorded is what the move from pending records."""
+    answers = []
+
+    written = operation_rows_written(
+        lambda: answers.append(claiming.claim(workspace=workspace, raw=claim_body(), submitted_by="caller"))
+    )
+
+    assert written == (1, 0)
+    assert [answer.status for answer in answers] == ["claimed"]
+    operation = Operation.objects.get()
+    assert (operation.state, operation.fencing_token, operation.attempts) == ("processing", 1, 1)
+    assert (operation.lease_owner, operation.state_changed_at) == ("caller", operation.created_at)
+    assert Attempt.objects.get().number == 1
+    events = AuditEvent.objects.filter(operation=operation).order_by("id")
+    assert [(event.kind, event.from_state, event.to_state) for event in events] == [
+        ("reserved", "", "pending"),
+        ("claimed", "pending", "processing"),
+    ]
+
+
+def test_a_claim_of_a_recorded_event_updates_its_operation_once(workspace, send_invoice_action):
+    claiming.claim(workspace=workspace, raw=claim_body(), submitted_by="caller")
+    Operation.objects.update(state="retrying", lease_owner="", lease_expires_at=None)
+
+    answers = []
+
+    written = operation_rows_written(
+        lambda: answers.append(claiming.claim(workspace=workspace, raw=claim_body(), submitted_by="caller"))
+    )
+
+    assert written == (0, 1)
+    assert [answer.status for answer in answers] == ["claimed"]
+    assert Operation.objects.values_list("state", "fencing_token", "attempts").get() == ("processing", 2, 2)
 
 
 def test_a_claim_by_key_adds_only_the_lookup_of_its_action(api, send_invoice_action):
