@@ -114,9 +114,7 @@ def _oldest(named: str, now: datetime) -> audit_partitions.Partition:
         )
     this_month = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     if oldest.ends > this_month:
-        raise ArchiveRefused(
-            f"{oldest.name} runs to {oldest.ends:%Y-%m-%d}: only a month that has ended is archived"
-        )
+        raise ArchiveRefused(f"{oldest.name} runs to {oldest.ends:%Y-%m-%d}: only a month that has ended is archived")
     return oldest
 
 
@@ -132,10 +130,11 @@ def _write(path: Path, partition: audit_partitions.Partition, installation: Audi
     events = 0
     with open(path, "w", encoding="utf-8") as body:
         for row in _rows(partition.name):
-            chain = chains.get(audit_verify.chain_key(row["workspace_id"]))
+            key = audit_verify.chain_key(row["workspace_id"], row["lane"])
+            chain = chains.get(key)
             if chain is None:
-                earlier = before.get(audit_verify.chain_key(row["workspace_id"]), {})
-                chain = chains[audit_verify.chain_key(row["workspace_id"])] = {
+                earlier = before.get(key, {})
+                chain = chains[key] = {
                     "first_prev": row["prev_hash"],
                     "last_id": None,
                     "last_hash": earlier.get("last_hash"),
@@ -187,12 +186,11 @@ def _check(row: dict, chain: dict, rules: audit_verify.Rules) -> None:
 
 
 def _rows(name: str) -> Iterator[dict]:
-    """The partition's events chain by chain, each in id order (a server-side cursor)."""
+    """The partition's events workspace by workspace, each in id order (a server-side cursor): each
+    of a workspace's lanes in its order, the lanes interleaved."""
     columns = ", ".join(audit_verify.SELECTED)
     with connection.chunked_cursor() as cursor:
-        cursor.execute(
-            f"SELECT {columns} FROM {connection.ops.quote_name(name)} ORDER BY workspace_id NULLS FIRST, id"
-        )
+        cursor.execute(f"SELECT {columns} FROM {connection.ops.quote_name(name)} ORDER BY workspace_id NULLS FIRST, id")
         for values in cursor:
             yield dict(zip(audit_verify.COLUMNS, values, strict=True))
 
