@@ -35,10 +35,9 @@ from django.utils import timezone
 from ledger.core.audit_mac import audit_keys
 from ledger.models import AuditEvent, AuditInstallation, Workspace
 
-# A workspace's next lane past ``after`` that holds events (one probe of audit_lane_idx).
-_NEXT_LANE = (
-    "SELECT lane FROM ledger_auditevent WHERE workspace_id = %s AND lane > %s AND lane > 0 ORDER BY lane LIMIT 1"
-)
+# A workspace's next lane after ``after`` (other than 0) that holds events: one probe of
+# audit_lane_idx, whose condition is lane <> 0. Two forms, so that each reads the index.
+_NEXT_LANE = "SELECT lane FROM ledger_auditevent WHERE {workspace} AND lane > %s AND lane <> 0 ORDER BY lane LIMIT 1"
 
 
 def current_heads() -> list[dict]:
@@ -196,13 +195,16 @@ def _installation_problem(body: dict, installation: AuditInstallation | None) ->
 
 
 def later_lanes(workspace_id: int | None) -> list[int]:
-    """The lanes past 0 of a workspace that hold events, in order."""
+    """The lanes other than 0 of a workspace (None: the global chain's, which appends never make)
+    that hold events, in order."""
     lanes: list[int] = []
     if workspace_id is None:
-        return lanes
+        sql, arguments = _NEXT_LANE.format(workspace="workspace_id IS NULL"), []
+    else:
+        sql, arguments = _NEXT_LANE.format(workspace="workspace_id = %s"), [workspace_id]
     with connection.cursor() as cursor:
         while True:
-            cursor.execute(_NEXT_LANE, [workspace_id, lanes[-1] if lanes else 0])
+            cursor.execute(sql, [*arguments, lanes[-1] if lanes else -(2**15) - 1])  # below every smallint
             found = cursor.fetchone()
             if found is None:
                 return lanes

@@ -47,11 +47,11 @@ _CHUNK = f"""
 SELECT {", ".join(SELECTED)}
 FROM ledger_auditevent WHERE {{chain}} AND id > %(after)s ORDER BY id LIMIT %(chunk)s
 """
-# The forms of a chain that read its index: the global chain, a workspace's lane 0 (along the
-# workspace's events, audit_chain_idx), a later lane (audit_lane_idx, whose condition is lane > 0).
-_GLOBAL = "workspace_id IS NULL"
-_FIRST_LANE = "workspace_id = %(chain)s AND lane = 0"
-_LATER_LANE = "workspace_id = %(chain)s AND lane = %(lane)s AND lane > 0"
+# A chain's workspace (two forms, so that each reads an index) and lane: lane 0 along the
+# workspace's events (audit_chain_idx), a later lane by its own (audit_lane_idx, whose condition
+# is lane <> 0).
+_WORKSPACE = {True: "workspace_id IS NULL", False: "workspace_id = %(chain)s"}
+_LANE = {True: "lane = 0", False: "lane = %(lane)s AND lane <> 0"}
 
 
 @dataclass
@@ -124,7 +124,8 @@ def verify_chains(heads: HeadsCheck | None = None, *, chunk: int = 2000) -> Veri
 
 def live_chains() -> set[tuple[int | None, int]]:
     """Every chain with events in the table, as (workspace id, lane): each workspace's lane 0 where
-    it has events there, and its later lanes found one index probe each."""
+    it has events there, and its other lanes (any there are, the global chain's and a made-up
+    negative one too) found one index probe each."""
     chains = {
         (workspace_id, 0)
         for workspace_id in AuditEvent.objects.filter(lane=0)
@@ -132,7 +133,7 @@ def live_chains() -> set[tuple[int | None, int]]:
         .values_list("workspace_id", flat=True)
         .distinct()
     }
-    workspaces = {workspace_id for workspace_id, _ in chains} | set(Workspace.objects.values_list("pk", flat=True))
+    workspaces = {None, *(workspace_id for workspace_id, _ in chains), *Workspace.objects.values_list("pk", flat=True)}
     for workspace_id in workspaces:
         chains |= {(workspace_id, lane) for lane in later_lanes(workspace_id)}
     return chains
@@ -163,8 +164,7 @@ def key_ranks() -> dict[str, int]:
 
 def _rows(workspace_id: int | None, lane: int, *, chunk: int) -> Iterator[dict]:
     """The chain's events as column values, in id order, read ``chunk`` at a time."""
-    form = _GLOBAL if workspace_id is None else _LATER_LANE if lane else _FIRST_LANE
-    sql = _CHUNK.replace("{chain}", form)
+    sql = _CHUNK.replace("{chain}", f"{_WORKSPACE[workspace_id is None]} AND {_LANE[lane == 0]}")
     after = -(2**63)  # the least bigint: an id the owner chose below 1 is read too
     while True:
         with connection.cursor() as cursor:

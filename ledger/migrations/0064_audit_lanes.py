@@ -4,7 +4,8 @@ set), each with its own lock, so that a large tenant's appends are not all seria
 - ``ledger_workspace.audit_lanes`` (1 to 64) and ``ledger_auditevent.lane`` (0 for every event
   there is: lane 0 is the chain each workspace had, its lock key the same, its events' MACs the same
   bytes), with ``audit_lane_idx`` for the lanes past 0 (partial: empty until a workspace has more
-  than one lane, so building it reads the trail once and writes nothing).
+  than one lane, so building it reads the trail once and writes nothing; ``lane <> 0``, so that
+  verification finds every lane there is, a made-up negative one too).
 - ``ledger_audit_lane`` (an operation's lane: a stable hash of its id) and ``ledger_chain_lock``
   (a lane's advisory lock key) are new; ``ledger_chain_head`` reads a lane's head, and
   ``ledger_audit_head`` now takes the events' operations, reads the workspace's lane count, locks
@@ -55,10 +56,10 @@ DECLARE
 BEGIN
     IF chain IS NULL THEN
         SELECT hash, created_at INTO head FROM ledger_auditevent
-        WHERE workspace_id IS NULL AND hash <> '' AND created_at >= recent ORDER BY id DESC LIMIT 1;
+        WHERE workspace_id IS NULL AND lane = 0 AND hash <> '' AND created_at >= recent ORDER BY id DESC LIMIT 1;
         IF NOT FOUND THEN
             SELECT hash, created_at INTO head FROM ledger_auditevent
-            WHERE workspace_id IS NULL AND hash <> '' ORDER BY id DESC LIMIT 1;
+            WHERE workspace_id IS NULL AND lane = 0 AND hash <> '' ORDER BY id DESC LIMIT 1;
         END IF;
     ELSIF chain_lane = 0 THEN
         SELECT hash, created_at INTO head FROM ledger_auditevent
@@ -69,11 +70,11 @@ BEGIN
         END IF;
     ELSE
         SELECT hash, created_at INTO head FROM ledger_auditevent
-        WHERE workspace_id = chain AND lane = chain_lane AND lane > 0 AND hash <> '' AND created_at >= recent
+        WHERE workspace_id = chain AND lane = chain_lane AND lane <> 0 AND hash <> '' AND created_at >= recent
         ORDER BY id DESC LIMIT 1;
         IF NOT FOUND THEN
             SELECT hash, created_at INTO head FROM ledger_auditevent
-            WHERE workspace_id = chain AND lane = chain_lane AND lane > 0 AND hash <> '' ORDER BY id DESC LIMIT 1;
+            WHERE workspace_id = chain AND lane = chain_lane AND lane <> 0 AND hash <> '' ORDER BY id DESC LIMIT 1;
         END IF;
     END IF;
     RETURN jsonb_build_array(coalesce(head.hash, ''), head.created_at);
@@ -1521,7 +1522,9 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="auditevent",
             index=models.Index(
-                condition=models.Q(("lane__gt", 0)), fields=["workspace", "lane", "id"], name="audit_lane_idx"
+                condition=models.Q(("lane", 0), _negated=True),
+                fields=["workspace", "lane", "id"],
+                name="audit_lane_idx",
             ),
         ),
         migrations.AddConstraint(

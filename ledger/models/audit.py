@@ -169,9 +169,10 @@ class AuditEvent(models.Model):
         indexes = [
             models.Index(fields=["workspace", "kind", "created_at"], name="audit_workspace_kind_time_idx"),
             models.Index(fields=["workspace", "id"], name="audit_chain_idx"),  # each chain's head, in order
-            # The lanes past the first (of the workspaces that have them), each in order: their heads
-            # and verification. Partial: empty where no workspace has more than one lane.
-            models.Index(fields=["workspace", "lane", "id"], condition=Q(lane__gt=0), name="audit_lane_idx"),
+            # The lanes past the first (of the workspaces that have them), each in order: their heads,
+            # and verification finding every lane there is. Partial: empty where no workspace has
+            # more than one lane.
+            models.Index(fields=["workspace", "lane", "id"], condition=~Q(lane=0), name="audit_lane_idx"),
             # The audit lists, newest first (and their date filters and keyset pages), overall and by kind.
             models.Index(fields=["created_at", "id"], name="audit_time_idx"),
             models.Index(fields=["kind", "created_at", "id"], name="audit_kind_time_idx"),

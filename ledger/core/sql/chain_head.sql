@@ -7,7 +7,7 @@
 -- first (two index probes, whatever number of months the trail holds): it is the chain's newest
 -- event, so it is there if any event of the chain is; only a chain idle since reads them all.
 -- Lane 0 is read along the workspace's events (audit_chain_idx), skipping the other lanes' few
--- newest; a later lane by its own index (audit_lane_idx, whose condition ``lane > 0`` says).
+-- newest; a later lane by its own index (audit_lane_idx, whose condition ``lane <> 0`` says).
 -- Called by: ledger_audit_head. Made by migration 0061; lanes added by 0064.
 
 CREATE OR REPLACE FUNCTION public.ledger_chain_head(chain bigint, chain_lane integer)
@@ -21,10 +21,10 @@ DECLARE
 BEGIN
     IF chain IS NULL THEN
         SELECT hash, created_at INTO head FROM ledger_auditevent
-        WHERE workspace_id IS NULL AND hash <> '' AND created_at >= recent ORDER BY id DESC LIMIT 1;
+        WHERE workspace_id IS NULL AND lane = 0 AND hash <> '' AND created_at >= recent ORDER BY id DESC LIMIT 1;
         IF NOT FOUND THEN
             SELECT hash, created_at INTO head FROM ledger_auditevent
-            WHERE workspace_id IS NULL AND hash <> '' ORDER BY id DESC LIMIT 1;
+            WHERE workspace_id IS NULL AND lane = 0 AND hash <> '' ORDER BY id DESC LIMIT 1;
         END IF;
     ELSIF chain_lane = 0 THEN
         SELECT hash, created_at INTO head FROM ledger_auditevent
@@ -35,11 +35,11 @@ BEGIN
         END IF;
     ELSE
         SELECT hash, created_at INTO head FROM ledger_auditevent
-        WHERE workspace_id = chain AND lane = chain_lane AND lane > 0 AND hash <> '' AND created_at >= recent
+        WHERE workspace_id = chain AND lane = chain_lane AND lane <> 0 AND hash <> '' AND created_at >= recent
         ORDER BY id DESC LIMIT 1;
         IF NOT FOUND THEN
             SELECT hash, created_at INTO head FROM ledger_auditevent
-            WHERE workspace_id = chain AND lane = chain_lane AND lane > 0 AND hash <> '' ORDER BY id DESC LIMIT 1;
+            WHERE workspace_id = chain AND lane = chain_lane AND lane <> 0 AND hash <> '' ORDER BY id DESC LIMIT 1;
         END IF;
     END IF;
     RETURN jsonb_build_array(coalesce(head.hash, ''), head.created_at);

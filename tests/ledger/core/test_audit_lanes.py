@@ -114,7 +114,32 @@ def test_an_event_moved_to_another_lane_is_found(four_lanes):
 
     tamper("UPDATE ledger_auditevent SET lane = 3 WHERE id = %s", [target.pk])
 
-    with pytest.raises(CommandError, match=f"event {target.pk} .*"):
+    with pytest.raises(CommandError, match=f"event {target.pk} .* does not follow the event before it"):
+        verify("--no-heads")
+
+
+def test_a_whole_lane_relabelled_is_found_by_its_macs(four_lanes):
+    """Its links still hold, as a lane of its own: only the MAC, which covers the lane, shows it."""
+    notes(four_lanes.pk, range(1, 41))
+    first = AuditEvent.objects.filter(workspace=four_lanes, lane=3).order_by("id").first()
+
+    tamper("UPDATE ledger_auditevent SET lane = 7 WHERE workspace_id = %s AND lane = 3", [four_lanes.pk])
+
+    with pytest.raises(CommandError, match=f"event {first.pk} .* was changed after it was written"):
+        verify("--no-heads")
+
+
+def test_an_event_made_up_on_a_lane_no_append_makes_is_verified_too(workspace, settings):
+    """The global chain has one lane; an owner's event slipped in at lane 3 of it is still walked."""
+    [event] = audit_chain.append([AuditEvent(workspace_id=None, actor="t", kind="note")])
+    made_up = event.pk + 1000
+    tamper(
+        "INSERT INTO ledger_auditevent (id, actor, kind, from_state, to_state, error_category, message, created_at, "
+        "prev_hash, hash, hash_key, lane) VALUES (%s, 'x', 'note', '', '', '', '', now(), '', %s, %s, 3)",
+        [made_up, "ab" * 32, settings.OPSCONSOLE_AUDIT_KEY_ID],
+    )
+
+    with pytest.raises(CommandError, match=f"event {made_up} .* was changed after it was written"):
         verify("--no-heads")
 
 
