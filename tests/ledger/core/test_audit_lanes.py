@@ -4,15 +4,16 @@ the chain every workspace had (same lock key, same MAC bytes); every lane is ver
 exported and held, and archived on its own; the lane count may change at any time."""
 
 import json
+import re
 import threading
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
-from ledger.core import accounts, audit_chain, audit_mac, audit_partitions, transitions
+from ledger.core import accounts, audit_chain, audit_heads, audit_mac, audit_partitions, audit_verify, transitions
 from ledger.core.audit_heads import current_heads
 from ledger.engine.processing import process_due_operations
 from ledger.models import AuditArchive, AuditEvent, Operation, Workspace
@@ -96,6 +97,38 @@ def test_a_four_lane_workspace_spreads_its_operations_and_each_lane_verifies(fou
     for lane in (1, 2, 3):
         assert f"workspace demo lane {lane}: " in output
     assert output.splitlines()[-1].startswith("Audit trail intact:")
+
+
+def test_a_later_lane_is_read_by_its_own_index(four_lanes):
+    """The head read, the next lane's probe and verification's chunks of a lane past 0 can each be
+    answered by audit_lane_idx (its condition, lane <> 0, follows from theirs), as a generic plan."""
+    notes(four_lanes.pk, range(1, 41))
+    reads = {
+        # ledger_chain_head's, for a lane past 0 (core/sql/chain_head.sql)
+        "head": "SELECT hash, created_at FROM ledger_auditevent WHERE workspace_id = $1 AND lane = $2 "
+        "AND lane <> 0 AND hash <> '' ORDER BY id DESC LIMIT 1",
+        "next lane": audit_heads._NEXT_LANE.format(workspace="workspace_id = $1").replace("%s", "$2"),
+        "chunk": audit_verify._CHUNK.replace(
+            "{chain}", f"{audit_verify._WORKSPACE[False]} AND {audit_verify._LANE[False]}"
+        )
+        .replace("%(chain)s", "$1")
+        .replace("%(lane)s", "$2")
+        .replace("%(after)s", "0")
+        .replace("%(chunk)s", "10"),
+    }
+    with transaction.atomic(), connection.cursor() as cursor:
+        # The plans name the partitions' indexes: those of audit_lane_idx are its partitions.
+        cursor.execute("SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'audit_lane_idx'::regclass")
+        lane_indexes = {name for (name,) in cursor.fetchall()}
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute("SET LOCAL enable_seqscan = off")  # whether the index can answer, not what is cheapest
+        for name, sql in reads.items():
+            cursor.execute(f"PREPARE lane_read(bigint, integer) AS {sql}")
+            cursor.execute("EXPLAIN (FORMAT JSON) EXECUTE lane_read(%s, 2)", [four_lanes.pk])
+            used = set(re.findall(r'"Index Name": "(\w+)"', json.dumps(cursor.fetchone()[0])))
+            cursor.execute("DEALLOCATE lane_read")
+            assert used, name
+            assert used <= lane_indexes, (name, used)
 
 
 def test_a_tampered_event_in_lane_2_is_found(four_lanes):
