@@ -4,8 +4,10 @@ set), each with its own lock, so that a large tenant's appends are not all seria
 - ``ledger_workspace.audit_lanes`` (1 to 64) and ``ledger_auditevent.lane`` (0 for every event
   there is: lane 0 is the chain each workspace had, its lock key the same, its events' MACs the same
   bytes), with ``audit_lane_idx`` for the lanes past 0 (partial: empty until a workspace has more
-  than one lane, so building it reads the trail once and writes nothing; ``lane <> 0``, so that
-  verification finds every lane there is, a made-up negative one too).
+  than one lane; ``lane <> 0``, so that verification finds every lane there is, a made-up
+  negative one too). Nothing is rewritten, but the column's CHECK and the index each read every
+  partition once, and appends wait for the index (a partitioned table's index is not built
+  CONCURRENTLY): on a large trail, migrate at a quiet hour.
 - ``ledger_audit_lane`` (an operation's lane: a stable hash of its id) and ``ledger_chain_lock``
   (a lane's advisory lock key) are new; ``ledger_chain_head`` reads a lane's head, and
   ``ledger_audit_head`` now takes the events' operations, reads the workspace's lane count, locks
