@@ -349,6 +349,12 @@ bench-scale: venv
 bench-resume: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/resume.py
 
+# A drain of one workspace with 1 audit lane vs 4, by 8 drainer processes (one operation per
+# transaction) and by a qcluster of 8 workers (bench/lanes.py; about 2 minutes).
+.PHONY: bench-lanes
+bench-lanes: venv
+	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/lanes.py
+
 # End to end at idle, from a POST sent to its operation succeeded, through a real gunicorn
 # and qcluster: p50 and p95 over 60 events (bench/idle_latency.py; about a minute).
 .PHONY: bench-latency

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ledger.core import roles, sensitive_notes
-from ledger.core.transitions import record_audit_event, transition_operation
+from ledger.core.transitions import audit_event, record_audit_event, record_audit_events, transition_operation
 from ledger.models import BulkAction, Operation
 from ledger.people import bulk_actions, replays, resolutions, review
 from ledger.people.review import ReviewError, SensitiveReason
@@ -142,15 +142,18 @@ def acknowledge_mismatches(mismatch_ids: list[int], *, user, reason: str) -> int
                 "changed. Reload the list and decide again."
             )
         by_pk = operations.select_related("workspace").in_bulk()
-        for mismatch in chosen:
-            operation = by_pk.get(mismatch.operation_id)
-            record_audit_event(
-                actor=actor,
-                kind="mismatch_acknowledged",
-                operation=operation,
-                workspace=None if operation else mismatch.workspace,
-                message=f"mismatch {mismatch.pk} ({mismatch.kind}, {mismatch.reference}): {reason}",
-            )
+        record_audit_events(
+            [
+                audit_event(
+                    actor=actor,
+                    kind="mismatch_acknowledged",
+                    operation=by_pk.get(mismatch.operation_id),
+                    workspace=None if mismatch.operation_id in by_pk else mismatch.workspace,
+                    message=f"mismatch {mismatch.pk} ({mismatch.kind}, {mismatch.reference}): {reason}",
+                )
+                for mismatch in chosen
+            ]
+        )
     return decided
 
 

@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from ledger.actions import ActionDefinition, registry
 from ledger.core import privacy
-from ledger.core.transitions import record_audit_event
+from ledger.core.transitions import audit_event, record_audit_events
 from ledger.models import Operation, Workspace
 from ledger.outcomes import Absent, CannotTell, OutcomeError
 from ledger.states import State
@@ -382,15 +382,19 @@ def _record(run: ReconciliationRun, findings: list[Finding]) -> int:
         ],
         ignore_conflicts=True,
     )
-    for finding in new:
-        record_audit_event(
-            actor=ACTOR,
-            kind="mismatch_found",
-            operation=finding.operation,
-            workspace=None if finding.operation else Workspace(pk=finding.workspace_id),
-            message=f"{finding.kind} at {finding.action or finding.destination}'s destination: {_describe(finding)} "
-            f"(audit run {run.pk})",
-        )
+    record_audit_events(
+        [
+            audit_event(
+                actor=ACTOR,
+                kind="mismatch_found",
+                operation=finding.operation,
+                workspace=None if finding.operation else Workspace(pk=finding.workspace_id),
+                message=f"{finding.kind} at {finding.action or finding.destination}'s destination: "
+                f"{_describe(finding)} (audit run {run.pk})",
+            )
+            for finding in new
+        ]
+    )
     return len(new)
 
 

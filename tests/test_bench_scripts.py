@@ -33,6 +33,7 @@ ENTRY_POINTS = {
     "drain": ["main", "noop", "ScratchDatabase"],
     "harness": ["prepare_environment", "run_in_scratch_database", "Rounds", "table_lines"],
     "idle_latency": ["main"],
+    "lanes": ["main", "run"],
     "metrics_scrape": ["main"],
     "no_recycle_settings": [],
     "operation_writes": ["main"],

@@ -1,5 +1,5 @@
-"""Workspaces, their tokens and who belongs to them in the admin. Membership and a token's scopes
-are what a superuser changes here, each through ``ledger.core.accounts``."""
+"""Workspaces, their tokens and who belongs to them in the admin. Membership, a token's scopes and a
+workspace's audit lanes are what a superuser changes here, each through ``ledger.core.accounts``."""
 
 from django import forms
 from django.contrib import admin
@@ -12,13 +12,38 @@ from ledger.models import (
     Scope,
     Workspace,
 )
+from ledger.models.core import MAX_AUDIT_LANES
+
+
+class WorkspaceForm(forms.ModelForm):
+    class Meta:
+        model = Workspace
+        fields = ["audit_lanes"]
+
+    def clean_audit_lanes(self):
+        lanes = self.cleaned_data["audit_lanes"]
+        if not 1 <= lanes <= MAX_AUDIT_LANES:
+            raise forms.ValidationError(f"A workspace has 1 to {MAX_AUDIT_LANES} audit lanes.")
+        return lanes
 
 
 @admin.register(Workspace)
 class WorkspaceAdmin(ReadOnlyAdmin):
+    """Read-only, but for its audit lanes, which a superuser sets (audited, as ``manage.py
+    audit_lanes`` does)."""
+
     workspace_path = "pk"
-    list_display = ["slug", "approved_owners", "retry_budget_per_hour", "created_at"]
+    form = WorkspaceForm
+    list_display = ["slug", "approved_owners", "retry_budget_per_hour", "audit_lanes", "created_at"]
+    fields = ["slug", "approved_owners", "retry_budget_per_hour", "audit_lanes", "created_at"]
+    readonly_fields = ["slug", "approved_owners", "retry_budget_per_hour", "created_at"]
     search_fields = ["slug"]
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    def save_model(self, request, obj, form, change):
+        accounts.set_audit_lanes(obj, lanes=form.cleaned_data["audit_lanes"], actor=request.user.get_username())
 
 
 class ApiTokenForm(forms.ModelForm):

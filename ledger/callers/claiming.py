@@ -31,7 +31,6 @@ from ledger.actions import ActionDefinition
 from ledger.callers import claims
 from ledger.callers.tokens import token_for
 from ledger.core import accounts, announcements, audit_chain, configuration, contention, tallies
-from ledger.core.audit_chain import chain_lock_key
 from ledger.core.rows import dumps, from_json, model_row
 from ledger.core.transitions import log_transition
 from ledger.intake import reservation, submit
@@ -229,7 +228,6 @@ def _request(
             "config": model_row(version) | {"digest": version.digest, "created_at": now},
             "attempt": rows["attempt"] | {"started_at": now, "config_version_id": version.digest},
             "audit": rows["audit"] | {"created_at": now},
-            "chain_lock": chain_lock_key(workspace.pk),
             "tally_labels": _tally_labels(action.name),
             "shard": tallies.shard(),
         }
@@ -273,20 +271,32 @@ def _call(workspace: Workspace, items: list[_Item], token: dict | None) -> list[
     """One transaction: the call (the first claim checking ``token``, when there is one), then its
     audit events sealed and inserted with the COMMIT (``audit_chain.in_one_transaction``)."""
     requests = [item.request for item in items]
+    if len(requests) > 1:
+        # Each item locks every lane of the workspace, in order, where it would take its own: the
+        # lanes of the later items are not known yet, and taken in the items' order two batches
+        # could deadlock over them (ledger_audit_head).
+        requests = [_every_lane(request) for request in requests]
     if token is not None:
         requests = [requests[0] | {"token": token}, *requests[1:]]
     with accounts.token_checked():
         return audit_chain.in_one_transaction(CALL, [dumps(requests)], lambda results: _events(results) or None)
 
 
+def _every_lane(request: dict) -> dict:
+    reserve = request["reserve"]
+    return request | {"every_lane": True, "reserve": reserve and reserve | {"every_lane": True}}
+
+
 def _events(results: list[dict]) -> str:
-    """The events of every item, sealed after the chain's head: each item read the same head under
-    the lock the first took (none is inserted before this), so they are one run, in id order."""
+    """The events of every item, each lane's sealed after its head: the items that went to a lane
+    read the same head under the lock the first took (none is inserted before this), so each lane's
+    are one run, in id order."""
     audits = [result["audit"] for result in results if result.get("audit")]
     if not audits:
         return ""
+    heads = {lane: head for item_heads, _ in audits for lane, head in item_heads.items()}
     rows = sorted((row for _, rows in audits for row in rows), key=lambda row: row["id"])
-    return audit_chain.sealed(audits[0][0], rows)
+    return audit_chain.sealed(heads, rows)
 
 
 def _answer(workspace: Workspace, item: _Item, result: dict, *, now: datetime, actor: str) -> claims.Answer:

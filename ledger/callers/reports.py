@@ -256,7 +256,6 @@ def _succeeded_in_one_call(
         "tally": tallies.success_labels(action.name),
         "shard": tallies.shard(),
         "audit": audit_chain.event_row(workspace.pk, actor) | {"created_at": now},
-        "chain_lock": audit_chain.chain_lock_key(workspace.pk),
     }
     if token is not None:
         request["token"] = token

@@ -17,6 +17,7 @@ from ledger.core import audit_chain
 from ledger.core.rows import Selected, prepared_cursor
 from ledger.core.transitions import record_audit_event
 from ledger.models import ApiToken, AuditEvent, Membership, Role, Scope, Workspace
+from ledger.models.core import MAX_AUDIT_LANES
 from ledger.models.people import DEFAULT_SCOPES
 
 
@@ -119,6 +120,33 @@ def set_token_scopes(api_token: ApiToken, *, scopes, actor: str) -> bool:
             message=f"{locked.name} {locked.hint}: {', '.join(before)} -> {', '.join(scopes)}",
         )
     api_token.scopes = scopes
+    return True
+
+
+class BadAuditLanes(ValueError):
+    """A lane count a workspace cannot have."""
+
+
+def set_audit_lanes(workspace: Workspace, *, lanes: int, actor: str) -> bool:
+    """Spread ``workspace``'s audit events over ``lanes`` chains (``Workspace.audit_lanes``;
+    ``BadAuditLanes`` outside 1 to 64), audited as ``audit_lanes_changed``; returns whether anything
+    changed. The next append reads the new count (``ledger_audit_head``). Safe at any time: each lane
+    is a chain of its own, so an operation whose later events now go to another lane leaves every
+    lane linked, and a lane no longer used keeps its events and its heads (verified and exported
+    as long as it holds events)."""
+    if not isinstance(lanes, int) or not 1 <= lanes <= MAX_AUDIT_LANES:
+        raise BadAuditLanes(f"A workspace has 1 to {MAX_AUDIT_LANES} audit lanes, not {lanes!r}.")
+    with transaction.atomic():
+        locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+        before = locked.audit_lanes
+        if before == lanes:
+            return False
+        locked.audit_lanes = lanes
+        locked.save(update_fields=["audit_lanes"])
+        record_audit_event(
+            actor=actor, kind="audit_lanes_changed", workspace=locked, message=f"audit lanes {before} -> {lanes}"
+        )
+    workspace.audit_lanes = lanes
     return True
 
 

@@ -146,10 +146,11 @@ def _write_events(path: Path, partition: audit_partitions.Partition, installatio
     events = 0
     with open(path, "w", encoding="utf-8") as body:
         for row in _rows(partition.name):
-            chain = chains.get(audit_verify.chain_key(row["workspace_id"]))
+            key = audit_verify.chain_key(row["workspace_id"], row["lane"])
+            chain = chains.get(key)
             if chain is None:
-                earlier = before.get(audit_verify.chain_key(row["workspace_id"]), {})
-                chain = chains[audit_verify.chain_key(row["workspace_id"])] = {
+                earlier = before.get(key, {})
+                chain = chains[key] = {
                     "first_prev": row["prev_hash"],
                     "last_id": None,
                     "last_hash": earlier.get("last_hash"),
@@ -195,13 +196,13 @@ def _check(row: dict, chain: dict, rules: audit_verify.Rules) -> None:
 
 
 def _rows(name: str) -> Iterator[dict]:
-    """The partition's events chain by chain (the global one first), each in id order, a chunk at
-    a time: a month may hold millions."""
+    """The partition's events chain by chain (a workspace's lanes in turn, the global chain first),
+    each in id order, a chunk at a time: a month may hold millions."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT DISTINCT workspace_id FROM {connection.ops.quote_name(name)}")
-        chains = sorted((found for (found,) in cursor.fetchall()), key=lambda workspace_id: workspace_id or 0)
-    for workspace_id in chains:
-        yield from audit_verify.chain_rows(workspace_id, chunk=CHUNK, table=name)
+        cursor.execute(f"SELECT DISTINCT workspace_id, lane FROM {connection.ops.quote_name(name)}")
+        chains = sorted(cursor.fetchall(), key=lambda chain: (chain[0] or 0, chain[1]))
+    for workspace_id, lane in chains:
+        yield from audit_verify.chain_rows(workspace_id, lane, chunk=CHUNK, table=name)
 
 
 def _line(row: dict) -> dict:

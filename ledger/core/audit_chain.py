@@ -1,17 +1,28 @@
 """Appending to the audit trail.
 
-Each workspace's events (and the global events, workspace none) form a chain: an event's ``hash``
-is its MAC (``ledger.core.audit_mac``), which covers the previous event's, computed here in the
-application process under ``OPSCONSOLE_AUDIT_KEY`` and inserted as data. The database guards the
-order: an append locks its chain until the transaction commits (a transaction-scoped advisory lock
-per chain, taken last: docs/architecture.md, Lock order) and reads the chain's head under that
-lock, so a chain's events are written one transaction at a time and their ids increase along it.
-Neither the key nor anything derived from it is ever sent in SQL. ``ledger.core.audit_verify``
-(``manage.py verify_audit``) recomputes every MAC in its own process from the rows' columns.
+Each workspace's events (and the global events, workspace none) form chains: an event's ``hash``
+is its MAC (``ledger.core.audit_mac``), which covers the previous event's on its chain, computed
+here in the application process under ``OPSCONSOLE_AUDIT_KEY`` and inserted as data. The database
+guards the order: an append locks its chain until the transaction commits (a transaction-scoped
+advisory lock per chain, taken last: docs/architecture.md, Lock order) and reads the chain's head
+under that lock, so a chain's events are written one transaction at a time and their ids increase
+along it. Neither the key nor anything derived from it is ever sent in SQL.
+``ledger.core.audit_verify`` (``manage.py verify_audit``) recomputes every MAC in its own process
+from the rows' columns.
 
-An append is two statements in the caller's transaction: the head, locked (``ledger_audit_head``,
-or within ``ledger_reserve``/``ledger_reserve_one``/``ledger_finish_claimed``, which return the
-events they would write with the head they read), then the sealed events inserted (``insert``, ``ledger_audit_insert``).
+A workspace has one chain, or more for a large tenant (``Workspace.audit_lanes``): its lanes, each
+a chain of its own with its own lock, so that appends to different lanes run at once. An event
+goes to its operation's lane, a stable hash of the operation's id (``ledger_audit_lane``), and an
+event of no operation to lane 0, which is the chain every workspace had before lanes. Changing the
+lane count is safe at any time: an operation's later events may then go to another lane, where
+they chain after that lane's head; verification walks each lane on its own, whatever its events'
+operations.
+
+An append is two statements in the caller's transaction: the heads of the lanes its events go to,
+locked in order (``ledger_audit_head``, also called within ``ledger_reserve``,
+``ledger_reserve_one``, ``ledger_claim``, ``ledger_report_outcome`` and ``ledger_finish_claimed``,
+which return the events they would write with the heads they read, by lane), then the sealed events
+inserted (``insert``, ``ledger_audit_insert``).
 """
 
 import json
@@ -25,16 +36,14 @@ from ledger.core import audit_mac
 from ledger.core.rows import dumps, model_row
 from ledger.models import AuditEvent
 
-# The high 32 bits of the advisory lock keys of audit chains ("AUDT"), the low ones the workspace id.
-_LOCK_NAMESPACE = 0x41554454 << 32
-
-# The events of one chain, sealed, inserted in one statement in the order given (their ids,
-# assigned under the chain's lock, increase along it): ``sql/audit_insert.sql``.
+# Sealed events, inserted in one statement in the order given (their ids, assigned under their
+# chains' locks, increase along each chain): ``sql/audit_insert.sql``.
 INSERT = "SELECT ledger_audit_insert(%s::jsonb)"
 
 
 def append(events: list[AuditEvent]) -> list[AuditEvent]:
-    """Chain ``events`` (in this order) onto their workspaces' chains and insert them.
+    """Chain ``events`` (in this order) onto their workspaces' chains (each on its operation's lane)
+    and insert them.
 
     Callers run it in the transaction of the change the events describe; the chains stay locked
     until that transaction ends.
@@ -47,24 +56,31 @@ def append(events: list[AuditEvent]) -> list[AuditEvent]:
         event.created_at = event.created_at or now
         chains.setdefault(event.workspace_id, []).append(event)
     with transaction.atomic(savepoint=False):
-        # Sorted, so two transactions that append to the same chains cannot deadlock.
+        # Sorted (and each workspace's lanes by ledger_audit_head), so two transactions that append to
+        # the same chains cannot deadlock.
         for workspace_id in sorted(chains, key=lambda key: key or 0):
             _append_chain(workspace_id, chains[workspace_id])
     return events
 
 
 def _append_chain(workspace_id: int | None, events: list[AuditEvent]) -> None:
-    """Lock the chain and read its head with new ids (``ledger_audit_head``), seal, insert."""
+    """Lock the workspace's lanes the events go to and read their heads, with the events' lanes and
+    new ids (``ledger_audit_head``); seal, insert."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT ledger_audit_head(%s, %s, %s)", [chain_lock_key(workspace_id), workspace_id, len(events)]
+            "SELECT ledger_audit_head(%s, %s::bigint[], false)",
+            [workspace_id, [event.operation_id for event in events]],
         )
-        head, ids = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
-    rows = [model_row(event) | {"id": pk} for event, pk in zip(events, ids, strict=True)]
-    insert(head, rows)
+        answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
+    rows = [
+        model_row(event) | {"id": pk, "lane": lane}
+        for event, pk, lane in zip(events, answer["ids"], answer["lanes"], strict=True)
+    ]
+    insert(answer["heads"], rows)
     for event, row in zip(events, rows, strict=True):
-        event.pk, event.prev_hash, event.hash, event.hash_key = (
+        event.pk, event.lane, event.prev_hash, event.hash, event.hash_key = (
             row["id"],
+            row["lane"],
             row["prev_hash"],
             row["hash"],
             row["hash_key"],
@@ -73,17 +89,23 @@ def _append_chain(workspace_id: int | None, events: list[AuditEvent]) -> None:
         event._state.adding, event._state.db = False, connection.alias
 
 
-def insert(head: list, rows: list[dict]) -> None:
-    """Seal one chain's new events (rows with their ids, in order) after its ``head`` ([hash, time])
-    and insert them; the caller holds the chain's lock (it read ``head`` under it)."""
+def insert(heads: dict, rows: list[dict]) -> None:
+    """Seal one workspace's new events (rows with their lanes and ids, in order) after their lanes'
+    ``heads`` and insert them; the caller holds the lanes' locks (it read ``heads`` under them)."""
     if rows:
         with connection.cursor() as cursor:
-            cursor.execute(INSERT, [sealed(head, rows)])
+            cursor.execute(INSERT, [sealed(heads, rows)])
 
 
-def sealed(head: list, rows: list[dict]) -> str:
-    """One chain's new events sealed after its ``head`` ([hash, time]), as the JSON ``INSERT`` takes."""
-    return dumps(audit_mac.seal(head, rows))
+def sealed(heads: dict, rows: list[dict]) -> str:
+    """One workspace's new events, each lane's sealed in order after its head (``heads``: {"<lane>":
+    [hash, time]}, as ``ledger_audit_head`` answers), as the JSON ``INSERT`` takes."""
+    lanes: dict[int, list[dict]] = {}
+    for row in rows:
+        lanes.setdefault(row["lane"], []).append(row)
+    for lane, chain in lanes.items():
+        audit_mac.seal(heads[str(lane)], chain)
+    return dumps(rows)
 
 
 @lru_cache(maxsize=1024)
@@ -94,13 +116,8 @@ def event_row(workspace_id: int | None, actor: str) -> dict:
     return model_row(AuditEvent(workspace_id=workspace_id, actor=actor))
 
 
-def chain_lock_key(workspace_id: int | None) -> int:
-    """The advisory lock that serialises appends to a workspace's chain (PostgreSQL)."""
-    return _LOCK_NAMESPACE | (workspace_id or 0)
-
-
 def in_one_transaction(call: str, arguments: list, events_of, *, then=None) -> Any:
-    """``call`` (a function returning jsonb, with the chain locked) and the audit events
+    """``call`` (a function returning jsonb, with the chains locked) and the audit events
     ``events_of(answer)`` seals (None: nothing to insert, a bare COMMIT) as one transaction in two
     round trips: BEGIN sent with the call, the events with the COMMIT (Django binds parameters on
     the client, so each pair is one query). ``transaction.atomic()`` would send BEGIN and COMMIT on

@@ -29,25 +29,34 @@ from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from ledger.core.audit_mac import audit_keys
 from ledger.models import AuditEvent, AuditInstallation, Workspace
 
+# A workspace's next lane after ``after`` (other than 0) that holds events: one probe of
+# audit_lane_idx, whose condition is lane <> 0. Two forms, so that each reads the index.
+_NEXT_LANE = "SELECT lane FROM ledger_auditevent WHERE {workspace} AND lane > %s AND lane <> 0 ORDER BY lane LIMIT 1"
+
 
 def current_heads() -> list[dict]:
-    """Each chain's newest hashed event (the global chain's first): one index probe per chain."""
+    """Each chain's newest hashed event (the global chain's first), a workspace's lanes in order, a
+    lane past 0 named (``lane``) in its head: one index probe per chain, and one more per workspace
+    for its lanes (every lane that holds events, whatever lane count the workspace has now)."""
     heads = []
     for workspace_id in [None, *Workspace.objects.order_by("pk").values_list("pk", flat=True)]:
-        head = (
-            AuditEvent.objects.filter(workspace=workspace_id)
-            .exclude(hash="")
-            .order_by("-id")
-            .values_list("id", "hash")
-            .first()
-        )
-        if head:
-            heads.append({"workspace_id": workspace_id, "event_id": head[0], "hash": head[1]})
+        for lane in [0, *later_lanes(workspace_id)]:
+            head = (
+                AuditEvent.objects.filter(workspace=workspace_id, lane=lane)
+                .exclude(hash="")
+                .order_by("-id")
+                .values_list("id", "hash")
+                .first()
+            )
+            if head:
+                named = {"lane": lane} if lane else {}
+                heads.append({"workspace_id": workspace_id, "event_id": head[0], "hash": head[1]} | named)
     return heads
 
 
@@ -97,7 +106,7 @@ def export_heads(destination: str) -> str:
 class HeadsCheck:
     lines: int = 0
     problem: str = ""
-    # Of the last line: when it was exported, and its heads by chain.
+    # Of the last line: when it was exported, and its heads by chain, (workspace id, lane).
     last_at: str = ""
     last_heads: dict = field(default_factory=dict)
 
@@ -139,10 +148,11 @@ def check_heads(lines, archived: dict | None = None) -> HeadsCheck:
             report.problem = f"line {number} (exported {body['at']}): {problem}"
             return report
         for head in body["heads"]:
-            workspace_id = head["workspace_id"]
-            kept = AuditEvent.objects.filter(pk=head["event_id"], workspace_id=workspace_id, hash=head["hash"])
-            chain_key = "" if workspace_id is None else str(workspace_id)
-            archived_end = archived.get(chain_key, {})
+            workspace_id, lane = head["workspace_id"], head.get("lane", 0)
+            kept = AuditEvent.objects.filter(
+                pk=head["event_id"], workspace_id=workspace_id, lane=lane, hash=head["hash"]
+            )
+            archived_end = archived.get(chain_key(workspace_id, lane), {})
             last_id = archived_end.get("last_id") or 0
             in_archive = head["event_id"] < last_id or (
                 head["event_id"] == last_id and head["hash"] == archived_end["last_hash"]
@@ -151,6 +161,7 @@ def check_heads(lines, archived: dict | None = None) -> HeadsCheck:
                 continue  # in a month archived since: verify_audit --archive holds the file to its record
             if not kept.exists():
                 chain = f"workspace {slugs.get(workspace_id, workspace_id)}" if workspace_id else "the global chain"
+                chain += f" lane {lane}" if lane else ""
                 report.problem = (
                     f"line {number} (exported {body['at']}): the exported head of {chain}, event "
                     f"{head['event_id']}, is no longer on its chain (events were cut off or rewritten "
@@ -158,7 +169,7 @@ def check_heads(lines, archived: dict | None = None) -> HeadsCheck:
                 )
                 return report
         report.last_at = body["at"]
-        report.last_heads = {head["workspace_id"]: head for head in body["heads"]}
+        report.last_heads = {(head["workspace_id"], head.get("lane", 0)): head for head in body["heads"]}
     return report
 
 
@@ -181,3 +192,27 @@ def _installation_problem(body: dict, installation: AuditInstallation | None) ->
             f"{installation.unkeyed_until} (its installation record was changed)"
         )
     return ""
+
+
+def later_lanes(workspace_id: int | None) -> list[int]:
+    """The lanes other than 0 of a workspace (None: the global chain's, which appends never make)
+    that hold events, in order."""
+    lanes: list[int] = []
+    if workspace_id is None:
+        sql, arguments = _NEXT_LANE.format(workspace="workspace_id IS NULL"), []
+    else:
+        sql, arguments = _NEXT_LANE.format(workspace="workspace_id = %s"), [workspace_id]
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(sql, [*arguments, lanes[-1] if lanes else -(2**15) - 1])  # below every smallint
+            found = cursor.fetchone()
+            if found is None:
+                return lanes
+            lanes.append(found[0])
+
+
+def chain_key(workspace_id: int | None, lane: int = 0) -> str:
+    """A chain's name in archives: its workspace's id ("" for the global chain),
+    then ``:`` and its lane for a lane past 0 (lane 0 keeps the name every chain had before lanes)."""
+    name = "" if workspace_id is None else str(workspace_id)
+    return f"{name}:{lane}" if lane else name

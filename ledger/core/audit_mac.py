@@ -8,9 +8,17 @@ An event's MAC is HMAC-SHA256, under the audit key its ``hash_key`` names, of it
 field as its length in UTF-8 bytes, a colon and its text ("" for none), in a fixed order, the
 previous event's MAC first (so a removed or inserted event breaks the link, and re-linking needs
 the key), its time as microseconds since 1970, then the times its message names (``ledger.timed``)
-as PostgreSQL's jsonb writes them, where it has any. Events hashed before keys (``hash_key`` "")
+as PostgreSQL's jsonb writes them, where it has any, then its lane where it is not 0 (preceded by
+the times, "" for none). Events hashed before keys (``hash_key`` "")
 have the unkeyed SHA-256 of the same encoding. Until migration 0045 the database computed these
 same bytes (``ledger_audit_encoding``), so every event written since chaining began verifies here.
+
+The lane (``ledger.core.audit_chain``) is covered so that it is as much the key holder's word as the
+workspace is: an event moved to another lane of its workspace already breaks both lanes' links, but
+a whole lane relabelled would still link up and, but for the MAC, only the exported heads would
+show it. Lane 0 adds nothing, so the events of before lanes, and of every one-lane workspace, keep
+their bytes; a later lane's event always has both trailing fields, so it has more fields than any
+lane-0 event and no two events' encodings can be the same bytes.
 """
 
 import hashlib
@@ -77,8 +85,13 @@ def encoding(row: dict) -> bytes:
     the times as the database wrote them (verification reads that), else ``times`` is written so."""
     text = "".join(field(row.get(name)) for name in FIELDS) + field(micros(row["created_at"]))
     times = row["times_text"] if "times_text" in row else row.get("times")
-    if times is not None:
-        text += field(times if "times_text" in row else jsonb_text(times))
+    if times is not None and "times_text" not in row:
+        times = jsonb_text(times)
+    lane = row.get("lane") or 0
+    if times is not None or lane:
+        text += field(times)
+    if lane:
+        text += field(lane)
     return text.encode()
 
 

@@ -17,6 +17,9 @@ the form the trail had before keys. So verification is held, by default, to the 
   current one), so a leaked retired key cannot add events after the rotation;
 - a chain that appeared since the last heads must begin with a keyed event (a workspace's chain
   begins with ``workspace_created``): an unkeyed chain made up since, backdated, is broken.
+
+A chain is a workspace's lane (``ledger.core.audit_chain``): each lane is walked on its own, whatever
+lane count the workspace has now (a lane it no longer uses is still a chain, with its heads).
 """
 
 import hashlib
@@ -30,25 +33,31 @@ from django.conf import settings
 from django.db import connection
 
 from ledger.core import audit_mac
-from ledger.core.audit_heads import HeadsCheck
+from ledger.core.audit_heads import HeadsCheck, chain_key, later_lanes
 from ledger.core.audit_mac import audit_keys
-from ledger.models import AuditArchive, AuditEvent, AuditInstallation
+from ledger.models import AuditArchive, AuditEvent, AuditInstallation, Workspace
 
 INSTALLATION_MISSING = "the installation record (ledger_auditinstallation) is missing: it was deleted"
 # An event as verification reads it: plain columns, the times as the database wrote them (also
 # the lines of an archive, ledger.core.audit_archive).
-COLUMNS = ("id", *audit_mac.FIELDS, "created_at", "times_text", "hash", "hash_key")
-SELECTED = ("id", *audit_mac.FIELDS, "created_at", "times::text", "hash", "hash_key")
+COLUMNS = ("id", *audit_mac.FIELDS, "created_at", "times_text", "lane", "hash", "hash_key")
+SELECTED = ("id", *audit_mac.FIELDS, "created_at", "times::text", "lane", "hash", "hash_key")
 # One chunk of a chain in id order, of the trail or of one of its partitions.
 _CHUNK = f"""
 SELECT {", ".join(SELECTED)}
 FROM {{table}} WHERE {{chain}} AND id > %(after)s ORDER BY id LIMIT %(chunk)s
 """
+# A chain's workspace (two forms, so that each reads an index) and lane: lane 0 along the
+# workspace's events (audit_chain_idx), a later lane by its own (audit_lane_idx, whose condition
+# is lane <> 0).
+_WORKSPACE = {True: "workspace_id IS NULL", False: "workspace_id = %(chain)s"}
+_LANE = {True: "lane = 0", False: "lane = %(lane)s AND lane <> 0"}
 
 
 @dataclass
 class Chain:
     workspace_id: int | None
+    lane: int = 0
     events: int = 0
     unchained: int = 0  # events older than the chain (recorded before chaining began)
     head: str = ""
@@ -60,6 +69,7 @@ class BrokenLink:
     event_id: int | None  # None: the chain as a whole (it vanished), or the installation record
     problem: str
     of_installation: bool = False
+    lane: int = 0
 
 
 @dataclass
@@ -93,21 +103,46 @@ def verify_chains(heads: HeadsCheck | None = None, *, chunk: int = 2000) -> Veri
     except BrokenArchiveRecord as error:
         report.broken = BrokenLink(None, None, str(error), of_installation=True)
         return report
-    known = set(AuditEvent.objects.order_by().values_list("workspace_id", flat=True).distinct())
+    known = live_chains()
     if heads is not None and (vanished := set(heads.last_heads) - known - _archived_heads(heads, archived)):
-        workspace_id = min(vanished, key=lambda key: key or 0)
-        report.broken = BrokenLink(workspace_id, None, f"has no events left, and the heads of {heads.last_at} name one")
+        workspace_id, lane = min(vanished, key=chain_order)
+        report.broken = BrokenLink(
+            workspace_id, None, f"has no events left, and the heads of {heads.last_at} name one", lane=lane
+        )
         return report
-    for workspace_id in sorted(known, key=lambda key: key or 0):
-        chain = Chain(workspace_id)
+    for workspace_id, lane in sorted(known, key=chain_order):
+        chain = Chain(workspace_id, lane)
         report.chains.append(chain)
-        start = archived.get(chain_key(workspace_id))
-        new = heads is not None and workspace_id not in heads.last_heads and start is None
+        start = archived.get(chain_key(workspace_id, lane))
+        new = heads is not None and (workspace_id, lane) not in heads.last_heads and start is None
         new_since = heads.last_at if heads is not None and new else ""
         report.broken = _verify_chain(chain, rules, new_since=new_since, chunk=chunk, start=start)
         if report.broken:
             break
     return report
+
+
+def live_chains() -> set[tuple[int | None, int]]:
+    """Every chain with events in the table, as (workspace id, lane): each workspace's lane 0 where
+    it has events there, and its other lanes (any there are, the global chain's and a made-up
+    negative one too) found one index probe each."""
+    chains = {
+        (workspace_id, 0)
+        for workspace_id in AuditEvent.objects.filter(lane=0)
+        .order_by()
+        .values_list("workspace_id", flat=True)
+        .distinct()
+    }
+    workspaces = {None, *(workspace_id for workspace_id, _ in chains), *Workspace.objects.values_list("pk", flat=True)}
+    for workspace_id in workspaces:
+        chains |= {(workspace_id, lane) for lane in later_lanes(workspace_id)}
+    return chains
+
+
+def chain_order(chain: tuple[int | None, int]) -> tuple[int, int]:
+    """Chains in the order they are walked and locked: by workspace (the global chain first), then lane."""
+    workspace_id, lane = chain
+    return (workspace_id or 0, lane)
 
 
 def _rules() -> Rules | None:
@@ -127,17 +162,16 @@ def key_ranks() -> dict[str, int]:
     return {"": -1} | {key_id: rank for rank, key_id in enumerate(ranked)}
 
 
-def chain_rows(workspace_id: int | None, *, chunk: int, table: str = "ledger_auditevent") -> Iterator[dict]:
+def chain_rows(workspace_id: int | None, lane: int, *, chunk: int, table: str = "ledger_auditevent") -> Iterator[dict]:
     """The chain's events as column values, in id order, read ``chunk`` at a time (a statement
     each, so a pooler in transaction mode, which keeps no cursor, is no matter): of the trail, or of
     the partition ``table``."""
-    # Two forms, so that each reads the chain's index (workspace, id).
-    sql = _CHUNK.replace("{chain}", "workspace_id IS NULL" if workspace_id is None else "workspace_id = %(chain)s")
+    sql = _CHUNK.replace("{chain}", f"{_WORKSPACE[workspace_id is None]} AND {_LANE[lane == 0]}")
     sql = sql.replace("{table}", connection.ops.quote_name(table))
     after = -(2**63)  # the least bigint: an id the owner chose below 1 is read too
     while True:
         with connection.cursor() as cursor:
-            cursor.execute(sql, {"chain": workspace_id, "after": after, "chunk": chunk})
+            cursor.execute(sql, {"chain": workspace_id, "lane": lane, "after": after, "chunk": chunk})
             rows = [dict(zip(COLUMNS, values, strict=True)) for values in cursor.fetchall()]
         if not rows:
             return
@@ -148,16 +182,16 @@ def chain_rows(workspace_id: int | None, *, chunk: int, table: str = "ledger_aud
 def _archived_heads(heads: HeadsCheck, archived: dict) -> set:
     """The chains whose exported head is in an archive (the chain may have no live events)."""
     return {
-        workspace_id
-        for workspace_id, head in heads.last_heads.items()
-        if head["event_id"] <= (archived.get(chain_key(workspace_id), {}).get("last_id") or 0)
+        chain
+        for chain, head in heads.last_heads.items()
+        if head["event_id"] <= (archived.get(chain_key(*chain), {}).get("last_id") or 0)
     }
 
 
 def _verify_chain(chain: Chain, rules: Rules, *, new_since: str, chunk: int, start: dict | None) -> BrokenLink | None:
     """Walk one chain from its beginning, or from where its archived stretch ends (``start``)."""
     previous, rank = (start["last_hash"], rules.ranks.get(start["last_key"], -1)) if start else (None, -1)
-    for row in chain_rows(chain.workspace_id, chunk=chunk):
+    for row in chain_rows(chain.workspace_id, chain.lane, chunk=chunk):
         chain.events += 1
         if new_since and chain.events == 1 and not row["hash_key"]:
             return BrokenLink(
@@ -165,9 +199,10 @@ def _verify_chain(chain: Chain, rules: Rules, *, new_since: str, chunk: int, sta
                 row["id"],
                 f"begins a chain that appeared since the heads exported {new_since} and is not keyed "
                 "(made up by someone without the audit key)",
+                lane=chain.lane,
             )
         if problem := problem_of(row, previous, rank, rules):
-            return BrokenLink(chain.workspace_id, row["id"], problem)
+            return BrokenLink(chain.workspace_id, row["id"], problem, lane=chain.lane)
         if not row["hash"]:
             chain.unchained += 1
             continue
@@ -347,7 +382,7 @@ def _verify_lines(lines, record: dict, rules, ends: dict, check: FileCheck) -> s
         digest.update(line.encode())
         row = json.loads(line)
         row["created_at"] = datetime.fromisoformat(row["created_at"])
-        key = chain_key(row["workspace_id"])
+        key = chain_key(row["workspace_id"], row.get("lane") or 0)
         if key not in chains:
             earlier = ends.get(key)
             if earlier is not None and row["prev_hash"] != earlier["last_hash"]:
@@ -379,8 +414,3 @@ def _verify_lines(lines, record: dict, rules, ends: dict, check: FileCheck) -> s
         ends[key] = chain
     check.chains = record["chains"]
     return ""
-
-
-def chain_key(workspace_id: int | None) -> str:
-    """A chain's name in archives: its workspace's id, "" for the global chain."""
-    return "" if workspace_id is None else str(workspace_id)

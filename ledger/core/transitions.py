@@ -39,6 +39,35 @@ def save_audited(row, *, actor: str, noun: str, message: str, workspace: Workspa
         record_audit_event(actor=actor, kind=kind, workspace=workspace, message=message)
 
 
+def audit_event(
+    *,
+    actor: str,
+    kind: str,
+    operation: Operation | None = None,
+    workspace: Workspace | None = None,
+    from_state: str = "",
+    to_state: str = "",
+    error_category: str = "",
+    message: str = "",
+    times: dict | None = None,
+    attempt=None,
+) -> AuditEvent:
+    """An audit event, not appended yet (``record_audit_event``, ``record_audit_events``).
+    ``times``: those ``message`` names as ``{name}`` (``ledger.timed.kept``)."""
+    return AuditEvent(
+        operation=operation,
+        workspace_id=workspace.pk if workspace else (operation.workspace_id if operation else None),
+        actor=actor,
+        kind=kind,
+        from_state=from_state,
+        to_state=to_state,
+        error_category=error_category,
+        message=message[:500],
+        times=times or None,
+        attempt=attempt,
+    )
+
+
 def record_audit_event(
     *,
     actor: str,
@@ -54,23 +83,30 @@ def record_audit_event(
 ) -> AuditEvent:
     """Append one audit event to its workspace's chain. Callers run it in the transaction of the
     change it describes. ``times``: those ``message`` names as ``{name}`` (``ledger.timed.kept``)."""
-    [event] = audit_chain.append(
+    [event] = record_audit_events(
         [
-            AuditEvent(
-                operation=operation,
-                workspace_id=workspace.pk if workspace else (operation.workspace_id if operation else None),
+            audit_event(
                 actor=actor,
                 kind=kind,
+                operation=operation,
+                workspace=workspace,
                 from_state=from_state,
                 to_state=to_state,
                 error_category=error_category,
-                message=message[:500],
-                times=times or None,
+                message=message,
+                times=times,
                 attempt=attempt,
             )
         ]
     )
     return event
+
+
+def record_audit_events(events: list[AuditEvent]) -> list[AuditEvent]:
+    """Append audit events of several operations (``audit_event``) at once: their chains, a
+    workspace's lanes too, are locked together in one order, where appending them one by one would
+    take the lanes in the events' order, and two such transactions could deadlock."""
+    return audit_chain.append(events)
 
 
 def transition_operation(

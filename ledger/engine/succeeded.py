@@ -135,13 +135,13 @@ def record_claimed_successes(
 
 
 def _finish_claimed_in_database(operations, successes, digests, *, worker, now) -> None:
-    chains = sorted({operation.workspace_id for operation in operations})
+    workspaces = sorted({operation.workspace_id for operation in operations})
     request = {
         "now": now,
         # The rows a worker's claim at `now` writes, but for what each operation decides.
         "attempt": model_row(Attempt(worker=worker, started_at=now, finished_at=now, outcome=Attempt.Outcome.OK)),
         "audit": model_row(AuditEvent(actor=worker, created_at=now)),
-        "chains": [[workspace_id, audit_chain.chain_lock_key(workspace_id)] for workspace_id in chains],
+        "workspaces": workspaces,
         "operations": [
             {
                 "id": operation.pk,
@@ -155,17 +155,17 @@ def _finish_claimed_in_database(operations, successes, digests, *, worker, now) 
             for operation, success, digest in zip(operations, successes, digests, strict=True)
         ],
     }
-    # The function leaves each chain locked and its events to seal here (the key never reaches the
-    # database), inserted in the same transaction.
+    # The function leaves each workspace's lanes locked and its events to seal here (the key never
+    # reaches the database), inserted in the same transaction.
     with transaction.atomic(savepoint=False):
         with connection.cursor() as cursor:
             cursor.execute("SELECT ledger_finish_claimed(%s::jsonb)", [dumps(request)])
             answer = json.loads(cursor.fetchone()[0])  # Django's connections leave jsonb as text
         if answer["changed"] != len(operations):
             raise StaleClaim
-        for head, events in answer["chains"]:
-            audit_chain.insert(head, events)
-        if any(announcements.may_announce(workspace_id) for workspace_id in chains):
+        for heads, events in answer["chains"]:
+            audit_chain.insert(heads, events)
+        if any(announcements.may_announce(workspace_id) for workspace_id in workspaces):
             by_id = {operation.pk: operation for operation in operations}
             rows = [row for _, events in answer["chains"] for row in events]
             announcements.announce(announcements.of_rows(by_id, rows), now=now)

@@ -36,7 +36,6 @@ from django.utils import timezone
 
 from ledger.actions import ActionDefinition
 from ledger.core import accounts, announcements, audit_chain, nudges
-from ledger.core.audit_chain import chain_lock_key
 from ledger.core.rows import dumps, from_json, model_row
 from ledger.keys import KEY_RECIPE
 from ledger.models import AuditEvent, Conflict, Contribution, Delivery, OnConflict, Operation, Workspace
@@ -180,8 +179,8 @@ def _array(values: list) -> str:
 def _reserve(workspace: Workspace, call: str, arguments: list) -> list[Reserved]:
     # One event and no refusal, nearly every request, has a function of its own that writes it in
     # plain statements (migration 0024); a batch is reserved set-based. The function leaves the
-    # audit chain locked and its events to seal here (the key never reaches the database), inserted
-    # before the commit.
+    # audit chains (the lanes its events go to) locked and its events to seal here (the key never
+    # reaches the database), inserted before the commit.
     # A workspace with subscriptions announces its arrivals in their transaction, after their events
     # are in (ledger.core.announcements): the path that commits with the events' insert cannot.
     then = (lambda answer: _announce(workspace, answer)) if announcements.may_announce(workspace.pk) else None
@@ -220,7 +219,6 @@ def _request(workspace, events, *, refused, source, submitted_by, person, now: d
         "workspace_id": workspace.pk,
         "source": source,
         "now": now,
-        "chain_lock": chain_lock_key(workspace.pk),
         "invalid": [model_row(refusal, received_at=now) for refusal in refused],
         "operation": {**rows["operation"], "created_at": now, "updated_at": now},
         "delivery": {**rows["delivery"], "received_at": now},

@@ -84,6 +84,7 @@ AUDIT_KIND_GROUPS = {
         "member_removed",
         "person_deactivated",
         "policy_changed",
+        "audit_lanes_changed",
         "source_created",
         "source_changed",
         "destination_created",
@@ -156,6 +157,10 @@ class AuditEvent(models.Model):
     # The id of the audit key the hash is an HMAC under; "" for the events hashed before keys
     # (migration 0030), whose hash is the unkeyed SHA-256 of the same encoding.
     hash_key = models.CharField(max_length=16, blank=True, default=current_audit_key_id)
+    # Which of its workspace's chains it is on (Workspace.audit_lanes): its operation's lane
+    # (ledger.core.audit_chain), 0 for an event of no operation and for every event of a one-lane
+    # workspace. A chain is (workspace, lane). Covered by the MAC when not 0 (ledger.core.audit_mac).
+    lane = models.PositiveSmallIntegerField(default=0, db_default=0)
 
     objects = AuditEventQuerySet.as_manager()
 
@@ -164,6 +169,10 @@ class AuditEvent(models.Model):
         indexes = [
             models.Index(fields=["workspace", "kind", "created_at"], name="audit_workspace_kind_time_idx"),
             models.Index(fields=["workspace", "id"], name="audit_chain_idx"),  # each chain's head, in order
+            # The lanes past the first (of the workspaces that have them), each in order: their heads,
+            # and verification finding every lane there is. Partial: empty where no workspace has
+            # more than one lane.
+            models.Index(fields=["workspace", "lane", "id"], condition=~Q(lane=0), name="audit_lane_idx"),
             # The audit lists, newest first (and their date filters and keyset pages), overall and by kind.
             models.Index(fields=["created_at", "id"], name="audit_time_idx"),
             models.Index(fields=["kind", "created_at", "id"], name="audit_kind_time_idx"),
@@ -219,8 +228,8 @@ class AuditArchive(models.Model):
     starts = models.DateTimeField(null=True, blank=True)  # None: from the beginning (the history)
     ends = models.DateTimeField()
     events = models.BigIntegerField()
-    # {"<workspace id, or "" for the global chain>": {"first_prev": hash the stretch follows,
-    #  "last_id": id, "last_hash": hash, "events": n}}
+    # {"<workspace id, "" for the global chain; then ":<lane>" for a lane past 0>": {"first_prev":
+    #  hash the stretch follows, "last_id": id, "last_hash": hash, "events": n}}
     chains = models.JSONField()
     file_name = models.CharField(max_length=255)
     file_sha256 = models.CharField(max_length=64)

@@ -11,6 +11,9 @@ from ledger import timed
 from ledger.models.checks import choices_check
 from ledger.states import ATTENTION_STATES, UNFINISHED_STATES, State
 
+# The most audit lanes a workspace may have (the lock keys hold a lane in one byte).
+MAX_AUDIT_LANES = 64
+
 
 class Workspace(models.Model):
     slug = models.CharField(max_length=50, unique=True, validators=[validate_slug])
@@ -19,10 +22,24 @@ class Workspace(models.Model):
         default=settings.OPSCONSOLE_RETRY_BUDGET_PER_HOUR,
         help_text="Retries the workspace may schedule per hour; when spent, retries wait.",
     )
+    # How many audit chains (lanes) its events are spread over, by a stable hash of their operation
+    # (ledger.core.audit_chain): each lane has its own lock, so a large tenant's appends are not all
+    # serialised on one. Changed by ``accounts.set_audit_lanes`` (audited); any number stays correct.
+    audit_lanes = models.PositiveSmallIntegerField(
+        default=1,
+        db_default=1,
+        help_text="Audit chains its events are spread over (1 to 64): more lets more appends run at once.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(audit_lanes__gte=1, audit_lanes__lte=MAX_AUDIT_LANES),
+                name="workspace_audit_lanes_range",
+            )
+        ]
 
     def __str__(self):
         return self.slug

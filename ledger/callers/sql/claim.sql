@@ -9,7 +9,9 @@
 -- reservation answers), not_found (by key), overdue (a lease expired or a deadline passed: nothing
 -- decided, the caller moves it as the sweep would, in Python, and claims again).
 -- Lock order (docs/architecture.md): the operation's row first when it exists, then the chain (in
--- ledger_reserve_one), the tally; a row created here is seen by nobody else before the commit.
+-- ledger_reserve_one), the tally; a row created here is seen by nobody else before the commit. An
+-- item of a batch (``every_lane``) locks all the workspace's lanes, in order, where it takes its
+-- own: a later item's lane is not known yet, and lanes taken in items' order could deadlock.
 -- The request that names a `token` (the first of a request's claims, when the API let it in by
 -- its process's token cache) checks it first, as ledger_reserve_one does: SQLSTATE OC401, nothing
 -- written, when the token changed since the process read it.
@@ -20,7 +22,8 @@
 -- Called by: ledger.callers.claiming. Made by migration 0056; the token's check, and the
 -- configuration stored before a payload conflict's answer, added by 0059; the chain's head
 -- read by ledger_chain_head (with its time) since 0061; the claim decided by ledger_claim_answer
--- and a new event reserved claimed, by 0063.
+-- and a new event reserved claimed, by 0063; the events on the operation's lane of the workspace's
+-- chains (the heads by lane), every lane locked in a batch (``every_lane``), since 0065.
 
 CREATE OR REPLACE FUNCTION public.ledger_claim(request jsonb)
  RETURNS jsonb
@@ -40,7 +43,8 @@ DECLARE
     held timestamptz;
     answer text;
     attempt jsonb;
-    previous jsonb := '["", null]';
+    heads jsonb := '{}';
+    chain jsonb;
     audits jsonb := '[]';
 BEGIN
     IF request ? 'token' THEN
@@ -64,7 +68,7 @@ BEGIN
             END IF;
         END IF;
         reserved := ledger_reserve_one(reserve);
-        previous := reserved->'audit'->0;
+        heads := reserved->'audit'->0;
         audits := reserved->'audit'->1;
         IF reserved->'results'->0->>'outcome' = 'accepted' THEN
             -- Created by this reservation (no one else sees it yet), as decided above.
@@ -96,7 +100,7 @@ BEGIN
         ON CONFLICT DO NOTHING;
     END IF;
     IF reserved->'results'->0->>'outcome' = 'conflict' THEN
-        RETURN jsonb_build_object('answer', 'blocked', 'reserved', reserved, 'audit', jsonb_build_array(previous, audits));
+        RETURN jsonb_build_object('answer', 'blocked', 'reserved', reserved, 'audit', jsonb_build_array(heads, audits));
     END IF;
     IF NOT decided THEN
         SELECT d.answer, d.held, d.switch INTO answer, held, switch FROM ledger_claim_answer(operation, request) d;
@@ -121,15 +125,14 @@ BEGIN
             'id', nextval('ledger_attempt_id_seq'), 'operation_id', claimed.id, 'number', claimed.fencing_token,
             'fencing_token', claimed.fencing_token, 'idempotency_key', claimed.key);
         INSERT INTO ledger_attempt SELECT r.* FROM jsonb_populate_record(NULL::ledger_attempt, attempt) r;
-        IF request->'reserve' = 'null' THEN
-            -- The chain, last (ledger_reserve_one took it for a reservation): its head under its lock.
-            PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
-            previous := ledger_chain_head(workspace);
-        END IF;
+        -- The chain, last: the operation's lane, its head under its lock (a reservation above took
+        -- it already: taken again, its head is the same, as nothing is inserted before the commit).
+        chain := ledger_audit_head(workspace, ARRAY[claimed.id], coalesce((request->>'every_lane')::boolean, false));
+        heads := heads || (chain->'heads');
         audits := audits || jsonb_build_array(request->'audit' || jsonb_build_object(
             'operation_id', claimed.id, 'kind', 'claimed', 'from_state', operation.state, 'to_state', 'processing',
             'message', 'claim ' || claimed.fencing_token || ': the caller performs it',
-            'attempt_id', attempt->'id', 'id', nextval('ledger_auditevent_id_seq')));
+            'attempt_id', attempt->'id', 'id', chain->'ids'->0, 'lane', chain->'lanes'->0));
     END IF;
     IF answer <> 'overdue' THEN
         -- Counted as ledger.core.tallies.count counts it, on this process's own row.
@@ -143,6 +146,6 @@ BEGIN
         'answer', answer, 'reserved', reserved, 'operation', CASE WHEN claimed.id IS NOT NULL THEN to_jsonb(claimed) ELSE to_jsonb(operation) END,
         'from_state', operation.state, 'attempt', attempt,
         'switch', switch,
-        'audit', CASE WHEN jsonb_array_length(audits) > 0 THEN jsonb_build_array(previous, audits) END);
+        'audit', CASE WHEN jsonb_array_length(audits) > 0 THEN jsonb_build_array(heads, audits) END);
 END
 $function$;

@@ -4,8 +4,9 @@
 -- claim holds it with its lease running, recorded: the Attempt finished ok with the report's
 -- digest, the guarded move processing -> succeeded (the claim's token as held), its tallies (the
 -- try, the finished operation, its bucket and lateness, as ledger.core.tallies counts them) and its
--- one audit event, returned with the chain's head read under its lock (ledger_audit_head) for the
--- caller to seal and insert before the commit (the audit key never reaches the database).
+-- one audit event, on the operation's lane of the workspace's chains, returned with that lane's head
+-- read under its lock (ledger_audit_head) for the caller to seal and insert before the commit (the
+-- audit key never reaches the database).
 -- Answers (`answer`): recorded, repeated (the same report again), conflict (another report under
 -- this claim: `attempt`), never_issued (the token names another operation), stale (not the current
 -- claim), overdue (its lease expired: nothing written, the caller moves it as the sweep would),
@@ -13,7 +14,8 @@
 -- nothing done, the caller reports it in Python).
 -- A request that names a `token` (the API let it in by its process's token cache) checks it first,
 -- as ledger_reserve_one does: SQLSTATE OC401, nothing written, when the token changed since.
--- Called by: ledger.callers.reports. Made by migration 0058; the token's check added by 0059.
+-- Called by: ledger.callers.reports. Made by migration 0058; the token's check added by 0059; the
+-- lanes (the heads by lane) by 0065.
 
 CREATE OR REPLACE FUNCTION public.ledger_report_outcome(request jsonb)
  RETURNS jsonb
@@ -98,12 +100,12 @@ BEGIN
     ORDER BY t.name COLLATE "C", t.labels COLLATE "C"
     ON CONFLICT (name, labels, shard) DO UPDATE SET value = ledger_tally.value + excluded.value;
 
-    -- The chain, last: its head under its lock, and the move's one event.
-    head := ledger_audit_head((request->>'chain_lock')::bigint, operation.workspace_id, 1);
+    -- The chain, last: the operation's lane, its head under its lock, and the move's one event.
+    head := ledger_audit_head(operation.workspace_id, ARRAY[moved.id], false);
     RETURN jsonb_build_object(
         'answer', 'recorded', 'operation', to_jsonb(moved), 'attempt', to_jsonb(attempt),
-        'audit', jsonb_build_array(head->0, jsonb_build_array(request->'audit' || jsonb_build_object(
+        'audit', jsonb_build_array(head->'heads', jsonb_build_array(request->'audit' || jsonb_build_object(
             'operation_id', moved.id, 'kind', 'succeeded', 'from_state', operation.state, 'to_state', 'succeeded',
-            'attempt_id', attempt.id, 'id', head->1->0))));
+            'attempt_id', attempt.id, 'id', head->'ids'->0, 'lane', head->'lanes'->0))));
 END
 $function$;

@@ -7,11 +7,13 @@
 -- its own subtransaction, so a month passed over leaves no table behind.
 -- A partition is made as a table and then attached, which takes a SHARE UPDATE EXCLUSIVE lock of the
 -- trail (appends and reads go on) rather than the ACCESS EXCLUSIVE lock CREATE ... PARTITION OF takes.
--- It gets the trail's indexes, row triggers and foreign key from the attach, and its own refusal of
--- TRUNCATE (a statement trigger of the parent does not fire for a TRUNCATE of one partition).
+-- It gets the trail's indexes, row triggers and foreign key from the attach, its CHECK constraints
+-- from LIKE (the attach requires them: the lane's, since 0065), and its own refusal of TRUNCATE (a
+-- statement trigger of the parent does not fire for a TRUNCATE of one partition).
 -- Creating a partition takes owning the trail: called by the owner (migrations, manage.py
 -- audit_partitions, the bench), and by ledger_audit_partitions_ahead for the serving role.
--- Called by: ledger.core.audit_partitions, ledger_audit_partitions_ahead. Made by migration 0061.
+-- Called by: ledger.core.audit_partitions, ledger_audit_partitions_ahead. Made by migration 0061; the
+-- CHECK constraints copied since 0065.
 
 CREATE OR REPLACE FUNCTION public.ledger_audit_partitions(first timestamp with time zone, months integer)
  RETURNS jsonb
@@ -33,7 +35,7 @@ BEGIN
         name := 'ledger_auditevent_p' || to_char(starts AT TIME ZONE 'UTC', 'YYYYMM');
         CONTINUE WHEN to_regclass(name) IS NOT NULL;
         BEGIN
-            EXECUTE format('CREATE TABLE %I (LIKE ledger_auditevent)', name);
+            EXECUTE format('CREATE TABLE %I (LIKE ledger_auditevent INCLUDING CONSTRAINTS)', name);
             EXECUTE format('CREATE TRIGGER ledger_auditevent_no_truncate BEFORE TRUNCATE ON %I '
                            'FOR EACH STATEMENT EXECUTE FUNCTION ledger_audit_no_truncate()', name);
             EXECUTE format('ALTER TABLE ledger_auditevent ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',

@@ -1,14 +1,17 @@
 -- One audit chain's head, read by whoever holds the chain's lock (a transaction-scoped advisory
--- lock, taken just before by the caller): [its hash ("" for a new chain), its time (null)]. The
+-- lock, taken just before by the caller): [its hash ("" for a new chain), its time (null)]. A chain
+-- is a workspace's lane (ledger_audit_head; the global chain, workspace none, has lane 0 only). The
 -- caller seals its events after that head, none in a month before its month (ledger.core.audit_mac.seal),
 -- so along a chain the months never go back and its events sit in the monthly partitions of the
 -- trail in chain order. That is also why the head is looked for from the start of last month first
 -- (this month's and last month's partitions: two index probes, whatever number of months the trail
 -- holds): its month is the chain's latest, so it is there if any event of the chain is; only a
 -- chain idle since then reads them all.
--- Called by: ledger_audit_head, ledger_reserve, ledger_reserve_one, ledger_claim. Made by migration 0061.
+-- Lane 0 is read along the workspace's events (audit_chain_idx), skipping the other lanes' few
+-- newest; a later lane by its own index (audit_lane_idx, whose condition ``lane <> 0`` says).
+-- Called by: ledger_audit_head. Made by migration 0061; lanes added by 0065.
 
-CREATE OR REPLACE FUNCTION public.ledger_chain_head(chain bigint)
+CREATE OR REPLACE FUNCTION public.ledger_chain_head(chain bigint, chain_lane integer)
  RETURNS jsonb
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
@@ -19,17 +22,25 @@ DECLARE
 BEGIN
     IF chain IS NULL THEN
         SELECT hash, created_at INTO head FROM ledger_auditevent
-        WHERE workspace_id IS NULL AND hash <> '' AND created_at >= recent ORDER BY id DESC LIMIT 1;
+        WHERE workspace_id IS NULL AND lane = 0 AND hash <> '' AND created_at >= recent ORDER BY id DESC LIMIT 1;
         IF NOT FOUND THEN
             SELECT hash, created_at INTO head FROM ledger_auditevent
-            WHERE workspace_id IS NULL AND hash <> '' ORDER BY id DESC LIMIT 1;
+            WHERE workspace_id IS NULL AND lane = 0 AND hash <> '' ORDER BY id DESC LIMIT 1;
+        END IF;
+    ELSIF chain_lane = 0 THEN
+        SELECT hash, created_at INTO head FROM ledger_auditevent
+        WHERE workspace_id = chain AND lane = 0 AND hash <> '' AND created_at >= recent ORDER BY id DESC LIMIT 1;
+        IF NOT FOUND THEN
+            SELECT hash, created_at INTO head FROM ledger_auditevent
+            WHERE workspace_id = chain AND lane = 0 AND hash <> '' ORDER BY id DESC LIMIT 1;
         END IF;
     ELSE
         SELECT hash, created_at INTO head FROM ledger_auditevent
-        WHERE workspace_id = chain AND hash <> '' AND created_at >= recent ORDER BY id DESC LIMIT 1;
+        WHERE workspace_id = chain AND lane = chain_lane AND lane <> 0 AND hash <> '' AND created_at >= recent
+        ORDER BY id DESC LIMIT 1;
         IF NOT FOUND THEN
             SELECT hash, created_at INTO head FROM ledger_auditevent
-            WHERE workspace_id = chain AND hash <> '' ORDER BY id DESC LIMIT 1;
+            WHERE workspace_id = chain AND lane = chain_lane AND lane <> 0 AND hash <> '' ORDER BY id DESC LIMIT 1;
         END IF;
     END IF;
     RETURN jsonb_build_array(coalesce(head.hash, ''), head.created_at);

@@ -1,12 +1,12 @@
 -- The bookkeeping of a set of internal operations finished in their claim: one guarded UPDATE
 -- to succeeded under the claim's tokens, then the ok Attempts and one audit event per operation
 -- for its one real change, pending (or retrying) -> succeeded, the claim's token in its message.
--- Returns how many rows it moved and, when it moved them all, each chain's events with the chain's
--- head read under its lock (ledger_audit_head), for the caller to seal and insert (the audit key
--- never reaches the database).
+-- Returns how many rows it moved and, when it moved them all, each workspace's events, each on its
+-- operation's lane, with the heads of those lanes read under their locks (ledger_audit_head), for
+-- the caller to seal and insert (the audit key never reaches the database).
 -- Called by: ledger.engine.succeeded.record_claimed_successes
 -- (tests/ledger/engine/test_finish_claimed.py). Made by migration 0029; one event, migration 0044; the
--- events returned, not hashed here, 0045.
+-- events returned, not hashed here, 0045; the lanes (the heads by lane), 0065.
 
 CREATE OR REPLACE FUNCTION public.ledger_finish_claimed(request jsonb)
  RETURNS jsonb
@@ -17,8 +17,9 @@ DECLARE
     at timestamptz := (request->>'now')::timestamptz;
     changed int;
     held jsonb;
-    chain jsonb;
+    workspace jsonb;
     events jsonb;
+    operation_ids bigint[];
     head jsonb;
     chains jsonb := '[]';
 BEGIN
@@ -48,22 +49,26 @@ BEGIN
                     LATERAL jsonb_populate_record(NULL::ledger_attempt, h.row->'attempt') r;
 
     -- One event per operation for the one change a reader can see (the row is never processing
-    -- in a committed state), the claim's token in its message, on each workspace's chain in turn
-    -- (the chains sorted, as ledger.core.audit_chain.append takes them, so no two appenders
-    -- deadlock): each locked and its head read, the events given their ids in order.
-    FOR chain IN SELECT c FROM jsonb_array_elements(request->'chains') AS chains(c) LOOP
+    -- in a committed state), the claim's token in its message, on each workspace's chains in turn
+    -- (the workspaces sorted, and each one's lanes by ledger_audit_head, as
+    -- ledger.core.audit_chain.append takes them, so no two appenders deadlock): each lane locked and
+    -- its head read, the events given their lanes and ids in order.
+    FOR workspace IN SELECT w FROM jsonb_array_elements(request->'workspaces') AS workspaces(w) LOOP
         SELECT jsonb_agg(request->'audit' || jsonb_build_object(
                    'workspace_id', h.row->'operation'->'workspace_id', 'operation_id', h.row->'operation'->'id',
                    'kind', 'succeeded', 'from_state', h.row->'operation'->'from_state', 'to_state', 'succeeded',
                    'message', 'claim ' || (h.row->'attempt'->>'fencing_token') || ', finished in it',
-                   'attempt_id', h.row->'attempt'->'id') ORDER BY n)
-        INTO events
+                   'attempt_id', h.row->'attempt'->'id') ORDER BY n),
+               array_agg((h.row->'operation'->>'id')::bigint ORDER BY n)
+        INTO events, operation_ids
         FROM jsonb_array_elements(held) WITH ORDINALITY AS h(row, n)
-        WHERE h.row->'operation'->'workspace_id' = chain->0;
-        head := ledger_audit_head((chain->>1)::bigint, (chain->>0)::bigint, jsonb_array_length(events));
-        SELECT jsonb_agg(e.event || jsonb_build_object('id', head->1->((e.n - 1)::int)) ORDER BY e.n) INTO events
+        WHERE h.row->'operation'->'workspace_id' = workspace;
+        head := ledger_audit_head((workspace #>> '{}')::bigint, operation_ids, false);
+        SELECT jsonb_agg(e.event || jsonb_build_object('id', head->'ids'->((e.n - 1)::int),
+                                                       'lane', head->'lanes'->((e.n - 1)::int)) ORDER BY e.n)
+        INTO events
         FROM jsonb_array_elements(events) WITH ORDINALITY AS e(event, n);
-        chains := chains || jsonb_build_array(jsonb_build_array(head->0, events));
+        chains := chains || jsonb_build_array(jsonb_build_array(head->'heads', events));
     END LOOP;
 
     RETURN jsonb_build_object('changed', changed, 'chains', chains);

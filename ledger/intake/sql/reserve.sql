@@ -1,14 +1,15 @@
 -- Everything intake writes for the events of one request, in one statement: each new key reserved
 -- by INSERT .. ON CONFLICT DO NOTHING (docs/design.md rule 2), the deliveries, conflicts and
--- contributions, the wake-up; and the audit events it would write, with the head of the workspace's
--- chain, read under the chain's lock (the caller seals and inserts them: the audit key never reaches
--- the database). The request and the answer are described in ledger.intake.reservation.
+-- contributions, the wake-up; and the audit events it would write, each on its lane of the
+-- workspace's chains, with the heads of those lanes read under their locks (the caller seals and
+-- inserts them: the audit key never reaches the database). The request and the answer are described in ledger.intake.reservation.
 -- Called by: ledger.intake.reservation on PostgreSQL, for a batch (or any request with a refused
 -- delivery); a single event goes to ledger_reserve_one. Made by migration 0024 (first by 0009);
 -- the hold of a conflicting operation (on_conflict: hold) added by 0040; the audit events returned,
 -- not hashed here, by 0045; the events' columns passed as typed arrays, not built from JSON rows,
 -- and an API request's cached token checked first, by 0055; the chain's head read by
--- ledger_chain_head (with its time) by 0061.
+-- ledger_chain_head (with its time) by 0061; the workspace's lanes (each event on its operation's,
+-- the heads by lane) by 0065.
 
 CREATE OR REPLACE FUNCTION public.ledger_reserve(request jsonb, event_actions text[], event_keys text[], event_definition_versions text[], event_fingerprints text[], event_payloads jsonb[], event_correlation_ids text[], event_states text[], event_deadlines timestamp with time zone[], event_series text[], event_versions integer[], event_ordered text[], event_sender_delivery_ids text[], event_occurred timestamp with time zone[])
  RETURNS jsonb
@@ -20,7 +21,6 @@ DECLARE
     operation_ids regclass := pg_get_serial_sequence('ledger_operation', 'id')::regclass;
     delivery_ids regclass := pg_get_serial_sequence('ledger_delivery', 'id')::regclass;
     conflict_ids regclass := pg_get_serial_sequence('ledger_conflict', 'id')::regclass;
-    audit_ids regclass := pg_get_serial_sequence('ledger_auditevent', 'id')::regclass;
     contribution_ids regclass := pg_get_serial_sequence('ledger_contribution', 'id')::regclass;
     keys text[];
     -- The columns every row of a table shares, read once (what an event varies comes in the arrays).
@@ -32,7 +32,7 @@ DECLARE
     audits jsonb[];
     results jsonb;
     accepted int;
-    previous jsonb;
+    chain jsonb;
     hold record;
     locked ledger_operation;
     held ledger_operation;
@@ -193,13 +193,14 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- The audit chain last, as ledger.core.audit_chain.append does: locked until the commit, then its
-    -- head read (a statement of its own, after the lock: it sees what the lock's previous holder
-    -- committed), and the events given their ids; the caller seals them after that head.
-    PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
-    previous := ledger_chain_head(workspace);
+    -- The audit chains last, as ledger.core.audit_chain.append takes them: the lanes the events go to
+    -- locked in order until the commit, each one's head read after its lock, and the events given
+    -- their lanes and ids (ledger_audit_head); the caller seals each lane's after its head.
+    chain := ledger_audit_head(workspace, ARRAY(
+        SELECT (a.event->>'operation_id')::bigint FROM unnest(audits) WITH ORDINALITY AS a(event, n) ORDER BY a.n), false);
     FOR place IN 1 .. array_length(audits, 1) LOOP
-        audits[place] := audits[place] || jsonb_build_object('id', nextval(audit_ids));
+        audits[place] := audits[place]
+                         || jsonb_build_object('id', chain->'ids'->(place - 1), 'lane', chain->'lanes'->(place - 1));
     END LOOP;
 
     -- The wake-up (ledger.nudges.request_processing): a pending one is kept, KEY SHARE-locked until
@@ -209,6 +210,6 @@ BEGIN
     END IF;
 
     RETURN jsonb_build_object('wake', wake, 'operations', operations, 'results', results,
-                              'audit', jsonb_build_array(previous, to_jsonb(audits)));
+                              'audit', jsonb_build_array(chain->'heads', to_jsonb(audits)));
 END
 $function$;

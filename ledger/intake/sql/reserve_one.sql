@@ -4,7 +4,9 @@
 -- Called by: ledger.intake.reservation on PostgreSQL. Made by migration 0024; the hold of a
 -- conflicting operation (on_conflict: hold) added by 0040; the audit events returned with the
 -- chain's head, for the caller to seal and insert (the key never reaches the database), by 0045;
--- the head read by ledger_chain_head (with its time) since 0061.
+-- the head read by ledger_chain_head (with its time) since 0061; the event on its operation's lane
+-- of the workspace's chains (the heads by lane), all of them locked for a claim batch
+-- (``every_lane``: ledger_audit_head), since 0065.
 
 CREATE OR REPLACE FUNCTION public.ledger_reserve_one(request jsonb)
  RETURNS jsonb
@@ -23,7 +25,7 @@ DECLARE
     message text;
     locked ledger_operation;
     held ledger_operation;
-    previous jsonb;
+    chain jsonb;
     audits jsonb;
     wake boolean := false;
 BEGIN
@@ -96,23 +98,24 @@ BEGIN
             || jsonb_build_object('id', nextval('ledger_contribution_id_seq'), 'operation_id', operation.id)) r;
     END IF;
 
-    -- The audit chain, as in ledger_reserve: locked until the commit, then its head read in a
-    -- statement of its own (it sees what the lock's previous holder committed); the events get
-    -- their ids here and are sealed and inserted by the caller.
-    PERFORM pg_advisory_xact_lock((request->>'chain_lock')::bigint);
-    previous := ledger_chain_head(workspace);
+    -- The audit chain, as in ledger_reserve: the operation's lane locked until the commit, then its
+    -- head read in a statement of its own (it sees what the lock's previous holder committed); the
+    -- events get their lane and ids here and are sealed and inserted by the caller.
+    chain := ledger_audit_head(workspace, CASE WHEN held.id IS NULL THEN ARRAY[operation.id]
+                                               ELSE ARRAY[operation.id, operation.id] END,
+                               coalesce((request->>'every_lane')::boolean, false));
     audits := jsonb_build_array(request->'audit' || jsonb_build_object(
         'operation_id', operation.id,
         'kind', CASE outcome WHEN 'accepted' THEN 'reserved' WHEN 'duplicate' THEN 'duplicate_delivery'
                              ELSE 'conflict_detected' END,
         'to_state', CASE WHEN created THEN operation.state ELSE '' END,
         'message', left(message, 500),
-        'id', nextval('ledger_auditevent_id_seq')));
+        'id', chain->'ids'->0, 'lane', chain->'lanes'->0));
     IF held.id IS NOT NULL THEN
         audits := audits || jsonb_build_array(request->'audit' || jsonb_build_object(
             'operation_id', operation.id, 'kind', 'conflict_held', 'from_state', locked.state,
             'to_state', 'needs_review', 'error_category', 'conflict', 'message', operation.last_error_message,
-            'id', nextval('ledger_auditevent_id_seq')));
+            'id', chain->'ids'->1, 'lane', chain->'lanes'->1));
     END IF;
 
     IF created THEN
@@ -122,6 +125,6 @@ BEGIN
     RETURN jsonb_build_object(
         'wake', wake, 'operations', jsonb_build_object(operation.key, to_jsonb(operation)),
         'results', jsonb_build_array(jsonb_build_object('outcome', outcome, 'key', operation.key, 'conflict', conflict)),
-        'audit', jsonb_build_array(previous, audits));
+        'audit', jsonb_build_array(chain->'heads', audits));
 END
 $function$;

@@ -43,9 +43,8 @@ class Command(BaseCommand):
         slugs = dict(Workspace.objects.values_list("pk", "slug"))
         for chain in report.chains:
             older = f" ({chain.unchained} from before chaining)" if chain.unchained else ""
-            self.stdout.write(
-                f"{_chain_name(chain.workspace_id, slugs)}: {chain.events} events{older}, head {chain.head or '-'}"
-            )
+            name = _chain_name(chain.workspace_id, slugs, chain.lane)
+            self.stdout.write(f"{name}: {chain.events} events{older}, head {chain.head or '-'}")
         if report.broken:
             raise CommandError(f"Audit chain broken: {_broken_text(report.broken, slugs)}.")
         if checked is not None:
@@ -91,15 +90,17 @@ def _heads_file() -> str:
     return target.path if target.scheme == "file" else ""
 
 
-def _chain_name(workspace_id, slugs) -> str:
-    return f"workspace {slugs.get(workspace_id, workspace_id)}" if workspace_id else "global"
+def _chain_name(workspace_id, slugs, lane: int = 0) -> str:
+    if not workspace_id:
+        return "global"
+    return f"workspace {slugs.get(workspace_id, workspace_id)}" + (f" lane {lane}" if lane else "")
 
 
 def _broken_text(broken, slugs) -> str:
     if broken.of_installation:
         return broken.problem
     if broken.event_id is None:
-        chain = _chain_name(broken.workspace_id, slugs) if broken.workspace_id else "the global chain"
+        chain = _chain_name(broken.workspace_id, slugs, broken.lane) if broken.workspace_id else "the global chain"
         return f"{chain} {broken.problem}"
     event = AuditEvent.objects.filter(pk=broken.event_id).values_list("kind", "created_at").first()
     what = f" ({event[0]}, {event[1]:%Y-%m-%d %H:%M:%S})" if event else ""

@@ -14,11 +14,12 @@ from tests.conftest import event
 # Membership, Policy, Source, Destination, HttpAction and Subscription are the tables people manage in
 # the admin (test_tenancy.py, test_policy_admin below, test_sources.py, test_configured_actions_admin.py,
 # test_subscriptions.py); an API token's scopes, and nothing else of it, a superuser sets there
-# (tests/api/test_token_scopes.py).
+# (tests/api/test_token_scopes.py), and a workspace's audit lanes (test_admin_audit_lanes.py).
 LEDGER_MODELS = [
     model
     for model in apps.get_app_config("ledger").get_models()
-    if model.__name__ not in ("Membership", "Policy", "Source", "Destination", "HttpAction", "Subscription", "ApiToken")
+    if model.__name__
+    not in ("Membership", "Policy", "Source", "Destination", "HttpAction", "Subscription", "ApiToken", "Workspace")
 ]
 
 

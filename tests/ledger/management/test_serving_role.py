@@ -35,7 +35,7 @@ REFUSED = [
     ("UPDATE ledger_auditinstallation SET keyed_since = now()", "permission denied for table ledger_auditinstallation"),
     ("INSERT INTO ledger_auditinstallation VALUES (2, gen_random_uuid(), now())", "permission denied for table"),
     (
-        "CREATE OR REPLACE FUNCTION ledger_audit_head(a bigint, b bigint, c integer) RETURNS jsonb "
+        "CREATE OR REPLACE FUNCTION ledger_audit_head(a bigint, b bigint[], c boolean) RETURNS jsonb "
         "LANGUAGE sql AS $$ SELECT '[]'::jsonb $$",
         "permission denied for schema public|must be owner of function",
     ),
