@@ -508,7 +508,7 @@ def prepare(*, between=None, rebuild_indexes: bool = False) -> tuple[dict[str, i
             print(f"loaded the rest in {time.perf_counter() - started_rest:.0f} s", flush=True)
         else:
             load(workspaces, users, rebuild_indexes=rebuild_indexes)
-        print(f"loaded in {time.perf_counter() - started:.0f} s (all of it, with what ran between)", flush=True)
+        print(f"loaded in {time.perf_counter() - started:.0f} s", flush=True)
     return workspaces, users
 
 
