@@ -440,25 +440,34 @@ def _indexes_rebuilt(tables: tuple[str, ...]):
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT c.relname, pg_get_indexdef(x.indexrelid) FROM pg_index x
+            SELECT c.relname, pg_get_indexdef(x.indexrelid), t.relname FROM pg_index x
             JOIN pg_class c ON c.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
             WHERE t.relname = ANY(%s) AND t.relnamespace = current_schema()::regnamespace
               AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conindid = x.indexrelid)
-            ORDER BY pg_relation_size(t.oid), c.relname""",
+            ORDER BY t.relname, c.relname""",
             [list(tables)],
         )
         indexes = cursor.fetchall()
-        for name, _ in indexes:
+        for name, _, _ in indexes:
             cursor.execute(f'DROP INDEX "{name}"')
     print(f"  dropped {len(indexes)} indexes to build them again after the load", flush=True)
     yield
     started = time.perf_counter()
     with connection.cursor() as cursor:
         cursor.execute("SET maintenance_work_mem = '512MB'")
-        for number, (name, definition) in enumerate(indexes, 1):
+        # Progress by the pages read: each index weighs its table's size (with its partitions).
+        cursor.execute(
+            "SELECT relname, coalesce((SELECT sum(pg_relation_size(relid)) FROM pg_partition_tree(relname::regclass)), "
+            "pg_relation_size(relname::regclass)) FROM unnest(%s::text[]) AS relname",
+            [list(tables)],
+        )
+        sizes = {table: max(float(size or 0), 1.0) for table, size in cursor.fetchall()}
+        total, built = sum(sizes[table] for _, _, table in indexes), 0.0
+        for number, (name, definition, table) in enumerate(sorted(indexes, key=lambda index: sizes[index[2]]), 1):
             # A partitioned table's index reads "ON ONLY": built on the parent alone, it would stay invalid.
             cursor.execute(definition.replace(" ON ONLY ", " ON ", 1))
-            _progress(f"  built index {name} ({number} of {len(indexes)})", started, number / len(indexes))
+            built += sizes[table]
+            _progress(f"  built index {name} ({number} of {len(indexes)})", started, built / total)
         cursor.execute("RESET maintenance_work_mem")
 
 
