@@ -40,11 +40,12 @@ while the audit trail is not partitioned. A benchmark reports; it exits 0 either
 
 Environment: SCALE_OPERATIONS (1000000), SCALE_AUDIT_EVENTS (5000000), SCALE_SMALL (100000; 0 loads
 all at once and compares nothing), SCALE_BACKLOG (100000: a day's arrivals waiting, as after a long
-pause or an outage of the workers), SCALE_CHUNK (500000), SCALE_COST_ROUNDS (7), SCALE_COST_EVENTS
-(400), SCALE_REPEAT (20), SCALE_WARMUP (2), SCALE_ONLY (run only the pages whose name contains this
-text), SCALE_EXPLAIN=1 (print EXPLAIN ANALYZE of each page's slowest query), SCALE_KEEP=1 (keep the
-loaded database and reuse it next time: it is migrated, and loaded only when empty; scale-admin and
-scale-member log in with the password below, to look around it with `manage.py runserver`).
+pause or an outage of the workers), SCALE_CHUNK (500000), SCALE_REBUILD_INDEXES (1; 0 grows them as
+the rows arrive), SCALE_COST_ROUNDS (7), SCALE_COST_EVENTS (400), SCALE_REPEAT (20), SCALE_WARMUP
+(2), SCALE_ONLY (run only the pages whose name contains this text), SCALE_EXPLAIN=1 (print EXPLAIN
+ANALYZE of each page's slowest query), SCALE_KEEP=1 (keep the loaded database and reuse it next
+time: it is migrated, and loaded only when empty; scale-admin and scale-member log in with the
+password below, to look around it with `manage.py runserver`).
 """
 
 import contextlib
@@ -72,6 +73,7 @@ KEEP = os.environ.get("SCALE_KEEP", "") not in ("", "0")
 BUDGET_MS = 300
 SMALL = int(os.environ.get("SCALE_SMALL", "100000"))  # the ledger intake and claims are first measured on
 CHUNK = int(os.environ.get("SCALE_CHUNK", "500000"))  # operations per transaction of the loader
+REBUILD_INDEXES = os.environ.get("SCALE_REBUILD_INDEXES", "1") not in ("", "0")  # 0: grown as rows arrive
 SPAN = timedelta(days=395)  # the 13 months the loaded operations and audit events arrived over
 LOADED_TABLES = (
     "ledger_delivery",
@@ -768,7 +770,7 @@ def run(database_label: str, log_dir: Path) -> None:
         small.create()
 
     try:
-        workspaces, _ = prepare(between=copy_small, rebuild_indexes=True)
+        workspaces, _ = prepare(between=copy_small, rebuild_indexes=REBUILD_INDEXES)
         measure_at_scale(database_label, workspaces, ledgers, token, log_dir)
     finally:
         small.drop()
