@@ -766,19 +766,19 @@ def run(database_label: str, log_dir: Path) -> None:
     ledgers = {}
 
     def copy_small() -> None:
-        ledgers[f"{Operation.objects.count():,} operations"] = small.url
+        ledgers[f"{Operation.objects.count():,} operations"] = (small.url, token)
         small.create()
 
     try:
         workspaces, _ = prepare(between=copy_small, rebuild_indexes=REBUILD_INDEXES)
-        measure_at_scale(database_label, workspaces, ledgers, token, log_dir)
+        measure_at_scale(database_label, workspaces, ledgers, log_dir)
     finally:
         small.drop()
 
 
-def measure_at_scale(database_label: str, workspaces: dict[str, int], ledgers: dict[str, str], token, log_dir) -> None:
-    """The dashboard's samples; intake and claims on ``ledgers`` (label: URL) and on this database; the
-    pages; the purge."""
+def measure_at_scale(database_label: str, workspaces: dict[str, int], ledgers: dict, log_dir: Path) -> None:
+    """The dashboard's samples; intake and claims on ``ledgers`` (label: URL and token) and on this
+    database; the pages; the purge."""
     from django.contrib.auth.models import User
     from django.test import Client
 
@@ -802,8 +802,8 @@ def measure_at_scale(database_label: str, workspaces: dict[str, int], ledgers: d
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}",
         flush=True,
     )
-    ledgers[f"{Operation.objects.count():,} operations"] = os.environ["DATABASE_URL"]
-    costs = scale_costs.measure(ledgers, token, log_dir)
+    ledgers[f"{Operation.objects.count():,} operations"] = (os.environ["DATABASE_URL"], scale_costs.fresh_token())
+    costs = scale_costs.measure(ledgers, log_dir)
     if len(costs) == 2:
         print("\n".join(scale_costs.compare(*costs.values())), flush=True)
     else:

@@ -66,6 +66,19 @@ def prepare_workspace() -> str:
     return token
 
 
+def fresh_token() -> str:
+    """A token of the workspace issued now, in this process: its chain head (the token's audit
+    event) comes to the top of the audit trail. Until then its last event is the one written
+    before the load, below every loaded one, and a backend that has taken the generic plan of the
+    chain head lookup (after five calls) walks the primary key back through all of them to find it:
+    4.4 s at 5,000,000 audit events, past gunicorn's 30 s at 25,000,000 (docs/performance.md)."""
+    from ledger.core import accounts
+    from ledger.models import Workspace
+
+    workspace = Workspace.objects.get(slug=WORKSPACE)
+    return accounts.issue_token(workspace=workspace, name=f"bench {time.time_ns()}", actor="bench")
+
+
 def intake_event(tag: str, n: int) -> dict:
     return {
         "action": "prepare-brief",
@@ -129,9 +142,10 @@ class SmallCopy:
             self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
 
-def measure(databases: dict[str, str], token: str, log_dir: Path) -> dict[str, Costs]:
-    """``ROUNDS`` rounds against a gunicorn per database (label: its DATABASE_URL), each round
-    intake then claims, each of them on every database one after the other (in turn first)."""
+def measure(databases: dict[str, tuple[str, str]], log_dir: Path) -> dict[str, Costs]:
+    """``ROUNDS`` rounds against a gunicorn per database (label: its DATABASE_URL and a token of the
+    workspace there), each round intake then claims, each of them on every database one after the
+    other (in turn first)."""
     import httpx
     import psycopg
 
@@ -147,7 +161,7 @@ def measure(databases: dict[str, str], token: str, log_dir: Path) -> dict[str, C
     tag = f"{time.time_ns():x}"  # keys of this run's own (a kept database has those of the last)
     with ExitStack() as stack:
         clients, meters = {}, {}
-        for number, (label, url) in enumerate(databases.items()):
+        for number, (label, (url, token)) in enumerate(databases.items()):
             appname = f"{APPNAME}-{number}"
             server = stack.enter_context(running_gunicorn(log_dir, env={"PGAPPNAME": appname, "DATABASE_URL": url}))
             observer = stack.enter_context(psycopg.connect(url, autocommit=True))
