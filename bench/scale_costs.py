@@ -69,9 +69,10 @@ def prepare_workspace() -> str:
 def fresh_token() -> str:
     """A token of the workspace issued now, in this process: its chain head (the token's audit
     event) comes to the top of the audit trail. Until then its last event is the one written
-    before the load, below every loaded one, and a backend that has taken the generic plan of the
-    chain head lookup (after five calls) walks the primary key back through all of them to find it:
-    4.4 s at 5,000,000 audit events, past gunicorn's 30 s at 25,000,000 (docs/performance.md)."""
+    before the load, below every loaded one, and the chain head lookup (a generic plan: the SQL
+    functions force one) walks the primary key back through all of them to find it: 4.4 s at
+    5,000,000 audit events, past gunicorn's 30 s at 25,000,000 (docs/performance.md). This call
+    pays that walk once, outside what is measured."""
     from ledger.core import accounts
     from ledger.models import Workspace
 
