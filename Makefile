@@ -337,7 +337,9 @@ bench-memory: $(VENV)/.bench-installed
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/worker_memory.py
 
 # Scenario 5: every console page and admin changelist at 1,000,000 operations and 5,000,000 audit
-# events, loaded with SQL into a scratch database (bench/scale.py; about 10 minutes in all).
+# events, loaded with SQL into a scratch database, intake and claim CPU per event against its
+# 100,000-operation sample, and the purge of the oldest audit month (bench/scale.py; about 11 minutes
+# in all; SCALE_OPERATIONS=5000000 SCALE_AUDIT_EVENTS=25000000 for the size of the goal, ~20 GB).
 .PHONY: bench-scale
 bench-scale: venv
 	DATABASE_URL=$(BENCH_DATABASE_URL) $(PY) bench/scale.py

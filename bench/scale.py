@@ -1,35 +1,56 @@
-"""Benchmark: the console and the admin with 1,000,000 operations and 5,000,000 audit events.
+"""Benchmark: the console and the admin with 1,000,000 operations and 5,000,000 audit events (or
+more: the issue's goal is 5,000,000 and 25,000,000), intake and claims on it against a small ledger,
+and the purge of a month of the audit trail.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/opsconsole make bench-scale
+    SCALE_OPERATIONS=5000000 SCALE_AUDIT_EVENTS=25000000 make bench-scale
 
 Needs PostgreSQL (the sizes are the point). Like bench/drain.py it never touches the database in
 DATABASE_URL: it creates ``scale_<name>`` beside it, migrates it, loads it with SQL
-(``generate_series``; a few minutes), runs ``VACUUM ANALYZE`` as autovacuum would have, and drops
-it at the end.
+(``generate_series``, SCALE_CHUNK operations a transaction, progress printed), runs ``VACUUM
+ANALYZE`` as autovacuum would have, and drops it at the end.
 
 What is loaded (three workspaces of 60 %, 30 % and 10 % of the rows, created through the services):
-operations (~2 % needing attention, a backlog of SCALE_BACKLOG due that arrived over the last
-day, within their deadlines, part of it held by a pause of one workspace's send-notice; the rest
-finished), one accepted delivery each plus duplicates, conflicts and invalid ones, one attempt per
-operation that ran, review drafts of the succeeded prepare-briefs, contributions, approvals,
-conflicts, and five audit events per operation in time order (a rare kind and a rare actor among
-them). Audit hashes are
-filled with hex of the right width but do not form a chain: nothing here verifies or appends.
+operations that arrived over the last 13 months (~2 % needing attention, a backlog of SCALE_BACKLOG
+due that arrived over the last day, within their deadlines, part of it held by a pause of one
+workspace's send-notice; the rest finished), one accepted delivery each plus duplicates, conflicts
+and invalid ones, one attempt per operation that ran, review drafts of the succeeded prepare-briefs,
+contributions, approvals, conflicts, and SCALE_AUDIT_EVENTS / SCALE_OPERATIONS audit events per
+operation in time order (a rare kind and a rare actor among them), into the audit trail's monthly
+partitions (``ledger.core.audit_partitions.ensure_range``, called first). Audit hashes are filled
+with hex of the right width but do not form a chain: nothing here verifies the loaded rows.
+
+In two parts, in one run:
+1. a sample of SCALE_SMALL operations (every n-th: the same 13 months, the same mix) and their
+   rows, on which intake and claims are measured through a real gunicorn (bench/scale_costs.py:
+   CPU of gunicorn and of PostgreSQL per event, median of interleaved rounds);
+2. the rest, with the indexes that back no constraint dropped first and built again after (a
+   built index is denser than a grown one: the pages are measured on compact indexes). Intake
+   and claims are measured again, and each one's cost per event compared with the sample's: PASS
+   when at most 1.2 times.
 
 Then every console page and every admin changelist (with its search and filters, the first page
 and a deep one) is requested through Django's test client, logged in as a superuser and as a staff
 member of one workspace (their queries differ), SCALE_REPEAT times each after SCALE_WARMUP
 unmeasured requests, and each page's p50, p95 and query count are printed with PASS when its p95 is
-under 300 ms. A benchmark reports; it exits 0 either way.
+under 300 ms. Last, the purge of a month past its window (``measure_purge``): the oldest monthly
+partition of the audit trail detached and dropped, its statement time (PASS under a second) and the
+dead tuples it left in the audit trail, deliveries and attempts (PASS at 0); skipped, said so,
+while the audit trail is not partitioned. A benchmark reports; it exits 0 either way.
 
-Environment: SCALE_OPERATIONS (1000000), SCALE_AUDIT_EVENTS (5000000), SCALE_BACKLOG (100000: a day's
-arrivals waiting, as after a long pause or an outage of the workers), SCALE_REPEAT (20),
-SCALE_WARMUP (2), SCALE_ONLY (run only the pages whose name contains this text), SCALE_EXPLAIN=1
-(print EXPLAIN ANALYZE of each page's slowest query), SCALE_KEEP=1 (keep the loaded database and
-reuse it next time: it is migrated, and loaded only when empty; scale-admin and scale-member log in
-with the password below, to look around it with `manage.py runserver`).
+Environment: SCALE_OPERATIONS (1000000), SCALE_AUDIT_EVENTS (5000000), SCALE_SMALL (100000; 0 loads
+all at once and compares nothing), SCALE_BACKLOG (100000: a day's arrivals waiting, as after a long
+pause or an outage of the workers), SCALE_CHUNK (500000), SCALE_REBUILD_INDEXES (1; 0 grows them as
+the rows arrive), SCALE_COST_ROUNDS (7), SCALE_COST_EVENTS (400), SCALE_REPEAT (20), SCALE_WARMUP
+(2), SCALE_ONLY (run only the pages whose name contains this text), SCALE_EXPLAIN=1 (print EXPLAIN
+ANALYZE of each page's slowest query), SCALE_KEEP=1 (keep the loaded database and reuse it next
+time: it is migrated, and loaded only when empty; scale-admin and scale-member log in with the
+password below, to look around it with `manage.py runserver`).
 """
 
+import contextlib
+import functools
+import logging
 import os
 import re
 import statistics
@@ -37,7 +58,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -50,6 +71,20 @@ ONLY = os.environ.get("SCALE_ONLY", "")
 EXPLAIN = os.environ.get("SCALE_EXPLAIN", "") not in ("", "0")
 KEEP = os.environ.get("SCALE_KEEP", "") not in ("", "0")
 BUDGET_MS = 300
+SMALL = int(os.environ.get("SCALE_SMALL", "100000"))  # the ledger intake and claims are first measured on
+CHUNK = int(os.environ.get("SCALE_CHUNK", "500000"))  # operations per transaction of the loader
+REBUILD_INDEXES = os.environ.get("SCALE_REBUILD_INDEXES", "1") not in ("", "0")  # 0: grown as rows arrive
+SPAN = timedelta(days=395)  # the 13 months the loaded operations and audit events arrived over
+LOADED_TABLES = (
+    "ledger_delivery",
+    "ledger_operation",
+    "ledger_attempt",
+    "ledger_conflict",
+    "ledger_reviewdraft",
+    "ledger_contribution",
+    "ledger_approval",
+    "ledger_auditevent",
+)
 
 WORKSPACES = [("acme", 6), ("globex", 3), ("initech", 1)]  # slug, tenths of the rows
 ACTIONS = [
@@ -75,6 +110,8 @@ def main() -> None:
     os.environ.setdefault("OPSCONSOLE_KEY_SECRET", "bench-scale-only-not-a-secret")
     os.environ.setdefault("OPSCONSOLE_AUDIT_KEY", "bench-scale-only-not-a-secret")
     os.environ["DEBUG"] = "0"
+    # The claims measured go to the demo's send-invoice, whose stand-in destination is on 127.0.0.1.
+    os.environ.setdefault("OPSCONSOLE_EGRESS_ALLOW_PRIVATE", "1")
     import environ
 
     url = os.environ.get("DATABASE_URL", "")
@@ -89,7 +126,7 @@ def main() -> None:
             scratch = ScratchDatabase(url, Path(scratch_dir), prefix="scale")
         os.environ["DATABASE_URL"] = scratch.url
         try:
-            run(scratch.label)
+            run(scratch.label, Path(scratch_dir))
         finally:
             if KEEP:
                 from django.db import connections
@@ -129,14 +166,23 @@ def _kept_database(url: str):
 # --- loading -----------------------------------------------------------------------------------
 
 
-def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
-    """Insert the rows with SQL, in one transaction per table family, then VACUUM ANALYZE."""
+def load(
+    workspaces: dict[str, int], users: dict[str, int], *, part: str = "all", every: int = 1, rebuild_indexes=False
+) -> None:
+    """Insert the rows with SQL, in chunks of CHUNK operations (one transaction each), then VACUUM ANALYZE.
+
+    The operations are numbered 1..OPERATIONS; ``part`` says which of them this call inserts: "all",
+    "sample" (every ``every``-th: a ledger of OPERATIONS / every spread over the same 13 months, in
+    the same mix) or "rest" (the others, after the sample). ``rebuild_indexes`` drops the indexes
+    that back no constraint first and builds them again at the end (faster than growing them)."""
     from django.db import connection, transaction
 
     n = OPERATIONS
     per_operation = max(AUDIT_EVENTS // n, 1)
     ws_ids = [workspaces[slug] for slug, tenths in WORKSPACES for _ in range(tenths)]
     ws_slugs = [slug for slug, tenths in WORKSPACES for _ in range(tenths)]
+    now = _anchor()
+    step = SPAN / n
     params = {
         "n": n,
         "backlog": BACKLOG,
@@ -144,20 +190,27 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
         "slugs": ws_slugs,
         "actions": ACTIONS,
         "per": per_operation,
+        "first_event": _audit_ids_from(),
+        "every": every,
         "member": users["scale-member"],
         "alice": users["alice"],
-        "events": per_operation * n,
-        "t0": _now() - timedelta(hours=1) - n * timedelta(seconds=30),
+        # The operations arrived over the 13 months before an hour ago, one every ``step``; the
+        # events of each follow it, ``step / per`` apart, so that ids follow time as appends do.
+        "t0": now - timedelta(hours=1) - SPAN,
+        "step": step,
+        "event_step": step / per_operation,
         # The backlog arrived over the last day (after an hour of quiet, as the rest).
-        "backlog_t0": _now() - timedelta(hours=1) - timedelta(days=1),
+        "backlog_t0": now - timedelta(hours=1) - timedelta(days=1),
         "backlog_step": timedelta(days=1) / max(BACKLOG, 1),
     }
+    picked = {"all": "TRUE", "sample": "i %% %(every)s = 0", "rest": "i %% %(every)s <> 0"}[part]
     with connection.cursor() as cursor:
         operation_columns = _columns(cursor, "ledger_operation")
 
-    # Each row of the series, with what the other statements derive from it. The workspace
-    # follows i (interleaved 6:3:1); the action and the fate follow a hash of i.
-    def rows(source: str) -> str:
+    # Each row of the series (the operations of this chunk and part; with ``events``, each of them
+    # once per audit event, numbered j), with what the other statements derive from it. The
+    # workspace follows i (interleaved 6:3:1); the action and the fate follow a hash of i.
+    def rows(*, events: bool = False) -> str:
         return (
             """
         WITH base AS (
@@ -165,9 +218,11 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                    (%(actions)s::text[])[(i / 10) %% 10 + 1] AS action, abs(hashint4(i::int) %% 1000) AS r,
                    CASE WHEN i > %(n)s - %(backlog)s
                         THEN %(backlog_t0)s::timestamptz + (i - (%(n)s - %(backlog)s)) * %(backlog_step)s::interval
-                        ELSE %(t0)s::timestamptz + i * interval '30 seconds' END AS t
-            FROM """
-            + source
+                        ELSE %(t0)s::timestamptz + i * %(step)s::interval END AS t
+            FROM (SELECT i FROM generate_series(%(lo)s::int, %(hi)s::int) AS i WHERE """
+            + picked
+            + ") AS picked"
+            + (" CROSS JOIN generate_series(0, %(per)s - 1) AS j" if events else "")
             + """
         ), s AS (
             SELECT *, slug || ':R-' || i || ':v1:' || action AS key,
@@ -181,7 +236,7 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
         """
         )
 
-    series = rows("generate_series(1, %(n)s::int) AS i")
+    series = rows()
     first_delivery = "first_delivery_id" in operation_columns
     # Ordering columns (migration 0013; NOT NULL, no default): none of these versions is ordered.
     ordered = "ordered" in operation_columns
@@ -303,12 +358,13 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
         (
             "audit events",
             [
-                # Events of operation i at t + 0, 7, 14 .. seconds, so ids follow time as appends do.
-                rows("generate_series(1, %(events)s::int) AS g, LATERAL (SELECT (g - 1) / %(per)s + 1 AS i) AS op")
+                # Event j of operation i is number g of the whole series: its id (after those the
+                # services wrote first), so that the sample and the rest interleave as appended.
+                rows(events=True)
                 + """
-            INSERT INTO ledger_auditevent (operation_id, workspace_id, attempt_id, actor, kind, from_state, to_state,
-                                           error_category, message, created_at, prev_hash, hash, hash_key)
-            SELECT CASE WHEN paused THEN NULL ELSE i END, ws, NULL,
+            INSERT INTO ledger_auditevent (id, operation_id, workspace_id, attempt_id, actor, kind, from_state,
+                                           to_state, error_category, message, created_at, prev_hash, hash, hash_key)
+            SELECT %(first_event)s + g, CASE WHEN paused THEN NULL ELSE i END, ws, NULL,
                    CASE WHEN paused THEN 'alice' WHEN j = 0 THEN 'token:oc_ab12'
                         ELSE 'worker-' || (i %% 2 + 1) END,
                    CASE WHEN paused THEN 'paused' WHEN j = 0 THEN 'reserved' WHEN j = last THEN
@@ -325,10 +381,11 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
                         ELSE 'transient' END,
                    CASE WHEN paused THEN 'destination maintenance'
                         WHEN j > 0 AND j %% 2 = 0 AND j < last THEN 'HTTP 503 from the destination' ELSE '' END,
-                   t + j * interval '7 seconds', md5(g::text) || md5((g + 1)::text), md5((g + 1)::text) || md5(g::text),
+                   t + j * %(event_step)s::interval, md5(g::text) || md5((g + 1)::text),
+                   md5((g + 1)::text) || md5(g::text),
                    'bench'
-            FROM (SELECT s.*, (g - 1) %% %(per)s AS j, %(per)s - 1 AS last,
-                         (i %% 1000 = 0 AND (g - 1) %% %(per)s = 2) AS paused
+            FROM (SELECT s.*, (i - 1) * %(per)s + j + 1 AS g, %(per)s - 1 AS last,
+                         (i %% 1000 = 0 AND j = 2) AS paused
                   FROM s) AS e""",
             ],
         ),
@@ -336,34 +393,84 @@ def load(workspaces: dict[str, int], users: dict[str, int]) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         superuser = cursor.fetchone()[0]
-    for label, sqls in statements:
-        started = time.perf_counter()
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit = off")
-            if superuser:
-                # Skips the deferred foreign-key checks at commit (a minute for the audit events
-                # alone): the rows are generated consistent. Needs a superuser; others just wait.
-                cursor.execute("SET LOCAL session_replication_role = replica")
-            for sql in sqls:
-                cursor.execute(sql, params)
-        print(f"  loaded {label} in {time.perf_counter() - started:.0f} s", flush=True)
+    chunks = [(lo, min(lo + CHUNK - 1, n)) for lo in range(1, n + 1, CHUNK)]
+    with _indexes_rebuilt(LOADED_TABLES) if rebuild_indexes else contextlib.nullcontext():
+        for label, sqls in statements:
+            started = time.perf_counter()
+            for number, (lo, hi) in enumerate(chunks, 1):
+                with transaction.atomic(), connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL synchronous_commit = off")
+                    if superuser:
+                        # Skips the deferred foreign-key checks at commit (a minute for the audit events
+                        # alone): the rows are generated consistent. Needs a superuser; others just wait.
+                        cursor.execute("SET LOCAL session_replication_role = replica")
+                    for sql in sqls:
+                        cursor.execute(sql, params | {"lo": lo, "hi": hi})
+                if len(chunks) > 1:
+                    _progress(f"  {label}: operations 1-{hi:,} of {n:,}", started, number / len(chunks))
+            print(f"  loaded {label} ({part}) in {time.perf_counter() - started:.0f} s", flush=True)
+    started = time.perf_counter()
+    # Ids above the whole series's, whichever part is loaded, so that what the bench writes
+    # between the sample and the rest never takes an id the rest will insert.
+    highest = {"ledger_delivery": 4 * n, "ledger_auditevent": _audit_ids_from() + per_operation * n}
+    with connection.cursor() as cursor:
+        for table in LOADED_TABLES:
+            cursor.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), greatest((SELECT max(id) FROM {table}), %s))",
+                [highest.get(table, n)],
+            )
+            table_started = time.perf_counter()
+            cursor.execute(f"VACUUM ANALYZE {table}")
+            if time.perf_counter() - table_started > 10:
+                print(f"  vacuumed and analysed {table} in {time.perf_counter() - table_started:.0f} s", flush=True)
+    print(f"  vacuumed and analysed in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def _progress(what: str, started: float, done: float) -> None:
+    took = time.perf_counter() - started
+    print(f"{what} in {took:.0f} s (~{took / done * (1 - done):.0f} s to go)", flush=True)
+
+
+@contextlib.contextmanager
+def _indexes_rebuilt(tables: tuple[str, ...]):
+    """Drop the indexes of ``tables`` that back no constraint (primary keys and unique constraints
+    stay), and create them again on exit, as they were defined: building an index over the loaded
+    rows is much faster than growing it row by row (a built index is also denser than a grown one).
+    Indexes of a partitioned table are dropped and built on the parent, for every partition."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.relname, pg_get_indexdef(x.indexrelid), t.relname FROM pg_index x
+            JOIN pg_class c ON c.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+            WHERE t.relname = ANY(%s) AND t.relnamespace = current_schema()::regnamespace
+              AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conindid = x.indexrelid)
+            ORDER BY t.relname, c.relname""",
+            [list(tables)],
+        )
+        indexes = cursor.fetchall()
+        for name, _, _ in indexes:
+            cursor.execute(f'DROP INDEX "{name}"')
+    print(f"  dropped {len(indexes)} indexes to build them again after the load", flush=True)
+    yield
     started = time.perf_counter()
     with connection.cursor() as cursor:
-        for table in (
-            "ledger_delivery",
-            "ledger_operation",
-            "ledger_attempt",
-            "ledger_conflict",
-            "ledger_reviewdraft",
-            "ledger_contribution",
-            "ledger_approval",
-            "ledger_auditevent",
-        ):
-            cursor.execute(
-                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT coalesce(max(id), 1) FROM {table}))"
-            )
-            cursor.execute(f"VACUUM ANALYZE {table}")
-    print(f"  vacuumed and analysed in {time.perf_counter() - started:.0f} s", flush=True)
+        cursor.execute("SET maintenance_work_mem = '512MB'")
+        # Progress by the pages read: each index weighs its table's size (with its partitions).
+        cursor.execute(
+            "SELECT relname, coalesce((SELECT sum(pg_relation_size(relid)) FROM pg_partition_tree(relname::regclass)), "
+            "pg_relation_size(relname::regclass)) FROM unnest(%s::text[]) AS relname",
+            [list(tables)],
+        )
+        sizes = {table: max(float(size or 0), 1.0) for table, size in cursor.fetchall()}
+        total, built = sum(sizes[table] for _, _, table in indexes), 0.0
+        for number, (name, definition, table) in enumerate(sorted(indexes, key=lambda index: sizes[index[2]]), 1):
+            # A partitioned table's index reads "ON ONLY": built on the parent alone, it would stay invalid.
+            cursor.execute(definition.replace(" ON ONLY ", " ON ", 1))
+            built += sizes[table]
+            _progress(f"  built index {name} ({number} of {len(indexes)})", started, built / total)
+        cursor.execute("RESET maintenance_work_mem")
 
 
 def _columns(cursor, table: str) -> set[str]:
@@ -371,8 +478,12 @@ def _columns(cursor, table: str) -> set[str]:
     return {row[0] for row in cursor.fetchall()}
 
 
-def prepare() -> tuple[dict[str, int], dict[str, int]]:
-    """Workspaces, people and switches through the services; the bulk with SQL (``load``) when empty."""
+def prepare(*, between=None, rebuild_indexes: bool = False) -> tuple[dict[str, int], dict[str, int]]:
+    """Workspaces, people and switches through the services; the bulk with SQL (``load``) when empty.
+
+    With ``between`` (a callable) and SCALE_SMALL below SCALE_OPERATIONS, the bulk is loaded in two
+    parts: a sample of SCALE_SMALL operations (the same 13 months, the same mix), then
+    ``between()``, then the rest. ``rebuild_indexes``: see ``load``."""
     from django.contrib.auth.models import User
 
     from ledger.core import accounts
@@ -395,11 +506,51 @@ def prepare() -> tuple[dict[str, int], dict[str, int]]:
     workspaces = dict(Workspace.objects.values_list("slug", "pk"))
     users = dict(User.objects.values_list("username", "pk"))
     if not Operation.objects.exists():
+        _audit_partitions()
         print(f"loading {OPERATIONS:,} operations and {AUDIT_EVENTS:,} audit events ...", flush=True)
         started = time.perf_counter()
-        load(workspaces, users)
+        every = OPERATIONS // SMALL if between is not None and 0 < SMALL < OPERATIONS else 1
+        if every > 1:
+            load(workspaces, users, part="sample", every=every)
+            print(f"loaded a sample of {OPERATIONS // every:,} operations in {time.perf_counter() - started:.0f} s")
+            between()
+            started_rest = time.perf_counter()
+            load(workspaces, users, part="rest", every=every, rebuild_indexes=rebuild_indexes)
+            print(f"loaded the rest in {time.perf_counter() - started_rest:.0f} s", flush=True)
+        else:
+            load(workspaces, users, rebuild_indexes=rebuild_indexes)
         print(f"loaded in {time.perf_counter() - started:.0f} s", flush=True)
     return workspaces, users
+
+
+def _audit_partitions() -> None:
+    """The audit trail's monthly partitions for the loaded 13 months, this month and the next."""
+    from ledger.core.audit_partitions import ensure_range
+
+    start = _month_start(_anchor() - timedelta(hours=1) - SPAN)
+    end = _month_start(_month_start(_anchor()) + timedelta(days=62))
+    created = ensure_range(start, end)
+    print(f"audit partitions from {start:%Y-%m} to before {end:%Y-%m}: {len(created)} created", flush=True)
+
+
+def _month_start(moment: datetime) -> datetime:
+    return moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+@functools.cache
+def _audit_ids_from() -> int:
+    """The last id of the audit events written before the load (the workspaces', by the services)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT coalesce(max(id), 0) FROM ledger_auditevent")
+        return cursor.fetchone()[0]
+
+
+@functools.cache
+def _anchor() -> datetime:
+    """Now, as the loader first saw it: both parts of a load are laid out against the same clock."""
+    return _now()
 
 
 def _now():
@@ -598,19 +749,42 @@ def explain(sql: str) -> str:
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
-def run(database_label: str) -> None:
+def run(database_label: str, log_dir: Path) -> None:
     import django
 
     django.setup()
-    from django.contrib.auth.models import User
+    # Not a line per page request on the terminal (the gunicorn measured keeps its access log).
+    logging.getLogger("opsconsole.access").setLevel(logging.WARNING)
     from django.core.management import call_command
-    from django.db import connection
-    from django.test import Client
 
+    from bench import scale_costs
     from ledger.models import Operation
 
     call_command("migrate", verbosity=0)
-    workspaces, _ = prepare()
+    token = scale_costs.prepare_workspace()
+    small = scale_costs.SmallCopy()
+    ledgers = {}
+
+    def copy_small() -> None:
+        ledgers[f"{Operation.objects.count():,} operations"] = (small.url, token)
+        small.create()
+
+    try:
+        workspaces, _ = prepare(between=copy_small, rebuild_indexes=REBUILD_INDEXES)
+        measure_at_scale(database_label, workspaces, ledgers, log_dir)
+    finally:
+        small.drop()
+
+
+def measure_at_scale(database_label: str, workspaces: dict[str, int], ledgers: dict, log_dir: Path) -> None:
+    """The dashboard's samples; intake and claims on ``ledgers`` (label: URL and token) and on this
+    database; the pages; the purge."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from bench import scale_costs
+    from ledger.models import Operation
+
     # The dashboard's hourly figures are the sweep's samples: the first one counts the day from the
     # audit trail (here all at once; a sweep takes dashboard.CATCH_UP hours a run).
     from ledger.reads import dashboard
@@ -621,15 +795,24 @@ def run(database_label: str) -> None:
             f"dashboard samples of the last {dashboard.HOURS} hours taken in {time.perf_counter() - started:.1f} s",
             flush=True,
         )
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = 'ledger_auditevent'")
-        audit_rows = cursor.fetchone()[0]
+    audit_rows = _estimated_rows("ledger_auditevent")
     print(
-        f"database: {database_label}; {Operation.objects.count():,} operations, ~{audit_rows:,} audit events "
-        f"(estimate); {REPEAT} timed requests per page after {WARMUP} warm-up; load average "
+        f"database: {database_label}; {Operation.objects.count():,} operations, ~{audit_rows:,} "
+        f"audit events (estimate), {_database_size()} on disk; load average "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}",
         flush=True,
     )
+    ledgers[f"{Operation.objects.count():,} operations"] = (os.environ["DATABASE_URL"], scale_costs.fresh_token())
+    costs = scale_costs.measure(ledgers, log_dir)
+    if len(costs) == 2:
+        print("\n".join(scale_costs.compare(*costs.values())), flush=True)
+    else:
+        print(
+            f"intake and claim cost not compared: no sample was loaded first (SCALE_SMALL {SMALL:,}, SCALE_OPERATIONS "
+            f"{OPERATIONS:,}{', the kept database already loaded' if KEEP else ''})",
+            flush=True,
+        )
+    print(f"\n{REPEAT} timed requests per page after {WARMUP} warm-up", flush=True)
     print(f"{'page':42} {'user':13} {'HTTP':>4} {'p50 ms':>8} {'p95 ms':>8} {'SQL':>5}  p95 < {BUDGET_MS} ms")
     results = []
     for username in ("scale-admin", "scale-member"):
@@ -656,6 +839,134 @@ def run(database_label: str) -> None:
     )
     for result in failed:
         print(f"  FAIL {result.name} as {result.user}: p95 {result.p95:.0f} ms, status {result.status}")
+    purge_oldest_audit_month()
+
+
+# --- the purge of a month past its window ----------------------------------------------------------
+
+# The tables whose dead tuples a purge must not leave (each with its partitions, if partitioned).
+PURGED_TABLES = ("ledger_auditevent", "ledger_delivery", "ledger_attempt")
+PURGE_BUDGET_S = 1.0
+
+
+@dataclass
+class Purge:
+    what: str  # what the purge said it did
+    seconds: float  # its statement time: the wall time of the callable
+    dead_tuples_made: int  # over PURGED_TABLES and their partitions, as they are after it
+
+    @property
+    def verdict(self) -> str:
+        return "PASS" if self.seconds < PURGE_BUDGET_S and self.dead_tuples_made == 0 else "FAIL"
+
+
+def measure_purge(purge) -> Purge:
+    """Run ``purge()`` (a callable doing the purge in this process's database connection and saying
+    what it did): its wall time, and the dead tuples it left in the audit trail, the deliveries and
+    the attempts (per table and partition, those of a dropped one gone with it)."""
+    before = _dead_tuples(PURGED_TABLES)
+    started = time.perf_counter()
+    what = purge()
+    seconds = time.perf_counter() - started
+    after = _dead_tuples(PURGED_TABLES)
+    made = sum(max(0, dead - before.get(relation, 0)) for relation, dead in after.items())
+    return Purge(what, seconds, made)
+
+
+def _dead_tuples(tables: tuple[str, ...]) -> dict[str, int]:
+    """Dead tuples of ``tables`` and of every partition of theirs, by relation, as of now: this
+    connection's own counts flushed first (PostgreSQL 15 sends them when the session goes idle)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            """
+            WITH RECURSIVE relation AS (
+                SELECT oid FROM pg_class WHERE relname = ANY(%s) AND relnamespace = current_schema()::regnamespace
+                UNION ALL
+                SELECT inhrelid FROM pg_inherits JOIN relation ON inhparent = relation.oid
+            )
+            SELECT oid::regclass::text, pg_stat_get_dead_tuples(oid) FROM relation""",
+            [list(tables)],
+        )
+        return dict(cursor.fetchall())
+
+
+def purge_oldest_audit_month() -> None:
+    """The purge of a month past its window: the statements ``manage.py archive_audit`` runs once
+    the month is in its file (ledger.core.audit_archive), its partition detached and dropped. The
+    file itself is not written here: the loaded events form no chain, which the archive's checks
+    would refuse (tests/ledger/core/test_audit_partitions.py archives real chains)."""
+    from django.db import connection
+
+    print("\npurge of a month past its window:", flush=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relkind FROM pg_class WHERE oid = 'ledger_auditevent'::regclass")
+        if cursor.fetchone()[0] != "p":
+            print("  skipped: ledger_auditevent is not partitioned here (no month to drop whole)", flush=True)
+            return
+        oldest = _oldest_audit_partition(cursor)
+    if oldest is None:
+        print("  skipped: ledger_auditevent has no monthly partition", flush=True)
+        return
+    purge = measure_purge(lambda: _drop_audit_partition(oldest))
+    print(
+        f"  {purge.what}: {purge.seconds * 1000:.0f} ms of statement time (< {PURGE_BUDGET_S:.0f} s), "
+        f"{purge.dead_tuples_made} dead tuples made in {', '.join(PURGED_TABLES)} (0)  {purge.verdict}",
+        flush=True,
+    )
+
+
+def _oldest_audit_partition(cursor) -> str | None:
+    """The partition holding the oldest month (the DEFAULT partition is not a month)."""
+    cursor.execute(
+        """
+        SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent = 'ledger_auditevent'::regclass AND pg_get_expr(c.relpartbound, c.oid) <> 'DEFAULT'
+        ORDER BY pg_get_expr(c.relpartbound, c.oid) LIMIT 1"""
+    )
+    row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _drop_audit_partition(name: str) -> str:
+    from django.db import connection, transaction
+
+    rows = _estimated_rows(name)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f'ALTER TABLE ledger_auditevent DETACH PARTITION "{name}"')
+        cursor.execute(f'DROP TABLE "{name}"')
+    return f"{name} (~{rows:,} audit events) detached and dropped"
+
+
+def _estimated_rows(table: str) -> int:
+    """The planner's row count of ``table``, summed over its partitions if it has any."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH RECURSIVE relation AS (
+                SELECT oid, relkind, reltuples FROM pg_class WHERE oid = %s::regclass
+                UNION ALL
+                SELECT c.oid, c.relkind, c.reltuples FROM pg_inherits JOIN relation ON inhparent = relation.oid
+                JOIN pg_class c ON c.oid = inhrelid
+            )
+            SELECT coalesce(sum(greatest(reltuples, 0)) FILTER (WHERE relkind <> 'p'), 0)::bigint FROM relation""",
+            [table],
+        )
+        return cursor.fetchone()[0]
+
+
+def _database_size() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_size_pretty(pg_database_size(current_database()))")
+        return cursor.fetchone()[0]
 
 
 if __name__ == "__main__":
