@@ -8,8 +8,15 @@
 -- holds): its month is the chain's latest, so it is there if any event of the chain is; only a
 -- chain idle since then reads them all.
 -- Lane 0 is read along the workspace's events (audit_chain_idx), skipping the other lanes' few
--- newest; a later lane by its own index (audit_lane_idx, whose condition ``lane <> 0`` says).
--- Called by: ledger_audit_head. Made by migration 0061; lanes added by 0065.
+-- newest; a later lane by its own index (audit_lane_idx, whose condition ``lane <> 0`` says). Each
+-- read is ordered by its index's columns, the workspace (and lane) given as a range of one value:
+-- a generic plan cannot tell how many events a workspace has, and with `workspace_id = chain` it
+-- drops the workspace from the order (it is fixed), sees the primary key (id, created_at) serve
+-- the order just as well, and walked it back through every other workspace's events to a quiet
+-- one's head (4.4 s at 5,000,000 events, past gunicorn's timeout at 25,000,000:
+-- bench/results/2026-12-06-scale-5m-first-run.txt; 39 ms against 0.12 ms at 300,000).
+-- Called by: ledger_audit_head. Made by migration 0061; lanes added by 0065; ordered by its
+-- indexes' columns by 0066.
 
 CREATE OR REPLACE FUNCTION public.ledger_chain_head(chain bigint, chain_lane integer)
  RETURNS jsonb
@@ -22,25 +29,31 @@ DECLARE
 BEGIN
     IF chain IS NULL THEN
         SELECT hash, created_at INTO head FROM ledger_auditevent
-        WHERE workspace_id IS NULL AND lane = 0 AND hash <> '' AND created_at >= recent ORDER BY id DESC LIMIT 1;
+        WHERE workspace_id IS NULL AND lane = 0 AND hash <> '' AND created_at >= recent
+        ORDER BY workspace_id DESC, id DESC LIMIT 1;
         IF NOT FOUND THEN
             SELECT hash, created_at INTO head FROM ledger_auditevent
-            WHERE workspace_id IS NULL AND lane = 0 AND hash <> '' ORDER BY id DESC LIMIT 1;
+            WHERE workspace_id IS NULL AND lane = 0 AND hash <> '' ORDER BY workspace_id DESC, id DESC LIMIT 1;
         END IF;
     ELSIF chain_lane = 0 THEN
         SELECT hash, created_at INTO head FROM ledger_auditevent
-        WHERE workspace_id = chain AND lane = 0 AND hash <> '' AND created_at >= recent ORDER BY id DESC LIMIT 1;
+        WHERE workspace_id >= chain AND workspace_id <= chain AND lane = 0 AND hash <> '' AND created_at >= recent
+        ORDER BY workspace_id DESC, id DESC LIMIT 1;
         IF NOT FOUND THEN
             SELECT hash, created_at INTO head FROM ledger_auditevent
-            WHERE workspace_id = chain AND lane = 0 AND hash <> '' ORDER BY id DESC LIMIT 1;
+            WHERE workspace_id >= chain AND workspace_id <= chain AND lane = 0 AND hash <> ''
+            ORDER BY workspace_id DESC, id DESC LIMIT 1;
         END IF;
     ELSE
         SELECT hash, created_at INTO head FROM ledger_auditevent
-        WHERE workspace_id = chain AND lane = chain_lane AND lane <> 0 AND hash <> '' AND created_at >= recent
-        ORDER BY id DESC LIMIT 1;
+        WHERE workspace_id >= chain AND workspace_id <= chain AND lane >= chain_lane AND lane <= chain_lane
+          AND lane <> 0 AND hash <> '' AND created_at >= recent
+        ORDER BY workspace_id DESC, lane DESC, id DESC LIMIT 1;
         IF NOT FOUND THEN
             SELECT hash, created_at INTO head FROM ledger_auditevent
-            WHERE workspace_id = chain AND lane = chain_lane AND lane <> 0 AND hash <> '' ORDER BY id DESC LIMIT 1;
+            WHERE workspace_id >= chain AND workspace_id <= chain AND lane >= chain_lane AND lane <= chain_lane
+              AND lane <> 0 AND hash <> ''
+            ORDER BY workspace_id DESC, lane DESC, id DESC LIMIT 1;
         END IF;
     END IF;
     RETURN jsonb_build_array(coalesce(head.hash, ''), head.created_at);
