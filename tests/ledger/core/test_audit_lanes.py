@@ -106,7 +106,8 @@ def test_a_later_lane_is_read_by_its_own_index(four_lanes):
     reads = {
         # ledger_chain_head's, for a lane past 0 (core/sql/chain_head.sql)
         "head": "SELECT hash, created_at FROM ledger_auditevent WHERE workspace_id >= $1 AND workspace_id <= $1 "
-        "AND lane >= $2 AND lane <= $2 AND lane <> 0 AND hash <> '' ORDER BY workspace_id DESC, lane DESC, id DESC LIMIT 1",
+        "AND lane >= $2 AND lane <= $2 AND lane <> 0 AND hash <> '' "
+        "ORDER BY workspace_id DESC, lane DESC, id DESC LIMIT 1",
         "next lane": audit_heads._NEXT_LANE.format(workspace="workspace_id = $1").replace("%s", "$2"),
         "chunk": audit_verify._CHUNK.replace(
             "{chain}", f"{audit_verify._WORKSPACE[False]} AND {audit_verify._LANE[False]}"
