@@ -529,8 +529,8 @@ def _audit_partitions() -> None:
 
     start = _month_start(_anchor() - timedelta(hours=1) - SPAN)
     end = _month_start(_month_start(_anchor()) + timedelta(days=62))
-    created = ensure_range(start, end)
-    print(f"audit partitions from {start:%Y-%m} to before {end:%Y-%m}: {len(created)} created", flush=True)
+    made = ensure_range(start, end)
+    print(f"audit partitions from {start:%Y-%m} to {end:%Y-%m}: {len(made.created)} created", flush=True)
 
 
 def _month_start(moment: datetime) -> datetime:
