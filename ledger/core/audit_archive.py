@@ -141,29 +141,32 @@ def _write_events(path: Path, partition: audit_partitions.Partition, installatio
         before = audit_verify.archived_chains()
     except audit_verify.BrokenArchiveRecord as error:
         raise ArchiveRefused(f"{error}: nothing was archived") from error
-    chains: dict[str, dict] = {}
+    walks: dict[str, audit_verify.Walk] = {}
+    first_prev: dict[str, str] = {}
     digest = hashlib.sha256()
-    events = 0
     with open(path, "w", encoding="utf-8") as body:
         for row in _rows(partition.name):
             key = audit_verify.chain_key(row["workspace_id"], row["lane"])
-            chain = chains.get(key)
-            if chain is None:
-                earlier = before.get(key, {})
-                chain = chains[key] = {
-                    "first_prev": row["prev_hash"],
-                    "last_id": None,
-                    "last_hash": earlier.get("last_hash"),
-                    "last_key": earlier.get("last_key", ""),
-                    "events": 0,
-                }
-            _check(row, chain, rules)
+            if key not in walks:
+                # Held to the archive before this one, where the chain was archived before.
+                walks[key] = audit_verify.Walk.after(before.get(key), rules)
+                first_prev[key] = row["prev_hash"]
+            if problem := walks[key].step(row, rules):
+                raise ArchiveRefused(f"event {row['id']} {problem}: run manage.py verify_audit; nothing was archived")
             line = json.dumps(_line(row), sort_keys=True) + "\n"
             body.write(line)
             digest.update(line.encode())
-            events += 1
-    for chain in chains.values():
-        chain.pop("checked_rank", None)  # the key ranks' bookkeeping, not part of the record
+    chains = {
+        key: {
+            "first_prev": first_prev[key],
+            "last_id": walk.last_id,
+            "last_hash": walk.last_hash,
+            "last_key": walk.last_key,
+            "events": walk.events,
+        }
+        for key, walk in walks.items()
+    }
+    events = sum(walk.events for walk in walks.values())
     record = {
         "format": audit_verify.FORMAT,
         "installation": str(installation.installation),
@@ -179,20 +182,6 @@ def _write_events(path: Path, partition: audit_partitions.Partition, installatio
     }
     record["mac"] = audit_verify.sign(record, settings.OPSCONSOLE_AUDIT_KEY)
     return record
-
-
-def _check(row: dict, chain: dict, rules: audit_verify.Rules) -> None:
-    """Hold one event to its chain (the event before it in the file, or the archive before this
-    one) and its MAC, as verification does; ArchiveRefused at the first that breaks."""
-    previous = chain["last_hash"]
-    rank = chain.get("checked_rank", rules.ranks.get(chain["last_key"], -1))
-    if problem := audit_verify.problem_of(row, previous, rank, rules):
-        raise ArchiveRefused(f"event {row['id']} {problem}: run manage.py verify_audit; nothing was archived")
-    if row["hash"]:
-        chain["checked_rank"] = max(rank, rules.ranks[row["hash_key"]])
-        chain["last_hash"], chain["last_key"] = row["hash"], row["hash_key"]
-    chain["last_id"] = row["id"]
-    chain["events"] += 1
 
 
 def _rows(name: str) -> Iterator[dict]:

@@ -188,9 +188,40 @@ def _archived_heads(heads: HeadsCheck, archived: dict) -> set:
     }
 
 
+@dataclass
+class Walk:
+    """One chain walked event by event, each held to the one before it (``problem_of``): the hash
+    the next event must follow (None at the chain's beginning), the newest key rank met so far.
+    The live trail, an archive as it is written and an archive's file are walked the same way."""
+
+    last_hash: str | None = None
+    last_key: str = ""
+    rank: int = -1
+    last_id: int | None = None
+    events: int = 0
+
+    @classmethod
+    def after(cls, end: dict | None, rules: Rules) -> "Walk":
+        """A walk from where an archived stretch ``end``ed (a record's chain), or from the beginning."""
+        if end is None:
+            return cls()
+        return cls(end["last_hash"], end["last_key"], rules.ranks.get(end["last_key"], -1))
+
+    def step(self, row: dict, rules: Rules) -> str:
+        """Why ``row`` breaks the chain here ("" when it holds: the walk then moves past it)."""
+        if problem := problem_of(row, self.last_hash, self.rank, rules):
+            return problem
+        if row["hash"]:
+            self.rank = max(self.rank, rules.ranks[row["hash_key"]])
+            self.last_hash, self.last_key = row["hash"], row["hash_key"]
+        self.last_id = row["id"]
+        self.events += 1
+        return ""
+
+
 def _verify_chain(chain: Chain, rules: Rules, *, new_since: str, chunk: int, start: dict | None) -> BrokenLink | None:
     """Walk one chain from its beginning, or from where its archived stretch ends (``start``)."""
-    previous, rank = (start["last_hash"], rules.ranks.get(start["last_key"], -1)) if start else (None, -1)
+    walk = Walk.after(start, rules)
     for row in chain_rows(chain.workspace_id, chain.lane, chunk=chunk):
         chain.events += 1
         if new_since and chain.events == 1 and not row["hash_key"]:
@@ -201,13 +232,12 @@ def _verify_chain(chain: Chain, rules: Rules, *, new_since: str, chunk: int, sta
                 "(made up by someone without the audit key)",
                 lane=chain.lane,
             )
-        if problem := problem_of(row, previous, rank, rules):
+        if problem := walk.step(row, rules):
             return BrokenLink(chain.workspace_id, row["id"], problem, lane=chain.lane)
-        if not row["hash"]:
+        if row["hash"]:
+            chain.head = row["hash"]
+        else:
             chain.unchained += 1
-            continue
-        rank = max(rank, rules.ranks[row["hash_key"]])
-        previous = chain.head = row["hash"]
     return None
 
 
@@ -279,10 +309,9 @@ def sign(record: dict, key: str) -> str:
     return hmac.new(key.encode(), canonical, hashlib.sha256).hexdigest()
 
 
-def record_of(archive: AuditArchive) -> dict:
+def record_of(archive: AuditArchive, installation: AuditInstallation | None) -> dict:
     """A database record as the signed fields of its file's record (the installation's from the
     database's own record)."""
-    installation = AuditInstallation.objects.first()
     return {
         "format": FORMAT,
         "installation": str(installation.installation) if installation else "",
@@ -320,8 +349,9 @@ def archived_chains() -> dict[str, dict]:
     """Where each chain's archived stretch ends, from the newest archive that holds it: {chain key:
     {"last_id", "last_hash", "last_key", ...}}. BrokenArchiveRecord when a record does not verify."""
     ends: dict[str, dict] = {}
+    installation = AuditInstallation.objects.first()
     for archive in AuditArchive.objects.order_by("ends"):
-        if problem := signature_problem(record_of(archive)):
+        if problem := signature_problem(record_of(archive, installation)):
             raise BrokenArchiveRecord(f"the archive record of {archive.partition} {problem}")
         for key, chain in archive.chains.items():
             ends[key] = chain
@@ -342,7 +372,7 @@ def verify_files(paths: Iterable[str]) -> list[FileCheck]:
     signature, the lines against its digest, every event's MAC and link, and each chain going on
     from where the file before it left it. Stops at the first problem."""
     checks: list[FileCheck] = []
-    ends: dict[str, dict] = {}
+    ends: dict[str, Walk] = {}
     for path in paths:
         check = _verify_file(path, ends)
         checks.append(check)
@@ -377,40 +407,32 @@ def _verify_file(path: str, ends: dict) -> FileCheck:
 
 def _verify_lines(lines, record: dict, rules, ends: dict, check: FileCheck) -> str:
     digest = hashlib.sha256()
-    chains: dict[str, dict] = {}
+    walks: dict[str, Walk] = {}
     for line in lines:
         digest.update(line.encode())
         row = json.loads(line)
         row["created_at"] = datetime.fromisoformat(row["created_at"])
         key = chain_key(row["workspace_id"], row.get("lane") or 0)
-        if key not in chains:
+        if key not in walks:
             earlier = ends.get(key)
-            if earlier is not None and row["prev_hash"] != earlier["last_hash"]:
+            if earlier is not None and row["prev_hash"] != earlier.last_hash:
                 return (
                     f"event {row['id']} does not follow the last event of its chain in the archive before "
                     "it (an archive is missing between them, or the files are out of order)"
                 )
             # A file on its own cannot show what its first event of a chain follows: it is taken as
             # given, and held to the file before it where one was given.
-            chains[key] = {"last_hash": row["prev_hash"] or None, "last_key": "", "events": 0}
-        chain = chains[key]
-        previous = chain["last_hash"]
-        rank = chain.get("checked_rank", -1)
-        if problem := problem_of(row, previous, rank, rules):
+            walks[key] = Walk(last_hash=row["prev_hash"] or None)
+        if problem := walks[key].step(row, rules):
             return f"event {row['id']} {problem}"
-        if row["hash"]:
-            chain["checked_rank"] = max(rank, rules.ranks[row["hash_key"]])
-            chain["last_hash"], chain["last_key"] = row["hash"], row["hash_key"]
-        chain["last_id"] = row["id"]
-        chain["events"] += 1
         check.events += 1
     if digest.hexdigest() != record["file_sha256"]:
         return "has lines that differ from its record's digest (events were changed, added or removed)"
     if check.events != record["events"]:
         return f"holds {check.events} events, and its record says {record['events']}"
-    for key, chain in chains.items():
-        if chain["last_hash"] != record["chains"].get(key, {}).get("last_hash"):
+    for key, walk in walks.items():
+        if walk.last_hash != record["chains"].get(key, {}).get("last_hash"):
             return f"ends its chain {key or 'global'} elsewhere than its record says"
-        ends[key] = chain
+        ends[key] = walk
     check.chains = record["chains"]
     return ""
