@@ -68,37 +68,10 @@ def audit_event(
     )
 
 
-def record_audit_event(
-    *,
-    actor: str,
-    kind: str,
-    operation: Operation | None = None,
-    workspace: Workspace | None = None,
-    from_state: str = "",
-    to_state: str = "",
-    error_category: str = "",
-    message: str = "",
-    times: dict | None = None,
-    attempt=None,
-) -> AuditEvent:
-    """Append one audit event to its workspace's chain. Callers run it in the transaction of the
-    change it describes. ``times``: those ``message`` names as ``{name}`` (``ledger.timed.kept``)."""
-    [event] = record_audit_events(
-        [
-            audit_event(
-                actor=actor,
-                kind=kind,
-                operation=operation,
-                workspace=workspace,
-                from_state=from_state,
-                to_state=to_state,
-                error_category=error_category,
-                message=message,
-                times=times,
-                attempt=attempt,
-            )
-        ]
-    )
+def record_audit_event(**fields) -> AuditEvent:
+    """Append one audit event (``fields`` as ``audit_event`` takes them) to its workspace's chain.
+    Callers run it in the transaction of the change it describes."""
+    [event] = record_audit_events([audit_event(**fields)])
     return event
 
 
