@@ -19,12 +19,15 @@ from tests.faults.qcluster import (
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 OPERATIONS = 2000
+# Small claims, one per task: 200 tasks through the shared queue rather than ten claims of 200 that
+# one cluster's two warm workers can finish before the other cluster's first task has started.
+SMALL_CLAIMS = {"OPSCONSOLE_CLAIM_BATCH": "10", "OPSCONSOLE_FINISH_IN_CLAIM_BATCH": "10", "OPSCONSOLE_PROCESS_SECONDS": "0"}
 
 
 def test_it_performs_each_operation_once_when_two_clusters_drain_together(workspace, start_cluster):
     """2,000 operations become pending at once (one commit) while two running clusters wait;
     both take part, and every operation gets exactly one draft and one ok Attempt."""
-    clusters = start_cluster("a", wait=False), start_cluster("b", wait=False)
+    clusters = start_cluster("a", wait=False, env=SMALL_CLAIMS), start_cluster("b", wait=False, env=SMALL_CLAIMS)
     for cluster in clusters:
         cluster.wait_running()
     with transaction.atomic():
