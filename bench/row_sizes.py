@@ -63,10 +63,14 @@ def sizes() -> list[tuple[str, int, int, int, int, int]]:
     found = []
     with connection.cursor() as cursor:
         for table in TABLES:
+            # Summed over the partitions of a partitioned table (the partitioned table itself holds nothing).
             cursor.execute(
-                f"SELECT count(*), pg_relation_size(%s), pg_indexes_size(%s), pg_total_relation_size(%s), "
+                f"SELECT count(*), coalesce((SELECT sum(pg_relation_size(relid)) FROM pg_partition_tree(%s)), "
+                f"pg_relation_size(%s)), coalesce((SELECT sum(pg_indexes_size(relid)) FROM pg_partition_tree(%s)), "
+                f"pg_indexes_size(%s)), coalesce((SELECT sum(pg_total_relation_size(relid)) "
+                f"FROM pg_partition_tree(%s)), pg_total_relation_size(%s)), "
                 f"(SELECT count(*) FROM pg_index WHERE indrelid = %s::regclass) FROM {table}",
-                [table] * 4,
+                [table] * 7,
             )
             found.append((table, *cursor.fetchone()))
     return found
@@ -88,7 +92,7 @@ def print_estimate() -> None:
     from ledger import reindex
 
     with connection.cursor() as cursor:
-        indexes = reindex.index_sizes(cursor, TABLES)
+        indexes = reindex.index_sizes(cursor, reindex.leaves(cursor, TABLES))
     bloated = [index for index in indexes if index.bloated(min_waste=0)]
     widest = max(indexes, key=lambda index: index.size / index.expected)
     print(

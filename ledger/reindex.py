@@ -114,6 +114,7 @@ def reindex(
             say(report.summary())
             return report
         try:
+            tables = leaves(cursor, tables)
             _drop_leftovers(cursor, tables, report, dry_run=dry_run, say=say)
             for index in index_sizes(cursor, tables):
                 if not index.bloated(min_waste=min_waste):
@@ -165,6 +166,19 @@ def _drop_leftovers(cursor, tables: list[str], report: ReindexReport, *, dry_run
         if not dry_run:
             cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {connection.ops.quote_name(name)}")
         report.dropped.append(name)
+
+
+def leaves(cursor, tables: list[str]) -> list[str]:
+    """``tables`` with each partitioned one replaced by its partitions (the deliveries and attempts,
+    by ranges of operations): their indexes hold the entries, the partitioned table's own holds none."""
+    cursor.execute(
+        # A table that is not partitioned has no tree: itself.
+        "SELECT coalesce(p.relid::regclass::text, t.name) FROM unnest(%s::text[]) WITH ORDINALITY AS t(name, n) "
+        "LEFT JOIN LATERAL pg_partition_tree(t.name::regclass) AS p ON true WHERE p.relid IS NULL OR p.isleaf "
+        "ORDER BY t.n, p.relid",
+        [tables],
+    )
+    return [name for (name,) in cursor.fetchall()]
 
 
 def index_sizes(cursor, tables: list[str]) -> list[IndexSize]:

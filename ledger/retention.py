@@ -16,6 +16,11 @@ finished (its last change, in a terminal state):
 Unfinished operations are never touched (nor finished ones with an open conflict, which waits for a
 person). ``purge`` works in chunks, each its own transaction, so it can be stopped at any point and
 run again: what is left is what it finds next time.
+
+Deliveries and attempts are partitioned by ranges of operations (``ledger.core.operation_partitions``):
+where every operation of a range is deleted after its key window, the range's partitions are
+dropped whole (no row deleted, no dead tuple) before its operations are deleted; the rest is
+deleted row by row.
 """
 
 import logging
@@ -23,13 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import IntegrityError, connection, models, transaction
-from django.db.models import Case, Exists, Max, OuterRef, Q, Value, When
+from django.db import DatabaseError, IntegrityError, connection, models, transaction
+from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.utils import timezone
 
 from ledger import timed
 from ledger.actions import ActionDefinition, registry
-from ledger.core import policies
+from ledger.core import operation_partitions, policies
 from ledger.core.bulk_sql import update_each
 from ledger.core.privacy import REDACTED
 from ledger.core.transitions import record_audit_event
@@ -85,6 +90,8 @@ class PurgeReport:
     dry_run: bool
     workspaces: dict[str, WorkspacePurge] = field(default_factory=dict)
     samples_forgotten: int = 0  # the dashboard's samples older than dashboard.KEEP, deleted
+    ranges_dropped: list[str] = field(default_factory=list)  # partitions of deliveries and attempts dropped (would be)
+    ranges_skipped: int = 0  # ranges whose drop the database refused (a lock, a conflict); their rows went one by one
 
     def total(self, name: str) -> int:
         return sum(getattr(counts, name) for counts in self.workspaces.values())
@@ -109,10 +116,16 @@ def purge(
     as_of = as_of or timezone.now()
     report = PurgeReport(as_of=as_of, dry_run=dry_run)
     say = progress or (lambda line: None)
-    for workspace in Workspace.objects.order_by("slug"):
-        windows = {name: policies.policy_for(workspace.pk, name) for name in registry}
+    workspaces = {
+        workspace: {name: policies.policy_for(workspace.pk, name) for name in registry}
+        for workspace in Workspace.objects.order_by("slug")
+    }
+    for workspace, windows in workspaces.items():
         counts = report.workspaces[workspace.slug] = WorkspacePurge()
         _redact_payloads(workspace, windows, as_of, counts, dry_run=dry_run, chunk=chunk, say=say)
+    _drop_ranges(workspaces, as_of, report, dry_run=dry_run, chunk=chunk, say=say)
+    for workspace, windows in workspaces.items():
+        counts = report.workspaces[workspace.slug]
         _delete_tombstones(workspace, windows, as_of, counts, dry_run=dry_run, chunk=chunk, say=say)
         _delete_refused_deliveries(workspace, windows, as_of, counts, dry_run=dry_run, chunk=chunk)
         _forget_hook_refusals(workspace, as_of, counts, dry_run=dry_run)
@@ -263,48 +276,108 @@ def _redact_conflicts(operation_ids: list[int], actions: dict[int, str]) -> None
 # --- the key window -------------------------------------------------------------------------------
 
 
+def _past_key_window(workspace, windows, as_of):
+    """The operations of ``workspace`` past their key window: finished (no open conflict) before
+    it began. Those of them a delivery says occurred within it are kept (``_kept``)."""
+    return Operation.objects.annotate(key_cutoff=_cutoff(windows, as_of, "key_retention")).filter(
+        _finished(workspace), updated_at__lt=F("key_cutoff")
+    )
+
+
+def _kept() -> Exists:
+    """A delivery of the operation says it occurred within the key window: a sender whose clock ran
+    ahead could otherwise redeliver, once the key is gone, as new work."""
+    return Exists(Delivery.objects.filter(operation=OuterRef("pk"), occurred_at__gte=OuterRef("key_cutoff")))
+
+
+def _deletable(workspace, windows, as_of):
+    """The operations of ``workspace`` that retention deletes now."""
+    return _past_key_window(workspace, windows, as_of).exclude(_kept())
+
+
 def _delete_tombstones(workspace, windows, as_of, counts: WorkspacePurge, *, dry_run, chunk, say) -> None:
-    due = Operation.objects.filter(_finished(workspace), updated_at__lt=_cutoff(windows, as_of, "key_retention"))
-    for rows in _chunks(due, chunk, ("action",)):
-        deletable = _not_recently_occurred(rows, windows, as_of)
-        counts.kept_for_occurred_at += len(rows) - len(deletable)
-        if dry_run:
-            counts.deleted += len(deletable)
-            continue
+    counts.kept_for_occurred_at = _past_key_window(workspace, windows, as_of).filter(_kept()).count()
+    deletable = _deletable(workspace, windows, as_of)
+    if dry_run:
+        counts.deleted += deletable.count()
+        return
+    for rows in _chunks(deletable, chunk, ()):
+        ids = [row["pk"] for row in rows]
         try:
             with transaction.atomic():
-                _delete_operations(deletable)
+                _delete_operations(ids)
         except IntegrityError:
             # A delivery of one of them arrived while this chunk was being deleted (a duplicate
             # that referred to it): nothing of the chunk is deleted; the next run tries again.
             logger.warning(
                 "purge: a chunk met a concurrent write and is left for the next run",
-                extra={"workspace": workspace.slug, "operations": len(deletable)},
+                extra={"workspace": workspace.slug, "operations": len(ids)},
             )
             counts.skipped_chunks += 1
             continue
-        counts.deleted += len(deletable)
+        counts.deleted += len(ids)
         say(f"{workspace.slug}: deleted {counts.deleted} tombstones")
 
 
-def _not_recently_occurred(rows: list[dict], windows, as_of) -> list[int]:
-    """The ids of ``rows`` none of whose deliveries says it occurred within the key window: a sender
-    whose clock ran ahead could otherwise redeliver, once the key is gone, as new work."""
-    ids = [row["pk"] for row in rows]
-    latest = dict(
-        Delivery.objects.filter(operation_id__in=ids, occurred_at__isnull=False)
-        .values("operation_id")
-        .annotate(latest=Max("occurred_at"))
-        .values_list("operation_id", "latest")
+# --- ranges of operations, dropped whole --------------------------------------------------------
+
+
+def _drop_ranges(workspaces: dict, as_of, report: PurgeReport, *, dry_run, chunk, say) -> None:
+    """Drop the deliveries' and attempts' partitions of each range of operations all of which
+    retention deletes now, then delete those operations (and the rest they own) by rows.
+
+    A range is looked at once it is full (its last id made) and its newest operation arrived
+    before the shortest key window of any policy began: before that, one of its operations is
+    surely kept, and the look reads the whole range.
+    """
+    shortest = min(
+        [ActionDefinition.key_retention]
+        + [policy.key_retention for windows in workspaces.values() for policy in windows.values()]
     )
-    keep = set()
-    for row in rows:
-        occurred = latest.get(row["pk"])
-        policy = windows.get(row["action"])
-        window = policy.key_retention if policy else ActionDefinition.key_retention
-        if occurred is not None and occurred >= as_of - window:
-            keep.add(row["pk"])
-    return [pk for pk in ids if pk not in keep]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT last_value FROM ledger_operation_id_seq")
+        made = cursor.fetchone()[0]
+    for found in operation_partitions.ranges():
+        in_range = Operation.objects.filter(pk__gte=found.first, pk__lt=found.end)
+        newest = in_range.order_by("-pk").values_list("created_at", flat=True).first()
+        if found.end - 1 > made or (newest is not None and newest >= as_of - shortest):
+            break
+        if any(_keeps_one(in_range, workspace, windows, as_of) for workspace, windows in workspaces.items()):
+            continue
+        name = f"operations {found.first}-{found.end - 1}"
+        if dry_run:
+            report.ranges_dropped.append(name)
+            continue
+        _drop_range(found, in_range, report, name=name, chunk=chunk, say=say)
+
+
+def _keeps_one(in_range, workspace, windows, as_of) -> bool:
+    """Whether retention keeps one of ``workspace``'s operations in ``in_range``."""
+    deletable = _deletable(workspace, windows, as_of).values("pk")
+    return in_range.filter(workspace=workspace).exclude(pk__in=deletable).exists()
+
+
+def _drop_range(found, in_range, report: PurgeReport, *, name: str, chunk: int, say) -> None:
+    slugs = dict(Workspace.objects.values_list("pk", "slug"))
+    # A conflict names its delivery (a foreign key): gone before the deliveries' partition.
+    for rows in _chunks(Conflict.objects.filter(operation__in=in_range), chunk, ()):
+        _raw_delete(Conflict.objects.filter(pk__in=[row["pk"] for row in rows]))
+    try:
+        with transaction.atomic():
+            operation_partitions.drop_range(found.first)
+    except DatabaseError as error:
+        # Held by a long reader, or a conflict or an unfinished operation arrived since the look:
+        # the rows of the range go one by one after this (what retention deletes of them).
+        logger.warning("purge: the partitions of %s stay: %s", name, error)
+        report.ranges_skipped += 1
+        return
+    report.ranges_dropped.append(name)
+    say(f"dropped the deliveries and attempts of {name}")
+    for rows in _chunks(in_range, chunk, ("workspace_id",)):
+        with transaction.atomic():
+            _delete_operations([row["pk"] for row in rows])
+        for row in rows:
+            report.workspaces.setdefault(slugs[row["workspace_id"]], WorkspacePurge()).deleted += 1
 
 
 # The rows that belong to an operation and go with it, in an order that deletes each row before

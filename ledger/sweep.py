@@ -9,7 +9,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from ledger.core import audit_partitions, held_time, nudges
+from ledger.core import audit_partitions, held_time, nudges, operation_partitions
 from ledger.core.selectors import due_operations, oldest_due_seconds, paused_filter
 from ledger.core.transitions import transition_operation
 from ledger.engine import expiry
@@ -32,6 +32,7 @@ class SweepReport:
     oldest_due_seconds: float | None = None
     sampled: bool = False  # the dashboard's samples were taken (ledger.reads.dashboard)
     audit_partitions_created: list[str] = field(default_factory=list)  # ledger.core.audit_partitions
+    operation_partitions_created: list[str] = field(default_factory=list)  # ledger.core.operation_partitions
 
 
 def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
@@ -79,6 +80,7 @@ def sweep(*, now: datetime | None = None, batch: int = 500) -> SweepReport:
     report.nudges = nudges.nudges_for(report.due)
     report.sampled = dashboard.take_samples(now=now) is not None
     report.audit_partitions_created = audit_partitions.create_ahead().created
+    report.operation_partitions_created = operation_partitions.create_ahead().created
     Heartbeat.objects.update_or_create(name="sweep", defaults={"beat_at": now, "detail": asdict(report)})
     if report.nudges:
         nudges.enqueue_drain(report.nudges)

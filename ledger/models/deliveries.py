@@ -124,7 +124,9 @@ class Conflict(models.Model):
     Status = ConflictStatus
 
     operation = models.ForeignKey("Operation", on_delete=models.PROTECT, related_name="conflicts")
-    delivery = models.OneToOneField("Delivery", on_delete=models.PROTECT, related_name="conflict")
+    # The database's foreign key is on (delivery_id, operation_id), the deliveries' unique pair
+    # (they are partitioned by operation: migration 0068); a conflict's delivery is its operation's.
+    delivery = models.OneToOneField("Delivery", on_delete=models.PROTECT, related_name="conflict", db_constraint=False)
     incoming_fingerprint = models.CharField(max_length=64)
     incoming_payload = models.JSONField()
     # [{"field": ..., "recorded": ..., "incoming": ...}] for every business field that differs.

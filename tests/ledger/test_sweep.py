@@ -192,6 +192,7 @@ def test_it_records_a_heartbeat_on_every_run(workspace, frozen):
         "oldest_due_seconds": 90.0,
         "sampled": True,
         "audit_partitions_created": [],  # the migration made them
+        "operation_partitions_created": [],  # likewise
     }
 
 
@@ -224,6 +225,7 @@ def test_it_runs_from_the_command_line(workspace, frozen):
         "oldest_due_seconds": 0.0,
         "sampled": True,
         "audit_partitions_created": [],  # the migration made them
+        "operation_partitions_created": [],  # likewise
     }
 
 

@@ -10,10 +10,15 @@ from django.test.utils import CaptureQueriesContext
 from ledger.models import Attempt, AuditEvent, Delivery
 
 # What PostgreSQL runs for the foreign key when a referenced row is deleted (ri_triggers.c), planned
-# once per connection for any id: a generic plan.
-FOREIGN_KEY_CHECK = (
-    'SELECT 1 FROM ONLY "ledger_delivery" x WHERE "person_id" OPERATOR(pg_catalog.=) $1 FOR KEY SHARE OF x'
-)
+# once per connection for any id: a generic plan. The deliveries are partitioned (by ranges of
+# operations): the foreign key is each partition's, and so is the check.
+FOREIGN_KEY_CHECK = 'SELECT 1 FROM ONLY "{table}" x WHERE "person_id" OPERATOR(pg_catalog.=) $1 FOR KEY SHARE OF x'
+
+# Each partition of the deliveries and its part of delivery_person_idx.
+PERSON_INDEXES = """
+SELECT x.indrelid::regclass::text, x.indexrelid::regclass::text FROM pg_inherits i
+JOIN pg_index x ON x.indexrelid = i.inhrelid WHERE i.inhparent = 'delivery_person_idx'::regclass
+"""
 
 
 def _plans(cursor, statements: list[str]) -> list[str]:
@@ -32,14 +37,22 @@ def test_a_persons_deletion_reads_their_deliveries_through_the_partial_index(db)
     protect_checks = [query["sql"] for query in context.captured_queries if '"ledger_delivery"' in query["sql"]]
 
     with connection.cursor() as cursor:
-        cursor.execute(f"PREPARE person_check(integer) AS {FOREIGN_KEY_CHECK}")
+        cursor.execute(PERSON_INDEXES)
+        partitions = dict(cursor.fetchall())
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        plans = _plans(cursor, [*protect_checks, f"EXECUTE person_check({leaver.pk})"])
-        cursor.execute("DEALLOCATE person_check")
+        [protect_plan] = _plans(cursor, protect_checks)
+        check_plans = {}
+        for number, (partition, index) in enumerate(partitions.items()):
+            cursor.execute(f"PREPARE person_check_{number}(integer) AS {FOREIGN_KEY_CHECK.format(table=partition)}")
+            [check_plans[index]] = _plans(cursor, [f"EXECUTE person_check_{number}({leaver.pk})"])
+            cursor.execute(f"DEALLOCATE person_check_{number}")
 
     assert len(protect_checks) == 1  # Django's PROTECT check: person_id IN (..)
-    for plan in plans:
-        assert "delivery_person_idx" in plan, plan
+    assert {"ledger_delivery_history", "ledger_delivery_default"} <= set(partitions)
+    for index in partitions.values():
+        assert index in protect_plan, protect_plan
+    for index, plan in check_plans.items():
+        assert index in plan, plan
 
 
 def test_deliveries_without_a_person_are_not_in_its_index(db):

@@ -45,9 +45,10 @@ DO $partitions$
 DECLARE
     part regclass;
 BEGIN
-    -- The audit trail's partitions are reached through the trail, whose grants hold for them: none
-    -- of their own (ALL TABLES above gave them the other tables' writes).
-    FOR part IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'ledger_auditevent'::regclass LOOP
+    -- Partitions are reached through their tables, whose grants hold for them: none of their own
+    -- (ALL TABLES above gave the audit trail's the other tables' writes).
+    FOR part IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent
+                IN ('ledger_auditevent'::regclass, 'ledger_delivery'::regclass, 'ledger_attempt'::regclass) LOOP
         EXECUTE format('REVOKE ALL ON %s FROM {role}', part);
     END LOOP;
 END
