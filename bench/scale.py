@@ -507,6 +507,7 @@ def prepare(*, between=None, rebuild_indexes: bool = False) -> tuple[dict[str, i
     users = dict(User.objects.values_list("username", "pk"))
     if not Operation.objects.exists():
         _audit_partitions()
+        _operation_ranges()
         print(f"loading {OPERATIONS:,} operations and {AUDIT_EVENTS:,} audit events ...", flush=True)
         started = time.perf_counter()
         every = OPERATIONS // SMALL if between is not None and 0 < SMALL < OPERATIONS else 1
@@ -531,6 +532,15 @@ def _audit_partitions() -> None:
     end = _month_start(_month_start(_anchor()) + timedelta(days=62))
     made = ensure_range(start, end)
     print(f"audit partitions from {start:%Y-%m} to {end:%Y-%m}: {len(made.created)} created", flush=True)
+
+
+def _operation_ranges() -> None:
+    """The deliveries' and attempts' ranges of operations for every operation loaded (1,000,000
+    ids each, as the migration makes them), and two more."""
+    from ledger.core import operation_partitions
+
+    made = operation_partitions.ensure(width=1_000_000, upto=OPERATIONS + 2_000_000)
+    print(f"ranges of operations: {len(made.created) // 2} created", flush=True)
 
 
 def _month_start(moment: datetime) -> datetime:
@@ -840,6 +850,7 @@ def measure_at_scale(database_label: str, workspaces: dict[str, int], ledgers: d
     for result in failed:
         print(f"  FAIL {result.name} as {result.user}: p95 {result.p95:.0f} ms, status {result.status}")
     purge_oldest_audit_month()
+    purge_oldest_operation_range()
 
 
 # --- the purge of a month past its window ----------------------------------------------------------
@@ -913,6 +924,47 @@ def purge_oldest_audit_month() -> None:
         print("  skipped: ledger_auditevent has no monthly partition", flush=True)
         return
     purge = measure_purge(lambda: _drop_audit_partition(oldest))
+    print(
+        f"  {purge.what}: {purge.seconds * 1000:.0f} ms of statement time (< {PURGE_BUDGET_S:.0f} s), "
+        f"{purge.dead_tuples_made} dead tuples made in {', '.join(PURGED_TABLES)} (0)  {purge.verdict}",
+        flush=True,
+    )
+
+
+def purge_oldest_operation_range() -> None:
+    """The drop of the oldest range of operations' deliveries and attempts, as the purge runs it
+    (``ledger.retention``) once every operation of the range is past its key window: the loader's
+    range holds unfinished operations and conflicts, so first (not measured) its unfinished
+    operations are set succeeded and its conflicts deleted, as the windows and the purge would
+    have; then ``ledger_drop_operation_range`` is measured, its look at the range's operations
+    included."""
+    from django.db import connection, transaction
+
+    from ledger.core import operation_partitions
+    from ledger.states import TERMINAL_STATES
+
+    print("\npurge of a range of operations past its key window:", flush=True)
+    found = operation_partitions.ranges()
+    if not found:
+        print("  skipped: no range of operations (deliveries and attempts are not partitioned here)", flush=True)
+        return
+    oldest = found[0]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE ledger_operation SET state = 'succeeded' WHERE id >= %s AND id < %s AND NOT state = ANY(%s)",
+            [oldest.first, oldest.end, [str(state) for state in TERMINAL_STATES]],
+        )
+        cursor.execute(
+            "DELETE FROM ledger_conflict WHERE operation_id >= %s AND operation_id < %s", [oldest.first, oldest.end]
+        )
+    rows = sum(_estimated_rows(f"{table}_ops_{oldest.first}") for table in ("ledger_delivery", "ledger_attempt"))
+
+    def drop() -> str:
+        with transaction.atomic():
+            operation_partitions.drop_range(oldest.first)
+        return f"operations {oldest.first:,}-{oldest.end - 1:,} (~{rows:,} deliveries and attempts) dropped"
+
+    purge = measure_purge(drop)
     print(
         f"  {purge.what}: {purge.seconds * 1000:.0f} ms of statement time (< {PURGE_BUDGET_S:.0f} s), "
         f"{purge.dead_tuples_made} dead tuples made in {', '.join(PURGED_TABLES)} (0)  {purge.verdict}",

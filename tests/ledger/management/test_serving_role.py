@@ -46,6 +46,11 @@ REFUSED = [
     ("ALTER TABLE ledger_auditevent DETACH PARTITION ledger_auditevent_default", "must be owner of table"),
     # Creating the table is refused before attaching it would be (no CREATE on the schema).
     ("SELECT ledger_audit_partitions(now() + interval '10 years', 1)", "permission denied for schema public"),
+    # The deliveries' and attempts' ranges: made and dropped only by the owner's functions, on their terms.
+    ("ALTER TABLE ledger_delivery DETACH PARTITION ledger_delivery_default", "must be owner of table"),
+    ("DROP TABLE ledger_attempt_default", "must be owner of table"),
+    ("SELECT ledger_operation_partitions(1000, 100000000)", "permission denied for schema public"),
+    ("SELECT ledger_drop_operation_range(0)", "not all made yet|no range of operations begins at 0"),
     (
         "INSERT INTO ledger_auditarchive (partition, ends, events, chains, file_name, file_sha256, key_id, mac, "
         "archived_at) VALUES ('p', now(), 0, '{}', 'f', '', '', '', now())",
@@ -132,6 +137,9 @@ def test_the_serving_role_cannot_rewrite_the_audit_trail(workspace, serving_role
 
     assert AuditEvent.objects.count() == events
     assert psql(url, "SELECT count(*) FROM ledger_auditevent").returncode == 0
+    # What the sweep does as this role: the next ranges of operations, made by the owner's function.
+    made = psql(url, "SELECT ledger_operation_partitions_ahead()")
+    assert made.returncode == 0, made.stderr
 
 
 @pytest.mark.processes
