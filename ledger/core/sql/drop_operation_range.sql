@@ -27,10 +27,11 @@ BEGIN
         RAISE EXCEPTION 'operations % to % are not all made yet: the range stays', first, ends - 1
             USING ERRCODE = 'object_in_use';
     END IF;
-    -- Held before looking: no delivery or attempt arrives in them while the range is judged. A
-    -- reader of the tables would hold the drop up: it waits 5 s at most, then the next run tries.
+    -- Held before looking (SHARE: read on, not written): no delivery or attempt arrives in them
+    -- while the range's operations are read. A reader of the tables holds the detach up: it waits
+    -- 5 s at most for its locks, then the next run tries again.
     PERFORM set_config('lock_timeout', '5s', true);
-    EXECUTE format('LOCK TABLE %I, %I IN ACCESS EXCLUSIVE MODE', parts[1], parts[2]);
+    EXECUTE format('LOCK TABLE %I, %I IN SHARE MODE', parts[1], parts[2]);
     IF EXISTS (SELECT 1 FROM ledger_operation WHERE id >= first AND id < ends
                AND state NOT IN ('cancelled', 'rejected', 'succeeded', 'superseded')) THEN
         RAISE EXCEPTION 'operations % to % are not all finished: the range stays', first, ends - 1
