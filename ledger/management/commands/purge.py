@@ -32,6 +32,17 @@ class Command(BaseCommand):
             f"tombstones and {report.total('refused_deliveries')} refused deliveries, as of "
             f"{report.as_of.isoformat(timespec='seconds')}."
         )
+        if report.ranges_dropped:
+            dropped = "would drop" if dry_run else "dropped"
+            self.stdout.write(
+                f"The deliveries and attempts of {len(report.ranges_dropped)} ranges of operations {dropped} whole "
+                f"(no row deleted): {', '.join(report.ranges_dropped)}."
+            )
+        if report.ranges_skipped:
+            self.stdout.write(
+                f"{report.ranges_skipped} ranges of operations could not be dropped (a lock, or a write since the "
+                "look; see the log): their rows went one by one."
+            )
 
 
 def _as_of(text: str | None):

@@ -3,9 +3,11 @@ refuses what it refused, the sweep makes the next ranges, and retention drops a 
 operations are all past their key window instead of deleting its rows (docs/retention.md)."""
 
 from datetime import timedelta
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from ledger import retention
@@ -136,6 +138,19 @@ def test_purge_drops_a_range_all_past_its_key_window_and_deletes_no_row_of_it(ap
             "WHERE relname LIKE 'ledger_delivery%%' OR relname LIKE 'ledger_attempt%%'"
         )
         assert cursor.fetchone()[0] == 0
+
+
+def test_the_purge_command_says_which_ranges_it_dropped(api, frozen, narrow_ranges):
+    finished_briefs(api, 1)
+    set_operation_ids(narrow_ranges[1] - 1)
+    out = StringIO()
+    frozen.move_to(START + KEY_WINDOW + timedelta(seconds=1), tick=False)
+
+    call_command("purge", stdout=out)
+
+    assert "Did redact 1 payloads and delete 1 tombstones" in out.getvalue()
+    assert f"operations {narrow_ranges[0]}-{narrow_ranges[1] - 1}." in out.getvalue()
+    assert "dropped whole (no row deleted)" in out.getvalue()
 
 
 def test_a_range_with_an_unfinished_operation_stays_and_the_rest_go_row_by_row(api, frozen, narrow_ranges):
