@@ -115,7 +115,7 @@ def reindex(
             return report
         try:
             tables = leaves(cursor, tables)
-            _drop_leftovers(cursor, tables, report, dry_run=dry_run, say=say)
+            _drop_leftovers(cursor, tables, report, dry_run=dry_run, say=say, ends_at=ends_at)
             for index in index_sizes(cursor, tables):
                 if not index.bloated(min_waste=min_waste):
                     if dry_run:
@@ -137,7 +137,7 @@ def reindex(
                         raise
                     say(f"{index.name}: not rebuilt within the time left; run manage.py reindex")
                     report.left.append(index)
-                    _drop_leftovers(cursor, tables, report, dry_run=False, say=say)
+                    _drop_leftovers(cursor, tables, report, dry_run=False, say=say, ends_at=ends_at)
                     continue
                 say(f"rebuilt {index.name}: {_mb(after)} (was {_mb(index.size)})")
                 report.rebuilt.append((index, after))
@@ -160,11 +160,31 @@ def _rebuild(cursor, name: str, *, timeout: float | None) -> int:
     return cursor.fetchone()[0]
 
 
-def _drop_leftovers(cursor, tables: list[str], report: ReindexReport, *, dry_run: bool, say) -> None:
+def _drop_leftovers(
+    cursor, tables: list[str], report: ReindexReport, *, dry_run: bool, say, ends_at: float | None = None
+) -> None:
+    """Drop the INVALID leftovers of failed rebuilds. A run with a time limit waits for a leftover's
+    table (held by a VACUUM, a migration, a rebuild) until the limit, a second at least, and leaves
+    the leftover for the next run rather than outlast it."""
     for name in _invalid_leftovers(cursor, tables):
         say(f"{'would drop' if dry_run else 'dropping'} {name}: INVALID, left by a rebuild that failed")
-        if not dry_run:
+        if dry_run:
+            report.dropped.append(name)
+            continue
+        if ends_at is not None:
+            cursor.execute(
+                "SELECT set_config('lock_timeout', %s, false)", [f"{max(1000, int((ends_at - monotonic()) * 1000))}ms"]
+            )
+        try:
             cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {connection.ops.quote_name(name)}")
+        except OperationalError as error:
+            if getattr(error.__cause__, "sqlstate", None) != "55P03":  # lock_not_available
+                raise
+            say(f"{name}: its table is held by another session; left for the next run")
+            continue
+        finally:
+            if ends_at is not None:
+                cursor.execute("RESET lock_timeout")
         report.dropped.append(name)
 
 

@@ -16,6 +16,7 @@ from django_q.models import Schedule
 from ledger import reindex
 from ledger.engine.schedules import REINDEX_SCHEDULE
 from ledger.models import Operation
+from tests.faults.qcluster import wait_for
 from tests.ledger.conftest import succeeded_briefs
 
 KEY_INDEX = "operation_unique_key"  # the (workspace, key) constraint's index
@@ -49,6 +50,12 @@ def plan(workspace, key: str) -> str:
 
 def uses(plan: str, index: str) -> bool:
     return "Seq Scan" not in plan and (f"Index Scan using {index} " in plan or f"Index Scan on {index} " in plan)
+
+
+def session_alive(pid: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
+        return bool(cursor.fetchone()[0])
 
 
 def leave_an_invalid_leftover() -> None:
@@ -119,6 +126,8 @@ def test_a_second_run_while_one_holds_the_lock_says_it_is_busy_and_does_nothing(
     try:
         with other.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [reindex.LOCK_KEY])
+            cursor.execute("SELECT pg_backend_pid()")
+            other_pid = cursor.fetchone()[0]
         with pytest.raises(CommandError, match="Another reindex is running"):
             call_command("reindex", "--min-waste-mb", "0", stdout=StringIO())
         assert sizes() == before
@@ -126,7 +135,10 @@ def test_a_second_run_while_one_holds_the_lock_says_it_is_busy_and_does_nothing(
     finally:
         other.close()
 
-    assert reindex.reindex(min_waste=0).busy is False  # the lock went with the other session
+    # The lock goes with the other session, once its server process has ended (a moment after the
+    # client closed: longer on a loaded machine).
+    wait_for(lambda: not session_alive(other_pid), timeout=30, message="the other session did not end")
+    assert reindex.reindex(min_waste=0).busy is False
 
 
 def test_a_run_with_a_time_limit_cancels_a_rebuild_that_outlasts_it_and_names_what_it_left(purged):
@@ -153,6 +165,28 @@ def test_a_run_with_a_time_limit_cancels_a_rebuild_that_outlasts_it_and_names_wh
         assert cursor.fetchone()[0] == 0
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone()[0] == "0"  # the session's own again
+
+
+def test_a_run_with_a_time_limit_leaves_a_leftover_whose_table_is_held_rather_than_wait_past_it(purged):
+    leave_an_invalid_leftover()
+    other = connection.copy()
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute("LOCK TABLE ledger_operation IN SHARE UPDATE EXCLUSIVE MODE")
+        out = StringIO()
+        report = reindex.reindex(min_waste=0, tables=["ledger_operation"], seconds=2, progress=out.write)
+    finally:
+        other.close()
+
+    assert LEFTOVER not in report.dropped
+    assert f"{LEFTOVER}: its table is held by another session; left for the next run" in out.getvalue()
+    assert exists(LEFTOVER)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW lock_timeout")
+        assert cursor.fetchone()[0] == "0"  # the session's own again
+    call_command("reindex", "--min-waste-mb", "0", stdout=StringIO())  # the next run, unhindered
+    assert not exists(LEFTOVER)
 
 
 def test_the_dry_run_lists_each_index_and_its_size_and_changes_nothing(purged):
