@@ -21,7 +21,11 @@ pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 OPERATIONS = 2000
 # Small claims, one per task: 200 tasks through the shared queue rather than ten claims of 200 that
 # one cluster's two warm workers can finish before the other cluster's first task has started.
-SMALL_CLAIMS = {"OPSCONSOLE_CLAIM_BATCH": "10", "OPSCONSOLE_FINISH_IN_CLAIM_BATCH": "10", "OPSCONSOLE_PROCESS_SECONDS": "0"}
+SMALL_CLAIMS = {
+    "OPSCONSOLE_CLAIM_BATCH": "10",
+    "OPSCONSOLE_FINISH_IN_CLAIM_BATCH": "10",
+    "OPSCONSOLE_PROCESS_SECONDS": "0",
+}
 
 
 def test_it_performs_each_operation_once_when_two_clusters_drain_together(workspace, start_cluster):
