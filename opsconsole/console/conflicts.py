@@ -20,14 +20,14 @@ then one query loads the rows shown, one counts the decided ones (up to a bound)
 the held ones were held (``ledger.people.holds``), however many there are.
 """
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import django_filters
 from django import forms
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
 from django.http import Http404, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -69,9 +69,8 @@ def not_run() -> Q:
     )
 
 
-@dataclass(frozen=True)
-class OpenConflict:
-    """An open conflict as the lists sort, count and group it."""
+class OpenConflict(NamedTuple):
+    """An open conflict as the lists sort, count and group it (a tuple: thousands are made a page)."""
 
     pk: int
     action: str
@@ -91,7 +90,7 @@ def open_conflicts(conflicts: QuerySet) -> list[OpenConflict]:
         .order_by("-pk")
         .values_list("pk", "operation__action", "operation__workspace_id", "held")
     )
-    return [OpenConflict(*row) for row in found]
+    return list(map(OpenConflict._make, found))
 
 
 def in_state(conflicts: QuerySet, state: str) -> QuerySet:
@@ -157,8 +156,10 @@ def inbox(request):
     user = request.user
     filterset, conflicts, state = filtered(request.GET, user)
     older = row_id(request.GET.get("older"))
-    open_ = open_conflicts(conflicts)
-    counts = _counts(conflicts, open_)
+    # The decided tab lists no open conflict: it counts them, without reading them out.
+    listed = state != DECIDED
+    open_ = open_conflicts(conflicts) if listed else []
+    counts = _counts(conflicts, open_ if listed else None)
     reader = _Reader(user)
     held_ids, more_held, groups = [], False, None
     if state in ("", HELD):
@@ -197,16 +198,23 @@ def inbox(request):
     )
 
 
-def _counts(conflicts: QuerySet, open_: list[OpenConflict]) -> dict:
-    """How many are held and dismiss-only (of the open ones read), and decided (up to a bound)."""
-    held = sum(conflict.held for conflict in open_)
+def _counts(conflicts: QuerySet, open_: list[OpenConflict] | None) -> dict:
+    """How many are held and dismiss-only (of the open ones read, or counted where none was read),
+    and decided (up to a bound)."""
+    if open_ is None:
+        counted = conflicts.filter(status=Conflict.Status.OPEN).aggregate(
+            held=Count("pk", filter=not_run()), n=Count("pk")
+        )
+        held, open_count = counted["held"], counted["n"]
+    else:
+        held, open_count = sum(conflict.held for conflict in open_), len(open_)
     decided = in_state(conflicts, DECIDED).order_by()[: DECIDED_COUNTED + 1].count()
     return {
         HELD: held,
-        DISMISS_ONLY: len(open_) - held,
+        DISMISS_ONLY: open_count - held,
         DECIDED: min(decided, DECIDED_COUNTED),
         "decided_capped": decided > DECIDED_COUNTED,
-        "open": len(open_),
+        "open": open_count,
     }
 
 
