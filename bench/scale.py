@@ -686,6 +686,9 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
         ("console service levels", "/console/service-levels/"),
         ("console mismatches", "/console/mismatches/"),
         ("console conflicts, workspace", f"/console/conflicts/?workspace={globex}"),
+        ("console conflicts, held", "/console/conflicts/?state=held"),
+        ("console conflicts, one action", "/console/conflicts/?state=dismiss_only&action=prepare-brief"),
+        ("console conflicts, decided", "/console/conflicts/?state=decided"),
     ]
     registered = sorted(model._meta.model_name for model in site._registry if model._meta.app_label == "ledger")
     admin = [(f"admin {model}", f"/admin/ledger/{model}/") for model in registered]
@@ -710,6 +713,7 @@ def pages(workspaces: dict[str, int]) -> list[tuple[str, str]]:
         ("admin attempt, search", f"/admin/ledger/attempt/?q={request_id}"),
         ("admin attempt, deep page", "/admin/ledger/attempt/?p=20"),
         ("admin attempt, outcome filter (none)", "/admin/ledger/attempt/?outcome__exact=abandoned"),
+        ("admin attempt, outcome filter", "/admin/ledger/attempt/?outcome__exact=permanent"),
         ("admin approval, search", f"/admin/ledger/approval/?q={request_id}"),
         ("admin contribution, search person", "/admin/ledger/contribution/?q=alice"),
         ("admin contribution, search key", f"/admin/ledger/contribution/?q={request_id}"),

@@ -265,7 +265,7 @@ DROP FUNCTION pg_temp.unpartition(text);
 
 
 class Migration(migrations.Migration):
-    dependencies = [("ledger", "0066_chain_head_by_its_index")]
+    dependencies = [("ledger", "0067_attempt_outcome_idx")]
 
     operations = [
         migrations.RunSQL(

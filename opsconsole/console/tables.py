@@ -111,11 +111,22 @@ def matching_payload(queryset: QuerySet, query: QueryDict, *, limit: int) -> dic
     return {"count": counted, "digest": digest, "query": query.urlencode()} if counted else None
 
 
+def ids_payload(ids: list[int], query: QueryDict) -> dict | None:
+    """``matching_payload`` of ids already read (in order, at most the action's limit): the same
+    count and digest, None when there is none."""
+    return {"count": len(ids), "digest": ids_digest(ids), "query": query.urlencode()} if ids else None
+
+
 def matching_ids(queryset: QuerySet, *, limit: int) -> tuple[list[int], str]:
     """The ids ``queryset`` holds (up to ``limit + 1``), in order, and their digest as
     ``matching_digest`` computes it."""
     ids = sorted(queryset.order_by().values_list("pk", flat=True)[: limit + 1])
-    return ids, hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
+    return ids, ids_digest(ids)
+
+
+def ids_digest(ids: list[int]) -> str:
+    """The digest of ``ids`` (in order) as ``matching_digest`` computes it in the database."""
+    return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
 
 
 def all_operations_filter(request) -> OperationsFilter:

@@ -16,6 +16,7 @@ from ledger.intake.submit import submit_event
 from ledger.models import AuditEvent, Conflict, Membership, Operation
 from ledger.people import conflict_decisions
 from opsconsole.console.conflicts import PAGE_SIZE, ROWS_PER_ACTION
+from tests.console.conftest import NotedData
 
 INBOX = "/console/conflicts/"
 
@@ -310,6 +311,57 @@ def test_one_actions_dismiss_only_conflicts_are_paged_newest_first(client, login
     assert "See all" not in text(first)
     for cursor in ["not-a-cursor", "-1", str(2**64)]:
         assert client.get(INBOX, params | {"older": cursor}).context["first"], cursor
+
+
+def test_held_conflicts_are_paged_newest_first(client, login, race):
+    login("operator")
+    _, made = race(PAGE_SIZE + 2)
+    newest_first = [c.pk for c in reversed(made)]
+
+    front = client.get(INBOX)
+    first = client.get(INBOX, {"state": "held"})
+    older = client.get(INBOX, {"state": "held", "older": first.context["older"]})
+
+    assert held_rows(front) == newest_first[:PAGE_SIZE]
+    assert f"See all {PAGE_SIZE + 2} held</a>" in text(front)
+    assert held_rows(first) == newest_first[:PAGE_SIZE]
+    assert held_rows(older) == newest_first[PAGE_SIZE:]
+    assert older.context["older"] is None
+    assert counts(older) == {"": PAGE_SIZE + 2, "held": PAGE_SIZE + 2, "dismiss_only": 0, "decided": 0}
+
+
+def test_each_actions_dismiss_only_conflicts_are_a_group_the_biggest_first(
+    client, login, race, ran, noted_action, scripted_action, workspace
+):
+    """Each group counts its action's conflicts, shows its newest and dismisses all of its own
+    (and no other action's) at once; a held conflict is in none of them."""
+    login("operator")
+    _, small = ran(2, request_id="R-1")
+    race(1, request_id="R-2")  # held
+    other = scripted_action(
+        schema=NotedData, fingerprint_fields=("request_id", "version", "note", "secret"), sensitive_fields=("secret",)
+    )
+    data = {"request_id": "B-1", "version": 1, "note": "one", "secret": "s"}
+    for note in ("one", "two", "three", "four"):
+        submit_event(workspace=workspace, source="api", raw={"action": other.name, "data": data | {"note": note}})
+    Operation.objects.filter(action=other.name).update(state="succeeded", attempts=1)
+    big = Conflict.objects.filter(operation__action=other.name).order_by("-pk")
+
+    page = client.get(INBOX)
+
+    assert [(group["action"], group["count"]) for group in page.context["dismissable"]] == [
+        (other.name, 3),
+        (noted_action.name, 2),
+    ]
+    assert dismissable_rows(page) == {
+        other.name: [c.pk for c in big],
+        noted_action.name: [c.pk for c in reversed(small)],
+    }
+    assert counts(page) == {"": 6, "held": 1, "dismiss_only": 5, "decided": 0}
+    response = client.post("/console/conflicts/dismiss-matching/", matching_form(page, other.name) | {"reason": "r"})
+    assert messages_of(response)[0][0] == "success"
+    assert set(big.values_list("status", flat=True)) == {"dismissed"}
+    assert set(Conflict.objects.exclude(operation__action=other.name).values_list("status", flat=True)) == {"open"}
 
 
 def test_the_queue_links_its_open_conflicts_count_to_the_inbox(client, login, race):

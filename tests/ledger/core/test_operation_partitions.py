@@ -237,7 +237,7 @@ def test_the_functions_finished_states_are_the_ledgers():
 
 # --- the migration, both ways, with rows -------------------------------------------------------
 
-BEFORE = [("ledger", "0066_chain_head_by_its_index")]
+BEFORE = [("ledger", "0067_attempt_outcome_idx")]
 
 
 def migrate(targets):
