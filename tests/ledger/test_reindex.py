@@ -141,19 +141,24 @@ def test_a_second_run_while_one_holds_the_lock_says_it_is_busy_and_does_nothing(
     assert reindex.reindex(min_waste=0).busy is False
 
 
-def test_a_run_with_a_time_limit_cancels_a_rebuild_that_outlasts_it_and_names_what_it_left(purged):
-    before = sizes()
+def run_for_two_seconds_while_the_table_is_held() -> tuple[reindex.ReindexReport, StringIO]:
+    """A run of two seconds over ledger_operation while another session holds the table's SHARE
+    UPDATE EXCLUSIVE lock (as a VACUUM or a long rebuild would): what it reported, what it said."""
     other = connection.copy()
     try:
         with other.cursor() as cursor:
-            # What a long rebuild looks like from here: the table's SHARE UPDATE EXCLUSIVE lock,
-            # held (as a VACUUM would) by another session, so the rebuild waits past its time.
             cursor.execute("BEGIN")
             cursor.execute("LOCK TABLE ledger_operation IN SHARE UPDATE EXCLUSIVE MODE")
         out = StringIO()
-        report = reindex.reindex(min_waste=0, tables=["ledger_operation"], seconds=2, progress=out.write)
+        return reindex.reindex(min_waste=0, tables=["ledger_operation"], seconds=2, progress=out.write), out
     finally:
         other.close()
+
+
+def test_a_run_with_a_time_limit_cancels_a_rebuild_that_outlasts_it_and_names_what_it_left(purged):
+    before = sizes()
+
+    report, out = run_for_two_seconds_while_the_table_is_held()
 
     assert report.rebuilt == []
     assert KEY_INDEX in {index.name for index in report.left}
@@ -169,15 +174,8 @@ def test_a_run_with_a_time_limit_cancels_a_rebuild_that_outlasts_it_and_names_wh
 
 def test_a_run_with_a_time_limit_leaves_a_leftover_whose_table_is_held_rather_than_wait_past_it(purged):
     leave_an_invalid_leftover()
-    other = connection.copy()
-    try:
-        with other.cursor() as cursor:
-            cursor.execute("BEGIN")
-            cursor.execute("LOCK TABLE ledger_operation IN SHARE UPDATE EXCLUSIVE MODE")
-        out = StringIO()
-        report = reindex.reindex(min_waste=0, tables=["ledger_operation"], seconds=2, progress=out.write)
-    finally:
-        other.close()
+
+    report, out = run_for_two_seconds_while_the_table_is_held()
 
     assert LEFTOVER not in report.dropped
     assert f"{LEFTOVER}: its table is held by another session; left for the next run" in out.getvalue()
