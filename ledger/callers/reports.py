@@ -293,7 +293,14 @@ def _attempt_of(operation: Operation, token: str) -> Attempt | None:
     claim = claim_of(token, operation)
     if claim is None:
         return None
-    return Attempt.objects.select_for_update().filter(operation=operation, fencing_token=claim).first()
+    # Its row alone (of self, no ordering through the operation): a join would lock the operation's
+    # row too, and in whichever order the plan reads them, against the lock order above.
+    return (
+        Attempt.objects.select_for_update(of=("self",))
+        .filter(operation=operation, fencing_token=claim)
+        .order_by("pk")
+        .first()
+    )
 
 
 def _repeated(operation: Operation, attempt: Attempt, digest: str) -> Answer:

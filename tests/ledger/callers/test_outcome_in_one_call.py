@@ -175,3 +175,22 @@ def test_a_success_racing_the_sweep_over_an_expired_lease_is_stale_and_the_opera
     assert (operation.state, operation.external_id) == ("unknown", "")
     assert operation.audit_events.filter(kind="lease_expired").count() == 1
     assert verify_chains().broken is None
+
+
+def test_the_claims_attempt_is_locked_alone_before_its_operation(workspace, send_invoice_action, api):
+    """Lock order (docs/architecture.md): the claim's Attempt, then the row. Locking the attempt
+    through a join with its operation (the model's ordering) locked the operation's row too, in the
+    plan's order, and deadlocked a failure report against a success's single call."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    claimed = api.post("/api/v1/claims", claim_body(request_id="INV-lock")).json()
+    operation = Operation.objects.get(key=claimed["key"])
+
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        attempt = reports._attempt_of(operation, claimed["token"])
+
+    assert attempt is not None and attempt.operation_id == operation.pk
+    [locking] = [query["sql"] for query in queries.captured_queries if "FOR UPDATE" in query["sql"]]
+    assert 'FOR UPDATE OF "ledger_attempt"' in locking
+    assert "JOIN" not in locking
