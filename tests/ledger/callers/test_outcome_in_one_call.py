@@ -190,7 +190,8 @@ def test_the_claims_attempt_is_locked_alone_before_its_operation(workspace, send
     with transaction.atomic(), CaptureQueriesContext(connection) as queries:
         attempt = reports._attempt_of(operation, claimed["token"])
 
-    assert attempt is not None and attempt.operation_id == operation.pk
+    assert attempt is not None
+    assert attempt.operation_id == operation.pk
     [locking] = [query["sql"] for query in queries.captured_queries if "FOR UPDATE" in query["sql"]]
     assert 'FOR UPDATE OF "ledger_attempt"' in locking
     assert "JOIN" not in locking
