@@ -874,6 +874,13 @@ class Purge:
     def verdict(self) -> str:
         return "PASS" if self.seconds < PURGE_BUDGET_S and self.dead_tuples_made == 0 else "FAIL"
 
+    @property
+    def line(self) -> str:
+        return (
+            f"{self.what}: {self.seconds * 1000:.0f} ms of statement time (< {PURGE_BUDGET_S:.0f} s), "
+            f"{self.dead_tuples_made} dead tuples made in {', '.join(PURGED_TABLES)} (0)  {self.verdict}"
+        )
+
 
 def measure_purge(purge) -> Purge:
     """Run ``purge()`` (a callable doing the purge in this process's database connection and saying
@@ -928,11 +935,7 @@ def purge_oldest_audit_month() -> None:
         print("  skipped: ledger_auditevent has no monthly partition", flush=True)
         return
     purge = measure_purge(lambda: _drop_audit_partition(oldest))
-    print(
-        f"  {purge.what}: {purge.seconds * 1000:.0f} ms of statement time (< {PURGE_BUDGET_S:.0f} s), "
-        f"{purge.dead_tuples_made} dead tuples made in {', '.join(PURGED_TABLES)} (0)  {purge.verdict}",
-        flush=True,
-    )
+    print(f"  {purge.line}", flush=True)
 
 
 def purge_oldest_operation_range() -> None:
@@ -961,7 +964,7 @@ def purge_oldest_operation_range() -> None:
         cursor.execute(
             "DELETE FROM ledger_conflict WHERE operation_id >= %s AND operation_id < %s", [oldest.first, oldest.end]
         )
-    rows = sum(_estimated_rows(f"{table}_ops_{oldest.first}") for table in ("ledger_delivery", "ledger_attempt"))
+    rows = sum(_estimated_rows(partition) for partition in oldest.partitions)
 
     def drop() -> str:
         with transaction.atomic():
@@ -969,11 +972,7 @@ def purge_oldest_operation_range() -> None:
         return f"operations {oldest.first:,}-{oldest.end - 1:,} (~{rows:,} deliveries and attempts) dropped"
 
     purge = measure_purge(drop)
-    print(
-        f"  {purge.what}: {purge.seconds * 1000:.0f} ms of statement time (< {PURGE_BUDGET_S:.0f} s), "
-        f"{purge.dead_tuples_made} dead tuples made in {', '.join(PURGED_TABLES)} (0)  {purge.verdict}",
-        flush=True,
-    )
+    print(f"  {purge.line}", flush=True)
 
 
 def _oldest_audit_partition(cursor) -> str | None:

@@ -7,19 +7,17 @@ months' partitions where missing (``create_ahead``); ``manage.py archive_audit``
 month out to a file (``ledger.core.audit_archive``).
 """
 
-import json
-import logging
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
 
+from ledger.core.partitions import Created, make
 from ledger.models import AuditArchive
-
-log = logging.getLogger(__name__)
 
 TABLE = "ledger_auditevent"
 DEFAULT = "ledger_auditevent_default"
+OF = "audit trail"
 HISTORY = "ledger_auditevent_history"
 
 # The partitions of the trail that hold a range of time (not the default): name and bounds.
@@ -61,35 +59,13 @@ def archived_until() -> datetime | None:
     return AuditArchive.objects.order_by("-ends").values_list("ends", flat=True).first()
 
 
-@dataclass(frozen=True)
-class Created:
-    created: list[str]
-    held_back: list[str]  # months whose events went to the default partition (see the SQL)
-
-
 def create_ahead() -> Created:
     """This month's partition and the next three months', where missing (the sweep, as any role)."""
-    return _created("SELECT ledger_audit_partitions_ahead()", [])
+    return make("SELECT ledger_audit_partitions_ahead()", [], of=OF)
 
 
 def ensure_range(start: datetime, end: datetime) -> Created:
     """The partitions of every month from ``start``'s to ``end``'s, where missing (as the owner:
     the bench's load of past months, a restore)."""
     months = (end.year - start.year) * 12 + end.month - start.month + 1
-    return _created("SELECT ledger_audit_partitions(%s, %s)", [start, months])
-
-
-def _created(sql: str, arguments: list) -> Created:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, arguments)
-        answer = json.loads(cursor.fetchone()[0])
-    made = Created(answer["created"], answer["held_back"])
-    if made.created:
-        log.info("audit trail partitions created: %s", ", ".join(made.created))
-    if made.held_back:
-        log.warning(
-            "audit trail partitions not created, their months' events are in %s: %s",
-            DEFAULT,
-            ", ".join(made.held_back),
-        )
-    return made
+    return make("SELECT ledger_audit_partitions(%s, %s)", [start, months], of=OF)

@@ -16,9 +16,12 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from ledger.core.partitions import Created, make
+
 log = logging.getLogger(__name__)
 
 TABLES = ("ledger_delivery", "ledger_attempt")
+OF = "operation range"
 
 _RANGES = """
 SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
@@ -35,6 +38,11 @@ class Range:
     first: int
     end: int
 
+    @property
+    def partitions(self) -> list[str]:
+        """Its partitions, one of each table."""
+        return [f"{table}_ops_{self.first}" for table in TABLES]
+
 
 def ranges() -> list[Range]:
     """The ranges of operations with partitions of their own, lowest first (not the history, not
@@ -45,21 +53,15 @@ def ranges() -> list[Range]:
     return sorted(Range(int(match[1]), int(match[2])) for match in found if match)
 
 
-@dataclass(frozen=True)
-class Created:
-    created: list[str]
-    held_back: list[str]  # ranges whose rows went to the default partition (see the SQL)
-
-
 def create_ahead() -> Created:
     """The next ranges, where missing, up to two past the newest operation (the sweep, as any role)."""
-    return _created("SELECT ledger_operation_partitions_ahead()", [])
+    return make("SELECT ledger_operation_partitions_ahead()", [], of=OF)
 
 
 def ensure(*, width: int, upto: int) -> Created:
     """Ranges of ``width`` ids from the top of the highest one up to the one holding ``upto`` (as
     the owner: the bench's load, a test's narrow ranges)."""
-    return _created("SELECT ledger_operation_partitions(%s, %s)", [width, upto])
+    return make("SELECT ledger_operation_partitions(%s, %s)", [width, upto], of=OF)
 
 
 def drop_range(first: int) -> list[str]:
@@ -71,18 +73,3 @@ def drop_range(first: int) -> list[str]:
         dropped = json.loads(cursor.fetchone()[0])
     log.info("partitions of operations %s onwards dropped: %s", first, ", ".join(dropped))
     return dropped
-
-
-def _created(sql: str, arguments: list) -> Created:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, arguments)
-        answer = json.loads(cursor.fetchone()[0])
-    made = Created(answer["created"], answer["held_back"])
-    if made.created:
-        log.info("partitions of operations created: %s", ", ".join(made.created))
-    if made.held_back:
-        log.warning(
-            "partitions of operations not created, their rows are in the default partitions: %s",
-            ", ".join(made.held_back),
-        )
-    return made
