@@ -348,7 +348,7 @@ def _drop_ranges(workspaces: dict, as_of, report: PurgeReport, *, dry_run, chunk
         if dry_run:
             report.ranges_dropped.append(name)
             continue
-        _drop_range(found, in_range, report, name=name, chunk=chunk, say=say)
+        _drop_range(found, in_range, report, workspaces, name=name, chunk=chunk, say=say)
 
 
 def _keeps_one(in_range, workspace, windows, as_of) -> bool:
@@ -357,8 +357,8 @@ def _keeps_one(in_range, workspace, windows, as_of) -> bool:
     return in_range.filter(workspace=workspace).exclude(pk__in=deletable).exists()
 
 
-def _drop_range(found, in_range, report: PurgeReport, *, name: str, chunk: int, say) -> None:
-    slugs = dict(Workspace.objects.values_list("pk", "slug"))
+def _drop_range(found, in_range, report: PurgeReport, workspaces: dict, *, name: str, chunk: int, say) -> None:
+    slugs = {workspace.pk: workspace.slug for workspace in workspaces}
     # A conflict names its delivery (a foreign key): gone before the deliveries' partition.
     for rows in _chunks(Conflict.objects.filter(operation__in=in_range), chunk, ()):
         _raw_delete(Conflict.objects.filter(pk__in=[row["pk"] for row in rows]))
@@ -377,7 +377,7 @@ def _drop_range(found, in_range, report: PurgeReport, *, name: str, chunk: int, 
         with transaction.atomic():
             _delete_operations([row["pk"] for row in rows])
         for row in rows:
-            report.workspaces.setdefault(slugs[row["workspace_id"]], WorkspacePurge()).deleted += 1
+            report.workspaces[slugs[row["workspace_id"]]].deleted += 1
 
 
 # The rows that belong to an operation and go with it, in an order that deletes each row before
