@@ -60,17 +60,18 @@ def sizes() -> list[tuple[str, int, int, int, int, int]]:
     """Per table: rows, heap bytes, index bytes, total bytes, indexes."""
     from django.db import connection
 
+    from ledger import reindex
+
     found = []
     with connection.cursor() as cursor:
         for table in TABLES:
-            # Summed over the partitions of a partitioned table (the partitioned table itself holds nothing).
+            # Summed over its partitions where it has them (a partitioned table itself holds nothing).
             cursor.execute(
-                f"SELECT count(*), coalesce((SELECT sum(pg_relation_size(relid)) FROM pg_partition_tree(%s)), "
-                f"pg_relation_size(%s)), coalesce((SELECT sum(pg_indexes_size(relid)) FROM pg_partition_tree(%s)), "
-                f"pg_indexes_size(%s)), coalesce((SELECT sum(pg_total_relation_size(relid)) "
-                f"FROM pg_partition_tree(%s)), pg_total_relation_size(%s)), "
-                f"(SELECT count(*) FROM pg_index WHERE indrelid = %s::regclass) FROM {table}",
-                [table] * 7,
+                f"SELECT (SELECT count(*) FROM {table}), sum(pg_relation_size(part))::bigint, "
+                "sum(pg_indexes_size(part))::bigint, sum(pg_total_relation_size(part))::bigint, "
+                "(SELECT count(*) FROM pg_index WHERE indrelid = %s::regclass) "
+                "FROM unnest(%s::regclass[]) AS part",
+                [table, reindex.leaves(cursor, [table])],
             )
             found.append((table, *cursor.fetchone()))
     return found

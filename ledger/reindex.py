@@ -33,6 +33,7 @@ what it left for ``manage.py reindex``, which has no time limit.
 """
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from time import monotonic
 
@@ -147,15 +148,24 @@ def reindex(
     return report
 
 
+@contextmanager
+def _limited(cursor, setting: str, seconds: float | None):
+    """The session's ``setting`` (statement_timeout, lock_timeout) at ``seconds`` for the block,
+    then its own again; no limit when None. Outside a transaction, so set for the session."""
+    if seconds is None:
+        yield
+        return
+    cursor.execute("SELECT set_config(%s, %s, false)", [setting, f"{int(seconds * 1000)}ms"])
+    try:
+        yield
+    finally:
+        cursor.execute(f"RESET {setting}")
+
+
 def _rebuild(cursor, name: str, *, timeout: float | None) -> int:
     """Rebuild one index, within ``timeout`` seconds when given; its size after."""
-    if timeout is not None:
-        cursor.execute("SELECT set_config('statement_timeout', %s, false)", [f"{int(timeout * 1000)}ms"])
-    try:
+    with _limited(cursor, "statement_timeout", timeout):
         cursor.execute(f"REINDEX INDEX CONCURRENTLY {connection.ops.quote_name(name)}")
-    finally:
-        if timeout is not None:
-            cursor.execute("RESET statement_timeout")
     cursor.execute("SELECT pg_relation_size(%s::regclass)", [name])
     return cursor.fetchone()[0]
 
@@ -171,20 +181,15 @@ def _drop_leftovers(
         if dry_run:
             report.dropped.append(name)
             continue
-        if ends_at is not None:
-            cursor.execute(
-                "SELECT set_config('lock_timeout', %s, false)", [f"{max(1000, int((ends_at - monotonic()) * 1000))}ms"]
-            )
+        wait = None if ends_at is None else max(1.0, ends_at - monotonic())
         try:
-            cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {connection.ops.quote_name(name)}")
+            with _limited(cursor, "lock_timeout", wait):
+                cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {connection.ops.quote_name(name)}")
         except OperationalError as error:
             if getattr(error.__cause__, "sqlstate", None) != "55P03":  # lock_not_available
                 raise
             say(f"{name}: its table is held by another session; left for the next run")
             continue
-        finally:
-            if ends_at is not None:
-                cursor.execute("RESET lock_timeout")
         report.dropped.append(name)
 
 
