@@ -107,14 +107,17 @@ def matching_payload(queryset: QuerySet, query: QueryDict, *, limit: int) -> dic
     """What an "all N matching" action sends back: the list's ``query``, N (counted now, up to
     ``limit + 1``) and the digest of the ids counted, which the action checks again before it acts.
     None when nothing matches (a person who may act on none of them)."""
-    counted, digest = matching_digest(queryset, limit=limit)
-    return {"count": counted, "digest": digest, "query": query.urlencode()} if counted else None
+    return _payload(*matching_digest(queryset, limit=limit), query)
 
 
 def ids_payload(ids: list[int], query: QueryDict) -> dict | None:
     """``matching_payload`` of ids already read (in order, at most the action's limit): the same
     count and digest, None when there is none."""
-    return {"count": len(ids), "digest": ids_digest(ids), "query": query.urlencode()} if ids else None
+    return _payload(len(ids), ids_digest(ids), query)
+
+
+def _payload(count: int, digest: str, query: QueryDict) -> dict | None:
+    return {"count": count, "digest": digest, "query": query.urlencode()} if count else None
 
 
 def matching_ids(queryset: QuerySet, *, limit: int) -> tuple[list[int], str]:
