@@ -242,18 +242,18 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 @dataclass
-class _Planned:
+class Planned:
     section: Section
     row: models.Model
     change: Change | None
 
 
-def plan(document: dict) -> list[_Planned]:
+def plan(document: dict) -> list[Planned]:
     """Every row ``document`` declares (unsaved, in the order they must be saved), each with its
     change (None: unchanged); IntegrationsError listing every problem when any."""
     problems = [f"{name}: unknown section (known: {', '.join(_BY_NAME)})" for name in document if name not in _BY_NAME]
     declared = {section.name: _declared_keys(document, section) for section in SECTIONS}
-    planned: list[_Planned] = []
+    planned: list[Planned] = []
     rows_by_key: dict[tuple[type, str], models.Model] = {}
     for section in SECTIONS:
         entries = document.get(section.name) or []
@@ -273,15 +273,22 @@ def plan(document: dict) -> list[_Planned]:
             seen.add(key)
             rows_by_key[(section.model, key)] = row
             problems += [f"{where}.{problem}" for problem in section.problems(row, declared)]
-            planned.append(_Planned(section, row, _change(section, row, before)))
+            planned.append(Planned(section, row, _change(section, row, before)))
     if problems:
         raise IntegrationsError(problems)
     return planned
 
 
-def apply(document: dict, *, actor: str, dry_run: bool = False) -> list[Change]:
-    """Apply ``document`` as one change (nothing when ``dry_run``); returns the changes it makes."""
-    changed = [(item, item.change) for item in plan(document) if item.change is not None]
+def apply(
+    document: dict, *, actor: str, dry_run: bool = False, check: Callable[[list[Planned]], None] | None = None
+) -> list[Change]:
+    """Apply ``document`` as one change (nothing when ``dry_run``); returns the changes it makes.
+    ``check``, when given, sees the plan first and may refuse it (IntegrationsError): the file is
+    planned once (``openapi_check.check``)."""
+    planned = plan(document)
+    if check is not None:
+        check(planned)
+    changed = [(item, item.change) for item in planned if item.change is not None]
     if not dry_run and changed:
         with transaction.atomic():
             for item, change in changed:

@@ -117,11 +117,11 @@ def _unresolvable(exc: Unresolvable) -> str:
     )
 
 
-def check(document: dict, vendors: Mapping[str | None, VendorDocument]) -> None:
-    """Check the integrations file ``document`` against ``vendors`` (destination slug, or None for
-    the file's one destination, to its document); IntegrationsError listing every difference.
-    The file itself must be one ``integrations_file.plan`` accepts."""
-    actions = [item.row for item in file.plan(document) if isinstance(item.row, HttpAction)]
+def check(planned: list[file.Planned], vendors: Mapping[str | None, VendorDocument]) -> None:
+    """Check an integrations file's plan (``file.plan``; ``file.apply``'s ``check``) against ``vendors``
+    (destination slug, or None for the file's one destination, to its document); IntegrationsError
+    listing every difference."""
+    actions = [item.row for item in planned if isinstance(item.row, HttpAction)]
     called = sorted({action.destination.slug for action in actions})
     problems = []
     by_destination: dict[str, VendorDocument] = {}

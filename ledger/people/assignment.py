@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from ledger.core import roles
 from ledger.core.transitions import record_audit_event
-from ledger.models import Operation
+from ledger.models import Conflict, ConflictStatus, Operation
+from ledger.states import TERMINAL_STATES
 
 # Who may take an operation: who may act on it in its workspace.
 TAKERS = (roles.REVIEW, roles.APPROVE)
@@ -30,10 +31,30 @@ class HeldBySomeoneElse(AssignmentError):
     """Someone else holds it: taking it over must be asked for explicitly."""
 
 
-def may_take(user, operation: Operation) -> bool:
+class NothingToTake(AssignmentError):
+    """It is finished, with no conflict left to decide."""
+
+
+def may_take(user, operation: Operation, *, open_conflict: bool | None = None) -> bool:
+    """Someone who may act on it (``may_act``), while it has work left (``has_work``;
+    ``open_conflict``: whether it has a conflict to decide, when the caller knows)."""
+    return may_act(user, operation) and has_work(operation, open_conflict=open_conflict)
+
+
+def may_act(user, operation: Operation) -> bool:
     """Someone (a person: a machine's token takes nothing) who may act on it in its workspace."""
     person = roles.person_of(user)
     return person is not None and any(roles.can(person, capability, operation.workspace_id) for capability in TAKERS)
+
+
+def has_work(operation: Operation, *, open_conflict: bool | None = None) -> bool:
+    """Whether there is anything left to work on: a finished operation (succeeded, rejected,
+    cancelled) only while one of its conflicts waits for a decision."""
+    if operation.state not in TERMINAL_STATES:
+        return True
+    if open_conflict is None:
+        open_conflict = Conflict.objects.filter(operation=operation, status=ConflictStatus.OPEN).exists()
+    return open_conflict
 
 
 def take_operation(operation: Operation, *, user, take_over: bool = False) -> bool:
@@ -93,8 +114,12 @@ def release_operation(operation: Operation, *, user) -> bool:
 
 
 def _require_may_take(user, operation: Operation) -> None:
-    if not may_take(user, operation):
+    if not may_act(user, operation):
         raise AssignmentError(f"{user.get_username()} may not act on operations of workspace {operation.workspace}.")
+    if not has_work(operation):
+        raise NothingToTake(
+            f"This operation has finished ({operation.get_state_display().lower()}): nothing is left to take."
+        )
 
 
 def _holder(operation: Operation) -> int | None:

@@ -147,6 +147,8 @@ def refused_by_service(
             reason = "duplicate_risk"
         elif isinstance(exc, assignment.HeldBySomeoneElse):
             reason = "held_by_someone_else"
+        elif isinstance(exc, assignment.NothingToTake):
+            reason = "wrong_state"
         now = Operation.objects.filter(pk=operation.pk).values_list("state", flat=True).first()
         state = State(now) if now is not None else None
         refused = StateRefused(reason=reason, detail=str(exc), state=state, changes=changes)
@@ -295,7 +297,7 @@ def take(request, key: str):
     person = person_of(request, "take an operation")
     body = read_body(request, TakeBody, optional=True)
     operation = operations.find_operation(request, key)
-    if not assignment.may_take(person, operation):
+    if not assignment.may_act(person, operation):
         refuse_role(f"{person.get_username()} may not act on operations of workspace {operation.workspace.slug}.")
     with refused_by_service(operation):
         changed = assignment.take_operation(operation, user=person, take_over=body.take_over)

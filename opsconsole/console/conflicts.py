@@ -333,7 +333,7 @@ class _Reader:
             "hidden": hidden,
             "who": f"Only {deciders_of_sensitive()} see the {' and '.join(hidden)}" if hidden else "",
             "deciders": self._deciders(op) if hidden and can_dismiss else [],
-            "may_assign": bool(hidden) and can_dismiss and may_take(self.user, op),
+            "may_assign": bool(hidden) and can_dismiss and may_take(self.user, op, open_conflict=is_open),
             "look_only": _look_only(conflict) if is_open and not can_dismiss else "",
         }
 

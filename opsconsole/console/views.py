@@ -281,7 +281,10 @@ def operation(request, pk):
             "token_hint": tokens.token_for(op)[-6:] if by_caller and op.state == State.PROCESSING else "",
             "standing": _standing(op, definition),
             "held_by": holding_switch(op, switches),
-            "can_take": assignment.may_take(user, op),
+            # Take: while work is left (a finished operation only with a conflict to decide).
+            "can_take": assignment.may_take(
+                user, op, open_conflict=any(item["conflict"].status == "open" for item in conflicts)
+            ),
             # Previous and next in the list it was opened from (opsconsole.console.neighbours).
             "neighbours": neighbours.around(request, op),
         },

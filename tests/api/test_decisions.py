@@ -297,6 +297,20 @@ def test_it_takes_and_gives_back_an_operation(caller, alice, bob, machine):
     assert kinds == [("taken", "alice"), ("taken_over", "bob"), ("released", "bob")]
 
 
+def test_a_finished_operation_is_not_taken(caller, alice, machine):
+    machine.post("/api/v1/events", event())
+    operation = Operation.objects.get()
+    Operation.objects.filter(pk=operation.pk).update(state="succeeded")
+
+    body = refused(caller("alice").post(path(operation, "take")), 409, "wrong_state")
+
+    assert (body["detail"], body["state"]) == (
+        "This operation has finished (succeeded): nothing is left to take.",
+        "succeeded",
+    )
+    assert Operation.objects.get().assigned_to is None
+
+
 def test_a_viewer_may_not_take(caller, person, machine):
     person("vera", "viewer")
     machine.post("/api/v1/events", event())

@@ -551,6 +551,36 @@ def test_the_operation_page_offers_take_and_take_over(client, login, make_operat
     assert "Take over from bob</button>" in page
 
 
+def test_a_finished_operation_offers_no_take_and_refuses_one(client, login, make_operation):
+    operation = make_operation("succeeded")
+    login("operator")
+
+    page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+    refused = client.get(client.post(f"/console/operations/{operation.pk}/take/")["Location"])
+
+    assert ">Take</button>" not in page
+    assert "This operation has finished (succeeded): nothing is left to take." in refused.content.decode()
+    operation.refresh_from_db()
+    assert operation.assigned_to is None
+    assert audit_kinds(operation) == []
+
+
+def test_a_finished_operation_with_a_conflict_to_decide_may_be_taken(client, login, workspace):
+    operation = submit_brief(workspace)
+    Operation.objects.filter(pk=operation.pk).update(state="succeeded")
+    data = {"request_id": "R-42", "version": 3, "title": "Review renewal options, EMEA only", "owner": "ops"}
+    changed = submit_event(workspace=workspace, source="api", raw={"action": "prepare-brief", "data": data})
+    assert changed.outcome == "conflict", changed
+    alice = login("operator")
+
+    page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+    client.post(f"/console/operations/{operation.pk}/take/")
+
+    assert ">Take</button>" in page
+    operation.refresh_from_db()
+    assert operation.assigned_to == alice
+
+
 # --- previous and next within the list --------------------------------------------------------
 
 

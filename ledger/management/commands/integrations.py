@@ -39,9 +39,13 @@ class Command(BaseCommand):
         text = sys.stdin.read() if options["file"] == "-" else self._read(options["file"])
         try:
             document = integrations_file.read(text)
-            if options["check_openapi"]:
-                openapi_check.check(document, self._vendors(options["check_openapi"]))
-            changes = integrations_file.apply(document, actor=options["actor"], dry_run=options["dry_run"])
+            vendors = self._vendors(options["check_openapi"]) if options["check_openapi"] else None
+            changes = integrations_file.apply(
+                document,
+                actor=options["actor"],
+                dry_run=options["dry_run"],
+                check=(lambda planned: openapi_check.check(planned, vendors)) if vendors else None,
+            )
         except integrations_file.IntegrationsError as exc:
             raise CommandError("nothing changed:\n  " + "\n  ".join(exc.problems)) from None
         for change in changes:

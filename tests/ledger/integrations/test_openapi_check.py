@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ledger.integrations import openapi_check
-from ledger.integrations.file import IntegrationsError
+from ledger.integrations.file import IntegrationsError, plan
 from ledger.integrations.openapi_sample import sample
 from ledger.models import Destination, HttpAction
 from tests.ledger.integrations.helpdesk_vendor import (
@@ -27,7 +27,7 @@ def vendor(text: str | None = None, name: str = "helpdesk.yaml") -> openapi_chec
 
 def problems(document: dict, vendors=None) -> list[str]:
     try:
-        openapi_check.check(document, {"helpdesk": vendor()} if vendors is None else vendors)
+        openapi_check.check(plan(document), {"helpdesk": vendor()} if vendors is None else vendors)
     except IntegrationsError as refused:
         return refused.problems
     return []

@@ -8,6 +8,7 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
+from ledger.integrations import file as integrations_file
 from ledger.models import AuditEvent, Destination, HttpAction
 from tests.ledger.integrations.helpdesk_vendor import ADD_CONTACT, CREATE_TICKET, HELPDESK, changed, integrations
 
@@ -65,6 +66,19 @@ def test_a_file_the_vendor_describes_is_applied(tmp_path, db):
         "changed: HTTP action add-contact: created",
     ]
     assert set(HttpAction.objects.values_list("name", flat=True)) == {"create-ticket", "add-contact"}
+
+
+def test_the_check_reads_the_plan_that_is_applied(tmp_path, db, monkeypatch):
+    """One plan: what the vendor's document checked is what is saved (a second plan could see
+    another moment's rows)."""
+    plans = []
+    planned = integrations_file.plan
+    monkeypatch.setattr(integrations_file, "plan", lambda document: plans.append(planned(document)) or plans[-1])
+
+    apply(tmp_path, integrations(CREATE_TICKET), "--check-openapi", f"helpdesk={HELPDESK}")
+
+    assert len(plans) == 1
+    assert HttpAction.objects.get().name == "create-ticket"
 
 
 def test_a_dry_run_is_checked_too(tmp_path, db):
