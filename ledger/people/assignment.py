@@ -113,6 +113,18 @@ def release_operation(operation: Operation, *, user) -> bool:
     return bool(released)
 
 
+def nothing_to_take(operations) -> set[int]:
+    """The ids of ``operations`` with no work left (``has_work``): the finished ones without a
+    conflict to decide, read in one query for a list's page."""
+    finished = {operation.pk for operation in operations if operation.state in TERMINAL_STATES}
+    if not finished:
+        return set()
+    deciding = Conflict.objects.filter(operation__in=finished, status=ConflictStatus.OPEN).values_list(
+        "operation_id", flat=True
+    )
+    return finished - set(deciding)
+
+
 def _require_may_take(user, operation: Operation) -> None:
     if not may_act(user, operation):
         raise AssignmentError(f"{user.get_username()} may not act on operations of workspace {operation.workspace}.")

@@ -5,6 +5,7 @@ counts the list: at a million operations a count alone would outlast the page.""
 from django.shortcuts import render
 
 from ledger.core import roles
+from ledger.people import assignment
 from ledger.people.assignment import TAKERS
 from ledger.reads import keyset, replica
 from opsconsole.console import tables
@@ -25,6 +26,10 @@ def operation_list(request):
     )
     tables.summarise(page.object_list)
     can_take = any(roles.workspace_ids(request.user, capability) != set() for capability in TAKERS)
+    if can_take:  # no Take on a finished row, unless a conflict of it waits for a decision
+        finished = assignment.nothing_to_take(page.object_list)
+        for op in page.object_list:
+            op.nothing_to_take = op.pk in finished
     return render(
         request,
         "console/operations.html",

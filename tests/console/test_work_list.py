@@ -556,9 +556,11 @@ def test_a_finished_operation_offers_no_take_and_refuses_one(client, login, make
     login("operator")
 
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+    listed = client.get("/console/operations/").content.decode()
     refused = client.get(client.post(f"/console/operations/{operation.pk}/take/")["Location"])
 
     assert ">Take</button>" not in page
+    assert f'aria-label="Take {operation.key}"' not in listed
     assert "This operation has finished (succeeded): nothing is left to take." in refused.content.decode()
     operation.refresh_from_db()
     assert operation.assigned_to is None
@@ -573,10 +575,15 @@ def test_a_finished_operation_with_a_conflict_to_decide_may_be_taken(client, log
     assert changed.outcome == "conflict", changed
     alice = login("operator")
 
+    done = submit_brief(workspace, request_id="R-43")
+    Operation.objects.filter(pk=done.pk).update(state="succeeded")
     page = client.get(f"/console/operations/{operation.pk}/").content.decode()
+    listed = client.get("/console/operations/").content.decode()
     client.post(f"/console/operations/{operation.pk}/take/")
 
     assert ">Take</button>" in page
+    assert f'aria-label="Take {operation.key}"' in listed
+    assert f'aria-label="Take {done.key}"' not in listed
     operation.refresh_from_db()
     assert operation.assigned_to == alice
 

@@ -141,6 +141,21 @@ def test_taking_an_operation_shows_to_everyone_and_taking_it_over_is_explicit(wi
     assert AuditEvent.objects.filter(operation=first, kind="taken_over", actor="bob").exists()
 
 
+def test_finished_work_offers_no_take(wide, work):
+    make_user("operator", OPERATOR)
+    done, open_one = work[0], work[1]
+    Operation.objects.filter(pk=done.pk).update(state="succeeded", last_error_category="", last_error_message="")
+    log_in(wide, "operator")
+
+    wide.goto("/console/operations/")
+    expect(wide.get_by_role("button", name=f"Take {open_one.key}")).to_be_visible()
+    expect(wide.get_by_role("button", name=f"Take {done.key}")).to_have_count(0)
+    wide.goto(f"/console/operations/{done.pk}/")
+    screenshot(wide, "operation-finished-no-take")
+
+    expect(wide.locator(".assignment").get_by_role("button", name="Take")).to_have_count(0)
+
+
 def test_next_and_previous_step_through_the_filtered_list(wide, work):
     make_user("operator", OPERATOR)
     log_in(wide, "operator")
