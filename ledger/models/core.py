@@ -152,8 +152,9 @@ class Operation(models.Model):
                 condition=Q(state__in=list(ATTENTION_STATES)),
             ),
             # Its other orders (migration 0020): by arrival, and within one state by either time,
-            # both ways; and the per-state counts, with their workspace and action filters, read
-            # from the index alone.
+            # both ways; and the per-state counts, with their workspace, action and age filters,
+            # read from the index alone (with the age too since migration 0069: a member's "older
+            # than 24 hours" read each row for its arrival, 126 ms at 5,000,000 operations).
             models.Index(
                 fields=["created_at", "id"], name="operation_arrival_idx", condition=Q(state__in=list(ATTENTION_STATES))
             ),
@@ -168,8 +169,8 @@ class Operation(models.Model):
                 condition=Q(state__in=list(ATTENTION_STATES)),
             ),
             models.Index(
-                fields=["state", "action", "workspace"],
-                name="operation_state_count_idx",
+                fields=["state", "action", "workspace", "created_at"],
+                name="operation_state_count_age_idx",
                 condition=Q(state__in=list(ATTENTION_STATES)),
             ),
             # "Assigned to me": the few operations someone took (partial: the others cost it nothing).

@@ -19,7 +19,7 @@ QUEUE_INDEXES = {
     "operation_arrival_idx",
     "operation_state_updated_idx",
     "operation_state_arrival_idx",
-    "operation_state_count_idx",
+    "operation_state_count_age_idx",
 }
 
 
