@@ -26,10 +26,6 @@ def operation_list(request):
     )
     tables.summarise(page.object_list)
     can_take = any(roles.workspace_ids(request.user, capability) != set() for capability in TAKERS)
-    if can_take:  # no Take on a finished row, unless a conflict of it waits for a decision
-        finished = assignment.nothing_to_take(page.object_list)
-        for op in page.object_list:
-            op.nothing_to_take = op.pk in finished
     return render(
         request,
         "console/operations.html",
@@ -38,6 +34,8 @@ def operation_list(request):
             "filter": filterset,
             "page": page,
             "can_take": can_take,
+            # No Take on a finished row, unless a conflict of it waits for a decision.
+            "nothing_to_take": assignment.nothing_to_take(page.object_list) if can_take else set(),
             "list_query": tables.list_query(request.GET, "all"),
             "replica_lag": replica.lag_notice(filterset.qs.db),
         },

@@ -149,6 +149,7 @@ def queue(request):
             # Ticking rows to replay or cancel them at once (opsconsole.console.bulk), for who may review.
             "can_bulk": can_bulk,
             "can_take": can_bulk or roles.workspace_ids(request.user, APPROVE) != set(),
+            "nothing_to_take": set(),  # the queue lists unfinished work only
             "bulk_token": secrets.token_urlsafe(24),
             "matching": _matching(request, filterset, count, shown=len(page)) if can_bulk else None,
             "matching_limit": MAX_OPERATIONS,

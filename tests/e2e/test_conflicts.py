@@ -257,3 +257,21 @@ def test_a_days_conflicts_on_a_phone(page, busy_day):
     fold.click()
     expect(page.get_by_role("button", name="Dismiss all 40 matching")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+@pytest.mark.parametrize("role", [OPERATOR, APPROVER])
+def test_held_conflicts_of_long_keys_fit_a_laptops_width(page, workspace, role):
+    """Keys as long as a ledger of millions makes them: the held table stays within 1440 px."""
+    held = [held_refund(workspace, f"R-{number}", 435000, 435100) for number in (4999998, 4999999)]
+    make_user(role, role)
+    page.set_viewport_size({"width": 1440, "height": 900})
+
+    log_in(page, role)
+    page.goto("/console/conflicts/")
+    expect(page.locator("#held tbody tr")).to_have_count(2)
+    screenshot(page, f"conflicts-held-long-keys-{role}")
+
+    table = page.locator("#held table")
+    scroll, client = table.evaluate("t => [t.scrollWidth, t.parentElement.clientWidth]")
+    assert scroll <= client, (scroll, client, [op.key for op in held])
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1440
