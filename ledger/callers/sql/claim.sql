@@ -23,7 +23,8 @@
 -- configuration stored before a payload conflict's answer, added by 0059; the chain's head
 -- read by ledger_chain_head (with its time) since 0061; the claim decided by ledger_claim_answer
 -- and a new event reserved claimed, by 0063; the events on the operation's lane of the workspace's
--- chains (the heads by lane), every lane locked in a batch (``every_lane``), since 0065.
+-- chains (the heads by lane), every lane locked in a batch (``every_lane``), since 0065; the claim's
+-- event after its reservation's on the lane and head that read, not read again, since 0070.
 
 CREATE OR REPLACE FUNCTION public.ledger_claim(request jsonb)
  RETURNS jsonb
@@ -125,9 +126,15 @@ BEGIN
             'id', nextval('ledger_attempt_id_seq'), 'operation_id', claimed.id, 'number', claimed.fencing_token,
             'fencing_token', claimed.fencing_token, 'idempotency_key', claimed.key);
         INSERT INTO ledger_attempt SELECT r.* FROM jsonb_populate_record(NULL::ledger_attempt, attempt) r;
-        -- The chain, last: the operation's lane, its head under its lock (a reservation above took
-        -- it already: taken again, its head is the same, as nothing is inserted before the commit).
-        chain := ledger_audit_head(workspace, ARRAY[claimed.id], coalesce((request->>'every_lane')::boolean, false));
+        -- The chain, last: the operation's lane, its head under its lock. A reservation above took
+        -- that lane and read its head for this operation's event: the claim's event follows it there
+        -- (nothing is inserted before the commit, so a second read would find the same head).
+        IF (audits->0->>'operation_id')::bigint = claimed.id THEN
+            chain := jsonb_build_object('heads', '{}'::jsonb, 'lanes', jsonb_build_array(audits->0->'lane'),
+                                        'ids', jsonb_build_array(nextval('ledger_auditevent_id_seq')));
+        ELSE
+            chain := ledger_audit_head(workspace, ARRAY[claimed.id], coalesce((request->>'every_lane')::boolean, false));
+        END IF;
         heads := heads || (chain->'heads');
         audits := audits || jsonb_build_array(request->'audit' || jsonb_build_object(
             'operation_id', claimed.id, 'kind', 'claimed', 'from_state', operation.state, 'to_state', 'processing',

@@ -9,7 +9,8 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from ledger.callers import claiming
-from ledger.models import Attempt, AuditEvent, Operation
+from ledger.core.audit_verify import verify_chains
+from ledger.models import Attempt, AuditEvent, Operation, Workspace
 from tests.ledger.callers.test_claims import claim_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,6 +75,37 @@ def test_a_claim_of_a_new_event_inserts_its_operation_claimed_and_never_updates_
         ("reserved", "", "pending"),
         ("claimed", "pending", "processing"),
     ]
+
+
+def chain_heads_read(call) -> int:
+    """How many times ``call`` read an audit chain's head (``ledger_chain_head``), counted by
+    PostgreSQL for the transaction around it (``track_functions``, set for it alone)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL track_functions = 'pl'")
+        call()
+        cursor.execute(
+            "SELECT coalesce(pg_stat_get_xact_function_calls('ledger_chain_head(bigint, integer)'::regprocedure), 0)"
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("lanes", [1, 4])
+def test_a_claim_of_a_new_event_reads_its_chains_head_once(workspace, send_invoice_action, lanes):
+    """The reservation's and the claim's events go on the operation's lane after the one head read
+    for the reservation (nothing is inserted before the commit, so a second read finds the same)."""
+    Workspace.objects.filter(pk=workspace.pk).update(audit_lanes=lanes)
+    answers = []
+
+    reads = chain_heads_read(
+        lambda: answers.append(claiming.claim(workspace=workspace, raw=claim_body(), submitted_by="caller"))
+    )
+
+    assert [answer.status for answer in answers] == ["claimed"]
+    assert reads == 1
+    events = AuditEvent.objects.filter(operation=Operation.objects.get()).order_by("id")
+    assert [event.kind for event in events] == ["reserved", "claimed"]
+    assert len({event.lane for event in events}) == 1
+    assert verify_chains().broken is None
 
 
 def test_a_claim_of_a_recorded_event_updates_its_operation_once(workspace, send_invoice_action):
