@@ -120,9 +120,22 @@ class NodeRed:
         return httpx.request(method, f"{self.url}{path}", timeout=30, **kwargs)
 
     def deploy(self, flows: list[dict]) -> None:
-        """A full deploy, as the editor's Deploy button sends it."""
+        """A full deploy, as the editor's Deploy button sends it, and its flows started: Node-RED
+        answers the deploy before it has started them, and an http in node's route answers 404
+        until then (seen on a loaded machine)."""
+        started = self._started_flows()
         answer = self.admin("POST", "/flows", json=flows, headers={"Node-RED-Deployment-Type": "full"})
         assert answer.status_code in (200, 204), f"deploy: {answer.status_code} {answer.text}\n{self.log_tail()}"
+        wait_for(
+            lambda: self._started_flows() > started,
+            timeout=30,
+            describe=self.log_tail,
+            message="Node-RED did not start the deployed flows",
+        )
+
+    def _started_flows(self) -> int:
+        """How many times Node-RED has logged starting its flows."""
+        return self.log_path.read_text(errors="replace").count("[info] Started flows")
 
     def flows(self) -> list[dict]:
         return self.admin("GET", "/flows").json()
