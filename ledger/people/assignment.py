@@ -48,13 +48,11 @@ def may_act(user, operation: Operation) -> bool:
 
 
 def has_work(operation: Operation, *, open_conflict: bool | None = None) -> bool:
-    """Whether there is anything left to work on: a finished operation (succeeded, rejected,
-    cancelled) only while one of its conflicts waits for a decision."""
-    if operation.state not in TERMINAL_STATES:
-        return True
-    if open_conflict is None:
-        open_conflict = Conflict.objects.filter(operation=operation, status=ConflictStatus.OPEN).exists()
-    return open_conflict
+    """Whether there is anything left to work on (``nothing_to_take``); ``open_conflict`` spares the
+    read of its conflicts when the caller has them."""
+    if open_conflict is not None and operation.state in TERMINAL_STATES:
+        return open_conflict
+    return operation.pk not in nothing_to_take([operation])
 
 
 def take_operation(operation: Operation, *, user, take_over: bool = False) -> bool:
@@ -114,8 +112,9 @@ def release_operation(operation: Operation, *, user) -> bool:
 
 
 def nothing_to_take(operations) -> set[int]:
-    """The ids of ``operations`` with no work left (``has_work``): the finished ones without a
-    conflict to decide, read in one query for a list's page."""
+    """The ids of ``operations`` with no work left: the finished ones (succeeded, rejected,
+    cancelled) without a conflict waiting for a decision, read in one query for a list's page
+    (none for unfinished ones)."""
     finished = {operation.pk for operation in operations if operation.state in TERMINAL_STATES}
     if not finished:
         return set()

@@ -149,7 +149,7 @@ def queue(request):
             # Ticking rows to replay or cancel them at once (opsconsole.console.bulk), for who may review.
             "can_bulk": can_bulk,
             "can_take": can_bulk or roles.workspace_ids(request.user, APPROVE) != set(),
-            "nothing_to_take": set(),  # the queue lists unfinished work only
+            "nothing_to_take": assignment.nothing_to_take(page.object_list),
             "bulk_token": secrets.token_urlsafe(24),
             "matching": _matching(request, filterset, count, shown=len(page)) if can_bulk else None,
             "matching_limit": MAX_OPERATIONS,
@@ -284,7 +284,7 @@ def operation(request, pk):
             "held_by": holding_switch(op, switches),
             # Take: while work is left (a finished operation only with a conflict to decide).
             "can_take": assignment.may_take(
-                user, op, open_conflict=any(item["conflict"].status == "open" for item in conflicts)
+                user, op, open_conflict=any(item["conflict"].status == Conflict.Status.OPEN for item in conflicts)
             ),
             # Previous and next in the list it was opened from (opsconsole.console.neighbours).
             "neighbours": neighbours.around(request, op),

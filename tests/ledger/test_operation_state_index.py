@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from ledger.models import Operation
 from ledger.states import State
+from tests.plans import only_index
 
 INDEX = "operation_state_idx"
 
@@ -21,31 +22,15 @@ def plan(queryset) -> str:
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
-def without_the_other_indexes() -> None:
-    """The operation table's other indexes dropped (but those of its constraints), in the test's
-    transaction (rolled back after it): on a table this small the planner takes whichever partial
-    index answers as well (CI's statistics once chose operation_due_since_idx for pending), and
-    the question is whether this one can answer, not which is cheapest on a few rows."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT i.indexrelid::regclass::text FROM pg_index i "
-            "LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid "
-            "WHERE i.indrelid = 'ledger_operation'::regclass AND c.oid IS NULL AND i.indexrelid::regclass::text <> %s",
-            [INDEX],
-        )
-        for (name,) in cursor.fetchall():
-            cursor.execute(f"DROP INDEX {name}")
-
-
 def test_the_sweeps_expired_leases_are_read_through_it(db):
-    without_the_other_indexes()
+    only_index("ledger_operation", INDEX)
     expired = Operation.objects.filter(state=State.PROCESSING, lease_expires_at__lt=timezone.now())[:500]
 
     assert INDEX in plan(expired)
 
 
 def test_the_queues_count_of_one_state_is_read_through_it(db):
-    without_the_other_indexes()
+    only_index("ledger_operation", INDEX)
     for state in (State.PENDING, State.RETRYING, State.PROCESSING, State.CANCELLED):
         bounded = Operation.objects.filter(state=state).order_by().values("pk")[:10001]
 

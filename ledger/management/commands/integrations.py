@@ -5,6 +5,7 @@ signed webhooks and subscriptions to notifications) as a YAML or JSON file
 (``ledger.integrations.openapi_check``)."""
 
 import sys
+from functools import partial
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -39,13 +40,10 @@ class Command(BaseCommand):
         text = sys.stdin.read() if options["file"] == "-" else self._read(options["file"])
         try:
             document = integrations_file.read(text)
-            vendors = self._vendors(options["check_openapi"]) if options["check_openapi"] else None
-            changes = integrations_file.apply(
-                document,
-                actor=options["actor"],
-                dry_run=options["dry_run"],
-                check=(lambda planned: openapi_check.check(planned, vendors)) if vendors else None,
-            )
+            check = None
+            if options["check_openapi"]:
+                check = partial(openapi_check.check, vendors=self._vendors(options["check_openapi"]))
+            changes = integrations_file.apply(document, actor=options["actor"], dry_run=options["dry_run"], check=check)
         except integrations_file.IntegrationsError as exc:
             raise CommandError("nothing changed:\n  " + "\n  ".join(exc.problems)) from None
         for change in changes:

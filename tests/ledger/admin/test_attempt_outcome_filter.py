@@ -14,6 +14,7 @@ from django.utils import timezone
 from ledger.core import accounts
 from ledger.models import Attempt, Membership
 from tests.ledger.conftest import submit_brief
+from tests.plans import only_index
 
 INDEX = "attempt_outcome_idx"
 LIST = "/admin/ledger/attempt/"
@@ -79,23 +80,9 @@ def test_a_member_sees_the_outcomes_attempts_of_their_workspaces_only(client, tr
     assert listed(response) == [tried[2].pk]
 
 
-def without_the_other_indexes() -> None:
-    """The attempt table's other indexes dropped (but those of its constraints), in the test's
-    transaction (rolled back after it): the question is whether this index can answer."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT i.indexrelid::regclass::text FROM pg_index i "
-            "LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid "
-            "WHERE i.indrelid = 'ledger_attempt'::regclass AND c.oid IS NULL AND i.indexrelid::regclass::text <> %s",
-            [INDEX],
-        )
-        for (name,) in cursor.fetchall():
-            cursor.execute(f"DROP INDEX {name}")
-
-
 @pytest.mark.parametrize("outcome", ["abandoned", "transient"])
 def test_the_filters_page_and_count_read_one_range_of_the_index(admin_client, tried, outcome):
-    without_the_other_indexes()
+    only_index("ledger_attempt", INDEX)
     with CaptureQueriesContext(connection) as captured:
         assert admin_client.get(LIST, {"outcome__exact": outcome}).status_code == 200
     reads = [query["sql"] for query in captured if 'FROM "ledger_attempt"' in query["sql"]]
