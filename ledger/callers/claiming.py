@@ -38,11 +38,24 @@ from ledger.intake.decoding import storable_text_problem
 from ledger.models import Attempt, Control, Operation, Workspace
 from ledger.states import TERMINAL_STATES, State
 
-# Every item of a request decided in its order, in one statement.
-CALL = (
-    "SELECT jsonb_agg(ledger_claim(r.item) ORDER BY r.n)"
-    " FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(item, n)"
+# Every item of a request decided in its order, in one statement: each item (its own part: key,
+# lease, its event) given with what its action's claims share (the second parameter names them by
+# action: the configuration's rows and the reservation's templates, sent once a request), then the
+# claims counted, once per answer's labels (one row update each, not one per claim).
+CALL = f"""
+WITH claims AS MATERIALIZED (
+    SELECT r.n, c.common->>'shard' AS shard, ledger_claim(c.common || r.item || jsonb_build_object('reserve',
+               CASE WHEN r.item ? 'reserve' THEN c.common->'reserve' || (r.item->'reserve') ELSE 'null' END)) AS answer
+    FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(item, n)
+    CROSS JOIN LATERAL (SELECT (%s::jsonb)->(r.item->>'action') AS common) c
+), counted AS (
+    INSERT INTO ledger_tally (name, labels, shard, value)
+    SELECT '{tallies.CLAIMS}', answer->>'tally', shard, count(*) FROM claims WHERE answer->>'tally' IS NOT NULL
+    GROUP BY answer->>'tally', shard ORDER BY answer->>'tally'
+    ON CONFLICT (name, labels, shard) DO UPDATE SET value = ledger_tally.value + excluded.value
 )
+SELECT jsonb_agg(answer ORDER BY n) FROM claims
+"""
 # Tries of a batch's transaction (a single claim has contention.TRIES): batches that share keys in
 # other orders each wait for the other's inserts, and every deadlock between them is decided by
 # aborting one, which runs again against whatever a third batch holds by then. With 3 batches of
@@ -54,7 +67,8 @@ ACTIONS_OF_KEYS = "SELECT key, action FROM ledger_operation WHERE workspace_id =
 
 @dataclass
 class _Item:
-    """One claim the call decides: its request, and what Python needs to answer it."""
+    """One claim the call decides: its own part of the request (the call adds what its action's
+    claims share, ``_shared``), and what Python needs to answer it."""
 
     request: dict
     action: ActionDefinition
@@ -96,7 +110,7 @@ def claim_each(
     later: list[int] = []  # answered by claims.claim, after the call
     listened = announcements.may_announce(workspace.pk)
     recorded = _actions_of_keys(workspace, raws) if not listened else {}
-    shared: dict[str, dict] = {}  # what the request's claims of one action share (``_request``)
+    shared: dict[str, dict] = {}  # what the request's claims of one action share (``_shared``)
     for index, raw in enumerate(raws):
         if max_claim_bytes is not None and submit.json_size(raw) > max_claim_bytes:
             too_large.append(index)
@@ -115,9 +129,11 @@ def claim_each(
     for index in too_large:
         answers[index] = _too_large(workspace, raws[index], max_claim_bytes or 0, **sender)
     if items:
-        _config_once(list(items.values()))
+        _config_once(list(items.values()), shared)
         tries = BATCH_TRIES if len(items) > 1 else contention.TRIES
-        results = contention.retried(_call, workspace, list(items.values()), token, doing="claiming", tries=tries)
+        results = contention.retried(
+            _call, workspace, list(items.values()), shared, token, doing="claiming", tries=tries
+        )
         for (index, item), result in zip(items.items(), results, strict=True):
             answers[index] = _answer(workspace, item, result, now=now, actor=submitted_by)
     for index in later:
@@ -125,15 +141,15 @@ def claim_each(
     return [answers[index] for index in range(len(raws))]
 
 
-def _config_once(items: list[_Item]) -> None:
+def _config_once(items: list[_Item], shared: dict[str, dict]) -> None:
     """A configuration stored by the first claim that names it: the later ones of the request, in
     its transaction, find it (its content, the action's whole schema, is sent once)."""
     seen = set()
     for item in items:
-        digest = item.request["config"]["digest"]
-        if digest in seen:
-            item.request["config"] = None
-        seen.add(digest)
+        config = shared[item.action.name]["config"]
+        if config["digest"] not in seen:
+            item.request["config"] = config
+        seen.add(config["digest"])
 
 
 def _too_large(workspace: Workspace, raw: Any, limit: int, **sender) -> claims.Answer:
@@ -181,7 +197,8 @@ def _item(
         if action is None or not action.performed_by_caller:
             return None
         lease = _lease(raw.get("lease_seconds"), action)
-        return _Item(_request(workspace, raw["key"], action, lease, shared, now=now, actor=actor), action, lease)
+        _shared(workspace, action, shared, now=now, actor=actor)
+        return _Item(_request(raw["key"], action, lease), action, lease)
     if not isinstance(raw, dict) or not isinstance(raw.get("action"), str):
         return None
     raw = dict(raw)
@@ -193,11 +210,16 @@ def _item(
     if event is None or event.action.name != action.name:
         return None
     lease = _lease(lease_seconds, action)
-    request = _request(workspace, event.key, action, lease, shared, now=now, actor=actor)
-    # The reservation as intake makes it (ledger.intake.reservation), inside the claim's call.
-    request["reserve"] = reservation.one_event_request(
-        workspace, event, source=claims.SOURCE, submitted_by=actor, person=person, now=now
-    )
+    common = _shared(workspace, action, shared, now=now, actor=actor)
+    request = _request(event.key, action, lease)
+    # The reservation as intake makes it (ledger.intake.reservation), inside the claim's call: its
+    # rows' templates shared by the action's claims, the event its own.
+    if common["reserve"] is None:
+        reserve = reservation.one_event_request(
+            workspace, event, source=claims.SOURCE, submitted_by=actor, person=person, now=now
+        )
+        common["reserve"] = {name: value for name, value in reserve.items() if name != "events"}
+    request["reserve"] = {"events": reservation.events_json([event], now)}
     return _Item(request, action, lease, event)
 
 
@@ -205,19 +227,18 @@ def _lease(seconds: int | None, action: ActionDefinition) -> timedelta:
     return timedelta(seconds=seconds) if seconds is not None else action.claim_lease
 
 
-def _request(
-    workspace: Workspace,
-    key: str,
-    action: ActionDefinition,
-    lease: timedelta,
-    shared: dict[str, dict],
-    *,
-    now: datetime,
-    actor: str,
+def _request(key: str, action: ActionDefinition, lease: timedelta) -> dict:
+    """A claim's own part of what ``ledger_claim`` is given (``CALL`` adds its action's ``_shared``)."""
+    return {"action": action.name, "key": key, "lease_seconds": lease.total_seconds(), "config": None}
+
+
+def _shared(
+    workspace: Workspace, action: ActionDefinition, shared: dict[str, dict], *, now: datetime, actor: str
 ) -> dict:
-    """What ``ledger_claim`` is given: the rows it may write, and what it decides by. What every
-    claim of ``action`` in the request has in common (its configuration and the rows' templates) is
-    built by the first and kept in ``shared``: a batch of 100 builds it once, not 100 times."""
+    """What every claim of ``action`` in the request has in common (its configuration, the rows'
+    templates, what it decides by), built by the first and kept in ``shared``: a batch of 100 builds
+    and sends it once, not 100 times. The first claim of the action carries the configuration's row
+    (``config``), which it stores; the later ones, in its transaction, find it."""
     common = shared.get(action.name)
     if common is None:
         version = configuration.version_for(workspace.pk, action)
@@ -225,7 +246,7 @@ def _request(
         common = shared[action.name] = {
             "workspace_id": workspace.pk,
             "action": action.name,
-            "reserve": None,
+            "reserve": None,  # the reservation's templates, from the first claim of an event (``_item``)
             "now": now,
             "actor": actor,
             "whole_deadline": action.deadline.total_seconds(),
@@ -237,7 +258,7 @@ def _request(
             "tally_labels": _tally_labels(action.name),
             "shard": tallies.shard(),
         }
-    return common | {"key": key, "lease_seconds": lease.total_seconds()}
+    return common
 
 
 @lru_cache(maxsize=1024)
@@ -273,24 +294,27 @@ def _tally_labels(action: str) -> dict[str, str]:
     return labels
 
 
-def _call(workspace: Workspace, items: list[_Item], token: dict | None) -> list[dict]:
+def _call(workspace: Workspace, items: list[_Item], shared: dict[str, dict], token: dict | None) -> list[dict]:
     """One transaction: the call (the first claim checking ``token``, when there is one), then its
     audit events sealed and inserted with the COMMIT (``audit_chain.in_one_transaction``)."""
     requests = [item.request for item in items]
+    commons = {name: common | {"config": None} for name, common in shared.items()}
     if len(requests) > 1:
         # Each item locks every lane of the workspace, in order, where it would take its own: the
         # lanes of the later items are not known yet, and taken in the items' order two batches
         # could deadlock over them (ledger_audit_head).
-        requests = [_every_lane(request) for request in requests]
+        commons = {name: _every_lane(common) for name, common in commons.items()}
     if token is not None:
         requests = [requests[0] | {"token": token}, *requests[1:]]
     with accounts.token_checked():
-        return audit_chain.in_one_transaction(CALL, [dumps(requests)], lambda results: _events(results) or None)
+        return audit_chain.in_one_transaction(
+            CALL, [dumps(requests), dumps(commons)], lambda results: _events(results) or None
+        )
 
 
-def _every_lane(request: dict) -> dict:
-    reserve = request["reserve"]
-    return request | {"every_lane": True, "reserve": reserve and reserve | {"every_lane": True}}
+def _every_lane(common: dict) -> dict:
+    reserve = common["reserve"]
+    return common | {"every_lane": True, "reserve": reserve and reserve | {"every_lane": True}}
 
 
 def _events(results: list[dict]) -> str:

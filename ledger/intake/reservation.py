@@ -205,7 +205,7 @@ def one_event_request(
     """What ``ledger_reserve_one`` is given for ``event``: what ``ledger_claim`` reserves with too
     (at the claim's own ``now``, so that what it creates and claims bears one time)."""
     request = _request(workspace, [event], refused=[], source=source, submitted_by=submitted_by, person=person, now=now)
-    request["events"] = _events_json([event], request["now"])
+    request["events"] = events_json([event], request["now"])
     if token is not None:
         request["token"] = token
     return request
@@ -230,8 +230,9 @@ def _request(workspace, events, *, refused, source, submitted_by, person, now: d
     }
 
 
-def _events_json(events: list[Event], now: datetime) -> list[dict]:
-    """ledger_reserve_one's events (one): each its operation's and its delivery's own columns."""
+def events_json(events: list[Event], now: datetime) -> list[dict]:
+    """ledger_reserve_one's events (one): each its operation's and its delivery's own columns (a
+    claim sends its own beside the request's shared rows, ``ledger.callers.claiming``)."""
     return [
         {
             "operation": {

@@ -24,7 +24,9 @@
 -- read by ledger_chain_head (with its time) since 0061; the claim decided by ledger_claim_answer
 -- and a new event reserved claimed, by 0063; the events on the operation's lane of the workspace's
 -- chains (the heads by lane), every lane locked in a batch (``every_lane``), since 0065; the claim's
--- event after its reservation's on the lane and head that read, not read again, since 0070.
+-- event after its reservation's on the lane and head that read, not read again, since 0070; the
+-- claim's tally labels answered for the caller's statement to count (once per label, not once per
+-- claim on one row), and the reservation's answer without the operation answered beside it, since 0072.
 
 CREATE OR REPLACE FUNCTION public.ledger_claim(request jsonb)
  RETURNS jsonb
@@ -141,18 +143,19 @@ BEGIN
             'message', 'claim ' || claimed.fencing_token || ': the caller performs it',
             'attempt_id', attempt->'id', 'id', chain->'ids'->0, 'lane', chain->'lanes'->0));
     END IF;
-    IF answer <> 'overdue' THEN
-        -- Counted as ledger.core.tallies.count counts it, on this process's own row.
-        INSERT INTO ledger_tally (name, labels, shard, value)
-        VALUES ('claims', request->'tally_labels'->>(CASE answer WHEN 'decided' THEN operation.state ELSE answer END),
-                request->>'shard', 1)
-        ON CONFLICT (name, labels, shard) DO UPDATE SET value = ledger_tally.value + excluded.value;
+    -- The reservation's answer but for the operation's row (answered once, below): what the caller
+    -- needs of it when it did not conflict (its outcome, the wake-up it took).
+    IF reserved IS NOT NULL THEN
+        reserved := reserved - 'operations' - 'audit';
     END IF;
-
     RETURN jsonb_build_object(
         'answer', answer, 'reserved', reserved, 'operation', CASE WHEN claimed.id IS NOT NULL THEN to_jsonb(claimed) ELSE to_jsonb(operation) END,
         'from_state', operation.state, 'attempt', attempt,
         'switch', switch,
+        -- The claims counter's labels for this answer (none for an overdue one, claimed again by the
+        -- caller): the caller's statement counts a request's claims once per label.
+        'tally', CASE WHEN answer <> 'overdue' THEN
+                     request->'tally_labels'->>(CASE answer WHEN 'decided' THEN operation.state ELSE answer END) END,
         'audit', CASE WHEN jsonb_array_length(audits) > 0 THEN jsonb_build_array(heads, audits) END);
 END
 $function$;

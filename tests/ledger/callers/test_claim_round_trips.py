@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from ledger.callers import claiming
+from ledger.core import tallies
 from ledger.core.audit_verify import verify_chains
 from ledger.models import Attempt, AuditEvent, Operation, Workspace
 from tests.ledger.callers.test_claims import claim_body
@@ -34,7 +35,7 @@ def test_a_claim_is_one_call_committed_with_its_audit_events(api, send_invoice_a
     assert response.status_code == 201, response.json()
     calls = [statement for statement in statements if "ledger_claim(" in statement]
     assert len(calls) == 1
-    assert calls[0].startswith("BEGIN; SELECT jsonb_agg(ledger_claim(")
+    assert calls[0].startswith("BEGIN; \nWITH claims AS MATERIALIZED (")
     assert statements[-1].startswith("SELECT ledger_audit_insert(")
     assert commits(statements) == 1
     # The call (checking the token), the events with the COMMIT: nothing compiled by the ORM.
@@ -145,6 +146,72 @@ def test_a_batch_of_claims_is_one_call_and_one_commit(api, send_invoice_action):
     assert sum("ledger_claim(" in statement for statement in statements) == 1
     assert commits(statements) == 1
     assert len(statements) == 2, statements
+
+
+@pytest.fixture
+def other_caller_action(send_invoice_action, standin):
+    """A second caller action beside `send-invoice`: the demo's, named `other-invoice`."""
+    from ledger.integrations import file
+    from opsconsole.management.commands.demo_setup import integrations_document
+
+    document = integrations_document(standin.url)
+    [action] = [action for action in document["http_actions"] if action["name"] == "send-invoice"]
+    destinations = [each for each in document["destinations"] if each["slug"] == action["destination"]]
+    actions = [action, action | {"name": "other-invoice"}]
+    file.apply({"destinations": destinations, "http_actions": actions}, actor="test")
+
+
+def other_caller_body(request_id: str) -> dict:
+    return claim_body(request_id=request_id) | {"action": "other-invoice"}
+
+
+def test_a_batch_sends_what_its_claims_of_one_action_share_once(api, send_invoice_action, other_caller_action):
+    """The rows' templates, the configuration and the counter's labels once per action and request,
+    not once per claim (a batch of 100 sent 445 kB where its claims' own parts are ~45)."""
+    api.post("/api/v1/claims", claim_body(request_id="INV-0"))
+    items = [claim_body(request_id=f"INV-{n}") for n in range(1, 21)]
+    items.insert(5, other_caller_body("OTHER-1"))
+
+    response, statements = sent(api, "/api/v1/claims/batch", {"claims": items})
+
+    assert [result["status"] for result in response.json()["results"]] == ["claimed"] * 21
+    [call] = [statement for statement in statements if "ledger_claim(" in statement]
+    assert call.count('"tally_labels"') == 2  # one per action
+    assert call.count('"fingerprint_fields"') == 2
+    assert call.count('"key_recipe"') == 2  # the operation row's template
+    assert call.count('"payload": {') == 21  # each claim's own event
+    assert set(Operation.objects.values_list("action", flat=True)) == {"other-invoice", "send-invoice"}
+    assert verify_chains().broken is None
+
+
+def tally_rows_written(call) -> tuple[int, int]:
+    """The rows of ledger_tally ``call`` inserted and updated (as ``operation_rows_written``)."""
+    count = "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'ledger_tally'"
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(count)
+        before = cursor.fetchone()
+        call()
+        cursor.execute(count)
+        after = cursor.fetchone()
+    return after[0] - before[0], after[1] - before[1]
+
+
+def test_a_batch_counts_its_claims_once_per_answer(workspace, send_invoice_action):
+    """One row written per answer's labels, however many claims the batch holds: each claim
+    upserted the process's row, 30 updates of one row (and its old versions) for 30 claims."""
+    claiming.claim(workspace=workspace, raw=claim_body(request_id="INV-0"), submitted_by="caller")
+    raws = [claim_body(request_id=f"INV-{n}") for n in range(30)]  # INV-0 is in progress
+
+    answers = []
+    written = tally_rows_written(
+        lambda: answers.extend(claiming.claim_each(workspace=workspace, raws=raws, submitted_by="caller"))
+    )
+
+    assert [answer.status for answer in answers] == ["in_progress"] + ["claimed"] * 29
+    assert sum(written) == 2  # the claimed row and the in-progress one, each written once
+    totals = {labels: value for (name, labels), value in tallies.totals().items() if name == tallies.CLAIMS}
+    assert totals['{"action": "send-invoice", "answer": "claimed"}'] == 30
+    assert totals['{"action": "send-invoice", "answer": "in_progress"}'] == 1
 
 
 def test_a_succeeded_report_is_one_call_committed_with_its_audit_event(api, send_invoice_action):
