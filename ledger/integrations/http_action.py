@@ -56,6 +56,7 @@ class ConfiguredHttpAction(ActionDefinition):
         if refused := schema_patterns.problems(row.schema):
             raise jsonschema.SchemaError("; ".join(refused))
         self.validator = schema_patterns.Validator(row.schema, format_checker=jsonschema.FormatChecker())
+        self.quick_check = schema_patterns.quick_check(row.schema)
         self.identity_fields = tuple(row.identity_fields)
         self.normalisers = {field: NORMALISERS[name] for field, name in row.normalisers.items()}
         self.fingerprint_fields = tuple(row.fingerprint_fields)
@@ -89,6 +90,8 @@ class ConfiguredHttpAction(ActionDefinition):
     # What the data is.
 
     def validated(self, data: dict) -> tuple[dict | None, list[FieldError]]:
+        if self.quick_check is not None and self.quick_check(data):
+            return dict(data), []
         errors = sorted(self.validator.iter_errors(data), key=lambda error: list(error.absolute_path))
         if not errors:
             return dict(data), []
