@@ -42,18 +42,22 @@ def test_a_claim_is_one_call_committed_with_its_audit_events(api, send_invoice_a
     assert len(statements) == 2, statements
 
 
-def operation_rows_written(call) -> tuple[int, int]:
-    """The rows of ledger_operation ``call`` inserted and updated, in a transaction around it: the
+def rows_written(table: str, call) -> tuple[int, int]:
+    """The rows of ``table`` ``call`` inserted and updated, in a transaction around it: the
     difference of PostgreSQL's counts (which hold, until its backend reports them, earlier
     transactions' too; it reports none inside a transaction)."""
-    count = "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'ledger_operation'"
+    count = "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = %s"
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(count)
+        cursor.execute(count, [table])
         before = cursor.fetchone()
         call()
-        cursor.execute(count)
+        cursor.execute(count, [table])
         after = cursor.fetchone()
     return after[0] - before[0], after[1] - before[1]
+
+
+def operation_rows_written(call) -> tuple[int, int]:
+    return rows_written("ledger_operation", call)
 
 
 def test_a_claim_of_a_new_event_inserts_its_operation_claimed_and_never_updates_it(workspace, send_invoice_action):
@@ -184,18 +188,6 @@ def test_a_batch_sends_what_its_claims_of_one_action_share_once(api, send_invoic
     assert verify_chains().broken is None
 
 
-def tally_rows_written(call) -> tuple[int, int]:
-    """The rows of ledger_tally ``call`` inserted and updated (as ``operation_rows_written``)."""
-    count = "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'ledger_tally'"
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(count)
-        before = cursor.fetchone()
-        call()
-        cursor.execute(count)
-        after = cursor.fetchone()
-    return after[0] - before[0], after[1] - before[1]
-
-
 def test_a_batch_counts_its_claims_once_per_answer(workspace, send_invoice_action):
     """One row written per answer's labels, however many claims the batch holds: each claim
     upserted the process's row, 30 updates of one row (and its old versions) for 30 claims."""
@@ -203,8 +195,9 @@ def test_a_batch_counts_its_claims_once_per_answer(workspace, send_invoice_actio
     raws = [claim_body(request_id=f"INV-{n}") for n in range(30)]  # INV-0 is in progress
 
     answers = []
-    written = tally_rows_written(
-        lambda: answers.extend(claiming.claim_each(workspace=workspace, raws=raws, submitted_by="caller"))
+    written = rows_written(
+        "ledger_tally",
+        lambda: answers.extend(claiming.claim_each(workspace=workspace, raws=raws, submitted_by="caller")),
     )
 
     assert [answer.status for answer in answers] == ["in_progress"] + ["claimed"] * 29
