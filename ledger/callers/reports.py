@@ -54,7 +54,7 @@ from ledger.core.transitions import log_transition
 from ledger.engine.attempts import finish_attempt
 from ledger.engine.failed import write_failure
 from ledger.engine.succeeded import record_success
-from ledger.intake.decoding import storable_text_problem, unstorable_text_errors
+from ledger.intake.decoding import storable_text_problem, unstorable_errors
 from ledger.models import Attempt, Operation, Workspace
 from ledger.outcomes import AmbiguousError, OutcomeError, PermanentError, Success, TransientError
 from ledger.states import State
@@ -181,7 +181,7 @@ def read(model: type[BaseModel], raw: Any) -> tuple[Any, list[dict]]:
     """``raw`` (decoded JSON) as ``model``, or the problems with it (field and rule, never the value)."""
     if not isinstance(raw, dict):
         return None, [FieldError("body", "must be a JSON object").as_dict()]
-    if unstorable := unstorable_text_errors(raw):
+    if unstorable := unstorable_errors(raw):
         return None, [error.as_dict() for error in unstorable]
     try:
         return model.model_validate(raw), []

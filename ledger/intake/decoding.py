@@ -1,7 +1,7 @@
 """What a sender's bytes say, read as the ledger reads them: JSON (UTF-8 only, every key once, no
 number too long to convert or too large for a double, no nesting deeper than anything walks), and
 text the database can store. Every entry point decodes events through ``decode_json``; intake names
-the fields whose text cannot be stored (``unstorable_text_errors``)."""
+the fields whose text or number cannot be stored (``unstorable_errors``)."""
 
 import json
 import math
@@ -181,14 +181,17 @@ def storable(text: str) -> str:
     return "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in text.replace(NUL, ""))
 
 
-def unstorable_text_errors(raw: dict) -> list[FieldError]:
-    """Every field whose name or text the database cannot store (see ``storable_text_problem``).
+def unstorable_errors(raw: dict) -> list[FieldError]:
+    """Every field whose name or text the database cannot store (see ``storable_text_problem``),
+    and every number JSON cannot hold (infinite or NaN: a source's mapping can compute one, as
+    ``to_number('1e999')``; ``decode_json`` refuses them in a body).
 
     Walked with an explicit stack: a deeply nested body must not exhaust Python's recursion; and
-    only when its JSON text shows a NUL or does not encode, which is never for nearly every event.
+    only when its JSON text shows a NUL, a non-finite number or does not encode, which is never for
+    nearly every event.
     """
     text = json.dumps(raw, ensure_ascii=False)
-    if "\\u0000" not in text and not storable_text_problem(text):
+    if "\\u0000" not in text and "Infinity" not in text and "NaN" not in text and not storable_text_problem(text):
         return []
     found = []
     stack: list[tuple[tuple[str, ...], Any]] = [((), raw)]
@@ -204,6 +207,8 @@ def unstorable_text_errors(raw: dict) -> list[FieldError]:
             stack.extend(((*path, str(index)), item) for index, item in enumerate(value))
         elif isinstance(value, str) and (problem := storable_text_problem(value)):
             found.append(FieldError(".".join(path), problem))
+        elif isinstance(value, float) and not math.isfinite(value):
+            found.append(FieldError(".".join(path), f"is {value}, a number JSON cannot hold"))
     return sorted(found, key=lambda error: error.field)
 
 

@@ -27,7 +27,7 @@ from pydantic import (
 from ledger.actions import ActionDefinition, FieldError, UnknownAction, get_action, registry
 from ledger.actions.base import field_errors
 from ledger.core import privacy
-from ledger.intake.decoding import unstorable_text_errors
+from ledger.intake.decoding import unstorable_errors
 
 # A sender's clock may be off, but not by a decade; beyond that a time is refused, since a date
 # near year 1 or 9999 cannot even be shown in another time zone.
@@ -97,7 +97,7 @@ def parse(workspace, raw) -> tuple[Envelope, ActionDefinition, dict]:
     """The envelope, action and normalised data of ``raw`` (one decoded event), or InvalidEvent."""
     if not isinstance(raw, dict):
         raise InvalidEvent([FieldError("body", "must be a JSON object")])
-    if unstorable := unstorable_text_errors(raw):
+    if unstorable := unstorable_errors(raw):
         raise InvalidEvent(unstorable)
     errors: list[FieldError] = []
     envelope: Envelope | None = None

@@ -9,7 +9,11 @@ item merged with what its action's claims share, sent once a request (``CALL``),
 reservation's outcome and wake-up without the operation's row it answers once beside it (the whole
 reservation still for a payload conflict, which is answered as intake answers it). And each claim
 upserted the claims counter on the process's row, 100 updates of one row a batch: it answers its
-labels now, and the request's statement counts its claims once per label.
+labels now (an answer without labels is an error, not a claim left uncounted), and the request's
+statement counts its claims once per label. A claim by key answered not found (its operation purged
+since the request looked its action up) stores the configuration the request sent it before it
+answers: it was stored only past that answer, and the request's later claims, sent it no more,
+opened attempts naming a configuration never stored (their commit failed).
 """
 
 from django.db import migrations
@@ -36,6 +40,7 @@ DECLARE
     heads jsonb := '{}';
     chain jsonb;
     audits jsonb := '[]';
+    tally text;
 BEGIN
     IF request ? 'token' THEN
         PERFORM ledger_token_unchanged(request->'token');
@@ -77,17 +82,19 @@ BEGIN
             FOR NO KEY UPDATE;
             decided := false;
         END IF;
-    ELSIF operation.id IS NULL OR operation.action <> request->>'action' THEN
-        RETURN jsonb_build_object('answer', 'not_found');
     END IF;
 
     -- The configuration a try would begin under, stored when a request first names it (content
     -- addressed: a row that is there is found, nothing written), whatever this claim is answered, a
-    -- payload conflict too: the request's later claims of the action are sent it no more.
+    -- payload conflict or a key not found too: the request's later claims of the action are sent it
+    -- no more.
     IF request->'config' <> 'null' THEN
         INSERT INTO ledger_configversion
         SELECT r.* FROM jsonb_populate_record(NULL::ledger_configversion, request->'config') r
         ON CONFLICT DO NOTHING;
+    END IF;
+    IF reserve = 'null' AND (operation.id IS NULL OR operation.action <> request->>'action') THEN
+        RETURN jsonb_build_object('answer', 'not_found');
     END IF;
     IF reserved->'results'->0->>'outcome' = 'conflict' THEN
         RETURN jsonb_build_object('answer', 'blocked', 'reserved', reserved, 'audit', jsonb_build_array(heads, audits));
@@ -135,14 +142,18 @@ BEGIN
     IF reserved IS NOT NULL THEN
         reserved := reserved - 'operations' - 'audit';
     END IF;
+    -- The claims counter's labels for this answer (none for an overdue one, claimed again by the
+    -- caller): the caller's statement counts a request's claims once per label.
+    IF answer <> 'overdue' THEN
+        tally := request->'tally_labels'->>(CASE answer WHEN 'decided' THEN operation.state ELSE answer END);
+        IF tally IS NULL THEN
+            RAISE EXCEPTION 'ledger_claim: no counter labels for the answer % (state %)', answer, operation.state;
+        END IF;
+    END IF;
     RETURN jsonb_build_object(
         'answer', answer, 'reserved', reserved, 'operation', CASE WHEN claimed.id IS NOT NULL THEN to_jsonb(claimed) ELSE to_jsonb(operation) END,
         'from_state', operation.state, 'attempt', attempt,
-        'switch', switch,
-        -- The claims counter's labels for this answer (none for an overdue one, claimed again by the
-        -- caller): the caller's statement counts a request's claims once per label.
-        'tally', CASE WHEN answer <> 'overdue' THEN
-                     request->'tally_labels'->>(CASE answer WHEN 'decided' THEN operation.state ELSE answer END) END,
+        'switch', switch, 'tally', tally,
         'audit', CASE WHEN jsonb_array_length(audits) > 0 THEN jsonb_build_array(heads, audits) END);
 END
 $function$;

@@ -1,15 +1,17 @@
 -- A caller's claim in one statement: the event reserved (ledger_reserve_one, when the claim is an
 -- envelope) or the recorded operation found (a claim by key), its row held, and the claim decided
 -- as ledger.callers.claims.standing decides it; when it may be claimed, claimed: processing under
--- the next fencing token and a lease, its try's Attempt opened, counted and audited. The audit
+-- the next fencing token and a lease, its try's Attempt opened and audited. The audit
 -- events (the reservation's, the claim's) are returned with the chain's head, for the caller to
 -- seal and insert before the commit (the audit key never reaches the database).
 -- Answers (`answer`): done, in_progress, decided (the state says which), held (`switch`),
 -- retry_later, waiting, awaiting_approval, claimed (`attempt`), blocked (a payload conflict: the
 -- reservation answers), not_found (by key), overdue (a lease expired or a deadline passed: nothing
--- decided, the caller moves it as the sweep would, in Python, and claims again).
+-- decided, the caller moves it as the sweep would, in Python, and claims again). Beside the answer,
+-- the claims counter's labels for it (`tally`, none for overdue), which the caller's statement
+-- counts (ledger.callers.claiming.CALL: once per label for the request's claims, after them all).
 -- Lock order (docs/architecture.md): the operation's row first when it exists, then the chain (in
--- ledger_reserve_one), the tally; a row created here is seen by nobody else before the commit. An
+-- ledger_reserve_one); a row created here is seen by nobody else before the commit. An
 -- item of a batch (``every_lane``) locks all the workspace's lanes, in order, where it takes its
 -- own: a later item's lane is not known yet, and lanes taken in items' order could deadlock.
 -- The request that names a `token` (the first of a request's claims, when the API let it in by
@@ -26,7 +28,8 @@
 -- chains (the heads by lane), every lane locked in a batch (``every_lane``), since 0065; the claim's
 -- event after its reservation's on the lane and head that read, not read again, since 0070; the
 -- claim's tally labels answered for the caller's statement to count (once per label, not once per
--- claim on one row), and the reservation's answer without the operation answered beside it, since 0072.
+-- claim on one row), the reservation's answer without the operation answered beside it, and the
+-- configuration stored before a claim by key is answered not found, since 0072.
 
 CREATE OR REPLACE FUNCTION public.ledger_claim(request jsonb)
  RETURNS jsonb
@@ -49,6 +52,7 @@ DECLARE
     heads jsonb := '{}';
     chain jsonb;
     audits jsonb := '[]';
+    tally text;
 BEGIN
     IF request ? 'token' THEN
         PERFORM ledger_token_unchanged(request->'token');
@@ -90,17 +94,19 @@ BEGIN
             FOR NO KEY UPDATE;
             decided := false;
         END IF;
-    ELSIF operation.id IS NULL OR operation.action <> request->>'action' THEN
-        RETURN jsonb_build_object('answer', 'not_found');
     END IF;
 
     -- The configuration a try would begin under, stored when a request first names it (content
     -- addressed: a row that is there is found, nothing written), whatever this claim is answered, a
-    -- payload conflict too: the request's later claims of the action are sent it no more.
+    -- payload conflict or a key not found too: the request's later claims of the action are sent it
+    -- no more.
     IF request->'config' <> 'null' THEN
         INSERT INTO ledger_configversion
         SELECT r.* FROM jsonb_populate_record(NULL::ledger_configversion, request->'config') r
         ON CONFLICT DO NOTHING;
+    END IF;
+    IF reserve = 'null' AND (operation.id IS NULL OR operation.action <> request->>'action') THEN
+        RETURN jsonb_build_object('answer', 'not_found');
     END IF;
     IF reserved->'results'->0->>'outcome' = 'conflict' THEN
         RETURN jsonb_build_object('answer', 'blocked', 'reserved', reserved, 'audit', jsonb_build_array(heads, audits));
@@ -148,14 +154,18 @@ BEGIN
     IF reserved IS NOT NULL THEN
         reserved := reserved - 'operations' - 'audit';
     END IF;
+    -- The claims counter's labels for this answer (none for an overdue one, claimed again by the
+    -- caller): the caller's statement counts a request's claims once per label.
+    IF answer <> 'overdue' THEN
+        tally := request->'tally_labels'->>(CASE answer WHEN 'decided' THEN operation.state ELSE answer END);
+        IF tally IS NULL THEN
+            RAISE EXCEPTION 'ledger_claim: no counter labels for the answer % (state %)', answer, operation.state;
+        END IF;
+    END IF;
     RETURN jsonb_build_object(
         'answer', answer, 'reserved', reserved, 'operation', CASE WHEN claimed.id IS NOT NULL THEN to_jsonb(claimed) ELSE to_jsonb(operation) END,
         'from_state', operation.state, 'attempt', attempt,
-        'switch', switch,
-        -- The claims counter's labels for this answer (none for an overdue one, claimed again by the
-        -- caller): the caller's statement counts a request's claims once per label.
-        'tally', CASE WHEN answer <> 'overdue' THEN
-                     request->'tally_labels'->>(CASE answer WHEN 'decided' THEN operation.state ELSE answer END) END,
+        'switch', switch, 'tally', tally,
         'audit', CASE WHEN jsonb_array_length(audits) > 0 THEN jsonb_build_array(heads, audits) END);
 END
 $function$;

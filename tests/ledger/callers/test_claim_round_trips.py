@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from ledger.callers import claiming
 from ledger.core import tallies
 from ledger.core.audit_verify import verify_chains
-from ledger.models import Attempt, AuditEvent, Operation, Workspace
+from ledger.models import Attempt, AuditEvent, ConfigVersion, Operation, Workspace
 from tests.ledger.callers.test_claims import claim_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -205,6 +205,28 @@ def test_a_batch_counts_its_claims_once_per_answer(workspace, send_invoice_actio
     totals = {labels: value for (name, labels), value in tallies.totals().items() if name == tallies.CLAIMS}
     assert totals['{"action": "send-invoice", "answer": "claimed"}'] == 30
     assert totals['{"action": "send-invoice", "answer": "in_progress"}'] == 1
+
+
+def test_a_key_not_found_first_still_stores_the_configuration_its_batch_sent_it(
+    workspace, send_invoice_action, monkeypatch
+):
+    """Found in review: the configuration travels with a request's first claim of the action only; a
+    claim by key whose operation was purged between the lookup of its action and the call answered
+    not found before storing it, and the batch's later claims opened attempts naming a
+    configuration never stored (the commit failed)."""
+    from ledger.intake import submit
+
+    key = submit.submit_event(workspace=workspace, raw=claim_body(request_id="INV-1"), source="api").key
+    gone = key.replace("INV-1", "INV-purged")
+    monkeypatch.setattr(
+        claiming, "_actions_of_keys", lambda workspace, raws: dict.fromkeys([gone, key], "send-invoice")
+    )
+    assert not ConfigVersion.objects.exists()
+
+    answers = claiming.claim_each(workspace=workspace, raws=[{"key": gone}, {"key": key}], submitted_by="caller")
+
+    assert [answer.status for answer in answers] == ["not_found", "claimed"]
+    assert Attempt.objects.get().config_version_id == ConfigVersion.objects.get().digest
 
 
 def test_a_succeeded_report_is_one_call_committed_with_its_audit_event(api, send_invoice_action):

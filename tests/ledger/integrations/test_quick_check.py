@@ -124,6 +124,35 @@ def test_a_schema_of_any_other_keyword_is_left_to_jsonschema(schema):
     assert schema_patterns.quick_check(schema) is None
 
 
+# Found in review: jsonschema-rs takes a float as the shortest decimal it prints as (1e23 is 10**23 to
+# it), jsonschema as its binary value, so at 2**53 and beyond an integer and a float compared otherwise:
+# each of these data is valid to jsonschema-rs and refused by jsonschema.
+LARGE = [
+    ({"type": "integer", "exclusiveMinimum": 36028797018963968}, 36028797018963968.0),
+    ({"type": "integer", "minimum": 10**23}, 1e23),
+    ({"type": "number", "maximum": 1e23}, 10**23),
+    ({"enum": [10**23]}, 1e23),
+    ({"const": [1, {"a": 1e30}]}, [1, {"a": 10**30}]),
+]
+
+
+@pytest.mark.parametrize(("schema", "data"), LARGE, ids=repr)
+def test_a_number_of_2_53_or_more_in_a_comparison_leaves_the_schema_to_jsonschema(schema, data):
+    assert not judged_valid(schema, data)
+    assert schema_patterns.quick_check(schema) is None
+
+
+@pytest.mark.parametrize("bound", [2**53 - 1, -(2**53 - 1), 4503599627370495.5, 0.1])
+@pytest.mark.parametrize("keyword", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "const"])
+def test_below_2_53_it_agrees_with_jsonschema_on_every_number_around_the_bound(keyword, bound):
+    schema = {keyword: bound}
+    check = schema_patterns.quick_check(schema)
+    assert check is not None
+
+    for data in [bound, float(bound), int(bound), bound + 1, bound - 1, 2**53, 2**53 + 1, float(2**53), 1e23, -1e23]:
+        assert check(data) == judged_valid(schema, data), data
+
+
 def test_its_patterns_run_on_re2_at_any_length():
     """The valid case too: `^(a+)+$` would take hours at 5,000 characters on a backtracking engine."""
     check = schema_patterns.quick_check({"type": "string", "pattern": "^(a+)+$"})

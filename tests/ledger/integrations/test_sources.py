@@ -226,6 +226,24 @@ def test_a_mapping_that_yields_invalid_data_is_refused_naming_the_field(client, 
     assert [error["field"] for error in response.json()["errors"]] == ["data.title"]
 
 
+@pytest.mark.parametrize(("amount", "said"), [("1e999", "is inf"), ("-1e999", "is -inf"), ("nan", "is nan")])
+def test_a_mapping_that_computes_a_number_json_cannot_hold_is_refused_naming_the_field(client, source, amount, said):
+    """`to_number` of a sender's text can give infinity or NaN, which a body's JSON cannot carry
+    (``decode_json`` refuses them) and the database cannot store: a 422 naming the field, not a 500
+    when the event is fingerprinted, nor an event that passed a schema's bound."""
+    rules = [RULES[0] | {"data": RULES[0]["data"] | {"version": "to_number(data.object.amount)"}}]
+    hooks = source(rules=rules)
+    body = json.dumps({"type": "invoice.paid", "data": {"object": {"id": "in_4", "amount": amount}}}).encode()
+
+    response = post(client, hooks, body, standard_headers(body))
+
+    assert response.status_code == 422, response.content
+    [error] = response.json()["errors"]
+    assert error["field"] == "data.version"
+    assert error["message"] == f"{said}, a number JSON cannot hold"
+    assert Delivery.objects.get().outcome == Delivery.Outcome.INVALID
+
+
 def test_a_signed_body_that_is_not_json_is_malformed(client, source):
     body = b"not json"
 
