@@ -41,17 +41,18 @@ from ledger.states import TERMINAL_STATES, State
 # Every item of a request decided in its order, in one statement: each item (its own part: key,
 # lease, its event) given with what its action's claims share (the second parameter names them by
 # action: the configuration's rows and the reservation's templates, sent once a request), then the
-# claims counted, once per answer's labels (one row update each, not one per claim).
+# claims counted on this process's rows (the third parameter, ``tallies.shard``), once per answer's
+# labels (one row update each, not one per claim).
 CALL = f"""
 WITH claims AS MATERIALIZED (
-    SELECT r.n, c.common->>'shard' AS shard, ledger_claim(c.common || r.item || jsonb_build_object('reserve',
+    SELECT r.n, ledger_claim(c.common || r.item || jsonb_build_object('reserve',
                CASE WHEN r.item ? 'reserve' THEN c.common->'reserve' || (r.item->'reserve') ELSE 'null' END)) AS answer
     FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(item, n)
     CROSS JOIN LATERAL (SELECT (%s::jsonb)->(r.item->>'action') AS common) c
 ), counted AS (
     INSERT INTO ledger_tally (name, labels, shard, value)
-    SELECT '{tallies.CLAIMS}', answer->>'tally', shard, count(*) FROM claims WHERE answer->>'tally' IS NOT NULL
-    GROUP BY answer->>'tally', shard ORDER BY answer->>'tally'
+    SELECT '{tallies.CLAIMS}', answer->>'tally', %s, count(*) FROM claims WHERE answer->>'tally' IS NOT NULL
+    GROUP BY answer->>'tally' ORDER BY answer->>'tally'
     ON CONFLICT (name, labels, shard) DO UPDATE SET value = ledger_tally.value + excluded.value
 )
 SELECT jsonb_agg(answer ORDER BY n) FROM claims
@@ -215,10 +216,9 @@ def _item(
     # The reservation as intake makes it (ledger.intake.reservation), inside the claim's call: its
     # rows' templates shared by the action's claims, the event its own.
     if common["reserve"] is None:
-        reserve = reservation.one_event_request(
+        common["reserve"] = reservation.shared_request(
             workspace, event, source=claims.SOURCE, submitted_by=actor, person=person, now=now
         )
-        common["reserve"] = {name: value for name, value in reserve.items() if name != "events"}
     request["reserve"] = {"events": reservation.events_json([event], now)}
     return _Item(request, action, lease, event)
 
@@ -256,7 +256,6 @@ def _shared(
             "attempt": rows["attempt"] | {"started_at": now, "config_version_id": version.digest},
             "audit": rows["audit"] | {"created_at": now},
             "tally_labels": _tally_labels(action.name),
-            "shard": tallies.shard(),
         }
     return common
 
@@ -308,7 +307,7 @@ def _call(workspace: Workspace, items: list[_Item], shared: dict[str, dict], tok
         requests = [requests[0] | {"token": token}, *requests[1:]]
     with accounts.token_checked():
         return audit_chain.in_one_transaction(
-            CALL, [dumps(requests), dumps(commons)], lambda results: _events(results) or None
+            CALL, [dumps(requests), dumps(commons), tallies.shard()], lambda results: _events(results) or None
         )
 
 

@@ -202,13 +202,22 @@ def _sealed_events(answer: dict) -> str | None:
 def one_event_request(
     workspace, event: Event, *, source: str, submitted_by: str, person, token=None, now: datetime | None = None
 ) -> dict:
-    """What ``ledger_reserve_one`` is given for ``event``: what ``ledger_claim`` reserves with too
-    (at the claim's own ``now``, so that what it creates and claims bears one time)."""
-    request = _request(workspace, [event], refused=[], source=source, submitted_by=submitted_by, person=person, now=now)
+    """What ``ledger_reserve_one`` is given for ``event``."""
+    request = shared_request(workspace, event, source=source, submitted_by=submitted_by, person=person, now=now)
     request["events"] = events_json([event], request["now"])
     if token is not None:
         request["token"] = token
     return request
+
+
+def shared_request(
+    workspace, event: Event, *, source: str, submitted_by: str, person, now: datetime | None = None
+) -> dict:
+    """``one_event_request`` but for the event's own rows (``events_json``): what every event of
+    ``event``'s action from this sender shares, as a claim request sends it once for its claims of
+    the action (``ledger.callers.claiming``, at the claim's own ``now``, so that what it creates and
+    claims bears one time)."""
+    return _request(workspace, [event], refused=[], source=source, submitted_by=submitted_by, person=person, now=now)
 
 
 def _request(workspace, events, *, refused, source, submitted_by, person, now: datetime | None = None) -> dict:
@@ -232,7 +241,7 @@ def _request(workspace, events, *, refused, source, submitted_by, person, now: d
 
 def events_json(events: list[Event], now: datetime) -> list[dict]:
     """ledger_reserve_one's events (one): each its operation's and its delivery's own columns (a
-    claim sends its own beside the request's shared rows, ``ledger.callers.claiming``)."""
+    claim sends its own beside the request's ``shared_request``)."""
     return [
         {
             "operation": {
