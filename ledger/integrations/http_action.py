@@ -55,7 +55,7 @@ class ConfiguredHttpAction(ActionDefinition):
         # Its patterns on RE2, in linear time: any token may send the text they match.
         if refused := schema_patterns.problems(row.schema):
             raise jsonschema.SchemaError("; ".join(refused))
-        self.validator = schema_patterns.Validator(row.schema, format_checker=jsonschema.FormatChecker())
+        self.validator = schema_patterns.Validator(row.schema, format_checker=schema_patterns.FORMATS)
         self.quick_check = schema_patterns.quick_check(row.schema)
         self.identity_fields = tuple(row.identity_fields)
         self.normalisers = {field: NORMALISERS[name] for field, name in row.normalisers.items()}
