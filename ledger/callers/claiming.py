@@ -38,25 +38,13 @@ from ledger.intake.decoding import storable_text_problem
 from ledger.models import Attempt, Control, Operation, Workspace
 from ledger.states import TERMINAL_STATES, State
 
-# Every item of a request decided in its order, in one statement: each item (its own part: key,
-# lease, its event) given with what its action's claims share (the second parameter names them by
-# action: the configuration's rows and the reservation's templates, sent once a request), then the
-# claims counted on this process's rows (the third parameter, ``tallies.shard``), once per answer's
-# labels (one row update each, not one per claim).
-CALL = f"""
-WITH claims AS MATERIALIZED (
-    SELECT r.n, ledger_claim(c.common || r.item || jsonb_build_object('reserve',
-               CASE WHEN r.item ? 'reserve' THEN c.common->'reserve' || (r.item->'reserve') ELSE 'null' END)) AS answer
-    FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS r(item, n)
-    CROSS JOIN LATERAL (SELECT (%s::jsonb)->(r.item->>'action') AS common) c
-), counted AS (
-    INSERT INTO ledger_tally (name, labels, shard, value)
-    SELECT '{tallies.CLAIMS}', answer->>'tally', %s, count(*) FROM claims WHERE answer->>'tally' IS NOT NULL
-    GROUP BY answer->>'tally' ORDER BY answer->>'tally'
-    ON CONFLICT (name, labels, shard) DO UPDATE SET value = ledger_tally.value + excluded.value
-)
-SELECT jsonb_agg(answer ORDER BY n) FROM claims
-"""
+# Every item of a request decided in its order, in one statement (``ledger_claim_request``,
+# sql/claim_request.sql): each item (its own part: key, lease, its event) given with what its
+# action's claims share (the second parameter names them by action: the configuration's rows and the
+# reservation's templates, sent once a request), then the claims counted on this process's rows (the
+# third parameter, ``tallies.shard``), once per answer's labels (one row update each, not one per
+# claim). A function, so that PostgreSQL plans the statement once per session, not at every request.
+CALL = "SELECT ledger_claim_request(%s::jsonb, %s::jsonb, %s)"
 # Tries of a batch's transaction (a single claim has contention.TRIES): batches that share keys in
 # other orders each wait for the other's inserts, and every deadlock between them is decided by
 # aborting one, which runs again against whatever a third batch holds by then. With 3 batches of

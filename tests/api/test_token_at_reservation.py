@@ -340,7 +340,7 @@ def test_a_claim_is_one_round_trip_for_the_token_and_the_call(client, claims_tok
     with statements() as sent:
         assert send(client, claims_token, "/api/v1/claims", invoice("INV-12")).status_code == 201
     assert len(sent) == 2, sent
-    assert "ledger_claim(" in sent[0]
+    assert "ledger_claim_request(" in sent[0]
     assert "ledger_apitoken" not in " ".join(sent)
 
 

@@ -33,9 +33,9 @@ def test_a_claim_is_one_call_committed_with_its_audit_events(api, send_invoice_a
     response, statements = sent(api, "/api/v1/claims", claim_body())
 
     assert response.status_code == 201, response.json()
-    calls = [statement for statement in statements if "ledger_claim(" in statement]
+    calls = [statement for statement in statements if "ledger_claim_request(" in statement]
     assert len(calls) == 1
-    assert calls[0].startswith("BEGIN; \nWITH claims AS MATERIALIZED (")
+    assert calls[0].startswith("BEGIN; SELECT ledger_claim_request(")
     assert statements[-1].startswith("SELECT ledger_audit_insert(")
     assert commits(statements) == 1
     # The call (checking the token), the events with the COMMIT: nothing compiled by the ORM.
@@ -134,7 +134,7 @@ def test_a_claim_by_key_adds_only_the_lookup_of_its_action(api, send_invoice_act
     response, statements = sent(api, "/api/v1/claims", {"key": key})
 
     assert response.status_code == 201, response.json()
-    assert sum("ledger_claim(" in statement for statement in statements) == 1
+    assert sum("ledger_claim_request(" in statement for statement in statements) == 1
     assert commits(statements) == 1
     # The lookup of its action, the call, the events with the COMMIT.
     assert len(statements) == 3, statements
@@ -147,7 +147,7 @@ def test_a_batch_of_claims_is_one_call_and_one_commit(api, send_invoice_action):
     response, statements = sent(api, "/api/v1/claims/batch", {"claims": items})
 
     assert [result["status"] for result in response.json()["results"]] == ["claimed"] * 20
-    assert sum("ledger_claim(" in statement for statement in statements) == 1
+    assert sum("ledger_claim_request(" in statement for statement in statements) == 1
     assert commits(statements) == 1
     assert len(statements) == 2, statements
 
@@ -179,7 +179,7 @@ def test_a_batch_sends_what_its_claims_of_one_action_share_once(api, send_invoic
     response, statements = sent(api, "/api/v1/claims/batch", {"claims": items})
 
     assert [result["status"] for result in response.json()["results"]] == ["claimed"] * 21
-    [call] = [statement for statement in statements if "ledger_claim(" in statement]
+    [call] = [statement for statement in statements if "ledger_claim_request(" in statement]
     assert call.count('"tally_labels"') == 2  # one per action
     assert call.count('"fingerprint_fields"') == 2
     assert call.count('"key_recipe"') == 2  # the operation row's template
