@@ -8,7 +8,7 @@ this process and within ``CACHE_SECONDS`` in every other one (the workers, the o
 
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -40,9 +40,9 @@ class EffectivePolicy:
     sources: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> dict:
-        values = asdict(self)
-        values.pop("sources")
-        return values
+        # Each field read, not ``asdict``'s deep copy of every value (they are immutable; every
+        # claim's configuration describes its policy).
+        return {"action": self.action, **{name: getattr(self, name) for name in FIELDS}}
 
 
 _cache: dict = {"at": float("-inf"), "rows": {}}
