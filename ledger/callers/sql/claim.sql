@@ -8,8 +8,9 @@
 -- retry_later, waiting, awaiting_approval, claimed (`attempt`), blocked (a payload conflict: the
 -- reservation answers), not_found (by key), overdue (a lease expired or a deadline passed: nothing
 -- decided, the caller moves it as the sweep would, in Python, and claims again). Beside the answer,
--- the claims counter's labels for it (`tally`, none for overdue), which the caller's statement
--- counts (ledger.callers.claiming.CALL: once per label for the request's claims, after them all).
+-- the claims counter's labels for it (`tally`, none for overdue), which its caller
+-- (ledger_claim_request, claim_request.sql) counts once per label for the request's claims,
+-- after them all.
 -- Lock order (docs/architecture.md): the operation's row first when it exists, then the chain (in
 -- ledger_reserve_one); a row created here is seen by nobody else before the commit. An
 -- item of a batch (``every_lane``) locks all the workspace's lanes, in order, where it takes its
