@@ -1,0 +1,10 @@
+"""A task for tests/faults/test_cluster_worker_heap.py: run by a cluster worker, it writes what the
+worker's collector holds to a file (the cluster keeps no successful task's result)."""
+
+import gc
+import json
+from pathlib import Path
+
+
+def write_heap(path: str) -> None:
+    Path(path).write_text(json.dumps({"frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects())}))
