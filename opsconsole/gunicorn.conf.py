@@ -24,7 +24,10 @@ def post_worker_init(worker):
     # The application is loaded (opsconsole/wsgi.py imports every route): what is alive now lives as
     # long as the worker. Frozen, the collector's full passes no longer walk it: ~140,000 objects,
     # one pass of ~70 ms every ~1,000 requests, ~5 % of a request's CPU (docs/performance.md).
-    gc.collect()
+    # Loaded by the master before the fork (--preload), the objects' pages are shared with it until
+    # written: a collection here would write every one of them, so they are frozen as inherited.
+    if not worker.cfg.preload_app:
+        gc.collect()
     gc.freeze()
 
 

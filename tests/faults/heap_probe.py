@@ -3,8 +3,12 @@ worker's collector holds to a file (the cluster keeps no successful task's resul
 
 import gc
 import json
+import os
 from pathlib import Path
 
 
 def write_heap(path: str) -> None:
-    Path(path).write_text(json.dumps({"frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects())}))
+    # Written whole, then renamed: the test, polling for the file, never reads half of it.
+    partial = Path(f"{path}.partial")
+    partial.write_text(json.dumps({"frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects())}))
+    os.replace(partial, path)

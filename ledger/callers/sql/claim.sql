@@ -22,7 +22,8 @@
 -- would create, by ledger_claim_answer) is reserved in its claimed state: one insert, where an
 -- insert then an update wrote every index twice; its `reserved` event still says it arrived in its
 -- first state, and its `claimed` event that it moved from there.
--- Called by: ledger.callers.claiming. Made by migration 0056; the token's check, and the
+-- Called by: ledger_claim_request (since 0073; ledger.callers.claiming's statement before).
+-- Made by migration 0056; the token's check, and the
 -- configuration stored before a payload conflict's answer, added by 0059; the chain's head
 -- read by ledger_chain_head (with its time) since 0061; the claim decided by ledger_claim_answer
 -- and a new event reserved claimed, by 0063; the events on the operation's lane of the workspace's
